@@ -1,0 +1,792 @@
+/*
+ * Transactions and commits.
+ *
+ * A commit never modifies a published slot. Under the writer lock it picks a
+ * free slot (not current, not pinned), marks it busy (stamp 0), writes the
+ * new layers, resolves every option's effective value (the precedence of
+ * DESIGN.md), computes the config hash and the checksum, stamps the slot with
+ * the new generation and publishes it with one store of `current`. Readers
+ * therefore see whole generations. A writer that dies anywhere before that
+ * store has published nothing; the next writer simply starts over.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WRITER_LOCK_BYTE 0
+
+struct change {
+	shmcfg_opt opt;   /* final alias target */
+	int layer;        /* 0 knob, 1 env_default, 2 user, 3 env_force */
+	bool reset;
+	shmcfg_value v;   /* owned */
+};
+
+struct shmcfg_txn {
+	shmcfg *h;
+	int layer;
+	struct change *ch;
+	size_t n, cap;
+};
+
+int shmcfg_txn_begin(shmcfg *h, shmcfg_txn **ret)
+{
+	assert_return(h && ret, -EINVAL);
+	if (h->rdonly)
+		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot write", h->name);
+	shmcfg_txn *t = calloc(1, sizeof *t);
+	if (!t)
+		return -ENOMEM;
+	t->h = h;
+	t->layer = SHMCFG_SRC_USER - 1;
+	*ret = t;
+	return 0;
+}
+
+void shmcfg_txn_abort(shmcfg_txn *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->n; i++)
+		shmcfg_value_clear(&t->ch[i].v);
+	free(t->ch);
+	free(t);
+}
+
+int shmcfg_txn_layer(shmcfg_txn *t, shmcfg_source layer)
+{
+	assert_return(t, -EINVAL);
+	if (layer != SHMCFG_SRC_USER && layer != SHMCFG_SRC_KNOB)
+		return shmcfg__err(-EINVAL, "transactions write the user or the knob layer, not %s",
+				   shmcfg_source_name(layer));
+	t->layer = layer - 1;
+	return 0;
+}
+
+static void warn_deprecated(shmcfg *h, shmcfg_opt opt)
+{
+	const struct opt_desc *d = &h->desc[opt];
+	if (!(d->flags & SHMCFG_F_DEPRECATED) || atomic_exchange(&h->warned[opt], 1))
+		return;
+	shmcfg__log(SHMCFG_LOG_WARNING, "%s is deprecated: %s", sstr(h, d->name),
+		    sstr(h, d->deprecated));
+}
+
+/* Record a change; any earlier change of the same option and layer goes. */
+static int txn_put(shmcfg_txn *t, shmcfg_opt opt, int layer, bool reset, shmcfg_value *v)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (t->ch[i].opt == opt && t->ch[i].layer == layer) {
+			shmcfg_value_clear(&t->ch[i].v);
+			t->ch[i].reset = reset;
+			t->ch[i].v = *v;
+			return 0;
+		}
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 8;
+		struct change *ch = realloc(t->ch, cap * sizeof *ch);
+		if (!ch)
+			return -ENOMEM;
+		t->ch = ch;
+		t->cap = cap;
+	}
+	t->ch[t->n++] = (struct change){opt, layer, reset, *v};
+	return 0;
+}
+
+static int target_of(shmcfg_txn *t, shmcfg_opt opt, int layer, shmcfg_opt *final)
+{
+	shmcfg *h = t->h;
+	if (opt >= h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	warn_deprecated(h, opt);
+	*final = h->desc[opt].alias_final;
+	const struct opt_desc *d = &h->desc[*final];
+	if (layer == SHMCFG_SRC_KNOB - 1 && !(d->flags & DESC_F_HAS_KNOB))
+		return shmcfg__err(SHMCFG_E_LAYER, "%s: option declares no knob", sstr(h, d->name));
+	return 0;
+}
+
+int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, int layer, const shmcfg_value *v)
+{
+	shmcfg_opt f;
+	int r = target_of(t, opt, layer, &f);
+	if (r)
+		return r;
+	shmcfg_value c;
+	if ((r = shmcfg__value_check(t->h, f, v)) || (r = shmcfg__value_copy(v, &c)))
+		return r;
+	if (!c.is_null && c.type == SHMCFG_INT && t->h->desc[f].type == SHMCFG_FLOAT) {
+		c.type = SHMCFG_FLOAT;
+		c.u.f = (double)v->u.i;
+	}
+	if (!c.is_null && c.type == SHMCFG_SET && (r = shmcfg__canon_set(&c))) {
+		shmcfg_value_clear(&c);
+		return r;
+	}
+	c.type = t->h->desc[f].type;
+	if ((r = txn_put(t, f, layer, false, &c)))
+		shmcfg_value_clear(&c);
+	return r;
+}
+
+int shmcfg_txn_set(shmcfg_txn *t, shmcfg_opt opt, const shmcfg_value *v)
+{
+	assert_return(t && v, -EINVAL);
+	return shmcfg__txn_set_layer(t, opt, t->layer, v);
+}
+
+int shmcfg_txn_set_text(shmcfg_txn *t, shmcfg_opt opt, const char *text)
+{
+	assert_return(t && text, -EINVAL);
+	if (opt >= t->h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	const struct opt_desc *d = &t->h->desc[t->h->desc[opt].alias_final];
+	shmcfg_value v;
+	int r = shmcfg_value_parse(d->type, d->flags & SHMCFG_F_NULLABLE, text, &v);
+	if (r == SHMCFG_E_PARSE) {
+		char why[400];
+		snprintf(why, sizeof why, "%s", shmcfg_errdetail());
+		return shmcfg__err(r, "%s: %s", sstr(t->h, t->h->desc[opt].name), why);
+	}
+	if (r)
+		return r;
+	r = shmcfg_txn_set(t, opt, &v);
+	shmcfg_value_clear(&v);
+	return r;
+}
+
+int shmcfg_txn_set_bool(shmcfg_txn *t, shmcfg_opt opt, bool v)
+{
+	return shmcfg_txn_set(t, opt, &(shmcfg_value){.type = SHMCFG_BOOL, .u.b = v});
+}
+
+int shmcfg_txn_set_int(shmcfg_txn *t, shmcfg_opt opt, int64_t v)
+{
+	return shmcfg_txn_set(t, opt, &(shmcfg_value){.type = SHMCFG_INT, .u.i = v});
+}
+
+int shmcfg_txn_set_float(shmcfg_txn *t, shmcfg_opt opt, double v)
+{
+	return shmcfg_txn_set(t, opt, &(shmcfg_value){.type = SHMCFG_FLOAT, .u.f = v});
+}
+
+int shmcfg_txn_set_str(shmcfg_txn *t, shmcfg_opt opt, const char *v)
+{
+	assert_return(v, -EINVAL);
+	return shmcfg_txn_set(t, opt,
+			      &(shmcfg_value){.type = SHMCFG_STR, .u.str = {v, strlen(v)}});
+}
+
+int shmcfg_txn_reset(shmcfg_txn *t, shmcfg_opt opt)
+{
+	assert_return(t, -EINVAL);
+	shmcfg_opt f;
+	int r = target_of(t, opt, t->layer, &f);
+	if (r)
+		return r;
+	shmcfg_value none = {.type = t->h->desc[f].type, .is_null = true};
+	return txn_put(t, f, t->layer, true, &none);
+}
+
+void shmcfg_set_commit_timeout(shmcfg *h, int timeout_ms)
+{
+	if (h)
+		h->commit_timeout_ms = timeout_ms < 0 ? 0 : timeout_ms;
+}
+
+/* ------------------------------------------------------------------ */
+/* Building a slot                                                    */
+/* ------------------------------------------------------------------ */
+
+struct build {
+	shmcfg *h;
+	char *slot;                  /* target slot */
+	struct shmcfg__cell *cells, *layers;
+	char *heap;
+	uint64_t used;
+	const char *old_slot;        /* current slot, NULL for generation 1 */
+	uint32_t *implied_by;        /* per option: implies entry + 1, 0 = none */
+	uint32_t *implier;           /* per option: the implying option */
+};
+
+static int heap_full(struct build *b, shmcfg_opt opt, uint64_t need)
+{
+	return shmcfg__err(SHMCFG_E_FULL,
+			   "%s: string heap of %llu bytes per slot is full (%llu used, %llu more needed for %s)",
+			   b->h->name, (unsigned long long)b->h->lay.heap_size,
+			   (unsigned long long)b->used, (unsigned long long)need,
+			   sstr(b->h, b->h->desc[opt].name));
+}
+
+/* Encode v into a cell whose strings go into the new slot's heap. */
+static int put_cell(struct build *b, shmcfg_opt opt, const shmcfg_value *v, uint64_t flags,
+		    struct shmcfg__cell *out)
+{
+	struct shmcfg__cell c = {.meta = (uint64_t)v->type | flags};
+	if (v->is_null) {
+		c.meta |= META_NULL;
+		*out = c;
+		return 0;
+	}
+	const char *bytes = NULL;
+	uint64_t len = 0, count = 0;
+	switch (v->type) {
+	case SHMCFG_BOOL:
+		c.val = v->u.b;
+		break;
+	case SHMCFG_INT:
+		c.val = (uint64_t)v->u.i;
+		break;
+	case SHMCFG_FLOAT:
+		memcpy(&c.val, &v->u.f, 8);
+		break;
+	case SHMCFG_STR:
+		bytes = v->u.str.ptr;
+		len = v->u.str.len;
+		break;
+	case SHMCFG_LIST:
+	case SHMCFG_SET:
+		bytes = v->u.list.items;
+		len = v->u.list.bytes;
+		count = v->u.list.count;
+		break;
+	}
+	if (bytes) {
+		if (len + 1 > b->h->lay.heap_size - b->used)
+			return heap_full(b, opt, len + 1);
+		memcpy(b->heap + b->used, bytes, len);
+		b->heap[b->used + len] = 0;
+		c.val = b->used | count << 32;
+		c.meta |= len << 32;
+		b->used += len + 1;
+	}
+	*out = c;
+	return 0;
+}
+
+static int old_layer(struct build *b, shmcfg_opt opt, int l, shmcfg_value *v)
+{
+	if (!b->old_slot)
+		return 1;
+	const struct shmcfg__cell *c = slot_layers(b->h, b->old_slot) + (size_t)opt * NLAYERS + l;
+	if (!(c->meta & META_SET))
+		return 1;
+	return shmcfg__value_from_cell(c, slot_heap(b->h, b->old_slot), b->h->lay.heap_size, v);
+}
+
+/* Write the layers of every option: the old ones with the changes applied.
+ * Sets *changed when any layer differs from the old slot's. */
+static int build_layers(struct build *b, struct change *ch, size_t nch, bool *changed)
+{
+	shmcfg *h = b->h;
+	size_t k = 0;
+	for (uint32_t i = 0; i < h->lay.nopts; i++) {
+		for (int l = 0; l < NLAYERS; l++) {
+			struct shmcfg__cell *out = &b->layers[(size_t)i * NLAYERS + l];
+			shmcfg_value old, nv;
+			int r = old_layer(b, i, l, &old);
+			if (r < 0)
+				return r;
+			bool had = r == 0;
+			const shmcfg_value *src = had ? &old : NULL;
+			if (k < nch && ch[k].opt == i && ch[k].layer == l) {
+				src = ch[k].reset ? NULL : &ch[k].v;
+				if ((src != NULL) != had || (src && had && !shmcfg_value_equal(src, &old)))
+					*changed = true;
+				k++;
+			}
+			if (!src) {
+				*out = (struct shmcfg__cell){.meta = h->desc[i].type};
+				continue;
+			}
+			nv = *src;
+			r = put_cell(b, i, &nv, META_SET | (uint64_t)(l + 1) << META_SRC_SHIFT, out);
+			if (r)
+				return r;
+		}
+	}
+	return 0;
+}
+
+/* Two active implications give one option different values. */
+static int conflict(struct build *b, uint32_t target, uint32_t k1, uint32_t implier2, uint32_t k2)
+{
+	shmcfg *h = b->h;
+	char *v1 = NULL, *v2 = NULL;
+	shmcfg_value a, c;
+	(void)shmcfg__value_from_cell(&h->implies[k1].value, h->strings, h->strings_size, &a);
+	(void)shmcfg__value_from_cell(&h->implies[k2].value, h->strings, h->strings_size, &c);
+	if (shmcfg_value_format(&a, &v1) == 0 && shmcfg_value_format(&c, &v2) == 0)
+		shmcfg__err(SHMCFG_E_CONFLICT, "%s: %s implies %s but %s implies %s",
+			    sstr(h, h->desc[target].name), sstr(h, h->desc[b->implier[target]].name), v1,
+			    sstr(h, h->desc[implier2].name), v2);
+	free(v1);
+	free(v2);
+	return SHMCFG_E_CONFLICT;
+}
+
+/*
+ * The effective value of every option, in topological order so that an
+ * implier is resolved before its targets: implied > env_force > user >
+ * env_default > knob > default; an alias shows its final target's value.
+ */
+static int resolve(struct build *b)
+{
+	shmcfg *h = b->h;
+	uint32_t n = h->lay.nopts;
+	memset(b->implied_by, 0, n * sizeof *b->implied_by);
+	for (uint32_t t = 0; t < n; t++) {
+		uint32_t i = h->topo[t];
+		const struct opt_desc *d = &h->desc[i];
+		struct shmcfg__cell *out = &b->cells[i];
+		if (d->alias != SHMCFG_NO_OPT)
+			continue;
+		int r = 0;
+		if (b->implied_by[i]) {
+			shmcfg_value v;
+			(void)shmcfg__value_from_cell(&h->implies[b->implied_by[i] - 1].value, h->strings,
+						      h->strings_size, &v);
+			r = put_cell(b, i, &v, (uint64_t)SHMCFG_SRC_IMPLIED << META_SRC_SHIFT, out);
+		} else {
+			int l = NLAYERS - 1;
+			while (l >= 0 && !(b->layers[(size_t)i * NLAYERS + l].meta & META_SET))
+				l--;
+			if (l >= 0) {
+				/* share the layer's heap bytes: same value, another source */
+				*out = b->layers[(size_t)i * NLAYERS + l];
+				out->meta &= ~META_SET;
+			} else {
+				shmcfg_value v;
+				(void)shmcfg__value_from_cell(&d->def, h->strings, h->strings_size, &v);
+				r = put_cell(b, i, &v, (uint64_t)SHMCFG_SRC_DEFAULT << META_SRC_SHIFT, out);
+			}
+		}
+		if (r)
+			return r;
+		if (d->implies_n && !(out->meta & META_NULL) && out->val) {
+			for (uint32_t k = d->implies_first; k < d->implies_first + d->implies_n; k++) {
+				uint32_t tgt = h->implies[k].target;
+				if (b->implied_by[tgt]) {
+					shmcfg_value a, c;
+					(void)shmcfg__value_from_cell(&h->implies[k].value, h->strings,
+								      h->strings_size, &a);
+					(void)shmcfg__value_from_cell(&h->implies[b->implied_by[tgt] - 1].value,
+								      h->strings, h->strings_size, &c);
+					if (!shmcfg_value_equal(&a, &c))
+						return conflict(b, tgt, b->implied_by[tgt] - 1, i, k);
+					continue;
+				}
+				b->implied_by[tgt] = k + 1;
+				b->implier[tgt] = i;
+			}
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct opt_desc *d = &h->desc[i];
+		if (d->alias == SHMCFG_NO_OPT)
+			continue;
+		b->cells[i] = b->cells[d->alias_final];
+		b->cells[i].meta = (b->cells[i].meta & ~(7ull << META_SRC_SHIFT)) |
+				   (uint64_t)SHMCFG_SRC_ALIAS << META_SRC_SHIFT;
+	}
+	return 0;
+}
+
+static int cmp_change(const void *a, const void *b)
+{
+	const struct change *x = a, *y = b;
+	if (x->opt != y->opt)
+		return x->opt < y->opt ? -1 : 1;
+	return x->layer - y->layer;
+}
+
+/* ------------------------------------------------------------------ */
+/* Slots and publication                                              */
+/* ------------------------------------------------------------------ */
+
+static uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Pick the least recently used slot that is neither current nor pinned, and
+ * mark it busy. Dekker with the pinning reader (view.c, pin_current()):
+ *   writer: store stamp = 0 (seq_cst); load every pin (seq_cst)
+ *   reader: store pin = g (seq_cst); load stamp (seq_cst)
+ * If a pin of the slot's old generation shows up after the busy mark, the
+ * reader may have seen the old stamp and be using the slot: put the stamp
+ * back and try another slot. With no free slot, reap dead readers, then wait
+ * a bounded time for pins to go.
+ */
+static int choose_slot(shmcfg *h, uint32_t cur_s, uint32_t *ret)
+{
+	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + (uint64_t)h->commit_timeout_ms * 1000000ull;
+	bool reaped = false;
+	for (;;) {
+		uint32_t best = UINT32_MAX;
+		uint64_t best_gen = UINT64_MAX;
+		for (uint32_t s = 0; s < h->lay.nslots; s++) {
+			if (s == cur_s)
+				continue;
+			uint64_t g = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
+			if (g < best_gen && !shmcfg__gen_pinned(h, g))
+				best = s, best_gen = g;
+		}
+		if (best != UINT32_MAX) {
+			struct slot_hdr *sl = slot_at(h, best);
+			__atomic_store_n(&sl->gen, 0, __ATOMIC_SEQ_CST);
+			if (!shmcfg__gen_pinned(h, best_gen)) {
+				*ret = best;
+				return 0;
+			}
+			__atomic_store_n(&sl->gen, best_gen, __ATOMIC_RELEASE);
+			continue;
+		}
+		if (!reaped) {
+			reaped = true;
+			if (shmcfg__reap(h, NULL, NULL) > 0)
+				continue;
+		}
+		if (now_ns(CLOCK_MONOTONIC) >= deadline) {
+			char who[256];
+			shmcfg__pin_holders(h, who, sizeof who);
+			return shmcfg__err(SHMCFG_E_BUSY,
+					   "%s: every free slot is pinned by a live reader for %d ms: %s",
+					   h->name, h->commit_timeout_ms, who);
+		}
+		usleep(1000);
+		reaped = false;
+	}
+}
+
+static void write_log(shmcfg *h, uint64_t gen, const bool *changed_opt, uint32_t nchanged)
+{
+	struct log_ent *e = log_at(h, gen);
+	/* the same seqlock as a slot: stamp 0, fields, release fence, stamp */
+	__atomic_store_n(&e->gen, 0, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	e->time_ns = now_ns(CLOCK_REALTIME);
+	e->pid = (int32_t)getpid();
+	e->uid = getuid();
+	e->nchanged = nchanged;
+	e->nids = 0;
+	for (uint32_t i = 0; i < h->lay.nopts && e->nids < SHMCFG_LOG_IDS; i++)
+		if (changed_opt[i])
+			e->ids[e->nids++] = i;
+	__atomic_store_n(&e->gen, gen, __ATOMIC_RELEASE);
+}
+
+static bool cells_equal(const shmcfg *h, const struct shmcfg__cell *a, const char *ha,
+			const struct shmcfg__cell *b, const char *hb)
+{
+	shmcfg_value x, y;
+	if ((a->meta & 0xfff) != (b->meta & 0xfff))
+		return false; /* type, null, source, set */
+	if (shmcfg__value_from_cell(a, ha, h->lay.heap_size, &x) ||
+	    shmcfg__value_from_cell(b, hb, h->lay.heap_size, &y))
+		return false;
+	return shmcfg_value_equal(&x, &y);
+}
+
+/*
+ * The commit proper. With first, this is generation 1 of a new segment: no
+ * old slot, no lock (nobody can attach before `ready`).
+ */
+static int commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
+{
+	shmcfg *h = t->h;
+	uint32_t n = h->lay.nopts;
+	int r;
+	if (getpid() != h->pid)
+		return shmcfg__err(SHMCFG_E_FORKED, "%s: commit in a child of the attaching process: attach again",
+				   h->name);
+	qsort(t->ch, t->n, sizeof *t->ch, cmp_change);
+	struct build b = {.h = h};
+	b.implied_by = malloc(n * sizeof(uint32_t));
+	b.implier = malloc(n * sizeof(uint32_t));
+	bool *changed_opt = calloc(n, sizeof(bool));
+	struct hashbuf hb = {0};
+	if (!b.implied_by || !b.implier || !changed_opt) {
+		r = -ENOMEM;
+		goto out_free;
+	}
+	if (!first) {
+		r = shmcfg__ofd_lock(h->fd, WRITER_LOCK_BYTE, true, h->commit_timeout_ms);
+		if (r == -EAGAIN)
+			r = shmcfg__err(SHMCFG_E_LOCKED, "%s: another writer held the lock for %d ms",
+					h->name, h->commit_timeout_ms);
+		else if (r)
+			r = shmcfg__err(r, "%s: writer lock: %s", h->name, strerror(-r));
+		if (r)
+			goto out_free;
+	}
+	shmcfg__fault("commit.locked");
+	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	uint32_t cur_s = first ? UINT32_MAX : cur_slot(cur);
+	uint64_t gen = first ? 1 : cur_gen(cur) + 1;
+	if (!first) {
+		/* under the lock the current slot cannot change; check it anyway */
+		if (cur_s >= h->lay.nslots ||
+		    __atomic_load_n(&slot_at(h, cur_s)->gen, __ATOMIC_ACQUIRE) != cur_gen(cur)) {
+			r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: current slot %u does not hold generation %llu",
+					h->name, cur_s, (unsigned long long)cur_gen(cur));
+			goto out_unlock;
+		}
+		b.old_slot = (const char *)slot_at(h, cur_s);
+	}
+	uint32_t s = 0;
+	if (first)
+		s = 0;
+	else if ((r = choose_slot(h, cur_s, &s)))
+		goto out_unlock;
+	shmcfg__fault("commit.slot");
+	b.slot = (char *)slot_at(h, s);
+	b.cells = slot_cells(h, b.slot);
+	b.layers = slot_layers(h, b.slot);
+	b.heap = slot_heap(h, b.slot);
+	/* pairs with the readers' acquire fence: the stamp 0 stored by
+	 * choose_slot() is ordered before every store that rewrites the slot */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	bool layers_changed = first;
+	if ((r = build_layers(&b, t->ch, t->n, &layers_changed)))
+		goto out_unlock;
+	if (!layers_changed) {
+		r = 1; /* nothing to publish; the slot stays free with stamp 0 */
+		if (gen_ret)
+			*gen_ret = cur_gen(cur);
+		goto out_unlock;
+	}
+	if ((r = resolve(&b)))
+		goto out_unlock;
+	uint32_t nchanged = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		bool ch = first;
+		for (int l = 0; !ch && l < NLAYERS; l++)
+			ch = !cells_equal(h, &b.layers[(size_t)i * NLAYERS + l], b.heap,
+					  slot_layers(h, b.old_slot) + (size_t)i * NLAYERS + l,
+					  slot_heap(h, b.old_slot));
+		if (!ch)
+			ch = !cells_equal(h, &b.cells[i], b.heap, slot_cells(h, b.old_slot) + i,
+					  slot_heap(h, b.old_slot));
+		changed_opt[i] = ch;
+		nchanged += ch;
+	}
+	struct slot_hdr *sl = (struct slot_hdr *)b.slot;
+	sl->heap_used = b.used;
+	uint8_t hash[16];
+	if ((r = shmcfg__config_hash(h, b.slot, hash, &hb)))
+		goto out_unlock;
+	memcpy(sl->config_hash, hash, 16);
+	sl->checksum = shmcfg__slot_checksum(h, b.slot);
+	shmcfg__fault("commit.written");
+	write_log(h, gen, changed_opt, nchanged);
+	/* pairs with the readers' stamp check: everything above is visible to a
+	 * reader that sees this stamp */
+	__atomic_store_n(&sl->gen, gen, __ATOMIC_RELEASE);
+	shmcfg__fault("commit.stamped");
+	/* the publication: pairs with the acquire load of `current` in every
+	 * read; seq_cst also orders it before the futex bump for shmcfg_wait() */
+	__atomic_store_n(&h->hdr->current, gen << SHMCFG__SLOT_BITS | s, __ATOMIC_SEQ_CST);
+	shmcfg__fault("commit.published");
+	__atomic_fetch_add(&h->hdr->futex, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &h->hdr->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	if (gen_ret)
+		*gen_ret = gen;
+	r = 0;
+out_unlock:
+	if (!first)
+		shmcfg__ofd_unlock(h->fd, WRITER_LOCK_BYTE);
+out_free:
+	free(b.implied_by);
+	free(b.implier);
+	free(changed_opt);
+	free(hb.p);
+	return r;
+}
+
+int shmcfg_txn_commit(shmcfg_txn *t, uint64_t *gen_ret)
+{
+	assert_return(t, -EINVAL);
+	shmcfg__clear_err();
+	int r = commit(t, false, gen_ret);
+	shmcfg_txn_abort(t);
+	return r;
+}
+
+/*
+ * Generation 1 of a new segment: the env layers from envp (DESIGN.md: the
+ * first set variable of each list wins). A bad value fails the creation with
+ * an error naming the variable.
+ */
+int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env)
+{
+	shmcfg_txn *t = calloc(1, sizeof *t);
+	if (!t)
+		return -ENOMEM;
+	t->h = h;
+	int r = 0;
+	for (uint32_t i = 0; use_env && envp && !r && i < h->lay.nopts; i++) {
+		const struct opt_desc *d = &h->desc[i];
+		struct {
+			struct sref list;
+			uint32_t n;
+			int layer;
+		} lists[2] = {{d->env_default, d->n_env_default, SHMCFG_SRC_ENV_DEFAULT - 1},
+			      {d->env_force, d->n_env_force, SHMCFG_SRC_ENV_FORCE - 1}};
+		for (int k = 0; k < 2 && !r; k++) {
+			const char *var = sstr(h, lists[k].list);
+			for (uint32_t j = 0; j < lists[k].n; j++, var += strlen(var) + 1) {
+				const char *text = NULL;
+				size_t vl = strlen(var);
+				for (char *const *e = envp; *e; e++)
+					if (!strncmp(*e, var, vl) && (*e)[vl] == '=') {
+						text = *e + vl + 1;
+						break;
+					}
+				if (!text)
+					continue;
+				shmcfg_value v;
+				r = shmcfg__parse_env(d->type, var, text, &v);
+				if (!r) {
+					r = shmcfg__txn_set_layer(t, i, lists[k].layer, &v);
+					if (r) {
+						char why[400];
+						snprintf(why, sizeof why, "%s", shmcfg_errdetail());
+						r = shmcfg__err(SHMCFG_E_ENV, "environment variable %s: %s", var, why);
+					}
+					shmcfg_value_clear(&v);
+				}
+				break;
+			}
+		}
+	}
+	if (!r)
+		r = commit(t, true, NULL);
+	shmcfg_txn_abort(t);
+	return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Waiting and history                                                */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The waiter loads the futex word before it checks the generation; a commit
+ * stores `current` before it bumps the word (both seq_cst). So a waiter that
+ * saw the old generation saw the old futex value too, and FUTEX_WAIT returns
+ * at once if the bump came in between: no wakeup is lost.
+ */
+int shmcfg_wait(const shmcfg *h, uint64_t after, int timeout_ms, uint64_t *gen_ret)
+{
+	assert_return(h, -EINVAL);
+	uint64_t deadline = timeout_ms < 0 ? 0 : now_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms * 1000000ull;
+	for (;;) {
+		uint32_t f = __atomic_load_n(&h->hdr->futex, __ATOMIC_SEQ_CST);
+		uint64_t g = cur_gen(__atomic_load_n(&h->hdr->current, __ATOMIC_SEQ_CST));
+		if (g > after) {
+			if (gen_ret)
+				*gen_ret = g;
+			return 0;
+		}
+		struct timespec ts, *tsp = NULL;
+		if (timeout_ms >= 0) {
+			uint64_t now = now_ns(CLOCK_MONOTONIC);
+			if (now >= deadline) {
+				if (gen_ret)
+					*gen_ret = g;
+				return -ETIMEDOUT;
+			}
+			uint64_t left = deadline - now;
+			ts = (struct timespec){(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+			tsp = &ts;
+		}
+		/* a shared futex: no FUTEX_PRIVATE_FLAG, the word is in shared memory */
+		long r = syscall(SYS_futex, &h->hdr->futex, FUTEX_WAIT, f, tsp, NULL, 0);
+		if (r < 0 && errno == EINTR)
+			return -EINTR;
+	}
+}
+
+int shmcfg_commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
+{
+	assert_return(h && ret, -EINVAL);
+	if (gen == 0)
+		return -ENOENT;
+	const struct log_ent *e = log_at(h, gen);
+	for (int i = 0; i < 100; i++) {
+		if (__atomic_load_n(&e->gen, __ATOMIC_ACQUIRE) != gen)
+			return -ENOENT;
+		struct log_ent copy;
+		memcpy(&copy, e, sizeof copy);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&e->gen, __ATOMIC_RELAXED) != gen)
+			continue;
+		ret->generation = gen;
+		ret->time_ns = copy.time_ns;
+		ret->pid = copy.pid;
+		ret->uid = copy.uid;
+		ret->nchanged = copy.nchanged;
+		ret->nids = 0;
+		for (uint32_t k = 0; k < copy.nids && k < SHMCFG_LOG_IDS; k++)
+			if (copy.ids[k] < h->lay.nopts)
+				ret->ids[ret->nids++] = copy.ids[k];
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int shmcfg_changes(const shmcfg *h, uint64_t from, uint64_t to, bool *changed)
+{
+	assert_return(h && changed && from < to, -EINVAL);
+	memset(changed, 0, h->lay.nopts * sizeof *changed);
+	/* every commit in between must still be in the log with its full list */
+	for (uint64_t g = from + 1; g <= to; g++) {
+		shmcfg_commit c;
+		if (shmcfg_commit_info(h, g, &c) || c.nids < c.nchanged)
+			goto compare;
+		for (uint32_t k = 0; k < c.nids; k++)
+			changed[c.ids[k]] = true;
+	}
+	goto count;
+compare : {
+	/* fall back to comparing the two generations, if both are still in slots */
+	bool got_from = false, got_to = false;
+	char *ca = malloc(h->lay.slot_size), *cb = malloc(h->lay.slot_size);
+	int r = -ENOENT;
+	for (uint32_t s = 0; ca && cb && s < h->lay.nslots; s++) {
+		uint64_t g = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
+		if (g == from && shmcfg__seq_copy(h, g << SHMCFG__SLOT_BITS | s, ca))
+			got_from = true;
+		if (g == to && shmcfg__seq_copy(h, g << SHMCFG__SLOT_BITS | s, cb))
+			got_to = true;
+	}
+	if (got_from && got_to) {
+		for (uint32_t i = 0; i < h->lay.nopts; i++)
+			changed[i] = !cells_equal(h, slot_cells(h, ca) + i, slot_heap(h, ca),
+						  slot_cells(h, cb) + i, slot_heap(h, cb));
+		r = 0;
+	}
+	free(ca);
+	free(cb);
+	if (r)
+		return shmcfg__err(r, "%s: generations %llu..%llu are no longer known", h->name,
+				   (unsigned long long)from, (unsigned long long)to);
+}
+count : {
+	int n = 0;
+	for (uint32_t i = 0; i < h->lay.nopts; i++)
+		n += changed[i];
+	return n;
+}
+}

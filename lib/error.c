@@ -1,0 +1,107 @@
+/* Error codes, the per-thread detail text and the log callback. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static __thread char detail[512];
+static shmcfg_log_fn *log_fn;
+static void *log_ud;
+
+#define ERR_TEXT(name, off, text) [off] = text,
+static const char *const err_text[] = {SHMCFG_ERRNO_MAP(ERR_TEXT)};
+#define ERR_NAME(name, off, text) [off] = "SHMCFG_E_" #name,
+static const char *const err_name[] = {SHMCFG_ERRNO_MAP(ERR_NAME)};
+
+const char *shmcfg_strerror(int err)
+{
+	if (err >= SHMCFG_E_FIRST && err <= SHMCFG_E_LAST)
+		return err_text[err - SHMCFG_E_FIRST];
+	if (err == 0)
+		return "success";
+	if (err == SHMCFG_NULL)
+		return "value is null";
+	return strerror(err < 0 ? -err : err);
+}
+
+const char *shmcfg_errname(int err)
+{
+	if (err >= SHMCFG_E_FIRST && err <= SHMCFG_E_LAST)
+		return err_name[err - SHMCFG_E_FIRST];
+	if (err == 0)
+		return "OK";
+	const char *n = strerrorname_np(err < 0 ? -err : err);
+	return n ? n : "EUNKNOWN";
+}
+
+const char *shmcfg_errdetail(void)
+{
+	return detail;
+}
+
+int shmcfg__err(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof detail, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+void shmcfg__clear_err(void)
+{
+	detail[0] = 0;
+}
+
+void shmcfg_set_log(shmcfg_log_fn *fn, void *userdata)
+{
+	log_fn = fn;
+	log_ud = userdata;
+}
+
+void shmcfg__log(int level, const char *fmt, ...)
+{
+	if (!log_fn)
+		return;
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	log_fn(level, msg, log_ud);
+}
+
+const char *shmcfg_version(int *major, int *minor, int *patch)
+{
+	if (major)
+		*major = SHMCFG_VERSION_MAJOR;
+	if (minor)
+		*minor = SHMCFG_VERSION_MINOR;
+	if (patch)
+		*patch = SHMCFG_VERSION_PATCH;
+	return SHMCFG_VERSION_STRING;
+}
+
+#ifdef SHMCFG_WITH_FAULTS
+/*
+ * Test-only crash points. SHMCFG_FAULT=point[:n] makes the n-th pass (default
+ * 1) through shmcfg__fault(point) raise SIGKILL: the process dies exactly
+ * there, as kill -9 would, so tests can check what survives.
+ */
+#include <signal.h>
+#include <unistd.h>
+void shmcfg__fault(const char *point)
+{
+	static __thread int passes;
+	const char *f = getenv("SHMCFG_FAULT");
+	if (!f)
+		return;
+	size_t n = strlen(point);
+	if (strncmp(f, point, n) != 0 || (f[n] != 0 && f[n] != ':'))
+		return;
+	int want = f[n] == ':' ? atoi(f + n + 1) : 1;
+	if (++passes >= want)
+		raise(SIGKILL);
+}
+#endif

@@ -1,0 +1,301 @@
+/*
+ * shmcfg internals: the segment layout and the declarations shared by the
+ * files of lib/. Nothing here is part of the public API.
+ *
+ * One segment = one POSIX shm object, laid out as
+ *
+ *   header   struct seg_header, one page: sizes and offsets of every region,
+ *            `current` (generation << 8 | slot) and the futex word
+ *   schema   immutable after creation: struct schema_hdr, descriptors,
+ *            implications, name hash index, name-sorted order, strings
+ *   log      ring of commit records, one per recent generation
+ *   readers  table of 64-byte entries {pins, pid, start time}; entry i is
+ *            owned by whoever holds the OFD lock on its first byte
+ *   slots    K snapshots of the whole configuration; each is a slot header,
+ *            the hot cells (one per option), the layer cells (4 per option)
+ *            and a string heap
+ *
+ * Every offset and size is validated against the object's real size at
+ * attach (segment.c); every offset read from a slot is validated before use.
+ */
+#ifndef SHMCFG_INTERNAL_H
+#define SHMCFG_INTERNAL_H
+
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "shmcfg.h"
+
+#define SEG_MAGIC 0x3147464343d48535ULL /* bytes 35 85 d4 43 43 46 47 31 */
+#define SEG_LAYOUT_VERSION 1u
+#define SEG_READY 0x52454459u           /* "REDY" */
+#define SEG_HEADER_BYTES 4096u
+#define SEG_PREFIX "/shmcfg."
+#define SEG_NAME_MAX 200
+
+#define SEG_MAX_SLOTS 255u
+#define SEG_DEFAULT_SLOTS 8u
+#define SEG_DEFAULT_READERS 126u
+#define SEG_MAX_READERS 65536u
+#define SEG_LOG_ENTRIES 64u
+#define SEG_PINS 4u
+#define SEG_MAX_OPTS (1u << 22)
+#define SEG_MAX_VALUE_BYTES (1u << 20) /* one string or list */
+
+#define NLAYERS 4 /* knob, env_default, user, env_force: source - 1 */
+
+/* cell meta bits (see struct shmcfg__cell in shmcfg.h) */
+#define META_TYPE(m) ((unsigned)((m)&0xff))
+#define META_NULL (1ull << 8)
+#define META_SRC_SHIFT 9
+#define META_SRC(m) ((shmcfg_source)(((m) >> META_SRC_SHIFT) & 7))
+#define META_SET (1ull << 12)
+#define META_LEN(m) ((uint32_t)((m) >> 32))
+#define CELL_OFF(v) ((uint32_t)(v))
+#define CELL_COUNT(v) ((uint32_t)((v) >> 32))
+
+struct seg_header {
+	uint64_t magic;          /* SEG_MAGIC: a byte-order mismatch reads as bad magic */
+	uint32_t layout_version; /* SEG_LAYOUT_VERSION */
+	uint32_t header_size;    /* sizeof(struct seg_header) */
+	uint32_t ready;          /* SEG_READY, stored last by the creator (release) */
+	uint32_t nopts;          /* options */
+	uint64_t total_size;     /* bytes of the object; must equal fstat's size */
+	uint64_t schema_off, schema_size;
+	uint64_t log_off;        /* SEG_LOG_ENTRIES struct log_ent */
+	uint64_t readers_off;    /* nreaders struct reader_ent */
+	uint32_t nreaders, nslots;
+	uint64_t slots_off, slot_size;
+	uint64_t cells_off;      /* within a slot: nopts hot cells */
+	uint64_t layers_off;     /* within a slot: nopts * NLAYERS layer cells */
+	uint64_t heap_off, heap_size; /* within a slot: the string heap */
+	uint8_t schema_hash[16];
+	uint64_t create_time_ns; /* CLOCK_REALTIME */
+	uint32_t create_uid;
+	int32_t create_pid;
+	/* The hot words, each on its own cache line so that commits bumping the
+	 * futex do not disturb readers of `current`. */
+	_Alignas(64) uint64_t current; /* (generation << 8) | slot; release-stored by commits */
+	_Alignas(64) uint32_t futex;   /* bumped after every publication, then FUTEX_WAKE */
+	_Alignas(64) char end[];
+};
+
+struct slot_hdr {
+	uint64_t gen;            /* stamp: the generation held, 0 while rewritten/empty */
+	uint8_t config_hash[16]; /* read by shmcfg_config_hash(), validated by the stamp */
+	uint64_t checksum;       /* XXH3-64 of cells, layers and heap[0, heap_used) */
+	uint64_t heap_used;
+};
+#define SLOT_CELLS_OFF 64u
+
+struct schema_hdr {
+	uint32_t nopts;
+	uint32_t index_size;     /* power of two >= 2 * nopts; UINT32_MAX marks empty */
+	uint32_t nimplies;
+	uint32_t pad;
+	uint64_t desc_off;       /* nopts struct opt_desc, from the schema region start */
+	uint64_t implies_off;    /* nimplies struct implies_ent */
+	uint64_t index_off;      /* index_size uint32_t option ids */
+	uint64_t order_off;      /* nopts uint32_t: ids in bytewise name order */
+	uint64_t topo_off;       /* nopts uint32_t: ids, impliers before their targets */
+	uint64_t strings_off, strings_size; /* NUL-terminated strings and value bytes */
+};
+
+/* A string of the schema: offset and length into the strings area. */
+struct sref {
+	uint32_t off, len;
+};
+
+struct opt_desc {
+	struct sref name, doc, knob, deprecated;
+	struct sref env_default, env_force; /* NUL-separated lists */
+	uint32_t n_env_default, n_env_force;
+	uint32_t alias;          /* target id or SHMCFG_NO_OPT */
+	uint32_t alias_final;    /* end of the chain (the option itself if not an alias) */
+	uint32_t implies_first, implies_n;
+	uint32_t type, flags;    /* shmcfg_type, SHMCFG_F_* | DESC_F_* */
+	struct shmcfg__cell def, min, max, choices; /* strings in the schema strings area */
+};
+#define DESC_F_HAS_MIN (1u << 16)
+#define DESC_F_HAS_MAX (1u << 17)
+#define DESC_F_HAS_KNOB (1u << 18)
+
+struct implies_ent {
+	uint32_t target;
+	uint32_t pad;
+	struct shmcfg__cell value; /* strings in the schema strings area */
+};
+
+struct log_ent {
+	uint64_t gen; /* stamp, 0 while written; seqlock like a slot */
+	uint64_t time_ns;
+	int32_t pid;
+	uint32_t uid;
+	uint32_t nchanged, nids;
+	uint32_t ids[SHMCFG_LOG_IDS];
+};
+
+struct reader_ent {
+	uint64_t pins[SEG_PINS]; /* pinned generations, 0 = none; see readers.c */
+	int32_t pid;             /* for display: liveness is the OFD lock */
+	uint32_t pad;
+	uint64_t start_time;     /* owner's start time, /proc/self/stat field 22 */
+	uint64_t attach_ns;
+	uint64_t pad2;
+};
+
+_Static_assert(sizeof(struct reader_ent) == 64, "reader entries are one cache line");
+_Static_assert(sizeof(struct seg_header) <= SEG_HEADER_BYTES, "header fits its page");
+_Static_assert(sizeof(struct slot_hdr) <= SLOT_CELLS_OFF, "slot header fits");
+
+/* The process's view of one pinned generation: the snapshot of a read-write
+ * handle. Replaced views are unpinned after an RCU grace period. */
+struct shmcfg_snapshot {
+	shmcfg *h;
+	uint64_t gen;
+	const char *slot;   /* slot memory: in the segment, or a private copy */
+	bool is_copy;       /* read-only handles and pin overflow: freed on release */
+	int pin;            /* index in our reader entry's pins, -1 if none */
+};
+
+struct pview; /* view.c */
+
+struct shmcfg {
+	struct shmcfg_view view; /* first: the inline getters read it */
+	char *name;
+	int fd;
+	bool rdonly;
+	pid_t pid;               /* the attaching process (fork detection) */
+	char *base;              /* mapping of the whole object */
+	size_t size;
+	struct seg_header *hdr;  /* shared: only `current`, `futex` and `ready` are read from it */
+	struct seg_header lay;   /* private copy of the header, validated at attach */
+	/* private copy of the schema, validated at attach: immune to later writes */
+	void *schema_copy;
+	const struct schema_hdr *sch;
+	const struct opt_desc *desc;
+	const struct implies_ent *implies;
+	const uint32_t *index, *order, *topo;
+	const char *strings;
+	uint64_t strings_size;
+	/* reader table */
+	int reader;              /* our entry, -1 if none (read-only) */
+	pthread_mutex_t view_lock; /* serialises view replacement */
+	struct pview *pview;     /* RCU-protected current view */
+	unsigned retired;        /* views awaiting a grace period (under view.c's rq_lock) */
+	int commit_timeout_ms;
+	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
+};
+
+/* Pointers into the mapping. */
+static inline struct slot_hdr *slot_at(const shmcfg *h, uint32_t s)
+{
+	return (struct slot_hdr *)(h->base + h->lay.slots_off + (uint64_t)s * h->lay.slot_size);
+}
+static inline struct shmcfg__cell *slot_cells(const shmcfg *h, const void *slot)
+{
+	return (struct shmcfg__cell *)((char *)slot + h->lay.cells_off);
+}
+static inline struct shmcfg__cell *slot_layers(const shmcfg *h, const void *slot)
+{
+	return (struct shmcfg__cell *)((char *)slot + h->lay.layers_off);
+}
+static inline char *slot_heap(const shmcfg *h, const void *slot)
+{
+	return (char *)slot + h->lay.heap_off;
+}
+static inline struct reader_ent *reader_at(const shmcfg *h, uint32_t i)
+{
+	return (struct reader_ent *)(h->base + h->lay.readers_off) + i;
+}
+static inline struct log_ent *log_at(const shmcfg *h, uint64_t gen)
+{
+	return (struct log_ent *)(h->base + h->lay.log_off) + gen % SEG_LOG_ENTRIES;
+}
+static inline const char *sstr(const shmcfg *h, struct sref r)
+{
+	return h->strings + r.off;
+}
+static inline uint64_t cur_gen(uint64_t cur)
+{
+	return cur >> SHMCFG__SLOT_BITS;
+}
+static inline uint32_t cur_slot(uint64_t cur)
+{
+	return (uint32_t)(cur & ((1u << SHMCFG__SLOT_BITS) - 1));
+}
+
+/* error.c */
+int shmcfg__err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void shmcfg__clear_err(void);
+void shmcfg__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define assert_return(expr, r)                                                           \
+	do {                                                                             \
+		if (__builtin_expect(!(expr), 0))                                        \
+			return shmcfg__err((r), "%s: invalid argument (%s)", __func__, #expr); \
+	} while (0)
+
+/* fault.c: test-only crash points (SHMCFG_FAULT=name[:n] kills at the n-th pass) */
+#ifdef SHMCFG_WITH_FAULTS
+void shmcfg__fault(const char *point);
+#else
+#define shmcfg__fault(point) ((void)0)
+#endif
+
+/* value.c */
+int shmcfg__value_check(const shmcfg *h, shmcfg_opt opt, const shmcfg_value *v);
+int shmcfg__value_from_cell(const struct shmcfg__cell *c, const char *heap, uint64_t heap_size,
+			    shmcfg_value *ret);
+int shmcfg__value_copy(const shmcfg_value *src, shmcfg_value *dst);
+int shmcfg__canon_set(shmcfg_value *v);
+bool shmcfg__utf8_valid(const char *s, size_t len);
+int shmcfg__parse_env(shmcfg_type type, const char *var, const char *text, shmcfg_value *ret);
+int shmcfg__format_canon(const shmcfg_value *v, char **ret);
+int shmcfg__parse_name_list(const char *text, shmcfg_value *ret);
+
+/* schema.c */
+struct built_schema;
+int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret);
+void shmcfg__schema_built_free(struct built_schema *b);
+uint64_t shmcfg__schema_bytes(const struct built_schema *b);
+uint64_t shmcfg__schema_strings_bytes(const struct built_schema *b);
+void shmcfg__schema_write(const struct built_schema *b, void *dst, uint8_t hash_out[16]);
+int shmcfg__schema_validate(shmcfg *h, bool deep, void (*fn)(const char *, void *), void *ud);
+uint32_t shmcfg__schema_nopts(const struct built_schema *b);
+int shmcfg__default_schema(shmcfg_schema **ret);
+extern const shmcfg_optdef shmcfg__default_opts[];
+extern const size_t shmcfg__default_nopts;
+
+/* readers.c */
+int shmcfg__ofd_lock(int fd, off_t byte, bool write, int timeout_ms);
+void shmcfg__ofd_unlock(int fd, off_t byte);
+int shmcfg__reader_claim(shmcfg *h);
+void shmcfg__reader_release(shmcfg *h);
+bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen);
+int shmcfg__reap(shmcfg *h, void (*fn)(const shmcfg_reader *, void *), void *ud);
+void shmcfg__pin_holders(const shmcfg *h, char *buf, size_t len);
+uint64_t shmcfg__proc_start_time(pid_t pid);
+
+/* view.c */
+void shmcfg__view_close(shmcfg *h);
+bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst);
+
+/* commit.c */
+struct txn_change;
+int shmcfg__txn_begin_internal(shmcfg *h, shmcfg_txn **ret);
+int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, int layer, const shmcfg_value *v);
+int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);
+
+/* hash.c */
+struct hashbuf {
+	char *p;
+	size_t len, cap;
+};
+int shmcfg__config_hash(const shmcfg *h, const void *slot, uint8_t out[16], struct hashbuf *buf);
+uint64_t shmcfg__slot_checksum(const shmcfg *h, const void *slot);
+
+#endif

@@ -1,0 +1,259 @@
+/*
+ * The reader table and the locks.
+ *
+ * Liveness does not rest on pids: entry i belongs to whoever holds the OFD
+ * write lock on its first byte of the segment's file. The kernel drops an OFD
+ * lock when the last descriptor of its open file description closes, which
+ * happens when the owner exits or is killed, in whatever pid namespace it
+ * lives. So a claim is a non-blocking lock attempt: if it succeeds the entry
+ * is free or its owner is dead, and its old pins can be cleared. The pid and
+ * start time are only recorded for display.
+ *
+ * The writer lock is an OFD lock on byte 0 for the same reason: it is
+ * released by the kernel when a writer dies, across pid namespaces, where a
+ * robust mutex would need EOWNERDEAD handling and misreads tids from other
+ * namespaces. A dead writer never published its half-built slot, so the next
+ * writer needs no recovery.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static int ofd_op(int fd, int cmd, short type, off_t byte, struct flock *out)
+{
+	struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1};
+	int r = fcntl(fd, cmd, &fl);
+	if (out)
+		*out = fl;
+	return r < 0 ? -errno : 0;
+}
+
+static uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Take an OFD lock; timeout_ms 0 tries once, -1 waits forever.
+ * Returns 0, -EAGAIN (held elsewhere past the timeout) or another -errno. */
+int shmcfg__ofd_lock(int fd, off_t byte, bool write, int timeout_ms)
+{
+	short type = write ? F_WRLCK : F_RDLCK;
+	if (timeout_ms < 0) {
+		int r;
+		while ((r = ofd_op(fd, F_OFD_SETLKW, type, byte, NULL)) == -EINTR)
+			;
+		return r;
+	}
+	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms * 1000000ull;
+	useconds_t nap = 50;
+	for (;;) {
+		int r = ofd_op(fd, F_OFD_SETLK, type, byte, NULL);
+		if (r != -EAGAIN && r != -EACCES)
+			return r;
+		if (now_ns(CLOCK_MONOTONIC) >= deadline)
+			return -EAGAIN;
+		usleep(nap);
+		if (nap < 5000)
+			nap *= 2;
+	}
+}
+
+void shmcfg__ofd_unlock(int fd, off_t byte)
+{
+	(void)ofd_op(fd, F_OFD_SETLK, F_UNLCK, byte, NULL);
+}
+
+static off_t entry_byte(const shmcfg *h, uint32_t i)
+{
+	return (off_t)(h->lay.readers_off + (uint64_t)i * sizeof(struct reader_ent));
+}
+
+/* Whether entry i is held by a live process (someone else's OFD lock). */
+static bool entry_alive(const shmcfg *h, uint32_t i)
+{
+	if ((int)i == h->reader)
+		return true;
+	struct flock fl;
+	if (ofd_op(h->fd, F_OFD_GETLK, F_WRLCK, entry_byte(h, i), &fl) < 0)
+		return true; /* cannot tell: assume alive, never reap wrongly */
+	return fl.l_type != F_UNLCK;
+}
+
+uint64_t shmcfg__proc_start_time(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* field 2 (comm) may hold spaces and parens: count from the last ')' */
+	char *p = strrchr(buf, ')');
+	unsigned long long start = 0;
+	for (int field = 2; p && *p; p++)
+		if (*p == ' ' && ++field == 22) {
+			start = strtoull(p + 1, NULL, 10);
+			break;
+		}
+	return start;
+}
+
+static void entry_clear(struct reader_ent *e)
+{
+	for (unsigned k = 0; k < SEG_PINS; k++)
+		__atomic_store_n(&e->pins[k], 0, __ATOMIC_RELEASE);
+	e->pid = 0;
+	e->start_time = 0;
+	e->attach_ns = 0;
+}
+
+int shmcfg__reader_claim(shmcfg *h)
+{
+	for (uint32_t i = 0; i < h->lay.nreaders; i++) {
+		int r = shmcfg__ofd_lock(h->fd, entry_byte(h, i), true, 0);
+		if (r == -EAGAIN)
+			continue;
+		if (r < 0)
+			return shmcfg__err(r, "%s: cannot lock reader entry %u: %s", h->name, i,
+					   strerror(-r));
+		/* ours now: whatever it held belonged to a dead owner */
+		struct reader_ent *e = reader_at(h, i);
+		entry_clear(e);
+		e->pid = (int32_t)getpid();
+		e->start_time = shmcfg__proc_start_time(getpid());
+		e->attach_ns = now_ns(CLOCK_REALTIME);
+		h->reader = (int)i;
+		return 0;
+	}
+	return shmcfg__err(SHMCFG_E_READERS, "%s: all %u reader entries are held by live processes",
+			   h->name, h->lay.nreaders);
+}
+
+void shmcfg__reader_release(shmcfg *h)
+{
+	if (h->reader < 0)
+		return;
+	entry_clear(reader_at(h, (uint32_t)h->reader));
+	shmcfg__ofd_unlock(h->fd, entry_byte(h, (uint32_t)h->reader));
+	h->reader = -1;
+}
+
+/*
+ * Whether any entry pins generation gen. The seq_cst loads pair with the
+ * pinning reader's seq_cst store (view.c): see the Dekker argument at
+ * choose_slot() in commit.c.
+ */
+bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen)
+{
+	if (gen == 0)
+		return false;
+	for (uint32_t i = 0; i < h->lay.nreaders; i++) {
+		const struct reader_ent *e = reader_at(h, i);
+		for (unsigned k = 0; k < SEG_PINS; k++)
+			if (__atomic_load_n(&e->pins[k], __ATOMIC_SEQ_CST) == gen)
+				return true;
+	}
+	return false;
+}
+
+static void fill_reader(const shmcfg *h, uint32_t i, shmcfg_reader *r)
+{
+	const struct reader_ent *e = reader_at(h, i);
+	memset(r, 0, sizeof *r);
+	r->index = i;
+	r->pid = e->pid;
+	r->start_time = e->start_time;
+	for (unsigned k = 0; k < SEG_PINS; k++)
+		r->pins[k] = __atomic_load_n(&e->pins[k], __ATOMIC_ACQUIRE);
+}
+
+static bool entry_used(const shmcfg *h, uint32_t i)
+{
+	const struct reader_ent *e = reader_at(h, i);
+	if (e->pid)
+		return true;
+	for (unsigned k = 0; k < SEG_PINS; k++)
+		if (__atomic_load_n(&e->pins[k], __ATOMIC_RELAXED))
+			return true;
+	return false;
+}
+
+int shmcfg__reap(shmcfg *h, void (*fn)(const shmcfg_reader *, void *), void *ud)
+{
+	int n = 0;
+	for (uint32_t i = 0; i < h->lay.nreaders; i++) {
+		if ((int)i == h->reader || !entry_used(h, i))
+			continue;
+		if (shmcfg__ofd_lock(h->fd, entry_byte(h, i), true, 0) < 0)
+			continue; /* alive (or being claimed right now) */
+		shmcfg_reader r;
+		fill_reader(h, i, &r);
+		entry_clear(reader_at(h, i));
+		shmcfg__ofd_unlock(h->fd, entry_byte(h, i));
+		if (fn)
+			fn(&r, ud);
+		n++;
+	}
+	return n;
+}
+
+int shmcfg_gc(shmcfg *h, void (*fn)(const shmcfg_reader *r, void *userdata), void *userdata)
+{
+	assert_return(h, -EINVAL);
+	if (h->rdonly)
+		return shmcfg__err(SHMCFG_E_READONLY, "%s: gc needs write access", h->name);
+	return shmcfg__reap(h, fn, userdata);
+}
+
+int shmcfg_readers(const shmcfg *h, void (*fn)(const shmcfg_reader *r, void *userdata),
+		   void *userdata)
+{
+	assert_return(h, -EINVAL);
+	int n = 0;
+	for (uint32_t i = 0; i < h->lay.nreaders; i++) {
+		if (!entry_used(h, i))
+			continue;
+		shmcfg_reader r;
+		fill_reader(h, i, &r);
+		r.alive = entry_alive(h, i);
+		if (fn)
+			fn(&r, userdata);
+		n++;
+	}
+	return n;
+}
+
+/* "pid 123 (gens 5 6), pid 456 (gen 7)": who pins, for the busy error. */
+void shmcfg__pin_holders(const shmcfg *h, char *buf, size_t len)
+{
+	size_t used = 0;
+	buf[0] = 0;
+	for (uint32_t i = 0; i < h->lay.nreaders && used + 1 < len; i++) {
+		const struct reader_ent *e = reader_at(h, i);
+		char gens[96] = "";
+		size_t gl = 0;
+		for (unsigned k = 0; k < SEG_PINS; k++) {
+			uint64_t g = __atomic_load_n(&e->pins[k], __ATOMIC_RELAXED);
+			if (g && gl < sizeof gens)
+				gl += (size_t)snprintf(gens + gl, sizeof gens - gl, " %llu",
+						       (unsigned long long)g);
+		}
+		if (!gl)
+			continue;
+		int w = snprintf(buf + used, len - used, "%spid %d (gen%s)", used ? ", " : "",
+				 (int)e->pid, gens);
+		if (w > 0)
+			used += (size_t)w;
+	}
+	if (!used)
+		snprintf(buf, len, "no process (slots are being rewritten)");
+}

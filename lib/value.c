@@ -1,0 +1,538 @@
+/*
+ * Values: parsing from text, JSON formatting, equality, canonical sets,
+ * validation against an option's descriptor, and decoding of cells.
+ */
+#include "internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <jansson.h>
+
+static const char *const type_names[] = {NULL, "bool", "int", "float", "str", "list", "set"};
+static const char *const source_names[] = {"default",   "knob",    "env_default", "user",
+					   "env_force", "implied", "alias",       "patch"};
+
+const char *shmcfg_type_name(shmcfg_type t)
+{
+	return (unsigned)t < 7 ? type_names[t] : NULL;
+}
+
+const char *shmcfg_source_name(shmcfg_source s)
+{
+	return (unsigned)s < 8 ? source_names[s] : "unknown";
+}
+
+void shmcfg_value_clear(shmcfg_value *v)
+{
+	if (!v)
+		return;
+	free(v->owned);
+	memset(v, 0, sizeof *v);
+	v->type = SHMCFG_BOOL;
+	v->is_null = true;
+}
+
+const char *shmcfg_list_next(const shmcfg_value *v, const char *prev)
+{
+	if (!v || (v->type != SHMCFG_LIST && v->type != SHMCFG_SET) || v->is_null ||
+	    v->u.list.count == 0)
+		return NULL;
+	const char *end = v->u.list.items + v->u.list.bytes;
+	const char *next = prev ? prev + strlen(prev) + 1 : v->u.list.items;
+	return next < end ? next : NULL;
+}
+
+bool shmcfg__utf8_valid(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s, *e = p + len;
+	while (p < e) {
+		unsigned c = *p++;
+		int n;
+		uint32_t cp;
+		if (c < 0x80)
+			continue;
+		else if ((c & 0xe0) == 0xc0)
+			n = 1, cp = c & 0x1f;
+		else if ((c & 0xf0) == 0xe0)
+			n = 2, cp = c & 0x0f;
+		else if ((c & 0xf8) == 0xf0)
+			n = 3, cp = c & 0x07;
+		else
+			return false;
+		if (e - p < n)
+			return false;
+		for (int i = 0; i < n; i++) {
+			if ((p[i] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (p[i] & 0x3f);
+		}
+		p += n;
+		/* overlong forms, surrogates and values past U+10FFFF */
+		if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+		    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+			return false;
+	}
+	return true;
+}
+
+/* Build a list value from n strings given as pointers and lengths. */
+static int list_build(shmcfg_type type, const char *const *items, const size_t *lens, size_t n,
+		      shmcfg_value *ret)
+{
+	size_t bytes = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (memchr(items[i], 0, lens[i]))
+			return shmcfg__err(SHMCFG_E_PARSE, "list item %zu contains a NUL byte", i);
+		bytes += lens[i] + 1;
+	}
+	char *buf = malloc(bytes ? bytes : 1);
+	if (!buf)
+		return -ENOMEM;
+	char *p = buf;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(p, items[i], lens[i]);
+		p[lens[i]] = 0;
+		p += lens[i] + 1;
+	}
+	memset(ret, 0, sizeof *ret);
+	ret->type = type;
+	ret->owned = buf;
+	ret->u.list.items = buf;
+	ret->u.list.count = n;
+	ret->u.list.bytes = bytes;
+	return type == SHMCFG_SET ? shmcfg__canon_set(ret) : 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Sort a set's items bytewise and drop duplicates, in place. */
+int shmcfg__canon_set(shmcfg_value *v)
+{
+	size_t n = v->u.list.count;
+	if (n < 2)
+		return 0;
+	const char **items = malloc(n * sizeof *items);
+	char *buf = malloc(v->u.list.bytes);
+	if (!items || !buf) {
+		free(items);
+		free(buf);
+		return -ENOMEM;
+	}
+	const char *it = NULL;
+	for (size_t i = 0; (it = shmcfg_list_next(v, it)); i++)
+		items[i] = it;
+	qsort(items, n, sizeof *items, cmp_str);
+	char *p = buf;
+	size_t out = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (i && strcmp(items[i], items[i - 1]) == 0)
+			continue;
+		size_t l = strlen(items[i]) + 1;
+		memcpy(p, items[i], l);
+		p += l;
+		out++;
+	}
+	free(items);
+	free(v->owned);
+	v->owned = buf;
+	v->u.list.items = buf;
+	v->u.list.count = out;
+	v->u.list.bytes = (size_t)(p - buf);
+	return 0;
+}
+
+int shmcfg_value_list(shmcfg_type type, const char *const *items, size_t n, shmcfg_value *ret)
+{
+	if ((type != SHMCFG_LIST && type != SHMCFG_SET) || !ret || (n && !items))
+		return shmcfg__err(-EINVAL, "shmcfg_value_list: type must be list or set");
+	size_t *lens = malloc((n ? n : 1) * sizeof *lens);
+	if (!lens)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (!items[i]) {
+			free(lens);
+			return shmcfg__err(-EINVAL, "shmcfg_value_list: item %zu is NULL", i);
+		}
+		lens[i] = strlen(items[i]);
+	}
+	int r = list_build(type, items, lens, n, ret);
+	free(lens);
+	return r;
+}
+
+static int parse_err(shmcfg_type type, const char *text, const char *why)
+{
+	return shmcfg__err(SHMCFG_E_PARSE, "value '%.80s' is not a valid %s: %s", text,
+			   shmcfg_type_name(type), why);
+}
+
+static int parse_bool(const char *text, bool *out)
+{
+	if (!strcmp(text, "1") || !strcasecmp(text, "true")) {
+		*out = true;
+		return 0;
+	}
+	if (!strcmp(text, "0") || !strcasecmp(text, "false")) {
+		*out = false;
+		return 0;
+	}
+	return parse_err(SHMCFG_BOOL, text, "expected true, false, 1 or 0");
+}
+
+static int parse_int(const char *text, int64_t *out)
+{
+	if (!*text || isspace((unsigned char)*text))
+		return parse_err(SHMCFG_INT, text, "expected an integer");
+	char *end;
+	errno = 0;
+	long long x = strtoll(text, &end, 0);
+	if (errno == ERANGE)
+		return parse_err(SHMCFG_INT, text, "overflows a 64-bit integer");
+	if (*end)
+		return parse_err(SHMCFG_INT, text, "expected an integer");
+	/* strtoll's base 0 reads a leading 0 as octal; be decimal like Python */
+	const char *d = text + (*text == '-' || *text == '+');
+	if (d[0] == '0' && d[1] && d[1] != 'x' && d[1] != 'X')
+		return parse_err(SHMCFG_INT, text, "leading zeros are not allowed");
+	*out = x;
+	return 0;
+}
+
+static int parse_float(const char *text, double *out)
+{
+	if (!*text || isspace((unsigned char)*text))
+		return parse_err(SHMCFG_FLOAT, text, "expected a number");
+	char *end;
+	errno = 0;
+	double x = strtod(text, &end);
+	if (*end)
+		return parse_err(SHMCFG_FLOAT, text, "expected a number");
+	if (errno == ERANGE && isinf(x))
+		return parse_err(SHMCFG_FLOAT, text, "overflows a double");
+	*out = x;
+	return 0;
+}
+
+/* A JSON array of strings, or comma-separated text. */
+static int parse_list(shmcfg_type type, const char *text, shmcfg_value *ret)
+{
+	const char *t = text;
+	while (isspace((unsigned char)*t))
+		t++;
+	if (*t == '[') {
+		json_error_t e;
+		json_t *a = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+		if (!a || !json_is_array(a)) {
+			json_decref(a);
+			return parse_err(type, text, a ? "expected a JSON array" : e.text);
+		}
+		size_t n = json_array_size(a);
+		const char **items = malloc((n ? n : 1) * sizeof *items);
+		size_t *lens = malloc((n ? n : 1) * sizeof *lens);
+		int r = items && lens ? 0 : -ENOMEM;
+		for (size_t i = 0; r == 0 && i < n; i++) {
+			json_t *s = json_array_get(a, i);
+			if (!json_is_string(s))
+				r = parse_err(type, text, "items must be strings");
+			else {
+				items[i] = json_string_value(s);
+				lens[i] = json_string_length(s);
+			}
+		}
+		if (r == 0)
+			r = list_build(type, items, lens, n, ret);
+		free(items);
+		free(lens);
+		json_decref(a);
+		return r;
+	}
+	if (!*t)
+		return list_build(type, NULL, NULL, 0, ret);
+	size_t n = 1;
+	for (const char *p = text; *p; p++)
+		n += *p == ',';
+	const char **items = malloc(n * sizeof *items);
+	size_t *lens = malloc(n * sizeof *lens);
+	if (!items || !lens) {
+		free(items);
+		free(lens);
+		return -ENOMEM;
+	}
+	size_t i = 0;
+	for (const char *p = text;; i++) {
+		const char *c = strchr(p, ',');
+		size_t l = c ? (size_t)(c - p) : strlen(p);
+		/* trim blanks around each item */
+		while (l && isspace((unsigned char)*p))
+			p++, l--;
+		while (l && isspace((unsigned char)p[l - 1]))
+			l--;
+		items[i] = p;
+		lens[i] = l;
+		if (!c)
+			break;
+		p = c + 1;
+	}
+	int r = list_build(type, items, lens, n, ret);
+	free(items);
+	free(lens);
+	return r;
+}
+
+static int parse_str(const char *text, shmcfg_value *ret)
+{
+	const char *s = text;
+	size_t len = strlen(text);
+	json_t *j = NULL;
+	if (text[0] == '"') {
+		json_error_t e;
+		j = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+		if (!j || !json_is_string(j)) {
+			json_decref(j);
+			return parse_err(SHMCFG_STR, text, "bad JSON string literal");
+		}
+		s = json_string_value(j);
+		len = json_string_length(j);
+	}
+	char *buf = malloc(len + 1);
+	if (!buf) {
+		json_decref(j);
+		return -ENOMEM;
+	}
+	memcpy(buf, s, len);
+	buf[len] = 0;
+	json_decref(j);
+	memset(ret, 0, sizeof *ret);
+	ret->type = SHMCFG_STR;
+	ret->owned = buf;
+	ret->u.str.ptr = buf;
+	ret->u.str.len = len;
+	return 0;
+}
+
+int shmcfg_value_parse(shmcfg_type type, bool nullable, const char *text, shmcfg_value *ret)
+{
+	if (!text || !ret || !shmcfg_type_name(type))
+		return shmcfg__err(-EINVAL, "shmcfg_value_parse: bad argument");
+	shmcfg_value v = {.type = type};
+	if (nullable && (!strcasecmp(text, "none") || !strcmp(text, "null"))) {
+		v.is_null = true;
+		*ret = v;
+		return 0;
+	}
+	int r = 0;
+	switch (type) {
+	case SHMCFG_BOOL:
+		r = parse_bool(text, &v.u.b);
+		break;
+	case SHMCFG_INT:
+		r = parse_int(text, &v.u.i);
+		break;
+	case SHMCFG_FLOAT:
+		r = parse_float(text, &v.u.f);
+		break;
+	case SHMCFG_STR:
+		return parse_str(text, ret);
+	case SHMCFG_LIST:
+	case SHMCFG_SET:
+		return parse_list(type, text, ret);
+	}
+	if (r == 0)
+		*ret = v;
+	return r;
+}
+
+/*
+ * An environment variable's text (DESIGN.md): bools "1"/"0" as the seed,
+ * and true/false in any case; strings keep their text exactly; ints and
+ * floats parsed; lists and sets as shmcfg_value_parse(). Never null.
+ */
+int shmcfg__parse_env(shmcfg_type type, const char *var, const char *text, shmcfg_value *ret)
+{
+	int r;
+	if (type == SHMCFG_STR) {
+		char *buf = strdup(text);
+		if (!buf)
+			return -ENOMEM;
+		memset(ret, 0, sizeof *ret);
+		ret->type = SHMCFG_STR;
+		ret->owned = buf;
+		ret->u.str.ptr = buf;
+		ret->u.str.len = strlen(buf);
+		r = 0;
+	} else
+		r = shmcfg_value_parse(type, false, text, ret);
+	if (r == SHMCFG_E_PARSE)
+		return shmcfg__err(SHMCFG_E_ENV, "environment variable %s: %s", var,
+				   shmcfg_errdetail());
+	return r;
+}
+
+int shmcfg__parse_name_list(const char *text, shmcfg_value *ret)
+{
+	return shmcfg_value_parse(SHMCFG_LIST, false, text, ret);
+}
+
+static json_t *value_json(const shmcfg_value *v)
+{
+	if (v->is_null)
+		return json_null();
+	switch (v->type) {
+	case SHMCFG_BOOL:
+		return json_boolean(v->u.b);
+	case SHMCFG_INT:
+		return json_integer(v->u.i);
+	case SHMCFG_FLOAT:
+		return json_real(v->u.f);
+	case SHMCFG_STR:
+		return json_stringn_nocheck(v->u.str.ptr, v->u.str.len);
+	case SHMCFG_LIST:
+	case SHMCFG_SET: {
+		json_t *a = json_array();
+		const char *it = NULL;
+		while (a && (it = shmcfg_list_next(v, it)))
+			json_array_append_new(a, json_string_nocheck(it));
+		return a;
+	}
+	}
+	return NULL;
+}
+
+int shmcfg_value_format(const shmcfg_value *v, char **ret)
+{
+	if (!v || !ret)
+		return -EINVAL;
+	/* JSON has no NaN or infinity: write them as Python and strtod read them */
+	if (!v->is_null && v->type == SHMCFG_FLOAT && !isfinite(v->u.f)) {
+		*ret = strdup(isnan(v->u.f) ? "nan" : v->u.f > 0 ? "inf" : "-inf");
+		return *ret ? 0 : -ENOMEM;
+	}
+	json_t *j = value_json(v);
+	if (!j)
+		return -ENOMEM;
+	*ret = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
+	json_decref(j);
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* The canonical text used for choices: as shmcfg_value_format(), but a
+ * string is its raw text. */
+int shmcfg__format_canon(const shmcfg_value *v, char **ret)
+{
+	if (!v->is_null && v->type == SHMCFG_STR) {
+		*ret = strndup(v->u.str.ptr, v->u.str.len);
+		return *ret ? 0 : -ENOMEM;
+	}
+	return shmcfg_value_format(v, ret);
+}
+
+bool shmcfg_value_equal(const shmcfg_value *a, const shmcfg_value *b)
+{
+	if (a->type != b->type || a->is_null != b->is_null)
+		return false;
+	if (a->is_null)
+		return true;
+	switch (a->type) {
+	case SHMCFG_BOOL:
+		return a->u.b == b->u.b;
+	case SHMCFG_INT:
+		return a->u.i == b->u.i;
+	case SHMCFG_FLOAT:
+		/* bitwise, so that NaN equals itself and -0.0 differs from 0.0 */
+		return memcmp(&a->u.f, &b->u.f, sizeof(double)) == 0;
+	case SHMCFG_STR:
+		return a->u.str.len == b->u.str.len &&
+		       memcmp(a->u.str.ptr, b->u.str.ptr, a->u.str.len) == 0;
+	case SHMCFG_LIST:
+	case SHMCFG_SET:
+		return a->u.list.count == b->u.list.count && a->u.list.bytes == b->u.list.bytes &&
+		       memcmp(a->u.list.items, b->u.list.items, a->u.list.bytes) == 0;
+	}
+	return false;
+}
+
+int shmcfg__value_copy(const shmcfg_value *src, shmcfg_value *dst)
+{
+	shmcfg_value v = *src;
+	v.owned = NULL;
+	if (!src->is_null && src->type == SHMCFG_STR) {
+		char *b = malloc(src->u.str.len + 1);
+		if (!b)
+			return -ENOMEM;
+		memcpy(b, src->u.str.ptr, src->u.str.len);
+		b[src->u.str.len] = 0;
+		v.owned = b;
+		v.u.str.ptr = b;
+	} else if (!src->is_null && (src->type == SHMCFG_LIST || src->type == SHMCFG_SET)) {
+		char *b = malloc(src->u.list.bytes ? src->u.list.bytes : 1);
+		if (!b)
+			return -ENOMEM;
+		memcpy(b, src->u.list.items, src->u.list.bytes);
+		v.owned = b;
+		v.u.list.items = b;
+	}
+	*dst = v;
+	return 0;
+}
+
+/*
+ * Decode a cell whose strings live in heap[0, heap_size). Everything is
+ * checked: a cell of a hostile segment gives SHMCFG_E_CORRUPT, never a read
+ * out of bounds.
+ */
+int shmcfg__value_from_cell(const struct shmcfg__cell *c, const char *heap, uint64_t heap_size,
+			    shmcfg_value *ret)
+{
+	uint64_t meta = c->meta, val = c->val;
+	shmcfg_value v = {.type = META_TYPE(meta), .source = META_SRC(meta)};
+	if (!shmcfg_type_name(v.type))
+		return shmcfg__err(SHMCFG_E_CORRUPT, "cell has unknown type %u", META_TYPE(meta));
+	if (meta & META_NULL) {
+		v.is_null = true;
+		*ret = v;
+		return 0;
+	}
+	switch (v.type) {
+	case SHMCFG_BOOL:
+		v.u.b = val != 0;
+		break;
+	case SHMCFG_INT:
+		v.u.i = (int64_t)val;
+		break;
+	case SHMCFG_FLOAT:
+		memcpy(&v.u.f, &val, sizeof v.u.f);
+		break;
+	case SHMCFG_STR:
+	case SHMCFG_LIST:
+	case SHMCFG_SET: {
+		uint64_t off = CELL_OFF(val), len = META_LEN(meta);
+		/* strings end in NUL inside the heap; lists are `count` NUL-ended items */
+		if (off > heap_size || len >= heap_size - off || heap[off + len] != 0)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "string cell out of bounds");
+		if (v.type == SHMCFG_STR) {
+			v.u.str.ptr = heap + off;
+			v.u.str.len = len;
+		} else {
+			uint64_t count = 0;
+			for (uint64_t i = 0; i < len; i++)
+				count += heap[off + i] == 0;
+			if (count != CELL_COUNT(val) || (len && heap[off + len - 1] != 0))
+				return shmcfg__err(SHMCFG_E_CORRUPT, "list cell is malformed");
+			v.u.list.items = heap + off;
+			v.u.list.count = count;
+			v.u.list.bytes = len;
+		}
+		break;
+	}
+	}
+	*ret = v;
+	return 0;
+}

@@ -1,0 +1,406 @@
+/*
+ * Reads beyond the inline getters: the slow path, copying reads, the config
+ * hash, and snapshots.
+ *
+ * Snapshots of a read-write handle are the process's pinned view of one
+ * generation. Inside the process the view is an RCU-protected pointer
+ * (liburcu's bulletproof flavour, which needs no thread registration from the
+ * application); a replaced view is unpinned only after a grace period, so no
+ * thread can still be reading its slot. Across processes the generation is
+ * pinned in our reader-table entry, so that no writer reuses its slot (the
+ * protocol is below, at pin_current()).
+ *
+ * Grace periods are waited for by a reclaimer thread of our own rather than
+ * liburcu's call_rcu: call_rcu's worker does not survive fork(), and its
+ * fork hooks are documented to hang with callbacks that call free(). Ours is
+ * keyed by pid: a child simply starts its own when it needs one.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <urcu-bp.h>
+
+__thread int shmcfg__tls_patched __attribute__((tls_model("initial-exec")));
+
+struct pview {
+	struct shmcfg_snapshot snap; /* first: a pview is handed out as the snapshot */
+	struct pview *next;          /* in the reclaimer's queue */
+};
+
+/* The reclaimer: retired views wait here for a grace period. */
+static pthread_mutex_t rq_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rq_cond = PTHREAD_COND_INITIALIZER; /* queue grew */
+static pthread_cond_t rq_done = PTHREAD_COND_INITIALIZER; /* a batch was reclaimed */
+static struct pview *rq_head;
+static pid_t rq_pid; /* process whose thread serves the queue */
+
+#define SLOW_TRIES 10000
+
+/*
+ * Copy the slot named by `cur` (cells, layers, used heap) to dst and check
+ * that it held that generation throughout (the seqlock of shmcfg.h's inline
+ * read, done over a range). False if the slot was rewritten meanwhile.
+ */
+bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst)
+{
+	uint32_t s = cur_slot(cur);
+	if (s >= h->lay.nslots)
+		return false;
+	const struct slot_hdr *sl = slot_at(h, s);
+	if (__atomic_load_n(&sl->gen, __ATOMIC_ACQUIRE) != cur_gen(cur))
+		return false;
+	uint64_t used = __atomic_load_n(&sl->heap_used, __ATOMIC_RELAXED);
+	if (used > h->lay.heap_size)
+		used = h->lay.heap_size;
+	memcpy(dst, sl, h->lay.heap_off + used);
+	((struct slot_hdr *)dst)->heap_used = used;
+	/* pairs with the writer's release fence after it zeroes the stamp */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return __atomic_load_n(&sl->gen, __ATOMIC_RELAXED) == cur_gen(cur);
+}
+
+static int type_error(const shmcfg *h, shmcfg_opt opt, shmcfg_type want)
+{
+	return shmcfg__err(SHMCFG_E_TYPE, "%s: option is %s, read as %s", sstr(h, h->desc[opt].name),
+			   shmcfg_type_name(h->desc[opt].type), shmcfg_type_name(want) ?: "?");
+}
+
+int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t *bits)
+{
+	if (opt >= h->view.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range (%u options)", opt,
+				   h->view.nopts);
+	if (h->desc[opt].type != (uint32_t)type)
+		return type_error(h, opt, type);
+	for (int i = 0; i < SLOW_TRIES; i++) {
+		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+		uint32_t s = cur_slot(cur);
+		if (s >= h->lay.nslots)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u of %u", h->name,
+					   s, h->lay.nslots);
+		const struct slot_hdr *sl = slot_at(h, s);
+		const struct shmcfg__cell *c = slot_cells(h, sl) + opt;
+		uint64_t val = __atomic_load_n(&c->val, __ATOMIC_RELAXED);
+		uint64_t meta = __atomic_load_n(&c->meta, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&sl->gen, __ATOMIC_RELAXED) != cur_gen(cur)) {
+			sched_yield();
+			continue;
+		}
+		if (META_TYPE(meta) != (unsigned)type)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has type %u", h->name,
+					   sstr(h, h->desc[opt].name), META_TYPE(meta));
+		*bits = val;
+		return (meta & META_NULL) ? SHMCFG_NULL : 0;
+	}
+	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation after %d tries", h->name,
+			   SLOW_TRIES);
+}
+
+int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
+{
+	assert_return(h && ret, -EINVAL);
+	if (opt >= h->view.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	for (int i = 0; i < SLOW_TRIES; i++) {
+		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+		uint32_t s = cur_slot(cur);
+		if (s >= h->lay.nslots)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, s);
+		const struct slot_hdr *sl = slot_at(h, s);
+		struct shmcfg__cell c = {
+			__atomic_load_n(&slot_cells(h, sl)[opt].val, __ATOMIC_RELAXED),
+			__atomic_load_n(&slot_cells(h, sl)[opt].meta, __ATOMIC_RELAXED),
+		};
+		shmcfg_value v;
+		int r = shmcfg__value_from_cell(&c, slot_heap(h, sl), h->lay.heap_size, &v);
+		if (!r)
+			r = shmcfg__value_copy(&v, ret);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&sl->gen, __ATOMIC_RELAXED) != cur_gen(cur)) {
+			if (!r)
+				shmcfg_value_clear(ret);
+			sched_yield();
+			continue;
+		}
+		if (!r && ret->type != h->desc[opt].type) {
+			shmcfg_value_clear(ret);
+			r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
+					sstr(h, h->desc[opt].name));
+		}
+		return r;
+	}
+	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation", h->name);
+}
+
+uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
+{
+	for (int i = 0; i < SLOW_TRIES; i++) {
+		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+		if (cur_slot(cur) >= h->lay.nslots)
+			break;
+		const struct slot_hdr *sl = slot_at(h, cur_slot(cur));
+		uint64_t w[2] = {
+			__atomic_load_n((const uint64_t *)sl->config_hash, __ATOMIC_RELAXED),
+			__atomic_load_n((const uint64_t *)sl->config_hash + 1, __ATOMIC_RELAXED),
+		};
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&sl->gen, __ATOMIC_RELAXED) == cur_gen(cur)) {
+			memcpy(out, w, 16);
+			return cur_gen(cur);
+		}
+	}
+	memset(out, 0, 16);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Snapshots                                                          */
+/* ------------------------------------------------------------------ */
+
+static int copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)
+{
+	struct shmcfg_snapshot *s = malloc(sizeof *s + h->lay.slot_size);
+	if (!s)
+		return -ENOMEM;
+	char *copy = (char *)(s + 1);
+	for (int i = 0; i < SLOW_TRIES; i++) {
+		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+		if (shmcfg__seq_copy(h, cur, copy)) {
+			*s = (struct shmcfg_snapshot){h, cur_gen(cur), copy, true, -1};
+			*ret = s;
+			return 0;
+		}
+		sched_yield();
+	}
+	free(s);
+	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation to copy", h->name);
+}
+
+static void unpin_free(struct pview *pv)
+{
+	shmcfg *h = pv->snap.h;
+	/* release: our reads of the slot happen before a writer sees it free */
+	__atomic_store_n(&reader_at(h, (uint32_t)h->reader)->pins[pv->snap.pin], 0,
+			 __ATOMIC_RELEASE);
+	h->retired--;
+	free(pv);
+}
+
+static void *reclaimer(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&rq_lock);
+	for (;;) {
+		while (!rq_head)
+			pthread_cond_wait(&rq_cond, &rq_lock);
+		struct pview *batch = rq_head;
+		rq_head = NULL;
+		pthread_mutex_unlock(&rq_lock);
+		/* every read-side section that could see these views has ended */
+		urcu_bp_synchronize_rcu();
+		pthread_mutex_lock(&rq_lock);
+		while (batch) {
+			struct pview *next = batch->next;
+			unpin_free(batch);
+			batch = next;
+		}
+		pthread_cond_broadcast(&rq_done);
+	}
+	return NULL;
+}
+
+/* Queue a replaced view for unpinning after a grace period. Caller holds
+ * h->view_lock. Without a reclaimer thread, wait for the grace period here. */
+static void retire(shmcfg *h, struct pview *pv)
+{
+	pthread_mutex_lock(&rq_lock);
+	h->retired++;
+	if (rq_pid != getpid()) {
+		pthread_t t;
+		pthread_attr_t a;
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		/* a child inherits the parent's queue: its views are not ours */
+		rq_head = NULL;
+		if (pthread_create(&t, &a, reclaimer, NULL) == 0)
+			rq_pid = getpid();
+		pthread_attr_destroy(&a);
+	}
+	if (rq_pid == getpid()) {
+		pv->next = rq_head;
+		rq_head = pv;
+		pthread_cond_signal(&rq_cond);
+		pthread_mutex_unlock(&rq_lock);
+		return;
+	}
+	pthread_mutex_unlock(&rq_lock);
+	urcu_bp_synchronize_rcu();
+	pthread_mutex_lock(&rq_lock);
+	unpin_free(pv);
+	pthread_mutex_unlock(&rq_lock);
+}
+
+/*
+ * Pin the current generation in our reader entry. The protocol is Dekker's:
+ *   reader: store pin = g (seq_cst); load stamp of slot s (seq_cst)
+ *   writer: store stamp of s = 0 (seq_cst); load every pin (seq_cst)
+ * In the single total order of seq_cst operations one of the two stores comes
+ * first, so either the reader sees stamp != g (it unpins and retries) or the
+ * writer sees pin == g (it restores the stamp and picks another slot). Never
+ * both miss: a slot whose stamp a pinning reader saw equal to g is not
+ * rewritten while the pin stands.
+ */
+static int pin_current(shmcfg *h, struct pview *pv)
+{
+	struct reader_ent *e = reader_at(h, (uint32_t)h->reader);
+	int pin = -1;
+	for (unsigned k = 0; k < SEG_PINS && pin < 0; k++)
+		if (__atomic_load_n(&e->pins[k], __ATOMIC_RELAXED) == 0)
+			pin = (int)k;
+	if (pin < 0)
+		return -EAGAIN; /* every pin awaits a grace period */
+	for (int i = 0; i < SLOW_TRIES; i++) {
+		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+		uint32_t s = cur_slot(cur);
+		if (s >= h->lay.nslots)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, s);
+		const struct slot_hdr *sl = slot_at(h, s);
+		__atomic_store_n(&e->pins[pin], cur_gen(cur), __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&sl->gen, __ATOMIC_SEQ_CST) == cur_gen(cur)) {
+			pv->snap = (struct shmcfg_snapshot){h, cur_gen(cur), (const char *)sl, false, pin};
+			return 0;
+		}
+		__atomic_store_n(&e->pins[pin], 0, __ATOMIC_RELEASE);
+		sched_yield();
+	}
+	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation to pin", h->name);
+}
+
+int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
+{
+	assert_return(h && ret, -EINVAL);
+	if (h->rdonly || h->reader < 0)
+		return copy_snapshot(h, ret);
+	for (int round = 0;; round++) {
+		urcu_bp_read_lock();
+		struct pview *pv = rcu_dereference(h->pview);
+		uint64_t gen = shmcfg_generation(h);
+		/* after one replacement, take the view we made even if a newer
+		 * commit came meanwhile: it is at least as new as the call */
+		if (pv && (pv->snap.gen == gen || round > 0)) {
+			*ret = &pv->snap;
+			return 0; /* the read-side section lasts until release */
+		}
+		urcu_bp_read_unlock();
+		if (getpid() != h->pid)
+			return shmcfg__err(SHMCFG_E_FORKED, "%s: snapshot in a child of the attaching process: attach again",
+					   h->name);
+		pthread_mutex_lock(&h->view_lock);
+		struct pview *old = h->pview;
+		if (!old || old->snap.gen != shmcfg_generation(h)) {
+			struct pview *nv = malloc(sizeof *nv);
+			int r = nv ? pin_current(h, nv) : -ENOMEM;
+			if (r) {
+				pthread_mutex_unlock(&h->view_lock);
+				free(nv);
+				return r == -EAGAIN ? copy_snapshot(h, ret) : r;
+			}
+			rcu_assign_pointer(h->pview, nv);
+			if (old)
+				retire(h, old);
+		}
+		pthread_mutex_unlock(&h->view_lock);
+	}
+}
+
+void shmcfg_snapshot_release(shmcfg_snapshot *snap)
+{
+	if (!snap)
+		return;
+	if (snap->is_copy)
+		free(snap);
+	else
+		urcu_bp_read_unlock();
+}
+
+uint64_t shmcfg_snapshot_generation(const shmcfg_snapshot *snap)
+{
+	return snap->gen;
+}
+
+void shmcfg_snapshot_hash(const shmcfg_snapshot *snap, uint8_t out[16])
+{
+	memcpy(out, ((const struct slot_hdr *)snap->slot)->config_hash, 16);
+}
+
+int shmcfg_snapshot_get(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_value *ret)
+{
+	assert_return(snap && ret, -EINVAL);
+	const shmcfg *h = snap->h;
+	if (opt >= h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	int r = shmcfg__value_from_cell(slot_cells(h, snap->slot) + opt, slot_heap(h, snap->slot),
+					h->lay.heap_size, ret);
+	if (!r && ret->type != h->desc[opt].type)
+		r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
+				sstr(h, h->desc[opt].name));
+	return r;
+}
+
+int shmcfg_snapshot_layer(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_source layer,
+			  shmcfg_value *ret)
+{
+	assert_return(snap && ret, -EINVAL);
+	const shmcfg *h = snap->h;
+	if (opt >= h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	if (layer == SHMCFG_SRC_DEFAULT) {
+		int r = shmcfg__value_from_cell(&h->desc[opt].def, h->strings, h->strings_size, ret);
+		ret->source = SHMCFG_SRC_DEFAULT;
+		return r;
+	}
+	if (layer < SHMCFG_SRC_KNOB || layer > SHMCFG_SRC_ENV_FORCE)
+		return shmcfg__err(SHMCFG_E_LAYER, "layer %s is not stored", shmcfg_source_name(layer));
+	const struct shmcfg__cell *c = slot_layers(h, snap->slot) + (size_t)opt * NLAYERS + (layer - 1);
+	if (!(c->meta & META_SET))
+		return 1;
+	int r = shmcfg__value_from_cell(c, slot_heap(h, snap->slot), h->lay.heap_size, ret);
+	if (!r && ret->type != h->desc[opt].type)
+		r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: layer cell of %s has the wrong type", h->name,
+				sstr(h, h->desc[opt].name));
+	return r;
+}
+
+/* Drop the view at detach and wait until every retired view of this handle
+ * is unpinned: the reclaimer reads the mapping we are about to unmap. In a
+ * child using an inherited handle the views and pins are the parent's:
+ * leave them alone. */
+void shmcfg__view_close(shmcfg *h)
+{
+	if (getpid() != h->pid)
+		return;
+	pthread_mutex_lock(&h->view_lock);
+	struct pview *pv = h->pview;
+	rcu_assign_pointer(h->pview, NULL);
+	if (pv)
+		retire(h, pv);
+	pthread_mutex_unlock(&h->view_lock);
+	pthread_mutex_lock(&rq_lock);
+	while (h->retired)
+		pthread_cond_wait(&rq_done, &rq_lock);
+	pthread_mutex_unlock(&rq_lock);
+}
+
+/* urcu-bp's reader registry must be told about fork (its README): a parent
+ * thread inside a read-side section at fork would otherwise stall every
+ * grace period of the child. */
+__attribute__((constructor)) static void register_atfork(void)
+{
+	pthread_atfork(urcu_bp_before_fork, urcu_bp_after_fork_parent, urcu_bp_after_fork_child);
+}
