@@ -303,8 +303,8 @@ static int build_layers(struct build *b, struct change *ch, size_t nch, bool *ch
 					*changed = true;
 				k++;
 			}
-			if (!src) {
-				*out = (struct shmcfg__cell){.meta = h->desc[i].type};
+			if (!src) { /* unset: null, so that it decodes without a heap */
+				*out = (struct shmcfg__cell){.meta = h->desc[i].type | META_NULL};
 				continue;
 			}
 			nv = *src;
@@ -491,7 +491,7 @@ static bool cells_equal(const shmcfg *h, const struct shmcfg__cell *a, const cha
 			const struct shmcfg__cell *b, const char *hb)
 {
 	shmcfg_value x, y;
-	if ((a->meta & 0xfff) != (b->meta & 0xfff))
+	if ((a->meta & 0x1fff) != (b->meta & 0x1fff))
 		return false; /* type, null, source, set */
 	if (shmcfg__value_from_cell(a, ha, h->lay.heap_size, &x) ||
 	    shmcfg__value_from_cell(b, hb, h->lay.heap_size, &y))

@@ -40,12 +40,16 @@ const char *shmcfg_errdetail(void)
 	return detail;
 }
 
+/* Set the detail text; the arguments may include the old detail, so the
+ * text is formatted aside first. */
 int shmcfg__err(int code, const char *fmt, ...)
 {
+	char text[sizeof detail];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(detail, sizeof detail, fmt, ap);
+	vsnprintf(text, sizeof text, fmt, ap);
 	va_end(ap);
+	memcpy(detail, text, sizeof detail);
 	return code;
 }
 

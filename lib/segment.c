@@ -400,6 +400,7 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 	/* Pairs with the acquire load of `ready` in handle_map(): an attacher
 	 * that sees SEG_READY sees the whole header, schema and generation 1. */
 	__atomic_store_n(&h->hdr->ready, SEG_READY, __ATOMIC_RELEASE);
+	h->lay.ready = SEG_READY;
 	shmcfg__schema_built_free(b);
 	shmcfg_schema_free(own);
 	*ret = h;

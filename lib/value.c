@@ -87,7 +87,8 @@ static int list_build(shmcfg_type type, const char *const *items, const size_t *
 	size_t bytes = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (memchr(items[i], 0, lens[i]))
-			return shmcfg__err(SHMCFG_E_PARSE, "list item %zu contains a NUL byte", i);
+			return shmcfg__err(SHMCFG_E_PARSE, "value is not a valid %s: item %zu contains a NUL byte",
+					   shmcfg_type_name(type), i);
 		bytes += lens[i] + 1;
 	}
 	char *buf = malloc(bytes ? bytes : 1);

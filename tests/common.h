@@ -1,0 +1,99 @@
+/* Shared by the C tests: unique segment names and a schema exercising
+ * every type and attribute. */
+#ifndef SHMCFG_TEST_COMMON_H
+#define SHMCFG_TEST_COMMON_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shmcfg.h"
+
+/* A segment name unique to this process and tag. */
+static inline const char *test_name(const char *tag)
+{
+	static char buf[8][64];
+	static int k;
+	char *b = buf[k++ % 8];
+	snprintf(b, 64, "test-%s-%d", tag, (int)getpid());
+	return b;
+}
+
+/* Options of the test schema, in declaration order (= handles). */
+enum {
+	T_A, T_B, T_C, T_FLAG, T_RATIO, T_MODE, T_ITEMS, T_TAGS, T_OPT_INT, T_KNOBBED,
+	T_ALIAS_A, T_ALIAS2, T_DEBUG, T_SAFE, T_ENV_D, T_ENV_F, T_COUNT
+};
+
+static const shmcfg_optdef test_opts[T_COUNT] = {
+	{.name = "t.a", .type = SHMCFG_INT, .def = "0", .doc = "a = n"},
+	{.name = "t.b", .type = SHMCFG_INT, .def = "0", .doc = "b = -n"},
+	{.name = "t.c", .type = SHMCFG_STR, .def = "\"0\"", .doc = "c = str(n)"},
+	{.name = "t.flag", .type = SHMCFG_BOOL, .def = "false"},
+	{.name = "t.ratio", .type = SHMCFG_FLOAT, .def = "0.5", .min = "0", .max = "1"},
+	{.name = "t.mode", .type = SHMCFG_STR, .def = "\"fast\"", .choices = "[\"fast\",\"slow\"]"},
+	{.name = "t.items", .type = SHMCFG_LIST, .def = "[\"x\",\"y\"]"},
+	{.name = "t.tags", .type = SHMCFG_SET, .def = "[]", .flags = SHMCFG_F_HASH_IGNORED},
+	{.name = "t.opt_int", .type = SHMCFG_INT, .flags = SHMCFG_F_NULLABLE, .min = "-5", .max = "100"},
+	{.name = "t.knobbed", .type = SHMCFG_BOOL, .knob = "team/flag:knobbed"},
+	{.name = "t.alias_a", .type = SHMCFG_INT, .alias = "t.a"},
+	{.name = "t.alias2", .type = SHMCFG_INT, .alias = "t.alias_a"},
+	{.name = "t.debug", .type = SHMCFG_BOOL, .implies = "t.flag=true; t.mode=slow"},
+	{.name = "t.safe", .type = SHMCFG_BOOL, .implies = "t.mode=fast"},
+	{.name = "t.env_d", .type = SHMCFG_INT, .def = "1", .env_default = "[\"T_ENVD1\",\"T_ENVD2\"]"},
+	{.name = "t.env_f", .type = SHMCFG_BOOL, .env_force = "T_ENVF"},
+};
+
+static inline shmcfg_schema *test_schema(void)
+{
+	shmcfg_schema *s;
+	assert_int_equal(shmcfg_schema_new(&s), 0);
+	for (int i = 0; i < T_COUNT; i++)
+		assert_int_equal(shmcfg_schema_add(s, &test_opts[i]), 0);
+	return s;
+}
+
+/* Create a segment of the test schema; env is a NULL-terminated environment. */
+static inline shmcfg *test_create(const char *name, const shmcfg_create_opts *o)
+{
+	shmcfg_schema *s = test_schema();
+	shmcfg_create_opts opts = o ? *o : (shmcfg_create_opts){0};
+	opts.flags |= SHMCFG_CREATE_FORCE;
+	if (!opts.envp)
+		opts.flags |= SHMCFG_CREATE_NO_ENV;
+	shmcfg *h = NULL;
+	int r = shmcfg_create(name, s, &opts, &h);
+	if (r)
+		fail_msg("create %s: %s: %s", name, shmcfg_strerror(r), shmcfg_errdetail());
+	shmcfg_schema_free(s);
+	return h;
+}
+
+static inline int64_t get_i(const shmcfg *h, shmcfg_opt o)
+{
+	int64_t v = -999;
+	assert_int_equal(shmcfg_get_int(h, o, &v), 0);
+	return v;
+}
+
+static inline int set_and_commit(shmcfg *h, shmcfg_opt o, const char *text, uint64_t *gen)
+{
+	shmcfg_txn *t;
+	int r = shmcfg_txn_begin(h, &t);
+	if (r)
+		return r;
+	r = shmcfg_txn_set_text(t, o, text);
+	if (r) {
+		shmcfg_txn_abort(t);
+		return r;
+	}
+	return shmcfg_txn_commit(t, gen);
+}
+
+#endif

@@ -1,0 +1,891 @@
+#!/usr/bin/env python3
+"""Tests of tools/shmcfg-import, the config-module importer.
+
+Runs the real tool as a subprocess. Standard library only; PyYAML and a C
+compiler are used when present (those tests are skipped otherwise).
+
+    python3 tests/test_importer.py            # from the repository root
+    srcdir=/path/to/repo python3 .../test_importer.py
+
+The seed is looked up as $SHMCFG_SEED, $srcdir/seed/torch_compiler_config.py,
+then $srcdir/../shared/seed/torch_compiler_config.py; the tests that need it
+are skipped when it is not found.
+"""
+
+import inspect
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+SRCDIR = os.path.abspath(os.environ.get("srcdir") or
+                         os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+TOOL = os.path.join(SRCDIR, "tools", "shmcfg-import")
+ALIASED = os.path.join(SRCDIR, "schemas", "torch_dynamo_aliased.yaml")
+COMMITTED_YAML = os.path.join(SRCDIR, "schemas", "torch_compiler.yaml")
+COMMITTED_C = os.path.join(SRCDIR, "lib", "default_schema.c")
+HEADER = os.path.join(SRCDIR, "include", "shmcfg.h.in")
+PREFIX = "torch.compiler.config."
+DYNAMO = "torch._dynamo.config."
+
+
+def find_seed():
+    cands = [os.environ.get("SHMCFG_SEED"),
+             os.path.join(SRCDIR, "seed", "torch_compiler_config.py"),
+             os.path.join(SRCDIR, os.pardir, "shared", "seed", "torch_compiler_config.py")]
+    for c in cands:
+        if c and os.path.isfile(c):
+            return c
+    return None
+
+
+SEED = find_seed()
+SEED_ARGS = ["--module", "torch.compiler.config", SEED or "", "--merge", ALIASED]
+REGEN = ("regenerate with: tools/shmcfg-import --module torch.compiler.config "
+         "SEED --merge schemas/torch_dynamo_aliased.yaml [--format c] -o FILE")
+
+
+def run(*args, cwd=None):
+    return subprocess.run([TOOL] + list(args), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, cwd=cwd)
+
+
+def run_ok(test, *args, cwd=None):
+    p = run(*args, cwd=cwd)
+    test.assertEqual(p.returncode, 0, p.stderr.decode())
+    return p
+
+
+def options_json(test, *args, cwd=None):
+    p = run_ok(test, *(list(args) + ["--format", "json"]), cwd=cwd)
+    return json.loads(p.stdout.decode("utf-8")), p.stderr.decode("utf-8")
+
+
+def by_name(doc):
+    return {o["name"]: o for o in doc["options"]}
+
+
+try:
+    import yaml  # noqa: F401  (optional: only to cross-check)
+    HAVE_YAML = True
+except ImportError:
+    HAVE_YAML = False
+
+CC = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
+
+
+def standin_header(tmp):
+    """An internal.h with the schema definitions of include/shmcfg.h.in."""
+    with open(HEADER) as f:
+        h = f.read()
+    pats = [r"typedef enum shmcfg_type \{.*?\} shmcfg_type;",
+            r"enum \{[^{}]*SHMCFG_F_NULLABLE[^{}]*\};",
+            r"typedef struct shmcfg_optdef \{.*?\} shmcfg_optdef;"]
+    parts = []
+    for p in pats:
+        m = re.search(p, h, re.S)
+        if not m:
+            return None
+        parts.append(m.group(0))
+    with open(os.path.join(tmp, "internal.h"), "w") as f:
+        f.write("#include <stddef.h>\n#include <stdint.h>\n#include <stdbool.h>\n")
+        f.write("\n".join(parts) + "\n")
+        f.write("extern const shmcfg_optdef shmcfg__default_opts[];\n"
+                "extern const size_t shmcfg__default_nopts;\n")
+    return True
+
+
+DUMP_C = r"""
+#include "internal.h"
+#include <stdio.h>
+static void put(const char *s) { fputs(s ? s : "\x02", stdout); fputc('\x1f', stdout); }
+int main(void)
+{
+	for (size_t i = 0; i < shmcfg__default_nopts; i++) {
+		const shmcfg_optdef *d = &shmcfg__default_opts[i];
+		printf("%d\x1f%u\x1f", (int)d->type, d->flags);
+		put(d->name); put(d->def); put(d->doc); put(d->env_default); put(d->env_force);
+		put(d->knob); put(d->alias); put(d->implies); put(d->min); put(d->max);
+		put(d->choices); put(d->deprecated);
+		fputc('\x1e', stdout);
+	}
+	return 0;
+}
+"""
+C_FIELDS = ("name", "def", "doc", "env_default", "env_force", "knob", "alias", "implies",
+            "min", "max", "choices", "deprecated")
+C_TYPES = {1: "bool", 2: "int", 3: "float", 4: "str", 5: "list", 6: "set"}
+
+
+def compile_and_dump(test, c_text):
+    """Compile a generated table against a stand-in header and read it back."""
+    if not CC:
+        test.skipTest("no C compiler")
+    if not os.path.isfile(HEADER):
+        test.skipTest("no include/shmcfg.h.in")
+    with tempfile.TemporaryDirectory() as tmp:
+        if not standin_header(tmp):
+            test.skipTest("shmcfg.h.in has no shmcfg_optdef/shmcfg_type/flags to copy")
+        with open(os.path.join(tmp, "table.c"), "w") as f:
+            f.write(c_text)
+        with open(os.path.join(tmp, "main.c"), "w") as f:
+            f.write(DUMP_C)
+        exe = os.path.join(tmp, "dump")
+        p = subprocess.run([CC, "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic",
+                            "-I", tmp, "-o", exe, os.path.join(tmp, "table.c"),
+                            os.path.join(tmp, "main.c")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        test.assertEqual(p.returncode, 0, p.stderr.decode())
+        out = subprocess.run([exe], stdout=subprocess.PIPE, check=True).stdout
+    rows = []
+    for rec in out.split(b"\x1e")[:-1]:
+        f = rec.split(b"\x1f")
+        row = {"type": C_TYPES[int(f[0])], "flags": int(f[1])}
+        for k, v in zip(C_FIELDS, f[2:]):
+            row[k] = None if v == b"\x02" else v.decode("utf-8")
+        rows.append(row)
+    return rows
+
+
+FLAG_BITS = {"nullable": 1, "hash_ignored": 2, "save_ignored": 4, "deprecated": 8,
+             "private": 16}
+
+
+def check_c_against_json(test, rows, opts):
+    """Every field of the C table says what the JSON output says."""
+    test.assertEqual([r["name"] for r in rows], [o["name"] for o in opts])
+    for r, o in zip(rows, opts):
+        msg = o["name"]
+        test.assertEqual(r["type"], o["type"], msg)
+        flags = sum(bit for k, bit in FLAG_BITS.items() if o.get(k))
+        test.assertEqual(r["flags"], flags, msg)
+        test.assertEqual(r["doc"], o.get("doc"), msg)
+        for k in ("knob", "alias", "deprecated"):
+            test.assertEqual(r[k], o.get(k), msg)
+        for k in ("env_default", "env_force", "choices"):
+            test.assertEqual(None if r[k] is None else json.loads(r[k]), o.get(k), msg)
+        if "alias" in o:
+            test.assertIsNone(r["def"], msg)
+            continue
+        d = o["default"]
+        text = r["def"]
+        if d is None:
+            test.assertEqual(text, "none", msg)
+        elif isinstance(d, bool):
+            test.assertEqual(text, "true" if d else "false", msg)
+        elif o["type"] in ("int", "float"):
+            test.assertEqual(float(text), float(d), msg)
+        else:  # str: a JSON string literal; list/set: a JSON array
+            test.assertEqual(json.loads(text), d, msg)
+
+
+SEED_ORDER = [
+    "job_id", "pgo_extra_read_key", "pgo_extra_write_key", "cache_key_tag",
+    "force_disable_caches", "dynamic_sources", "unbacked_sources", "force_cudagraph_gc",
+    "dynamic_shapes", "assume_static_by_default", "automatic_dynamic_shapes",
+    "recompile_limit", "accumulated_recompile_limit", "verbose", "capture_scalar_outputs",
+    "capture_dynamic_output_shape_ops", "log_file_name", "fail_on_recompile_limit_hit",
+    "allow_unspec_int_on_nn_module", "skip_tensor_guards_with_matching_dict_tags",
+    "enable_cpp_symbolic_shape_guards", "wrap_top_frame", "reorderable_logging_functions",
+]
+ALIASES = SEED_ORDER[8:]
+# name: (type, default, env_default, hash_ignored), from DESIGN.md
+DYNAMO_EXPECT = {
+    "dynamic_shapes": ("bool", True, None, False),
+    "assume_static_by_default": ("bool", True, None, False),
+    "automatic_dynamic_shapes": ("bool", True, None, False),
+    "recompile_limit": ("int", 8, None, True),
+    "accumulated_recompile_limit": ("int", 256, None, True),
+    "verbose": ("bool", False, ["TORCHDYNAMO_VERBOSE"], True),
+    "capture_scalar_outputs": ("bool", False, ["TORCHDYNAMO_CAPTURE_SCALAR_OUTPUTS"], False),
+    "capture_dynamic_output_shape_ops":
+        ("bool", False, ["TORCHDYNAMO_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS"], False),
+    "log_file_name": ("str", None, None, True),
+    "fail_on_recompile_limit_hit": ("bool", False, None, True),
+    "allow_unspec_int_on_nn_module": ("bool", False, None, False),
+    "skip_tensor_guards_with_matching_dict_tags": ("bool", True, None, False),
+    "enable_cpp_symbolic_shape_guards": ("bool", False, None, False),
+    "wrap_top_frame": ("bool", False, None, False),
+    "reorderable_logging_functions": ("set", [], None, False),
+}
+
+
+class ToolTest(unittest.TestCase):
+    def test_executable(self):
+        self.assertTrue(os.access(TOOL, os.X_OK), "tools/shmcfg-import is not executable")
+        with open(TOOL, "rb") as f:
+            self.assertEqual(f.readline(), b"#!/usr/bin/env python3\n")
+
+
+@unittest.skipIf(SEED is None, "seed/torch_compiler_config.py not found")
+class SeedTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        p = run(*(SEED_ARGS + ["--format", "json", "--strict"]))
+        cls.rc, cls.stderr = p.returncode, p.stderr.decode()
+        cls.doc = json.loads(p.stdout.decode("utf-8")) if p.returncode == 0 else None
+        cls.opts = cls.doc["options"] if cls.doc else []
+        cls.by = {o["name"]: o for o in cls.opts}
+
+    def test_nothing_skipped(self):
+        self.assertEqual(self.rc, 0, self.stderr)
+        self.assertEqual(self.stderr, "")
+
+    def test_order_and_count(self):
+        names = [o["name"] for o in self.opts]
+        self.assertEqual(names, [PREFIX + n for n in SEED_ORDER] +
+                         [DYNAMO + n for n in DYNAMO_EXPECT])
+        self.assertEqual(len(names), 38)
+
+    def test_seed_types_and_defaults(self):
+        expect = {
+            "job_id": ("str", True, None), "pgo_extra_read_key": ("str", True, None),
+            "pgo_extra_write_key": ("str", True, None), "cache_key_tag": ("str", False, ""),
+            "force_disable_caches": ("bool", False, False),
+            "dynamic_sources": ("str", False, ""), "unbacked_sources": ("str", False, ""),
+            "force_cudagraph_gc": ("bool", False, False),
+        }
+        for n, (t, nullable, default) in expect.items():
+            o = self.by[PREFIX + n]
+            self.assertEqual(o["type"], t, n)
+            self.assertEqual(o.get("nullable", False), nullable, n)
+            self.assertIs(type(o["default"]), type(default), n)
+            self.assertEqual(o["default"], default, n)
+            for k in ("hash_ignored", "save_ignored", "private", "alias"):
+                self.assertNotIn(k, o, n)
+
+    def test_seed_envs_and_knob(self):
+        env = {o["name"][len(PREFIX):]: o.get("env_default") for o in self.opts
+               if o["name"].startswith(PREFIX)}
+        self.assertEqual(env["job_id"], ["TORCH_COMPILE_JOB_ID", "TORCH_COMPILE_STICKY_PGO_KEY"])
+        self.assertEqual(env["pgo_extra_read_key"], ["TORCH_COMPILE_STICKY_PGO_READ"])
+        self.assertEqual(env["pgo_extra_write_key"], ["TORCH_COMPILE_STICKY_PGO_WRITE"])
+        self.assertEqual(env["cache_key_tag"], ["TORCH_COMPILE_CACHE_KEY_TAG"])
+        self.assertEqual(env["dynamic_sources"], ["TORCH_COMPILE_DYNAMIC_SOURCES"])
+        self.assertEqual(env["unbacked_sources"], ["TORCH_COMPILE_UNBACKED_SOURCES"])
+        self.assertEqual(env["force_cudagraph_gc"], ["TORCH_CUDAGRAPH_GC"])
+        self.assertIsNone(env["force_disable_caches"])
+        fdc = self.by[PREFIX + "force_disable_caches"]
+        self.assertEqual(fdc["env_force"], ["TORCHINDUCTOR_FORCE_DISABLE_CACHES",
+                                            "TORCH_COMPILE_FORCE_DISABLE_CACHES"])
+        self.assertEqual(fdc["knob"], "pytorch/remote_cache:force_disable_caches")
+        self.assertEqual([o["name"] for o in self.opts if "knob" in o],
+                         [PREFIX + "force_disable_caches"])
+        self.assertEqual([o["name"] for o in self.opts if "env_force" in o],
+                         [PREFIX + "force_disable_caches"])
+
+    def test_aliases(self):
+        for n in ALIASES:
+            o = self.by[PREFIX + n]
+            self.assertEqual(o["alias"], DYNAMO + n)
+            self.assertEqual(set(o) - {"name", "type", "nullable", "alias", "doc"}, set(), n)
+            target = self.by[o["alias"]]  # every target is in the schema
+            self.assertNotIn("alias", target)
+            self.assertEqual(o["type"], target["type"], n)
+            self.assertEqual(o.get("nullable", False), target.get("nullable", False), n)
+        self.assertEqual(self.by[PREFIX + "recompile_limit"]["type"], "int")
+        self.assertEqual(self.by[PREFIX + "log_file_name"]["type"], "str")
+        self.assertTrue(self.by[PREFIX + "log_file_name"]["nullable"])
+        self.assertEqual(self.by[PREFIX + "reorderable_logging_functions"]["type"], "set")
+
+    def test_dynamo_targets(self):
+        for n, (t, default, env, hash_ignored) in DYNAMO_EXPECT.items():
+            o = self.by[DYNAMO + n]
+            self.assertEqual(o["type"], t, n)
+            self.assertIs(type(o["default"]), type(default), n)
+            self.assertEqual(o["default"], default, n)
+            self.assertEqual(o.get("env_default"), env, n)
+            self.assertEqual(o.get("hash_ignored", False), hash_ignored, n)
+            self.assertEqual(o.get("nullable", False), n == "log_file_name", n)
+            self.assertNotIn("min", o, n)
+            self.assertTrue(o.get("doc"), n)
+
+    def test_docs(self):
+        for o in self.opts:
+            if o["name"] == PREFIX + "pgo_extra_read_key":
+                # its neighbour's docstring sits under pgo_extra_write_key
+                self.assertNotIn("doc", o)
+                continue
+            self.assertTrue(o.get("doc"), o["name"])
+            d = o["doc"]
+            self.assertEqual(d, d.strip("\n"), o["name"])
+            self.assertFalse(d.startswith(" "), o["name"])
+        job = self.by[PREFIX + "job_id"]["doc"]
+        self.assertTrue(job.startswith("Semantically, this should be an identifier"))
+        self.assertIn("is running in.\n\nProfiles are always collected", job)
+        self.assertTrue(job.endswith("consistent profiles across all ranks."))
+        self.assertEqual(self.by[PREFIX + "force_disable_caches"]["doc"],
+                         "Force disables all caching -- This will take precedence over "
+                         "and override any other caching flag")
+
+    def test_committed_yaml_is_current(self):
+        p = run_ok(self, *SEED_ARGS)
+        with open(COMMITTED_YAML, "rb") as f:
+            self.assertEqual(p.stdout, f.read(), "schemas/torch_compiler.yaml is stale; " + REGEN)
+
+    def test_committed_c_is_current(self):
+        p = run_ok(self, *(SEED_ARGS + ["--format", "c"]))
+        with open(COMMITTED_C, "rb") as f:
+            self.assertEqual(p.stdout, f.read(), "lib/default_schema.c is stale; " + REGEN)
+
+    def test_c_header_line(self):
+        with open(COMMITTED_C) as f:
+            first = f.readline()
+        self.assertEqual(first, "/* Generated by tools/shmcfg-import from "
+                         "seed/torch_compiler_config.py and schemas/torch_dynamo_aliased.yaml;"
+                         " do not edit. */\n")
+
+    def test_yaml_reads_back(self):
+        doc, err = options_json(self, "--merge", COMMITTED_YAML)
+        self.assertEqual(err, "")
+        self.assertEqual(doc["options"], self.opts)
+
+    def test_yaml_output_is_stable(self):
+        """Reading the committed schema and writing it again changes nothing."""
+        p = run_ok(self, "--merge", COMMITTED_YAML)
+        with open(COMMITTED_YAML, "rb") as f:
+            body = f.read().split(b"\n", 2)[2]  # past the "Generated by" line
+        self.assertEqual(p.stdout.split(b"\n", 2)[2], body)
+
+    @unittest.skipUnless(HAVE_YAML, "PyYAML not installed")
+    def test_pyyaml_agrees(self):
+        import yaml
+        for path in (COMMITTED_YAML, ALIASED):
+            with open(path) as f:
+                y = yaml.safe_load(f)
+            self.assertEqual(y["format"], 1)
+            doc, _ = options_json(self, "--merge", path)
+            self.assertEqual(list(y["options"]), [o["name"] for o in doc["options"]])
+            for o in doc["options"]:
+                yo = y["options"][o["name"]]
+                for k, v in o.items():
+                    if k == "name":
+                        continue
+                    got = yo[k]
+                    if o["type"] == "set" and k == "default":
+                        got = sorted(got)
+                    self.assertEqual(got, v, "%s %s" % (o["name"], k))
+                self.assertEqual(set(yo), set(o) - {"name"}, o["name"])
+
+    def test_c_table_compiles_and_matches(self):
+        with open(COMMITTED_C) as f:
+            rows = compile_and_dump(self, f.read())
+        check_c_against_json(self, rows, self.opts)
+
+
+SYNTHETIC = '''\
+"""Module docstring: not the doc of any option."""
+import os
+import sys
+from typing import List, Literal, Optional, Set, Union
+
+from torch.utils._config_module import Config, install_config_module
+
+flag = True
+"""A flag.
+
+    Indented second paragraph.
+"""
+
+count: int = 5
+ratio: float = 1.5
+whole: float = 2
+neg = -3
+big = 64 * 1024
+tiny = 1e-3
+name: str = "x"
+empty = ""
+maybe: Optional[str] = None
+maybe_int: "Optional[int]" = 7
+union_none: Union[int, None] = None
+pipe_none: int | None = None
+mode: Literal["fast", "slow"] = "fast"
+level: Literal[1, 2, 3] = 2
+tags: set[str] = set()
+names: list[str] = []
+typing_list: List[str] = ["q"]
+items = ["b", "a"]
+uniq = {"b", "a", "b"}
+plain_set: set = set()
+_private = 1
+
+# [@compile_ignored: debug]
+ignored = False
+
+# a comment block
+# [@compile_ignored: runtime_behaviour] several lines above
+# more text
+ignored2 = 1
+
+# [@compile_ignored: debug] a blank line separates this from the next
+
+not_ignored = 2
+trailing = 3  # [@compile_ignored: debug]
+
+env_flag = os.environ.get("SYN_FLAG", "0") == "1"
+env_on = (
+    os.environ.get("SYN_ON", "1") == "1"
+)
+env_noarg = os.environ.get("SYN_NOARG") == "1"
+env_getenv = os.getenv("SYN_GETENV", "1") == "1"
+env_str: Optional[str] = os.environ.get("SYN_STR")
+env_str_default = os.environ.get("SYN_STR2", "dflt")
+env_int = int(os.environ.get("SYN_INT", "42"))
+
+cfg: bool = Config(
+    default=False,
+    justknob="team/knobs:cfg",
+    env_name_default="SYN_A",
+    env_name_force=["SYN_F1", "SYN_F2"],
+)
+"""Config doc."""
+cfg_alias: int = Config(alias="other.module.count")
+"""Alias doc."""
+cfg_dep = Config(default=3, deprecated="use count instead")
+cfg_range: int = Config(default=4, min=0, max=10)
+cfg_list: list[str] = Config(default=["x"], env_name_default=["SYN_L1", "SYN_L2"])
+cfg_positional = Config(False, None, "SYN_POS")
+
+
+class triton:
+    """Class docstring: not an option."""
+
+    cudagraphs = False
+    """Nested doc."""
+
+    # [@compile_ignored: debug]
+    debug_sync: bool = False
+
+    class inner:
+        depth = 1
+
+    def method(self):
+        local = 1
+
+
+weird = {"a": 1}
+fn = lambda: 1
+computed = compute()
+tup = (1, 2)
+nothing = None
+ints: list[int] = []
+bad_default: int = "x"
+bad_choice: Literal["a", "b"] = "c"
+truthy = bool(os.environ.get("SYN_TRUTHY", False))
+mixed: Union[bool, str] = True
+unknown_field = Config(default=1, colour="red")
+alias_default: int = Config(alias="a.b", default=1)
+mutated = ["a"]
+mutated.append("b")
+changed = 1
+changed += 1
+if os.environ.get("SYN_IF"):
+    conditional = 1
+__dunder__ = 1
+
+
+def helper():
+    inside = 1
+    return inside
+
+
+install_config_module(sys.modules[__name__])
+'''
+
+SYN_SKIPPED = ["weird", "fn", "computed", "tup", "nothing", "ints", "bad_default",
+               "bad_choice", "truthy", "mixed", "unknown_field", "alias_default",
+               "mutated", "changed", "conditional"]
+
+
+class SyntheticTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp()
+        cls.path = os.path.join(cls.tmp, "conf.py")
+        with open(cls.path, "w") as f:
+            f.write(SYNTHETIC)
+        p = run("--module", "syn.conf", cls.path, "--format", "json")
+        cls.rc = p.returncode
+        cls.stderr = p.stderr.decode()
+        cls.doc = json.loads(p.stdout.decode()) if p.returncode == 0 else {"options": []}
+        cls.by = {o["name"][len("syn.conf."):]: o for o in cls.doc["options"]}
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    def line_of(self, name):
+        for n, line in enumerate(SYNTHETIC.split("\n"), 1):
+            if re.match(r"\s*%s\s*[:=+]" % re.escape(name), line):
+                return n
+        raise AssertionError(name)
+
+    def test_exit_status(self):
+        self.assertEqual(self.rc, 0, self.stderr)
+        p = run("--strict", "--module", "syn.conf", self.path)
+        self.assertEqual(p.returncode, 1)
+
+    def test_skipped_lines(self):
+        lines = self.stderr.splitlines()
+        skipped = []
+        for ln in lines:
+            if ln.startswith("warning: "):
+                continue
+            m = re.match(r"skipped syn\.conf\.(\S+) \((.+):(\d+)\): \S.*\Z", ln)
+            self.assertIsNotNone(m, ln)
+            self.assertEqual(m.group(2), self.path)
+            skipped.append(m.group(1))
+            name = m.group(1)
+            # a later change is reported where it happens
+            marker = {"mutated": "mutated.append(", "changed": "changed +="}.get(name)
+            want = (SYNTHETIC.split("\n").index(marker + ("\"b\")" if name == "mutated"
+                                                          else " 1")) + 1
+                    if marker else self.line_of(name))
+            self.assertEqual(int(m.group(3)), want, ln)
+        self.assertEqual(skipped, SYN_SKIPPED)
+        for name in SYN_SKIPPED:
+            self.assertNotIn(name, self.by)
+        self.assertNotIn("__dunder__", self.by)
+        self.assertNotIn("inside", self.by)
+        self.assertNotIn("triton.inner.method", self.by)
+        self.assertNotIn("triton.local", self.by)
+
+    def test_reasons(self):
+        reasons = dict(re.findall(r"skipped syn\.conf\.(\S+) \(.*?\): (.*)", self.stderr))
+        self.assertIn("dict", reasons["weird"])
+        self.assertIn("lambda", reasons["fn"])
+        self.assertIn("compute()", reasons["computed"])
+        self.assertIn("tuple", reasons["tup"])
+        self.assertIn("None without a type annotation", reasons["nothing"])
+        self.assertIn("strings", reasons["ints"])
+        self.assertIn("choices", reasons["bad_choice"])
+        self.assertIn("colour", reasons["unknown_field"])
+        self.assertIn(".append()", reasons["mutated"])
+        self.assertIn("if block", reasons["conditional"])
+
+    def test_warns_about_missing_alias_target(self):
+        self.assertIn("warning: syn.conf.cfg_alias: alias target other.module.count is not "
+                      "in the schema", self.stderr)
+
+    def test_order(self):
+        names = list(self.by)
+        self.assertEqual(names[:3], ["flag", "count", "ratio"])
+        self.assertLess(names.index("cfg_positional"), names.index("triton.cudagraphs"))
+        self.assertEqual(names[-3:], ["triton.cudagraphs", "triton.debug_sync",
+                                      "triton.inner.depth"])
+
+    def check(self, name, **want):
+        o = self.by[name]
+        got = {k: v for k, v in o.items() if k != "name"}
+        self.assertEqual(got, want, name)
+
+    def test_scalars(self):
+        self.check("flag", type="bool", default=True,
+                   doc="A flag.\n\nIndented second paragraph.")
+        self.check("count", type="int", default=5)
+        self.check("ratio", type="float", default=1.5)
+        self.check("whole", type="float", default=2.0)
+        self.assertIs(type(self.by["whole"]["default"]), float)
+        self.check("neg", type="int", default=-3)
+        self.check("big", type="int", default=65536)
+        self.check("tiny", type="float", default=0.001)
+        self.check("name", type="str", default="x")
+        self.check("empty", type="str", default="")
+
+    def test_optional(self):
+        self.check("maybe", type="str", nullable=True, default=None)
+        self.check("maybe_int", type="int", nullable=True, default=7)
+        self.check("union_none", type="int", nullable=True, default=None)
+        self.check("pipe_none", type="int", nullable=True, default=None)
+
+    def test_literal_choices(self):
+        self.check("mode", type="str", default="fast", choices=["fast", "slow"])
+        self.check("level", type="int", default=2, choices=[1, 2, 3])
+
+    def test_lists_and_sets(self):
+        self.check("tags", type="set", default=[])
+        self.check("names", type="list", default=[])
+        self.check("typing_list", type="list", default=["q"])
+        self.check("items", type="list", default=["b", "a"])
+        self.check("uniq", type="set", default=["a", "b"])
+        self.check("plain_set", type="set", default=[])
+
+    def test_private(self):
+        self.check("_private", type="int", default=1, private=True)
+
+    def test_compile_ignored(self):
+        self.check("ignored", type="bool", default=False, hash_ignored=True)
+        self.check("ignored2", type="int", default=1, hash_ignored=True)
+        self.check("not_ignored", type="int", default=2)
+        self.check("trailing", type="int", default=3, hash_ignored=True)
+        self.check("triton.debug_sync", type="bool", default=False, hash_ignored=True)
+
+    def test_environment(self):
+        self.check("env_flag", type="bool", default=False, env_default=["SYN_FLAG"])
+        self.check("env_on", type="bool", default=True, env_default=["SYN_ON"])
+        self.check("env_noarg", type="bool", default=False, env_default=["SYN_NOARG"])
+        self.check("env_getenv", type="bool", default=True, env_default=["SYN_GETENV"])
+        self.check("env_str", type="str", nullable=True, default=None, env_default=["SYN_STR"])
+        self.check("env_str_default", type="str", default="dflt", env_default=["SYN_STR2"])
+        self.check("env_int", type="int", default=42, env_default=["SYN_INT"])
+
+    def test_config_calls(self):
+        self.check("cfg", type="bool", default=False, knob="team/knobs:cfg",
+                   env_default=["SYN_A"], env_force=["SYN_F1", "SYN_F2"], doc="Config doc.")
+        self.check("cfg_alias", type="int", alias="other.module.count", doc="Alias doc.")
+        self.check("cfg_dep", type="int", default=3, deprecated="use count instead")
+        self.check("cfg_range", type="int", default=4, min=0, max=10)
+        self.check("cfg_list", type="list", default=["x"], env_default=["SYN_L1", "SYN_L2"])
+        self.check("cfg_positional", type="bool", default=False, env_default=["SYN_POS"])
+
+    def test_nested_class(self):
+        self.check("triton.cudagraphs", type="bool", default=False, doc="Nested doc.")
+        self.check("triton.inner.depth", type="int", default=1)
+
+    def test_yaml_round_trip(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "syn.yaml")
+            run_ok(self, "--module", "syn.conf", self.path, "-o", out)
+            doc, _ = options_json(self, "--merge", out)
+            self.assertEqual(doc["options"], self.doc["options"])
+            with open(out) as f:
+                text = f.read()
+        self.assertTrue(text.startswith("# shmcfg schema (format 1)\n"))
+        self.assertIn('\n  syn.conf.mode:\n    type: str\n    default: "fast"\n'
+                      '    choices: ["fast", "slow"]\n', text)
+        self.assertIn("\n    doc: |-\n      A flag.\n\n      Indented second paragraph.\n", text)
+        self.assertIn("\n    default: 0.001\n", text)
+
+    def test_c_output(self):
+        p = run_ok(self, "--module", "syn.conf", self.path, "--format", "c")
+        rows = compile_and_dump(self, p.stdout.decode())
+        check_c_against_json(self, rows, self.doc["options"])
+        by = {r["name"]: r for r in rows}
+        self.assertEqual(by["syn.conf.cfg_range"]["min"], "0")
+        self.assertEqual(by["syn.conf.cfg_range"]["max"], "10")
+        self.assertEqual(by["syn.conf.tiny"]["def"], "0.001")
+        self.assertEqual(by["syn.conf.empty"]["def"], '""')
+        self.assertEqual(by["syn.conf.uniq"]["def"], '["a","b"]')
+
+
+class DocEscapingTest(unittest.TestCase):
+    """Docs that a literal block cannot hold still round-trip."""
+
+    DOCS = {
+        "plain": "One line.",
+        "trailing_space": "Ends with spaces.   \nNext line. ",
+        "tab": "A\ttab and a \\ backslash and \"quotes\"",
+        "unicode": "Caf\u00e9 \u2014 \u00fcber \U0001F600 and a \u2028 separator",
+        "control": "bell\x07 and escape\x1b and DEL\x7f",
+        "trigraph": "what??( ??) ??/ ok?",
+        "hashes": "# not a comment\n  indented line\n- not a list: [x] {y}",
+        "carriage": "carriage\rreturn",
+    }
+
+    def test_round_trip(self):
+        src = ["import os"]
+        for k, v in self.DOCS.items():
+            src.append("%s = 1" % k)
+            src.append(repr(v))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "docs.py")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("\n".join(src) + "\n")
+            doc, err = options_json(self, "--module", "d", path)
+            self.assertEqual(err, "")
+            got = {o["name"][2:]: o.get("doc") for o in doc["options"]}
+            want = {k: inspect.cleandoc(v) for k, v in self.DOCS.items()}
+            self.assertEqual(want["tab"], "A       tab and a \\ backslash and \"quotes\"")
+            self.assertEqual(got, want)
+            out = os.path.join(tmp, "docs.yaml")
+            run_ok(self, "--module", "d", path, "-o", out)
+            back, _ = options_json(self, "--merge", out)
+            self.assertEqual(back["options"], doc["options"])
+            with open(out, encoding="utf-8") as f:
+                text = f.read()
+            self.assertIn("  d.plain:\n    type: int\n    default: 1\n    doc: |-\n"
+                          "      One line.\n", text)
+            self.assertIn('    doc: "Ends with spaces.   \\nNext line. "\n', text)
+            if HAVE_YAML:
+                import yaml
+                y = yaml.safe_load(text)
+                self.assertEqual({k[2:]: v["doc"] for k, v in y["options"].items()}, want)
+            p = run_ok(self, "--module", "d", path, "--format", "c")
+            c_text = p.stdout.decode("ascii")  # C output is pure ASCII
+            self.assertNotIn("??", c_text.replace("?\\?", ""))
+            rows = compile_and_dump(self, c_text)
+            self.assertEqual({r["name"][2:]: r["doc"] for r in rows}, want)
+
+
+class HandWrittenYamlTest(unittest.TestCase):
+    """The reader takes the hand-written forms of format 1."""
+
+    def read(self, text):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "s.yaml")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            p = run("--merge", path, "--format", "json")
+            return p.returncode, p.stdout.decode(), p.stderr.decode(), path
+
+    def test_forms(self):
+        rc, out, err, _ = self.read(textwrap.dedent('''\
+            # a comment
+            format: 1   # trailing comment
+            options:
+
+              # comment between options
+              a.str:
+                type: str
+                default: plain text here   # comment
+                doc: |
+                  Clipped block.
+
+                  Second paragraph.
+              a.single:
+                type: str
+                default: 'it''s'
+              a.knob:
+                type: int
+                knob: 'x:y'
+              a.dq:
+                type: str
+                default: "tab\\there \\u00e9 \\x41"
+              a.nodefault:
+                type: int
+              a.nullnodefault:
+                type: str
+                nullable: true
+              a.list:
+                type: list
+                default: [one, "two",
+                  'three']
+              a.set:
+                type: set
+                default: [b, a]
+              a.float:
+                type: float
+                default: 1
+                min: 0
+                max: 1.0e+3
+              a.imp:
+                type: bool
+                implies: {a.str: "x", a.float: 2.5}
+              "a.quoted":
+                type: bool
+                default: TRUE
+                env_default: SINGLE_VAR
+            '''))
+        self.assertEqual(rc, 0, err)
+        by = by_name(json.loads(out))
+        self.assertEqual(by["a.str"]["default"], "plain text here")
+        self.assertEqual(by["a.str"]["doc"], "Clipped block.\n\nSecond paragraph.")
+        self.assertEqual(by["a.single"]["default"], "it's")
+        self.assertEqual(by["a.knob"], {"name": "a.knob", "type": "int", "default": 0,
+                                        "knob": "x:y"})
+        self.assertEqual(by["a.dq"]["default"], "tab\there \u00e9 A")
+        self.assertEqual(by["a.nodefault"]["default"], 0)
+        self.assertIsNone(by["a.nullnodefault"]["default"])
+        self.assertEqual(by["a.list"]["default"], ["one", "two", "three"])
+        self.assertEqual(by["a.set"]["default"], ["a", "b"])
+        self.assertEqual(by["a.float"], {"name": "a.float", "type": "float", "default": 1.0,
+                                         "min": 0.0, "max": 1000.0})
+        self.assertEqual(by["a.imp"]["implies"], {"a.str": "x", "a.float": 2.5})
+        self.assertIs(by["a.quoted"]["default"], True)
+        self.assertEqual(by["a.quoted"]["env_default"], ["SINGLE_VAR"])
+
+    def test_errors_name_file_and_line(self):
+        cases = [
+            ("format: 1\noptions:\n  a.b:\n    type: int\n    colour: red\n", 5, "colour"),
+            ("format: 1\noptions:\n  a.b:\n    type: int\n    default: \"x\"\n", 5, "not a int"),
+            ("format: 1\noptions:\n  a.b:\n    type: blob\n", 4, "blob"),
+            ("format: 2\noptions: {}\n", 1, "format"),
+            ("format: 1\noptions:\n  a.b:\n    type: str\n    default: \"open\n", 5, "unterminated"),
+            ("format: 1\noptions:\n  a.b:\n    type: bool\n    default: null\n", 3, "nullable"),
+            ("format: 1\noptions:\n  a.b:\n    type: str\n    knob: \"k\"\n", 3, "justknob"),
+            ("format: 1\noptions:\n  a.b:\n    type: int\n  a.b:\n    type: int\n", 5,
+             "duplicate"),
+        ]
+        for text, line, word in cases:
+            rc, out, err, path = self.read(text)
+            self.assertEqual(rc, 1, text)
+            self.assertEqual(out, "")
+            self.assertEqual(len(err.splitlines()), 1, err)
+            self.assertIn("%s:%d:" % (path, line), err)
+            self.assertIn(word, err)
+
+
+class ErrorTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def write(self, name, text):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_syntax_error(self):
+        path = self.write("bad.py", "x = 1\ny = (\n\nz = 3\n")
+        out = os.path.join(self.tmp, "out.yaml")
+        p = run(path, "-o", out)
+        self.assertEqual(p.returncode, 1)
+        err = p.stderr.decode()
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertRegex(err, r"^shmcfg-import: %s:\d+: syntax error" % re.escape(path))
+        self.assertEqual(p.stdout, b"")
+        self.assertFalse(os.path.exists(out))
+
+    def test_syntax_error_line(self):
+        path = self.write("bad2.py", "a = 1\nb = 2\nc = = 3\n")
+        p = run(path)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("%s:3:" % path, p.stderr.decode())
+
+    def test_usage_errors(self):
+        path = self.write("ok.py", "a = 1\n")
+        for args in (["--no-such-flag", path], [], ["--format", "xml", path],
+                     ["--module", "1bad", path], [path, "extra.py"], ["-o"]):
+            p = run(*args)
+            self.assertEqual(p.returncode, 2, args)
+            self.assertEqual(p.stdout, b"", args)
+            self.assertIn(b"usage:", p.stderr, args)
+
+    def test_missing_input(self):
+        p = run(os.path.join(self.tmp, "nope.py"))
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("nope.py", p.stderr.decode())
+        p = run("--merge", os.path.join(self.tmp, "nope.yaml"))
+        self.assertEqual(p.returncode, 1)
+
+    def test_duplicate_between_inputs(self):
+        path = self.write("m.py", "a = 1\n")
+        schema = self.write("s.yaml", "format: 1\noptions:\n  m.a:\n    type: int\n")
+        p = run("--module", "m", path, "--merge", schema)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("%s:3: option m.a is already defined" % schema, p.stderr.decode())
+
+    def test_output_file_and_prefix_from_path(self):
+        os.makedirs(os.path.join(self.tmp, "torch", "_dynamo"))
+        self.write(os.path.join("torch", "_dynamo", "config.py"), "x: int = 1\n")
+        out = os.path.join(self.tmp, "o.yaml")
+        run_ok(self, os.path.join("torch", "_dynamo", "config.py"), "-o", out, cwd=self.tmp)
+        with open(out) as f:
+            self.assertIn("\n  torch._dynamo.config.x:\n", f.read())
+        # packages (__init__.py) give the prefix whatever the path
+        self.write(os.path.join("torch", "__init__.py"), "")
+        self.write(os.path.join("torch", "_dynamo", "__init__.py"), "")
+        doc, _ = options_json(self, os.path.join(self.tmp, "torch", "_dynamo", "config.py"))
+        self.assertEqual(doc["options"][0]["name"], "torch._dynamo.config.x")
+
+
+if __name__ == "__main__":
+    unittest.main()
