@@ -70,15 +70,6 @@ int shmcfg_txn_layer(shmcfg_txn *t, shmcfg_source layer)
 	return 0;
 }
 
-static void warn_deprecated(shmcfg *h, shmcfg_opt opt)
-{
-	const struct opt_desc *d = &h->desc[opt];
-	if (!(d->flags & SHMCFG_F_DEPRECATED) || atomic_exchange(&h->warned[opt], 1))
-		return;
-	shmcfg__log(SHMCFG_LOG_WARNING, "%s is deprecated: %s", sstr(h, d->name),
-		    sstr(h, d->deprecated));
-}
-
 /* Record a change; any earlier change of the same option and layer goes. */
 static int txn_put(shmcfg_txn *t, shmcfg_opt opt, int layer, bool reset, shmcfg_value *v)
 {
@@ -106,7 +97,7 @@ static int target_of(shmcfg_txn *t, shmcfg_opt opt, int layer, shmcfg_opt *final
 	shmcfg *h = t->h;
 	if (opt >= h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
-	warn_deprecated(h, opt);
+	shmcfg__warn_deprecated(h, opt);
 	*final = h->desc[opt].alias_final;
 	const struct opt_desc *d = &h->desc[*final];
 	if (layer == SHMCFG_SRC_KNOB - 1 && !(d->flags & DESC_F_HAS_KNOB))
@@ -282,6 +273,22 @@ static int old_layer(struct build *b, shmcfg_opt opt, int l, shmcfg_value *v)
 	return shmcfg__value_from_cell(c, slot_heap(b->h, b->old_slot), b->h->lay.heap_size, v);
 }
 
+/* Whether any change differs from what its layer holds in the old slot. */
+static bool txn_changes(const shmcfg *h, const char *old_slot, const struct change *ch, size_t n)
+{
+	for (size_t k = 0; k < n; k++) {
+		const struct shmcfg__cell *c = slot_layers(h, old_slot) + (size_t)ch[k].opt * NLAYERS + ch[k].layer;
+		bool had = c->meta & META_SET;
+		shmcfg_value old;
+		if (had != !ch[k].reset)
+			return true;
+		if (had && (shmcfg__value_from_cell(c, slot_heap(h, old_slot), h->lay.heap_size, &old) ||
+			    !shmcfg_value_equal(&old, &ch[k].v)))
+			return true;
+	}
+	return false;
+}
+
 /* Write the layers of every option: the old ones with the changes applied.
  * Sets *changed when any layer differs from the old slot's. */
 static int build_layers(struct build *b, struct change *ch, size_t nch, bool *changed)
@@ -427,21 +434,24 @@ static uint64_t now_ns(clockid_t clk)
  * If a pin of the slot's old generation shows up after the busy mark, the
  * reader may have seen the old stamp and be using the slot: put the stamp
  * back and try another slot. With no free slot, reap dead readers, then wait
- * a bounded time for pins to go.
+ * a bounded time for pins to go. A slot stamped beyond the current
+ * generation was left by a writer that died before publishing it: it is
+ * free, and taken first so that no two slots ever carry one generation.
  */
-static int choose_slot(shmcfg *h, uint32_t cur_s, uint32_t *ret)
+static int choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret)
 {
 	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + (uint64_t)h->commit_timeout_ms * 1000000ull;
 	bool reaped = false;
 	for (;;) {
 		uint32_t best = UINT32_MAX;
-		uint64_t best_gen = UINT64_MAX;
+		uint64_t best_gen = 0, best_age = UINT64_MAX;
 		for (uint32_t s = 0; s < h->lay.nslots; s++) {
 			if (s == cur_s)
 				continue;
 			uint64_t g = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
-			if (g < best_gen && !shmcfg__gen_pinned(h, g))
-				best = s, best_gen = g;
+			uint64_t age = g > cur_g ? 0 : g;
+			if (age < best_age && !shmcfg__gen_pinned(h, g))
+				best = s, best_gen = g, best_age = age;
 		}
 		if (best != UINT32_MAX) {
 			struct slot_hdr *sl = slot_at(h, best);
@@ -511,7 +521,8 @@ static int commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 	if (getpid() != h->pid)
 		return shmcfg__err(SHMCFG_E_FORKED, "%s: commit in a child of the attaching process: attach again",
 				   h->name);
-	qsort(t->ch, t->n, sizeof *t->ch, cmp_change);
+	if (t->n)
+		qsort(t->ch, t->n, sizeof *t->ch, cmp_change);
 	struct build b = {.h = h};
 	b.implied_by = malloc(n * sizeof(uint32_t));
 	b.implier = malloc(n * sizeof(uint32_t));
@@ -545,10 +556,16 @@ static int commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 		}
 		b.old_slot = (const char *)slot_at(h, cur_s);
 	}
+	/* a transaction that changes no layer publishes nothing, and must not
+	 * take (or wait for) a slot to find that out */
+	if (!first && !txn_changes(h, b.old_slot, t->ch, t->n)) {
+		r = 1;
+		if (gen_ret)
+			*gen_ret = cur_gen(cur);
+		goto out_unlock;
+	}
 	uint32_t s = 0;
-	if (first)
-		s = 0;
-	else if ((r = choose_slot(h, cur_s, &s)))
+	if (!first && (r = choose_slot(h, cur_s, cur_gen(cur), &s)))
 		goto out_unlock;
 	shmcfg__fault("commit.slot");
 	b.slot = (char *)slot_at(h, s);
@@ -721,7 +738,9 @@ int shmcfg_wait(const shmcfg *h, uint64_t after, int timeout_ms, uint64_t *gen_r
 int shmcfg_commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
 {
 	assert_return(h && ret, -EINVAL);
-	if (gen == 0)
+	/* a record beyond the current generation belongs to a writer that died
+	 * before publishing */
+	if (gen == 0 || gen > shmcfg_generation(h))
 		return -ENOENT;
 	const struct log_ent *e = log_at(h, gen);
 	for (int i = 0; i < 100; i++) {
@@ -789,4 +808,32 @@ count : {
 		n += changed[i];
 	return n;
 }
+}
+
+/*
+ * A thread's patched view (patch.c): `copy` is a private copy of a slot
+ * (slot_size bytes); the patches replace its user layer, with source
+ * "patch", and every effective value is resolved again, implications
+ * included, by the same code as a commit.
+ */
+int shmcfg__resolve_patched(shmcfg *h, char *copy, const shmcfg_opt *opts, const shmcfg_value *vals,
+			    size_t n)
+{
+	struct build b = {.h = h, .slot = copy};
+	b.cells = slot_cells(h, copy);
+	b.layers = slot_layers(h, copy);
+	b.heap = slot_heap(h, copy);
+	b.used = ((struct slot_hdr *)copy)->heap_used;
+	b.implied_by = malloc(h->lay.nopts * sizeof(uint32_t));
+	b.implier = malloc(h->lay.nopts * sizeof(uint32_t));
+	int r = b.implied_by && b.implier ? 0 : -ENOMEM;
+	for (size_t k = 0; !r && k < n; k++)
+		r = put_cell(&b, opts[k], &vals[k],
+			     META_SET | (uint64_t)SHMCFG_SRC_PATCH << META_SRC_SHIFT,
+			     &b.layers[(size_t)opts[k] * NLAYERS + SHMCFG_SRC_USER - 1]);
+	if (!r)
+		r = resolve(&b);
+	free(b.implied_by);
+	free(b.implier);
+	return r;
 }

@@ -289,6 +289,13 @@ struct txn_change;
 int shmcfg__txn_begin_internal(shmcfg *h, shmcfg_txn **ret);
 int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, int layer, const shmcfg_value *v);
 int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);
+int shmcfg__resolve_patched(shmcfg *h, char *copy, const shmcfg_opt *opts, const shmcfg_value *vals,
+			    size_t n);
+
+/* patch.c: the calling thread's patched cell of opt, if it has patches for h */
+bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,
+			  const char **heap, int *err);
+void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt);
 
 /* hash.c */
 struct hashbuf {

@@ -898,6 +898,7 @@ int shmcfg_lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
 			break;
 		const struct opt_desc *d = &h->desc[id];
 		if (d->name.len == len && memcmp(sstr(h, d->name), name, len) == 0) {
+			shmcfg__warn_deprecated(h, id);
 			*ret = id;
 			return 0;
 		}

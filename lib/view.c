@@ -77,6 +77,15 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 				   h->view.nopts);
 	if (h->desc[opt].type != (uint32_t)type)
 		return type_error(h, opt, type);
+	struct shmcfg__cell pc;
+	const char *pheap;
+	int perr;
+	if (shmcfg__tls_patched && shmcfg__patched_cell(h, opt, &pc, &pheap, &perr)) {
+		if (perr)
+			return perr;
+		*bits = pc.val;
+		return (pc.meta & META_NULL) ? SHMCFG_NULL : 0;
+	}
 	for (int i = 0; i < SLOW_TRIES; i++) {
 		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
 		uint32_t s = cur_slot(cur);
@@ -107,6 +116,15 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 	assert_return(h && ret, -EINVAL);
 	if (opt >= h->view.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	struct shmcfg__cell pc;
+	const char *pheap;
+	int perr;
+	if (shmcfg__tls_patched && shmcfg__patched_cell(h, opt, &pc, &pheap, &perr)) {
+		shmcfg_value v;
+		if (!perr)
+			perr = shmcfg__value_from_cell(&pc, pheap, h->lay.heap_size, &v);
+		return perr ? perr : shmcfg__value_copy(&v, ret);
+	}
 	for (int i = 0; i < SLOW_TRIES; i++) {
 		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
 		uint32_t s = cur_slot(cur);
@@ -226,8 +244,6 @@ static void retire(shmcfg *h, struct pview *pv)
 		pthread_attr_t a;
 		pthread_attr_init(&a);
 		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		/* a child inherits the parent's queue: its views are not ours */
-		rq_head = NULL;
 		if (pthread_create(&t, &a, reclaimer, NULL) == 0)
 			rq_pid = getpid();
 		pthread_attr_destroy(&a);
@@ -240,6 +256,15 @@ static void retire(shmcfg *h, struct pview *pv)
 		return;
 	}
 	pthread_mutex_unlock(&rq_lock);
+	/* no reclaimer thread: wait for the grace period here, unless this
+	 * thread is inside a read-side section (a nested snapshot), which would
+	 * wait for itself; then the view and its pin stay until detach */
+	if (urcu_bp_read_ongoing()) {
+		pthread_mutex_lock(&rq_lock);
+		h->retired--;
+		pthread_mutex_unlock(&rq_lock);
+		return;
+	}
 	urcu_bp_synchronize_rcu();
 	pthread_mutex_lock(&rq_lock);
 	unpin_free(pv);
@@ -397,10 +422,47 @@ void shmcfg__view_close(shmcfg *h)
 	pthread_mutex_unlock(&rq_lock);
 }
 
-/* urcu-bp's reader registry must be told about fork (its README): a parent
- * thread inside a read-side section at fork would otherwise stall every
- * grace period of the child. */
+/*
+ * fork(). The reclaimer's queue lock and condition variables must not be
+ * copied mid-use into the child (the parent's reclaimer waits on rq_cond,
+ * and a child would inherit a waiter that does not exist): hold the lock
+ * across fork and give the child fresh ones and an empty queue; the child
+ * starts its own reclaimer when it needs one (rq_pid).
+ *
+ * urcu-bp's registry wants its own fork hooks (its README), but they take
+ * the grace-period lock: if the forking thread holds a snapshot while our
+ * reclaimer waits for a grace period, they would deadlock. So they are
+ * called only when the forking thread is outside any read-side section.
+ */
+static bool urcu_hooks;
+
+static void before_fork(void)
+{
+	pthread_mutex_lock(&rq_lock);
+	urcu_hooks = !urcu_bp_read_ongoing();
+	if (urcu_hooks)
+		urcu_bp_before_fork();
+}
+
+static void after_fork_parent(void)
+{
+	if (urcu_hooks)
+		urcu_bp_after_fork_parent();
+	pthread_mutex_unlock(&rq_lock);
+}
+
+static void after_fork_child(void)
+{
+	if (urcu_hooks)
+		urcu_bp_after_fork_child();
+	pthread_mutex_init(&rq_lock, NULL);
+	pthread_cond_init(&rq_cond, NULL);
+	pthread_cond_init(&rq_done, NULL);
+	rq_head = NULL; /* the parent's views: not ours to unpin */
+	rq_pid = 0;
+}
+
 __attribute__((constructor)) static void register_atfork(void)
 {
-	pthread_atfork(urcu_bp_before_fork, urcu_bp_after_fork_parent, urcu_bp_after_fork_child);
+	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }

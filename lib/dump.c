@@ -1,0 +1,368 @@
+/*
+ * The seed's whole-configuration operations: is_default, save (dump), load
+ * and codegen. Dumps are portable JSON written with jansson.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <jansson.h>
+
+int shmcfg_is_default(const shmcfg *h, shmcfg_opt opt)
+{
+	assert_return(h, -EINVAL);
+	if (opt >= h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	shmcfg_value v;
+	int r = shmcfg_get(h, h->desc[opt].alias_final, &v);
+	if (r)
+		return r;
+	r = v.source == SHMCFG_SRC_DEFAULT;
+	shmcfg_value_clear(&v);
+	return r;
+}
+
+/* JSON of a value; floats JSON cannot hold become "nan", "inf", "-inf". */
+static json_t *to_json(const shmcfg_value *v)
+{
+	if (!v->is_null && v->type == SHMCFG_FLOAT && !isfinite(v->u.f))
+		return json_string(isnan(v->u.f) ? "nan" : v->u.f > 0 ? "inf" : "-inf");
+	char *text;
+	if (shmcfg_value_format(v, &text))
+		return NULL;
+	json_t *j = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+	free(text);
+	return j;
+}
+
+static void hex(const uint8_t *b, char out[33])
+{
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+/* Options a dump or codegen leaves out, as the seed's save_config does. */
+static bool skipped(const shmcfg *h, shmcfg_opt i, unsigned flags)
+{
+	const struct opt_desc *d = &h->desc[i];
+	if (d->alias != SHMCFG_NO_OPT)
+		return true;
+	return !(flags & SHMCFG_DUMP_ALL) && (d->flags & (SHMCFG_F_SAVE_IGNORED | SHMCFG_F_PRIVATE));
+}
+
+int shmcfg_dump(const shmcfg *h, unsigned flags, char **ret)
+{
+	assert_return(h && ret, -EINVAL);
+	shmcfg_snapshot *s;
+	int r = shmcfg_snapshot_acquire((shmcfg *)h, &s);
+	if (r)
+		return r;
+	json_t *values = json_object(), *root = NULL;
+	for (uint32_t i = 0; values && !r && i < h->lay.nopts; i++) {
+		if (skipped(h, i, flags))
+			continue;
+		shmcfg_value v;
+		if ((r = shmcfg_snapshot_get(s, i, &v)))
+			break;
+		json_t *j = to_json(&v);
+		if (!j || json_object_set_new(values, sstr(h, h->desc[i].name), j))
+			r = -ENOMEM;
+	}
+	char ch[33], sh[33];
+	uint8_t cfg[16];
+	shmcfg_snapshot_hash(s, cfg);
+	hex(cfg, ch);
+	hex(h->lay.schema_hash, sh);
+	uint64_t gen = shmcfg_snapshot_generation(s);
+	shmcfg_snapshot_release(s);
+	if (!r && values)
+		root = json_pack("{s:s, s:I, s:s, s:s, s:O}", "format", "shmcfg-dump/1", "generation",
+				 (json_int_t)gen, "config_hash", ch, "schema_hash", sh, "values", values);
+	*ret = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) : NULL;
+	json_decref(values);
+	json_decref(root);
+	if (!r && !*ret)
+		r = -ENOMEM;
+	return r;
+}
+
+static int json_type_err(const shmcfg *h, shmcfg_opt opt, json_t *j)
+{
+	char *text = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
+	int r = shmcfg__err(SHMCFG_E_TYPE, "%s: value %.80s is not a %s", sstr(h, h->desc[opt].name),
+			    text ? text : "?", shmcfg_type_name(h->desc[h->desc[opt].alias_final].type));
+	free(text);
+	return r;
+}
+
+/* A JSON value as a value of the option's type. */
+static int from_json(const shmcfg *h, shmcfg_opt opt, json_t *j, shmcfg_value *out)
+{
+	shmcfg_type t = h->desc[h->desc[opt].alias_final].type;
+	memset(out, 0, sizeof *out);
+	out->type = t;
+	if (json_is_null(j)) {
+		out->is_null = true;
+		return 0;
+	}
+	switch (t) {
+	case SHMCFG_BOOL:
+		if (!json_is_boolean(j))
+			return json_type_err(h, opt, j);
+		out->u.b = json_is_true(j);
+		return 0;
+	case SHMCFG_INT:
+		if (!json_is_integer(j))
+			return json_type_err(h, opt, j);
+		out->u.i = json_integer_value(j);
+		return 0;
+	case SHMCFG_FLOAT:
+		if (json_is_number(j))
+			out->u.f = json_number_value(j);
+		else if (json_is_string(j) && !strcmp(json_string_value(j), "nan"))
+			out->u.f = NAN;
+		else if (json_is_string(j) && !strcmp(json_string_value(j), "inf"))
+			out->u.f = INFINITY;
+		else if (json_is_string(j) && !strcmp(json_string_value(j), "-inf"))
+			out->u.f = -INFINITY;
+		else
+			return json_type_err(h, opt, j);
+		return 0;
+	case SHMCFG_STR:
+		if (!json_is_string(j))
+			return json_type_err(h, opt, j);
+		out->u.str.ptr = json_string_value(j);
+		out->u.str.len = json_string_length(j);
+		return 0;
+	case SHMCFG_LIST:
+	case SHMCFG_SET: {
+		if (!json_is_array(j))
+			return json_type_err(h, opt, j);
+		size_t n = json_array_size(j);
+		const char **items = malloc((n ? n : 1) * sizeof *items);
+		if (!items)
+			return -ENOMEM;
+		for (size_t i = 0; i < n; i++) {
+			json_t *it = json_array_get(j, i);
+			if (!json_is_string(it) || memchr(json_string_value(it), 0, json_string_length(it))) {
+				free(items);
+				return json_type_err(h, opt, j);
+			}
+			items[i] = json_string_value(it);
+		}
+		int r = shmcfg_value_list(t, items, n, out);
+		free(items);
+		return r;
+	}
+	}
+	return json_type_err(h, opt, j);
+}
+
+int shmcfg_load(shmcfg *h, const char *text, size_t len, shmcfg_warn_fn *warn, void *ud,
+		uint64_t *gen_ret)
+{
+	assert_return(h && text, -EINVAL);
+	json_error_t e;
+	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
+	if (!root)
+		return shmcfg__err(SHMCFG_E_PARSE, "JSON line %d column %d: %s", e.line, e.column, e.text);
+	json_t *values = root;
+	json_t *fmt = json_object_get(root, "format");
+	if (json_is_object(root) && json_is_object(json_object_get(root, "values")) &&
+	    (fmt || json_object_size(root) == 1))
+		values = json_object_get(root, "values");
+	int r = 0;
+	if (!json_is_object(values))
+		r = shmcfg__err(SHMCFG_E_PARSE, "a load takes a JSON object of option: value");
+	shmcfg_txn *t = NULL;
+	if (!r)
+		r = shmcfg_txn_begin(h, &t);
+	const char *key;
+	json_t *j;
+	json_object_foreach(r ? NULL : values, key, j) {
+		shmcfg_opt opt;
+		if (shmcfg_lookup(h, key, &opt)) {
+			char msg[320];
+			snprintf(msg, sizeof msg, "unknown option '%.250s' skipped", key);
+			if (warn)
+				warn(msg, ud);
+			continue;
+		}
+		shmcfg_value v;
+		if ((r = from_json(h, opt, j, &v)))
+			break;
+		r = shmcfg_txn_set(t, opt, &v);
+		shmcfg_value_clear(&v);
+		if (r)
+			break;
+	}
+	json_decref(root);
+	if (r) {
+		shmcfg_txn_abort(t);
+		return r;
+	}
+	return shmcfg_txn_commit(t, gen_ret);
+}
+
+/* ------------------------------------------------------------------ */
+/* Codegen                                                            */
+/* ------------------------------------------------------------------ */
+
+struct buf {
+	char *p;
+	size_t len, cap;
+	int err;
+};
+
+static void addf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void addf(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	for (;;) {
+		va_start(ap, fmt);
+		int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->err = -EINVAL;
+			return;
+		}
+		if (b->p && b->len + (size_t)n < b->cap) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t cap = (b->cap + (size_t)n + 1) * 2;
+		char *np = realloc(b->p, cap);
+		if (!np) {
+			b->err = -ENOMEM;
+			return;
+		}
+		b->p = np;
+		b->cap = cap;
+	}
+}
+
+/* A Python literal: True/False/None, ints, repr-like floats, str literals,
+ * lists, and sets as set literals (set() when empty), as codegen_config(). */
+static void python_literal(struct buf *b, const shmcfg_value *v)
+{
+	if (v->is_null) {
+		addf(b, "None");
+		return;
+	}
+	switch (v->type) {
+	case SHMCFG_BOOL:
+		addf(b, v->u.b ? "True" : "False");
+		return;
+	case SHMCFG_INT:
+		addf(b, "%lld", (long long)v->u.i);
+		return;
+	case SHMCFG_FLOAT:
+		if (isnan(v->u.f))
+			addf(b, "float('nan')");
+		else if (isinf(v->u.f))
+			addf(b, v->u.f > 0 ? "float('inf')" : "float('-inf')");
+		else {
+			char t[40];
+			snprintf(t, sizeof t, "%.17g", v->u.f);
+			/* the shortest text that reads back the same, like repr() */
+			for (int prec = 1; prec <= 17; prec++) {
+				snprintf(t, sizeof t, "%.*g", prec, v->u.f);
+				if (strtod(t, NULL) == v->u.f)
+					break;
+			}
+			addf(b, "%s%s", t, strpbrk(t, ".en") ? "" : ".0");
+		}
+		return;
+	case SHMCFG_STR: {
+		/* a JSON string literal is a valid Python str literal */
+		json_t *j = json_stringn_nocheck(v->u.str.ptr, v->u.str.len);
+		char *t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+		addf(b, "%s", t ? t : "''");
+		free(t);
+		json_decref(j);
+		return;
+	}
+	case SHMCFG_LIST:
+	case SHMCFG_SET: {
+		bool set = v->type == SHMCFG_SET;
+		if (set && v->u.list.count == 0) {
+			addf(b, "set()");
+			return;
+		}
+		addf(b, set ? "{" : "[");
+		int k = 0;
+		for (const char *it = NULL; (it = shmcfg_list_next(v, it)); k++) {
+			shmcfg_value s = {.type = SHMCFG_STR, .u.str = {it, strlen(it)}};
+			addf(b, k ? ", " : "");
+			python_literal(b, &s);
+		}
+		addf(b, set ? "}" : "]");
+		return;
+	}
+	}
+}
+
+/* 'text' for a POSIX shell: single quotes, each ' written as '\'' */
+static void shell_quote(struct buf *b, const char *s)
+{
+	addf(b, "'");
+	for (; *s; s++)
+		addf(b, *s == '\'' ? "'\\''" : "%c", *s);
+	addf(b, "'");
+}
+
+int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
+{
+	assert_return(h && ret, -EINVAL);
+	if (fmt != SHMCFG_CODEGEN_PYTHON && fmt != SHMCFG_CODEGEN_SHELL && fmt != SHMCFG_CODEGEN_JSON)
+		return shmcfg__err(-EINVAL, "unknown codegen format %d", (int)fmt);
+	struct buf b = {0};
+	json_t *obj = fmt == SHMCFG_CODEGEN_JSON ? json_object() : NULL;
+	int r = 0;
+	addf(&b, "%s", "");
+	for (uint32_t i = 0; !r && !b.err && i < h->lay.nopts; i++) {
+		if (skipped(h, i, 0) || shmcfg_is_default(h, i) != 0)
+			continue;
+		shmcfg_value v;
+		if ((r = shmcfg_get(h, i, &v)))
+			break;
+		const char *name = sstr(h, h->desc[i].name);
+		if (fmt == SHMCFG_CODEGEN_PYTHON) {
+			addf(&b, "%s = ", name);
+			python_literal(&b, &v);
+			addf(&b, "\n");
+		} else if (fmt == SHMCFG_CODEGEN_SHELL) {
+			char *text = NULL, *pair = NULL;
+			if (!(r = shmcfg_value_format(&v, &text)) && asprintf(&pair, "%s=%s", name, text) > 0) {
+				addf(&b, "shmctl set %s ", h->name);
+				shell_quote(&b, pair);
+				addf(&b, "\n");
+			}
+			free(text);
+			free(pair);
+		} else {
+			json_t *j = to_json(&v);
+			if (!j || json_object_set_new(obj, name, j))
+				r = -ENOMEM;
+		}
+		shmcfg_value_clear(&v);
+	}
+	if (!r && !b.err && obj) {
+		char *t = json_dumps(obj, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+		b.len = 0;
+		addf(&b, "%s\n", t ? t : "");
+		if (!t)
+			r = -ENOMEM;
+		free(t);
+	}
+	json_decref(obj);
+	if (r || b.err) {
+		free(b.p);
+		return r ? r : b.err;
+	}
+	*ret = b.p;
+	return 0;
+}

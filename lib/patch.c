@@ -1,0 +1,336 @@
+/*
+ * Thread-local patches (the seed's config.patch() and closure patcher).
+ *
+ * Each thread keeps a stack of frames; a frame holds (option, value) pairs
+ * for one handle. While a thread has frames, shmcfg__tls_patched is
+ * non-zero and the inline getters take the slow path, which reads the
+ * thread's overlay: a private copy of the current slot with the patches in
+ * the user layer, resolved again (commit.c). The overlay is rebuilt when the
+ * generation or the frames change. Patches never touch the segment.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+
+struct pframe {
+	shmcfg *h;
+	shmcfg_opt *opts;
+	shmcfg_value *vals; /* owned, unless the frame belongs to a patcher */
+	size_t n, cap;
+	shmcfg_patcher *by; /* the patcher that pushed it, or NULL */
+	struct pframe *prev;
+};
+
+struct overlay {
+	const shmcfg *h;
+	uint64_t gen;
+	unsigned epoch;
+	char *copy; /* slot_size bytes */
+	struct overlay *next;
+};
+
+struct shmcfg_patcher {
+	shmcfg *h;
+	shmcfg_opt *opts;
+	shmcfg_value *vals;
+	size_t n, cap;
+};
+
+static __thread struct pframe *top;
+static __thread struct overlay *overlays;
+static __thread unsigned epoch; /* bumped whenever this thread's frames change */
+
+void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt)
+{
+	const struct opt_desc *d = &h->desc[opt];
+	if (!(d->flags & SHMCFG_F_DEPRECATED) || atomic_exchange(&h->warned[opt], 1))
+		return;
+	shmcfg__log(SHMCFG_LOG_WARNING, "%s is deprecated: %s", sstr(h, d->name), sstr(h, d->deprecated));
+}
+
+static bool has_frames(const shmcfg *h)
+{
+	for (struct pframe *f = top; f; f = f->prev)
+		if (f->h == h)
+			return true;
+	return false;
+}
+
+static struct overlay **find_overlay(const shmcfg *h)
+{
+	struct overlay **o = &overlays;
+	while (*o && (*o)->h != h)
+		o = &(*o)->next;
+	return o;
+}
+
+/* Rebuild the overlay of h from the current generation and the frames. */
+static int rebuild(const shmcfg *h, struct overlay *ov)
+{
+	shmcfg *hw = (shmcfg *)h;
+	for (int i = 0;; i++) {
+		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+		if (shmcfg__seq_copy(h, cur, ov->copy)) {
+			ov->gen = cur_gen(cur);
+			break;
+		}
+		if (i > 10000)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation", h->name);
+		sched_yield();
+	}
+	size_t n = 0;
+	for (struct pframe *f = top; f; f = f->prev)
+		n += f->h == h ? f->n : 0;
+	shmcfg_opt *opts = malloc((n ? n : 1) * sizeof *opts);
+	shmcfg_value *vals = malloc((n ? n : 1) * sizeof *vals);
+	if (!opts || !vals) {
+		free(opts);
+		free(vals);
+		return -ENOMEM;
+	}
+	/* innermost last, so that it wins when an option is patched twice */
+	size_t k = n;
+	for (struct pframe *f = top; f; f = f->prev)
+		if (f->h == h)
+			for (size_t i = f->n; i-- > 0;) {
+				opts[--k] = f->opts[i];
+				vals[k] = f->vals[i];
+			}
+	int r = shmcfg__resolve_patched(hw, ov->copy, opts, vals, n);
+	free(opts);
+	free(vals);
+	ov->epoch = epoch;
+	return r;
+}
+
+bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,
+			  const char **heap, int *err)
+{
+	*err = 0;
+	if (!has_frames(h))
+		return false;
+	struct overlay **slot = find_overlay(h), *ov = *slot;
+	if (!ov) {
+		ov = calloc(1, sizeof *ov);
+		char *copy = ov ? malloc(h->lay.slot_size) : NULL;
+		if (!copy) {
+			free(ov);
+			*err = -ENOMEM;
+			return true;
+		}
+		ov->h = h;
+		ov->copy = copy;
+		ov->epoch = epoch - 1;
+		*slot = ov;
+	}
+	if (ov->epoch != epoch || ov->gen != shmcfg_generation(h)) {
+		if ((*err = rebuild(h, ov))) {
+			ov->epoch = epoch - 1;
+			return true;
+		}
+	}
+	*cell = slot_cells(h, ov->copy)[opt];
+	*heap = slot_heap(h, ov->copy);
+	return true;
+}
+
+static void drop_overlay(const shmcfg *h)
+{
+	struct overlay **o = find_overlay(h), *ov = *o;
+	if (!ov || has_frames(h))
+		return;
+	*o = ov->next;
+	free(ov->copy);
+	free(ov);
+}
+
+int shmcfg_patch_push(shmcfg *h)
+{
+	assert_return(h, -EINVAL);
+	struct pframe *f = calloc(1, sizeof *f);
+	if (!f)
+		return -ENOMEM;
+	f->h = h;
+	f->prev = top;
+	top = f;
+	epoch++;
+	shmcfg__tls_patched++;
+	return 0;
+}
+
+static int frame_put(struct pframe *f, shmcfg_opt opt, shmcfg_value *v)
+{
+	for (size_t i = 0; i < f->n; i++)
+		if (f->opts[i] == opt) {
+			shmcfg_value_clear(&f->vals[i]);
+			f->vals[i] = *v;
+			return 0;
+		}
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? f->cap * 2 : 4;
+		shmcfg_opt *o = realloc(f->opts, cap * sizeof *o);
+		if (o)
+			f->opts = o;
+		shmcfg_value *vv = o ? realloc(f->vals, cap * sizeof *vv) : NULL;
+		if (!vv)
+			return -ENOMEM;
+		f->vals = vv;
+		f->cap = cap;
+	}
+	f->opts[f->n] = opt;
+	f->vals[f->n++] = *v;
+	return 0;
+}
+
+/* Check v for opt (an alias means its target) and copy it, as a commit would. */
+static int prepare(shmcfg *h, shmcfg_opt opt, const shmcfg_value *v, shmcfg_opt *final,
+		   shmcfg_value *out)
+{
+	if (opt >= h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	shmcfg__warn_deprecated(h, opt);
+	*final = h->desc[opt].alias_final;
+	int r = shmcfg__value_check(h, *final, v);
+	if (!r)
+		r = shmcfg__value_copy(v, out);
+	if (r)
+		return r;
+	if (!out->is_null && out->type == SHMCFG_INT && h->desc[*final].type == SHMCFG_FLOAT)
+		out->u.f = (double)v->u.i;
+	if (!out->is_null && out->type == SHMCFG_SET && (r = shmcfg__canon_set(out))) {
+		shmcfg_value_clear(out);
+		return r;
+	}
+	out->type = h->desc[*final].type;
+	return 0;
+}
+
+int shmcfg_patch_set(shmcfg *h, shmcfg_opt opt, const shmcfg_value *v)
+{
+	assert_return(h && v, -EINVAL);
+	struct pframe *f = top;
+	while (f && f->h != h)
+		f = f->prev;
+	if (!f || f->by)
+		return shmcfg__err(-ENOENT, "%s: no open patch frame in this thread", h->name);
+	shmcfg_opt final;
+	shmcfg_value c;
+	int r = prepare(h, opt, v, &final, &c);
+	if (r)
+		return r;
+	if ((r = frame_put(f, final, &c)))
+		shmcfg_value_clear(&c);
+	epoch++;
+	return r;
+}
+
+int shmcfg_patch_set_text(shmcfg *h, shmcfg_opt opt, const char *text)
+{
+	assert_return(h && text, -EINVAL);
+	if (opt >= h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	const struct opt_desc *d = &h->desc[h->desc[opt].alias_final];
+	shmcfg_value v;
+	int r = shmcfg_value_parse(d->type, d->flags & SHMCFG_F_NULLABLE, text, &v);
+	if (r)
+		return r;
+	r = shmcfg_patch_set(h, opt, &v);
+	shmcfg_value_clear(&v);
+	return r;
+}
+
+static void frame_free(struct pframe *f)
+{
+	if (!f->by)
+		for (size_t i = 0; i < f->n; i++)
+			shmcfg_value_clear(&f->vals[i]);
+	if (!f->by) {
+		free(f->opts);
+		free(f->vals);
+	}
+	free(f);
+}
+
+/* Pop the innermost frame of h (pushed by `by`, or by patch_push if NULL). */
+static int pop(shmcfg *h, shmcfg_patcher *by)
+{
+	struct pframe **link = &top;
+	while (*link && (*link)->h != h)
+		link = &(*link)->prev;
+	struct pframe *f = *link;
+	if (!f || f->by != by)
+		return shmcfg__err(-ENOENT, "%s: no matching patch frame to close in this thread", h->name);
+	*link = f->prev;
+	frame_free(f);
+	epoch++;
+	shmcfg__tls_patched--;
+	drop_overlay(h);
+	return 0;
+}
+
+int shmcfg_patch_pop(shmcfg *h)
+{
+	assert_return(h, -EINVAL);
+	return pop(h, NULL);
+}
+
+int shmcfg_patcher_new(shmcfg *h, shmcfg_patcher **ret)
+{
+	assert_return(h && ret, -EINVAL);
+	*ret = calloc(1, sizeof **ret);
+	if (!*ret)
+		return -ENOMEM;
+	(*ret)->h = h;
+	return 0;
+}
+
+int shmcfg_patcher_set(shmcfg_patcher *p, shmcfg_opt opt, const shmcfg_value *v)
+{
+	assert_return(p && v, -EINVAL);
+	shmcfg_opt final;
+	shmcfg_value c;
+	int r = prepare(p->h, opt, v, &final, &c);
+	if (r)
+		return r;
+	struct pframe tmp = {.opts = p->opts, .vals = p->vals, .n = p->n, .cap = p->cap};
+	if ((r = frame_put(&tmp, final, &c)))
+		shmcfg_value_clear(&c);
+	p->opts = tmp.opts;
+	p->vals = tmp.vals;
+	p->n = tmp.n;
+	p->cap = tmp.cap;
+	return r;
+}
+
+int shmcfg_patcher_apply(shmcfg_patcher *p)
+{
+	assert_return(p, -EINVAL);
+	struct pframe *f = malloc(sizeof *f);
+	if (!f)
+		return -ENOMEM;
+	/* the frame borrows the patcher's checked values: no copy, no check */
+	*f = (struct pframe){p->h, p->opts, p->vals, p->n, p->cap, p, top};
+	top = f;
+	epoch++;
+	shmcfg__tls_patched++;
+	return 0;
+}
+
+int shmcfg_patcher_restore(shmcfg_patcher *p)
+{
+	assert_return(p, -EINVAL);
+	return pop(p->h, p);
+}
+
+void shmcfg_patcher_free(shmcfg_patcher *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->n; i++)
+		shmcfg_value_clear(&p->vals[i]);
+	free(p->opts);
+	free(p->vals);
+	free(p);
+}

@@ -1,0 +1,302 @@
+/*
+ * Schema files: YAML, format 1 (doc/schema-format.md), read with libyaml's
+ * document API. Each option's attributes are turned into the text fields of
+ * a shmcfg_optdef and go through shmcfg_schema_add(), so a file and a C
+ * declaration are checked by the same code. Every error names file:line.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <jansson.h>
+#include <yaml.h>
+
+struct ctx {
+	const char *label;
+	yaml_document_t doc;
+	char *bufs[16]; /* texts made for the current option */
+	int nbufs;
+};
+
+static int err_at(struct ctx *c, const yaml_node_t *n, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int err_at(struct ctx *c, const yaml_node_t *n, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return shmcfg__err(SHMCFG_E_SCHEMADEF, "%s:%zu: %s", c->label,
+			   n ? n->start_mark.line + 1 : 0, msg);
+}
+
+static const char *scalar(const yaml_node_t *n)
+{
+	return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static bool plain(const yaml_node_t *n)
+{
+	return n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+}
+
+static yaml_node_t *node(struct ctx *c, int id)
+{
+	return yaml_document_get_node(&c->doc, id);
+}
+
+static char *keep(struct ctx *c, char *text)
+{
+	if (!text || c->nbufs == (int)(sizeof c->bufs / sizeof c->bufs[0])) {
+		free(text);
+		return NULL;
+	}
+	return c->bufs[c->nbufs++] = text;
+}
+
+/* A YAML value as shmcfg_value_parse() text: a quoted scalar becomes a JSON
+ * string literal (so "none" stays the text none), a plain null is none, a
+ * plain scalar is kept, a sequence becomes a JSON array of its items. */
+static char *value_text(struct ctx *c, yaml_node_t *n, bool raw_strings)
+{
+	if (n->type == YAML_SCALAR_NODE) {
+		const char *s = scalar(n);
+		if (plain(n) && (!*s || !strcmp(s, "null") || !strcmp(s, "~") || !strcmp(s, "Null") ||
+				 !strcmp(s, "NULL")))
+			return keep(c, strdup("none"));
+		if (plain(n) || raw_strings)
+			return keep(c, strdup(s));
+		json_t *j = json_stringn(s, n->data.scalar.length);
+		char *t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+		json_decref(j);
+		return keep(c, t);
+	}
+	if (n->type == YAML_SEQUENCE_NODE) {
+		json_t *a = json_array();
+		for (yaml_node_item_t *it = n->data.sequence.items.start; a && it < n->data.sequence.items.top; it++) {
+			yaml_node_t *item = node(c, *it);
+			if (!scalar(item)) {
+				json_decref(a);
+				return NULL;
+			}
+			json_array_append_new(a, json_stringn(scalar(item), item->data.scalar.length));
+		}
+		char *t = a ? json_dumps(a, JSON_COMPACT) : NULL;
+		json_decref(a);
+		return keep(c, t);
+	}
+	return NULL;
+}
+
+static int want_bool(struct ctx *c, yaml_node_t *n, const char *key, bool *out)
+{
+	const char *s = scalar(n);
+	if (s && plain(n) && (!strcmp(s, "true") || !strcmp(s, "True")))
+		*out = true;
+	else if (s && plain(n) && (!strcmp(s, "false") || !strcmp(s, "False")))
+		*out = false;
+	else
+		return err_at(c, n, "%s must be true or false", key);
+	return 0;
+}
+
+static int option(struct ctx *c, shmcfg_schema *s, yaml_node_t *key, yaml_node_t *attrs)
+{
+	shmcfg_optdef d = {.name = scalar(key)};
+	if (!d.name)
+		return err_at(c, key, "an option name must be a plain string");
+	if (attrs->type != YAML_MAPPING_NODE)
+		return err_at(c, attrs, "option %s: attributes must be a mapping", d.name);
+	yaml_node_t *type_node = NULL;
+	for (yaml_node_pair_t *p = attrs->data.mapping.pairs.start; p < attrs->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = node(c, p->key), *v = node(c, p->value);
+		const char *a = scalar(k);
+		if (!a)
+			return err_at(c, k, "option %s: attribute names are strings", d.name);
+		bool flag = false;
+		int r = 0;
+		const char **text_field = NULL;
+		if (!strcmp(a, "type")) {
+			static const char *const types[] = {"bool", "int", "float", "str", "list", "set"};
+			const char *t = scalar(v);
+			type_node = v;
+			for (int i = 0; t && i < 6; i++)
+				if (!strcmp(t, types[i]))
+					d.type = (shmcfg_type)(i + 1);
+			if (!d.type)
+				return err_at(c, v, "option %s: type '%s' is not one of bool, int, float, str, list, set",
+					      d.name, t ? t : "?");
+		} else if (!strcmp(a, "nullable") || !strcmp(a, "hash_ignored") ||
+			   !strcmp(a, "save_ignored") || !strcmp(a, "private")) {
+			if ((r = want_bool(c, v, a, &flag)))
+				return r;
+			unsigned bit = !strcmp(a, "nullable")	    ? SHMCFG_F_NULLABLE
+				       : !strcmp(a, "hash_ignored") ? SHMCFG_F_HASH_IGNORED
+				       : !strcmp(a, "save_ignored") ? SHMCFG_F_SAVE_IGNORED
+								    : SHMCFG_F_PRIVATE;
+			if (flag)
+				d.flags |= bit;
+		} else if (!strcmp(a, "default"))
+			text_field = &d.def;
+		else if (!strcmp(a, "min"))
+			text_field = &d.min;
+		else if (!strcmp(a, "max"))
+			text_field = &d.max;
+		else if (!strcmp(a, "choices") || !strcmp(a, "env_default") || !strcmp(a, "env_force")) {
+			const char **f = !strcmp(a, "choices") ? &d.choices : !strcmp(a, "env_default") ? &d.env_default : &d.env_force;
+			if (v->type == YAML_SCALAR_NODE) { /* one name */
+				json_t *arr = json_pack("[s]", scalar(v));
+				*f = keep(c, arr ? json_dumps(arr, JSON_COMPACT) : NULL);
+				json_decref(arr);
+			} else if (v->type == YAML_SEQUENCE_NODE)
+				*f = value_text(c, v, true);
+			if (!*f)
+				return err_at(c, v, "option %s: %s must be a list of strings", d.name, a);
+		} else if (!strcmp(a, "doc") || !strcmp(a, "knob") || !strcmp(a, "alias") ||
+			   !strcmp(a, "deprecated")) {
+			const char *t = scalar(v);
+			if (!t)
+				return err_at(c, v, "option %s: %s must be a string", d.name, a);
+			if (!strcmp(a, "doc"))
+				d.doc = t;
+			else if (!strcmp(a, "knob"))
+				d.knob = t;
+			else if (!strcmp(a, "alias"))
+				d.alias = t;
+			else
+				d.deprecated = t;
+		} else if (!strcmp(a, "implies")) {
+			if (v->type != YAML_MAPPING_NODE)
+				return err_at(c, v, "option %s: implies must be a mapping option: value", d.name);
+			size_t cap = 1;
+			char *spec = calloc(1, 1);
+			for (yaml_node_pair_t *q = v->data.mapping.pairs.start; spec && q < v->data.mapping.pairs.top; q++) {
+				const char *target = scalar(node(c, q->key));
+				char *val = value_text(c, node(c, q->value), false);
+				if (!target || !val) {
+					free(spec);
+					return err_at(c, node(c, q->key), "option %s: bad implies entry", d.name);
+				}
+				cap += strlen(target) + strlen(val) + 2;
+				char *ns = realloc(spec, cap);
+				if (!ns) {
+					free(spec);
+					spec = NULL;
+					break;
+				}
+				spec = ns;
+				strcat(strcat(strcat(spec, *spec ? ";" : ""), target), "=");
+				strcat(spec, val);
+			}
+			if (!(d.implies = keep(c, spec)))
+				return -ENOMEM;
+		} else
+			return err_at(c, k, "option %s: unknown attribute '%s'", d.name, a);
+		if (text_field) {
+			*text_field = value_text(c, v, false);
+			if (!*text_field)
+				return err_at(c, v, "option %s: %s must be a scalar or a list", d.name, a);
+		}
+	}
+	if (!type_node)
+		return err_at(c, key, "option %s: no type", d.name);
+	int r = shmcfg_schema_add(s, &d);
+	if (r && r != -ENOMEM) {
+		char why[400];
+		snprintf(why, sizeof why, "%s", shmcfg_errdetail());
+		return err_at(c, key, "%s", why);
+	}
+	return r;
+}
+
+int shmcfg_schema_load_text(const char *text, size_t len, const char *label, shmcfg_schema **ret)
+{
+	assert_return(text && ret, -EINVAL);
+	struct ctx c = {.label = label ? label : "<schema>"};
+	yaml_parser_t parser;
+	if (!yaml_parser_initialize(&parser))
+		return -ENOMEM;
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+	if (!yaml_parser_load(&parser, &c.doc)) {
+		int r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s:%zu: %s", c.label, parser.problem_mark.line + 1,
+				    parser.problem ? parser.problem : "malformed YAML");
+		yaml_parser_delete(&parser);
+		return r;
+	}
+	yaml_parser_delete(&parser);
+	shmcfg_schema *s = NULL;
+	int r = shmcfg_schema_new(&s);
+	yaml_node_t *root = yaml_document_get_root_node(&c.doc);
+	yaml_node_t *opts = NULL;
+	if (!r && (!root || root->type != YAML_MAPPING_NODE))
+		r = err_at(&c, root, "the top level must be a mapping with format and options");
+	for (yaml_node_pair_t *p = r ? NULL : root->data.mapping.pairs.start; p && p < root->data.mapping.pairs.top && !r; p++) {
+		yaml_node_t *k = node(&c, p->key), *v = node(&c, p->value);
+		const char *key = scalar(k);
+		if (key && !strcmp(key, "format")) {
+			if (!scalar(v) || strcmp(scalar(v), "1"))
+				r = err_at(&c, v, "format %s is not supported (this library reads format 1)",
+					   scalar(v) ? scalar(v) : "?");
+		} else if (key && !strcmp(key, "options"))
+			opts = v;
+		else
+			r = err_at(&c, k, "unknown top-level key '%s'", key ? key : "?");
+	}
+	if (!r && (!opts || opts->type != YAML_MAPPING_NODE))
+		r = err_at(&c, opts ? opts : root, "options must be a mapping of name: attributes");
+	for (yaml_node_pair_t *p = r ? NULL : opts->data.mapping.pairs.start; p && p < opts->data.mapping.pairs.top && !r; p++) {
+		r = option(&c, s, node(&c, p->key), node(&c, p->value));
+		while (c.nbufs)
+			free(c.bufs[--c.nbufs]);
+	}
+	yaml_document_delete(&c.doc);
+	if (r) {
+		shmcfg_schema_free(s);
+		return r;
+	}
+	*ret = s;
+	return 0;
+}
+
+int shmcfg_schema_load(const char *path, shmcfg_schema **ret)
+{
+	assert_return(path && ret, -EINVAL);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return shmcfg__err(-errno, "%s: %s", path, strerror(errno));
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	for (;;) {
+		if (len + 65536 > cap) {
+			char *nb = realloc(buf, cap = cap * 2 + 65536);
+			if (!nb) {
+				free(buf);
+				fclose(f);
+				return -ENOMEM;
+			}
+			buf = nb;
+		}
+		size_t n = fread(buf + len, 1, cap - len, f);
+		len += n;
+		if (n == 0)
+			break;
+	}
+	int rerr = ferror(f);
+	fclose(f);
+	if (rerr) {
+		free(buf);
+		return shmcfg__err(-EIO, "%s: read error", path);
+	}
+	int r = shmcfg_schema_load_text(buf, len, path, ret);
+	free(buf);
+	return r;
+}
+
+int shmcfg_schema_default(shmcfg_schema **ret)
+{
+	assert_return(ret, -EINVAL);
+	return shmcfg__default_schema(ret);
+}

@@ -1,0 +1,542 @@
+/* The seed's semantics: schema files, precedence of every layer for every
+ * type, patches, is_default, save/load, codegen, the config hash and
+ * deprecation warnings. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+
+#include "common.h"
+
+/* golden config hashes of the embedded default (encoding v1) */
+#define GOLDEN_DEFAULT "9e98f58b8dcdaec1ca7649bdaf6f0e3f"
+#define GOLDEN_TAGGED "34cae06a78e4df84fd590554eed93b37"
+
+static const char *srcdir(void)
+{
+	const char *s = getenv("srcdir");
+	return s ? s : ".";
+}
+
+static shmcfg *create_from(const char *name, shmcfg_schema *s, char **envp)
+{
+	shmcfg *h = NULL;
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_FORCE | (envp ? 0 : SHMCFG_CREATE_NO_ENV), .envp = envp};
+	int r = shmcfg_create(name, s, &o, &h);
+	if (r)
+		fail_msg("create %s: %s", name, shmcfg_errdetail());
+	return h;
+}
+
+static char *text_of(const shmcfg *h, shmcfg_opt o, shmcfg_source *src)
+{
+	shmcfg_value v;
+	assert_int_equal(shmcfg_get(h, o, &v), 0);
+	char *t;
+	assert_int_equal(shmcfg_value_format(&v, &t), 0);
+	if (src)
+		*src = v.source;
+	shmcfg_value_clear(&v);
+	return t;
+}
+
+static shmcfg_opt opt(const shmcfg *h, const char *name)
+{
+	shmcfg_opt o;
+	if (shmcfg_lookup(h, name, &o))
+		fail_msg("lookup %s: %s", name, shmcfg_errdetail());
+	return o;
+}
+
+/* The schema file made by the importer from the seed is the embedded default. */
+static void test_yaml_is_default(void **state)
+{
+	(void)state;
+	char path[512];
+	snprintf(path, sizeof path, "%s/schemas/torch_compiler.yaml", srcdir());
+	shmcfg_schema *y, *d;
+	int r = shmcfg_schema_load(path, &y);
+	if (r)
+		fail_msg("%s", shmcfg_errdetail());
+	assert_int_equal(shmcfg_schema_default(&d), 0);
+	assert_int_equal(shmcfg_schema_count(y), shmcfg_schema_count(d));
+	shmcfg *a = create_from(test_name("yaml"), y, NULL), *b = create_from(test_name("dflt"), d, NULL);
+	uint8_t ha[16], hb[16];
+	shmcfg_schema_hash(a, ha);
+	shmcfg_schema_hash(b, hb);
+	assert_memory_equal(ha, hb, 16);
+	/* the defaults DESIGN.md lists */
+	int64_t i;
+	bool bl;
+	assert_int_equal(shmcfg_get_int(a, opt(a, "torch._dynamo.config.recompile_limit"), &i), 0);
+	assert_int_equal(i, 8);
+	assert_int_equal(shmcfg_get_int(a, opt(a, "torch.compiler.config.accumulated_recompile_limit"), &i), 0);
+	assert_int_equal(i, 256);
+	assert_int_equal(shmcfg_get_bool(a, opt(a, "torch.compiler.config.dynamic_shapes"), &bl), 0);
+	assert_true(bl);
+	assert_int_equal(shmcfg_get_bool(a, opt(a, "torch._dynamo.config.skip_tensor_guards_with_matching_dict_tags"), &bl), 0);
+	assert_true(bl);
+	shmcfg_optinfo in;
+	assert_int_equal(shmcfg_opt_info(a, opt(a, "torch._dynamo.config.recompile_limit"), &in), 0);
+	assert_true(in.flags & SHMCFG_F_HASH_IGNORED);
+	assert_int_equal(shmcfg_opt_info(a, opt(a, "torch.compiler.config.force_disable_caches"), &in), 0);
+	assert_string_equal(in.knob, "pytorch/remote_cache:force_disable_caches");
+	assert_int_equal(in.n_env_force, 2);
+	assert_non_null(strstr(in.doc, "Force disables all caching"));
+	assert_int_equal(shmcfg_opt_info(a, opt(a, "torch.compiler.config.reorderable_logging_functions"), &in), 0);
+	assert_int_equal(in.type, SHMCFG_SET);
+	shmcfg_close(a);
+	shmcfg_close(b);
+	shmcfg_unlink(test_name("yaml"));
+	shmcfg_unlink(test_name("dflt"));
+	shmcfg_schema_free(y);
+	shmcfg_schema_free(d);
+}
+
+static void yaml_bad(const char *text, const char *detail)
+{
+	shmcfg_schema *s = NULL;
+	int r = shmcfg_schema_load_text(text, strlen(text), "bad.yaml", &s);
+	if (r != SHMCFG_E_SCHEMADEF || !strstr(shmcfg_errdetail(), detail))
+		fail_msg("%s / %s: expected '%s'", shmcfg_errname(r), shmcfg_errdetail(), detail);
+	assert_null(s);
+}
+
+static void test_yaml_errors(void **state)
+{
+	(void)state;
+	yaml_bad("format: 1\noptions:\n  a.b:\n    type: int\n    colour: red\n", "bad.yaml:5: option a.b: unknown attribute 'colour'");
+	yaml_bad("format: 1\noptions:\n  a.b:\n    type: integer\n", "bad.yaml:4:");
+	yaml_bad("format: 1\noptions:\n  a.b:\n    type: int\n    default: abc\n", "bad.yaml:3:");
+	yaml_bad("format: 2\noptions: {}\n", "format 2 is not supported");
+	yaml_bad("format: 1\noptions:\n  a.b: [1, 2\n", "bad.yaml:");
+	yaml_bad("format: 1\noptions:\n  a.b:\n    default: 1\n", "no type");
+	yaml_bad("format: 1\noptions:\n  a.b:\n    type: int\n  a.b:\n    type: int\n", "twice");
+	yaml_bad("format: 1\noptions:\n  a.b:\n    type: bool\n    nullable: maybe\n", "true or false");
+	yaml_bad("- 1\n", "top level");
+	shmcfg_schema *s;
+	assert_int_equal(shmcfg_schema_load("/nonexistent/schema.yaml", &s), -ENOENT);
+	assert_non_null(strstr(shmcfg_errdetail(), "/nonexistent/schema.yaml"));
+	/* a quoted default is a string even if it reads like null */
+	const char *ok = "format: 1\noptions:\n  a.s:\n    type: str\n    nullable: true\n    default: \"none\"\n"
+			 "  a.n:\n    type: str\n    nullable: true\n    default: null\n"
+			 "  a.f:\n    type: bool\n    implies: {a.s: \"x\"}\n";
+	assert_int_equal(shmcfg_schema_load_text(ok, strlen(ok), "ok.yaml", &s), 0);
+	shmcfg *h = create_from(test_name("q"), s, NULL);
+	char *t = text_of(h, 0, NULL);
+	assert_string_equal(t, "\"none\"");
+	free(t);
+	t = text_of(h, 1, NULL);
+	assert_string_equal(t, "null");
+	free(t);
+	assert_int_equal(set_and_commit(h, 2, "true", NULL), 0);
+	t = text_of(h, 0, NULL);
+	assert_string_equal(t, "\"x\"");
+	free(t);
+	shmcfg_close(h);
+	shmcfg_unlink(test_name("q"));
+	shmcfg_schema_free(s);
+}
+
+/*
+ * Precedence, table-driven: for each type, every combination of the layers
+ * knob, env_default, user, env_force and implied (32 combinations; knob only
+ * where the type can declare one) must give the value of the highest set
+ * layer, and report that layer as the source.
+ */
+static void test_precedence_table(void **state)
+{
+	(void)state;
+	struct {
+		shmcfg_type type;
+		const char *vals[6]; /* default, knob, env_default, user, env_force, implied */
+		bool knob;
+	} types[] = {
+		{SHMCFG_BOOL, {"false", "true", "false", "true", "false", "true"}, true},
+		{SHMCFG_INT, {"0", "1", "2", "3", "4", "5"}, true},
+		{SHMCFG_FLOAT, {"0.5", "1.5", "2.5", "3.5", "4.5", "5.5"}, false},
+		{SHMCFG_STR, {"\"d\"", "x", "\"ed\"", "\"u\"", "\"ef\"", "\"i\""}, false},
+		{SHMCFG_LIST, {"[\"d\"]", "x", "[\"ed\"]", "[\"u\"]", "[\"ef\"]", "[\"i\"]"}, false},
+		{SHMCFG_SET, {"[\"d\"]", "x", "[\"ed\"]", "[\"u\"]", "[\"ef\"]", "[\"b\",\"i\"]"}, false},
+	};
+	const char *layer_env[] = {NULL, NULL, "P_ED", NULL, "P_EF"};
+	int checked = 0;
+	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+		char implies[64];
+		snprintf(implies, sizeof implies, "p.x=%s", types[t].vals[5]);
+		/* env values: JSON text is not how the environment spells a value */
+		char envd[32], envf[32];
+		const char *ed = types[t].vals[2], *ef = types[t].vals[4];
+		if (types[t].type == SHMCFG_STR) {
+			ed = "ed";
+			ef = "ef";
+		} else if (types[t].type >= SHMCFG_LIST) {
+			ed = "ed";
+			ef = "ef";
+		}
+		snprintf(envd, sizeof envd, "P_ED=%s", ed);
+		snprintf(envf, sizeof envf, "P_EF=%s", ef);
+		for (unsigned mask = 0; mask < 32; mask++) {
+			bool knob = mask & 1, env_d = mask & 2, user = mask & 4, env_f = mask & 8, impl = mask & 16;
+			if (knob && !types[t].knob)
+				continue;
+			shmcfg_optdef defs[2] = {
+				{.name = "p.x", .type = types[t].type, .def = types[t].vals[0],
+				 .knob = types[t].knob ? "k" : NULL, .env_default = "P_ED", .env_force = "P_EF"},
+				{.name = "p.on", .type = SHMCFG_BOOL, .implies = implies},
+			};
+			shmcfg_schema *s;
+			assert_int_equal(shmcfg_schema_new(&s), 0);
+			for (int i = 0; i < 2; i++)
+				if (shmcfg_schema_add(s, &defs[i]))
+					fail_msg("%s", shmcfg_errdetail());
+			char *env[3] = {NULL, NULL, NULL};
+			int ne = 0;
+			if (env_d)
+				env[ne++] = envd;
+			if (env_f)
+				env[ne++] = envf;
+			shmcfg *h = create_from(test_name("prec"), s, env);
+			shmcfg_schema_free(s);
+			shmcfg_txn *tx;
+			assert_int_equal(shmcfg_txn_begin(h, &tx), 0);
+			if (user)
+				assert_int_equal(shmcfg_txn_set_text(tx, 0, types[t].vals[3]), 0);
+			if (impl)
+				assert_int_equal(shmcfg_txn_set_bool(tx, 1, true), 0);
+			assert_true(shmcfg_txn_commit(tx, NULL) >= 0);
+			if (knob) {
+				assert_int_equal(shmcfg_txn_begin(h, &tx), 0);
+				assert_int_equal(shmcfg_txn_layer(tx, SHMCFG_SRC_KNOB), 0);
+				assert_int_equal(shmcfg_txn_set_text(tx, 0, types[t].vals[1]), 0);
+				assert_int_equal(shmcfg_txn_commit(tx, NULL), 0);
+			}
+			int want = impl ? 5 : env_f ? 4 : user ? 3 : env_d ? 2 : knob ? 1 : 0;
+			shmcfg_value expect;
+			const char *wtext = types[t].vals[want];
+			if ((want == 2 || want == 4) && types[t].type >= SHMCFG_STR)
+				wtext = want == 2 ? "\"ed\"" : "\"ef\"";
+			if ((want == 2 || want == 4) && types[t].type >= SHMCFG_LIST)
+				wtext = want == 2 ? "[\"ed\"]" : "[\"ef\"]";
+			assert_int_equal(shmcfg_value_parse(types[t].type, false, wtext, &expect), 0);
+			shmcfg_value got;
+			assert_int_equal(shmcfg_get(h, 0, &got), 0);
+			if (!shmcfg_value_equal(&got, &expect) || (int)got.source != want) {
+				char *gt = NULL;
+				(void)!shmcfg_value_format(&got, &gt);
+				fail_msg("%s mask %u: got %s from %s, want %s from %s", shmcfg_type_name(types[t].type),
+					 mask, gt, shmcfg_source_name(got.source), wtext, shmcfg_source_name(want));
+			}
+			(void)layer_env;
+			shmcfg_value_clear(&got);
+			shmcfg_value_clear(&expect);
+			shmcfg_close(h);
+			checked++;
+		}
+	}
+	shmcfg_unlink(test_name("prec"));
+	assert_int_equal(checked, 2 * 32 + 4 * 16);
+}
+
+/* ------------------------------------------------------------------ */
+
+struct pfx {
+	const char *name;
+	shmcfg *h;
+};
+
+static void test_patches(void **state)
+{
+	(void)state;
+	const char *name = test_name("patch");
+	char *env[] = {"T_ENVF=1", NULL};
+	shmcfg *h = test_create(name, &(shmcfg_create_opts){.envp = env});
+	assert_int_equal(set_and_commit(h, T_A, "10", NULL), 0);
+	assert_int_equal(shmcfg_patch_push(h), 0);
+	assert_int_equal(shmcfg_patch_set_text(h, T_ALIAS2, "20"), 0); /* alias patches its target */
+	assert_int_equal(shmcfg_patch_set_text(h, T_DEBUG, "true"), 0);
+	assert_int_equal(shmcfg_patch_set_text(h, T_ENV_F, "false"), 0);
+	assert_int_equal(shmcfg_patch_set_text(h, T_RATIO, "7"), SHMCFG_E_RANGE); /* checked */
+	assert_int_equal(get_i(h, T_A), 20); /* the inline getter honours patches */
+	assert_int_equal(get_i(h, T_ALIAS_A), 20);
+	shmcfg_source src;
+	char *t = text_of(h, T_A, &src);
+	assert_string_equal(t, "20");
+	assert_int_equal(src, SHMCFG_SRC_PATCH);
+	free(t);
+	/* implications are resolved again for the patched thread */
+	bool b;
+	assert_int_equal(shmcfg_get_bool(h, T_FLAG, &b), 0);
+	assert_true(b);
+	t = text_of(h, T_MODE, &src);
+	assert_string_equal(t, "\"slow\"");
+	assert_int_equal(src, SHMCFG_SRC_IMPLIED);
+	free(t);
+	/* env_force still wins */
+	assert_int_equal(shmcfg_get_bool(h, T_ENV_F, &b), 0);
+	assert_true(b);
+	assert_int_equal(shmcfg_is_default(h, T_A), 0);
+	/* nested frames; the inner one wins, popping restores */
+	assert_int_equal(shmcfg_patch_push(h), 0);
+	assert_int_equal(shmcfg_patch_set_text(h, T_A, "30"), 0);
+	assert_int_equal(get_i(h, T_A), 30);
+	/* a commit meanwhile is seen for the options the thread did not patch */
+	assert_int_equal(set_and_commit(h, T_B, "5", NULL), 0);
+	assert_int_equal(get_i(h, T_B), 5);
+	assert_int_equal(shmcfg_patch_pop(h), 0);
+	assert_int_equal(get_i(h, T_A), 20);
+	assert_int_equal(shmcfg_patch_pop(h), 0);
+	assert_int_equal(get_i(h, T_A), 10);
+	assert_int_equal(shmcfg_get_bool(h, T_FLAG, &b), 0);
+	assert_false(b);
+	assert_int_equal(shmcfg_patch_pop(h), -ENOENT);
+	assert_int_equal(shmcfg_patch_set_text(h, T_A, "1"), -ENOENT);
+	/* the segment never saw a patch */
+	shmcfg_snapshot *snap;
+	shmcfg_value sv;
+	assert_int_equal(shmcfg_snapshot_acquire(h, &snap), 0);
+	assert_int_equal(shmcfg_snapshot_get(snap, T_A, &sv), 0);
+	assert_int_equal(sv.u.i, 10);
+	assert_int_equal(sv.source, SHMCFG_SRC_USER);
+	shmcfg_snapshot_release(snap);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
+struct tharg {
+	shmcfg *h;
+	int64_t seen;
+	pthread_barrier_t *bar;
+};
+
+static void *other_thread(void *p)
+{
+	struct tharg *a = p;
+	pthread_barrier_wait(a->bar); /* main thread has patched */
+	a->seen = -1;
+	(void)!shmcfg_get_int(a->h, T_A, &a->seen);
+	pthread_barrier_wait(a->bar);
+	return NULL;
+}
+
+/* One thread's patch is invisible to another; a new thread sees the shared
+ * values, never bare defaults. */
+static void test_patch_threads(void **state)
+{
+	(void)state;
+	const char *name = test_name("pth");
+	shmcfg *h = test_create(name, NULL);
+	assert_int_equal(set_and_commit(h, T_A, "10", NULL), 0);
+	pthread_barrier_t bar;
+	pthread_barrier_init(&bar, NULL, 2);
+	struct tharg a = {h, 0, &bar};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, other_thread, &a), 0);
+	assert_int_equal(shmcfg_patch_push(h), 0);
+	assert_int_equal(shmcfg_patch_set_text(h, T_A, "99"), 0);
+	pthread_barrier_wait(&bar);
+	pthread_barrier_wait(&bar);
+	pthread_join(th, NULL);
+	assert_int_equal(a.seen, 10);
+	assert_int_equal(get_i(h, T_A), 99);
+	assert_int_equal(shmcfg_patch_pop(h), 0);
+	pthread_barrier_destroy(&bar);
+
+	/* the closure patcher: checked once, applied and restored many times */
+	shmcfg_patcher *p;
+	assert_int_equal(shmcfg_patcher_new(h, &p), 0);
+	assert_int_equal(shmcfg_patcher_set(p, T_A, &(shmcfg_value){.type = SHMCFG_INT, .u.i = 42}), 0);
+	assert_int_equal(shmcfg_patcher_set(p, T_RATIO, &(shmcfg_value){.type = SHMCFG_FLOAT, .u.f = 2}),
+			 SHMCFG_E_RANGE);
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(shmcfg_patcher_apply(p), 0);
+		assert_int_equal(get_i(h, T_A), 42);
+		assert_int_equal(shmcfg_patcher_restore(p), 0);
+		assert_int_equal(get_i(h, T_A), 10);
+	}
+	assert_int_equal(shmcfg_patcher_restore(p), -ENOENT);
+	shmcfg_patcher_free(p);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
+/* ------------------------------------------------------------------ */
+
+static void count_warning(const char *m, void *ud)
+{
+	(void)m;
+	++*(int *)ud;
+}
+
+static void test_is_default_dump_load(void **state)
+{
+	(void)state;
+	const char *n1 = test_name("dump1"), *n2 = test_name("dump2");
+	char *env[] = {"T_ENVD1=1", NULL};
+	shmcfg *a = test_create(n1, &(shmcfg_create_opts){.envp = env});
+	/* set by the environment to the default's own value: not default */
+	assert_int_equal(shmcfg_is_default(a, T_ENV_D), 0);
+	assert_int_equal(shmcfg_is_default(a, T_B), 1);
+	assert_int_equal(shmcfg_is_default(a, T_ALIAS2), 1);
+	assert_int_equal(set_and_commit(a, T_ALIAS2, "5", NULL), 0);
+	assert_int_equal(shmcfg_is_default(a, T_ALIAS2), 0);
+	assert_int_equal(shmcfg_is_default(a, T_COUNT), SHMCFG_E_NOOPT);
+	shmcfg_txn *t;
+	assert_int_equal(shmcfg_txn_begin(a, &t), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, T_C, "h\"é\\llo"), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, T_RATIO, "0.1"), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, T_ITEMS, "[\"q\",\"p\"]"), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, T_OPT_INT, "-3"), 0);
+	assert_int_equal(shmcfg_txn_commit(t, NULL), 0);
+	char *dump;
+	assert_int_equal(shmcfg_dump(a, 0, &dump), 0);
+	assert_non_null(strstr(dump, "\"format\": \"shmcfg-dump/1\""));
+	assert_null(strstr(dump, "t.alias_a")); /* aliases are not saved */
+
+	/* load into a second segment: one commit, same configuration hash */
+	shmcfg *b = test_create(n2, &(shmcfg_create_opts){.envp = env});
+	uint64_t g0 = shmcfg_generation(b), g;
+	assert_int_equal(shmcfg_load(b, dump, strlen(dump), NULL, NULL, &g), 0);
+	assert_int_equal(g, g0 + 1);
+	uint8_t ha[16], hb[16];
+	shmcfg_config_hash(a, ha);
+	shmcfg_config_hash(b, hb);
+	assert_memory_equal(ha, hb, 16);
+	/* loading it again changes nothing */
+	assert_int_equal(shmcfg_load(b, dump, strlen(dump), NULL, NULL, &g), 1);
+	free(dump);
+
+	/* a plain object; unknown keys are warned about, not fatal */
+	int warned = 0;
+	const char *plain = "{\"t.a\": 77, \"t.nope\": 1, \"t.ratio\": 1}";
+	assert_int_equal(shmcfg_load(b, plain, strlen(plain), count_warning, &warned, NULL), 0);
+	assert_int_equal(warned, 1);
+	assert_int_equal(get_i(b, T_A), 77);
+	/* one bad value: nothing is loaded */
+	uint64_t before = shmcfg_generation(b);
+	const char *bad[] = {"{\"t.a\": 1, \"t.b\": \"x\"}", "{\"t.a\": 2, \"t.ratio\": 9}", "{\"t.a\": null}",
+			     "{\"t.a\": 3,", "[1]", "{\"t.items\": [1]}", "{\"t.a\": 1.5}"};
+	int errs[] = {SHMCFG_E_TYPE, SHMCFG_E_RANGE, SHMCFG_E_NULLVAL, SHMCFG_E_PARSE, SHMCFG_E_PARSE,
+		      SHMCFG_E_TYPE, SHMCFG_E_TYPE};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		int r = shmcfg_load(b, bad[i], strlen(bad[i]), NULL, NULL, NULL);
+		if (r != errs[i])
+			fail_msg("%s: %s (%s)", bad[i], shmcfg_errname(r), shmcfg_errdetail());
+	}
+	assert_int_equal(shmcfg_generation(b), before);
+	assert_int_equal(get_i(b, T_A), 77);
+	shmcfg_close(a);
+	shmcfg_close(b);
+	shmcfg_unlink(n1);
+	shmcfg_unlink(n2);
+}
+
+static void test_codegen(void **state)
+{
+	(void)state;
+	shmcfg *h = NULL;
+	assert_int_equal(shmcfg_create(test_name("cg"), NULL,
+				       &(shmcfg_create_opts){.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV}, &h), 0);
+	char *out;
+	assert_int_equal(shmcfg_codegen(h, SHMCFG_CODEGEN_PYTHON, &out), 0);
+	assert_string_equal(out, ""); /* everything is default */
+	free(out);
+	shmcfg_txn *t;
+	assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, opt(h, "torch.compiler.config.recompile_limit"), "16"), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, opt(h, "torch._dynamo.config.reorderable_logging_functions"), "b.f,a.g"), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, opt(h, "torch.compiler.config.job_id"), "it's"), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, opt(h, "torch._dynamo.config.verbose"), "true"), 0);
+	assert_int_equal(shmcfg_txn_commit(t, NULL), 0);
+	assert_int_equal(shmcfg_codegen(h, SHMCFG_CODEGEN_PYTHON, &out), 0);
+	assert_string_equal(out, "torch.compiler.config.job_id = \"it's\"\n"
+				 "torch._dynamo.config.recompile_limit = 16\n"
+				 "torch._dynamo.config.verbose = True\n"
+				 "torch._dynamo.config.reorderable_logging_functions = {\"a.g\", \"b.f\"}\n");
+	free(out);
+	assert_int_equal(shmcfg_codegen(h, SHMCFG_CODEGEN_SHELL, &out), 0);
+	assert_non_null(strstr(out, "shmctl set "));
+	assert_non_null(strstr(out, "'torch.compiler.config.job_id=\"it'\\''s\"'"));
+	free(out);
+	assert_int_equal(shmcfg_codegen(h, SHMCFG_CODEGEN_JSON, &out), 0);
+	assert_non_null(strstr(out, "\"torch._dynamo.config.recompile_limit\": 16"));
+	free(out);
+	assert_int_equal(shmcfg_codegen(h, 9, &out), -EINVAL);
+	shmcfg_close(h);
+	shmcfg_unlink(test_name("cg"));
+}
+
+/*
+ * Golden config hashes, encoding v1 (doc/design.md). They change only if the
+ * encoding changes, which must bump its version.
+ */
+static void test_golden_hash(void **state)
+{
+	(void)state;
+	shmcfg *h = NULL;
+	assert_int_equal(shmcfg_create(test_name("gold"), NULL,
+				       &(shmcfg_create_opts){.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV}, &h), 0);
+	uint8_t hash[16];
+	char hex[33];
+	shmcfg_config_hash(h, hash);
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", hash[i]);
+	assert_string_equal(hex, GOLDEN_DEFAULT);
+	/* hash-ignored options leave it alone */
+	assert_int_equal(set_and_commit(h, opt(h, "torch._dynamo.config.recompile_limit"), "99", NULL), 0);
+	shmcfg_config_hash(h, hash);
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", hash[i]);
+	assert_string_equal(hex, GOLDEN_DEFAULT);
+	assert_int_equal(set_and_commit(h, opt(h, "torch.compiler.config.cache_key_tag"), "v2", NULL), 0);
+	shmcfg_config_hash(h, hash);
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", hash[i]);
+	assert_string_equal(hex, GOLDEN_TAGGED);
+	shmcfg_close(h);
+	shmcfg_unlink(test_name("gold"));
+}
+
+static int warnings;
+static char last_warning[256];
+static void log_cb(int level, const char *msg, void *ud)
+{
+	(void)ud;
+	if (level == SHMCFG_LOG_WARNING) {
+		warnings++;
+		snprintf(last_warning, sizeof last_warning, "%s", msg);
+	}
+}
+
+static void test_deprecated(void **state)
+{
+	(void)state;
+	const char *y = "format: 1\noptions:\n  old.x:\n    type: int\n    deprecated: \"use new.x\"\n  new.x:\n    type: int\n";
+	shmcfg_schema *s;
+	assert_int_equal(shmcfg_schema_load_text(y, strlen(y), "d.yaml", &s), 0);
+	shmcfg *h = create_from(test_name("depr"), s, NULL);
+	shmcfg_schema_free(s);
+	shmcfg_set_log(log_cb, NULL);
+	shmcfg_opt o = opt(h, "old.x");
+	assert_int_equal(warnings, 1);
+	assert_string_equal(last_warning, "old.x is deprecated: use new.x");
+	(void)opt(h, "old.x");
+	assert_int_equal(set_and_commit(h, o, "3", NULL), 0);
+	assert_int_equal(warnings, 1); /* once per process */
+	(void)opt(h, "new.x");
+	assert_int_equal(warnings, 1);
+	shmcfg_set_log(NULL, NULL);
+	shmcfg_close(h);
+	shmcfg_unlink(test_name("depr"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_yaml_is_default), cmocka_unit_test(test_yaml_errors),
+		cmocka_unit_test(test_precedence_table), cmocka_unit_test(test_patches),
+		cmocka_unit_test(test_patch_threads), cmocka_unit_test(test_is_default_dump_load),
+		cmocka_unit_test(test_codegen), cmocka_unit_test(test_golden_hash),
+		cmocka_unit_test(test_deprecated),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
