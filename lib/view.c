@@ -314,7 +314,10 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 		return copy_snapshot(h, ret);
 	for (int round = 0;; round++) {
 		urcu_bp_read_lock();
-		struct pview *pv = rcu_dereference(h->pview);
+		/* acquire pairs with the release store below: a view's fields are
+		 * written before it is published (what rcu_dereference and
+		 * rcu_assign_pointer do, in C11 terms that ThreadSanitizer reads) */
+		struct pview *pv = __atomic_load_n(&h->pview, __ATOMIC_ACQUIRE);
 		uint64_t gen = shmcfg_generation(h);
 		/* after one replacement, take the view we made even if a newer
 		 * commit came meanwhile: it is at least as new as the call */
@@ -336,7 +339,7 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 				free(nv);
 				return r == -EAGAIN ? copy_snapshot(h, ret) : r;
 			}
-			rcu_assign_pointer(h->pview, nv);
+			__atomic_store_n(&h->pview, nv, __ATOMIC_RELEASE);
 			if (old)
 				retire(h, old);
 		}
@@ -412,7 +415,7 @@ void shmcfg__view_close(shmcfg *h)
 		return;
 	pthread_mutex_lock(&h->view_lock);
 	struct pview *pv = h->pview;
-	rcu_assign_pointer(h->pview, NULL);
+	__atomic_store_n(&h->pview, NULL, __ATOMIC_RELEASE);
 	if (pv)
 		retire(h, pv);
 	pthread_mutex_unlock(&h->view_lock);
