@@ -980,3 +980,23 @@ int shmcfg__default_schema(shmcfg_schema **ret)
 	*ret = s;
 	return 0;
 }
+
+int shmcfg_verify_handles(const shmcfg *h, const char *const *names, const shmcfg_type *types,
+			  size_t n)
+{
+	assert_return(h && (names || !n) && (types || !n), -EINVAL);
+	if (n > h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_SCHEMA, "%s: has %u options, the program expects %zu",
+				   h->name, h->lay.nopts, n);
+	for (size_t i = 0; i < n; i++) {
+		const struct opt_desc *d = &h->desc[i];
+		if (strcmp(sstr(h, d->name), names[i]) != 0)
+			return shmcfg__err(SHMCFG_E_SCHEMA, "%s: option %zu is %s, the program expects %s",
+					   h->name, i, sstr(h, d->name), names[i]);
+		if (d->type != (uint32_t)types[i])
+			return shmcfg__err(SHMCFG_E_SCHEMA, "%s: %s is %s, the program expects %s", h->name,
+					   names[i], shmcfg_type_name(d->type),
+					   shmcfg_type_name(types[i]) ?: "?");
+	}
+	return 0;
+}

@@ -529,6 +529,48 @@ static void test_deprecated(void **state)
 	shmcfg_unlink(test_name("depr"));
 }
 
+/* A schema declared in C with the X-macro, and its typed accessors. */
+#define APP_OPTIONS(X)                                                        \
+	X(app_threads, "app.threads", INT, .def = "4", .min = "1")            \
+	X(app_verbose, "app.verbose", BOOL, .doc = "chatty logs")             \
+	X(app_ratio, "app.ratio", FLOAT, .def = "0.25")                       \
+	X(app_name, "app.name", STR, .def = "\"demo\"")                      \
+	X(app_tags, "app.tags", SET)
+SHMCFG_DEFINE_OPTIONS(app, APP_OPTIONS)
+
+static void test_typed_accessors(void **state)
+{
+	(void)state;
+	assert_int_equal(app_nopts, 5);
+	assert_int_equal(app_name_opt, 3); /* a compile-time constant */
+	shmcfg_schema *s;
+	assert_int_equal(app_schema(&s), 0);
+	shmcfg *h = create_from(test_name("acc"), s, NULL);
+	shmcfg_schema_free(s);
+	assert_int_equal(app_verify(h), 0);
+	assert_int_equal(app_threads(h), 4);
+	assert_false(app_verbose(h));
+	assert_true(app_ratio(h) == 0.25);
+	shmcfg_value v;
+	assert_int_equal(app_name(h, &v), 0);
+	assert_string_equal(v.u.str.ptr, "demo");
+	shmcfg_value_clear(&v);
+	assert_int_equal(set_and_commit(h, app_threads_opt, "12", NULL), 0);
+	assert_int_equal(app_threads(h), 12);
+	int64_t t = 0;
+	assert_int_equal(app_threads_get(h, &t), 0);
+	assert_int_equal(t, 12);
+	assert_int_equal(set_and_commit(h, app_threads_opt, "0", NULL), SHMCFG_E_RANGE);
+	/* a segment of another schema is refused by verify */
+	shmcfg *other = test_create(test_name("acc2"), NULL);
+	assert_int_equal(app_verify(other), SHMCFG_E_SCHEMA);
+	assert_non_null(strstr(shmcfg_errdetail(), "app.threads"));
+	shmcfg_close(other);
+	shmcfg_unlink(test_name("acc2"));
+	shmcfg_close(h);
+	shmcfg_unlink(test_name("acc"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -536,7 +578,7 @@ int main(void)
 		cmocka_unit_test(test_precedence_table), cmocka_unit_test(test_patches),
 		cmocka_unit_test(test_patch_threads), cmocka_unit_test(test_is_default_dump_load),
 		cmocka_unit_test(test_codegen), cmocka_unit_test(test_golden_hash),
-		cmocka_unit_test(test_deprecated),
+		cmocka_unit_test(test_deprecated), cmocka_unit_test(test_typed_accessors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
