@@ -221,45 +221,8 @@ static int heap_full(struct build *b, shmcfg_opt opt, uint64_t need)
 static int put_cell(struct build *b, shmcfg_opt opt, const shmcfg_value *v, uint64_t flags,
 		    struct shmcfg__cell *out)
 {
-	struct shmcfg__cell c = {.meta = (uint64_t)v->type | flags};
-	if (v->is_null) {
-		c.meta |= META_NULL;
-		*out = c;
-		return 0;
-	}
-	const char *bytes = NULL;
-	uint64_t len = 0, count = 0;
-	switch (v->type) {
-	case SHMCFG_BOOL:
-		c.val = v->u.b;
-		break;
-	case SHMCFG_INT:
-		c.val = (uint64_t)v->u.i;
-		break;
-	case SHMCFG_FLOAT:
-		memcpy(&c.val, &v->u.f, 8);
-		break;
-	case SHMCFG_STR:
-		bytes = v->u.str.ptr;
-		len = v->u.str.len;
-		break;
-	case SHMCFG_LIST:
-	case SHMCFG_SET:
-		bytes = v->u.list.items;
-		len = v->u.list.bytes;
-		count = v->u.list.count;
-		break;
-	}
-	if (bytes) {
-		if (len + 1 > b->h->lay.heap_size - b->used)
-			return heap_full(b, opt, len + 1);
-		memcpy(b->heap + b->used, bytes, len);
-		b->heap[b->used + len] = 0;
-		c.val = b->used | count << 32;
-		c.meta |= len << 32;
-		b->used += len + 1;
-	}
-	*out = c;
+	if (shmcfg__cell_encode(v, flags, b->heap, b->h->lay.heap_size, &b->used, out))
+		return heap_full(b, opt, v->type == SHMCFG_STR ? v->u.str.len + 1 : v->u.list.bytes + 1);
 	return 0;
 }
 

@@ -251,6 +251,8 @@ int shmcfg__value_check(const shmcfg *h, shmcfg_opt opt, const shmcfg_value *v);
 int shmcfg__value_from_cell(const struct shmcfg__cell *c, const char *heap, uint64_t heap_size,
 			    shmcfg_value *ret);
 int shmcfg__value_copy(const shmcfg_value *src, shmcfg_value *dst);
+int shmcfg__cell_encode(const shmcfg_value *v, uint64_t flags, char *heap, uint64_t cap,
+			uint64_t *used, struct shmcfg__cell *out);
 int shmcfg__canon_set(shmcfg_value *v);
 bool shmcfg__utf8_valid(const char *s, size_t len);
 int shmcfg__parse_env(shmcfg_type type, const char *var, const char *text, shmcfg_value *ret);

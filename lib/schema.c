@@ -616,42 +616,12 @@ static struct sref put_str(struct writer *w, const char *s)
 	return r;
 }
 
-/* Encode a value as a cell whose strings go to the writer's area. */
+/* Encode a value as a cell whose strings go to the writer's area (sized
+ * beforehand by shmcfg__schema_build, so it cannot overflow). */
 static struct shmcfg__cell put_value(struct writer *w, const shmcfg_value *v)
 {
-	struct shmcfg__cell c = {.meta = (uint64_t)v->type};
-	if (v->is_null) {
-		c.meta |= META_NULL;
-		return c;
-	}
-	switch (v->type) {
-	case SHMCFG_BOOL:
-		c.val = v->u.b;
-		break;
-	case SHMCFG_INT:
-		c.val = (uint64_t)v->u.i;
-		break;
-	case SHMCFG_FLOAT: {
-		double f = v->u.f;
-		memcpy(&c.val, &f, 8);
-		break;
-	}
-	case SHMCFG_STR:
-		c.val = w->pos;
-		c.meta |= (uint64_t)v->u.str.len << 32;
-		memcpy(w->base + w->pos, v->u.str.ptr, v->u.str.len);
-		w->base[w->pos + v->u.str.len] = 0;
-		w->pos += v->u.str.len + 1;
-		break;
-	case SHMCFG_LIST:
-	case SHMCFG_SET:
-		c.val = w->pos | (uint64_t)v->u.list.count << 32;
-		c.meta |= (uint64_t)v->u.list.bytes << 32;
-		memcpy(w->base + w->pos, v->u.list.items, v->u.list.bytes);
-		w->base[w->pos + v->u.list.bytes] = 0;
-		w->pos += v->u.list.bytes + 1;
-		break;
-	}
+	struct shmcfg__cell c;
+	(void)shmcfg__cell_encode(v, 0, w->base, UINT64_MAX, &w->pos, &c);
 	return c;
 }
 

@@ -537,3 +537,51 @@ int shmcfg__value_from_cell(const struct shmcfg__cell *c, const char *heap, uint
 	*ret = v;
 	return 0;
 }
+
+/*
+ * Encode a value as a cell whose string bytes are appended to heap at
+ * *used (each string or list followed by a NUL), never past cap.
+ * Returns 0, or -ENOSPC with *used unchanged.
+ */
+int shmcfg__cell_encode(const shmcfg_value *v, uint64_t flags, char *heap, uint64_t cap,
+			uint64_t *used, struct shmcfg__cell *out)
+{
+	struct shmcfg__cell c = {.meta = (uint64_t)v->type | flags};
+	const char *bytes = NULL;
+	uint64_t len = 0, count = 0;
+	if (v->is_null)
+		c.meta |= META_NULL;
+	else
+		switch (v->type) {
+		case SHMCFG_BOOL:
+			c.val = v->u.b;
+			break;
+		case SHMCFG_INT:
+			c.val = (uint64_t)v->u.i;
+			break;
+		case SHMCFG_FLOAT:
+			memcpy(&c.val, &v->u.f, 8);
+			break;
+		case SHMCFG_STR:
+			bytes = v->u.str.ptr;
+			len = v->u.str.len;
+			break;
+		case SHMCFG_LIST:
+		case SHMCFG_SET:
+			bytes = v->u.list.items;
+			len = v->u.list.bytes;
+			count = v->u.list.count;
+			break;
+		}
+	if (bytes) {
+		if (*used > cap || len + 1 > cap - *used)
+			return -ENOSPC;
+		memcpy(heap + *used, bytes, len);
+		heap[*used + len] = 0;
+		c.val = *used | count << 32;
+		c.meta |= len << 32;
+		*used += len + 1;
+	}
+	*out = c;
+	return 0;
+}
