@@ -127,6 +127,7 @@ int shmcfg__reader_claim(shmcfg *h)
 					   strerror(-r));
 		/* ours now: whatever it held belonged to a dead owner */
 		struct reader_ent *e = reader_at(h, i);
+		shmcfg__fault("claim.locked");
 		entry_clear(e);
 		e->pid = (int32_t)getpid();
 		e->start_time = shmcfg__proc_start_time(getpid());
@@ -197,7 +198,9 @@ int shmcfg__reap(shmcfg *h, void (*fn)(const shmcfg_reader *, void *), void *ud)
 			continue; /* alive (or being claimed right now) */
 		shmcfg_reader r;
 		fill_reader(h, i, &r);
+		shmcfg__fault("reap.locked");
 		entry_clear(reader_at(h, i));
+		shmcfg__fault("reap.cleared");
 		shmcfg__ofd_unlock(h->fd, entry_byte(h, i));
 		if (fn)
 			fn(&r, ud);
