@@ -869,6 +869,73 @@ static void test_dead_reader_entries_reclaimed_by_attach(void **state)
 }
 
 /* ------------------------------------------------------------------ */
+/* 3b. A reaper or an attacher killed inside reclamation               */
+/* ------------------------------------------------------------------ */
+
+static int fault_reaper_main(void *p)
+{
+	struct fault_arg *a = p;
+	if (!strcmp(a->point, "claim.locked")) {
+		/* the attach itself claims an entry, and dies inside the claim */
+		setenv("SHMCFG_FAULT", a->point, 1);
+		shmcfg *h = NULL;
+		int r = shmcfg_attach(a->name, 0, NULL, &h);
+		CHECK(false, 10, "attach returned %d: the fault point never fired", r);
+	}
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(a->name, 0, NULL, &h);
+	CHECK(r == 0, 2, "attach: %s", shmcfg_strerror(r));
+	setenv("SHMCFG_FAULT", a->point, 1);
+	r = shmcfg_gc(h, NULL, NULL);
+	CHECK(false, 10, "gc returned %d: the fault point %s never fired", r, a->point);
+}
+
+/*
+ * A dead reader pins the slot the next commit needs; another process dies
+ * while reclaiming its entry (or while claiming an entry). The segment stays
+ * sound, and the next commit reclaims what is left and succeeds.
+ */
+static void test_reaper_killed_at(void **state)
+{
+	const char *point = *state;
+	const char *name = new_name("reapkill");
+	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.slots = 2}));
+	shmcfg_set_commit_timeout(h, 500);
+	/* hold entry 1 while the reader takes entry 2, then free it: the
+	 * reaper's own attach claims entry 1 and must reap entry 2 */
+	shmcfg *spacer = NULL;
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &spacer), 0);
+	struct chan c;
+	struct pin_arg pa;
+	pid_t reader = start_pinning_child(name, h, &c, &pa);
+	kill(reader, SIGKILL);
+	assert_child_killed(reader);
+	chan_close(&c);
+	shmcfg_close(spacer);
+	struct fault_arg fa = {name, point};
+	pid_t reaper = spawn(fault_reaper_main, &fa);
+	assert_child_killed(reaper);
+	assert_int_equal(shmcfg_check(h, true, print_problem, NULL), 0);
+	/* generation 2 is still current, whole */
+	shmcfg *ro = attach_ro(name);
+	uint64_t gen = 0;
+	assert_int_equal(current_n(ro, &gen), 1);
+	assert_int_equal(gen, 2);
+	/* the commit needs the dead reader's slot: reclaimed, then used */
+	int r = commit_n(h, 2, &gen);
+	if (r)
+		fail_msg("commit after a reaper died at %s: %s: %s", point, shmcfg_errname(r), shmcfg_errdetail());
+	assert_int_equal(gen, 3);
+	assert_int_equal(current_n(ro, NULL), 2);
+	/* nothing of the dead processes is left alive in the table */
+	(void)shmcfg_gc(h, NULL, NULL);
+	assert_int_equal(entry_of(h, reader, 0).found, 0);
+	assert_int_equal(entry_of(h, reaper, 0).found, 0);
+	drop(ro);
+	drop(h);
+}
+
+/* ------------------------------------------------------------------ */
 
 #define AT(fn, point) {#fn "(" point ")", fn, NULL, teardown, (void *)(point)}
 
@@ -893,6 +960,9 @@ int main(void)
 		AT(test_creator_killed_at, "create.allocated"),
 		AT(test_creator_killed_at, "create.schema"),
 		AT(test_creator_killed_at, "create.gen1"),
+		AT(test_reaper_killed_at, "reap.locked"),
+		AT(test_reaper_killed_at, "reap.cleared"),
+		AT(test_reaper_killed_at, "claim.locked"),
 	};
 	size_t n = sizeof tests / sizeof tests[0];
 #ifndef SHMCFG_WITH_FAULTS
