@@ -720,8 +720,8 @@ static bool sref_ok(const shmcfg *h, struct sref r)
 
 static bool list_ok(const shmcfg *h, struct sref r, uint32_t count)
 {
-	if (count == 0)
-		return r.len == 0;
+	if (count == 0 || r.len == 0)
+		return count == 0 && r.len == 0;
 	if (r.off >= h->strings_size || r.len >= h->strings_size - r.off ||
 	    h->strings[r.off + r.len] != 0 || h->strings[r.off + r.len - 1] != 0)
 		return false;

@@ -9,6 +9,8 @@
 #include "common.h"
 #include "internal.h"
 
+#include <xxhash.h>
+
 static char path[128];
 
 static const char *seg_path(const char *name)
@@ -176,6 +178,91 @@ static void test_bad_regions(void **state)
 	shmcfg_unlink(name);
 }
 
+/*
+ * A schema region changed by someone who also fixed up its hash: attach must
+ * still catch every bad reference in it. (Found by fuzzing: a list with a
+ * count but no bytes made validation index strings[-1 mod 2^32].)
+ */
+static void forge_schema(const char *name, void (*edit)(struct schema_hdr *sh, char *base))
+{
+	int fd = open(seg_path(name), O_RDWR);
+	assert_true(fd >= 0);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	char *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(m != MAP_FAILED);
+	struct seg_header *hd = (struct seg_header *)m;
+	char *base = m + hd->schema_off;
+	edit((struct schema_hdr *)base, base);
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits(base, hd->schema_size));
+	memcpy(hd->schema_hash, c.digest, 16);
+	munmap(m, (size_t)st.st_size);
+	close(fd);
+}
+
+static void edit_list_without_bytes(struct schema_hdr *sh, char *base)
+{
+	struct opt_desc *d = (struct opt_desc *)(base + sh->desc_off);
+	d[T_ENV_D].env_default = (struct sref){0, 0};
+	d[T_ENV_D].n_env_default = 1;
+}
+
+static void edit_name_past_end(struct schema_hdr *sh, char *base)
+{
+	struct opt_desc *d = (struct opt_desc *)(base + sh->desc_off);
+	d[T_A].name = (struct sref){(uint32_t)sh->strings_size - 1, 40};
+}
+
+static void edit_alias_out_of_range(struct schema_hdr *sh, char *base)
+{
+	struct opt_desc *d = (struct opt_desc *)(base + sh->desc_off);
+	d[T_ALIAS_A].alias = 9999;
+}
+
+static void edit_index_out_of_range(struct schema_hdr *sh, char *base)
+{
+	uint32_t *index = (uint32_t *)(base + sh->index_off);
+	for (uint32_t i = 0; i < sh->index_size; i++)
+		if (index[i] != UINT32_MAX) {
+			index[i] = 12345;
+			break;
+		}
+}
+
+static void edit_implication_order(struct schema_hdr *sh, char *base)
+{
+	/* put t.flag (implied by t.debug) before its implier */
+	uint32_t *topo = (uint32_t *)(base + sh->topo_off);
+	uint32_t pf = 0, pd = 0;
+	for (uint32_t i = 0; i < sh->nopts; i++) {
+		if (topo[i] == T_FLAG)
+			pf = i;
+		if (topo[i] == T_DEBUG)
+			pd = i;
+	}
+	topo[pf < pd ? pf : pd] = T_FLAG;
+	topo[pf < pd ? pd : pf] = T_DEBUG;
+}
+
+static void test_forged_schema(void **state)
+{
+	(void)state;
+	const char *name = test_name("forged");
+	void (*edits[])(struct schema_hdr *, char *) = {edit_list_without_bytes, edit_name_past_end,
+							edit_alias_out_of_range, edit_index_out_of_range,
+							edit_implication_order};
+	for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+		shmcfg_close(fresh(name));
+		forge_schema(name, edits[i]);
+		shmcfg *h = NULL;
+		int r = shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &h);
+		if (r != SHMCFG_E_CORRUPT)
+			fail_msg("edit %zu: %s (%s)", i, shmcfg_errname(r), shmcfg_errdetail());
+	}
+	shmcfg_unlink(name);
+}
+
 /* Scribbling over a live segment's slots: reads fail cleanly or return some
  * value, never crash or read out of bounds; check reports the damage. */
 static void test_scribbled_slots(void **state)
@@ -227,7 +314,8 @@ int main(void)
 		cmocka_unit_test(test_missing),     cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_bad_magic),   cmocka_unit_test(test_other_version),
 		cmocka_unit_test(test_other_schema), cmocka_unit_test(test_not_ready),
-		cmocka_unit_test(test_bad_regions), cmocka_unit_test(test_scribbled_slots),
+		cmocka_unit_test(test_bad_regions), cmocka_unit_test(test_forged_schema),
+		cmocka_unit_test(test_scribbled_slots),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
