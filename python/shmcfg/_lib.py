@@ -1,0 +1,249 @@
+"""ctypes declarations of libshmcfg (include/shmcfg.h).
+
+Private to the shmcfg package. Every structure mirrors the C declaration
+field by field; tests/test_python.py compares their sizes and offsets with
+the header (by compiling a small C program when a compiler is there).
+
+Where the library is found, first match wins:
+
+1. ``$SHMCFG_LIBRARY``: the path of ``libshmcfg.so.0`` (or any file name);
+2. the build tree: ``lib/.libs/libshmcfg.so.0`` two levels above this package
+   (``python/shmcfg`` in a source tree built in place);
+3. the ``libdir`` that ``make install`` recorded in ``shmcfg/_paths.py``;
+4. the dynamic loader: ``ctypes.util.find_library("shmcfg")``, then
+   ``libshmcfg.so.0`` (``LD_LIBRARY_PATH``, ``/etc/ld.so.cache``).
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+SONAME = "libshmcfg.so.0"
+
+c_int = ctypes.c_int
+c_uint = ctypes.c_uint
+c_bool = ctypes.c_bool
+c_size_t = ctypes.c_size_t
+c_char_p = ctypes.c_char_p
+c_void_p = ctypes.c_void_p
+c_uint8 = ctypes.c_uint8
+c_uint32 = ctypes.c_uint32
+c_int32 = ctypes.c_int32
+c_uint64 = ctypes.c_uint64
+c_int64 = ctypes.c_int64
+c_double = ctypes.c_double
+POINTER = ctypes.POINTER
+
+# enum shmcfg_type
+BOOL, INT, FLOAT, STR, LIST, SET = 1, 2, 3, 4, 5, 6
+TYPE_NAMES = {BOOL: "bool", INT: "int", FLOAT: "float", STR: "str", LIST: "list", SET: "set"}
+
+# enum shmcfg_source
+SOURCE_NAMES = ("default", "knob", "env_default", "user", "env_force", "implied", "alias", "patch")
+SRC_USER = 3
+SRC_KNOB = 1
+
+# option flags
+F_NULLABLE = 1 << 0
+F_HASH_IGNORED = 1 << 1
+F_SAVE_IGNORED = 1 << 2
+F_DEPRECATED = 1 << 3
+F_PRIVATE = 1 << 4
+
+CREATE_FORCE = 1 << 0
+CREATE_NO_ENV = 1 << 1
+ATTACH_RDONLY = 1 << 0
+DUMP_ALL = 1 << 0
+CODEGEN_PYTHON, CODEGEN_SHELL, CODEGEN_JSON = 0, 1, 2
+
+NO_OPT = 0xFFFFFFFF
+NULL_RESULT = 1  # SHMCFG_NULL
+VIEW_ABI = 1
+SLOT_BITS = 8
+
+# shmcfg's own error codes (SHMCFG_ERRNO_MAP)
+E_FIRST = -30900
+_ERRS = ("MAGIC", "VERSION", "SCHEMA", "CORRUPT", "NOTREADY", "NOOPT", "TYPE", "RANGE",
+         "CHOICE", "NULLVAL", "PARSE", "CONFLICT", "CYCLE", "BUSY", "FULL", "READONLY",
+         "READERS", "FORKED", "ENV", "SCHEMADEF", "LAYER", "LOCKED")
+E = {name: E_FIRST + i for i, name in enumerate(_ERRS)}
+E_LAST = E["LOCKED"]
+
+
+class _Str(ctypes.Structure):
+    _fields_ = [("ptr", c_void_p), ("len", c_size_t)]
+
+
+class _List(ctypes.Structure):
+    _fields_ = [("items", c_void_p), ("count", c_size_t), ("bytes", c_size_t)]
+
+
+class _U(ctypes.Union):
+    _fields_ = [("b", c_bool), ("i", c_int64), ("f", c_double), ("str", _Str), ("list", _List)]
+
+
+class Value(ctypes.Structure):
+    """struct shmcfg_value"""
+    _fields_ = [("type", c_int), ("is_null", c_bool), ("source", c_int), ("u", _U),
+                ("owned", c_void_p)]
+
+
+class OptInfo(ctypes.Structure):
+    """struct shmcfg_optinfo"""
+    _fields_ = [("name", c_char_p), ("type", c_int), ("flags", c_uint), ("doc", c_char_p),
+                ("env_default", c_void_p), ("n_env_default", c_size_t),
+                ("env_force", c_void_p), ("n_env_force", c_size_t),
+                ("knob", c_char_p), ("deprecated", c_char_p),
+                ("alias", c_uint32), ("alias_final", c_uint32),
+                ("has_min", c_bool), ("has_max", c_bool),
+                ("min", Value), ("max", Value), ("choices", Value), ("def_", Value),
+                ("n_implies", c_size_t)]
+
+
+class CreateOpts(ctypes.Structure):
+    """struct shmcfg_create_opts"""
+    _fields_ = [("slots", c_uint32), ("readers", c_uint32), ("heap_bytes", c_uint64),
+                ("mode", c_uint32), ("gid", c_uint32), ("flags", c_uint),
+                ("envp", c_void_p)]
+
+
+class View(ctypes.Structure):
+    """struct shmcfg_view: the first member of every handle (versioned, SHMCFG_VIEW_ABI)."""
+    _fields_ = [("abi", c_uint32), ("nopts", c_uint32), ("nslots", c_uint32),
+                ("cells_off", c_uint32), ("current", c_void_p), ("slots", c_void_p),
+                ("slot_size", c_uint64)]
+
+
+class Commit(ctypes.Structure):
+    """struct shmcfg_commit"""
+    _fields_ = [("generation", c_uint64), ("time_ns", c_uint64), ("pid", c_int32),
+                ("uid", c_uint32), ("nchanged", c_uint32), ("nids", c_uint32),
+                ("ids", c_uint32 * 20)]
+
+
+class Info(ctypes.Structure):
+    """struct shmcfg_stat (typedef shmcfg_info)"""
+    _fields_ = [("layout_version", c_uint32), ("generation", c_uint64), ("size", c_uint64),
+                ("nopts", c_uint32), ("nslots", c_uint32), ("nreaders", c_uint32),
+                ("heap_bytes", c_uint64), ("heap_used", c_uint64),
+                ("schema_hash", c_uint8 * 16), ("config_hash", c_uint8 * 16),
+                ("create_time_ns", c_uint64), ("create_uid", c_uint32),
+                ("create_pid", c_int32), ("slot_gen", c_uint64 * 256)]
+
+
+# Sizes and offsets on LP64 (x86-64, aarch64), checked against the header.
+EXPECTED_SIZES = {"Value": 48, "OptInfo": 288, "CreateOpts": 40, "View": 40,
+                  "Commit": 112, "Info": 2152}
+
+
+def _candidates():
+    env = os.environ.get("SHMCFG_LIBRARY")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    build = os.path.join(here, os.pardir, os.pardir, "lib", ".libs")
+    yield os.path.normpath(os.path.join(build, SONAME))
+    try:
+        from . import _paths  # written by `make install`
+        yield os.path.join(_paths.LIBDIR, SONAME)
+    except ImportError:
+        pass
+    found = ctypes.util.find_library("shmcfg")
+    if found:
+        yield found
+    yield SONAME
+
+
+def _load():
+    errors = []
+    for cand in _candidates():
+        if os.sep in cand and not os.path.exists(cand):
+            errors.append(f"{cand}: no such file")
+            continue
+        try:
+            return ctypes.CDLL(cand), cand
+        except OSError as e:
+            errors.append(str(e))
+    raise ImportError("shmcfg: cannot load libshmcfg (set SHMCFG_LIBRARY to its path): " +
+                      "; ".join(errors))
+
+
+lib, path = _load()
+
+_H = c_void_p  # shmcfg *
+
+
+def _fn(name, restype, *argtypes):
+    f = getattr(lib, name)
+    f.restype = restype
+    f.argtypes = list(argtypes)
+    return f
+
+
+version = _fn("shmcfg_version", c_char_p, POINTER(c_int), POINTER(c_int), POINTER(c_int))
+strerror = _fn("shmcfg_strerror", c_char_p, c_int)
+errname = _fn("shmcfg_errname", c_char_p, c_int)
+errdetail = _fn("shmcfg_errdetail", c_char_p)
+value_clear = _fn("shmcfg_value_clear", None, POINTER(Value))
+value_list = _fn("shmcfg_value_list", c_int, c_int, POINTER(c_char_p), c_size_t, POINTER(Value))
+value_format = _fn("shmcfg_value_format", c_int, POINTER(Value), POINTER(c_void_p))
+schema_load = _fn("shmcfg_schema_load", c_int, c_char_p, POINTER(c_void_p))
+schema_load_text = _fn("shmcfg_schema_load_text", c_int, c_char_p, c_size_t, c_char_p,
+                       POINTER(c_void_p))
+schema_free = _fn("shmcfg_schema_free", c_void_p, c_void_p)
+create = _fn("shmcfg_create", c_int, c_char_p, c_void_p, POINTER(CreateOpts), POINTER(_H))
+attach = _fn("shmcfg_attach", c_int, c_char_p, c_uint, c_void_p, POINTER(_H))
+close = _fn("shmcfg_close", c_void_p, _H)
+unlink = _fn("shmcfg_unlink", c_int, c_char_p)
+name = _fn("shmcfg_name", c_char_p, _H)
+count = _fn("shmcfg_count", c_uint32, _H)
+readonly = _fn("shmcfg_readonly", c_bool, _H)
+schema_hash = _fn("shmcfg_schema_hash", None, _H, POINTER(c_uint8 * 16))
+lookup = _fn("shmcfg_lookup", c_int, _H, c_char_p, POINTER(c_uint32))
+opt_info = _fn("shmcfg_opt_info", c_int, _H, c_uint32, POINTER(OptInfo))
+get_slow = _fn("shmcfg__get_slow", c_int, _H, c_uint32, c_int, POINTER(c_uint64))
+get = _fn("shmcfg_get", c_int, _H, c_uint32, POINTER(Value))
+config_hash = _fn("shmcfg_config_hash", c_uint64, _H, POINTER(c_uint8 * 16))
+txn_begin = _fn("shmcfg_txn_begin", c_int, _H, POINTER(c_void_p))
+txn_layer = _fn("shmcfg_txn_layer", c_int, c_void_p, c_int)
+txn_set = _fn("shmcfg_txn_set", c_int, c_void_p, c_uint32, POINTER(Value))
+txn_reset = _fn("shmcfg_txn_reset", c_int, c_void_p, c_uint32)
+txn_commit = _fn("shmcfg_txn_commit", c_int, c_void_p, POINTER(c_uint64))
+txn_abort = _fn("shmcfg_txn_abort", None, c_void_p)
+set_commit_timeout = _fn("shmcfg_set_commit_timeout", None, _H, c_int)
+wait = _fn("shmcfg_wait", c_int, _H, c_uint64, c_int, POINTER(c_uint64))
+commit_info = _fn("shmcfg_commit_info", c_int, _H, c_uint64, POINTER(Commit))
+changes = _fn("shmcfg_changes", c_int, _H, c_uint64, c_uint64, POINTER(c_bool))
+is_default = _fn("shmcfg_is_default", c_int, _H, c_uint32)
+dump = _fn("shmcfg_dump", c_int, _H, c_uint, POINTER(c_void_p))
+codegen = _fn("shmcfg_codegen", c_int, _H, c_int, POINTER(c_void_p))
+patch_push = _fn("shmcfg_patch_push", c_int, _H)
+patch_set = _fn("shmcfg_patch_set", c_int, _H, c_uint32, POINTER(Value))
+patch_pop = _fn("shmcfg_patch_pop", c_int, _H)
+patcher_new = _fn("shmcfg_patcher_new", c_int, _H, POINTER(c_void_p))
+patcher_set = _fn("shmcfg_patcher_set", c_int, c_void_p, c_uint32, POINTER(Value))
+patcher_apply = _fn("shmcfg_patcher_apply", c_int, c_void_p)
+patcher_restore = _fn("shmcfg_patcher_restore", c_int, c_void_p)
+patcher_free = _fn("shmcfg_patcher_free", None, c_void_p)
+stat = _fn("shmcfg_stat", c_int, _H, POINTER(Info))
+
+# The read path without argtypes (about half the cost of a call): pass the
+# handle as a c_void_p, the option and type as ints, byref() out values.
+raw_get_slow = lib["shmcfg__get_slow"]
+raw_get_slow.restype = c_int
+raw_get = lib["shmcfg_get"]
+raw_get.restype = c_int
+
+_libc = ctypes.CDLL(None)
+free = _libc.free
+free.restype = None
+free.argtypes = [c_void_p]
+
+
+def take_string(p):
+    """The text of a malloc'd char * that the library returned; frees it."""
+    try:
+        return ctypes.string_at(p.value).decode("utf-8")
+    finally:
+        free(p)

@@ -1,0 +1,1198 @@
+#!/usr/bin/env python3
+"""Tests of the Python binding (python/shmcfg) and examples/trainer.py.
+
+Run by `make check` (exit status), or by hand from a built tree:
+
+    python3 tests/test_python.py [-v] [TestClass.test_name]
+
+The package comes from $top_srcdir/python, the library from $SHMCFG_LIBRARY
+or $top_builddir/lib/.libs, shmctl from $top_builddir/tools (the tests that
+need it are skipped when it is not built). Every test creates its own
+segments under unique names and removes them.
+"""
+
+import ctypes
+import errno
+import json
+import multiprocessing
+import os
+import pickle
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import types
+import typing
+import unittest
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRCDIR = os.path.abspath(os.environ.get("top_srcdir") or os.path.join(HERE, os.pardir))
+BUILDDIR = os.path.abspath(os.environ.get("top_builddir") or SRCDIR)
+PYDIR = os.path.join(SRCDIR, "python")
+if "SHMCFG_LIBRARY" not in os.environ:
+    _built = os.path.join(BUILDDIR, "lib", ".libs", "libshmcfg.so.0")
+    if os.path.exists(_built):
+        os.environ["SHMCFG_LIBRARY"] = _built  # inherited by child processes
+sys.path.insert(0, PYDIR)
+os.environ["PYTHONPATH"] = PYDIR + os.pathsep + os.environ.get("PYTHONPATH", "")
+
+import shmcfg  # noqa: E402
+from shmcfg import _lib  # noqa: E402
+
+SHMCTL = os.path.join(BUILDDIR, "tools", "shmctl")
+if not (os.path.isfile(SHMCTL) and os.access(SHMCTL, os.X_OK)):
+    SHMCTL = None
+TRAINER = os.path.join(SRCDIR, "examples", "trainer.py")
+
+DYNAMO = "torch._dynamo.config"
+COMPILER = "torch.compiler.config"
+
+SCHEMA = """\
+format: 1
+options:
+  app.config.lr:
+    type: float
+    default: 0.5
+    min: 0.0
+    max: 10.0
+  app.config.steps:
+    type: int
+    default: 10
+    min: 1
+    max: 1000
+  app.config.mode:
+    type: str
+    default: "fast"
+    choices: ["fast", "slow"]
+  app.config.tags:
+    type: list
+    default: ["b", "a"]
+  app.config.names:
+    type: set
+    default: ["y", "x"]
+  app.config.ratio:
+    type: float
+    nullable: true
+  app.config.count:
+    type: int
+    nullable: true
+  app.config.enabled:
+    type: bool
+    nullable: true
+  app.config.label:
+    type: str
+    nullable: true
+  app.config.flag:
+    type: bool
+    default: false
+    implies: {app.config.steps: 5}
+  app.config.other_flag:
+    type: bool
+    default: false
+    implies: {app.config.steps: 7}
+  app.config.triton.cudagraphs:
+    type: bool
+    default: true
+  app.config.triton.deep.level:
+    type: int
+    default: 2
+  app.config.old_flag:
+    type: bool
+    default: false
+    deprecated: "use flag"
+  app.config.cache_dir:
+    type: str
+    default: "/tmp"
+    hash_ignored: true
+  app.config.from_env:
+    type: str
+    default: ""
+    env_default: [SHMCFG_PYTEST_ENV]
+  app.config.forced:
+    type: bool
+    default: false
+    env_force: [SHMCFG_PYTEST_FORCE]
+  app.config.steps_alias:
+    type: int
+    alias: app.config.steps
+  app.config._secret:
+    type: int
+    default: 1
+    private: true
+  app.config.unsaved:
+    type: int
+    default: 3
+    save_ignored: true
+  other.config.x:
+    type: int
+    default: 1
+"""
+
+_counter = [0]
+
+
+def segname(tag="t"):
+    _counter[0] += 1
+    return f"pytest-{tag}-{os.getpid()}-{_counter[0]}"
+
+
+def run_shmctl(*args):
+    p = subprocess.run([SHMCTL] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True)
+    if p.returncode != 0:
+        raise AssertionError(f"shmctl {' '.join(args)}: {p.returncode} {p.stderr}")
+    return p.stdout
+
+
+def in_thread(fn, *args):
+    """Run fn in a new thread; return its result (or raise its exception)."""
+    out = {}
+
+    def run():
+        try:
+            out["v"] = fn(*args)
+        except BaseException as e:  # noqa: B902
+            out["e"] = e
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    if "e" in out:
+        raise out["e"]
+    return out["v"]
+
+
+class SegTest(unittest.TestCase):
+    FAST = None  # fast_reads of the segments made here (None: the default)
+
+    def make(self, schema_text=None, **kw):
+        name = segname()
+        kw.setdefault("fast_reads", self.FAST)
+        seg = shmcfg.create(name, schema_text=schema_text, force=True, **kw)
+        self.addCleanup(shmcfg.unlink, name, True)
+        self.addCleanup(seg.close)
+        return seg
+
+    def app(self, **kw):
+        kw.setdefault("no_env", True)
+        seg = self.make(SCHEMA, **kw)
+        return seg, seg.module("app.config")
+
+
+# ---------------------------------------------------------------------------
+# Structures
+# ---------------------------------------------------------------------------
+
+LAYOUT_C = r"""
+#include <stdio.h>
+#include <stddef.h>
+#include "shmcfg.h"
+#define S(T) printf("size %s %zu\n", #T, sizeof(T));
+#define O(T, f) printf("off %s %s %zu\n", #T, #f, offsetof(T, f));
+int main(void) {
+    S(shmcfg_value) O(shmcfg_value, type) O(shmcfg_value, is_null) O(shmcfg_value, source)
+    O(shmcfg_value, u) O(shmcfg_value, u.str.len) O(shmcfg_value, u.list.count)
+    O(shmcfg_value, u.list.bytes) O(shmcfg_value, owned)
+    S(shmcfg_optinfo) O(shmcfg_optinfo, type) O(shmcfg_optinfo, flags) O(shmcfg_optinfo, doc)
+    O(shmcfg_optinfo, env_default) O(shmcfg_optinfo, n_env_default) O(shmcfg_optinfo, env_force)
+    O(shmcfg_optinfo, n_env_force) O(shmcfg_optinfo, knob) O(shmcfg_optinfo, deprecated)
+    O(shmcfg_optinfo, alias) O(shmcfg_optinfo, alias_final) O(shmcfg_optinfo, has_min)
+    O(shmcfg_optinfo, has_max) O(shmcfg_optinfo, min) O(shmcfg_optinfo, max)
+    O(shmcfg_optinfo, choices) O(shmcfg_optinfo, def) O(shmcfg_optinfo, n_implies)
+    S(shmcfg_create_opts) O(shmcfg_create_opts, readers) O(shmcfg_create_opts, heap_bytes)
+    O(shmcfg_create_opts, mode) O(shmcfg_create_opts, gid) O(shmcfg_create_opts, flags)
+    O(shmcfg_create_opts, envp)
+    S(struct shmcfg_view) O(struct shmcfg_view, nopts) O(struct shmcfg_view, nslots)
+    O(struct shmcfg_view, cells_off) O(struct shmcfg_view, current)
+    O(struct shmcfg_view, slots) O(struct shmcfg_view, slot_size)
+    S(shmcfg_commit) O(shmcfg_commit, time_ns) O(shmcfg_commit, pid) O(shmcfg_commit, uid)
+    O(shmcfg_commit, nchanged) O(shmcfg_commit, nids) O(shmcfg_commit, ids)
+    S(shmcfg_info) O(shmcfg_info, generation) O(shmcfg_info, size) O(shmcfg_info, nopts)
+    O(shmcfg_info, nslots) O(shmcfg_info, nreaders) O(shmcfg_info, heap_bytes)
+    O(shmcfg_info, heap_used) O(shmcfg_info, schema_hash) O(shmcfg_info, config_hash)
+    O(shmcfg_info, create_time_ns) O(shmcfg_info, create_uid) O(shmcfg_info, create_pid)
+    O(shmcfg_info, slot_gen)
+    return 0;
+}
+"""
+
+CTYPES_OF = {"shmcfg_value": _lib.Value, "shmcfg_optinfo": _lib.OptInfo,
+             "shmcfg_create_opts": _lib.CreateOpts, "struct shmcfg_view": _lib.View,
+             "shmcfg_commit": _lib.Commit, "shmcfg_info": _lib.Info}
+
+
+def ctypes_offset(cls, path):
+    off = 0
+    for part in path.split("."):
+        if part == "def":
+            part = "def_"
+        f = getattr(cls, part)
+        off += f.offset
+        cls = dict((n, t) for n, t, *_ in cls._fields_)[part]
+    return off
+
+
+class TestLayout(unittest.TestCase):
+    def test_sizes(self):
+        for name, size in _lib.EXPECTED_SIZES.items():
+            self.assertEqual(ctypes.sizeof(getattr(_lib, name)), size, name)
+
+    def test_against_header(self):
+        cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        inc = [d for d in (os.path.join(BUILDDIR, "include"), os.path.join(SRCDIR, "include"))
+               if os.path.isfile(os.path.join(d, "shmcfg.h"))]
+        if not cc or not inc:
+            self.skipTest("no C compiler or no generated include/shmcfg.h")
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "layout.c")
+            exe = os.path.join(d, "layout")
+            with open(src, "w") as f:
+                f.write(LAYOUT_C)
+            p = subprocess.run(cc.split() + ["-I" + inc[0], src, "-o", exe],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            if p.returncode:
+                self.skipTest(f"cannot compile the layout probe: {p.stdout[-300:]!r}")
+            out = subprocess.run([exe], stdout=subprocess.PIPE, check=True,
+                                 universal_newlines=True).stdout
+        n = 0
+        for line in out.splitlines():
+            kind, rest = line.split(" ", 1)
+            if kind == "size":
+                t, size = rest.rsplit(" ", 1)
+                self.assertEqual(ctypes.sizeof(CTYPES_OF[t]), int(size), t)
+            else:
+                t, field, off = rest.rsplit(" ", 2)
+                self.assertEqual(ctypes_offset(CTYPES_OF[t], field), int(off), f"{t}.{field}")
+            n += 1
+        self.assertGreater(n, 50)
+
+
+# ---------------------------------------------------------------------------
+# Reads, types, writes
+# ---------------------------------------------------------------------------
+
+
+class TestAttributes(SegTest):
+    def test_default_schema_types(self):
+        seg = self.make(no_env=True)
+        for modname in (DYNAMO, COMPILER):
+            m = seg.module(modname)
+            copy = m.get_config_copy()
+            self.assertTrue(copy)
+            for rel, value in copy.items():
+                t = m.get_type(rel)
+                v = getattr(m, rel)
+                self.assertEqual(v, value, rel)
+                if typing.get_origin(t) is typing.Union:
+                    base = typing.get_args(t)[0]
+                    self.assertIn(type(v), (base, type(None)), rel)
+                else:
+                    self.assertIs(type(v), t, rel)
+        d = seg.module(DYNAMO)
+        c = seg.module(COMPILER)
+        self.assertIs(d.get_type("recompile_limit"), int)
+        self.assertIs(d.get_type("verbose"), bool)
+        self.assertEqual(d.get_type("log_file_name"), typing.Optional[str])
+        self.assertIs(d.get_type("reorderable_logging_functions"), set)
+        self.assertIs(c.get_type("cache_key_tag"), str)
+        self.assertEqual(c.get_type("job_id"), typing.Optional[str])
+        self.assertEqual(d.recompile_limit, 8)
+        self.assertEqual(d.accumulated_recompile_limit, 256)
+        self.assertIs(d.dynamic_shapes, True)
+        self.assertIs(d.verbose, False)
+        self.assertIsNone(d.log_file_name)
+        self.assertEqual(d.reorderable_logging_functions, set())
+        self.assertEqual(c.cache_key_tag, "")
+        self.assertEqual(c.recompile_limit, 8)  # an alias
+
+    def test_app_types(self):
+        seg, m = self.app()
+        self.assertEqual(m.lr, 0.5)
+        self.assertIs(type(m.lr), float)
+        self.assertIs(type(m.steps), int)
+        self.assertEqual(m.mode, "fast")
+        self.assertEqual(m.tags, ["b", "a"])
+        self.assertIs(type(m.tags), list)
+        self.assertEqual(m.names, {"x", "y"})
+        self.assertIs(type(m.names), set)
+        for n in ("ratio", "count", "enabled", "label"):
+            self.assertIsNone(getattr(m, n))
+        self.assertEqual(m.get_type("ratio"), typing.Optional[float])
+        self.assertEqual(m.get_type("count"), typing.Optional[int])
+        self.assertEqual(m.get_type("enabled"), typing.Optional[bool])
+        self.assertEqual(m.get_type("label"), typing.Optional[str])
+        self.assertIs(m.get_type("lr"), float)
+        self.assertIs(m.get_type("tags"), list)
+        self.assertIs(m.get_type("names"), set)
+        self.assertIs(m.get_type("triton.cudagraphs"), bool)
+
+    def test_assign_every_type(self):
+        seg, m = self.app()
+        cases = [("lr", 2.25), ("lr", 3), ("steps", 999), ("mode", "slow"), ("tags", ["z", "a", "z"]),
+                 ("tags", ("q",)), ("names", {"b", "a"}), ("names", ["c", "c", "a"]),
+                 ("ratio", 0.125), ("ratio", None), ("count", -(1 << 63)), ("count", (1 << 63) - 1),
+                 ("count", None), ("enabled", True), ("enabled", None), ("label", "h\u00e9llo \u2603"),
+                 ("label", ""), ("label", None), ("lr", 0.0)]
+        for name, value in cases:
+            g = seg.generation
+            setattr(m, name, value)
+            got = getattr(m, name)
+            if isinstance(value, (set, frozenset)) or (name == "names" and value is not None):
+                self.assertEqual(got, set(value), name)
+            elif isinstance(value, tuple):
+                self.assertEqual(got, list(value), name)
+            else:
+                self.assertEqual(got, value, name)
+                self.assertIs(type(got), float if name in ("lr", "ratio") and value is not None
+                              else type(value), name)
+            self.assertGreaterEqual(seg.generation, g)
+        m.ratio = float("inf")
+        self.assertEqual(m.ratio, float("inf"))
+        m.ratio = float("nan")
+        self.assertNotEqual(m.ratio, m.ratio)
+
+    def test_nested_names(self):
+        seg, m = self.app()
+        self.assertIs(m.triton.cudagraphs, True)
+        self.assertEqual(m.triton.deep.level, 2)
+        self.assertEqual(getattr(m, "triton.deep.level"), 2)
+        m.triton.deep.level = 4
+        self.assertEqual(m.triton.deep.level, 4)
+        setattr(m, "triton.cudagraphs", False)
+        self.assertIs(m.triton.cudagraphs, False)
+        del m.triton.cudagraphs
+        self.assertIs(m.triton.cudagraphs, True)
+        with m.patch({"triton.deep.level": 9}):
+            self.assertEqual(m.triton.deep.level, 9)
+        self.assertEqual(m.triton.deep.level, 4)
+        with self.assertRaises(AttributeError) as cm:
+            m.triton.nope
+        self.assertIn("app.config.triton.nope", str(cm.exception))
+        self.assertIn("triton.deep.level", m.get_config_copy())
+        self.assertEqual(seg.module("app.config.triton").deep.level, 4)
+
+    def test_fresh_lists_and_sets(self):
+        seg, m = self.app()
+        tags = m.tags
+        tags.append("mutated")
+        names = m.names
+        names.add("mutated")
+        self.assertEqual(m.tags, ["b", "a"])
+        self.assertEqual(m.names, {"x", "y"})
+        self.assertIsNot(m.tags, m.tags)
+        self.assertIsNot(m.names, m.names)
+        copy = m.get_config_copy()
+        copy["tags"].append("z")
+        copy["names"].add("z")
+        self.assertEqual(m.tags, ["b", "a"])
+        self.assertEqual(m.names, {"x", "y"})
+        with m.patch(tags=["p"]):
+            t = m.tags
+            t.append("q")
+            self.assertEqual(m.tags, ["p"])
+
+    def test_assignment_commits(self):
+        seg, m = self.app()
+        g = seg.generation
+        m.steps = 42
+        self.assertEqual(seg.generation, g + 1)
+        other = shmcfg.attach(seg.name, fast_reads=self.FAST)
+        self.addCleanup(other.close)
+        self.assertEqual(other.module("app.config").steps, 42)
+        other.module("app.config").steps = 43
+        self.assertEqual(m.steps, 43)  # the cached value of the old generation is not served
+        m.steps = 43  # nothing changes: no new generation
+        self.assertEqual(seg.generation, g + 2)
+        self.assertEqual(seg.get("app.config.steps"), 43)
+
+    def test_alias(self):
+        seg, m = self.app()
+        m.steps_alias = 12
+        self.assertEqual(m.steps, 12)
+        m.steps = 13
+        self.assertEqual(m.steps_alias, 13)
+        self.assertNotIn("steps_alias", m.get_config_copy())
+        seg2 = self.make(no_env=True)
+        d, c = seg2.module(DYNAMO), seg2.module(COMPILER)
+        c.recompile_limit = 32
+        self.assertEqual(d.recompile_limit, 32)
+        del c.recompile_limit
+        self.assertEqual(d.recompile_limit, 8)
+        self.assertTrue(c._is_default("recompile_limit"))
+
+    def test_del_clears_user_layer(self):
+        seg, m = self.app()
+        self.assertTrue(m._is_default("steps"))
+        m.steps = 10  # equal to the default, but set: not default (the seed's rule)
+        self.assertFalse(m._is_default("steps"))
+        g = seg.generation
+        del m.steps
+        self.assertTrue(m._is_default("steps"))
+        self.assertEqual(m.steps, 10)
+        self.assertEqual(seg.generation, g + 1)
+        m.names = {"q"}
+        del m.names
+        self.assertEqual(m.names, {"x", "y"})
+        self.assertEqual(seg.generation, g + 3)
+        del m.names  # nothing to clear: no commit
+        self.assertEqual(seg.generation, g + 3)
+
+    def test_env_layers(self):
+        seg, m = self.app(no_env=False, env={"SHMCFG_PYTEST_ENV": "from-env",
+                                             "SHMCFG_PYTEST_FORCE": "1"})
+        self.assertEqual(m.from_env, "from-env")
+        self.assertFalse(m._is_default("from_env"))
+        m.from_env = "user"
+        self.assertEqual(m.from_env, "user")  # user beats env_default
+        self.assertIs(m.forced, True)
+        m.forced = False
+        self.assertIs(m.forced, True)  # env_force beats user
+        with m.patch(forced=False):
+            self.assertIs(m.forced, True)  # and patches
+
+    def test_implications(self):
+        seg, m = self.app()
+        m.flag = True
+        self.assertEqual(m.steps, 5)
+        m.steps = 100
+        self.assertEqual(m.steps, 5)  # the implication wins over the user layer
+        m.flag = False
+        self.assertEqual(m.steps, 100)
+        with m.patch(flag=True):
+            self.assertEqual(m.steps, 5)
+            self.assertEqual(in_thread(lambda: m.steps), 100)
+        self.assertEqual(m.steps, 100)
+
+    def test_deprecated_warns_once(self):
+        seg, m = self.app()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            self.assertIs(m.old_flag, False)
+            self.assertIs(m.old_flag, False)
+        msgs = [str(x.message) for x in w if issubclass(x.category, FutureWarning)]
+        self.assertEqual(len(msgs), 1)
+        self.assertIn("app.config.old_flag", msgs[0])
+        self.assertIn("use flag", msgs[0])
+
+    def test_module_object(self):
+        seg, m = self.app()
+        self.assertIsInstance(m, types.ModuleType)
+        self.assertIsInstance(m, shmcfg.ConfigModule)
+        self.assertEqual(m.__name__, "app.config")
+        self.assertIs(seg.module("app.config"), m)
+        self.assertIn("steps", dir(m))
+        self.assertTrue(hasattr(m, "steps"))
+        self.assertFalse(hasattr(m, "nope"))
+        self.assertFalse(hasattr(m, "__path__"))
+        root = seg.module("")
+        self.assertEqual(getattr(root, "app.config.steps"), 10)
+        self.assertEqual(root.other.config.x, 1)
+        m2 = pickle.loads(pickle.dumps(m))
+        self.addCleanup(m2.__dict__["_shmcfg_seg"].close)
+        self.assertEqual(m2.steps, 10)
+        self.assertEqual(m2.__name__, "app.config")
+        self.assertEqual(pickle.loads(pickle.dumps(seg)).name, seg.name)
+
+    def test_segment_api(self):
+        seg, m = self.app()
+        self.assertEqual(seg.generation, 1)
+        self.assertEqual(len(seg.config_hash), 16)
+        self.assertEqual(len(seg.schema_hash), 16)
+        self.assertIn("app.config.steps", seg.options())
+        info = seg.describe("app.config.steps_alias")
+        self.assertEqual(info.alias, "app.config.steps")
+        self.assertIs(info.type, int)
+        self.assertTrue(seg.describe("app.config.cache_dir").hash_ignored)
+        g = seg.set({"app.config.steps": 7, "app.config.mode": "slow"})
+        self.assertEqual(g, 2)
+        self.assertEqual((m.steps, m.mode), (7, "slow"))
+        self.assertEqual(sorted(seg.changes(1, 2)), ["app.config.mode", "app.config.steps",
+                                                     "app.config.steps_alias"])
+        info = seg.commit_info(2)
+        self.assertEqual(info["pid"], os.getpid())
+        self.assertIn("app.config.steps", info["changed"])
+        self.assertEqual(seg.reset("app.config.steps", "app.config.mode"), 3)
+        self.assertEqual((m.steps, m.mode), (10, "fast"))
+        with seg.transaction() as t:
+            t["app.config.steps"] = 8
+            t.set("app.config.lr", 1.5)
+            del t["app.config.mode"]
+        self.assertEqual(seg.generation, 4)
+        with self.assertRaises(RuntimeError):
+            with seg.transaction() as t:
+                t["app.config.steps"] = 9
+                raise RuntimeError("abort")
+        self.assertEqual(m.steps, 8)
+        self.assertEqual(seg.current(), (4, seg.config_hash))
+        self.assertIn("app.config.steps = 8", seg.codegen())
+        self.assertIn("shmctl set", seg.codegen("shell"))
+        self.assertEqual(json.loads(seg.codegen("json"))["app.config.steps"], 8)
+
+
+# ---------------------------------------------------------------------------
+# Patches
+# ---------------------------------------------------------------------------
+
+
+class TestPatch(SegTest):
+    def test_three_forms(self):
+        seg, m = self.app()
+        for p in (m.patch("steps", 20), m.patch(steps=20), m.patch({"steps": 20})):
+            with p:
+                self.assertEqual(m.steps, 20)
+            self.assertEqual(m.steps, 10)
+        with m.patch(steps=3, mode="slow", names={"q"}):
+            self.assertEqual((m.steps, m.mode, m.names), (3, "slow", {"q"}))
+        self.assertEqual((m.steps, m.mode, m.names), (10, "fast", {"x", "y"}))
+        self.assertEqual(seg.generation, 1)  # patches never commit
+
+    def test_decorator(self):
+        seg, m = self.app()
+
+        @m.patch("steps", 21)
+        def f1():
+            return m.steps
+
+        @m.patch(steps=22, label="x")
+        def f2():
+            return m.steps, m.label
+
+        @m.patch({"steps": 23})
+        def f3():
+            return m.steps
+
+        self.assertEqual(f1(), 21)
+        self.assertEqual(f2(), (22, "x"))
+        self.assertEqual(f3(), 23)
+        self.assertEqual(m.steps, 10)
+        self.assertEqual(in_thread(f1), 21)
+
+    def test_testcase_decorator(self):
+        seg, m = self.app()
+        seen = []
+
+        @m.patch(steps=31)
+        class Inner(unittest.TestCase):
+            def test_it(self):
+                seen.append(m.steps)
+
+        with open(os.devnull, "w") as devnull:
+            r = unittest.TextTestRunner(stream=devnull).run(
+                unittest.defaultTestLoader.loadTestsFromTestCase(Inner))
+        self.assertTrue(r.wasSuccessful())
+        self.assertEqual(seen, [31])
+        self.assertEqual(m.steps, 10)
+
+    def test_nesting(self):
+        seg, m = self.app()
+        p = m.patch(steps=2)
+        with m.patch(steps=1, mode="slow"):
+            with p:
+                self.assertEqual((m.steps, m.mode), (2, "slow"))
+                with p:  # the same patch object, re-entered
+                    self.assertEqual(m.steps, 2)
+                    with m.patch(steps=3):
+                        self.assertEqual(m.steps, 3)
+                    self.assertEqual(m.steps, 2)
+                self.assertEqual(m.steps, 2)
+            self.assertEqual((m.steps, m.mode), (1, "slow"))
+        self.assertEqual((m.steps, m.mode), (10, "fast"))
+
+    def test_restored_on_exception(self):
+        seg, m = self.app()
+        with self.assertRaises(KeyError):
+            with m.patch(steps=4):
+                raise KeyError("x")
+        self.assertEqual(m.steps, 10)
+        self.assertTrue(seg.fast_reads or self.FAST is False)
+
+    def test_thread_local(self):
+        seg, m = self.app()
+        with m.patch(steps=50):
+            self.assertEqual(m.steps, 50)
+            self.assertEqual(in_thread(lambda: m.steps), 10)
+            self.assertEqual(in_thread(lambda: m.get_config_copy()["steps"]), 10)
+        # a patch in another thread is invisible here
+        inside = threading.Event()
+        release = threading.Event()
+        seen = []
+
+        def patched():
+            with m.patch(steps=60, mode="slow"):
+                seen.append(m.steps)
+                inside.set()
+                release.wait(10)
+            seen.append(m.steps)
+        t = threading.Thread(target=patched)
+        t.start()
+        self.assertTrue(inside.wait(10))
+        try:
+            self.assertEqual((m.steps, m.mode), (10, "fast"))
+            self.assertFalse(seg.fast_reads)  # a patch is open in the process
+        finally:
+            release.set()
+            t.join()
+        self.assertEqual(seen, [60, 10])
+        self.assertEqual(m.steps, 10)
+
+    def test_new_thread_sees_shared_values(self):
+        seg, m = self.app()
+        m.steps = 77
+        self.assertEqual(in_thread(lambda: m.steps), 77)
+
+    def test_assignment_inside_patch_commits(self):
+        seg, m = self.app()
+        g = seg.generation
+        with m.patch(steps=5):
+            m.steps = 99
+            self.assertEqual(seg.generation, g + 1)  # committed at once
+            self.assertEqual(m.steps, 5)  # this thread keeps its patch
+            self.assertEqual(in_thread(lambda: m.steps), 99)  # others see the commit
+            self.assertEqual(seg.get("app.config.steps"), 5)
+            m.mode = "slow"  # not patched: this thread sees the commit too
+            self.assertEqual(m.mode, "slow")
+        self.assertEqual(m.steps, 99)  # the committed value, not the one before
+        self.assertEqual(m.mode, "slow")
+
+    def test_closure_patcher(self):
+        seg, m = self.app()
+        change = m._make_closure_patcher(steps=11, mode="slow")
+        revert = change()
+        try:
+            self.assertEqual((m.steps, m.mode), (11, "slow"))
+            self.assertEqual(in_thread(lambda: m.steps), 10)
+            revert2 = change()  # nests
+            revert2()
+            self.assertEqual(m.steps, 11)
+        finally:
+            revert()
+        self.assertEqual((m.steps, m.mode), (10, "fast"))
+        with m.patch(steps=3):
+            r = change()
+            self.assertEqual(m.steps, 11)
+            r()
+            self.assertEqual(m.steps, 3)
+        self.assertEqual(in_thread(lambda: (change()(), m.steps)[1]), 10)
+        self.assertEqual(seg.generation, 1)
+
+    def test_patch_errors(self):
+        seg, m = self.app()
+        with self.assertRaises(AttributeError) as cm:
+            m.patch(nope=1)
+        self.assertIn("app.config.nope", str(cm.exception))
+        with self.assertRaises(TypeError):
+            m.patch(steps="3")
+        with self.assertRaises(TypeError):
+            m.patch(label=3)
+        with self.assertRaises(TypeError):
+            m.patch(steps=None)
+        with self.assertRaises(TypeError):
+            m.patch(1, 2)
+        with self.assertRaises(TypeError):
+            m.patch("steps")
+        with self.assertRaises(TypeError):
+            m.patch({"steps": 1}, mode="slow")
+        with self.assertRaises(TypeError):
+            m.patch(None, 3)
+        with self.assertRaises(ValueError) as cm:
+            with m.patch(steps=0):  # range: checked by the library when entered
+                pass
+        self.assertIn("minimum", str(cm.exception))
+        with self.assertRaises(ValueError):
+            with m.patch(mode="medium"):
+                pass
+        self.assertEqual(m.steps, 10)  # no frame was left open
+        self.assertTrue(seg.fast_reads or self.FAST is False)
+        with self.assertRaises(AttributeError):
+            m._make_closure_patcher(nope=1)
+        with self.assertRaises(TypeError):
+            m._make_closure_patcher(steps=1.5)
+        with self.assertRaises(ValueError):
+            m._make_closure_patcher(steps=-1)
+        # closed out of order: a closure patch inside a patch(), reverted after it
+        change = m._make_closure_patcher(steps=11)
+        p = m.patch(steps=3)
+        p.__enter__()
+        revert = change()
+        with self.assertRaises(shmcfg.Error):
+            p.__exit__(None, None, None)
+        revert()
+        p.__exit__(None, None, None)
+        self.assertEqual(m.steps, 10)
+
+
+# ---------------------------------------------------------------------------
+# Hash, save/load, codegen
+# ---------------------------------------------------------------------------
+
+
+def _child_hash(q, name, modname):
+    seg = shmcfg.attach(name)
+    m = seg.module(modname)
+    q.put((m.get_hash(), seg.config_hash, seg.generation, m.get_config_copy()))
+
+
+def _child_commit(q, seg, value):
+    """Runs in a forked child, with the parent's Segment object."""
+    try:
+        m = seg.module("app.config")
+        before = m.steps
+        m.steps = value
+        q.put((before, m.steps, seg.generation))
+    except BaseException as e:  # noqa: B902
+        q.put(repr(e))
+
+
+class TestHashSaveLoad(SegTest):
+    def test_get_hash(self):
+        seg, m = self.app()
+        h0 = m.get_hash()
+        self.assertIsInstance(h0, bytes)
+        self.assertEqual(len(h0), 16)
+        self.assertEqual(m.get_hash(), h0)
+        m.steps = 11
+        h1 = m.get_hash()
+        self.assertNotEqual(h1, h0)
+        m.cache_dir = "/elsewhere"  # hash-ignored
+        self.assertEqual(m.get_hash(), h1)
+        seg.module("other.config").x = 5  # another module
+        self.assertEqual(m.get_hash(), h1)
+        self.assertNotEqual(seg.module("").get_hash(), m.get_hash())
+        with m.patch(steps=10):
+            self.assertEqual(m.get_hash(), h0)  # the patch is hashed...
+            self.assertEqual(in_thread(m.get_hash), h1)  # ...in this thread only
+        self.assertEqual(m.get_hash(), h1)
+        del m.steps
+        self.assertEqual(m.get_hash(), h0)  # a function of the values only
+
+    def test_hash_equal_across_processes(self):
+        seg, m = self.app()
+        m.steps = 123
+        m.names = {"p", "q", "r"}
+        ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: new hash seed
+        q = ctx.Queue()
+        ps = [ctx.Process(target=_child_hash, args=(q, seg.name, "app.config")) for _ in range(2)]
+        for p in ps:
+            p.start()
+        res = [q.get(timeout=60) for _ in ps]
+        for p in ps:
+            p.join(30)
+        for h, ch, g, copy in res:
+            self.assertEqual(h, m.get_hash())
+            self.assertEqual(ch, seg.config_hash)
+            self.assertEqual(g, seg.generation)
+            self.assertEqual(copy, m.get_config_copy())
+
+    @unittest.skipUnless(SHMCTL, "tools/shmctl is not built")
+    def test_config_hash_matches_shmctl(self):
+        seg, m = self.app()
+        m.steps = 9
+        out = run_shmctl("hash", seg.name, "--json")
+        j = json.loads(out)
+        self.assertEqual(j["config_hash"], seg.config_hash.hex())
+        self.assertEqual(j["generation"], seg.generation)
+
+    def test_save_load(self):
+        seg, m = self.app()
+        m.steps = 17
+        m.names = {"k", "j"}
+        m.ratio = float("inf")
+        m.label = "saved"
+        blob = m.save_config()
+        self.assertIsInstance(blob, bytes)
+        doc = json.loads(blob)
+        self.assertEqual(doc["format"], "shmcfg-dump/1")
+        self.assertEqual(doc["config_hash"], seg.config_hash.hex())
+        vals = doc["values"]
+        self.assertEqual(vals["app.config.steps"], 17)
+        self.assertEqual(vals["app.config.names"], ["j", "k"])
+        self.assertEqual(vals["app.config.ratio"], "inf")
+        self.assertNotIn("app.config.steps_alias", vals)  # alias
+        self.assertNotIn("app.config._secret", vals)  # private
+        self.assertNotIn("app.config.unsaved", vals)  # save-ignored
+        self.assertNotIn("other.config.x", vals)  # another module
+        for n in ("steps", "names", "ratio", "label"):
+            delattr(m, n)
+        g = seg.generation
+        self.assertEqual(m.load_config(blob), g + 1)  # one commit
+        self.assertEqual((m.steps, m.names, m.ratio, m.label), (17, {"j", "k"}, float("inf"), "saved"))
+        # a dict of relative names, and of full names
+        m.load_config({"steps": 18, "app.config.mode": "slow"})
+        self.assertEqual((m.steps, m.mode), (18, "slow"))
+        with m.patch(steps=1):
+            self.assertEqual(json.loads(m.save_config())["values"]["app.config.steps"], 1)
+        self.assertEqual(json.loads(m.save_config())["values"]["app.config.steps"], 18)
+        # the root module's save_config is the whole dump
+        root = json.loads(seg.module("").save_config())
+        self.assertEqual(root["values"], json.loads(seg.dump())["values"])
+
+    def test_load_errors(self):
+        seg, m = self.app()
+        g = seg.generation
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            m.load_config({"steps": 12, "no_such_key": 1})
+        self.assertTrue(any("no_such_key" in str(x.message) for x in w))
+        self.assertEqual(m.steps, 12)
+        g = seg.generation
+        with self.assertRaises(ValueError):
+            m.load_config({"mode": "slow", "steps": 0})  # one bad value: nothing changes
+        with self.assertRaises(TypeError):
+            m.load_config({"mode": "slow", "steps": "0"})
+        self.assertEqual((m.mode, seg.generation), ("fast", g))
+        with self.assertRaises(ValueError):
+            m.load_config(b"{not json")
+        with self.assertRaises(ValueError):
+            m.load_config(b"[1, 2]")
+        with self.assertRaises(TypeError):
+            m.load_config(42)
+
+    @unittest.skipUnless(SHMCTL, "tools/shmctl is not built")
+    def test_save_matches_shmctl_dump(self):
+        seg, m = self.app()
+        m.steps = 19
+        m.tags = ["z", "y"]
+        dump = json.loads(run_shmctl("dump", seg.name))
+        mine = json.loads(seg.module("").save_config())
+        self.assertEqual(mine["values"], dump["values"])
+        self.assertEqual(mine["config_hash"], dump["config_hash"])
+        del m.steps
+        # and shmctl loads what save_config wrote
+        with tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False) as f:
+            f.write(m.save_config())
+        self.addCleanup(os.unlink, f.name)
+        m.steps = 3
+        run_shmctl("load", seg.name, f.name)
+        self.assertEqual(m.steps, 10)
+
+    def test_codegen(self):
+        seg, m = self.app()
+        self.assertEqual(m.codegen_config(), "")
+        m.steps = 14
+        m.names = {"b", "a"}
+        m.label = "it's"
+        m.ratio = float("nan")
+        m.triton.deep.level = 3
+        m.unsaved = 4  # save-ignored: left out
+        code = m.codegen_config()
+        lines = code.splitlines()
+        self.assertIn("app.config.steps = 14", lines)
+        self.assertIn("app.config.names = {'a', 'b'}", lines)
+        self.assertIn("app.config.label = \"it's\"", lines)
+        self.assertIn("app.config.ratio = float('nan')", lines)
+        self.assertIn("app.config.triton.deep.level = 3", lines)
+        self.assertFalse(any("unsaved" in x or "steps_alias" in x for x in lines))
+        # the statements reproduce the settings
+        seg2, m2 = self.app()
+        exec(code, {"app": types.SimpleNamespace(config=m2)})
+        self.assertEqual((m2.steps, m2.names, m2.label, m2.triton.deep.level),
+                         (14, {"a", "b"}, "it's", 3))
+        self.assertNotEqual(m2.ratio, m2.ratio)
+        with m.patch(steps=2):
+            self.assertIn("app.config.steps = 2", m.codegen_config().splitlines())
+
+    def test_config_copies(self):
+        seg, m = self.app()
+        copy = m.get_config_copy()
+        self.assertEqual(copy["steps"], 10)
+        self.assertIn("_secret", copy)
+        self.assertNotIn("steps_alias", copy)
+        port = m.save_config_portable()
+        self.assertNotIn("_secret", port)
+        self.assertIn("steps", port)
+        self.assertTrue(m._is_default("steps"))
+        with m.patch(steps=3):
+            self.assertFalse(m._is_default("steps"))
+        with self.assertRaises(KeyError):
+            m._is_default("nope")
+
+
+# ---------------------------------------------------------------------------
+# Processes, generations, waiting
+# ---------------------------------------------------------------------------
+
+
+class TestProcesses(SegTest):
+    def test_child_sees_commit_and_commits(self):
+        seg, m = self.app()
+        m.steps = 31
+        ctx = multiprocessing.get_context("fork")
+        q = ctx.Queue()
+        p = ctx.Process(target=_child_commit, args=(q, seg, 32))
+        p.start()
+        res = q.get(timeout=60)
+        p.join(30)
+        self.assertIsInstance(res, tuple, res)
+        before, after, gen = res
+        self.assertEqual((before, after), (31, 32))
+        self.assertEqual(m.steps, 32)  # the child's commit is seen here
+        self.assertEqual(seg.generation, gen)
+
+    def test_subprocess_attach(self):
+        seg, m = self.app()
+        code = textwrap.dedent(f"""
+            import shmcfg
+            seg = shmcfg.attach({seg.name!r})
+            m = seg.module("app.config")
+            print(m.steps, m.names == {{"x", "y"}})
+            g = seg.generation
+            m.mode = "slow"
+            print(seg.generation - g)
+        """)
+        m.steps = 44
+        p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.split(), ["44", "True", "1"])
+        self.assertEqual(m.mode, "slow")
+
+    def test_reads_never_go_backwards(self):
+        seg, m = self.app()
+        code = textwrap.dedent(f"""
+            import shmcfg
+            seg = shmcfg.attach({seg.name!r})
+            for i in range(11, 211):
+                seg.set({{"app.config.steps": i, "app.config.label": str(i)}})
+        """)
+        p = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
+        last = 0
+        reads = 0
+        deadline = time.monotonic() + 60
+        while last < 210 and time.monotonic() < deadline:
+            g = seg.generation
+            v = m.steps
+            label = m.label
+            self.assertGreaterEqual(v, last)
+            self.assertGreaterEqual(v, g + 9 if g > 1 else 10)  # steps = generation + 9
+            if label is not None:
+                self.assertGreaterEqual(int(label), v)  # read after steps: same or later
+            last = v
+            reads += 1
+        _, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(m.steps, 210)
+        self.assertEqual(seg.generation, 201)
+        self.assertGreater(reads, 0)
+
+    def test_wait(self):
+        seg, m = self.app()
+        g = seg.generation
+        t0 = time.monotonic()
+        self.assertIsNone(seg.wait(g, timeout=0.05))
+        self.assertGreaterEqual(time.monotonic() - t0, 0.04)
+        self.assertIsNone(seg.wait(timeout=0))
+        self.assertEqual(seg.wait(g - 1, timeout=0), g)  # already past
+
+        def commit():
+            time.sleep(0.1)
+            m.steps = 2
+        t = threading.Thread(target=commit)
+        t.start()
+        got = seg.wait(g, timeout=10)
+        t.join()
+        self.assertEqual(got, g + 1)
+        self.assertEqual(m.steps, 2)
+
+    @unittest.skipUnless(SHMCTL, "tools/shmctl is not built")
+    def test_shmctl_set_is_seen(self):
+        seg, m = self.app()
+        d = seg.module("app.config")
+        self.assertEqual(d.steps, 10)
+        run_shmctl("set", seg.name, "app.config.steps=66", "app.config.names=[\"n\"]")
+        self.assertEqual(seg.generation, 2)
+        self.assertEqual((d.steps, d.names), (66, {"n"}))
+        self.assertEqual(run_shmctl("get", seg.name, "app.config.steps").strip(), "66")
+
+    def test_readonly(self):
+        seg, m = self.app()
+        ro = shmcfg.attach(seg.name, readonly=True, fast_reads=self.FAST)
+        self.addCleanup(ro.close)
+        self.assertTrue(ro.readonly)
+        rm = ro.module("app.config")
+        m.steps = 3
+        self.assertEqual(rm.steps, 3)
+        with self.assertRaises(PermissionError) as cm:
+            rm.steps = 4
+        self.assertIsInstance(cm.exception, shmcfg.Error)
+        with rm.patch(steps=8):  # patches need no write access
+            self.assertEqual(rm.steps, 8)
+
+
+# ---------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------
+
+
+class TestErrors(SegTest):
+    def test_unknown_names(self):
+        seg, m = self.app()
+        for op in (lambda: m.nope, lambda: setattr(m, "nope", 1), lambda: delattr(m, "nope"),
+                   lambda: m.get_type("nope")):
+            with self.assertRaises(AttributeError) as cm:
+                op()
+            msg = str(cm.exception)
+            self.assertIn("app.config.nope", msg)
+            self.assertIn("does not exist", msg)
+            self.assertIsInstance(cm.exception, shmcfg.UnknownOptionError)
+        with self.assertRaises(KeyError):  # as the seed's get_type
+            m.get_type("nope")
+        with self.assertRaises(AttributeError):
+            seg.get("app.config.nope")
+        with self.assertRaises(AttributeError):
+            seg.set({"nope": 1})
+        with self.assertRaises(shmcfg.UnknownOptionError):
+            seg.module("no.such.module")
+        d = self.make(no_env=True).module(DYNAMO)
+        with self.assertRaises(AttributeError) as cm:
+            d.recompile_limt
+        self.assertIn("torch._dynamo.config.recompile_limt", str(cm.exception))
+
+    def test_wrong_types(self):
+        seg, m = self.app()
+        bad = [("steps", "3"), ("steps", 3.0), ("steps", True), ("steps", None),
+               ("lr", "1.0"), ("lr", True), ("lr", None), ("mode", 3), ("mode", b"fast"),
+               ("mode", None), ("tags", "a,b"), ("tags", [1]), ("tags", None), ("names", {3}),
+               ("names", "x"), ("flag", 1), ("flag", "true"), ("flag", None), ("enabled", 0),
+               ("count", 1.0), ("count", False), ("ratio", "nan"), ("label", 5)]
+        g = seg.generation
+        for name, value in bad:
+            with self.assertRaises(TypeError, msg=f"{name}={value!r}") as cm:
+                setattr(m, name, value)
+            self.assertIn(f"app.config.{name}", str(cm.exception))
+        self.assertEqual(seg.generation, g)
+
+    def test_bad_values(self):
+        seg, m = self.app()
+        bad = [("steps", 0, "minimum"), ("steps", 1001, "maximum"), ("lr", -0.5, "minimum"),
+               ("lr", float("nan"), "range"), ("lr", float("inf"), "maximum"),
+               ("mode", "medium", "choices"), ("count", 1 << 63, "64 bits"),
+               ("label", "a\0b", "NUL"), ("tags", ["a\0"], "NUL"), ("label", "\udc80", "UTF-8"),
+               ("lr", 10 ** 400, "too large")]
+        g = seg.generation
+        for name, value, text in bad:
+            with self.assertRaises(ValueError, msg=f"{name}={value!r}") as cm:
+                setattr(m, name, value)
+            self.assertIn(text, str(cm.exception).replace("one of", "choices"))
+            self.assertIn(f"app.config.{name}", str(cm.exception))
+        self.assertEqual(seg.generation, g)
+        m.flag = True
+        with self.assertRaises(ValueError) as cm:
+            m.other_flag = True  # both imply app.config.steps
+        self.assertIn("conflicting", str(cm.exception))
+        self.assertEqual(cm.exception.errname, "SHMCFG_E_CONFLICT")
+        self.assertIs(m.other_flag, False)
+
+    def test_segment_errors(self):
+        name = segname("missing")
+        with self.assertRaises(FileNotFoundError) as cm:
+            shmcfg.attach(name)
+        e = cm.exception
+        self.assertIsInstance(e, shmcfg.Error)
+        self.assertIsInstance(e, OSError)
+        self.assertEqual(e.errno, errno.ENOENT)
+        self.assertEqual(e.errname, "ENOENT")
+        self.assertIn(name, str(e))
+        with self.assertRaises(FileNotFoundError):
+            shmcfg.unlink(name)
+        shmcfg.unlink(name, missing_ok=True)
+        seg = self.make()
+        with self.assertRaises(FileExistsError):
+            shmcfg.create(seg.name)
+        with self.assertRaises(ValueError):
+            shmcfg.create("bad/name")
+        with self.assertRaises(ValueError):
+            shmcfg.attach("")
+        with self.assertRaises(TypeError):
+            shmcfg.attach(3)
+        with self.assertRaises(FileNotFoundError):
+            shmcfg.create(segname(), "/nonexistent/schema.yaml")
+        with self.assertRaises(ValueError) as cm:
+            shmcfg.create(segname(), schema_text="format: 1\noptions:\n  a:\n    type: nope\n")
+        self.assertEqual(cm.exception.errname, "SHMCFG_E_SCHEMADEF")
+        with self.assertRaises(ValueError) as cm:
+            shmcfg.create(segname(), env={"TORCHDYNAMO_VERBOSE": "maybe"})
+        self.assertIn("TORCHDYNAMO_VERBOSE", str(cm.exception))
+        with self.assertRaises(TypeError):
+            shmcfg.create(segname(), "x", schema_text="y")
+
+    def test_closed(self):
+        seg, m = self.app()
+        seg.close()
+        with self.assertRaises(shmcfg.Error):
+            m.steps
+        with self.assertRaises(shmcfg.Error):
+            m.steps = 3
+        with self.assertRaises(shmcfg.Error):
+            seg.config_hash
+        seg.close()  # twice is fine
+
+    def test_transaction_errors(self):
+        seg, m = self.app()
+        t = seg.transaction()
+        t["app.config.steps"] = 3
+        t.commit()
+        with self.assertRaises(RuntimeError):
+            t.commit()
+        with self.assertRaises(ValueError):
+            seg.transaction(layer="nope")
+        with self.assertRaises(ValueError) as cm:
+            seg.set({"app.config.steps": 5}, layer="knob")  # steps has no knob
+        self.assertEqual(cm.exception.errname, "SHMCFG_E_LAYER")
+        with self.assertRaises(ValueError):
+            seg.codegen("nope")
+
+
+# the same tests with every read going through the library
+class TestAttributesLibraryReads(TestAttributes):
+    FAST = False
+
+
+class TestPatchLibraryReads(TestPatch):
+    FAST = False
+
+
+# ---------------------------------------------------------------------------
+# Example and benchmark
+# ---------------------------------------------------------------------------
+
+
+class TestExample(unittest.TestCase):
+    def test_trainer_demo(self):
+        env = dict(os.environ)
+        if SHMCTL:
+            env["SHMCTL"] = SHMCTL
+        name = segname("trainer")
+        p = subprocess.run([sys.executable, TRAINER, "--workers", "2", "--steps", "20", "--demo",
+                            "--segment", name], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=120, env=env)
+        shmcfg.unlink(name, missing_ok=True)
+        out = p.stdout
+        self.assertEqual(p.returncode, 0, out + p.stderr)
+        self.assertIn("every worker saw generation 2", out)
+        self.assertIn("all 2 workers agree: generation 2", out)
+        for rank in (0, 1):
+            self.assertRegex(out, rf"worker {rank}: step \d+: generation 2, recompile_limit=16, "
+                                  rf"cache_key_tag='demo'")
+        hashes = set(re.findall(r"worker \d+: step \d+: generation 2, .*config hash (\w+)", out))
+        self.assertEqual(len(hashes), 1, out)
+        final = re.search(r"workers agree: generation 2, config hash (\w+)", out).group(1)
+        self.assertTrue(final.startswith(hashes.pop()), out)
+        with self.assertRaises(FileNotFoundError):
+            shmcfg.attach(name)  # the launcher removed its segment
+
+    def test_bench(self):
+        from shmcfg import bench
+        res = bench.measure(number=2000, repeat=1)
+        labels = [r[0] for r in res]
+        self.assertEqual(labels[0], "plain module attribute")
+        self.assertIn("int option", labels)
+        for label, ns, ratio in res:
+            self.assertGreater(ns, 0, label)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=int(os.environ.get("PYTEST_VERBOSITY", "1")))
