@@ -1,0 +1,227 @@
+#!/bin/sh
+# watch (lines, JSON, --count, --timeout, missed commits), the reader table
+# in stat and ls, gc of dead readers, and check of sound and damaged
+# segments.
+. "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cli/lib.sh"
+
+seg W watched
+seg C corrupt
+DYN=torch._dynamo.config
+CMP=torch.compiler.config
+
+run shmctl create -q "$W"
+pass "create" test "$RC" = 0
+
+# wait_attached PID: until stat lists PID as a live reader, at most 10 s.
+wait_attached() {
+	_n=0
+	while [ $_n -lt 200 ]; do
+		shmctl stat "$W" --json >"$T_TMP/st.json" 2>/dev/null &&
+			jcheck "$T_TMP/st.json" "any(r['pid'] == $1 and r['alive'] for r in j['readers'])" >/dev/null &&
+			return 0
+		sleep 0.05
+		_n=$((_n + 1))
+	done
+	return 1
+}
+
+# wait_watching FILE: until watch said on stderr (in FILE) that it watches.
+wait_watching() {
+	_n=0
+	while [ $_n -lt 200 ]; do
+		grep -q "^shmctl: watching '$W' from generation [0-9]*$" "$1" 2>/dev/null && return 0
+		sleep 0.05
+		_n=$((_n + 1))
+	done
+	return 1
+}
+
+# wait_lines FILE N: until FILE has N lines, at most 10 s.
+wait_lines() {
+	_n=0
+	while [ $_n -lt 200 ]; do
+		[ "$(wc -l <"$1")" -ge "$2" ] && return 0
+		sleep 0.05
+		_n=$((_n + 1))
+	done
+	return 1
+}
+
+# --- watch: human lines ---------------------------------------------------------
+$SHMCTL watch "$W" --count 2 --timeout 20 >"$T_TMP/w1" 2>"$T_TMP/w1.err" &
+WPID=$!
+pass "watch says on stderr that it watches" wait_watching "$T_TMP/w1.err"
+t_json "stat: the watcher (read-only) is not in the reader table" "j['readers'] == []" shmctl stat "$W" --json
+run shmctl set -q "$W" recompile_limit=16
+run shmctl set -q "$W" job_id=abc verbose=true
+wait $WPID
+WRC=$?
+pass "watch --count 2: exit 0 after two commits" test "$WRC" = 0
+pass "watch: one line per commit: generation, committer, old -> new" pyeval '
+import re
+l = open(a[0]).read().splitlines()
+(len(l) == 2 and
+ re.fullmatch(r"generation 2  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d  pid \d+ uid %s: torch\._dynamo\.config\.recompile_limit: 8 -> 16" % a[1], l[0]) is not None and
+ re.fullmatch(r"generation 3  .*  pid \d+ uid %s: torch\.compiler\.config\.job_id: null -> \"abc\", torch\._dynamo\.config\.verbose: false -> true" % a[1], l[1]) is not None)' \
+	"$T_TMP/w1" "$(id -u)"
+pass "watch: nothing else on stderr" test "$(cat "$T_TMP/w1.err")" = "shmctl: watching '$W' from generation 1"
+
+# --- watch --json, and a source-only change -------------------------------------------
+$SHMCTL watch "$W" --json --count 2 --timeout 20 >"$T_TMP/w2" 2>"$T_TMP/w2.err" &
+WPID=$!
+wait_watching "$T_TMP/w2.err"
+run shmctl set -q "$W" "$CMP.recompile_limit=17"
+run shmctl set -q "$W" --knob force_disable_caches=false
+wait $WPID
+pass "watch --json: exit 0" test $? = 0
+pass "watch --json: one JSON object per commit" pyeval '
+l = [json.loads(x) for x in open(a[0]).read().splitlines()]
+(len(l) == 2 and [o["generation"] for o in l] == [4, 5] and all(o["missed"] == 0 for o in l) and
+ all(o["uid"] == int(a[1]) and o["pid"] > 0 and o["time"].endswith("Z") for o in l) and
+ l[0]["changes"] == [{"name": "torch._dynamo.config.recompile_limit", "old": 16, "new": 17,
+                      "old_source": "user", "new_source": "user"}] and
+ l[1]["changes"] == [{"name": "torch.compiler.config.force_disable_caches", "old": False, "new": False,
+                      "old_source": "default", "new_source": "knob"}])' "$T_TMP/w2" "$(id -u)"
+
+# --- missed commits --------------------------------------------------------------
+$SHMCTL watch "$W" --count 4 --timeout 20 >"$T_TMP/w3" 2>"$T_TMP/w3.err" &
+WPID=$!
+wait_watching "$T_TMP/w3.err"
+kill -STOP $WPID
+run shmctl set -q "$W" recompile_limit=1
+run shmctl set -q "$W" recompile_limit=2
+run shmctl set -q "$W" recompile_limit=3
+kill -CONT $WPID
+wait_lines "$T_TMP/w3" 2
+run shmctl set -q "$W" recompile_limit=4
+wait $WPID
+pass "watch: exit 0 when the count is reached across missed commits" test $? = 0
+pass "watch: says it missed commits, then the net change" pyeval '
+l = open(a[0]).read().splitlines()
+(len(l) == 3 and l[0] == "missed 2 commits (generations 6..7)" and
+ l[1].startswith("generation 8  ") and l[1].endswith(": torch._dynamo.config.recompile_limit: 17 -> 3") and
+ l[2].startswith("generation 9  ") and l[2].endswith(": torch._dynamo.config.recompile_limit: 3 -> 4"))' "$T_TMP/w3"
+
+# --- --timeout --------------------------------------------------------------------
+t_out "watch --timeout without --count: exit 0, nothing printed" "" shmctl watch "$W" --timeout 0.3 --quiet
+pass "watch --quiet: nothing on stderr" test -z "$ERR"
+t_rc "watch --timeout with --count not reached: exit 1" 1 shmctl watch "$W" --timeout 0.3 --count 1
+pass "(and nothing printed)" test -z "$OUT"
+$SHMCTL watch "$W" >"$T_TMP/w4" 2>"$T_TMP/w4.err" &
+WPID=$!
+wait_watching "$T_TMP/w4.err"
+kill -TERM $WPID
+wait $WPID
+pass "watch without --count ends on SIGTERM with exit 0" test $? = 0
+
+# --- attached processes, dead readers: ls, stat, check, gc ------------------------
+# blocked_load TAG: a load waiting for its input (a pipe that stays open)
+# is attached read-write; its pid in $!, the writer's in $T_TMP/writer.TAG
+blocked_load() {
+	sh -c 'echo $$ >"$1"; exec sleep 60' sh "$T_TMP/writer.$1" 2>/dev/null |
+		$SHMCTL load "$W" - >/dev/null 2>&1 &
+}
+# end_writers: stop the sleeping writers of the blocked loads (also at exit)
+end_writers() {
+	for f in "$T_TMP"/writer.*; do
+		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
+		rm -f "$f"
+	done
+	return 0
+}
+trap 'end_writers; t_cleanup' EXIT
+blocked_load 1
+D1=$!
+blocked_load 2
+D2=$!
+pass "a load waiting on a pipe is attached" wait_attached $D1
+wait_attached $D2
+t_json "ls counts the attached processes" \
+	"[(s['readers'], sorted(s['pids'])) for s in j if s['name'] == '$W'] == [(2, sorted([$D1, $D2]))]" shmctl ls --json
+t_json "stat --json: both alive in the reader table" "
+sorted(r['pid'] for r in j['readers'] if r['alive']) == sorted([$D1, $D2])" shmctl stat "$W" --json
+kill -KILL $D1 $D2
+end_writers # before wait: a shell may wait for the whole pipeline
+wait $D1 2>/dev/null
+wait $D2 2>/dev/null
+t_json "stat --json: the killed readers are listed as not alive" "
+sorted(r['pid'] for r in j['readers'] if not r['alive']) == sorted([$D1, $D2]) and
+all(isinstance(r['pins'], list) for r in j['readers'])" shmctl stat "$W" --json
+run shmctl stat "$W"
+pass "stat (human): the reader table" pyeval '
+t = a[0]
+("ENTRY  PID" in t and any(x.split()[1:3] == [a[1], "no"] for x in t.splitlines() if x[:1].isdigit()))' "$OUT" "$D1"
+t_json "check --json: dead readers are notes, not problems" "
+j['ok'] is True and j['problems'] == [] and len(j['notes']) == 2 and all('shmctl gc' in n for n in j['notes'])" \
+	shmctl check "$W" --json
+t_json "gc --json reclaims both" "sorted(r['pid'] for r in j['reclaimed']) == sorted([$D1, $D2])" \
+	shmctl gc "$W" --json
+t_json "stat --json: the table is empty again" "j['readers'] == []" shmctl stat "$W" --json
+t_out "gc again: nothing to reclaim" "$W: nothing to reclaim" shmctl gc "$W"
+blocked_load 3
+D1=$!
+wait_attached $D1
+kill -KILL $D1
+end_writers
+wait $D1 2>/dev/null
+t_out "gc (human) says what it reclaimed" "reclaimed reader entry 0 (pid $D1)
+$W: reclaimed 1 reader entry of dead processes" shmctl gc "$W"
+
+# --- check -----------------------------------------------------------------------
+t_out "check of a sound segment" "$W: sound (generation 9)" shmctl check "$W"
+# the header as lib/internal.h lays it out (layout version 1): slots_off at
+# byte 72, slot_size at 80, cells_off at 88, nslots at 68
+corrupt_cells() {
+	"$PYTHON" - "/dev/shm/shmcfg.$1" <<'EOF'
+import struct, sys
+with open(sys.argv[1], "r+b") as f:
+    h = f.read(96)
+    version, = struct.unpack_from("<I", h, 8)
+    if version != 1:
+        sys.exit(2)
+    nslots, = struct.unpack_from("<I", h, 68)
+    slots_off, slot_size, cells_off = struct.unpack_from("<QQQ", h, 72)
+    for s in range(nslots):
+        off = slots_off + s * slot_size + cells_off
+        f.seek(off)
+        b = bytearray(f.read(8))
+        b[0] ^= 0x55
+        f.seek(off)
+        f.write(bytes(b))
+EOF
+}
+run shmctl create -q "$C"
+run shmctl set -q "$C" recompile_limit=5
+corrupt_cells "$C"
+case $? in
+	0)
+		run shmctl check "$C"
+		pass "check of damaged cells: exit 1, the problems listed" pyeval '
+l = a[0].splitlines()
+(a[1] == "1" and l[-1].startswith(a[2] + ": ") and l[-1].endswith("problems") and
+ any(x.startswith("problem: slot ") and "checksum" in x for x in l))' "$OUT" "$RC" "$C"
+		t_json "check --json of damaged cells" '
+j["ok"] is False and len(j["problems"]) >= 2 and any("checksum" in p for p in j["problems"])' \
+			sh -c "$SHMCTL check $C --json; exit 0" ;;
+	*)
+		skip "the segment's layout is not version 1"
+		skip "the segment's layout is not version 1" ;;
+esac
+run shmctl create -q --force "$C"
+printf 'XXXXXXXX' | dd of="/dev/shm/shmcfg.$C" bs=1 seek=0 conv=notrunc 2>/dev/null
+run shmctl check "$C"
+pass "check of a segment with a bad magic: exit 1, one problem" pyeval '
+l = a[0].splitlines()
+(a[1] == "1" and len(l) == 2 and l[0].startswith("problem: ") and "not a shmcfg segment" in l[0] and
+ l[1] == a[2] + ": 1 problem")' "$OUT" "$RC" "$C"
+t_errmatch "get on a segment with a bad magic: one error line" 1 "not a shmcfg segment" shmctl get "$C" job_id
+t_json "ls lists the damaged segment with its error" "
+[s['error'] is not None and 'not a shmcfg segment' in s['error'] for s in j if s['name'] == '$C'] == [True]" \
+	shmctl ls --json
+run shmctl create -q --force "$C"
+truncate -s 8192 "/dev/shm/shmcfg.$C"
+run shmctl check "$C" --json
+pass "check of a truncated segment: exit 1" test "$RC" = 1 && jcheck "$T_TMP/out" '
+j["ok"] is False and len(j["problems"]) == 1 and "truncated" in j["problems"][0]'
+t_errmatch "show on a truncated segment: one error line" 1 "truncated" shmctl show "$C"
+t_done

@@ -1,0 +1,793 @@
+/*
+ * shmctl: the read commands about options: ls, show, get, describe. Each
+ * attaches read-only, so a user who may only read a segment can use them.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "shmctl.h"
+
+#define SHM_DIR "/dev/shm"
+#define SHM_PREFIX "shmcfg."
+
+/* ------------------------------------------------------------------ */
+/* ls                                                                 */
+/* ------------------------------------------------------------------ */
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* What ls learns of one segment. Plain data: it crosses a pipe. */
+struct probe {
+	bool ok;
+	char err[400];
+	uint64_t generation, created_ns;
+	uint32_t nopts, alive, npids;
+	int32_t pids[64];
+};
+
+static void probe_segment(const char *name, struct probe *p)
+{
+	memset(p, 0, sizeof *p);
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &h);
+	shmcfg_info *info = r ? NULL : malloc(sizeof *info);
+	if (!r && (!info || (r = shmcfg_stat(h, info))))
+		r = r ? r : -ENOMEM;
+	if (r) {
+		const char *det = shmcfg_errdetail();
+		size_t nl = strlen(name);
+		if (r == -EACCES)
+			snprintf(p->err, sizeof p->err, "permission denied");
+		else if (det && *det) /* without the "NAME: ": the row shows it */
+			snprintf(p->err, sizeof p->err, "%s",
+				 !strncmp(det, name, nl) && det[nl] == ':' && det[nl + 1] ? det + nl + 2 : det);
+		else
+			snprintf(p->err, sizeof p->err, "%s", shmcfg_strerror(r));
+	} else {
+		struct reader_list rl = {0};
+		p->ok = true;
+		p->generation = info->generation;
+		p->nopts = info->nopts;
+		p->created_ns = info->create_time_ns;
+		shmcfg_readers(h, collect_reader, &rl);
+		for (size_t k = 0; k < rl.n; k++) {
+			if (!rl.r[k].alive)
+				continue;
+			p->alive++;
+			if (p->npids < sizeof p->pids / sizeof p->pids[0])
+				p->pids[p->npids++] = rl.r[k].pid;
+		}
+		free(rl.r);
+	}
+	free(info);
+	shmcfg_close(h);
+}
+
+/*
+ * ls reads every segment of the host, also ones that nobody named and that
+ * may be damaged in ways the library does not survive: each is read in a
+ * child process, so that one bad segment costs its own row, not the listing.
+ */
+struct probe_set {
+	char **names;
+	struct probe *probes;
+	size_t n;
+};
+
+static void probe_set_free(struct probe_set *ps)
+{
+	for (size_t i = 0; i < ps->n; i++)
+		free(ps->names[i]);
+	free(ps->names);
+	free(ps->probes);
+}
+
+static void probe_isolated(struct probe_set *ps, size_t i)
+{
+	const char *name = ps->names[i];
+	struct probe *p = &ps->probes[i];
+	int fds[2];
+	if (pipe(fds) < 0) {
+		probe_segment(name, p);
+		return;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		probe_segment(name, p);
+		return;
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		probe_segment(name, p);
+		const char *b = (const char *)p;
+		size_t left = sizeof *p;
+		while (left) {
+			ssize_t w = write(fds[1], b, left);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				_exit(1);
+			b += w;
+			left -= (size_t)w;
+		}
+		probe_set_free(ps); /* what the parent owns: for leak checkers */
+		_exit(0);
+	}
+	close(fds[1]);
+	size_t got = 0;
+	while (got < sizeof *p) {
+		ssize_t k = read(fds[0], (char *)p + got, sizeof *p - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	close(fds[0]);
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (got == sizeof *p && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return;
+	memset(p, 0, sizeof *p);
+	if (WIFSIGNALED(status))
+		snprintf(p->err, sizeof p->err, "reading it crashed (signal %d, %s): the segment is damaged",
+			 WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else
+		snprintf(p->err, sizeof p->err, "reading it failed (exit status %d): the segment is damaged",
+			 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+int cmd_ls(int argc, char **argv)
+{
+	bool json = false;
+	int ec = 0;
+	if (simple_args(argc, argv, &json, NULL, 0, &ec))
+		return ec;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	DIR *d = opendir(SHM_DIR);
+	if (!d && errno != ENOENT)
+		return fail("%s: %s", SHM_DIR, strerror(errno));
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (strncmp(e->d_name, SHM_PREFIX, strlen(SHM_PREFIX)) || !e->d_name[strlen(SHM_PREFIX)])
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			char **nn = realloc(names, cap * sizeof *nn);
+			if (!nn)
+				break;
+			names = nn;
+		}
+		names[n] = strdup(e->d_name + strlen(SHM_PREFIX));
+		if (names[n])
+			n++;
+	}
+	if (d)
+		closedir(d);
+	if (n)
+		qsort(names, n, sizeof *names, cmp_str);
+
+	static const char *const hdr[] = {"NAME", "SIZE", "GENERATION", "OPTIONS", "ATTACHED", "OWNER", "MODE", "CREATED"};
+	/* every segment first, before any output is built */
+	struct probe_set ps = {names, calloc(n ? n : 1, sizeof *ps.probes), n};
+	if (!ps.probes) {
+		probe_set_free(&ps);
+		return fail("out of memory");
+	}
+	for (size_t i = 0; i < n; i++)
+		probe_isolated(&ps, i);
+	struct table *t = json ? NULL : table_new(8, hdr);
+	json_t *arr = json ? json_array() : NULL;
+	for (size_t i = 0; i < n; i++) {
+		const struct probe *p = &ps.probes[i];
+		char path[512], size[32] = "-", gen[32] = "-", nopts[16] = "-", att[16] = "-",
+				 owner[64] = "-", mode[16] = "-", created[40] = "-";
+		struct stat st;
+		snprintf(path, sizeof path, "%s/%s%s", SHM_DIR, SHM_PREFIX, names[i]);
+		bool have_st = stat(path, &st) == 0;
+		if (have_st) {
+			human_size((uint64_t)st.st_size, size, sizeof size);
+			user_name(st.st_uid, owner, sizeof owner);
+			snprintf(mode, sizeof mode, "%04o", (unsigned)(st.st_mode & 07777));
+		}
+		if (p->ok) {
+			snprintf(gen, sizeof gen, "%llu", (unsigned long long)p->generation);
+			snprintf(nopts, sizeof nopts, "%u", p->nopts);
+			snprintf(att, sizeof att, "%u", p->alive);
+			time_local(p->created_ns, created, sizeof created);
+		}
+		if (json) {
+			json_t *o = json_object();
+			json_object_set_new(o, "name", json_string(names[i]));
+			json_object_set_new(o, "size", have_st ? json_integer(st.st_size) : json_null());
+			json_object_set_new(o, "uid", have_st ? json_integer(st.st_uid) : json_null());
+			json_object_set_new(o, "mode", have_st ? json_string(mode) : json_null());
+			if (p->ok) {
+				json_t *pids = json_array();
+				for (uint32_t k = 0; k < p->npids; k++)
+					json_array_append_new(pids, json_integer(p->pids[k]));
+				json_object_set_new(o, "generation", json_integer((json_int_t)p->generation));
+				json_object_set_new(o, "options", json_integer(p->nopts));
+				json_object_set_new(o, "readers", json_integer(p->alive));
+				json_object_set_new(o, "pids", pids);
+				json_object_set_new(o, "created_ns", json_integer((json_int_t)p->created_ns));
+				json_object_set_new(o, "error", json_null());
+			} else {
+				json_object_set_new(o, "generation", json_null());
+				json_object_set_new(o, "options", json_null());
+				json_object_set_new(o, "readers", json_null());
+				json_object_set_new(o, "pids", json_array());
+				json_object_set_new(o, "created_ns", json_null());
+				json_object_set_new(o, "error", json_string(p->err));
+			}
+			json_array_append_new(arr, o);
+		} else {
+			const char *cells[] = {names[i], size, gen, nopts, att, owner, mode, created};
+			table_row(t, cells);
+			if (!p->ok) {
+				char note[440];
+				snprintf(note, sizeof note, "error: %s", p->err);
+				table_note(t, note);
+				table_color(t, 0, C_RED);
+			}
+		}
+	}
+	probe_set_free(&ps);
+	if (json)
+		return json_print(arr, false);
+	table_print(t);
+	return EXIT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* show                                                               */
+/* ------------------------------------------------------------------ */
+
+struct named {
+	const char *name;
+	shmcfg_opt opt;
+};
+
+static int cmp_named(const void *a, const void *b)
+{
+	return strcmp(((const struct named *)a)->name, ((const struct named *)b)->name);
+}
+
+static bool has_glob(const char *p)
+{
+	return strpbrk(p, "*?[") != NULL;
+}
+
+/* PATTERN: a glob on the full name or on a dotted suffix of it; or a substring. */
+static bool pattern_match(const char *pat, const char *name)
+{
+	if (!has_glob(pat))
+		return strstr(name, pat) != NULL;
+	if (fnmatch(pat, name, 0) == 0)
+		return true;
+	for (const char *p = name; (p = strchr(p, '.')); p++)
+		if (fnmatch(pat, p + 1, 0) == 0)
+			return true;
+	return false;
+}
+
+/* The option's default as shown: the final target's. */
+static void final_info(shmcfg *h, const shmcfg_optinfo *oi, shmcfg_optinfo *fi)
+{
+	if (oi->alias_final == SHMCFG_NO_OPT || shmcfg_opt_info(h, oi->alias_final, fi))
+		*fi = *oi;
+}
+
+/* Take a snapshot and, for it, every option's is_default: retried until the
+ * generation did not move meanwhile, so both belong to one generation. */
+static int snapshot_with_defaults(shmcfg *h, shmcfg_snapshot **snap, bool *isdef)
+{
+	uint32_t n = shmcfg_count(h);
+	for (int round = 0;; round++) {
+		int r = shmcfg_snapshot_acquire(h, snap);
+		if (r)
+			return fail_lib(r, shmcfg_name(h));
+		uint64_t gen = shmcfg_snapshot_generation(*snap);
+		for (uint32_t i = 0; i < n; i++) {
+			r = shmcfg_is_default(h, i);
+			isdef[i] = r == 1;
+		}
+		if (shmcfg_generation(h) == gen || round >= 20)
+			return 0;
+		shmcfg_snapshot_release(*snap);
+	}
+}
+
+int cmd_show(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"non-default", no_argument, NULL, 'n'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"json", no_argument, NULL, 'J'},
+		{"names", no_argument, NULL, 'N'}, /* hidden: for bash completion */
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool nondef = false, verbose = false, json = false, names_only = false;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":hnv", opts, &ec)) != -1) {
+		switch (c) {
+		case -2:
+			return ec;
+		case 'n':
+			nondef = true;
+			break;
+		case 'v':
+			verbose = true;
+			break;
+		case 'J':
+			json = true;
+			break;
+		case 'N':
+			names_only = true;
+			break;
+		}
+	}
+	if (optind >= argc)
+		return usage_error("missing segment NAME");
+	if (argc - optind > 2)
+		return usage_error("unexpected argument '%s'", argv[optind + 2]);
+	const char *seg = argv[optind];
+	const char *pat = argc - optind > 1 ? argv[optind + 1] : NULL;
+	shmcfg *h;
+	if (open_segment(seg, true, &h))
+		return EXIT_FAIL;
+	uint32_t n = shmcfg_count(h);
+
+	if (names_only) {
+		/* every full name, then the short unique names */
+		for (uint32_t i = 0; i < n; i++)
+			puts(opt_name(h, i));
+		/* last parts that name one option (after aliases), each once:
+		 * sorted by last part, a run of equal ones must share a final */
+		struct named *lp = calloc(n ? n : 1, sizeof *lp);
+		for (uint32_t i = 0; lp && i < n; i++) {
+			const char *full = opt_name(h, i), *dot = strrchr(full, '.');
+			lp[i] = (struct named){dot ? dot + 1 : full, i};
+		}
+		if (lp)
+			qsort(lp, n, sizeof *lp, cmp_named);
+		for (uint32_t i = 0, j; lp && i < n; i = j) {
+			bool one = true;
+			shmcfg_optinfo a, b;
+			if (shmcfg_opt_info(h, lp[i].opt, &a))
+				a.alias_final = lp[i].opt;
+			for (j = i + 1; j < n && !strcmp(lp[j].name, lp[i].name); j++)
+				if (shmcfg_opt_info(h, lp[j].opt, &b) || b.alias_final != a.alias_final)
+					one = false;
+			if (one && strcmp(lp[i].name, opt_name(h, lp[i].opt)))
+				puts(lp[i].name);
+		}
+		free(lp);
+		shmcfg_close(h);
+		return EXIT_OK;
+	}
+
+	struct named *order = calloc(n ? n : 1, sizeof *order);
+	bool *isdef = calloc(n ? n : 1, sizeof *isdef);
+	if (!order || !isdef) {
+		free(order);
+		free(isdef);
+		shmcfg_close(h);
+		return fail("out of memory");
+	}
+	for (uint32_t i = 0; i < n; i++)
+		order[i] = (struct named){opt_name(h, i), i};
+	qsort(order, n, sizeof *order, cmp_named);
+
+	shmcfg_snapshot *snap;
+	if (snapshot_with_defaults(h, &snap, isdef)) {
+		free(order);
+		free(isdef);
+		shmcfg_close(h);
+		return EXIT_FAIL;
+	}
+	static const char *const hdr[] = {"NAME", "VALUE", "TYPE", "SOURCE", "DEFAULT"};
+	struct table *t = json ? NULL : table_new(5, hdr);
+	table_shrink(t, 1, 12);
+	table_shrink(t, 4, 12);
+	json_t *arr = json ? json_array() : NULL;
+	size_t matched = 0;
+	int rc = EXIT_OK;
+	for (uint32_t k = 0; k < n; k++) {
+		shmcfg_opt i = order[k].opt;
+		shmcfg_optinfo oi, fi;
+		if (shmcfg_opt_info(h, i, &oi))
+			continue;
+		if (pat && !pattern_match(pat, oi.name))
+			continue;
+		matched++;
+		if (nondef && isdef[i])
+			continue;
+		final_info(h, &oi, &fi);
+		shmcfg_value v;
+		int r = shmcfg_snapshot_get(snap, i, &v);
+		if (r) {
+			rc = fail_lib(r, oi.name);
+			break;
+		}
+		char tbuf[16];
+		if (json) {
+			json_t *o = json_object();
+			json_object_set_new(o, "name", json_string(oi.name));
+			json_object_set_new(o, "type", json_string(shmcfg_type_name(fi.type)));
+			json_object_set_new(o, "nullable", json_boolean(fi.flags & SHMCFG_F_NULLABLE));
+			json_object_set_new(o, "value", value_json(&v));
+			json_object_set_new(o, "default", value_json(&fi.def));
+			json_object_set_new(o, "source", json_string(shmcfg_source_name(v.source)));
+			json_object_set_new(o, "is_default", json_boolean(isdef[i]));
+			json_object_set_new(o, "alias", oi.alias != SHMCFG_NO_OPT
+								? json_string(opt_name(h, oi.alias_final))
+								: json_null());
+			json_object_set_new(o, "hash_ignored", json_boolean(fi.flags & SHMCFG_F_HASH_IGNORED));
+			json_object_set_new(o, "deprecated",
+					    oi.deprecated ? json_string(oi.deprecated) : json_null());
+			json_object_set_new(o, "doc", json_string(oi.doc ? oi.doc : ""));
+			json_array_append_new(arr, o);
+		} else {
+			char *val = value_text(&v), *def = value_text(&fi.def);
+			const char *cells[] = {oi.name, val ? val : "?",
+					       type_label(fi.type, fi.flags & SHMCFG_F_NULLABLE, tbuf, sizeof tbuf),
+					       shmcfg_source_name(v.source), def ? def : "?"};
+			table_row(t, cells);
+			if (!isdef[i])
+				table_color(t, 1, C_BOLD);
+			table_color(t, 3, source_color(v.source));
+			if (verbose) {
+				char *note = NULL;
+				const char *doc = oi.doc && *oi.doc ? oi.doc : "(no doc)";
+				if (oi.alias != SHMCFG_NO_OPT) {
+					if (asprintf(&note, "alias of %s\n%s", opt_name(h, oi.alias_final), doc) < 0)
+						note = NULL;
+				}
+				table_note(t, note ? note : doc);
+				free(note);
+			}
+			free(val);
+			free(def);
+		}
+	}
+	shmcfg_snapshot_release(snap);
+	if (rc == EXIT_OK && pat && matched == 0)
+		rc = fail("no option matches '%s' in segment '%s'", pat, seg);
+	if (json) {
+		if (rc == EXIT_OK)
+			rc = json_print(arr, false);
+		else
+			json_decref(arr);
+	} else if (rc == EXIT_OK)
+		table_print(t);
+	else
+		table_free(t); /* nothing printed on failure */
+	free(order);
+	free(isdef);
+	shmcfg_close(h);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* get, describe                                                      */
+/* ------------------------------------------------------------------ */
+
+int cmd_get(int argc, char **argv)
+{
+	bool json = false;
+	const char *pos[2];
+	int ec = 0;
+	if (simple_args(argc, argv, &json, pos, 2, &ec))
+		return ec;
+	shmcfg *h;
+	if (open_segment(pos[0], true, &h))
+		return EXIT_FAIL;
+	shmcfg_opt opt;
+	shmcfg_snapshot *snap = NULL;
+	shmcfg_value v;
+	int rc = resolve_option(h, pos[1], &opt), r;
+	if (rc == 0 && (r = shmcfg_snapshot_acquire(h, &snap)))
+		rc = fail_lib(r, pos[0]);
+	if (rc == 0 && (r = shmcfg_snapshot_get(snap, opt, &v)))
+		rc = fail_lib(r, opt_name(h, opt));
+	if (rc == 0) {
+		char *text;
+		if (json && !v.is_null && v.type == SHMCFG_FLOAT && !isfinite(v.u.f)) {
+			json_t *j = value_json(&v); /* "nan", as a dump writes it */
+			text = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+			json_decref(j);
+		} else
+			text = json ? value_text(&v) : value_raw(&v);
+		if (text)
+			puts(text);
+		else
+			rc = fail("out of memory");
+		free(text);
+	}
+	shmcfg_snapshot_release(snap);
+	shmcfg_close(h);
+	return rc;
+}
+
+/* NUL-separated list of n names as a JSON array / ", "-joined text. */
+static json_t *names_json(const char *list, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; list && i < n; i++, list += strlen(list) + 1)
+		json_array_append_new(a, json_string(list));
+	return a;
+}
+
+static char *names_text(const char *list, size_t n)
+{
+	size_t len = 1;
+	const char *p = list;
+	for (size_t i = 0; p && i < n; i++, p += strlen(p) + 1)
+		len += strlen(p) + 2;
+	char *out = malloc(len);
+	if (!out)
+		return NULL;
+	out[0] = 0;
+	p = list;
+	for (size_t i = 0; p && i < n; i++, p += strlen(p) + 1) {
+		if (i)
+			strcat(out, ", ");
+		strcat(out, p);
+	}
+	return out;
+}
+
+int cmd_describe(int argc, char **argv)
+{
+	bool json = false;
+	const char *pos[2];
+	int ec = 0;
+	if (simple_args(argc, argv, &json, pos, 2, &ec))
+		return ec;
+	shmcfg *h;
+	if (open_segment(pos[0], true, &h))
+		return EXIT_FAIL;
+	shmcfg_opt opt;
+	if (resolve_option(h, pos[1], &opt)) {
+		shmcfg_close(h);
+		return EXIT_FAIL;
+	}
+	uint32_t n = shmcfg_count(h);
+	shmcfg_optinfo oi, fi;
+	shmcfg_snapshot *snap;
+	int r;
+	if ((r = shmcfg_opt_info(h, opt, &oi)) || (r = shmcfg_snapshot_acquire(h, &snap))) {
+		shmcfg_close(h);
+		return fail_lib(r, pos[1]);
+	}
+	final_info(h, &oi, &fi);
+	shmcfg_opt fin = oi.alias_final;
+	shmcfg_value v;
+	if ((r = shmcfg_snapshot_get(snap, opt, &v))) {
+		shmcfg_snapshot_release(snap);
+		shmcfg_close(h);
+		return fail_lib(r, oi.name);
+	}
+	int isdef = shmcfg_is_default(h, opt);
+	static const shmcfg_source layers[] = {SHMCFG_SRC_DEFAULT, SHMCFG_SRC_KNOB, SHMCFG_SRC_ENV_DEFAULT,
+					       SHMCFG_SRC_USER, SHMCFG_SRC_ENV_FORCE};
+	json_t *o = json_object();
+	json_t *jl = json_object();
+	char tbuf[16];
+	json_object_set_new(o, "name", json_string(oi.name));
+	json_object_set_new(o, "type", json_string(shmcfg_type_name(fi.type)));
+	json_object_set_new(o, "nullable", json_boolean(fi.flags & SHMCFG_F_NULLABLE));
+	json_object_set_new(o, "value", value_json(&v));
+	json_object_set_new(o, "source", json_string(shmcfg_source_name(v.source)));
+	json_object_set_new(o, "default", value_json(&fi.def));
+	json_object_set_new(o, "is_default", json_boolean(isdef == 1));
+	json_object_set_new(o, "generation", json_integer((json_int_t)shmcfg_snapshot_generation(snap)));
+	/* the layers of the final target: set ones with their value */
+	char layer_text[2048] = "";
+	size_t lt = 0;
+	for (size_t k = 0; k < sizeof layers / sizeof layers[0]; k++) {
+		shmcfg_value lv;
+		r = shmcfg_snapshot_layer(snap, fin, layers[k], &lv);
+		if (r < 0)
+			continue; /* the option has no such layer */
+		const char *ln = shmcfg_source_name(layers[k]);
+		if (r == 1) {
+			json_object_set_new(jl, ln, json_null());
+			continue;
+		}
+		json_t *lj = json_object();
+		json_object_set_new(lj, "value", value_json(&lv));
+		json_object_set(jl, ln, lj);
+		json_decref(lj);
+		char *tv = value_text(&lv);
+		if (lt < sizeof layer_text)
+			lt += (size_t)snprintf(layer_text + lt, sizeof layer_text - lt, "%s%s=%s",
+					       lt ? "  " : "", ln, tv ? tv : "?");
+		free(tv);
+	}
+	json_object_set_new(o, "layers", jl);
+	json_t *jflags = json_array();
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} flagnames[] = {
+		{SHMCFG_F_NULLABLE, "nullable"},         {SHMCFG_F_HASH_IGNORED, "hash_ignored"},
+		{SHMCFG_F_SAVE_IGNORED, "save_ignored"}, {SHMCFG_F_DEPRECATED, "deprecated"},
+		{SHMCFG_F_PRIVATE, "private"},
+	};
+	char flag_text[128] = "";
+	for (size_t k = 0; k < sizeof flagnames / sizeof flagnames[0]; k++)
+		if ((fi.flags | oi.flags) & flagnames[k].bit) {
+			json_array_append_new(jflags, json_string(flagnames[k].name));
+			if (strlen(flag_text) + strlen(flagnames[k].name) + 3 < sizeof flag_text) {
+				if (*flag_text)
+					strcat(flag_text, ", ");
+				strcat(flag_text, flagnames[k].name);
+			}
+		}
+	json_object_set_new(o, "flags", jflags);
+	json_object_set_new(o, "env_default", names_json(fi.env_default, fi.n_env_default));
+	json_object_set_new(o, "env_force", names_json(fi.env_force, fi.n_env_force));
+	json_object_set_new(o, "knob", fi.knob ? json_string(fi.knob) : json_null());
+	json_object_set_new(o, "alias", oi.alias != SHMCFG_NO_OPT ? json_string(opt_name(h, oi.alias)) : json_null());
+	json_object_set_new(o, "alias_final",
+			    oi.alias != SHMCFG_NO_OPT ? json_string(opt_name(h, fin)) : json_null());
+	json_t *aliases = json_array();
+	for (uint32_t i = 0; i < n; i++) {
+		shmcfg_optinfo ai;
+		if (i != fin && !shmcfg_opt_info(h, i, &ai) && ai.alias_final == fin)
+			json_array_append_new(aliases, json_string(ai.name));
+	}
+	json_object_set_new(o, "aliases", aliases);
+	json_object_set_new(o, "min", fi.has_min ? value_json(&fi.min) : json_null());
+	json_object_set_new(o, "max", fi.has_max ? value_json(&fi.max) : json_null());
+	json_t *choices = json_array();
+	for (const char *it = NULL; (it = shmcfg_list_next(&fi.choices, it));)
+		json_array_append_new(choices, json_string(it));
+	json_object_set_new(o, "choices", choices);
+	json_t *implies = json_array();
+	for (size_t k = 0; k < fi.n_implies; k++) {
+		shmcfg_opt tgt;
+		shmcfg_value iv;
+		if (shmcfg_opt_implies(h, fin, k, &tgt, &iv))
+			continue;
+		json_t *e = json_object();
+		json_object_set_new(e, "option", json_string(opt_name(h, tgt)));
+		json_object_set_new(e, "value", value_json(&iv));
+		json_array_append_new(implies, e);
+	}
+	json_object_set_new(o, "implies", implies);
+	json_t *implied_by = json_array();
+	for (uint32_t i = 0; i < n; i++) {
+		shmcfg_optinfo ii;
+		if (shmcfg_opt_info(h, i, &ii))
+			continue;
+		for (size_t k = 0; k < ii.n_implies; k++) {
+			shmcfg_opt tgt;
+			shmcfg_value iv;
+			if (shmcfg_opt_implies(h, i, k, &tgt, &iv) || tgt != fin)
+				continue;
+			json_t *e = json_object();
+			json_object_set_new(e, "option", json_string(ii.name));
+			json_object_set_new(e, "value", value_json(&iv));
+			json_array_append_new(implied_by, e);
+		}
+	}
+	json_object_set_new(o, "implied_by", implied_by);
+	json_object_set_new(o, "deprecated", fi.deprecated ? json_string(fi.deprecated)
+				: oi.deprecated ? json_string(oi.deprecated) : json_null());
+	json_object_set_new(o, "doc", json_string(oi.doc ? oi.doc : ""));
+	shmcfg_snapshot_release(snap);
+
+	if (json) {
+		shmcfg_close(h);
+		return json_print(o, false);
+	}
+	/* human form: from the JSON object, so both always agree */
+	printf("%s%s%s\n", color(C_BOLD), oi.name, color(C_RESET));
+	char *vt = value_text(&v), *dt = value_text(&fi.def);
+	kv("type", type_label(fi.type, fi.flags & SHMCFG_F_NULLABLE, tbuf, sizeof tbuf), NULL);
+	kv("value", vt ? vt : "?", isdef == 1 ? NULL : C_BOLD);
+	kv("source", shmcfg_source_name(v.source), source_color(v.source));
+	kv("default", dt ? dt : "?", NULL);
+	free(vt);
+	free(dt);
+	kv("layers", *layer_text ? layer_text : "-", NULL);
+	if (*flag_text)
+		kv("flags", flag_text, NULL);
+	if (oi.alias != SHMCFG_NO_OPT)
+		kv("alias of", opt_name(h, fin), C_BLUE);
+	char *aliases_txt = NULL;
+	size_t na = json_array_size(json_object_get(o, "aliases"));
+	if (na) {
+		json_t *a = json_object_get(o, "aliases");
+		size_t len = 1;
+		for (size_t k = 0; k < na; k++)
+			len += strlen(json_string_value(json_array_get(a, k))) + 2;
+		aliases_txt = calloc(1, len);
+		for (size_t k = 0; aliases_txt && k < na; k++) {
+			if (k)
+				strcat(aliases_txt, ", ");
+			strcat(aliases_txt, json_string_value(json_array_get(a, k)));
+		}
+		if (aliases_txt)
+			kv("aliases", aliases_txt, NULL);
+		free(aliases_txt);
+	}
+	if (fi.n_env_default) {
+		char *s = names_text(fi.env_default, fi.n_env_default);
+		kv("env_default", s ? s : "?", NULL);
+		free(s);
+	}
+	if (fi.n_env_force) {
+		char *s = names_text(fi.env_force, fi.n_env_force);
+		kv("env_force", s ? s : "?", NULL);
+		free(s);
+	}
+	if (fi.knob)
+		kv("knob", fi.knob, NULL);
+	if (fi.has_min) {
+		char *s = value_text(&fi.min);
+		kv("min", s ? s : "?", NULL);
+		free(s);
+	}
+	if (fi.has_max) {
+		char *s = value_text(&fi.max);
+		kv("max", s ? s : "?", NULL);
+		free(s);
+	}
+	if (fi.choices.u.list.count && !fi.choices.is_null) {
+		char *s = value_text(&fi.choices);
+		kv("choices", s ? s : "?", NULL);
+		free(s);
+	}
+	for (int which = 0; which < 2; which++) {
+		json_t *a = json_object_get(o, which ? "implied_by" : "implies");
+		for (size_t k = 0; k < json_array_size(a); k++) {
+			json_t *e = json_array_get(a, k);
+			char *val = json_dumps(json_object_get(e, "value"), JSON_ENCODE_ANY | JSON_COMPACT);
+			char line[1024];
+			if (which) /* the implier, and what it sets this option to while true */
+				snprintf(line, sizeof line, "%s (while true: %s)",
+					 json_string_value(json_object_get(e, "option")), val ? val : "?");
+			else
+				snprintf(line, sizeof line, "%s=%s",
+					 json_string_value(json_object_get(e, "option")), val ? val : "?");
+			kv(k ? "" : which ? "implied by" : "implies", line, NULL);
+			free(val);
+		}
+	}
+	json_t *dep = json_object_get(o, "deprecated");
+	if (json_is_string(dep))
+		kv("deprecated", json_string_value(dep), C_RED);
+	printf("  %sdoc%s\n", color(C_BOLD), color(C_RESET));
+	const char *doc = oi.doc && *oi.doc ? oi.doc : "(none)";
+	while (*doc) {
+		const char *nl = strchr(doc, '\n');
+		size_t l = nl ? (size_t)(nl - doc) : strlen(doc);
+		printf("    %.*s\n", (int)l, doc);
+		doc += l + (nl ? 1 : 0);
+	}
+	json_decref(o);
+	shmcfg_close(h);
+	return EXIT_OK;
+}

@@ -1,0 +1,749 @@
+/*
+ * shmctl: the read commands about a segment as a whole: stat, hash, check,
+ * dump, diff, and watch. Each attaches read-only.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shmctl.h"
+
+/* ------------------------------------------------------------------ */
+/* stat                                                               */
+/* ------------------------------------------------------------------ */
+
+static size_t pins_of(const struct reader_list *rl, uint64_t gen)
+{
+	size_t n = 0;
+	for (size_t i = 0; gen && i < rl->n; i++)
+		for (int k = 0; k < 4; k++)
+			n += rl->r[i].pins[k] == gen;
+	return n;
+}
+
+/* The options a commit changed, aliases left out (they follow their target). */
+static char *changed_names(shmcfg *h, const shmcfg_commit *c)
+{
+	if (c->generation == 1)
+		return strdup("(segment created)");
+	size_t len = 48;
+	for (uint32_t k = 0; k < c->nids; k++)
+		len += strlen(opt_name(h, c->ids[k])) + 2;
+	char *s = malloc(len);
+	if (!s)
+		return NULL;
+	s[0] = 0;
+	for (uint32_t k = 0; k < c->nids; k++) {
+		shmcfg_optinfo oi;
+		if (shmcfg_opt_info(h, c->ids[k], &oi) || oi.alias != SHMCFG_NO_OPT)
+			continue;
+		if (*s)
+			strcat(s, ", ");
+		strcat(s, oi.name);
+	}
+	if (c->nchanged > c->nids)
+		sprintf(s + strlen(s), "%s(%u more)", *s ? " " : "", c->nchanged - c->nids);
+	else if (!*s)
+		strcpy(s, "-");
+	return s;
+}
+
+int cmd_stat(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"commits", required_argument, NULL, 'c'},
+		{"json", no_argument, NULL, 'J'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool json = false;
+	uint64_t ncommits = 10;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":hc:", opts, &ec)) != -1) {
+		if (c == -2)
+			return ec;
+		if (c == 'J')
+			json = true;
+		if (c == 'c' && (!parse_u64(optarg, &ncommits) || ncommits > 1000))
+			return usage_error("--commits takes a number 0-1000, not '%s'", optarg);
+	}
+	if (optind >= argc)
+		return usage_error("missing segment NAME");
+	if (argc - optind > 1)
+		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+	const char *seg = argv[optind];
+	shmcfg *h;
+	if (open_segment(seg, true, &h))
+		return EXIT_FAIL;
+	shmcfg_info *info = malloc(sizeof *info);
+	int r = info ? shmcfg_stat(h, info) : -ENOMEM;
+	if (r) {
+		free(info);
+		shmcfg_close(h);
+		return fail_lib(r, seg);
+	}
+	struct reader_list rl = {0};
+	shmcfg_readers(h, collect_reader, &rl);
+	char sh[33], ch[33], ctime_s[40], cutc[48];
+	hex16(info->schema_hash, sh);
+	hex16(info->config_hash, ch);
+	time_local(info->create_time_ns, ctime_s, sizeof ctime_s);
+	time_utc(info->create_time_ns, cutc, sizeof cutc);
+	/* the slot holding the current generation */
+	int cur_slot = -1;
+	for (uint32_t s = 0; s < info->nslots && s < 256; s++)
+		if (info->slot_gen[s] == info->generation)
+			cur_slot = (int)s;
+	/* recent commits, newest first */
+	shmcfg_commit *commits = calloc(ncommits ? ncommits : 1, sizeof *commits);
+	size_t nc = 0;
+	for (uint64_t g = info->generation; commits && g >= 1 && nc < ncommits; g--)
+		if (shmcfg_commit_info(h, g, &commits[nc]) == 0)
+			nc++;
+		else
+			break;
+
+	int rc = EXIT_OK;
+	if (json) {
+		json_t *o = json_object();
+		json_object_set_new(o, "name", json_string(seg));
+		json_object_set_new(o, "layout_version", json_integer(info->layout_version));
+		json_object_set_new(o, "generation", json_integer((json_int_t)info->generation));
+		json_object_set_new(o, "schema_hash", json_string(sh));
+		json_object_set_new(o, "config_hash", json_string(ch));
+		json_object_set_new(o, "size", json_integer((json_int_t)info->size));
+		json_object_set_new(o, "options", json_integer(info->nopts));
+		json_object_set_new(o, "heap_bytes", json_integer((json_int_t)info->heap_bytes));
+		json_object_set_new(o, "heap_used", json_integer((json_int_t)info->heap_used));
+		json_object_set_new(o, "reader_entries", json_integer(info->nreaders));
+		json_t *cr = json_object();
+		json_object_set_new(cr, "time", json_string(cutc));
+		json_object_set_new(cr, "time_ns", json_integer((json_int_t)info->create_time_ns));
+		json_object_set_new(cr, "uid", json_integer(info->create_uid));
+		json_object_set_new(cr, "pid", json_integer(info->create_pid));
+		json_object_set_new(o, "created", cr);
+		json_t *slots = json_array();
+		for (uint32_t s = 0; s < info->nslots && s < 256; s++) {
+			json_t *e = json_object();
+			json_object_set_new(e, "slot", json_integer(s));
+			json_object_set_new(e, "generation", json_integer((json_int_t)info->slot_gen[s]));
+			json_object_set_new(e, "pins", json_integer((json_int_t)pins_of(&rl, info->slot_gen[s])));
+			json_object_set_new(e, "current", json_boolean((int)s == cur_slot));
+			json_array_append_new(slots, e);
+		}
+		json_object_set_new(o, "slots", slots);
+		json_t *readers = json_array();
+		for (size_t i = 0; i < rl.n; i++) {
+			json_t *e = json_object(), *pins = json_array();
+			for (int k = 0; k < 4; k++)
+				if (rl.r[i].pins[k])
+					json_array_append_new(pins, json_integer((json_int_t)rl.r[i].pins[k]));
+			json_object_set_new(e, "index", json_integer(rl.r[i].index));
+			json_object_set_new(e, "pid", json_integer(rl.r[i].pid));
+			json_object_set_new(e, "alive", json_boolean(rl.r[i].alive));
+			json_object_set_new(e, "start_time", json_integer((json_int_t)rl.r[i].start_time));
+			json_object_set_new(e, "pins", pins);
+			json_array_append_new(readers, e);
+		}
+		json_object_set_new(o, "readers", readers);
+		json_t *cj = json_array();
+		for (size_t i = 0; i < nc; i++) {
+			json_t *e = json_object(), *names = json_array();
+			char ts[48];
+			time_utc(commits[i].time_ns, ts, sizeof ts);
+			for (uint32_t k = 0; k < commits[i].nids; k++)
+				json_array_append_new(names, json_string(opt_name(h, commits[i].ids[k])));
+			json_object_set_new(e, "generation", json_integer((json_int_t)commits[i].generation));
+			json_object_set_new(e, "time", json_string(ts));
+			json_object_set_new(e, "time_ns", json_integer((json_int_t)commits[i].time_ns));
+			json_object_set_new(e, "pid", json_integer(commits[i].pid));
+			json_object_set_new(e, "uid", json_integer(commits[i].uid));
+			json_object_set_new(e, "nchanged", json_integer(commits[i].nchanged));
+			json_object_set_new(e, "changed", names);
+			json_array_append_new(cj, e);
+		}
+		json_object_set_new(o, "commits", cj);
+		rc = json_print(o, false);
+	} else {
+		char size[32], heap[32], used[32], line[128];
+		human_size(info->size, size, sizeof size);
+		human_size(info->heap_bytes, heap, sizeof heap);
+		human_size(info->heap_used, used, sizeof used);
+		printf("%s%s%s\n", color(C_BOLD), seg, color(C_RESET));
+		snprintf(line, sizeof line, "%u", info->layout_version);
+		kv("layout", line, NULL);
+		snprintf(line, sizeof line, "%llu", (unsigned long long)info->generation);
+		kv("generation", line, NULL);
+		kv("schema hash", sh, NULL);
+		kv("config hash", ch, NULL);
+		snprintf(line, sizeof line, "%s (%llu bytes)", size, (unsigned long long)info->size);
+		kv("size", line, NULL);
+		snprintf(line, sizeof line, "%u", info->nopts);
+		kv("options", line, NULL);
+		snprintf(line, sizeof line, "%s used of %s per slot", used, heap);
+		kv("heap", line, NULL);
+		char who[64];
+		snprintf(line, sizeof line, "%s by %s (uid %u), pid %d", ctime_s,
+			 user_name(info->create_uid, who, sizeof who), info->create_uid, info->create_pid);
+		kv("created", line, NULL);
+
+		printf("\n%sslots%s (%u)\n", color(C_BOLD), color(C_RESET), info->nslots);
+		static const char *const sh_[] = {"SLOT", "GENERATION", "PINS", "STATE"};
+		struct table *t = table_new(4, sh_);
+		for (uint32_t s = 0; s < info->nslots && s < 256; s++) {
+			char a[16], b[32], p[16];
+			snprintf(a, sizeof a, "%u", s);
+			snprintf(b, sizeof b, "%llu", (unsigned long long)info->slot_gen[s]);
+			snprintf(p, sizeof p, "%zu", pins_of(&rl, info->slot_gen[s]));
+			const char *state = (int)s == cur_slot ? "current" : info->slot_gen[s] ? "old" : "free";
+			const char *cells[] = {a, info->slot_gen[s] ? b : "-", p, state};
+			table_row(t, cells);
+			if ((int)s == cur_slot)
+				table_color(t, 3, C_GREEN);
+		}
+		table_print(t);
+
+		printf("\n%sreaders%s (%zu of %u entries used)\n", color(C_BOLD), color(C_RESET), rl.n,
+		       info->nreaders);
+		if (rl.n) {
+			static const char *const rh[] = {"ENTRY", "PID", "ALIVE", "PINS"};
+			t = table_new(4, rh);
+			for (size_t i = 0; i < rl.n; i++) {
+				char a[16], b[16], p[96] = "";
+				size_t pl = 0;
+				snprintf(a, sizeof a, "%u", rl.r[i].index);
+				snprintf(b, sizeof b, "%d", rl.r[i].pid);
+				for (int k = 0; k < 4; k++)
+					if (rl.r[i].pins[k] && pl < sizeof p)
+						pl += (size_t)snprintf(p + pl, sizeof p - pl, "%s%llu", pl ? " " : "",
+								       (unsigned long long)rl.r[i].pins[k]);
+				const char *cells[] = {a, b, rl.r[i].alive ? "yes" : "no", pl ? p : "-"};
+				table_row(t, cells);
+				table_color(t, 2, rl.r[i].alive ? C_GREEN : C_RED);
+			}
+			table_print(t);
+		}
+
+		printf("\n%scommits%s (last %zu)\n", color(C_BOLD), color(C_RESET), nc);
+		if (nc) {
+			static const char *const chd[] = {"GENERATION", "TIME", "PID", "UID", "CHANGED"};
+			t = table_new(5, chd);
+			table_shrink(t, 4, 20);
+			for (size_t i = 0; i < nc; i++) {
+				char g[32], ts[40], p[16], u[16];
+				snprintf(g, sizeof g, "%llu", (unsigned long long)commits[i].generation);
+				time_local(commits[i].time_ns, ts, sizeof ts);
+				snprintf(p, sizeof p, "%d", commits[i].pid);
+				snprintf(u, sizeof u, "%u", commits[i].uid);
+				char *names = changed_names(h, &commits[i]);
+				const char *cells[] = {g, ts, p, u, names ? names : "?"};
+				table_row(t, cells);
+				free(names);
+			}
+			table_print(t);
+		}
+	}
+	free(commits);
+	free(rl.r);
+	free(info);
+	shmcfg_close(h);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* hash, check, dump, diff                                            */
+/* ------------------------------------------------------------------ */
+
+int cmd_hash(int argc, char **argv)
+{
+	bool json = false;
+	const char *pos[1];
+	int ec = 0;
+	if (simple_args(argc, argv, &json, pos, 1, &ec))
+		return ec;
+	shmcfg *h;
+	if (open_segment(pos[0], true, &h))
+		return EXIT_FAIL;
+	uint8_t hash[16];
+	char hex[33];
+	uint64_t gen = shmcfg_config_hash(h, hash);
+	hex16(hash, hex);
+	shmcfg_close(h);
+	if (json)
+		return json_print(json_pack("{s:I, s:s}", "generation", (json_int_t)gen, "config_hash", hex), false);
+	puts(hex);
+	return EXIT_OK;
+}
+
+static void add_problem(const char *problem, void *ud)
+{
+	json_array_append_new(json_object_get(ud, "problems"), json_string(problem));
+}
+
+/*
+ * The check itself: {"attach_error": code or 0, "detail": text,
+ * "generation": N or null, "problems": [...], "notes": [...]}. A segment
+ * that does not attach because it is damaged is a problem; a missing one,
+ * or one we may not read, is an attach_error.
+ */
+static json_t *check_segment(const char *name)
+{
+	json_t *o = json_pack("{s:i, s:s, s:n, s:[], s:[]}", "attach_error", 0, "detail", "",
+			      "generation", "problems", "notes");
+	if (!o)
+		return NULL;
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &h);
+	if (r == -ENOENT || r == -EACCES || r == -EPERM || r == -EINVAL || r == -ENOMEM) {
+		json_object_set_new(o, "attach_error", json_integer(r));
+		json_object_set_new(o, "detail", json_string(shmcfg_errdetail()));
+		return o;
+	}
+	if (r) {
+		const char *d = shmcfg_errdetail();
+		add_problem(d && *d ? d : shmcfg_strerror(r), o);
+		return o;
+	}
+	shmcfg_check(h, true, add_problem, o);
+	struct reader_list rl = {0};
+	shmcfg_readers(h, collect_reader, &rl);
+	shmcfg_info *info = malloc(sizeof *info);
+	if (info && shmcfg_stat(h, info) == 0) {
+		json_object_set_new(o, "generation", json_integer((json_int_t)info->generation));
+		for (size_t i = 0; i < rl.n; i++) {
+			char msg[200];
+			if (rl.r[i].index >= info->nreaders) {
+				snprintf(msg, sizeof msg, "reader entry %u is beyond the table (%u entries)",
+					 rl.r[i].index, info->nreaders);
+				add_problem(msg, o);
+			}
+			if (!rl.r[i].alive) {
+				snprintf(msg, sizeof msg, "reader entry %u: process %d is gone (shmctl gc reclaims it)",
+					 rl.r[i].index, rl.r[i].pid);
+				json_array_append_new(json_object_get(o, "notes"), json_string(msg));
+			}
+			/* a live reader pins only generations that exist */
+			for (int k = 0; rl.r[i].alive && k < 4; k++) {
+				uint64_t g = rl.r[i].pins[k];
+				if (g > info->generation) {
+					snprintf(msg, sizeof msg,
+						 "reader entry %u (pid %d) pins generation %llu, beyond the current %llu",
+						 rl.r[i].index, rl.r[i].pid, (unsigned long long)g,
+						 (unsigned long long)info->generation);
+					add_problem(msg, o);
+				}
+			}
+		}
+	}
+	free(info);
+	free(rl.r);
+	shmcfg_close(h);
+	return o;
+}
+
+/*
+ * check reads a segment that may be damaged in ways the library does not
+ * survive: it runs in a child process, and a crash is one more problem.
+ */
+static json_t *check_isolated(const char *name)
+{
+	int fds[2];
+	if (pipe(fds) < 0)
+		return check_segment(name);
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return check_segment(name);
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		json_t *o = check_segment(name);
+		int r = o ? json_dumpfd(o, fds[1], JSON_COMPACT) : -1;
+		json_decref(o);
+		close(fds[1]);
+		_exit(r ? 1 : 0);
+	}
+	close(fds[1]);
+	json_error_t e;
+	json_t *o = json_loadfd(fds[0], JSON_DISABLE_EOF_CHECK, &e);
+	close(fds[0]);
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (o && WIFEXITED(status) && WEXITSTATUS(status) == 0 && json_is_object(o))
+		return o;
+	json_decref(o);
+	char msg[200];
+	if (WIFSIGNALED(status))
+		snprintf(msg, sizeof msg, "reading the segment crashed (signal %d, %s)", WTERMSIG(status),
+			 strsignal(WTERMSIG(status)));
+	else
+		snprintf(msg, sizeof msg, "reading the segment failed (exit status %d)",
+			 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	return json_pack("{s:i, s:s, s:n, s:[s], s:[]}", "attach_error", 0, "detail", "", "generation",
+			 "problems", msg, "notes");
+}
+
+int cmd_check(int argc, char **argv)
+{
+	bool json = false;
+	const char *pos[1];
+	int ec = 0;
+	if (simple_args(argc, argv, &json, pos, 1, &ec))
+		return ec;
+	json_t *o = check_isolated(pos[0]);
+	if (!o)
+		return fail("out of memory");
+	int r = (int)json_integer_value(json_object_get(o, "attach_error"));
+	if (r) {
+		const char *d = json_string_value(json_object_get(o, "detail"));
+		json_decref(o);
+		return attach_error(r, pos[0], true, d);
+	}
+	json_t *problems = json_object_get(o, "problems"), *notes = json_object_get(o, "notes");
+	size_t nprob = json_array_size(problems);
+	json_int_t gen = json_integer_value(json_object_get(o, "generation"));
+	int rc = nprob ? EXIT_FAIL : EXIT_OK;
+	if (json) {
+		json_t *out = json_pack("{s:s, s:b, s:O, s:O, s:O}", "name", pos[0], "ok", nprob == 0,
+					"generation", json_object_get(o, "generation"), "problems", problems,
+					"notes", notes);
+		json_print(out, false);
+	} else {
+		for (size_t i = 0; i < nprob; i++)
+			printf("%sproblem:%s %s\n", color(C_RED), color(C_RESET),
+			       json_string_value(json_array_get(problems, i)));
+		for (size_t i = 0; i < json_array_size(notes); i++)
+			printf("note: %s\n", json_string_value(json_array_get(notes, i)));
+		if (nprob == 0)
+			printf("%s: %ssound%s (generation %lld)\n", pos[0], color(C_GREEN), color(C_RESET),
+			       (long long)gen);
+		else
+			printf("%s: %zu problem%s\n", pos[0], nprob, nprob == 1 ? "" : "s");
+	}
+	json_decref(o);
+	return rc;
+}
+
+int cmd_dump(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"all", no_argument, NULL, 'a'},
+		{"json", no_argument, NULL, 'J'}, /* accepted: a dump is JSON */
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	unsigned flags = 0;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":ha", opts, &ec)) != -1) {
+		if (c == -2)
+			return ec;
+		if (c == 'a')
+			flags |= SHMCFG_DUMP_ALL;
+	}
+	if (optind >= argc)
+		return usage_error("missing segment NAME");
+	if (argc - optind > 1)
+		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+	shmcfg *h;
+	if (open_segment(argv[optind], true, &h))
+		return EXIT_FAIL;
+	char *text = NULL;
+	int r = shmcfg_dump(h, flags, &text);
+	shmcfg_close(h);
+	if (r)
+		return fail_lib(r, argv[optind]);
+	size_t l = strlen(text);
+	fputs(text, stdout);
+	if (!l || text[l - 1] != '\n')
+		putchar('\n');
+	free(text);
+	return EXIT_OK;
+}
+
+int cmd_diff(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"format", required_argument, NULL, 'f'},
+		{"json", no_argument, NULL, 'J'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	shmcfg_codegen_format fmt = SHMCFG_CODEGEN_PYTHON;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":hf:", opts, &ec)) != -1) {
+		if (c == -2)
+			return ec;
+		if (c == 'J')
+			fmt = SHMCFG_CODEGEN_JSON;
+		if (c == 'f') {
+			if (!strcmp(optarg, "python"))
+				fmt = SHMCFG_CODEGEN_PYTHON;
+			else if (!strcmp(optarg, "shell"))
+				fmt = SHMCFG_CODEGEN_SHELL;
+			else if (!strcmp(optarg, "json"))
+				fmt = SHMCFG_CODEGEN_JSON;
+			else
+				return usage_error("--format takes python, shell or json, not '%s'", optarg);
+		}
+	}
+	if (optind >= argc)
+		return usage_error("missing segment NAME");
+	if (argc - optind > 1)
+		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+	shmcfg *h;
+	if (open_segment(argv[optind], true, &h))
+		return EXIT_FAIL;
+	char *text = NULL;
+	int r = shmcfg_codegen(h, fmt, &text);
+	shmcfg_close(h);
+	if (r)
+		return fail_lib(r, argv[optind]);
+	size_t l = strlen(text);
+	fputs(text, stdout);
+	if (l && text[l - 1] != '\n')
+		putchar('\n');
+	free(text);
+	return EXIT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* watch                                                              */
+/* ------------------------------------------------------------------ */
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Every option's value (as JSON text) and source in a snapshot. */
+static int read_state(shmcfg *h, char **text, shmcfg_source *src, uint64_t *gen)
+{
+	shmcfg_snapshot *snap;
+	int r = shmcfg_snapshot_acquire(h, &snap);
+	if (r)
+		return r;
+	*gen = shmcfg_snapshot_generation(snap);
+	for (uint32_t i = 0; i < shmcfg_count(h); i++) {
+		shmcfg_value v;
+		free(text[i]);
+		text[i] = NULL;
+		if ((r = shmcfg_snapshot_get(snap, i, &v)))
+			break;
+		text[i] = value_text(&v);
+		src[i] = v.source;
+		if (!text[i]) {
+			r = -ENOMEM;
+			break;
+		}
+	}
+	shmcfg_snapshot_release(snap);
+	return r;
+}
+
+static json_t *text_json(const char *text)
+{
+	json_t *j = text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+	return j ? j : json_string(text ? text : "?"); /* nan, inf */
+}
+
+int cmd_watch(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"count", required_argument, NULL, 'c'},
+		{"timeout", required_argument, NULL, 't'},
+		{"json", no_argument, NULL, 'J'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool json = false, have_count = false, have_timeout = false, quiet = false;
+	uint64_t count = 0;
+	double timeout = 0;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":hc:t:q", opts, &ec)) != -1) {
+		switch (c) {
+		case -2:
+			return ec;
+		case 'J':
+			json = true;
+			break;
+		case 'q':
+			quiet = true;
+			break;
+		case 'c':
+			if (!parse_u64(optarg, &count) || count == 0)
+				return usage_error("--count takes a positive number, not '%s'", optarg);
+			have_count = true;
+			break;
+		case 't':
+			if (!parse_seconds(optarg, &timeout))
+				return usage_error("--timeout takes seconds (a number >= 0), not '%s'", optarg);
+			have_timeout = true;
+			break;
+		}
+	}
+	if (optind >= argc)
+		return usage_error("missing segment NAME");
+	if (argc - optind > 1)
+		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+	const char *seg = argv[optind];
+	shmcfg *h;
+	int r;
+	if (open_segment(seg, true, &h))
+		return EXIT_FAIL;
+	uint32_t n = shmcfg_count(h);
+	char **text = calloc(n ? n : 1, sizeof *text), **now = calloc(n ? n : 1, sizeof *now);
+	shmcfg_source *src = calloc(n ? n : 1, sizeof *src), *nsrc = calloc(n ? n : 1, sizeof *nsrc);
+	bool *is_alias = calloc(n ? n : 1, sizeof *is_alias);
+	uint64_t last = 0, seen = 0;
+	int rc = EXIT_OK;
+	if (!text || !now || !src || !nsrc || !is_alias)
+		rc = fail("out of memory");
+	for (uint32_t i = 0; rc == EXIT_OK && i < n; i++) {
+		shmcfg_optinfo oi;
+		is_alias[i] = shmcfg_opt_info(h, i, &oi) == 0 && oi.alias != SHMCFG_NO_OPT;
+	}
+	if (rc == EXIT_OK && (r = read_state(h, text, src, &last)))
+		rc = fail_lib(r, seg);
+	/* on stderr, so that stdout has the commits only; a script can wait
+	 * for this line before it commits */
+	if (rc == EXIT_OK && !quiet) {
+		fprintf(stderr, "shmctl: watching '%s' from generation %llu\n", seg, (unsigned long long)last);
+		fflush(stderr);
+	}
+
+	struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART: the wait returns */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	uint64_t deadline = have_timeout ? mono_ns() + (uint64_t)(timeout * 1e9) : 0;
+	bool done = false;
+	while (rc == EXIT_OK && !done && !stop_signal) {
+		int ms = -1;
+		if (have_timeout) {
+			uint64_t t = mono_ns();
+			if (t >= deadline)
+				break;
+			uint64_t left = (deadline - t + 999999) / 1000000;
+			ms = left > 0x7fffffff ? 0x7fffffff : (int)left;
+		}
+		uint64_t g;
+		r = shmcfg_wait(h, last, ms, &g);
+		if (r == -ETIMEDOUT || r == -EINTR)
+			continue; /* the loop checks the deadline and signals */
+		if (r) {
+			rc = fail_lib(r, seg);
+			break;
+		}
+		uint64_t gen;
+		if ((r = read_state(h, now, nsrc, &gen))) {
+			rc = fail_lib(r, seg);
+			break;
+		}
+		uint64_t missed = gen - last - 1;
+		shmcfg_commit ci;
+		bool have_ci = shmcfg_commit_info(h, gen, &ci) == 0;
+		char when[48] = "?", who[64] = "unknown committer";
+		if (have_ci) {
+			time_local(ci.time_ns, when, sizeof when);
+			snprintf(who, sizeof who, "pid %d uid %u", ci.pid, ci.uid);
+		}
+		if (json) {
+			json_t *o = json_object(), *changes = json_array();
+			json_object_set_new(o, "generation", json_integer((json_int_t)gen));
+			json_object_set_new(o, "missed", json_integer((json_int_t)missed));
+			if (have_ci) {
+				char ts[48];
+				time_utc(ci.time_ns, ts, sizeof ts);
+				json_object_set_new(o, "time", json_string(ts));
+				json_object_set_new(o, "time_ns", json_integer((json_int_t)ci.time_ns));
+				json_object_set_new(o, "pid", json_integer(ci.pid));
+				json_object_set_new(o, "uid", json_integer(ci.uid));
+			} else {
+				json_object_set_new(o, "time", json_null());
+				json_object_set_new(o, "pid", json_null());
+				json_object_set_new(o, "uid", json_null());
+			}
+			for (uint32_t i = 0; i < n; i++) {
+				if (is_alias[i] || (!strcmp(text[i], now[i]) && src[i] == nsrc[i]))
+					continue;
+				json_t *e = json_object();
+				json_object_set_new(e, "name", json_string(opt_name(h, i)));
+				json_object_set_new(e, "old", text_json(text[i]));
+				json_object_set_new(e, "new", text_json(now[i]));
+				json_object_set_new(e, "old_source", json_string(shmcfg_source_name(src[i])));
+				json_object_set_new(e, "new_source", json_string(shmcfg_source_name(nsrc[i])));
+				json_array_append_new(changes, e);
+			}
+			json_object_set_new(o, "changes", changes);
+			json_print(o, true);
+		} else {
+			if (missed)
+				printf("%smissed %llu commit%s%s (generations %llu..%llu)\n", color(C_YELLOW),
+				       (unsigned long long)missed, missed == 1 ? "" : "s", color(C_RESET),
+				       (unsigned long long)last + 1, (unsigned long long)gen - 1);
+			printf("%sgeneration %llu%s  %s  %s:", color(C_BOLD), (unsigned long long)gen,
+			       color(C_RESET), when, who);
+			int k = 0;
+			for (uint32_t i = 0; i < n; i++) {
+				if (is_alias[i] || (!strcmp(text[i], now[i]) && src[i] == nsrc[i]))
+					continue;
+				printf("%s %s: ", k++ ? "," : "", opt_name(h, i));
+				if (strcmp(text[i], now[i]))
+					printf("%s -> %s%s%s", text[i], color(C_BOLD), now[i], color(C_RESET));
+				else
+					printf("%s (%s -> %s)", now[i], shmcfg_source_name(src[i]),
+					       shmcfg_source_name(nsrc[i]));
+			}
+			if (!k)
+				printf(" no value changed");
+			putchar('\n');
+		}
+		fflush(stdout);
+		seen += gen - last;
+		last = gen;
+		for (uint32_t i = 0; i < n; i++) {
+			char *tmp = text[i];
+			text[i] = now[i];
+			now[i] = tmp;
+			src[i] = nsrc[i];
+		}
+		if (have_count && seen >= count)
+			done = true;
+	}
+	if (rc == EXIT_OK && have_count && !done)
+		rc = EXIT_FAIL; /* the timeout (or a signal) came first */
+	for (uint32_t i = 0; i < n; i++) {
+		if (text)
+			free(text[i]);
+		if (now)
+			free(now[i]);
+	}
+	free(text);
+	free(now);
+	free(src);
+	free(nsrc);
+	free(is_alias);
+	shmcfg_close(h);
+	return rc;
+}

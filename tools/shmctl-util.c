@@ -1,0 +1,791 @@
+/*
+ * shmctl: helpers shared by the subcommands: number parsing, argument
+ * parsing of the read commands, option name resolution (full names, unique
+ * suffixes, suggestions), values as text and JSON, and aligned tables.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shmctl.h"
+
+/* ------------------------------------------------------------------ */
+/* Numbers, sizes, times                                              */
+/* ------------------------------------------------------------------ */
+
+bool parse_u64(const char *s, uint64_t *ret)
+{
+	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+		return false;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end)
+		return false;
+	*ret = v;
+	return true;
+}
+
+bool parse_size(const char *s, uint64_t *ret)
+{
+	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+		return false;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return false;
+	unsigned shift = 0;
+	if (*end) {
+		switch (*end) {
+		case 'k': case 'K': shift = 10; break;
+		case 'm': case 'M': shift = 20; break;
+		case 'g': case 'G': shift = 30; break;
+		default: return false;
+		}
+		end++;
+		if (!strcmp(end, "iB") || !strcmp(end, "B") || !strcmp(end, "ib") || !strcmp(end, "b"))
+			end += strlen(end);
+		if (*end)
+			return false;
+	}
+	if (shift && v > (UINT64_MAX >> shift))
+		return false;
+	*ret = (uint64_t)v << shift;
+	return true;
+}
+
+bool parse_seconds(const char *s, double *ret)
+{
+	if (!s || !*s || *s == ' ')
+		return false;
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || *end || !isfinite(v) || v < 0 || v > 1e7)
+		return false;
+	*ret = v;
+	return true;
+}
+
+void hex16(const uint8_t in[16], char out[33])
+{
+	static const char digits[] = "0123456789abcdef";
+	for (int i = 0; i < 16; i++) {
+		out[2 * i] = digits[in[i] >> 4];
+		out[2 * i + 1] = digits[in[i] & 15];
+	}
+	out[32] = 0;
+}
+
+void human_size(uint64_t bytes, char *buf, size_t len)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)bytes;
+	unsigned u = 0;
+	while (v >= 1024 && u + 1 < sizeof units / sizeof units[0]) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+	else
+		snprintf(buf, len, "%.*f %s", v < 10 ? 1 : 0, v, units[u]);
+}
+
+void time_local(uint64_t ns, char *buf, size_t len)
+{
+	time_t t = (time_t)(ns / 1000000000ull);
+	struct tm tm;
+	if (!ns || !localtime_r(&t, &tm) || !strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm))
+		snprintf(buf, len, "-");
+}
+
+void time_utc(uint64_t ns, char *buf, size_t len)
+{
+	time_t t = (time_t)(ns / 1000000000ull);
+	struct tm tm;
+	char base[40];
+	if (!gmtime_r(&t, &tm) || !strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm))
+		snprintf(base, sizeof base, "?");
+	snprintf(buf, len, "%s.%03uZ", base, (unsigned)(ns % 1000000000ull / 1000000ull));
+}
+
+int read_file(const char *path, char **ret, size_t *len)
+{
+	int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
+	if (fd < 0)
+		return -errno;
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap);
+	int r = 0;
+	for (;;) {
+		if (!buf) {
+			r = -ENOMEM;
+			break;
+		}
+		if (n + 1 >= cap) {
+			char *nb = realloc(buf, cap * 2);
+			if (!nb) {
+				r = -ENOMEM;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		ssize_t k = read(fd, buf + n, cap - n - 1);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			r = -errno;
+			break;
+		}
+		if (k == 0)
+			break;
+		n += (size_t)k;
+	}
+	if (fd != STDIN_FILENO)
+		close(fd);
+	if (r) {
+		free(buf);
+		return r;
+	}
+	buf[n] = 0;
+	*ret = buf;
+	*len = n;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Shared by the read commands                                        */
+/* ------------------------------------------------------------------ */
+
+static const struct option json_only_opts[] = {
+	{"json", no_argument, NULL, 'J'},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+/* Parse "[--json] [--help]" and @p npos positionals into pos[]. */
+int simple_args(int argc, char **argv, bool *json, const char **pos, int npos, int *exit_code)
+{
+	int c;
+	while ((c = next_opt(argc, argv, ":h", json_only_opts, exit_code)) != -1) {
+		if (c == -2)
+			return -1;
+		if (c == 'J')
+			*json = true;
+	}
+	int n = argc - optind;
+	if (n < npos) {
+		*exit_code = usage_error("missing %s", n == 0 ? "segment NAME" : "OPTION");
+		return -1;
+	}
+	if (n > npos) {
+		*exit_code = usage_error("unexpected argument '%s'", argv[optind + npos]);
+		return -1;
+	}
+	for (int i = 0; i < npos; i++)
+		pos[i] = argv[optind + i];
+	return 0;
+}
+
+/* shmcfg_readers() callback: append to a struct reader_list. */
+void collect_reader(const shmcfg_reader *r, void *ud)
+{
+	struct reader_list *l = ud;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 8;
+		shmcfg_reader *nr = realloc(l->r, cap * sizeof *nr);
+		if (!nr)
+			return;
+		l->r = nr;
+		l->cap = cap;
+	}
+	l->r[l->n++] = *r;
+}
+
+/* A user name, or the number. */
+const char *user_name(uid_t uid, char *buf, size_t len)
+{
+	struct passwd *pw = getpwuid(uid);
+	if (pw)
+		snprintf(buf, len, "%s", pw->pw_name);
+	else
+		snprintf(buf, len, "%u", (unsigned)uid);
+	return buf;
+}
+
+/* "  key           value", for describe and stat. */
+void kv(const char *key, const char *val, const char *col)
+{
+	printf("  %s%-13s%s %s%s%s\n", color(C_BOLD), key, color(C_RESET), col ? color(col) : "", val,
+	       col ? color(C_RESET) : "");
+}
+
+
+/* ------------------------------------------------------------------ */
+/* Option names                                                       */
+/* ------------------------------------------------------------------ */
+
+const char *opt_name(shmcfg *h, shmcfg_opt opt)
+{
+	shmcfg_optinfo oi;
+	if (shmcfg_opt_info(h, opt, &oi))
+		return "?";
+	return oi.name;
+}
+
+static shmcfg_opt final_of(shmcfg *h, shmcfg_opt opt)
+{
+	shmcfg_optinfo oi;
+	if (shmcfg_opt_info(h, opt, &oi))
+		return opt;
+	return oi.alias_final;
+}
+
+static bool ends_with_part(const char *name, const char *suffix)
+{
+	size_t n = strlen(name), s = strlen(suffix);
+	return s < n && name[n - s - 1] == '.' && !strcmp(name + n - s, suffix);
+}
+
+/*
+ * The options that OPTION may name: the one of that full name, else those
+ * whose name ends in "." OPTION. ret: array of nopts entries; returns count.
+ */
+static size_t candidates(shmcfg *h, const char *text, shmcfg_opt *ret)
+{
+	uint32_t n = shmcfg_count(h);
+	size_t k = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (!strcmp(opt_name(h, i), text)) {
+			ret[0] = i;
+			return 1;
+		}
+	for (uint32_t i = 0; i < n; i++)
+		if (ends_with_part(opt_name(h, i), text))
+			ret[k++] = i;
+	return k;
+}
+
+/*
+ * Pick one of the candidates if they are one option: after mapping each to
+ * the end of its alias chain, a single final target remains. Prefer the
+ * final target itself, else the first candidate.
+ */
+static bool collapse(shmcfg *h, const shmcfg_opt *c, size_t n, shmcfg_opt *ret)
+{
+	if (n == 0)
+		return false;
+	shmcfg_opt f = final_of(h, c[0]);
+	for (size_t i = 1; i < n; i++)
+		if (final_of(h, c[i]) != f)
+			return false;
+	for (size_t i = 0; i < n; i++)
+		if (c[i] == f) {
+			*ret = f;
+			return true;
+		}
+	*ret = c[0];
+	return true;
+}
+
+const char *opt_short_name(shmcfg *h, shmcfg_opt opt)
+{
+	const char *name = opt_name(h, opt);
+	uint32_t n = shmcfg_count(h);
+	shmcfg_opt *c = malloc((n ? n : 1) * sizeof *c);
+	if (!c)
+		return name;
+	/* from the last part outwards: the first suffix that resolves to opt */
+	const char *best = name;
+	for (const char *p = name + strlen(name); p > name; p--) {
+		if (p[-1] != '.')
+			continue;
+		shmcfg_opt got;
+		size_t k = candidates(h, p, c);
+		if (collapse(h, c, k, &got) && final_of(h, got) == final_of(h, opt)) {
+			best = p;
+			break;
+		}
+	}
+	free(c);
+	return best;
+}
+
+static size_t levenshtein(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la > 256 || lb > 256)
+		return (size_t)-1;
+	size_t row[257];
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t prev = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t cur = row[j];
+			size_t sub = prev + (a[i - 1] != b[j - 1]);
+			size_t del = row[j] + 1, ins = row[j - 1] + 1;
+			row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+			prev = cur;
+		}
+	}
+	return row[lb];
+}
+
+static const char *last_part(const char *name)
+{
+	const char *d = strrchr(name, '.');
+	return d ? d + 1 : name;
+}
+
+/* Up to 3 names close to text (by the last part, or the full name when text
+ * has dots), as short unique names, comma-separated. */
+static void suggest(shmcfg *h, const char *text, char *out, size_t len)
+{
+	uint32_t n = shmcfg_count(h);
+	bool dotted = strchr(text, '.') != NULL;
+	size_t tl = strlen(text);
+	size_t limit = tl < 6 ? 2 : tl / 3 + 1;
+	struct {
+		size_t d;
+		shmcfg_opt opt;
+	} best[3];
+	size_t nb = 0;
+	out[0] = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		shmcfg_optinfo oi;
+		if (shmcfg_opt_info(h, i, &oi))
+			continue;
+		size_t d = levenshtein(text, dotted ? oi.name : last_part(oi.name));
+		/* a name that merely contains the text is close too */
+		if (d > limit && tl >= 4 && strstr(dotted ? oi.name : last_part(oi.name), text))
+			d = limit;
+		if (d > limit)
+			continue;
+		/* one entry per option after aliases */
+		bool dup = false;
+		for (size_t k = 0; k < nb; k++)
+			if (final_of(h, best[k].opt) == oi.alias_final) {
+				dup = true;
+				if (d < best[k].d || (d == best[k].d && i == oi.alias_final))
+					best[k] = (typeof(best[0])){d, i};
+			}
+		if (dup)
+			continue;
+		if (nb < 3)
+			best[nb++] = (typeof(best[0])){d, i};
+		else {
+			size_t worst = 0;
+			for (size_t k = 1; k < nb; k++)
+				if (best[k].d > best[worst].d)
+					worst = k;
+			if (d < best[worst].d)
+				best[worst] = (typeof(best[0])){d, i};
+		}
+	}
+	/* closest first */
+	for (size_t a = 0; a < nb; a++)
+		for (size_t b = a + 1; b < nb; b++)
+			if (best[b].d < best[a].d) {
+				typeof(best[0]) t = best[a];
+				best[a] = best[b];
+				best[b] = t;
+			}
+	size_t used = 0;
+	for (size_t k = 0; k < nb && used < len; k++) {
+		int w = snprintf(out + used, len - used, "%s%s", k ? ", " : "",
+				 opt_short_name(h, best[k].opt));
+		if (w > 0)
+			used += (size_t)w;
+	}
+}
+
+int resolve_option(shmcfg *h, const char *text, shmcfg_opt *ret)
+{
+	uint32_t n = shmcfg_count(h);
+	if (!*text)
+		return fail("empty option name");
+	shmcfg_opt *c = malloc((n ? n : 1) * sizeof *c);
+	if (!c)
+		return fail("out of memory");
+	size_t k = candidates(h, text, c);
+	if (collapse(h, c, k, ret)) {
+		free(c);
+		return 0;
+	}
+	if (k > 1) {
+		size_t len = 0;
+		for (size_t i = 0; i < k; i++)
+			len += strlen(opt_name(h, c[i])) + 2;
+		char *list = malloc(len + 1);
+		if (list) {
+			list[0] = 0;
+			for (size_t i = 0; i < k; i++) {
+				if (i)
+					strcat(list, ", ");
+				strcat(list, opt_name(h, c[i]));
+			}
+		}
+		err_msg("'%s' is ambiguous: %s", text, list ? list : "(out of memory)");
+		free(list);
+		free(c);
+		return EXIT_FAIL;
+	}
+	free(c);
+	char sug[600];
+	suggest(h, text, sug, sizeof sug);
+	if (*sug)
+		return fail("no option '%s' in segment '%s'; did you mean %s?", text, shmcfg_name(h), sug);
+	return fail("no option '%s' in segment '%s'", text, shmcfg_name(h));
+}
+
+/* ------------------------------------------------------------------ */
+/* Values                                                             */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A float as the shortest text that reads back the same (Python's repr:
+ * 0.1, 5.0, 1e+300), which is also a JSON number when finite.
+ * shmcfg_value_format() writes 17 significant digits (0.10000000000000001).
+ */
+static char *float_text(double f)
+{
+	char t[40];
+	if (isnan(f))
+		return strdup("nan");
+	if (isinf(f))
+		return strdup(f > 0 ? "inf" : "-inf");
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(t, sizeof t, "%.*g", prec, f);
+		if (strtod(t, NULL) == f)
+			break;
+	}
+	if (!strpbrk(t, ".e"))
+		strcat(t, ".0");
+	return strdup(t);
+}
+
+char *value_text(const shmcfg_value *v)
+{
+	if (!v->is_null && v->type == SHMCFG_FLOAT)
+		return float_text(v->u.f);
+	char *t = NULL;
+	if (shmcfg_value_format(v, &t))
+		return NULL;
+	return t;
+}
+
+char *value_raw(const shmcfg_value *v)
+{
+	if (!v->is_null && v->type == SHMCFG_STR)
+		return strndup(v->u.str.ptr, v->u.str.len);
+	return value_text(v);
+}
+
+json_t *value_json(const shmcfg_value *v)
+{
+	if (v->is_null)
+		return json_null();
+	switch (v->type) {
+	case SHMCFG_BOOL:
+		return json_boolean(v->u.b);
+	case SHMCFG_INT:
+		return json_integer(v->u.i);
+	case SHMCFG_FLOAT:
+		if (!isfinite(v->u.f))
+			return json_string(isnan(v->u.f) ? "nan" : v->u.f > 0 ? "inf" : "-inf");
+		return json_real(v->u.f);
+	case SHMCFG_STR: {
+		json_t *j = json_stringn(v->u.str.ptr, v->u.str.len);
+		return j ? j : json_stringn_nocheck(v->u.str.ptr, v->u.str.len);
+	}
+	case SHMCFG_LIST:
+	case SHMCFG_SET: {
+		json_t *a = json_array();
+		for (const char *it = NULL; a && (it = shmcfg_list_next(v, it));) {
+			json_t *s = json_string(it);
+			json_array_append_new(a, s ? s : json_string_nocheck(it));
+		}
+		return a;
+	}
+	}
+	return json_null();
+}
+
+const char *type_label(shmcfg_type t, bool nullable, char *buf, size_t len)
+{
+	const char *n = shmcfg_type_name(t);
+	snprintf(buf, len, "%s%s", n ? n : "?", nullable ? "?" : "");
+	return buf;
+}
+
+const char *source_color(shmcfg_source s)
+{
+	switch (s) {
+	case SHMCFG_SRC_DEFAULT:
+		return C_DIM;
+	case SHMCFG_SRC_KNOB:
+		return C_MAGENTA;
+	case SHMCFG_SRC_ENV_DEFAULT:
+	case SHMCFG_SRC_ENV_FORCE:
+		return C_YELLOW;
+	case SHMCFG_SRC_USER:
+		return C_GREEN;
+	case SHMCFG_SRC_IMPLIED:
+		return C_CYAN;
+	case SHMCFG_SRC_ALIAS:
+		return C_BLUE;
+	default:
+		return NULL;
+	}
+}
+
+int json_print(json_t *j, bool compact)
+{
+	if (!j)
+		return fail("out of memory");
+	size_t flags = JSON_ENCODE_ANY | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17) |
+		       (compact ? JSON_COMPACT : JSON_INDENT(2));
+	char *text = json_dumps(j, flags);
+	json_decref(j);
+	if (!text)
+		return fail("out of memory");
+	puts(text);
+	free(text);
+	return EXIT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Tables                                                             */
+/* ------------------------------------------------------------------ */
+
+struct cell {
+	char *text;
+	const char *color;
+};
+
+struct row {
+	struct cell *cells;
+	char *note;
+};
+
+struct table {
+	size_t ncols, nrows, cap;
+	struct row *rows;
+	const char *const *headers;
+	size_t *min_width; /* 0: not shrinkable */
+};
+
+struct table *table_new(size_t ncols, const char *const *headers)
+{
+	struct table *t = calloc(1, sizeof *t);
+	if (!t)
+		return NULL;
+	t->ncols = ncols;
+	t->headers = headers;
+	t->min_width = calloc(ncols, sizeof *t->min_width);
+	if (!t->min_width) {
+		free(t);
+		return NULL;
+	}
+	return t;
+}
+
+size_t table_rows(const struct table *t)
+{
+	return t ? t->nrows : 0;
+}
+
+void table_row(struct table *t, const char *const *cells)
+{
+	if (!t)
+		return;
+	if (t->nrows == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 16;
+		struct row *nr = realloc(t->rows, cap * sizeof *nr);
+		if (!nr)
+			return;
+		t->rows = nr;
+		t->cap = cap;
+	}
+	struct row *r = &t->rows[t->nrows];
+	r->note = NULL;
+	r->cells = calloc(t->ncols, sizeof *r->cells);
+	if (!r->cells)
+		return;
+	for (size_t i = 0; i < t->ncols; i++)
+		r->cells[i].text = strdup(cells[i] ? cells[i] : "");
+	t->nrows++;
+}
+
+void table_color(struct table *t, size_t col, const char *code)
+{
+	if (t && t->nrows && col < t->ncols)
+		t->rows[t->nrows - 1].cells[col].color = code;
+}
+
+void table_note(struct table *t, const char *text)
+{
+	if (t && t->nrows && text) {
+		free(t->rows[t->nrows - 1].note);
+		t->rows[t->nrows - 1].note = strdup(text);
+	}
+}
+
+void table_shrink(struct table *t, size_t col, size_t min_width)
+{
+	if (t && col < t->ncols)
+		t->min_width[col] = min_width ? min_width : 1;
+}
+
+/* Display width of UTF-8 text: code points, control characters as 1. */
+static size_t text_width(const char *s)
+{
+	size_t w = 0;
+	for (; *s; s++)
+		if (((unsigned char)*s & 0xc0) != 0x80)
+			w++;
+	return w;
+}
+
+/* Cut text to width columns, ending in "...". In place. */
+static void cut(char *s, size_t width)
+{
+	if (text_width(s) <= width)
+		return;
+	size_t keep = width > 3 ? width - 3 : 0, w = 0;
+	char *p = s;
+	for (; *p; p++) {
+		if (((unsigned char)*p & 0xc0) != 0x80) {
+			if (w == keep)
+				break;
+			w++;
+		}
+	}
+	snprintf(p, 4, "%s", "...");
+}
+
+/* Newlines, tabs and other control characters would break the columns. */
+static void flatten(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = ' ';
+}
+
+static size_t terminal_width(void)
+{
+	struct winsize ws;
+	if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20)
+		return ws.ws_col;
+	return 0;
+}
+
+void table_print(struct table *t)
+{
+	if (!t)
+		return;
+	size_t *w = calloc(t->ncols, sizeof *w);
+	for (size_t r = 0; w && r < t->nrows; r++)
+		for (size_t c = 0; c < t->ncols; c++) {
+			if (!t->rows[r].cells[c].text)
+				continue;
+			flatten(t->rows[r].cells[c].text);
+		}
+	if (w) {
+		for (size_t c = 0; c < t->ncols; c++)
+			w[c] = t->headers ? text_width(t->headers[c]) : 0;
+		for (size_t r = 0; r < t->nrows; r++)
+			for (size_t c = 0; c < t->ncols; c++) {
+				const char *s = t->rows[r].cells[c].text;
+				size_t l = s ? text_width(s) : 0;
+				if (l > w[c])
+					w[c] = l;
+			}
+		/* on a terminal, cut the shrinkable columns to fit its width */
+		size_t cols = terminal_width();
+		size_t total = 0;
+		for (size_t c = 0; c < t->ncols; c++)
+			total += w[c] + (c ? 2 : 0);
+		while (cols && total > cols) {
+			size_t widest = t->ncols;
+			for (size_t c = 0; c < t->ncols; c++)
+				if (t->min_width[c] && w[c] > t->min_width[c] &&
+				    (widest == t->ncols || w[c] > w[widest]))
+					widest = c;
+			if (widest == t->ncols)
+				break;
+			w[widest]--;
+			total--;
+		}
+		for (size_t r = 0; r < t->nrows; r++)
+			for (size_t c = 0; c < t->ncols; c++)
+				if (t->rows[r].cells[c].text)
+					cut(t->rows[r].cells[c].text, w[c]);
+	}
+	if (t->headers && w) {
+		fputs(color(C_BOLD), stdout);
+		for (size_t c = 0; c < t->ncols; c++) {
+			bool last = c + 1 == t->ncols;
+			printf("%s%-*s", c ? "  " : "", last ? 0 : (int)w[c], t->headers[c]);
+		}
+		printf("%s\n", color(C_RESET));
+	}
+	for (size_t r = 0; r < t->nrows; r++) {
+		struct row *row = &t->rows[r];
+		for (size_t c = 0; w && c < t->ncols; c++) {
+			const char *s = row->cells[c].text ? row->cells[c].text : "";
+			bool last = c + 1 == t->ncols;
+			size_t pad = last ? 0 : w[c] - text_width(s);
+			if (c)
+				fputs("  ", stdout);
+			if (row->cells[c].color && use_color)
+				printf("%s%s%s", color(row->cells[c].color), s, color(C_RESET));
+			else
+				fputs(s, stdout);
+			printf("%*s", (int)pad, "");
+		}
+		putchar('\n');
+		if (row->note) {
+			const char *p = row->note;
+			fputs(color(C_DIM), stdout);
+			while (*p) {
+				const char *nl = strchr(p, '\n');
+				size_t l = nl ? (size_t)(nl - p) : strlen(p);
+				printf("    %.*s\n", (int)l, p);
+				p += l + (nl ? 1 : 0);
+			}
+			fputs(color(C_RESET), stdout);
+		}
+	}
+	free(w);
+	table_free(t);
+}
+
+void table_free(struct table *t)
+{
+	if (!t)
+		return;
+	for (size_t r = 0; r < t->nrows; r++) {
+		for (size_t c = 0; c < t->ncols; c++)
+			free(t->rows[r].cells[c].text);
+		free(t->rows[r].cells);
+		free(t->rows[r].note);
+	}
+	free(t->rows);
+	free(t->min_width);
+	free(t);
+}

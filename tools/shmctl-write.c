@@ -1,0 +1,683 @@
+/*
+ * shmctl: the commands that change segments: create, rm, set, reset, load,
+ * gc. set, reset and load are one transaction each: one commit, one
+ * generation, or nothing.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shmctl.h"
+
+/* ------------------------------------------------------------------ */
+/* create, rm                                                         */
+/* ------------------------------------------------------------------ */
+
+int cmd_create(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"schema", required_argument, NULL, 's'},
+		{"slots", required_argument, NULL, 'k'},
+		{"size", required_argument, NULL, 'S'},
+		{"readers", required_argument, NULL, 'R'},
+		{"mode", required_argument, NULL, 'm'},
+		{"group", required_argument, NULL, 'g'},
+		{"no-env", no_argument, NULL, 'E'},
+		{"force", no_argument, NULL, 'f'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	shmcfg_create_opts o = {0};
+	const char *schema_path = NULL;
+	bool quiet = false;
+	uint64_t u;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":hs:k:m:g:fq", opts, &ec)) != -1) {
+		switch (c) {
+		case -2:
+			return ec;
+		case 's':
+			schema_path = optarg;
+			break;
+		case 'k':
+			if (!parse_u64(optarg, &u) || u < 2 || u > 255)
+				return usage_error("--slots takes a number 2-255, not '%s'", optarg);
+			o.slots = (uint32_t)u;
+			break;
+		case 'S':
+			if (!parse_size(optarg, &u) || u == 0)
+				return usage_error("--size takes a positive byte count (suffixes K, M, G), not '%s'",
+						   optarg);
+			o.heap_bytes = u;
+			break;
+		case 'R':
+			if (!parse_u64(optarg, &u) || u == 0 || u > 65536)
+				return usage_error("--readers takes a number 1-65536, not '%s'", optarg);
+			o.readers = (uint32_t)u;
+			break;
+		case 'm': {
+			char *end;
+			errno = 0;
+			unsigned long m = strtoul(optarg, &end, 8);
+			if (errno || *end || !*optarg || *optarg == '-' || m == 0 || m > 0777)
+				return usage_error("--mode takes octal permission bits 1-0777, not '%s'", optarg);
+			o.mode = (mode_t)m;
+			break;
+		}
+		case 'g': {
+			struct group *gr = getgrnam(optarg);
+			if (gr)
+				o.gid = gr->gr_gid;
+			else if (parse_u64(optarg, &u) && u < (gid_t)-1)
+				o.gid = (gid_t)u;
+			else
+				return fail("no such group '%s'", optarg);
+			break;
+		}
+		case 'E':
+			o.flags |= SHMCFG_CREATE_NO_ENV;
+			break;
+		case 'f':
+			o.flags |= SHMCFG_CREATE_FORCE;
+			break;
+		case 'q':
+			quiet = true;
+			break;
+		}
+	}
+	if (optind >= argc)
+		return usage_error("missing segment NAME");
+	if (argc - optind > 1)
+		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+	const char *seg = argv[optind];
+	shmcfg_schema *schema = NULL;
+	int r;
+	if (schema_path && (r = shmcfg_schema_load(schema_path, &schema))) {
+		if (r == -ENOENT || r == -EACCES || r == -EISDIR)
+			return fail("%s: %s", schema_path, strerror(-r));
+		return fail_lib(r, schema_path);
+	}
+	shmcfg *h;
+	if (o.flags & SHMCFG_CREATE_FORCE) {
+		/* the library ignores a failed removal and then finds the name
+		 * taken: remove it here, to report why */
+		r = shmcfg_unlink(seg);
+		if (r == -EACCES || r == -EPERM) {
+			shmcfg_schema_free(schema);
+			return fail("segment '%s': permission denied (cannot remove it)", seg);
+		}
+	}
+	r = shmcfg_create(seg, schema, &o, &h);
+	shmcfg_schema_free(schema);
+	if (r == -EEXIST)
+		return fail("segment '%s' exists (remove it with shmctl rm, or use --force)", seg);
+	if (r == -EACCES)
+		return fail("segment '%s': permission denied", seg);
+	if (r)
+		return fail_lib(r, seg);
+	if (!quiet) {
+		shmcfg_info *info = malloc(sizeof *info);
+		if (info && shmcfg_stat(h, info) == 0) {
+			char size[32];
+			human_size(info->size, size, sizeof size);
+			printf("created segment '%s': %u options, %u slots, %s, generation %llu\n", seg,
+			       info->nopts, info->nslots, size, (unsigned long long)info->generation);
+		}
+		free(info);
+	}
+	shmcfg_close(h);
+	return EXIT_OK;
+}
+
+int cmd_rm(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"force", no_argument, NULL, 'f'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool force = false;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":hf", opts, &ec)) != -1) {
+		if (c == -2)
+			return ec;
+		if (c == 'f')
+			force = true;
+	}
+	if (optind >= argc)
+		return usage_error("missing segment NAME");
+	int rc = EXIT_OK;
+	for (int i = optind; i < argc; i++) {
+		int r = shmcfg_unlink(argv[i]);
+		if (r == -ENOENT && force)
+			continue;
+		if (r == -ENOENT)
+			rc = fail("no such segment '%s'", argv[i]);
+		else if (r == -EACCES || r == -EPERM)
+			rc = fail("segment '%s': permission denied", argv[i]);
+		else if (r)
+			rc = fail_lib(r, argv[i]);
+	}
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* set, reset                                                         */
+/* ------------------------------------------------------------------ */
+
+struct change {
+	shmcfg_opt opt;   /* as named */
+	shmcfg_opt final; /* end of its alias chain: what is written */
+	const char *value;
+	char *old;        /* effective value before, as text */
+};
+
+/* The effective values before the change, as text, for "old -> new". */
+static int values_before(shmcfg *h, struct change *ch, size_t n)
+{
+	shmcfg_snapshot *snap;
+	int r = shmcfg_snapshot_acquire(h, &snap);
+	if (r)
+		return fail_lib(r, shmcfg_name(h));
+	for (size_t i = 0; i < n; i++) {
+		shmcfg_value v;
+		if (shmcfg_snapshot_get(snap, ch[i].final, &v) == 0)
+			ch[i].old = value_text(&v);
+	}
+	shmcfg_snapshot_release(snap);
+	return 0;
+}
+
+/* The error of a set: one line naming the option and the value. */
+static int fail_set(int r, const char *full, const char *value)
+{
+	const char *d = shmcfg_errdetail();
+	if (!d || !*d)
+		d = shmcfg_strerror(r);
+	size_t nl = strlen(full);
+	if (!strncmp(d, full, nl) && d[nl] == ':' && d[nl + 1] == ' ')
+		d += nl + 2;
+	if (r == SHMCFG_E_LAYER)
+		return fail("%s=%s: the option declares no knob (--knob)", full, value);
+	if (*value && strstr(d, value))
+		return fail("%s: %s", full, d);
+	return fail("%s=%s: %s", full, value, d);
+}
+
+/* "TORCH_A or TORCH_B" */
+static void var_names(const char *list, size_t n, char *out, size_t len)
+{
+	size_t used = 0;
+	out[0] = 0;
+	for (size_t i = 0; list && i < n && used < len; i++, list += strlen(list) + 1) {
+		int w = snprintf(out + used, len - used, "%s%s", i ? " or " : "", list);
+		if (w > 0)
+			used += (size_t)w;
+	}
+}
+
+/*
+ * After the commit: a value that a higher layer overrides is stored all the
+ * same; say which layer wins, and why.
+ */
+static void warn_overridden(shmcfg *h, shmcfg_snapshot *snap, shmcfg_opt f, shmcfg_source written)
+{
+	shmcfg_value v;
+	if (shmcfg_snapshot_get(snap, f, &v) || v.source <= written || v.source == SHMCFG_SRC_ALIAS)
+		return;
+	shmcfg_optinfo fi;
+	if (shmcfg_opt_info(h, f, &fi))
+		return;
+	char why[1024] = "";
+	char *val = value_text(&v);
+	if (v.source == SHMCFG_SRC_ENV_FORCE || v.source == SHMCFG_SRC_ENV_DEFAULT) {
+		char vars[600];
+		bool force = v.source == SHMCFG_SRC_ENV_FORCE;
+		size_t nv = force ? fi.n_env_force : fi.n_env_default;
+		var_names(force ? fi.env_force : fi.env_default, nv, vars, sizeof vars);
+		if (nv == 1)
+			snprintf(why, sizeof why, " (%s=%s)", vars, val ? val : "?");
+		else
+			snprintf(why, sizeof why, " (%s from %s)", val ? val : "?", vars);
+	} else if (v.source == SHMCFG_SRC_IMPLIED) {
+		size_t used = 0;
+		for (uint32_t i = 0; i < shmcfg_count(h); i++) {
+			shmcfg_optinfo ii;
+			if (shmcfg_opt_info(h, i, &ii))
+				continue;
+			for (size_t k = 0; k < ii.n_implies; k++) {
+				shmcfg_opt tgt;
+				shmcfg_value iv, cur;
+				if (shmcfg_opt_implies(h, i, k, &tgt, &iv) || tgt != f ||
+				    shmcfg_snapshot_get(snap, i, &cur) || cur.is_null || cur.type != SHMCFG_BOOL ||
+				    !cur.u.b)
+					continue;
+				if (used < sizeof why) {
+					int w = snprintf(why + used, sizeof why - used, "%s%s=true",
+							 used ? ", " : " (implied by ", ii.name);
+					if (w > 0)
+						used += (size_t)w;
+				}
+			}
+		}
+		if (used && used + 1 < sizeof why)
+			strcat(why, ")");
+	} else if (val)
+		snprintf(why, sizeof why, " (%s)", val);
+	warn_msg("%s: value stored in the %s layer, but the %s layer wins%s", fi.name,
+		 shmcfg_source_name(written), shmcfg_source_name(v.source), why);
+	free(val);
+}
+
+/*
+ * set and reset write through a read-write handle and read through a
+ * read-only one: a read-only handle's snapshots are private copies, so the
+ * command leaves no pinned view behind (and no reclaimer thread).
+ */
+static int open_pair(const char *seg, shmcfg **rw, shmcfg **ro)
+{
+	if (open_segment(seg, false, rw))
+		return EXIT_FAIL;
+	if (open_segment(seg, true, ro)) {
+		*rw = shmcfg_close(*rw);
+		return EXIT_FAIL;
+	}
+	return 0;
+}
+
+/* Shared by set and reset: commit the transaction, report, warn. */
+static int finish(shmcfg *h, shmcfg *ro, shmcfg_txn *t, struct change *ch, size_t n, bool quiet,
+		  bool knob, bool report_unchanged)
+{
+	uint64_t gen;
+	int r = shmcfg_txn_commit(t, &gen);
+	if (r < 0)
+		return fail_lib(r, shmcfg_name(h));
+	bool nothing = r == 1;
+	shmcfg_snapshot *snap;
+	if ((r = shmcfg_snapshot_acquire(ro, &snap)))
+		return fail_lib(r, shmcfg_name(h));
+	shmcfg_source written = knob ? SHMCFG_SRC_KNOB : SHMCFG_SRC_USER;
+	for (size_t i = 0; i < n; i++) {
+		if (!ch[i].value)
+			continue; /* a reset */
+		bool dup = false;
+		for (size_t k = i + 1; k < n; k++)
+			dup |= ch[k].final == ch[i].final && ch[k].value;
+		if (!dup)
+			warn_overridden(h, snap, ch[i].final, written);
+	}
+	if (!quiet) {
+		for (size_t i = 0; i < n; i++) {
+			shmcfg_value v;
+			char *now = NULL;
+			bool dup = false;
+			for (size_t k = i + 1; k < n; k++)
+				dup |= ch[k].final == ch[i].final;
+			if (dup)
+				continue;
+			if (shmcfg_snapshot_get(snap, ch[i].final, &v) == 0)
+				now = value_text(&v);
+			bool same = ch[i].old && now && !strcmp(ch[i].old, now);
+			if (same && report_unchanged)
+				printf("%s: %s (unchanged)\n", opt_name(h, ch[i].final), now);
+			else if (!same)
+				printf("%s: %s -> %s%s%s\n", opt_name(h, ch[i].final), ch[i].old ? ch[i].old : "?",
+				       color(C_BOLD), now ? now : "?", color(C_RESET));
+			free(now);
+		}
+		if (nothing && !report_unchanged)
+			printf("nothing changed (generation %llu)\n", (unsigned long long)gen);
+		else if (!report_unchanged)
+			printf("%s layer cleared: %zu option%s (generation %llu)\n", knob ? "knob" : "user", n,
+			       n == 1 ? "" : "s", (unsigned long long)gen);
+	}
+	shmcfg_snapshot_release(snap);
+	return EXIT_OK;
+}
+
+static void free_changes(struct change *ch, size_t n)
+{
+	for (size_t i = 0; ch && i < n; i++)
+		free(ch[i].old);
+	free(ch);
+}
+
+int cmd_set(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"knob", no_argument, NULL, 'K'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool knob = false, quiet = false;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":hq", opts, &ec)) != -1) {
+		if (c == -2)
+			return ec;
+		if (c == 'K')
+			knob = true;
+		if (c == 'q')
+			quiet = true;
+	}
+	if (optind >= argc)
+		return usage_error("missing segment NAME");
+	if (optind + 1 >= argc)
+		return usage_error("missing OPTION=VALUE");
+	for (int i = optind + 1; i < argc; i++) {
+		const char *eq = strchr(argv[i], '=');
+		if (!eq)
+			return usage_error("'%s' is not OPTION=VALUE", argv[i]);
+		if (eq == argv[i])
+			return usage_error("'%s' has no option name", argv[i]);
+	}
+	const char *seg = argv[optind];
+	shmcfg *h, *ro;
+	if (open_pair(seg, &h, &ro))
+		return EXIT_FAIL;
+	size_t n = (size_t)(argc - optind - 1);
+	struct change *ch = calloc(n, sizeof *ch);
+	char **names = calloc(n, sizeof *names);
+	int rc = ch && names ? EXIT_OK : fail("out of memory");
+	for (size_t i = 0; rc == EXIT_OK && i < n; i++) {
+		char *arg = argv[optind + 1 + (int)i], *eq = strchr(arg, '=');
+		names[i] = strndup(arg, (size_t)(eq - arg));
+		ch[i].value = eq + 1;
+		shmcfg_optinfo oi;
+		if (!names[i])
+			rc = fail("out of memory");
+		else if ((rc = resolve_option(h, names[i], &ch[i].opt)) == EXIT_OK) {
+			if (shmcfg_opt_info(h, ch[i].opt, &oi) == 0)
+				ch[i].final = oi.alias_final;
+			else
+				ch[i].final = ch[i].opt;
+		}
+	}
+	shmcfg_txn *t = NULL;
+	int r;
+	if (rc == EXIT_OK)
+		rc = values_before(ro, ch, n);
+	if (rc == EXIT_OK && (r = shmcfg_txn_begin(h, &t)))
+		rc = fail_lib(r, seg);
+	if (rc == EXIT_OK && knob && (r = shmcfg_txn_layer(t, SHMCFG_SRC_KNOB)))
+		rc = fail_lib(r, seg);
+	for (size_t i = 0; rc == EXIT_OK && i < n; i++)
+		if ((r = shmcfg_txn_set_text(t, ch[i].opt, ch[i].value)))
+			rc = fail_set(r, opt_name(h, ch[i].opt), ch[i].value);
+	if (rc == EXIT_OK)
+		rc = finish(h, ro, t, ch, n, quiet, knob, true);
+	else
+		shmcfg_txn_abort(t);
+	for (size_t i = 0; names && i < n; i++)
+		free(names[i]);
+	free(names);
+	free_changes(ch, n);
+	shmcfg_close(ro);
+	shmcfg_close(h);
+	return rc;
+}
+
+int cmd_reset(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"all", no_argument, NULL, 'a'},
+		{"knob", no_argument, NULL, 'K'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool all = false, knob = false, quiet = false;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":haq", opts, &ec)) != -1) {
+		if (c == -2)
+			return ec;
+		if (c == 'a')
+			all = true;
+		if (c == 'K')
+			knob = true;
+		if (c == 'q')
+			quiet = true;
+	}
+	if (optind >= argc)
+		return usage_error("missing segment NAME");
+	if (all && optind + 1 < argc)
+		return usage_error("--all takes no OPTION");
+	if (!all && optind + 1 >= argc)
+		return usage_error("missing OPTION (or --all)");
+	const char *seg = argv[optind];
+	shmcfg *h, *ro;
+	if (open_pair(seg, &h, &ro))
+		return EXIT_FAIL;
+	uint32_t nopts = shmcfg_count(h);
+	size_t n = 0;
+	struct change *ch = calloc(all ? (nopts ? nopts : 1) : (size_t)(argc - optind - 1), sizeof *ch);
+	int rc = ch ? EXIT_OK : fail("out of memory");
+	if (rc == EXIT_OK && all) {
+		/* every option that holds its own value (aliases forward), and
+		 * for the knob layer only those that declare a knob */
+		shmcfg_snapshot *snap;
+		int r = shmcfg_snapshot_acquire(ro, &snap);
+		if (r)
+			rc = fail_lib(r, seg);
+		for (uint32_t i = 0; rc == EXIT_OK && i < nopts; i++) {
+			shmcfg_optinfo oi;
+			shmcfg_value v;
+			if (shmcfg_opt_info(h, i, &oi) || oi.alias != SHMCFG_NO_OPT || (knob && !oi.knob))
+				continue;
+			/* only the layers that are set: no deprecation warning for
+			 * options nobody touched */
+			if (shmcfg_snapshot_layer(snap, i, knob ? SHMCFG_SRC_KNOB : SHMCFG_SRC_USER, &v) != 0)
+				continue;
+			ch[n++] = (struct change){.opt = i, .final = i};
+		}
+		if (rc == EXIT_OK)
+			shmcfg_snapshot_release(snap);
+	} else if (rc == EXIT_OK) {
+		for (int i = optind + 1; rc == EXIT_OK && i < argc; i++) {
+			shmcfg_optinfo oi;
+			if ((rc = resolve_option(h, argv[i], &ch[n].opt)))
+				break;
+			ch[n].final = shmcfg_opt_info(h, ch[n].opt, &oi) == 0 ? oi.alias_final : ch[n].opt;
+			n++;
+		}
+	}
+	shmcfg_txn *t = NULL;
+	int r;
+	if (rc == EXIT_OK)
+		rc = values_before(ro, ch, n);
+	if (rc == EXIT_OK && (r = shmcfg_txn_begin(h, &t)))
+		rc = fail_lib(r, seg);
+	if (rc == EXIT_OK && knob && (r = shmcfg_txn_layer(t, SHMCFG_SRC_KNOB)))
+		rc = fail_lib(r, seg);
+	for (size_t i = 0; rc == EXIT_OK && i < n; i++)
+		if ((r = shmcfg_txn_reset(t, ch[i].opt))) {
+			if (r == SHMCFG_E_LAYER)
+				rc = fail("%s: the option declares no knob (--knob)", opt_name(h, ch[i].opt));
+			else
+				rc = fail_lib(r, opt_name(h, ch[i].opt));
+		}
+	if (rc == EXIT_OK)
+		rc = finish(h, ro, t, ch, n, quiet, knob, !all);
+	else
+		shmcfg_txn_abort(t);
+	free_changes(ch, n);
+	shmcfg_close(ro);
+	shmcfg_close(h);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* load, gc                                                           */
+/* ------------------------------------------------------------------ */
+
+static void load_warn(const char *msg, void *ud)
+{
+	warn_msg("%s: %s", (const char *)ud, msg);
+}
+
+int cmd_load(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool quiet = false;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":hq", opts, &ec)) != -1) {
+		if (c == -2)
+			return ec;
+		if (c == 'q')
+			quiet = true;
+	}
+	if (optind >= argc)
+		return usage_error("missing segment NAME");
+	if (optind + 1 >= argc)
+		return usage_error("missing FILE (or - for standard input)");
+	if (argc - optind > 2)
+		return usage_error("unexpected argument '%s'", argv[optind + 2]);
+	const char *seg = argv[optind], *path = argv[optind + 1];
+	const char *label = strcmp(path, "-") ? path : "<stdin>";
+	/* attached before the input is read: a load from a pipe is listed as
+	 * an attached process while it waits */
+	shmcfg *h;
+	if (open_segment(seg, false, &h))
+		return EXIT_FAIL;
+	char *text;
+	size_t len;
+	int r = read_file(path, &text, &len);
+	if (r) {
+		shmcfg_close(h);
+		return fail("%s: %s", label, strerror(-r));
+	}
+	uint64_t gen = 0;
+	r = shmcfg_load(h, text, len, load_warn, (void *)label, &gen);
+	free(text);
+	shmcfg_close(h);
+	if (r < 0)
+		return fail_lib(r, label);
+	if (!quiet) {
+		if (r == 1)
+			printf("%s: nothing changed (generation %llu)\n", label, (unsigned long long)gen);
+		else
+			printf("%s: loaded into '%s', generation %llu\n", label, seg, (unsigned long long)gen);
+	}
+	return EXIT_OK;
+}
+
+static void gc_cb(const shmcfg_reader *r, void *ud)
+{
+	json_t *arr = ud;
+	json_t *o = json_object();
+	json_object_set_new(o, "index", json_integer(r->index));
+	json_object_set_new(o, "pid", json_integer(r->pid));
+	json_t *pins = json_array();
+	for (int k = 0; k < 4; k++)
+		if (r->pins[k])
+			json_array_append_new(pins, json_integer((json_int_t)r->pins[k]));
+	json_object_set_new(o, "pins", pins);
+	json_array_append_new(arr, o);
+}
+
+struct dead {
+	shmcfg_reader *r;
+	size_t n;
+};
+
+static void note_dead(const shmcfg_reader *r, void *ud)
+{
+	struct dead *d = ud;
+	if (r->alive)
+		return;
+	shmcfg_reader *nr = realloc(d->r, (d->n + 1) * sizeof *nr);
+	if (!nr)
+		return;
+	d->r = nr;
+	d->r[d->n++] = *r;
+}
+
+struct own {
+	pid_t pid;
+	bool found;
+	shmcfg_reader r;
+};
+
+/* Our own entry: alive, with our pid (in our pid namespace). */
+static void find_own(const shmcfg_reader *r, void *ud)
+{
+	struct own *o = ud;
+	if (r->alive && r->pid == o->pid && !o->found) {
+		o->found = true;
+		o->r = *r;
+	}
+}
+
+int cmd_gc(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'J'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool json = false;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":h", opts, &ec)) != -1) {
+		if (c == -2)
+			return ec;
+		if (c == 'J')
+			json = true;
+	}
+	if (optind >= argc)
+		return usage_error("missing segment NAME");
+	if (argc - optind > 1)
+		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+	const char *seg = argv[optind];
+	/* The dead entries before we attach: a read-write attach takes over a
+	 * free entry, which may be a dead one; that one is reclaimed too. */
+	struct dead dead = {0};
+	shmcfg *h;
+	if (shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0) {
+		shmcfg_readers(h, note_dead, &dead);
+		shmcfg_close(h);
+	}
+	if (open_segment(seg, false, &h)) {
+		free(dead.r);
+		return EXIT_FAIL;
+	}
+	json_t *arr = json_array();
+	struct own own = {getpid(), false, {0}};
+	shmcfg_readers(h, find_own, &own);
+	for (size_t i = 0; own.found && i < dead.n; i++)
+		if (dead.r[i].index == own.r.index)
+			gc_cb(&dead.r[i], arr);
+	free(dead.r);
+	int r = shmcfg_gc(h, gc_cb, arr);
+	shmcfg_close(h);
+	if (r < 0) {
+		json_decref(arr);
+		return fail_lib(r, seg);
+	}
+	if (json)
+		return json_print(json_pack("{s:s, s:o}", "name", seg, "reclaimed", arr), false);
+	for (size_t i = 0; i < json_array_size(arr); i++) {
+		json_t *o = json_array_get(arr, i);
+		printf("reclaimed reader entry %lld (pid %lld)\n",
+		       (long long)json_integer_value(json_object_get(o, "index")),
+		       (long long)json_integer_value(json_object_get(o, "pid")));
+	}
+	size_t n = json_array_size(arr);
+	if (n)
+		printf("%s: reclaimed %zu reader entr%s of dead processes\n", seg, n, n == 1 ? "y" : "ies");
+	else
+		printf("%s: nothing to reclaim\n", seg);
+	json_decref(arr);
+	return EXIT_OK;
+}

@@ -1,0 +1,345 @@
+/*
+ * shmctl: inspect and control shmcfg segments.
+ *
+ * This file: main, the subcommand table, usage and help, error lines,
+ * attaching a segment, colour. See shmctl.h for the others and shmctl.1 for
+ * the user's documentation.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shmctl.h"
+
+const struct command *cur_cmd;
+bool use_color;
+
+static const struct command commands[] = {
+	{"create", cmd_create,
+	 "create NAME [--schema FILE] [--slots K] [--size BYTES] [--readers N]\n"
+	 "       [--mode OCTAL] [--group GROUP] [--no-env] [--force] [--quiet]",
+	 "create a segment (the embedded default schema unless --schema)",
+	 "  -s, --schema FILE   schema file (YAML, format 1); default: the embedded\n"
+	 "                      torch.compiler.config schema\n"
+	 "  -k, --slots K       snapshot slots, 2-255 (default 8)\n"
+	 "      --size BYTES    string heap per slot (suffixes K, M, G)\n"
+	 "      --readers N     reader table entries (default 126)\n"
+	 "  -m, --mode OCTAL    permission bits (default 0600)\n"
+	 "  -g, --group GROUP   group of the object (name or number)\n"
+	 "      --no-env        leave the environment layers empty\n"
+	 "  -f, --force         replace a segment of that name\n"
+	 "  -q, --quiet         print nothing on success\n"
+	 "The creating process's environment fills the env_default and env_force layers.\n"},
+	{"rm", cmd_rm, "rm [--force] NAME...", "remove segments",
+	 "  -f, --force   ignore segments that do not exist\n"
+	 "Attached processes keep their mapping until they detach.\n"},
+	{"ls", cmd_ls, "ls [--json]", "list the segments of this host",
+	 "      --json    print a JSON array\n"
+	 "Lists /dev/shm/shmcfg.* with size, generation, options and attached processes\n"
+	 "(the live entries of the reader table). A segment that cannot be read is\n"
+	 "listed with its error.\n"},
+	{"show", cmd_show, "show NAME [PATTERN] [--non-default] [-v] [--json]",
+	 "show options: name, value, type, source, default",
+	 "  PATTERN              a glob (fnmatch) on the full name or a dotted suffix\n"
+	 "                       of it, or else a substring of the name\n"
+	 "  -n, --non-default    only options that do not hold their default\n"
+	 "  -v, --verbose        print each option's doc under it\n"
+	 "      --json           print a JSON array of objects\n"},
+	{"get", cmd_get, "get NAME OPTION [--json]", "print one option's value",
+	 "      --json    print the value as JSON (strings quoted)\n"
+	 "Without --json a string prints raw; null prints as null.\n"},
+	{"describe", cmd_describe, "describe NAME OPTION [--json]",
+	 "print every attribute of an option and its doc",
+	 "      --json    print a JSON object\n"},
+	{"set", cmd_set, "set NAME OPTION=VALUE... [--knob] [--quiet]",
+	 "set options, all in one commit",
+	 "      --knob    write the knob layer (options that declare a knob) instead\n"
+	 "                of the user layer\n"
+	 "  -q, --quiet   print nothing on success\n"
+	 "VALUE is parsed by the option's type: bool true/false/1/0; int; float;\n"
+	 "none or null for a nullable option; list and set as a JSON array or\n"
+	 "comma-separated text; a value in double quotes is a JSON string literal.\n"},
+	{"reset", cmd_reset, "reset NAME OPTION... [--knob] [--quiet]\n       reset NAME --all [--knob] [--quiet]",
+	 "clear the user (or knob) layer of options",
+	 "  -a, --all     every option\n"
+	 "      --knob    clear the knob layer instead of the user layer\n"
+	 "  -q, --quiet   print nothing on success\n"},
+	{"stat", cmd_stat, "stat NAME [--commits N] [--json]",
+	 "show the segment's header, slots, readers and last commits",
+	 "  -c, --commits N   how many recent commits to list (default 10)\n"
+	 "      --json        print a JSON object\n"},
+	{"watch", cmd_watch, "watch NAME [--count N] [--timeout SECONDS] [--json] [--quiet]",
+	 "print one line per commit",
+	 "  -c, --count N          stop after N commits (exit 0)\n"
+	 "  -t, --timeout SECONDS  stop after that long (exit 1 if --count was\n"
+	 "                         given and not reached, else 0)\n"
+	 "      --json             print one JSON object per commit\n"
+	 "  -q, --quiet            do not say on stderr when watching starts\n"},
+	{"dump", cmd_dump, "dump NAME [--all]", "print the configuration as JSON",
+	 "  -a, --all     also save-ignored and private options\n"},
+	{"load", cmd_load, "load NAME FILE|- [--quiet]", "load a JSON dump as one commit",
+	 "  -q, --quiet   print nothing on success\n"
+	 "FILE holds a dump (its \"values\") or a plain {name: value} object; - reads\n"
+	 "standard input. Unknown keys are skipped with a warning.\n"},
+	{"diff", cmd_diff, "diff NAME [--format python|shell|json] [--json]",
+	 "print the non-default settings as code",
+	 "  -f, --format FMT   python (default: as codegen_config()), shell (shmctl set\n"
+	 "                     commands) or json\n"
+	 "      --json         the same as --format json\n"},
+	{"hash", cmd_hash, "hash NAME [--json]", "print the config hash",
+	 "      --json    print {\"generation\": N, \"config_hash\": \"hex\"}\n"},
+	{"check", cmd_check, "check NAME [--json]",
+	 "verify header, bounds, checksums and the reader table",
+	 "      --json    print {\"ok\": bool, \"problems\": [...], \"notes\": [...]}\n"
+	 "Exit status 0 if the segment is sound, 1 with the problems listed.\n"},
+	{"gc", cmd_gc, "gc NAME [--json]", "reclaim the reader entries of dead processes",
+	 "      --json    print {\"reclaimed\": [{\"index\", \"pid\"}...]}\n"},
+};
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void vmsg(const char *prefix, const char *fmt, va_list ap)
+{
+	fflush(stdout);
+	fputs("shmctl: ", stderr);
+	if (prefix)
+		fputs(prefix, stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void err_msg(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg(NULL, fmt, ap);
+	va_end(ap);
+}
+
+int fail(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg(NULL, fmt, ap);
+	va_end(ap);
+	return EXIT_FAIL;
+}
+
+void warn_msg(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg("warning: ", fmt, ap);
+	va_end(ap);
+}
+
+int fail_lib(int r, const char *what)
+{
+	const char *detail = shmcfg_errdetail();
+	if (!detail || !*detail)
+		detail = shmcfg_strerror(r);
+	if (!what || !*what)
+		err_msg("%s", detail);
+	else if (strstr(detail, what))
+		err_msg("%s", detail);
+	else
+		err_msg("%s: %s", what, detail);
+	return EXIT_FAIL;
+}
+
+static void print_synopsis(FILE *f, const struct command *c)
+{
+	fprintf(f, "usage: shmctl %s\n", c->synopsis);
+}
+
+int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fflush(stdout);
+	fprintf(stderr, "shmctl: %s%s", cur_cmd ? cur_cmd->name : "", cur_cmd ? ": " : "");
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	if (cur_cmd) {
+		print_synopsis(stderr, cur_cmd);
+		fprintf(stderr, "Try 'shmctl %s --help' for more information.\n", cur_cmd->name);
+	} else
+		fprintf(stderr, "Try 'shmctl --help' for more information.\n");
+	return EXIT_USAGE;
+}
+
+int print_help(void)
+{
+	const struct command *c = cur_cmd;
+	print_synopsis(stdout, c);
+	printf("\n%c%s.\n\n", c->summary[0] - ('a' <= c->summary[0] && c->summary[0] <= 'z' ? 32 : 0),
+	       c->summary + 1);
+	printf("  -h, --help    print this help\n");
+	if (c->help && *c->help)
+		printf("%s", c->help);
+	printf("\nExit status: 0 success, 1 failure, 2 usage error. See shmctl(1).\n");
+	return EXIT_OK;
+}
+
+int next_opt(int argc, char **argv, const char *shortopts, const struct option *longopts,
+	     int *exit_code)
+{
+	int longidx = -1;
+	opterr = 0;
+	int c = getopt_long(argc, argv, shortopts, longopts, &longidx);
+	switch (c) {
+	case 'h':
+		*exit_code = print_help();
+		return -2;
+	case '?':
+		if (optopt)
+			*exit_code = usage_error("unknown option '-%c'", optopt);
+		else
+			*exit_code = usage_error("unknown option '%s'", argv[optind - 1]);
+		return -2;
+	case ':':
+		if (optopt && (optopt < 0x100))
+			*exit_code = usage_error("option '-%c' needs an argument", optopt);
+		else
+			*exit_code = usage_error("option '%s' needs an argument", argv[optind - 1]);
+		return -2;
+	default:
+		return c;
+	}
+}
+
+int attach_error(int r, const char *name, bool rdonly, const char *detail)
+{
+	if (r == -ENOENT)
+		return fail("no such segment '%s'", name);
+	if (r == -EACCES || r == -EPERM)
+		return fail("segment '%s': permission denied (%s access)", name,
+			    rdonly ? "read" : "write");
+	if (detail && *detail)
+		return strstr(detail, name) ? fail("%s", detail) : fail("%s: %s", name, detail);
+	return fail("%s: %s", name, shmcfg_strerror(r));
+}
+
+int open_segment(const char *name, bool rdonly, shmcfg **ret)
+{
+	int r = shmcfg_attach(name, rdonly ? SHMCFG_ATTACH_RDONLY : 0, NULL, ret);
+	if (r == 0)
+		return 0;
+	return attach_error(r, name, rdonly, shmcfg_errdetail());
+}
+
+const char *color(const char *code)
+{
+	static char buf[8][16];
+	static int next;
+	if (!use_color)
+		return "";
+	char *b = buf[next++ % 8];
+	snprintf(b, sizeof buf[0], "\033[%sm", code);
+	return b;
+}
+
+static void main_usage(FILE *f)
+{
+	fprintf(f, "usage: shmctl [--color=auto|always|never] COMMAND [ARGS...]\n"
+		   "       shmctl COMMAND --help\n"
+		   "       shmctl --version\n\n"
+		   "Inspect and control shmcfg segments (configuration in shared memory).\n\n"
+		   "Commands:\n");
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\nNAME is a segment's name; OPTION a full dotted option name or a unique\n"
+		   "suffix of it after a dot. Read commands take --json. See shmctl(1).\n");
+}
+
+static void log_cb(int level, const char *msg, void *ud)
+{
+	(void)ud;
+	if (level <= SHMCFG_LOG_WARNING)
+		warn_msg("%s", msg);
+}
+
+int main(int argc, char **argv)
+{
+	const char *when = "auto";
+	int i = 1;
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			main_usage(stdout);
+			return EXIT_OK;
+		} else if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
+			printf("shmctl (shmcfg) %s\n", shmcfg_version(NULL, NULL, NULL));
+			return EXIT_OK;
+		} else if (!strncmp(a, "--color=", 8) || !strncmp(a, "--colour=", 9)) {
+			when = strchr(a, '=') + 1;
+		} else if (!strcmp(a, "--color") || !strcmp(a, "--colour")) {
+			when = "always";
+		} else if (!strcmp(a, "--")) {
+			i++;
+			break;
+		} else {
+			fprintf(stderr, "shmctl: unknown option '%s'\n", a);
+			main_usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (!strcmp(when, "always"))
+		use_color = true;
+	else if (!strcmp(when, "never"))
+		use_color = false;
+	else if (!strcmp(when, "auto")) {
+		const char *term = getenv("TERM");
+		use_color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR") && !(term && !strcmp(term, "dumb"));
+	} else {
+		fprintf(stderr, "shmctl: --color takes auto, always or never, not '%s'\n", when);
+		main_usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (i >= argc) {
+		fprintf(stderr, "shmctl: no command given\n");
+		main_usage(stderr);
+		return EXIT_USAGE;
+	}
+	const char *name = argv[i];
+	if (!strcmp(name, "help")) {
+		if (i + 1 >= argc) {
+			main_usage(stdout);
+			return EXIT_OK;
+		}
+		name = argv[i + 1];
+		for (size_t k = 0; k < NCOMMANDS; k++)
+			if (!strcmp(commands[k].name, name)) {
+				cur_cmd = &commands[k];
+				return print_help();
+			}
+		fprintf(stderr, "shmctl: unknown command '%s'\n", name);
+		main_usage(stderr);
+		return EXIT_USAGE;
+	}
+	for (size_t k = 0; k < NCOMMANDS; k++) {
+		if (strcmp(commands[k].name, name))
+			continue;
+		cur_cmd = &commands[k];
+		shmcfg_set_log(log_cb, NULL);
+		/* the subcommand parses argv[i..]: argv[0] of its getopt is its name */
+		optind = 1;
+		int r = commands[k].run(argc - i, argv + i);
+		if (fflush(stdout) == EOF || ferror(stdout)) {
+			if (errno != EPIPE)
+				fprintf(stderr, "shmctl: write error: %s\n", strerror(errno));
+			return EXIT_FAIL;
+		}
+		return r;
+	}
+	fprintf(stderr, "shmctl: unknown command '%s'\n", name);
+	main_usage(stderr);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,179 @@
+/*
+ * shmctl: inspect and control shmcfg segments. Declarations shared by the
+ * files of tools/shmctl*.c.
+ *
+ *   shmctl.c        main, subcommand table, usage, errors, attach, colour
+ *   shmctl-util.c   argument parsing, option resolution, tables, values as
+ *                   text and JSON
+ *   shmctl-read.c   ls, show, get, describe
+ *   shmctl-stat.c   stat, hash, check, dump, diff, watch
+ *   shmctl-write.c  create, rm, set, reset, load, gc
+ *
+ * Exit status: 0 success, 1 failure, 2 usage error.
+ */
+#ifndef SHMCTL_H
+#define SHMCTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "shmcfg.h"
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+/* ---- shmctl.c ---------------------------------------------------------- */
+
+/* One subcommand. */
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *synopsis; /* the lines after "usage: shmctl " (several separated by \n) */
+	const char *summary;  /* one line for the command list */
+	const char *help;     /* the options, for --help */
+};
+
+extern const struct command *cur_cmd; /* the running subcommand */
+extern bool use_color;               /* colour on stdout */
+
+/* Print "shmctl: ...\n" to stderr. */
+void err_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* As err_msg(), then return EXIT_FAIL. */
+int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "shmctl: warning: ...\n" on stderr. */
+void warn_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * A failed library call: print one line naming @p what and the library's
+ * detail (or the text of the code when there is none) and return EXIT_FAIL.
+ * When the detail already names @p what, it is printed alone.
+ */
+int fail_lib(int r, const char *what);
+/* A usage error of the running subcommand: message, synopsis, EXIT_USAGE. */
+int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print the running subcommand's --help to stdout; returns EXIT_OK. */
+int print_help(void);
+
+/*
+ * Parse the options shared by every subcommand (--help, --json) along with
+ * the subcommand's own: a getopt_long loop. Returns the option character,
+ * -1 at the end, or -2 after it printed help (exit 0) / a usage error
+ * (*exit_code set).
+ */
+struct option;
+int next_opt(int argc, char **argv, const char *shortopts, const struct option *longopts,
+	     int *exit_code);
+
+/* Attach a segment: read-only or read-write; prints the error. 0 or EXIT_FAIL. */
+int open_segment(const char *name, bool rdonly, shmcfg **ret);
+/* Print the error of a failed attach (code r, the library's detail); EXIT_FAIL. */
+int attach_error(int r, const char *name, bool rdonly, const char *detail);
+
+/* ANSI colour of a span: empty when colour is off. */
+const char *color(const char *code);
+#define C_RESET "0"
+#define C_BOLD "1"
+#define C_DIM "2"
+#define C_RED "31"
+#define C_GREEN "32"
+#define C_YELLOW "33"
+#define C_BLUE "34"
+#define C_MAGENTA "35"
+#define C_CYAN "36"
+
+/* ---- shmctl-util.c ----------------------------------------------------- */
+
+/* strtoull/strtoll with full-string and range checks. */
+bool parse_u64(const char *s, uint64_t *ret);
+bool parse_size(const char *s, uint64_t *ret); /* with K/M/G (KiB, MiB, GiB) suffixes */
+bool parse_seconds(const char *s, double *ret);
+
+/* Lowercase hex of 16 bytes. */
+void hex16(const uint8_t in[16], char out[33]);
+/* "1.2 MiB" */
+void human_size(uint64_t bytes, char *buf, size_t len);
+/* "2024-05-01 12:00:00" (local) and "2024-05-01T12:00:00.123Z" (UTC). */
+void time_local(uint64_t ns, char *buf, size_t len);
+void time_utc(uint64_t ns, char *buf, size_t len);
+
+/* Resolve OPTION (full name or unique suffix; see shmctl.1). Prints the
+ * error (ambiguous, unknown with suggestions). 0 or EXIT_FAIL. */
+int resolve_option(shmcfg *h, const char *text, shmcfg_opt *ret);
+/* The option's name and the final target's descriptor. */
+const char *opt_name(shmcfg *h, shmcfg_opt opt);
+/* The shortest suffix of the option's name that names it uniquely. */
+const char *opt_short_name(shmcfg *h, shmcfg_opt opt);
+
+/* A value as JSON text (strings quoted), malloc'd; NULL on ENOMEM. */
+char *value_text(const shmcfg_value *v);
+/* As value_text() but strings raw (for `get`). */
+char *value_raw(const shmcfg_value *v);
+/* A value as a new jansson value (nan/inf as strings, like shmcfg_dump). */
+json_t *value_json(const shmcfg_value *v);
+/* "str", or "str?" for a nullable option. */
+const char *type_label(shmcfg_type t, bool nullable, char *buf, size_t len);
+/* ANSI colour code of a source. */
+const char *source_color(shmcfg_source s);
+
+/* Print a jansson value to stdout (indented unless compact), newline; frees it. */
+int json_print(json_t *j, bool compact);
+
+/* Aligned table on stdout. */
+struct table;
+struct table *table_new(size_t ncols, const char *const *headers);
+/* Add a row: ncols strings (copied; NULL = ""). */
+void table_row(struct table *t, const char *const *cells);
+/* Colour of a cell of the last row added (an ANSI code, or NULL). */
+void table_color(struct table *t, size_t col, const char *code);
+/* Text printed on its own lines after the last row (indented; copied). */
+void table_note(struct table *t, const char *text);
+/* Columns that may be cut to fit a terminal, with their minimum width. */
+void table_shrink(struct table *t, size_t col, size_t min_width);
+/* Print and free. */
+void table_print(struct table *t);
+/* Free without printing. */
+void table_free(struct table *t);
+size_t table_rows(const struct table *t);
+
+/* Read a whole file ("-" = stdin). 0, or -errno. */
+int read_file(const char *path, char **ret, size_t *len);
+
+/* Parse "[--json] [--help]" and npos positionals into pos[]: 0, or -1 with
+ * *exit_code set (help printed, or a usage error). */
+int simple_args(int argc, char **argv, bool *json, const char **pos, int npos, int *exit_code);
+
+/* The used entries of a reader table (shmcfg_readers() with collect_reader). */
+struct reader_list {
+	shmcfg_reader *r;
+	size_t n, cap;
+};
+void collect_reader(const shmcfg_reader *r, void *ud);
+
+/* A user's name, or its number. */
+const char *user_name(uid_t uid, char *buf, size_t len);
+/* "  key           value" (coloured), for describe and stat. */
+void kv(const char *key, const char *val, const char *col);
+
+/* ---- the subcommands --------------------------------------------------- */
+
+int cmd_create(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_get(int argc, char **argv);
+int cmd_describe(int argc, char **argv);
+int cmd_set(int argc, char **argv);
+int cmd_reset(int argc, char **argv);
+int cmd_stat(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_load(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_hash(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
+
+#endif
