@@ -11,18 +11,42 @@
 
 #include <jansson.h>
 
+/*
+ * The seed's _is_default(): an env layer holding a value other than the
+ * default makes an option non-default; a user value does too, except that
+ * for mutable types (list, set) a user value equal to the default does not.
+ * A thread's patch counts as its user value.
+ */
 int shmcfg_is_default(const shmcfg *h, shmcfg_opt opt)
 {
 	assert_return(h, -EINVAL);
 	if (opt >= h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
-	shmcfg_value v;
-	int r = shmcfg_get(h, h->desc[opt].alias_final, &v);
+	shmcfg_opt f = h->desc[opt].alias_final;
+	const struct opt_desc *d = &h->desc[f];
+	shmcfg_value def, v;
+	(void)shmcfg__value_from_cell(&d->def, h->strings, h->strings_size, &def);
+	bool mutable_type = d->type == SHMCFG_LIST || d->type == SHMCFG_SET;
+	shmcfg_snapshot *s;
+	int r = shmcfg_snapshot_acquire((shmcfg *)h, &s);
 	if (r)
 		return r;
-	r = v.source == SHMCFG_SRC_DEFAULT;
-	shmcfg_value_clear(&v);
-	return r;
+	int result = 1;
+	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_ENV_DEFAULT, &v) == 0 && !shmcfg_value_equal(&v, &def))
+		result = 0;
+	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_ENV_FORCE, &v) == 0 && !shmcfg_value_equal(&v, &def))
+		result = 0;
+	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_USER, &v) == 0 && !(mutable_type && shmcfg_value_equal(&v, &def)))
+		result = 0;
+	shmcfg_snapshot_release(s);
+	if (result && shmcfg__tls_patched) {
+		if ((r = shmcfg_get(h, f, &v)))
+			return r;
+		if (v.source == SHMCFG_SRC_PATCH && !(mutable_type && shmcfg_value_equal(&v, &def)))
+			result = 0;
+		shmcfg_value_clear(&v);
+	}
+	return result;
 }
 
 /* JSON of a value; floats JSON cannot hold become "nan", "inf", "-inf". */
@@ -266,23 +290,33 @@ static void python_literal(struct buf *b, const shmcfg_value *v)
 			addf(b, v->u.f > 0 ? "float('inf')" : "float('-inf')");
 		else {
 			char t[40];
-			snprintf(t, sizeof t, "%.17g", v->u.f);
-			/* the shortest text that reads back the same, like repr() */
-			for (int prec = 1; prec <= 17; prec++) {
-				snprintf(t, sizeof t, "%.*g", prec, v->u.f);
-				if (strtod(t, NULL) == v->u.f)
-					break;
-			}
-			addf(b, "%s%s", t, strpbrk(t, ".en") ? "" : ".0");
+			shmcfg__float_text(v->u.f, t);
+			addf(b, "%s", t);
 		}
 		return;
 	case SHMCFG_STR: {
-		/* a JSON string literal is a valid Python str literal */
-		json_t *j = json_stringn_nocheck(v->u.str.ptr, v->u.str.len);
-		char *t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
-		addf(b, "%s", t ? t : "''");
-		free(t);
-		json_decref(j);
+		/* as Python's repr(): single quotes unless the text holds one and
+		 * no double quote; backslash escapes for the quote, the backslash
+		 * and control characters; other characters as they are */
+		const char *p = v->u.str.ptr, *end = p + v->u.str.len;
+		char q = memchr(p, '\'', v->u.str.len) && !memchr(p, '"', v->u.str.len) ? '"' : '\'';
+		addf(b, "%c", q);
+		for (; p < end; p++) {
+			unsigned char c = (unsigned char)*p;
+			if (c == (unsigned char)q || c == '\\')
+				addf(b, "\\%c", c);
+			else if (c == '\n')
+				addf(b, "\\n");
+			else if (c == '\r')
+				addf(b, "\\r");
+			else if (c == '\t')
+				addf(b, "\\t");
+			else if (c < 0x20 || c == 0x7f)
+				addf(b, "\\x%02x", c);
+			else
+				addf(b, "%c", c);
+		}
+		addf(b, "%c", q);
 		return;
 	}
 	case SHMCFG_LIST:

@@ -187,6 +187,7 @@ struct shmcfg {
 	pthread_mutex_t view_lock; /* serialises view replacement */
 	struct pview *pview;     /* RCU-protected current view */
 	unsigned retired;        /* views awaiting a grace period (under view.c's rq_lock) */
+	bool uses_reclaimer;     /* counted in view.c's rq_users */
 	int commit_timeout_ms;
 	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
 };
@@ -257,6 +258,7 @@ int shmcfg__canon_set(shmcfg_value *v);
 bool shmcfg__utf8_valid(const char *s, size_t len);
 int shmcfg__parse_env(shmcfg_type type, const char *var, const char *text, shmcfg_value *ret);
 int shmcfg__format_canon(const shmcfg_value *v, char **ret);
+void shmcfg__float_text(double f, char *buf);
 int shmcfg__parse_name_list(const char *text, shmcfg_value *ret);
 
 /* schema.c */

@@ -738,23 +738,19 @@ static bool cell_ok(const shmcfg *h, const struct shmcfg__cell *c, shmcfg_type t
 	       shmcfg__value_from_cell(c, h->strings, h->strings_size, &v) == 0;
 }
 
-/*
- * Check the schema copy (h->sch ...) completely: every later use trusts it.
- * Returns the number of problems; each is reported through fn.
- */
-int shmcfg__schema_validate(shmcfg *h, bool deep, void (*fn)(const char *, void *), void *ud)
-{
-	(void)deep; /* the schema is small and read once: always checked whole */
-	int bad = 0;
-	char msg[256];
+/* Report a problem; the first one is kept for the error detail. */
 #define PROBLEM(...)                                              \
 	do {                                                      \
-		snprintf(msg, sizeof msg, __VA_ARGS__);           \
+		snprintf(msg, 256, __VA_ARGS__);                  \
 		if (fn)                                           \
 			fn(msg, ud);                              \
 		if (!bad++)                                       \
-			shmcfg__err(SHMCFG_E_CORRUPT, "%s", msg); \
+			memcpy(first, msg, 256);                  \
 	} while (0)
+
+static int schema_check(shmcfg *h, void (*fn)(const char *, void *), void *ud, char *msg, char *first)
+{
+	int bad = 0;
 	const struct schema_hdr *sh = h->sch;
 	uint64_t size = h->lay.schema_size, n = sh->nopts;
 	if (n != h->lay.nopts || n == 0 || n > SEG_MAX_OPTS) {
@@ -849,7 +845,22 @@ int shmcfg__schema_validate(shmcfg *h, bool deep, void (*fn)(const char *, void 
 				PROBLEM("%s: implication order is broken", sstr(h, h->desc[i].name));
 	free(pos);
 	return bad;
+}
 #undef PROBLEM
+
+/*
+ * Check the schema copy (h->sch ...) completely: every later use trusts it.
+ * Returns the number of problems; each is reported through fn, and the first
+ * becomes the error detail (the checks overwrite the detail as they go).
+ */
+int shmcfg__schema_validate(shmcfg *h, bool deep, void (*fn)(const char *, void *), void *ud)
+{
+	(void)deep; /* the schema is small and read once: always checked whole */
+	char msg[256], first[256] = "";
+	int bad = schema_check(h, fn, ud, msg, first);
+	if (bad)
+		shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, first);
+	return bad;
 }
 
 /* ------------------------------------------------------------------ */

@@ -351,8 +351,10 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		r = -ENOMEM;
 		goto fail_built;
 	}
-	if (o.flags & SHMCFG_CREATE_FORCE)
-		(void)shm_unlink(path);
+	if ((o.flags & SHMCFG_CREATE_FORCE) && shm_unlink(path) < 0 && errno != ENOENT) {
+		r = shmcfg__err(-errno, "%s: cannot remove the existing segment: %s", name, strerror(errno));
+		goto fail_handle;
+	}
 	/* glibc's shm_open adds O_NOFOLLOW and O_CLOEXEC: no symlink is followed */
 	h->fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, o.mode);
 	if (h->fd < 0) {

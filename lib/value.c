@@ -407,10 +407,29 @@ static json_t *value_json(const shmcfg_value *v)
 	return NULL;
 }
 
+/* The shortest text that reads back as the same double, as Python's repr()
+ * writes it (with ".0" when it would look like an integer). buf: 32 bytes. */
+void shmcfg__float_text(double f, char *buf)
+{
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(buf, 32, "%.*g", prec, f);
+		if (strtod(buf, NULL) == f)
+			break;
+	}
+	if (!strpbrk(buf, ".eni"))
+		strcat(buf, ".0");
+}
+
 int shmcfg_value_format(const shmcfg_value *v, char **ret)
 {
 	if (!v || !ret)
 		return -EINVAL;
+	if (!v->is_null && v->type == SHMCFG_FLOAT && isfinite(v->u.f)) {
+		char t[32];
+		shmcfg__float_text(v->u.f, t);
+		*ret = strdup(t);
+		return *ret ? 0 : -ENOMEM;
+	}
 	/* JSON has no NaN or infinity: write them as Python and strtod read them */
 	if (!v->is_null && v->type == SHMCFG_FLOAT && !isfinite(v->u.f)) {
 		*ret = strdup(isnan(v->u.f) ? "nan" : v->u.f > 0 ? "inf" : "-inf");

@@ -37,7 +37,10 @@ static pthread_mutex_t rq_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rq_cond = PTHREAD_COND_INITIALIZER; /* queue grew */
 static pthread_cond_t rq_done = PTHREAD_COND_INITIALIZER; /* a batch was reclaimed */
 static struct pview *rq_head;
-static pid_t rq_pid; /* process whose thread serves the queue */
+static pid_t rq_pid;          /* process whose thread serves the queue */
+static pthread_t rq_thread;
+static unsigned rq_users;     /* handles that retired a view: the thread ends with the last */
+static bool rq_stop;
 
 #define SLOW_TRIES 10000
 
@@ -215,8 +218,13 @@ static void *reclaimer(void *arg)
 	(void)arg;
 	pthread_mutex_lock(&rq_lock);
 	for (;;) {
-		while (!rq_head)
+		while (!rq_head && !rq_stop)
 			pthread_cond_wait(&rq_cond, &rq_lock);
+		if (!rq_head) { /* stopped, and nothing left to reclaim */
+			rq_stop = false;
+			rq_pid = 0; /* the next retire starts a new reclaimer */
+			break;
+		}
 		struct pview *batch = rq_head;
 		rq_head = NULL;
 		pthread_mutex_unlock(&rq_lock);
@@ -230,6 +238,7 @@ static void *reclaimer(void *arg)
 		}
 		pthread_cond_broadcast(&rq_done);
 	}
+	pthread_mutex_unlock(&rq_lock);
 	return NULL;
 }
 
@@ -239,15 +248,12 @@ static void retire(shmcfg *h, struct pview *pv)
 {
 	pthread_mutex_lock(&rq_lock);
 	h->retired++;
-	if (rq_pid != getpid()) {
-		pthread_t t;
-		pthread_attr_t a;
-		pthread_attr_init(&a);
-		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		if (pthread_create(&t, &a, reclaimer, NULL) == 0)
-			rq_pid = getpid();
-		pthread_attr_destroy(&a);
+	if (!h->uses_reclaimer) {
+		h->uses_reclaimer = true;
+		rq_users++;
 	}
+	if (rq_pid != getpid() && pthread_create(&rq_thread, NULL, reclaimer, NULL) == 0)
+		rq_pid = getpid();
 	if (rq_pid == getpid()) {
 		pv->next = rq_head;
 		rq_head = pv;
@@ -422,7 +428,16 @@ void shmcfg__view_close(shmcfg *h)
 	pthread_mutex_lock(&rq_lock);
 	while (h->retired)
 		pthread_cond_wait(&rq_done, &rq_lock);
+	/* no handle needs the reclaimer any more: end it */
+	bool last = h->uses_reclaimer && --rq_users == 0 && rq_pid == getpid();
+	pthread_t t = rq_thread;
+	if (last) {
+		rq_stop = true;
+		pthread_cond_signal(&rq_cond);
+	}
 	pthread_mutex_unlock(&rq_lock);
+	if (last)
+		pthread_join(t, NULL);
 }
 
 /*
@@ -463,6 +478,8 @@ static void after_fork_child(void)
 	pthread_cond_init(&rq_done, NULL);
 	rq_head = NULL; /* the parent's views: not ours to unpin */
 	rq_pid = 0;
+	rq_users = 0;
+	rq_stop = false;
 }
 
 __attribute__((constructor)) static void register_atfork(void)

@@ -371,11 +371,29 @@ static void test_is_default_dump_load(void **state)
 {
 	(void)state;
 	const char *n1 = test_name("dump1"), *n2 = test_name("dump2");
+	/* the seed's rule: an env value other than the default is not default;
+	 * one equal to the default is */
+	char *env5[] = {"T_ENVD1=5", NULL};
+	shmcfg *e5 = test_create(n1, &(shmcfg_create_opts){.envp = env5});
+	assert_int_equal(shmcfg_is_default(e5, T_ENV_D), 0);
+	shmcfg_close(e5);
 	char *env[] = {"T_ENVD1=1", NULL};
 	shmcfg *a = test_create(n1, &(shmcfg_create_opts){.envp = env});
-	/* set by the environment to the default's own value: not default */
-	assert_int_equal(shmcfg_is_default(a, T_ENV_D), 0);
+	assert_int_equal(shmcfg_is_default(a, T_ENV_D), 1);
 	assert_int_equal(shmcfg_is_default(a, T_B), 1);
+	/* a user value is not default even when equal to it, except for
+	 * mutable types (list, set) */
+	assert_int_equal(set_and_commit(a, T_B, "0", NULL), 0);
+	assert_int_equal(shmcfg_is_default(a, T_B), 0);
+	assert_int_equal(set_and_commit(a, T_ITEMS, "x,y", NULL), 0);
+	assert_int_equal(shmcfg_is_default(a, T_ITEMS), 1);
+	assert_int_equal(set_and_commit(a, T_ITEMS, "y", NULL), 0);
+	assert_int_equal(shmcfg_is_default(a, T_ITEMS), 0);
+	shmcfg_txn *rt;
+	assert_int_equal(shmcfg_txn_begin(a, &rt), 0);
+	assert_int_equal(shmcfg_txn_reset(rt, T_B), 0);
+	assert_int_equal(shmcfg_txn_reset(rt, T_ITEMS), 0);
+	assert_int_equal(shmcfg_txn_commit(rt, NULL), 0);
 	assert_int_equal(shmcfg_is_default(a, T_ALIAS2), 1);
 	assert_int_equal(set_and_commit(a, T_ALIAS2, "5", NULL), 0);
 	assert_int_equal(shmcfg_is_default(a, T_ALIAS2), 0);
@@ -451,7 +469,7 @@ static void test_codegen(void **state)
 	assert_string_equal(out, "torch.compiler.config.job_id = \"it's\"\n"
 				 "torch._dynamo.config.recompile_limit = 16\n"
 				 "torch._dynamo.config.verbose = True\n"
-				 "torch._dynamo.config.reorderable_logging_functions = {\"a.g\", \"b.f\"}\n");
+				 "torch._dynamo.config.reorderable_logging_functions = {'a.g', 'b.f'}\n");
 	free(out);
 	assert_int_equal(shmcfg_codegen(h, SHMCFG_CODEGEN_SHELL, &out), 0);
 	assert_non_null(strstr(out, "shmctl set "));
