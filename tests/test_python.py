@@ -1195,4 +1195,9 @@ class TestExample(unittest.TestCase):
 
 
 if __name__ == "__main__":
+    if os.environ.get("SHMCFG_SANITIZERS"):
+        # ctypes cannot load an ASan-built library into an uninstrumented
+        # python; the plain build runs these tests. 77: automake's SKIP.
+        print("# skipped: libshmcfg is built with sanitizers", file=sys.stderr)
+        sys.exit(77)
     unittest.main(verbosity=int(os.environ.get("PYTEST_VERBOSITY", "1")))
