@@ -91,6 +91,7 @@ struct slot_hdr {
 	uint64_t heap_used;
 };
 #define SLOT_CELLS_OFF 64u
+_Static_assert(SLOT_CELLS_OFF == SHMCFG__CELLS_OFF, "the inline read knows where cells start");
 
 struct schema_hdr {
 	uint32_t nopts;

@@ -199,6 +199,9 @@ static int handle_setup(shmcfg *h, const uint8_t *expect_hash)
 		.slots = h->base + h->lay.slots_off,
 		.slot_size = h->lay.slot_size,
 	};
+	/* every index a hostile `current` can hold names a mapped slot */
+	for (uint32_t s = 0; s < 256; s++)
+		h->view.slot[s] = (const char *)slot_at(h, s < h->lay.nslots ? s : 0);
 	return 0;
 }
 

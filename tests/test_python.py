@@ -208,7 +208,7 @@ int main(void) {
     O(shmcfg_create_opts, envp)
     S(struct shmcfg_view) O(struct shmcfg_view, nopts) O(struct shmcfg_view, nslots)
     O(struct shmcfg_view, cells_off) O(struct shmcfg_view, current)
-    O(struct shmcfg_view, slots) O(struct shmcfg_view, slot_size)
+    O(struct shmcfg_view, slots) O(struct shmcfg_view, slot_size) O(struct shmcfg_view, slot)
     S(shmcfg_commit) O(shmcfg_commit, time_ns) O(shmcfg_commit, pid) O(shmcfg_commit, uid)
     O(shmcfg_commit, nchanged) O(shmcfg_commit, nids) O(shmcfg_commit, ids)
     S(shmcfg_info) O(shmcfg_info, generation) O(shmcfg_info, size) O(shmcfg_info, nopts)
