@@ -226,14 +226,24 @@ static int put_cell(struct build *b, shmcfg_opt opt, const shmcfg_value *v, uint
 	return 0;
 }
 
-static int old_layer(struct build *b, shmcfg_opt opt, int l, shmcfg_value *v)
+/* Copy a set cell of the old slot as it is, its bytes into the new heap.
+ * The old slot may have been scribbled on: its offsets are checked. */
+static int copy_cell(struct build *b, shmcfg_opt opt, const struct shmcfg__cell *c,
+		     const char *old_heap, struct shmcfg__cell *out)
 {
-	if (!b->old_slot)
-		return 1;
-	const struct shmcfg__cell *c = slot_layers(b->h, b->old_slot) + (size_t)opt * NLAYERS + l;
-	if (!(c->meta & META_SET))
-		return 1;
-	return shmcfg__value_from_cell(c, slot_heap(b->h, b->old_slot), b->h->lay.heap_size, v);
+	*out = *c;
+	if ((c->meta & META_NULL) || META_TYPE(c->meta) < SHMCFG_STR)
+		return 0;
+	uint64_t off = CELL_OFF(c->val), len = META_LEN(c->meta), cap = b->h->lay.heap_size;
+	if (off > cap || len >= cap - off || old_heap[off + len] != 0)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the current slot's cell of %s is out of bounds",
+				   b->h->name, sstr(b->h, b->h->desc[opt].name));
+	if (len + 1 > cap - b->used)
+		return heap_full(b, opt, len + 1);
+	memcpy(b->heap + b->used, old_heap + off, len + 1);
+	out->val = b->used | (c->val & ~0xffffffffull); /* keep the count */
+	b->used += len + 1;
+	return 0;
 }
 
 /* Whether any change differs from what its layer holds in the old slot. */
@@ -252,33 +262,29 @@ static bool txn_changes(const shmcfg *h, const char *old_slot, const struct chan
 	return false;
 }
 
-/* Write the layers of every option: the old ones with the changes applied.
- * Sets *changed when any layer differs from the old slot's. */
-static int build_layers(struct build *b, struct change *ch, size_t nch, bool *changed)
+/* Write the layers of every option: the old ones as they are, with the
+ * transaction's changes (sorted by option and layer) applied. */
+static int build_layers(struct build *b, const struct change *ch, size_t nch)
 {
 	shmcfg *h = b->h;
+	const struct shmcfg__cell *old = b->old_slot ? slot_layers(h, b->old_slot) : NULL;
+	const char *old_heap = b->old_slot ? slot_heap(h, b->old_slot) : NULL;
 	size_t k = 0;
 	for (uint32_t i = 0; i < h->lay.nopts; i++) {
 		for (int l = 0; l < NLAYERS; l++) {
-			struct shmcfg__cell *out = &b->layers[(size_t)i * NLAYERS + l];
-			shmcfg_value old, nv;
-			int r = old_layer(b, i, l, &old);
-			if (r < 0)
-				return r;
-			bool had = r == 0;
-			const shmcfg_value *src = had ? &old : NULL;
+			size_t idx = (size_t)i * NLAYERS + l;
+			struct shmcfg__cell *out = &b->layers[idx];
+			int r = 0;
 			if (k < nch && ch[k].opt == i && ch[k].layer == l) {
-				src = ch[k].reset ? NULL : &ch[k].v;
-				if ((src != NULL) != had || (src && had && !shmcfg_value_equal(src, &old)))
-					*changed = true;
+				if (ch[k].reset)
+					*out = (struct shmcfg__cell){.meta = h->desc[i].type | META_NULL};
+				else
+					r = put_cell(b, i, &ch[k].v, META_SET | (uint64_t)(l + 1) << META_SRC_SHIFT, out);
 				k++;
-			}
-			if (!src) { /* unset: null, so that it decodes without a heap */
+			} else if (old && (old[idx].meta & META_SET))
+				r = copy_cell(b, i, &old[idx], old_heap, out);
+			else /* unset: null, so that it decodes without a heap */
 				*out = (struct shmcfg__cell){.meta = h->desc[i].type | META_NULL};
-				continue;
-			}
-			nv = *src;
-			r = put_cell(b, i, &nv, META_SET | (uint64_t)(l + 1) << META_SRC_SHIFT, out);
 			if (r)
 				return r;
 		}
@@ -333,6 +339,8 @@ static int resolve(struct build *b)
 				/* share the layer's heap bytes: same value, another source */
 				*out = b->layers[(size_t)i * NLAYERS + l];
 				out->meta &= ~META_SET;
+			} else if ((d->def.meta & META_NULL) || d->type < SHMCFG_STR) {
+				*out = d->def; /* a scalar default: its cell as it is */
 			} else {
 				shmcfg_value v;
 				(void)shmcfg__value_from_cell(&d->def, h->strings, h->strings_size, &v);
@@ -460,16 +468,21 @@ static void write_log(shmcfg *h, uint64_t gen, const bool *changed_opt, uint32_t
 	__atomic_store_n(&e->gen, gen, __ATOMIC_RELEASE);
 }
 
+/* Whether two cells hold the same value from the same source, compared
+ * raw: scalars by their bits, strings and lists by their bytes. */
 static bool cells_equal(const shmcfg *h, const struct shmcfg__cell *a, const char *ha,
 			const struct shmcfg__cell *b, const char *hb)
 {
-	shmcfg_value x, y;
 	if ((a->meta & 0x1fff) != (b->meta & 0x1fff))
 		return false; /* type, null, source, set */
-	if (shmcfg__value_from_cell(a, ha, h->lay.heap_size, &x) ||
-	    shmcfg__value_from_cell(b, hb, h->lay.heap_size, &y))
+	if ((a->meta & META_NULL) || META_TYPE(a->meta) < SHMCFG_STR)
+		return (a->meta & META_NULL) || a->val == b->val;
+	uint64_t len = META_LEN(a->meta), oa = CELL_OFF(a->val), ob = CELL_OFF(b->val);
+	uint64_t cap = h->lay.heap_size;
+	if (len != META_LEN(b->meta) || CELL_COUNT(a->val) != CELL_COUNT(b->val) || oa > cap ||
+	    len >= cap - oa || ob > cap || len >= cap - ob)
 		return false;
-	return shmcfg_value_equal(&x, &y);
+	return memcmp(ha + oa, hb + ob, len) == 0;
 }
 
 /*
@@ -538,27 +551,20 @@ static int commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 	/* pairs with the readers' acquire fence: the stamp 0 stored by
 	 * choose_slot() is ordered before every store that rewrites the slot */
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	bool layers_changed = first;
-	if ((r = build_layers(&b, t->ch, t->n, &layers_changed)))
+	if ((r = build_layers(&b, t->ch, t->n)) || (r = resolve(&b)))
 		goto out_unlock;
-	if (!layers_changed) {
-		r = 1; /* nothing to publish; the slot stays free with stamp 0 */
-		if (gen_ret)
-			*gen_ret = cur_gen(cur);
-		goto out_unlock;
-	}
-	if ((r = resolve(&b)))
-		goto out_unlock;
+	/* what changed, for the commit log: the effective value of any option,
+	 * or a layer of an option the transaction touched (the others' layers
+	 * were copied as they were) */
 	uint32_t nchanged = 0;
+	size_t k = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		bool ch = first;
-		for (int l = 0; !ch && l < NLAYERS; l++)
-			ch = !cells_equal(h, &b.layers[(size_t)i * NLAYERS + l], b.heap,
-					  slot_layers(h, b.old_slot) + (size_t)i * NLAYERS + l,
-					  slot_heap(h, b.old_slot));
-		if (!ch)
-			ch = !cells_equal(h, &b.cells[i], b.heap, slot_cells(h, b.old_slot) + i,
-					  slot_heap(h, b.old_slot));
+		bool ch = first || !cells_equal(h, &b.cells[i], b.heap, slot_cells(h, b.old_slot) + i,
+						slot_heap(h, b.old_slot));
+		for (; k < t->n && t->ch[k].opt == i; k++)
+			ch = ch || !cells_equal(h, &b.layers[(size_t)i * NLAYERS + t->ch[k].layer], b.heap,
+						slot_layers(h, b.old_slot) + (size_t)i * NLAYERS + t->ch[k].layer,
+						slot_heap(h, b.old_slot));
 		changed_opt[i] = ch;
 		nchanged += ch;
 	}

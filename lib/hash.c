@@ -22,36 +22,42 @@
 
 #define HASH_PREFIX "shmcfg config hash v1\n"
 
-static int put(struct hashbuf *b, const void *p, size_t n)
+/* Make room for n more bytes. */
+static int reserve(struct hashbuf *b, size_t n)
 {
-	if (b->len + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->len + n)
-			cap *= 2;
-		char *np = realloc(b->p, cap);
-		if (!np)
-			return -ENOMEM;
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, p, n);
-	b->len += n;
+	if (b->len + n <= b->cap)
+		return 0;
+	size_t cap = b->cap ? b->cap : 4096;
+	while (cap < b->len + n)
+		cap *= 2;
+	char *np = realloc(b->p, cap);
+	if (!np)
+		return -ENOMEM;
+	b->p = np;
+	b->cap = cap;
 	return 0;
 }
 
-static int put_u32(struct hashbuf *b, uint32_t x)
+/* Writers into reserved room. */
+static inline void put(struct hashbuf *b, const void *p, size_t n)
+{
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
+}
+
+static inline void put_u32(struct hashbuf *b, uint32_t x)
 {
 	unsigned char le[4] = {(unsigned char)x, (unsigned char)(x >> 8), (unsigned char)(x >> 16),
 			       (unsigned char)(x >> 24)};
-	return put(b, le, 4);
+	put(b, le, 4);
 }
 
-static int put_u64(struct hashbuf *b, uint64_t x)
+static inline void put_u64(struct hashbuf *b, uint64_t x)
 {
 	unsigned char le[8];
 	for (int i = 0; i < 8; i++)
 		le[i] = (unsigned char)(x >> (8 * i));
-	return put(b, le, 8);
+	put(b, le, 8);
 }
 
 int shmcfg__config_hash(const shmcfg *h, const void *slot, uint8_t out[16], struct hashbuf *b)
@@ -60,53 +66,58 @@ int shmcfg__config_hash(const shmcfg *h, const void *slot, uint8_t out[16], stru
 	const char *heap = slot_heap(h, slot);
 	int r;
 	b->len = 0;
-	if ((r = put(b, HASH_PREFIX, sizeof HASH_PREFIX - 1)))
+	if ((r = reserve(b, sizeof HASH_PREFIX)))
 		return r;
+	put(b, HASH_PREFIX, sizeof HASH_PREFIX - 1);
 	for (uint32_t k = 0; k < h->lay.nopts; k++) {
 		uint32_t i = h->order[k];
 		const struct opt_desc *d = &h->desc[i];
 		if (d->alias != SHMCFG_NO_OPT || (d->flags & SHMCFG_F_HASH_IGNORED))
 			continue;
-		shmcfg_value v;
-		if ((r = shmcfg__value_from_cell(&cells[i], heap, h->lay.heap_size, &v)))
+		const struct shmcfg__cell *c = &cells[i];
+		unsigned type = META_TYPE(c->meta);
+		bool null = c->meta & META_NULL;
+		/* name, type, null flag and a scalar: reserved together */
+		if ((r = reserve(b, 4 + d->name.len + 2 + 8)))
 			return r;
-		unsigned char tn[2] = {(unsigned char)v.type, v.is_null};
-		if ((r = put_u32(b, d->name.len)) || (r = put(b, sstr(h, d->name), d->name.len)) ||
-		    (r = put(b, tn, 2)))
-			return r;
-		if (v.is_null)
+		put_u32(b, d->name.len);
+		put(b, sstr(h, d->name), d->name.len);
+		unsigned char tn[2] = {(unsigned char)type, null};
+		put(b, tn, 2);
+		if (null)
 			continue;
-		switch (v.type) {
-		case SHMCFG_BOOL:
-			r = put(b, &(unsigned char){v.u.b}, 1);
-			break;
-		case SHMCFG_INT:
-			r = put_u64(b, (uint64_t)v.u.i);
-			break;
-		case SHMCFG_FLOAT: {
-			uint64_t bits;
-			memcpy(&bits, &v.u.f, 8);
-			if (v.u.f != v.u.f)
-				bits = 0x7ff8000000000000ull;
-			r = put_u64(b, bits);
-			break;
+		if (type == SHMCFG_BOOL) {
+			unsigned char v = c->val != 0;
+			put(b, &v, 1);
+			continue;
 		}
-		case SHMCFG_STR:
-			if (!(r = put_u32(b, (uint32_t)v.u.str.len)))
-				r = put(b, v.u.str.ptr, v.u.str.len);
-			break;
-		case SHMCFG_LIST:
-		case SHMCFG_SET:
-			r = put_u32(b, (uint32_t)v.u.list.count);
-			for (const char *it = NULL; !r && (it = shmcfg_list_next(&v, it));) {
-				uint32_t l = (uint32_t)strlen(it);
-				if (!(r = put_u32(b, l)))
-					r = put(b, it, l);
-			}
-			break;
+		if (type == SHMCFG_INT || type == SHMCFG_FLOAT) {
+			uint64_t bits = c->val;
+			if (type == SHMCFG_FLOAT && (bits & 0x7ff0000000000000ull) == 0x7ff0000000000000ull &&
+			    (bits & 0x000fffffffffffffull))
+				bits = 0x7ff8000000000000ull; /* every NaN alike */
+			put_u64(b, bits);
+			continue;
 		}
-		if (r)
+		shmcfg_value v;
+		if ((r = shmcfg__value_from_cell(c, heap, h->lay.heap_size, &v)))
 			return r;
+		if (v.type == SHMCFG_STR) {
+			if ((r = reserve(b, 4 + v.u.str.len)))
+				return r;
+			put_u32(b, (uint32_t)v.u.str.len);
+			put(b, v.u.str.ptr, v.u.str.len);
+			continue;
+		}
+		/* list, set: count, then each item's length and bytes */
+		if ((r = reserve(b, 4 + 4 * v.u.list.count + v.u.list.bytes)))
+			return r;
+		put_u32(b, (uint32_t)v.u.list.count);
+		for (const char *it = NULL; (it = shmcfg_list_next(&v, it));) {
+			uint32_t l = (uint32_t)strlen(it);
+			put_u32(b, l);
+			put(b, it, l);
+		}
 	}
 	XXH128_canonical_t canon;
 	XXH128_canonicalFromHash(&canon, XXH3_128bits(b->p, b->len));

@@ -513,7 +513,7 @@ int shmcfg__value_from_cell(const struct shmcfg__cell *c, const char *heap, uint
 {
 	uint64_t meta = c->meta, val = c->val;
 	shmcfg_value v = {.type = META_TYPE(meta), .source = META_SRC(meta)};
-	if (!shmcfg_type_name(v.type))
+	if (v.type < SHMCFG_BOOL || v.type > SHMCFG_SET)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "cell has unknown type %u", META_TYPE(meta));
 	if (meta & META_NULL) {
 		v.is_null = true;
