@@ -237,6 +237,48 @@ static void test_precedence_table(void **state)
 	assert_int_equal(checked, 2 * 32 + 4 * 16);
 }
 
+/* Environment edge cases for floats: NaN and infinities are values (as
+ * Python's float() reads them) unless a range excludes them; overflow and
+ * blanks are errors naming the variable. */
+static void test_env_floats(void **state)
+{
+	(void)state;
+	const char *y = "format: 1\noptions:\n"
+			"  f.free:\n    type: float\n    env_default: [F_FREE]\n"
+			"  f.ranged:\n    type: float\n    min: 0\n    max: 1\n    env_default: [F_RANGED]\n";
+	struct {
+		const char *var;
+		int err;
+		const char *value; /* of f.free, when created */
+	} cases[] = {
+		{"F_FREE=nan", 0, "nan"},   {"F_FREE=-inf", 0, "-inf"}, {"F_FREE=1e-3", 0, "0.001"},
+		{"F_FREE=1e999", SHMCFG_E_ENV, NULL}, {"F_FREE= 1", SHMCFG_E_ENV, NULL},
+		{"F_FREE=", SHMCFG_E_ENV, NULL},    {"F_RANGED=nan", SHMCFG_E_ENV, NULL},
+		{"F_RANGED=inf", SHMCFG_E_ENV, NULL}, {"F_RANGED=0.5", 0, "0.5"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		shmcfg_schema *s;
+		assert_int_equal(shmcfg_schema_load_text(y, strlen(y), "f.yaml", &s), 0);
+		char *env[] = {(char *)cases[i].var, NULL};
+		shmcfg *h = NULL;
+		int r = shmcfg_create(test_name("envf"), s, &(shmcfg_create_opts){.flags = SHMCFG_CREATE_FORCE, .envp = env}, &h);
+		shmcfg_schema_free(s);
+		if (r != cases[i].err)
+			fail_msg("%s: %s (%s)", cases[i].var, shmcfg_errname(r), shmcfg_errdetail());
+		if (r) {
+			char var[16];
+			snprintf(var, sizeof var, "%.*s", (int)(strchr(cases[i].var, '=') - cases[i].var), cases[i].var);
+			assert_non_null(strstr(shmcfg_errdetail(), var));
+			continue;
+		}
+		char *t = text_of(h, !strncmp(cases[i].var, "F_FREE", 6) ? 0 : 1, NULL);
+		assert_string_equal(t, cases[i].value);
+		free(t);
+		shmcfg_close(h);
+		shmcfg_unlink(test_name("envf"));
+	}
+}
+
 /* ------------------------------------------------------------------ */
 
 struct pfx {
@@ -597,6 +639,7 @@ int main(void)
 		cmocka_unit_test(test_patch_threads), cmocka_unit_test(test_is_default_dump_load),
 		cmocka_unit_test(test_codegen), cmocka_unit_test(test_golden_hash),
 		cmocka_unit_test(test_deprecated), cmocka_unit_test(test_typed_accessors),
+		cmocka_unit_test(test_env_floats),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
