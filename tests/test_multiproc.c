@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "common.h"
+#include "proc.h"
 
 /* White-box: the futex word of the header, to see that a no-op commit does
  * not wake anybody (a woken waiter that goes back to sleep is invisible to
@@ -28,158 +29,18 @@
 /* Children, pipes and cleanup                                        */
 /* ------------------------------------------------------------------ */
 
-#define CHILD_TIMEOUT_MS 30000 /* generous: only a hung child ever waits this long */
-#define MAX_KIDS 16
-#define MAX_NAMES 8
-#define MAX_HANDLES 8
 
-static pid_t kids[MAX_KIDS];
-static int nkids;
-static char names[MAX_NAMES][64];
-static int nnames;
-static shmcfg *handles[MAX_HANDLES];
-static int nhandles;
 
-/* A fresh segment name, unlinked by the teardown whatever happens. */
-static const char *new_name(const char *tag)
-{
-	assert_true(nnames < MAX_NAMES);
-	snprintf(names[nnames], sizeof names[0], "%s", test_name(tag));
-	return names[nnames++];
-}
 
-/* A handle closed by the teardown (tests close theirs on success). */
-static shmcfg *keep(shmcfg *h)
-{
-	assert_non_null(h);
-	assert_true(nhandles < MAX_HANDLES);
-	handles[nhandles++] = h;
-	return h;
-}
 
-static void drop(shmcfg *h)
-{
-	for (int i = 0; i < nhandles; i++)
-		if (handles[i] == h) {
-			handles[i] = handles[--nhandles];
-			break;
-		}
-	shmcfg_close(h);
-}
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
-/* Fork a child running fn(arg); its return value is its exit status. The
- * child leaves through _exit(): no cmocka, no atexit handlers, no flushing of
- * the parent's buffers. */
-static pid_t spawn(int (*fn)(void *), void *arg)
-{
-	assert_true(nkids < MAX_KIDS);
-	fflush(NULL);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0)
-		_exit(fn(arg));
-	kids[nkids++] = pid;
-	return pid;
-}
 
-static void untrack(pid_t pid)
-{
-	for (int i = 0; i < nkids; i++)
-		if (kids[i] == pid) {
-			kids[i] = kids[--nkids];
-			return;
-		}
-}
 
-/* Wait (bounded) for a child to end; a hung child is killed and fails the test. */
-static int reap_within(pid_t pid, int timeout_ms)
-{
-	uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
-	int st = 0;
-	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-		if (r == pid)
-			break;
-		assert_true(r == 0 || errno == EINTR);
-		if (mono_ms() > deadline) {
-			kill(pid, SIGKILL);
-			(void)waitpid(pid, &st, 0);
-			untrack(pid);
-			fail_msg("child %d did not finish within %d ms", (int)pid, timeout_ms);
-		}
-		usleep(1000);
-	}
-	untrack(pid);
-	return st;
-}
 
-static int reap(pid_t pid)
-{
-	return reap_within(pid, CHILD_TIMEOUT_MS);
-}
 
-/* Reap a child and assert that it exited with status 0. */
-#define assert_child_ok(pid)                                                                   \
-	do {                                                                                   \
-		pid_t _p = (pid);                                                              \
-		int _st = reap(_p);                                                            \
-		if (!WIFEXITED(_st) || WEXITSTATUS(_st) != 0)                                  \
-			fail_msg("child %d: %s %d", (int)_p,                                   \
-				 WIFEXITED(_st) ? "exited with status" : "killed by signal",   \
-				 WIFEXITED(_st) ? WEXITSTATUS(_st) : WTERMSIG(_st));           \
-	} while (0)
 
-static int teardown(void **state)
-{
-	(void)state;
-	while (nkids > 0) {
-		pid_t pid = kids[--nkids];
-		kill(pid, SIGKILL);
-		(void)waitpid(pid, NULL, 0);
-	}
-	while (nhandles > 0)
-		shmcfg_close(handles[--nhandles]);
-	while (nnames > 0)
-		(void)shmcfg_unlink(names[--nnames]);
-	return 0;
-}
 
-/* Read exactly len bytes, waiting at most timeout_ms; 0 or -1 (EOF, timeout). */
-static int read_full(int fd, void *buf, size_t len, int timeout_ms)
-{
-	uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
-	size_t got = 0;
-	while (got < len) {
-		uint64_t now = mono_ms();
-		if (now >= deadline)
-			return -1;
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int r = poll(&p, 1, (int)(deadline - now));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		ssize_t n = read(fd, (char *)buf + got, len - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		got += (size_t)n;
-	}
-	return 0;
-}
-
-static int write_full(int fd, const void *buf, size_t len)
-{
-	return write(fd, buf, len) == (ssize_t)len ? 0 : -1;
-}
 
 /* The state letter of /proc/<pid>/stat ('S' sleeping, 'R' running, ...). */
 static char proc_state(pid_t pid)
@@ -207,17 +68,6 @@ static void wait_asleep(pid_t pid)
 	usleep(20000);
 }
 
-/* Child-side check: print what failed and return an exit status. */
-#define CHECK(cond, code, ...)                                                                   \
-	do {                                                                                     \
-		if (!(cond)) {                                                                   \
-			fprintf(stderr, "# child %d: %s:%d: %s: ", (int)getpid(), __FILE__,      \
-				__LINE__, #cond);                                                \
-			fprintf(stderr, __VA_ARGS__);                                            \
-			fprintf(stderr, " [%s]\n", shmcfg_errdetail());                          \
-			return (code);                                                           \
-		}                                                                                \
-	} while (0)
 
 /* ------------------------------------------------------------------ */
 /* The invariant: a = n, b = -n, c = str(n), generation = n + 1       */
@@ -269,22 +119,6 @@ static int check_snapshot(shmcfg *h, int64_t gen_minus_n, int64_t *n_ret, uint64
 	return 0;
 }
 
-/* Commit n as a, b, c in one transaction. */
-static int commit_n(shmcfg *h, int64_t n, uint64_t *gen)
-{
-	char text[32];
-	snprintf(text, sizeof text, "%" PRId64, n);
-	shmcfg_txn *t;
-	int r = shmcfg_txn_begin(h, &t);
-	if (r)
-		return r;
-	if ((r = shmcfg_txn_set_int(t, T_A, n)) || (r = shmcfg_txn_set_int(t, T_B, -n)) ||
-	    (r = shmcfg_txn_set_str(t, T_C, text))) {
-		shmcfg_txn_abort(t);
-		return r;
-	}
-	return shmcfg_txn_commit(t, gen);
-}
 
 /*
  * Parent-side: the current snapshot's n, asserting the invariant, read
@@ -322,14 +156,6 @@ static struct board *board_new(void)
 	return b;
 }
 
-static shmcfg *attach_ro(const char *name)
-{
-	shmcfg *ro = NULL;
-	int r = shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &ro);
-	if (r)
-		fail_msg("attach %s read-only: %s: %s", name, shmcfg_strerror(r), shmcfg_errdetail());
-	return keep(ro);
-}
 
 static void board_wait_ready(struct board *b, int n)
 {
