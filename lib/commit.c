@@ -112,6 +112,9 @@ int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, int layer, const shmcfg
 	if (r)
 		return r;
 	shmcfg_value c;
+	if (!shmcfg__list_ok(v))
+		return shmcfg__err(SHMCFG_E_PARSE, "%s: malformed list value (count %zu, %zu bytes)",
+				   sstr(t->h, t->h->desc[f].name), v->u.list.count, v->u.list.bytes);
 	if ((r = shmcfg__value_check(t->h, f, v)) || (r = shmcfg__value_copy(v, &c)))
 		return r;
 	if (!c.is_null && c.type == SHMCFG_INT && t->h->desc[f].type == SHMCFG_FLOAT) {
@@ -202,7 +205,7 @@ struct build {
 	char *slot;                  /* target slot */
 	struct shmcfg__cell *cells, *layers;
 	char *heap;
-	uint64_t used;
+	uint64_t used, cap;             /* heap bytes used, and available */
 	const char *old_slot;        /* current slot, NULL for generation 1 */
 	uint32_t *implied_by;        /* per option: implies entry + 1, 0 = none */
 	uint32_t *implier;           /* per option: the implying option */
@@ -212,7 +215,7 @@ static int heap_full(struct build *b, shmcfg_opt opt, uint64_t need)
 {
 	return shmcfg__err(SHMCFG_E_FULL,
 			   "%s: string heap of %llu bytes per slot is full (%llu used, %llu more needed for %s)",
-			   b->h->name, (unsigned long long)b->h->lay.heap_size,
+			   b->h->name, (unsigned long long)b->cap,
 			   (unsigned long long)b->used, (unsigned long long)need,
 			   sstr(b->h, b->h->desc[opt].name));
 }
@@ -221,7 +224,7 @@ static int heap_full(struct build *b, shmcfg_opt opt, uint64_t need)
 static int put_cell(struct build *b, shmcfg_opt opt, const shmcfg_value *v, uint64_t flags,
 		    struct shmcfg__cell *out)
 {
-	if (shmcfg__cell_encode(v, flags, b->heap, b->h->lay.heap_size, &b->used, out))
+	if (shmcfg__cell_encode(v, flags, b->heap, b->cap, &b->used, out))
 		return heap_full(b, opt, v->type == SHMCFG_STR ? v->u.str.len + 1 : v->u.list.bytes + 1);
 	return 0;
 }
@@ -231,14 +234,19 @@ static int put_cell(struct build *b, shmcfg_opt opt, const shmcfg_value *v, uint
 static int copy_cell(struct build *b, shmcfg_opt opt, const struct shmcfg__cell *c,
 		     const char *old_heap, struct shmcfg__cell *out)
 {
+	if (META_TYPE(c->meta) != b->h->desc[opt].type)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the current slot's layer of %s has type %u, not %s",
+				   b->h->name, sstr(b->h, b->h->desc[opt].name), META_TYPE(c->meta),
+				   shmcfg_type_name(b->h->desc[opt].type));
 	*out = *c;
 	if ((c->meta & META_NULL) || META_TYPE(c->meta) < SHMCFG_STR)
 		return 0;
 	uint64_t off = CELL_OFF(c->val), len = META_LEN(c->meta), cap = b->h->lay.heap_size;
-	if (off > cap || len >= cap - off || old_heap[off + len] != 0)
-		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the current slot's cell of %s is out of bounds",
+	shmcfg_value v;
+	if (shmcfg__value_from_cell(c, old_heap, cap, &v))
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the current slot's cell of %s is malformed",
 				   b->h->name, sstr(b->h, b->h->desc[opt].name));
-	if (len + 1 > cap - b->used)
+	if (len + 1 > b->cap - b->used)
 		return heap_full(b, opt, len + 1);
 	memcpy(b->heap + b->used, old_heap + off, len + 1);
 	out->val = b->used | (c->val & ~0xffffffffull); /* keep the count */
@@ -398,13 +406,17 @@ static uint64_t now_ns(clockid_t clk)
 }
 
 /*
- * Pick the least recently used slot that is neither current nor pinned, and
- * mark it busy. Dekker with the pinning reader (view.c, pin_current()):
- *   writer: store stamp = 0 (seq_cst); load every pin (seq_cst)
- *   reader: store pin = g (seq_cst); load stamp (seq_cst)
- * If a pin of the slot's old generation shows up after the busy mark, the
- * reader may have seen the old stamp and be using the slot: put the stamp
- * back and try another slot. With no free slot, reap dead readers, then wait
+ * Pick the least recently used slot that is neither current nor pinned by a
+ * process holding snapshots, and mark it busy. Dekker with the reader
+ * (view.c, shmcfg_snapshot_acquire()):
+ *   writer: store stamp = 0 (seq_cst); load each entry's active, then its pins
+ *   reader: store pin = g; increment active (seq_cst); load stamp (seq_cst)
+ * If an active entry pinning the slot's old generation shows up after the
+ * busy mark, that reader may have seen the old stamp and be using the slot:
+ * put the stamp back and try another slot. Otherwise any reader that starts
+ * to use the slot later sees the busy mark and replaces its view. (active
+ * is loaded before the pins: seeing a reader's increment means seeing the
+ * pin it stored before it.) With no free slot, reap dead readers, then wait
  * a bounded time for pins to go. A slot stamped beyond the current
  * generation was left by a writer that died before publishing it: it is
  * free, and taken first so that no two slots ever carry one generation.
@@ -548,6 +560,7 @@ static int commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 	b.cells = slot_cells(h, b.slot);
 	b.layers = slot_layers(h, b.slot);
 	b.heap = slot_heap(h, b.slot);
+	b.cap = h->lay.heap_size;
 	/* pairs with the readers' acquire fence: the stamp 0 stored by
 	 * choose_slot() is ordered before every store that rewrites the slot */
 	__atomic_thread_fence(__ATOMIC_RELEASE);
@@ -781,14 +794,16 @@ count : {
 
 /*
  * A thread's patched view (patch.c): `copy` is a private copy of a slot
- * (slot_size bytes); the patches replace its user layer, with source
- * "patch", and every effective value is resolved again, implications
- * included, by the same code as a commit.
+ * whose heap may hold heap_cap bytes; the patches replace its user layer,
+ * with source "patch". With resolve_all every effective value is resolved
+ * again, implications included, by the same code as a commit; without, the
+ * patched options' effective cells simply take the patch values (the
+ * fallback when the patched view cannot be resolved).
  */
-int shmcfg__resolve_patched(shmcfg *h, char *copy, const shmcfg_opt *opts, const shmcfg_value *vals,
-			    size_t n)
+int shmcfg__resolve_patched(shmcfg *h, char *copy, uint64_t heap_cap, const shmcfg_opt *opts,
+			    const shmcfg_value *vals, size_t n, bool resolve_all)
 {
-	struct build b = {.h = h, .slot = copy};
+	struct build b = {.h = h, .slot = copy, .cap = heap_cap};
 	b.cells = slot_cells(h, copy);
 	b.layers = slot_layers(h, copy);
 	b.heap = slot_heap(h, copy);
@@ -796,12 +811,22 @@ int shmcfg__resolve_patched(shmcfg *h, char *copy, const shmcfg_opt *opts, const
 	b.implied_by = malloc(h->lay.nopts * sizeof(uint32_t));
 	b.implier = malloc(h->lay.nopts * sizeof(uint32_t));
 	int r = b.implied_by && b.implier ? 0 : -ENOMEM;
+	uint64_t src = (uint64_t)SHMCFG_SRC_PATCH << META_SRC_SHIFT;
 	for (size_t k = 0; !r && k < n; k++)
-		r = put_cell(&b, opts[k], &vals[k],
-			     META_SET | (uint64_t)SHMCFG_SRC_PATCH << META_SRC_SHIFT,
-			     &b.layers[(size_t)opts[k] * NLAYERS + SHMCFG_SRC_USER - 1]);
-	if (!r)
+		r = put_cell(&b, opts[k], &vals[k], META_SET | src,
+			     resolve_all ? &b.layers[(size_t)opts[k] * NLAYERS + SHMCFG_SRC_USER - 1]
+					 : &b.cells[opts[k]]);
+	if (!r && resolve_all)
 		r = resolve(&b);
+	if (!r && !resolve_all) /* the aliases of patched options follow them */
+		for (uint32_t i = 0; i < h->lay.nopts; i++)
+			if (h->desc[i].alias != SHMCFG_NO_OPT) {
+				b.cells[i] = b.cells[h->desc[i].alias_final];
+				b.cells[i].meta = (b.cells[i].meta & ~(7ull << META_SRC_SHIFT)) |
+						  (uint64_t)SHMCFG_SRC_ALIAS << META_SRC_SHIFT;
+			}
+	for (size_t k = 0; !r && !resolve_all && k < n; k++)
+		b.cells[opts[k]].meta &= ~META_SET;
 	free(b.implied_by);
 	free(b.implier);
 	return r;

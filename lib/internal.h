@@ -146,7 +146,8 @@ struct reader_ent {
 	uint32_t pad;
 	uint64_t start_time;     /* owner's start time, /proc/self/stat field 22 */
 	uint64_t attach_ns;
-	uint64_t pad2;
+	uint64_t active;         /* snapshots the owner holds now: its pins count only
+				  * while this is not 0 (view.c, choose_slot) */
 };
 
 _Static_assert(sizeof(struct reader_ent) == 64, "reader entries are one cache line");
@@ -260,6 +261,7 @@ bool shmcfg__utf8_valid(const char *s, size_t len);
 int shmcfg__parse_env(shmcfg_type type, const char *var, const char *text, shmcfg_value *ret);
 int shmcfg__format_canon(const shmcfg_value *v, char **ret);
 void shmcfg__float_text(double f, char *buf);
+bool shmcfg__list_ok(const shmcfg_value *v);
 int shmcfg__parse_name_list(const char *text, shmcfg_value *ret);
 
 /* schema.c */
@@ -294,12 +296,12 @@ struct txn_change;
 int shmcfg__txn_begin_internal(shmcfg *h, shmcfg_txn **ret);
 int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, int layer, const shmcfg_value *v);
 int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);
-int shmcfg__resolve_patched(shmcfg *h, char *copy, const shmcfg_opt *opts, const shmcfg_value *vals,
-			    size_t n);
+int shmcfg__resolve_patched(shmcfg *h, char *copy, uint64_t heap_cap, const shmcfg_opt *opts,
+			    const shmcfg_value *vals, size_t n, bool resolve_all);
 
 /* patch.c: the calling thread's patched cell of opt, if it has patches for h */
 bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,
-			  const char **heap, int *err);
+			  const char **heap, uint64_t *heap_size, int *err);
 void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt);
 
 /* hash.c */

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 struct pframe {
@@ -27,7 +28,8 @@ struct overlay {
 	const shmcfg *h;
 	uint64_t gen;
 	unsigned epoch;
-	char *copy; /* slot_size bytes */
+	char *copy;        /* a slot, its heap grown by the patches' bytes */
+	uint64_t heap_cap; /* bytes its heap may hold */
 	struct overlay *next;
 };
 
@@ -66,73 +68,128 @@ static struct overlay **find_overlay(const shmcfg *h)
 	return o;
 }
 
-/* Rebuild the overlay of h from the current generation and the frames. */
-static int rebuild(const shmcfg *h, struct overlay *ov)
+/* The patches of h in this thread, innermost last (so that it wins when an
+ * option is patched twice). */
+static int gather(const shmcfg *h, shmcfg_opt **opts, shmcfg_value **vals, size_t *n, uint64_t *bytes)
 {
-	shmcfg *hw = (shmcfg *)h;
-	for (int i = 0;; i++) {
-		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
-		if (shmcfg__seq_copy(h, cur, ov->copy)) {
-			ov->gen = cur_gen(cur);
-			break;
-		}
-		if (i > 10000)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation", h->name);
-		sched_yield();
-	}
-	size_t n = 0;
+	*n = 0;
+	*bytes = 0;
 	for (struct pframe *f = top; f; f = f->prev)
-		n += f->h == h ? f->n : 0;
-	shmcfg_opt *opts = malloc((n ? n : 1) * sizeof *opts);
-	shmcfg_value *vals = malloc((n ? n : 1) * sizeof *vals);
-	if (!opts || !vals) {
-		free(opts);
-		free(vals);
+		if (f->h == h)
+			for (size_t i = 0; i < f->n; i++) {
+				(*n)++;
+				const shmcfg_value *v = &f->vals[i];
+				if (!v->is_null && v->type == SHMCFG_STR)
+					*bytes += v->u.str.len + 1;
+				else if (!v->is_null && v->type >= SHMCFG_LIST)
+					*bytes += v->u.list.bytes + 1;
+			}
+	*opts = malloc((*n ? *n : 1) * sizeof **opts);
+	*vals = malloc((*n ? *n : 1) * sizeof **vals);
+	if (!*opts || !*vals) {
+		free(*opts);
+		free(*vals);
 		return -ENOMEM;
 	}
-	/* innermost last, so that it wins when an option is patched twice */
-	size_t k = n;
+	size_t k = *n;
 	for (struct pframe *f = top; f; f = f->prev)
 		if (f->h == h)
 			for (size_t i = f->n; i-- > 0;) {
-				opts[--k] = f->opts[i];
-				vals[k] = f->vals[i];
+				(*opts)[--k] = f->opts[i];
+				(*vals)[k] = f->vals[i];
 			}
-	int r = shmcfg__resolve_patched(hw, ov->copy, opts, vals, n);
+	return 0;
+}
+
+/* Copy the current generation into the overlay; false if never stable. */
+static int copy_current(const shmcfg *h, struct overlay *ov)
+{
+	for (int i = 0; i < 10000; i++) {
+		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+		if (shmcfg__seq_copy(h, cur, ov->copy)) {
+			ov->gen = cur_gen(cur);
+			return 0;
+		}
+		sched_yield();
+	}
+	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation", h->name);
+}
+
+/*
+ * Rebuild the overlay of h from the current generation and the frames. A
+ * strict rebuild returns why the patched view cannot be resolved (a patch
+ * set now is then refused). Otherwise, when a later commit made the patches
+ * unresolvable (conflicting implications), the thread degrades to the shared
+ * values with its patched options' values on top, and is warned once.
+ */
+static int rebuild(const shmcfg *h, struct overlay *ov, bool strict)
+{
+	shmcfg *hw = (shmcfg *)h;
+	shmcfg_opt *opts;
+	shmcfg_value *vals;
+	size_t n;
+	uint64_t bytes;
+	int r = gather(h, &opts, &vals, &n, &bytes);
+	if (r)
+		return r;
+	uint64_t cap = h->lay.heap_size + bytes;
+	if (cap > ov->heap_cap) {
+		char *copy = realloc(ov->copy, h->lay.heap_off + cap);
+		if (!copy) {
+			r = -ENOMEM;
+			goto out;
+		}
+		ov->copy = copy;
+		ov->heap_cap = cap;
+	}
+	if ((r = copy_current(h, ov)))
+		goto out;
+	r = shmcfg__resolve_patched(hw, ov->copy, ov->heap_cap, opts, vals, n, true);
+	if (r && !strict && r != -ENOMEM) {
+		shmcfg__log(SHMCFG_LOG_WARNING, "%s: this thread's patches no longer resolve (%s); "
+			    "reading the shared values with the patched values on top",
+			    h->name, shmcfg_errdetail());
+		if (!(r = copy_current(h, ov)))
+			r = shmcfg__resolve_patched(hw, ov->copy, ov->heap_cap, opts, vals, n, false);
+	}
+out:
 	free(opts);
 	free(vals);
-	ov->epoch = epoch;
+	ov->epoch = r ? epoch - 1 : epoch;
 	return r;
 }
 
+static struct overlay *overlay_of(const shmcfg *h, int *err)
+{
+	struct overlay **slot = find_overlay(h), *ov = *slot;
+	*err = 0;
+	if (!ov) {
+		ov = calloc(1, sizeof *ov);
+		if (!ov) {
+			*err = -ENOMEM;
+			return NULL;
+		}
+		ov->h = h;
+		ov->epoch = epoch - 1;
+		*slot = ov;
+	}
+	return ov;
+}
+
 bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,
-			  const char **heap, int *err)
+			  const char **heap, uint64_t *heap_size, int *err)
 {
 	*err = 0;
 	if (!has_frames(h))
 		return false;
-	struct overlay **slot = find_overlay(h), *ov = *slot;
-	if (!ov) {
-		ov = calloc(1, sizeof *ov);
-		char *copy = ov ? malloc(h->lay.slot_size) : NULL;
-		if (!copy) {
-			free(ov);
-			*err = -ENOMEM;
-			return true;
-		}
-		ov->h = h;
-		ov->copy = copy;
-		ov->epoch = epoch - 1;
-		*slot = ov;
-	}
-	if (ov->epoch != epoch || ov->gen != shmcfg_generation(h)) {
-		if ((*err = rebuild(h, ov))) {
-			ov->epoch = epoch - 1;
-			return true;
-		}
-	}
+	struct overlay *ov = overlay_of(h, err);
+	if (!ov)
+		return true;
+	if ((ov->epoch != epoch || ov->gen != shmcfg_generation(h)) && (*err = rebuild(h, ov, false)))
+		return true;
 	*cell = slot_cells(h, ov->copy)[opt];
 	*heap = slot_heap(h, ov->copy);
+	*heap_size = ov->heap_cap;
 	return true;
 }
 
@@ -144,6 +201,15 @@ static void drop_overlay(const shmcfg *h)
 	*o = ov->next;
 	free(ov->copy);
 	free(ov);
+}
+
+/* Check that the thread's patched view of h resolves now (after a change
+ * of its frames); an error says why. */
+static int validate(const shmcfg *h)
+{
+	int r;
+	struct overlay *ov = overlay_of(h, &r);
+	return ov ? rebuild(h, ov, true) : r;
 }
 
 int shmcfg_patch_push(shmcfg *h)
@@ -192,6 +258,9 @@ static int prepare(shmcfg *h, shmcfg_opt opt, const shmcfg_value *v, shmcfg_opt 
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
 	shmcfg__warn_deprecated(h, opt);
 	*final = h->desc[opt].alias_final;
+	if (!shmcfg__list_ok(v))
+		return shmcfg__err(SHMCFG_E_PARSE, "%s: malformed list value (count %zu, %zu bytes)",
+				   sstr(h, h->desc[*final].name), v->u.list.count, v->u.list.bytes);
 	int r = shmcfg__value_check(h, *final, v);
 	if (!r)
 		r = shmcfg__value_copy(v, out);
@@ -220,10 +289,38 @@ int shmcfg_patch_set(shmcfg *h, shmcfg_opt opt, const shmcfg_value *v)
 	int r = prepare(h, opt, v, &final, &c);
 	if (r)
 		return r;
-	if ((r = frame_put(f, final, &c)))
+	/* keep what the frame held, to put it back if the patch is refused */
+	size_t at = f->n;
+	for (size_t i = 0; i < f->n; i++)
+		if (f->opts[i] == final)
+			at = i;
+	shmcfg_value before = {0};
+	if (at < f->n && (r = shmcfg__value_copy(&f->vals[at], &before))) {
 		shmcfg_value_clear(&c);
+		return r;
+	}
+	if ((r = frame_put(f, final, &c))) {
+		shmcfg_value_clear(&c);
+		shmcfg_value_clear(&before);
+		return r;
+	}
 	epoch++;
-	return r;
+	/* the patched view must resolve: a patch that does not fit or whose
+	 * implications conflict is refused, and the frame is as it was */
+	if ((r = validate(h))) {
+		char why[400];
+		snprintf(why, sizeof why, "%s", shmcfg_errdetail());
+		if (at < f->n) {
+			shmcfg_value_clear(&f->vals[at]);
+			f->vals[at] = before;
+		} else {
+			shmcfg_value_clear(&f->vals[--f->n]);
+		}
+		epoch++;
+		return shmcfg__err(r, "patch refused: %s", why);
+	}
+	shmcfg_value_clear(&before);
+	return 0;
 }
 
 int shmcfg_patch_set_text(shmcfg *h, shmcfg_opt opt, const char *text)

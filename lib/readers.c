@@ -109,6 +109,7 @@ uint64_t shmcfg__proc_start_time(pid_t pid)
 
 static void entry_clear(struct reader_ent *e)
 {
+	__atomic_store_n(&e->active, 0, __ATOMIC_RELEASE);
 	for (unsigned k = 0; k < SEG_PINS; k++)
 		__atomic_store_n(&e->pins[k], 0, __ATOMIC_RELEASE);
 	e->pid = 0;
@@ -149,9 +150,13 @@ void shmcfg__reader_release(shmcfg *h)
 }
 
 /*
- * Whether any entry pins generation gen. The seq_cst loads pair with the
- * pinning reader's seq_cst store (view.c): see the Dekker argument at
- * choose_slot() in commit.c.
+ * Whether a process that holds snapshots now pins generation gen. An
+ * entry's pins count only while its `active` is not 0: an idle process
+ * keeps its last view pinned without blocking writers. `active` is loaded
+ * before the pins, both seq_cst; with the reader's pin store, then its
+ * seq_cst increment of `active`, then its stamp load (view.c), and the
+ * writer's seq_cst busy mark before this call, see choose_slot() in
+ * commit.c for the argument.
  */
 bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen)
 {
@@ -159,6 +164,8 @@ bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen)
 		return false;
 	for (uint32_t i = 0; i < h->lay.nreaders; i++) {
 		const struct reader_ent *e = reader_at(h, i);
+		if (__atomic_load_n(&e->active, __ATOMIC_SEQ_CST) == 0)
+			continue;
 		for (unsigned k = 0; k < SEG_PINS; k++)
 			if (__atomic_load_n(&e->pins[k], __ATOMIC_SEQ_CST) == gen)
 				return true;
@@ -242,6 +249,8 @@ void shmcfg__pin_holders(const shmcfg *h, char *buf, size_t len)
 	buf[0] = 0;
 	for (uint32_t i = 0; i < h->lay.nreaders && used + 1 < len; i++) {
 		const struct reader_ent *e = reader_at(h, i);
+		if (!__atomic_load_n(&e->active, __ATOMIC_RELAXED))
+			continue; /* idle: its pins block nobody */
 		char gens[96] = "";
 		size_t gl = 0;
 		for (unsigned k = 0; k < SEG_PINS; k++) {

@@ -604,3 +604,19 @@ int shmcfg__cell_encode(const shmcfg_value *v, uint64_t flags, char *heap, uint6
 	*out = c;
 	return 0;
 }
+
+/* A list or set value's items agree with its count and byte length (a value
+ * built by hand may not). */
+bool shmcfg__list_ok(const shmcfg_value *v)
+{
+	if (v->is_null || (v->type != SHMCFG_LIST && v->type != SHMCFG_SET))
+		return true;
+	size_t bytes = v->u.list.bytes, nul = 0;
+	if (bytes == 0)
+		return v->u.list.count == 0;
+	if (!v->u.list.items || v->u.list.items[bytes - 1] != 0)
+		return false;
+	for (size_t i = 0; i < bytes; i++)
+		nul += v->u.list.items[i] == 0;
+	return nul == v->u.list.count;
+}

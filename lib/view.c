@@ -82,8 +82,9 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 		return type_error(h, opt, type);
 	struct shmcfg__cell pc;
 	const char *pheap;
+	uint64_t psize;
 	int perr;
-	if (shmcfg__tls_patched && shmcfg__patched_cell(h, opt, &pc, &pheap, &perr)) {
+	if (shmcfg__tls_patched && shmcfg__patched_cell(h, opt, &pc, &pheap, &psize, &perr)) {
 		if (perr)
 			return perr;
 		*bits = pc.val;
@@ -121,11 +122,12 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
 	struct shmcfg__cell pc;
 	const char *pheap;
+	uint64_t psize;
 	int perr;
-	if (shmcfg__tls_patched && shmcfg__patched_cell(h, opt, &pc, &pheap, &perr)) {
+	if (shmcfg__tls_patched && shmcfg__patched_cell(h, opt, &pc, &pheap, &psize, &perr)) {
 		shmcfg_value v;
 		if (!perr)
-			perr = shmcfg__value_from_cell(&pc, pheap, h->lay.heap_size, &v);
+			perr = shmcfg__value_from_cell(&pc, pheap, psize, &v);
 		return perr ? perr : shmcfg__value_copy(&v, ret);
 	}
 	for (int i = 0; i < SLOW_TRIES; i++) {
@@ -318,7 +320,8 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 	assert_return(h && ret, -EINVAL);
 	if (h->rdonly || h->reader < 0)
 		return copy_snapshot(h, ret);
-	for (int round = 0;; round++) {
+	struct reader_ent *e = reader_at(h, (uint32_t)h->reader);
+	for (int round = 0; round < SLOW_TRIES; round++) {
 		urcu_bp_read_lock();
 		/* acquire pairs with the release store below: a view's fields are
 		 * written before it is published (what rcu_dereference and
@@ -328,8 +331,23 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 		/* after one replacement, take the view we made even if a newer
 		 * commit came meanwhile: it is at least as new as the call */
 		if (pv && (pv->snap.gen == gen || round > 0)) {
-			*ret = &pv->snap;
-			return 0; /* the read-side section lasts until release */
+			/*
+			 * Announce the use, then check that the slot still holds the
+			 * view's generation. Dekker with choose_slot(): the seq_cst
+			 * increment here and the writer's seq_cst busy mark of the
+			 * slot; the writer loads `active` after its mark, we load the
+			 * stamp after our increment, so either it sees us active (and
+			 * leaves the slot) or we see its mark (and replace the view).
+			 */
+			__atomic_fetch_add(&e->active, 1, __ATOMIC_SEQ_CST);
+			if (__atomic_load_n(&((const struct slot_hdr *)pv->snap.slot)->gen, __ATOMIC_SEQ_CST) ==
+			    pv->snap.gen) {
+				*ret = &pv->snap;
+				return 0; /* the read-side section lasts until release */
+			}
+			/* a writer reused the slot while this process held no
+			 * snapshot: the view is dead; replace it below */
+			__atomic_fetch_sub(&e->active, 1, __ATOMIC_RELEASE);
 		}
 		urcu_bp_read_unlock();
 		if (getpid() != h->pid)
@@ -337,7 +355,8 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 					   h->name);
 		pthread_mutex_lock(&h->view_lock);
 		struct pview *old = h->pview;
-		if (!old || old->snap.gen != shmcfg_generation(h)) {
+		if (!old || old->snap.gen != shmcfg_generation(h) ||
+		    __atomic_load_n(&((const struct slot_hdr *)old->snap.slot)->gen, __ATOMIC_ACQUIRE) != old->snap.gen) {
 			struct pview *nv = malloc(sizeof *nv);
 			int r = nv ? pin_current(h, nv) : -ENOMEM;
 			if (r) {
@@ -351,16 +370,20 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 		}
 		pthread_mutex_unlock(&h->view_lock);
 	}
+	return copy_snapshot(h, ret);
 }
 
 void shmcfg_snapshot_release(shmcfg_snapshot *snap)
 {
 	if (!snap)
 		return;
-	if (snap->is_copy)
+	if (snap->is_copy) {
 		free(snap);
-	else
-		urcu_bp_read_unlock();
+		return;
+	}
+	/* release: our reads of the slot happen before a writer sees us idle */
+	__atomic_fetch_sub(&reader_at(snap->h, (uint32_t)snap->h->reader)->active, 1, __ATOMIC_RELEASE);
+	urcu_bp_read_unlock();
 }
 
 uint64_t shmcfg_snapshot_generation(const shmcfg_snapshot *snap)
