@@ -112,10 +112,12 @@ int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, int layer, const shmcfg
 	if (r)
 		return r;
 	shmcfg_value c;
+	if ((r = shmcfg__value_check(t->h, f, v)))
+		return r;
 	if (!shmcfg__list_ok(v))
 		return shmcfg__err(SHMCFG_E_PARSE, "%s: malformed list value (count %zu, %zu bytes)",
 				   sstr(t->h, t->h->desc[f].name), v->u.list.count, v->u.list.bytes);
-	if ((r = shmcfg__value_check(t->h, f, v)) || (r = shmcfg__value_copy(v, &c)))
+	if ((r = shmcfg__value_copy(v, &c)))
 		return r;
 	if (!c.is_null && c.type == SHMCFG_INT && t->h->desc[f].type == SHMCFG_FLOAT) {
 		c.type = SHMCFG_FLOAT;

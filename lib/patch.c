@@ -258,10 +258,10 @@ static int prepare(shmcfg *h, shmcfg_opt opt, const shmcfg_value *v, shmcfg_opt 
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
 	shmcfg__warn_deprecated(h, opt);
 	*final = h->desc[opt].alias_final;
-	if (!shmcfg__list_ok(v))
-		return shmcfg__err(SHMCFG_E_PARSE, "%s: malformed list value (count %zu, %zu bytes)",
-				   sstr(h, h->desc[*final].name), v->u.list.count, v->u.list.bytes);
 	int r = shmcfg__value_check(h, *final, v);
+	if (!r && !shmcfg__list_ok(v))
+		r = shmcfg__err(SHMCFG_E_PARSE, "%s: malformed list value (count %zu, %zu bytes)",
+				sstr(h, h->desc[*final].name), v->u.list.count, v->u.list.bytes);
 	if (!r)
 		r = shmcfg__value_copy(v, out);
 	if (r)

@@ -108,25 +108,30 @@ static int byname_grow(shmcfg_schema *s)
 	return 0;
 }
 
-/* Dotted name: parts of [A-Za-z_][A-Za-z0-9_]*, at most 255 bytes. */
-static bool name_valid(const char *n)
+/* Dotted name: parts of [A-Za-z_][A-Za-z0-9_]*, at most 255 bytes.
+ * Returns why a name is not one, NULL if it is. */
+static const char *name_problem(const char *n)
 {
 	size_t len = strlen(n);
-	if (len == 0 || len > 255)
-		return false;
+	if (len == 0)
+		return "empty";
+	if (len > 255)
+		return "longer than 255 characters";
 	bool start = true;
 	for (const char *p = n; *p; p++) {
 		if (*p == '.') {
 			if (start)
-				return false;
+				return "a dotted part is empty";
 			start = true;
 			continue;
 		}
-		if (!(isalpha((unsigned char)*p) || *p == '_' || (!start && isdigit((unsigned char)*p))))
-			return false;
+		if (start && isdigit((unsigned char)*p))
+			return "a dotted part starts with a digit";
+		if (!(isalnum((unsigned char)*p) || *p == '_'))
+			return "only letters, digits, '_' and '.' are allowed";
 		start = false;
 	}
-	return !start;
+	return start ? "a dotted part is empty" : NULL;
 }
 
 static int dup_str(const char *src, char **dst)
@@ -243,8 +248,10 @@ static int parse_choices(const shmcfg_optdef *d, shmcfg_value *out)
 		}
 		shmcfg_value cv;
 		r = parse_field(d, "choices", c, d->type, false, &cv);
-		if (!r)
+		if (!r) {
 			r = shmcfg__format_canon(&cv, &texts[i]);
+			shmcfg_value_clear(&cv);
+		}
 	}
 	shmcfg_value list;
 	if (!r)
@@ -271,12 +278,68 @@ static void zero_value(shmcfg_type type, bool nullable, shmcfg_value *v)
 		v->u.list.items = "";
 }
 
+/* min and max of a definition: a NaN bound would check nothing (every
+ * comparison with it is false), and min > max would refuse every value. */
+static int check_bounds(const char *name, const struct sopt *o)
+{
+	bool has_min = !o->min.is_null, has_max = !o->max.is_null;
+	if (o->type == SHMCFG_FLOAT) {
+		if (has_min && isnan(o->min.u.f))
+			return shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: min is NaN, which bounds nothing",
+					   name);
+		if (has_max && isnan(o->max.u.f))
+			return shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: max is NaN, which bounds nothing",
+					   name);
+		if (has_min && has_max && o->min.u.f > o->max.u.f)
+			return shmcfg__err(SHMCFG_E_SCHEMADEF,
+					   "%s: min %g is above max %g: no value fits", name,
+					   o->min.u.f, o->max.u.f);
+	}
+	if (o->type == SHMCFG_INT && has_min && has_max && o->min.u.i > o->max.u.i)
+		return shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: min %lld is above max %lld: no value fits",
+				   name, (long long)o->min.u.i, (long long)o->max.u.i);
+	return 0;
+}
+
+/* The default against type, range and choices. An absent one is the
+ * implicit null or false/0/""/[], which must pass too: the segment would
+ * otherwise hold a value that it refuses as input (its own dump would not
+ * load back). */
+static int check_default(const shmcfg_optdef *d, const struct sopt *o)
+{
+	int r = value_check_def(d->name, d->type, o->flags, &o->min, &o->max, &o->choices, &o->def);
+	if (!r || r == -ENOMEM)
+		return r;
+	/* the detail is "name: value V is below ...": drop the name */
+	const char *why = shmcfg_errdetail(), *is;
+	size_t nl = strlen(d->name);
+	if (!strncmp(why, d->name, nl) && !strncmp(why + nl, ": ", 2))
+		why += nl + 2;
+	if (d->def)
+		return shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: default: %s", d->name, why);
+	/* only range and choices can refuse an implicit value: show it as JSON
+	 * (an empty string is invisible in the check's text) */
+	char *text = NULL;
+	if (shmcfg_value_format(&o->def, &text))
+		return -ENOMEM;
+	if (!strncmp(why, "value ", 6) && (is = strstr(why, " is ")))
+		r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: no default, and the implicit %s%s; give a default",
+				d->name, text, is);
+	else
+		r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: no default, and the implicit %s fails: %s; give a default",
+				d->name, text, why);
+	free(text);
+	return r;
+}
+
 int shmcfg_schema_add(shmcfg_schema *s, const shmcfg_optdef *d)
 {
 	assert_return(s && d, -EINVAL);
-	if (!d->name || !name_valid(d->name))
-		return shmcfg__err(SHMCFG_E_SCHEMADEF, "option name '%.80s' is invalid",
-				   d->name ? d->name : "(null)");
+	const char *why = d->name ? name_problem(d->name) : "missing";
+	if (why)
+		return shmcfg__err(SHMCFG_E_SCHEMADEF, "option name '%.80s%s' is invalid: %s",
+				   d->name ? d->name : "(null)",
+				   d->name && strlen(d->name) > 80 ? "..." : "", why);
 	if (!shmcfg_type_name(d->type))
 		return shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: unknown type %d", d->name, d->type);
 	if (schema_find(s, d->name) >= 0)
@@ -327,6 +390,8 @@ int shmcfg_schema_add(shmcfg_schema *s, const shmcfg_optdef *d)
 		r = parse_field(d, "min", d->min, d->type, false, &o.min);
 	if (!r && d->max)
 		r = parse_field(d, "max", d->max, d->type, false, &o.max);
+	if (!r)
+		r = check_bounds(d->name, &o);
 	if (!r && d->env_default)
 		r = parse_field(d, "env_default", d->env_default, SHMCFG_LIST, false, &o.env_default);
 	if (!r && d->env_force)
@@ -339,11 +404,8 @@ int shmcfg_schema_add(shmcfg_schema *s, const shmcfg_optdef *d)
 		else
 			zero_value(d->type, nullable, &o.def);
 	}
-	if (!r && d->def && !d->alias) {
-		r = value_check_def(d->name, d->type, o.flags, &o.min, &o.max, &o.choices, &o.def);
-		if (r)
-			r = shmcfg__err(SHMCFG_E_SCHEMADEF, "default: %s", shmcfg_errdetail());
-	}
+	if (!r && !d->alias)
+		r = check_default(d, &o);
 	if (!r && s->n == s->cap) {
 		uint32_t cap = s->cap ? s->cap * 2 : 16;
 		struct sopt *opts = realloc(s->opts, cap * sizeof *opts);
@@ -515,9 +577,14 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 				vt++;
 			shmcfg_value v;
 			r = shmcfg_value_parse(to->type, to->flags & SHMCFG_F_NULLABLE, vt, &v);
-			if (!r)
+			if (!r) {
 				r = value_check_def(to->name, to->type, to->flags, &to->min, &to->max,
 						    &to->choices, &v);
+				if (r) /* parsed, so v may own its text */
+					shmcfg_value_clear(&v);
+			}
+			if (r == -ENOMEM)
+				break;
 			if (r) {
 				r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: implies %s: %s", s->opts[i].name,
 						item, shmcfg_errdetail());

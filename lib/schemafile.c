@@ -16,8 +16,9 @@
 struct ctx {
 	const char *label;
 	yaml_document_t doc;
-	char *bufs[16]; /* texts made for the current option */
-	int nbufs;
+	yaml_node_t *opts; /* the options mapping, to find an implies target's type */
+	char **bufs;       /* texts made for the current option: one per implication, no limit */
+	size_t nbufs, cap;
 };
 
 static int err_at(struct ctx *c, const yaml_node_t *n, const char *fmt, ...)
@@ -50,23 +51,96 @@ static yaml_node_t *node(struct ctx *c, int id)
 
 static char *keep(struct ctx *c, char *text)
 {
-	if (!text || c->nbufs == (int)(sizeof c->bufs / sizeof c->bufs[0])) {
-		free(text);
+	if (!text)
 		return NULL;
+	if (c->nbufs == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 16;
+		char **nb = realloc(c->bufs, cap * sizeof *nb);
+		if (!nb) {
+			free(text);
+			return NULL;
+		}
+		c->bufs = nb;
+		c->cap = cap;
 	}
 	return c->bufs[c->nbufs++] = text;
 }
 
-/* A YAML value as shmcfg_value_parse() text: a quoted scalar becomes a JSON
- * string literal (so "none" stays the text none), a plain null is none, a
- * plain scalar is kept, a sequence becomes a JSON array of its items. */
-static char *value_text(struct ctx *c, yaml_node_t *n, bool raw_strings)
+static void drop_texts(struct ctx *c)
 {
+	while (c->nbufs)
+		free(c->bufs[--c->nbufs]);
+}
+
+static const char *const types[] = {"bool", "int", "float", "str", "list", "set"};
+
+/* The type named by an option's attributes (the last `type`, as option()
+ * reads them), 0 if none or unknown. */
+static shmcfg_type attrs_type(struct ctx *c, const yaml_node_t *attrs)
+{
+	shmcfg_type type = 0;
+	if (!attrs || attrs->type != YAML_MAPPING_NODE)
+		return 0;
+	for (yaml_node_pair_t *p = attrs->data.mapping.pairs.start; p < attrs->data.mapping.pairs.top; p++) {
+		const char *a = scalar(node(c, p->key)), *t = scalar(node(c, p->value));
+		if (!a || strcmp(a, "type"))
+			continue;
+		type = 0;
+		for (int i = 0; t && i < 6; i++)
+			if (!strcmp(t, types[i]))
+				type = (shmcfg_type)(i + 1);
+	}
+	return type;
+}
+
+/* The type of the option of that name declared in this file, 0 if none
+ * (shmcfg_schema_add's checks then report it). */
+static shmcfg_type opt_type(struct ctx *c, const char *name)
+{
+	if (!name || !c->opts || c->opts->type != YAML_MAPPING_NODE)
+		return 0;
+	for (yaml_node_pair_t *p = c->opts->data.mapping.pairs.start; p < c->opts->data.mapping.pairs.top; p++) {
+		const char *k = scalar(node(c, p->key));
+		if (k && !strcmp(k, name))
+			return attrs_type(c, node(c, p->value));
+	}
+	return 0;
+}
+
+/* A plain YAML 1.1 float special (.nan, [-+].inf, in their three
+ * spellings each: what tools/shmcfg-import writes) as the text strtod
+ * reads; NULL for anything else. Callers map it only for a float value:
+ * a plain scalar is resolved by the option's type, so a str keeps ".inf". */
+static const char *float_special(const yaml_node_t *n)
+{
+	const char *s = scalar(n);
+	if (!s || !plain(n))
+		return NULL;
+	if (!strcmp(s, ".nan") || !strcmp(s, ".NaN") || !strcmp(s, ".NAN"))
+		return "nan";
+	bool neg = *s == '-';
+	if (*s == '-' || *s == '+')
+		s++;
+	if (!strcmp(s, ".inf") || !strcmp(s, ".Inf") || !strcmp(s, ".INF"))
+		return neg ? "-inf" : "inf";
+	return NULL;
+}
+
+/* A YAML value as shmcfg_value_parse() text for a value of @type (0 if
+ * unknown): a quoted scalar becomes a JSON string literal (so "none" stays
+ * the text none), a plain null is none, a plain float special of a float is
+ * strtod's spelling, another plain scalar is kept, a sequence becomes a JSON
+ * array of its items (float specials mapped the same way, for choices). */
+static char *value_text(struct ctx *c, yaml_node_t *n, bool raw_strings, shmcfg_type type)
+{
+	bool is_float = type == SHMCFG_FLOAT;
 	if (n->type == YAML_SCALAR_NODE) {
 		const char *s = scalar(n);
 		if (plain(n) && (!*s || !strcmp(s, "null") || !strcmp(s, "~") || !strcmp(s, "Null") ||
 				 !strcmp(s, "NULL")))
 			return keep(c, strdup("none"));
+		if (is_float && float_special(n))
+			return keep(c, strdup(float_special(n)));
 		if (plain(n) || raw_strings)
 			return keep(c, strdup(s));
 		json_t *j = json_stringn(s, n->data.scalar.length);
@@ -82,7 +156,10 @@ static char *value_text(struct ctx *c, yaml_node_t *n, bool raw_strings)
 				json_decref(a);
 				return NULL;
 			}
-			json_array_append_new(a, json_stringn(scalar(item), item->data.scalar.length));
+			if (is_float && float_special(item))
+				json_array_append_new(a, json_string(float_special(item)));
+			else
+				json_array_append_new(a, json_stringn(scalar(item), item->data.scalar.length));
 		}
 		char *t = a ? json_dumps(a, JSON_COMPACT) : NULL;
 		json_decref(a);
@@ -110,6 +187,8 @@ static int option(struct ctx *c, shmcfg_schema *s, yaml_node_t *key, yaml_node_t
 		return err_at(c, key, "an option name must be a plain string");
 	if (attrs->type != YAML_MAPPING_NODE)
 		return err_at(c, attrs, "option %s: attributes must be a mapping", d.name);
+	/* the type may come after the values that it resolves */
+	shmcfg_type own_type = attrs_type(c, attrs);
 	yaml_node_t *type_node = NULL;
 	for (yaml_node_pair_t *p = attrs->data.mapping.pairs.start; p < attrs->data.mapping.pairs.top; p++) {
 		yaml_node_t *k = node(c, p->key), *v = node(c, p->value);
@@ -120,7 +199,6 @@ static int option(struct ctx *c, shmcfg_schema *s, yaml_node_t *key, yaml_node_t
 		int r = 0;
 		const char **text_field = NULL;
 		if (!strcmp(a, "type")) {
-			static const char *const types[] = {"bool", "int", "float", "str", "list", "set"};
 			const char *t = scalar(v);
 			type_node = v;
 			for (int i = 0; t && i < 6; i++)
@@ -147,12 +225,14 @@ static int option(struct ctx *c, shmcfg_schema *s, yaml_node_t *key, yaml_node_t
 			text_field = &d.max;
 		else if (!strcmp(a, "choices") || !strcmp(a, "env_default") || !strcmp(a, "env_force")) {
 			const char **f = !strcmp(a, "choices") ? &d.choices : !strcmp(a, "env_default") ? &d.env_default : &d.env_force;
+			shmcfg_type item_type = f == &d.choices ? own_type : SHMCFG_STR;
 			if (v->type == YAML_SCALAR_NODE) { /* one name */
-				json_t *arr = json_pack("[s]", scalar(v));
+				const char *sp = item_type == SHMCFG_FLOAT ? float_special(v) : NULL;
+				json_t *arr = json_pack("[s]", sp ? sp : scalar(v));
 				*f = keep(c, arr ? json_dumps(arr, JSON_COMPACT) : NULL);
 				json_decref(arr);
 			} else if (v->type == YAML_SEQUENCE_NODE)
-				*f = value_text(c, v, true);
+				*f = value_text(c, v, true, item_type);
 			if (!*f)
 				return err_at(c, v, "option %s: %s must be a list of strings", d.name, a);
 		} else if (!strcmp(a, "doc") || !strcmp(a, "knob") || !strcmp(a, "alias") ||
@@ -175,7 +255,10 @@ static int option(struct ctx *c, shmcfg_schema *s, yaml_node_t *key, yaml_node_t
 			char *spec = calloc(1, 1);
 			for (yaml_node_pair_t *q = v->data.mapping.pairs.start; spec && q < v->data.mapping.pairs.top; q++) {
 				const char *target = scalar(node(c, q->key));
-				char *val = value_text(c, node(c, q->value), false);
+				yaml_node_t *vn = node(c, q->value);
+				/* the target's type only matters for a float special */
+				shmcfg_type tt = float_special(vn) ? opt_type(c, target) : 0;
+				char *val = value_text(c, vn, false, tt);
 				if (!target || !val) {
 					free(spec);
 					return err_at(c, node(c, q->key), "option %s: bad implies entry", d.name);
@@ -196,7 +279,7 @@ static int option(struct ctx *c, shmcfg_schema *s, yaml_node_t *key, yaml_node_t
 		} else
 			return err_at(c, k, "option %s: unknown attribute '%s'", d.name, a);
 		if (text_field) {
-			*text_field = value_text(c, v, false);
+			*text_field = value_text(c, v, false, own_type);
 			if (!*text_field)
 				return err_at(c, v, "option %s: %s must be a scalar or a list", d.name, a);
 		}
@@ -247,11 +330,12 @@ int shmcfg_schema_load_text(const char *text, size_t len, const char *label, shm
 	}
 	if (!r && (!opts || opts->type != YAML_MAPPING_NODE))
 		r = err_at(&c, opts ? opts : root, "options must be a mapping of name: attributes");
+	c.opts = opts;
 	for (yaml_node_pair_t *p = r ? NULL : opts->data.mapping.pairs.start; p && p < opts->data.mapping.pairs.top && !r; p++) {
 		r = option(&c, s, node(&c, p->key), node(&c, p->value));
-		while (c.nbufs)
-			free(c.bufs[--c.nbufs]);
+		drop_texts(&c);
 	}
+	free(c.bufs);
 	yaml_document_delete(&c.doc);
 	if (r) {
 		shmcfg_schema_free(s);
