@@ -303,6 +303,7 @@ int shmcfg__resolve_patched(shmcfg *h, char *copy, uint64_t heap_cap, const shmc
 bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,
 			  const char **heap, uint64_t *heap_size, int *err);
 void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt);
+void shmcfg__patch_forget(const shmcfg *h);
 
 /* hash.c */
 struct hashbuf {

@@ -431,3 +431,22 @@ void shmcfg_patcher_free(shmcfg_patcher *p)
 	free(p->vals);
 	free(p);
 }
+
+/* At close: drop the calling thread's frames and overlay of h, so that a
+ * later handle (perhaps at the same address) starts unpatched. Other
+ * threads must pop their own frames before the handle is closed. */
+void shmcfg__patch_forget(const shmcfg *h)
+{
+	for (struct pframe **link = &top; *link;) {
+		struct pframe *f = *link;
+		if (f->h != h) {
+			link = &f->prev;
+			continue;
+		}
+		*link = f->prev;
+		frame_free(f);
+		shmcfg__tls_patched--;
+		epoch++;
+	}
+	drop_overlay(h);
+}

@@ -257,6 +257,7 @@ shmcfg *shmcfg_close(shmcfg *h)
 {
 	if (!h)
 		return NULL;
+	shmcfg__patch_forget(h);
 	shmcfg__view_close(h);
 	if (h->pid == getpid())
 		shmcfg__reader_release(h);

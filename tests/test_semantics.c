@@ -332,6 +332,15 @@ static void test_patches(void **state)
 	assert_false(b);
 	assert_int_equal(shmcfg_patch_pop(h), -ENOENT);
 	assert_int_equal(shmcfg_patch_set_text(h, T_A, "1"), -ENOENT);
+	/* frames left open at close go with the handle */
+	shmcfg *h2 = NULL;
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &h2), 0);
+	assert_int_equal(shmcfg_patch_push(h2), 0);
+	assert_int_equal(shmcfg_patch_set_text(h2, T_A, "77"), 0);
+	assert_int_equal(get_i(h2, T_A), 77);
+	shmcfg_close(h2);
+	assert_int_equal(shmcfg__tls_patched, 0);
+	assert_int_equal(get_i(h, T_A), 10);
 	/* the segment never saw a patch */
 	shmcfg_snapshot *snap;
 	shmcfg_value sv;
