@@ -236,22 +236,26 @@ static int put_cell(struct build *b, shmcfg_opt opt, const shmcfg_value *v, uint
 static int copy_cell(struct build *b, shmcfg_opt opt, const struct shmcfg__cell *c,
 		     const char *old_heap, struct shmcfg__cell *out)
 {
-	if (META_TYPE(c->meta) != b->h->desc[opt].type)
+	/* one read of the shared cell; only the copy is checked and used */
+	struct shmcfg__cell cc = {__atomic_load_n(&c->val, __ATOMIC_RELAXED),
+				  __atomic_load_n(&c->meta, __ATOMIC_RELAXED)};
+	if (META_TYPE(cc.meta) != b->h->desc[opt].type)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the current slot's layer of %s has type %u, not %s",
-				   b->h->name, sstr(b->h, b->h->desc[opt].name), META_TYPE(c->meta),
+				   b->h->name, sstr(b->h, b->h->desc[opt].name), META_TYPE(cc.meta),
 				   shmcfg_type_name(b->h->desc[opt].type));
-	*out = *c;
-	if ((c->meta & META_NULL) || META_TYPE(c->meta) < SHMCFG_STR)
+	*out = cc;
+	if ((cc.meta & META_NULL) || META_TYPE(cc.meta) < SHMCFG_STR)
 		return 0;
-	uint64_t off = CELL_OFF(c->val), len = META_LEN(c->meta), cap = b->h->lay.heap_size;
 	shmcfg_value v;
-	if (shmcfg__value_from_cell(c, old_heap, cap, &v))
+	if (shmcfg__value_from_cell(&cc, old_heap, b->h->lay.heap_size, &v))
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the current slot's cell of %s is malformed",
 				   b->h->name, sstr(b->h, b->h->desc[opt].name));
+	uint64_t len = META_LEN(cc.meta);
 	if (len + 1 > b->cap - b->used)
 		return heap_full(b, opt, len + 1);
-	memcpy(b->heap + b->used, old_heap + off, len + 1);
-	out->val = b->used | (c->val & ~0xffffffffull); /* keep the count */
+	memcpy(b->heap + b->used, old_heap + CELL_OFF(cc.val), len);
+	b->heap[b->used + len] = 0; /* ours, whatever the shared byte says now */
+	out->val = b->used | (cc.val & ~0xffffffffull); /* keep the count */
 	b->used += len + 1;
 	return 0;
 }
@@ -523,14 +527,20 @@ static int commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 		goto out_free;
 	}
 	if (!first) {
+		/* OFD locks belong to the open file description, which all threads
+		 * of a handle share: they exclude other processes and handles, and
+		 * this mutex excludes the handle's other threads */
+		pthread_mutex_lock(&h->commit_lock);
 		r = shmcfg__ofd_lock(h->fd, WRITER_LOCK_BYTE, true, h->commit_timeout_ms);
 		if (r == -EAGAIN)
 			r = shmcfg__err(SHMCFG_E_LOCKED, "%s: another writer held the lock for %d ms",
 					h->name, h->commit_timeout_ms);
 		else if (r)
 			r = shmcfg__err(r, "%s: writer lock: %s", h->name, strerror(-r));
-		if (r)
+		if (r) {
+			pthread_mutex_unlock(&h->commit_lock);
 			goto out_free;
+		}
 	}
 	shmcfg__fault("commit.locked");
 	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
@@ -606,8 +616,10 @@ static int commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 		*gen_ret = gen;
 	r = 0;
 out_unlock:
-	if (!first)
+	if (!first) {
 		shmcfg__ofd_unlock(h->fd, WRITER_LOCK_BYTE);
+		pthread_mutex_unlock(&h->commit_lock);
+	}
 out_free:
 	free(b.implied_by);
 	free(b.implier);

@@ -112,9 +112,13 @@ int shmcfg__config_hash(const shmcfg *h, const void *slot, uint8_t out[16], stru
 		/* list, set: count, then each item's length and bytes */
 		if ((r = reserve(b, 4 + 4 * v.u.list.count + v.u.list.bytes)))
 			return r;
+		/* the items are re-read from the slot: bound every length by what
+		 * was reserved, whatever the bytes say now */
 		put_u32(b, (uint32_t)v.u.list.count);
-		for (const char *it = NULL; (it = shmcfg_list_next(&v, it));) {
-			uint32_t l = (uint32_t)strlen(it);
+		const char *end = v.u.list.items + v.u.list.bytes;
+		uint32_t left = (uint32_t)v.u.list.count;
+		for (const char *it = NULL; left && (it = shmcfg_list_next(&v, it)); left--) {
+			uint32_t l = (uint32_t)strnlen(it, (size_t)(end - it));
 			put_u32(b, l);
 			put(b, it, l);
 		}

@@ -187,6 +187,7 @@ struct shmcfg {
 	/* reader table */
 	int reader;              /* our entry, -1 if none (read-only) */
 	pthread_mutex_t view_lock; /* serialises view replacement */
+	pthread_mutex_t commit_lock; /* threads of one handle share its OFD lock: this keeps them apart */
 	struct pview *pview;     /* RCU-protected current view */
 	unsigned retired;        /* views awaiting a grace period (under view.c's rq_lock) */
 	bool uses_reclaimer;     /* counted in view.c's rq_users */

@@ -294,8 +294,9 @@ int shmcfg_patch_set(shmcfg *h, shmcfg_opt opt, const shmcfg_value *v)
 	for (size_t i = 0; i < f->n; i++)
 		if (f->opts[i] == final)
 			at = i;
+	bool existed = at < f->n;
 	shmcfg_value before = {0};
-	if (at < f->n && (r = shmcfg__value_copy(&f->vals[at], &before))) {
+	if (existed && (r = shmcfg__value_copy(&f->vals[at], &before))) {
 		shmcfg_value_clear(&c);
 		return r;
 	}
@@ -310,7 +311,7 @@ int shmcfg_patch_set(shmcfg *h, shmcfg_opt opt, const shmcfg_value *v)
 	if ((r = validate(h))) {
 		char why[400];
 		snprintf(why, sizeof why, "%s", shmcfg_errdetail());
-		if (at < f->n) {
+		if (existed) {
 			shmcfg_value_clear(&f->vals[at]);
 			f->vals[at] = before;
 		} else {

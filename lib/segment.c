@@ -100,6 +100,7 @@ static void handle_free(shmcfg *h)
 	if (h->fd >= 0)
 		close(h->fd);
 	pthread_mutex_destroy(&h->view_lock);
+	pthread_mutex_destroy(&h->commit_lock);
 	free(h->schema_copy);
 	free((void *)h->warned);
 	free(h->name);
@@ -216,6 +217,7 @@ static shmcfg *handle_new(const char *name, bool rdonly)
 	h->pid = getpid();
 	h->commit_timeout_ms = 2000;
 	pthread_mutex_init(&h->view_lock, NULL);
+	pthread_mutex_init(&h->commit_lock, NULL);
 	h->name = strdup(name);
 	if (!h->name) {
 		free(h);

@@ -42,8 +42,9 @@ const char *shmcfg_list_next(const shmcfg_value *v, const char *prev)
 	if (!v || (v->type != SHMCFG_LIST && v->type != SHMCFG_SET) || v->is_null ||
 	    v->u.list.count == 0)
 		return NULL;
+	/* bounded: the items may be in shared memory that changes under us */
 	const char *end = v->u.list.items + v->u.list.bytes;
-	const char *next = prev ? prev + strlen(prev) + 1 : v->u.list.items;
+	const char *next = prev ? prev + strnlen(prev, (size_t)(end - prev)) + 1 : v->u.list.items;
 	return next < end ? next : NULL;
 }
 

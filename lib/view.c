@@ -25,6 +25,30 @@
 
 #include <urcu-bp.h>
 
+/*
+ * ThreadSanitizer does not see urcu's grace periods (they are made of
+ * membarrier and polling). Model them: every read-side section ends with a
+ * release on rcu_tsan, every grace period ends with an acquire on it, so
+ * TSan sees that the reclaimer's free() follows the readers' last uses.
+ */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+static char rcu_tsan;
+#define read_unlock()                    \
+	do {                             \
+		__tsan_release(&rcu_tsan); \
+		urcu_bp_read_unlock();   \
+	} while (0)
+#define grace_period()                   \
+	do {                             \
+		urcu_bp_synchronize_rcu(); \
+		__tsan_acquire(&rcu_tsan); \
+	} while (0)
+#else
+#define read_unlock() urcu_bp_read_unlock()
+#define grace_period() urcu_bp_synchronize_rcu()
+#endif
+
 __thread int shmcfg__tls_patched __attribute__((tls_model("initial-exec")));
 
 struct pview {
@@ -41,6 +65,7 @@ static pid_t rq_pid;          /* process whose thread serves the queue */
 static pthread_t rq_thread;
 static unsigned rq_users;     /* handles that retired a view: the thread ends with the last */
 static bool rq_stop;
+static pid_t self_pid;        /* this process: set at load and in the fork child */
 
 #define SLOW_TRIES 10000
 
@@ -87,6 +112,9 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 	if (shmcfg__tls_patched && shmcfg__patched_cell(h, opt, &pc, &pheap, &psize, &perr)) {
 		if (perr)
 			return perr;
+		if (META_TYPE(pc.meta) != (unsigned)type)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: patched cell of %s has type %u", h->name,
+					   sstr(h, h->desc[opt].name), META_TYPE(pc.meta));
 		*bits = pc.val;
 		return (pc.meta & META_NULL) ? SHMCFG_NULL : 0;
 	}
@@ -231,7 +259,7 @@ static void *reclaimer(void *arg)
 		rq_head = NULL;
 		pthread_mutex_unlock(&rq_lock);
 		/* every read-side section that could see these views has ended */
-		urcu_bp_synchronize_rcu();
+		grace_period();
 		pthread_mutex_lock(&rq_lock);
 		while (batch) {
 			struct pview *next = batch->next;
@@ -273,7 +301,7 @@ static void retire(shmcfg *h, struct pview *pv)
 		pthread_mutex_unlock(&rq_lock);
 		return;
 	}
-	urcu_bp_synchronize_rcu();
+	grace_period();
 	pthread_mutex_lock(&rq_lock);
 	unpin_free(pv);
 	pthread_mutex_unlock(&rq_lock);
@@ -320,6 +348,12 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 	assert_return(h && ret, -EINVAL);
 	if (h->rdonly || h->reader < 0)
 		return copy_snapshot(h, ret);
+	/* a child must not use the parent's view or its reader entry (the
+	 * parent's grace periods cannot see the child); self_pid is kept by
+	 * the fork handler, so this costs no syscall */
+	if (h->pid != self_pid)
+		return shmcfg__err(SHMCFG_E_FORKED, "%s: snapshot in a child of the attaching process: attach again",
+				   h->name);
 	struct reader_ent *e = reader_at(h, (uint32_t)h->reader);
 	for (int round = 0; round < SLOW_TRIES; round++) {
 		urcu_bp_read_lock();
@@ -349,10 +383,7 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 			 * snapshot: the view is dead; replace it below */
 			__atomic_fetch_sub(&e->active, 1, __ATOMIC_RELEASE);
 		}
-		urcu_bp_read_unlock();
-		if (getpid() != h->pid)
-			return shmcfg__err(SHMCFG_E_FORKED, "%s: snapshot in a child of the attaching process: attach again",
-					   h->name);
+		read_unlock();
 		pthread_mutex_lock(&h->view_lock);
 		struct pview *old = h->pview;
 		if (!old || old->snap.gen != shmcfg_generation(h) ||
@@ -383,7 +414,7 @@ void shmcfg_snapshot_release(shmcfg_snapshot *snap)
 	}
 	/* release: our reads of the slot happen before a writer sees us idle */
 	__atomic_fetch_sub(&reader_at(snap->h, (uint32_t)snap->h->reader)->active, 1, __ATOMIC_RELEASE);
-	urcu_bp_read_unlock();
+	read_unlock();
 }
 
 uint64_t shmcfg_snapshot_generation(const shmcfg_snapshot *snap)
@@ -477,23 +508,27 @@ void shmcfg__view_close(shmcfg *h)
  */
 static bool urcu_hooks;
 
+/* Lock order: urcu's grace-period lock before rq_lock, never the other way
+ * (the reclaimer holds the grace-period lock while it waits for readers, and
+ * a reader may be waiting for rq_lock in retire()). */
 static void before_fork(void)
 {
-	pthread_mutex_lock(&rq_lock);
 	urcu_hooks = !urcu_bp_read_ongoing();
 	if (urcu_hooks)
 		urcu_bp_before_fork();
+	pthread_mutex_lock(&rq_lock);
 }
 
 static void after_fork_parent(void)
 {
+	pthread_mutex_unlock(&rq_lock);
 	if (urcu_hooks)
 		urcu_bp_after_fork_parent();
-	pthread_mutex_unlock(&rq_lock);
 }
 
 static void after_fork_child(void)
 {
+	self_pid = getpid();
 	if (urcu_hooks)
 		urcu_bp_after_fork_child();
 	pthread_mutex_init(&rq_lock, NULL);
@@ -507,5 +542,6 @@ static void after_fork_child(void)
 
 __attribute__((constructor)) static void register_atfork(void)
 {
+	self_pid = getpid();
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }

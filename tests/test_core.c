@@ -459,6 +459,55 @@ static void test_threads(void **state)
 	}
 }
 
+struct committer {
+	shmcfg *h;
+	int published; /* commits that returned 0: each made one generation */
+	int err;
+};
+
+static void *thread_committer(void *arg)
+{
+	struct committer *c = arg;
+	for (int i = 0; i < 3000 && !c->err; i++) {
+		shmcfg_txn *t;
+		if ((c->err = shmcfg_txn_begin(c->h, &t)))
+			break;
+		if ((c->err = shmcfg_txn_set_int(t, T_A, i * 2 + (c == NULL)))) {
+			shmcfg_txn_abort(t);
+			break;
+		}
+		int r = shmcfg_txn_commit(t, NULL);
+		if (r < 0)
+			c->err = r;
+		c->published += r == 0;
+	}
+	return NULL;
+}
+
+/* Two threads committing through one handle: every commit that returns 0
+ * makes exactly one generation (the OFD lock alone let both in at once,
+ * and generations were lost or doubled). */
+static void test_threads_commit(void **state)
+{
+	(void)state;
+	const char *name = test_name("tcommit");
+	shmcfg *h = test_create(name, &(shmcfg_create_opts){.slots = 3});
+	uint64_t g0 = shmcfg_generation(h);
+	pthread_t th[2];
+	struct committer c[2] = {{h, 0, 0}, {h, 0, 0}};
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, thread_committer, &c[i]), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	assert_int_equal(c[0].err, 0);
+	assert_int_equal(c[1].err, 0);
+	assert_true(c[0].published + c[1].published > 3000);
+	assert_int_equal(shmcfg_generation(h) - g0, (uint64_t)(c[0].published + c[1].published));
+	assert_int_equal(shmcfg_check(h, true, NULL, NULL), 0);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
 static void test_log_and_changes(void **state)
 {
 	struct fx *f = *state;
@@ -663,7 +712,8 @@ int main(void)
 		cmocka_unit_test(test_alias),          cmocka_unit_test(test_implications),
 		cmocka_unit_test(test_knob),           cmocka_unit_test(test_env_layers),
 		cmocka_unit_test(test_schema_errors),  cmocka_unit_test(test_snapshots),
-		cmocka_unit_test(test_threads),        cmocka_unit_test(test_log_and_changes),
+		cmocka_unit_test(test_threads),        cmocka_unit_test(test_threads_commit),
+		cmocka_unit_test(test_log_and_changes),
 		cmocka_unit_test(test_hash),           cmocka_unit_test(test_wait),
 		cmocka_unit_test(test_readonly_and_heap), cmocka_unit_test(test_create_errors),
 		cmocka_unit_test(test_check_and_stat),

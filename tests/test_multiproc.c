@@ -744,6 +744,38 @@ static void test_fork_after_parent_snapshots(void **state)
 	drop(h);
 }
 
+static int inherited_main(void *p)
+{
+	shmcfg *h = p;
+	shmcfg_snapshot *s = NULL;
+	int r = shmcfg_snapshot_acquire(h, &s);
+	CHECK(r == SHMCFG_E_FORKED, 2, "snapshot through the parent's handle gave %d", r);
+	int64_t v = -1;
+	CHECK(shmcfg_get_int(h, T_A, &v) == 0 && v == 7, 3, "inline read through the parent's handle");
+	shmcfg_txn *t;
+	CHECK(shmcfg_txn_begin(h, &t) == 0, 4, "txn_begin");
+	CHECK(shmcfg_txn_set_int(t, T_A, 8) == 0, 5, "set");
+	CHECK(shmcfg_txn_commit(t, NULL) == SHMCFG_E_FORKED, 6, "commit through the parent's handle");
+	return 0;
+}
+
+/* A child may read through an inherited handle, but not take snapshots or
+ * commit with it, even while the parent's view is current (no syscall on
+ * that path to notice the fork: the library keeps its own pid). */
+static void test_inherited_handle(void **state)
+{
+	(void)state;
+	const char *name = new_name("mp-inherit");
+	shmcfg *h = keep(test_create(name, NULL));
+	assert_int_equal(commit_n(h, 7, NULL), 0);
+	shmcfg_snapshot *s;
+	assert_int_equal(shmcfg_snapshot_acquire(h, &s), 0); /* the parent's view is current */
+	shmcfg_snapshot_release(s);
+	pid_t pid = spawn(inherited_main, h);
+	assert_child_ok(pid);
+	drop(h);
+}
+
 int main(void)
 {
 	unsetenv("SHMCFG_FAULT");
@@ -758,6 +790,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_wait_timeout_and_past_generation, teardown),
 		cmocka_unit_test_teardown(test_noop_commit_wakes_nobody, teardown),
 		cmocka_unit_test_teardown(test_fork_after_parent_snapshots, teardown),
+		cmocka_unit_test_teardown(test_inherited_handle, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -332,6 +332,19 @@ static void test_patches(void **state)
 	assert_false(b);
 	assert_int_equal(shmcfg_patch_pop(h), -ENOENT);
 	assert_int_equal(shmcfg_patch_set_text(h, T_A, "1"), -ENOENT);
+	/* a refused patch of an option the frame did not hold leaves no trace */
+	assert_int_equal(shmcfg_patch_push(h), 0);
+	assert_int_equal(shmcfg_patch_set_text(h, T_DEBUG, "true"), 0);
+	assert_int_equal(shmcfg_patch_set_text(h, T_SAFE, "true"), SHMCFG_E_CONFLICT);
+	shmcfg_value sv2;
+	assert_int_equal(shmcfg_get(h, T_SAFE, &sv2), 0);
+	assert_false(sv2.u.b);
+	assert_int_not_equal(sv2.source, SHMCFG_SRC_PATCH);
+	shmcfg_value_clear(&sv2);
+	bool sb = true;
+	assert_int_equal(shmcfg_get_bool(h, T_SAFE, &sb), 0);
+	assert_false(sb);
+	assert_int_equal(shmcfg_patch_pop(h), 0);
 	/* frames left open at close go with the handle */
 	shmcfg *h2 = NULL;
 	assert_int_equal(shmcfg_attach(name, 0, NULL, &h2), 0);
