@@ -78,8 +78,13 @@ static inline pid_t spawn(int (*fn)(void *), void *arg)
 	fflush(NULL);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
-	if (pid == 0)
+	if (pid == 0) {
+		/* not cmocka's handlers: a crash must end the child */
+		int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+		for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+			signal(sigs[i], SIG_DFL);
 		_exit(fn(arg));
+	}
 	kids[nkids++] = pid;
 	return pid;
 }

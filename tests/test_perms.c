@@ -44,34 +44,17 @@
 #include <time.h>
 
 #include "common.h"
+#include "proc.h"
 #include "internal.h" /* reader_at(): the pid-reuse test writes a reader entry */
 
-#define CHILD_TIMEOUT_MS 30000
 #define NOBODY 65534
 #define TEST_GID 4242 /* a group no process here belongs to */
-#define MAX_KIDS 8
-#define MAX_NAMES 8
-#define MAX_HANDLES 8
 
-static pid_t kids[MAX_KIDS];
-static int nkids;
-static char names[MAX_NAMES][64];
-static int nnames;
-static shmcfg *handles[MAX_HANDLES];
-static int nhandles;
 static char paths[4][320]; /* files and links to remove */
 static int npaths;
 
 /* ------------------------------------------------------------------ */
 /* Helpers                                                            */
-/* ------------------------------------------------------------------ */
-
-static const char *new_name(const char *tag)
-{
-	assert_true(nnames < MAX_NAMES);
-	snprintf(names[nnames], sizeof names[0], "%s", test_name(tag));
-	return names[nnames++];
-}
 
 /* A path removed by the teardown: /tmp/shmcfg-TAG-PID, or the given path. */
 static const char *new_path(const char *tag, const char *path)
@@ -84,169 +67,25 @@ static const char *new_path(const char *tag, const char *path)
 	return paths[npaths++];
 }
 
-static shmcfg *keep(shmcfg *h)
-{
-	assert_non_null(h);
-	assert_true(nhandles < MAX_HANDLES);
-	handles[nhandles++] = h;
-	return h;
-}
 
-static void drop(shmcfg *h)
-{
-	for (int i = 0; i < nhandles; i++)
-		if (handles[i] == h) {
-			handles[i] = handles[--nhandles];
-			break;
-		}
-	shmcfg_close(h);
-}
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
-static pid_t spawn(int (*fn)(void *), void *arg)
-{
-	assert_true(nkids < MAX_KIDS);
-	fflush(NULL);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		/* not cmocka's handlers: a crash must end the child */
-		int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
-		for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-			signal(sigs[i], SIG_DFL);
-		_exit(fn(arg));
-	}
-	kids[nkids++] = pid;
-	return pid;
-}
 
-static void untrack(pid_t pid)
-{
-	for (int i = 0; i < nkids; i++)
-		if (kids[i] == pid) {
-			kids[i] = kids[--nkids];
-			return;
-		}
-}
 
-/* Wait (bounded) for a child; a hung child is killed and fails the test. */
-static int reap(pid_t pid)
-{
-	uint64_t deadline = mono_ms() + CHILD_TIMEOUT_MS;
-	int st = 0;
-	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-		if (r == pid)
-			break;
-		assert_true(r == 0 || errno == EINTR);
-		if (mono_ms() > deadline) {
-			kill(pid, SIGKILL);
-			(void)waitpid(pid, &st, 0);
-			untrack(pid);
-			fail_msg("child %d did not finish within %d ms", (int)pid, CHILD_TIMEOUT_MS);
-		}
-		usleep(1000);
-	}
-	untrack(pid);
-	return st;
-}
 
-static void assert_child_ok(pid_t pid)
-{
-	int st = reap(pid);
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		if (WIFSIGNALED(st))
-			fail_msg("child %d died of signal %d", (int)pid, WTERMSIG(st));
-		fail_msg("child %d failed with status %d (see its # line)", (int)pid, WEXITSTATUS(st));
-	}
-}
 
-static void assert_child_killed(pid_t pid)
-{
-	int st = reap(pid);
-	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
-		fail_msg("child %d was not killed by SIGKILL (status %#x)", (int)pid, st);
-}
 
-static int teardown(void **state)
+/* The shared teardown, and the files and links a test made. */
+static int perms_teardown(void **state)
 {
-	(void)state;
-	while (nkids > 0) {
-		pid_t pid = kids[--nkids];
-		kill(pid, SIGKILL);
-		(void)waitpid(pid, NULL, 0);
-	}
-	while (nhandles > 0)
-		shmcfg_close(handles[--nhandles]);
-	while (nnames > 0)
-		(void)shmcfg_unlink(names[--nnames]);
 	while (npaths > 0)
 		(void)unlink(paths[--npaths]);
-	return 0;
+	return teardown(state);
 }
 
-static int read_full(int fd, void *buf, size_t len, int timeout_ms)
-{
-	uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
-	size_t got = 0;
-	while (got < len) {
-		uint64_t now = mono_ms();
-		if (now >= deadline)
-			return -1;
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int r = poll(&p, 1, (int)(deadline - now));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		ssize_t n = read(fd, (char *)buf + got, len - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		got += (size_t)n;
-	}
-	return 0;
-}
 
-static int write_full(int fd, const void *buf, size_t len)
-{
-	return write(fd, buf, len) == (ssize_t)len ? 0 : -1;
-}
 
-/* Child-side check: print what failed and return an exit status. */
-#define CHECK(cond, code, ...)                                                                   \
-	do {                                                                                     \
-		if (!(cond)) {                                                                   \
-			fprintf(stderr, "# child %d: %s:%d: %s: ", (int)getpid(), __FILE__,      \
-				__LINE__, #cond);                                                \
-			fprintf(stderr, __VA_ARGS__);                                            \
-			fprintf(stderr, " [%s]\n", shmcfg_errdetail());                          \
-			return (code);                                                           \
-		}                                                                                \
-	} while (0)
 
-static int commit_n(shmcfg *h, int64_t n, uint64_t *gen)
-{
-	char text[32];
-	snprintf(text, sizeof text, "%" PRId64, n);
-	shmcfg_txn *t;
-	int r = shmcfg_txn_begin(h, &t);
-	if (r)
-		return r;
-	if ((r = shmcfg_txn_set_int(t, T_A, n)) || (r = shmcfg_txn_set_int(t, T_B, -n)) ||
-	    (r = shmcfg_txn_set_str(t, T_C, text))) {
-		shmcfg_txn_abort(t);
-		return r;
-	}
-	return shmcfg_txn_commit(t, gen);
-}
 
 /* n of a snapshot; -1 if a, b and c disagree (a torn generation), -2 on error. */
 static int64_t snapshot_n(shmcfg_snapshot *s)
@@ -990,7 +829,7 @@ int main(void)
 		cmocka_set_test_filter(getenv("TEST_FILTER"));
 	struct CMUnitTest tests[16];
 	size_t n = 0;
-#define ADD(fn) tests[n++] = (struct CMUnitTest)cmocka_unit_test_teardown(fn, teardown)
+#define ADD(fn) tests[n++] = (struct CMUnitTest)cmocka_unit_test_teardown(fn, perms_teardown)
 	ADD(test_bad_names_rejected);
 	ADD(test_modes_exact);
 	ADD(test_pid_reuse_commit_reclaims);
