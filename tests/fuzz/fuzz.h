@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "shmcfg.h"
+#include "../test_schema.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* For results the harness does not look at (the API is warn_unused_result). */
@@ -101,29 +102,9 @@ static inline void fuzz_known_bug(const char *id)
  * plus options that read environment variables of every type, so that the
  * environment parser is fuzzed too (fuzz_load).
  */
-enum {
-	F_A, F_B, F_C, F_FLAG, F_RATIO, F_MODE, F_ITEMS, F_TAGS, F_OPT_INT, F_KNOBBED,
-	F_ALIAS_A, F_ALIAS2, F_DEBUG, F_SAFE, F_ENV_D, F_ENV_F, F_ENV_S, F_ENV_L, F_ENV_X,
-	F_ENV_T, F_ENV_N, F_NFLOAT, F_COUNT
-};
+enum { F_ENV_S = T_COUNT, F_ENV_L, F_ENV_X, F_ENV_T, F_ENV_N, F_NFLOAT, F_COUNT };
 
-static const shmcfg_optdef fuzz_opts[F_COUNT] = {
-	{.name = "t.a", .type = SHMCFG_INT, .def = "0", .doc = "a = n"},
-	{.name = "t.b", .type = SHMCFG_INT, .def = "0", .doc = "b = -n"},
-	{.name = "t.c", .type = SHMCFG_STR, .def = "\"0\"", .doc = "c = str(n)"},
-	{.name = "t.flag", .type = SHMCFG_BOOL, .def = "false"},
-	{.name = "t.ratio", .type = SHMCFG_FLOAT, .def = "0.5", .min = "0", .max = "1"},
-	{.name = "t.mode", .type = SHMCFG_STR, .def = "\"fast\"", .choices = "[\"fast\",\"slow\"]"},
-	{.name = "t.items", .type = SHMCFG_LIST, .def = "[\"x\",\"y\"]"},
-	{.name = "t.tags", .type = SHMCFG_SET, .def = "[]", .flags = SHMCFG_F_HASH_IGNORED},
-	{.name = "t.opt_int", .type = SHMCFG_INT, .flags = SHMCFG_F_NULLABLE, .min = "-5", .max = "100"},
-	{.name = "t.knobbed", .type = SHMCFG_BOOL, .knob = "team/flag:knobbed"},
-	{.name = "t.alias_a", .type = SHMCFG_INT, .alias = "t.a"},
-	{.name = "t.alias2", .type = SHMCFG_INT, .alias = "t.alias_a"},
-	{.name = "t.debug", .type = SHMCFG_BOOL, .implies = "t.flag=true; t.mode=slow"},
-	{.name = "t.safe", .type = SHMCFG_BOOL, .implies = "t.mode=fast"},
-	{.name = "t.env_d", .type = SHMCFG_INT, .def = "1", .env_default = "[\"T_ENVD1\",\"T_ENVD2\"]"},
-	{.name = "t.env_f", .type = SHMCFG_BOOL, .env_force = "T_ENVF"},
+static const shmcfg_optdef fuzz_extra_opts[F_COUNT - T_COUNT] = {
 	{.name = "t.env_s", .type = SHMCFG_STR, .env_default = "T_ENVS", .flags = SHMCFG_F_NULLABLE},
 	{.name = "t.env_l", .type = SHMCFG_LIST, .env_force = "T_ENVL"},
 	{.name = "t.env_x", .type = SHMCFG_FLOAT, .def = "2.5", .min = "-10", .max = "10",
@@ -133,6 +114,12 @@ static const shmcfg_optdef fuzz_opts[F_COUNT] = {
 	 .deprecated = "use t.a"},
 	{.name = "t._nfloat", .type = SHMCFG_FLOAT, .flags = SHMCFG_F_NULLABLE | SHMCFG_F_PRIVATE},
 };
+
+/* Option i of the fuzz schema. */
+static inline const shmcfg_optdef *fuzz_opt(unsigned i)
+{
+	return i < T_COUNT ? &test_opts[i] : &fuzz_extra_opts[i - T_COUNT];
+}
 
 /* The environment variables the fuzz schema reads. */
 static const char *const fuzz_env_vars[] = {"T_ENVD1", "T_ENVD2", "T_ENVF", "T_ENVS",
@@ -147,9 +134,9 @@ static inline shmcfg_schema *fuzz_schema_new(void)
 	if (shmcfg_schema_new(&s))
 		abort();
 	for (int i = 0; i < F_COUNT; i++) {
-		int r = shmcfg_schema_add(s, &fuzz_opts[i]);
+		int r = shmcfg_schema_add(s, fuzz_opt(i));
 		if (r) {
-			fprintf(stderr, "fuzz schema: %s: %s: %s\n", fuzz_opts[i].name,
+			fprintf(stderr, "fuzz schema: %s: %s: %s\n", fuzz_opt(i)->name,
 				shmcfg_strerror(r), shmcfg_errdetail());
 			abort();
 		}

@@ -27,7 +27,7 @@ static uint8_t base_hash[16];
 static uint64_t base_gen;
 
 /* An option of each type that takes any value of it (no range, no choices). */
-static const shmcfg_opt free_opt[7] = {0, F_FLAG, F_A, F_NFLOAT, F_ENV_S, F_ITEMS, F_TAGS};
+static const shmcfg_opt free_opt[7] = {0, T_FLAG, T_A, F_NFLOAT, F_ENV_S, T_ITEMS, T_TAGS};
 
 static void make_segment(void)
 {
@@ -103,7 +103,7 @@ static void fuzz_shmcfg_load(const char *data, size_t size)
 	for (shmcfg_opt o = 0; o < F_COUNT; o++) {
 		shmcfg_value v;
 		r = shmcfg_get(seg, o, &v);
-		FUZZ_ASSERT(r == 0, "option %s after a load: %s", fuzz_opts[o].name, shmcfg_strerror(r));
+		FUZZ_ASSERT(r == 0, "option %s after a load: %s", fuzz_opt(o)->name, shmcfg_strerror(r));
 		shmcfg_value_clear(&v);
 	}
 	FUZZ_ASSERT(shmcfg_check(seg, true, NULL, NULL) == 0, "deep check after a load");
@@ -168,7 +168,7 @@ static void fuzz_set_text(const char *text)
 			if (shmcfg_patch_set_text(seg, o, text) == 0) {
 				shmcfg_value v;
 				int r = shmcfg_get(seg, o, &v);
-				FUZZ_ASSERT(r == 0, "patched %s: %s", fuzz_opts[o].name, shmcfg_strerror(r));
+				FUZZ_ASSERT(r == 0, "patched %s: %s", fuzz_opt(o)->name, shmcfg_strerror(r));
 				shmcfg_value_clear(&v);
 			}
 		FUZZ_ASSERT(shmcfg_patch_pop(seg) == 0, "patch_pop");
@@ -194,7 +194,7 @@ static void fuzz_env(const char *text)
 		for (shmcfg_opt k = 0; k < F_COUNT; k++) {
 			shmcfg_value v;
 			r = shmcfg_get(h, k, &v);
-			FUZZ_ASSERT(r == 0, "%s from the environment: %s", fuzz_opts[k].name,
+			FUZZ_ASSERT(r == 0, "%s from the environment: %s", fuzz_opt(k)->name,
 				    shmcfg_strerror(r));
 			shmcfg_value_clear(&v);
 		}

@@ -134,7 +134,7 @@ int main(int argc, char **argv)
 		die("create", r);
 	shmcfg_txn *t;
 	if ((r = shmcfg_txn_begin(h, &t)) || (r = shmcfg_txn_layer(t, SHMCFG_SRC_KNOB)) ||
-	    (r = shmcfg_txn_set_bool(t, F_KNOBBED, true)) || (r = shmcfg_txn_commit(t, NULL)))
+	    (r = shmcfg_txn_set_bool(t, T_KNOBBED, true)) || (r = shmcfg_txn_commit(t, NULL)))
 		die("knob", r);
 	shmcfg_snapshot *snap;
 	if ((r = shmcfg_snapshot_acquire(h, &snap)))
