@@ -20,8 +20,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define WRITER_LOCK_BYTE 0
-
 struct change {
 	shmcfg_opt opt;   /* final alias target */
 	int layer;        /* 0 knob, 1 env_default, 2 user, 3 env_force */
@@ -415,17 +413,24 @@ static uint64_t now_ns(clockid_t clk)
  * Pick the least recently used slot that is neither current nor pinned by a
  * process holding snapshots, and mark it busy. Dekker with the reader
  * (view.c, shmcfg_snapshot_acquire()):
- *   writer: store stamp = 0 (seq_cst); load each entry's active, then its pins
+ *   writer: store stamp = BUSY|old (seq_cst); load each entry's active, then its pins
  *   reader: store pin = g; increment active (seq_cst); load stamp (seq_cst)
  * If an active entry pinning the slot's old generation shows up after the
  * busy mark, that reader may have seen the old stamp and be using the slot:
  * put the stamp back and try another slot. Otherwise any reader that starts
  * to use the slot later sees the busy mark and replaces its view. (active
  * is loaded before the pins: seeing a reader's increment means seeing the
- * pin it stored before it.) With no free slot, reap dead readers, then wait
- * a bounded time for pins to go. A slot stamped beyond the current
- * generation was left by a writer that died before publishing it: it is
- * free, and taken first so that no two slots ever carry one generation.
+ * pin it stored before it.)
+ *
+ * The busy mark keeps the old generation under SLOT_BUSY: no reader
+ * validates against it, but if this writer dies before it restores the
+ * stamp, the next writer's pin check still compares the pins with the old
+ * generation, and a reader that saw the old stamp keeps its slot.
+ *
+ * With no free slot, reap dead readers, then wait a bounded time for pins
+ * to go. A slot stamped beyond the current generation was left by a writer
+ * that died before publishing it: it is free, and taken first so that no
+ * two slots ever carry one generation.
  */
 static int choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret)
 {
@@ -433,23 +438,26 @@ static int choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret)
 	bool reaped = false;
 	for (;;) {
 		uint32_t best = UINT32_MAX;
-		uint64_t best_gen = 0, best_age = UINT64_MAX;
+		uint64_t best_stamp = 0, best_age = UINT64_MAX;
 		for (uint32_t s = 0; s < h->lay.nslots; s++) {
 			if (s == cur_s)
 				continue;
-			uint64_t g = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
+			uint64_t stamp = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
+			uint64_t g = STAMP_GEN(stamp);
 			uint64_t age = g > cur_g ? 0 : g;
 			if (age < best_age && !shmcfg__gen_pinned(h, g))
-				best = s, best_gen = g, best_age = age;
+				best = s, best_stamp = stamp, best_age = age;
 		}
 		if (best != UINT32_MAX) {
 			struct slot_hdr *sl = slot_at(h, best);
-			__atomic_store_n(&sl->gen, 0, __ATOMIC_SEQ_CST);
-			if (!shmcfg__gen_pinned(h, best_gen)) {
+			shmcfg__fault("commit.chosen");
+			__atomic_store_n(&sl->gen, SLOT_BUSY | STAMP_GEN(best_stamp), __ATOMIC_SEQ_CST);
+			shmcfg__fault("commit.busy");
+			if (!shmcfg__gen_pinned(h, STAMP_GEN(best_stamp))) {
 				*ret = best;
 				return 0;
 			}
-			__atomic_store_n(&sl->gen, best_gen, __ATOMIC_RELEASE);
+			__atomic_store_n(&sl->gen, best_stamp, __ATOMIC_RELEASE);
 			continue;
 		}
 		if (!reaped) {
@@ -531,7 +539,7 @@ static int commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 		 * of a handle share: they exclude other processes and handles, and
 		 * this mutex excludes the handle's other threads */
 		pthread_mutex_lock(&h->commit_lock);
-		r = shmcfg__ofd_lock(h->fd, WRITER_LOCK_BYTE, true, h->commit_timeout_ms);
+		r = shmcfg__ofd_lock(h->lock_fd, LOCK_WRITER_BYTE, true, h->commit_timeout_ms);
 		if (r == -EAGAIN)
 			r = shmcfg__err(SHMCFG_E_LOCKED, "%s: another writer held the lock for %d ms",
 					h->name, h->commit_timeout_ms);
@@ -573,7 +581,7 @@ static int commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 	b.layers = slot_layers(h, b.slot);
 	b.heap = slot_heap(h, b.slot);
 	b.cap = h->lay.heap_size;
-	/* pairs with the readers' acquire fence: the stamp 0 stored by
+	/* pairs with the readers' acquire fence: the busy mark stored by
 	 * choose_slot() is ordered before every store that rewrites the slot */
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	if ((r = build_layers(&b, t->ch, t->n)) || (r = resolve(&b)))
@@ -617,7 +625,7 @@ static int commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 	r = 0;
 out_unlock:
 	if (!first) {
-		shmcfg__ofd_unlock(h->fd, WRITER_LOCK_BYTE);
+		shmcfg__ofd_unlock(h->lock_fd, LOCK_WRITER_BYTE);
 		pthread_mutex_unlock(&h->commit_lock);
 	}
 out_free:
@@ -698,34 +706,38 @@ int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env)
  * The waiter loads the futex word before it checks the generation; a commit
  * stores `current` before it bumps the word (both seq_cst). So a waiter that
  * saw the old generation saw the old futex value too, and FUTEX_WAIT returns
- * at once if the bump came in between: no wakeup is lost.
+ * at once if the bump came in between: no wakeup is lost to a commit.
+ *
+ * Anyone who can map the segment can also issue futex operations on the
+ * word (FUTEX_CMP_REQUEUE moves our waiters to a futex nobody wakes): so no
+ * single FUTEX_WAIT lasts longer than WAIT_SLICE_MS, after which the
+ * generation and the retired state are checked again.
  */
+#define WAIT_SLICE_MS 100
+
 int shmcfg_wait(const shmcfg *h, uint64_t after, int timeout_ms, uint64_t *gen_ret)
 {
 	assert_return(h, -EINVAL);
-	uint64_t deadline = timeout_ms < 0 ? 0 : now_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms * 1000000ull;
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms * 1000000ull;
 	for (;;) {
 		uint32_t f = __atomic_load_n(&h->hdr->futex, __ATOMIC_SEQ_CST);
 		uint64_t g = cur_gen(__atomic_load_n(&h->hdr->current, __ATOMIC_SEQ_CST));
-		if (g > after) {
-			if (gen_ret)
-				*gen_ret = g;
+		if (gen_ret)
+			*gen_ret = g;
+		if (g > after)
 			return 0;
-		}
-		struct timespec ts, *tsp = NULL;
-		if (timeout_ms >= 0) {
-			uint64_t now = now_ns(CLOCK_MONOTONIC);
-			if (now >= deadline) {
-				if (gen_ret)
-					*gen_ret = g;
-				return -ETIMEDOUT;
-			}
-			uint64_t left = deadline - now;
-			ts = (struct timespec){(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
-			tsp = &ts;
-		}
+		if (shmcfg_retired(h))
+			return shmcfg__err(SHMCFG_E_RETIRED, "%s: segment was removed or replaced; attach again",
+					   h->name);
+		uint64_t now = now_ns(CLOCK_MONOTONIC);
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		uint64_t left = deadline - now, slice = WAIT_SLICE_MS * 1000000ull;
+		if (left > slice)
+			left = slice;
+		struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
 		/* a shared futex: no FUTEX_PRIVATE_FLAG, the word is in shared memory */
-		long r = syscall(SYS_futex, &h->hdr->futex, FUTEX_WAIT, f, tsp, NULL, 0);
+		long r = syscall(SYS_futex, &h->hdr->futex, FUTEX_WAIT, f, &ts, NULL, 0);
 		if (r < 0 && errno == EINTR)
 			return -EINTR;
 	}

@@ -31,20 +31,35 @@
 #include "shmcfg.h"
 
 #define SEG_MAGIC 0x3147464343d48535ULL /* bytes 35 85 d4 43 43 46 47 31 */
-#define SEG_LAYOUT_VERSION 1u
+#define SEG_LAYOUT_VERSION 2u
 #define SEG_READY 0x52454459u           /* "REDY" */
 #define SEG_HEADER_BYTES 4096u
 #define SEG_PREFIX "/shmcfg."
+#define LOCK_PREFIX "/shmcfg-lock."  /* the companion lock object (segment.c) */
 #define SEG_NAME_MAX 200
+#define SHM_DIR "/dev/shm"
 
 #define SEG_MAX_SLOTS 255u
 #define SEG_DEFAULT_SLOTS 8u
-#define SEG_DEFAULT_READERS 126u
+#define SEG_DEFAULT_READERS 2048u
 #define SEG_MAX_READERS 65536u
 #define SEG_LOG_ENTRIES 64u
 #define SEG_PINS 4u
 #define SEG_MAX_OPTS (1u << 22)
 #define SEG_MAX_VALUE_BYTES (1u << 20) /* one string or list */
+#define SEG_MAX_SCHEMA_BYTES (1ull << 31)
+#define SEG_MAX_HEAP_BYTES (1ull << 31)
+
+/* A slot's stamp while a writer rewrites it: the busy bit over the old
+ * generation, so that the pin check of the next writer still matches it
+ * if this writer dies before it restores or re-stamps the slot. */
+#define SLOT_BUSY (1ull << 63)
+#define STAMP_GEN(st) ((st) & ~SLOT_BUSY)
+
+/* Bytes of the lock object that carry OFD locks: the writer lock, then one
+ * per reader entry. */
+#define LOCK_WRITER_BYTE 0
+#define LOCK_ENTRY_BYTE(i) ((off_t)1 + (off_t)(i))
 
 #define NLAYERS 4 /* knob, env_default, user, env_force: source - 1 */
 
@@ -77,15 +92,29 @@ struct seg_header {
 	uint64_t create_time_ns; /* CLOCK_REALTIME */
 	uint32_t create_uid;
 	int32_t create_pid;
-	/* The hot words, each on its own cache line so that commits bumping the
-	 * futex do not disturb readers of `current`. */
+	uint8_t instance[16];    /* random; the lock object carries the same bytes */
+	/* Everything above is immutable after creation (shmcfg_check compares
+	 * it with the attach-time copy). The hot words, each on its own cache
+	 * line so that commits bumping the futex do not disturb readers of
+	 * `current`. */
 	_Alignas(64) uint64_t current; /* (generation << 8) | slot; release-stored by commits */
 	_Alignas(64) uint32_t futex;   /* bumped after every publication, then FUTEX_WAKE */
+	uint32_t retired;        /* non-zero once removed or replaced (shmcfg_unlink) */
+	uint32_t readers_hwm;    /* entries ever claimed: scans stop here (readers.c) */
+	uint32_t pad2;
+	uint64_t copy_fallbacks; /* processes that found the reader table full */
 	_Alignas(64) char end[];
 };
 
+/* The lock object's content: ties it to one incarnation of its segment. */
+#define LOCK_MAGIC 0x4b434f4c47464353ULL /* "SCFGLOCK" */
+struct lock_file {
+	uint64_t magic;
+	uint8_t instance[16];
+};
+
 struct slot_hdr {
-	uint64_t gen;            /* stamp: the generation held, 0 while rewritten/empty */
+	uint64_t gen;            /* stamp: the generation held, 0 if empty, SLOT_BUSY | old while rewritten */
 	uint8_t config_hash[16]; /* read by shmcfg_config_hash(), validated by the stamp */
 	uint64_t checksum;       /* XXH3-64 of cells, layers and heap[0, heap_used) */
 	uint64_t heap_used;
@@ -170,7 +199,12 @@ struct shmcfg {
 	struct shmcfg_view view; /* first: the inline getters read it */
 	char *name;
 	int fd;
+	int lock_fd;             /* the lock object, read-write handles only; -1 otherwise */
 	bool rdonly;
+	shmcfg_attach_opts opts; /* as attached, for shmcfg_reattach() */
+	uint8_t expect_hash[16]; /* opts.expect_schema_hash points here */
+	uid_t owner;             /* the object's owner at attach */
+	struct shmcfg *next_open;  /* in segment.c's list of open handles (fork) */
 	pid_t pid;               /* the attaching process (fork detection) */
 	char *base;              /* mapping of the whole object */
 	size_t size;
@@ -185,7 +219,9 @@ struct shmcfg {
 	const char *strings;
 	uint64_t strings_size;
 	/* reader table */
-	int reader;              /* our entry, -1 if none (read-only) */
+	int reader;              /* our entry, -1 if none (not claimed yet, read-only, table full) */
+	uint64_t claim_after_ns; /* table found full: no new claim before this (view.c) */
+	bool counted_fallback;   /* counted in the header's copy_fallbacks */
 	pthread_mutex_t view_lock; /* serialises view replacement */
 	pthread_mutex_t commit_lock; /* threads of one handle share its OFD lock: this keeps them apart */
 	struct pview *pview;     /* RCU-protected current view */
@@ -282,6 +318,7 @@ extern const size_t shmcfg__default_nopts;
 int shmcfg__ofd_lock(int fd, off_t byte, bool write, int timeout_ms);
 void shmcfg__ofd_unlock(int fd, off_t byte);
 int shmcfg__reader_claim(shmcfg *h);
+uint32_t shmcfg__readers_hwm(const shmcfg *h);
 void shmcfg__reader_release(shmcfg *h);
 bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen);
 int shmcfg__reap(shmcfg *h, void (*fn)(const shmcfg_reader *, void *), void *ud);
@@ -291,6 +328,11 @@ uint64_t shmcfg__proc_start_time(pid_t pid);
 /* view.c */
 void shmcfg__view_close(shmcfg *h);
 bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst);
+int shmcfg__seq_retry(const shmcfg *h, uint64_t cur, int *tries);
+extern pid_t shmcfg__self_pid;
+
+/* segment.c */
+void shmcfg__forget_locks_in_child(void);
 
 /* commit.c */
 struct txn_change;

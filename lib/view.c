@@ -21,6 +21,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <urcu-bp.h>
@@ -65,9 +66,43 @@ static pid_t rq_pid;          /* process whose thread serves the queue */
 static pthread_t rq_thread;
 static unsigned rq_users;     /* handles that retired a view: the thread ends with the last */
 static bool rq_stop;
-static pid_t self_pid;        /* this process: set at load and in the fork child */
+pid_t shmcfg__self_pid;       /* this process: set at load and in the fork child */
+#define self_pid shmcfg__self_pid
 
 #define SLOW_TRIES 10000
+
+static uint64_t now_mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+#define CLAIM_RETRY_NS 1000000000ull /* a full reader table is tried again after 1 s */
+
+/*
+ * A validated read of the slot named by `cur` failed its stamp check: retry
+ * (0) or give up (SHMCFG_E_CORRUPT). A writer never rewrites the current
+ * slot, so a failure is legitimate only if `current` moved meanwhile. The
+ * acquire fence after the failed stamp load pairs with the release (or
+ * seq_cst) store of whatever stamp we saw: a writer published its new
+ * `current` before it marked our slot busy, so we then see `current` moved.
+ * If it did not, the slot never held the generation `current` names: a
+ * hostile or corrupt segment, reported at once instead of after
+ * SLOW_TRIES yields.
+ */
+int shmcfg__seq_retry(const shmcfg *h, uint64_t cur, int *tries)
+{
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE) == cur)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: slot %u does not hold generation %llu that `current` names",
+				   h->name, cur_slot(cur), (unsigned long long)cur_gen(cur));
+	if (++*tries >= SLOW_TRIES)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation after %d tries", h->name,
+				   SLOW_TRIES);
+	if (*tries > 3)
+		sched_yield();
+	return 0;
+}
 
 /*
  * Copy the slot named by `cur` (cells, layers, used heap) to dst and check
@@ -118,7 +153,7 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 		*bits = pc.val;
 		return (pc.meta & META_NULL) ? SHMCFG_NULL : 0;
 	}
-	for (int i = 0; i < SLOW_TRIES; i++) {
+	for (int tries = 0;;) {
 		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
 		uint32_t s = cur_slot(cur);
 		if (s >= h->lay.nslots)
@@ -130,7 +165,9 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 		uint64_t meta = __atomic_load_n(&c->meta, __ATOMIC_RELAXED);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&sl->gen, __ATOMIC_RELAXED) != cur_gen(cur)) {
-			sched_yield();
+			int r = shmcfg__seq_retry(h, cur, &tries);
+			if (r)
+				return r;
 			continue;
 		}
 		if (META_TYPE(meta) != (unsigned)type)
@@ -139,8 +176,6 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 		*bits = val;
 		return (meta & META_NULL) ? SHMCFG_NULL : 0;
 	}
-	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation after %d tries", h->name,
-			   SLOW_TRIES);
 }
 
 int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
@@ -158,7 +193,7 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 			perr = shmcfg__value_from_cell(&pc, pheap, psize, &v);
 		return perr ? perr : shmcfg__value_copy(&v, ret);
 	}
-	for (int i = 0; i < SLOW_TRIES; i++) {
+	for (int tries = 0;;) {
 		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
 		uint32_t s = cur_slot(cur);
 		if (s >= h->lay.nslots)
@@ -176,7 +211,8 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 		if (__atomic_load_n(&sl->gen, __ATOMIC_RELAXED) != cur_gen(cur)) {
 			if (!r)
 				shmcfg_value_clear(ret);
-			sched_yield();
+			if ((r = shmcfg__seq_retry(h, cur, &tries)))
+				return r;
 			continue;
 		}
 		if (!r && ret->type != h->desc[opt].type) {
@@ -186,12 +222,11 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 		}
 		return r;
 	}
-	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation", h->name);
 }
 
 uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
 {
-	for (int i = 0; i < SLOW_TRIES; i++) {
+	for (int tries = 0;;) {
 		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
 		if (cur_slot(cur) >= h->lay.nslots)
 			break;
@@ -205,6 +240,8 @@ uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
 			memcpy(out, w, 16);
 			return cur_gen(cur);
 		}
+		if (shmcfg__seq_retry(h, cur, &tries))
+			break;
 	}
 	memset(out, 0, 16);
 	return 0;
@@ -220,17 +257,23 @@ static int copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)
 	if (!s)
 		return -ENOMEM;
 	char *copy = (char *)(s + 1);
-	for (int i = 0; i < SLOW_TRIES; i++) {
+	for (int tries = 0;;) {
 		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+		if (cur_slot(cur) >= h->lay.nslots) {
+			free(s);
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, cur_slot(cur));
+		}
 		if (shmcfg__seq_copy(h, cur, copy)) {
 			*s = (struct shmcfg_snapshot){h, cur_gen(cur), copy, true, -1};
 			*ret = s;
 			return 0;
 		}
-		sched_yield();
+		int r = shmcfg__seq_retry(h, cur, &tries);
+		if (r) {
+			free(s);
+			return r;
+		}
 	}
-	free(s);
-	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation to copy", h->name);
 }
 
 static void unpin_free(struct pview *pv)
@@ -326,7 +369,7 @@ static int pin_current(shmcfg *h, struct pview *pv)
 			pin = (int)k;
 	if (pin < 0)
 		return -EAGAIN; /* every pin awaits a grace period */
-	for (int i = 0; i < SLOW_TRIES; i++) {
+	for (int tries = 0;;) {
 		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
 		uint32_t s = cur_slot(cur);
 		if (s >= h->lay.nslots)
@@ -338,15 +381,39 @@ static int pin_current(shmcfg *h, struct pview *pv)
 			return 0;
 		}
 		__atomic_store_n(&e->pins[pin], 0, __ATOMIC_RELEASE);
-		sched_yield();
+		int r = shmcfg__seq_retry(h, cur, &tries);
+		if (r)
+			return r;
 	}
-	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation to pin", h->name);
+}
+
+/*
+ * The process's first pinned snapshot claims its reader entry. When every
+ * entry is held by a live process, snapshots copy the slot instead (as on a
+ * read-only handle); the claim is tried again after CLAIM_RETRY_NS, and the
+ * segment counts processes that fell back (shmctl stat). Returns the entry,
+ * or -1 to copy.
+ */
+static int claim_entry(shmcfg *h)
+{
+	pthread_mutex_lock(&h->view_lock);
+	if (h->reader < 0 && now_mono_ns() >= h->claim_after_ns && shmcfg__reader_claim(h) < 0) {
+		h->claim_after_ns = now_mono_ns() + CLAIM_RETRY_NS;
+		if (!h->counted_fallback) {
+			h->counted_fallback = true;
+			__atomic_fetch_add(&h->hdr->copy_fallbacks, 1, __ATOMIC_RELAXED);
+		}
+		shmcfg__clear_err(); /* copying is a success, not an error */
+	}
+	int reader = h->reader;
+	pthread_mutex_unlock(&h->view_lock);
+	return reader;
 }
 
 int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 {
 	assert_return(h && ret, -EINVAL);
-	if (h->rdonly || h->reader < 0)
+	if (h->rdonly)
 		return copy_snapshot(h, ret);
 	/* a child must not use the parent's view or its reader entry (the
 	 * parent's grace periods cannot see the child); self_pid is kept by
@@ -354,7 +421,11 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 	if (h->pid != self_pid)
 		return shmcfg__err(SHMCFG_E_FORKED, "%s: snapshot in a child of the attaching process: attach again",
 				   h->name);
-	struct reader_ent *e = reader_at(h, (uint32_t)h->reader);
+	/* acquire: pairs with the release store of the claim (readers.c) */
+	int reader = __atomic_load_n(&h->reader, __ATOMIC_ACQUIRE);
+	if (reader < 0 && (reader = claim_entry(h)) < 0)
+		return copy_snapshot(h, ret);
+	struct reader_ent *e = reader_at(h, (uint32_t)reader);
 	for (int round = 0; round < SLOW_TRIES; round++) {
 		urcu_bp_read_lock();
 		/* acquire pairs with the release store below: a view's fields are
@@ -410,6 +481,12 @@ void shmcfg_snapshot_release(shmcfg_snapshot *snap)
 		return;
 	if (snap->is_copy) {
 		free(snap);
+		return;
+	}
+	if (snap->h->pid != self_pid) {
+		/* a snapshot inherited across fork(): the reader entry and its
+		 * count are the parent's; only our read-side section is ours */
+		read_unlock();
 		return;
 	}
 	/* release: our reads of the slot happen before a writer sees us idle */

@@ -100,7 +100,7 @@ static void test_other_version(void **state)
 	uint32_t v = SEG_LAYOUT_VERSION + 1;
 	poke(name, offsetof(struct seg_header, layout_version), &v, 4);
 	/* the detail names both versions */
-	expect_attach(name, NULL, SHMCFG_E_VERSION, "layout version 2, this library reads version 1");
+	expect_attach(name, NULL, SHMCFG_E_VERSION, "layout version 3, this library reads version 2");
 	shmcfg_unlink(name);
 }
 

@@ -128,12 +128,13 @@ class Info(ctypes.Structure):
                 ("heap_bytes", c_uint64), ("heap_used", c_uint64),
                 ("schema_hash", c_uint8 * 16), ("config_hash", c_uint8 * 16),
                 ("create_time_ns", c_uint64), ("create_uid", c_uint32),
-                ("create_pid", c_int32), ("slot_gen", c_uint64 * 256)]
+                ("create_pid", c_int32), ("slot_gen", c_uint64 * 256),
+                ("retired", c_bool), ("readers_hwm", c_uint32), ("copy_fallbacks", c_uint64)]
 
 
 # Sizes and offsets on LP64 (x86-64, aarch64), checked against the header.
 EXPECTED_SIZES = {"Value": 48, "OptInfo": 288, "CreateOpts": 40, "View": 2088,
-                  "Commit": 112, "Info": 2152}
+                  "Commit": 112, "Info": 2168}
 
 
 def _candidates():
