@@ -856,6 +856,229 @@ static void test_unvalidatable_current_fails_reads_fast(void **state)
 }
 
 /* ------------------------------------------------------------------ */
+/* 4. Lifecycle: removal and replacement retire a segment             */
+/* ------------------------------------------------------------------ */
+
+enum { RETIRE_UNLINK, RETIRE_FORCE, RETIRE_PLAIN };
+
+/*
+ * Attached read-write to a segment of n = 3: send 'w', wait for a commit,
+ * send {result, ms}; then (if retired) check shmcfg_retired() and that every
+ * read answers n = 3; with RETIRE_FORCE, send 'R', wait for 'g', reattach and
+ * read n = 9 from the new segment.
+ */
+struct retire_res {
+	int32_t r;
+	uint32_t ms;
+};
+
+static int retiree_main(void *p)
+{
+	struct other_arg *a = p;
+	alarm(30);
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(a->name, 0, NULL, &h);
+	CHECK(r == 0, 2, "attach: %s", shmcfg_strerror(r));
+	uint64_t gen = shmcfg_generation(h);
+	int64_t v = 0;
+	CHECK(shmcfg_get_int(h, T_A, &v) == 0 && v == 3, 3, "a = %" PRId64, v);
+	char m = 'w';
+	CHECK(write_full(a->up, &m, 1) == 0, 4, "pipe");
+	uint64_t t0 = mono_ms(), g = 0;
+	struct retire_res res = {.r = shmcfg_wait(h, gen, 10000, &g)};
+	res.ms = (uint32_t)(mono_ms() - t0);
+	CHECK(write_full(a->up, &res, sizeof res) == 0, 5, "pipe");
+	CHECK(res.r == SHMCFG_E_RETIRED, 6, "wait: %d (%s)", res.r, shmcfg_errname(res.r));
+	CHECK(shmcfg_retired != NULL, 7, "shmcfg_retired() is not implemented");
+	CHECK(shmcfg_retired(h), 8, "shmcfg_retired() is false after the wait returned SHMCFG_E_RETIRED");
+	shmcfg_info info;
+	CHECK(shmcfg_stat(h, &info) == 0 && info.retired, 9, "shmcfg_stat().retired is false");
+	/* the last values, by every read path */
+	CHECK(shmcfg_generation(h) == gen, 10, "generation %" PRIu64 ", was %" PRIu64, shmcfg_generation(h), gen);
+	CHECK(shmcfg_get_int(h, T_A, &v) == 0 && v == 3, 11, "inline a = %" PRId64, v);
+	CHECK(shmcfg_get_int(h, T_B, &v) == 0 && v == -3, 12, "inline b = %" PRId64, v);
+	shmcfg_value c;
+	CHECK(shmcfg_get(h, T_C, &c) == 0 && c.u.str.len == 1 && c.u.str.ptr[0] == '3', 13, "get c");
+	shmcfg_value_clear(&c);
+	shmcfg_snapshot *s;
+	r = shmcfg_snapshot_acquire(h, &s);
+	CHECK(r == 0, 14, "snapshot of a retired segment: %s", shmcfg_strerror(r));
+	CHECK(shmcfg_snapshot_generation(s) == gen && snapshot_n(s) == 3, 15, "snapshot: generation %" PRIu64
+	      " n %" PRId64, shmcfg_snapshot_generation(s), snapshot_n(s));
+	shmcfg_snapshot_release(s);
+	if (a->mode == RETIRE_FORCE) {
+		m = 'R';
+		CHECK(write_full(a->up, &m, 1) == 0, 16, "pipe");
+		CHECK(read_full(a->down, &m, 1, CHILD_TIMEOUT_MS) == 0, 17, "no go");
+		CHECK(shmcfg_reattach != NULL, 18, "shmcfg_reattach() is not implemented");
+		r = shmcfg_reattach(&h);
+		CHECK(r == 0, 19, "reattach: %s", shmcfg_strerror(r));
+		CHECK(!shmcfg_retired(h), 20, "the new handle is retired");
+		CHECK(shmcfg_get_int(h, T_A, &v) == 0 && v == 9, 21, "a = %" PRId64 " in the new segment", v);
+		CHECK(shmcfg_generation(h) == 2, 22, "generation %" PRIu64, shmcfg_generation(h));
+		r = shmcfg_snapshot_acquire(h, &s);
+		CHECK(r == 0 && snapshot_n(s) == 9, 23, "snapshot of the new segment");
+		shmcfg_snapshot_release(s);
+	}
+	shmcfg_close(h);
+	return 0;
+}
+
+static void retire_case(int mode)
+{
+	const char *what[] = {"shmcfg_unlink", "a forced create", "unlink(2)"};
+	const char *name = new_name("trust-retire");
+	char sp[320];
+	seg_path(name, sp, sizeof sp);
+	shmcfg *h = keep(test_create(name, NULL));
+	assert_int_equal(commit_n(h, 3, NULL), 0);
+	int up[2], down[2];
+	assert_int_equal(pipe(up), 0);
+	assert_int_equal(pipe(down), 0);
+	struct other_arg a = {name, 0, 0, up[1], down[0], mode};
+	pid_t pid = spawn(retiree_main, &a);
+	close(up[1]);
+	close(down[0]);
+	char m = 0;
+	if (read_full(up[0], &m, 1, CHILD_TIMEOUT_MS)) {
+		assert_child_ok(pid);
+		fail_msg("the waiting child stopped early");
+	}
+	usleep(100000); /* into its futex wait */
+	uint64_t t0 = mono_ms();
+	shmcfg *h2 = NULL;
+	if (mode == RETIRE_UNLINK) {
+		assert_int_equal(shmcfg_unlink(name), 0);
+	} else if (mode == RETIRE_PLAIN) {
+		assert_int_equal(unlink(sp), 0);
+	} else {
+		h2 = keep(test_create(name, NULL)); /* test_create forces */
+		assert_int_equal(commit_n(h2, 9, NULL), 0);
+	}
+	struct retire_res res;
+	if (read_full(up[0], &res, sizeof res, 3000))
+		fail_msg("the child's shmcfg_wait did not return within 3 s of %s", what[mode]);
+	uint64_t dt = mono_ms() - t0;
+	if (res.r != SHMCFG_E_RETIRED)
+		fail_msg("after %s the child's wait returned %d (%s) after %u ms, expected SHMCFG_E_RETIRED",
+			 what[mode], res.r, shmcfg_errname(res.r), res.ms);
+	if (dt > 1000)
+		fail_msg("the child's wait returned SHMCFG_E_RETIRED %" PRIu64 " ms after %s", dt, what[mode]);
+	if (mode == RETIRE_FORCE) {
+		if (read_full(up[0], &m, 1, CHILD_TIMEOUT_MS)) {
+			assert_child_ok(pid);
+			fail_msg("the child stopped before reattaching");
+		}
+		assert_int_equal(write_full(down[1], "g", 1), 0);
+	}
+	assert_child_ok(pid);
+	close(up[0]);
+	close(down[1]);
+	/* the parent's own handle of the old segment is retired too */
+	NEED(shmcfg_retired);
+	if (!shmcfg_retired(h))
+		fail_msg("the parent's handle is not retired after %s", what[mode]);
+	if (h2 && shmcfg_retired(h2))
+		fail_msg("the new segment's handle is retired");
+}
+
+static void test_unlink_retires_waiters(void **state)
+{
+	(void)state;
+	retire_case(RETIRE_UNLINK);
+}
+
+static void test_forced_create_retires_and_reattach_follows(void **state)
+{
+	(void)state;
+	retire_case(RETIRE_FORCE);
+}
+
+static void test_plain_unlink_retires_waiters(void **state)
+{
+	(void)state;
+	retire_case(RETIRE_PLAIN);
+}
+
+/* Attach (mode 0 read-write, 1 read-only, 2 not at all), send our pid,
+ * wait for 'q'. */
+static int attached_main(void *p)
+{
+	struct other_arg *a = p;
+	shmcfg *h = NULL;
+	if (a->mode < 2) {
+		int r = shmcfg_attach(a->name, a->mode ? SHMCFG_ATTACH_RDONLY : 0, NULL, &h);
+		CHECK(r == 0, 2, "attach: %s", shmcfg_strerror(r));
+	}
+	int32_t me = (int32_t)getpid();
+	CHECK(write_full(a->up, &me, sizeof me) == 0, 3, "pipe");
+	char m;
+	CHECK(read_full(a->down, &m, 1, CHILD_TIMEOUT_MS) == 0, 4, "no 'q'");
+	shmcfg_close(h);
+	return 0;
+}
+
+static bool has_pid(const pid_t *pids, int n, pid_t pid)
+{
+	for (int i = 0; i < n; i++)
+		if (pids[i] == pid)
+			return true;
+	return false;
+}
+
+static void test_attached_pids_lists_attached_processes(void **state)
+{
+	(void)state;
+	NEED(shmcfg_attached_pids);
+	const char *name = new_name("trust-pids");
+	/* the parent keeps no mapping: its children inherit none */
+	shmcfg_close(test_create(name, NULL));
+	int up[3][2], down[3][2];
+	pid_t kid[3];
+	struct other_arg a[3];
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(pipe(up[k]), 0);
+		assert_int_equal(pipe(down[k]), 0);
+		a[k] = (struct other_arg){name, 0, 0, up[k][1], down[k][0], k};
+		kid[k] = spawn(attached_main, &a[k]);
+		close(up[k][1]);
+		close(down[k][0]);
+		int32_t got = 0;
+		if (read_full(up[k][0], &got, sizeof got, CHILD_TIMEOUT_MS)) {
+			assert_child_ok(kid[k]);
+			fail_msg("child %d stopped early", k);
+		}
+		assert_int_equal(got, kid[k]);
+	}
+	pid_t pids[64];
+	int n = shmcfg_attached_pids(name, pids, 64);
+	if (n < 0)
+		fail_msg("shmcfg_attached_pids: %d (%s): %s", n, shmcfg_errname(n), shmcfg_errdetail());
+	int got = n < 64 ? n : 64;
+	if (!has_pid(pids, got, kid[0]) || !has_pid(pids, got, kid[1]))
+		fail_msg("shmcfg_attached_pids found %d pids, not the read-write child %d (%s) and the "
+			 "read-only child %d (%s)", n, (int)kid[0], has_pid(pids, got, kid[0]) ? "listed" : "missing",
+			 (int)kid[1], has_pid(pids, got, kid[1]) ? "listed" : "missing");
+	if (has_pid(pids, got, kid[2]) || has_pid(pids, got, getpid()))
+		fail_msg("shmcfg_attached_pids lists a process that has not attached");
+	assert_int_equal(n, 2);
+	/* max bounds what is stored, not what is counted */
+	pid_t one[1] = {0};
+	assert_int_equal(shmcfg_attached_pids(name, one, 1), 2);
+	assert_true(one[0] == kid[0] || one[0] == kid[1]);
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(write_full(down[k][1], "q", 1), 0);
+		assert_child_ok(kid[k]);
+		close(up[k][0]);
+		close(down[k][1]);
+	}
+	assert_int_equal(shmcfg_attached_pids(name, pids, 64), 0);
+	char absent[64];
+	snprintf(absent, sizeof absent, "trust-absent-%d", (int)getpid());
+	assert_int_equal(shmcfg_attached_pids(absent, pids, 64), -ENOENT);
+}
+
+/* ------------------------------------------------------------------ */
 
 int main(void)
 {
@@ -869,6 +1092,10 @@ int main(void)
 	ADD(test_non_regular_objects_refused_at_once);
 	ADD(test_sparse_object_refused);
 	ADD(test_unvalidatable_current_fails_reads_fast);
+	ADD(test_unlink_retires_waiters);
+	ADD(test_forced_create_retires_and_reattach_follows);
+	ADD(test_plain_unlink_retires_waiters);
+	ADD(test_attached_pids_lists_attached_processes);
 	if (geteuid() == 0) {
 		ADD(test_lock_object_closed_to_readonly_users);
 		ADD(test_readonly_read_locks_block_no_commit);
