@@ -1079,6 +1079,186 @@ static void test_attached_pids_lists_attached_processes(void **state)
 }
 
 /* ------------------------------------------------------------------ */
+/* 5. A crowd never locks anyone out                                  */
+/* ------------------------------------------------------------------ */
+
+enum { CROWD = 1000, WAVE = 100, CROWD_READERS = 16 };
+
+struct crowd_msg {
+	char tag;  /* 'h' holding, 'd' done, 'x' failed */
+	char code; /* where it failed */
+	int16_t pad;
+	int32_t err;
+	uint64_t gen;
+};
+
+struct crowd_go {
+	uint64_t gen;
+	int64_t n;
+};
+
+static int crowd_fail(int up, int code, int err)
+{
+	struct crowd_msg m = {.tag = 'x', .code = (char)code, .err = err};
+	(void)write_full(up, &m, sizeof m);
+	return code;
+}
+
+/* One of the crowd: attach, hold a whole snapshot, report; on 'go', check it
+ * did not change and that a new one shows the latest generation. */
+static int crowd_main(const char *name, int up, int down)
+{
+	alarm(60);
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(name, 0, NULL, &h);
+	if (r)
+		return crowd_fail(up, 2, r);
+	shmcfg_snapshot *s;
+	if ((r = shmcfg_snapshot_acquire(h, &s)))
+		return crowd_fail(up, 3, r);
+	uint64_t g0 = shmcfg_snapshot_generation(s);
+	int64_t n0 = snapshot_n(s);
+	if (n0 < 0)
+		return crowd_fail(up, 4, (int)n0);
+	struct crowd_msg m = {.tag = 'h', .gen = g0};
+	if (write_full(up, &m, sizeof m))
+		return 5;
+	struct crowd_go go;
+	if (read_full(down, &go, sizeof go, CHILD_TIMEOUT_MS))
+		return 6;
+	if (shmcfg_snapshot_generation(s) != g0 || snapshot_n(s) != n0)
+		return crowd_fail(up, 7, (int)snapshot_n(s));
+	shmcfg_snapshot_release(s);
+	if ((r = shmcfg_snapshot_acquire(h, &s)))
+		return crowd_fail(up, 8, r);
+	if (shmcfg_snapshot_generation(s) != go.gen || snapshot_n(s) != go.n)
+		return crowd_fail(up, 9, (int)shmcfg_snapshot_generation(s));
+	shmcfg_snapshot_release(s);
+	shmcfg_close(h);
+	m = (struct crowd_msg){.tag = 'd'};
+	return write_full(up, &m, sizeof m) ? 10 : 0;
+}
+
+/* Attach read-write while the reader table is full, commit n = 4242. */
+static int crowd_writer_main(void *p)
+{
+	const char *name = p;
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(name, 0, NULL, &h);
+	CHECK(r == 0, 2, "read-write attach with the reader table full: %s", shmcfg_strerror(r));
+	r = commit_n(h, 4242, NULL);
+	CHECK(r == 0, 3, "commit with the reader table full: %s", shmcfg_strerror(r));
+	shmcfg_close(h);
+	return 0;
+}
+
+static const char *crowd_where(int code)
+{
+	switch (code) {
+	case 2: return "read-write attach";
+	case 3: return "snapshot";
+	case 4: return "a torn snapshot";
+	case 7: return "the held snapshot changed";
+	case 8: return "the second snapshot";
+	case 9: return "the second snapshot is not of the latest generation";
+	default: return "?";
+	}
+}
+
+static void test_crowd_of_readers_never_locked_out(void **state)
+{
+	(void)state;
+	const char *name = new_name("trust-crowd");
+	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.readers = CROWD_READERS}));
+	int64_t n = 1;
+	uint64_t gen = 0;
+	assert_int_equal(commit_n(h, n, &gen), 0);
+	int attached = 0;
+	for (int wave = 0; wave < CROWD / WAVE; wave++) {
+		int up[2], down[2];
+		assert_int_equal(pipe(up), 0);
+		assert_int_equal(pipe(down), 0);
+		fflush(NULL);
+		for (int i = 0; i < WAVE; i++) {
+			pid_t pid = fork();
+			assert_true(pid >= 0);
+			if (pid == 0) {
+				int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+				for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
+					signal(sigs[k], SIG_DFL);
+				close(up[0]);
+				close(down[1]);
+				_exit(crowd_main(name, up[1], down[0]));
+			}
+			mass[nmass++] = pid;
+		}
+		close(up[1]);
+		close(down[0]);
+		/* every one holds a snapshot (or failed) */
+		int holding = 0, failed = 0, code = 0, err = 0;
+		for (int i = 0; i < WAVE; i++) {
+			struct crowd_msg m;
+			if (read_full(up[0], &m, sizeof m, CHILD_TIMEOUT_MS))
+				fail_msg("wave %d: %d of %d children reported", wave, i, WAVE);
+			if (m.tag == 'h') {
+				holding++;
+			} else if (!failed++) {
+				code = m.code;
+				err = m.err;
+			}
+		}
+		/* a writer commits while they hold the whole table */
+		if (wave == 0 && holding > CROWD_READERS)
+			assert_child_ok(spawn(crowd_writer_main, (void *)name));
+		/* commits while they hold their snapshots */
+		shmcfg_set_commit_timeout(h, 2000);
+		for (int k = 0; k < 3; k++) {
+			int r = commit_n(h, ++n, &gen);
+			if (r)
+				fail_msg("wave %d: commit with %d snapshots held: %s: %s", wave, holding,
+					 shmcfg_strerror(r), shmcfg_errdetail());
+		}
+		struct crowd_go go[WAVE];
+		for (int i = 0; i < WAVE; i++)
+			go[i] = (struct crowd_go){gen, n};
+		assert_int_equal(write_full(down[1], go, sizeof go), 0);
+		for (int i = 0; i < holding; i++) {
+			struct crowd_msg m;
+			if (read_full(up[0], &m, sizeof m, CHILD_TIMEOUT_MS))
+				fail_msg("wave %d: %d of %d holders finished", wave, i, holding);
+			if (m.tag != 'd' && !failed++) {
+				code = m.code;
+				err = m.err;
+			}
+		}
+		int bad_exits = 0;
+		while (nmass > 0) {
+			int st = reap(mass[--nmass]);
+			if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+				if (!bad_exits++ && !failed)
+					code = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+			}
+		}
+		close(up[0]);
+		close(down[1]);
+		if (failed || bad_exits)
+			fail_msg("wave %d: %d of %d children failed (%d exited with an error); the first at %s "
+				 "(code %d): %d (%s)", wave, failed, WAVE, bad_exits, crowd_where(code), code, err,
+				 shmcfg_errname(err));
+		attached += holding;
+	}
+	assert_int_equal(attached, CROWD);
+	shmcfg_info info;
+	assert_int_equal(shmcfg_stat(h, &info), 0);
+	fprintf(stderr, "# %d processes attached, %d at a time: readers_hwm %u, copy_fallbacks %" PRIu64 "\n",
+		attached, WAVE, info.readers_hwm, info.copy_fallbacks);
+	if (info.readers_hwm > CROWD_READERS || info.copy_fallbacks == 0)
+		fail_msg("shmcfg_stat: readers_hwm %u (at most %d), copy_fallbacks %" PRIu64 " (expected > 0)",
+			 info.readers_hwm, CROWD_READERS, info.copy_fallbacks);
+	assert_int_equal(shmcfg_check(h, true, print_problem, NULL), 0);
+}
+
+/* ------------------------------------------------------------------ */
 
 int main(void)
 {
@@ -1096,6 +1276,7 @@ int main(void)
 	ADD(test_forced_create_retires_and_reattach_follows);
 	ADD(test_plain_unlink_retires_waiters);
 	ADD(test_attached_pids_lists_attached_processes);
+	ADD(test_crowd_of_readers_never_locked_out);
 	if (geteuid() == 0) {
 		ADD(test_lock_object_closed_to_readonly_users);
 		ADD(test_readonly_read_locks_block_no_commit);
