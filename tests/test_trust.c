@@ -1259,6 +1259,130 @@ static void test_crowd_of_readers_never_locked_out(void **state)
 }
 
 /* ------------------------------------------------------------------ */
+/* 6. Fork                                                            */
+/* ------------------------------------------------------------------ */
+
+static int release_inherited_main(void *p)
+{
+	shmcfg_snapshot_release(p);
+	return 0;
+}
+
+static void test_child_release_does_not_unpin_parent_snapshot(void **state)
+{
+	(void)state;
+	const char *name = new_name("trust-forkrel");
+	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.slots = 2}));
+	shmcfg_set_commit_timeout(h, SHORT_TIMEOUT_MS);
+	uint64_t gen = 0;
+	assert_int_equal(commit_n(h, 1, &gen), 0);
+	shmcfg_snapshot *s;
+	assert_int_equal(shmcfg_snapshot_acquire(h, &s), 0);
+	assert_int_equal(shmcfg_snapshot_generation(s), 2);
+	assert_int_equal(snapshot_n(s), 1);
+	/* a child releases the snapshot it inherited */
+	assert_child_ok(spawn(release_inherited_main, s));
+	/* generation 3 takes the other slot; 4 would need the held one */
+	int r = commit_n(h, 2, &gen);
+	if (r)
+		fail_msg("first commit: %s: %s", shmcfg_strerror(r), shmcfg_errdetail());
+	int r2 = commit_n(h, 3, &gen);
+	int64_t now = snapshot_n(s);
+	uint64_t sg = shmcfg_snapshot_generation(s);
+	shmcfg_snapshot_release(s); /* before any failure: the teardown closes the handle */
+	if (sg != 2 || now != 1)
+		fail_msg("the parent's held snapshot of generation 2 (n = 1) now reads n = %" PRId64
+			 " after a child released its inherited copy and the second commit %s", now,
+			 r2 ? shmcfg_strerror(r2) : "succeeded");
+	if (r2 != 0 && r2 != SHMCFG_E_BUSY)
+		fail_msg("second commit: %s: %s", shmcfg_strerror(r2), shmcfg_errdetail());
+	if (r2 == 0)
+		fail_msg("the second commit succeeded over the slot of a held snapshot");
+	r = commit_n(h, 3, &gen);
+	if (r)
+		fail_msg("commit after the release: %s: %s", shmcfg_strerror(r), shmcfg_errdetail());
+	assert_int_equal(shmcfg_check(h, true, print_problem, NULL), 0);
+}
+
+/* Attach, hold a snapshot, fork a child that only sleeps (and never calls
+ * shmcfg), send its pid up, sleep. */
+static int fork_holder_main(void *p)
+{
+	struct other_arg *a = p;
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(a->name, 0, NULL, &h);
+	CHECK(r == 0, 2, "attach: %s", shmcfg_strerror(r));
+	shmcfg_snapshot *s;
+	r = shmcfg_snapshot_acquire(h, &s);
+	CHECK(r == 0, 3, "snapshot: %s", shmcfg_strerror(r));
+	fflush(NULL);
+	pid_t c = fork();
+	CHECK(c >= 0, 4, "fork: %s", strerror(errno));
+	if (c == 0)
+		for (;;)
+			pause();
+	int32_t cp = (int32_t)c;
+	CHECK(write_full(a->up, &cp, sizeof cp) == 0, 5, "pipe");
+	for (;;)
+		pause();
+}
+
+struct find_pid {
+	pid_t pid;
+	int found, alive;
+};
+
+static void find_pid_cb(const shmcfg_reader *r, void *ud)
+{
+	struct find_pid *f = ud;
+	if (r->pid == f->pid) {
+		f->found++;
+		f->alive += r->alive;
+	}
+}
+
+static void test_dead_reader_reclaimed_despite_forked_child(void **state)
+{
+	(void)state;
+	const char *name = new_name("trust-forkdead");
+	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.slots = 2}));
+	shmcfg_set_commit_timeout(h, SHORT_TIMEOUT_MS);
+	int up[2];
+	assert_int_equal(pipe(up), 0);
+	struct other_arg a = {name, 0, 0, up[1], -1, 0};
+	pid_t holder = spawn(fork_holder_main, &a);
+	close(up[1]);
+	int32_t child = 0;
+	if (read_full(up[0], &child, sizeof child, CHILD_TIMEOUT_MS)) {
+		assert_child_ok(holder);
+		fail_msg("the holder stopped early");
+	}
+	close(up[0]);
+	assert_true(child > 0 && nkids < MAX_KIDS);
+	kids[nkids++] = child; /* killed by the teardown */
+	struct find_pid f = {.pid = holder};
+	(void)shmcfg_readers(h, find_pid_cb, &f);
+	assert_int_equal(f.alive, 1);
+	/* the holder dies; its child, which never used shmcfg, lives on */
+	assert_int_equal(kill(holder, SIGKILL), 0);
+	assert_child_killed(holder);
+	assert_int_equal(kill(child, 0), 0);
+	int r = shmcfg_gc(h, NULL, NULL);
+	if (r < 1)
+		fail_msg("gc reclaimed %d entries: the dead holder's entry is kept alive by its child %d, "
+			 "which never used shmcfg", r, (int)child);
+	/* generation 2 takes the free slot, 3 the one the dead holder pinned */
+	uint64_t gen = 0;
+	for (int64_t n = 1; n <= 2; n++) {
+		r = commit_n(h, n, &gen);
+		if (r)
+			fail_msg("commit %" PRId64 " with the dead holder's child alive: %s: %s", n,
+				 shmcfg_strerror(r), shmcfg_errdetail());
+	}
+	assert_int_equal(gen, 3);
+}
+
+/* ------------------------------------------------------------------ */
 
 int main(void)
 {
@@ -1277,6 +1401,8 @@ int main(void)
 	ADD(test_plain_unlink_retires_waiters);
 	ADD(test_attached_pids_lists_attached_processes);
 	ADD(test_crowd_of_readers_never_locked_out);
+	ADD(test_child_release_does_not_unpin_parent_snapshot);
+	ADD(test_dead_reader_reclaimed_despite_forked_child);
 	if (geteuid() == 0) {
 		ADD(test_lock_object_closed_to_readonly_users);
 		ADD(test_readonly_read_locks_block_no_commit);
