@@ -1383,6 +1383,113 @@ static void test_dead_reader_reclaimed_despite_forked_child(void **state)
 }
 
 /* ------------------------------------------------------------------ */
+/* 7. A writer that dies after its busy mark                          */
+/* ------------------------------------------------------------------ */
+
+#ifdef SHMCFG_WITH_FAULTS
+/* Wait (bounded) until a child stops; returns its status (stopped or ended). */
+static int wait_stopped(pid_t pid, int timeout_ms)
+{
+	uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
+	for (;;) {
+		int st;
+		pid_t r = waitpid(pid, &st, WNOHANG | WUNTRACED);
+		if (r == pid) {
+			if (!WIFSTOPPED(st))
+				untrack(pid);
+			return st;
+		}
+		assert_true(r == 0 || errno == EINTR);
+		if (mono_ms() > deadline)
+			fail_msg("child %d neither stopped nor ended within %d ms", (int)pid, timeout_ms);
+		usleep(1000);
+	}
+}
+
+static int stop_then_die_writer_main(void *p)
+{
+	const char *name = p;
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(name, 0, NULL, &h);
+	CHECK(r == 0, 2, "attach: %s", shmcfg_strerror(r));
+	setenv("SHMCFG_FAULT", "commit.chosen:1:stop,commit.busy", 1);
+	r = commit_n(h, 777, NULL);
+	CHECK(false, 10, "commit returned %d (%s): the fault points commit.chosen:1:stop and commit.busy "
+	      "never fired", r, shmcfg_strerror(r));
+}
+
+static void test_writer_death_after_busy_mark_spares_snapshot(void **state)
+{
+	(void)state;
+	const char *name = new_name("trust-busydeath");
+	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.slots = 2}));
+	shmcfg_set_commit_timeout(h, SHORT_TIMEOUT_MS);
+	/* P: a snapshot of generation 1 (slot A), released: idle, its pin stays */
+	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	assert_int_equal(cur_gen(cur), 1);
+	uint32_t A = cur_slot(cur);
+	shmcfg_snapshot *s;
+	assert_int_equal(shmcfg_snapshot_acquire(h, &s), 0);
+	assert_int_equal(shmcfg_snapshot_generation(s), 1);
+	shmcfg_snapshot_release(s);
+	if (h->reader < 0)
+		fail_msg("P holds no reader entry after a snapshot: the scenario cannot be built");
+	struct reader_ent *e = reader_at(h, (uint32_t)h->reader);
+	bool pins1 = false;
+	for (unsigned k = 0; k < SEG_PINS; k++)
+		pins1 |= __atomic_load_n(&e->pins[k], __ATOMIC_ACQUIRE) == 1;
+	if (!pins1)
+		fail_msg("P's idle entry does not pin generation 1: the scenario cannot be built");
+	/* generation 2 in slot B */
+	uint64_t gen = 0;
+	assert_int_equal(commit_n(h, 2, &gen), 0);
+	assert_int_equal(gen, 2);
+	assert_int_not_equal(cur_slot(__atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE)), A);
+	/* W chooses slot A (P is idle) and stops there */
+	pid_t w = spawn(stop_then_die_writer_main, (void *)name);
+	int st = wait_stopped(w, 10000);
+	if (!WIFSTOPPED(st)) {
+		char t[64];
+		status_text(st, t, sizeof t);
+		fail_msg("the writer did not stop at commit.chosen: it %s (SHMCFG_FAULT lists and :stop, "
+			 "or the fault point commit.chosen, are missing)", t);
+	}
+	/* P becomes a reader that loaded A's stamp just before W's busy mark:
+	 * active, on its pin of generation 1 */
+	__atomic_fetch_add(&e->active, 1, __ATOMIC_SEQ_CST);
+	const struct shmcfg__cell *cells = slot_cells(h, slot_at(h, A));
+	assert_int_equal((int64_t)__atomic_load_n(&cells[T_A].val, __ATOMIC_RELAXED), 0);
+	assert_int_equal((int64_t)__atomic_load_n(&cells[T_B].val, __ATOMIC_RELAXED), 0);
+	/* W marks A busy and dies before its pin re-check */
+	assert_int_equal(kill(w, SIGCONT), 0);
+	assert_child_killed(w);
+	/* the next writer must not take A */
+	int r = commit_n(h, 3, &gen);
+	int64_t a_now = (int64_t)__atomic_load_n(&cells[T_A].val, __ATOMIC_RELAXED);
+	int64_t b_now = (int64_t)__atomic_load_n(&cells[T_B].val, __ATOMIC_RELAXED);
+	if (r == 0 || a_now != 0 || b_now != 0)
+		fail_msg("after a writer died between its busy mark and its pin check, the next commit "
+			 "returned %d (%s) and slot %u, in use by a snapshot of generation 1 (a = b = 0), "
+			 "now holds a = %" PRId64 ", b = %" PRId64, r, r ? shmcfg_errname(r) : "0", A, a_now,
+			 b_now);
+	assert_int_equal(r, SHMCFG_E_BUSY);
+	shmcfg_info info;
+	assert_int_equal(shmcfg_stat(h, &info), 0);
+	if (info.slot_gen[A] != 1)
+		fail_msg("shmcfg_stat: the busy slot %u shows generation %" PRIu64 ", not its old one (1)", A,
+			 info.slot_gen[A]);
+	/* P done reading: the slot is free again, and the segment sound */
+	__atomic_fetch_sub(&e->active, 1, __ATOMIC_SEQ_CST);
+	r = commit_n(h, 4, &gen);
+	if (r)
+		fail_msg("commit after the reader finished: %s: %s", shmcfg_strerror(r), shmcfg_errdetail());
+	assert_int_equal(gen, 3);
+	assert_int_equal(get_i(h, T_A), 4);
+	assert_int_equal(shmcfg_check(h, true, print_problem, NULL), 0);
+}
+#endif
+
+/* ------------------------------------------------------------------ */
 
 int main(void)
 {
@@ -1403,6 +1510,12 @@ int main(void)
 	ADD(test_crowd_of_readers_never_locked_out);
 	ADD(test_child_release_does_not_unpin_parent_snapshot);
 	ADD(test_dead_reader_reclaimed_despite_forked_child);
+#ifdef SHMCFG_WITH_FAULTS
+	ADD(test_writer_death_after_busy_mark_spares_snapshot);
+#else
+	fprintf(stderr, "# fault points not compiled in (--disable-fault-injection): "
+			"test_writer_death_after_busy_mark_spares_snapshot left out\n");
+#endif
 	if (geteuid() == 0) {
 		ADD(test_lock_object_closed_to_readonly_users);
 		ADD(test_readonly_read_locks_block_no_commit);
