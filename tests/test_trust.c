@@ -1305,7 +1305,8 @@ static void test_child_release_does_not_unpin_parent_snapshot(void **state)
 }
 
 /* Attach, hold a snapshot, fork a child that only sleeps (and never calls
- * shmcfg), send its pid up, sleep. */
+ * shmcfg); the child sends its pid up once fork() returned in it (after the
+ * fork handlers ran), and sleeps. */
 static int fork_holder_main(void *p)
 {
 	struct other_arg *a = p;
@@ -1318,11 +1319,12 @@ static int fork_holder_main(void *p)
 	fflush(NULL);
 	pid_t c = fork();
 	CHECK(c >= 0, 4, "fork: %s", strerror(errno));
-	if (c == 0)
+	if (c == 0) {
+		int32_t me = (int32_t)getpid();
+		(void)write_full(a->up, &me, sizeof me);
 		for (;;)
 			pause();
-	int32_t cp = (int32_t)c;
-	CHECK(write_full(a->up, &cp, sizeof cp) == 0, 5, "pipe");
+	}
 	for (;;)
 		pause();
 }
