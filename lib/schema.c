@@ -441,10 +441,12 @@ struct built_schema {
 	uint64_t bytes;
 };
 
-static const struct sopt *g_sort_opts;
-static int cmp_by_name(const void *a, const void *b)
+/* qsort_r: the options travel as the argument, so that threads creating
+ * segments at once do not share a sort context */
+static int cmp_by_name(const void *a, const void *b, void *opts)
 {
-	return strcmp(g_sort_opts[*(const uint32_t *)a].name, g_sort_opts[*(const uint32_t *)b].name);
+	const struct sopt *o = opts;
+	return strcmp(o[*(const uint32_t *)a].name, o[*(const uint32_t *)b].name);
 }
 
 static uint64_t value_bytes(const shmcfg_value *v)
@@ -620,9 +622,7 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 	}
 	for (uint32_t i = 0; i < n; i++)
 		b->order[i] = i;
-	g_sort_opts = s->opts;
-	qsort(b->order, n, sizeof(uint32_t), cmp_by_name);
-	g_sort_opts = NULL;
+	qsort_r(b->order, n, sizeof(uint32_t), cmp_by_name, s->opts);
 
 	uint64_t str = 1; /* offset 0 is the empty string */
 	for (uint32_t i = 0; i < n; i++) {
