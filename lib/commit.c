@@ -38,6 +38,7 @@ struct shmcfg_txn {
 
 int shmcfg_txn_begin(shmcfg *h, shmcfg_txn **ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	if (h->rdonly)
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot write", h->name);
@@ -52,6 +53,7 @@ int shmcfg_txn_begin(shmcfg *h, shmcfg_txn **ret)
 
 void shmcfg_txn_abort(shmcfg_txn *t)
 {
+	SHMCFG_API_KEEP;
 	if (!t)
 		return;
 	for (size_t i = 0; i < t->n; i++)
@@ -62,6 +64,7 @@ void shmcfg_txn_abort(shmcfg_txn *t)
 
 int shmcfg_txn_layer(shmcfg_txn *t, shmcfg_source layer)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(t, -EINVAL);
 	if (layer != SHMCFG_SRC_USER && layer != SHMCFG_SRC_KNOB)
 		return shmcfg__err(-EINVAL, "transactions write the user or the knob layer, not %s",
@@ -135,12 +138,14 @@ int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, int layer, const shmcfg
 
 int shmcfg_txn_set(shmcfg_txn *t, shmcfg_opt opt, const shmcfg_value *v)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(t && v, -EINVAL);
 	return shmcfg__txn_set_layer(t, opt, t->layer, v);
 }
 
 int shmcfg_txn_set_text(shmcfg_txn *t, shmcfg_opt opt, const char *text)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(t && text, -EINVAL);
 	if (opt >= t->h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
@@ -161,21 +166,25 @@ int shmcfg_txn_set_text(shmcfg_txn *t, shmcfg_opt opt, const char *text)
 
 int shmcfg_txn_set_bool(shmcfg_txn *t, shmcfg_opt opt, bool v)
 {
+	SHMCFG_API_ENTRY;
 	return shmcfg_txn_set(t, opt, &(shmcfg_value){.type = SHMCFG_BOOL, .u.b = v});
 }
 
 int shmcfg_txn_set_int(shmcfg_txn *t, shmcfg_opt opt, int64_t v)
 {
+	SHMCFG_API_ENTRY;
 	return shmcfg_txn_set(t, opt, &(shmcfg_value){.type = SHMCFG_INT, .u.i = v});
 }
 
 int shmcfg_txn_set_float(shmcfg_txn *t, shmcfg_opt opt, double v)
 {
+	SHMCFG_API_ENTRY;
 	return shmcfg_txn_set(t, opt, &(shmcfg_value){.type = SHMCFG_FLOAT, .u.f = v});
 }
 
 int shmcfg_txn_set_str(shmcfg_txn *t, shmcfg_opt opt, const char *v)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(v, -EINVAL);
 	return shmcfg_txn_set(t, opt,
 			      &(shmcfg_value){.type = SHMCFG_STR, .u.str = {v, strlen(v)}});
@@ -183,6 +192,7 @@ int shmcfg_txn_set_str(shmcfg_txn *t, shmcfg_opt opt, const char *v)
 
 int shmcfg_txn_reset(shmcfg_txn *t, shmcfg_opt opt)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(t, -EINVAL);
 	shmcfg_opt f;
 	int r = target_of(t, opt, t->layer, &f);
@@ -194,6 +204,7 @@ int shmcfg_txn_reset(shmcfg_txn *t, shmcfg_opt opt)
 
 void shmcfg_set_commit_timeout(shmcfg *h, int timeout_ms)
 {
+	SHMCFG_API_KEEP;
 	if (h)
 		h->commit_timeout_ms = timeout_ms < 0 ? 0 : timeout_ms;
 }
@@ -630,8 +641,8 @@ out_free:
 
 int shmcfg_txn_commit(shmcfg_txn *t, uint64_t *gen_ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(t, -EINVAL);
-	shmcfg__clear_err();
 	int r = commit(t, false, gen_ret);
 	shmcfg_txn_abort(t);
 	return r;
@@ -702,6 +713,7 @@ int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env)
  */
 int shmcfg_wait(const shmcfg *h, uint64_t after, int timeout_ms, uint64_t *gen_ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
 	uint64_t deadline = timeout_ms < 0 ? 0 : now_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms * 1000000ull;
 	for (;;) {
@@ -733,6 +745,7 @@ int shmcfg_wait(const shmcfg *h, uint64_t after, int timeout_ms, uint64_t *gen_r
 
 int shmcfg_commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	/* a record beyond the current generation belongs to a writer that died
 	 * before publishing */
@@ -763,6 +776,7 @@ int shmcfg_commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
 
 int shmcfg_changes(const shmcfg *h, uint64_t from, uint64_t to, bool *changed)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && changed && from < to, -EINVAL);
 	memset(changed, 0, h->lay.nopts * sizeof *changed);
 	/* every commit in between must still be in the log with its full list */

@@ -218,6 +218,7 @@ int shmcfg__reap(shmcfg *h, void (*fn)(const shmcfg_reader *, void *), void *ud)
 
 int shmcfg_gc(shmcfg *h, void (*fn)(const shmcfg_reader *r, void *userdata), void *userdata)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
 	if (h->rdonly)
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: gc needs write access", h->name);
@@ -227,6 +228,7 @@ int shmcfg_gc(shmcfg *h, void (*fn)(const shmcfg_reader *r, void *userdata), voi
 int shmcfg_readers(const shmcfg *h, void (*fn)(const shmcfg_reader *r, void *userdata),
 		   void *userdata)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
 	int n = 0;
 	for (uint32_t i = 0; i < h->lay.nreaders; i++) {

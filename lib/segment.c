@@ -228,6 +228,7 @@ static shmcfg *handle_new(const char *name, bool rdonly)
 
 int shmcfg_attach(const char *name, unsigned flags, const uint8_t *expect_schema_hash, shmcfg **ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(ret, -EINVAL);
 	char path[sizeof SEG_PREFIX + SEG_NAME_MAX];
 	int r = name_check(name, path);
@@ -257,6 +258,7 @@ int shmcfg_attach(const char *name, unsigned flags, const uint8_t *expect_schema
 
 shmcfg *shmcfg_close(shmcfg *h)
 {
+	SHMCFG_API_KEEP;
 	if (!h)
 		return NULL;
 	shmcfg__patch_forget(h);
@@ -269,12 +271,14 @@ shmcfg *shmcfg_close(shmcfg *h)
 
 void shmcfg_closep(shmcfg **h)
 {
+	SHMCFG_API_KEEP;
 	if (h)
 		*h = shmcfg_close(*h);
 }
 
 int shmcfg_unlink(const char *name)
 {
+	SHMCFG_API_ENTRY;
 	char path[sizeof SEG_PREFIX + SEG_NAME_MAX];
 	int r = name_check(name, path);
 	if (r)
@@ -289,6 +293,7 @@ int shmcfg_unlink(const char *name)
 int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_create_opts *opts,
 		  shmcfg **ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(ret, -EINVAL);
 	char path[sizeof SEG_PREFIX + SEG_NAME_MAX];
 	int r = name_check(name, path);
@@ -425,26 +430,31 @@ fail_built:
 
 const char *shmcfg_name(const shmcfg *h)
 {
+	SHMCFG_API_KEEP;
 	return h ? h->name : NULL;
 }
 
 uint32_t shmcfg_count(const shmcfg *h)
 {
+	SHMCFG_API_KEEP;
 	return h ? h->lay.nopts : 0;
 }
 
 bool shmcfg_readonly(const shmcfg *h)
 {
+	SHMCFG_API_KEEP;
 	return h && h->rdonly;
 }
 
 void shmcfg_schema_hash(const shmcfg *h, uint8_t out[16])
 {
+	SHMCFG_API_KEEP;
 	memcpy(out, h->lay.schema_hash, 16);
 }
 
 int shmcfg_stat(const shmcfg *h, shmcfg_info *ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	memset(ret, 0, sizeof *ret);
 	ret->layout_version = h->lay.layout_version;
@@ -476,6 +486,7 @@ int shmcfg_stat(const shmcfg *h, shmcfg_info *ret)
  */
 int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, void *ud), void *ud)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
 	int bad = 0;
 	char msg[320];

@@ -145,6 +145,7 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 
 int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	if (opt >= h->view.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
@@ -191,6 +192,7 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 
 uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
 {
+	SHMCFG_API_ENTRY;
 	for (int i = 0; i < SLOW_TRIES; i++) {
 		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
 		if (cur_slot(cur) >= h->lay.nslots)
@@ -345,6 +347,7 @@ static int pin_current(shmcfg *h, struct pview *pv)
 
 int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	if (h->rdonly || h->reader < 0)
 		return copy_snapshot(h, ret);
@@ -406,6 +409,7 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 
 void shmcfg_snapshot_release(shmcfg_snapshot *snap)
 {
+	SHMCFG_API_KEEP;
 	if (!snap)
 		return;
 	if (snap->is_copy) {
@@ -419,16 +423,19 @@ void shmcfg_snapshot_release(shmcfg_snapshot *snap)
 
 uint64_t shmcfg_snapshot_generation(const shmcfg_snapshot *snap)
 {
+	SHMCFG_API_KEEP;
 	return snap->gen;
 }
 
 void shmcfg_snapshot_hash(const shmcfg_snapshot *snap, uint8_t out[16])
 {
+	SHMCFG_API_KEEP;
 	memcpy(out, ((const struct slot_hdr *)snap->slot)->config_hash, 16);
 }
 
 int shmcfg_snapshot_get(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_value *ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(snap && ret, -EINVAL);
 	const shmcfg *h = snap->h;
 	if (opt >= h->lay.nopts)
@@ -444,6 +451,7 @@ int shmcfg_snapshot_get(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_valu
 int shmcfg_snapshot_layer(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_source layer,
 			  shmcfg_value *ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(snap && ret, -EINVAL);
 	const shmcfg *h = snap->h;
 	if (opt >= h->lay.nopts)
