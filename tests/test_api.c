@@ -1,4 +1,5 @@
-/* Contracts that span calls: the error detail belongs to the last call. */
+/* Contracts that span calls: the error detail belongs to the last call, and a
+ * transaction commits all of its changes or none. */
 #include <errno.h>
 #include <math.h>
 
@@ -267,11 +268,149 @@ static void test_errdetail_kept_by_infallible(void **state)
 	assert_non_null(strstr(shmcfg_errdetail(), MARK));
 }
 
+/* ------------------------------------------------------------------ */
+/* Transactions: all or nothing                                       */
+/* ------------------------------------------------------------------ */
+
+/* One refused set, after and before good ones. */
+struct refusal {
+	const char *what;
+	int want;
+	int (*set)(shmcfg_txn *t);
+};
+
+static int refuse_type(shmcfg_txn *t) { return shmcfg_txn_set_bool(t, T_A, true); }
+static int refuse_range(shmcfg_txn *t) { return shmcfg_txn_set_float(t, T_RATIO, 2.0); }
+static int refuse_choice(shmcfg_txn *t) { return shmcfg_txn_set_str(t, T_MODE, "medium"); }
+static int refuse_handle(shmcfg_txn *t) { return shmcfg_txn_set_int(t, 9999, 1); }
+static int refuse_reset_handle(shmcfg_txn *t) { return shmcfg_txn_reset(t, 9999); }
+static int refuse_null(shmcfg_txn *t)
+{
+	return shmcfg_txn_set(t, T_A, &(shmcfg_value){.type = SHMCFG_INT, .is_null = true});
+}
+static int refuse_parse(shmcfg_txn *t) { return shmcfg_txn_set_text(t, T_A, "twelve"); }
+static int refuse_text_handle(shmcfg_txn *t) { return shmcfg_txn_set_text(t, 9999, "1"); }
+static int refuse_knob(shmcfg_txn *t)
+{
+	int r = shmcfg_txn_layer(t, SHMCFG_SRC_KNOB);
+	if (!r)
+		r = shmcfg_txn_set_int(t, T_A, 1); /* t.a declares no knob */
+	return r;
+}
+static int refuse_layer(shmcfg_txn *t) { return shmcfg_txn_layer(t, SHMCFG_SRC_ENV_FORCE); }
+
+static const struct refusal refusals[] = {
+	{"wrong type", SHMCFG_E_TYPE, refuse_type},
+	{"out of range", SHMCFG_E_RANGE, refuse_range},
+	{"not a choice", SHMCFG_E_CHOICE, refuse_choice},
+	{"unknown handle", SHMCFG_E_NOOPT, refuse_handle},
+	{"reset of an unknown handle", SHMCFG_E_NOOPT, refuse_reset_handle},
+	{"null not allowed", SHMCFG_E_NULLVAL, refuse_null},
+	{"parse error", SHMCFG_E_PARSE, refuse_parse},
+	{"set_text of an unknown handle", SHMCFG_E_NOOPT, refuse_text_handle},
+	{"no knob", SHMCFG_E_LAYER, refuse_knob},
+	{"a layer transactions do not write", -EINVAL, refuse_layer},
+};
+
+/* A transaction with good sets and one refused: the refused set returns its
+ * error, the commit returns it again with its detail and publishes nothing.
+ * Before, the refused change was dropped and the rest committed. */
+static void test_txn_all_or_nothing(void **state)
+{
+	struct fx *f = *state;
+	shmcfg *h = f->h;
+	for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
+		const struct refusal *rf = &refusals[i];
+		uint64_t g0 = shmcfg_generation(h);
+		uint8_t h0[16], h1[16];
+		shmcfg_config_hash(h, h0);
+		int64_t a0 = get_i(h, T_A);
+		bool k0 = true, k1 = true;
+		assert_int_equal(shmcfg_get_bool(h, T_KNOBBED, &k0), 0);
+		shmcfg_txn *t;
+		assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+		assert_int_equal(shmcfg_txn_set_int(t, T_A, a0 + 1000), 0);
+		int r = rf->set(t);
+		if (r != rf->want)
+			fail_msg("%s: the set returned %s, not %s", rf->what, shmcfg_errname(r),
+				 shmcfg_errname(rf->want));
+		char detail[512];
+		snprintf(detail, sizeof detail, "%s", shmcfg_errdetail());
+		assert_true(detail[0] != 0);
+		/* later good sets do not heal it (t.knobbed: good in either layer) */
+		assert_int_equal(shmcfg_txn_set_bool(t, T_KNOBBED, !k0), 0);
+		uint64_t gen = 12345;
+		r = shmcfg_txn_commit(t, &gen);
+		if (r != rf->want)
+			fail_msg("%s: the commit returned %s, not the set's %s", rf->what, shmcfg_errname(r),
+				 shmcfg_errname(rf->want));
+		assert_string_equal(shmcfg_errdetail(), detail);
+		assert_int_equal(gen, 12345); /* untouched */
+		assert_int_equal(shmcfg_generation(h), g0);
+		shmcfg_config_hash(h, h1);
+		assert_memory_equal(h0, h1, 16);
+		assert_int_equal(get_i(h, T_A), a0);
+		assert_int_equal(shmcfg_get_bool(h, T_KNOBBED, &k1), 0);
+		assert_true(k0 == k1);
+	}
+}
+
+/* Of several refused sets, the commit reports the first. */
+static void test_txn_first_error(void **state)
+{
+	struct fx *f = *state;
+	shmcfg *h = f->h;
+	uint64_t g0 = shmcfg_generation(h);
+	shmcfg_txn *t;
+	assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+	assert_int_equal(shmcfg_txn_set_float(t, T_RATIO, -1.0), SHMCFG_E_RANGE);
+	char first[512];
+	snprintf(first, sizeof first, "%s", shmcfg_errdetail());
+	assert_non_null(strstr(first, "t.ratio"));
+	assert_int_equal(shmcfg_txn_set_text(t, T_A, "x"), SHMCFG_E_PARSE);
+	assert_int_equal(shmcfg_txn_set_str(t, T_MODE, "medium"), SHMCFG_E_CHOICE);
+	assert_int_equal(shmcfg_txn_set_int(t, T_B, 5), 0);
+	assert_int_equal(shmcfg_txn_commit(t, NULL), SHMCFG_E_RANGE);
+	assert_string_equal(shmcfg_errdetail(), first);
+	assert_int_equal(shmcfg_generation(h), g0);
+}
+
+/* A load with one bad value fails whole; unknown keys are still skipped with
+ * a warning and do not refuse the load. */
+static void warn_count(const char *msg, void *ud)
+{
+	(void)msg;
+	++*(int *)ud;
+}
+
+static void test_load_all_or_nothing(void **state)
+{
+	struct fx *f = *state;
+	shmcfg *h = f->h;
+	uint64_t g0 = shmcfg_generation(h);
+	int64_t a0 = get_i(h, T_A);
+	const char *bad = "{\"t.a\": 4242, \"t.ratio\": 7.5}";
+	int warned = 0;
+	assert_int_equal(shmcfg_load(h, bad, strlen(bad), warn_count, &warned, NULL), SHMCFG_E_RANGE);
+	assert_non_null(strstr(shmcfg_errdetail(), "t.ratio"));
+	assert_int_equal(shmcfg_generation(h), g0);
+	assert_int_equal(get_i(h, T_A), a0);
+	const char *unknown = "{\"t.a\": 4243, \"no.such\": 1}";
+	uint64_t gen;
+	assert_int_equal(shmcfg_load(h, unknown, strlen(unknown), warn_count, &warned, &gen), 0);
+	assert_int_equal(warned, 1);
+	assert_int_equal(gen, g0 + 1);
+	assert_int_equal(get_i(h, T_A), 4243);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_errdetail_cleared, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_errdetail_kept_by_infallible, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_txn_all_or_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_txn_first_error, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_load_all_or_nothing, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
