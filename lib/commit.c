@@ -32,10 +32,33 @@ struct shmcfg_txn {
 	int layer;
 	struct change *ch;
 	size_t n, cap;
+	int err;            /* the first refused change: the commit fails with it */
+	char *err_detail;   /* ... and its detail */
 };
+
+/* A refused change poisons its transaction, which then commits nothing (all
+ * or nothing, as the README promises): keep the first refusal for
+ * shmcfg_txn_commit(). Returns r. */
+static int txn_refuse(shmcfg_txn *t, int r)
+{
+	if (r && t && !t->err) {
+		t->err = r;
+		t->err_detail = strdup(shmcfg_errdetail());
+	}
+	return r;
+}
+
+/* assert_return for the calls that change a transaction: poisons it too */
+#define txn_assert_return(t, expr)                                                          \
+	do {                                                                                \
+		if (__builtin_expect(!(expr), 0))                                           \
+			return txn_refuse((t), shmcfg__err(-EINVAL, "%s: invalid argument (%s)", \
+							   __func__, #expr));               \
+	} while (0)
 
 int shmcfg_txn_begin(shmcfg *h, shmcfg_txn **ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	if (h->rdonly)
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot write", h->name);
@@ -50,20 +73,23 @@ int shmcfg_txn_begin(shmcfg *h, shmcfg_txn **ret)
 
 void shmcfg_txn_abort(shmcfg_txn *t)
 {
+	SHMCFG_API_KEEP;
 	if (!t)
 		return;
 	for (size_t i = 0; i < t->n; i++)
 		shmcfg_value_clear(&t->ch[i].v);
 	free(t->ch);
+	free(t->err_detail);
 	free(t);
 }
 
 int shmcfg_txn_layer(shmcfg_txn *t, shmcfg_source layer)
 {
-	assert_return(t, -EINVAL);
-	if (layer != SHMCFG_SRC_USER && layer != SHMCFG_SRC_KNOB)
-		return shmcfg__err(-EINVAL, "transactions write the user or the knob layer, not %s",
-				   shmcfg_source_name(layer));
+	SHMCFG_API_ENTRY;
+	txn_assert_return(t, t);
+	if (layer != SHMCFG_SRC_USER && layer != SHMCFG_SRC_KNOB) /* the sets would go elsewhere */
+		return txn_refuse(t, shmcfg__err(-EINVAL, "transactions write the user or the knob layer, not %s",
+						 shmcfg_source_name(layer)));
 	t->layer = layer - 1;
 	return 0;
 }
@@ -133,65 +159,73 @@ int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, int layer, const shmcfg
 
 int shmcfg_txn_set(shmcfg_txn *t, shmcfg_opt opt, const shmcfg_value *v)
 {
-	assert_return(t && v, -EINVAL);
-	return shmcfg__txn_set_layer(t, opt, t->layer, v);
+	SHMCFG_API_ENTRY;
+	txn_assert_return(t, t && v);
+	return txn_refuse(t, shmcfg__txn_set_layer(t, opt, t->layer, v));
 }
 
 int shmcfg_txn_set_text(shmcfg_txn *t, shmcfg_opt opt, const char *text)
 {
-	assert_return(t && text, -EINVAL);
+	SHMCFG_API_ENTRY;
+	txn_assert_return(t, t && text);
 	if (opt >= t->h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+		return txn_refuse(t, shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt));
 	const struct opt_desc *d = &t->h->desc[t->h->desc[opt].alias_final];
 	shmcfg_value v;
 	int r = shmcfg_value_parse(d->type, d->flags & SHMCFG_F_NULLABLE, text, &v);
 	if (r == SHMCFG_E_PARSE) {
 		char why[400];
 		snprintf(why, sizeof why, "%s", shmcfg_errdetail());
-		return shmcfg__err(r, "%s: %s", sstr(t->h, t->h->desc[opt].name), why);
+		r = shmcfg__err(r, "%s: %s", sstr(t->h, t->h->desc[opt].name), why);
 	}
 	if (r)
-		return r;
-	r = shmcfg_txn_set(t, opt, &v);
+		return txn_refuse(t, r);
+	r = shmcfg_txn_set(t, opt, &v); /* poisons t itself */
 	shmcfg_value_clear(&v);
 	return r;
 }
 
 int shmcfg_txn_set_bool(shmcfg_txn *t, shmcfg_opt opt, bool v)
 {
+	SHMCFG_API_ENTRY;
 	return shmcfg_txn_set(t, opt, &(shmcfg_value){.type = SHMCFG_BOOL, .u.b = v});
 }
 
 int shmcfg_txn_set_int(shmcfg_txn *t, shmcfg_opt opt, int64_t v)
 {
+	SHMCFG_API_ENTRY;
 	return shmcfg_txn_set(t, opt, &(shmcfg_value){.type = SHMCFG_INT, .u.i = v});
 }
 
 int shmcfg_txn_set_float(shmcfg_txn *t, shmcfg_opt opt, double v)
 {
+	SHMCFG_API_ENTRY;
 	return shmcfg_txn_set(t, opt, &(shmcfg_value){.type = SHMCFG_FLOAT, .u.f = v});
 }
 
 int shmcfg_txn_set_str(shmcfg_txn *t, shmcfg_opt opt, const char *v)
 {
-	assert_return(v, -EINVAL);
+	SHMCFG_API_ENTRY;
+	txn_assert_return(t, v);
 	return shmcfg_txn_set(t, opt,
 			      &(shmcfg_value){.type = SHMCFG_STR, .u.str = {v, strlen(v)}});
 }
 
 int shmcfg_txn_reset(shmcfg_txn *t, shmcfg_opt opt)
 {
-	assert_return(t, -EINVAL);
+	SHMCFG_API_ENTRY;
+	txn_assert_return(t, t);
 	shmcfg_opt f;
 	int r = target_of(t, opt, t->layer, &f);
 	if (r)
-		return r;
+		return txn_refuse(t, r);
 	shmcfg_value none = {.type = t->h->desc[f].type, .is_null = true};
-	return txn_put(t, f, t->layer, true, &none);
+	return txn_refuse(t, txn_put(t, f, t->layer, true, &none));
 }
 
 void shmcfg_set_commit_timeout(shmcfg *h, int timeout_ms)
 {
+	SHMCFG_API_KEEP;
 	if (h)
 		h->commit_timeout_ms = timeout_ms < 0 ? 0 : timeout_ms;
 }
@@ -638,8 +672,13 @@ out_free:
 
 int shmcfg_txn_commit(shmcfg_txn *t, uint64_t *gen_ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(t, -EINVAL);
-	shmcfg__clear_err();
+	if (t->err) { /* a change was refused: publish none, and say which */
+		int r = shmcfg__err(t->err, "%s", t->err_detail ? t->err_detail : "");
+		shmcfg_txn_abort(t);
+		return r;
+	}
 	int r = commit(t, false, gen_ret);
 	shmcfg_txn_abort(t);
 	return r;
@@ -717,6 +756,7 @@ int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env)
 
 int shmcfg_wait(const shmcfg *h, uint64_t after, int timeout_ms, uint64_t *gen_ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms * 1000000ull;
 	for (;;) {
@@ -745,6 +785,7 @@ int shmcfg_wait(const shmcfg *h, uint64_t after, int timeout_ms, uint64_t *gen_r
 
 int shmcfg_commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	/* a record beyond the current generation belongs to a writer that died
 	 * before publishing */
@@ -775,6 +816,7 @@ int shmcfg_commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
 
 int shmcfg_changes(const shmcfg *h, uint64_t from, uint64_t to, bool *changed)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && changed && from < to, -EINVAL);
 	memset(changed, 0, h->lay.nopts * sizeof *changed);
 	/* every commit in between must still be in the log with its full list */

@@ -19,6 +19,7 @@
  */
 int shmcfg_is_default(const shmcfg *h, shmcfg_opt opt)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
 	if (opt >= h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
@@ -79,6 +80,7 @@ static bool skipped(const shmcfg *h, shmcfg_opt i, unsigned flags)
 
 int shmcfg_dump(const shmcfg *h, unsigned flags, char **ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	shmcfg_snapshot *s;
 	int r = shmcfg_snapshot_acquire((shmcfg *)h, &s);
@@ -188,6 +190,7 @@ static int from_json(const shmcfg *h, shmcfg_opt opt, json_t *j, shmcfg_value *o
 int shmcfg_load(shmcfg *h, const char *text, size_t len, shmcfg_warn_fn *warn, void *ud,
 		uint64_t *gen_ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && text, -EINVAL);
 	json_error_t e;
 	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
@@ -350,6 +353,7 @@ static void shell_quote(struct buf *b, const char *s)
 
 int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	if (fmt != SHMCFG_CODEGEN_PYTHON && fmt != SHMCFG_CODEGEN_SHELL && fmt != SHMCFG_CODEGEN_JSON)
 		return shmcfg__err(-EINVAL, "unknown codegen format %d", (int)fmt);

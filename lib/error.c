@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static __thread char detail[512];
+__thread char shmcfg__detail[512]; /* the detail text: see SHMCFG_API_ENTRY */
+__thread unsigned shmcfg__api_depth; /* public calls in progress on this thread */
 static shmcfg_log_fn *log_fn;
 static void *log_ud;
 
@@ -37,29 +38,30 @@ const char *shmcfg_errname(int err)
 
 const char *shmcfg_errdetail(void)
 {
-	return detail;
+	return shmcfg__detail;
 }
 
 /* Set the detail text; the arguments may include the old detail, so the
  * text is formatted aside first. */
 int shmcfg__err(int code, const char *fmt, ...)
 {
-	char text[sizeof detail];
+	char text[sizeof shmcfg__detail];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof text, fmt, ap);
 	va_end(ap);
-	memcpy(detail, text, sizeof detail);
+	memcpy(shmcfg__detail, text, sizeof shmcfg__detail);
 	return code;
 }
 
 void shmcfg__clear_err(void)
 {
-	detail[0] = 0;
+	shmcfg__detail[0] = 0;
 }
 
 void shmcfg_set_log(shmcfg_log_fn *fn, void *userdata)
 {
+	SHMCFG_API_KEEP;
 	log_fn = fn;
 	log_ud = userdata;
 }

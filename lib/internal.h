@@ -272,6 +272,36 @@ static inline uint32_t cur_slot(uint64_t cur)
 /* error.c */
 int shmcfg__err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void shmcfg__clear_err(void);
+
+/*
+ * Every exported function that can fail begins with SHMCFG_API_ENTRY: a
+ * thread's outermost public call clears the error detail, so that no call
+ * fails (or succeeds) with an earlier call's text. Calls the library makes to
+ * its own public functions are nested and clear nothing: they would wipe the
+ * detail that their caller is about to return. The functions that cannot
+ * fail, the releasing ones (free, close, abort, release, clear) and the
+ * accessors (shmcfg_name, shmcfg_type_name, ...), begin with SHMCFG_API_KEEP:
+ * they keep the detail, as free() keeps errno, so that a caller may clean up
+ * and name things between a failure and its report.
+ * tests/check_api_entry.sh checks every export.
+ */
+extern __thread char shmcfg__detail[512] __attribute__((visibility("hidden")));
+extern __thread unsigned shmcfg__api_depth __attribute__((visibility("hidden")));
+static inline int shmcfg__api_enter(bool clear)
+{
+	if (shmcfg__api_depth++ == 0 && clear)
+		shmcfg__detail[0] = 0;
+	return 0;
+}
+static inline void shmcfg__api_leave(int *unused)
+{
+	(void)unused;
+	shmcfg__api_depth--;
+}
+#define SHMCFG__API(clear) \
+	int shmcfg__api_ __attribute__((cleanup(shmcfg__api_leave), unused)) = shmcfg__api_enter(clear)
+#define SHMCFG_API_ENTRY SHMCFG__API(true)
+#define SHMCFG_API_KEEP SHMCFG__API(false)
 void shmcfg__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define assert_return(expr, r)                                                           \
 	do {                                                                             \

@@ -217,6 +217,7 @@ static int validate(const shmcfg *h)
 
 int shmcfg_patch_push(shmcfg *h)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
 	struct pframe *f = calloc(1, sizeof *f);
 	if (!f)
@@ -281,6 +282,7 @@ static int prepare(shmcfg *h, shmcfg_opt opt, const shmcfg_value *v, shmcfg_opt 
 
 int shmcfg_patch_set(shmcfg *h, shmcfg_opt opt, const shmcfg_value *v)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && v, -EINVAL);
 	struct pframe *f = top;
 	while (f && f->h != h)
@@ -329,6 +331,7 @@ int shmcfg_patch_set(shmcfg *h, shmcfg_opt opt, const shmcfg_value *v)
 
 int shmcfg_patch_set_text(shmcfg *h, shmcfg_opt opt, const char *text)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && text, -EINVAL);
 	if (opt >= h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
@@ -373,12 +376,14 @@ static int pop(shmcfg *h, shmcfg_patcher *by)
 
 int shmcfg_patch_pop(shmcfg *h)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
 	return pop(h, NULL);
 }
 
 int shmcfg_patcher_new(shmcfg *h, shmcfg_patcher **ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	*ret = calloc(1, sizeof **ret);
 	if (!*ret)
@@ -389,6 +394,7 @@ int shmcfg_patcher_new(shmcfg *h, shmcfg_patcher **ret)
 
 int shmcfg_patcher_set(shmcfg_patcher *p, shmcfg_opt opt, const shmcfg_value *v)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(p && v, -EINVAL);
 	shmcfg_opt final;
 	shmcfg_value c;
@@ -407,6 +413,7 @@ int shmcfg_patcher_set(shmcfg_patcher *p, shmcfg_opt opt, const shmcfg_value *v)
 
 int shmcfg_patcher_apply(shmcfg_patcher *p)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(p, -EINVAL);
 	struct pframe *f = malloc(sizeof *f);
 	if (!f)
@@ -421,12 +428,14 @@ int shmcfg_patcher_apply(shmcfg_patcher *p)
 
 int shmcfg_patcher_restore(shmcfg_patcher *p)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(p, -EINVAL);
 	return pop(p->h, p);
 }
 
 void shmcfg_patcher_free(shmcfg_patcher *p)
 {
+	SHMCFG_API_KEEP;
 	if (!p)
 		return;
 	for (size_t i = 0; i < p->n; i++)

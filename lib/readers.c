@@ -268,6 +268,7 @@ int shmcfg__reap(shmcfg *h, void (*fn)(const shmcfg_reader *, void *), void *ud)
 
 int shmcfg_gc(shmcfg *h, void (*fn)(const shmcfg_reader *r, void *userdata), void *userdata)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
 	if (h->rdonly)
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: gc needs write access", h->name);
@@ -277,6 +278,7 @@ int shmcfg_gc(shmcfg *h, void (*fn)(const shmcfg_reader *r, void *userdata), voi
 int shmcfg_readers(const shmcfg *h, void (*fn)(const shmcfg_reader *r, void *userdata),
 		   void *userdata)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
 	int n = 0;
 	uint32_t hwm = shmcfg__readers_hwm(h);

@@ -35,6 +35,7 @@ static uint64_t name_hash(const char *s, size_t len)
 
 int shmcfg_schema_new(shmcfg_schema **ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(ret, -EINVAL);
 	*ret = calloc(1, sizeof **ret);
 	return *ret ? 0 : -ENOMEM;
@@ -58,6 +59,7 @@ static void sopt_free(struct sopt *o)
 
 shmcfg_schema *shmcfg_schema_free(shmcfg_schema *s)
 {
+	SHMCFG_API_KEEP;
 	if (!s)
 		return NULL;
 	for (uint32_t i = 0; i < s->n; i++)
@@ -70,6 +72,7 @@ shmcfg_schema *shmcfg_schema_free(shmcfg_schema *s)
 
 uint32_t shmcfg_schema_count(const shmcfg_schema *s)
 {
+	SHMCFG_API_KEEP;
 	return s ? s->n : 0;
 }
 
@@ -334,6 +337,7 @@ static int check_default(const shmcfg_optdef *d, const struct sopt *o)
 
 int shmcfg_schema_add(shmcfg_schema *s, const shmcfg_optdef *d)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(s && d, -EINVAL);
 	const char *why = d->name ? name_problem(d->name) : "missing";
 	if (why)
@@ -441,10 +445,12 @@ struct built_schema {
 	uint64_t bytes;
 };
 
-static const struct sopt *g_sort_opts;
-static int cmp_by_name(const void *a, const void *b)
+/* qsort_r: the options travel as the argument, so that threads creating
+ * segments at once do not share a sort context */
+static int cmp_by_name(const void *a, const void *b, void *opts)
 {
-	return strcmp(g_sort_opts[*(const uint32_t *)a].name, g_sort_opts[*(const uint32_t *)b].name);
+	const struct sopt *o = opts;
+	return strcmp(o[*(const uint32_t *)a].name, o[*(const uint32_t *)b].name);
 }
 
 static uint64_t value_bytes(const shmcfg_value *v)
@@ -620,9 +626,7 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 	}
 	for (uint32_t i = 0; i < n; i++)
 		b->order[i] = i;
-	g_sort_opts = s->opts;
-	qsort(b->order, n, sizeof(uint32_t), cmp_by_name);
-	g_sort_opts = NULL;
+	qsort_r(b->order, n, sizeof(uint32_t), cmp_by_name, s->opts);
 
 	uint64_t str = 1; /* offset 0 is the empty string */
 	for (uint32_t i = 0; i < n; i++) {
@@ -936,6 +940,7 @@ int shmcfg__schema_validate(shmcfg *h, bool deep, void (*fn)(const char *, void 
 
 int shmcfg_lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && name && ret, -EINVAL);
 	size_t len = strlen(name);
 	uint32_t mask = h->sch->index_size - 1;
@@ -956,6 +961,7 @@ int shmcfg_lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
 
 int shmcfg_opt_info(const shmcfg *h, shmcfg_opt opt, shmcfg_optinfo *ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	if (opt >= h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
@@ -989,6 +995,7 @@ int shmcfg_opt_info(const shmcfg *h, shmcfg_opt opt, shmcfg_optinfo *ret)
 int shmcfg_opt_implies(const shmcfg *h, shmcfg_opt opt, size_t i, shmcfg_opt *target,
 		       shmcfg_value *value)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && target && value, -EINVAL);
 	if (opt >= h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
@@ -1032,6 +1039,7 @@ int shmcfg__default_schema(shmcfg_schema **ret)
 int shmcfg_verify_handles(const shmcfg *h, const char *const *names, const shmcfg_type *types,
 			  size_t n)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && (names || !n) && (types || !n), -EINVAL);
 	if (n > h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_SCHEMA, "%s: has %u options, the program expects %zu",

@@ -297,6 +297,7 @@ static int option(struct ctx *c, shmcfg_schema *s, yaml_node_t *key, yaml_node_t
 
 int shmcfg_schema_load_text(const char *text, size_t len, const char *label, shmcfg_schema **ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(text && ret, -EINVAL);
 	struct ctx c = {.label = label ? label : "<schema>"};
 	yaml_parser_t parser;
@@ -347,6 +348,7 @@ int shmcfg_schema_load_text(const char *text, size_t len, const char *label, shm
 
 int shmcfg_schema_load(const char *path, shmcfg_schema **ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(path && ret, -EINVAL);
 	FILE *f = fopen(path, "re");
 	if (!f)
@@ -381,6 +383,7 @@ int shmcfg_schema_load(const char *path, shmcfg_schema **ret)
 
 int shmcfg_schema_default(shmcfg_schema **ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(ret, -EINVAL);
 	return shmcfg__default_schema(ret);
 }

@@ -535,6 +535,7 @@ static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **r
 
 int shmcfg_attach_with(const char *name, const shmcfg_attach_opts *opts, shmcfg **ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(ret, -EINVAL);
 	shmcfg_attach_opts o = opts ? *opts : (shmcfg_attach_opts){0};
 	if (o.flags & ~(unsigned)(SHMCFG_ATTACH_RDONLY | SHMCFG_ATTACH_OWNER))
@@ -553,12 +554,14 @@ int shmcfg_attach_with(const char *name, const shmcfg_attach_opts *opts, shmcfg 
 
 int shmcfg_attach(const char *name, unsigned flags, const uint8_t *expect_schema_hash, shmcfg **ret)
 {
+	SHMCFG_API_ENTRY;
 	return shmcfg_attach_with(name, &(shmcfg_attach_opts){.flags = flags, .expect_schema_hash = expect_schema_hash},
 				  ret);
 }
 
 shmcfg *shmcfg_close(shmcfg *h)
 {
+	SHMCFG_API_KEEP;
 	if (!h)
 		return NULL;
 	open_remove(h);
@@ -572,12 +575,14 @@ shmcfg *shmcfg_close(shmcfg *h)
 
 void shmcfg_closep(shmcfg **h)
 {
+	SHMCFG_API_KEEP;
 	if (h)
 		*h = shmcfg_close(*h);
 }
 
 bool shmcfg_retired(const shmcfg *h)
 {
+	SHMCFG_API_KEEP;
 	if (!h)
 		return false;
 	if (__atomic_load_n(&h->hdr->retired, __ATOMIC_ACQUIRE))
@@ -589,6 +594,7 @@ bool shmcfg_retired(const shmcfg *h)
 
 int shmcfg_reattach(shmcfg **hp)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(hp && *hp, -EINVAL);
 	shmcfg *h = *hp, *n;
 	int r = shmcfg_attach_with(h->name, &h->opts, &n);
@@ -650,6 +656,7 @@ static int remove_segment(const char *name, const char *path, const char *lock, 
 
 int shmcfg_unlink(const char *name)
 {
+	SHMCFG_API_ENTRY;
 	char path[PATH_BYTES], lock[PATH_BYTES];
 	int r = name_check(name, path, lock);
 	return r ? r : remove_segment(name, path, lock, false);
@@ -657,6 +664,7 @@ int shmcfg_unlink(const char *name)
 
 int shmcfg_attached_pids(const char *name, pid_t *pids, size_t max)
 {
+	SHMCFG_API_ENTRY;
 	char path[PATH_BYTES], lock[PATH_BYTES];
 	int r = name_check(name, path, lock);
 	if (r)
@@ -706,6 +714,7 @@ int shmcfg_attached_pids(const char *name, pid_t *pids, size_t max)
 int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_create_opts *opts,
 		  shmcfg **ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(ret, -EINVAL);
 	char path[PATH_BYTES], lock[PATH_BYTES];
 	int r = name_check(name, path, lock);
@@ -859,26 +868,31 @@ fail_built:
 
 const char *shmcfg_name(const shmcfg *h)
 {
+	SHMCFG_API_KEEP;
 	return h ? h->name : NULL;
 }
 
 uint32_t shmcfg_count(const shmcfg *h)
 {
+	SHMCFG_API_KEEP;
 	return h ? h->lay.nopts : 0;
 }
 
 bool shmcfg_readonly(const shmcfg *h)
 {
+	SHMCFG_API_KEEP;
 	return h && h->rdonly;
 }
 
 void shmcfg_schema_hash(const shmcfg *h, uint8_t out[16])
 {
+	SHMCFG_API_KEEP;
 	memcpy(out, h->lay.schema_hash, 16);
 }
 
 int shmcfg_stat(const shmcfg *h, shmcfg_info *ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	memset(ret, 0, sizeof *ret);
 	ret->layout_version = h->lay.layout_version;
@@ -913,6 +927,7 @@ int shmcfg_stat(const shmcfg *h, shmcfg_info *ret)
  */
 int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, void *ud), void *ud)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
 	int bad = 0;
 	char msg[320];

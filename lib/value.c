@@ -19,16 +19,19 @@ static const char *const source_names[] = {"default",   "knob",    "env_default"
 
 const char *shmcfg_type_name(shmcfg_type t)
 {
+	SHMCFG_API_KEEP;
 	return (unsigned)t < 7 ? type_names[t] : NULL;
 }
 
 const char *shmcfg_source_name(shmcfg_source s)
 {
+	SHMCFG_API_KEEP;
 	return (unsigned)s < 8 ? source_names[s] : "unknown";
 }
 
 void shmcfg_value_clear(shmcfg_value *v)
 {
+	SHMCFG_API_KEEP;
 	if (!v)
 		return;
 	free(v->owned);
@@ -39,6 +42,7 @@ void shmcfg_value_clear(shmcfg_value *v)
 
 const char *shmcfg_list_next(const shmcfg_value *v, const char *prev)
 {
+	SHMCFG_API_KEEP;
 	if (!v || (v->type != SHMCFG_LIST && v->type != SHMCFG_SET) || v->is_null ||
 	    v->u.list.count == 0)
 		return NULL;
@@ -153,6 +157,7 @@ int shmcfg__canon_set(shmcfg_value *v)
 
 int shmcfg_value_list(shmcfg_type type, const char *const *items, size_t n, shmcfg_value *ret)
 {
+	SHMCFG_API_ENTRY;
 	if ((type != SHMCFG_LIST && type != SHMCFG_SET) || !ret || (n && !items))
 		return shmcfg__err(-EINVAL, "shmcfg_value_list: type must be list or set");
 	size_t *lens = malloc((n ? n : 1) * sizeof *lens);
@@ -322,6 +327,7 @@ static int parse_str(const char *text, shmcfg_value *ret)
 
 int shmcfg_value_parse(shmcfg_type type, bool nullable, const char *text, shmcfg_value *ret)
 {
+	SHMCFG_API_ENTRY;
 	if (!text || !ret || !shmcfg_type_name(type))
 		return shmcfg__err(-EINVAL, "shmcfg_value_parse: bad argument");
 	shmcfg_value v = {.type = type};
@@ -423,6 +429,7 @@ void shmcfg__float_text(double f, char *buf)
 
 int shmcfg_value_format(const shmcfg_value *v, char **ret)
 {
+	SHMCFG_API_ENTRY;
 	if (!v || !ret)
 		return -EINVAL;
 	if (!v->is_null && v->type == SHMCFG_FLOAT && isfinite(v->u.f)) {
@@ -457,6 +464,7 @@ int shmcfg__format_canon(const shmcfg_value *v, char **ret)
 
 bool shmcfg_value_equal(const shmcfg_value *a, const shmcfg_value *b)
 {
+	SHMCFG_API_KEEP;
 	if (a->type != b->type || a->is_null != b->is_null)
 		return false;
 	if (a->is_null)

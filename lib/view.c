@@ -180,6 +180,7 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 
 int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	if (opt >= h->view.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
@@ -226,6 +227,7 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 
 uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
 {
+	SHMCFG_API_ENTRY;
 	for (int tries = 0;;) {
 		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
 		if (cur_slot(cur) >= h->lay.nslots)
@@ -412,6 +414,7 @@ static int claim_entry(shmcfg *h)
 
 int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	if (h->rdonly)
 		return copy_snapshot(h, ret);
@@ -477,6 +480,7 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 
 void shmcfg_snapshot_release(shmcfg_snapshot *snap)
 {
+	SHMCFG_API_KEEP;
 	if (!snap)
 		return;
 	if (snap->is_copy) {
@@ -496,16 +500,19 @@ void shmcfg_snapshot_release(shmcfg_snapshot *snap)
 
 uint64_t shmcfg_snapshot_generation(const shmcfg_snapshot *snap)
 {
+	SHMCFG_API_KEEP;
 	return snap->gen;
 }
 
 void shmcfg_snapshot_hash(const shmcfg_snapshot *snap, uint8_t out[16])
 {
+	SHMCFG_API_KEEP;
 	memcpy(out, ((const struct slot_hdr *)snap->slot)->config_hash, 16);
 }
 
 int shmcfg_snapshot_get(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_value *ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(snap && ret, -EINVAL);
 	const shmcfg *h = snap->h;
 	if (opt >= h->lay.nopts)
@@ -521,6 +528,7 @@ int shmcfg_snapshot_get(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_valu
 int shmcfg_snapshot_layer(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_source layer,
 			  shmcfg_value *ret)
 {
+	SHMCFG_API_ENTRY;
 	assert_return(snap && ret, -EINVAL);
 	const shmcfg *h = snap->h;
 	if (opt >= h->lay.nopts)

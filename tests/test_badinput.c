@@ -94,8 +94,7 @@ static void assert_detail_names(const char *what, const char *needle)
 /*
  * A hand-built value for option opt must be refused by shmcfg_txn_set with
  * `code` (detail naming the option), by shmcfg_patch_set the same way, and
- * must leave the transaction as it was: the commit then publishes only the
- * good change made before it.
+ * must change nothing (the refusal poisons the transaction: test_api.c).
  */
 static void refuse_value(shmcfg_opt opt, const shmcfg_value *v, int code, const char *what)
 {
@@ -135,7 +134,9 @@ static void refuse_text(shmcfg_opt opt, const char *text, const char *json, int 
 			fail_msg("set_text %s='%.60s': %d (%s), expected %s", name, text, r,
 				 shmcfg_errname(r), shmcfg_errname(code));
 		assert_detail_names(text, name);
-		assert_int_equal(shmcfg_txn_commit(t, NULL), 1); /* nothing to publish */
+		/* the refusal poisons the transaction: the commit repeats it */
+		assert_int_equal(shmcfg_txn_commit(t, NULL), code);
+		assert_detail_names(text, name);
 		assert_unchanged(&before, text);
 	}
 	if (json) {
@@ -372,7 +373,7 @@ static void test_unknown_options(void **state)
 		shmcfg_optinfo info;
 		assert_int_equal(shmcfg_opt_info(h, bad[i], &info), SHMCFG_E_NOOPT);
 	}
-	assert_int_equal(shmcfg_txn_commit(t, NULL), 1);
+	assert_int_equal(shmcfg_txn_commit(t, NULL), SHMCFG_E_NOOPT); /* the first refusal */
 	/* a load skips unknown keys (reported), and fails nothing for them */
 	int warned = 0;
 	const char *doc = "{\"t.nope\": 1, \"\": 2, \"t.a.b\": 3, \"t.a\": 5}";

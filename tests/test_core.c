@@ -118,7 +118,8 @@ static void test_lookup_errors(void **state)
 	assert_int_equal(shmcfg_opt_info(f->h, T_COUNT, &(shmcfg_optinfo){0}), SHMCFG_E_NOOPT);
 }
 
-/* Every rejected value leaves the transaction and the segment as they were. */
+/* Every rejected value is refused with its detail, and the segment stays as
+ * it was: the first refusal poisons the transaction. */
 static void test_validation(void **state)
 {
 	struct fx *f = *state;
@@ -162,8 +163,9 @@ static void test_validation(void **state)
 	assert_int_equal(shmcfg_txn_layer(t, SHMCFG_SRC_KNOB), 0);
 	assert_int_equal(shmcfg_txn_set_bool(t, T_FLAG, true), SHMCFG_E_LAYER);
 	assert_int_equal(shmcfg_txn_layer(t, SHMCFG_SRC_ENV_FORCE), -EINVAL);
-	/* nothing valid was added: the commit publishes nothing */
-	assert_int_equal(shmcfg_txn_commit(t, NULL), 1);
+	/* the commit publishes nothing and returns the first refusal */
+	assert_int_equal(shmcfg_txn_commit(t, NULL), SHMCFG_E_RANGE);
+	assert_non_null(strstr(shmcfg_errdetail(), "above the maximum"));
 	assert_int_equal(shmcfg_generation(f->h), g0);
 	shmcfg_config_hash(f->h, h1);
 	assert_memory_equal(h0, h1, 16);

@@ -507,8 +507,10 @@ int cmd_get(int argc, char **argv)
 	int rc = resolve_option(h, pos[1], &opt), r;
 	if (rc == 0 && (r = shmcfg_snapshot_acquire(h, &snap)))
 		rc = fail_lib(r, pos[0]);
+	/* named first: a library call after the read would clear its detail */
+	const char *full = rc == 0 ? opt_name(h, opt) : NULL;
 	if (rc == 0 && (r = shmcfg_snapshot_get(snap, opt, &v)))
-		rc = fail_lib(r, opt_name(h, opt));
+		rc = fail_lib(r, full);
 	if (rc == 0) {
 		char *text;
 		if (json && !v.is_null && v.type == SHMCFG_FLOAT && !isfinite(v.u.f)) {

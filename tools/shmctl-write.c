@@ -409,9 +409,12 @@ int cmd_set(int argc, char **argv)
 		rc = fail_lib(r, seg);
 	if (rc == EXIT_OK && knob && (r = shmcfg_txn_layer(t, SHMCFG_SRC_KNOB)))
 		rc = fail_lib(r, seg);
-	for (size_t i = 0; rc == EXIT_OK && i < n; i++)
+	for (size_t i = 0; rc == EXIT_OK && i < n; i++) {
+		/* named first: a library call after the set would clear its detail */
+		const char *full = opt_name(h, ch[i].opt);
 		if ((r = shmcfg_txn_set_text(t, ch[i].opt, ch[i].value)))
-			rc = fail_set(r, opt_name(h, ch[i].opt), ch[i].value);
+			rc = fail_set(r, full, ch[i].value);
+	}
 	if (rc == EXIT_OK)
 		rc = finish(h, ro, t, ch, n, quiet, knob, true);
 	else
@@ -497,13 +500,15 @@ int cmd_reset(int argc, char **argv)
 		rc = fail_lib(r, seg);
 	if (rc == EXIT_OK && knob && (r = shmcfg_txn_layer(t, SHMCFG_SRC_KNOB)))
 		rc = fail_lib(r, seg);
-	for (size_t i = 0; rc == EXIT_OK && i < n; i++)
+	for (size_t i = 0; rc == EXIT_OK && i < n; i++) {
+		const char *full = opt_name(h, ch[i].opt); /* before the reset: see cmd_set */
 		if ((r = shmcfg_txn_reset(t, ch[i].opt))) {
 			if (r == SHMCFG_E_LAYER)
-				rc = fail("%s: the option declares no knob (--knob)", opt_name(h, ch[i].opt));
+				rc = fail("%s: the option declares no knob (--knob)", full);
 			else
-				rc = fail_lib(r, opt_name(h, ch[i].opt));
+				rc = fail_lib(r, full);
 		}
+	}
 	if (rc == EXIT_OK)
 		rc = finish(h, ro, t, ch, n, quiet, knob, !all);
 	else
