@@ -27,6 +27,7 @@
 #include <stdatomic.h>
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "shmcfg.h"
 
@@ -260,6 +261,12 @@ static inline const char *sstr(const shmcfg *h, struct sref r)
 {
 	return h->strings + r.off;
 }
+static inline uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 static inline uint64_t cur_gen(uint64_t cur)
 {
 	return cur >> SHMCFG__SLOT_BITS;
@@ -344,33 +351,69 @@ int shmcfg__default_schema(shmcfg_schema **ret);
 extern const shmcfg_optdef shmcfg__default_opts[];
 extern const size_t shmcfg__default_nopts;
 
-/* readers.c */
+/* readers.c: the reader table and the OFD lock primitives */
 int shmcfg__ofd_lock(int fd, off_t byte, bool write, int timeout_ms);
 void shmcfg__ofd_unlock(int fd, off_t byte);
 int shmcfg__reader_claim(shmcfg *h);
 uint32_t shmcfg__readers_hwm(const shmcfg *h);
 void shmcfg__reader_release(shmcfg *h);
-bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen);
 int shmcfg__reap(shmcfg *h, void (*fn)(const shmcfg_reader *, void *), void *ud);
 void shmcfg__pin_holders(const shmcfg *h, char *buf, size_t len);
 uint64_t shmcfg__proc_start_time(pid_t pid);
 
-/* view.c */
-void shmcfg__view_close(shmcfg *h);
+/* seqlock.c (and seqlock.h): the slot seqlock */
 bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst);
 int shmcfg__seq_retry(const shmcfg *h, uint64_t cur, int *tries);
+
+/* read.c: slow and copying reads */
+int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret);
+
+/* reclaim.c: both sides of the pin protocol, the reclaimer, fork handlers */
+bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen);
+int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret);
+void shmcfg__view_close(shmcfg *h);
 extern pid_t shmcfg__self_pid;
 
-/* segment.c */
-void shmcfg__forget_locks_in_child(void);
-
-/* commit.c */
-struct txn_change;
-int shmcfg__txn_begin_internal(shmcfg *h, shmcfg_txn **ret);
+/* txn.c: transactions */
+struct change {
+	shmcfg_opt opt;   /* final alias target */
+	int layer;        /* 0 knob, 1 env_default, 2 user, 3 env_force */
+	bool reset;
+	shmcfg_value v;   /* owned */
+};
+struct shmcfg_txn {
+	shmcfg *h;
+	int layer;
+	struct change *ch;
+	size_t n, cap;
+	int err;            /* the first refused change: the commit fails with it */
+	char *err_detail;   /* ... and its detail */
+};
 int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, int layer, const shmcfg_value *v);
-int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);
+
+/* resolve.c: building a slot's layers and effective values */
+struct build {
+	shmcfg *h;
+	char *slot;                  /* target slot */
+	struct shmcfg__cell *cells, *layers;
+	char *heap;
+	uint64_t used, cap;          /* heap bytes used, and available */
+	const char *old_slot;        /* current slot, NULL for generation 1 */
+	uint32_t *implied_by;        /* per option: implies entry + 1, 0 = none */
+	uint32_t *implier;           /* per option: the implying option */
+};
+int shmcfg__build_layers(struct build *b, const struct change *ch, size_t nch);
+int shmcfg__resolve(struct build *b);
+bool shmcfg__cells_equal(const shmcfg *h, const struct shmcfg__cell *a, const char *ha,
+			 const struct shmcfg__cell *b, const char *hb);
 int shmcfg__resolve_patched(shmcfg *h, char *copy, uint64_t heap_cap, const shmcfg_opt *opts,
 			    const shmcfg_value *vals, size_t n, bool resolve_all);
+
+/* publish.c: commits */
+int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret);
+
+/* env.c: the environment into generation 1 */
+int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);
 
 /* patch.c: the calling thread's patched cell of opt, if it has patches for h */
 bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,

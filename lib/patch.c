@@ -15,6 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* Non-zero while the thread has patches: its inline reads take the slow
+ * path (shmcfg.h). Initial-exec: the inline read tests it without a call. */
+__thread int shmcfg__tls_patched __attribute__((tls_model("initial-exec")));
+
 struct pframe {
 	shmcfg *h;
 	shmcfg_opt *opts;

@@ -37,13 +37,6 @@ static int ofd_op(int fd, int cmd, short type, off_t byte, struct flock *out)
 	return r < 0 ? -errno : 0;
 }
 
-static uint64_t now_ns(clockid_t clk)
-{
-	struct timespec ts;
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Take an OFD lock; timeout_ms 0 tries once, -1 waits forever.
  * Returns 0, -EAGAIN (held elsewhere past the timeout) or another -errno. */
 int shmcfg__ofd_lock(int fd, off_t byte, bool write, int timeout_ms)
@@ -193,31 +186,6 @@ void shmcfg__reader_release(shmcfg *h)
 	if (h->lock_fd >= 0)
 		shmcfg__ofd_unlock(h->lock_fd, LOCK_ENTRY_BYTE((uint32_t)h->reader));
 	h->reader = -1;
-}
-
-/*
- * Whether a process that holds snapshots now pins generation gen. An
- * entry's pins count only while its `active` is not 0: an idle process
- * keeps its last view pinned without blocking writers. `active` is loaded
- * before the pins, both seq_cst; with the reader's pin store, then its
- * seq_cst increment of `active`, then its stamp load (view.c), and the
- * writer's seq_cst busy mark before this call, see choose_slot() in
- * commit.c for the argument.
- */
-bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen)
-{
-	if (gen == 0)
-		return false;
-	uint32_t hwm = shmcfg__readers_hwm(h);
-	for (uint32_t i = 0; i < hwm; i++) {
-		const struct reader_ent *e = reader_at(h, i);
-		if (__atomic_load_n(&e->active, __ATOMIC_SEQ_CST) == 0)
-			continue;
-		for (unsigned k = 0; k < SEG_PINS; k++)
-			if (__atomic_load_n(&e->pins[k], __ATOMIC_SEQ_CST) == gen)
-				return true;
-	}
-	return false;
 }
 
 static void fill_reader(const shmcfg *h, uint32_t i, shmcfg_reader *r)

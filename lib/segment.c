@@ -124,13 +124,6 @@ static uint64_t align64(uint64_t x)
 	return (x + 63) & ~63ull;
 }
 
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Everything in the header checked against the object's real size. */
 static int header_check(const struct seg_header *hd, uint64_t real_size, const char *name)
 {
@@ -367,7 +360,7 @@ static int handle_map(shmcfg *h, const uint8_t *expect_hash)
 			return shmcfg__err(SHMCFG_E_CORRUPT,
 					   "%s: object has %lld bytes, less than a header (truncated?)",
 					   h->name, (long long)st.st_size);
-		uint64_t now = realtime_ns();
+		uint64_t now = now_ns(CLOCK_REALTIME);
 		if (!deadline)
 			deadline = now + READY_WAIT_MS * 1000000ull;
 		if (now >= deadline)
@@ -765,7 +758,7 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		.nreaders = o.readers,
 		.nslots = o.slots,
 		.cells_off = SLOT_CELLS_OFF,
-		.create_time_ns = realtime_ns(),
+		.create_time_ns = now_ns(CLOCK_REALTIME),
 		.create_uid = getuid(),
 		.create_pid = getpid(),
 	};

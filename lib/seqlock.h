@@ -66,6 +66,9 @@ static inline void seq_publish(shmcfg *h, uint64_t gen, uint32_t slot)
 	__atomic_store_n(&h->hdr->current, gen << SHMCFG__SLOT_BITS | slot, __ATOMIC_SEQ_CST);
 }
 
+/* Retries of a read while `current` keeps moving, before giving up. */
+#define SEQ_MAX_TRIES 10000
+
 /* A validation failed: retry (0) or give up (SHMCFG_E_CORRUPT): seqlock.c. */
 int shmcfg__seq_retry(const shmcfg *h, uint64_t cur, int *tries);
 /* Copy the slot named by `cur` (cells, layers, used heap) under the seqlock. */

@@ -27,7 +27,8 @@ def objects():
     out = {}
     for name in sorted(os.listdir(objdir)):
         m = re.fullmatch(r"libshmcfg_la-(.+)\.o", name)
-        if m:
+        # objects of sources that no longer exist are left-overs of a build
+        if m and os.path.exists(os.path.join(src, "lib", m.group(1) + ".c")):
             out[m.group(1)] = os.path.join(objdir, name)
     return out
 
