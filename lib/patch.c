@@ -9,6 +9,7 @@
  * generation or the frames change. Patches never touch the segment.
  */
 #include "internal.h"
+#include "seqlock.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -109,7 +110,7 @@ static int gather(const shmcfg *h, shmcfg_opt **opts, shmcfg_value **vals, size_
 static int copy_current(const shmcfg *h, struct overlay *ov)
 {
 	for (int tries = 0;;) {
-		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+		uint64_t cur = seq_current(h);
 		if (cur_slot(cur) >= h->lay.nslots)
 			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, cur_slot(cur));
 		if (shmcfg__seq_copy(h, cur, ov->copy)) {

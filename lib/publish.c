@@ -9,6 +9,7 @@
  * over.
  */
 #include "internal.h"
+#include "seqlock.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -46,9 +47,8 @@ static int cmp_change(const void *a, const void *b)
 static void write_log(shmcfg *h, uint64_t gen, const bool *changed_opt, uint32_t nchanged)
 {
 	struct log_ent *e = log_at(h, gen);
-	/* the same seqlock as a slot: stamp 0, fields, release fence, stamp */
-	__atomic_store_n(&e->gen, 0, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	/* the same seqlock as a slot: stamp 0, (C), fields, (D) */
+	seq_write_begin(&e->gen, 0);
 	e->time_ns = now_ns(CLOCK_REALTIME);
 	e->pid = (int32_t)getpid();
 	e->uid = getuid();
@@ -57,7 +57,7 @@ static void write_log(shmcfg *h, uint64_t gen, const bool *changed_opt, uint32_t
 	for (uint32_t i = 0; i < h->lay.nopts && e->nids < SHMCFG_LOG_IDS; i++)
 		if (changed_opt[i])
 			e->ids[e->nids++] = i;
-	__atomic_store_n(&e->gen, gen, __ATOMIC_RELEASE);
+	seq_write_end(&e->gen, gen);
 }
 
 /*
@@ -130,9 +130,8 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 	b.layers = slot_layers(h, b.slot);
 	b.heap = slot_heap(h, b.slot);
 	b.cap = h->lay.heap_size;
-	/* pairs with the readers' acquire fence: the busy mark stored by
-	 * shmcfg__choose_slot() is ordered before every store that rewrites the slot */
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	/* the busy mark of choose_slot() came with (C): every store below is
+	 * ordered after it for a reader's (B) */
 	if ((r = shmcfg__build_layers(&b, t->ch, t->n)) || (r = shmcfg__resolve(&b)))
 		goto out_unlock;
 	/* what changed, for the commit log: the effective value of any option,
@@ -161,11 +160,11 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 	write_log(h, gen, changed_opt, nchanged);
 	/* pairs with the readers' stamp check: everything above is visible to a
 	 * reader that sees this stamp */
-	__atomic_store_n(&sl->gen, gen, __ATOMIC_RELEASE);
+	seq_write_end(&sl->gen, gen); /* (D) */
 	shmcfg__fault("commit.stamped");
 	/* the publication: pairs with the acquire load of `current` in every
 	 * read; seq_cst also orders it before the futex bump for shmcfg_wait() */
-	__atomic_store_n(&h->hdr->current, gen << SHMCFG__SLOT_BITS | s, __ATOMIC_SEQ_CST);
+	seq_publish(h, gen, s); /* (E) */
 	shmcfg__fault("commit.published");
 	__atomic_fetch_add(&h->hdr->futex, 1, __ATOMIC_SEQ_CST);
 	syscall(SYS_futex, &h->hdr->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);

@@ -37,7 +37,7 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 		return (pc.meta & META_NULL) ? SHMCFG_NULL : 0;
 	}
 	for (int tries = 0;;) {
-		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+		uint64_t cur = seq_current(h) /* (A) */;
 		uint32_t s = cur_slot(cur);
 		if (s >= h->lay.nslots)
 			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u of %u", h->name,
@@ -46,8 +46,7 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 		const struct shmcfg__cell *c = slot_cells(h, sl) + opt;
 		uint64_t val = __atomic_load_n(&c->val, __ATOMIC_RELAXED);
 		uint64_t meta = __atomic_load_n(&c->meta, __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&sl->gen, __ATOMIC_RELAXED) != cur_gen(cur)) {
+		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
 			int r = shmcfg__seq_retry(h, cur, &tries);
 			if (r)
 				return r;
@@ -78,7 +77,7 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 		return perr ? perr : shmcfg__value_copy(&v, ret);
 	}
 	for (int tries = 0;;) {
-		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+		uint64_t cur = seq_current(h) /* (A) */;
 		uint32_t s = cur_slot(cur);
 		if (s >= h->lay.nslots)
 			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, s);
@@ -91,8 +90,7 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 		int r = shmcfg__value_from_cell(&c, slot_heap(h, sl), h->lay.heap_size, &v);
 		if (!r)
 			r = shmcfg__value_copy(&v, ret);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&sl->gen, __ATOMIC_RELAXED) != cur_gen(cur)) {
+		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
 			if (!r)
 				shmcfg_value_clear(ret);
 			if ((r = shmcfg__seq_retry(h, cur, &tries)))
@@ -112,7 +110,7 @@ uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
 {
 	SHMCFG_API_ENTRY;
 	for (int tries = 0;;) {
-		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+		uint64_t cur = seq_current(h) /* (A) */;
 		if (cur_slot(cur) >= h->lay.nslots)
 			break;
 		const struct slot_hdr *sl = slot_at(h, cur_slot(cur));
@@ -120,8 +118,7 @@ uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
 			__atomic_load_n((const uint64_t *)sl->config_hash, __ATOMIC_RELAXED),
 			__atomic_load_n((const uint64_t *)sl->config_hash + 1, __ATOMIC_RELAXED),
 		};
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&sl->gen, __ATOMIC_RELAXED) == cur_gen(cur)) {
+		if (seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
 			memcpy(out, w, 16);
 			return cur_gen(cur);
 		}
@@ -139,7 +136,7 @@ int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)
 		return -ENOMEM;
 	char *copy = (char *)(s + 1);
 	for (int tries = 0;;) {
-		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+		uint64_t cur = seq_current(h) /* (A) */;
 		if (cur_slot(cur) >= h->lay.nslots) {
 			free(s);
 			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, cur_slot(cur));

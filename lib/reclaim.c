@@ -148,13 +148,13 @@ int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret
 		if (best != UINT32_MAX) {
 			struct slot_hdr *sl = slot_at(h, best);
 			shmcfg__fault("commit.chosen");
-			__atomic_store_n(&sl->gen, SLOT_BUSY | STAMP_GEN(best_stamp), __ATOMIC_SEQ_CST);
+			seq_write_begin(&sl->gen, SLOT_BUSY | STAMP_GEN(best_stamp)); /* (F), (C) */
 			shmcfg__fault("commit.busy");
 			if (!shmcfg__gen_pinned(h, STAMP_GEN(best_stamp))) {
 				*ret = best;
 				return 0;
 			}
-			__atomic_store_n(&sl->gen, best_stamp, __ATOMIC_RELEASE);
+			seq_write_end(&sl->gen, best_stamp); /* put back: nothing was rewritten */
 			continue;
 		}
 		if (!reaped) {
@@ -268,7 +268,7 @@ static int pin_current(shmcfg *h, struct pview *pv)
 	if (pin < 0)
 		return -EAGAIN; /* every pin awaits a grace period */
 	for (int tries = 0;;) {
-		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+		uint64_t cur = seq_current(h); /* (A) */
 		uint32_t s = cur_slot(cur);
 		if (s >= h->lay.nslots)
 			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, s);

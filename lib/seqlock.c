@@ -50,7 +50,5 @@ bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst)
 		used = h->lay.heap_size;
 	memcpy(dst, sl, h->lay.heap_off + used);
 	((struct slot_hdr *)dst)->heap_used = used;
-	/* pairs with the writer's release fence after it zeroes the stamp */
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	return __atomic_load_n(&sl->gen, __ATOMIC_RELAXED) == cur_gen(cur);
+	return seq_valid(&sl->gen, cur_gen(cur)); /* (B) */
 }

@@ -4,6 +4,7 @@
  * of two generations.
  */
 #include "internal.h"
+#include "seqlock.h"
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -69,8 +70,7 @@ int shmcfg_commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
 			return -ENOENT;
 		struct log_ent copy;
 		memcpy(&copy, e, sizeof copy);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&e->gen, __ATOMIC_RELAXED) != gen)
+		if (!seq_valid(&e->gen, gen)) /* (B), over the record */
 			continue;
 		ret->generation = gen;
 		ret->time_ns = copy.time_ns;
