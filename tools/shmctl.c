@@ -29,7 +29,7 @@ static const struct command commands[] = {
 	 "                      torch.compiler.config schema\n"
 	 "  -k, --slots K       snapshot slots, 2-255 (default 8)\n"
 	 "      --size BYTES    string heap per slot (suffixes K, M, G)\n"
-	 "      --readers N     reader table entries (default 126)\n"
+	 "      --readers N     reader table entries (default 2048)\n"
 	 "  -m, --mode OCTAL    permission bits (default 0600)\n"
 	 "  -g, --group GROUP   group of the object (name or number)\n"
 	 "      --no-env        leave the environment layers empty\n"
@@ -42,8 +42,10 @@ static const struct command commands[] = {
 	{"ls", cmd_ls, "ls [--json]", "list the segments of this host",
 	 "      --json    print a JSON array\n"
 	 "Lists /dev/shm/shmcfg.* with size, generation, options and attached processes\n"
-	 "(the live entries of the reader table). A segment that cannot be read is\n"
-	 "listed with its error.\n"},
+	 "(those that have it mapped; N+ when processes of other users may be hidden).\n"
+	 "A segment that cannot be read is listed with its error; an entry that is not\n"
+	 "a segment (a FIFO, socket, directory, sparse object, another user's object)\n"
+	 "with the reason.\n"},
 	{"show", cmd_show, "show NAME [PATTERN] [--non-default] [-v] [--json]",
 	 "show options: name, value, type, source, default",
 	 "  PATTERN              a glob (fnmatch) on the full name or a dotted suffix\n"
@@ -71,7 +73,7 @@ static const struct command commands[] = {
 	 "      --knob    clear the knob layer instead of the user layer\n"
 	 "  -q, --quiet   print nothing on success\n"},
 	{"stat", cmd_stat, "stat NAME [--commits N] [--json]",
-	 "show the segment's header, slots, readers and last commits",
+	 "show the segment's header, attached processes, slots, readers and last commits",
 	 "  -c, --commits N   how many recent commits to list (default 10)\n"
 	 "      --json        print a JSON object\n"},
 	{"watch", cmd_watch, "watch NAME [--count N] [--timeout SECONDS] [--json] [--quiet]",
@@ -227,9 +229,14 @@ int attach_error(int r, const char *name, bool rdonly, const char *detail)
 	return fail("%s: %s", name, shmcfg_strerror(r));
 }
 
+int attach_segment(const char *name, bool rdonly, shmcfg **ret)
+{
+	return shmcfg_attach(name, rdonly ? SHMCFG_ATTACH_RDONLY : 0, NULL, ret);
+}
+
 int open_segment(const char *name, bool rdonly, shmcfg **ret)
 {
-	int r = shmcfg_attach(name, rdonly ? SHMCFG_ATTACH_RDONLY : 0, NULL, ret);
+	int r = attach_segment(name, rdonly, ret);
 	if (r == 0)
 		return 0;
 	return attach_error(r, name, rdonly, shmcfg_errdetail());

@@ -1,8 +1,11 @@
 #!/bin/sh
-# watch (lines, JSON, --count, --timeout, missed commits), the reader table
-# in stat and ls, gc of dead readers, and check of sound and damaged
-# segments.
+# watch (lines, JSON, --count, --timeout, missed commits), attached processes
+# and the reader table in stat and ls, gc of dead readers, and check of sound
+# and damaged segments.
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cli/lib.sh"
+
+# a child that takes a snapshot (and so holds a reader entry), then waits
+HOLDER=$top_builddir/tests/cli/snapshot-holder
 
 seg W watched
 seg C corrupt
@@ -12,17 +15,25 @@ CMP=torch.compiler.config
 run shmctl create -q "$W"
 pass "create" test "$RC" = 0
 
-# wait_attached PID: until stat lists PID as a live reader, at most 10 s.
-wait_attached() {
+# wait_stat CHECK: until stat --json of $W satisfies CHECK, at most 10 s.
+wait_stat() {
 	_n=0
 	while [ $_n -lt 200 ]; do
 		shmctl stat "$W" --json >"$T_TMP/st.json" 2>/dev/null &&
-			jcheck "$T_TMP/st.json" "any(r['pid'] == $1 and r['alive'] for r in j['readers'])" >/dev/null &&
+			jcheck "$T_TMP/st.json" "$1" >/dev/null &&
 			return 0
 		sleep 0.05
 		_n=$((_n + 1))
 	done
 	return 1
+}
+# wait_attached PID: until stat lists PID as attached (it maps the segment).
+wait_attached() {
+	wait_stat "$1 in j['attached']"
+}
+# wait_reader PID: until stat lists PID as a live reader.
+wait_reader() {
+	wait_stat "any(r['pid'] == $1 and r['alive'] for r in j['readers'])"
 }
 
 # wait_watching FILE: until watch said on stderr (in FILE) that it watches.
@@ -129,6 +140,10 @@ end_writers() {
 	done
 	return 0
 }
+# holder TAG: a process that took a snapshot, in the background (pid in $!)
+holder() {
+	"$HOLDER" "$W" >"$T_TMP/holder.$1" 2>&1 &
+}
 trap 'end_writers; t_cleanup' EXIT
 blocked_load 1
 D1=$!
@@ -137,47 +152,69 @@ D2=$!
 pass "a load waiting on a pipe is attached" wait_attached $D1
 wait_attached $D2
 t_json "ls counts the attached processes" \
-	"[(s['readers'], sorted(s['pids'])) for s in j if s['name'] == '$W'] == [(2, sorted([$D1, $D2]))]" shmctl ls --json
+	"[(s['attached'], s['attached_exact'], sorted(s['pids'])) for s in j if s['name'] == '$W'] == [(2, True, sorted([$D1, $D2]))]" \
+	shmctl ls --json
+t_json "stat --json lists the attached processes" "
+sorted(j['attached']) == sorted([$D1, $D2]) and j['attached_count'] == 2 and j['attached_exact'] is True" \
+	shmctl stat "$W" --json
+t_json "stat --json: writers that took no snapshot hold no reader entry" \
+	"j['readers'] == [] and j['readers_hwm'] == 0 and j['copy_fallbacks'] == 0 and j['retired'] is False" \
+	shmctl stat "$W" --json
+run shmctl stat "$W"
+pass "stat (human): the attached processes" pyeval '
+[x.split(None, 1)[1] for x in a[0].splitlines() if x.split()[:1] == ["attached"]] == ["2 processes: %s" % ", ".join(sorted(a[1:], key=int))]' \
+	"$OUT" "$D1" "$D2"
+holder 1
+S1=$!
+holder 2
+S2=$!
+pass "a process that took a snapshot is in the reader table" wait_reader $S1
+wait_reader $S2
+t_json "ls: the readers are attached too; readers counts their live entries" "
+[(s['attached'], s['readers']) for s in j if s['name'] == '$W'] == [(4, 2)]" shmctl ls --json
 t_json "stat --json: both alive in the reader table" "
-sorted(r['pid'] for r in j['readers'] if r['alive']) == sorted([$D1, $D2])" shmctl stat "$W" --json
-kill -KILL $D1 $D2
+sorted(r['pid'] for r in j['readers'] if r['alive']) == sorted([$S1, $S2]) and j['readers_hwm'] == 2" \
+	shmctl stat "$W" --json
+kill -KILL $D1 $D2 $S1 $S2
 end_writers # before wait: a shell may wait for the whole pipeline
 wait $D1 2>/dev/null
 wait $D2 2>/dev/null
+wait $S1 2>/dev/null
+wait $S2 2>/dev/null
 t_json "stat --json: the killed readers are listed as not alive" "
-sorted(r['pid'] for r in j['readers'] if not r['alive']) == sorted([$D1, $D2]) and
+sorted(r['pid'] for r in j['readers'] if not r['alive']) == sorted([$S1, $S2]) and
 all(isinstance(r['pins'], list) for r in j['readers'])" shmctl stat "$W" --json
+t_json "stat --json: the killed processes are no longer attached" "j['attached'] == []" shmctl stat "$W" --json
 run shmctl stat "$W"
 pass "stat (human): the reader table" pyeval '
 t = a[0]
-("ENTRY  PID" in t and any(x.split()[1:3] == [a[1], "no"] for x in t.splitlines() if x[:1].isdigit()))' "$OUT" "$D1"
+("ENTRY  PID" in t and any(x.split()[1:3] == [a[1], "no"] for x in t.splitlines() if x[:1].isdigit()))' "$OUT" "$S1"
 t_json "check --json: dead readers are notes, not problems" "
 j['ok'] is True and j['problems'] == [] and len(j['notes']) == 2 and all('shmctl gc' in n for n in j['notes'])" \
 	shmctl check "$W" --json
-t_json "gc --json reclaims both" "sorted(r['pid'] for r in j['reclaimed']) == sorted([$D1, $D2])" \
+t_json "gc --json reclaims both" "sorted(r['pid'] for r in j['reclaimed']) == sorted([$S1, $S2])" \
 	shmctl gc "$W" --json
 t_json "stat --json: the table is empty again" "j['readers'] == []" shmctl stat "$W" --json
 t_out "gc again: nothing to reclaim" "$W: nothing to reclaim" shmctl gc "$W"
-blocked_load 3
-D1=$!
-wait_attached $D1
-kill -KILL $D1
-end_writers
-wait $D1 2>/dev/null
-t_out "gc (human) says what it reclaimed" "reclaimed reader entry 0 (pid $D1)
+holder 3
+S1=$!
+wait_reader $S1
+kill -KILL $S1
+wait $S1 2>/dev/null
+t_out "gc (human) says what it reclaimed" "reclaimed reader entry 0 (pid $S1)
 $W: reclaimed 1 reader entry of dead processes" shmctl gc "$W"
 
 # --- check -----------------------------------------------------------------------
 t_out "check of a sound segment" "$W: sound (generation 9)" shmctl check "$W"
-# the header as lib/internal.h lays it out (layout version 1): slots_off at
-# byte 72, slot_size at 80, cells_off at 88, nslots at 68
+# the header as lib/internal.h lays it out (layout versions 1 and 2): slots_off
+# at byte 72, slot_size at 80, cells_off at 88, nslots at 68
 corrupt_cells() {
 	"$PYTHON" - "/dev/shm/shmcfg.$1" <<'EOF'
 import struct, sys
 with open(sys.argv[1], "r+b") as f:
     h = f.read(96)
     version, = struct.unpack_from("<I", h, 8)
-    if version != 1:
+    if version not in (1, 2):
         sys.exit(2)
     nslots, = struct.unpack_from("<I", h, 68)
     slots_off, slot_size, cells_off = struct.unpack_from("<QQQ", h, 72)
@@ -204,8 +241,8 @@ l = a[0].splitlines()
 j["ok"] is False and len(j["problems"]) >= 2 and any("checksum" in p for p in j["problems"])' \
 			sh -c "$SHMCTL check $C --json; exit 0" ;;
 	*)
-		skip "the segment's layout is not version 1"
-		skip "the segment's layout is not version 1" ;;
+		skip "the segment's layout is not version 1 or 2"
+		skip "the segment's layout is not version 1 or 2" ;;
 esac
 run shmctl create -q --force "$C"
 printf 'XXXXXXXX' | dd of="/dev/shm/shmcfg.$C" bs=1 seek=0 conv=notrunc 2>/dev/null
