@@ -442,9 +442,10 @@ int cmd_check(int argc, char **argv)
 		return fail("out of memory");
 	int r = (int)json_integer_value(json_object_get(o, "attach_error"));
 	if (r) {
-		const char *d = json_string_value(json_object_get(o, "detail"));
+		/* the detail lives in o: print before it is freed */
+		int rc = attach_error(r, pos[0], true, json_string_value(json_object_get(o, "detail")));
 		json_decref(o);
-		return attach_error(r, pos[0], true, d);
+		return rc;
 	}
 	json_t *problems = json_object_get(o, "problems"), *notes = json_object_get(o, "notes");
 	size_t nprob = json_array_size(problems);
