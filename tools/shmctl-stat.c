@@ -328,7 +328,8 @@ static void add_problem(const char *problem, void *ud)
  * The check itself: {"attach_error": code or 0, "detail": text,
  * "generation": N or null, "problems": [...], "notes": [...]}. A segment
  * that does not attach because it is damaged is a problem; a missing one,
- * or one we may not read, is an attach_error.
+ * one we may not read, or another user's (not named by --owner), is an
+ * attach_error.
  */
 static json_t *check_segment(const char *name)
 {
@@ -337,8 +338,9 @@ static json_t *check_segment(const char *name)
 	if (!o)
 		return NULL;
 	shmcfg *h = NULL;
-	int r = shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &h);
-	if (r == -ENOENT || r == -EACCES || r == -EPERM || r == -EINVAL || r == -ENOMEM) {
+	int r = attach_segment(name, true, &h);
+	/* not attached for a reason that says nothing of its soundness */
+	if (r == -ENOENT || r == -EACCES || r == -EPERM || r == -EINVAL || r == -ENOMEM || r == SHMCFG_E_OWNER) {
 		json_object_set_new(o, "attach_error", json_integer(r));
 		json_object_set_new(o, "detail", json_string(shmcfg_errdetail()));
 		return o;

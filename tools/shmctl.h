@@ -35,6 +35,7 @@ struct command {
 	const char *synopsis; /* the lines after "usage: shmctl " (several separated by \n) */
 	const char *summary;  /* one line for the command list */
 	const char *help;     /* the options, for --help */
+	bool attaches;        /* attaches a segment: takes --owner */
 };
 
 extern const struct command *cur_cmd; /* the running subcommand */
@@ -67,7 +68,14 @@ struct option;
 int next_opt(int argc, char **argv, const char *shortopts, const struct option *longopts,
 	     int *exit_code);
 
-/* shmcfg_attach() read-only or read-write (prints nothing). */
+/*
+ * --owner USER of the commands that attach (parsed by next_opt()): the uid
+ * that must own the segments they attach. Without it the library trusts
+ * segments owned by the caller or root only.
+ */
+extern bool have_owner;
+extern uid_t owner_uid;
+/* shmcfg_attach_with() with SHMCFG_ATTACH_RDONLY or not and --owner. */
 int attach_segment(const char *name, bool rdonly, shmcfg **ret);
 /* Attach a segment: read-only or read-write; prints the error. 0 or EXIT_FAIL. */
 int open_segment(const char *name, bool rdonly, shmcfg **ret);
