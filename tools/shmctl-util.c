@@ -329,6 +329,36 @@ void pid_list(const pid_t *pids, size_t n, char *buf, size_t len)
 	}
 }
 
+/* Whether this process may unlink PATH (in /dev/shm, normally sticky). */
+static bool may_remove(const struct stat *st)
+{
+	struct stat dir;
+	if (stat("/dev/shm", &dir) < 0)
+		return false;
+	if (access("/dev/shm", W_OK | X_OK) < 0)
+		return false;
+	uid_t me = geteuid();
+	return !(dir.st_mode & S_ISVTX) || me == 0 || st->st_uid == me || dir.st_uid == me;
+}
+
+void warn_attached(const char *name, const char *what)
+{
+	char path[300];
+	struct stat st;
+	snprintf(path, sizeof path, SEG_PATH_FMT, name);
+	if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode) || !may_remove(&st))
+		return;
+	pid_t pids[32];
+	int n = attached_processes(name, pids, 32, NULL);
+	if (n <= 0)
+		return;
+	char list[400];
+	pid_list(pids, n < 32 ? (size_t)n : 32, list, sizeof list);
+	warn_msg("%s is attached by pid%s %s%s: %s the old segment and learn%s it was %s (SHMCFG_E_RETIRED)",
+		 name, n == 1 ? "" : "s", list, n > 32 ? ", ..." : "", n == 1 ? "it keeps" : "they keep",
+		 n == 1 ? "s" : "", what);
+}
+
 /* "  key           value", for describe and stat. */
 void kv(const char *key, const char *val, const char *col)
 {

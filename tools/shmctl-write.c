@@ -105,20 +105,16 @@ int cmd_create(int argc, char **argv)
 		return fail_lib(r, schema_path);
 	}
 	shmcfg *h;
-	if (o.flags & SHMCFG_CREATE_FORCE) {
-		/* the library ignores a failed removal and then finds the name
-		 * taken: remove it here, to report why */
-		r = shmcfg_unlink(seg);
-		if (r == -EACCES || r == -EPERM) {
-			shmcfg_schema_free(schema);
-			return fail("segment '%s': permission denied (cannot remove it)", seg);
-		}
-	}
+	/* --force: the library retires and removes the old segment (or says
+	 * why it cannot: another user's object); name who is attached first */
+	if (o.flags & SHMCFG_CREATE_FORCE)
+		warn_attached(seg, "replaced");
 	r = shmcfg_create(seg, schema, &o, &h);
 	shmcfg_schema_free(schema);
 	if (r == -EEXIST)
 		return fail("segment '%s' exists (remove it with shmctl rm, or use --force)", seg);
-	if (r == -EACCES)
+	const char *det = shmcfg_errdetail();
+	if (r == -EACCES && !(det && strstr(det, "cannot remove")))
 		return fail("segment '%s': permission denied", seg);
 	if (r)
 		return fail_lib(r, seg);
@@ -155,6 +151,7 @@ int cmd_rm(int argc, char **argv)
 		return usage_error("missing segment NAME");
 	int rc = EXIT_OK;
 	for (int i = optind; i < argc; i++) {
+		warn_attached(argv[i], "removed");
 		int r = shmcfg_unlink(argv[i]);
 		if (r == -ENOENT && force)
 			continue;

@@ -36,12 +36,14 @@ static const struct command commands[] = {
 	 "  -m, --mode OCTAL    permission bits (default 0600)\n"
 	 "  -g, --group GROUP   group of the object (name or number)\n"
 	 "      --no-env        leave the environment layers empty\n"
-	 "  -f, --force         replace a segment of that name\n"
+	 "  -f, --force         replace a segment of that name (its processes learn it:\n"
+	 "                      a warning names those attached)\n"
 	 "  -q, --quiet         print nothing on success\n"
 	 "The creating process's environment fills the env_default and env_force layers.\n", false},
 	{"rm", cmd_rm, "rm [--force] NAME...", "remove segments",
 	 "  -f, --force   ignore segments that do not exist\n"
-	 "Attached processes keep their mapping until they detach.\n", false},
+	 "Attached processes keep the old segment (their last values) and learn it was\n"
+	 "removed; a warning on stderr names them.\n", false},
 	{"ls", cmd_ls, "ls [--json]", "list the segments of this host",
 	 "      --json    print a JSON array\n"
 	 "Lists /dev/shm/shmcfg.* with size, generation, options and attached processes\n"

@@ -176,6 +176,12 @@ const char *user_name(uid_t uid, char *buf, size_t len);
 int attached_processes(const char *name, pid_t *pids, size_t max, bool *exact);
 /* "123, 456, 789" into buf (at most n pids; "..." when cut). */
 void pid_list(const pid_t *pids, size_t n, char *buf, size_t len);
+/*
+ * Before a segment is removed (rm, create --force): warn on stderr naming
+ * the live processes that have it attached, when the caller may remove it.
+ * @p what: "removed" or "replaced".
+ */
+void warn_attached(const char *name, const char *what);
 /* "  key           value" (coloured), for describe and stat. */
 void kv(const char *key, const char *val, const char *col);
 

@@ -105,4 +105,34 @@ t_errmatch "set of a socket: refused at once as not a segment" 1 "is a socket, n
 	timeout 10 $SHMCTL set "$S" recompile_limit=3
 t_errmatch "stat of a directory: refused at once as not a segment" 1 "is a directory, not a segment$" \
 	timeout 10 $SHMCTL stat "$D"
+
+# --- rm and create --force name the attached processes ------------------------------
+run shmctl rm "$A"
+pass "rm of a segment nobody has attached: no warning" test "$RC" = 0 -a -z "$ERR"
+run shmctl create -q "$A"
+run shmctl create -q --force "$A"
+pass "create --force of a segment nobody has attached: no warning" test "$RC" = 0 -a -z "$ERR"
+$SHMCTL watch "$A" --timeout 20 >/dev/null 2>"$T_TMP/w1.err" &
+W1=$!
+$SHMCTL watch "$A" --timeout 20 >/dev/null 2>"$T_TMP/w2.err" &
+W2=$!
+wait_for() { # FILE: until watch says it watches, at most 10 s
+	_n=0
+	while [ $_n -lt 200 ] && ! grep -q "^shmctl: watching" "$1"; do
+		sleep 0.05
+		_n=$((_n + 1))
+	done
+}
+wait_for "$T_TMP/w1.err"
+wait_for "$T_TMP/w2.err"
+run shmctl rm "$A"
+pass "rm of an attached segment: removed all the same, a warning naming the pids" pyeval '
+lo, hi = sorted(map(int, a[2:4]))
+(a[0] == "0" and a[1] == "shmctl: warning: %s is attached by pids %d, %d: they keep the old segment and learn it was removed (SHMCFG_E_RETIRED)" % (a[4], lo, hi))' \
+	"$RC" "$ERR" "$W1" "$W2" "$A"
+pass "(the segment is gone)" test ! -e "/dev/shm/shmcfg.$A"
+wait $W1
+R1=$?
+wait $W2
+pass "(both watchers learnt it: exit 1)" test "$R1" = 1 -a $? = 1
 t_done

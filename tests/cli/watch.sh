@@ -1,7 +1,7 @@
 #!/bin/sh
-# watch (lines, JSON, --count, --timeout, missed commits), attached processes
-# and the reader table in stat and ls, gc of dead readers, and check of sound
-# and damaged segments.
+# watch (lines, JSON, --count, --timeout, missed commits, a segment removed
+# while watched), attached processes and the reader table in stat and ls, gc
+# of dead readers, and check of sound and damaged segments.
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cli/lib.sh"
 
 # a child that takes a snapshot (and so holds a reader entry), then waits
@@ -261,4 +261,37 @@ run shmctl check "$C" --json
 pass "check of a truncated segment: exit 1" test "$RC" = 1 && jcheck "$T_TMP/out" '
 j["ok"] is False and len(j["problems"]) == 1 and "truncated" in j["problems"][0]'
 t_errmatch "show on a truncated segment: one error line" 1 "truncated" shmctl show "$C"
+# --- a segment removed or replaced while watched ---------------------------------
+# watch_retired HOW CMD...: watch in the background, CMD retires the segment:
+# watch must exit 1 within 2 s, saying so in one line
+watch_retired() {
+	_how=$1
+	shift
+	$SHMCTL watch "$W" >"$T_TMP/wr" 2>"$T_TMP/wr.err" &
+	_wpid=$!
+	wait_watching "$T_TMP/wr.err"
+	"$@" >/dev/null 2>"$T_TMP/wr.cmd.err"
+	_n=0
+	while kill -0 $_wpid 2>/dev/null && [ $_n -lt 40 ]; do
+		sleep 0.05
+		_n=$((_n + 1))
+	done
+	if kill -0 $_wpid 2>/dev/null; then
+		kill $_wpid
+		wait $_wpid
+		not_ok "watch: exit 1 within 2 s when the segment is $_how (still watching)"
+		return
+	fi
+	wait $_wpid
+	_wrc=$?
+	pass "watch: exit 1 within 2 s when the segment is $_how" pyeval '
+e = open(a[1]).read().splitlines()
+(a[0] == "1" and open(a[2]).read() == "" and len(e) == 2 and
+ e[1] == "shmctl: %s: segment was removed or replaced; attach again" % a[3])' \
+		"$_wrc" "$T_TMP/wr.err" "$T_TMP/wr" "$W"
+	pass "(the command that $_how it warned naming the watcher)" grep -q "^shmctl: warning: $W is attached by pid $_wpid: it keeps the old segment and learns it was $_how (SHMCFG_E_RETIRED)\$" "$T_TMP/wr.cmd.err"
+}
+watch_retired removed shmctl rm "$W"
+run shmctl create -q "$W"
+watch_retired replaced shmctl create -q --force "$W"
 t_done
