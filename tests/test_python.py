@@ -1363,15 +1363,29 @@ class TestExample(unittest.TestCase):
         shmcfg.unlink(name, missing_ok=True)
         out = p.stdout
         self.assertEqual(p.returncode, 0, out + p.stderr)
-        self.assertIn("every worker saw generation 2", out)
+        self.assertIn("every worker saw generation 2 (the change)", out)
+        self.assertIn("every worker reattached and saw the new segment's generation 2", out)
         self.assertIn("all 2 workers agree: generation 2", out)
         for rank in (0, 1):
             self.assertRegex(out, rf"worker {rank}: step \d+: generation 2, recompile_limit=16, "
                                   rf"cache_key_tag='demo'")
-        hashes = set(re.findall(r"worker \d+: step \d+: generation 2, .*config hash (\w+)", out))
+            # the replacement: the worker's wait raised RetiredError, it
+            # reattached and read the new segment
+            self.assertRegex(out, rf"worker {rank}: step \d+: the segment was removed or "
+                                  rf"replaced: reattached\n(.*\n)*worker {rank}: step \d+: "
+                                  rf"generation 2, recompile_limit=32, cache_key_tag='replaced'")
+        hashes = set(re.findall(r"worker \d+: step \d+: generation 2, .*'demo'.*config hash (\w+)",
+                                out))
         self.assertEqual(len(hashes), 1, out)
+        new = set(re.findall(r"worker \d+: step \d+: generation 2, .*'replaced'.*config hash (\w+)",
+                             out))
+        self.assertEqual(len(new), 1, out)
+        self.assertNotEqual(hashes, new)
         final = re.search(r"workers agree: generation 2, config hash (\w+)", out).group(1)
-        self.assertTrue(final.startswith(hashes.pop()), out)
+        self.assertTrue(final.startswith(new.pop()), out)
+        if SHMCTL:  # shmctl create --force named the processes attached
+            self.assertRegex(out, rf"launcher: shmctl: warning: {name} is attached by pids "
+                                  rf"\d+, \d+, \d+: they keep the old segment")
         with self.assertRaises(FileNotFoundError):
             shmcfg.attach(name)  # the launcher removed its segment
 
