@@ -226,9 +226,9 @@ int cmd_stat(int argc, char **argv)
 		snprintf(line, sizeof line, "%u of %u entries ever claimed%s", info->readers_hwm, info->nreaders,
 			 info->readers_hwm >= info->nreaders ? " (full)" : "");
 		kv("reader table", line, info->readers_hwm >= info->nreaders ? C_YELLOW : NULL);
-		snprintf(line, sizeof line, "%llu process%s found the reader table full and copy%s snapshots",
+		snprintf(line, sizeof line, "%llu process%s found the reader table full and %s snapshots",
 			 (unsigned long long)info->copy_fallbacks, info->copy_fallbacks == 1 ? "" : "es",
-			 info->copy_fallbacks == 1 ? " its" : " their");
+			 info->copy_fallbacks == 1 ? "copies its" : "copy their");
 		kv("copy fallback", line, info->copy_fallbacks ? C_YELLOW : NULL);
 
 		printf("\n%sslots%s (%u)\n", color(C_BOLD), color(C_RESET), info->nslots);

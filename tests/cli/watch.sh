@@ -9,6 +9,7 @@ HOLDER=$top_builddir/tests/cli/snapshot-holder
 
 seg W watched
 seg C corrupt
+seg F full
 DYN=torch._dynamo.config
 CMP=torch.compiler.config
 
@@ -203,6 +204,29 @@ kill -KILL $S1
 wait $S1 2>/dev/null
 t_out "gc (human) says what it reclaimed" "reclaimed reader entry 0 (pid $S1)
 $W: reclaimed 1 reader entry of dead processes" shmctl gc "$W"
+
+# --- a full reader table: the next process copies its snapshots ---------------------
+run shmctl create -q --readers 1 "$F"
+"$HOLDER" "$F" >"$T_TMP/full.1" 2>&1 &
+F1=$!
+"$HOLDER" "$F" >"$T_TMP/full.2" 2>&1 &
+F2=$!
+_n=0
+while [ $_n -lt 200 ] && ! { grep -q '^ready' "$T_TMP/full.1" && grep -q '^ready' "$T_TMP/full.2"; }; do
+	sleep 0.05
+	_n=$((_n + 1))
+done
+t_json "stat --json: one entry, claimed; the other process copies (counted)" "
+(len(j['readers']) == 1 and j['readers'][0]['pid'] in ($F1, $F2) and j['readers_hwm'] == 1 and
+ j['copy_fallbacks'] == 1 and sorted(j['attached']) == sorted([$F1, $F2]))" shmctl stat "$F" --json
+run shmctl stat "$F"
+pass "stat (human): the table's high-water mark and the copy fallbacks" pyeval '
+kv = {x[:15].strip(): x[15:].strip() for x in a[0].splitlines() if x.startswith("  ")}
+(kv.get("reader table") == "1 of 1 entries ever claimed (full)" and
+ kv.get("copy fallback") == "1 process found the reader table full and copies its snapshots")' "$OUT"
+kill $F1 $F2
+wait $F1 2>/dev/null
+wait $F2 2>/dev/null
 
 # --- check -----------------------------------------------------------------------
 t_out "check of a sound segment" "$W: sound (generation 9)" shmctl check "$W"
