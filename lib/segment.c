@@ -617,6 +617,9 @@ static int remove_segment(const char *name, const char *path, const char *lock, 
 		int e = errno;
 		if (fd >= 0)
 			close(fd);
+		/* no segment: a lock object left by a plain unlink(2) goes too */
+		if (e == ENOENT)
+			(void)unlink(lock);
 		if (e == ENOENT && quiet_enoent)
 			return 0;
 		if (e == EPERM || e == EACCES) {
