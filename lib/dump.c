@@ -50,19 +50,6 @@ int shmcfg_is_default(const shmcfg *h, shmcfg_opt opt)
 	return result;
 }
 
-/* JSON of a value; floats JSON cannot hold become "nan", "inf", "-inf". */
-static json_t *to_json(const shmcfg_value *v)
-{
-	if (!v->is_null && v->type == SHMCFG_FLOAT && !isfinite(v->u.f))
-		return json_string(isnan(v->u.f) ? "nan" : v->u.f > 0 ? "inf" : "-inf");
-	char *text;
-	if (shmcfg_value_format(v, &text))
-		return NULL;
-	json_t *j = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
-	free(text);
-	return j;
-}
-
 static void hex(const uint8_t *b, char out[33])
 {
 	for (int i = 0; i < 16; i++)
@@ -93,7 +80,7 @@ int shmcfg_dump(const shmcfg *h, unsigned flags, char **ret)
 		shmcfg_value v;
 		if ((r = shmcfg_snapshot_get(s, i, &v)))
 			break;
-		json_t *j = to_json(&v);
+		json_t *j = shmcfg__value_json(&v);
 		if (!j || json_object_set_new(values, sstr(h, h->desc[i].name), j))
 			r = -ENOMEM;
 	}
@@ -382,7 +369,7 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 			free(text);
 			free(pair);
 		} else {
-			json_t *j = to_json(&v);
+			json_t *j = shmcfg__value_json(&v);
 			if (!j || json_object_set_new(obj, name, j))
 				r = -ENOMEM;
 		}

@@ -316,40 +316,71 @@ void shmcfg__log(int level, const char *fmt, ...) __attribute__((format(printf, 
 			return shmcfg__err((r), "%s: invalid argument (%s)", __func__, #expr); \
 	} while (0)
 
-/* fault.c: test-only crash points (SHMCFG_FAULT=name[:n] kills at the n-th pass) */
+/* fault.c: test-only crash points (SHMCFG_FAULT=point[:n][:stop],...) */
 #ifdef SHMCFG_WITH_FAULTS
 void shmcfg__fault(const char *point);
 #else
 #define shmcfg__fault(point) ((void)0)
 #endif
 
-/* value.c */
-int shmcfg__value_check(const shmcfg *h, shmcfg_opt opt, const shmcfg_value *v);
-int shmcfg__value_from_cell(const struct shmcfg__cell *c, const char *heap, uint64_t heap_size,
-			    shmcfg_value *ret);
+/* value.c: values, parsing, comparison */
 int shmcfg__value_copy(const shmcfg_value *src, shmcfg_value *dst);
-int shmcfg__cell_encode(const shmcfg_value *v, uint64_t flags, char *heap, uint64_t cap,
-			uint64_t *used, struct shmcfg__cell *out);
 int shmcfg__canon_set(shmcfg_value *v);
 bool shmcfg__utf8_valid(const char *s, size_t len);
 int shmcfg__parse_env(shmcfg_type type, const char *var, const char *text, shmcfg_value *ret);
-int shmcfg__format_canon(const shmcfg_value *v, char **ret);
-void shmcfg__float_text(double f, char *buf);
-bool shmcfg__list_ok(const shmcfg_value *v);
 int shmcfg__parse_name_list(const char *text, shmcfg_value *ret);
 
-/* schema.c */
+/* cell.c: values as the segment stores them */
+int shmcfg__value_from_cell(const struct shmcfg__cell *c, const char *heap, uint64_t heap_size,
+			    shmcfg_value *ret);
+int shmcfg__cell_encode(const shmcfg_value *v, uint64_t flags, char *heap, uint64_t cap,
+			uint64_t *used, struct shmcfg__cell *out);
+bool shmcfg__list_ok(const shmcfg_value *v);
+
+/* json.c: the one JSON form of a value, and text */
+struct json_t;
+struct json_t *shmcfg__value_json(const shmcfg_value *v);
+int shmcfg__format_canon(const shmcfg_value *v, char **ret);
+void shmcfg__float_text(double f, char *buf);
+
+/* schema.c (and schema.h): declaring options */
+int shmcfg__check_value(const char *name, shmcfg_type type, unsigned flags, const shmcfg_value *min,
+			const shmcfg_value *max, const shmcfg_value *choices, const shmcfg_value *v);
+int shmcfg__default_schema(shmcfg_schema **ret);
+
+/* default_schema.c: the embedded torch.compiler.config (generated) */
+extern const shmcfg_optdef shmcfg__default_opts[];
+extern const size_t shmcfg__default_nopts;
+
+/* schema_build.c: a schema laid out in a segment */
 struct built_schema;
 int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret);
 void shmcfg__schema_built_free(struct built_schema *b);
 uint64_t shmcfg__schema_bytes(const struct built_schema *b);
 uint64_t shmcfg__schema_strings_bytes(const struct built_schema *b);
 void shmcfg__schema_write(const struct built_schema *b, void *dst, uint8_t hash_out[16]);
-int shmcfg__schema_validate(shmcfg *h, bool deep, void (*fn)(const char *, void *), void *ud);
 uint32_t shmcfg__schema_nopts(const struct built_schema *b);
-int shmcfg__default_schema(shmcfg_schema **ret);
-extern const shmcfg_optdef shmcfg__default_opts[];
-extern const size_t shmcfg__default_nopts;
+
+/* validate.c: what attach checks */
+int shmcfg__header_check(const struct seg_header *hd, uint64_t real_size, const char *name);
+int shmcfg__schema_validate(shmcfg *h, bool deep, void (*fn)(const char *, void *), void *ud);
+
+/* options.c: options of an attached segment */
+int shmcfg__value_check(const shmcfg *h, shmcfg_opt opt, const shmcfg_value *v);
+void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt);
+
+/* objects.c: /dev/shm objects, trust, the lock object, removal */
+#define PATH_BYTES (sizeof SHM_DIR + sizeof LOCK_PREFIX + SEG_NAME_MAX)
+int shmcfg__name_check(const char *name, char path[static PATH_BYTES], char lock[static PATH_BYTES]);
+struct stat;
+int shmcfg__open_regular(const char *path, const char *name, int flags, int *fd_ret, struct stat *st);
+int shmcfg__owner_check(const char *name, const struct stat *st, const shmcfg_attach_opts *o);
+void shmcfg__user_text(uid_t uid, char *buf, size_t len);
+void shmcfg__open_add(shmcfg *h);
+void shmcfg__open_remove(shmcfg *h);
+int shmcfg__lock_create(shmcfg *h, const char *path, mode_t seg_mode, gid_t gid);
+int shmcfg__lock_open(shmcfg *h, const char *path, const struct stat *seg_st);
+int shmcfg__remove_segment(const char *name, const char *path, const char *lock, bool quiet_enoent);
 
 /* readers.c: the reader table and the OFD lock primitives */
 int shmcfg__ofd_lock(int fd, off_t byte, bool write, int timeout_ms);
@@ -415,10 +446,9 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret);
 /* env.c: the environment into generation 1 */
 int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);
 
-/* patch.c: the calling thread's patched cell of opt, if it has patches for h */
+/* patch.c: thread-local patches; the calling thread's patched cell of opt */
 bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,
 			  const char **heap, uint64_t *heap_size, int *err);
-void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt);
 void shmcfg__patch_forget(const shmcfg *h);
 
 /* hash.c */

@@ -49,14 +49,6 @@ static __thread struct pframe *top;
 static __thread struct overlay *overlays;
 static __thread unsigned epoch; /* bumped whenever this thread's frames change */
 
-void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt)
-{
-	const struct opt_desc *d = &h->desc[opt];
-	if (!(d->flags & SHMCFG_F_DEPRECATED) || atomic_exchange(&h->warned[opt], 1))
-		return;
-	shmcfg__log(SHMCFG_LOG_WARNING, "%s is deprecated: %s", sstr(h, d->name), sstr(h, d->deprecated));
-}
-
 static bool has_frames(const shmcfg *h)
 {
 	for (struct pframe *f = top; f; f = f->prev)

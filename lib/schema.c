@@ -1,9 +1,10 @@
 /*
- * Schemas: the builder behind shmcfg_schema_add(), its serialisation into
- * the segment's schema region, validation of that region, name lookup and
- * option descriptions.
+ * Declaring options: the schema builder behind shmcfg_schema_add(), with
+ * the checks of each declaration, and the one value check (type, null,
+ * range, choices) that declarations and written values share.
  */
 #include "internal.h"
+#include "schema.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -13,22 +14,7 @@
 
 #include <xxhash.h>
 
-/* One declared option, parsed. */
-struct sopt {
-	char *name, *doc, *knob, *deprecated, *alias, *implies;
-	shmcfg_type type;
-	unsigned flags;
-	shmcfg_value def, min, max, choices, env_default, env_force;
-};
-
-struct shmcfg_schema {
-	struct sopt *opts;
-	uint32_t n, cap;
-	uint32_t *byname; /* open-addressing hash of names -> id + 1 (0 = empty) */
-	uint32_t byname_size;
-};
-
-static uint64_t name_hash(const char *s, size_t len)
+uint64_t shmcfg__name_hash(const char *s, size_t len)
 {
 	return XXH3_64bits(s, len);
 }
@@ -79,14 +65,14 @@ uint32_t shmcfg_schema_count(const shmcfg_schema *s)
 static uint32_t *byname_slot(const shmcfg_schema *s, const char *name)
 {
 	uint32_t mask = s->byname_size - 1;
-	for (uint64_t i = name_hash(name, strlen(name));; i++) {
+	for (uint64_t i = shmcfg__name_hash(name, strlen(name));; i++) {
 		uint32_t *e = &s->byname[i & mask];
 		if (*e == 0 || !strcmp(s->opts[*e - 1].name, name))
 			return e;
 	}
 }
 
-static int schema_find(const shmcfg_schema *s, const char *name)
+int shmcfg__schema_find(const shmcfg_schema *s, const char *name)
 {
 	if (!s->byname_size)
 		return -1;
@@ -148,7 +134,7 @@ static int dup_str(const char *src, char **dst)
 
 /* The checks a value must pass for an option: shared by schema defaults,
  * transactions, environment values and loads. */
-static int value_check_def(const char *name, shmcfg_type type, unsigned flags,
+int shmcfg__check_value(const char *name, shmcfg_type type, unsigned flags,
 			   const shmcfg_value *min, const shmcfg_value *max,
 			   const shmcfg_value *choices, const shmcfg_value *v)
 {
@@ -310,7 +296,7 @@ static int check_bounds(const char *name, const struct sopt *o)
  * load back). */
 static int check_default(const shmcfg_optdef *d, const struct sopt *o)
 {
-	int r = value_check_def(d->name, d->type, o->flags, &o->min, &o->max, &o->choices, &o->def);
+	int r = shmcfg__check_value(d->name, d->type, o->flags, &o->min, &o->max, &o->choices, &o->def);
 	if (!r || r == -ENOMEM)
 		return r;
 	/* the detail is "name: value V is below ...": drop the name */
@@ -346,7 +332,7 @@ int shmcfg_schema_add(shmcfg_schema *s, const shmcfg_optdef *d)
 				   d->name && strlen(d->name) > 80 ? "..." : "", why);
 	if (!shmcfg_type_name(d->type))
 		return shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: unknown type %d", d->name, d->type);
-	if (schema_find(s, d->name) >= 0)
+	if (shmcfg__schema_find(s, d->name) >= 0)
 		return shmcfg__err(-EEXIST, "%s: option declared twice", d->name);
 	if (s->n >= SEG_MAX_OPTS)
 		return shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: more than %u options", d->name,
@@ -429,597 +415,6 @@ int shmcfg_schema_add(shmcfg_schema *s, const shmcfg_optdef *d)
 	return 0;
 }
 
-/* ------------------------------------------------------------------ */
-/* Serialisation                                                      */
-/* ------------------------------------------------------------------ */
-
-struct built_schema {
-	const shmcfg_schema *s;
-	uint32_t *alias, *alias_final; /* per option */
-	struct implies_ent *implies;   /* values' strings are indices into implies_vals */
-	shmcfg_value *implies_vals;
-	uint32_t nimplies;
-	uint32_t *imp_first, *imp_n; /* per option: its run of implies entries */
-	uint32_t *order, *topo;
-	uint64_t strings_bytes;
-	uint64_t bytes;
-};
-
-/* qsort_r: the options travel as the argument, so that threads creating
- * segments at once do not share a sort context */
-static int cmp_by_name(const void *a, const void *b, void *opts)
-{
-	const struct sopt *o = opts;
-	return strcmp(o[*(const uint32_t *)a].name, o[*(const uint32_t *)b].name);
-}
-
-static uint64_t value_bytes(const shmcfg_value *v)
-{
-	if (v->is_null)
-		return 0;
-	if (v->type == SHMCFG_STR)
-		return v->u.str.len + 1;
-	if (v->type == SHMCFG_LIST || v->type == SHMCFG_SET)
-		return v->u.list.bytes + 1;
-	return 0;
-}
-
-void shmcfg__schema_built_free(struct built_schema *b)
-{
-	if (!b)
-		return;
-	for (uint32_t i = 0; i < b->nimplies; i++)
-		shmcfg_value_clear(&b->implies_vals[i]);
-	free(b->alias);
-	free(b->alias_final);
-	free(b->implies);
-	free(b->implies_vals);
-	free(b->order);
-	free(b->topo);
-	free(b->imp_first);
-	free(b->imp_n);
-	free(b);
-}
-
-/* Resolve aliases and implications, reject cycles, compute the orders. */
-int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
-{
-	uint32_t n = s->n;
-	if (n == 0)
-		return shmcfg__err(SHMCFG_E_SCHEMADEF, "schema has no options");
-	struct built_schema *b = calloc(1, sizeof *b);
-	if (!b)
-		return -ENOMEM;
-	b->s = s;
-	b->alias = malloc(n * sizeof(uint32_t));
-	b->alias_final = malloc(n * sizeof(uint32_t));
-	b->order = malloc(n * sizeof(uint32_t));
-	b->topo = malloc(n * sizeof(uint32_t));
-	b->imp_first = calloc(n, sizeof(uint32_t));
-	b->imp_n = calloc(n, sizeof(uint32_t));
-	uint32_t *indeg = calloc(n, sizeof(uint32_t));
-	int r = 0;
-	if (!b->alias || !b->alias_final || !b->order || !b->topo || !b->imp_first || !b->imp_n ||
-	    !indeg) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		const struct sopt *o = &s->opts[i];
-		b->alias[i] = SHMCFG_NO_OPT;
-		if (!o->alias)
-			continue;
-		int t = schema_find(s, o->alias);
-		if (t < 0) {
-			r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: alias target %s is not declared",
-					o->name, o->alias);
-			goto fail;
-		}
-		b->alias[i] = (uint32_t)t;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		uint32_t f = i, steps = 0;
-		while (b->alias[f] != SHMCFG_NO_OPT) {
-			f = b->alias[f];
-			if (++steps > n) {
-				r = shmcfg__err(SHMCFG_E_CYCLE, "%s: alias cycle", s->opts[i].name);
-				goto fail;
-			}
-		}
-		b->alias_final[i] = f;
-		const struct sopt *o = &s->opts[i], *t = &s->opts[f];
-		if (o->type != t->type ||
-		    (o->flags & SHMCFG_F_NULLABLE) != (t->flags & SHMCFG_F_NULLABLE)) {
-			r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: alias of %s must have its type %s%s",
-					o->name, t->name, t->flags & SHMCFG_F_NULLABLE ? "optional " : "",
-					shmcfg_type_name(t->type));
-			goto fail;
-		}
-	}
-	/* implications: "target=value;target2=value" */
-	for (uint32_t i = 0; i < n; i++) {
-		const char *spec = s->opts[i].implies;
-		b->imp_first[i] = b->nimplies;
-		if (!spec)
-			continue;
-		char *copy = strdup(spec), *save = NULL;
-		if (!copy) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		for (char *item = strtok_r(copy, ";", &save); item && !r;
-		     item = strtok_r(NULL, ";", &save)) {
-			char *eq = strchr(item, '=');
-			while (isspace((unsigned char)*item))
-				item++;
-			if (!eq) {
-				r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: implies '%s' lacks '='",
-						s->opts[i].name, item);
-				break;
-			}
-			char *end = eq;
-			while (end > item && isspace((unsigned char)end[-1]))
-				end--;
-			*end = 0;
-			int t = schema_find(s, item);
-			if (t < 0) {
-				r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: implies unknown option %s",
-						s->opts[i].name, item);
-				break;
-			}
-			uint32_t tf = b->alias_final[t];
-			const struct sopt *to = &s->opts[tf];
-			struct implies_ent *ie = realloc(b->implies, (b->nimplies + 1) * sizeof *ie);
-			shmcfg_value *iv = ie ? realloc(b->implies_vals, (b->nimplies + 1) * sizeof *iv) : NULL;
-			if (ie)
-				b->implies = ie;
-			if (!iv) {
-				r = -ENOMEM;
-				break;
-			}
-			b->implies_vals = iv;
-			const char *vt = eq + 1;
-			while (isspace((unsigned char)*vt))
-				vt++;
-			shmcfg_value v;
-			r = shmcfg_value_parse(to->type, to->flags & SHMCFG_F_NULLABLE, vt, &v);
-			if (!r) {
-				r = value_check_def(to->name, to->type, to->flags, &to->min, &to->max,
-						    &to->choices, &v);
-				if (r) /* parsed, so v may own its text */
-					shmcfg_value_clear(&v);
-			}
-			if (r == -ENOMEM)
-				break;
-			if (r) {
-				r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: implies %s: %s", s->opts[i].name,
-						item, shmcfg_errdetail());
-				break;
-			}
-			ie[b->nimplies] = (struct implies_ent){.target = tf};
-			iv[b->nimplies++] = v;
-			b->imp_n[i]++;
-			indeg[tf]++;
-		}
-		free(copy);
-		if (r)
-			goto fail;
-	}
-	/* topological order (Kahn): impliers before their targets */
-	uint32_t head = 0, tail = 0;
-	for (uint32_t i = 0; i < n; i++)
-		if (!indeg[i])
-			b->topo[tail++] = i;
-	while (head < tail) {
-		uint32_t i = b->topo[head++];
-		for (uint32_t k = b->imp_first[i]; k < b->imp_first[i] + b->imp_n[i]; k++)
-			if (--indeg[b->implies[k].target] == 0)
-				b->topo[tail++] = b->implies[k].target;
-	}
-	if (tail != n) {
-		for (uint32_t i = 0; i < n; i++)
-			if (indeg[i]) {
-				r = shmcfg__err(SHMCFG_E_CYCLE, "%s: implication cycle", s->opts[i].name);
-				break;
-			}
-		goto fail;
-	}
-	for (uint32_t i = 0; i < n; i++)
-		b->order[i] = i;
-	qsort_r(b->order, n, sizeof(uint32_t), cmp_by_name, s->opts);
-
-	uint64_t str = 1; /* offset 0 is the empty string */
-	for (uint32_t i = 0; i < n; i++) {
-		const struct sopt *o = &s->opts[i];
-		str += strlen(o->name) + 1 + strlen(o->doc) + 1;
-		str += o->knob ? strlen(o->knob) + 1 : 0;
-		str += o->deprecated ? strlen(o->deprecated) + 1 : 0;
-		str += value_bytes(&o->env_default) + value_bytes(&o->env_force);
-		str += value_bytes(&o->def) + value_bytes(&o->choices);
-	}
-	for (uint32_t k = 0; k < b->nimplies; k++)
-		str += value_bytes(&b->implies_vals[k]);
-	b->strings_bytes = str;
-	uint32_t index_size = 16;
-	while (index_size < 2 * n)
-		index_size *= 2;
-	b->bytes = sizeof(struct schema_hdr) + (uint64_t)n * sizeof(struct opt_desc) +
-		   (uint64_t)b->nimplies * sizeof(struct implies_ent) +
-		   (uint64_t)index_size * 4 + (uint64_t)n * 8 + str;
-	b->bytes = (b->bytes + 63) & ~63ull;
-	free(indeg);
-	*ret = b;
-	return 0;
-fail:
-	free(indeg);
-	shmcfg__schema_built_free(b);
-	return r;
-}
-
-uint64_t shmcfg__schema_bytes(const struct built_schema *b)
-{
-	return b->bytes;
-}
-
-uint64_t shmcfg__schema_strings_bytes(const struct built_schema *b)
-{
-	return b->strings_bytes;
-}
-
-uint32_t shmcfg__schema_nopts(const struct built_schema *b)
-{
-	return b->s->n;
-}
-
-struct writer {
-	char *base;
-	uint64_t pos;
-};
-
-static struct sref put_str(struct writer *w, const char *s)
-{
-	if (!s || !*s)
-		return (struct sref){0, 0};
-	size_t l = strlen(s);
-	struct sref r = {(uint32_t)w->pos, (uint32_t)l};
-	memcpy(w->base + w->pos, s, l + 1);
-	w->pos += l + 1;
-	return r;
-}
-
-/* Encode a value as a cell whose strings go to the writer's area (sized
- * beforehand by shmcfg__schema_build, so it cannot overflow). */
-static struct shmcfg__cell put_value(struct writer *w, const shmcfg_value *v)
-{
-	struct shmcfg__cell c;
-	(void)shmcfg__cell_encode(v, 0, w->base, UINT64_MAX, &w->pos, &c);
-	return c;
-}
-
-static struct sref put_list(struct writer *w, const shmcfg_value *v, uint32_t *count)
-{
-	*count = (uint32_t)v->u.list.count;
-	if (!v->u.list.count)
-		return (struct sref){0, 0};
-	struct shmcfg__cell c = put_value(w, v);
-	return (struct sref){CELL_OFF(c.val), META_LEN(c.meta)};
-}
-
-/* Write the schema region; the schema hash covers it whole, so it names the
- * declaration order (handles are indices) as well as every attribute. */
-void shmcfg__schema_write(const struct built_schema *b, void *dst, uint8_t hash_out[16])
-{
-	const shmcfg_schema *s = b->s;
-	uint32_t n = s->n, index_size = 16;
-	while (index_size < 2 * n)
-		index_size *= 2;
-	memset(dst, 0, b->bytes);
-	struct schema_hdr *sh = dst;
-	uint64_t pos = sizeof *sh;
-	sh->nopts = n;
-	sh->index_size = index_size;
-	sh->nimplies = b->nimplies;
-	sh->desc_off = pos;
-	pos += (uint64_t)n * sizeof(struct opt_desc);
-	sh->implies_off = pos;
-	pos += (uint64_t)b->nimplies * sizeof(struct implies_ent);
-	sh->index_off = pos;
-	pos += (uint64_t)index_size * 4;
-	sh->order_off = pos;
-	pos += (uint64_t)n * 4;
-	sh->topo_off = pos;
-	pos += (uint64_t)n * 4;
-	sh->strings_off = pos;
-	sh->strings_size = b->strings_bytes;
-
-	char *base = dst;
-	struct opt_desc *desc = (struct opt_desc *)(base + sh->desc_off);
-	struct implies_ent *imp = (struct implies_ent *)(base + sh->implies_off);
-	uint32_t *index = (uint32_t *)(base + sh->index_off);
-	struct writer w = {base + sh->strings_off, 1};
-	memset(index, 0xff, (size_t)index_size * 4);
-	for (uint32_t i = 0; i < n; i++) {
-		const struct sopt *o = &s->opts[i];
-		struct opt_desc *d = &desc[i];
-		d->name = put_str(&w, o->name);
-		d->doc = put_str(&w, o->doc);
-		d->knob = put_str(&w, o->knob);
-		d->deprecated = put_str(&w, o->deprecated);
-		d->env_default = put_list(&w, &o->env_default, &d->n_env_default);
-		d->env_force = put_list(&w, &o->env_force, &d->n_env_force);
-		d->alias = b->alias[i];
-		d->alias_final = b->alias_final[i];
-		d->type = o->type;
-		d->flags = o->flags | (o->knob ? DESC_F_HAS_KNOB : 0) |
-			   (o->min.is_null ? 0 : DESC_F_HAS_MIN) | (o->max.is_null ? 0 : DESC_F_HAS_MAX);
-		d->def = put_value(&w, &o->def);
-		if (!o->min.is_null)
-			d->min = put_value(&w, &o->min);
-		if (!o->max.is_null)
-			d->max = put_value(&w, &o->max);
-		d->choices = put_value(&w, &o->choices);
-		d->implies_first = b->imp_first[i];
-		d->implies_n = b->imp_n[i];
-		for (uint32_t k = d->implies_first; k < d->implies_first + d->implies_n; k++) {
-			imp[k].target = b->implies[k].target;
-			imp[k].value = put_value(&w, &b->implies_vals[k]);
-		}
-		uint32_t mask = index_size - 1;
-		for (uint64_t h = name_hash(o->name, strlen(o->name));; h++)
-			if (index[h & mask] == UINT32_MAX) {
-				index[h & mask] = i;
-				break;
-			}
-	}
-	memcpy(base + sh->order_off, b->order, (size_t)n * 4);
-	memcpy(base + sh->topo_off, b->topo, (size_t)n * 4);
-	XXH128_hash_t hh = XXH3_128bits(dst, b->bytes);
-	XXH128_canonical_t canon;
-	XXH128_canonicalFromHash(&canon, hh);
-	memcpy(hash_out, canon.digest, 16);
-}
-
-/* ------------------------------------------------------------------ */
-/* Validation of a schema region (a private copy, see segment.c)       */
-/* ------------------------------------------------------------------ */
-
-static bool sref_ok(const shmcfg *h, struct sref r)
-{
-	return r.off < h->strings_size && r.len < h->strings_size - r.off &&
-	       h->strings[r.off + r.len] == 0 && memchr(h->strings + r.off, 0, r.len) == NULL;
-}
-
-static bool list_ok(const shmcfg *h, struct sref r, uint32_t count)
-{
-	if (count == 0 || r.len == 0)
-		return count == 0 && r.len == 0;
-	if (r.off >= h->strings_size || r.len >= h->strings_size - r.off ||
-	    h->strings[r.off + r.len] != 0 || h->strings[r.off + r.len - 1] != 0)
-		return false;
-	uint32_t c = 0;
-	for (uint32_t i = 0; i < r.len; i++)
-		c += h->strings[r.off + i] == 0;
-	return c == count;
-}
-
-static bool cell_ok(const shmcfg *h, const struct shmcfg__cell *c, shmcfg_type type)
-{
-	shmcfg_value v;
-	return META_TYPE(c->meta) == (unsigned)type &&
-	       shmcfg__value_from_cell(c, h->strings, h->strings_size, &v) == 0;
-}
-
-/* Report a problem; the first one is kept for the error detail. */
-#define PROBLEM(...)                                              \
-	do {                                                      \
-		snprintf(msg, 256, __VA_ARGS__);                  \
-		if (fn)                                           \
-			fn(msg, ud);                              \
-		if (!bad++)                                       \
-			memcpy(first, msg, 256);                  \
-	} while (0)
-
-static int schema_check(shmcfg *h, void (*fn)(const char *, void *), void *ud, char *msg, char *first)
-{
-	int bad = 0;
-	const struct schema_hdr *sh = h->sch;
-	uint64_t size = h->lay.schema_size, n = sh->nopts;
-	if (n != h->lay.nopts || n == 0 || n > SEG_MAX_OPTS) {
-		PROBLEM("schema: option count %llu disagrees with the header (%u)",
-			(unsigned long long)n, h->lay.nopts);
-		return bad;
-	}
-	if (sh->index_size < 2 * n || (sh->index_size & (sh->index_size - 1)))
-		PROBLEM("schema: index size %u is invalid", sh->index_size);
-	struct {
-		uint64_t off, bytes;
-		const char *what;
-	} regions[] = {
-		{sh->desc_off, n * sizeof(struct opt_desc), "descriptors"},
-		{sh->implies_off, (uint64_t)sh->nimplies * sizeof(struct implies_ent), "implications"},
-		{sh->index_off, (uint64_t)sh->index_size * 4, "index"},
-		{sh->order_off, n * 4, "order"},
-		{sh->topo_off, n * 4, "topological order"},
-		{sh->strings_off, sh->strings_size, "strings"},
-	};
-	for (size_t i = 0; i < sizeof regions / sizeof regions[0]; i++)
-		if (regions[i].off < sizeof *sh || regions[i].off > size ||
-		    regions[i].bytes > size - regions[i].off || (regions[i].off & 3))
-			PROBLEM("schema: %s region out of bounds", regions[i].what);
-	if (sh->strings_size == 0)
-		PROBLEM("schema: empty strings region");
-	if (bad)
-		return bad;
-	const char *base = (const char *)sh;
-	h->desc = (const struct opt_desc *)(base + sh->desc_off);
-	h->implies = (const struct implies_ent *)(base + sh->implies_off);
-	h->index = (const uint32_t *)(base + sh->index_off);
-	h->order = (const uint32_t *)(base + sh->order_off);
-	h->topo = (const uint32_t *)(base + sh->topo_off);
-	h->strings = base + sh->strings_off;
-	h->strings_size = sh->strings_size;
-	if (h->strings[h->strings_size - 1] != 0)
-		PROBLEM("schema: strings region does not end in NUL");
-	if (bad)
-		return bad;
-	for (uint32_t i = 0; i < n; i++) {
-		const struct opt_desc *d = &h->desc[i];
-		if (!sref_ok(h, d->name) || !sref_ok(h, d->doc) || !sref_ok(h, d->knob) ||
-		    !sref_ok(h, d->deprecated)) {
-			PROBLEM("schema: option %u has a bad string reference", i);
-			continue;
-		}
-		const char *name = sstr(h, d->name);
-		if (!shmcfg_type_name(d->type))
-			PROBLEM("%s: unknown type %u", name, d->type);
-		else if (!cell_ok(h, &d->def, d->type) || !cell_ok(h, &d->choices, SHMCFG_LIST) ||
-			 ((d->flags & DESC_F_HAS_MIN) && !cell_ok(h, &d->min, d->type)) ||
-			 ((d->flags & DESC_F_HAS_MAX) && !cell_ok(h, &d->max, d->type)))
-			PROBLEM("%s: bad default, range or choices", name);
-		if (!list_ok(h, d->env_default, d->n_env_default) ||
-		    !list_ok(h, d->env_force, d->n_env_force))
-			PROBLEM("%s: bad environment variable list", name);
-		if ((d->alias != SHMCFG_NO_OPT && d->alias >= n) || d->alias_final >= n ||
-		    h->desc[d->alias_final].alias != SHMCFG_NO_OPT ||
-		    h->desc[d->alias_final].type != d->type)
-			PROBLEM("%s: bad alias", name);
-		if (d->implies_first > sh->nimplies || d->implies_n > sh->nimplies - d->implies_first)
-			PROBLEM("%s: implications out of bounds", name);
-		if (h->order[i] >= n || h->topo[i] >= n)
-			PROBLEM("schema: order entry %u out of range", i);
-	}
-	for (uint32_t k = 0; k < sh->nimplies; k++)
-		if (h->implies[k].target >= n ||
-		    !cell_ok(h, &h->implies[k].value, h->desc[h->implies[k].target].type))
-			PROBLEM("schema: implication %u is invalid", k);
-	for (uint32_t k = 0; k < sh->index_size; k++)
-		if (h->index[k] != UINT32_MAX && h->index[k] >= n)
-			PROBLEM("schema: index entry %u out of range", k);
-	if (bad)
-		return bad;
-	/* topo must be a permutation that puts each implier before its targets,
-	 * else a commit could resolve a target before its implier */
-	uint32_t *pos = malloc(n * sizeof *pos);
-	if (!pos) {
-		PROBLEM("out of memory checking the schema");
-		return bad;
-	}
-	memset(pos, 0xff, n * sizeof *pos);
-	for (uint32_t i = 0; i < n; i++) {
-		if (pos[h->topo[i]] != UINT32_MAX)
-			PROBLEM("schema: topological order repeats option %u", h->topo[i]);
-		pos[h->topo[i]] = i;
-	}
-	for (uint32_t i = 0; !bad && i < n; i++)
-		for (uint32_t k = 0; k < h->desc[i].implies_n; k++)
-			if (pos[h->implies[h->desc[i].implies_first + k].target] <= pos[i])
-				PROBLEM("%s: implication order is broken", sstr(h, h->desc[i].name));
-	free(pos);
-	return bad;
-}
-#undef PROBLEM
-
-/*
- * Check the schema copy (h->sch ...) completely: every later use trusts it.
- * Returns the number of problems; each is reported through fn, and the first
- * becomes the error detail (the checks overwrite the detail as they go).
- */
-int shmcfg__schema_validate(shmcfg *h, bool deep, void (*fn)(const char *, void *), void *ud)
-{
-	(void)deep; /* the schema is small and read once: always checked whole */
-	char msg[256], first[256] = "";
-	int bad = schema_check(h, fn, ud, msg, first);
-	if (bad)
-		shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, first);
-	return bad;
-}
-
-/* ------------------------------------------------------------------ */
-/* Lookup and description                                             */
-/* ------------------------------------------------------------------ */
-
-int shmcfg_lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
-{
-	SHMCFG_API_ENTRY;
-	assert_return(h && name && ret, -EINVAL);
-	size_t len = strlen(name);
-	uint32_t mask = h->sch->index_size - 1;
-	uint64_t hv = name_hash(name, len);
-	for (uint32_t probe = 0; probe <= mask; probe++, hv++) {
-		uint32_t id = h->index[hv & mask];
-		if (id == UINT32_MAX)
-			break;
-		const struct opt_desc *d = &h->desc[id];
-		if (d->name.len == len && memcmp(sstr(h, d->name), name, len) == 0) {
-			shmcfg__warn_deprecated(h, id);
-			*ret = id;
-			return 0;
-		}
-	}
-	return shmcfg__err(SHMCFG_E_NOOPT, "%s: no such option in segment %s", name, h->name);
-}
-
-int shmcfg_opt_info(const shmcfg *h, shmcfg_opt opt, shmcfg_optinfo *ret)
-{
-	SHMCFG_API_ENTRY;
-	assert_return(h && ret, -EINVAL);
-	if (opt >= h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
-	const struct opt_desc *d = &h->desc[opt];
-	memset(ret, 0, sizeof *ret);
-	ret->name = sstr(h, d->name);
-	ret->type = d->type;
-	ret->flags = d->flags & 0xffff;
-	ret->doc = sstr(h, d->doc);
-	ret->env_default = sstr(h, d->env_default);
-	ret->n_env_default = d->n_env_default;
-	ret->env_force = sstr(h, d->env_force);
-	ret->n_env_force = d->n_env_force;
-	ret->knob = d->flags & DESC_F_HAS_KNOB ? sstr(h, d->knob) : NULL;
-	ret->deprecated = d->flags & SHMCFG_F_DEPRECATED ? sstr(h, d->deprecated) : NULL;
-	ret->alias = d->alias;
-	ret->alias_final = d->alias_final;
-	ret->has_min = d->flags & DESC_F_HAS_MIN;
-	ret->has_max = d->flags & DESC_F_HAS_MAX;
-	/* the cells were validated at attach */
-	if (ret->has_min)
-		(void)shmcfg__value_from_cell(&d->min, h->strings, h->strings_size, &ret->min);
-	if (ret->has_max)
-		(void)shmcfg__value_from_cell(&d->max, h->strings, h->strings_size, &ret->max);
-	(void)shmcfg__value_from_cell(&d->choices, h->strings, h->strings_size, &ret->choices);
-	(void)shmcfg__value_from_cell(&d->def, h->strings, h->strings_size, &ret->def);
-	ret->n_implies = d->implies_n;
-	return 0;
-}
-
-int shmcfg_opt_implies(const shmcfg *h, shmcfg_opt opt, size_t i, shmcfg_opt *target,
-		       shmcfg_value *value)
-{
-	SHMCFG_API_ENTRY;
-	assert_return(h && target && value, -EINVAL);
-	if (opt >= h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
-	const struct opt_desc *d = &h->desc[opt];
-	if (i >= d->implies_n)
-		return -ERANGE;
-	const struct implies_ent *e = &h->implies[d->implies_first + i];
-	*target = e->target;
-	return shmcfg__value_from_cell(&e->value, h->strings, h->strings_size, value);
-}
-
-/* Validate a value for an option of an attached segment. */
-int shmcfg__value_check(const shmcfg *h, shmcfg_opt opt, const shmcfg_value *v)
-{
-	const struct opt_desc *d = &h->desc[opt];
-	shmcfg_value min = {.is_null = true}, max = {.is_null = true}, choices;
-	if (d->flags & DESC_F_HAS_MIN)
-		(void)shmcfg__value_from_cell(&d->min, h->strings, h->strings_size, &min);
-	if (d->flags & DESC_F_HAS_MAX)
-		(void)shmcfg__value_from_cell(&d->max, h->strings, h->strings_size, &max);
-	(void)shmcfg__value_from_cell(&d->choices, h->strings, h->strings_size, &choices);
-	return value_check_def(sstr(h, d->name), d->type, d->flags, &min, &max, &choices, v);
-}
-
 /* The embedded default: torch.compiler.config and the torch._dynamo.config
  * options its aliases point to (lib/default_schema.c, generated). */
 int shmcfg__default_schema(shmcfg_schema **ret)
@@ -1033,26 +428,5 @@ int shmcfg__default_schema(shmcfg_schema **ret)
 		return r;
 	}
 	*ret = s;
-	return 0;
-}
-
-int shmcfg_verify_handles(const shmcfg *h, const char *const *names, const shmcfg_type *types,
-			  size_t n)
-{
-	SHMCFG_API_ENTRY;
-	assert_return(h && (names || !n) && (types || !n), -EINVAL);
-	if (n > h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_SCHEMA, "%s: has %u options, the program expects %zu",
-				   h->name, h->lay.nopts, n);
-	for (size_t i = 0; i < n; i++) {
-		const struct opt_desc *d = &h->desc[i];
-		if (strcmp(sstr(h, d->name), names[i]) != 0)
-			return shmcfg__err(SHMCFG_E_SCHEMA, "%s: option %zu is %s, the program expects %s",
-					   h->name, i, sstr(h, d->name), names[i]);
-		if (d->type != (uint32_t)types[i])
-			return shmcfg__err(SHMCFG_E_SCHEMA, "%s: %s is %s, the program expects %s", h->name,
-					   names[i], shmcfg_type_name(d->type),
-					   shmcfg_type_name(types[i]) ?: "?");
-	}
 	return 0;
 }

@@ -629,34 +629,15 @@ char *value_raw(const shmcfg_value *v)
 	return value_text(v);
 }
 
+/* The library's JSON of a value (shmcfg_value_json), as a jansson value. */
 json_t *value_json(const shmcfg_value *v)
 {
-	if (v->is_null)
+	char *text;
+	if (shmcfg_value_json(v, &text))
 		return json_null();
-	switch (v->type) {
-	case SHMCFG_BOOL:
-		return json_boolean(v->u.b);
-	case SHMCFG_INT:
-		return json_integer(v->u.i);
-	case SHMCFG_FLOAT:
-		if (!isfinite(v->u.f))
-			return json_string(isnan(v->u.f) ? "nan" : v->u.f > 0 ? "inf" : "-inf");
-		return json_real(v->u.f);
-	case SHMCFG_STR: {
-		json_t *j = json_stringn(v->u.str.ptr, v->u.str.len);
-		return j ? j : json_stringn_nocheck(v->u.str.ptr, v->u.str.len);
-	}
-	case SHMCFG_LIST:
-	case SHMCFG_SET: {
-		json_t *a = json_array();
-		for (const char *it = NULL; a && (it = shmcfg_list_next(v, it));) {
-			json_t *s = json_string(it);
-			json_array_append_new(a, s ? s : json_string_nocheck(it));
-		}
-		return a;
-	}
-	}
-	return json_null();
+	json_t *j = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+	free(text);
+	return j ? j : json_null();
 }
 
 const char *type_label(shmcfg_type t, bool nullable, char *buf, size_t len)

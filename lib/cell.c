@@ -1,0 +1,127 @@
+/*
+ * Cells: a value as the segment stores it (16 bytes, strings and lists in a
+ * heap), encoded by writers and decoded, bounds-checked, by every reader.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/*
+ * Decode a cell whose strings live in heap[0, heap_size). Everything is
+ * checked: a cell of a hostile segment gives SHMCFG_E_CORRUPT, never a read
+ * out of bounds.
+ */
+int shmcfg__value_from_cell(const struct shmcfg__cell *c, const char *heap, uint64_t heap_size,
+			    shmcfg_value *ret)
+{
+	uint64_t meta = c->meta, val = c->val;
+	shmcfg_value v = {.type = META_TYPE(meta), .source = META_SRC(meta)};
+	if (v.type < SHMCFG_BOOL || v.type > SHMCFG_SET)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "cell has unknown type %u", META_TYPE(meta));
+	if (meta & META_NULL) {
+		v.is_null = true;
+		*ret = v;
+		return 0;
+	}
+	switch (v.type) {
+	case SHMCFG_BOOL:
+		v.u.b = val != 0;
+		break;
+	case SHMCFG_INT:
+		v.u.i = (int64_t)val;
+		break;
+	case SHMCFG_FLOAT:
+		memcpy(&v.u.f, &val, sizeof v.u.f);
+		break;
+	case SHMCFG_STR:
+	case SHMCFG_LIST:
+	case SHMCFG_SET: {
+		uint64_t off = CELL_OFF(val), len = META_LEN(meta);
+		/* strings end in NUL inside the heap; lists are `count` NUL-ended items */
+		if (off > heap_size || len >= heap_size - off || heap[off + len] != 0)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "string cell out of bounds");
+		if (v.type == SHMCFG_STR) {
+			v.u.str.ptr = heap + off;
+			v.u.str.len = len;
+		} else {
+			uint64_t count = 0;
+			for (uint64_t i = 0; i < len; i++)
+				count += heap[off + i] == 0;
+			if (count != CELL_COUNT(val) || (len && heap[off + len - 1] != 0))
+				return shmcfg__err(SHMCFG_E_CORRUPT, "list cell is malformed");
+			v.u.list.items = heap + off;
+			v.u.list.count = count;
+			v.u.list.bytes = len;
+		}
+		break;
+	}
+	}
+	*ret = v;
+	return 0;
+}
+
+/*
+ * Encode a value as a cell whose string bytes are appended to heap at
+ * *used (each string or list followed by a NUL), never past cap.
+ * Returns 0, or -ENOSPC with *used unchanged.
+ */
+int shmcfg__cell_encode(const shmcfg_value *v, uint64_t flags, char *heap, uint64_t cap,
+			uint64_t *used, struct shmcfg__cell *out)
+{
+	struct shmcfg__cell c = {.meta = (uint64_t)v->type | flags};
+	const char *bytes = NULL;
+	uint64_t len = 0, count = 0;
+	if (v->is_null)
+		c.meta |= META_NULL;
+	else
+		switch (v->type) {
+		case SHMCFG_BOOL:
+			c.val = v->u.b;
+			break;
+		case SHMCFG_INT:
+			c.val = (uint64_t)v->u.i;
+			break;
+		case SHMCFG_FLOAT:
+			memcpy(&c.val, &v->u.f, 8);
+			break;
+		case SHMCFG_STR:
+			bytes = v->u.str.ptr;
+			len = v->u.str.len;
+			break;
+		case SHMCFG_LIST:
+		case SHMCFG_SET:
+			bytes = v->u.list.items;
+			len = v->u.list.bytes;
+			count = v->u.list.count;
+			break;
+		}
+	if (bytes) {
+		if (*used > cap || len + 1 > cap - *used)
+			return -ENOSPC;
+		memcpy(heap + *used, bytes, len);
+		heap[*used + len] = 0;
+		c.val = *used | count << 32;
+		c.meta |= len << 32;
+		*used += len + 1;
+	}
+	*out = c;
+	return 0;
+}
+
+/* A list or set value's items agree with its count and byte length (a value
+ * built by hand may not). */
+bool shmcfg__list_ok(const shmcfg_value *v)
+{
+	if (v->is_null || (v->type != SHMCFG_LIST && v->type != SHMCFG_SET))
+		return true;
+	size_t bytes = v->u.list.bytes, nul = 0;
+	if (bytes == 0)
+		return v->u.list.count == 0;
+	if (!v->u.list.items || v->u.list.items[bytes - 1] != 0)
+		return false;
+	for (size_t i = 0; i < bytes; i++)
+		nul += v->u.list.items[i] == 0;
+	return nul == v->u.list.count;
+}

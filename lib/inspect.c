@@ -1,0 +1,145 @@
+/*
+ * Looking at a segment: its facts (shmcfg_stat) and the consistency check,
+ * shallow (the header against the object and the attach-time copies) and
+ * deep (every published slot's checksum and cells).
+ */
+#include "internal.h"
+#include "seqlock.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <xxhash.h>
+
+const char *shmcfg_name(const shmcfg *h)
+{
+	SHMCFG_API_KEEP;
+	return h ? h->name : NULL;
+}
+
+uint32_t shmcfg_count(const shmcfg *h)
+{
+	SHMCFG_API_KEEP;
+	return h ? h->lay.nopts : 0;
+}
+
+bool shmcfg_readonly(const shmcfg *h)
+{
+	SHMCFG_API_KEEP;
+	return h && h->rdonly;
+}
+
+void shmcfg_schema_hash(const shmcfg *h, uint8_t out[16])
+{
+	SHMCFG_API_KEEP;
+	memcpy(out, h->lay.schema_hash, 16);
+}
+
+int shmcfg_stat(const shmcfg *h, shmcfg_info *ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && ret, -EINVAL);
+	memset(ret, 0, sizeof *ret);
+	ret->layout_version = h->lay.layout_version;
+	ret->size = h->size;
+	ret->nopts = h->lay.nopts;
+	ret->nslots = h->lay.nslots;
+	ret->nreaders = h->lay.nreaders;
+	ret->heap_bytes = h->lay.heap_size;
+	memcpy(ret->schema_hash, h->lay.schema_hash, 16);
+	ret->create_time_ns = h->lay.create_time_ns;
+	ret->create_uid = h->lay.create_uid;
+	ret->create_pid = h->lay.create_pid;
+	for (uint32_t s = 0; s < h->lay.nslots; s++)
+		ret->slot_gen[s] = STAMP_GEN(__atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE));
+	ret->retired = shmcfg_retired(h);
+	ret->readers_hwm = shmcfg__readers_hwm(h);
+	ret->copy_fallbacks = __atomic_load_n(&h->hdr->copy_fallbacks, __ATOMIC_RELAXED);
+	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	ret->generation = cur_gen(cur);
+	if (cur_slot(cur) < h->lay.nslots) {
+		const struct slot_hdr *sl = slot_at(h, cur_slot(cur));
+		ret->heap_used = sl->heap_used;
+	}
+	ret->generation = shmcfg_config_hash(h, ret->config_hash);
+	return 0;
+}
+
+/*
+ * The consistency check. Shallow: the header against the object's real size
+ * and the schema copy. Deep: also every published slot, copied under its
+ * seqlock, its checksum, and every cell's bounds.
+ */
+int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, void *ud), void *ud)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h, -EINVAL);
+	int bad = 0;
+	char msg[320];
+#define PROBLEM(...)                                    \
+	do {                                            \
+		snprintf(msg, sizeof msg, __VA_ARGS__); \
+		if (fn)                                 \
+			fn(msg, ud);                    \
+		bad++;                                  \
+	} while (0)
+	struct stat st;
+	struct seg_header now;
+	memcpy(&now, h->hdr, sizeof now);
+	if (fstat(h->fd, &st) < 0)
+		PROBLEM("fstat: %s", strerror(errno));
+	else if (shmcfg__header_check(&now, (uint64_t)st.st_size, h->name))
+		PROBLEM("%s", shmcfg_errdetail());
+	else if (memcmp(&now, &h->lay, offsetof(struct seg_header, current)) != 0)
+		PROBLEM("header changed since attach");
+	if (now.ready != SEG_READY)
+		PROBLEM("segment is not marked initialised");
+	XXH128_canonical_t canon;
+	XXH128_canonicalFromHash(&canon, XXH3_128bits(h->base + h->lay.schema_off, h->lay.schema_size));
+	if (memcmp(canon.digest, h->lay.schema_hash, 16) != 0)
+		PROBLEM("schema region was modified (hash mismatch)");
+	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	if (cur_slot(cur) >= h->lay.nslots || cur_gen(cur) == 0)
+		PROBLEM("current (%llx) names slot %u of %u", (unsigned long long)cur, cur_slot(cur),
+			h->lay.nslots);
+	if (!deep || bad)
+		return bad;
+	char *copy = malloc(h->lay.slot_size);
+	if (!copy) {
+		PROBLEM("out of memory");
+		return bad;
+	}
+	for (uint32_t s = 0; s < h->lay.nslots; s++) {
+		uint64_t gen = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
+		if (gen == 0 || (gen & SLOT_BUSY))
+			continue; /* empty, or being written */
+		if (!shmcfg__seq_copy(h, (gen << SHMCFG__SLOT_BITS) | s, copy))
+			continue; /* rewritten while we looked: not a problem */
+		const struct slot_hdr *sl = (const struct slot_hdr *)copy;
+		if (sl->heap_used > h->lay.heap_size) {
+			PROBLEM("slot %u (generation %llu): heap use %llu beyond its size", s,
+				(unsigned long long)gen, (unsigned long long)sl->heap_used);
+			continue;
+		}
+		if (shmcfg__slot_checksum(h, copy) != sl->checksum) {
+			PROBLEM("slot %u (generation %llu): checksum mismatch", s, (unsigned long long)gen);
+			continue;
+		}
+		const struct shmcfg__cell *cells = slot_cells(h, copy);
+		const char *heap = slot_heap(h, copy);
+		for (uint32_t i = 0; i < h->lay.nopts; i++) {
+			shmcfg_value v;
+			if (shmcfg__value_from_cell(&cells[i], heap, h->lay.heap_size, &v) ||
+			    v.type != h->desc[i].type) {
+				PROBLEM("slot %u (generation %llu): option %s has a bad cell", s,
+					(unsigned long long)gen, sstr(h, h->desc[i].name));
+				break;
+			}
+		}
+	}
+	free(copy);
+	return bad;
+#undef PROBLEM
+}

@@ -1,0 +1,111 @@
+/*
+ * Values as text: the one JSON encoding of a value, the shortest float text
+ * that reads back equal, and the display form (shmcfg_value_format()).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <jansson.h>
+
+/*
+ * The one JSON form of a value: dumps, loads, shmctl's --json output and the
+ * Python binding all go through it (shmcfg_value_json()).
+ */
+json_t *shmcfg__value_json(const shmcfg_value *v)
+{
+	if (v->is_null)
+		return json_null();
+	switch (v->type) {
+	case SHMCFG_BOOL:
+		return json_boolean(v->u.b);
+	case SHMCFG_INT:
+		return json_integer(v->u.i);
+	case SHMCFG_FLOAT:
+		/* JSON has no NaN or infinity: strings, as Python's json and a
+		 * load (dump.c) read them back */
+		if (!isfinite(v->u.f))
+			return json_string(isnan(v->u.f) ? "nan" : v->u.f > 0 ? "inf" : "-inf");
+		return json_real(v->u.f);
+	case SHMCFG_STR: {
+		/* values are checked UTF-8 when written; a hostile segment's bytes
+		 * go out as they are rather than not at all */
+		json_t *j = json_stringn(v->u.str.ptr, v->u.str.len);
+		return j ? j : json_stringn_nocheck(v->u.str.ptr, v->u.str.len);
+	}
+	case SHMCFG_LIST:
+	case SHMCFG_SET: {
+		json_t *a = json_array();
+		const char *it = NULL;
+		while (a && (it = shmcfg_list_next(v, it))) {
+			json_t *s = json_string(it);
+			json_array_append_new(a, s ? s : json_string_nocheck(it));
+		}
+		return a;
+	}
+	}
+	return NULL;
+}
+
+/* The shortest text that reads back as the same double, as Python's repr()
+ * writes it (with ".0" when it would look like an integer). buf: 32 bytes. */
+void shmcfg__float_text(double f, char *buf)
+{
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(buf, 32, "%.*g", prec, f);
+		if (strtod(buf, NULL) == f)
+			break;
+	}
+	if (!strpbrk(buf, ".eni"))
+		strcat(buf, ".0");
+}
+
+int shmcfg_value_format(const shmcfg_value *v, char **ret)
+{
+	SHMCFG_API_ENTRY;
+	if (!v || !ret)
+		return -EINVAL;
+	if (!v->is_null && v->type == SHMCFG_FLOAT && isfinite(v->u.f)) {
+		char t[32];
+		shmcfg__float_text(v->u.f, t);
+		*ret = strdup(t);
+		return *ret ? 0 : -ENOMEM;
+	}
+	/* JSON has no NaN or infinity: write them as Python and strtod read them */
+	if (!v->is_null && v->type == SHMCFG_FLOAT && !isfinite(v->u.f)) {
+		*ret = strdup(isnan(v->u.f) ? "nan" : v->u.f > 0 ? "inf" : "-inf");
+		return *ret ? 0 : -ENOMEM;
+	}
+	json_t *j = shmcfg__value_json(v);
+	if (!j)
+		return -ENOMEM;
+	*ret = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
+	json_decref(j);
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* The canonical text used for choices: as shmcfg_value_format(), but a
+ * string is its raw text. */
+int shmcfg__format_canon(const shmcfg_value *v, char **ret)
+{
+	if (!v->is_null && v->type == SHMCFG_STR) {
+		*ret = strndup(v->u.str.ptr, v->u.str.len);
+		return *ret ? 0 : -ENOMEM;
+	}
+	return shmcfg_value_format(v, ret);
+}
+
+int shmcfg_value_json(const shmcfg_value *v, char **ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(v && ret, -EINVAL);
+	json_t *j = shmcfg__value_json(v);
+	if (!j)
+		return -ENOMEM;
+	*ret = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
+	json_decref(j);
+	return *ret ? 0 : -ENOMEM;
+}

@@ -1,0 +1,372 @@
+/*
+ * The objects of /dev/shm and who may be trusted with them: names and paths,
+ * opening (regular files only, never blocking, never following a link),
+ * owners, the lock object that holds the writer lock and the reader entries'
+ * liveness locks (doc/design.md, "Trust"), removal and retirement, and the
+ * processes that have a segment mapped.
+ */
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* The object's path in /dev/shm, and its lock object's. */
+static void object_paths(const char *name, char seg[static PATH_BYTES], char lock[static PATH_BYTES])
+{
+	snprintf(seg, PATH_BYTES, SHM_DIR SEG_PREFIX "%s", name);
+	snprintf(lock, PATH_BYTES, SHM_DIR LOCK_PREFIX "%s", name);
+}
+
+int shmcfg__name_check(const char *name, char path[static PATH_BYTES], char lock[static PATH_BYTES])
+{
+	size_t len = name ? strlen(name) : 0;
+	if (len == 0 || len > SEG_NAME_MAX || name[0] == '.')
+		return shmcfg__err(-EINVAL, "segment name '%.80s' must be 1-%d characters, not starting with '.'",
+				   name ? name : "", SEG_NAME_MAX);
+	for (const char *p = name; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == '-'))
+			return shmcfg__err(-EINVAL, "segment name '%.80s': character '%c' is not allowed (use [A-Za-z0-9._-])",
+					   name, *p);
+	object_paths(name, path, lock);
+	return 0;
+}
+
+static const char *file_kind(mode_t m)
+{
+	return S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISDIR(m) ? "a directory" :
+	       S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device" :
+	       S_ISLNK(m) ? "a symbolic link" : "not a regular file";
+}
+
+/*
+ * Open an object of /dev/shm that must be a regular file. O_NONBLOCK: a FIFO
+ * planted under the name must not block us in open(2); O_NOFOLLOW: neither
+ * may a symlink lead us elsewhere. Anything but a regular file is refused at
+ * once as "not a segment".
+ */
+int shmcfg__open_regular(const char *path, const char *name, int flags, int *fd_ret, struct stat *st)
+{
+	int fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		if (e == ENXIO || e == EISDIR) /* a socket; a directory opened for writing */
+			return shmcfg__err(SHMCFG_E_MAGIC, "%s: %s is %s, not a segment", name, path,
+					   e == ENXIO ? "a socket" : "a directory");
+		return shmcfg__err(-e, "%s: %s", name,
+				   e == ENOENT ? "no such segment" : e == ELOOP ? "is a symbolic link, not a segment" : strerror(e));
+	}
+	if (fstat(fd, st) < 0) {
+		int e = errno;
+		close(fd);
+		return shmcfg__err(-e, "%s: fstat: %s", name, strerror(e));
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		return shmcfg__err(SHMCFG_E_MAGIC, "%s: %s is %s, not a segment", name, path,
+				   file_kind(st->st_mode));
+	}
+	*fd_ret = fd;
+	return 0;
+}
+
+/* "65534 (nobody)" */
+void shmcfg__user_text(uid_t uid, char *buf, size_t len)
+{
+	struct passwd pw, *res = NULL;
+	char tmp[1024];
+	if (getpwuid_r(uid, &pw, tmp, sizeof tmp, &res) == 0 && res)
+		snprintf(buf, len, "%u (%s)", (unsigned)uid, res->pw_name);
+	else
+		snprintf(buf, len, "%u", (unsigned)uid);
+}
+
+/* Name squatting: whoever can create files in /dev/shm can plant an object
+ * under a name another user expects. Trust the caller's own objects and
+ * root's, or exactly the owner the caller names. */
+int shmcfg__owner_check(const char *name, const struct stat *st, const shmcfg_attach_opts *o)
+{
+	bool ok = (o->flags & SHMCFG_ATTACH_OWNER) ? st->st_uid == o->owner
+						   : st->st_uid == geteuid() || st->st_uid == 0;
+	if (ok)
+		return 0;
+	char who[300], want[300];
+	shmcfg__user_text(st->st_uid, who, sizeof who);
+	if (o->flags & SHMCFG_ATTACH_OWNER) {
+		shmcfg__user_text(o->owner, want, sizeof want);
+		return shmcfg__err(SHMCFG_E_OWNER, "%s: segment is owned by uid %s, not by the expected owner %s",
+				   name, who, want);
+	}
+	return shmcfg__err(SHMCFG_E_OWNER,
+			   "%s: segment is owned by uid %s, not by you or root (name the owner to trust it: --owner)",
+			   name, who);
+}
+
+/*
+ * A forked child shares its parent's open file descriptions, and with them
+ * the OFD locks on the lock object: a child that never uses shmcfg would
+ * keep a dead parent's reader entry (or writer lock) alive. So the child
+ * closes its copies of every lock descriptor at once (the parent's locks
+ * stay, held by the parent's descriptors); its inherited handles can still
+ * read, and refuse to commit or pin (SHMCFG_E_FORKED).
+ */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static shmcfg *open_handles;
+
+void shmcfg__open_add(shmcfg *h)
+{
+	pthread_mutex_lock(&open_lock);
+	h->next_open = open_handles;
+	open_handles = h;
+	pthread_mutex_unlock(&open_lock);
+}
+
+void shmcfg__open_remove(shmcfg *h)
+{
+	pthread_mutex_lock(&open_lock);
+	for (shmcfg **p = &open_handles; *p; p = &(*p)->next_open)
+		if (*p == h) {
+			*p = h->next_open;
+			break;
+		}
+	pthread_mutex_unlock(&open_lock);
+}
+
+static void open_before_fork(void)
+{
+	pthread_mutex_lock(&open_lock);
+}
+
+static void open_after_fork_parent(void)
+{
+	pthread_mutex_unlock(&open_lock);
+}
+
+static void open_after_fork_child(void)
+{
+	for (shmcfg *h = open_handles; h; h = h->next_open)
+		if (h->lock_fd >= 0) {
+			close(h->lock_fd);
+			h->lock_fd = -1;
+		}
+	pthread_mutex_init(&open_lock, NULL);
+}
+
+__attribute__((constructor)) static void open_register_atfork(void)
+{
+	pthread_atfork(open_before_fork, open_after_fork_parent, open_after_fork_child);
+}
+
+/*
+ * The writer lock and the reader entries' liveness locks are OFD locks on a
+ * companion object, /dev/shm/shmcfg-lock.NAME, not on the segment: an OFD
+ * read lock needs only a read-only descriptor, so on the segment any reader
+ * could take the writer lock or keep dead readers "alive". The lock object
+ * grants read and write to exactly the permission classes that may write the
+ * segment (0644 -> 0600, 0664 -> 0660), so only writers can open it. It
+ * carries the segment's random instance id, so that an attacher never pairs
+ * a segment with the lock object of another incarnation of its name.
+ */
+static mode_t lock_mode(mode_t seg_mode)
+{
+	mode_t m = 0;
+	for (int shift = 0; shift <= 6; shift += 3)
+		if (seg_mode & (0002u << shift))
+			m |= 0006u << shift;
+	return m;
+}
+
+int shmcfg__lock_create(shmcfg *h, const char *path, mode_t seg_mode, gid_t gid)
+{
+	for (int attempt = 0;; attempt++) {
+		h->lock_fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+				  lock_mode(seg_mode));
+		if (h->lock_fd >= 0)
+			break;
+		int e = errno;
+		struct stat st;
+		/* a leftover of ours (a creator that died) goes; another user's
+		 * squats the name: refuse rather than lock with its object */
+		if (e == EEXIST && attempt == 0 && lstat(path, &st) == 0 &&
+		    (st.st_uid == geteuid() || geteuid() == 0) && unlink(path) == 0)
+			continue;
+		if (e == EEXIST && lstat(path, &st) == 0 && st.st_uid != geteuid()) {
+			char who[300];
+			shmcfg__user_text(st.st_uid, who, sizeof who);
+			return shmcfg__err(SHMCFG_E_OWNER, "%s: its lock object %s exists and belongs to uid %s; remove it (as that user or root)",
+					   h->name, path, who);
+		}
+		return shmcfg__err(-e, "%s: cannot create its lock object %s: %s", h->name, path, strerror(e));
+	}
+	struct lock_file lf = {.magic = LOCK_MAGIC};
+	memcpy(lf.instance, h->lay.instance, 16);
+	if (fchmod(h->lock_fd, lock_mode(seg_mode)) < 0 ||
+	    (gid != 0 && gid != (gid_t)-1 && fchown(h->lock_fd, (uid_t)-1, gid) < 0) ||
+	    pwrite(h->lock_fd, &lf, sizeof lf, 0) != (ssize_t)sizeof lf) {
+		int e = errno;
+		unlink(path);
+		return shmcfg__err(-e, "%s: cannot set up its lock object %s: %s", h->name, path, strerror(e));
+	}
+	return 0;
+}
+
+/* Open the lock object of the segment h attached: -EAGAIN if it belongs to
+ * another incarnation of the name (replaced while we attached). A read-only
+ * handle opens it read-only, to tell live readers from dead ones (F_OFD_GETLK
+ * needs no write access); it never locks. */
+int shmcfg__lock_open(shmcfg *h, const char *path, const struct stat *seg_st)
+{
+	struct stat st;
+	int r = shmcfg__open_regular(path, h->name, h->rdonly ? O_RDONLY : O_RDWR, &h->lock_fd, &st);
+	if (r == -ENOENT)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: its lock object %s is missing (removed by hand?): the segment cannot be written; re-create it",
+				   h->name, path);
+	if (r == -EACCES)
+		return shmcfg__err(-EACCES, "%s: no write access to its lock object %s", h->name, path);
+	if (r)
+		return r;
+	if (st.st_uid != seg_st->st_uid) {
+		char who[300], seg[300];
+		shmcfg__user_text(st.st_uid, who, sizeof who);
+		shmcfg__user_text(seg_st->st_uid, seg, sizeof seg);
+		return shmcfg__err(SHMCFG_E_OWNER, "%s: its lock object %s belongs to uid %s, the segment to uid %s",
+				   h->name, path, who, seg);
+	}
+	struct lock_file lf;
+	if (pread(h->lock_fd, &lf, sizeof lf, 0) != (ssize_t)sizeof lf || lf.magic != LOCK_MAGIC)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s is not its lock object", h->name, path);
+	if (memcmp(lf.instance, h->lay.instance, 16) != 0)
+		return -EAGAIN;
+	return 0;
+}
+
+bool shmcfg_retired(const shmcfg *h)
+{
+	SHMCFG_API_KEEP;
+	if (!h)
+		return false;
+	if (__atomic_load_n(&h->hdr->retired, __ATOMIC_ACQUIRE))
+		return true;
+	/* removed by other means (rm in /dev/shm): the name no longer links it */
+	struct stat st;
+	return fstat(h->fd, &st) == 0 && st.st_nlink == 0;
+}
+
+/*
+ * Remove the name, then mark the object we opened retired and wake its
+ * waiters: every attached process learns at its next wait (or within the
+ * wait's re-check interval, from st_nlink, when we could not write the mark).
+ * The lock object goes last, so that no attacher pairs the old segment with
+ * a new lock object: it checks the instance id anyway.
+ */
+int shmcfg__remove_segment(const char *name, const char *path, const char *lock, bool quiet_enoent)
+{
+	int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < SEG_HEADER_BYTES)) {
+		close(fd);
+		fd = -1;
+	}
+	if (unlink(path) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		/* no segment: a lock object left by a plain unlink(2) goes too */
+		if (e == ENOENT)
+			(void)unlink(lock);
+		if (e == ENOENT && quiet_enoent)
+			return 0;
+		if (e == EPERM || e == EACCES) {
+			struct stat ls;
+			char who[300] = "another user";
+			if (lstat(path, &ls) == 0)
+				shmcfg__user_text(ls.st_uid, who, sizeof who);
+			return shmcfg__err(-e, "%s: cannot remove %s: it belongs to uid %s", name, path, who);
+		}
+		return shmcfg__err(-e, "%s: %s", name, e == ENOENT ? "no such segment" : strerror(e));
+	}
+	if (fd >= 0) {
+		struct seg_header *hd = mmap(NULL, SEG_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (hd != MAP_FAILED) {
+			if (hd->magic == SEG_MAGIC && hd->layout_version == SEG_LAYOUT_VERSION) {
+				/* release: pairs with the acquire load in shmcfg_retired();
+				 * the futex bump wakes waiters as a commit does */
+				__atomic_store_n(&hd->retired, 1, __ATOMIC_RELEASE);
+				__atomic_fetch_add(&hd->futex, 1, __ATOMIC_SEQ_CST);
+				syscall(SYS_futex, &hd->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+			}
+			munmap(hd, SEG_HEADER_BYTES);
+		}
+		close(fd);
+	}
+	if (unlink(lock) < 0 && errno != ENOENT)
+		shmcfg__log(1, "%s: cannot remove its lock object %s: %s", name, lock, strerror(errno));
+	return 0;
+}
+
+int shmcfg_unlink(const char *name)
+{
+	SHMCFG_API_ENTRY;
+	char path[PATH_BYTES], lock[PATH_BYTES];
+	int r = shmcfg__name_check(name, path, lock);
+	return r ? r : shmcfg__remove_segment(name, path, lock, false);
+}
+
+int shmcfg_attached_pids(const char *name, pid_t *pids, size_t max)
+{
+	SHMCFG_API_ENTRY;
+	char path[PATH_BYTES], lock[PATH_BYTES];
+	int r = shmcfg__name_check(name, path, lock);
+	if (r)
+		return r;
+	assert_return(pids || max == 0, -EINVAL);
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return shmcfg__err(-errno, "%s: %s", name, errno == ENOENT ? "no such segment" : strerror(errno));
+	DIR *d = opendir("/proc");
+	if (!d)
+		return shmcfg__err(-errno, "/proc: %s", strerror(errno));
+	int n = 0;
+	struct dirent *de;
+	char line[PATH_MAX + 256];
+	while ((de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		if (*end || pid <= 0)
+			continue;
+		char maps[64];
+		snprintf(maps, sizeof maps, "/proc/%ld/maps", pid);
+		FILE *f = fopen(maps, "re");
+		if (!f)
+			continue; /* gone, or not ours to read */
+		bool found = false;
+		/* "start-end perms offset dev inode path": the same inode under
+		 * our path (or "path (deleted)") */
+		while (!found && fgets(line, sizeof line, f)) {
+			unsigned long long ino;
+			int at = 0;
+			if (sscanf(line, "%*s %*s %*s %*s %llu %n", &ino, &at) < 1 || ino != (unsigned long long)st.st_ino)
+				continue;
+			size_t pl = strlen(path);
+			found = !strncmp(line + at, path, pl) && (line[at + pl] == '\n' || line[at + pl] == ' ');
+		}
+		fclose(f);
+		if (found) {
+			if ((size_t)n < max)
+				pids[n] = (pid_t)pid;
+			n++;
+		}
+	}
+	closedir(d);
+	return n;
+}

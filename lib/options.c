@@ -1,0 +1,122 @@
+/*
+ * Options of an attached segment: lookup by name, descriptions, and the
+ * checks every written value passes (type, null, range, choices), the same
+ * for transactions and patches; deprecation warnings.
+ */
+#include "internal.h"
+#include "schema.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int shmcfg_lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && name && ret, -EINVAL);
+	size_t len = strlen(name);
+	uint32_t mask = h->sch->index_size - 1;
+	uint64_t hv = shmcfg__name_hash(name, len);
+	for (uint32_t probe = 0; probe <= mask; probe++, hv++) {
+		uint32_t id = h->index[hv & mask];
+		if (id == UINT32_MAX)
+			break;
+		const struct opt_desc *d = &h->desc[id];
+		if (d->name.len == len && memcmp(sstr(h, d->name), name, len) == 0) {
+			shmcfg__warn_deprecated(h, id);
+			*ret = id;
+			return 0;
+		}
+	}
+	return shmcfg__err(SHMCFG_E_NOOPT, "%s: no such option in segment %s", name, h->name);
+}
+
+int shmcfg_opt_info(const shmcfg *h, shmcfg_opt opt, shmcfg_optinfo *ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && ret, -EINVAL);
+	if (opt >= h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	const struct opt_desc *d = &h->desc[opt];
+	memset(ret, 0, sizeof *ret);
+	ret->name = sstr(h, d->name);
+	ret->type = d->type;
+	ret->flags = d->flags & 0xffff;
+	ret->doc = sstr(h, d->doc);
+	ret->env_default = sstr(h, d->env_default);
+	ret->n_env_default = d->n_env_default;
+	ret->env_force = sstr(h, d->env_force);
+	ret->n_env_force = d->n_env_force;
+	ret->knob = d->flags & DESC_F_HAS_KNOB ? sstr(h, d->knob) : NULL;
+	ret->deprecated = d->flags & SHMCFG_F_DEPRECATED ? sstr(h, d->deprecated) : NULL;
+	ret->alias = d->alias;
+	ret->alias_final = d->alias_final;
+	ret->has_min = d->flags & DESC_F_HAS_MIN;
+	ret->has_max = d->flags & DESC_F_HAS_MAX;
+	/* the cells were validated at attach */
+	if (ret->has_min)
+		(void)shmcfg__value_from_cell(&d->min, h->strings, h->strings_size, &ret->min);
+	if (ret->has_max)
+		(void)shmcfg__value_from_cell(&d->max, h->strings, h->strings_size, &ret->max);
+	(void)shmcfg__value_from_cell(&d->choices, h->strings, h->strings_size, &ret->choices);
+	(void)shmcfg__value_from_cell(&d->def, h->strings, h->strings_size, &ret->def);
+	ret->n_implies = d->implies_n;
+	return 0;
+}
+
+int shmcfg_opt_implies(const shmcfg *h, shmcfg_opt opt, size_t i, shmcfg_opt *target,
+		       shmcfg_value *value)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && target && value, -EINVAL);
+	if (opt >= h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	const struct opt_desc *d = &h->desc[opt];
+	if (i >= d->implies_n)
+		return -ERANGE;
+	const struct implies_ent *e = &h->implies[d->implies_first + i];
+	*target = e->target;
+	return shmcfg__value_from_cell(&e->value, h->strings, h->strings_size, value);
+}
+
+/* Validate a value for an option of an attached segment. */
+int shmcfg__value_check(const shmcfg *h, shmcfg_opt opt, const shmcfg_value *v)
+{
+	const struct opt_desc *d = &h->desc[opt];
+	shmcfg_value min = {.is_null = true}, max = {.is_null = true}, choices;
+	if (d->flags & DESC_F_HAS_MIN)
+		(void)shmcfg__value_from_cell(&d->min, h->strings, h->strings_size, &min);
+	if (d->flags & DESC_F_HAS_MAX)
+		(void)shmcfg__value_from_cell(&d->max, h->strings, h->strings_size, &max);
+	(void)shmcfg__value_from_cell(&d->choices, h->strings, h->strings_size, &choices);
+	return shmcfg__check_value(sstr(h, d->name), d->type, d->flags, &min, &max, &choices, v);
+}
+
+int shmcfg_verify_handles(const shmcfg *h, const char *const *names, const shmcfg_type *types,
+			  size_t n)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && (names || !n) && (types || !n), -EINVAL);
+	if (n > h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_SCHEMA, "%s: has %u options, the program expects %zu",
+				   h->name, h->lay.nopts, n);
+	for (size_t i = 0; i < n; i++) {
+		const struct opt_desc *d = &h->desc[i];
+		if (strcmp(sstr(h, d->name), names[i]) != 0)
+			return shmcfg__err(SHMCFG_E_SCHEMA, "%s: option %zu is %s, the program expects %s",
+					   h->name, i, sstr(h, d->name), names[i]);
+		if (d->type != (uint32_t)types[i])
+			return shmcfg__err(SHMCFG_E_SCHEMA, "%s: %s is %s, the program expects %s", h->name,
+					   names[i], shmcfg_type_name(d->type),
+					   shmcfg_type_name(types[i]) ?: "?");
+	}
+	return 0;
+}
+
+void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt)
+{
+	const struct opt_desc *d = &h->desc[opt];
+	if (!(d->flags & SHMCFG_F_DEPRECATED) || atomic_exchange(&h->warned[opt], 1))
+		return;
+	shmcfg__log(SHMCFG_LOG_WARNING, "%s is deprecated: %s", sstr(h, d->name), sstr(h, d->deprecated));
+}

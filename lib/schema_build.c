@@ -1,0 +1,360 @@
+/*
+ * A schema into a segment: the built form (ids in declaration order, the
+ * name index, bytewise name order, implication order) and its serialisation
+ * into the schema region, whose digest is the schema hash.
+ */
+#include "internal.h"
+#include "schema.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <xxhash.h>
+
+struct built_schema {
+	const shmcfg_schema *s;
+	uint32_t *alias, *alias_final; /* per option */
+	struct implies_ent *implies;   /* values' strings are indices into implies_vals */
+	shmcfg_value *implies_vals;
+	uint32_t nimplies;
+	uint32_t *imp_first, *imp_n; /* per option: its run of implies entries */
+	uint32_t *order, *topo;
+	uint64_t strings_bytes;
+	uint64_t bytes;
+};
+
+/* qsort_r: the options travel as the argument, so that threads creating
+ * segments at once do not share a sort context */
+static int cmp_by_name(const void *a, const void *b, void *opts)
+{
+	const struct sopt *o = opts;
+	return strcmp(o[*(const uint32_t *)a].name, o[*(const uint32_t *)b].name);
+}
+
+static uint64_t value_bytes(const shmcfg_value *v)
+{
+	if (v->is_null)
+		return 0;
+	if (v->type == SHMCFG_STR)
+		return v->u.str.len + 1;
+	if (v->type == SHMCFG_LIST || v->type == SHMCFG_SET)
+		return v->u.list.bytes + 1;
+	return 0;
+}
+
+void shmcfg__schema_built_free(struct built_schema *b)
+{
+	if (!b)
+		return;
+	for (uint32_t i = 0; i < b->nimplies; i++)
+		shmcfg_value_clear(&b->implies_vals[i]);
+	free(b->alias);
+	free(b->alias_final);
+	free(b->implies);
+	free(b->implies_vals);
+	free(b->order);
+	free(b->topo);
+	free(b->imp_first);
+	free(b->imp_n);
+	free(b);
+}
+
+/* Resolve aliases and implications, reject cycles, compute the orders. */
+int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
+{
+	uint32_t n = s->n;
+	if (n == 0)
+		return shmcfg__err(SHMCFG_E_SCHEMADEF, "schema has no options");
+	struct built_schema *b = calloc(1, sizeof *b);
+	if (!b)
+		return -ENOMEM;
+	b->s = s;
+	b->alias = malloc(n * sizeof(uint32_t));
+	b->alias_final = malloc(n * sizeof(uint32_t));
+	b->order = malloc(n * sizeof(uint32_t));
+	b->topo = malloc(n * sizeof(uint32_t));
+	b->imp_first = calloc(n, sizeof(uint32_t));
+	b->imp_n = calloc(n, sizeof(uint32_t));
+	uint32_t *indeg = calloc(n, sizeof(uint32_t));
+	int r = 0;
+	if (!b->alias || !b->alias_final || !b->order || !b->topo || !b->imp_first || !b->imp_n ||
+	    !indeg) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct sopt *o = &s->opts[i];
+		b->alias[i] = SHMCFG_NO_OPT;
+		if (!o->alias)
+			continue;
+		int t = shmcfg__schema_find(s, o->alias);
+		if (t < 0) {
+			r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: alias target %s is not declared",
+					o->name, o->alias);
+			goto fail;
+		}
+		b->alias[i] = (uint32_t)t;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t f = i, steps = 0;
+		while (b->alias[f] != SHMCFG_NO_OPT) {
+			f = b->alias[f];
+			if (++steps > n) {
+				r = shmcfg__err(SHMCFG_E_CYCLE, "%s: alias cycle", s->opts[i].name);
+				goto fail;
+			}
+		}
+		b->alias_final[i] = f;
+		const struct sopt *o = &s->opts[i], *t = &s->opts[f];
+		if (o->type != t->type ||
+		    (o->flags & SHMCFG_F_NULLABLE) != (t->flags & SHMCFG_F_NULLABLE)) {
+			r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: alias of %s must have its type %s%s",
+					o->name, t->name, t->flags & SHMCFG_F_NULLABLE ? "optional " : "",
+					shmcfg_type_name(t->type));
+			goto fail;
+		}
+	}
+	/* implications: "target=value;target2=value" */
+	for (uint32_t i = 0; i < n; i++) {
+		const char *spec = s->opts[i].implies;
+		b->imp_first[i] = b->nimplies;
+		if (!spec)
+			continue;
+		char *copy = strdup(spec), *save = NULL;
+		if (!copy) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		for (char *item = strtok_r(copy, ";", &save); item && !r;
+		     item = strtok_r(NULL, ";", &save)) {
+			char *eq = strchr(item, '=');
+			while (isspace((unsigned char)*item))
+				item++;
+			if (!eq) {
+				r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: implies '%s' lacks '='",
+						s->opts[i].name, item);
+				break;
+			}
+			char *end = eq;
+			while (end > item && isspace((unsigned char)end[-1]))
+				end--;
+			*end = 0;
+			int t = shmcfg__schema_find(s, item);
+			if (t < 0) {
+				r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: implies unknown option %s",
+						s->opts[i].name, item);
+				break;
+			}
+			uint32_t tf = b->alias_final[t];
+			const struct sopt *to = &s->opts[tf];
+			struct implies_ent *ie = realloc(b->implies, (b->nimplies + 1) * sizeof *ie);
+			shmcfg_value *iv = ie ? realloc(b->implies_vals, (b->nimplies + 1) * sizeof *iv) : NULL;
+			if (ie)
+				b->implies = ie;
+			if (!iv) {
+				r = -ENOMEM;
+				break;
+			}
+			b->implies_vals = iv;
+			const char *vt = eq + 1;
+			while (isspace((unsigned char)*vt))
+				vt++;
+			shmcfg_value v;
+			r = shmcfg_value_parse(to->type, to->flags & SHMCFG_F_NULLABLE, vt, &v);
+			if (!r) {
+				r = shmcfg__check_value(to->name, to->type, to->flags, &to->min, &to->max,
+						    &to->choices, &v);
+				if (r) /* parsed, so v may own its text */
+					shmcfg_value_clear(&v);
+			}
+			if (r == -ENOMEM)
+				break;
+			if (r) {
+				r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: implies %s: %s", s->opts[i].name,
+						item, shmcfg_errdetail());
+				break;
+			}
+			ie[b->nimplies] = (struct implies_ent){.target = tf};
+			iv[b->nimplies++] = v;
+			b->imp_n[i]++;
+			indeg[tf]++;
+		}
+		free(copy);
+		if (r)
+			goto fail;
+	}
+	/* topological order (Kahn): impliers before their targets */
+	uint32_t head = 0, tail = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (!indeg[i])
+			b->topo[tail++] = i;
+	while (head < tail) {
+		uint32_t i = b->topo[head++];
+		for (uint32_t k = b->imp_first[i]; k < b->imp_first[i] + b->imp_n[i]; k++)
+			if (--indeg[b->implies[k].target] == 0)
+				b->topo[tail++] = b->implies[k].target;
+	}
+	if (tail != n) {
+		for (uint32_t i = 0; i < n; i++)
+			if (indeg[i]) {
+				r = shmcfg__err(SHMCFG_E_CYCLE, "%s: implication cycle", s->opts[i].name);
+				break;
+			}
+		goto fail;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		b->order[i] = i;
+	qsort_r(b->order, n, sizeof(uint32_t), cmp_by_name, s->opts);
+
+	uint64_t str = 1; /* offset 0 is the empty string */
+	for (uint32_t i = 0; i < n; i++) {
+		const struct sopt *o = &s->opts[i];
+		str += strlen(o->name) + 1 + strlen(o->doc) + 1;
+		str += o->knob ? strlen(o->knob) + 1 : 0;
+		str += o->deprecated ? strlen(o->deprecated) + 1 : 0;
+		str += value_bytes(&o->env_default) + value_bytes(&o->env_force);
+		str += value_bytes(&o->def) + value_bytes(&o->choices);
+	}
+	for (uint32_t k = 0; k < b->nimplies; k++)
+		str += value_bytes(&b->implies_vals[k]);
+	b->strings_bytes = str;
+	uint32_t index_size = 16;
+	while (index_size < 2 * n)
+		index_size *= 2;
+	b->bytes = sizeof(struct schema_hdr) + (uint64_t)n * sizeof(struct opt_desc) +
+		   (uint64_t)b->nimplies * sizeof(struct implies_ent) +
+		   (uint64_t)index_size * 4 + (uint64_t)n * 8 + str;
+	b->bytes = (b->bytes + 63) & ~63ull;
+	free(indeg);
+	*ret = b;
+	return 0;
+fail:
+	free(indeg);
+	shmcfg__schema_built_free(b);
+	return r;
+}
+
+uint64_t shmcfg__schema_bytes(const struct built_schema *b)
+{
+	return b->bytes;
+}
+
+uint64_t shmcfg__schema_strings_bytes(const struct built_schema *b)
+{
+	return b->strings_bytes;
+}
+
+uint32_t shmcfg__schema_nopts(const struct built_schema *b)
+{
+	return b->s->n;
+}
+
+struct writer {
+	char *base;
+	uint64_t pos;
+};
+
+static struct sref put_str(struct writer *w, const char *s)
+{
+	if (!s || !*s)
+		return (struct sref){0, 0};
+	size_t l = strlen(s);
+	struct sref r = {(uint32_t)w->pos, (uint32_t)l};
+	memcpy(w->base + w->pos, s, l + 1);
+	w->pos += l + 1;
+	return r;
+}
+
+/* Encode a value as a cell whose strings go to the writer's area (sized
+ * beforehand by shmcfg__schema_build, so it cannot overflow). */
+static struct shmcfg__cell put_value(struct writer *w, const shmcfg_value *v)
+{
+	struct shmcfg__cell c;
+	(void)shmcfg__cell_encode(v, 0, w->base, UINT64_MAX, &w->pos, &c);
+	return c;
+}
+
+static struct sref put_list(struct writer *w, const shmcfg_value *v, uint32_t *count)
+{
+	*count = (uint32_t)v->u.list.count;
+	if (!v->u.list.count)
+		return (struct sref){0, 0};
+	struct shmcfg__cell c = put_value(w, v);
+	return (struct sref){CELL_OFF(c.val), META_LEN(c.meta)};
+}
+
+/* Write the schema region; the schema hash covers it whole, so it names the
+ * declaration order (handles are indices) as well as every attribute. */
+void shmcfg__schema_write(const struct built_schema *b, void *dst, uint8_t hash_out[16])
+{
+	const shmcfg_schema *s = b->s;
+	uint32_t n = s->n, index_size = 16;
+	while (index_size < 2 * n)
+		index_size *= 2;
+	memset(dst, 0, b->bytes);
+	struct schema_hdr *sh = dst;
+	uint64_t pos = sizeof *sh;
+	sh->nopts = n;
+	sh->index_size = index_size;
+	sh->nimplies = b->nimplies;
+	sh->desc_off = pos;
+	pos += (uint64_t)n * sizeof(struct opt_desc);
+	sh->implies_off = pos;
+	pos += (uint64_t)b->nimplies * sizeof(struct implies_ent);
+	sh->index_off = pos;
+	pos += (uint64_t)index_size * 4;
+	sh->order_off = pos;
+	pos += (uint64_t)n * 4;
+	sh->topo_off = pos;
+	pos += (uint64_t)n * 4;
+	sh->strings_off = pos;
+	sh->strings_size = b->strings_bytes;
+
+	char *base = dst;
+	struct opt_desc *desc = (struct opt_desc *)(base + sh->desc_off);
+	struct implies_ent *imp = (struct implies_ent *)(base + sh->implies_off);
+	uint32_t *index = (uint32_t *)(base + sh->index_off);
+	struct writer w = {base + sh->strings_off, 1};
+	memset(index, 0xff, (size_t)index_size * 4);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct sopt *o = &s->opts[i];
+		struct opt_desc *d = &desc[i];
+		d->name = put_str(&w, o->name);
+		d->doc = put_str(&w, o->doc);
+		d->knob = put_str(&w, o->knob);
+		d->deprecated = put_str(&w, o->deprecated);
+		d->env_default = put_list(&w, &o->env_default, &d->n_env_default);
+		d->env_force = put_list(&w, &o->env_force, &d->n_env_force);
+		d->alias = b->alias[i];
+		d->alias_final = b->alias_final[i];
+		d->type = o->type;
+		d->flags = o->flags | (o->knob ? DESC_F_HAS_KNOB : 0) |
+			   (o->min.is_null ? 0 : DESC_F_HAS_MIN) | (o->max.is_null ? 0 : DESC_F_HAS_MAX);
+		d->def = put_value(&w, &o->def);
+		if (!o->min.is_null)
+			d->min = put_value(&w, &o->min);
+		if (!o->max.is_null)
+			d->max = put_value(&w, &o->max);
+		d->choices = put_value(&w, &o->choices);
+		d->implies_first = b->imp_first[i];
+		d->implies_n = b->imp_n[i];
+		for (uint32_t k = d->implies_first; k < d->implies_first + d->implies_n; k++) {
+			imp[k].target = b->implies[k].target;
+			imp[k].value = put_value(&w, &b->implies_vals[k]);
+		}
+		uint32_t mask = index_size - 1;
+		for (uint64_t h = shmcfg__name_hash(o->name, strlen(o->name));; h++)
+			if (index[h & mask] == UINT32_MAX) {
+				index[h & mask] = i;
+				break;
+			}
+	}
+	memcpy(base + sh->order_off, b->order, (size_t)n * 4);
+	memcpy(base + sh->topo_off, b->topo, (size_t)n * 4);
+	XXH128_hash_t hh = XXH3_128bits(dst, b->bytes);
+	XXH128_canonical_t canon;
+	XXH128_canonicalFromHash(&canon, hh);
+	memcpy(hash_out, canon.digest, 16);
+}
