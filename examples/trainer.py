@@ -8,25 +8,30 @@ The launcher creates a segment (the embedded default schema:
 torch.compiler.config and torch._dynamo.config) and starts the workers with
 multiprocessing. Each worker attaches the segment by name, as a rank of a
 real job would, and reads options in its training loop, one step every
---step-ms milliseconds. When it sees a new generation it prints the options
-it uses and the config hash. Change an option from another terminal while it
-runs:
+--step-ms milliseconds; between steps it waits for a commit (seg.wait), so
+that it sees a new generation at once, and prints the options it uses and
+the config hash. Change an option from another terminal while it runs:
 
     tools/shmctl set NAME torch._dynamo.config.recompile_limit=16 \\
         torch.compiler.config.cache_key_tag=v2
 
-and every worker reports the new generation within one step, with the same
-config hash. At the end the launcher checks that all workers finished on the
-same generation and hash (exit status 1 if not).
+and every worker reports the new generation at once, with the same config
+hash. Replace the segment (tools/shmctl create --force NAME): every worker's
+wait raises shmcfg.RetiredError, and the worker reattaches (seg.reattach())
+and goes on with the new segment's values. At the end the launcher checks
+that all workers finished on the same generation and hash (exit status 1 if
+not).
 
---demo makes the launcher do that itself halfway through (with tools/shmctl
-when it is there, else with the Python API), so that the example runs
-unattended; tests/test_python.py runs it that way.
+--demo makes the launcher do both itself (with tools/shmctl when it is there,
+else with the Python API), each once every worker has reported the
+generation before, and end the workers once they all report the replaced
+segment's: it runs unattended, and tests/test_python.py runs it that way.
 """
 
 import argparse
 import multiprocessing
 import os
+import queue
 import shutil
 import subprocess
 import sys
@@ -42,6 +47,9 @@ import shmcfg  # noqa: E402
 
 DEMO_CHANGES = {"torch._dynamo.config.recompile_limit": 16,
                 "torch.compiler.config.cache_key_tag": "demo"}
+# what the demo sets in the segment that replaces the first
+REPLACED_CHANGES = {"torch._dynamo.config.recompile_limit": 32,
+                    "torch.compiler.config.cache_key_tag": "replaced"}
 
 
 def short(h):
@@ -55,34 +63,76 @@ def say(line):
     os.write(sys.stdout.fileno(), (line + "\n").encode())
 
 
-def worker(rank, segname, steps, step_s, results):
+def worker(rank, segname, steps, step_s, results, progress=None, stop=None):
+    """Attach, then run steps: read the options, work, and between steps wait
+    for a commit (the rest of the step's time). Runs `steps` steps, and with
+    `stop` (the demo) until it is set. Every new generation is printed and
+    put in `progress` as (rank, generation, config hash)."""
     seg = shmcfg.attach(segname)
     dynamo = seg.module("torch._dynamo.config")
     compiler = seg.module("torch.compiler.config")
     seen = []
-    last = 0
-    for step in range(steps):
-        if seg.generation != last:
-            # a new generation: its hash, and the values this rank now uses
-            last, h = seg.current()
-            seen.append(last)
-            say(f"worker {rank}: step {step}: generation {last}, "
-                f"recompile_limit={dynamo.recompile_limit}, "
-                f"cache_key_tag={compiler.cache_key_tag!r}, "
-                f"dynamic_shapes={compiler.dynamic_shapes}, config hash {short(h)}")
+    last = None  # (generation, hash): generations restart in a new segment
+
+    def report(step):
+        nonlocal last
+        cur = seg.current()
+        if cur == last:
+            return
+        # a new generation: its hash, and the values this rank now uses
+        last = cur
+        seen.append(cur.generation)
+        say(f"worker {rank}: step {step}: generation {cur.generation}, "
+            f"recompile_limit={dynamo.recompile_limit}, "
+            f"cache_key_tag={compiler.cache_key_tag!r}, "
+            f"dynamic_shapes={compiler.dynamic_shapes}, config hash {short(cur.config_hash)}")
+        if progress is not None:
+            progress.put((rank, cur.generation, cur.config_hash.hex()))
+
+    step = 0
+    while step < steps or (stop is not None and not stop.is_set()):
+        report(step)
         # the hot path: plain attribute reads, as a training step reads its config
         limit = dynamo.recompile_limit
         tag = compiler.cache_key_tag
         dynamic = compiler.dynamic_shapes
-        work(limit, tag, dynamic, step_s)
+        work(limit, tag, dynamic)
+        # the rest of the step: wait for a commit, report it at once
+        deadline = time.monotonic() + step_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                if seg.wait(after=last.generation, timeout=left) is not None:
+                    report(step)
+            except shmcfg.RetiredError:
+                # removed or replaced (shmctl rm / create --force): this
+                # process still reads the old values; move to the new segment
+                if reattach(seg, rank, step, deadline):
+                    report(step)
+        step += 1
     g, h = seg.current()
     results.put((rank, g, h.hex(), seen))
 
 
-def work(limit, tag, dynamic, seconds):
-    """The training step."""
-    time.sleep(seconds)
+def reattach(seg, rank, step, deadline):
+    """Attach the segment now of that name; until `deadline`, while there is
+    none yet (between the removal and the creation of a replacement)."""
+    while True:
+        try:
+            seg.reattach()
+        except shmcfg.NotFoundError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)  # the name is free for an instant: try again
+            continue
+        say(f"worker {rank}: step {step}: the segment was removed or replaced: reattached")
+        return True
 
+
+def work(limit, tag, dynamic):
+    """The training step (it uses the options it read)."""
 
 def find_shmctl():
     """$SHMCTL, the source tree's tools/shmctl, or shmctl on the PATH."""
@@ -92,19 +142,55 @@ def find_shmctl():
     return shutil.which("shmctl")
 
 
-def demo_set(segname, seg):
-    """Change two options as an operator would; return how it was done."""
+def demo_set(segname, seg, changes):
+    """Change options as an operator would; return how it was done."""
     tool = find_shmctl()
     if tool:
-        cmd = [tool, "set", segname] + [f"{k}={v}" for k, v in DEMO_CHANGES.items()]
+        cmd = [tool, "set", segname] + [f"{k}={v}" for k, v in changes.items()]
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            universal_newlines=True)
         if p.returncode == 0:
             return " ".join(["shmctl"] + cmd[1:])
         say(f"launcher: {' '.join(cmd)} failed ({p.stderr.strip()}); "
               f"using the Python API")
-    seg.set(DEMO_CHANGES)
-    return "seg.set(%r)" % (DEMO_CHANGES,)
+    seg.set(changes)
+    return "seg.set(%r)" % (changes,)
+
+
+def demo_replace(segname):
+    """Replace the segment as an operator would (shmctl create --force, or
+    the API); return how it was done."""
+    tool = find_shmctl()
+    if tool:
+        cmd = [tool, "create", "--force", "--quiet", segname]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True)
+        if p.returncode == 0:
+            for line in p.stderr.splitlines():  # its warning: who is attached
+                say(f"launcher: {line}")
+            return " ".join(["shmctl"] + cmd[1:])
+        say(f"launcher: {' '.join(cmd)} failed ({p.stderr.strip()}); "
+              f"using the Python API")
+    shmcfg.create(segname, force=True).close()
+    return "shmcfg.create(%r, force=True)" % segname
+
+
+def await_all(progress, nworkers, want, timeout):
+    """Until every worker reported a generation that `want(generation,
+    hash)` accepts (bounded: False after `timeout` seconds)."""
+    done = set()
+    deadline = time.monotonic() + timeout
+    while len(done) < nworkers:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        try:
+            rank, g, h = progress.get(timeout=left)
+        except queue.Empty:
+            return False
+        if want(g, h):
+            done.add(rank)
+    return True
 
 
 def main(argv=None):
@@ -115,7 +201,8 @@ def main(argv=None):
     ap.add_argument("--step-ms", type=float, default=50.0, help="duration of one step")
     ap.add_argument("--segment", help="segment name (default: trainer-PID)")
     ap.add_argument("--demo", action="store_true",
-                    help="change two options halfway through (shmctl set, or the API)")
+                    help="change two options, then replace the segment, once every worker "
+                         "runs (shmctl set and create --force, or the API)")
     ap.add_argument("--keep", action="store_true", help="leave the segment at the end")
     ap.add_argument("--start-method", default="fork", choices=["fork", "spawn", "forkserver"])
     a = ap.parse_args(argv)
@@ -133,36 +220,55 @@ def main(argv=None):
         say(f"launcher: {a.workers} workers, {a.steps} steps of {a.step_ms:g} ms; "
             f"try, from another terminal:\n"
             f"  {tool} set {name} torch._dynamo.config.recompile_limit=16 "
-            f"torch.compiler.config.cache_key_tag=v2")
+            f"torch.compiler.config.cache_key_tag=v2\n"
+            f"  {tool} create --force {name}    (the workers reattach)")
 
         ctx = multiprocessing.get_context(a.start_method)
         results = ctx.Queue()
+        progress = ctx.Queue() if a.demo else None
+        stop = ctx.Event() if a.demo else None
         step_s = a.step_ms / 1000.0
-        procs = [ctx.Process(target=worker, args=(r, name, a.steps, step_s, results))
+        procs = [ctx.Process(target=worker,
+                             args=(r, name, a.steps, step_s, results, progress, stop))
                  for r in range(a.workers)]
         for p in procs:
             p.start()
-        demo_gen = None
+        ok = True
         if a.demo:
-            time.sleep(a.steps * step_s / 2)
-            how = demo_set(name, seg)
-            demo_gen = seg.generation
-            say(f"launcher: {how} -> generation {demo_gen}, "
-                f"config hash {short(seg.config_hash)}")
+            # each change once every worker reported the state before it
+            # (generations, not sleeps: bounded waits on the workers' reports)
+            ok = await_all(progress, a.workers, lambda g, h: True, 60)
+            if ok:
+                how = demo_set(name, seg, DEMO_CHANGES)
+                demo_gen, demo_hash = seg.current()
+                say(f"launcher: {how} -> generation {demo_gen}, "
+                    f"config hash {short(demo_hash)}")
+                ok = await_all(progress, a.workers,
+                               lambda g, h: (g, h) == (demo_gen, demo_hash.hex()), 60)
+                if ok:
+                    say(f"launcher: every worker saw generation {demo_gen} (the change)")
+            if ok:
+                how = demo_replace(name)
+                seg.reattach()  # the launcher's handle was retired too
+                how2 = demo_set(name, seg, REPLACED_CHANGES)
+                final = seg.current()
+                say(f"launcher: {how}, then {how2} -> a new segment, generation "
+                    f"{final.generation}, config hash {short(final.config_hash)}")
+                ok = await_all(progress, a.workers,
+                               lambda g, h: (g, h) == (final.generation, final.config_hash.hex()),
+                               60)
+                if ok:
+                    say(f"launcher: every worker reattached and saw the new segment's "
+                        f"generation {final.generation}")
+            if not ok:
+                say("launcher: the workers did not all report within 60 s")
+            stop.set()
         reports = sorted(results.get(timeout=a.steps * step_s + 60) for _ in procs)
         for p in procs:
             p.join()
         final = seg.current()
-        ok = ({r[1] for r in reports} == {final.generation} and
+        ok = (ok and {r[1] for r in reports} == {final.generation} and
               {r[2] for r in reports} == {final.config_hash.hex()})
-        if demo_gen is not None:
-            missed = [r[0] for r in reports if not any(g >= demo_gen for g in r[3])]
-            if missed:
-                ok = False
-                say(f"launcher: workers {missed} never saw generation {demo_gen}")
-            else:
-                say(f"launcher: every worker saw generation {demo_gen} "
-                    f"(the change made halfway)")
         if ok:
             say(f"launcher: all {len(reports)} workers agree: generation "
                 f"{final.generation}, config hash {final.config_hash.hex()}")

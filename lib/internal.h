@@ -27,24 +27,40 @@
 #include <stdatomic.h>
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "shmcfg.h"
 
 #define SEG_MAGIC 0x3147464343d48535ULL /* bytes 35 85 d4 43 43 46 47 31 */
-#define SEG_LAYOUT_VERSION 1u
+#define SEG_LAYOUT_VERSION 2u
 #define SEG_READY 0x52454459u           /* "REDY" */
 #define SEG_HEADER_BYTES 4096u
 #define SEG_PREFIX "/shmcfg."
+#define LOCK_PREFIX "/shmcfg-lock."  /* the companion lock object (segment.c) */
 #define SEG_NAME_MAX 200
+#define SHM_DIR "/dev/shm"
 
 #define SEG_MAX_SLOTS 255u
 #define SEG_DEFAULT_SLOTS 8u
-#define SEG_DEFAULT_READERS 126u
+#define SEG_DEFAULT_READERS 2048u
 #define SEG_MAX_READERS 65536u
 #define SEG_LOG_ENTRIES 64u
 #define SEG_PINS 4u
 #define SEG_MAX_OPTS (1u << 22)
 #define SEG_MAX_VALUE_BYTES (1u << 20) /* one string or list */
+#define SEG_MAX_SCHEMA_BYTES (1ull << 31)
+#define SEG_MAX_HEAP_BYTES (1ull << 31)
+
+/* A slot's stamp while a writer rewrites it: the busy bit over the old
+ * generation, so that the pin check of the next writer still matches it
+ * if this writer dies before it restores or re-stamps the slot. */
+#define SLOT_BUSY (1ull << 63)
+#define STAMP_GEN(st) ((st) & ~SLOT_BUSY)
+
+/* Bytes of the lock object that carry OFD locks: the writer lock, then one
+ * per reader entry. */
+#define LOCK_WRITER_BYTE 0
+#define LOCK_ENTRY_BYTE(i) ((off_t)1 + (off_t)(i))
 
 #define NLAYERS 4 /* knob, env_default, user, env_force: source - 1 */
 
@@ -77,15 +93,29 @@ struct seg_header {
 	uint64_t create_time_ns; /* CLOCK_REALTIME */
 	uint32_t create_uid;
 	int32_t create_pid;
-	/* The hot words, each on its own cache line so that commits bumping the
-	 * futex do not disturb readers of `current`. */
+	uint8_t instance[16];    /* random; the lock object carries the same bytes */
+	/* Everything above is immutable after creation (shmcfg_check compares
+	 * it with the attach-time copy). The hot words, each on its own cache
+	 * line so that commits bumping the futex do not disturb readers of
+	 * `current`. */
 	_Alignas(64) uint64_t current; /* (generation << 8) | slot; release-stored by commits */
 	_Alignas(64) uint32_t futex;   /* bumped after every publication, then FUTEX_WAKE */
+	uint32_t retired;        /* non-zero once removed or replaced (shmcfg_unlink) */
+	uint32_t readers_hwm;    /* entries ever claimed: scans stop here (readers.c) */
+	uint32_t pad2;
+	uint64_t copy_fallbacks; /* processes that found the reader table full */
 	_Alignas(64) char end[];
 };
 
+/* The lock object's content: ties it to one incarnation of its segment. */
+#define LOCK_MAGIC 0x4b434f4c47464353ULL /* "SCFGLOCK" */
+struct lock_file {
+	uint64_t magic;
+	uint8_t instance[16];
+};
+
 struct slot_hdr {
-	uint64_t gen;            /* stamp: the generation held, 0 while rewritten/empty */
+	uint64_t gen;            /* stamp: the generation held, 0 if empty, SLOT_BUSY | old while rewritten */
 	uint8_t config_hash[16]; /* read by shmcfg_config_hash(), validated by the stamp */
 	uint64_t checksum;       /* XXH3-64 of cells, layers and heap[0, heap_used) */
 	uint64_t heap_used;
@@ -170,7 +200,12 @@ struct shmcfg {
 	struct shmcfg_view view; /* first: the inline getters read it */
 	char *name;
 	int fd;
+	int lock_fd;             /* the lock object, read-write handles only; -1 otherwise */
 	bool rdonly;
+	shmcfg_attach_opts opts; /* as attached, for shmcfg_reattach() */
+	uint8_t expect_hash[16]; /* opts.expect_schema_hash points here */
+	uid_t owner;             /* the object's owner at attach */
+	struct shmcfg *next_open;  /* in segment.c's list of open handles (fork) */
 	pid_t pid;               /* the attaching process (fork detection) */
 	char *base;              /* mapping of the whole object */
 	size_t size;
@@ -185,7 +220,9 @@ struct shmcfg {
 	const char *strings;
 	uint64_t strings_size;
 	/* reader table */
-	int reader;              /* our entry, -1 if none (read-only) */
+	int reader;              /* our entry, -1 if none (not claimed yet, read-only, table full) */
+	uint64_t claim_after_ns; /* table found full: no new claim before this (view.c) */
+	bool counted_fallback;   /* counted in the header's copy_fallbacks */
 	pthread_mutex_t view_lock; /* serialises view replacement */
 	pthread_mutex_t commit_lock; /* threads of one handle share its OFD lock: this keeps them apart */
 	struct pview *pview;     /* RCU-protected current view */
@@ -223,6 +260,12 @@ static inline struct log_ent *log_at(const shmcfg *h, uint64_t gen)
 static inline const char *sstr(const shmcfg *h, struct sref r)
 {
 	return h->strings + r.off;
+}
+static inline uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 static inline uint64_t cur_gen(uint64_t cur)
 {
@@ -273,8 +316,8 @@ void shmcfg__log(int level, const char *fmt, ...) __attribute__((format(printf, 
 			return shmcfg__err((r), "%s: invalid argument (%s)", __func__, #expr); \
 	} while (0)
 
-/* error.c: test-only crash points (SHMCFG_FAULT=name[:n] kills at the n-th
- * pass), compiled only into the test copy lib/libshmcfg-test.la (Makefile.am) */
+/* error.c: test-only crash points (SHMCFG_FAULT), compiled only into the
+ * test copy lib/libshmcfg-test.la (Makefile.am) */
 #ifdef SHMCFG_WITH_FAULTS
 void shmcfg__fault(const char *point);
 #else
@@ -309,27 +352,69 @@ int shmcfg__default_schema(shmcfg_schema **ret);
 extern const shmcfg_optdef shmcfg__default_opts[];
 extern const size_t shmcfg__default_nopts;
 
-/* readers.c */
+/* readers.c: the reader table and the OFD lock primitives */
 int shmcfg__ofd_lock(int fd, off_t byte, bool write, int timeout_ms);
 void shmcfg__ofd_unlock(int fd, off_t byte);
 int shmcfg__reader_claim(shmcfg *h);
+uint32_t shmcfg__readers_hwm(const shmcfg *h);
 void shmcfg__reader_release(shmcfg *h);
-bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen);
 int shmcfg__reap(shmcfg *h, void (*fn)(const shmcfg_reader *, void *), void *ud);
 void shmcfg__pin_holders(const shmcfg *h, char *buf, size_t len);
 uint64_t shmcfg__proc_start_time(pid_t pid);
 
-/* view.c */
-void shmcfg__view_close(shmcfg *h);
+/* seqlock.c (and seqlock.h): the slot seqlock */
 bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst);
+int shmcfg__seq_retry(const shmcfg *h, uint64_t cur, int *tries);
 
-/* commit.c */
-struct txn_change;
-int shmcfg__txn_begin_internal(shmcfg *h, shmcfg_txn **ret);
+/* read.c: slow and copying reads */
+int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret);
+
+/* reclaim.c: both sides of the pin protocol, the reclaimer, fork handlers */
+bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen);
+int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret);
+void shmcfg__view_close(shmcfg *h);
+extern pid_t shmcfg__self_pid;
+
+/* txn.c: transactions */
+struct change {
+	shmcfg_opt opt;   /* final alias target */
+	int layer;        /* 0 knob, 1 env_default, 2 user, 3 env_force */
+	bool reset;
+	shmcfg_value v;   /* owned */
+};
+struct shmcfg_txn {
+	shmcfg *h;
+	int layer;
+	struct change *ch;
+	size_t n, cap;
+	int err;            /* the first refused change: the commit fails with it */
+	char *err_detail;   /* ... and its detail */
+};
 int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, int layer, const shmcfg_value *v);
-int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);
+
+/* resolve.c: building a slot's layers and effective values */
+struct build {
+	shmcfg *h;
+	char *slot;                  /* target slot */
+	struct shmcfg__cell *cells, *layers;
+	char *heap;
+	uint64_t used, cap;          /* heap bytes used, and available */
+	const char *old_slot;        /* current slot, NULL for generation 1 */
+	uint32_t *implied_by;        /* per option: implies entry + 1, 0 = none */
+	uint32_t *implier;           /* per option: the implying option */
+};
+int shmcfg__build_layers(struct build *b, const struct change *ch, size_t nch);
+int shmcfg__resolve(struct build *b);
+bool shmcfg__cells_equal(const shmcfg *h, const struct shmcfg__cell *a, const char *ha,
+			 const struct shmcfg__cell *b, const char *hb);
 int shmcfg__resolve_patched(shmcfg *h, char *copy, uint64_t heap_cap, const shmcfg_opt *opts,
 			    const shmcfg_value *vals, size_t n, bool resolve_all);
+
+/* publish.c: commits */
+int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret);
+
+/* env.c: the environment into generation 1 */
+int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);
 
 /* patch.c: the calling thread's patched cell of opt, if it has patches for h */
 bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,

@@ -9,11 +9,16 @@
  * generation or the frames change. Patches never touch the segment.
  */
 #include "internal.h"
+#include "seqlock.h"
 
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+/* Non-zero while the thread has patches: its inline reads take the slow
+ * path (shmcfg.h). Initial-exec: the inline read tests it without a call. */
+__thread int shmcfg__tls_patched __attribute__((tls_model("initial-exec")));
 
 struct pframe {
 	shmcfg *h;
@@ -104,15 +109,18 @@ static int gather(const shmcfg *h, shmcfg_opt **opts, shmcfg_value **vals, size_
 /* Copy the current generation into the overlay; false if never stable. */
 static int copy_current(const shmcfg *h, struct overlay *ov)
 {
-	for (int i = 0; i < 10000; i++) {
-		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	for (int tries = 0;;) {
+		uint64_t cur = seq_current(h);
+		if (cur_slot(cur) >= h->lay.nslots)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, cur_slot(cur));
 		if (shmcfg__seq_copy(h, cur, ov->copy)) {
 			ov->gen = cur_gen(cur);
 			return 0;
 		}
-		sched_yield();
+		int r = shmcfg__seq_retry(h, cur, &tries);
+		if (r)
+			return r;
 	}
-	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation", h->name);
 }
 
 /*

@@ -2,14 +2,18 @@
  * The reader table and the locks.
  *
  * Liveness does not rest on pids: entry i belongs to whoever holds the OFD
- * write lock on its first byte of the segment's file. The kernel drops an OFD
+ * write lock on byte LOCK_ENTRY_BYTE(i) of the segment's lock object (which
+ * only users who may write the segment can open: segment.c). An entry is
+ * claimed by a process's first pinned snapshot, not at attach: plain readers
+ * and writers need none, and a process that finds the table full copies its
+ * snapshots instead (view.c). The kernel drops an OFD
  * lock when the last descriptor of its open file description closes, which
  * happens when the owner exits or is killed, in whatever pid namespace it
  * lives. So a claim is a non-blocking lock attempt: if it succeeds the entry
  * is free or its owner is dead, and its old pins can be cleared. The pid and
  * start time are only recorded for display.
  *
- * The writer lock is an OFD lock on byte 0 for the same reason: it is
+ * The writer lock is an OFD lock on LOCK_WRITER_BYTE for the same reason: it is
  * released by the kernel when a writer dies, across pid namespaces, where a
  * robust mutex would need EOWNERDEAD handling and misreads tids from other
  * namespaces. A dead writer never published its half-built slot, so the next
@@ -31,13 +35,6 @@ static int ofd_op(int fd, int cmd, short type, off_t byte, struct flock *out)
 	if (out)
 		*out = fl;
 	return r < 0 ? -errno : 0;
-}
-
-static uint64_t now_ns(clockid_t clk)
-{
-	struct timespec ts;
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Take an OFD lock; timeout_ms 0 tries once, -1 waits forever.
@@ -70,18 +67,28 @@ void shmcfg__ofd_unlock(int fd, off_t byte)
 	(void)ofd_op(fd, F_OFD_SETLK, F_UNLCK, byte, NULL);
 }
 
-static off_t entry_byte(const shmcfg *h, uint32_t i)
+/*
+ * The high-water mark of claimed entries: scans (the writer's pin check,
+ * reaping, listing) stop there, so a big table costs only what was used.
+ * A claimer raises it (seq_cst) before it stores any pin; a writer loads it
+ * (seq_cst) after its busy mark: if the writer misses the raise, the raise,
+ * and so the claimer's later stamp load, comes after the busy mark in the
+ * total order, and the claimer sees the mark (Dekker, view.c).
+ */
+uint32_t shmcfg__readers_hwm(const shmcfg *h)
 {
-	return (off_t)(h->lay.readers_off + (uint64_t)i * sizeof(struct reader_ent));
+	uint32_t n = __atomic_load_n(&h->hdr->readers_hwm, __ATOMIC_SEQ_CST);
+	return n < h->lay.nreaders ? n : h->lay.nreaders; /* hostile values stay in the table */
 }
 
-/* Whether entry i is held by a live process (someone else's OFD lock). */
+/* Whether entry i is held by a live process (someone else's OFD lock).
+ * Without the lock object (read-only handles) nobody can tell: alive. */
 static bool entry_alive(const shmcfg *h, uint32_t i)
 {
 	if ((int)i == h->reader)
 		return true;
 	struct flock fl;
-	if (ofd_op(h->fd, F_OFD_GETLK, F_WRLCK, entry_byte(h, i), &fl) < 0)
+	if (h->lock_fd < 0 || ofd_op(h->lock_fd, F_OFD_GETLK, F_WRLCK, LOCK_ENTRY_BYTE(i), &fl) < 0)
 		return true; /* cannot tell: assume alive, never reap wrongly */
 	return fl.l_type != F_UNLCK;
 }
@@ -117,24 +124,55 @@ static void entry_clear(struct reader_ent *e)
 	e->attach_ns = 0;
 }
 
+static bool entry_used(const shmcfg *h, uint32_t i);
+
+/* Try to take entry i: 1 if ours now, 0 if held by a live process. */
+static int try_claim(shmcfg *h, uint32_t i)
+{
+	int r = shmcfg__ofd_lock(h->lock_fd, LOCK_ENTRY_BYTE(i), true, 0);
+	if (r == -EAGAIN)
+		return 0;
+	if (r < 0)
+		return shmcfg__err(r, "%s: cannot lock reader entry %u: %s", h->name, i, strerror(-r));
+	/* ours now: whatever it held belonged to a dead owner */
+	struct reader_ent *e = reader_at(h, i);
+	shmcfg__fault("claim.locked");
+	entry_clear(e);
+	e->pid = (int32_t)getpid();
+	e->start_time = shmcfg__proc_start_time(getpid());
+	e->attach_ns = now_ns(CLOCK_REALTIME);
+	uint32_t hwm = __atomic_load_n(&h->hdr->readers_hwm, __ATOMIC_SEQ_CST);
+	while (hwm <= i && !__atomic_compare_exchange_n(&h->hdr->readers_hwm, &hwm, i + 1, false,
+							__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		;
+	/* release: pairs with the acquire load in shmcfg_snapshot_acquire() */
+	__atomic_store_n(&h->reader, (int)i, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/*
+ * Claim an entry for the calling process's pins (view.c, first snapshot).
+ * Unused entries below the high-water mark first, then those of dead
+ * owners, then new ones above the mark. SHMCFG_E_READERS when every entry
+ * is held by a live process.
+ */
 int shmcfg__reader_claim(shmcfg *h)
 {
-	for (uint32_t i = 0; i < h->lay.nreaders; i++) {
-		int r = shmcfg__ofd_lock(h->fd, entry_byte(h, i), true, 0);
-		if (r == -EAGAIN)
-			continue;
-		if (r < 0)
-			return shmcfg__err(r, "%s: cannot lock reader entry %u: %s", h->name, i,
-					   strerror(-r));
-		/* ours now: whatever it held belonged to a dead owner */
-		struct reader_ent *e = reader_at(h, i);
-		shmcfg__fault("claim.locked");
-		entry_clear(e);
-		e->pid = (int32_t)getpid();
-		e->start_time = shmcfg__proc_start_time(getpid());
-		e->attach_ns = now_ns(CLOCK_REALTIME);
-		h->reader = (int)i;
-		return 0;
+	if (h->lock_fd < 0)
+		return shmcfg__err(SHMCFG_E_READERS, "%s: no lock object: no reader entry", h->name);
+	uint32_t hwm = shmcfg__readers_hwm(h);
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t i = 0; i < hwm; i++) {
+			if (entry_used(h, i) != (pass == 1))
+				continue;
+			int r = try_claim(h, i);
+			if (r)
+				return r < 0 ? r : 0;
+		}
+	for (uint32_t i = hwm; i < h->lay.nreaders; i++) {
+		int r = try_claim(h, i);
+		if (r)
+			return r < 0 ? r : 0;
 	}
 	return shmcfg__err(SHMCFG_E_READERS, "%s: all %u reader entries are held by live processes",
 			   h->name, h->lay.nreaders);
@@ -145,32 +183,9 @@ void shmcfg__reader_release(shmcfg *h)
 	if (h->reader < 0)
 		return;
 	entry_clear(reader_at(h, (uint32_t)h->reader));
-	shmcfg__ofd_unlock(h->fd, entry_byte(h, (uint32_t)h->reader));
+	if (h->lock_fd >= 0)
+		shmcfg__ofd_unlock(h->lock_fd, LOCK_ENTRY_BYTE((uint32_t)h->reader));
 	h->reader = -1;
-}
-
-/*
- * Whether a process that holds snapshots now pins generation gen. An
- * entry's pins count only while its `active` is not 0: an idle process
- * keeps its last view pinned without blocking writers. `active` is loaded
- * before the pins, both seq_cst; with the reader's pin store, then its
- * seq_cst increment of `active`, then its stamp load (view.c), and the
- * writer's seq_cst busy mark before this call, see choose_slot() in
- * commit.c for the argument.
- */
-bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen)
-{
-	if (gen == 0)
-		return false;
-	for (uint32_t i = 0; i < h->lay.nreaders; i++) {
-		const struct reader_ent *e = reader_at(h, i);
-		if (__atomic_load_n(&e->active, __ATOMIC_SEQ_CST) == 0)
-			continue;
-		for (unsigned k = 0; k < SEG_PINS; k++)
-			if (__atomic_load_n(&e->pins[k], __ATOMIC_SEQ_CST) == gen)
-				return true;
-	}
-	return false;
 }
 
 static void fill_reader(const shmcfg *h, uint32_t i, shmcfg_reader *r)
@@ -198,17 +213,20 @@ static bool entry_used(const shmcfg *h, uint32_t i)
 int shmcfg__reap(shmcfg *h, void (*fn)(const shmcfg_reader *, void *), void *ud)
 {
 	int n = 0;
-	for (uint32_t i = 0; i < h->lay.nreaders; i++) {
+	if (h->lock_fd < 0)
+		return 0;
+	uint32_t hwm = shmcfg__readers_hwm(h);
+	for (uint32_t i = 0; i < hwm; i++) {
 		if ((int)i == h->reader || !entry_used(h, i))
 			continue;
-		if (shmcfg__ofd_lock(h->fd, entry_byte(h, i), true, 0) < 0)
+		if (shmcfg__ofd_lock(h->lock_fd, LOCK_ENTRY_BYTE(i), true, 0) < 0)
 			continue; /* alive (or being claimed right now) */
 		shmcfg_reader r;
 		fill_reader(h, i, &r);
 		shmcfg__fault("reap.locked");
 		entry_clear(reader_at(h, i));
 		shmcfg__fault("reap.cleared");
-		shmcfg__ofd_unlock(h->fd, entry_byte(h, i));
+		shmcfg__ofd_unlock(h->lock_fd, LOCK_ENTRY_BYTE(i));
 		if (fn)
 			fn(&r, ud);
 		n++;
@@ -231,7 +249,8 @@ int shmcfg_readers(const shmcfg *h, void (*fn)(const shmcfg_reader *r, void *use
 	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
 	int n = 0;
-	for (uint32_t i = 0; i < h->lay.nreaders; i++) {
+	uint32_t hwm = shmcfg__readers_hwm(h);
+	for (uint32_t i = 0; i < hwm; i++) {
 		if (!entry_used(h, i))
 			continue;
 		shmcfg_reader r;
@@ -249,7 +268,8 @@ void shmcfg__pin_holders(const shmcfg *h, char *buf, size_t len)
 {
 	size_t used = 0;
 	buf[0] = 0;
-	for (uint32_t i = 0; i < h->lay.nreaders && used + 1 < len; i++) {
+	uint32_t hwm = shmcfg__readers_hwm(h);
+	for (uint32_t i = 0; i < hwm && used + 1 < len; i++) {
 		const struct reader_ent *e = reader_at(h, i);
 		if (!__atomic_load_n(&e->active, __ATOMIC_RELAXED))
 			continue; /* idle: its pins block nobody */

@@ -4,12 +4,18 @@
  */
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,7 +25,16 @@ extern char **environ;
 
 #define READY_WAIT_MS 1000
 
-static int name_check(const char *name, char path[static sizeof SEG_PREFIX + SEG_NAME_MAX])
+#define PATH_BYTES (sizeof SHM_DIR + sizeof LOCK_PREFIX + SEG_NAME_MAX)
+
+/* The object's path in /dev/shm, and its lock object's. */
+static void object_paths(const char *name, char seg[static PATH_BYTES], char lock[static PATH_BYTES])
+{
+	snprintf(seg, PATH_BYTES, SHM_DIR SEG_PREFIX "%s", name);
+	snprintf(lock, PATH_BYTES, SHM_DIR LOCK_PREFIX "%s", name);
+}
+
+static int name_check(const char *name, char path[static PATH_BYTES], char lock[static PATH_BYTES])
 {
 	size_t len = name ? strlen(name) : 0;
 	if (len == 0 || len > SEG_NAME_MAX || name[0] == '.')
@@ -30,20 +45,83 @@ static int name_check(const char *name, char path[static sizeof SEG_PREFIX + SEG
 		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == '-'))
 			return shmcfg__err(-EINVAL, "segment name '%.80s': character '%c' is not allowed (use [A-Za-z0-9._-])",
 					   name, *p);
-	snprintf(path, sizeof SEG_PREFIX + SEG_NAME_MAX, SEG_PREFIX "%s", name);
+	object_paths(name, path, lock);
 	return 0;
+}
+
+static const char *file_kind(mode_t m)
+{
+	return S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISDIR(m) ? "a directory" :
+	       S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device" :
+	       S_ISLNK(m) ? "a symbolic link" : "not a regular file";
+}
+
+/*
+ * Open an object of /dev/shm that must be a regular file. O_NONBLOCK: a FIFO
+ * planted under the name must not block us in open(2); O_NOFOLLOW: neither
+ * may a symlink lead us elsewhere. Anything but a regular file is refused at
+ * once as "not a segment".
+ */
+static int open_regular(const char *path, const char *name, int flags, int *fd_ret, struct stat *st)
+{
+	int fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		if (e == ENXIO || e == EISDIR) /* a socket; a directory opened for writing */
+			return shmcfg__err(SHMCFG_E_MAGIC, "%s: %s is %s, not a segment", name, path,
+					   e == ENXIO ? "a socket" : "a directory");
+		return shmcfg__err(-e, "%s: %s", name,
+				   e == ENOENT ? "no such segment" : e == ELOOP ? "is a symbolic link, not a segment" : strerror(e));
+	}
+	if (fstat(fd, st) < 0) {
+		int e = errno;
+		close(fd);
+		return shmcfg__err(-e, "%s: fstat: %s", name, strerror(e));
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		return shmcfg__err(SHMCFG_E_MAGIC, "%s: %s is %s, not a segment", name, path,
+				   file_kind(st->st_mode));
+	}
+	*fd_ret = fd;
+	return 0;
+}
+
+/* "65534 (nobody)" */
+static void user_text(uid_t uid, char *buf, size_t len)
+{
+	struct passwd pw, *res = NULL;
+	char tmp[1024];
+	if (getpwuid_r(uid, &pw, tmp, sizeof tmp, &res) == 0 && res)
+		snprintf(buf, len, "%u (%s)", (unsigned)uid, res->pw_name);
+	else
+		snprintf(buf, len, "%u", (unsigned)uid);
+}
+
+/* Name squatting: whoever can create files in /dev/shm can plant an object
+ * under a name another user expects. Trust the caller's own objects and
+ * root's, or exactly the owner the caller names. */
+static int owner_check(const char *name, const struct stat *st, const shmcfg_attach_opts *o)
+{
+	bool ok = (o->flags & SHMCFG_ATTACH_OWNER) ? st->st_uid == o->owner
+						   : st->st_uid == geteuid() || st->st_uid == 0;
+	if (ok)
+		return 0;
+	char who[300], want[300];
+	user_text(st->st_uid, who, sizeof who);
+	if (o->flags & SHMCFG_ATTACH_OWNER) {
+		user_text(o->owner, want, sizeof want);
+		return shmcfg__err(SHMCFG_E_OWNER, "%s: segment is owned by uid %s, not by the expected owner %s",
+				   name, who, want);
+	}
+	return shmcfg__err(SHMCFG_E_OWNER,
+			   "%s: segment is owned by uid %s, not by you or root (name the owner to trust it: --owner)",
+			   name, who);
 }
 
 static uint64_t align64(uint64_t x)
 {
 	return (x + 63) & ~63ull;
-}
-
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Everything in the header checked against the object's real size. */
@@ -86,9 +164,69 @@ static int header_check(const struct seg_header *hd, uint64_t real_size, const c
 	    hd->layers_off != hd->cells_off + n * sizeof(struct shmcfg__cell) ||
 	    hd->heap_off != hd->layers_off + n * NLAYERS * sizeof(struct shmcfg__cell) ||
 	    __builtin_add_overflow(hd->heap_off, hd->heap_size, &tmp) || tmp > hd->slot_size ||
-	    hd->heap_size >= UINT32_MAX || hd->heap_size < 2)
+	    hd->heap_size >= UINT32_MAX || hd->heap_size > SEG_MAX_HEAP_BYTES || hd->heap_size < 2 ||
+	    hd->schema_size > SEG_MAX_SCHEMA_BYTES)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: bad slot layout", name);
 	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Open handles, for fork()                                           */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A forked child shares its parent's open file descriptions, and with them
+ * the OFD locks on the lock object: a child that never uses shmcfg would
+ * keep a dead parent's reader entry (or writer lock) alive. So the child
+ * closes its copies of every lock descriptor at once (the parent's locks
+ * stay, held by the parent's descriptors); its inherited handles can still
+ * read, and refuse to commit or pin (SHMCFG_E_FORKED).
+ */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static shmcfg *open_handles;
+
+static void open_add(shmcfg *h)
+{
+	pthread_mutex_lock(&open_lock);
+	h->next_open = open_handles;
+	open_handles = h;
+	pthread_mutex_unlock(&open_lock);
+}
+
+static void open_remove(shmcfg *h)
+{
+	pthread_mutex_lock(&open_lock);
+	for (shmcfg **p = &open_handles; *p; p = &(*p)->next_open)
+		if (*p == h) {
+			*p = h->next_open;
+			break;
+		}
+	pthread_mutex_unlock(&open_lock);
+}
+
+static void open_before_fork(void)
+{
+	pthread_mutex_lock(&open_lock);
+}
+
+static void open_after_fork_parent(void)
+{
+	pthread_mutex_unlock(&open_lock);
+}
+
+static void open_after_fork_child(void)
+{
+	for (shmcfg *h = open_handles; h; h = h->next_open)
+		if (h->lock_fd >= 0) {
+			close(h->lock_fd);
+			h->lock_fd = -1;
+		}
+	pthread_mutex_init(&open_lock, NULL);
+}
+
+__attribute__((constructor)) static void open_register_atfork(void)
+{
+	pthread_atfork(open_before_fork, open_after_fork_parent, open_after_fork_child);
 }
 
 static void handle_free(shmcfg *h)
@@ -99,6 +237,8 @@ static void handle_free(shmcfg *h)
 		munmap(h->base, h->size);
 	if (h->fd >= 0)
 		close(h->fd);
+	if (h->lock_fd >= 0)
+		close(h->lock_fd);
 	pthread_mutex_destroy(&h->view_lock);
 	pthread_mutex_destroy(&h->commit_lock);
 	free(h->schema_copy);
@@ -107,70 +247,49 @@ static void handle_free(shmcfg *h)
 	free(h);
 }
 
-/*
- * Map an opened object and validate it; fills h. The header and the schema
- * are copied into private memory first, and only the copies are used: a
- * process that scribbles on the segment later cannot make us read out of
- * bounds through them.
- */
-static int handle_setup(shmcfg *h, const uint8_t *expect_hash);
-
-/* Wait until the object is sized and its creator stored `ready`, then map it. */
-static int handle_map(shmcfg *h, const uint8_t *expect_hash)
+/* Read exactly len bytes at off: a short read means the object shrank. */
+static int pread_all(shmcfg *h, void *dst, size_t len, uint64_t off)
 {
-	struct stat st;
-	uint64_t deadline = 0;
-	for (;;) {
-		if (fstat(h->fd, &st) < 0)
-			return shmcfg__err(-errno, "%s: fstat: %s", h->name, strerror(errno));
-		if ((uint64_t)st.st_size >= SEG_HEADER_BYTES) {
-			/* the creator sizes the object before anything else, then
-			 * stores `ready` last: wait briefly for a creator at work */
-			struct seg_header *hd = mmap(NULL, SEG_HEADER_BYTES, PROT_READ, MAP_SHARED, h->fd, 0);
-			if (hd == MAP_FAILED)
-				return shmcfg__err(-errno, "%s: mmap: %s", h->name, strerror(errno));
-			uint32_t ready = __atomic_load_n(&hd->ready, __ATOMIC_ACQUIRE);
-			uint64_t magic = hd->magic;
-			munmap(hd, SEG_HEADER_BYTES);
-			if (ready == SEG_READY)
-				break;
-			if (magic != 0 && magic != SEG_MAGIC)
-				return shmcfg__err(SHMCFG_E_MAGIC, "%s: not a shmcfg segment", h->name);
-		} else if (st.st_size > 0)
-			return shmcfg__err(SHMCFG_E_CORRUPT,
-					   "%s: object has %lld bytes, less than a header (truncated?)",
-					   h->name, (long long)st.st_size);
-		uint64_t now = realtime_ns();
-		if (!deadline)
-			deadline = now + READY_WAIT_MS * 1000000ull;
-		if (now >= deadline)
-			return shmcfg__err(SHMCFG_E_NOTREADY,
-					   "%s: segment was never initialised (its creator died?); remove it with shmctl rm",
-					   h->name);
-		usleep(2000);
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pread(h->fd, (char *)dst + done, len - done, (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return shmcfg__err(n < 0 ? -errno : SHMCFG_E_CORRUPT, "%s: cannot read %zu bytes at %llu: %s",
+					   h->name, len, (unsigned long long)off,
+					   n < 0 ? strerror(errno) : "the object shrank");
+		done += (size_t)n;
 	}
-	h->size = (size_t)st.st_size;
-	h->base = mmap(NULL, h->size, h->rdonly ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
-		       h->fd, 0);
-	if (h->base == MAP_FAILED) {
-		h->base = NULL;
-		return shmcfg__err(-errno, "%s: mmap: %s", h->name, strerror(errno));
-	}
-	return handle_setup(h, expect_hash);
+	return 0;
 }
 
-/* Validate a mapped segment and build the handle's private copies. */
-static int handle_setup(shmcfg *h, const uint8_t *expect_hash)
+/*
+ * Validate a segment and build the handle's private copies. The header and
+ * the schema are read with pread(2) (bounded, and a truncated object gives a
+ * short read, never SIGBUS) and checked before the object is mapped; only
+ * the copies are used later: a process that scribbles on the segment cannot
+ * make us read out of bounds through them.
+ */
+static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_hash)
 {
-	h->hdr = (struct seg_header *)h->base;
-	memcpy(&h->lay, h->hdr, sizeof h->lay);
-	int r = header_check(&h->lay, h->size, h->name);
+	int r = pread_all(h, &h->lay, sizeof h->lay, 0);
 	if (r)
 		return r;
+	if ((r = header_check(&h->lay, (uint64_t)st->st_size, h->name)))
+		return r;
+	/* a sparse object would be backed by memory only as it is touched: a
+	 * hostile size claim must not make us fill /dev/shm (and die of
+	 * SIGBUS when it is full); shmcfg_create allocates every page */
+	if ((uint64_t)st->st_blocks * 512 < (uint64_t)st->st_size)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: object is sparse (%llu of %llu bytes allocated)",
+				   h->name, (unsigned long long)st->st_blocks * 512,
+				   (unsigned long long)st->st_size);
 	h->schema_copy = malloc(h->lay.schema_size);
 	if (!h->schema_copy)
 		return -ENOMEM;
-	memcpy(h->schema_copy, h->base + h->lay.schema_off, h->lay.schema_size);
+	if ((r = pread_all(h, h->schema_copy, h->lay.schema_size, h->lay.schema_off)))
+		return r;
 	h->sch = h->schema_copy;
 	/* the schema hash covers the region whole: it detects any change to it */
 	XXH128_canonical_t canon;
@@ -191,6 +310,19 @@ static int handle_setup(shmcfg *h, const uint8_t *expect_hash)
 	h->warned = calloc(h->lay.nopts, 1);
 	if (!h->warned)
 		return -ENOMEM;
+	h->size = (size_t)st->st_size;
+	h->base = mmap(NULL, h->size, h->rdonly ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
+		       h->fd, 0);
+	if (h->base == MAP_FAILED) {
+		h->base = NULL;
+		return shmcfg__err(-errno, "%s: mmap: %s", h->name, strerror(errno));
+	}
+	h->hdr = (struct seg_header *)h->base;
+	/* Pairs with the creator's release store of `ready` (shmcfg_create):
+	 * seeing it through the mapping means seeing the whole initialised
+	 * segment (handle_map saw it through pread already). */
+	if (__atomic_load_n(&h->hdr->ready, __ATOMIC_ACQUIRE) != SEG_READY && h->lay.ready == SEG_READY)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: header changed while attaching", h->name);
 	h->view = (struct shmcfg_view){
 		.abi = SHMCFG_VIEW_ABI,
 		.nopts = h->lay.nopts,
@@ -206,12 +338,47 @@ static int handle_setup(shmcfg *h, const uint8_t *expect_hash)
 	return 0;
 }
 
+/* Wait until the object is sized and its creator stored `ready`, then
+ * validate and map it. Nothing is mapped before the header checked out. */
+static int handle_map(shmcfg *h, const uint8_t *expect_hash)
+{
+	struct stat st;
+	uint64_t deadline = 0;
+	for (;;) {
+		if (fstat(h->fd, &st) < 0)
+			return shmcfg__err(-errno, "%s: fstat: %s", h->name, strerror(errno));
+		if ((uint64_t)st.st_size >= SEG_HEADER_BYTES) {
+			struct seg_header hd;
+			int r = pread_all(h, &hd, sizeof hd, 0);
+			if (r)
+				return r;
+			if (hd.ready == SEG_READY)
+				break;
+			if (hd.magic != 0 && hd.magic != SEG_MAGIC)
+				return shmcfg__err(SHMCFG_E_MAGIC, "%s: not a shmcfg segment", h->name);
+		} else if (st.st_size > 0)
+			return shmcfg__err(SHMCFG_E_CORRUPT,
+					   "%s: object has %lld bytes, less than a header (truncated?)",
+					   h->name, (long long)st.st_size);
+		uint64_t now = now_ns(CLOCK_REALTIME);
+		if (!deadline)
+			deadline = now + READY_WAIT_MS * 1000000ull;
+		if (now >= deadline)
+			return shmcfg__err(SHMCFG_E_NOTREADY,
+					   "%s: segment was never initialised (its creator died?); remove it with shmctl rm",
+					   h->name);
+		usleep(2000);
+	}
+	return handle_setup(h, &st, expect_hash);
+}
+
 static shmcfg *handle_new(const char *name, bool rdonly)
 {
 	shmcfg *h = calloc(1, sizeof *h);
 	if (!h)
 		return NULL;
 	h->fd = -1;
+	h->lock_fd = -1;
 	h->reader = -1;
 	h->rdonly = rdonly;
 	h->pid = getpid();
@@ -226,34 +393,163 @@ static shmcfg *handle_new(const char *name, bool rdonly)
 	return h;
 }
 
-int shmcfg_attach(const char *name, unsigned flags, const uint8_t *expect_schema_hash, shmcfg **ret)
+/* ------------------------------------------------------------------ */
+/* The lock object                                                    */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The writer lock and the reader entries' liveness locks are OFD locks on a
+ * companion object, /dev/shm/shmcfg-lock.NAME, not on the segment: an OFD
+ * read lock needs only a read-only descriptor, so on the segment any reader
+ * could take the writer lock or keep dead readers "alive". The lock object
+ * grants read and write to exactly the permission classes that may write the
+ * segment (0644 -> 0600, 0664 -> 0660), so only writers can open it. It
+ * carries the segment's random instance id, so that an attacher never pairs
+ * a segment with the lock object of another incarnation of its name.
+ */
+static mode_t lock_mode(mode_t seg_mode)
 {
-	SHMCFG_API_ENTRY;
-	assert_return(ret, -EINVAL);
-	char path[sizeof SEG_PREFIX + SEG_NAME_MAX];
-	int r = name_check(name, path);
+	mode_t m = 0;
+	for (int shift = 0; shift <= 6; shift += 3)
+		if (seg_mode & (0002u << shift))
+			m |= 0006u << shift;
+	return m;
+}
+
+static int lock_create(shmcfg *h, const char *path, mode_t seg_mode, gid_t gid)
+{
+	for (int attempt = 0;; attempt++) {
+		h->lock_fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+				  lock_mode(seg_mode));
+		if (h->lock_fd >= 0)
+			break;
+		int e = errno;
+		struct stat st;
+		/* a leftover of ours (a creator that died) goes; another user's
+		 * squats the name: refuse rather than lock with its object */
+		if (e == EEXIST && attempt == 0 && lstat(path, &st) == 0 &&
+		    (st.st_uid == geteuid() || geteuid() == 0) && unlink(path) == 0)
+			continue;
+		if (e == EEXIST && lstat(path, &st) == 0 && st.st_uid != geteuid()) {
+			char who[300];
+			user_text(st.st_uid, who, sizeof who);
+			return shmcfg__err(SHMCFG_E_OWNER, "%s: its lock object %s exists and belongs to uid %s; remove it (as that user or root)",
+					   h->name, path, who);
+		}
+		return shmcfg__err(-e, "%s: cannot create its lock object %s: %s", h->name, path, strerror(e));
+	}
+	struct lock_file lf = {.magic = LOCK_MAGIC};
+	memcpy(lf.instance, h->lay.instance, 16);
+	if (fchmod(h->lock_fd, lock_mode(seg_mode)) < 0 ||
+	    (gid != 0 && gid != (gid_t)-1 && fchown(h->lock_fd, (uid_t)-1, gid) < 0) ||
+	    pwrite(h->lock_fd, &lf, sizeof lf, 0) != (ssize_t)sizeof lf) {
+		int e = errno;
+		unlink(path);
+		return shmcfg__err(-e, "%s: cannot set up its lock object %s: %s", h->name, path, strerror(e));
+	}
+	return 0;
+}
+
+/* Open the lock object of the segment h attached: -EAGAIN if it belongs to
+ * another incarnation of the name (replaced while we attached). A read-only
+ * handle opens it read-only, to tell live readers from dead ones (F_OFD_GETLK
+ * needs no write access); it never locks. */
+static int lock_open(shmcfg *h, const char *path, const struct stat *seg_st)
+{
+	struct stat st;
+	int r = open_regular(path, h->name, h->rdonly ? O_RDONLY : O_RDWR, &h->lock_fd, &st);
+	if (r == -ENOENT)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: its lock object %s is missing (removed by hand?): the segment cannot be written; re-create it",
+				   h->name, path);
+	if (r == -EACCES)
+		return shmcfg__err(-EACCES, "%s: no write access to its lock object %s", h->name, path);
 	if (r)
 		return r;
-	bool rdonly = flags & SHMCFG_ATTACH_RDONLY;
+	if (st.st_uid != seg_st->st_uid) {
+		char who[300], seg[300];
+		user_text(st.st_uid, who, sizeof who);
+		user_text(seg_st->st_uid, seg, sizeof seg);
+		return shmcfg__err(SHMCFG_E_OWNER, "%s: its lock object %s belongs to uid %s, the segment to uid %s",
+				   h->name, path, who, seg);
+	}
+	struct lock_file lf;
+	if (pread(h->lock_fd, &lf, sizeof lf, 0) != (ssize_t)sizeof lf || lf.magic != LOCK_MAGIC)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s is not its lock object", h->name, path);
+	if (memcmp(lf.instance, h->lay.instance, 16) != 0)
+		return -EAGAIN;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Attach, close, retire, unlink                                      */
+/* ------------------------------------------------------------------ */
+
+static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **ret)
+{
+	char path[PATH_BYTES], lock[PATH_BYTES];
+	int r = name_check(name, path, lock);
+	if (r)
+		return r;
+	bool rdonly = o->flags & SHMCFG_ATTACH_RDONLY;
 	shmcfg *h = handle_new(name, rdonly);
 	if (!h)
 		return -ENOMEM;
-	h->fd = shm_open(path, rdonly ? O_RDONLY : O_RDWR, 0);
-	if (h->fd < 0) {
-		r = -errno;
-		handle_free(h);
-		return shmcfg__err(r, "%s: %s", name,
-				   r == -ENOENT ? "no such segment" : strerror(-r));
+	h->opts = *o;
+	if (o->expect_schema_hash) {
+		memcpy(h->expect_hash, o->expect_schema_hash, 16);
+		h->opts.expect_schema_hash = h->expect_hash;
 	}
-	r = handle_map(h, expect_schema_hash);
+	struct stat st;
+	r = open_regular(path, name, rdonly ? O_RDONLY : O_RDWR, &h->fd, &st);
+	if (!r)
+		r = owner_check(name, &st, o);
+	if (!r) {
+		h->owner = st.st_uid;
+		r = handle_map(h, h->opts.expect_schema_hash);
+	}
 	if (!r && !rdonly)
-		r = shmcfg__reader_claim(h);
+		r = lock_open(h, lock, &st);
+	else if (!r && lock_open(h, lock, &st)) {
+		/* read-only: the lock object only tells liveness (and only to
+		 * those who may open it): best effort */
+		if (h->lock_fd >= 0)
+			close(h->lock_fd);
+		h->lock_fd = -1;
+		shmcfg__clear_err();
+	}
 	if (r) {
 		handle_free(h);
 		return r;
 	}
+	open_add(h);
 	*ret = h;
 	return 0;
+}
+
+int shmcfg_attach_with(const char *name, const shmcfg_attach_opts *opts, shmcfg **ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(ret, -EINVAL);
+	shmcfg_attach_opts o = opts ? *opts : (shmcfg_attach_opts){0};
+	if (o.flags & ~(unsigned)(SHMCFG_ATTACH_RDONLY | SHMCFG_ATTACH_OWNER))
+		return shmcfg__err(-EINVAL, "attach flags %#x: unknown bits", o.flags);
+	/* a lock object of another incarnation: the name was replaced between
+	 * our two opens; the next try sees the new pair */
+	for (int i = 0;; i++) {
+		int r = attach_once(name, &o, ret);
+		if (r != -EAGAIN)
+			return r;
+		if (i == 3)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: its lock object belongs to another segment of that name",
+					   name);
+	}
+}
+
+int shmcfg_attach(const char *name, unsigned flags, const uint8_t *expect_schema_hash, shmcfg **ret)
+{
+	SHMCFG_API_ENTRY;
+	return shmcfg_attach_with(name, &(shmcfg_attach_opts){.flags = flags, .expect_schema_hash = expect_schema_hash},
+				  ret);
 }
 
 shmcfg *shmcfg_close(shmcfg *h)
@@ -261,6 +557,7 @@ shmcfg *shmcfg_close(shmcfg *h)
 	SHMCFG_API_KEEP;
 	if (!h)
 		return NULL;
+	open_remove(h);
 	shmcfg__patch_forget(h);
 	shmcfg__view_close(h);
 	if (h->pid == getpid())
@@ -276,18 +573,135 @@ void shmcfg_closep(shmcfg **h)
 		*h = shmcfg_close(*h);
 }
 
+bool shmcfg_retired(const shmcfg *h)
+{
+	SHMCFG_API_KEEP;
+	if (!h)
+		return false;
+	if (__atomic_load_n(&h->hdr->retired, __ATOMIC_ACQUIRE))
+		return true;
+	/* removed by other means (rm in /dev/shm): the name no longer links it */
+	struct stat st;
+	return fstat(h->fd, &st) == 0 && st.st_nlink == 0;
+}
+
+int shmcfg_reattach(shmcfg **hp)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(hp && *hp, -EINVAL);
+	shmcfg *h = *hp, *n;
+	int r = shmcfg_attach_with(h->name, &h->opts, &n);
+	if (r)
+		return r;
+	shmcfg_close(h);
+	*hp = n;
+	return 0;
+}
+
+/*
+ * Remove the name, then mark the object we opened retired and wake its
+ * waiters: every attached process learns at its next wait (or within the
+ * wait's re-check interval, from st_nlink, when we could not write the mark).
+ * The lock object goes last, so that no attacher pairs the old segment with
+ * a new lock object: it checks the instance id anyway.
+ */
+static int remove_segment(const char *name, const char *path, const char *lock, bool quiet_enoent)
+{
+	int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < SEG_HEADER_BYTES)) {
+		close(fd);
+		fd = -1;
+	}
+	if (unlink(path) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		if (e == ENOENT && quiet_enoent)
+			return 0;
+		if (e == EPERM || e == EACCES) {
+			struct stat ls;
+			char who[300] = "another user";
+			if (lstat(path, &ls) == 0)
+				user_text(ls.st_uid, who, sizeof who);
+			return shmcfg__err(-e, "%s: cannot remove %s: it belongs to uid %s", name, path, who);
+		}
+		return shmcfg__err(-e, "%s: %s", name, e == ENOENT ? "no such segment" : strerror(e));
+	}
+	if (fd >= 0) {
+		struct seg_header *hd = mmap(NULL, SEG_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (hd != MAP_FAILED) {
+			if (hd->magic == SEG_MAGIC && hd->layout_version == SEG_LAYOUT_VERSION) {
+				/* release: pairs with the acquire load in shmcfg_retired();
+				 * the futex bump wakes waiters as a commit does */
+				__atomic_store_n(&hd->retired, 1, __ATOMIC_RELEASE);
+				__atomic_fetch_add(&hd->futex, 1, __ATOMIC_SEQ_CST);
+				syscall(SYS_futex, &hd->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+			}
+			munmap(hd, SEG_HEADER_BYTES);
+		}
+		close(fd);
+	}
+	if (unlink(lock) < 0 && errno != ENOENT)
+		shmcfg__log(1, "%s: cannot remove its lock object %s: %s", name, lock, strerror(errno));
+	return 0;
+}
+
 int shmcfg_unlink(const char *name)
 {
 	SHMCFG_API_ENTRY;
-	char path[sizeof SEG_PREFIX + SEG_NAME_MAX];
-	int r = name_check(name, path);
+	char path[PATH_BYTES], lock[PATH_BYTES];
+	int r = name_check(name, path, lock);
+	return r ? r : remove_segment(name, path, lock, false);
+}
+
+int shmcfg_attached_pids(const char *name, pid_t *pids, size_t max)
+{
+	SHMCFG_API_ENTRY;
+	char path[PATH_BYTES], lock[PATH_BYTES];
+	int r = name_check(name, path, lock);
 	if (r)
 		return r;
-	if (shm_unlink(path) < 0) {
-		r = -errno;
-		return shmcfg__err(r, "%s: %s", name, r == -ENOENT ? "no such segment" : strerror(-r));
+	assert_return(pids || max == 0, -EINVAL);
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return shmcfg__err(-errno, "%s: %s", name, errno == ENOENT ? "no such segment" : strerror(errno));
+	DIR *d = opendir("/proc");
+	if (!d)
+		return shmcfg__err(-errno, "/proc: %s", strerror(errno));
+	int n = 0;
+	struct dirent *de;
+	char line[PATH_MAX + 256];
+	while ((de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		if (*end || pid <= 0)
+			continue;
+		char maps[64];
+		snprintf(maps, sizeof maps, "/proc/%ld/maps", pid);
+		FILE *f = fopen(maps, "re");
+		if (!f)
+			continue; /* gone, or not ours to read */
+		bool found = false;
+		/* "start-end perms offset dev inode path": the same inode under
+		 * our path (or "path (deleted)") */
+		while (!found && fgets(line, sizeof line, f)) {
+			unsigned long long ino;
+			int at = 0;
+			if (sscanf(line, "%*s %*s %*s %*s %llu %n", &ino, &at) < 1 || ino != (unsigned long long)st.st_ino)
+				continue;
+			size_t pl = strlen(path);
+			found = !strncmp(line + at, path, pl) && (line[at + pl] == '\n' || line[at + pl] == ' ');
+		}
+		fclose(f);
+		if (found) {
+			if ((size_t)n < max)
+				pids[n] = (pid_t)pid;
+			n++;
+		}
 	}
-	return 0;
+	closedir(d);
+	return n;
 }
 
 int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_create_opts *opts,
@@ -295,8 +709,8 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 {
 	SHMCFG_API_ENTRY;
 	assert_return(ret, -EINVAL);
-	char path[sizeof SEG_PREFIX + SEG_NAME_MAX];
-	int r = name_check(name, path);
+	char path[PATH_BYTES], lock[PATH_BYTES];
+	int r = name_check(name, path, lock);
 	if (r)
 		return r;
 	shmcfg_create_opts o = opts ? *opts : (shmcfg_create_opts){0};
@@ -328,7 +742,7 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 	}
 	uint64_t n = shmcfg__schema_nopts(b);
 	uint64_t heap = o.heap_bytes ? o.heap_bytes : 65536 + 4 * shmcfg__schema_strings_bytes(b);
-	if (heap >= UINT32_MAX || heap < 64) {
+	if (heap > SEG_MAX_HEAP_BYTES || heap < 64) {
 		shmcfg__schema_built_free(b);
 		shmcfg_schema_free(own);
 		return shmcfg__err(-EINVAL, "heap of %llu bytes per slot is out of range",
@@ -344,10 +758,15 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		.nreaders = o.readers,
 		.nslots = o.slots,
 		.cells_off = SLOT_CELLS_OFF,
-		.create_time_ns = realtime_ns(),
+		.create_time_ns = now_ns(CLOCK_REALTIME),
 		.create_uid = getuid(),
 		.create_pid = getpid(),
 	};
+	if (getrandom(lay.instance, sizeof lay.instance, 0) != (ssize_t)sizeof lay.instance) {
+		/* no entropy yet (early boot): time and pid still tell incarnations apart */
+		uint64_t w[2] = {lay.create_time_ns, (uint64_t)getpid()};
+		memcpy(lay.instance, w, 16);
+	}
 	lay.log_off = align64(lay.schema_off + lay.schema_size);
 	lay.readers_off = align64(lay.log_off + SEG_LOG_ENTRIES * sizeof(struct log_ent));
 	lay.slots_off = align64(lay.readers_off + (uint64_t)o.readers * sizeof(struct reader_ent));
@@ -362,12 +781,11 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		r = -ENOMEM;
 		goto fail_built;
 	}
-	if ((o.flags & SHMCFG_CREATE_FORCE) && shm_unlink(path) < 0 && errno != ENOENT) {
-		r = shmcfg__err(-errno, "%s: cannot remove the existing segment: %s", name, strerror(errno));
+	/* --force: the old segment is retired (its processes learn it) and removed */
+	if ((o.flags & SHMCFG_CREATE_FORCE) && (r = remove_segment(name, path, lock, true)))
 		goto fail_handle;
-	}
-	/* glibc's shm_open adds O_NOFOLLOW and O_CLOEXEC: no symlink is followed */
-	h->fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, o.mode);
+	/* O_EXCL|O_NOFOLLOW: nothing planted under the name is followed or reused */
+	h->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, o.mode);
 	if (h->fd < 0) {
 		r = -errno;
 		shmcfg__err(r, "%s: %s", name,
@@ -390,20 +808,30 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		goto fail_unlink;
 	}
 	shmcfg__fault("create.allocated");
-	h->size = lay.total_size;
-	h->base = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, h->fd, 0);
-	if (h->base == MAP_FAILED) {
-		h->base = NULL;
-		r = shmcfg__err(-errno, "%s: mmap: %s", name, strerror(errno));
+	void *schema_bytes = malloc(lay.schema_size);
+	if (!schema_bytes) {
+		r = -ENOMEM;
 		goto fail_unlink;
 	}
-	shmcfg__schema_write(b, h->base + lay.schema_off, lay.schema_hash);
-	memcpy(h->base, &lay, sizeof lay);
+	shmcfg__schema_write(b, schema_bytes, lay.schema_hash);
+	bool written = pwrite(h->fd, schema_bytes, lay.schema_size, (off_t)lay.schema_off) == (ssize_t)lay.schema_size &&
+		       pwrite(h->fd, &lay, sizeof lay, 0) == (ssize_t)sizeof lay;
+	free(schema_bytes);
+	if (!written) {
+		r = shmcfg__err(-errno, "%s: cannot write the segment: %s", name, strerror(errno));
+		goto fail_unlink;
+	}
 	shmcfg__fault("create.schema");
 	/* from here on the creator reads its segment as any attacher would */
-	r = handle_setup(h, NULL);
+	struct stat st;
+	if (fstat(h->fd, &st) < 0) {
+		r = shmcfg__err(-errno, "%s: fstat: %s", name, strerror(errno));
+		goto fail_unlink;
+	}
+	h->owner = st.st_uid;
+	r = handle_setup(h, &st, NULL);
 	if (!r)
-		r = shmcfg__reader_claim(h);
+		r = lock_create(h, lock, o.mode, o.gid);
 	if (!r)
 		r = shmcfg__commit_env(h, o.flags & SHMCFG_CREATE_NO_ENV ? NULL : o.envp ? o.envp : environ,
 				       !(o.flags & SHMCFG_CREATE_NO_ENV));
@@ -416,10 +844,13 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 	h->lay.ready = SEG_READY;
 	shmcfg__schema_built_free(b);
 	shmcfg_schema_free(own);
+	open_add(h);
 	*ret = h;
 	return 0;
 fail_unlink:
-	shm_unlink(path);
+	unlink(path);
+	if (h->lock_fd >= 0)
+		unlink(lock);
 fail_handle:
 	handle_free(h);
 fail_built:
@@ -468,7 +899,10 @@ int shmcfg_stat(const shmcfg *h, shmcfg_info *ret)
 	ret->create_uid = h->lay.create_uid;
 	ret->create_pid = h->lay.create_pid;
 	for (uint32_t s = 0; s < h->lay.nslots; s++)
-		ret->slot_gen[s] = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
+		ret->slot_gen[s] = STAMP_GEN(__atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE));
+	ret->retired = shmcfg_retired(h);
+	ret->readers_hwm = shmcfg__readers_hwm(h);
+	ret->copy_fallbacks = __atomic_load_n(&h->hdr->copy_fallbacks, __ATOMIC_RELAXED);
 	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
 	ret->generation = cur_gen(cur);
 	if (cur_slot(cur) < h->lay.nslots) {
@@ -525,7 +959,7 @@ int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, voi
 	}
 	for (uint32_t s = 0; s < h->lay.nslots; s++) {
 		uint64_t gen = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
-		if (gen == 0)
+		if (gen == 0 || (gen & SLOT_BUSY))
 			continue; /* empty, or being written */
 		if (!shmcfg__seq_copy(h, (gen << SHMCFG__SLOT_BITS) | s, copy))
 			continue; /* rewritten while we looked: not a problem */

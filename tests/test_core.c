@@ -670,7 +670,7 @@ static void test_create_errors(void **state)
 	assert_int_equal(shmcfg_create("x", s, &(shmcfg_create_opts){.mode = 01777}, &h), -EINVAL);
 	/* a segment larger than /dev/shm fails at creation, not later */
 	int r = shmcfg_create(test_name("huge"), s,
-			      &(shmcfg_create_opts){.slots = 255, .heap_bytes = 4000000000ull, .flags = SHMCFG_CREATE_NO_ENV},
+			      &(shmcfg_create_opts){.slots = 255, .heap_bytes = 2000000000ull, .flags = SHMCFG_CREATE_NO_ENV},
 			      &h);
 	assert_true(r == -ENOSPC || r == -EFBIG);
 	assert_non_null(strstr(shmcfg_errdetail(), "/dev/shm"));
@@ -698,12 +698,22 @@ static void test_check_and_stat(void **state)
 	assert_int_equal(shmcfg_stat(f->h, &st), 0);
 	assert_int_equal(st.generation, shmcfg_generation(f->h));
 	assert_int_equal(st.nopts, T_COUNT);
-	assert_int_equal(st.layout_version, 1);
+	assert_int_equal(st.layout_version, 2);
 	int held = 0;
 	for (uint32_t s = 0; s < st.nslots; s++)
 		held += st.slot_gen[s] == st.generation;
 	assert_int_equal(held, 1);
-	assert_int_equal(shmcfg_readers(f->h, NULL, NULL), 1); /* our own entry */
+	/* the reader entry is claimed by the first pinned snapshot, not at attach */
+	assert_false(st.retired);
+	uint32_t hwm = st.readers_hwm;
+	int before = shmcfg_readers(f->h, NULL, NULL);
+	shmcfg_snapshot *snap;
+	assert_int_equal(shmcfg_snapshot_acquire(f->h, &snap), 0);
+	shmcfg_snapshot_release(snap);
+	assert_int_equal(shmcfg_readers(f->h, NULL, NULL), before > 0 ? before : 1);
+	assert_int_equal(shmcfg_stat(f->h, &st), 0);
+	assert_true(st.readers_hwm >= 1 && st.readers_hwm >= hwm);
+	assert_int_equal(st.copy_fallbacks, 0);
 }
 
 int main(void)

@@ -232,6 +232,16 @@ static pid_t start_pinning_child(const char *name, shmcfg *h, struct chan *c, st
 	return pid;
 }
 
+/* Take and release one snapshot: claims the handle's reader entry. */
+static int snapshot_once(shmcfg *h)
+{
+	shmcfg_snapshot *s;
+	int r = shmcfg_snapshot_acquire(h, &s);
+	if (!r)
+		shmcfg_snapshot_release(s);
+	return r;
+}
+
 static void test_dead_pinned_reader_is_reclaimed(void **state)
 {
 	const char *name = new_name("crash-deadpin");
@@ -433,10 +443,10 @@ static void test_writer_killed_at(void **state)
 	int64_t inl = -1;
 	assert_int_equal(shmcfg_get_int(h, T_A, &inl), 0);
 	assert_int_equal(inl, n);
-	/* the dead writer's reader entry is reclaimable */
+	/* a writer needs no reader entry: the dead one left none behind */
 	struct entry_of e = {.pid = pid};
-	assert_int_equal(shmcfg_gc(h, count_reaped, &e), 1);
-	assert_int_equal(e.found, 1);
+	assert_int_equal(shmcfg_gc(h, count_reaped, &e), 0);
+	assert_int_equal(e.found, 0);
 	/* the kernel released the writer lock: a commit gets it at once (else
 	 * SHMCFG_E_LOCKED after the timeout) */
 	shmcfg_set_commit_timeout(h, 1000);
@@ -589,7 +599,7 @@ static struct table table_of(shmcfg *h, const pid_t pids[4])
 	return t;
 }
 
-static void test_dead_reader_entries_reclaimed_by_attach(void **state)
+static void test_dead_reader_entries_reclaimed_by_snapshots(void **state)
 {
 	enum { R = 4 };
 	const char *name = new_name("crash-readers");
@@ -619,10 +629,16 @@ static void test_dead_reader_entries_reclaimed_by_attach(void **state)
 	assert_int_equal(t.pinned, R);
 	for (int i = 0; i < R; i++)
 		assert_int_equal(t.by_pid[i], 1);
-	/* every entry is held by a live process: no attach may take one */
+	/* every entry is held by a live process: an attach still works (it
+	 * takes no entry), and its snapshots copy instead of pinning */
 	shmcfg *extra = NULL;
-	assert_int_equal(shmcfg_attach(name, 0, NULL, &extra), SHMCFG_E_READERS);
-	assert_null(extra);
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &extra), 0);
+	assert_int_equal(snapshot_once(extra), 0);
+	shmcfg_info st;
+	assert_int_equal(shmcfg_stat(ro, &st), 0);
+	assert_int_equal(st.copy_fallbacks, 1);
+	assert_int_equal(st.readers_hwm, R);
+	shmcfg_close(extra);
 	for (int i = 0; i < R; i++) {
 		assert_int_equal(kill(pids[i], SIGKILL), 0);
 		assert_child_killed(pids[i]);
@@ -630,13 +646,15 @@ static void test_dead_reader_entries_reclaimed_by_attach(void **state)
 	t = table_of(ro, pids);
 	assert_int_equal(t.used, R);
 	assert_int_equal(t.alive, 0);
-	/* attaches reclaim the dead entries, one each */
+	/* first snapshots reclaim the dead entries, one each */
 	shmcfg *mine[R];
 	for (int i = 0; i < R; i++) {
 		mine[i] = NULL;
 		int r = shmcfg_attach(name, 0, NULL, &mine[i]);
+		if (!r)
+			r = snapshot_once(mine[i]);
 		if (r)
-			fail_msg("attach %d of %d over dead entries: %s: %s", i + 1, R, shmcfg_strerror(r),
+			fail_msg("snapshot %d of %d over dead entries: %s: %s", i + 1, R, shmcfg_strerror(r),
 				 shmcfg_errdetail());
 		keep(mine[i]);
 	}
@@ -644,11 +662,15 @@ static void test_dead_reader_entries_reclaimed_by_attach(void **state)
 	t = table_of(ro, me);
 	assert_int_equal(t.used, R);
 	assert_int_equal(t.alive, R);
-	assert_int_equal(t.pinned, 0); /* the dead pins went with their entries */
+	/* the dead pins went with their entries; each holds the pin of its own
+	 * released snapshot, which blocks nobody (the commits below) */
+	assert_int_equal(t.pinned, R);
 	assert_int_equal(t.by_pid[0], R);
-	/* now every entry is held by a live handle */
-	assert_int_equal(shmcfg_attach(name, 0, NULL, &extra), SHMCFG_E_READERS);
-	assert_null(extra);
+	/* now every entry is held by a live handle: another one copies */
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &extra), 0);
+	assert_int_equal(snapshot_once(extra), 0);
+	assert_int_equal(shmcfg_readers(ro, NULL, NULL), R);
+	shmcfg_close(extra);
 	/* no stale pin blocks the slots: two commits need both of them */
 	shmcfg_set_commit_timeout(mine[0], 200);
 	uint64_t gen = 0;
@@ -656,10 +678,12 @@ static void test_dead_reader_entries_reclaimed_by_attach(void **state)
 	assert_int_equal(commit_n(mine[0], 2, &gen), 0);
 	assert_int_equal(gen, 3);
 	assert_int_equal(current_n(ro, NULL), 2);
-	/* closing one hands its entry to the next attach */
+	/* closing one hands its entry to the next snapshot */
 	drop(mine[R - 1]);
 	assert_int_equal(shmcfg_attach(name, 0, NULL, &extra), 0);
-	keep(extra);
+	assert_int_equal(snapshot_once(keep(extra)), 0);
+	t = table_of(ro, me);
+	assert_int_equal(t.by_pid[0], R);
 	while (nhandles > 0)
 		drop(handles[nhandles - 1]);
 }
@@ -672,11 +696,14 @@ static int fault_reaper_main(void *p)
 {
 	struct fault_arg *a = p;
 	if (!strcmp(a->point, "claim.locked")) {
-		/* the attach itself claims an entry, and dies inside the claim */
-		setenv("SHMCFG_FAULT", a->point, 1);
+		/* the first snapshot claims an entry, and dies inside the claim */
 		shmcfg *h = NULL;
 		int r = shmcfg_attach(a->name, 0, NULL, &h);
-		CHECK(false, 10, "attach returned %d: the fault point never fired", r);
+		CHECK(r == 0, 2, "attach: %s", shmcfg_strerror(r));
+		setenv("SHMCFG_FAULT", a->point, 1);
+		shmcfg_snapshot *s;
+		r = shmcfg_snapshot_acquire(h, &s);
+		CHECK(false, 10, "snapshot returned %d: the fault point never fired", r);
 	}
 	shmcfg *h = NULL;
 	int r = shmcfg_attach(a->name, 0, NULL, &h);
@@ -698,9 +725,10 @@ static void test_reaper_killed_at(void **state)
 	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.slots = 2}));
 	shmcfg_set_commit_timeout(h, 500);
 	/* hold entry 1 while the reader takes entry 2, then free it: the
-	 * reaper's own attach claims entry 1 and must reap entry 2 */
+	 * reaper's own claim takes entry 1 and must reap entry 2 */
 	shmcfg *spacer = NULL;
 	assert_int_equal(shmcfg_attach(name, 0, NULL, &spacer), 0);
+	assert_int_equal(snapshot_once(spacer), 0);
 	struct chan c;
 	struct pin_arg pa;
 	pid_t reader = start_pinning_child(name, h, &c, &pa);
@@ -744,9 +772,11 @@ int main(void)
 		cmocka_unit_test_teardown(test_dead_pinned_reader_is_reclaimed, teardown),
 		cmocka_unit_test_teardown(test_stopped_reader_busy_then_release, teardown),
 		cmocka_unit_test_teardown(test_stopped_reader_busy_then_killed, teardown),
-		cmocka_unit_test_teardown(test_dead_reader_entries_reclaimed_by_attach, teardown),
+		cmocka_unit_test_teardown(test_dead_reader_entries_reclaimed_by_snapshots, teardown),
 		/* the fault points: the test copy of the library has them */
 		AT(test_writer_killed_at, "commit.locked"),
+		AT(test_writer_killed_at, "commit.chosen"),
+		AT(test_writer_killed_at, "commit.busy"),
 		AT(test_writer_killed_at, "commit.slot"),
 		AT(test_writer_killed_at, "commit.written"),
 		AT(test_writer_killed_at, "commit.stamped"),

@@ -8,6 +8,7 @@
 
 #include "common.h"
 #include "internal.h"
+#include "seqlock.h"
 
 #include <xxhash.h>
 
@@ -100,7 +101,7 @@ static void test_other_version(void **state)
 	uint32_t v = SEG_LAYOUT_VERSION + 1;
 	poke(name, offsetof(struct seg_header, layout_version), &v, 4);
 	/* the detail names both versions */
-	expect_attach(name, NULL, SHMCFG_E_VERSION, "layout version 2, this library reads version 1");
+	expect_attach(name, NULL, SHMCFG_E_VERSION, "layout version 3, this library reads version 2");
 	shmcfg_unlink(name);
 }
 
@@ -308,6 +309,54 @@ static void test_scribbled_slots(void **state)
 	shmcfg_unlink(name);
 }
 
+/*
+ * The public inline getter keeps its own copy of the seqlock's read side
+ * (it is compiled into programs): for every stamp a slot can carry, its
+ * verdict must be the library's (seqlock.h's seq_valid, behind shmcfg_get).
+ * A stamp that does not validate while `current` stays put fails at once.
+ */
+static void test_inline_read_agrees_with_seqlock(void **state)
+{
+	(void)state;
+	const char *name = test_name("seqagree");
+	shmcfg *h = fresh(name);
+	assert_int_equal(set_and_commit(h, T_A, "41", NULL), 0);
+	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	uint64_t g = cur_gen(cur);
+	struct slot_hdr *sl = slot_at(h, cur_slot(cur));
+	struct shmcfg__cell *cell = slot_cells(h, sl) + T_A, saved = *cell;
+	const uint64_t stamps[] = {g, SLOT_BUSY | g, g + 1, g - 1, 0, SLOT_BUSY | (g - 1), SLOT_BUSY, UINT64_MAX};
+	for (size_t k = 0; k < sizeof stamps / sizeof stamps[0]; k++) {
+		__atomic_store_n(&sl->gen, stamps[k], __ATOMIC_RELEASE);
+		bool lib = seq_valid(&sl->gen, g);
+		/* The inline getter's own verdict: the cell claims a float, the
+		 * option is an int. Its fast path takes the cell when the stamp
+		 * validates; otherwise the slow path answers SHMCFG_E_TYPE from
+		 * the schema. So success means the inline check accepted. */
+		double f = 0.5, got = 0;
+		uint64_t bits;
+		memcpy(&bits, &f, 8);
+		*cell = (struct shmcfg__cell){bits, SHMCFG_FLOAT};
+		int inl = shmcfg_get_float(h, T_A, &got);
+		*cell = saved;
+		shmcfg_value v;
+		int slow = shmcfg_get(h, T_A, &v);
+		if ((inl == 0) != lib || (slow == 0) != lib)
+			fail_msg("stamp %#llx: seq_valid %d, inline getter %s, shmcfg_get %s",
+				 (unsigned long long)stamps[k], lib, shmcfg_errname(inl), shmcfg_errname(slow));
+		if (lib) {
+			assert_true(got == 0.5);
+			assert_int_equal(v.u.i, 41);
+		} else {
+			assert_int_equal(inl, SHMCFG_E_TYPE);
+			assert_int_equal(slow, SHMCFG_E_CORRUPT); /* at once: `current` did not move */
+		}
+	}
+	__atomic_store_n(&sl->gen, g, __ATOMIC_RELEASE);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -316,6 +365,7 @@ int main(void)
 		cmocka_unit_test(test_other_schema), cmocka_unit_test(test_not_ready),
 		cmocka_unit_test(test_bad_regions), cmocka_unit_test(test_forged_schema),
 		cmocka_unit_test(test_scribbled_slots),
+		cmocka_unit_test(test_inline_read_agrees_with_seqlock),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

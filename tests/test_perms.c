@@ -18,7 +18,7 @@
  *     by a commit and by gc; a reader in another pid namespace (pid 1 there)
  *     is neither reaped while it lives (its pin makes a commit fail with
  *     SHMCFG_E_BUSY naming "pid 1") nor kept once killed.
- *  6. A full reader table: a clear SHMCFG_E_READERS, read-only attaches
+ *  6. A full reader table: attaches still work, snapshots copy; read-only attaches
  *     still work, and dead entries are reaped first.
  *
  * Tests that need root (3, 4 and the pid namespace) are left out of the list,
@@ -588,6 +588,34 @@ static int pin_and_sleep_main(void *p)
 		pause();
 }
 
+/* Take and release one snapshot: claims the handle's reader entry. */
+static int snapshot_once(shmcfg *h)
+{
+	shmcfg_snapshot *s;
+	int r = shmcfg_snapshot_acquire(h, &s);
+	if (!r)
+		shmcfg_snapshot_release(s);
+	return r;
+}
+
+/* This process's start time, /proc/self/stat field 22. */
+static uint64_t self_start_time(void)
+{
+	char buf[1024];
+	FILE *f = fopen("/proc/self/stat", "re");
+	assert_non_null(f);
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	assert_non_null(p);
+	for (int field = 2; *p; p++)
+		if (*p == ' ' && ++field == 22)
+			return strtoull(p + 1, NULL, 10);
+	fail_msg("no start time in /proc/self/stat");
+	return 0;
+}
+
 /* A dead child's entry made to look like a live process's: the parent's own
  * pid and start time. Returns the entry's index. */
 static uint32_t dead_entry_with_live_pid(shmcfg *h, const char *name)
@@ -608,14 +636,13 @@ static uint32_t dead_entry_with_live_pid(shmcfg *h, const char *name)
 	uint32_t idx = e.index;
 	assert_int_equal(kill(pid, SIGKILL), 0);
 	assert_child_killed(pid);
-	struct entries me = entries_of(h, getpid(), 0);
-	assert_int_equal(me.alive_with_pid, 1); /* our own entry */
-	/* pid reuse: the dead entry now names a live process, with its start time */
+	/* pid reuse: the dead entry now names a live process (this one, which
+	 * holds no entry: it took no snapshot), with its start time */
 	struct reader_ent *ent = reader_at(h, idx);
 	__atomic_store_n(&ent->pid, (int32_t)getpid(), __ATOMIC_RELAXED);
-	__atomic_store_n(&ent->start_time, me.start, __ATOMIC_RELAXED);
+	__atomic_store_n(&ent->start_time, self_start_time(), __ATOMIC_RELAXED);
 	e = entries_of(h, getpid(), 1);
-	assert_int_equal(e.alive_with_pid, 1); /* ours */
+	assert_int_equal(e.alive_with_pid, 0);
 	assert_int_equal(e.dead_with_pid, 1);  /* the poked one: dead, whatever its pid says */
 	assert_int_equal(e.pins_gen_with_pid, 1);
 	return idx;
@@ -639,7 +666,7 @@ static void test_pid_reuse_commit_reclaims(void **state)
 	struct entries e = entries_of(h, getpid(), 1);
 	assert_int_equal(e.dead_with_pid, 0);
 	assert_int_equal(e.pins_gen_with_pid, 0);
-	assert_int_equal(e.used, 1);
+	assert_int_equal(e.used, 0);
 	assert_int_equal(shmcfg_check(h, true, print_problem, NULL), 0);
 }
 
@@ -669,7 +696,7 @@ static void test_pid_reuse_gc_reclaims(void **state)
 	assert_int_equal(x.pid, getpid()); /* reclaimed although its pid is alive */
 	assert_int_equal(x.index, idx);
 	struct entries e = entries_of(h, getpid(), 0);
-	assert_int_equal(e.used, 1);
+	assert_int_equal(e.used, 0);
 	assert_int_equal(e.dead_with_pid, 0);
 	assert_int_equal(shmcfg_gc(h, NULL, NULL), 0);
 }
@@ -754,7 +781,7 @@ static void test_pid_namespace_reader(void **state)
 /* 6. A full reader table                                             */
 /* ------------------------------------------------------------------ */
 
-static void test_full_reader_table(void **state)
+static void test_full_reader_table_falls_back_to_copies(void **state)
 {
 	(void)state;
 	enum { R = 3 };
@@ -770,39 +797,54 @@ static void test_full_reader_table(void **state)
 	if (read_full(up[0], &got, sizeof got, CHILD_TIMEOUT_MS))
 		fail_msg("the pinning child did not report");
 	close(up[0]);
+	assert_int_equal(snapshot_once(h), 0);
 	shmcfg *h2 = NULL;
 	assert_int_equal(shmcfg_attach(name, 0, NULL, &h2), 0);
-	keep(h2);
-	/* full of live entries: a clear error */
+	assert_int_equal(snapshot_once(keep(h2)), 0);
+	/* full of live entries: attach still works, its snapshots copy */
 	shmcfg *extra = NULL;
 	int r = shmcfg_attach(name, 0, NULL, &extra);
-	assert_int_equal(r, SHMCFG_E_READERS);
-	assert_null(extra);
-	char want[64];
-	snprintf(want, sizeof want, "all %d reader entries are held by live processes", R);
-	if (!strstr(shmcfg_errdetail(), want) || !strstr(shmcfg_errdetail(), name))
-		fail_msg("unclear detail: %s", shmcfg_errdetail());
-	assert_true(strstr(shmcfg_strerror(r), "reader table is full") != NULL);
-	/* read-only attaches need no entry */
-	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &extra), 0);
+	if (r)
+		fail_msg("attach with a full reader table: %s: %s", shmcfg_strerror(r), shmcfg_errdetail());
 	keep(extra);
-	assert_int_equal(get_i(extra, T_A), 0);
-	/* the dead entry is reaped first: the next attach gets it, its pin gone */
+	shmcfg_snapshot *snap;
+	assert_int_equal(shmcfg_snapshot_acquire(extra, &snap), 0);
+	shmcfg_value v;
+	assert_int_equal(shmcfg_snapshot_get(snap, T_A, &v), 0);
+	assert_int_equal(v.u.i, 0);
+	assert_string_equal(shmcfg_errdetail(), ""); /* copying is no error */
+	shmcfg_info st;
+	assert_int_equal(shmcfg_stat(h, &st), 0);
+	assert_int_equal(st.copy_fallbacks, 1);
+	assert_int_equal(st.readers_hwm, R);
+	/* a writer needs no entry: the handle without one commits */
+	uint64_t gen;
+	assert_int_equal(commit_n(extra, 5, &gen), 0);
+	assert_int_equal(gen, 2);
+	/* and its held copy did not change */
+	assert_int_equal(shmcfg_snapshot_generation(snap), 1);
+	assert_int_equal(shmcfg_snapshot_get(snap, T_A, &v), 0);
+	assert_int_equal(v.u.i, 0);
+	shmcfg_snapshot_release(snap);
+	/* read-only attaches need no entry */
+	shmcfg *ro = NULL;
+	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &ro), 0);
+	assert_int_equal(get_i(keep(ro), T_A), 5);
+	/* the dead entry is reaped first: the next claim gets it, its pin gone */
 	assert_int_equal(kill(pid, SIGKILL), 0);
 	assert_child_killed(pid);
 	shmcfg *h3 = NULL;
-	r = shmcfg_attach(name, 0, NULL, &h3);
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &h3), 0);
+	r = snapshot_once(keep(h3));
 	if (r)
-		fail_msg("attach over a dead entry: %s: %s", shmcfg_strerror(r), shmcfg_errdetail());
-	keep(h3);
+		fail_msg("snapshot over a dead entry: %s: %s", shmcfg_strerror(r), shmcfg_errdetail());
 	struct entries e = entries_of(h, pid, 1);
 	assert_int_equal(e.alive_with_pid + e.dead_with_pid, 0);
+	assert_int_equal(shmcfg_stat(h, &st), 0);
+	assert_int_equal(st.copy_fallbacks, 1); /* h3 found an entry */
 	shmcfg_set_commit_timeout(h, 300);
-	uint64_t gen;
-	assert_int_equal(commit_n(h, 1, &gen), 0);
-	assert_int_equal(commit_n(h, 2, &gen), 0); /* needs the slot the dead child pinned */
+	assert_int_equal(commit_n(h, 1, &gen), 0); /* needs the slot the dead child pinned */
 	assert_int_equal(gen, 3);
-	assert_int_equal(shmcfg_attach(name, 0, NULL, &extra), SHMCFG_E_READERS);
 }
 
 /* ------------------------------------------------------------------ */
@@ -834,7 +876,7 @@ int main(void)
 	ADD(test_modes_exact);
 	ADD(test_pid_reuse_commit_reclaims);
 	ADD(test_pid_reuse_gc_reclaims);
-	ADD(test_full_reader_table);
+	ADD(test_full_reader_table_falls_back_to_copies);
 	if (geteuid() == 0) {
 		ADD(test_group_option);
 		ADD(test_group_option_denied);

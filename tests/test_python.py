@@ -27,6 +27,7 @@ import json
 import multiprocessing
 import os
 import pickle
+import pwd
 import re
 import shutil
 import subprocess
@@ -216,6 +217,8 @@ int main(void) {
     S(shmcfg_create_opts) O(shmcfg_create_opts, readers) O(shmcfg_create_opts, heap_bytes)
     O(shmcfg_create_opts, mode) O(shmcfg_create_opts, gid) O(shmcfg_create_opts, flags)
     O(shmcfg_create_opts, envp)
+    S(shmcfg_attach_opts) O(shmcfg_attach_opts, flags) O(shmcfg_attach_opts, expect_schema_hash)
+    O(shmcfg_attach_opts, owner)
     S(struct shmcfg_view) O(struct shmcfg_view, nopts) O(struct shmcfg_view, nslots)
     O(struct shmcfg_view, cells_off) O(struct shmcfg_view, current)
     O(struct shmcfg_view, slots) O(struct shmcfg_view, slot_size) O(struct shmcfg_view, slot)
@@ -225,14 +228,23 @@ int main(void) {
     O(shmcfg_info, nslots) O(shmcfg_info, nreaders) O(shmcfg_info, heap_bytes)
     O(shmcfg_info, heap_used) O(shmcfg_info, schema_hash) O(shmcfg_info, config_hash)
     O(shmcfg_info, create_time_ns) O(shmcfg_info, create_uid) O(shmcfg_info, create_pid)
-    O(shmcfg_info, slot_gen)
+    O(shmcfg_info, slot_gen) O(shmcfg_info, retired) O(shmcfg_info, readers_hwm)
+    O(shmcfg_info, copy_fallbacks)
+    printf("const SHMCFG_ATTACH_OWNER %d\n", (int)SHMCFG_ATTACH_OWNER);
+    printf("const SHMCFG_E_RETIRED %d\n", (int)SHMCFG_E_RETIRED);
+    printf("const SHMCFG_E_OWNER %d\n", (int)SHMCFG_E_OWNER);
+    printf("const SHMCFG_E_LAST %d\n", (int)SHMCFG_E_LAST);
     return 0;
 }
 """
 
 CTYPES_OF = {"shmcfg_value": _lib.Value, "shmcfg_optinfo": _lib.OptInfo,
-             "shmcfg_create_opts": _lib.CreateOpts, "struct shmcfg_view": _lib.View,
-             "shmcfg_commit": _lib.Commit, "shmcfg_info": _lib.Info}
+             "shmcfg_create_opts": _lib.CreateOpts, "shmcfg_attach_opts": _lib.AttachOpts,
+             "struct shmcfg_view": _lib.View, "shmcfg_commit": _lib.Commit,
+             "shmcfg_info": _lib.Info}
+# constants of the header the binding declares
+CONSTS_OF = {"SHMCFG_ATTACH_OWNER": _lib.ATTACH_OWNER, "SHMCFG_E_RETIRED": _lib.E["RETIRED"],
+             "SHMCFG_E_OWNER": _lib.E["OWNER"], "SHMCFG_E_LAST": _lib.E_LAST}
 
 
 def ctypes_offset(cls, path):
@@ -274,6 +286,9 @@ class TestLayout(unittest.TestCase):
             if kind == "size":
                 t, size = rest.rsplit(" ", 1)
                 self.assertEqual(ctypes.sizeof(CTYPES_OF[t]), int(size), t)
+            elif kind == "const":
+                c, v = rest.split()
+                self.assertEqual(CONSTS_OF[c], int(v), c)
             else:
                 t, field, off = rest.rsplit(" ", 2)
                 self.assertEqual(ctypes_offset(CTYPES_OF[t], field), int(off), f"{t}.{field}")
@@ -1156,6 +1171,172 @@ class TestErrors(SegTest):
             seg.codegen("nope")
 
 
+# ---------------------------------------------------------------------------
+# Lifecycle: retired segments, reattach, owners
+# ---------------------------------------------------------------------------
+
+
+# SCHEMA with one more option, declared first: every option handle moves
+SCHEMA_MORE = SCHEMA.replace("options:\n", "options:\n  app.config.aaa:\n    type: int\n"
+                             "    default: 5\n", 1)
+
+
+class TestLifecycle(SegTest):
+    def replace(self, seg, schema_text=SCHEMA):
+        """Replace seg's segment as shmctl create --force does; the new one
+        is closed and removed at the end."""
+        new = shmcfg.create(seg.name, schema_text=schema_text, force=True, no_env=True,
+                            fast_reads=self.FAST)
+        self.addCleanup(new.close)
+        return new
+
+    def test_retired_wait_reads_reattach(self):
+        seg, m = self.app()
+        triton = m.triton  # a nested namespace, held across reattach
+        m.steps = 20  # generation 2, in slot 1
+        g = seg.generation
+        old_hash = m.get_hash()  # cached for generation 2
+        self.assertEqual((g, m.steps, m.mode, triton.cudagraphs), (2, 20, "fast", True))
+        self.assertIs(seg.retired, False)
+        with self.assertRaises(AttributeError):
+            m.aaa
+        new = self.replace(seg, SCHEMA_MORE)
+        nm = new.module("app.config")
+        # generation 2 in slot 1 again: the same header word as the old one's
+        new.set({"app.config.steps": 30, "app.config.mode": "slow",
+                 "app.config.triton.cudagraphs": False})
+        self.assertIs(seg.retired, True)
+        t0 = time.monotonic()
+        with self.assertRaises(shmcfg.RetiredError) as cm:
+            seg.wait(g, timeout=10)
+        self.assertLess(time.monotonic() - t0, 2)
+        e = cm.exception
+        self.assertIsInstance(e, shmcfg.Error)
+        self.assertEqual(e.errname, "SHMCFG_E_RETIRED")
+        self.assertIn("removed or replaced", str(e))
+        self.assertIn(seg.name, str(e))
+        # reads keep answering the old segment's last values
+        self.assertEqual((seg.generation, m.steps, m.mode, triton.cudagraphs),
+                         (2, 20, "fast", True))
+        self.assertEqual(seg.get("app.config.steps"), 20)
+        self.assertEqual(m.get_hash(), old_hash)
+        self.assertIs(seg.reattach(), seg)
+        self.assertIs(seg.retired, False)
+        # the same module and proxy objects read the new segment: nothing
+        # cached for the old one survives
+        self.assertIs(seg.module("app.config"), m)
+        self.assertEqual((seg.generation, m.steps, m.mode, triton.cudagraphs),
+                         (2, 30, "slow", False))
+        self.assertEqual(seg.get("app.config.steps"), 30)
+        self.assertEqual((m.aaa, seg.get("app.config.aaa")), (5, 5))  # option handles anew
+        self.assertEqual(seg.config_hash, new.config_hash)
+        self.assertEqual(m.get_hash(), nm.get_hash())
+        self.assertNotEqual(m.get_hash(), old_hash)
+        self.assertEqual(seg.wait(seg.generation, timeout=0), None)  # waits work again
+        m.steps = 31  # and commits go to the new segment
+        self.assertEqual((nm.steps, new.generation), (31, 3))
+        self.assertEqual(seg.wait(2, timeout=0), 3)
+
+    def test_unlink_retires(self):
+        seg, m = self.app()
+        m.steps = 12
+        shmcfg.unlink(seg.name)
+        self.assertIs(seg.retired, True)
+        with self.assertRaises(shmcfg.RetiredError):
+            seg.wait(timeout=1)
+        with self.assertRaises(FileNotFoundError):
+            seg.reattach()  # nothing under the name yet: the Segment stays
+        self.assertEqual(m.steps, 12)
+        self.assertIs(seg.retired, True)
+        self.replace(seg)
+        seg.reattach()
+        self.assertEqual((m.steps, seg.generation), (10, 1))
+
+    def test_wait_wakes_when_retired(self):
+        seg, m = self.app()
+        g = seg.generation
+
+        def remove():
+            time.sleep(0.2)
+            shmcfg.unlink(seg.name)
+        t = threading.Thread(target=remove)
+        t.start()
+        t0 = time.monotonic()
+        try:
+            with self.assertRaises(shmcfg.RetiredError):
+                seg.wait(g)  # no timeout
+        finally:
+            t.join()
+        self.assertLess(time.monotonic() - t0, 2.2)
+
+    def test_reattach_other_schema(self):
+        seg, m = self.app()
+        m.steps = 7
+        self.replace(seg, schema_text=None)  # the default schema: no app.config
+        seg.reattach()
+        with self.assertRaises(shmcfg.UnknownOptionError):
+            m.steps  # a namespace the new segment lacks
+        self.assertEqual(seg.module(DYNAMO).recompile_limit, 8)
+        self.assertNotIn("app.config.steps", seg.options())
+
+    def test_reattach_refused(self):
+        seg, m = self.app()
+        change = m._make_closure_patcher(steps=3)
+        self.replace(seg)
+        with m.patch(steps=4):
+            with self.assertRaises(RuntimeError):
+                seg.reattach()
+            self.assertEqual(m.steps, 4)
+        seg.reattach()
+        with self.assertRaises(shmcfg.Error):
+            change()  # made for the old handle
+        self.assertEqual(m._make_closure_patcher(steps=3)()(), None)
+
+    def test_owner(self):
+        seg, m = self.app()
+        me = os.geteuid()
+        for owner in (me, pwd.getpwuid(me).pw_name):
+            s2 = shmcfg.attach(seg.name, owner=owner)
+            self.assertEqual(s2.module("app.config").steps, 10)
+            self.assertEqual(pickle.loads(pickle.dumps(s2))._owner, me)
+            s2.close()
+        other = 65534 if me != 65534 else 65533
+        with self.assertRaises(shmcfg.OwnerError) as cm:
+            shmcfg.attach(seg.name, readonly=True, owner=other)
+        e = cm.exception
+        self.assertIsInstance(e, PermissionError)
+        self.assertEqual(e.errname, "SHMCFG_E_OWNER")
+        self.assertIn(f"not by the expected owner {other}", str(e))
+        with self.assertRaises(ValueError):
+            shmcfg.attach(seg.name, owner="no-such-user-shmcfg")
+        with self.assertRaises(TypeError):
+            shmcfg.attach(seg.name, owner=1.5)
+
+    @unittest.skipUnless(os.geteuid() == 0, "chown needs root")
+    def test_other_users_segment(self):
+        seg, m = self.app()
+        m.steps = 9
+        for path in (f"/dev/shm/shmcfg.{seg.name}", f"/dev/shm/shmcfg-lock.{seg.name}"):
+            os.chown(path, 65534, -1)
+        with self.assertRaises(shmcfg.OwnerError) as cm:
+            shmcfg.attach(seg.name)
+        self.assertIn("owned by uid 65534", str(cm.exception))
+        s2 = shmcfg.attach(seg.name, owner=65534)
+        self.addCleanup(s2.close)
+        self.assertEqual(s2.module("app.config").steps, 9)
+        s2.module("app.config").steps = 11  # read-write too
+        self.assertEqual(m.steps, 11)
+        self.replace(seg)  # root may replace it; the new one is root's
+        self.assertIs(s2.retired, True)
+        with self.assertRaises(shmcfg.OwnerError):
+            s2.reattach()  # attached with owner=65534: the new root-owned one is refused
+        self.assertEqual(s2.module("app.config").steps, 11)
+
+
+class TestLifecycleLibraryReads(TestLifecycle):
+    FAST = False
+
+
 # the same tests with every read going through the library
 class TestAttributesLibraryReads(TestAttributes):
     FAST = False
@@ -1182,15 +1363,32 @@ class TestExample(unittest.TestCase):
         shmcfg.unlink(name, missing_ok=True)
         out = p.stdout
         self.assertEqual(p.returncode, 0, out + p.stderr)
-        self.assertIn("every worker saw generation 2", out)
+        self.assertIn("every worker saw generation 2 (the change)", out)
+        self.assertIn("every worker reattached and saw the new segment's generation 2", out)
         self.assertIn("all 2 workers agree: generation 2", out)
         for rank in (0, 1):
             self.assertRegex(out, rf"worker {rank}: step \d+: generation 2, recompile_limit=16, "
                                   rf"cache_key_tag='demo'")
-        hashes = set(re.findall(r"worker \d+: step \d+: generation 2, .*config hash (\w+)", out))
+            # the replacement: the worker's wait raised RetiredError, it
+            # reattached and read the new segment
+            self.assertRegex(out, rf"worker {rank}: step \d+: the segment was removed or "
+                                  rf"replaced: reattached\n(.*\n)*worker {rank}: step \d+: "
+                                  rf"generation 2, recompile_limit=32, cache_key_tag='replaced'")
+        hashes = set(re.findall(r"worker \d+: step \d+: generation 2, .*'demo'.*config hash (\w+)",
+                                out))
         self.assertEqual(len(hashes), 1, out)
+        new = set(re.findall(r"worker \d+: step \d+: generation 2, .*'replaced'.*config hash (\w+)",
+                             out))
+        self.assertEqual(len(new), 1, out)
+        self.assertNotEqual(hashes, new)
         final = re.search(r"workers agree: generation 2, config hash (\w+)", out).group(1)
-        self.assertTrue(final.startswith(hashes.pop()), out)
+        self.assertTrue(final.startswith(new.pop()), out)
+        if SHMCTL:  # shmctl create --force named the processes attached
+            m = re.search(rf"launcher: shmctl: warning: {name} is attached by pids "
+                          rf"([\d, ]+): they keep the old segment", out)
+            self.assertIsNotNone(m, out)
+            # the launcher and the two workers (and a `shmctl ls` alongside, maybe)
+            self.assertGreaterEqual(len(m.group(1).split(", ")), 3, out)
         with self.assertRaises(FileNotFoundError):
             shmcfg.attach(name)  # the launcher removed its segment
 

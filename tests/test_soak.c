@@ -483,8 +483,10 @@ static void test_soak(void **state)
 	struct table after = {0};
 	(void)shmcfg_readers(h, tally, &after);
 	assert_int_equal(after.dead, 0);
-	assert_int_equal(after.used, 1); /* the supervisor's creator handle */
-	assert_int_equal(after.alive, 1);
+	/* at most the supervisor's own entry is left (entries are claimed by
+	 * snapshots), and it is alive */
+	assert_true(after.used <= 1);
+	assert_int_equal(after.alive, after.used);
 	assert_int_equal(shmcfg_check(h, true, NULL, NULL), 0);
 	uint64_t gen = shmcfg_generation(h);
 	uint64_t counted = sh->commits_ok;

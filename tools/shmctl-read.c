@@ -9,16 +9,20 @@
 #include <fnmatch.h>
 #include <getopt.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shmctl.h"
 
 #define SHM_DIR "/dev/shm"
 #define SHM_PREFIX "shmcfg."
+#define PROBE_TIMEOUT_MS 10000
 
 /* ------------------------------------------------------------------ */
 /* ls                                                                 */
@@ -29,48 +33,78 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* What an entry of /dev/shm named like a segment is. */
+enum kind {
+	KIND_SEGMENT,     /* a segment (maybe one that cannot be read: err) */
+	KIND_NOT_SEGMENT, /* not a regular file, sparse, or bad magic */
+	KIND_UNTRUSTED,   /* owned by another user than the caller, root or --owner */
+};
+static const char *const kind_name[] = {"segment", "not a segment", "untrusted"};
+
 /* What ls learns of one segment. Plain data: it crosses a pipe. */
 struct probe {
-	bool ok;
+	bool ok, attached_exact;
+	int kind;
 	char err[400];
 	uint64_t generation, created_ns;
-	uint32_t nopts, alive, npids;
+	uint32_t nopts, readers, nattached, npids;
 	int32_t pids[64];
 };
+
+/* The library's detail without "NAME: " (the row shows it) and without a
+ * trailing ", not a segment" (the note says it). */
+static void reason_of(int r, const char *name, char *buf, size_t len)
+{
+	const char *det = shmcfg_errdetail();
+	size_t nl = strlen(name);
+	if (r == -EACCES)
+		snprintf(buf, len, "permission denied");
+	else if (det && *det)
+		snprintf(buf, len, "%s", !strncmp(det, name, nl) && det[nl] == ':' && det[nl + 1] ? det + nl + 2 : det);
+	else
+		snprintf(buf, len, "%s", shmcfg_strerror(r));
+	size_t bl = strlen(buf), tl = strlen(", not a segment");
+	if (bl > tl && !strcmp(buf + bl - tl, ", not a segment"))
+		buf[bl - tl] = 0;
+}
 
 static void probe_segment(const char *name, struct probe *p)
 {
 	memset(p, 0, sizeof *p);
 	shmcfg *h = NULL;
-	int r = shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &h);
-	shmcfg_info *info = r ? NULL : malloc(sizeof *info);
-	if (!r && (!info || (r = shmcfg_stat(h, info))))
-		r = r ? r : -ENOMEM;
+	int r = attach_segment(name, true, &h);
 	if (r) {
-		const char *det = shmcfg_errdetail();
-		size_t nl = strlen(name);
-		if (r == -EACCES)
-			snprintf(p->err, sizeof p->err, "permission denied");
-		else if (det && *det) /* without the "NAME: ": the row shows it */
-			snprintf(p->err, sizeof p->err, "%s",
-				 !strncmp(det, name, nl) && det[nl] == ':' && det[nl + 1] ? det + nl + 2 : det);
-		else
-			snprintf(p->err, sizeof p->err, "%s", shmcfg_strerror(r));
-	} else {
-		struct reader_list rl = {0};
-		p->ok = true;
-		p->generation = info->generation;
-		p->nopts = info->nopts;
-		p->created_ns = info->create_time_ns;
-		shmcfg_readers(h, collect_reader, &rl);
-		for (size_t k = 0; k < rl.n; k++) {
-			if (!rl.r[k].alive)
-				continue;
-			p->alive++;
-			if (p->npids < sizeof p->pids / sizeof p->pids[0])
-				p->pids[p->npids++] = rl.r[k].pid;
-		}
-		free(rl.r);
+		/* read the detail before any other library call */
+		reason_of(r, name, p->err, sizeof p->err);
+		p->kind = r == SHMCFG_E_MAGIC ? KIND_NOT_SEGMENT : r == SHMCFG_E_OWNER ? KIND_UNTRUSTED : KIND_SEGMENT;
+		return;
+	}
+	shmcfg_info *info = malloc(sizeof *info);
+	if (!info || (r = shmcfg_stat(h, info))) {
+		reason_of(r ? r : -ENOMEM, name, p->err, sizeof p->err);
+		free(info);
+		shmcfg_close(h);
+		return;
+	}
+	struct reader_list rl = {0};
+	p->ok = true;
+	p->generation = info->generation;
+	p->nopts = info->nopts;
+	p->created_ns = info->create_time_ns;
+	shmcfg_readers(h, collect_reader, &rl);
+	for (size_t k = 0; k < rl.n; k++)
+		p->readers += rl.r[k].alive;
+	free(rl.r);
+	/* the processes that map it, this probe left out */
+	pid_t pids[64];
+	bool exact = false;
+	int n = attached_processes(name, pids, 64, &exact);
+	if (n >= 0) {
+		p->nattached = (uint32_t)n;
+		p->npids = n < 64 ? (uint32_t)n : 64;
+		for (uint32_t k = 0; k < p->npids; k++)
+			p->pids[k] = pids[k];
+		p->attached_exact = exact;
 	}
 	free(info);
 	shmcfg_close(h);
@@ -130,8 +164,24 @@ static void probe_isolated(struct probe_set *ps, size_t i)
 		_exit(0);
 	}
 	close(fds[1]);
+	/* bounded: the library's own waits are (an unfinished creation: 1 s),
+	 * and a probe that hangs all the same costs its row, not the listing */
 	size_t got = 0;
+	bool timed_out = false;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (got < sizeof *p) {
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		long left = PROBE_TIMEOUT_MS - ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+		struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+		int pr = left > 0 ? poll(&pfd, 1, (int)left) : 0;
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pr == 0) {
+			timed_out = true;
+			kill(pid, SIGKILL);
+			break;
+		}
 		ssize_t k = read(fds[0], (char *)p + got, sizeof *p - got);
 		if (k < 0 && errno == EINTR)
 			continue;
@@ -143,6 +193,11 @@ static void probe_isolated(struct probe_set *ps, size_t i)
 	int status = 0;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
+	if (timed_out) {
+		memset(p, 0, sizeof *p);
+		snprintf(p->err, sizeof p->err, "reading it did not finish within %d s", PROBE_TIMEOUT_MS / 1000);
+		return;
+	}
 	if (got == sizeof *p && WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return;
 	memset(p, 0, sizeof *p);
@@ -187,53 +242,81 @@ int cmd_ls(int argc, char **argv)
 	static const char *const hdr[] = {"NAME", "SIZE", "GENERATION", "OPTIONS", "ATTACHED", "OWNER", "MODE", "CREATED"};
 	/* every segment first, before any output is built */
 	struct probe_set ps = {names, calloc(n ? n : 1, sizeof *ps.probes), n};
-	if (!ps.probes) {
+	struct stat *sts = calloc(n ? n : 1, sizeof *sts);
+	bool *have_st = calloc(n ? n : 1, sizeof *have_st);
+	if (!ps.probes || !sts || !have_st) {
 		probe_set_free(&ps);
+		free(sts);
+		free(have_st);
 		return fail("out of memory");
 	}
-	for (size_t i = 0; i < n; i++)
-		probe_isolated(&ps, i);
+	for (size_t i = 0; i < n; i++) {
+		char path[512];
+		struct probe *p = &ps.probes[i];
+		snprintf(path, sizeof path, "%s/%s%s", SHM_DIR, SHM_PREFIX, names[i]);
+		/* lstat: a symbolic link is shown as itself, never followed */
+		have_st[i] = lstat(path, &sts[i]) == 0;
+		const struct stat *st = &sts[i];
+		/* what is not a segment at a glance is not opened at all */
+		if (have_st[i] && !S_ISREG(st->st_mode)) {
+			p->kind = KIND_NOT_SEGMENT;
+			snprintf(p->err, sizeof p->err, "%.300s is %s", path,
+				 S_ISFIFO(st->st_mode) ? "a FIFO" : S_ISSOCK(st->st_mode) ? "a socket" :
+				 S_ISDIR(st->st_mode) ? "a directory" : S_ISLNK(st->st_mode) ? "a symbolic link" :
+				 S_ISCHR(st->st_mode) ? "a character device" : S_ISBLK(st->st_mode) ? "a block device" :
+				 "not a regular file");
+		} else if (have_st[i] && (uint64_t)st->st_blocks * 512 < (uint64_t)st->st_size) {
+			/* shmcfg_create allocates every page before it writes anything */
+			p->kind = KIND_NOT_SEGMENT;
+			snprintf(p->err, sizeof p->err, "object is sparse (%llu of %llu bytes allocated)",
+				 (unsigned long long)st->st_blocks * 512, (unsigned long long)st->st_size);
+		} else
+			probe_isolated(&ps, i);
+	}
 	struct table *t = json ? NULL : table_new(8, hdr);
 	json_t *arr = json ? json_array() : NULL;
 	for (size_t i = 0; i < n; i++) {
 		const struct probe *p = &ps.probes[i];
-		char path[512], size[32] = "-", gen[32] = "-", nopts[16] = "-", att[16] = "-",
-				 owner[64] = "-", mode[16] = "-", created[40] = "-";
-		struct stat st;
-		snprintf(path, sizeof path, "%s/%s%s", SHM_DIR, SHM_PREFIX, names[i]);
-		bool have_st = stat(path, &st) == 0;
-		if (have_st) {
-			human_size((uint64_t)st.st_size, size, sizeof size);
-			user_name(st.st_uid, owner, sizeof owner);
-			snprintf(mode, sizeof mode, "%04o", (unsigned)(st.st_mode & 07777));
+		const struct stat *st = &sts[i];
+		char size[32] = "-", gen[32] = "-", nopts[16] = "-", att[16] = "-",
+		     owner[64] = "-", mode[16] = "-", created[40] = "-";
+		if (have_st[i]) {
+			human_size((uint64_t)st->st_size, size, sizeof size);
+			user_name(st->st_uid, owner, sizeof owner);
+			snprintf(mode, sizeof mode, "%04o", (unsigned)(st->st_mode & 07777));
 		}
 		if (p->ok) {
 			snprintf(gen, sizeof gen, "%llu", (unsigned long long)p->generation);
 			snprintf(nopts, sizeof nopts, "%u", p->nopts);
-			snprintf(att, sizeof att, "%u", p->alive);
+			snprintf(att, sizeof att, "%u%s", p->nattached, p->attached_exact ? "" : "+");
 			time_local(p->created_ns, created, sizeof created);
 		}
 		if (json) {
 			json_t *o = json_object();
 			json_object_set_new(o, "name", json_string(names[i]));
-			json_object_set_new(o, "size", have_st ? json_integer(st.st_size) : json_null());
-			json_object_set_new(o, "uid", have_st ? json_integer(st.st_uid) : json_null());
-			json_object_set_new(o, "mode", have_st ? json_string(mode) : json_null());
+			json_object_set_new(o, "kind", json_string(kind_name[p->kind]));
+			json_object_set_new(o, "size", have_st[i] ? json_integer(st->st_size) : json_null());
+			json_object_set_new(o, "uid", have_st[i] ? json_integer(st->st_uid) : json_null());
+			json_object_set_new(o, "mode", have_st[i] ? json_string(mode) : json_null());
 			if (p->ok) {
 				json_t *pids = json_array();
 				for (uint32_t k = 0; k < p->npids; k++)
 					json_array_append_new(pids, json_integer(p->pids[k]));
 				json_object_set_new(o, "generation", json_integer((json_int_t)p->generation));
 				json_object_set_new(o, "options", json_integer(p->nopts));
-				json_object_set_new(o, "readers", json_integer(p->alive));
+				json_object_set_new(o, "attached", json_integer(p->nattached));
+				json_object_set_new(o, "attached_exact", json_boolean(p->attached_exact));
 				json_object_set_new(o, "pids", pids);
+				json_object_set_new(o, "readers", json_integer(p->readers));
 				json_object_set_new(o, "created_ns", json_integer((json_int_t)p->created_ns));
 				json_object_set_new(o, "error", json_null());
 			} else {
 				json_object_set_new(o, "generation", json_null());
 				json_object_set_new(o, "options", json_null());
-				json_object_set_new(o, "readers", json_null());
+				json_object_set_new(o, "attached", json_null());
+				json_object_set_new(o, "attached_exact", json_null());
 				json_object_set_new(o, "pids", json_array());
+				json_object_set_new(o, "readers", json_null());
 				json_object_set_new(o, "created_ns", json_null());
 				json_object_set_new(o, "error", json_string(p->err));
 			}
@@ -243,13 +326,16 @@ int cmd_ls(int argc, char **argv)
 			table_row(t, cells);
 			if (!p->ok) {
 				char note[440];
-				snprintf(note, sizeof note, "error: %s", p->err);
+				snprintf(note, sizeof note, "%s: %s",
+					 p->kind == KIND_SEGMENT ? "error" : kind_name[p->kind], p->err);
 				table_note(t, note);
-				table_color(t, 0, C_RED);
+				table_color(t, 0, p->kind == KIND_SEGMENT ? C_RED : C_YELLOW);
 			}
 		}
 	}
 	probe_set_free(&ps);
+	free(sts);
+	free(have_st);
 	if (json)
 		return json_print(arr, false);
 	table_print(t);

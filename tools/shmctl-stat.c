@@ -92,6 +92,12 @@ int cmd_stat(int argc, char **argv)
 	}
 	struct reader_list rl = {0};
 	shmcfg_readers(h, collect_reader, &rl);
+	/* the processes that map it (this one left out): every attached one,
+	 * also those that never took a snapshot and so hold no entry */
+	pid_t apids[256];
+	bool exact = false;
+	int natt = attached_processes(seg, apids, 256, &exact);
+	size_t nshown = natt > 0 ? (natt < 256 ? (size_t)natt : 256) : 0;
 	char sh[33], ch[33], ctime_s[40], cutc[48];
 	hex16(info->schema_hash, sh);
 	hex16(info->config_hash, ch);
@@ -124,6 +130,15 @@ int cmd_stat(int argc, char **argv)
 		json_object_set_new(o, "heap_bytes", json_integer((json_int_t)info->heap_bytes));
 		json_object_set_new(o, "heap_used", json_integer((json_int_t)info->heap_used));
 		json_object_set_new(o, "reader_entries", json_integer(info->nreaders));
+		json_object_set_new(o, "readers_hwm", json_integer(info->readers_hwm));
+		json_object_set_new(o, "copy_fallbacks", json_integer((json_int_t)info->copy_fallbacks));
+		json_object_set_new(o, "retired", json_boolean(info->retired));
+		json_t *att = json_array();
+		for (size_t i = 0; i < nshown; i++)
+			json_array_append_new(att, json_integer(apids[i]));
+		json_object_set_new(o, "attached", att);
+		json_object_set_new(o, "attached_count", natt >= 0 ? json_integer(natt) : json_null());
+		json_object_set_new(o, "attached_exact", json_boolean(natt >= 0 && exact));
 		json_t *cr = json_object();
 		json_object_set_new(cr, "time", json_string(cutc));
 		json_object_set_new(cr, "time_ns", json_integer((json_int_t)info->create_time_ns));
@@ -173,7 +188,7 @@ int cmd_stat(int argc, char **argv)
 		json_object_set_new(o, "commits", cj);
 		rc = json_print(o, false);
 	} else {
-		char size[32], heap[32], used[32], line[128];
+		char size[32], heap[32], used[32], line[640];
 		human_size(info->size, size, sizeof size);
 		human_size(info->heap_bytes, heap, sizeof heap);
 		human_size(info->heap_used, used, sizeof used);
@@ -194,6 +209,27 @@ int cmd_stat(int argc, char **argv)
 		snprintf(line, sizeof line, "%s by %s (uid %u), pid %d", ctime_s,
 			 user_name(info->create_uid, who, sizeof who), info->create_uid, info->create_pid);
 		kv("created", line, NULL);
+		if (info->retired)
+			kv("retired", "yes: removed or replaced since attached", C_YELLOW);
+		char plist[512];
+		if (natt < 0)
+			snprintf(line, sizeof line, "?");
+		else if (natt == 0)
+			snprintf(line, sizeof line, "%s", exact ? "none" : "none seen (other users' processes are hidden: run as root)");
+		else {
+			pid_list(apids, nshown, plist, 200);
+			snprintf(line, sizeof line, "%s%d process%s: %s%s%s", exact ? "" : "at least ", natt,
+				 natt == 1 ? "" : "es", plist, (size_t)natt > nshown ? ", ..." : "",
+				 exact ? "" : " (other users' processes are hidden: run as root)");
+		}
+		kv("attached", line, NULL);
+		snprintf(line, sizeof line, "%u of %u entries ever claimed%s", info->readers_hwm, info->nreaders,
+			 info->readers_hwm >= info->nreaders ? " (full)" : "");
+		kv("reader table", line, info->readers_hwm >= info->nreaders ? C_YELLOW : NULL);
+		snprintf(line, sizeof line, "%llu process%s found the reader table full and %s snapshots",
+			 (unsigned long long)info->copy_fallbacks, info->copy_fallbacks == 1 ? "" : "es",
+			 info->copy_fallbacks == 1 ? "copies its" : "copy their");
+		kv("copy fallback", line, info->copy_fallbacks ? C_YELLOW : NULL);
 
 		printf("\n%sslots%s (%u)\n", color(C_BOLD), color(C_RESET), info->nslots);
 		static const char *const sh_[] = {"SLOT", "GENERATION", "PINS", "STATE"};
@@ -211,8 +247,8 @@ int cmd_stat(int argc, char **argv)
 		}
 		table_print(t);
 
-		printf("\n%sreaders%s (%zu of %u entries used)\n", color(C_BOLD), color(C_RESET), rl.n,
-		       info->nreaders);
+		printf("\n%sreaders%s (%zu of %u entries used: processes that took snapshots)\n", color(C_BOLD),
+		       color(C_RESET), rl.n, info->nreaders);
 		if (rl.n) {
 			static const char *const rh[] = {"ENTRY", "PID", "ALIVE", "PINS"};
 			t = table_new(4, rh);
@@ -292,7 +328,8 @@ static void add_problem(const char *problem, void *ud)
  * The check itself: {"attach_error": code or 0, "detail": text,
  * "generation": N or null, "problems": [...], "notes": [...]}. A segment
  * that does not attach because it is damaged is a problem; a missing one,
- * or one we may not read, is an attach_error.
+ * one we may not read, or another user's (not named by --owner), is an
+ * attach_error.
  */
 static json_t *check_segment(const char *name)
 {
@@ -301,8 +338,9 @@ static json_t *check_segment(const char *name)
 	if (!o)
 		return NULL;
 	shmcfg *h = NULL;
-	int r = shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &h);
-	if (r == -ENOENT || r == -EACCES || r == -EPERM || r == -EINVAL || r == -ENOMEM) {
+	int r = attach_segment(name, true, &h);
+	/* not attached for a reason that says nothing of its soundness */
+	if (r == -ENOENT || r == -EACCES || r == -EPERM || r == -EINVAL || r == -ENOMEM || r == SHMCFG_E_OWNER) {
 		json_object_set_new(o, "attach_error", json_integer(r));
 		json_object_set_new(o, "detail", json_string(shmcfg_errdetail()));
 		return o;
@@ -406,9 +444,10 @@ int cmd_check(int argc, char **argv)
 		return fail("out of memory");
 	int r = (int)json_integer_value(json_object_get(o, "attach_error"));
 	if (r) {
-		const char *d = json_string_value(json_object_get(o, "detail"));
+		/* the detail lives in o: print before it is freed */
+		int rc = attach_error(r, pos[0], true, json_string_value(json_object_get(o, "detail")));
 		json_decref(o);
-		return attach_error(r, pos[0], true, d);
+		return rc;
 	}
 	json_t *problems = json_object_get(o, "problems"), *notes = json_object_get(o, "notes");
 	size_t nprob = json_array_size(problems);

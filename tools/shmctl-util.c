@@ -12,7 +12,9 @@
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -223,6 +225,138 @@ const char *user_name(uid_t uid, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%u", (unsigned)uid);
 	return buf;
+}
+
+/* ------------------------------------------------------------------ */
+/* Attached processes                                                 */
+/* ------------------------------------------------------------------ */
+
+#define SEG_PATH_FMT "/dev/shm/shmcfg.%s"
+
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
+}
+
+/*
+ * Whether a process this one cannot see into (its /proc/PID/maps is not
+ * readable: another user's) may have the segment mapped: one of a user
+ * other than root whom the object's owner and mode let open it. Processes
+ * of root are visible only to root (documented in shmctl(1)).
+ */
+static bool hidden_may_attach(const struct stat *seg)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return true;
+	bool found = false;
+	for (struct dirent *e; !found && (e = readdir(d));) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (*end || pid <= 0)
+			continue;
+		char path[64];
+		snprintf(path, sizeof path, "/proc/%ld/maps", pid);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			close(fd);
+			continue;
+		}
+		if (errno != EACCES && errno != EPERM)
+			continue; /* gone */
+		struct stat pst;
+		snprintf(path, sizeof path, "/proc/%ld", pid);
+		if (stat(path, &pst) < 0 || pst.st_uid == 0)
+			continue;
+		found = pst.st_uid == seg->st_uid ? (seg->st_mode & 0600) != 0 : (seg->st_mode & 0066) != 0;
+	}
+	closedir(d);
+	return found;
+}
+
+int attached_processes(const char *name, pid_t *pids, size_t max, bool *exact)
+{
+	size_t cap = 64;
+	pid_t *all = NULL;
+	int n;
+	for (;;) {
+		pid_t *na = realloc(all, cap * sizeof *all);
+		if (!na) {
+			free(all);
+			return -ENOMEM;
+		}
+		all = na;
+		n = shmcfg_attached_pids(name, all, cap);
+		if (n < 0 || (size_t)n <= cap)
+			break;
+		cap = (size_t)n + 64; /* more attached meanwhile: again */
+	}
+	if (n < 0) {
+		free(all);
+		return n;
+	}
+	size_t k = 0;
+	pid_t self = getpid();
+	for (int i = 0; i < n; i++)
+		if (all[i] != self)
+			all[k++] = all[i];
+	qsort(all, k, sizeof *all, cmp_pid);
+	memcpy(pids, all, (k < max ? k : max) * sizeof *pids);
+	free(all);
+	if (exact) {
+		char path[300];
+		struct stat st;
+		snprintf(path, sizeof path, SEG_PATH_FMT, name);
+		*exact = geteuid() == 0 || (lstat(path, &st) == 0 && !hidden_may_attach(&st));
+	}
+	return (int)k;
+}
+
+void pid_list(const pid_t *pids, size_t n, char *buf, size_t len)
+{
+	size_t used = 0;
+	buf[0] = 0;
+	for (size_t i = 0; i < n && used < len; i++) {
+		int w = snprintf(buf + used, len - used, "%s%d", i ? ", " : "", (int)pids[i]);
+		if (w < 0 || (size_t)w >= len - used) {
+			/* cut: end in "..." */
+			if (len >= 4)
+				strcpy(buf + (used + 4 <= len ? used : len - 4), "...");
+			return;
+		}
+		used += (size_t)w;
+	}
+}
+
+/* Whether this process may unlink PATH (in /dev/shm, normally sticky). */
+static bool may_remove(const struct stat *st)
+{
+	struct stat dir;
+	if (stat("/dev/shm", &dir) < 0)
+		return false;
+	if (access("/dev/shm", W_OK | X_OK) < 0)
+		return false;
+	uid_t me = geteuid();
+	return !(dir.st_mode & S_ISVTX) || me == 0 || st->st_uid == me || dir.st_uid == me;
+}
+
+void warn_attached(const char *name, const char *what)
+{
+	char path[300];
+	struct stat st;
+	snprintf(path, sizeof path, SEG_PATH_FMT, name);
+	if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode) || !may_remove(&st))
+		return;
+	pid_t pids[32];
+	int n = attached_processes(name, pids, 32, NULL);
+	if (n <= 0)
+		return;
+	char list[400];
+	pid_list(pids, n < 32 ? (size_t)n : 32, list, sizeof list);
+	warn_msg("%s is attached by pid%s %s%s: %s the old segment and learn%s it was %s (SHMCFG_E_RETIRED)",
+		 name, n == 1 ? "" : "s", list, n > 32 ? ", ..." : "", n == 1 ? "it keeps" : "they keep",
+		 n == 1 ? "s" : "", what);
 }
 
 /* "  key           value", for describe and stat. */

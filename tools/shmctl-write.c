@@ -105,20 +105,16 @@ int cmd_create(int argc, char **argv)
 		return fail_lib(r, schema_path);
 	}
 	shmcfg *h;
-	if (o.flags & SHMCFG_CREATE_FORCE) {
-		/* the library ignores a failed removal and then finds the name
-		 * taken: remove it here, to report why */
-		r = shmcfg_unlink(seg);
-		if (r == -EACCES || r == -EPERM) {
-			shmcfg_schema_free(schema);
-			return fail("segment '%s': permission denied (cannot remove it)", seg);
-		}
-	}
+	/* --force: the library retires and removes the old segment (or says
+	 * why it cannot: another user's object); name who is attached first */
+	if (o.flags & SHMCFG_CREATE_FORCE)
+		warn_attached(seg, "replaced");
 	r = shmcfg_create(seg, schema, &o, &h);
 	shmcfg_schema_free(schema);
 	if (r == -EEXIST)
 		return fail("segment '%s' exists (remove it with shmctl rm, or use --force)", seg);
-	if (r == -EACCES)
+	const char *det = shmcfg_errdetail();
+	if (r == -EACCES && !(det && strstr(det, "cannot remove")))
 		return fail("segment '%s': permission denied", seg);
 	if (r)
 		return fail_lib(r, seg);
@@ -155,6 +151,7 @@ int cmd_rm(int argc, char **argv)
 		return usage_error("missing segment NAME");
 	int rc = EXIT_OK;
 	for (int i = optind; i < argc; i++) {
+		warn_attached(argv[i], "removed");
 		int r = shmcfg_unlink(argv[i]);
 		if (r == -ENOENT && force)
 			continue;
@@ -592,39 +589,6 @@ static void gc_cb(const shmcfg_reader *r, void *ud)
 	json_array_append_new(arr, o);
 }
 
-struct dead {
-	shmcfg_reader *r;
-	size_t n;
-};
-
-static void note_dead(const shmcfg_reader *r, void *ud)
-{
-	struct dead *d = ud;
-	if (r->alive)
-		return;
-	shmcfg_reader *nr = realloc(d->r, (d->n + 1) * sizeof *nr);
-	if (!nr)
-		return;
-	d->r = nr;
-	d->r[d->n++] = *r;
-}
-
-struct own {
-	pid_t pid;
-	bool found;
-	shmcfg_reader r;
-};
-
-/* Our own entry: alive, with our pid (in our pid namespace). */
-static void find_own(const shmcfg_reader *r, void *ud)
-{
-	struct own *o = ud;
-	if (r->alive && r->pid == o->pid && !o->found) {
-		o->found = true;
-		o->r = *r;
-	}
-}
-
 int cmd_gc(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -645,25 +609,12 @@ int cmd_gc(int argc, char **argv)
 	if (argc - optind > 1)
 		return usage_error("unexpected argument '%s'", argv[optind + 1]);
 	const char *seg = argv[optind];
-	/* The dead entries before we attach: a read-write attach takes over a
-	 * free entry, which may be a dead one; that one is reclaimed too. */
-	struct dead dead = {0};
+	/* read-write: a reclaim takes the entry's lock (a writer needs no
+	 * entry of its own: it claims none) */
 	shmcfg *h;
-	if (shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0) {
-		shmcfg_readers(h, note_dead, &dead);
-		shmcfg_close(h);
-	}
-	if (open_segment(seg, false, &h)) {
-		free(dead.r);
+	if (open_segment(seg, false, &h))
 		return EXIT_FAIL;
-	}
 	json_t *arr = json_array();
-	struct own own = {getpid(), false, {0}};
-	shmcfg_readers(h, find_own, &own);
-	for (size_t i = 0; own.found && i < dead.n; i++)
-		if (dead.r[i].index == own.r.index)
-			gc_cb(&dead.r[i], arr);
-	free(dead.r);
 	int r = shmcfg_gc(h, gc_cb, arr);
 	shmcfg_close(h);
 	if (r < 0) {

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,8 @@
 
 const struct command *cur_cmd;
 bool use_color;
+bool have_owner;
+uid_t owner_uid;
 
 static const struct command commands[] = {
 	{"create", cmd_create,
@@ -29,34 +32,38 @@ static const struct command commands[] = {
 	 "                      torch.compiler.config schema\n"
 	 "  -k, --slots K       snapshot slots, 2-255 (default 8)\n"
 	 "      --size BYTES    string heap per slot (suffixes K, M, G)\n"
-	 "      --readers N     reader table entries (default 126)\n"
+	 "      --readers N     reader table entries (default 2048)\n"
 	 "  -m, --mode OCTAL    permission bits (default 0600)\n"
 	 "  -g, --group GROUP   group of the object (name or number)\n"
 	 "      --no-env        leave the environment layers empty\n"
-	 "  -f, --force         replace a segment of that name\n"
+	 "  -f, --force         replace a segment of that name (its processes learn it:\n"
+	 "                      a warning names those attached)\n"
 	 "  -q, --quiet         print nothing on success\n"
-	 "The creating process's environment fills the env_default and env_force layers.\n"},
+	 "The creating process's environment fills the env_default and env_force layers.\n", false},
 	{"rm", cmd_rm, "rm [--force] NAME...", "remove segments",
 	 "  -f, --force   ignore segments that do not exist\n"
-	 "Attached processes keep their mapping until they detach.\n"},
+	 "Attached processes keep the old segment (their last values) and learn it was\n"
+	 "removed; a warning on stderr names them.\n", false},
 	{"ls", cmd_ls, "ls [--json]", "list the segments of this host",
 	 "      --json    print a JSON array\n"
 	 "Lists /dev/shm/shmcfg.* with size, generation, options and attached processes\n"
-	 "(the live entries of the reader table). A segment that cannot be read is\n"
-	 "listed with its error.\n"},
+	 "(those that have it mapped; N+ when processes of other users may be hidden).\n"
+	 "A segment that cannot be read is listed with its error; an entry that is not\n"
+	 "a segment (a FIFO, socket, directory, sparse object, another user's object)\n"
+	 "with the reason.\n", true},
 	{"show", cmd_show, "show NAME [PATTERN] [--non-default] [-v] [--json]",
 	 "show options: name, value, type, source, default",
 	 "  PATTERN              a glob (fnmatch) on the full name or a dotted suffix\n"
 	 "                       of it, or else a substring of the name\n"
 	 "  -n, --non-default    only options that do not hold their default\n"
 	 "  -v, --verbose        print each option's doc under it\n"
-	 "      --json           print a JSON array of objects\n"},
+	 "      --json           print a JSON array of objects\n", true},
 	{"get", cmd_get, "get NAME OPTION [--json]", "print one option's value",
 	 "      --json    print the value as JSON (strings quoted)\n"
-	 "Without --json a string prints raw; null prints as null.\n"},
+	 "Without --json a string prints raw; null prints as null.\n", true},
 	{"describe", cmd_describe, "describe NAME OPTION [--json]",
 	 "print every attribute of an option and its doc",
-	 "      --json    print a JSON object\n"},
+	 "      --json    print a JSON object\n", true},
 	{"set", cmd_set, "set NAME OPTION=VALUE... [--knob] [--quiet]",
 	 "set options, all in one commit",
 	 "      --knob    write the knob layer (options that declare a knob) instead\n"
@@ -64,42 +71,42 @@ static const struct command commands[] = {
 	 "  -q, --quiet   print nothing on success\n"
 	 "VALUE is parsed by the option's type: bool true/false/1/0; int; float;\n"
 	 "none or null for a nullable option; list and set as a JSON array or\n"
-	 "comma-separated text; a value in double quotes is a JSON string literal.\n"},
+	 "comma-separated text; a value in double quotes is a JSON string literal.\n", true},
 	{"reset", cmd_reset, "reset NAME OPTION... [--knob] [--quiet]\n       reset NAME --all [--knob] [--quiet]",
 	 "clear the user (or knob) layer of options",
 	 "  -a, --all     every option\n"
 	 "      --knob    clear the knob layer instead of the user layer\n"
-	 "  -q, --quiet   print nothing on success\n"},
+	 "  -q, --quiet   print nothing on success\n", true},
 	{"stat", cmd_stat, "stat NAME [--commits N] [--json]",
-	 "show the segment's header, slots, readers and last commits",
+	 "show the segment's header, attached processes, slots, readers and last commits",
 	 "  -c, --commits N   how many recent commits to list (default 10)\n"
-	 "      --json        print a JSON object\n"},
+	 "      --json        print a JSON object\n", true},
 	{"watch", cmd_watch, "watch NAME [--count N] [--timeout SECONDS] [--json] [--quiet]",
 	 "print one line per commit",
 	 "  -c, --count N          stop after N commits (exit 0)\n"
 	 "  -t, --timeout SECONDS  stop after that long (exit 1 if --count was\n"
 	 "                         given and not reached, else 0)\n"
 	 "      --json             print one JSON object per commit\n"
-	 "  -q, --quiet            do not say on stderr when watching starts\n"},
+	 "  -q, --quiet            do not say on stderr when watching starts\n", true},
 	{"dump", cmd_dump, "dump NAME [--all]", "print the configuration as JSON",
-	 "  -a, --all     also save-ignored and private options\n"},
+	 "  -a, --all     also save-ignored and private options\n", true},
 	{"load", cmd_load, "load NAME FILE|- [--quiet]", "load a JSON dump as one commit",
 	 "  -q, --quiet   print nothing on success\n"
 	 "FILE holds a dump (its \"values\") or a plain {name: value} object; - reads\n"
-	 "standard input. Unknown keys are skipped with a warning.\n"},
+	 "standard input. Unknown keys are skipped with a warning.\n", true},
 	{"diff", cmd_diff, "diff NAME [--format python|shell|json] [--json]",
 	 "print the non-default settings as code",
 	 "  -f, --format FMT   python (default: as codegen_config()), shell (shmctl set\n"
 	 "                     commands) or json\n"
-	 "      --json         the same as --format json\n"},
+	 "      --json         the same as --format json\n", true},
 	{"hash", cmd_hash, "hash NAME [--json]", "print the config hash",
-	 "      --json    print {\"generation\": N, \"config_hash\": \"hex\"}\n"},
+	 "      --json    print {\"generation\": N, \"config_hash\": \"hex\"}\n", true},
 	{"check", cmd_check, "check NAME [--json]",
 	 "verify header, bounds, checksums and the reader table",
 	 "      --json    print {\"ok\": bool, \"problems\": [...], \"notes\": [...]}\n"
-	 "Exit status 0 if the segment is sound, 1 with the problems listed.\n"},
+	 "Exit status 0 if the segment is sound, 1 with the problems listed.\n", true},
 	{"gc", cmd_gc, "gc NAME [--json]", "reclaim the reader entries of dead processes",
-	 "      --json    print {\"reclaimed\": [{\"index\", \"pid\"}...]}\n"},
+	 "      --json    print {\"reclaimed\": [{\"index\", \"pid\"}...]}\n", true},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -184,34 +191,91 @@ int print_help(void)
 	printf("  -h, --help    print this help\n");
 	if (c->help && *c->help)
 		printf("%s", c->help);
+	if (c->attaches)
+		printf("      --owner USER  trust the segment only if USER (a name or uid) owns it;\n"
+		       "                    without it, only segments of yours or root's\n");
 	printf("\nExit status: 0 success, 1 failure, 2 usage error. See shmctl(1).\n");
 	return EXIT_OK;
+}
+
+/* --owner USER: a user name or a uid. */
+static int parse_owner(const char *arg, int *exit_code)
+{
+	struct passwd *pw = *arg ? getpwnam(arg) : NULL;
+	uint64_t u;
+	if (pw)
+		owner_uid = pw->pw_uid;
+	else if (parse_u64(arg, &u) && u < (uid_t)-1)
+		owner_uid = (uid_t)u;
+	else {
+		*exit_code = fail("no such user '%s' (--owner takes a user name or a uid)", arg);
+		return -2;
+	}
+	have_owner = true;
+	return 0;
+}
+
+/*
+ * The command's long options, with --owner added when the command attaches:
+ * every such command takes it, parsed here. Built once per command (the
+ * commands call next_opt() with the same table each time).
+ */
+static const struct option *with_common(const struct option *longopts)
+{
+	static const struct option *for_opts;
+	static struct option *merged;
+	if (!cur_cmd || !cur_cmd->attaches)
+		return longopts;
+	if (for_opts == longopts && merged)
+		return merged;
+	size_t n = 0;
+	while (longopts[n].name)
+		n++;
+	struct option *m = calloc(n + 2, sizeof *m);
+	if (!m)
+		return longopts;
+	memcpy(m, longopts, n * sizeof *m);
+	m[n] = (struct option){"owner", required_argument, NULL, 'O'};
+	free(merged);
+	merged = m;
+	for_opts = longopts;
+	return merged;
 }
 
 int next_opt(int argc, char **argv, const char *shortopts, const struct option *longopts,
 	     int *exit_code)
 {
-	int longidx = -1;
-	opterr = 0;
-	int c = getopt_long(argc, argv, shortopts, longopts, &longidx);
-	switch (c) {
-	case 'h':
-		*exit_code = print_help();
-		return -2;
-	case '?':
-		if (optopt)
-			*exit_code = usage_error("unknown option '-%c'", optopt);
-		else
-			*exit_code = usage_error("unknown option '%s'", argv[optind - 1]);
-		return -2;
-	case ':':
-		if (optopt && (optopt < 0x100))
-			*exit_code = usage_error("option '-%c' needs an argument", optopt);
-		else
-			*exit_code = usage_error("option '%s' needs an argument", argv[optind - 1]);
-		return -2;
-	default:
-		return c;
+	const struct option *lo = with_common(longopts);
+	for (;;) {
+		int longidx = -1;
+		opterr = 0;
+		int c = getopt_long(argc, argv, shortopts, lo, &longidx);
+		switch (c) {
+		case 'h':
+			*exit_code = print_help();
+			return -2;
+		case '?':
+			if (optopt)
+				*exit_code = usage_error("unknown option '-%c'", optopt);
+			else
+				*exit_code = usage_error("unknown option '%s'", argv[optind - 1]);
+			return -2;
+		case ':':
+			if (optopt && (optopt < 0x100))
+				*exit_code = usage_error("option '-%c' needs an argument", optopt);
+			else
+				*exit_code = usage_error("option '%s' needs an argument", argv[optind - 1]);
+			return -2;
+		case 'O':
+			if (lo != longopts && longidx >= 0 && !strcmp(lo[longidx].name, "owner")) {
+				if (parse_owner(optarg, exit_code))
+					return -2;
+				continue;
+			}
+			return c;
+		default:
+			return c;
+		}
 	}
 }
 
@@ -227,9 +291,18 @@ int attach_error(int r, const char *name, bool rdonly, const char *detail)
 	return fail("%s: %s", name, shmcfg_strerror(r));
 }
 
+int attach_segment(const char *name, bool rdonly, shmcfg **ret)
+{
+	shmcfg_attach_opts o = {
+		.flags = (rdonly ? SHMCFG_ATTACH_RDONLY : 0) | (have_owner ? SHMCFG_ATTACH_OWNER : 0),
+		.owner = owner_uid,
+	};
+	return shmcfg_attach_with(name, &o, ret);
+}
+
 int open_segment(const char *name, bool rdonly, shmcfg **ret)
 {
-	int r = shmcfg_attach(name, rdonly ? SHMCFG_ATTACH_RDONLY : 0, NULL, ret);
+	int r = attach_segment(name, rdonly, ret);
 	if (r == 0)
 		return 0;
 	return attach_error(r, name, rdonly, shmcfg_errdetail());

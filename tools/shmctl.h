@@ -35,6 +35,7 @@ struct command {
 	const char *synopsis; /* the lines after "usage: shmctl " (several separated by \n) */
 	const char *summary;  /* one line for the command list */
 	const char *help;     /* the options, for --help */
+	bool attaches;        /* attaches a segment: takes --owner */
 };
 
 extern const struct command *cur_cmd; /* the running subcommand */
@@ -67,6 +68,15 @@ struct option;
 int next_opt(int argc, char **argv, const char *shortopts, const struct option *longopts,
 	     int *exit_code);
 
+/*
+ * --owner USER of the commands that attach (parsed by next_opt()): the uid
+ * that must own the segments they attach. Without it the library trusts
+ * segments owned by the caller or root only.
+ */
+extern bool have_owner;
+extern uid_t owner_uid;
+/* shmcfg_attach_with() with SHMCFG_ATTACH_RDONLY or not and --owner. */
+int attach_segment(const char *name, bool rdonly, shmcfg **ret);
 /* Attach a segment: read-only or read-write; prints the error. 0 or EXIT_FAIL. */
 int open_segment(const char *name, bool rdonly, shmcfg **ret);
 /* Print the error of a failed attach (code r, the library's detail); EXIT_FAIL. */
@@ -154,6 +164,24 @@ void collect_reader(const shmcfg_reader *r, void *ud);
 
 /* A user's name, or its number. */
 const char *user_name(uid_t uid, char *buf, size_t len);
+
+/*
+ * The processes that have segment NAME mapped (shmcfg_attached_pids()), this
+ * process left out, in ascending order. *exact is false when the count may
+ * be a lower bound: the caller is not root and a process of a user other
+ * than root that may open the segment (by its owner and mode) has a
+ * /proc/PID/maps the caller cannot read. Returns the count (at most max
+ * pids stored), or a negative code (-ENOENT...).
+ */
+int attached_processes(const char *name, pid_t *pids, size_t max, bool *exact);
+/* "123, 456, 789" into buf (at most n pids; "..." when cut). */
+void pid_list(const pid_t *pids, size_t n, char *buf, size_t len);
+/*
+ * Before a segment is removed (rm, create --force): warn on stderr naming
+ * the live processes that have it attached, when the caller may remove it.
+ * @p what: "removed" or "replaced".
+ */
+void warn_attached(const char *name, const char *what);
 /* "  key           value" (coloured), for describe and stat. */
 void kv(const char *key, const char *val, const char *col);
 

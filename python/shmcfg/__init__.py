@@ -14,6 +14,12 @@ typed option table that every process of the host sees; a namespace of it
     seg.generation, seg.config_hash            # what `shmctl hash` prints
     seg.wait(after=seg.generation, timeout=1)  # block until the next commit
 
+A segment removed or replaced (``shmctl rm``, ``shmctl create --force``,
+``shmcfg.unlink``) is *retired*: reads keep answering its last values,
+``seg.retired`` is True and ``seg.wait()`` raises RetiredError;
+``seg.reattach()`` moves the Segment (and its modules) to the segment now
+of that name.
+
 Differences from PyTorch's ``torch.utils._config_module``:
 
 - An assignment commits to the segment at once (every process sees it). An
@@ -54,6 +60,7 @@ import hashlib
 import json
 import math
 import os
+import pwd
 import struct
 import threading
 import time
@@ -68,6 +75,7 @@ from . import _lib as _L
 __all__ = [
     "attach", "create", "unlink", "Segment", "ConfigModule", "SubConfigProxy",
     "Transaction", "Error", "NotFoundError", "ExistsError", "PermissionDeniedError",
+    "OwnerError", "RetiredError",
     "InvalidArgumentError", "UnknownOptionError", "OptionTypeError", "OptionValueError",
     "library_version", "library_path",
 ]
@@ -112,6 +120,19 @@ class InvalidArgumentError(Error, ValueError):
     """A bad argument (EINVAL): a bad segment name, bad creation options."""
 
 
+class OwnerError(PermissionDeniedError):
+    """SHMCFG_E_OWNER: the segment is owned by another user than the caller
+    or root, or than the owner named with ``attach(..., owner=)``. Anyone
+    may create an object under a name another user expects: name the owner
+    to trust it."""
+
+
+class RetiredError(Error):
+    """SHMCFG_E_RETIRED: the segment was removed or replaced since it was
+    attached. Reads keep answering its last values; ``Segment.reattach()``
+    moves to the segment now of that name."""
+
+
 class _OptionErrorMixin:
     code = 0
     errname = ""
@@ -143,6 +164,8 @@ _ERRNO_CLASS = {
     -1: PermissionDeniedError,   # EPERM
     -22: InvalidArgumentError,   # EINVAL
     _L.E["READONLY"]: PermissionDeniedError,
+    _L.E["OWNER"]: OwnerError,
+    _L.E["RETIRED"]: RetiredError,
     _L.E["NOOPT"]: UnknownOptionError,
     _L.E["TYPE"]: OptionTypeError,
     _L.E["NULLVAL"]: OptionTypeError,
@@ -408,6 +431,8 @@ def _canon(kind, v):
 
 _NO_FAST = 1 << 40  # bits of Segment._state[0]: reasons to call the library
 _CLOSED = 1 << 41
+_STALE = 1 << 42  # the getters of a handle that reattach() replaced
+_PATCHES = _NO_FAST - 1  # the low bits count the patches open
 
 
 Current = namedtuple("Current", "generation config_hash")
@@ -427,11 +452,14 @@ class Segment:
     multiprocessing's spawn start method attaches again in the child.
     """
 
-    def __init__(self, handle, name, fast_reads=None):
+    def __init__(self, handle, name, fast_reads=None, owner=None):
         self._h = handle
         self._hp = ctypes.c_void_p(handle)
         self._pid = os.getpid()
         self._child = None  # (pid, handle) attached again after fork
+        self._owner = owner  # the uid named at attach, or None
+        self._fast_arg = fast_reads
+        self._incarnation = 0  # bumped by reattach()
         self.name = name
         self._lock = threading.Lock()
         self._modlock = threading.Lock()
@@ -439,14 +467,20 @@ class Segment:
         self._tl = threading.local()
         self._modules = {}
         self._hashcache = {}
+        self._byindex, self._opts = self._load_options(handle)
+        self.readonly = bool(_L.readonly(handle))
+        self._setup_view(fast_reads)
+
+    def _load_options(self, handle):
+        """The option table of a handle: (list by index, dict by name)."""
         n = _L.count(handle)
-        self._byindex = []
-        self._opts = {}
+        byindex = []
+        opts = {}
         info = _L.OptInfo()
         for i in range(n):
             r = _L.opt_info(handle, i, ctypes.byref(info))
             if r < 0:
-                raise _error(r, name)
+                raise _error(r, self.name)
             o = _Opt()
             o.name = info.name.decode("utf-8")
             o.opt = i
@@ -459,10 +493,9 @@ class Segment:
             o.deprecated = (info.deprecated.decode("utf-8", "replace")
                             if info.deprecated is not None else None)
             o.knob = info.knob.decode("utf-8", "replace") if info.knob is not None else None
-            self._byindex.append(o)
-            self._opts[o.name] = o
-        self.readonly = bool(_L.readonly(handle))
-        self._setup_view(fast_reads)
+            byindex.append(o)
+            opts[o.name] = o
+        return byindex, opts
 
     # -- the inline view -------------------------------------------------
 
@@ -502,8 +535,8 @@ class Segment:
         if c is not None and c[0] == pid:
             return c[1]
         nh = _L.c_void_p()
-        flags = _L.ATTACH_RDONLY if self.readonly else 0
-        r = _L.attach(self.name.encode(), flags, None, ctypes.byref(nh))
+        r = _L.attach_with(self.name.encode(), _attach_opts(self.readonly, self._owner),
+                           ctypes.byref(nh))
         if r < 0:
             raise _error(r, f"segment '{self.name}' (attaching again after fork)")
         self._child = (pid, nh.value)
@@ -767,7 +800,9 @@ class Segment:
         """Block until the generation is greater than ``after`` (default: the
         current one), or ``timeout`` seconds pass (None: forever). Returns the
         new generation, or None on timeout. A futex on the segment: commits
-        wake every waiter; signals (KeyboardInterrupt) are served."""
+        wake every waiter; signals (KeyboardInterrupt) are served. Raises
+        RetiredError once the segment was removed or replaced (see
+        reattach())."""
         h = self._handle()
         if after is None:
             after = self.generation
@@ -848,8 +883,79 @@ class Segment:
     # -- lifetime ------------------------------------------------------------
 
     def unlink(self):
-        """Remove the segment's name (attached processes keep their mapping)."""
+        """Remove the segment (see shmcfg.unlink()): this Segment, as every
+        process attached to it, keeps its last values and is retired."""
         unlink(self.name)
+
+    @property
+    def retired(self):
+        """Whether the segment was removed or replaced since it was attached
+        (``shmctl rm``, ``shmctl create --force``, unlink()): reads keep
+        answering its last values, wait() raises RetiredError, reattach()
+        moves to the segment now of that name. One fstat(2)."""
+        return bool(_L.retired(self._handle()))
+
+    def reattach(self):
+        """Attach the segment now of this name (with the options of the first
+        attach: read-only, owner) and move this Segment to it; returns self.
+
+        The modules handed out (``module()``) read the new segment, their
+        values cached for the old one dropped; option handles are looked up
+        again by name (an option the new schema lacks raises
+        UnknownOptionError when read; a namespace it lacks keeps its old
+        module, whose reads fail so). Closure patchers made before must be
+        made again. Call it when no other thread of the process uses the
+        Segment and no patch is open (RuntimeError otherwise), in the process
+        that attached it. On failure (no segment of that name yet...) the
+        Segment stays on the old segment and the error is raised."""
+        h = self._handle()
+        if os.getpid() != self._pid:
+            raise Error(f"segment '{self.name}': reattach() in a child process: attach it "
+                        "by name")
+        if self._state[0] & _PATCHES:
+            raise RuntimeError(f"segment '{self.name}': reattach() with a patch open")
+        hp = ctypes.c_void_p(h)
+        r = _L.reattach(ctypes.byref(hp))
+        if r < 0:
+            raise _error(r, f"segment '{self.name}'")
+        # the old handle is closed (unmapped): nothing may read through it
+        # again. Its getters (held by the modules and proxies handed out)
+        # go to the library through the new handle from now on.
+        old_state = self._state
+        with self._lock:
+            old_state[0] |= _STALE
+        self._h = hp.value
+        self._hp = ctypes.c_void_p(hp.value)
+        self._child = None
+        self._incarnation += 1
+        self._hashcache = {}
+        self._state = [0]
+        # option handles by name: keep each _Opt object (getters hold it),
+        # with the new segment's index and attributes
+        byindex, opts = self._load_options(hp.value)
+        old = self._opts
+        for i, o in enumerate(byindex):
+            prev = old.get(o.name)
+            if prev is not None:
+                for f in _Opt.__slots__:
+                    setattr(prev, f, getattr(o, f))
+                byindex[i] = prev
+                opts[o.name] = prev
+        for name, o in old.items():
+            if name not in opts:
+                o.opt = _L.NO_OPT  # the library says it does not exist
+        self._byindex, self._opts = byindex, opts
+        self.readonly = bool(_L.readonly(hp.value))
+        self._setup_view(self._fast_arg)
+        # the modules handed out: new getters (new header word, empty caches)
+        with self._modlock:
+            for mname, m in list(self._modules.items()):
+                try:
+                    fresh = _make_module(self, mname)
+                except UnknownOptionError:
+                    continue
+                _transplant(m, fresh)
+        return self
 
     def close(self):
         """Detach. Modules of this segment then raise Error. Call it when no
@@ -882,7 +988,7 @@ class Segment:
         self.close()
 
     def __reduce__(self):
-        return (attach, (self.name, self.readonly))
+        return (_attach_pickled, (self.name, self.readonly, self._owner))
 
     def __repr__(self):
         state = "closed" if self._h is None else f"generation {self.generation}"
@@ -1003,6 +1109,7 @@ class _Patcher:
 
     def __init__(self, seg, pairs):
         self._seg = seg
+        self._incarnation = seg._incarnation
         p = ctypes.c_void_p()
         r = _L.patcher_new(seg._handle(), ctypes.byref(p))
         if r < 0:
@@ -1019,6 +1126,9 @@ class _Patcher:
 
     def apply(self):
         seg = self._seg
+        if self._incarnation != seg._incarnation:
+            raise Error(f"segment '{seg.name}': a closure patcher made before reattach(): "
+                        "make it again")
         with seg._lock:
             seg._state[0] += 1
             self._active += 1
@@ -1381,15 +1491,61 @@ def _module_of(seg, name):
 # ---------------------------------------------------------------------------
 
 
-def attach(name, readonly=False, fast_reads=None):
+def attach(name, readonly=False, fast_reads=None, *, owner=None):
     """Attach an existing segment. Raises NotFoundError (a FileNotFoundError)
-    when there is none, PermissionDeniedError, or Error (SHMCFG_E_MAGIC,
-    SHMCFG_E_VERSION, SHMCFG_E_CORRUPT...)."""
+    when there is none, PermissionDeniedError, OwnerError (owned by another
+    user than you or root, or than ``owner``), or Error (SHMCFG_E_MAGIC,
+    SHMCFG_E_VERSION, SHMCFG_E_CORRUPT...).
+
+    ``owner``: the user (a name or a uid) that must own the segment. Without
+    it only segments of the caller's user or root are trusted: anyone may
+    create an object under a name another user expects.
+    """
+    uid = _owner_uid(owner)
     h = _L.c_void_p()
-    r = _L.attach(_segname(name), _L.ATTACH_RDONLY if readonly else 0, None, ctypes.byref(h))
+    r = _L.attach_with(_segname(name), _attach_opts(readonly, uid), ctypes.byref(h))
     if r < 0:
         raise _error(r, f"segment '{name}'")
-    return _wrap(h.value, name, fast_reads)
+    return _wrap(h.value, name, fast_reads, uid)
+
+
+def _attach_pickled(name, readonly, owner):
+    return attach(name, readonly, owner=owner)
+
+
+def _owner_uid(owner):
+    """A uid from a user name or a uid; None for None."""
+    if owner is None:
+        return None
+    if isinstance(owner, bool) or not isinstance(owner, (int, str)):
+        raise TypeError(f"owner must be a user name or a uid, not {_typename(owner)}")
+    if isinstance(owner, int):
+        if not 0 <= owner < 0xFFFFFFFF:
+            raise InvalidArgumentError(f"owner: uid {owner} is out of range")
+        return owner
+    try:
+        return pwd.getpwnam(owner).pw_uid
+    except KeyError:
+        raise InvalidArgumentError(f"owner: no such user {owner!r}") from None
+
+
+def _attach_opts(readonly, uid):
+    o = _L.AttachOpts()
+    o.flags = (_L.ATTACH_RDONLY if readonly else 0) | (_L.ATTACH_OWNER if uid is not None else 0)
+    o.owner = uid if uid is not None else 0
+    return ctypes.byref(o)
+
+
+def _transplant(m, fresh):
+    """Make module m what fresh is (its class: the getters; its dict: the
+    options, nested proxies and __getattr__), keeping the object the caller
+    holds."""
+    m.__class__ = type(fresh)
+    d = m.__dict__
+    keep = ("__name__", "__doc__", "__package__", "__loader__", "__spec__")
+    for k in [k for k in d if k not in keep]:
+        del d[k]
+    d.update({k: v for k, v in fresh.__dict__.items() if k not in keep})
 
 
 def create(name, schema=None, *, force=False, no_env=False, env=None, schema_text=None,
@@ -1439,7 +1595,9 @@ def create(name, schema=None, *, force=False, no_env=False, env=None, schema_tex
 
 
 def unlink(name, missing_ok=False):
-    """Remove a segment's name. Attached processes keep their mapping."""
+    """Remove a segment. It is retired first: attached processes keep their
+    mapping and last values, and learn it (Segment.retired, RetiredError from
+    wait()). Another user's object raises PermissionDeniedError."""
     r = _L.unlink(_segname(name))
     if r < 0 and not (missing_ok and r == -2):
         raise _error(r, f"segment '{name}'")
@@ -1451,9 +1609,9 @@ def _segname(name):
     return name.encode("utf-8")
 
 
-def _wrap(h, name, fast_reads):
+def _wrap(h, name, fast_reads, owner=None):
     try:
-        return Segment(h, name, fast_reads)
+        return Segment(h, name, fast_reads, owner)
     except BaseException:
         _L.close(h)
         raise

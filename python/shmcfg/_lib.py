@@ -53,6 +53,7 @@ F_PRIVATE = 1 << 4
 CREATE_FORCE = 1 << 0
 CREATE_NO_ENV = 1 << 1
 ATTACH_RDONLY = 1 << 0
+ATTACH_OWNER = 1 << 1
 DUMP_ALL = 1 << 0
 CODEGEN_PYTHON, CODEGEN_SHELL, CODEGEN_JSON = 0, 1, 2
 
@@ -65,9 +66,9 @@ SLOT_BITS = 8
 E_FIRST = -30900
 _ERRS = ("MAGIC", "VERSION", "SCHEMA", "CORRUPT", "NOTREADY", "NOOPT", "TYPE", "RANGE",
          "CHOICE", "NULLVAL", "PARSE", "CONFLICT", "CYCLE", "BUSY", "FULL", "READONLY",
-         "READERS", "FORKED", "ENV", "SCHEMADEF", "LAYER", "LOCKED")
+         "READERS", "FORKED", "ENV", "SCHEMADEF", "LAYER", "LOCKED", "RETIRED", "OWNER")
 E = {name: E_FIRST + i for i, name in enumerate(_ERRS)}
-E_LAST = E["LOCKED"]
+E_LAST = E["OWNER"]
 
 
 class _Str(ctypes.Structure):
@@ -107,6 +108,11 @@ class CreateOpts(ctypes.Structure):
                 ("envp", c_void_p)]
 
 
+class AttachOpts(ctypes.Structure):
+    """struct shmcfg_attach_opts"""
+    _fields_ = [("flags", c_uint), ("expect_schema_hash", c_void_p), ("owner", c_uint32)]
+
+
 class View(ctypes.Structure):
     """struct shmcfg_view: the first member of every handle (versioned, SHMCFG_VIEW_ABI)."""
     _fields_ = [("abi", c_uint32), ("nopts", c_uint32), ("nslots", c_uint32),
@@ -128,12 +134,13 @@ class Info(ctypes.Structure):
                 ("heap_bytes", c_uint64), ("heap_used", c_uint64),
                 ("schema_hash", c_uint8 * 16), ("config_hash", c_uint8 * 16),
                 ("create_time_ns", c_uint64), ("create_uid", c_uint32),
-                ("create_pid", c_int32), ("slot_gen", c_uint64 * 256)]
+                ("create_pid", c_int32), ("slot_gen", c_uint64 * 256),
+                ("retired", c_bool), ("readers_hwm", c_uint32), ("copy_fallbacks", c_uint64)]
 
 
 # Sizes and offsets on LP64 (x86-64, aarch64), checked against the header.
-EXPECTED_SIZES = {"Value": 48, "OptInfo": 288, "CreateOpts": 40, "View": 2088,
-                  "Commit": 112, "Info": 2152}
+EXPECTED_SIZES = {"Value": 48, "OptInfo": 288, "CreateOpts": 40, "AttachOpts": 24,
+                  "View": 2088, "Commit": 112, "Info": 2168}
 
 
 def _candidates():
@@ -194,6 +201,9 @@ schema_load_text = _fn("shmcfg_schema_load_text", c_int, c_char_p, c_size_t, c_c
 schema_free = _fn("shmcfg_schema_free", c_void_p, c_void_p)
 create = _fn("shmcfg_create", c_int, c_char_p, c_void_p, POINTER(CreateOpts), POINTER(_H))
 attach = _fn("shmcfg_attach", c_int, c_char_p, c_uint, c_void_p, POINTER(_H))
+attach_with = _fn("shmcfg_attach_with", c_int, c_char_p, POINTER(AttachOpts), POINTER(_H))
+retired = _fn("shmcfg_retired", c_bool, _H)
+reattach = _fn("shmcfg_reattach", c_int, POINTER(_H))
 close = _fn("shmcfg_close", c_void_p, _H)
 unlink = _fn("shmcfg_unlink", c_int, c_char_p)
 name = _fn("shmcfg_name", c_char_p, _H)

@@ -7,6 +7,7 @@
 seg F faults
 DYN=torch._dynamo.config
 SO="$top_builddir/lib/.libs/libshmcfg.so"
+POINTS='SHMCFG_FAULT|commit\.(locked|chosen|busy|slot|written|stamped|published)|create\.(opened|allocated|schema)|reap\.(locked|cleared)|claim\.locked'
 
 run shmctl create -q "$F"
 pass "create" test "$RC" = 0
@@ -17,7 +18,7 @@ run shmctl set -q "$F" "$DYN.recompile_limit=17"
 unset SHMCFG_FAULT
 pass "set with SHMCFG_FAULT=commit.locked: exit 0" test "$RC" = 0
 t_out "the value is set" "17" shmctl get "$F" "$DYN.recompile_limit"
-for p in commit.slot commit.written commit.stamped commit.published; do
+for p in commit.chosen commit.busy commit.slot commit.written commit.stamped commit.published; do
 	export SHMCFG_FAULT="$p:1"
 	run shmctl set -q "$F" "$DYN.recompile_limit=18"
 	unset SHMCFG_FAULT
@@ -43,11 +44,11 @@ else
 		diag "nm exit status $RC" "$(grep 'shmcfg__fault' "$T_TMP/out")"
 	fi
 	run strings -a "$SO"
-	if [ "$RC" = 0 ] && ! grep -Eq 'SHMCFG_FAULT|commit\.(locked|slot|written|stamped|published)' "$T_TMP/out"; then
+	if [ "$RC" = 0 ] && ! grep -Eq "$POINTS" "$T_TMP/out"; then
 		ok "libshmcfg.so holds no SHMCFG_FAULT text and no fault point name"
 	else
 		not_ok "libshmcfg.so holds no SHMCFG_FAULT text and no fault point name"
-		diag "$(grep -E 'SHMCFG_FAULT|commit\.(locked|slot|written|stamped|published)' "$T_TMP/out")"
+		diag "$(grep -E "$POINTS" "$T_TMP/out")"
 	fi
 fi
 t_done

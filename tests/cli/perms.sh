@@ -69,7 +69,8 @@ t_err "load ($HOW)" 1 "shmctl: segment '$R': permission denied (write access)" \
 t_err "gc ($HOW)" 1 "shmctl: segment '$R': permission denied (write access)" as_reader gc "$R"
 if [ "$(id -u)" = 0 ]; then
 	t_err "rm ($HOW)" 1 "shmctl: segment '$R': permission denied" as_reader rm "$R"
-	t_err "create --force over it ($HOW)" 1 "shmctl: segment '$R': permission denied (cannot remove it)" \
+	t_err "create --force over it ($HOW): the library's reason" 1 \
+		"shmctl: $R: cannot remove /dev/shm/shmcfg.$R: it belongs to uid 0 (root)" \
 		as_reader create --force "$R"
 else
 	skip "rm by another user: needs root"

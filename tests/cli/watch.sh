@@ -1,28 +1,67 @@
 #!/bin/sh
-# watch (lines, JSON, --count, --timeout, missed commits), the reader table
-# in stat and ls, gc of dead readers, and check of sound and damaged
-# segments.
+# watch (lines, JSON, --count, --timeout, missed commits, a segment removed
+# while watched), attached processes and the reader table in stat and ls, gc
+# of dead readers, and check of sound and damaged segments.
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cli/lib.sh"
+
+# a child that takes a snapshot (and so holds a reader entry), then waits
+HOLDER=$top_builddir/tests/cli/snapshot-holder
 
 seg W watched
 seg C corrupt
+seg F full
 DYN=torch._dynamo.config
 CMP=torch.compiler.config
 
 run shmctl create -q "$W"
 pass "create" test "$RC" = 0
 
-# wait_attached PID: until stat lists PID as a live reader, at most 10 s.
-wait_attached() {
+# wait_stat CHECK: until stat --json of $W satisfies CHECK, at most 10 s.
+wait_stat() {
 	_n=0
 	while [ $_n -lt 200 ]; do
 		shmctl stat "$W" --json >"$T_TMP/st.json" 2>/dev/null &&
-			jcheck "$T_TMP/st.json" "any(r['pid'] == $1 and r['alive'] for r in j['readers'])" >/dev/null &&
+			jcheck "$T_TMP/st.json" "$1" >/dev/null &&
 			return 0
 		sleep 0.05
 		_n=$((_n + 1))
 	done
 	return 1
+}
+# The attached processes of a segment are whoever maps it, and a `shmctl ls`
+# of a test running alongside maps every segment for an instant: checks of
+# the exact set try again for up to 5 s.
+# pass_soon DESC CMD...: ok once CMD succeeds.
+pass_soon() {
+	_ds=$1
+	shift
+	_k=0
+	until "$@" >/dev/null 2>&1; do
+		_k=$((_k + 1))
+		if [ $_k -ge 50 ]; then
+			not_ok "$_ds"
+			"$@"
+			diag_run
+			return
+		fi
+		sleep 0.1
+	done
+	ok "$_ds"
+}
+# json_is EXPR CMD...: CMD exits 0 and prints JSON for which EXPR holds.
+json_is() {
+	_e=$1
+	shift
+	run "$@"
+	[ "$RC" = 0 ] && jcheck "$T_TMP/out" "$_e"
+}
+# wait_attached PID: until stat lists PID as attached (it maps the segment).
+wait_attached() {
+	wait_stat "$1 in j['attached']"
+}
+# wait_reader PID: until stat lists PID as a live reader.
+wait_reader() {
+	wait_stat "any(r['pid'] == $1 and r['alive'] for r in j['readers'])"
 }
 
 # wait_watching FILE: until watch said on stderr (in FILE) that it watches.
@@ -129,6 +168,10 @@ end_writers() {
 	done
 	return 0
 }
+# holder TAG: a process that took a snapshot, in the background (pid in $!)
+holder() {
+	"$HOLDER" "$W" >"$T_TMP/holder.$1" 2>&1 &
+}
 trap 'end_writers; t_cleanup' EXIT
 blocked_load 1
 D1=$!
@@ -136,48 +179,97 @@ blocked_load 2
 D2=$!
 pass "a load waiting on a pipe is attached" wait_attached $D1
 wait_attached $D2
-t_json "ls counts the attached processes" \
-	"[(s['readers'], sorted(s['pids'])) for s in j if s['name'] == '$W'] == [(2, sorted([$D1, $D2]))]" shmctl ls --json
+pass_soon "ls counts the attached processes" json_is \
+	"[(s['attached'], s['attached_exact'], sorted(s['pids'])) for s in j if s['name'] == '$W'] == [(2, True, sorted([$D1, $D2]))]" \
+	shmctl ls --json
+pass_soon "stat --json lists the attached processes" json_is "
+sorted(j['attached']) == sorted([$D1, $D2]) and j['attached_count'] == 2 and j['attached_exact'] is True" \
+	shmctl stat "$W" --json
+t_json "stat --json: writers that took no snapshot hold no reader entry" \
+	"j['readers'] == [] and j['readers_hwm'] == 0 and j['copy_fallbacks'] == 0 and j['retired'] is False" \
+	shmctl stat "$W" --json
+human_attached() {
+	run shmctl stat "$W"
+	pyeval '
+[x.split(None, 1)[1] for x in a[0].splitlines() if x.split()[:1] == ["attached"]] == ["2 processes: %s" % ", ".join(sorted(a[1:], key=int))]' \
+		"$OUT" "$D1" "$D2"
+}
+pass_soon "stat (human): the attached processes" human_attached
+holder 1
+S1=$!
+holder 2
+S2=$!
+pass "a process that took a snapshot is in the reader table" wait_reader $S1
+wait_reader $S2
+pass_soon "ls: the readers are attached too; readers counts their live entries" json_is "
+[(s['attached'], s['readers']) for s in j if s['name'] == '$W'] == [(4, 2)]" shmctl ls --json
 t_json "stat --json: both alive in the reader table" "
-sorted(r['pid'] for r in j['readers'] if r['alive']) == sorted([$D1, $D2])" shmctl stat "$W" --json
-kill -KILL $D1 $D2
+sorted(r['pid'] for r in j['readers'] if r['alive']) == sorted([$S1, $S2]) and j['readers_hwm'] == 2" \
+	shmctl stat "$W" --json
+kill -KILL $D1 $D2 $S1 $S2
 end_writers # before wait: a shell may wait for the whole pipeline
 wait $D1 2>/dev/null
 wait $D2 2>/dev/null
+wait $S1 2>/dev/null
+wait $S2 2>/dev/null
 t_json "stat --json: the killed readers are listed as not alive" "
-sorted(r['pid'] for r in j['readers'] if not r['alive']) == sorted([$D1, $D2]) and
+sorted(r['pid'] for r in j['readers'] if not r['alive']) == sorted([$S1, $S2]) and
 all(isinstance(r['pins'], list) for r in j['readers'])" shmctl stat "$W" --json
+pass_soon "stat --json: the killed processes are no longer attached" json_is "j['attached'] == []" \
+	shmctl stat "$W" --json
 run shmctl stat "$W"
 pass "stat (human): the reader table" pyeval '
 t = a[0]
-("ENTRY  PID" in t and any(x.split()[1:3] == [a[1], "no"] for x in t.splitlines() if x[:1].isdigit()))' "$OUT" "$D1"
+("ENTRY  PID" in t and any(x.split()[1:3] == [a[1], "no"] for x in t.splitlines() if x[:1].isdigit()))' "$OUT" "$S1"
 t_json "check --json: dead readers are notes, not problems" "
 j['ok'] is True and j['problems'] == [] and len(j['notes']) == 2 and all('shmctl gc' in n for n in j['notes'])" \
 	shmctl check "$W" --json
-t_json "gc --json reclaims both" "sorted(r['pid'] for r in j['reclaimed']) == sorted([$D1, $D2])" \
+t_json "gc --json reclaims both" "sorted(r['pid'] for r in j['reclaimed']) == sorted([$S1, $S2])" \
 	shmctl gc "$W" --json
 t_json "stat --json: the table is empty again" "j['readers'] == []" shmctl stat "$W" --json
 t_out "gc again: nothing to reclaim" "$W: nothing to reclaim" shmctl gc "$W"
-blocked_load 3
-D1=$!
-wait_attached $D1
-kill -KILL $D1
-end_writers
-wait $D1 2>/dev/null
-t_out "gc (human) says what it reclaimed" "reclaimed reader entry 0 (pid $D1)
+holder 3
+S1=$!
+wait_reader $S1
+kill -KILL $S1
+wait $S1 2>/dev/null
+t_out "gc (human) says what it reclaimed" "reclaimed reader entry 0 (pid $S1)
 $W: reclaimed 1 reader entry of dead processes" shmctl gc "$W"
+
+# --- a full reader table: the next process copies its snapshots ---------------------
+run shmctl create -q --readers 1 "$F"
+"$HOLDER" "$F" >"$T_TMP/full.1" 2>&1 &
+F1=$!
+"$HOLDER" "$F" >"$T_TMP/full.2" 2>&1 &
+F2=$!
+_n=0
+while [ $_n -lt 200 ] && ! { grep -q '^ready' "$T_TMP/full.1" && grep -q '^ready' "$T_TMP/full.2"; }; do
+	sleep 0.05
+	_n=$((_n + 1))
+done
+pass_soon "stat --json: one entry, claimed; the other process copies (counted)" json_is "
+(len(j['readers']) == 1 and j['readers'][0]['pid'] in ($F1, $F2) and j['readers_hwm'] == 1 and
+ j['copy_fallbacks'] == 1 and sorted(j['attached']) == sorted([$F1, $F2]))" shmctl stat "$F" --json
+run shmctl stat "$F"
+pass "stat (human): the table's high-water mark and the copy fallbacks" pyeval '
+kv = {x[:15].strip(): x[15:].strip() for x in a[0].splitlines() if x.startswith("  ")}
+(kv.get("reader table") == "1 of 1 entries ever claimed (full)" and
+ kv.get("copy fallback") == "1 process found the reader table full and copies its snapshots")' "$OUT"
+kill $F1 $F2
+wait $F1 2>/dev/null
+wait $F2 2>/dev/null
 
 # --- check -----------------------------------------------------------------------
 t_out "check of a sound segment" "$W: sound (generation 9)" shmctl check "$W"
-# the header as lib/internal.h lays it out (layout version 1): slots_off at
-# byte 72, slot_size at 80, cells_off at 88, nslots at 68
+# the header as lib/internal.h lays it out (layout versions 1 and 2): slots_off
+# at byte 72, slot_size at 80, cells_off at 88, nslots at 68
 corrupt_cells() {
 	"$PYTHON" - "/dev/shm/shmcfg.$1" <<'EOF'
 import struct, sys
 with open(sys.argv[1], "r+b") as f:
     h = f.read(96)
     version, = struct.unpack_from("<I", h, 8)
-    if version != 1:
+    if version not in (1, 2):
         sys.exit(2)
     nslots, = struct.unpack_from("<I", h, 68)
     slots_off, slot_size, cells_off = struct.unpack_from("<QQQ", h, 72)
@@ -204,8 +296,8 @@ l = a[0].splitlines()
 j["ok"] is False and len(j["problems"]) >= 2 and any("checksum" in p for p in j["problems"])' \
 			sh -c "$SHMCTL check $C --json; exit 0" ;;
 	*)
-		skip "the segment's layout is not version 1"
-		skip "the segment's layout is not version 1" ;;
+		skip "the segment's layout is not version 1 or 2"
+		skip "the segment's layout is not version 1 or 2" ;;
 esac
 run shmctl create -q --force "$C"
 printf 'XXXXXXXX' | dd of="/dev/shm/shmcfg.$C" bs=1 seek=0 conv=notrunc 2>/dev/null
@@ -224,4 +316,43 @@ run shmctl check "$C" --json
 pass "check of a truncated segment: exit 1" test "$RC" = 1 && jcheck "$T_TMP/out" '
 j["ok"] is False and len(j["problems"]) == 1 and "truncated" in j["problems"][0]'
 t_errmatch "show on a truncated segment: one error line" 1 "truncated" shmctl show "$C"
+# --- a segment removed or replaced while watched ---------------------------------
+# watch_retired HOW CMD...: watch in the background, CMD retires the segment:
+# watch must exit 1 within 2 s, saying so in one line
+watch_retired() {
+	_how=$1
+	shift
+	$SHMCTL watch "$W" >"$T_TMP/wr" 2>"$T_TMP/wr.err" &
+	_wpid=$!
+	wait_watching "$T_TMP/wr.err"
+	"$@" >/dev/null 2>"$T_TMP/wr.cmd.err"
+	_n=0
+	while kill -0 $_wpid 2>/dev/null && [ $_n -lt 40 ]; do
+		sleep 0.05
+		_n=$((_n + 1))
+	done
+	if kill -0 $_wpid 2>/dev/null; then
+		kill $_wpid
+		wait $_wpid
+		not_ok "watch: exit 1 within 2 s when the segment is $_how (still watching)"
+		return
+	fi
+	wait $_wpid
+	_wrc=$?
+	pass "watch: exit 1 within 2 s when the segment is $_how" pyeval '
+e = open(a[1]).read().splitlines()
+(a[0] == "1" and open(a[2]).read() == "" and len(e) == 2 and
+ e[1] == "shmctl: %s: segment was removed or replaced; attach again" % a[3])' \
+		"$_wrc" "$T_TMP/wr.err" "$T_TMP/wr" "$W"
+	# (a `shmctl ls` alongside may be named too)
+	pass "(the command that $_how it warned naming the watcher)" pyeval '
+import re
+e = open(a[0]).read().splitlines()
+m = [re.fullmatch(r"shmctl: warning: %s is attached by pids? ([0-9, ]+): (it keeps|they keep) the old segment and learns? it was %s \(SHMCFG_E_RETIRED\)" % (re.escape(a[1]), a[3]), x) for x in e]
+len(e) == 1 and m[0] is not None and a[2] in m[0].group(1).split(", ")' \
+		"$T_TMP/wr.cmd.err" "$W" "$_wpid" "$_how"
+}
+watch_retired removed shmctl rm "$W"
+run shmctl create -q "$W"
+watch_retired replaced shmctl create -q --force "$W"
 t_done

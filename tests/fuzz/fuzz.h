@@ -56,7 +56,9 @@ static inline void fuzz_clean_stale(void)
 	if (!d)
 		return;
 	static const char *const forms[] = {"shmcfg.fuzz-load-", "shmcfg.fuzz-env-",
-					    "shmcfg.fuzz-schema-", "shmcfg.fuzz-"};
+					    "shmcfg.fuzz-schema-", "shmcfg.fuzz-",
+					    "shmcfg-lock.fuzz-load-", "shmcfg-lock.fuzz-env-",
+					    "shmcfg-lock.fuzz-schema-", "shmcfg-lock.fuzz-"};
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {

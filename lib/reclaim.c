@@ -1,26 +1,39 @@
 /*
- * Reads beyond the inline getters: the slow path, copying reads, the config
- * hash, and snapshots.
+ * Reclamation: when may a writer reuse a slot, and when may a process stop
+ * protecting one. Both sides of the pin protocol are here, with the argument
+ * (doc/design.md, "Snapshots and pins"; the labels (F)-(H) name its steps):
  *
- * Snapshots of a read-write handle are the process's pinned view of one
- * generation. Inside the process the view is an RCU-protected pointer
- * (liburcu's bulletproof flavour, which needs no thread registration from the
- * application); a replaced view is unpinned only after a grace period, so no
- * thread can still be reading its slot. Across processes the generation is
- * pinned in our reader-table entry, so that no writer reuses its slot (the
- * protocol is below, at pin_current()).
+ *   reader (snapshot acquire)               writer (choose_slot)
+ *     store pins[k] = g                 (G)   store stamp = BUSY | g   (F)  seq_cst
+ *     active += 1                       (G)   load hwm, active, pins   (F)  seq_cst
+ *     load stamp == g ? use : retry     (G)   a live pin of g ? restore, next slot
+ *     ... release: active -= 1          (H)   (release: our reads of the slot
+ *     grace period, then pins[k] = 0    (H)    happen before a writer sees us idle)
  *
- * Grace periods are waited for by a reclaimer thread of our own rather than
- * liburcu's call_rcu: call_rcu's worker does not survive fork(), and its
- * fork hooks are documented to hang with callbacks that call free(). Ours is
- * keyed by pid: a child simply starts its own when it needs one.
+ * In the single total order of the seq_cst operations either the writer's
+ * load of `active` comes after the reader's increment (and then, loaded
+ * after it, sees the pin stored before it), or the reader's stamp load comes
+ * after the busy mark and sees it. So a slot whose stamp an active reader
+ * saw equal to its generation is never rewritten while in use. The busy mark
+ * keeps the old generation, so a writer that dies between (F)'s store and its
+ * load leaves the next writer's pin check intact. Pins count only while
+ * their process holds snapshots (`active`): an idle process blocks nobody.
+ *
+ * Inside the process the view is an RCU-protected pointer (liburcu's
+ * bulletproof flavour, which needs no thread registration); a replaced view
+ * is unpinned only after a grace period, by a reclaimer thread of our own
+ * rather than call_rcu (call_rcu's worker does not survive fork(), and its
+ * fork hooks are documented to hang with callbacks that call free()). Ours
+ * is keyed by pid: a child starts its own when it needs one.
  */
 #include "internal.h"
+#include "seqlock.h"
 
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <urcu-bp.h>
@@ -49,8 +62,6 @@ static char rcu_tsan;
 #define grace_period() urcu_bp_synchronize_rcu()
 #endif
 
-__thread int shmcfg__tls_patched __attribute__((tls_model("initial-exec")));
-
 struct pview {
 	struct shmcfg_snapshot snap; /* first: a pview is handed out as the snapshot */
 	struct pview *next;          /* in the reclaimer's queue */
@@ -65,174 +76,102 @@ static pid_t rq_pid;          /* process whose thread serves the queue */
 static pthread_t rq_thread;
 static unsigned rq_users;     /* handles that retired a view: the thread ends with the last */
 static bool rq_stop;
-static pid_t self_pid;        /* this process: set at load and in the fork child */
+pid_t shmcfg__self_pid;       /* this process: set at load and in the fork child */
+#define self_pid shmcfg__self_pid
 
-#define SLOW_TRIES 10000
+#define CLAIM_RETRY_NS 1000000000ull /* a full reader table is tried again after 1 s */
 
 /*
- * Copy the slot named by `cur` (cells, layers, used heap) to dst and check
- * that it held that generation throughout (the seqlock of shmcfg.h's inline
- * read, done over a range). False if the slot was rewritten meanwhile.
+ * Whether a process that holds snapshots now pins generation gen. An
+ * entry's pins count only while its `active` is not 0: an idle process
+ * keeps its last view pinned without blocking writers. `active` is loaded
+ * before the pins, both seq_cst; with the reader's pin store, then its
+ * seq_cst increment of `active`, then its stamp load (view.c), and the
+ * writer's seq_cst busy mark before this call, see choose_slot() in
+ * commit.c for the argument.
  */
-bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst)
+bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen)
 {
-	uint32_t s = cur_slot(cur);
-	if (s >= h->lay.nslots)
+	if (gen == 0)
 		return false;
-	const struct slot_hdr *sl = slot_at(h, s);
-	if (__atomic_load_n(&sl->gen, __ATOMIC_ACQUIRE) != cur_gen(cur))
-		return false;
-	uint64_t used = __atomic_load_n(&sl->heap_used, __ATOMIC_RELAXED);
-	if (used > h->lay.heap_size)
-		used = h->lay.heap_size;
-	memcpy(dst, sl, h->lay.heap_off + used);
-	((struct slot_hdr *)dst)->heap_used = used;
-	/* pairs with the writer's release fence after it zeroes the stamp */
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	return __atomic_load_n(&sl->gen, __ATOMIC_RELAXED) == cur_gen(cur);
-}
-
-static int type_error(const shmcfg *h, shmcfg_opt opt, shmcfg_type want)
-{
-	return shmcfg__err(SHMCFG_E_TYPE, "%s: option is %s, read as %s", sstr(h, h->desc[opt].name),
-			   shmcfg_type_name(h->desc[opt].type), shmcfg_type_name(want) ?: "?");
-}
-
-int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t *bits)
-{
-	if (opt >= h->view.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range (%u options)", opt,
-				   h->view.nopts);
-	if (h->desc[opt].type != (uint32_t)type)
-		return type_error(h, opt, type);
-	struct shmcfg__cell pc;
-	const char *pheap;
-	uint64_t psize;
-	int perr;
-	if (shmcfg__tls_patched && shmcfg__patched_cell(h, opt, &pc, &pheap, &psize, &perr)) {
-		if (perr)
-			return perr;
-		if (META_TYPE(pc.meta) != (unsigned)type)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: patched cell of %s has type %u", h->name,
-					   sstr(h, h->desc[opt].name), META_TYPE(pc.meta));
-		*bits = pc.val;
-		return (pc.meta & META_NULL) ? SHMCFG_NULL : 0;
+	uint32_t hwm = shmcfg__readers_hwm(h);
+	for (uint32_t i = 0; i < hwm; i++) {
+		const struct reader_ent *e = reader_at(h, i);
+		if (__atomic_load_n(&e->active, __ATOMIC_SEQ_CST) == 0)
+			continue;
+		for (unsigned k = 0; k < SEG_PINS; k++)
+			if (__atomic_load_n(&e->pins[k], __ATOMIC_SEQ_CST) == gen)
+				return true;
 	}
-	for (int i = 0; i < SLOW_TRIES; i++) {
-		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
-		uint32_t s = cur_slot(cur);
-		if (s >= h->lay.nslots)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u of %u", h->name,
-					   s, h->lay.nslots);
-		const struct slot_hdr *sl = slot_at(h, s);
-		const struct shmcfg__cell *c = slot_cells(h, sl) + opt;
-		uint64_t val = __atomic_load_n(&c->val, __ATOMIC_RELAXED);
-		uint64_t meta = __atomic_load_n(&c->meta, __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&sl->gen, __ATOMIC_RELAXED) != cur_gen(cur)) {
-			sched_yield();
+	return false;
+}
+
+/*
+ * Pick the least recently used slot that is neither current nor pinned by a
+ * process holding snapshots, and mark it busy. Dekker with the reader
+ * (view.c, shmcfg_snapshot_acquire()):
+ *   writer: store stamp = BUSY|old (seq_cst); load each entry's active, then its pins
+ *   reader: store pin = g; increment active (seq_cst); load stamp (seq_cst)
+ * If an active entry pinning the slot's old generation shows up after the
+ * busy mark, that reader may have seen the old stamp and be using the slot:
+ * put the stamp back and try another slot. Otherwise any reader that starts
+ * to use the slot later sees the busy mark and replaces its view. (active
+ * is loaded before the pins: seeing a reader's increment means seeing the
+ * pin it stored before it.)
+ *
+ * The busy mark keeps the old generation under SLOT_BUSY: no reader
+ * validates against it, but if this writer dies before it restores the
+ * stamp, the next writer's pin check still compares the pins with the old
+ * generation, and a reader that saw the old stamp keeps its slot.
+ *
+ * With no free slot, reap dead readers, then wait a bounded time for pins
+ * to go. A slot stamped beyond the current generation was left by a writer
+ * that died before publishing it: it is free, and taken first so that no
+ * two slots ever carry one generation.
+ */
+int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret)
+{
+	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + (uint64_t)h->commit_timeout_ms * 1000000ull;
+	bool reaped = false;
+	for (;;) {
+		uint32_t best = UINT32_MAX;
+		uint64_t best_stamp = 0, best_age = UINT64_MAX;
+		for (uint32_t s = 0; s < h->lay.nslots; s++) {
+			if (s == cur_s)
+				continue;
+			uint64_t stamp = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
+			uint64_t g = STAMP_GEN(stamp);
+			uint64_t age = g > cur_g ? 0 : g;
+			if (age < best_age && !shmcfg__gen_pinned(h, g))
+				best = s, best_stamp = stamp, best_age = age;
+		}
+		if (best != UINT32_MAX) {
+			struct slot_hdr *sl = slot_at(h, best);
+			shmcfg__fault("commit.chosen");
+			seq_write_begin(&sl->gen, SLOT_BUSY | STAMP_GEN(best_stamp)); /* (F), (C) */
+			shmcfg__fault("commit.busy");
+			if (!shmcfg__gen_pinned(h, STAMP_GEN(best_stamp))) {
+				*ret = best;
+				return 0;
+			}
+			seq_write_end(&sl->gen, best_stamp); /* put back: nothing was rewritten */
 			continue;
 		}
-		if (META_TYPE(meta) != (unsigned)type)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has type %u", h->name,
-					   sstr(h, h->desc[opt].name), META_TYPE(meta));
-		*bits = val;
-		return (meta & META_NULL) ? SHMCFG_NULL : 0;
-	}
-	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation after %d tries", h->name,
-			   SLOW_TRIES);
-}
-
-int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
-{
-	SHMCFG_API_ENTRY;
-	assert_return(h && ret, -EINVAL);
-	if (opt >= h->view.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
-	struct shmcfg__cell pc;
-	const char *pheap;
-	uint64_t psize;
-	int perr;
-	if (shmcfg__tls_patched && shmcfg__patched_cell(h, opt, &pc, &pheap, &psize, &perr)) {
-		shmcfg_value v;
-		if (!perr)
-			perr = shmcfg__value_from_cell(&pc, pheap, psize, &v);
-		return perr ? perr : shmcfg__value_copy(&v, ret);
-	}
-	for (int i = 0; i < SLOW_TRIES; i++) {
-		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
-		uint32_t s = cur_slot(cur);
-		if (s >= h->lay.nslots)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, s);
-		const struct slot_hdr *sl = slot_at(h, s);
-		struct shmcfg__cell c = {
-			__atomic_load_n(&slot_cells(h, sl)[opt].val, __ATOMIC_RELAXED),
-			__atomic_load_n(&slot_cells(h, sl)[opt].meta, __ATOMIC_RELAXED),
-		};
-		shmcfg_value v;
-		int r = shmcfg__value_from_cell(&c, slot_heap(h, sl), h->lay.heap_size, &v);
-		if (!r)
-			r = shmcfg__value_copy(&v, ret);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&sl->gen, __ATOMIC_RELAXED) != cur_gen(cur)) {
-			if (!r)
-				shmcfg_value_clear(ret);
-			sched_yield();
-			continue;
+		if (!reaped) {
+			reaped = true;
+			if (shmcfg__reap(h, NULL, NULL) > 0)
+				continue;
 		}
-		if (!r && ret->type != h->desc[opt].type) {
-			shmcfg_value_clear(ret);
-			r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
-					sstr(h, h->desc[opt].name));
+		if (now_ns(CLOCK_MONOTONIC) >= deadline) {
+			char who[256];
+			shmcfg__pin_holders(h, who, sizeof who);
+			return shmcfg__err(SHMCFG_E_BUSY,
+					   "%s: every free slot is pinned by a live reader for %d ms: %s",
+					   h->name, h->commit_timeout_ms, who);
 		}
-		return r;
+		usleep(1000);
+		reaped = false;
 	}
-	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation", h->name);
-}
-
-uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
-{
-	SHMCFG_API_ENTRY;
-	for (int i = 0; i < SLOW_TRIES; i++) {
-		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
-		if (cur_slot(cur) >= h->lay.nslots)
-			break;
-		const struct slot_hdr *sl = slot_at(h, cur_slot(cur));
-		uint64_t w[2] = {
-			__atomic_load_n((const uint64_t *)sl->config_hash, __ATOMIC_RELAXED),
-			__atomic_load_n((const uint64_t *)sl->config_hash + 1, __ATOMIC_RELAXED),
-		};
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&sl->gen, __ATOMIC_RELAXED) == cur_gen(cur)) {
-			memcpy(out, w, 16);
-			return cur_gen(cur);
-		}
-	}
-	memset(out, 0, 16);
-	return 0;
-}
-
-/* ------------------------------------------------------------------ */
-/* Snapshots                                                          */
-/* ------------------------------------------------------------------ */
-
-static int copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)
-{
-	struct shmcfg_snapshot *s = malloc(sizeof *s + h->lay.slot_size);
-	if (!s)
-		return -ENOMEM;
-	char *copy = (char *)(s + 1);
-	for (int i = 0; i < SLOW_TRIES; i++) {
-		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
-		if (shmcfg__seq_copy(h, cur, copy)) {
-			*s = (struct shmcfg_snapshot){h, cur_gen(cur), copy, true, -1};
-			*ret = s;
-			return 0;
-		}
-		sched_yield();
-	}
-	free(s);
-	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation to copy", h->name);
 }
 
 static void unpin_free(struct pview *pv)
@@ -328,8 +267,8 @@ static int pin_current(shmcfg *h, struct pview *pv)
 			pin = (int)k;
 	if (pin < 0)
 		return -EAGAIN; /* every pin awaits a grace period */
-	for (int i = 0; i < SLOW_TRIES; i++) {
-		uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	for (int tries = 0;;) {
+		uint64_t cur = seq_current(h); /* (A) */
 		uint32_t s = cur_slot(cur);
 		if (s >= h->lay.nslots)
 			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, s);
@@ -340,25 +279,53 @@ static int pin_current(shmcfg *h, struct pview *pv)
 			return 0;
 		}
 		__atomic_store_n(&e->pins[pin], 0, __ATOMIC_RELEASE);
-		sched_yield();
+		int r = shmcfg__seq_retry(h, cur, &tries);
+		if (r)
+			return r;
 	}
-	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation to pin", h->name);
+}
+
+/*
+ * The process's first pinned snapshot claims its reader entry. When every
+ * entry is held by a live process, snapshots copy the slot instead (as on a
+ * read-only handle); the claim is tried again after CLAIM_RETRY_NS, and the
+ * segment counts processes that fell back (shmctl stat). Returns the entry,
+ * or -1 to copy.
+ */
+static int claim_entry(shmcfg *h)
+{
+	pthread_mutex_lock(&h->view_lock);
+	if (h->reader < 0 && now_ns(CLOCK_MONOTONIC) >= h->claim_after_ns && shmcfg__reader_claim(h) < 0) {
+		h->claim_after_ns = now_ns(CLOCK_MONOTONIC) + CLAIM_RETRY_NS;
+		if (!h->counted_fallback) {
+			h->counted_fallback = true;
+			__atomic_fetch_add(&h->hdr->copy_fallbacks, 1, __ATOMIC_RELAXED);
+		}
+		shmcfg__clear_err(); /* copying is a success, not an error */
+	}
+	int reader = h->reader;
+	pthread_mutex_unlock(&h->view_lock);
+	return reader;
 }
 
 int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
-	if (h->rdonly || h->reader < 0)
-		return copy_snapshot(h, ret);
+	if (h->rdonly)
+		return shmcfg__copy_snapshot(h, ret);
 	/* a child must not use the parent's view or its reader entry (the
 	 * parent's grace periods cannot see the child); self_pid is kept by
 	 * the fork handler, so this costs no syscall */
 	if (h->pid != self_pid)
 		return shmcfg__err(SHMCFG_E_FORKED, "%s: snapshot in a child of the attaching process: attach again",
 				   h->name);
-	struct reader_ent *e = reader_at(h, (uint32_t)h->reader);
-	for (int round = 0; round < SLOW_TRIES; round++) {
+	/* acquire: pairs with the release store of the claim (readers.c) */
+	int reader = __atomic_load_n(&h->reader, __ATOMIC_ACQUIRE);
+	if (reader < 0 && (reader = claim_entry(h)) < 0)
+		return shmcfg__copy_snapshot(h, ret);
+	struct reader_ent *e = reader_at(h, (uint32_t)reader);
+	for (int round = 0; round < SEQ_MAX_TRIES; round++) {
 		urcu_bp_read_lock();
 		/* acquire pairs with the release store below: a view's fields are
 		 * written before it is published (what rcu_dereference and
@@ -396,7 +363,7 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 			if (r) {
 				pthread_mutex_unlock(&h->view_lock);
 				free(nv);
-				return r == -EAGAIN ? copy_snapshot(h, ret) : r;
+				return r == -EAGAIN ? shmcfg__copy_snapshot(h, ret) : r;
 			}
 			__atomic_store_n(&h->pview, nv, __ATOMIC_RELEASE);
 			if (old)
@@ -404,7 +371,7 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 		}
 		pthread_mutex_unlock(&h->view_lock);
 	}
-	return copy_snapshot(h, ret);
+	return shmcfg__copy_snapshot(h, ret);
 }
 
 void shmcfg_snapshot_release(shmcfg_snapshot *snap)
@@ -416,61 +383,15 @@ void shmcfg_snapshot_release(shmcfg_snapshot *snap)
 		free(snap);
 		return;
 	}
+	if (snap->h->pid != self_pid) {
+		/* a snapshot inherited across fork(): the reader entry and its
+		 * count are the parent's; only our read-side section is ours */
+		read_unlock();
+		return;
+	}
 	/* release: our reads of the slot happen before a writer sees us idle */
 	__atomic_fetch_sub(&reader_at(snap->h, (uint32_t)snap->h->reader)->active, 1, __ATOMIC_RELEASE);
 	read_unlock();
-}
-
-uint64_t shmcfg_snapshot_generation(const shmcfg_snapshot *snap)
-{
-	SHMCFG_API_KEEP;
-	return snap->gen;
-}
-
-void shmcfg_snapshot_hash(const shmcfg_snapshot *snap, uint8_t out[16])
-{
-	SHMCFG_API_KEEP;
-	memcpy(out, ((const struct slot_hdr *)snap->slot)->config_hash, 16);
-}
-
-int shmcfg_snapshot_get(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_value *ret)
-{
-	SHMCFG_API_ENTRY;
-	assert_return(snap && ret, -EINVAL);
-	const shmcfg *h = snap->h;
-	if (opt >= h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
-	int r = shmcfg__value_from_cell(slot_cells(h, snap->slot) + opt, slot_heap(h, snap->slot),
-					h->lay.heap_size, ret);
-	if (!r && ret->type != h->desc[opt].type)
-		r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
-				sstr(h, h->desc[opt].name));
-	return r;
-}
-
-int shmcfg_snapshot_layer(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_source layer,
-			  shmcfg_value *ret)
-{
-	SHMCFG_API_ENTRY;
-	assert_return(snap && ret, -EINVAL);
-	const shmcfg *h = snap->h;
-	if (opt >= h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
-	if (layer == SHMCFG_SRC_DEFAULT) {
-		int r = shmcfg__value_from_cell(&h->desc[opt].def, h->strings, h->strings_size, ret);
-		ret->source = SHMCFG_SRC_DEFAULT;
-		return r;
-	}
-	if (layer < SHMCFG_SRC_KNOB || layer > SHMCFG_SRC_ENV_FORCE)
-		return shmcfg__err(SHMCFG_E_LAYER, "layer %s is not stored", shmcfg_source_name(layer));
-	const struct shmcfg__cell *c = slot_layers(h, snap->slot) + (size_t)opt * NLAYERS + (layer - 1);
-	if (!(c->meta & META_SET))
-		return 1;
-	int r = shmcfg__value_from_cell(c, slot_heap(h, snap->slot), h->lay.heap_size, ret);
-	if (!r && ret->type != h->desc[opt].type)
-		r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: layer cell of %s has the wrong type", h->name,
-				sstr(h, h->desc[opt].name));
-	return r;
 }
 
 /* Drop the view at detach and wait until every retired view of this handle

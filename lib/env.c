@@ -1,0 +1,63 @@
+/*
+ * The environment, read once at creation into the env layers of generation
+ * 1, so that every process shares it (DESIGN.md: the first set variable of
+ * each list wins; a bad value fails the creation naming the variable).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/*
+ * Generation 1 of a new segment: the env layers from envp (DESIGN.md: the
+ * first set variable of each list wins). A bad value fails the creation with
+ * an error naming the variable.
+ */
+int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env)
+{
+	shmcfg_txn *t = calloc(1, sizeof *t);
+	if (!t)
+		return -ENOMEM;
+	t->h = h;
+	int r = 0;
+	for (uint32_t i = 0; use_env && envp && !r && i < h->lay.nopts; i++) {
+		const struct opt_desc *d = &h->desc[i];
+		struct {
+			struct sref list;
+			uint32_t n;
+			int layer;
+		} lists[2] = {{d->env_default, d->n_env_default, SHMCFG_SRC_ENV_DEFAULT - 1},
+			      {d->env_force, d->n_env_force, SHMCFG_SRC_ENV_FORCE - 1}};
+		for (int k = 0; k < 2 && !r; k++) {
+			const char *var = sstr(h, lists[k].list);
+			for (uint32_t j = 0; j < lists[k].n; j++, var += strlen(var) + 1) {
+				const char *text = NULL;
+				size_t vl = strlen(var);
+				for (char *const *e = envp; *e; e++)
+					if (!strncmp(*e, var, vl) && (*e)[vl] == '=') {
+						text = *e + vl + 1;
+						break;
+					}
+				if (!text)
+					continue;
+				shmcfg_value v;
+				r = shmcfg__parse_env(d->type, var, text, &v);
+				if (!r) {
+					r = shmcfg__txn_set_layer(t, i, lists[k].layer, &v);
+					if (r) {
+						char why[400];
+						snprintf(why, sizeof why, "%s", shmcfg_errdetail());
+						r = shmcfg__err(SHMCFG_E_ENV, "environment variable %s: %s", var, why);
+					}
+					shmcfg_value_clear(&v);
+				}
+				break;
+			}
+		}
+	}
+	if (!r)
+		r = shmcfg__commit(t, true, NULL);
+	shmcfg_txn_abort(t);
+	return r;
+}

@@ -1,0 +1,155 @@
+/*
+ * Reads beyond the inline getters: the slow path behind them, copying reads,
+ * the config hash, and the copy of a whole generation that read-only
+ * handles (and processes without a reader entry) use as a snapshot.
+ */
+#include "internal.h"
+#include "seqlock.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int type_error(const shmcfg *h, shmcfg_opt opt, shmcfg_type want)
+{
+	return shmcfg__err(SHMCFG_E_TYPE, "%s: option is %s, read as %s", sstr(h, h->desc[opt].name),
+			   shmcfg_type_name(h->desc[opt].type), shmcfg_type_name(want) ?: "?");
+}
+
+int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t *bits)
+{
+	if (opt >= h->view.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range (%u options)", opt,
+				   h->view.nopts);
+	if (h->desc[opt].type != (uint32_t)type)
+		return type_error(h, opt, type);
+	struct shmcfg__cell pc;
+	const char *pheap;
+	uint64_t psize;
+	int perr;
+	if (shmcfg__tls_patched && shmcfg__patched_cell(h, opt, &pc, &pheap, &psize, &perr)) {
+		if (perr)
+			return perr;
+		if (META_TYPE(pc.meta) != (unsigned)type)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: patched cell of %s has type %u", h->name,
+					   sstr(h, h->desc[opt].name), META_TYPE(pc.meta));
+		*bits = pc.val;
+		return (pc.meta & META_NULL) ? SHMCFG_NULL : 0;
+	}
+	for (int tries = 0;;) {
+		uint64_t cur = seq_current(h) /* (A) */;
+		uint32_t s = cur_slot(cur);
+		if (s >= h->lay.nslots)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u of %u", h->name,
+					   s, h->lay.nslots);
+		const struct slot_hdr *sl = slot_at(h, s);
+		const struct shmcfg__cell *c = slot_cells(h, sl) + opt;
+		uint64_t val = __atomic_load_n(&c->val, __ATOMIC_RELAXED);
+		uint64_t meta = __atomic_load_n(&c->meta, __ATOMIC_RELAXED);
+		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
+			int r = shmcfg__seq_retry(h, cur, &tries);
+			if (r)
+				return r;
+			continue;
+		}
+		if (META_TYPE(meta) != (unsigned)type)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has type %u", h->name,
+					   sstr(h, h->desc[opt].name), META_TYPE(meta));
+		*bits = val;
+		return (meta & META_NULL) ? SHMCFG_NULL : 0;
+	}
+}
+
+int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && ret, -EINVAL);
+	if (opt >= h->view.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	struct shmcfg__cell pc;
+	const char *pheap;
+	uint64_t psize;
+	int perr;
+	if (shmcfg__tls_patched && shmcfg__patched_cell(h, opt, &pc, &pheap, &psize, &perr)) {
+		shmcfg_value v;
+		if (!perr)
+			perr = shmcfg__value_from_cell(&pc, pheap, psize, &v);
+		return perr ? perr : shmcfg__value_copy(&v, ret);
+	}
+	for (int tries = 0;;) {
+		uint64_t cur = seq_current(h) /* (A) */;
+		uint32_t s = cur_slot(cur);
+		if (s >= h->lay.nslots)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, s);
+		const struct slot_hdr *sl = slot_at(h, s);
+		struct shmcfg__cell c = {
+			__atomic_load_n(&slot_cells(h, sl)[opt].val, __ATOMIC_RELAXED),
+			__atomic_load_n(&slot_cells(h, sl)[opt].meta, __ATOMIC_RELAXED),
+		};
+		shmcfg_value v;
+		int r = shmcfg__value_from_cell(&c, slot_heap(h, sl), h->lay.heap_size, &v);
+		if (!r)
+			r = shmcfg__value_copy(&v, ret);
+		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
+			if (!r)
+				shmcfg_value_clear(ret);
+			if ((r = shmcfg__seq_retry(h, cur, &tries)))
+				return r;
+			continue;
+		}
+		if (!r && ret->type != h->desc[opt].type) {
+			shmcfg_value_clear(ret);
+			r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
+					sstr(h, h->desc[opt].name));
+		}
+		return r;
+	}
+}
+
+uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
+{
+	SHMCFG_API_ENTRY;
+	for (int tries = 0;;) {
+		uint64_t cur = seq_current(h) /* (A) */;
+		if (cur_slot(cur) >= h->lay.nslots)
+			break;
+		const struct slot_hdr *sl = slot_at(h, cur_slot(cur));
+		uint64_t w[2] = {
+			__atomic_load_n((const uint64_t *)sl->config_hash, __ATOMIC_RELAXED),
+			__atomic_load_n((const uint64_t *)sl->config_hash + 1, __ATOMIC_RELAXED),
+		};
+		if (seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
+			memcpy(out, w, 16);
+			return cur_gen(cur);
+		}
+		if (shmcfg__seq_retry(h, cur, &tries))
+			break;
+	}
+	memset(out, 0, 16);
+	return 0;
+}
+
+int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)
+{
+	struct shmcfg_snapshot *s = malloc(sizeof *s + h->lay.slot_size);
+	if (!s)
+		return -ENOMEM;
+	char *copy = (char *)(s + 1);
+	for (int tries = 0;;) {
+		uint64_t cur = seq_current(h) /* (A) */;
+		if (cur_slot(cur) >= h->lay.nslots) {
+			free(s);
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, cur_slot(cur));
+		}
+		if (shmcfg__seq_copy(h, cur, copy)) {
+			*s = (struct shmcfg_snapshot){h, cur_gen(cur), copy, true, -1};
+			*ret = s;
+			return 0;
+		}
+		int r = shmcfg__seq_retry(h, cur, &tries);
+		if (r) {
+			free(s);
+			return r;
+		}
+	}
+}

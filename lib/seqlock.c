@@ -1,0 +1,54 @@
+/*
+ * The out-of-line half of the slot seqlock (seqlock.h): copying a whole slot
+ * under it, and the rule for a failed validation.
+ */
+#include "internal.h"
+#include "seqlock.h"
+
+#include <sched.h>
+
+/*
+ * A validated read of the slot named by `cur` failed its stamp check: retry
+ * (0) or give up (SHMCFG_E_CORRUPT). A writer never rewrites the current
+ * slot, so a failure is legitimate only if `current` moved meanwhile. The
+ * acquire fence after the failed stamp load pairs with the release (or
+ * seq_cst) store of whatever stamp we saw: a writer published its new
+ * `current` before it marked our slot busy, so we then see `current` moved.
+ * If it did not, the slot never held the generation `current` names: a
+ * hostile or corrupt segment, reported at once instead of after
+ * SEQ_MAX_TRIES yields.
+ */
+int shmcfg__seq_retry(const shmcfg *h, uint64_t cur, int *tries)
+{
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE) == cur)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: slot %u does not hold generation %llu that `current` names",
+				   h->name, cur_slot(cur), (unsigned long long)cur_gen(cur));
+	if (++*tries >= SEQ_MAX_TRIES)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: no stable generation after %d tries", h->name,
+				   SEQ_MAX_TRIES);
+	if (*tries > 3)
+		sched_yield();
+	return 0;
+}
+
+/*
+ * Copy the slot named by `cur` (cells, layers, used heap) to dst and check
+ * that it held that generation throughout (the seqlock of shmcfg.h's inline
+ * read, done over a range). False if the slot was rewritten meanwhile.
+ */
+bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst)
+{
+	uint32_t s = cur_slot(cur);
+	if (s >= h->lay.nslots)
+		return false;
+	const struct slot_hdr *sl = slot_at(h, s);
+	if (__atomic_load_n(&sl->gen, __ATOMIC_ACQUIRE) != cur_gen(cur))
+		return false;
+	uint64_t used = __atomic_load_n(&sl->heap_used, __ATOMIC_RELAXED);
+	if (used > h->lay.heap_size)
+		used = h->lay.heap_size;
+	memcpy(dst, sl, h->lay.heap_off + used);
+	((struct slot_hdr *)dst)->heap_used = used;
+	return seq_valid(&sl->gen, cur_gen(cur)); /* (B) */
+}

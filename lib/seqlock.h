@@ -1,0 +1,77 @@
+/*
+ * The slot seqlock: the one place where a reader validates what it read of a
+ * slot (or of a commit record) and a writer makes its rewrite detectable.
+ * doc/design.md ("Reads") gives the argument; the labels (A)-(E) are its
+ * names, so each pairing is found by grep.
+ *
+ * A stamp word says which generation the protected bytes hold: 0 when empty,
+ * the generation when valid, SLOT_BUSY | old generation while a writer
+ * rewrites them (the busy mark keeps the old generation for the writer's pin
+ * check: lib/reclaim.c).
+ *
+ * Reader                                    Writer
+ *   cur = load_acquire(current)      (A)      store stamp = busy mark      (seq_cst)
+ *   copy the bytes (relaxed)                  fence_release                (C)
+ *   fence_acquire                    (B)      rewrite the bytes
+ *   load_relaxed(stamp) == gen ?              store_release(stamp = gen)   (D)
+ *                                             store_seq_cst(current = gen) (E)
+ *
+ * (A) pairs with (E): a reader that sees generation g in `current` sees every
+ * store that built g's slot. (B) pairs with (C): if the copy observed any store
+ * made after (C), the fences synchronise and the stamp load sees the busy mark
+ * or a later generation, never g. Generations only grow, so a stamp equal to g
+ * proves the bytes were g's throughout.
+ *
+ * The public inline getter (include/shmcfg.h.in, shmcfg__read_cell) keeps its
+ * own copy of the reader's side, since it is compiled into programs; tests
+ * check that the two give the same verdict (tests/test_layout.c).
+ */
+#ifndef SHMCFG_SEQLOCK_H
+#define SHMCFG_SEQLOCK_H
+
+#include "internal.h"
+
+/* (A): the generation and slot to read. */
+static inline uint64_t seq_current(const shmcfg *h)
+{
+	return __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+}
+
+/* (B): whether the bytes read since the stamp was expected to be `gen` are
+ * that generation's. */
+static inline bool seq_valid(const uint64_t *stamp, uint64_t gen)
+{
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return __atomic_load_n(stamp, __ATOMIC_RELAXED) == gen;
+}
+
+/* Writer: mark the bytes busy, then (C) order the mark before the rewrite.
+ * seq_cst: the mark is also one side of the pin protocol (reclaim.c). */
+static inline void seq_write_begin(uint64_t *stamp, uint64_t busy)
+{
+	__atomic_store_n(stamp, busy, __ATOMIC_SEQ_CST);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+/* Writer: (D) everything written is visible to a reader that sees `gen`. */
+static inline void seq_write_end(uint64_t *stamp, uint64_t gen)
+{
+	__atomic_store_n(stamp, gen, __ATOMIC_RELEASE);
+}
+
+/* (E): publish a generation. seq_cst also orders it before the futex bump
+ * that wakes waiters (watch.c). */
+static inline void seq_publish(shmcfg *h, uint64_t gen, uint32_t slot)
+{
+	__atomic_store_n(&h->hdr->current, gen << SHMCFG__SLOT_BITS | slot, __ATOMIC_SEQ_CST);
+}
+
+/* Retries of a read while `current` keeps moving, before giving up. */
+#define SEQ_MAX_TRIES 10000
+
+/* A validation failed: retry (0) or give up (SHMCFG_E_CORRUPT): seqlock.c. */
+int shmcfg__seq_retry(const shmcfg *h, uint64_t cur, int *tries);
+/* Copy the slot named by `cur` (cells, layers, used heap) under the seqlock. */
+bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * What a snapshot gives: its generation, config hash, values and layers.
+ * Taking and releasing one is the pin protocol: reclaim.c.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+uint64_t shmcfg_snapshot_generation(const shmcfg_snapshot *snap)
+{
+	SHMCFG_API_KEEP;
+	return snap->gen;
+}
+
+void shmcfg_snapshot_hash(const shmcfg_snapshot *snap, uint8_t out[16])
+{
+	SHMCFG_API_KEEP;
+	memcpy(out, ((const struct slot_hdr *)snap->slot)->config_hash, 16);
+}
+
+int shmcfg_snapshot_get(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_value *ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(snap && ret, -EINVAL);
+	const shmcfg *h = snap->h;
+	if (opt >= h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	int r = shmcfg__value_from_cell(slot_cells(h, snap->slot) + opt, slot_heap(h, snap->slot),
+					h->lay.heap_size, ret);
+	if (!r && ret->type != h->desc[opt].type)
+		r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
+				sstr(h, h->desc[opt].name));
+	return r;
+}
+
+int shmcfg_snapshot_layer(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_source layer,
+			  shmcfg_value *ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(snap && ret, -EINVAL);
+	const shmcfg *h = snap->h;
+	if (opt >= h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	if (layer == SHMCFG_SRC_DEFAULT) {
+		int r = shmcfg__value_from_cell(&h->desc[opt].def, h->strings, h->strings_size, ret);
+		ret->source = SHMCFG_SRC_DEFAULT;
+		return r;
+	}
+	if (layer < SHMCFG_SRC_KNOB || layer > SHMCFG_SRC_ENV_FORCE)
+		return shmcfg__err(SHMCFG_E_LAYER, "layer %s is not stored", shmcfg_source_name(layer));
+	const struct shmcfg__cell *c = slot_layers(h, snap->slot) + (size_t)opt * NLAYERS + (layer - 1);
+	if (!(c->meta & META_SET))
+		return 1;
+	int r = shmcfg__value_from_cell(c, slot_heap(h, snap->slot), h->lay.heap_size, ret);
+	if (!r && ret->type != h->desc[opt].type)
+		r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: layer cell of %s has the wrong type", h->name,
+				sstr(h, h->desc[opt].name));
+	return r;
+}

@@ -1,0 +1,133 @@
+/*
+ * Waiting for commits and asking what they changed: the futex wait (bounded,
+ * so that a stolen wake-up costs little), the commit log and the comparison
+ * of two generations.
+ */
+#include "internal.h"
+#include "seqlock.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/*
+ * The waiter loads the futex word before it checks the generation; a commit
+ * stores `current` before it bumps the word (both seq_cst). So a waiter that
+ * saw the old generation saw the old futex value too, and FUTEX_WAIT returns
+ * at once if the bump came in between: no wakeup is lost to a commit.
+ *
+ * Anyone who can map the segment can also issue futex operations on the
+ * word (FUTEX_CMP_REQUEUE moves our waiters to a futex nobody wakes): so no
+ * single FUTEX_WAIT lasts longer than WAIT_SLICE_MS, after which the
+ * generation and the retired state are checked again.
+ */
+#define WAIT_SLICE_MS 100
+
+int shmcfg_wait(const shmcfg *h, uint64_t after, int timeout_ms, uint64_t *gen_ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h, -EINVAL);
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms * 1000000ull;
+	for (;;) {
+		uint32_t f = __atomic_load_n(&h->hdr->futex, __ATOMIC_SEQ_CST);
+		uint64_t g = cur_gen(__atomic_load_n(&h->hdr->current, __ATOMIC_SEQ_CST));
+		if (gen_ret)
+			*gen_ret = g;
+		if (g > after)
+			return 0;
+		if (shmcfg_retired(h))
+			return shmcfg__err(SHMCFG_E_RETIRED, "%s: segment was removed or replaced; attach again",
+					   h->name);
+		uint64_t now = now_ns(CLOCK_MONOTONIC);
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		uint64_t left = deadline - now, slice = WAIT_SLICE_MS * 1000000ull;
+		if (left > slice)
+			left = slice;
+		struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+		/* a shared futex: no FUTEX_PRIVATE_FLAG, the word is in shared memory */
+		long r = syscall(SYS_futex, &h->hdr->futex, FUTEX_WAIT, f, &ts, NULL, 0);
+		if (r < 0 && errno == EINTR)
+			return -EINTR;
+	}
+}
+
+int shmcfg_commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && ret, -EINVAL);
+	/* a record beyond the current generation belongs to a writer that died
+	 * before publishing */
+	if (gen == 0 || gen > shmcfg_generation(h))
+		return -ENOENT;
+	const struct log_ent *e = log_at(h, gen);
+	for (int i = 0; i < 100; i++) {
+		if (__atomic_load_n(&e->gen, __ATOMIC_ACQUIRE) != gen)
+			return -ENOENT;
+		struct log_ent copy;
+		memcpy(&copy, e, sizeof copy);
+		if (!seq_valid(&e->gen, gen)) /* (B), over the record */
+			continue;
+		ret->generation = gen;
+		ret->time_ns = copy.time_ns;
+		ret->pid = copy.pid;
+		ret->uid = copy.uid;
+		ret->nchanged = copy.nchanged;
+		ret->nids = 0;
+		for (uint32_t k = 0; k < copy.nids && k < SHMCFG_LOG_IDS; k++)
+			if (copy.ids[k] < h->lay.nopts)
+				ret->ids[ret->nids++] = copy.ids[k];
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int shmcfg_changes(const shmcfg *h, uint64_t from, uint64_t to, bool *changed)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && changed && from < to, -EINVAL);
+	memset(changed, 0, h->lay.nopts * sizeof *changed);
+	/* every commit in between must still be in the log with its full list */
+	for (uint64_t g = from + 1; g <= to; g++) {
+		shmcfg_commit c;
+		if (shmcfg_commit_info(h, g, &c) || c.nids < c.nchanged)
+			goto compare;
+		for (uint32_t k = 0; k < c.nids; k++)
+			changed[c.ids[k]] = true;
+	}
+	goto count;
+compare : {
+	/* fall back to comparing the two generations, if both are still in slots */
+	bool got_from = false, got_to = false;
+	char *ca = malloc(h->lay.slot_size), *cb = malloc(h->lay.slot_size);
+	int r = -ENOENT;
+	for (uint32_t s = 0; ca && cb && s < h->lay.nslots; s++) {
+		uint64_t g = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
+		if (g == from && shmcfg__seq_copy(h, g << SHMCFG__SLOT_BITS | s, ca))
+			got_from = true;
+		if (g == to && shmcfg__seq_copy(h, g << SHMCFG__SLOT_BITS | s, cb))
+			got_to = true;
+	}
+	if (got_from && got_to) {
+		for (uint32_t i = 0; i < h->lay.nopts; i++)
+			changed[i] = !shmcfg__cells_equal(h, slot_cells(h, ca) + i, slot_heap(h, ca),
+						  slot_cells(h, cb) + i, slot_heap(h, cb));
+		r = 0;
+	}
+	free(ca);
+	free(cb);
+	if (r)
+		return shmcfg__err(r, "%s: generations %llu..%llu are no longer known", h->name,
+				   (unsigned long long)from, (unsigned long long)to);
+}
+count : {
+	int n = 0;
+	for (uint32_t i = 0; i < h->lay.nopts; i++)
+		n += changed[i];
+	return n;
+}
+}

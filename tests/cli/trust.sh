@@ -1,0 +1,151 @@
+#!/bin/sh
+# Trust: --owner on the commands that attach, a segment of another user
+# (refused unless its owner is named), and ls of entries of /dev/shm that are
+# named like segments but are not (a FIFO, a socket, a directory, a sparse
+# object): listed with the reason, never waited on.
+. "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cli/lib.sh"
+
+seg O owned
+seg F fifo
+seg S sock
+seg D dir
+seg Z sparse
+seg A seg
+# the objects that are not segments: rm cannot remove a directory
+trap 'rmdir "/dev/shm/shmcfg.$D" 2>/dev/null; rm -f "/dev/shm/shmcfg.$F" "/dev/shm/shmcfg.$S"; t_cleanup' EXIT
+
+# --- --owner ----------------------------------------------------------------------
+run shmctl create -q "$O"
+run shmctl set -q "$O" recompile_limit=12
+t_out "--owner with the caller's own user" 12 shmctl get "$O" recompile_limit --owner "$(id -un)"
+t_out "--owner before the segment name, as a uid" 12 shmctl get --owner "$(id -u)" "$O" recompile_limit
+t_errmatch "--owner naming another user: refused, naming both" 1 \
+	"^shmctl: $O: segment is owned by uid $(id -u) .*, not by the expected owner 65534" \
+	shmctl get "$O" recompile_limit --owner 65534
+t_errmatch "--owner with an unknown user" 1 "^shmctl: no such user 'no-such-user-x' " \
+	shmctl show "$O" --owner no-such-user-x
+t_usage "--owner on create (which attaches nothing): usage error" shmctl create "$O" --owner 0
+run shmctl stat "$O" --help
+pass "--help of a command that attaches lists --owner" pyeval '"--owner USER" in a[0]' "$OUT"
+
+if [ "$(id -u)" = 0 ]; then
+	# a segment (and its lock object) of another user, as a squatter plants it
+	chown 65534 "/dev/shm/shmcfg.$O" "/dev/shm/shmcfg-lock.$O"
+	t_errmatch "another user's segment: refused, naming its owner and --owner" 1 \
+		"^shmctl: $O: segment is owned by uid 65534.*not by you or root.*--owner" \
+		shmctl get "$O" recompile_limit
+	t_errmatch "(a write command too)" 1 "^shmctl: $O: segment is owned by uid 65534" \
+		shmctl set "$O" recompile_limit=13
+	t_out "--owner names it: get" 12 shmctl get "$O" recompile_limit --owner 65534
+	run shmctl set -q "$O" recompile_limit=13 --owner 65534
+	pass "--owner names it: set (read-write)" test "$RC" = 0
+	t_out "(the value)" 13 shmctl get "$O" recompile_limit --owner 65534
+	t_json "stat --json --owner" 'j["generation"] == 3' shmctl stat "$O" --json --owner 65534
+	t_json "check --json --owner" 'j["ok"] is True' shmctl check "$O" --json --owner 65534
+	t_errmatch "check without --owner: refused, not a problem of the segment" 1 \
+		"^shmctl: $O: segment is owned by uid 65534" shmctl check "$O"
+	t_json "ls --json: another user's segment is untrusted, with the reason" "
+[(s['kind'], s['generation'], 'owned by uid 65534' in s['error']) for s in j if s['name'] == '$O'] == [('untrusted', None, True)]" \
+		shmctl ls --json
+	t_json "ls --json --owner: then it is read" "
+[(s['kind'], s['generation'], s['error']) for s in j if s['name'] == '$O'] == [('segment', 3, None)]" \
+		shmctl ls --json --owner 65534
+	run shmctl ls
+	pass "ls (human): the reason under the row" pyeval '
+l = a[0].splitlines()
+i = [k for k, x in enumerate(l) if x.split()[0] == a[1]][0]
+l[i + 1].strip().startswith("untrusted: segment is owned by uid 65534")' "$OUT" "$O"
+else
+	for i in 1 2 3 4 5 6 7 8 9 10 11; do
+		skip "another user's segment: needs root (chown)"
+	done
+fi
+
+# --- entries that are not segments --------------------------------------------------
+mkfifo "/dev/shm/shmcfg.$F"
+"$PYTHON" -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "/dev/shm/shmcfg.$S"
+mkdir "/dev/shm/shmcfg.$D"
+run shmctl create -q "$A"
+# a copy of a real segment with holes: a valid header, pages not allocated
+cp --sparse=always "/dev/shm/shmcfg.$A" "/dev/shm/shmcfg.$Z"
+sparse_ok=$(stat -c '%b %B %s' "/dev/shm/shmcfg.$Z" | awk '{print ($1 * $2 < $3) ? 1 : 0}')
+t0=$(date +%s)
+run timeout 20 $SHMCTL ls --json
+t1=$(date +%s)
+pass "ls with a FIFO, a socket and a directory among the segments: exit 0 at once" \
+	test "$RC" = 0 -a $((t1 - t0)) -le 5
+pass "ls --json: each listed as not a segment, with the reason" jcheck "$T_TMP/out" "
+e = {s['name']: s for s in j}
+([(e[n]['kind'], e[n]['generation'], e[n]['error']) for n in ('$F', '$S', '$D')] ==
+ [('not a segment', None, '/dev/shm/shmcfg.$F is a FIFO'),
+  ('not a segment', None, '/dev/shm/shmcfg.$S is a socket'),
+  ('not a segment', None, '/dev/shm/shmcfg.$D is a directory')] and
+ e['$A']['kind'] == 'segment' and e['$A']['error'] is None)"
+if [ "$sparse_ok" = 1 ]; then
+	pass "ls --json: a sparse object is not a segment" jcheck "$T_TMP/out" "
+[(s['kind'], s['error'].startswith('object is sparse (')) for s in j if s['name'] == '$Z'] == [('not a segment', True)]"
+	t_errmatch "get of a sparse object: refused by the library" 1 "^shmctl: $Z: object is sparse" \
+		timeout 10 $SHMCTL get "$Z" recompile_limit
+else
+	skip "cp --sparse=always made no holes here"
+	skip "cp --sparse=always made no holes here"
+fi
+run timeout 20 $SHMCTL ls
+pass "ls (human): 'not a segment: ...' under each row" pyeval '
+l = a[0].splitlines()
+def note(n):
+    i = [k for k, x in enumerate(l) if x.split()[0] == n][0]
+    return l[i + 1].strip()
+(note(a[1]) == "not a segment: /dev/shm/shmcfg.%s is a FIFO" % a[1] and
+ note(a[2]) == "not a segment: /dev/shm/shmcfg.%s is a socket" % a[2] and
+ note(a[3]) == "not a segment: /dev/shm/shmcfg.%s is a directory" % a[3])' "$OUT" "$F" "$S" "$D"
+t_errmatch "get of a FIFO: refused at once as not a segment" 1 "^shmctl: $F: /dev/shm/shmcfg.$F is a FIFO, not a segment$" \
+	timeout 10 $SHMCTL get "$F" recompile_limit
+t_errmatch "set of a socket: refused at once as not a segment" 1 "is a socket, not a segment$" \
+	timeout 10 $SHMCTL set "$S" recompile_limit=3
+t_errmatch "stat of a directory: refused at once as not a segment" 1 "is a directory, not a segment$" \
+	timeout 10 $SHMCTL stat "$D"
+
+# --- rm and create --force name the attached processes ------------------------------
+# no_warning: exit 0, and no warning but one naming processes already gone (a
+# `shmctl ls` of a test running alongside maps every segment for an instant)
+no_warning() {
+	[ "$RC" = 0 ] && pyeval '
+import os, re, time
+m = re.fullmatch(r"shmctl: warning: \S+ is attached by pids? ([0-9, ]+): .*", a[0])
+if m:
+    time.sleep(0.5)
+a[0] == "" or (m is not None and not any(os.path.exists("/proc/" + p) for p in m.group(1).split(", ")))' "$ERR"
+}
+run shmctl rm "$A"
+pass "rm of a segment nobody has attached: no warning" no_warning
+run shmctl create -q "$A"
+run shmctl create -q --force "$A"
+pass "create --force of a segment nobody has attached: no warning" no_warning
+$SHMCTL watch "$A" --timeout 20 >/dev/null 2>"$T_TMP/w1.err" &
+W1=$!
+$SHMCTL watch "$A" --timeout 20 >/dev/null 2>"$T_TMP/w2.err" &
+W2=$!
+wait_for() { # FILE: until watch says it watches, at most 10 s
+	_n=0
+	while [ $_n -lt 200 ] && ! grep -q "^shmctl: watching" "$1"; do
+		sleep 0.05
+		_n=$((_n + 1))
+	done
+}
+wait_for "$T_TMP/w1.err"
+wait_for "$T_TMP/w2.err"
+run shmctl rm "$A"
+pass "rm of an attached segment: removed all the same, a warning naming the pids" pyeval '
+import re
+m = re.fullmatch(r"shmctl: warning: %s is attached by pids ([0-9, ]+): they keep the old segment and learn it was removed \(SHMCFG_E_RETIRED\)" % re.escape(a[4]), a[1])
+pids = m.group(1).split(", ") if m else []
+# in ascending order; a `shmctl ls` alongside may be named too
+(a[0] == "0" and {a[2], a[3]} <= set(pids) and pids == sorted(pids, key=int))' \
+	"$RC" "$ERR" "$W1" "$W2" "$A"
+pass "(the segment is gone)" test ! -e "/dev/shm/shmcfg.$A"
+wait $W1
+R1=$?
+wait $W2
+pass "(both watchers learnt it: exit 1)" test "$R1" = 1 -a $? = 1
+t_done
