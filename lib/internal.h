@@ -316,7 +316,8 @@ void shmcfg__log(int level, const char *fmt, ...) __attribute__((format(printf, 
 			return shmcfg__err((r), "%s: invalid argument (%s)", __func__, #expr); \
 	} while (0)
 
-/* fault.c: test-only crash points (SHMCFG_FAULT=point[:n][:stop],...) */
+/* fault.c: test-only crash points (SHMCFG_FAULT=point[:n][:stop],...),
+ * compiled only into the test copy lib/libshmcfg-test.la (Makefile.am) */
 #ifdef SHMCFG_WITH_FAULTS
 void shmcfg__fault(const char *point);
 #else

@@ -23,10 +23,13 @@ objdir = os.path.join(build, "lib", ".libs")
 
 
 def objects():
-    """{file stem: object path} for the installed library's objects."""
+    """{file stem: object path}: the test copy's objects (the same sources,
+    with the fault points compiled in), else the installed library's."""
     out = {}
-    for name in sorted(os.listdir(objdir)):
-        m = re.fullmatch(r"libshmcfg_la-(.+)\.o", name)
+    names = sorted(os.listdir(objdir))
+    prefix = "libshmcfg_test_la-" if any(n.startswith("libshmcfg_test_la-") for n in names) else "libshmcfg_la-"
+    for name in names:
+        m = re.fullmatch(re.escape(prefix) + r"(.+)\.o", name)
         # objects of sources that no longer exist are left-overs of a build
         if m and os.path.exists(os.path.join(src, "lib", m.group(1) + ".c")):
             out[m.group(1)] = os.path.join(objdir, name)
