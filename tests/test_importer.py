@@ -167,8 +167,13 @@ def check_c_against_json(test, rows, opts):
         test.assertEqual(r["doc"], o.get("doc"), msg)
         for k in ("knob", "alias", "deprecated"):
             test.assertEqual(r[k], o.get(k), msg)
-        for k in ("env_default", "env_force", "choices"):
+        for k in ("env_default", "env_force"):
             test.assertEqual(None if r[k] is None else json.loads(r[k]), o.get(k), msg)
+        # choices are texts in the C table (a list of names, as the library
+        # takes them): ["1", "2"] for an int option
+        conv = {"int": int, "float": float}.get(o["type"], str)
+        test.assertEqual(None if r["choices"] is None else
+                         [conv(c) for c in json.loads(r["choices"])], o.get("choices"), msg)
         if "alias" in o:
             test.assertIsNone(r["def"], msg)
             continue
