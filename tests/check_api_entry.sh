@@ -33,7 +33,7 @@ for f in $names; do
 	' lib/*.c)
 	n=$((n + 1))
 	if [ -z "$first" ]; then
-		# not defined (yet): the export check of tests/check_inline.sh reports it
+		# not defined (yet): tests/check_exports.sh reports it
 		echo "ok $n - $f # SKIP not defined in lib/*.c"
 		continue
 	fi

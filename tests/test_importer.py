@@ -2,7 +2,9 @@
 """Tests of tools/shmcfg-import, the config-module importer.
 
 Runs the real tool as a subprocess. Standard library only; PyYAML and a C
-compiler are used when present (those tests are skipped otherwise).
+compiler are used when present (those tests are skipped otherwise). The tool
+loads libshmcfg through python/shmcfg: $SHMCFG_LIBRARY, else
+$top_builddir/lib/.libs (set for it here), else the source tree's build.
 
     python3 tests/test_importer.py            # from the repository root
     srcdir=/path/to/repo python3 .../test_importer.py
@@ -23,6 +25,13 @@ import tempfile
 import textwrap
 import unittest
 
+if __name__ == "__main__" and os.environ.get("SHMCFG_SANITIZERS"):
+    # the tool loads libshmcfg with ctypes, which cannot load an ASan-built
+    # library into an uninstrumented python (as tests/test_python.py); the
+    # plain build runs these tests. 77: automake's SKIP.
+    print("# skipped: libshmcfg is built with sanitizers", file=sys.stderr)
+    sys.exit(77)
+
 SRCDIR = os.path.abspath(os.environ.get("srcdir") or
                          os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 TOOL = os.path.join(SRCDIR, "tools", "shmcfg-import")
@@ -30,6 +39,11 @@ ALIASED = os.path.join(SRCDIR, "schemas", "torch_dynamo_aliased.yaml")
 COMMITTED_YAML = os.path.join(SRCDIR, "schemas", "torch_compiler.yaml")
 COMMITTED_C = os.path.join(SRCDIR, "lib", "default_schema.c")
 HEADER = os.path.join(SRCDIR, "include", "shmcfg.h.in")
+BUILDDIR = os.path.abspath(os.environ.get("top_builddir") or SRCDIR)
+if "SHMCFG_LIBRARY" not in os.environ:
+    _built = os.path.join(BUILDDIR, "lib", ".libs", "libshmcfg.so.0")
+    if os.path.exists(_built):
+        os.environ["SHMCFG_LIBRARY"] = _built  # inherited by the tool
 PREFIX = "torch.compiler.config."
 DYNAMO = "torch._dynamo.config."
 
@@ -167,8 +181,13 @@ def check_c_against_json(test, rows, opts):
         test.assertEqual(r["doc"], o.get("doc"), msg)
         for k in ("knob", "alias", "deprecated"):
             test.assertEqual(r[k], o.get(k), msg)
-        for k in ("env_default", "env_force", "choices"):
+        for k in ("env_default", "env_force"):
             test.assertEqual(None if r[k] is None else json.loads(r[k]), o.get(k), msg)
+        # choices are texts in the C table (a list of names, as the library
+        # takes them): ["1", "2"] for an int option
+        conv = {"int": int, "float": float}.get(o["type"], str)
+        test.assertEqual(None if r["choices"] is None else
+                         [conv(c) for c in json.loads(r["choices"])], o.get("choices"), msg)
         if "alias" in o:
             test.assertIsNone(r["def"], msg)
             continue
@@ -800,16 +819,22 @@ class HandWrittenYamlTest(unittest.TestCase):
         self.assertEqual(by["a.quoted"]["env_default"], ["SINGLE_VAR"])
 
     def test_errors_name_file_and_line(self):
+        # the library reads the file: its messages, its lines (an option's
+        # declaration is refused at the option's name; a YAML error where
+        # libyaml stops)
         cases = [
             ("format: 1\noptions:\n  a.b:\n    type: int\n    colour: red\n", 5, "colour"),
-            ("format: 1\noptions:\n  a.b:\n    type: int\n    default: \"x\"\n", 5, "not a int"),
+            ("format: 1\noptions:\n  a.b:\n    type: int\n    default: \"x\"\n", 3,
+             "not a valid int"),
             ("format: 1\noptions:\n  a.b:\n    type: blob\n", 4, "blob"),
             ("format: 2\noptions: {}\n", 1, "format"),
-            ("format: 1\noptions:\n  a.b:\n    type: str\n    default: \"open\n", 5, "unterminated"),
-            ("format: 1\noptions:\n  a.b:\n    type: bool\n    default: null\n", 3, "nullable"),
-            ("format: 1\noptions:\n  a.b:\n    type: str\n    knob: \"k\"\n", 3, "justknob"),
+            ("format: 1\noptions:\n  a.b:\n    type: str\n    default: \"open\n", 6,
+             "end of stream"),
+            ("format: 1\noptions:\n  a.b:\n    type: bool\n    default: null\n", 3,
+             "not a valid bool"),
+            ("format: 1\noptions:\n  a.b:\n    type: str\n    knob: \"k\"\n", 3, "knob"),
             ("format: 1\noptions:\n  a.b:\n    type: int\n  a.b:\n    type: int\n", 5,
-             "duplicate"),
+             "declared twice"),
         ]
         for text, line, word in cases:
             rc, out, err, path = self.read(text)
@@ -818,6 +843,105 @@ class HandWrittenYamlTest(unittest.TestCase):
             self.assertEqual(len(err.splitlines()), 1, err)
             self.assertIn("%s:%d:" % (path, line), err)
             self.assertIn(word, err)
+
+
+class LibraryTest(unittest.TestCase):
+    """libshmcfg checks what the importer reads and writes; its refusals
+    reach the user as one line naming FILE:LINE."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def write(self, name, text):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def one_line_error(self, p):
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stdout, b"")
+        err = p.stderr.decode()
+        self.assertEqual(len(err.splitlines()), 1, err)
+        return err
+
+    CYCLE = ("from torch.utils._config_module import Config\n"
+             "a: bool = Config(default=False, implies={\"m.b\": True})\n"
+             "b: bool = Config(default=False, implies={\"m.a\": True})\n")
+
+    def test_cycle_from_a_module(self):
+        """The importer cannot see an implication cycle; the library refuses
+        the schema written, and nothing is written."""
+        path = self.write("c.py", self.CYCLE)
+        out = os.path.join(self.tmp, "c.yaml")
+        for fmt in ("yaml", "c", "json"):
+            err = self.one_line_error(run("--module", "m", path, "--format", fmt, "-o", out))
+            self.assertEqual(err, "shmcfg-import: %s:2: m.a: implication cycle\n" % path)
+            self.assertFalse(os.path.exists(out))
+
+    def test_cycle_in_a_schema_file(self):
+        """The same schema as the importer would write it, given to --merge:
+        the library's message, at the line of the option it names."""
+        path = self.write("c.yaml", "# shmcfg schema (format 1)\nformat: 1\noptions:\n"
+                          "  m.a:\n    type: bool\n    default: false\n"
+                          "    implies: {m.b: true}\n"
+                          "  m.b:\n    type: bool\n    default: false\n"
+                          "    implies: {m.a: true}\n")
+        err = self.one_line_error(run("--merge", path))
+        self.assertEqual(err, "shmcfg-import: %s:4: m.a: implication cycle\n" % path)
+
+    def test_alias_of_another_type(self):
+        path = self.write("a.yaml", "format: 1\noptions:\n  a.x:\n    type: int\n"
+                          "    default: 1\n  a.y:\n    type: str\n    alias: a.x\n")
+        err = self.one_line_error(run("--merge", path))
+        self.assertEqual(err, "shmcfg-import: %s:6: a.y: alias of a.x must have its type int\n"
+                         % path)
+        src = self.write("s.py", "from torch.utils._config_module import Config\n"
+                         "y: str = Config(alias=\"a.x\")\n")
+        target = self.write("t.yaml", "format: 1\noptions:\n  a.x:\n    type: int\n")
+        err = self.one_line_error(run("--module", "s", src, "--merge", target))
+        self.assertEqual(err, "shmcfg-import: %s:2: s.y: alias of a.x must have its type int\n"
+                         % src)
+
+    def test_refused_option_is_skipped(self):
+        """An option the library would not declare is skipped with its reason."""
+        path = self.write("r.py", "from torch.utils._config_module import Config\n"
+                          "r: int = Config(default=5, min=7)\n"
+                          "k: str = Config(default=\"x\", justknob=\"kk\")\n"
+                          "ok = 1\n")
+        doc, err = options_json(self, "--module", "m", path)
+        self.assertEqual(err.splitlines(), [
+            "skipped m.r (%s:2): default: value 5 is below the minimum 7" % path,
+            "skipped m.k (%s:3): a knob needs a bool or int option" % path])
+        self.assertEqual([o["name"] for o in doc["options"]], ["m.ok"])
+        self.assertEqual(run("--strict", "--module", "m", path).returncode, 1)
+
+    def test_references_to_other_inputs(self):
+        """A schema file may alias and imply options it does not declare (those
+        of another input): they are read as written, with a warning."""
+        text = ("# shmcfg schema (format 1)\n"
+                "# Generated by tools/shmcfg-import from x/r.yaml; do not edit.\n"
+                "format: 1\noptions:\n"
+                "  a.s:\n    type: str\n    nullable: true\n    alias: other.s\n"
+                "  a.l:\n    type: list\n    alias: other.l\n"
+                "  a.imp:\n    type: bool\n    default: false\n"
+                "    implies: {x.f: 2.5, x.s: \"q\", x.b: true, x.l: [\"a\", \"b\"], "
+                "x.n: null, a.t: 3}\n"
+                "  a.t:\n    type: int\n    default: 1\n")
+        path = self.write("r.yaml", text)
+        doc, err = options_json(self, "--merge", path)
+        self.assertIn("warning: a.s: alias target other.s is not in the schema", err)
+        by = by_name(doc)
+        self.assertEqual(by["a.s"], {"name": "a.s", "type": "str", "nullable": True,
+                                     "alias": "other.s"})
+        self.assertEqual(by["a.l"]["alias"], "other.l")
+        self.assertEqual(by["a.imp"]["implies"], {"x.f": 2.5, "x.s": "q", "x.b": True,
+                                                  "x.l": ["a", "b"], "x.n": None, "a.t": 3})
+        p = run_ok(self, "--merge", path)
+        self.assertEqual(p.stdout.split(b"\n", 2)[2], text.encode().split(b"\n", 2)[2])
 
 
 class ErrorTest(unittest.TestCase):

@@ -101,6 +101,15 @@ class OptInfo(ctypes.Structure):
                 ("n_implies", c_size_t)]
 
 
+class OptDef(ctypes.Structure):
+    """struct shmcfg_optdef (texts in the syntax of shmcfg_value_parse())"""
+    _fields_ = [("name", c_char_p), ("type", c_int), ("flags", c_uint), ("def_", c_char_p),
+                ("doc", c_char_p), ("env_default", c_char_p), ("env_force", c_char_p),
+                ("knob", c_char_p), ("alias", c_char_p), ("implies", c_char_p),
+                ("min", c_char_p), ("max", c_char_p), ("choices", c_char_p),
+                ("deprecated", c_char_p)]
+
+
 class CreateOpts(ctypes.Structure):
     """struct shmcfg_create_opts"""
     _fields_ = [("slots", c_uint32), ("readers", c_uint32), ("heap_bytes", c_uint64),
@@ -139,8 +148,8 @@ class Info(ctypes.Structure):
 
 
 # Sizes and offsets on LP64 (x86-64, aarch64), checked against the header.
-EXPECTED_SIZES = {"Value": 48, "OptInfo": 288, "CreateOpts": 40, "AttachOpts": 24,
-                  "View": 2088, "Commit": 112, "Info": 2168}
+EXPECTED_SIZES = {"Value": 48, "OptInfo": 288, "OptDef": 104, "CreateOpts": 40,
+                  "AttachOpts": 24, "View": 2088, "Commit": 112, "Info": 2168}
 
 
 def _candidates():
@@ -199,6 +208,8 @@ schema_load = _fn("shmcfg_schema_load", c_int, c_char_p, POINTER(c_void_p))
 schema_load_text = _fn("shmcfg_schema_load_text", c_int, c_char_p, c_size_t, c_char_p,
                        POINTER(c_void_p))
 schema_free = _fn("shmcfg_schema_free", c_void_p, c_void_p)
+schema_new = _fn("shmcfg_schema_new", c_int, POINTER(c_void_p))
+schema_add = _fn("shmcfg_schema_add", c_int, c_void_p, POINTER(OptDef))
 create = _fn("shmcfg_create", c_int, c_char_p, c_void_p, POINTER(CreateOpts), POINTER(_H))
 attach = _fn("shmcfg_attach", c_int, c_char_p, c_uint, c_void_p, POINTER(_H))
 attach_with = _fn("shmcfg_attach_with", c_int, c_char_p, POINTER(AttachOpts), POINTER(_H))
@@ -212,6 +223,8 @@ readonly = _fn("shmcfg_readonly", c_bool, _H)
 schema_hash = _fn("shmcfg_schema_hash", None, _H, POINTER(c_uint8 * 16))
 lookup = _fn("shmcfg_lookup", c_int, _H, c_char_p, POINTER(c_uint32))
 opt_info = _fn("shmcfg_opt_info", c_int, _H, c_uint32, POINTER(OptInfo))
+opt_implies = _fn("shmcfg_opt_implies", c_int, _H, c_uint32, c_size_t, POINTER(c_uint32),
+                  POINTER(Value))
 get_slow = _fn("shmcfg__get_slow", c_int, _H, c_uint32, c_int, POINTER(c_uint64))
 get = _fn("shmcfg_get", c_int, _H, c_uint32, POINTER(Value))
 config_hash = _fn("shmcfg_config_hash", c_uint64, _H, POINTER(c_uint8 * 16))

@@ -1,12 +1,19 @@
 /*
- * Declarations shared by the benchmark (bench.c) and its helpers: the -fPIC
- * shared library (plainlib.c, rcu_*.c built with BENCH_SO) and the liburcu
- * read sides built into the executable (rcu_*.c without BENCH_SO).
+ * Declarations shared by the benchmark's files (bench_*.c, one concern each:
+ * see bench_main.c) and its helpers: the -fPIC shared library (plainlib.c,
+ * rcu_*.c built with BENCH_SO) and the liburcu read sides built into the
+ * executable (rcu_*.c without BENCH_SO).
  */
 #ifndef SHMCFG_BENCH_H
 #define SHMCFG_BENCH_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "shmcfg.h"
 
 /* A compiler barrier: every value the loop reads must be loaded again. */
 #define BENCH_BARRIER() __asm__ __volatile__("" ::: "memory")
@@ -39,5 +46,163 @@ BENCH_RCU_DECL(bpcall)
 BENCH_RCU_DECL(memb)
 BENCH_RCU_DECL(mb)
 #undef BENCH_RCU_DECL
+
+/* liburcu: whether the read sides run with sys_membarrier (a compiler
+ * barrier) or with full fences */
+extern int urcu_bp_has_sys_membarrier;
+extern int urcu_memb_has_sys_membarrier;
+
+/* ------------------------------------------------------------------ */
+/* bench_main.c: settings (the command line), the targets, main()     */
+/* ------------------------------------------------------------------ */
+
+enum {
+	SEC_HOT = 1 << 0,
+	SEC_SCALE = 1 << 1,
+	SEC_COMMIT = 1 << 2,
+	SEC_GROWTH = 1 << 3,
+	SEC_ALL = 0xf,
+};
+
+struct bench_settings {
+	int repeats;        /* hot-read rounds */
+	double repeat_ms;   /* target time of one loop of one candidate */
+	double proc_s;      /* duration of each multi-process phase */
+	int vis_commits;    /* commits timed for visibility */
+	unsigned sections;
+	bool quick;
+};
+extern struct bench_settings opt;
+
+/* ------------------------------------------------------------------ */
+/* bench_util.c: timing, output, statistics, segments, processes      */
+/* ------------------------------------------------------------------ */
+
+extern volatile uint64_t sink; /* every loop's result ends here */
+extern int failures;           /* broken reads: exit status */
+extern pid_t main_pid;
+
+/* CLOCK_MONOTONIC in ns; inline, as timed code calls it (a commit's time,
+ * and its instruction count under callgrind, include two of these) */
+static inline double now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+__attribute__((noreturn, format(printf, 1, 2))) void die(const char *fmt, ...);
+
+#define CHECK(call)                                                                        \
+	do {                                                                               \
+		int r_ = (call);                                                           \
+		if (r_ < 0)                                                                \
+			die("%s:%d: %s: %s (%s)", __FILE__, __LINE__, #call, shmcfg_strerror(r_), \
+			    shmcfg_errdetail());                                           \
+	} while (0)
+
+void fail(const char *what);
+
+/* Durations, rates, sizes and ranges as text, in a buffer of the call's */
+const char *fmt_time(char *buf, size_t len, double ns);
+const char *fmt_rate(char *buf, size_t len, double per_s);
+const char *fmt_bytes(char *buf, size_t len, double b);
+const char *fmt_spread(char *buf, size_t len, double lo, double hi);
+#define T(ns) fmt_time((char[24]){0}, 24, (ns))
+#define RATE(x) fmt_rate((char[24]){0}, 24, (x))
+#define BYTES(x) fmt_bytes((char[24]){0}, 24, (x))
+#define SPREAD(lo, hi) fmt_spread((char[32]){0}, 32, (lo), (hi))
+
+/* Order statistics of a sample (sorted in place). */
+struct stats {
+	double med, min, max, q1, q3, p90, p99;
+	int n;
+};
+struct stats stats_of(double *v, int n);
+
+void seg_name(char *buf, size_t len, const char *what);
+void unlink_segments(void);
+void on_signal(int sig);
+void *shared_alloc(size_t len);
+void wait_child(pid_t pid);
+void sleep_ns(double ns);
+
+/* ------------------------------------------------------------------ */
+/* bench_read.c: the things read, the read loops, 1. hot reads        */
+/* ------------------------------------------------------------------ */
+
+#define VALUE 42 /* what every hot read reads */
+
+extern int64_t g_plain;
+extern shmcfg *g_h;        /* the hot-read segment */
+extern shmcfg_opt g_opt_x; /* bench.x, from shmcfg_lookup() */
+extern char g_hot_name[64];
+
+struct cand {
+	const char *key;   /* short id (callgrind, scaling) */
+	const char *label;
+	uint64_t (*loop)(long n);
+	uint64_t expect;   /* value per read, 0: do not check */
+	const char *group; /* a heading printed before the first of a group */
+	long n;            /* reads per timed loop */
+	double *samples;   /* ns per read, one per round */
+	double *ratios;    /* per round: ns per read / the bracketing plain loads' */
+	struct stats st, rt;
+	double ir;         /* callgrind instructions per read */
+};
+extern struct cand cands[];
+extern const int ncands;
+struct cand *cand(const char *key);
+
+void hot_setup_all(void);
+void teardown_competitors(void);
+void run_hot(void);
+
+/* ------------------------------------------------------------------ */
+/* bench_scale.c: 2. scaling (threads, processes)                     */
+/* ------------------------------------------------------------------ */
+
+/* per read of scale_keys[] (0 the plain load, 2 inline, 3 the accessor):
+ * 2-thread rate / 1-thread rate, and that ratio / the plain load's, medians */
+extern double scale_ratio[], scale_rel[];
+void run_scaling(void);
+
+/* ------------------------------------------------------------------ */
+/* bench_commit.c: schemas of N options, 3. commits and visibility    */
+/* ------------------------------------------------------------------ */
+
+void opt_name(char *buf, size_t len, uint32_t i);
+shmcfg_schema *schema_of(uint32_t n);
+double timed_commit(shmcfg *h, uint32_t k, int64_t value);
+
+struct vis_result {
+	struct stats poll, poll_ret, wake, wake_ret, commit;
+	int missed_poll, missed_wake;
+};
+/* poller alone, waiter alone, both at once */
+extern struct vis_result vis_res[3];
+void run_commits(void);
+
+/* ------------------------------------------------------------------ */
+/* bench_growth.c: 4. growth (10, 1,000, 100,000 options)             */
+/* ------------------------------------------------------------------ */
+
+struct growth {
+	uint32_t n;
+	double build_ns, create_ns;
+	struct stats attach, lookup, touch, commit;
+	double bytes;
+};
+extern struct growth growth[3];
+extern double g_miss_ns[3]; /* 1, 4 and 16 MiB */
+__attribute__((noinline)) uint64_t lookup_loop(shmcfg *h, char **names, const uint32_t *idx,
+					       long m);
+void run_growth(void);
+
+/* ------------------------------------------------------------------ */
+/* bench_callgrind.c: instructions per read (--callgrind)             */
+/* ------------------------------------------------------------------ */
+
+int callgrind_child(void);
+int run_callgrind(const char *self);
 
 #endif
