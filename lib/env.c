@@ -26,9 +26,9 @@ int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env)
 		struct {
 			struct sref list;
 			uint32_t n;
-			int layer;
-		} lists[2] = {{d->env_default, d->n_env_default, SHMCFG_SRC_ENV_DEFAULT - 1},
-			      {d->env_force, d->n_env_force, SHMCFG_SRC_ENV_FORCE - 1}};
+			enum layer layer;
+		} lists[2] = {{d->env_default, d->n_env_default, LAYER_ENV_DEFAULT},
+			      {d->env_force, d->n_env_force, LAYER_ENV_FORCE}};
 		for (int k = 0; k < 2 && !r; k++) {
 			const char *var = sstr(h, lists[k].list);
 			for (uint32_t j = 0; j < lists[k].n; j++, var += strlen(var) + 1) {

@@ -62,7 +62,26 @@
 #define LOCK_WRITER_BYTE 0
 #define LOCK_ENTRY_BYTE(i) ((off_t)1 + (off_t)(i))
 
-#define NLAYERS 4 /* knob, env_default, user, env_force: source - 1 */
+/* The layers a slot stores for each option, lowest precedence first. They
+ * are the sources SHMCFG_SRC_KNOB..SHMCFG_SRC_ENV_FORCE; layer_of() and
+ * source_of() convert, so that no code does arithmetic on sources. */
+enum layer { LAYER_KNOB, LAYER_ENV_DEFAULT, LAYER_USER, LAYER_ENV_FORCE, NLAYERS };
+_Static_assert(SHMCFG_SRC_ENV_DEFAULT == SHMCFG_SRC_KNOB + LAYER_ENV_DEFAULT &&
+		       SHMCFG_SRC_USER == SHMCFG_SRC_KNOB + LAYER_USER &&
+		       SHMCFG_SRC_ENV_FORCE == SHMCFG_SRC_KNOB + LAYER_ENV_FORCE,
+	       "stored sources are consecutive");
+static inline enum layer layer_of(shmcfg_source s)
+{
+	return (enum layer)(s - SHMCFG_SRC_KNOB);
+}
+static inline shmcfg_source source_of(enum layer l)
+{
+	return (shmcfg_source)(SHMCFG_SRC_KNOB + l);
+}
+static inline bool source_is_stored(shmcfg_source s)
+{
+	return s >= SHMCFG_SRC_KNOB && s <= SHMCFG_SRC_ENV_FORCE;
+}
 
 /* cell meta bits (see struct shmcfg__cell in shmcfg.h) */
 #define META_TYPE(m) ((unsigned)((m)&0xff))
@@ -368,6 +387,9 @@ int shmcfg__schema_validate(shmcfg *h, bool deep, void (*fn)(const char *, void 
 
 /* options.c: options of an attached segment */
 int shmcfg__value_check(const shmcfg *h, shmcfg_opt opt, const shmcfg_value *v);
+int shmcfg__target_of(const shmcfg *h, shmcfg_opt opt, shmcfg_opt *final);
+int shmcfg__prepare_value(const shmcfg *h, shmcfg_opt final, const shmcfg_value *v, shmcfg_value *out);
+int shmcfg__parse_for(const shmcfg *h, shmcfg_opt opt, const char *text, shmcfg_value *out);
 void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt);
 
 /* objects.c: /dev/shm objects, trust, the lock object, removal */
@@ -409,19 +431,19 @@ extern pid_t shmcfg__self_pid;
 /* txn.c: transactions */
 struct change {
 	shmcfg_opt opt;   /* final alias target */
-	int layer;        /* 0 knob, 1 env_default, 2 user, 3 env_force */
+	enum layer layer;
 	bool reset;
 	shmcfg_value v;   /* owned */
 };
 struct shmcfg_txn {
 	shmcfg *h;
-	int layer;
+	enum layer layer;   /* what shmcfg_txn_set() writes */
 	struct change *ch;
 	size_t n, cap;
 	int err;            /* the first refused change: the commit fails with it */
 	char *err_detail;   /* ... and its detail */
 };
-int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, int layer, const shmcfg_value *v);
+int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const shmcfg_value *v);
 
 /* resolve.c: building a slot's layers and effective values */
 struct build {

@@ -120,3 +120,58 @@ void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt)
 		return;
 	shmcfg__log(SHMCFG_LOG_WARNING, "%s is deprecated: %s", sstr(h, d->name), sstr(h, d->deprecated));
 }
+
+/*
+ * What every write of an option starts with (transactions and patches): the
+ * handle in range, a deprecation warning, and the alias's final target, which
+ * is what is written.
+ */
+int shmcfg__target_of(const shmcfg *h, shmcfg_opt opt, shmcfg_opt *final)
+{
+	if (opt >= h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	shmcfg__warn_deprecated(h, opt);
+	*final = h->desc[opt].alias_final;
+	return 0;
+}
+
+/*
+ * The one preparation of a value for a layer, for transactions and patches:
+ * checked against the option (type, null, range, choices, a list's shape),
+ * copied, an int given to a float option made a float, a set made canonical
+ * (sorted, unique). *out is the caller's to clear.
+ */
+int shmcfg__prepare_value(const shmcfg *h, shmcfg_opt final, const shmcfg_value *v, shmcfg_value *out)
+{
+	int r = shmcfg__value_check(h, final, v);
+	if (r)
+		return r;
+	if (!shmcfg__list_ok(v))
+		return shmcfg__err(SHMCFG_E_PARSE, "%s: malformed list value (count %zu, %zu bytes)",
+				   sstr(h, h->desc[final].name), v->u.list.count, v->u.list.bytes);
+	if ((r = shmcfg__value_copy(v, out)))
+		return r;
+	if (!out->is_null && out->type == SHMCFG_INT && h->desc[final].type == SHMCFG_FLOAT)
+		out->u.f = (double)v->u.i;
+	if (!out->is_null && out->type == SHMCFG_SET && (r = shmcfg__canon_set(out))) {
+		shmcfg_value_clear(out);
+		return r;
+	}
+	out->type = h->desc[final].type;
+	return 0;
+}
+
+/* Text for an option (its final target's type), a parse error naming it. */
+int shmcfg__parse_for(const shmcfg *h, shmcfg_opt opt, const char *text, shmcfg_value *out)
+{
+	if (opt >= h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	const struct opt_desc *d = &h->desc[h->desc[opt].alias_final];
+	int r = shmcfg_value_parse(d->type, d->flags & SHMCFG_F_NULLABLE, text, out);
+	if (r == SHMCFG_E_PARSE) {
+		char why[400];
+		snprintf(why, sizeof why, "%s", shmcfg_errdetail());
+		r = shmcfg__err(r, "%s: %s", sstr(h, h->desc[opt].name), why);
+	}
+	return r;
+}

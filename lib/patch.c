@@ -255,26 +255,8 @@ static int frame_put(struct pframe *f, shmcfg_opt opt, shmcfg_value *v)
 static int prepare(shmcfg *h, shmcfg_opt opt, const shmcfg_value *v, shmcfg_opt *final,
 		   shmcfg_value *out)
 {
-	if (opt >= h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
-	shmcfg__warn_deprecated(h, opt);
-	*final = h->desc[opt].alias_final;
-	int r = shmcfg__value_check(h, *final, v);
-	if (!r && !shmcfg__list_ok(v))
-		r = shmcfg__err(SHMCFG_E_PARSE, "%s: malformed list value (count %zu, %zu bytes)",
-				sstr(h, h->desc[*final].name), v->u.list.count, v->u.list.bytes);
-	if (!r)
-		r = shmcfg__value_copy(v, out);
-	if (r)
-		return r;
-	if (!out->is_null && out->type == SHMCFG_INT && h->desc[*final].type == SHMCFG_FLOAT)
-		out->u.f = (double)v->u.i;
-	if (!out->is_null && out->type == SHMCFG_SET && (r = shmcfg__canon_set(out))) {
-		shmcfg_value_clear(out);
-		return r;
-	}
-	out->type = h->desc[*final].type;
-	return 0;
+	int r = shmcfg__target_of(h, opt, final);
+	return r ? r : shmcfg__prepare_value(h, *final, v, out);
 }
 
 int shmcfg_patch_set(shmcfg *h, shmcfg_opt opt, const shmcfg_value *v)
@@ -330,11 +312,8 @@ int shmcfg_patch_set_text(shmcfg *h, shmcfg_opt opt, const char *text)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && text, -EINVAL);
-	if (opt >= h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
-	const struct opt_desc *d = &h->desc[h->desc[opt].alias_final];
 	shmcfg_value v;
-	int r = shmcfg_value_parse(d->type, d->flags & SHMCFG_F_NULLABLE, text, &v);
+	int r = shmcfg__parse_for(h, opt, text, &v);
 	if (r)
 		return r;
 	r = shmcfg_patch_set(h, opt, &v);

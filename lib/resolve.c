@@ -67,7 +67,7 @@ int shmcfg__build_layers(struct build *b, const struct change *ch, size_t nch)
 	const char *old_heap = b->old_slot ? slot_heap(h, b->old_slot) : NULL;
 	size_t k = 0;
 	for (uint32_t i = 0; i < h->lay.nopts; i++) {
-		for (int l = 0; l < NLAYERS; l++) {
+		for (enum layer l = 0; l < NLAYERS; l++) {
 			size_t idx = (size_t)i * NLAYERS + l;
 			struct shmcfg__cell *out = &b->layers[idx];
 			int r = 0;
@@ -75,7 +75,7 @@ int shmcfg__build_layers(struct build *b, const struct change *ch, size_t nch)
 				if (ch[k].reset)
 					*out = (struct shmcfg__cell){.meta = h->desc[i].type | META_NULL};
 				else
-					r = put_cell(b, i, &ch[k].v, META_SET | (uint64_t)(l + 1) << META_SRC_SHIFT, out);
+					r = put_cell(b, i, &ch[k].v, META_SET | (uint64_t)source_of((enum layer)l) << META_SRC_SHIFT, out);
 				k++;
 			} else if (old && (old[idx].meta & META_SET))
 				r = copy_cell(b, i, &old[idx], old_heap, out);
@@ -128,7 +128,7 @@ int shmcfg__resolve(struct build *b)
 						      h->strings_size, &v);
 			r = put_cell(b, i, &v, (uint64_t)SHMCFG_SRC_IMPLIED << META_SRC_SHIFT, out);
 		} else {
-			int l = NLAYERS - 1;
+			int l = LAYER_ENV_FORCE; /* the highest stored layer that is set */
 			while (l >= 0 && !(b->layers[(size_t)i * NLAYERS + l].meta & META_SET))
 				l--;
 			if (l >= 0) {
@@ -213,7 +213,7 @@ int shmcfg__resolve_patched(shmcfg *h, char *copy, uint64_t heap_cap, const shmc
 	uint64_t src = (uint64_t)SHMCFG_SRC_PATCH << META_SRC_SHIFT;
 	for (size_t k = 0; !r && k < n; k++)
 		r = put_cell(&b, opts[k], &vals[k], META_SET | src,
-			     resolve_all ? &b.layers[(size_t)opts[k] * NLAYERS + SHMCFG_SRC_USER - 1]
+			     resolve_all ? &b.layers[(size_t)opts[k] * NLAYERS + LAYER_USER]
 					 : &b.cells[opts[k]]);
 	if (!r && resolve_all)
 		r = shmcfg__resolve(&b);

@@ -47,9 +47,9 @@ int shmcfg_snapshot_layer(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_so
 		ret->source = SHMCFG_SRC_DEFAULT;
 		return r;
 	}
-	if (layer < SHMCFG_SRC_KNOB || layer > SHMCFG_SRC_ENV_FORCE)
+	if (!source_is_stored(layer))
 		return shmcfg__err(SHMCFG_E_LAYER, "layer %s is not stored", shmcfg_source_name(layer));
-	const struct shmcfg__cell *c = slot_layers(h, snap->slot) + (size_t)opt * NLAYERS + (layer - 1);
+	const struct shmcfg__cell *c = slot_layers(h, snap->slot) + (size_t)opt * NLAYERS + layer_of(layer);
 	if (!(c->meta & META_SET))
 		return 1;
 	int r = shmcfg__value_from_cell(c, slot_heap(h, snap->slot), h->lay.heap_size, ret);

@@ -39,7 +39,7 @@ int shmcfg_txn_begin(shmcfg *h, shmcfg_txn **ret)
 	if (!t)
 		return -ENOMEM;
 	t->h = h;
-	t->layer = SHMCFG_SRC_USER - 1;
+	t->layer = LAYER_USER;
 	*ret = t;
 	return 0;
 }
@@ -63,12 +63,12 @@ int shmcfg_txn_layer(shmcfg_txn *t, shmcfg_source layer)
 	if (layer != SHMCFG_SRC_USER && layer != SHMCFG_SRC_KNOB) /* the sets would go elsewhere */
 		return txn_refuse(t, shmcfg__err(-EINVAL, "transactions write the user or the knob layer, not %s",
 						 shmcfg_source_name(layer)));
-	t->layer = layer - 1;
+	t->layer = layer_of(layer);
 	return 0;
 }
 
 /* Record a change; any earlier change of the same option and layer goes. */
-static int txn_put(shmcfg_txn *t, shmcfg_opt opt, int layer, bool reset, shmcfg_value *v)
+static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, shmcfg_value *v)
 {
 	for (size_t i = 0; i < t->n; i++)
 		if (t->ch[i].opt == opt && t->ch[i].layer == layer) {
@@ -89,42 +89,23 @@ static int txn_put(shmcfg_txn *t, shmcfg_opt opt, int layer, bool reset, shmcfg_
 	return 0;
 }
 
-static int target_of(shmcfg_txn *t, shmcfg_opt opt, int layer, shmcfg_opt *final)
+/* The option a change writes (an alias's final target), on a layer it has. */
+static int target_of(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, shmcfg_opt *final)
 {
-	shmcfg *h = t->h;
-	if (opt >= h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
-	shmcfg__warn_deprecated(h, opt);
-	*final = h->desc[opt].alias_final;
-	const struct opt_desc *d = &h->desc[*final];
-	if (layer == SHMCFG_SRC_KNOB - 1 && !(d->flags & DESC_F_HAS_KNOB))
-		return shmcfg__err(SHMCFG_E_LAYER, "%s: option declares no knob", sstr(h, d->name));
-	return 0;
+	int r = shmcfg__target_of(t->h, opt, final);
+	const struct opt_desc *d = r ? NULL : &t->h->desc[*final];
+	if (!r && layer == LAYER_KNOB && !(d->flags & DESC_F_HAS_KNOB))
+		r = shmcfg__err(SHMCFG_E_LAYER, "%s: option declares no knob", sstr(t->h, d->name));
+	return r;
 }
 
-int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, int layer, const shmcfg_value *v)
+int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const shmcfg_value *v)
 {
 	shmcfg_opt f;
-	int r = target_of(t, opt, layer, &f);
-	if (r)
-		return r;
 	shmcfg_value c;
-	if ((r = shmcfg__value_check(t->h, f, v)))
+	int r = target_of(t, opt, layer, &f);
+	if (r || (r = shmcfg__prepare_value(t->h, f, v, &c)))
 		return r;
-	if (!shmcfg__list_ok(v))
-		return shmcfg__err(SHMCFG_E_PARSE, "%s: malformed list value (count %zu, %zu bytes)",
-				   sstr(t->h, t->h->desc[f].name), v->u.list.count, v->u.list.bytes);
-	if ((r = shmcfg__value_copy(v, &c)))
-		return r;
-	if (!c.is_null && c.type == SHMCFG_INT && t->h->desc[f].type == SHMCFG_FLOAT) {
-		c.type = SHMCFG_FLOAT;
-		c.u.f = (double)v->u.i;
-	}
-	if (!c.is_null && c.type == SHMCFG_SET && (r = shmcfg__canon_set(&c))) {
-		shmcfg_value_clear(&c);
-		return r;
-	}
-	c.type = t->h->desc[f].type;
 	if ((r = txn_put(t, f, layer, false, &c)))
 		shmcfg_value_clear(&c);
 	return r;
@@ -141,16 +122,8 @@ int shmcfg_txn_set_text(shmcfg_txn *t, shmcfg_opt opt, const char *text)
 {
 	SHMCFG_API_ENTRY;
 	txn_assert_return(t, t && text);
-	if (opt >= t->h->lay.nopts)
-		return txn_refuse(t, shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt));
-	const struct opt_desc *d = &t->h->desc[t->h->desc[opt].alias_final];
 	shmcfg_value v;
-	int r = shmcfg_value_parse(d->type, d->flags & SHMCFG_F_NULLABLE, text, &v);
-	if (r == SHMCFG_E_PARSE) {
-		char why[400];
-		snprintf(why, sizeof why, "%s", shmcfg_errdetail());
-		r = shmcfg__err(r, "%s: %s", sstr(t->h, t->h->desc[opt].name), why);
-	}
+	int r = shmcfg__parse_for(t->h, opt, text, &v);
 	if (r)
 		return txn_refuse(t, r);
 	r = shmcfg_txn_set(t, opt, &v); /* poisons t itself */
