@@ -143,6 +143,20 @@ def main():
                 long_files.append("lib/%s: %d lines" % (name, n))
     results.append(("no file of lib/ is over %d lines" % LIMIT, not long_files, long_files))
 
+    design = open(os.path.join(src, "doc", "design.md")).read()
+    missing = ["lib/%s" % n for n in sorted(os.listdir(libdir))
+               if (n.endswith(".c") or n.endswith(".h")) and "`lib/%s`" % n not in design]
+    results.append(("doc/design.md's file table names every lib file", not missing, missing))
+
+    # the layering: a file uses only files above it in design.md's table
+    order = {}
+    for m in re.finditer(r"`lib/([a-z_]+)\.c`", design[design.find("## Files"):]):
+        order.setdefault(m.group(1), len(order))
+    upward = ["%s.c uses %s.c (%s), which the table lists below it" % (a, b, ", ".join(sorted(why[(a, b)])[:3]))
+              for a in sorted(graph) for b in sorted(graph[a])
+              if a in order and b in order and order[b] > order[a]]
+    results.append(("each lib file uses only the files above it in doc/design.md's table", not upward, upward))
+
     print("1..%d" % len(results))
     bad = 0
     for i, (what, ok, lines) in enumerate(results, 1):
