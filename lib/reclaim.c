@@ -177,7 +177,7 @@ int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret
 static void unpin_free(struct pview *pv)
 {
 	shmcfg *h = pv->snap.h;
-	/* release: our reads of the slot happen before a writer sees it free */
+	/* (H) release: our reads of the slot happen before a writer sees it free */
 	__atomic_store_n(&reader_at(h, (uint32_t)h->reader)->pins[pv->snap.pin], 0,
 			 __ATOMIC_RELEASE);
 	h->retired--;
@@ -273,7 +273,7 @@ static int pin_current(shmcfg *h, struct pview *pv)
 		if (s >= h->lay.nslots)
 			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, s);
 		const struct slot_hdr *sl = slot_at(h, s);
-		__atomic_store_n(&e->pins[pin], cur_gen(cur), __ATOMIC_SEQ_CST);
+		__atomic_store_n(&e->pins[pin], cur_gen(cur), __ATOMIC_SEQ_CST); /* (G) */
 		if (__atomic_load_n(&sl->gen, __ATOMIC_SEQ_CST) == cur_gen(cur)) {
 			pv->snap = (struct shmcfg_snapshot){h, cur_gen(cur), (const char *)sl, false, pin};
 			return 0;
@@ -343,7 +343,7 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 			 * stamp after our increment, so either it sees us active (and
 			 * leaves the slot) or we see its mark (and replace the view).
 			 */
-			__atomic_fetch_add(&e->active, 1, __ATOMIC_SEQ_CST);
+			__atomic_fetch_add(&e->active, 1, __ATOMIC_SEQ_CST); /* (G) */
 			if (__atomic_load_n(&((const struct slot_hdr *)pv->snap.slot)->gen, __ATOMIC_SEQ_CST) ==
 			    pv->snap.gen) {
 				*ret = &pv->snap;
@@ -390,7 +390,7 @@ void shmcfg_snapshot_release(shmcfg_snapshot *snap)
 		return;
 	}
 	/* release: our reads of the slot happen before a writer sees us idle */
-	__atomic_fetch_sub(&reader_at(snap->h, (uint32_t)snap->h->reader)->active, 1, __ATOMIC_RELEASE);
+	__atomic_fetch_sub(&reader_at(snap->h, (uint32_t)snap->h->reader)->active, 1, __ATOMIC_RELEASE); /* (H) */
 	read_unlock();
 }
 
