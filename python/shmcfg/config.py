@@ -14,7 +14,7 @@ import unittest
 import warnings
 
 from . import _lib as _L
-from .canon import _canon, _u32
+from . import canon
 from .errors import Error, OptionValueError, UnknownOptionError, _error, _opt_error, _unknown
 from .values import _convert, _py_literal, _to_json, _typename
 
@@ -262,8 +262,9 @@ class ConfigModule(types.ModuleType):
     def get_hash(self):
         """A 16-byte digest of this module's options that are not hash-ignored
         (aliases left out), as the calling thread sees them (its patches
-        included): BLAKE2b-128 over the library's canonical encoding, keyed by
-        the module's name. Equal in every process that sees the same values."""
+        included): BLAKE2b-128 over the library's canonical encoding
+        (shmcfg.canon.module_encoding()), headed by the module's name. Equal
+        in every process that sees the same values."""
         d = self.__dict__
         seg = d["_shmcfg_seg"]
         patched = seg._patched_here()
@@ -273,15 +274,8 @@ class ConfigModule(types.ModuleType):
             c = seg._hashcache.get(key)
             if c is not None and c[0] == g:
                 return c[1]
-        items = self._items(lambda o: o.flags & _L.F_HASH_IGNORED)
-        items.sort(key=lambda it: it[0].encode("utf-8"))
-        g, vals = seg._snapshot([o for _, o in items])
-        name = key.encode("utf-8")
-        buf = [b"shmcfg module hash v1\n", _u32(len(name)), name]
-        for (rel, o), v in zip(items, vals):
-            b = rel.encode("utf-8")
-            buf += (_u32(len(b)), b, _canon(o.kind, v))
-        digest = hashlib.blake2b(b"".join(buf), digest_size=16).digest()
+        g, items = _hashed_values(self)
+        digest = hashlib.blake2b(canon.module_encoding(key, items), digest_size=16).digest()
         if not patched:
             seg._hashcache[key] = (g, digest)
         return digest
@@ -385,6 +379,16 @@ class SubConfigProxy:
 
 
 _RESERVED = set(dir(ConfigModule)) | set(_MODULE_ATTRS) | {"__dict__"}
+
+
+def _hashed_values(m):
+    """The generation and the (relative name, type, value) of the hashed
+    options of module m (canon.hashed()), as the calling thread sees them:
+    what get_hash() encodes (and, for module "", what the config hash of
+    the segment encodes)."""
+    items = m._items(lambda o: not canon.hashed(o))
+    g, vals = m.__dict__["_shmcfg_seg"]._snapshot([o for _, o in items])
+    return g, [(rel, o.kind, v) for (rel, o), v in zip(items, vals)]
 
 
 def _make_module(seg, name):
