@@ -22,14 +22,18 @@ if __name__ == "__main__" and os.environ.get("SHMCFG_SANITIZERS"):
     sys.exit(77)
 
 import ctypes
+import ctypes.util
 import errno
+import hashlib
 import json
+import math
 import multiprocessing
 import os
 import pickle
 import pwd
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -54,6 +58,7 @@ os.environ["PYTHONPATH"] = PYDIR + os.pathsep + os.environ.get("PYTHONPATH", "")
 
 import shmcfg  # noqa: E402
 from shmcfg import _lib  # noqa: E402
+from shmcfg import canon, config as configmod  # noqa: E402
 
 SHMCTL = os.path.join(BUILDDIR, "tools", "shmctl")
 if not (os.path.isfile(SHMCTL) and os.access(SHMCTL, os.X_OK)):
@@ -794,6 +799,22 @@ class TestHashSaveLoad(SegTest):
         del m.steps
         self.assertEqual(m.get_hash(), h0)  # a function of the values only
 
+    def test_get_hash_encoding(self):
+        # BLAKE2b-128 of canon's module framing of the records that
+        # TestCanonicalEncoding proves equal to the library's
+        seg, m = self.app()
+        m.names = {"z", "\u00e9", "a"}
+        m.ratio = -0.0
+        _, items = configmod._hashed_values(m)
+        self.assertEqual(m.get_hash(), hashlib.blake2b(
+            canon.module_encoding("app.config", items), digest_size=16).digest())
+        # golden values (of SCHEMA's defaults): a change of the encoding or
+        # of its framing would change every get_hash() between releases
+        seg2, m2 = self.app()
+        self.assertEqual(m2.get_hash().hex(), "497899d1229286ff83295ccd494a312d")
+        self.assertEqual(seg2.module("other.config").get_hash().hex(),
+                         "9345b878e491804ff73fa813184cda59")
+
     def test_hash_equal_across_processes(self):
         seg, m = self.app()
         m.steps = 123
@@ -934,6 +955,229 @@ class TestHashSaveLoad(SegTest):
             self.assertFalse(m._is_default("steps"))
         with self.assertRaises(KeyError):
             m._is_default("nope")
+
+
+# ---------------------------------------------------------------------------
+# The canonical encoding: the binding's equals lib/hash.c's
+# ---------------------------------------------------------------------------
+
+
+class _XXH128(ctypes.Structure):
+    _fields_ = [("low64", ctypes.c_uint64), ("high64", ctypes.c_uint64)]
+
+
+def _load_xxh3_128():
+    """XXH3-128 (canonical form: big-endian high64 then low64) from libxxhash,
+    which libshmcfg links; None if it cannot be loaded."""
+    for cand in ("libxxhash.so.0", ctypes.util.find_library("xxhash")):
+        if not cand:
+            continue
+        try:
+            f = ctypes.CDLL(cand).XXH3_128bits
+        except (OSError, AttributeError):
+            continue
+        f.restype = _XXH128
+        f.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+
+        def xxh3_128(data, f=f):
+            h = f(data, len(data))
+            return struct.pack(">QQ", h.high64, h.low64)
+        return xxh3_128
+    return None
+
+
+XXH3_128 = _load_xxh3_128()
+
+# Every type and its edge values (more are committed by the test), names
+# declared out of bytewise order, an alias and a hash-ignored option.
+CANON_SCHEMA = """\
+format: 1
+options:
+  z.set.items:
+    type: set
+    default: ["y", "é", "x", "", "X", "€😀"]
+  z.set.empty:
+    type: set
+    default: []
+  y.list.items:
+    type: list
+    default: ["b", "a", "", "é", "b"]
+  y.list.empty:
+    type: list
+    default: []
+  x.str.empty:
+    type: str
+    default: ""
+  x.str.text:
+    type: str
+    default: "héllo € 😀"
+  w.float.v:
+    type: float
+    default: 1.5
+  w.float.negzero:
+    type: float
+    default: -0.0
+  w.float.nan:
+    type: float
+    default: 0.0
+  w.float.nan2:
+    type: float
+    default: 0.0
+  w.float.inf:
+    type: float
+    default: 0.0
+  w.float.ninf:
+    type: float
+    default: 0.0
+  v.int.zero:
+    type: int
+    default: 0
+  v.int.neg:
+    type: int
+    default: -1
+  v.int.min:
+    type: int
+    default: -9223372036854775808
+  v.int.max:
+    type: int
+    default: 9223372036854775807
+  u.bool.on:
+    type: bool
+    default: true
+  u.bool.off:
+    type: bool
+    default: false
+  n.bool:
+    type: bool
+    nullable: true
+  n.int:
+    type: int
+    nullable: true
+  n.float:
+    type: float
+    nullable: true
+  n.str:
+    type: str
+    nullable: true
+  n.list:
+    type: list
+    nullable: true
+  n.set:
+    type: set
+    nullable: true
+  o.ab:
+    type: int
+    default: 1
+  o.a_b:
+    type: int
+    default: 2
+  o.a.c:
+    type: int
+    default: 3
+  o.A:
+    type: int
+    default: 4
+  o.a:
+    type: int
+    default: 5
+  a.alias:
+    type: int
+    alias: v.int.neg
+  h.ignored:
+    type: str
+    default: "not hashed"
+    hash_ignored: true
+"""
+
+
+def _bits_float(bits):
+    return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+
+@unittest.skipUnless(XXH3_128, "libxxhash.so.0 cannot be loaded")
+class TestCanonicalEncoding(SegTest):
+    """get_hash() encodes values with shmcfg.canon, a copy in Python of
+    lib/hash.c's canonical encoding. Here the config hash of a segment is
+    computed again from what the binding encodes (the same option selection,
+    reads and encoder as get_hash(), framed as lib/hash.c frames it) and
+    digested with XXH3-128 from libxxhash: it must equal the library's,
+    value for value, on every type."""
+
+    def assert_encoding_equal(self, seg):
+        g, items = configmod._hashed_values(seg.module(""))
+        cur = seg.current()
+        self.assertEqual(g, cur.generation)
+        data = canon.config_encoding(items)
+        self.assertTrue(data.startswith(b"shmcfg config hash v1\n"))
+        self.assertEqual(XXH3_128(data).hex(), cur.config_hash.hex(),
+                         f"generation {g}: {items!r}")
+        return items
+
+    def test_every_type(self):
+        seg = self.make(CANON_SCHEMA, no_env=True)
+        seen = self.assert_encoding_equal(seg)
+        names = [n for n, _, _ in seen]
+        self.assertNotIn("a.alias", names)
+        self.assertNotIn("h.ignored", names)
+        self.assertEqual(len(names), len(seg.options()) - 2)
+        before = seg.config_hash
+        seg.set({"h.ignored": "changed"})  # a new generation, the same hash
+        self.assertEqual(seg.config_hash, before)
+        self.assert_encoding_equal(seg)
+        seg.set({
+            "w.float.nan": math.nan,
+            "w.float.nan2": _bits_float(0xFFF0000000000001),  # negative, signalling, payload
+            "w.float.inf": math.inf,
+            "w.float.ninf": -math.inf,
+            "w.float.v": 5e-324,
+            "v.int.zero": 1 << 62,
+            "u.bool.on": False,
+            "u.bool.off": True,
+            "n.bool": False,
+            "n.int": -(1 << 63),
+            "n.float": -0.0,
+            "n.str": "",
+            "n.list": [],
+            "n.set": set(),
+            "x.str.text": "\u00fc" + "\U0001f600" * 3,
+            "y.list.items": ("\u20ac", "a\u00e9", ""),
+            "z.set.items": frozenset({"b", "\u00e9", "B", "\U0001f600"}),
+        })
+        seen += self.assert_encoding_equal(seg)
+        seg.set({"n.bool": True, "n.int": (1 << 63) - 1, "n.float": math.nan,
+                 "n.str": "\u00e9", "n.list": ["", "x"], "n.set": {"", "x", "\u00e9"}})
+        seen += self.assert_encoding_equal(seg)
+        seg.reset(*[n for n in seg.options() if n != "a.alias"])
+        seen += self.assert_encoding_equal(seg)
+        self.assertEqual(seg.config_hash, before)
+        # what was compared: every type, null and not, and the edge values
+        by = {}
+        for _, kind, v in seen:
+            by.setdefault(kind, []).append(v)
+        for kind in (_lib.BOOL, _lib.INT, _lib.FLOAT, _lib.STR, _lib.LIST, _lib.SET):
+            self.assertIn(None, by[kind], kind)
+            self.assertTrue(any(v is not None for v in by[kind]), kind)
+        self.assertTrue({True, False} <= set(by[_lib.BOOL]))
+        self.assertTrue({0, -1, 1 << 62, -(1 << 63), (1 << 63) - 1} <= set(by[_lib.INT]))
+        floats = [v for v in by[_lib.FLOAT] if v is not None]
+        self.assertTrue(any(math.isnan(v) for v in floats))
+        self.assertTrue(any(v == 0 and math.copysign(1, v) < 0 for v in floats))
+        self.assertTrue({math.inf, -math.inf, 5e-324} <= set(floats))
+        strs = [v for v in by[_lib.STR] if v is not None]
+        self.assertIn("", strs)
+        self.assertTrue(any(not v.isascii() for v in strs))
+        for kind in (_lib.LIST, _lib.SET):
+            vals = [v for v in by[kind] if v is not None]
+            self.assertTrue(any(not v for v in vals), kind)
+            self.assertTrue(any(len(v) > 2 and any(not s.isascii() for s in v) for v in vals),
+                            kind)
+
+    def test_embedded_default_schema(self):
+        seg = self.make(no_env=True)
+        self.assert_encoding_equal(seg)
+        m = seg.module(DYNAMO)
+        m.recompile_limit = 16
+        self.assert_encoding_equal(seg)
 
 
 # ---------------------------------------------------------------------------

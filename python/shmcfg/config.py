@@ -1,0 +1,465 @@
+"""Config modules: the namespace of a segment with the interface of a
+PyTorch config module (``ConfigModule``: attributes, patch(), closure
+patchers, get_hash(), save/load, codegen), its nested namespaces
+(``SubConfigProxy``) and the patch objects (private to the package;
+``shmcfg`` re-exports the public names).
+"""
+
+import contextlib
+import ctypes
+import hashlib
+import json
+import types
+import unittest
+import warnings
+
+from . import _lib as _L
+from . import canon
+from .errors import Error, OptionValueError, UnknownOptionError, _error, _opt_error, _unknown
+from .values import _convert, _py_literal, _to_json, _typename
+
+
+class ContextDecorator(contextlib.ContextDecorator):
+    """contextlib.ContextDecorator that also decorates unittest.TestCase
+    classes (patch for the whole class), as the seed's does."""
+
+    def __call__(self, func):
+        if isinstance(func, type) and issubclass(func, unittest.TestCase):
+            patch = self
+
+            class _TestCase(func):
+                @classmethod
+                def setUpClass(cls):
+                    patch.__enter__()
+                    try:
+                        super().setUpClass()
+                    except Exception:
+                        patch.__exit__(None, None, None)
+                        raise
+
+                @classmethod
+                def tearDownClass(cls):
+                    try:
+                        super().tearDownClass()
+                    finally:
+                        patch.__exit__(None, None, None)
+
+            _TestCase.__name__ = func.__name__
+            _TestCase.__qualname__ = func.__qualname__
+            _TestCase.__module__ = func.__module__
+            return _TestCase
+        return super().__call__(func)
+
+
+class _Patch(ContextDecorator):
+    """What ConfigModule.patch() returns: enter/exit push and pop a patch
+    frame of the calling thread. Re-entrant and usable from many threads."""
+
+    def __init__(self, seg, pairs):
+        self._seg = seg
+        self._pairs = pairs
+        self.changes = {o.name: None for o, _ in pairs}
+
+    def __enter__(self):
+        self._seg._push(self._pairs)
+
+    def __exit__(self, exc_type, exc, tb):
+        self._seg._pop()
+
+
+class _Patcher:
+    """A prepared patch (the seed's _make_closure_patcher): validated once."""
+
+    def __init__(self, seg, pairs):
+        self._seg = seg
+        self._incarnation = seg._incarnation
+        p = ctypes.c_void_p()
+        r = _L.patcher_new(seg._handle(), ctypes.byref(p))
+        if r < 0:
+            raise _error(r, seg.name)
+        self._p = p.value
+        self._active = 0
+        for o, cv in pairs:
+            r = _L.patcher_set(self._p, o.opt, ctypes.byref(cv.c))
+            if r < 0:
+                e = _error(r, o.name)
+                _L.patcher_free(self._p)
+                self._p = None
+                raise e
+
+    def apply(self):
+        seg = self._seg
+        if self._incarnation != seg._incarnation:
+            raise Error(f"segment '{seg.name}': a closure patcher made before reattach(): "
+                        "make it again")
+        with seg._lock:
+            seg._state[0] += 1
+            self._active += 1
+        r = _L.patcher_apply(self._p)
+        if r < 0:
+            e = _error(r, seg.name)
+            with seg._lock:
+                seg._state[0] -= 1
+                self._active -= 1
+            raise e
+        tl = seg._tl
+        tl.depth = getattr(tl, "depth", 0) + 1
+        return self.restore
+
+    def restore(self):
+        seg = self._seg
+        r = _L.patcher_restore(self._p)
+        if r < 0:
+            raise _error(r, f"segment '{seg.name}': closure patch reverted out of order")
+        seg._tl.depth -= 1
+        with seg._lock:
+            seg._state[0] -= 1
+            self._active -= 1
+
+    def __del__(self):
+        # a frame still applied in some thread borrows the patcher's values:
+        # keep them (a leak) rather than free them under it
+        if getattr(self, "_p", None) and not self._active:
+            _L.patcher_free(self._p)
+            self._p = None
+
+
+_MODULE_ATTRS = ("_shmcfg_seg", "_shmcfg_opts", "_shmcfg_prefix", "__getattr__")
+
+
+class ConfigModule(types.ModuleType):
+    """A namespace of a segment with the interface of a PyTorch config module.
+
+    Made by ``Segment.module(name)``; its class has one descriptor per option.
+    Option names that are also method names here (``patch``...) are reached
+    with ``Segment.get()``/``set()``.
+    """
+
+    def __init__(self, *a, **kw):
+        raise TypeError("use shmcfg.attach(NAME).module(MODULE)")
+
+    # attribute protocol ----------------------------------------------------
+
+    # Reads: one property per option on the module's own class. Names that
+    # are not attributes (dotted names, unknown names) reach the module-level
+    # __getattr__ (PEP 562) that _make_module() puts in the module's dict: a
+    # __getattr__ method on the class would slow every read down.
+
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        o = d["_shmcfg_opts"].get(name)
+        if o is None:
+            if name.startswith("__") and name.endswith("__"):
+                types.ModuleType.__setattr__(self, name, value)
+                return
+            raise _unknown(d["__name__"], name, d["_shmcfg_seg"].name)
+        seg = d["_shmcfg_seg"]
+        seg._commit([(o, _convert(o, value, o.name))])
+
+    def __delattr__(self, name):
+        d = self.__dict__
+        o = d["_shmcfg_opts"].get(name)
+        if o is None:
+            raise _unknown(d["__name__"], name, d["_shmcfg_seg"].name)
+        d["_shmcfg_seg"]._commit([(o, None)])
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self.__dict__["_shmcfg_opts"]))
+
+    def __reduce__(self):
+        d = self.__dict__
+        return (_module_of, (d["_shmcfg_seg"], d["__name__"]))
+
+    def __repr__(self):
+        d = self.__dict__
+        return (f"<shmcfg.ConfigModule '{d['__name__']}' of segment "
+                f"'{d['_shmcfg_seg'].name}', {len(d['_shmcfg_opts'])} options>")
+
+    # internals ---------------------------------------------------------------
+
+    def _o(self, name):
+        d = self.__dict__
+        o = d["_shmcfg_opts"].get(name)
+        if o is None:
+            raise _unknown(d["__name__"], name, d["_shmcfg_seg"].name)
+        return o
+
+    def _changes(self, changes):
+        out = []
+        for k, v in changes.items():
+            o = self._o(k)
+            out.append((o, _convert(o, v, o.name)))
+        return out
+
+    def _items(self, skip=lambda o: False):
+        """(relative name, _Opt) of the module's own options, aliases left out."""
+        return [(rel, o) for rel, o in self.__dict__["_shmcfg_opts"].items()
+                if o.alias is None and not skip(o)]
+
+    def _values(self, items):
+        _, vals = self.__dict__["_shmcfg_seg"]._snapshot([o for _, o in items])
+        return {rel: v for (rel, _), v in zip(items, vals)}
+
+    # the seed's interface -----------------------------------------------
+
+    def get_type(self, config_name):
+        """The option's Python type: bool, int, float, str, list, set, or
+        typing.Optional[T] for a nullable option."""
+        return self._o(config_name).python_type()
+
+    def _is_default(self, name):
+        """Whether the option holds its schema default (a value set in any
+        layer, even an equal one, is not default). Honours this thread's
+        patches."""
+        return self.__dict__["_shmcfg_seg"]._is_default(self._o(name))
+
+    def patch(self, arg1=None, arg2=None, **kwargs):
+        """Temporary changes for the calling thread, as a context manager or
+        a decorator (also of a unittest.TestCase class)::
+
+            @config.patch("name", val)
+            @config.patch(name1=val1, name2=val2)
+            @config.patch({"name1": val1, "name2": val2})
+
+        Patches nest, never touch the segment, and are seen by this thread
+        only. Names and types are checked here; ranges when it is entered.
+        An assignment inside the patch commits to the segment; this thread
+        reads its patched value until the patch ends.
+        """
+        if arg1 is not None:
+            if arg2 is not None:
+                if not isinstance(arg1, str):
+                    raise TypeError("first argument must be a string when passing 2 "
+                                    "positional args to patch")
+                changes = {arg1: arg2}
+            else:
+                if not isinstance(arg1, dict):
+                    raise TypeError("first argument must be a dict when passing a single "
+                                    "positional arg to patch")
+                changes = arg1
+            if kwargs:
+                raise TypeError("cannot pass both positional and keyword arguments to patch")
+        else:
+            if arg2 is not None:
+                raise TypeError("second positional argument is only valid when first "
+                                "argument is a key string")
+            changes = kwargs
+        return _Patch(self.__dict__["_shmcfg_seg"], self._changes(changes))
+
+    def _make_closure_patcher(self, **changes):
+        """A lower-overhead patch() for the critical path, checked once::
+
+            change_fn = config._make_closure_patcher(foo=True)
+            revert = change_fn()
+            try:
+                ...
+            finally:
+                revert()
+        """
+        p = _Patcher(self.__dict__["_shmcfg_seg"], self._changes(changes))
+        return p.apply
+
+    def get_hash(self):
+        """A 16-byte digest of this module's options that are not hash-ignored
+        (aliases left out), as the calling thread sees them (its patches
+        included): BLAKE2b-128 over the library's canonical encoding
+        (shmcfg.canon.module_encoding()), headed by the module's name. Equal
+        in every process that sees the same values."""
+        d = self.__dict__
+        seg = d["_shmcfg_seg"]
+        patched = seg._patched_here()
+        key = d["__name__"]
+        if not patched:
+            g = seg.generation
+            c = seg._hashcache.get(key)
+            if c is not None and c[0] == g:
+                return c[1]
+        g, items = _hashed_values(self)
+        digest = hashlib.blake2b(canon.module_encoding(key, items), digest_size=16).digest()
+        if not patched:
+            seg._hashcache[key] = (g, digest)
+        return digest
+
+    def get_config_copy(self):
+        """A dict of every option of this module (aliases left out), by
+        relative name; lists and sets are fresh copies."""
+        return self._values(self._items())
+
+    get_serializable_config_copy = get_config_copy
+
+    def save_config_portable(self, *, ignore_private_configs=True):
+        """get_config_copy() without private (``_``) options, as the seed's."""
+        def skip(o):
+            rel = o.name[len(self.__dict__["_shmcfg_prefix"]):]
+            return ignore_private_configs and (o.flags & _L.F_PRIVATE or
+                                               rel.startswith("_"))
+        return self._values(self._items(skip))
+
+    def save_config(self):
+        """The portable JSON of ``shmctl dump`` (UTF-8 bytes), with the values
+        of this module's options (full names; aliases, save-ignored and
+        private options left out) as this thread sees them."""
+        d = self.__dict__
+        seg = d["_shmcfg_seg"]
+        prefix = d["_shmcfg_prefix"]
+        doc = json.loads(seg.dump())
+        values = doc.get("values", {})
+        keep = {k: v for k, v in values.items() if k.startswith(prefix)}
+        if seg._patched_here():
+            opts = [seg._opts[k] for k in keep]
+            _, vals = seg._snapshot(opts)
+            keep = {o.name: _to_json(v) for o, v in zip(opts, vals)}
+        doc["values"] = keep
+        return (json.dumps(doc, indent=2) + "\n").encode("utf-8")
+
+    def load_config(self, maybe_config):
+        """Apply a save_config()/``shmctl dump`` JSON (bytes or str) or a dict
+        of values as ONE commit. Keys are names relative to this module or
+        full names; unknown keys warn and are skipped. Returns the generation."""
+        if isinstance(maybe_config, (bytes, bytearray, str)):
+            config = json.loads(maybe_config)
+        elif isinstance(maybe_config, dict):
+            config = maybe_config
+        else:
+            raise TypeError(f"load_config takes JSON bytes/str or a dict, not "
+                            f"{_typename(maybe_config)}")
+        if not isinstance(config, dict):
+            raise _opt_error(OptionValueError, "PARSE", "load_config: not a JSON object")
+        if isinstance(config.get("values"), dict) and ("format" in config or len(config) == 1):
+            config = config["values"]
+        d = self.__dict__
+        seg = d["_shmcfg_seg"]
+        opts = d["_shmcfg_opts"]
+        changes = []
+        for k, v in config.items():
+            o = opts.get(k) or seg._opts.get(k)
+            if o is None:
+                warnings.warn(f"key {k} with value {v!r} is not understood by this config",
+                              stacklevel=2)
+                continue
+            if (o.kind == _L.FLOAT and isinstance(v, str) and v in ("nan", "inf", "-inf")):
+                v = float(v)
+            changes.append((o, _convert(o, v, o.name)))
+        return seg._commit(changes)
+
+    def codegen_config(self):
+        """Python statements that reproduce this module's non-default
+        settings (``torch._dynamo.config.recompile_limit = 16``), sets as
+        set literals; aliases and save-ignored options left out."""
+        d = self.__dict__
+        seg = d["_shmcfg_seg"]
+        mod = d["__name__"]
+        items = [(rel, o) for rel, o in self._items(lambda o: o.flags & _L.F_SAVE_IGNORED)
+                 if not seg._is_default(o)]
+        vals = self._values(items)
+        return "\n".join(f"{mod}.{rel} = {_py_literal(vals[rel])}" if mod else
+                         f"{rel} = {_py_literal(vals[rel])}" for rel, _ in items)
+
+
+class SubConfigProxy:
+    """A nested namespace of a config module (``config.triton.cudagraphs``)."""
+
+    __slots__ = ("_config", "_prefix")
+
+    def __init__(self, config, prefix):
+        object.__setattr__(self, "_config", config)
+        object.__setattr__(self, "_prefix", prefix)
+
+    def __getattr__(self, name):
+        return getattr(self._config, self._prefix + name)
+
+    def __setattr__(self, name, value):
+        setattr(self._config, self._prefix + name, value)
+
+    def __delattr__(self, name):
+        delattr(self._config, self._prefix + name)
+
+    def __repr__(self):
+        return f"<shmcfg.SubConfigProxy {self._config.__name__}.{self._prefix[:-1]}>"
+
+
+_RESERVED = set(dir(ConfigModule)) | set(_MODULE_ATTRS) | {"__dict__"}
+
+
+def _hashed_values(m):
+    """The generation and the (relative name, type, value) of the hashed
+    options of module m (canon.hashed()), as the calling thread sees them:
+    what get_hash() encodes (and, for module "", what the config hash of
+    the segment encodes)."""
+    items = m._items(lambda o: not canon.hashed(o))
+    g, vals = m.__dict__["_shmcfg_seg"]._snapshot([o for _, o in items])
+    return g, [(rel, o.kind, v) for (rel, o), v in zip(items, vals)]
+
+
+def _make_module(seg, name):
+    prefix = name + "." if name else ""
+    opts = {}
+    for o in seg._byindex:
+        if o.name.startswith(prefix):
+            opts[o.name[len(prefix):]] = o
+    if not opts:
+        raise _opt_error(UnknownOptionError, "NOOPT",
+                         f"segment '{seg.name}' has no options under '{name}'")
+    ns = {}
+    nested = {}
+    for rel, o in opts.items():
+        head, dot, rest = rel.partition(".")
+        if dot:
+            nested.setdefault(head, {})[rest] = o
+        elif rel not in _RESERVED:
+            ns[rel] = property(seg._getter(o), doc=o.doc or None)
+    cls = type(f"ConfigModule[{name}]", (ConfigModule,), ns)
+    m = types.ModuleType.__new__(cls)
+    types.ModuleType.__init__(m, name)
+    d = m.__dict__
+    d["_shmcfg_seg"] = seg
+    d["_shmcfg_opts"] = opts
+    d["_shmcfg_prefix"] = prefix
+    # nested namespaces live in the module's dict: a read is a dict lookup
+    for head, sub in nested.items():
+        if head not in ns and head not in _RESERVED:
+            d[head] = _make_proxy(seg, m, head + ".", sub)
+
+    def __getattr__(attr):
+        o = opts.get(attr)
+        if o is None:
+            if attr.startswith("__") and attr.endswith("__"):
+                raise AttributeError(f"module '{name}' has no attribute '{attr}'")
+            raise _unknown(name, attr, seg.name)
+        return seg._read(o)
+    d["__getattr__"] = __getattr__
+    return m
+
+
+def _make_proxy(seg, module, prefix, sub):
+    """The SubConfigProxy of a nested namespace: its own class, with a
+    property per option and the proxies of the namespaces below it."""
+    ns = {"__slots__": ()}
+    nested = {}
+    for rel, o in sub.items():
+        head, dot, rest = rel.partition(".")
+        if dot:
+            nested.setdefault(head, {})[rest] = o
+        elif rel not in ("_config", "_prefix"):
+            ns[rel] = property(seg._getter(o), doc=o.doc or None)
+    for head, s in nested.items():
+        if head not in ns and head not in ("_config", "_prefix"):
+            ns[head] = _make_proxy(seg, module, prefix + head + ".", s)
+    cls = type(f"SubConfigProxy[{module.__name__}.{prefix[:-1]}]", (SubConfigProxy,), ns)
+    return cls(module, prefix)
+
+
+def _module_of(seg, name):
+    return seg.module(name)
+
+
+def _transplant(m, fresh):
+    """Make module m what fresh is (its class: the getters; its dict: the
+    options, nested proxies and __getattr__), keeping the object the caller
+    holds."""
+    m.__class__ = type(fresh)
+    d = m.__dict__
+    keep = ("__name__", "__doc__", "__package__", "__loader__", "__spec__")
+    for k in [k for k in d if k not in keep]:
+        del d[k]
+    d.update({k: v for k, v in fresh.__dict__.items() if k not in keep})

@@ -1,0 +1,762 @@
+"""Segments: attach(), create(), unlink(), the Segment object (reads,
+commits, patches' bookkeeping, waiting, dump/load/codegen, lifetime) and
+Transaction (private to the package; ``shmcfg`` re-exports the public
+names).
+"""
+
+import ctypes
+import errno
+import math
+import os
+import pwd
+import struct
+import threading
+import time
+import warnings
+from collections import namedtuple
+
+from . import _lib as _L
+from .config import _make_module, _transplant
+from .errors import Error, InvalidArgumentError, UnknownOptionError, _error, _unknown
+from .values import _PYTYPE, OptionInfo, _convert, _decode, _Opt, _typename
+
+
+_NO_FAST = 1 << 40  # bits of Segment._state[0]: reasons to call the library
+_CLOSED = 1 << 41
+_STALE = 1 << 42  # the getters of a handle that reattach() replaced
+_PATCHES = _NO_FAST - 1  # the low bits count the patches open
+
+
+Current = namedtuple("Current", "generation config_hash")
+Current.__doc__ = "A generation and its config hash, read together."
+
+
+class Segment:
+    """An attached segment. Get one from attach() or create().
+
+    Attribute reads of the modules it hands out (``module()``) need no lock
+    and no system call. Commits are serialized by the library. A Segment may
+    be used from any thread; close() it only when no other thread uses it.
+
+    After fork() a child keeps reading through the inherited mapping; its
+    first commit (or dump) attaches the segment again by name, as the library
+    requires of a child process. A Segment pickles as its name, so
+    multiprocessing's spawn start method attaches again in the child.
+    """
+
+    def __init__(self, handle, name, fast_reads=None, owner=None):
+        self._h = handle
+        self._hp = ctypes.c_void_p(handle)
+        self._pid = os.getpid()
+        self._child = None  # (pid, handle) attached again after fork
+        self._owner = owner  # the uid named at attach, or None
+        self._fast_arg = fast_reads
+        self._incarnation = 0  # bumped by reattach()
+        self.name = name
+        self._lock = threading.Lock()
+        self._modlock = threading.Lock()
+        self._state = [0]
+        self._tl = threading.local()
+        self._modules = {}
+        self._hashcache = {}
+        self._byindex, self._opts = self._load_options(handle)
+        self.readonly = bool(_L.readonly(handle))
+        self._setup_view(fast_reads)
+
+    def _load_options(self, handle):
+        """The option table of a handle: (list by index, dict by name)."""
+        n = _L.count(handle)
+        byindex = []
+        opts = {}
+        info = _L.OptInfo()
+        for i in range(n):
+            r = _L.opt_info(handle, i, ctypes.byref(info))
+            if r < 0:
+                raise _error(r, self.name)
+            o = _Opt()
+            o.name = info.name.decode("utf-8")
+            o.opt = i
+            o.kind = info.type
+            o.flags = info.flags
+            o.nullable = bool(info.flags & _L.F_NULLABLE)
+            o.alias = info.alias if info.alias != _L.NO_OPT else None
+            o.final = info.alias_final
+            o.doc = info.doc.decode("utf-8", "replace") if info.doc else ""
+            o.deprecated = (info.deprecated.decode("utf-8", "replace")
+                            if info.deprecated is not None else None)
+            o.knob = info.knob.decode("utf-8", "replace") if info.knob is not None else None
+            byindex.append(o)
+            opts[o.name] = o
+        return byindex, opts
+
+    # -- the inline view -------------------------------------------------
+
+    def _setup_view(self, fast):
+        v = _L.View.from_address(self._h)
+        self._cur = None
+        if v.abi != _L.VIEW_ABI or not v.current:
+            self._state[0] |= _NO_FAST
+            return
+        word = (ctypes.c_int64 * 1).from_address(v.current)
+        self._cur = memoryview(word).cast("B").cast("q")
+        self._word = word
+        if fast is None:
+            fast = os.environ.get("SHMCFG_PYTHON_FAST", "1") != "0"
+        if not fast:
+            self._state[0] |= _NO_FAST
+
+    @property
+    def fast_reads(self):
+        """Whether attribute reads are served from the per-generation cache
+        now (False while a thread has a patch open on this segment)."""
+        return not self._state[0]
+
+    def _handle(self):
+        h = self._h
+        if h is None:
+            raise Error(f"segment '{self.name}' is closed")
+        return h
+
+    def _wh(self):
+        """The handle to commit and take snapshots with in this process."""
+        h = self._handle()
+        pid = os.getpid()
+        if pid == self._pid:
+            return h
+        c = self._child
+        if c is not None and c[0] == pid:
+            return c[1]
+        nh = _L.c_void_p()
+        r = _L.attach_with(self.name.encode(), _attach_opts(self.readonly, self._owner),
+                           ctypes.byref(nh))
+        if r < 0:
+            raise _error(r, f"segment '{self.name}' (attaching again after fork)")
+        self._child = (pid, nh.value)
+        return nh.value
+
+    # -- reading -----------------------------------------------------------
+
+    @property
+    def generation(self):
+        """The current generation (1 after creation)."""
+        cur = self._cur
+        if cur is not None and self._h is not None:
+            return cur[0] >> _L.SLOT_BITS
+        info = _L.Info()
+        r = _L.stat(self._handle(), ctypes.byref(info))
+        if r < 0:
+            raise _error(r, self.name)
+        return info.generation
+
+    def current(self):
+        """The current generation and its config hash, read together."""
+        out = (ctypes.c_uint8 * 16)()
+        g = _L.config_hash(self._handle(), out)
+        return Current(g, bytes(out))
+
+    @property
+    def config_hash(self):
+        """The segment's config hash (16 bytes; ``shmctl hash`` prints it as hex)."""
+        return self.current().config_hash
+
+    @property
+    def schema_hash(self):
+        out = (ctypes.c_uint8 * 16)()
+        _L.schema_hash(self._handle(), out)
+        return bytes(out)
+
+    def _lookup(self, name):
+        o = self._opts.get(name)
+        if o is None:
+            raise _unknown("", name, self.name)
+        return o
+
+    def _patched_here(self):
+        return getattr(self._tl, "depth", 0) > 0
+
+    def _read(self, o, _bits=_L.c_uint64, _byref=ctypes.byref, _unpack=struct.Struct("<d").unpack,
+              _pack=struct.Struct("<Q").pack):
+        """Read an option through the library (honours this thread's patches)."""
+        hp = self._hp
+        if hp is None:
+            raise Error(f"segment '{self.name}' is closed")
+        k = o.kind
+        if k <= _L.FLOAT:
+            bits = _bits()
+            r = _L.raw_get_slow(hp, o.opt, k, _byref(bits))
+            if r == 0:
+                b = bits.value
+                if k == _L.INT:
+                    return b - (1 << 64) if b >> 63 else b
+                if k == _L.BOOL:
+                    return b != 0
+                return _unpack(_pack(b))[0]
+            if r == _L.NULL_RESULT:
+                return None
+            raise _error(r, o.name)
+        v = _L.Value()
+        r = _L.raw_get(hp, o.opt, _byref(v))
+        if r < 0:
+            raise _error(r, o.name)
+        try:
+            return _decode(v)
+        finally:
+            _L.value_clear(_byref(v))
+
+    def _getter(self, o):
+        """A function(obj) reading option o: the attribute read of a module.
+
+        Values are cached per generation: the word ``current`` of the segment
+        header ((generation << 8) | slot) is read directly from shared memory
+        and, while it is the one a cached value was read under, the value
+        stands (a published generation never changes). Otherwise, and while
+        any thread of the process has a patch open on this segment, the
+        library reads the value (honouring the calling thread's patches).
+        The word is read before the library call, so a commit that races it
+        can only make the entry unused, never wrong.
+        """
+        read = self._read
+        state = self._state
+        cur = self._cur
+        k = o.kind
+        if o.deprecated is not None:
+            warned = []
+
+            def get_deprecated(_obj, o=o):
+                if not warned:
+                    warned.append(1)
+                    warnings.warn(f"{o.name} is deprecated: {o.deprecated}", FutureWarning,
+                                  stacklevel=2)
+                return read(o)
+            return get_deprecated
+        if cur is None:
+            return lambda _obj: read(o)
+        cache = [(-1, None)]
+        if k <= _L.STR:  # immutable values
+            def get(_obj):
+                if not state[0]:
+                    c = cur[0]
+                    e = cache[0]
+                    if e[0] == c:
+                        return e[1]
+                    v = read(o)
+                    cache[0] = (c, v)
+                    return v
+                return read(o)
+            return get
+        freeze, copy = (tuple, list) if k == _L.LIST else (frozenset, set)
+
+        def get_copy(_obj):
+            if not state[0]:
+                c = cur[0]
+                e = cache[0]
+                if e[0] != c:
+                    v = read(o)
+                    cache[0] = (c, None if v is None else freeze(v))
+                    return v
+                v = e[1]
+                return None if v is None else copy(v)
+            return read(o)
+        return get_copy
+
+    def get(self, name):
+        """The value of an option by its full name (honours this thread's patches)."""
+        return self._read(self._lookup(name))
+
+    def options(self):
+        """The full names of every option, in declaration order."""
+        return [o.name for o in self._byindex]
+
+    def describe(self, name):
+        """An OptionInfo for an option's full name."""
+        o = self._lookup(name)
+        return OptionInfo(o.name, o.opt, _PYTYPE[o.kind], o.nullable, o.flags, o.doc,
+                          self._byindex[o.alias].name if o.alias is not None else None,
+                          o.deprecated, o.knob)
+
+    def _snapshot(self, opts):
+        """Values of several options, all from one generation (and this
+        thread's patches)."""
+        for _ in range(1000):
+            g = self.generation
+            vals = [self._read(o) for o in opts]
+            if self.generation == g:
+                return g, vals
+        return g, vals
+
+    def is_default(self, name):
+        o = self._lookup(name)
+        return self._is_default(o)
+
+    def _is_default(self, o):
+        r = _L.is_default(self._handle(), o.opt)
+        if r < 0:
+            raise _error(r, o.name)
+        return r == 1
+
+    # -- modules -----------------------------------------------------------
+
+    def module(self, name=""):
+        """The config module of the options named ``NAME.*``, e.g.
+        ``seg.module("torch._dynamo.config")``; ``module("")`` holds every
+        option under its full name. The same object is returned each time."""
+        m = self._modules.get(name)
+        if m is None:
+            with self._modlock:
+                m = self._modules.get(name)
+                if m is None:
+                    m = _make_module(self, name)
+                    self._modules[name] = m
+        return m
+
+    # -- writing -----------------------------------------------------------
+
+    def _commit(self, changes, layer=_L.SRC_USER):
+        """One transaction: changes is a list of (_Opt, _CVal or None=reset).
+        Returns the generation (the current one when nothing changed)."""
+        h = self._wh()
+        t = ctypes.c_void_p()
+        r = _L.txn_begin(h, ctypes.byref(t))
+        if r < 0:
+            raise _error(r, f"segment '{self.name}'")
+        try:
+            if layer != _L.SRC_USER:
+                r = _L.txn_layer(t, layer)
+                if r < 0:
+                    raise _error(r, f"segment '{self.name}'")
+            for o, cv in changes:
+                if cv is None:
+                    r = _L.txn_reset(t, o.opt)
+                else:
+                    r = _L.txn_set(t, o.opt, ctypes.byref(cv.c))
+                if r < 0:
+                    raise _error(r, o.name)
+        except BaseException:
+            _L.txn_abort(t)
+            raise
+        gen = _L.c_uint64()
+        r = _L.txn_commit(t, ctypes.byref(gen))
+        if r < 0:
+            raise _error(r, f"segment '{self.name}'")
+        return gen.value
+
+    def set(self, values, **kw):
+        """Set options by full name, all in one commit: ``seg.set({"a.b": 1})``.
+        Returns the generation published (or the current one if nothing changed)."""
+        return self.transaction(**kw).update(values).commit()
+
+    def reset(self, *names, **kw):
+        """Clear the user layer of options, in one commit."""
+        t = self.transaction(**kw)
+        for n in names:
+            t.reset(n)
+        return t.commit()
+
+    def transaction(self, layer="user"):
+        """A Transaction: collect sets and resets, commit them as one
+        generation. As a context manager it commits on success."""
+        return Transaction(self, layer)
+
+    # -- patches -------------------------------------------------------------
+
+    def _push(self, pairs):
+        h = self._handle()
+        with self._lock:
+            self._state[0] += 1
+        r = _L.patch_push(h)
+        if r < 0:
+            e = _error(r, self.name)
+            with self._lock:
+                self._state[0] -= 1
+            raise e
+        tl = self._tl
+        tl.depth = getattr(tl, "depth", 0) + 1
+        for o, cv in pairs:
+            r = _L.patch_set(h, o.opt, ctypes.byref(cv.c))
+            if r < 0:
+                e = _error(r, o.name)
+                self._pop()
+                raise e
+
+    def _pop(self):
+        r = _L.patch_pop(self._handle())
+        if r < 0:
+            raise _error(r, f"segment '{self.name}': patch closed out of order")
+        self._tl.depth -= 1
+        with self._lock:
+            self._state[0] -= 1
+
+    # -- waiting and history ---------------------------------------------
+
+    def wait(self, after=None, timeout=None):
+        """Block until the generation is greater than ``after`` (default: the
+        current one), or ``timeout`` seconds pass (None: forever). Returns the
+        new generation, or None on timeout. A futex on the segment: commits
+        wake every waiter; signals (KeyboardInterrupt) are served. Raises
+        RetiredError once the segment was removed or replaced (see
+        reattach())."""
+        h = self._handle()
+        if after is None:
+            after = self.generation
+        deadline = None if timeout is None else time.monotonic() + max(timeout, 0)
+        gen = _L.c_uint64()
+        while True:
+            if deadline is None:
+                ms = 1000  # wake once a second to serve signals
+            else:
+                left = deadline - time.monotonic()
+                ms = max(0, min(int(math.ceil(left * 1000)), 1000))
+            r = _L.wait(h, after, ms, ctypes.byref(gen))
+            if r == 0:
+                return gen.value
+            if r not in (-errno.ETIMEDOUT, -errno.EINTR):
+                raise _error(r, self.name)
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+
+    def changes(self, from_gen, to_gen=None):
+        """The full names of the options that changed between two generations,
+        or None when the library no longer knows (commits were missed)."""
+        if to_gen is None:
+            to_gen = self.generation
+        if to_gen <= from_gen:
+            return []
+        n = len(self._byindex)
+        arr = (ctypes.c_bool * max(n, 1))()
+        r = _L.changes(self._handle(), from_gen, to_gen, arr)
+        if r == -2:
+            return None
+        if r < 0:
+            raise _error(r, self.name)
+        return [self._byindex[i].name for i in range(n) if arr[i]]
+
+    def commit_info(self, gen):
+        """Who committed a recent generation: a dict (generation, time,
+        pid, uid, changed names, nchanged), or None if no longer logged."""
+        c = _L.Commit()
+        r = _L.commit_info(self._handle(), gen, ctypes.byref(c))
+        if r == -2:
+            return None
+        if r < 0:
+            raise _error(r, self.name)
+        return {"generation": c.generation, "time": c.time_ns / 1e9, "pid": c.pid,
+                "uid": c.uid, "nchanged": c.nchanged,
+                "changed": [self._byindex[c.ids[i]].name for i in range(c.nids)
+                            if c.ids[i] < len(self._byindex)]}
+
+    # -- dump, load, codegen ---------------------------------------------
+
+    def dump(self, all=False):
+        """The portable JSON text that ``shmctl dump`` prints."""
+        p = ctypes.c_void_p()
+        r = _L.dump(self._wh(), _L.DUMP_ALL if all else 0, ctypes.byref(p))
+        if r < 0:
+            raise _error(r, self.name)
+        return _L.take_string(p)
+
+    def load(self, data):
+        """Load a dump (text, bytes or dict) or a {full name: value} dict as
+        one commit; unknown names warn. Returns the generation."""
+        return self.module("").load_config(data)
+
+    def codegen(self, format="python"):
+        """The non-default settings as code: "python", "shell" (shmctl
+        commands) or "json" (the library's codegen, without thread patches)."""
+        fmt = {"python": _L.CODEGEN_PYTHON, "shell": _L.CODEGEN_SHELL,
+               "json": _L.CODEGEN_JSON}.get(format)
+        if fmt is None:
+            raise ValueError(f"unknown codegen format {format!r}")
+        p = ctypes.c_void_p()
+        r = _L.codegen(self._handle(), fmt, ctypes.byref(p))
+        if r < 0:
+            raise _error(r, self.name)
+        return _L.take_string(p)
+
+    # -- lifetime ------------------------------------------------------------
+
+    def unlink(self):
+        """Remove the segment (see shmcfg.unlink()): this Segment, as every
+        process attached to it, keeps its last values and is retired."""
+        unlink(self.name)
+
+    @property
+    def retired(self):
+        """Whether the segment was removed or replaced since it was attached
+        (``shmctl rm``, ``shmctl create --force``, unlink()): reads keep
+        answering its last values, wait() raises RetiredError, reattach()
+        moves to the segment now of that name. One fstat(2)."""
+        return bool(_L.retired(self._handle()))
+
+    def reattach(self):
+        """Attach the segment now of this name (with the options of the first
+        attach: read-only, owner) and move this Segment to it; returns self.
+
+        The modules handed out (``module()``) read the new segment, their
+        values cached for the old one dropped; option handles are looked up
+        again by name (an option the new schema lacks raises
+        UnknownOptionError when read; a namespace it lacks keeps its old
+        module, whose reads fail so). Closure patchers made before must be
+        made again. Call it when no other thread of the process uses the
+        Segment and no patch is open (RuntimeError otherwise), in the process
+        that attached it. On failure (no segment of that name yet...) the
+        Segment stays on the old segment and the error is raised."""
+        h = self._handle()
+        if os.getpid() != self._pid:
+            raise Error(f"segment '{self.name}': reattach() in a child process: attach it "
+                        "by name")
+        if self._state[0] & _PATCHES:
+            raise RuntimeError(f"segment '{self.name}': reattach() with a patch open")
+        hp = ctypes.c_void_p(h)
+        r = _L.reattach(ctypes.byref(hp))
+        if r < 0:
+            raise _error(r, f"segment '{self.name}'")
+        # the old handle is closed (unmapped): nothing may read through it
+        # again. Its getters (held by the modules and proxies handed out)
+        # go to the library through the new handle from now on.
+        old_state = self._state
+        with self._lock:
+            old_state[0] |= _STALE
+        self._h = hp.value
+        self._hp = ctypes.c_void_p(hp.value)
+        self._child = None
+        self._incarnation += 1
+        self._hashcache = {}
+        self._state = [0]
+        # option handles by name: keep each _Opt object (getters hold it),
+        # with the new segment's index and attributes
+        byindex, opts = self._load_options(hp.value)
+        old = self._opts
+        for i, o in enumerate(byindex):
+            prev = old.get(o.name)
+            if prev is not None:
+                for f in _Opt.__slots__:
+                    setattr(prev, f, getattr(o, f))
+                byindex[i] = prev
+                opts[o.name] = prev
+        for name, o in old.items():
+            if name not in opts:
+                o.opt = _L.NO_OPT  # the library says it does not exist
+        self._byindex, self._opts = byindex, opts
+        self.readonly = bool(_L.readonly(hp.value))
+        self._setup_view(self._fast_arg)
+        # the modules handed out: new getters (new header word, empty caches)
+        with self._modlock:
+            for mname, m in list(self._modules.items()):
+                try:
+                    fresh = _make_module(self, mname)
+                except UnknownOptionError:
+                    continue
+                _transplant(m, fresh)
+        return self
+
+    def close(self):
+        """Detach. Modules of this segment then raise Error. Call it when no
+        other thread of the process reads through this segment."""
+        h = self._h
+        if h is None:
+            return
+        with self._lock:
+            self._state[0] |= _CLOSED
+        self._h = None
+        self._hp = None
+        self._cur = None
+        if os.getpid() == self._pid:
+            _L.close(h)
+        c = self._child
+        if c is not None and c[0] == os.getpid():
+            _L.close(c[1])
+        self._child = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __reduce__(self):
+        return (_attach_pickled, (self.name, self.readonly, self._owner))
+
+    def __repr__(self):
+        state = "closed" if self._h is None else f"generation {self.generation}"
+        return f"<shmcfg.Segment '{self.name}' {len(self._byindex)} options, {state}>"
+
+
+class Transaction:
+    """Changes committed as one generation (``Segment.transaction()``).
+
+    ``t[name] = value``, ``t.set(name, value)``, ``t.update(mapping)``,
+    ``del t[name]`` / ``t.reset(name)`` (clear the layer), then ``commit()``.
+    Names are full names. Types are checked as they are given; the library
+    checks ranges and choices at commit, where one bad value fails all.
+    """
+
+    def __init__(self, seg, layer="user"):
+        if layer not in ("user", "knob"):
+            raise ValueError(f"layer must be 'user' or 'knob', not {layer!r}")
+        self._seg = seg
+        self._layer = _L.SRC_USER if layer == "user" else _L.SRC_KNOB
+        self._changes = []
+        self._done = False
+
+    def set(self, name, value):
+        o = self._seg._lookup(name)
+        self._changes.append((o, _convert(o, value, o.name)))
+        return self
+
+    __setitem__ = set
+
+    def update(self, values):
+        for k, v in dict(values).items():
+            self.set(k, v)
+        return self
+
+    def reset(self, name):
+        self._changes.append((self._seg._lookup(name), None))
+        return self
+
+    __delitem__ = reset
+
+    def commit(self):
+        """Publish; returns the generation (the current one if nothing changed)."""
+        if self._done:
+            raise RuntimeError("transaction already committed or aborted")
+        self._done = True
+        return self._seg._commit(self._changes, self._layer)
+
+    def abort(self):
+        self._done = True
+        self._changes = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None and not self._done:
+            self.commit()
+        else:
+            self.abort()
+
+
+# ---------------------------------------------------------------------------
+# Entry points
+# ---------------------------------------------------------------------------
+
+
+def attach(name, readonly=False, fast_reads=None, *, owner=None):
+    """Attach an existing segment. Raises NotFoundError (a FileNotFoundError)
+    when there is none, PermissionDeniedError, OwnerError (owned by another
+    user than you or root, or than ``owner``), or Error (SHMCFG_E_MAGIC,
+    SHMCFG_E_VERSION, SHMCFG_E_CORRUPT...).
+
+    ``owner``: the user (a name or a uid) that must own the segment. Without
+    it only segments of the caller's user or root are trusted: anyone may
+    create an object under a name another user expects.
+    """
+    uid = _owner_uid(owner)
+    h = _L.c_void_p()
+    r = _L.attach_with(_segname(name), _attach_opts(readonly, uid), ctypes.byref(h))
+    if r < 0:
+        raise _error(r, f"segment '{name}'")
+    return _wrap(h.value, name, fast_reads, uid)
+
+
+def _attach_pickled(name, readonly, owner):
+    return attach(name, readonly, owner=owner)
+
+
+def _owner_uid(owner):
+    """A uid from a user name or a uid; None for None."""
+    if owner is None:
+        return None
+    if isinstance(owner, bool) or not isinstance(owner, (int, str)):
+        raise TypeError(f"owner must be a user name or a uid, not {_typename(owner)}")
+    if isinstance(owner, int):
+        if not 0 <= owner < 0xFFFFFFFF:
+            raise InvalidArgumentError(f"owner: uid {owner} is out of range")
+        return owner
+    try:
+        return pwd.getpwnam(owner).pw_uid
+    except KeyError:
+        raise InvalidArgumentError(f"owner: no such user {owner!r}") from None
+
+
+def _attach_opts(readonly, uid):
+    o = _L.AttachOpts()
+    o.flags = (_L.ATTACH_RDONLY if readonly else 0) | (_L.ATTACH_OWNER if uid is not None else 0)
+    o.owner = uid if uid is not None else 0
+    return ctypes.byref(o)
+
+
+def create(name, schema=None, *, force=False, no_env=False, env=None, schema_text=None,
+           slots=0, readers=0, heap_bytes=0, mode=0, fast_reads=None):
+    """Create a segment and attach it.
+
+    ``schema``: None for the embedded default (torch.compiler.config and the
+    torch._dynamo.config options its aliases point at), or the path of a
+    YAML schema file; ``schema_text``: a schema as YAML text. ``force``
+    replaces a segment of that name (else ExistsError). ``env``: a mapping
+    to fill the environment layers from instead of os.environ; ``no_env``
+    leaves them empty. ``slots``, ``readers``, ``heap_bytes``, ``mode``: see
+    shmcfg_create_opts (0: the defaults).
+    """
+    sch = ctypes.c_void_p()
+    if schema is not None and schema_text is not None:
+        raise TypeError("give schema or schema_text, not both")
+    if schema is not None:
+        r = _L.schema_load(os.fsencode(schema), ctypes.byref(sch))
+        if r < 0:
+            raise _error(r, f"schema {os.fsdecode(schema)}")
+    elif schema_text is not None:
+        b = schema_text.encode("utf-8") if isinstance(schema_text, str) else bytes(schema_text)
+        r = _L.schema_load_text(b, len(b), b"<schema_text>", ctypes.byref(sch))
+        if r < 0:
+            raise _error(r, "schema_text")
+    opts = _L.CreateOpts()
+    opts.slots = slots
+    opts.readers = readers
+    opts.heap_bytes = heap_bytes
+    opts.mode = mode
+    opts.flags = (_L.CREATE_FORCE if force else 0) | (_L.CREATE_NO_ENV if no_env else 0)
+    keep = None
+    if env is not None:
+        items = [f"{k}={v}".encode() for k, v in env.items()]
+        keep = (ctypes.c_char_p * (len(items) + 1))(*items, None)
+        opts.envp = ctypes.cast(keep, ctypes.c_void_p)
+    h = _L.c_void_p()
+    try:
+        r = _L.create(_segname(name), sch, ctypes.byref(opts), ctypes.byref(h))
+        if r < 0:
+            raise _error(r, f"segment '{name}'")
+    finally:
+        _L.schema_free(sch)
+    del keep
+    return _wrap(h.value, name, fast_reads)
+
+
+def unlink(name, missing_ok=False):
+    """Remove a segment. It is retired first: attached processes keep their
+    mapping and last values, and learn it (Segment.retired, RetiredError from
+    wait()). Another user's object raises PermissionDeniedError."""
+    r = _L.unlink(_segname(name))
+    if r < 0 and not (missing_ok and r == -2):
+        raise _error(r, f"segment '{name}'")
+
+
+def _segname(name):
+    if not isinstance(name, str):
+        raise TypeError(f"segment name must be a str, not {_typename(name)}")
+    return name.encode("utf-8")
+
+
+def _wrap(h, name, fast_reads, owner=None):
+    try:
+        return Segment(h, name, fast_reads, owner)
+    except BaseException:
+        _L.close(h)
+        raise
