@@ -26,6 +26,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -36,7 +37,7 @@
 #define SEG_READY 0x52454459u           /* "REDY" */
 #define SEG_HEADER_BYTES 4096u
 #define SEG_PREFIX "/shmcfg."
-#define LOCK_PREFIX "/shmcfg-lock."  /* the companion lock object (segment.c) */
+#define LOCK_PREFIX "/shmcfg-lock."  /* + NAME.INSTANCE: the companion lock object (objects.c) */
 #define SEG_NAME_MAX 200
 #define SHM_DIR "/dev/shm"
 
@@ -393,17 +394,27 @@ int shmcfg__parse_for(const shmcfg *h, shmcfg_opt opt, const char *text, shmcfg_
 void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt);
 
 /* objects.c: /dev/shm objects, trust, the lock object, removal */
-#define PATH_BYTES (sizeof SHM_DIR + sizeof LOCK_PREFIX + SEG_NAME_MAX)
-int shmcfg__name_check(const char *name, char path[static PATH_BYTES], char lock[static PATH_BYTES]);
+#define PATH_BYTES (sizeof SHM_DIR + sizeof LOCK_PREFIX + SEG_NAME_MAX + 34)
+int shmcfg__name_check(const char *name, char path[static PATH_BYTES]);
+/* The lock object's path: the name and the segment's random instance id, so
+ * that nobody can plant it before the creator (who makes it before the id is
+ * written anywhere another process can read). */
+static inline void shmcfg__lock_path(const char *name, const uint8_t instance[16], char out[static PATH_BYTES])
+{
+	int n = snprintf(out, PATH_BYTES, SHM_DIR LOCK_PREFIX "%s.", name);
+	for (int i = 0; i < 16 && n > 0 && n + 2 < (int)PATH_BYTES; i++, n += 2)
+		snprintf(out + n, 3, "%02x", instance[i]);
+}
 struct stat;
 int shmcfg__open_regular(const char *path, const char *name, int flags, int *fd_ret, struct stat *st);
 int shmcfg__owner_check(const char *name, const struct stat *st, const shmcfg_attach_opts *o);
 void shmcfg__user_text(uid_t uid, char *buf, size_t len);
 void shmcfg__open_add(shmcfg *h);
 void shmcfg__open_remove(shmcfg *h);
-int shmcfg__lock_create(shmcfg *h, const char *path, mode_t seg_mode, gid_t gid);
-int shmcfg__lock_open(shmcfg *h, const char *path, const struct stat *seg_st);
-int shmcfg__remove_segment(const char *name, const char *path, const char *lock, bool quiet_enoent);
+int shmcfg__lock_create(shmcfg *h, const uint8_t instance[16], mode_t seg_mode, gid_t gid);
+int shmcfg__lock_open(shmcfg *h, const struct stat *seg_st);
+void shmcfg__lock_remove(const char *name, const uint8_t instance[16]);
+int shmcfg__remove_segment(const char *name, const char *path, bool quiet_enoent);
 
 /* readers.c: the reader table and the OFD lock primitives */
 int shmcfg__ofd_lock(int fd, off_t byte, bool write, int timeout_ms);

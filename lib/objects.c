@@ -20,14 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* The object's path in /dev/shm, and its lock object's. */
-static void object_paths(const char *name, char seg[static PATH_BYTES], char lock[static PATH_BYTES])
-{
-	snprintf(seg, PATH_BYTES, SHM_DIR SEG_PREFIX "%s", name);
-	snprintf(lock, PATH_BYTES, SHM_DIR LOCK_PREFIX "%s", name);
-}
-
-int shmcfg__name_check(const char *name, char path[static PATH_BYTES], char lock[static PATH_BYTES])
+int shmcfg__name_check(const char *name, char path[static PATH_BYTES])
 {
 	size_t len = name ? strlen(name) : 0;
 	if (len == 0 || len > SEG_NAME_MAX || name[0] == '.')
@@ -38,7 +31,7 @@ int shmcfg__name_check(const char *name, char path[static PATH_BYTES], char lock
 		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == '-'))
 			return shmcfg__err(-EINVAL, "segment name '%.80s': character '%c' is not allowed (use [A-Za-z0-9._-])",
 					   name, *p);
-	object_paths(name, path, lock);
+	snprintf(path, PATH_BYTES, SHM_DIR SEG_PREFIX "%s", name);
 	return 0;
 }
 
@@ -169,13 +162,15 @@ __attribute__((constructor)) static void open_register_atfork(void)
 
 /*
  * The writer lock and the reader entries' liveness locks are OFD locks on a
- * companion object, /dev/shm/shmcfg-lock.NAME, not on the segment: an OFD
- * read lock needs only a read-only descriptor, so on the segment any reader
- * could take the writer lock or keep dead readers "alive". The lock object
- * grants read and write to exactly the permission classes that may write the
- * segment (0644 -> 0600, 0664 -> 0660), so only writers can open it. It
- * carries the segment's random instance id, so that an attacher never pairs
- * a segment with the lock object of another incarnation of its name.
+ * companion object, /dev/shm/shmcfg-lock.NAME.INSTANCE, not on the segment:
+ * an OFD read lock needs only a read-only descriptor, so on the segment any
+ * reader could take the writer lock or keep dead readers "alive". The lock
+ * object grants read and write to exactly the permission classes that may
+ * write the segment (0644 -> 0600, 0664 -> 0660), so only writers can open
+ * it. Its name carries the segment's random instance id: a stranger cannot
+ * plant it in advance (the creator makes it, O_EXCL, before the id appears
+ * in the segment), and an attacher never pairs a segment with the lock
+ * object of another incarnation of its name. It also holds the id.
  */
 static mode_t lock_mode(mode_t seg_mode)
 {
@@ -186,30 +181,17 @@ static mode_t lock_mode(mode_t seg_mode)
 	return m;
 }
 
-int shmcfg__lock_create(shmcfg *h, const char *path, mode_t seg_mode, gid_t gid)
+int shmcfg__lock_create(shmcfg *h, const uint8_t instance[16], mode_t seg_mode, gid_t gid)
 {
-	for (int attempt = 0;; attempt++) {
-		h->lock_fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-				  lock_mode(seg_mode));
-		if (h->lock_fd >= 0)
-			break;
-		int e = errno;
-		struct stat st;
-		/* a leftover of ours (a creator that died) goes; another user's
-		 * squats the name: refuse rather than lock with its object */
-		if (e == EEXIST && attempt == 0 && lstat(path, &st) == 0 &&
-		    (st.st_uid == geteuid() || geteuid() == 0) && unlink(path) == 0)
-			continue;
-		if (e == EEXIST && lstat(path, &st) == 0 && st.st_uid != geteuid()) {
-			char who[300];
-			shmcfg__user_text(st.st_uid, who, sizeof who);
-			return shmcfg__err(SHMCFG_E_OWNER, "%s: its lock object %s exists and belongs to uid %s; remove it (as that user or root)",
-					   h->name, path, who);
-		}
-		return shmcfg__err(-e, "%s: cannot create its lock object %s: %s", h->name, path, strerror(e));
-	}
+	char path[PATH_BYTES];
+	shmcfg__lock_path(h->name, instance, path);
+	h->lock_fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+			  lock_mode(seg_mode));
+	if (h->lock_fd < 0)
+		return shmcfg__err(-errno, "%s: cannot create its lock object %s: %s", h->name, path,
+				   strerror(errno));
 	struct lock_file lf = {.magic = LOCK_MAGIC};
-	memcpy(lf.instance, h->lay.instance, 16);
+	memcpy(lf.instance, instance, 16);
 	if (fchmod(h->lock_fd, lock_mode(seg_mode)) < 0 ||
 	    (gid != 0 && gid != (gid_t)-1 && fchown(h->lock_fd, (uid_t)-1, gid) < 0) ||
 	    pwrite(h->lock_fd, &lf, sizeof lf, 0) != (ssize_t)sizeof lf) {
@@ -220,17 +202,29 @@ int shmcfg__lock_create(shmcfg *h, const char *path, mode_t seg_mode, gid_t gid)
 	return 0;
 }
 
-/* Open the lock object of the segment h attached: -EAGAIN if it belongs to
- * another incarnation of the name (replaced while we attached). A read-only
- * handle opens it read-only, to tell live readers from dead ones (F_OFD_GETLK
- * needs no write access); it never locks. */
-int shmcfg__lock_open(shmcfg *h, const char *path, const struct stat *seg_st)
+void shmcfg__lock_remove(const char *name, const uint8_t instance[16])
 {
+	char path[PATH_BYTES];
+	shmcfg__lock_path(name, instance, path);
+	if (unlink(path) < 0 && errno != ENOENT)
+		shmcfg__log(1, "%s: cannot remove its lock object %s: %s", name, path, strerror(errno));
+}
+
+/* Open the lock object of the segment h attached: -EAGAIN when it is gone
+ * (the segment was removed or replaced while we attached: try again). A
+ * read-only handle opens it read-only, to tell live readers from dead ones
+ * (F_OFD_GETLK needs no write access); it never locks. */
+int shmcfg__lock_open(shmcfg *h, const struct stat *seg_st)
+{
+	char path[PATH_BYTES];
+	shmcfg__lock_path(h->name, h->lay.instance, path);
 	struct stat st;
 	int r = shmcfg__open_regular(path, h->name, h->rdonly ? O_RDONLY : O_RDWR, &h->lock_fd, &st);
-	if (r == -ENOENT)
-		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: its lock object %s is missing (removed by hand?): the segment cannot be written; re-create it",
-				   h->name, path);
+	if (r == -ENOENT) {
+		shmcfg__err(SHMCFG_E_CORRUPT, "%s: its lock object %s is missing (removed by hand?): the segment cannot be written; re-create it",
+			    h->name, path);
+		return -EAGAIN;
+	}
 	if (r == -EACCES)
 		return shmcfg__err(-EACCES, "%s: no write access to its lock object %s", h->name, path);
 	if (r)
@@ -243,10 +237,9 @@ int shmcfg__lock_open(shmcfg *h, const char *path, const struct stat *seg_st)
 				   h->name, path, who, seg);
 	}
 	struct lock_file lf;
-	if (pread(h->lock_fd, &lf, sizeof lf, 0) != (ssize_t)sizeof lf || lf.magic != LOCK_MAGIC)
+	if (pread(h->lock_fd, &lf, sizeof lf, 0) != (ssize_t)sizeof lf || lf.magic != LOCK_MAGIC ||
+	    memcmp(lf.instance, h->lay.instance, 16) != 0)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s is not its lock object", h->name, path);
-	if (memcmp(lf.instance, h->lay.instance, 16) != 0)
-		return -EAGAIN;
 	return 0;
 }
 
@@ -266,67 +259,66 @@ bool shmcfg_retired(const shmcfg *h)
  * Remove the name, then mark the object we opened retired and wake its
  * waiters: every attached process learns at its next wait (or within the
  * wait's re-check interval, from st_nlink, when we could not write the mark).
- * The lock object goes last, so that no attacher pairs the old segment with
- * a new lock object: it checks the instance id anyway.
+ * The lock object goes last: its name comes from the header we read first.
  */
-int shmcfg__remove_segment(const char *name, const char *path, const char *lock, bool quiet_enoent)
+int shmcfg__remove_segment(const char *name, const char *path, bool quiet_enoent)
 {
 	int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == EACCES) /* the owner of a segment it may not write */
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
-	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < SEG_HEADER_BYTES)) {
-		close(fd);
-		fd = -1;
-	}
-	if (unlink(path) < 0) {
-		int e = errno;
+	struct seg_header hd;
+	bool have_hd = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		       (uint64_t)st.st_size >= SEG_HEADER_BYTES &&
+		       pread(fd, &hd, sizeof hd, 0) == (ssize_t)sizeof hd && hd.magic == SEG_MAGIC &&
+		       hd.layout_version == SEG_LAYOUT_VERSION;
+	int r = unlink(path) < 0 ? -errno : 0;
+	if (r == -EISDIR || (r == -EPERM && fd < 0 && lstat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+		r = rmdir(path) < 0 ? -errno : 0; /* a directory planted under the name */
+	if (r) {
 		if (fd >= 0)
 			close(fd);
-		/* no segment: a lock object left by a plain unlink(2) goes too */
-		if (e == ENOENT)
-			(void)unlink(lock);
-		if (e == ENOENT && quiet_enoent)
+		if (r == -ENOENT && quiet_enoent)
 			return 0;
-		if (e == EPERM || e == EACCES) {
+		if (r == -EPERM || r == -EACCES) {
 			struct stat ls;
 			char who[300] = "another user";
 			if (lstat(path, &ls) == 0)
 				shmcfg__user_text(ls.st_uid, who, sizeof who);
-			return shmcfg__err(-e, "%s: cannot remove %s: it belongs to uid %s", name, path, who);
+			return shmcfg__err(r, "%s: cannot remove %s: it belongs to uid %s", name, path, who);
 		}
-		return shmcfg__err(-e, "%s: %s", name, e == ENOENT ? "no such segment" : strerror(e));
+		return shmcfg__err(r, "%s: %s", name, r == -ENOENT ? "no such segment" : strerror(-r));
 	}
-	if (fd >= 0) {
-		struct seg_header *hd = mmap(NULL, SEG_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (hd != MAP_FAILED) {
-			if (hd->magic == SEG_MAGIC && hd->layout_version == SEG_LAYOUT_VERSION) {
-				/* release: pairs with the acquire load in shmcfg_retired();
-				 * the futex bump wakes waiters as a commit does */
-				__atomic_store_n(&hd->retired, 1, __ATOMIC_RELEASE);
-				__atomic_fetch_add(&hd->futex, 1, __ATOMIC_SEQ_CST);
-				syscall(SYS_futex, &hd->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-			}
-			munmap(hd, SEG_HEADER_BYTES);
+	if (have_hd) {
+		struct seg_header *m = mmap(NULL, SEG_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (m != MAP_FAILED) {
+			/* release: pairs with the acquire load in shmcfg_retired();
+			 * the futex bump wakes waiters as a commit does */
+			__atomic_store_n(&m->retired, 1, __ATOMIC_RELEASE);
+			__atomic_fetch_add(&m->futex, 1, __ATOMIC_SEQ_CST);
+			syscall(SYS_futex, &m->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+			munmap(m, SEG_HEADER_BYTES);
 		}
+		shmcfg__lock_remove(name, hd.instance);
+	}
+	if (fd >= 0)
 		close(fd);
-	}
-	if (unlink(lock) < 0 && errno != ENOENT)
-		shmcfg__log(1, "%s: cannot remove its lock object %s: %s", name, lock, strerror(errno));
 	return 0;
 }
 
 int shmcfg_unlink(const char *name)
 {
 	SHMCFG_API_ENTRY;
-	char path[PATH_BYTES], lock[PATH_BYTES];
-	int r = shmcfg__name_check(name, path, lock);
-	return r ? r : shmcfg__remove_segment(name, path, lock, false);
+	char path[PATH_BYTES];
+	int r = shmcfg__name_check(name, path);
+	return r ? r : shmcfg__remove_segment(name, path, false);
 }
 
 int shmcfg_attached_pids(const char *name, pid_t *pids, size_t max)
 {
 	SHMCFG_API_ENTRY;
-	char path[PATH_BYTES], lock[PATH_BYTES];
-	int r = shmcfg__name_check(name, path, lock);
+	char path[PATH_BYTES];
+	int r = shmcfg__name_check(name, path);
 	if (r)
 		return r;
 	assert_return(pids || max == 0, -EINVAL);

@@ -201,8 +201,8 @@ static shmcfg *handle_new(const char *name, bool rdonly)
 
 static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **ret)
 {
-	char path[PATH_BYTES], lock[PATH_BYTES];
-	int r = shmcfg__name_check(name, path, lock);
+	char path[PATH_BYTES];
+	int r = shmcfg__name_check(name, path);
 	if (r)
 		return r;
 	bool rdonly = o->flags & SHMCFG_ATTACH_RDONLY;
@@ -223,8 +223,8 @@ static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **r
 		r = handle_map(h, h->opts.expect_schema_hash);
 	}
 	if (!r && !rdonly)
-		r = shmcfg__lock_open(h, lock, &st);
-	else if (!r && shmcfg__lock_open(h, lock, &st)) {
+		r = shmcfg__lock_open(h, &st);
+	else if (!r && shmcfg__lock_open(h, &st)) {
 		/* read-only: the lock object only tells liveness (and only to
 		 * those who may open it): best effort */
 		if (h->lock_fd >= 0)
@@ -248,15 +248,15 @@ int shmcfg_attach_with(const char *name, const shmcfg_attach_opts *opts, shmcfg 
 	shmcfg_attach_opts o = opts ? *opts : (shmcfg_attach_opts){0};
 	if (o.flags & ~(unsigned)(SHMCFG_ATTACH_RDONLY | SHMCFG_ATTACH_OWNER))
 		return shmcfg__err(-EINVAL, "attach flags %#x: unknown bits", o.flags);
-	/* a lock object of another incarnation: the name was replaced between
-	 * our two opens; the next try sees the new pair */
+	/* no lock object: the segment was removed or replaced between our
+	 * opens (the next try sees what is there now), or someone removed it
+	 * by hand (the detail says so) */
 	for (int i = 0;; i++) {
 		int r = attach_once(name, &o, ret);
 		if (r != -EAGAIN)
 			return r;
 		if (i == 3)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: its lock object belongs to another segment of that name",
-					   name);
+			return SHMCFG_E_CORRUPT;
 	}
 }
 
@@ -306,8 +306,8 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 {
 	SHMCFG_API_ENTRY;
 	assert_return(ret, -EINVAL);
-	char path[PATH_BYTES], lock[PATH_BYTES];
-	int r = shmcfg__name_check(name, path, lock);
+	char path[PATH_BYTES];
+	int r = shmcfg__name_check(name, path);
 	if (r)
 		return r;
 	shmcfg_create_opts o = opts ? *opts : (shmcfg_create_opts){0};
@@ -379,7 +379,7 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		goto fail_built;
 	}
 	/* --force: the old segment is retired (its processes learn it) and removed */
-	if ((o.flags & SHMCFG_CREATE_FORCE) && (r = shmcfg__remove_segment(name, path, lock, true)))
+	if ((o.flags & SHMCFG_CREATE_FORCE) && (r = shmcfg__remove_segment(name, path, true)))
 		goto fail_handle;
 	/* O_EXCL|O_NOFOLLOW: nothing planted under the name is followed or reused */
 	h->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, o.mode);
@@ -405,6 +405,10 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		goto fail_unlink;
 	}
 	shmcfg__fault("create.allocated");
+	/* the lock object before the instance id is written where others can
+	 * read it: nobody can plant its name first */
+	if ((r = shmcfg__lock_create(h, lay.instance, o.mode, o.gid)))
+		goto fail_unlink;
 	void *schema_bytes = malloc(lay.schema_size);
 	if (!schema_bytes) {
 		r = -ENOMEM;
@@ -428,8 +432,6 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 	h->owner = st.st_uid;
 	r = handle_setup(h, &st, NULL);
 	if (!r)
-		r = shmcfg__lock_create(h, lock, o.mode, o.gid);
-	if (!r)
 		r = shmcfg__commit_env(h, o.flags & SHMCFG_CREATE_NO_ENV ? NULL : o.envp ? o.envp : environ,
 				       !(o.flags & SHMCFG_CREATE_NO_ENV));
 	if (r)
@@ -447,7 +449,7 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 fail_unlink:
 	unlink(path);
 	if (h->lock_fd >= 0)
-		unlink(lock);
+		shmcfg__lock_remove(name, lay.instance);
 fail_handle:
 	handle_free(h);
 fail_built:

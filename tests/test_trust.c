@@ -101,9 +101,23 @@ static void seg_path(const char *name, char *buf, size_t len)
 	snprintf(buf, len, "/dev/shm/shmcfg.%.200s", name);
 }
 
+/* The lock object's path: /dev/shm/shmcfg-lock.NAME.INSTANCE, the instance
+ * id read from the segment's header (a name nobody can know in advance).
+ * Without a segment, a name no lock object has. */
 static void lock_path(const char *name, char *buf, size_t len)
 {
-	snprintf(buf, len, "/dev/shm/shmcfg-lock.%.200s", name);
+	char seg[256];
+	seg_path(name, seg, sizeof seg);
+	struct seg_header hd = {0};
+	int fd = open(seg, O_RDONLY | O_NONBLOCK);
+	if (fd >= 0) {
+		if (pread(fd, &hd, sizeof hd, 0) != (ssize_t)sizeof hd)
+			memset(&hd, 0, sizeof hd);
+		close(fd);
+	}
+	char p[PATH_BYTES];
+	shmcfg__lock_path(name, hd.instance, p);
+	snprintf(buf, len, "%s", p);
 }
 
 static int trust_setup(void **state)
@@ -216,11 +230,11 @@ static void test_lock_object_modes_follow_writers(void **state)
 	const char *name = new_name("trust-lockmode");
 	char sp[320], lp[320];
 	seg_path(name, sp, sizeof sp);
-	lock_path(name, lp, sizeof lp);
 	saved_umask = umask(077); /* must not narrow either mode */
 	for (size_t i = 0; i < sizeof lock_modes / sizeof lock_modes[0]; i++) {
 		gid_t gid = geteuid() == 0 ? TEST_GID : (gid_t)-1;
 		shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.mode = lock_modes[i].seg, .gid = gid}));
+		lock_path(name, lp, sizeof lp);
 		struct stat seg = lstat_or_fail(sp);
 		assert_int_equal(seg.st_mode & 07777, lock_modes[i].seg);
 		struct stat lk;
@@ -685,7 +699,7 @@ static int squat_lock_main(void *p)
 	return 0;
 }
 
-static void test_squatted_names_fail_creation(void **state)
+static void test_squatted_names_do_not_capture_creation(void **state)
 {
 	(void)state;
 	/* another user's segment: a forced create cannot replace it */
@@ -700,18 +714,26 @@ static void test_squatted_names_fail_creation(void **state)
 	struct stat after = lstat_or_fail(sp);
 	assert_int_equal(after.st_ino, before.st_ino);
 	assert_int_equal(after.st_uid, NOBODY);
-	/* another user's lock object: no creation with a lock a stranger controls */
+	/* a stranger's lock object planted under a guessed name: the lock
+	 * object's name carries the segment's random instance id, so creation
+	 * neither fails nor uses the stranger's file */
 	const char *name2 = new_name("trust-squat-lock");
-	char sp2[320], lp2[320];
+	char sp2[320], guess[320], lp2[320];
 	seg_path(name2, sp2, sizeof sp2);
-	lock_path(name2, lp2, sizeof lp2);
-	(void)unlink(lp2);
+	lock_path(name2, guess, sizeof guess); /* no segment yet: the guess */
+	(void)unlink(guess);
 	struct other_arg c = {name2, NOBODY, NOBODY, -1, -1, 0};
 	assert_child_ok(spawn(squat_lock_main, &c));
-	struct other_arg d = {name2, OTHER_UID, OTHER_UID, -1, -1, 1};
-	assert_child_ok(spawn(create_over_main, &d));
-	assert_gone(sp2, "a failed creation left its segment");
-	assert_int_equal(lstat_or_fail(lp2).st_uid, NOBODY);
+	add_path(guess);
+	struct other_arg d = {name2, OTHER_UID, OTHER_UID, -1, -1, 0};
+	assert_child_ok(spawn(create_as_main, &d));
+	lock_path(name2, lp2, sizeof lp2);
+	assert_string_not_equal(lp2, guess);
+	assert_int_equal(lstat_or_fail(sp2).st_uid, OTHER_UID);
+	assert_int_equal(lstat_or_fail(lp2).st_uid, OTHER_UID);
+	assert_int_equal(lstat_or_fail(guess).st_uid, NOBODY); /* untouched */
+	assert_int_equal(shmcfg_unlink(name2), 0);
+	assert_gone(lp2, "shmcfg_unlink left the lock object");
 }
 
 /* Attach a sparse object read-write and read-only: SHMCFG_E_CORRUPT,
@@ -1523,7 +1545,7 @@ int main(void)
 		ADD(test_readonly_read_locks_block_no_commit);
 		ADD(test_stolen_futex_wakeups_delay_waiters_briefly);
 		ADD(test_foreign_owned_segment_refused_unless_expected);
-		ADD(test_squatted_names_fail_creation);
+		ADD(test_squatted_names_do_not_capture_creation);
 	} else {
 		fprintf(stderr, "# not root: the 5 tests of other users are left out\n");
 	}

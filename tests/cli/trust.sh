@@ -30,7 +30,7 @@ pass "--help of a command that attaches lists --owner" pyeval '"--owner USER" in
 
 if [ "$(id -u)" = 0 ]; then
 	# a segment (and its lock object) of another user, as a squatter plants it
-	chown 65534 "/dev/shm/shmcfg.$O" "/dev/shm/shmcfg-lock.$O"
+	chown 65534 "/dev/shm/shmcfg.$O" /dev/shm/shmcfg-lock."$O".*
 	t_errmatch "another user's segment: refused, naming its owner and --owner" 1 \
 		"^shmctl: $O: segment is owned by uid 65534.*not by you or root.*--owner" \
 		shmctl get "$O" recompile_limit

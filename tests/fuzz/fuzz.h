@@ -67,7 +67,8 @@ static inline void fuzz_clean_stale(void)
 				continue;
 			char *end;
 			long pid = strtol(e->d_name + n, &end, 10);
-			if (*end == 0 && pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH) {
+			/* lock objects: shmcfg-lock.fuzz-PID.INSTANCE */
+			if ((*end == 0 || *end == '.') && pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH) {
 				char path[300];
 				snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
 				(void)unlink(path);

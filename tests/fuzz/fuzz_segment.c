@@ -348,8 +348,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	close(fd);
 	/* the lock object a creator would have made, tied to the image's
 	 * instance id (a mismatch is one more thing attach must refuse) */
-	char lock[96];
-	snprintf(lock, sizeof lock, "/dev/shm/shmcfg-lock.%s", seg_name);
+	char lock[PATH_BYTES];
+	uint8_t inst[16] = {0};
+	if (size >= SEG_HEADER_BYTES)
+		memcpy(inst, ((const struct seg_header *)img)->instance, 16);
+	shmcfg__lock_path(seg_name, inst, lock);
 	int lfd = open(lock, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	FUZZ_ASSERT(lfd >= 0, "open %s: %s", lock, strerror(errno));
 	struct lock_file lf = {.magic = LOCK_MAGIC};
