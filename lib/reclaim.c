@@ -76,6 +76,8 @@ static pid_t rq_pid;          /* process whose thread serves the queue */
 static pthread_t rq_thread;
 static unsigned rq_users;     /* handles that retired a view: the thread ends with the last */
 static bool rq_stop;
+static unsigned rq_in_gp;    /* grace periods in progress (reclaimer, retire()) */
+static bool rcu_unusable;    /* forked mid-grace-period: no RCU views (fork handlers) */
 pid_t shmcfg__self_pid;       /* this process: set at load and in the fork child */
 #define self_pid shmcfg__self_pid
 
@@ -198,10 +200,12 @@ static void *reclaimer(void *arg)
 		}
 		struct pview *batch = rq_head;
 		rq_head = NULL;
+		rq_in_gp++; /* under rq_lock: before_fork() sees it (see there) */
 		pthread_mutex_unlock(&rq_lock);
 		/* every read-side section that could see these views has ended */
 		grace_period();
 		pthread_mutex_lock(&rq_lock);
+		rq_in_gp--;
 		while (batch) {
 			struct pview *next = batch->next;
 			unpin_free(batch);
@@ -236,14 +240,17 @@ static void retire(shmcfg *h, struct pview *pv)
 	/* no reclaimer thread: wait for the grace period here, unless this
 	 * thread is inside a read-side section (a nested snapshot), which would
 	 * wait for itself; then the view and its pin stay until detach */
+	pthread_mutex_lock(&rq_lock);
 	if (urcu_bp_read_ongoing()) {
-		pthread_mutex_lock(&rq_lock);
 		h->retired--;
 		pthread_mutex_unlock(&rq_lock);
 		return;
 	}
+	rq_in_gp++;
+	pthread_mutex_unlock(&rq_lock);
 	grace_period();
 	pthread_mutex_lock(&rq_lock);
+	rq_in_gp--;
 	unpin_free(pv);
 	pthread_mutex_unlock(&rq_lock);
 }
@@ -320,6 +327,9 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 	if (h->pid != self_pid)
 		return shmcfg__err(SHMCFG_E_FORKED, "%s: snapshot in a child of the attaching process: attach again",
 				   h->name);
+	/* a child forked mid-grace-period cannot wait for one: it copies */
+	if (rcu_unusable)
+		return shmcfg__copy_snapshot(h, ret);
 	/* acquire: pairs with the release store of the claim (readers.c) */
 	int reader = __atomic_load_n(&h->reader, __ATOMIC_ACQUIRE);
 	if (reader < 0 && (reader = claim_entry(h)) < 0)
@@ -431,28 +441,30 @@ void shmcfg__view_close(shmcfg *h)
  * starts its own reclaimer when it needs one (rq_pid).
  *
  * urcu-bp's registry wants its own fork hooks (its README), but they take
- * the grace-period lock: if the forking thread holds a snapshot while our
- * reclaimer waits for a grace period, they would deadlock. So they are
- * called only when the forking thread is outside any read-side section.
+ * the grace-period lock, which a grace period in progress holds until every
+ * reader of the process has left its section: fork() would wait for other
+ * threads' snapshots (for ever, if one of them waits for the forking thread),
+ * and the forking thread's own snapshot would deadlock it. So the hooks run
+ * only when no grace period is in progress (rq_in_gp, counted under rq_lock,
+ * which we hold: none can start until we let go) and the forking thread holds
+ * no snapshot. Otherwise the child inherits urcu's state mid-use and must not
+ * wait for a grace period: it never pins (rcu_unusable: its snapshots copy),
+ * so it never retires a view.
  */
 static bool urcu_hooks;
-
-/* Lock order: urcu's grace-period lock before rq_lock, never the other way
- * (the reclaimer holds the grace-period lock while it waits for readers, and
- * a reader may be waiting for rq_lock in retire()). */
 static void before_fork(void)
 {
-	urcu_hooks = !urcu_bp_read_ongoing();
+	pthread_mutex_lock(&rq_lock);
+	urcu_hooks = !rq_in_gp && !urcu_bp_read_ongoing();
 	if (urcu_hooks)
 		urcu_bp_before_fork();
-	pthread_mutex_lock(&rq_lock);
 }
 
 static void after_fork_parent(void)
 {
-	pthread_mutex_unlock(&rq_lock);
 	if (urcu_hooks)
 		urcu_bp_after_fork_parent();
+	pthread_mutex_unlock(&rq_lock);
 }
 
 static void after_fork_child(void)
@@ -460,6 +472,8 @@ static void after_fork_child(void)
 	self_pid = getpid();
 	if (urcu_hooks)
 		urcu_bp_after_fork_child();
+	else
+		rcu_unusable = true;
 	pthread_mutex_init(&rq_lock, NULL);
 	pthread_cond_init(&rq_cond, NULL);
 	pthread_cond_init(&rq_done, NULL);
@@ -467,6 +481,7 @@ static void after_fork_child(void)
 	rq_pid = 0;
 	rq_users = 0;
 	rq_stop = false;
+	rq_in_gp = 0;
 }
 
 __attribute__((constructor)) static void register_atfork(void)

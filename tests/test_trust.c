@@ -52,6 +52,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -1515,6 +1516,100 @@ static void test_writer_death_after_busy_mark_spares_snapshot(void **state)
 
 /* ------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------ */
+/* fork() while snapshots are held and grace periods are in progress    */
+/* ------------------------------------------------------------------ */
+
+struct holder {
+	shmcfg *h;
+	int go[2];      /* the main thread says when to release */
+	int held[2];    /* the holder says it holds */
+};
+
+static void *hold_snapshot(void *p)
+{
+	struct holder *x = p;
+	shmcfg_snapshot *s;
+	char c = shmcfg_snapshot_acquire(x->h, &s) == 0 ? 'h' : 'e';
+	if (write(x->held[1], &c, 1) != 1 || c != 'h')
+		return NULL;
+	(void)read(x->go[0], &c, 1);
+	shmcfg_snapshot_release(s);
+	return NULL;
+}
+
+/* In the child: attach anew, take snapshots, commit, close: must not hang
+ * on RCU state inherited mid-use. */
+static int child_uses_shmcfg(void *arg)
+{
+	const char *name = arg;
+	shmcfg *c = NULL;
+	if (shmcfg_attach(name, 0, NULL, &c))
+		return 2;
+	for (int i = 0; i < 3; i++) {
+		shmcfg_snapshot *s;
+		if (shmcfg_snapshot_acquire(c, &s))
+			return 3;
+		shmcfg_snapshot_release(s);
+		if (set_and_commit(c, T_A, i == 1 ? "7" : "8", NULL) < 0)
+			return 4;
+	}
+	shmcfg_close(c);
+	return 0;
+}
+
+/*
+ * Another thread holds a snapshot while a grace period waits for it; the
+ * main thread forks. fork() must not wait for that snapshot (here the
+ * holder releases only after fork() returned: waiting would deadlock, and
+ * the alarm would fail the test), and the child must be able to use shmcfg
+ * and close.
+ */
+static void test_fork_during_grace_period_neither_waits_nor_hangs_child(void **state)
+{
+	(void)state;
+	const char *name = new_name("trust-forkgp");
+	shmcfg *h = keep(test_create(name, NULL));
+	struct holder x = {.h = h};
+	assert_int_equal(pipe(x.go), 0);
+	assert_int_equal(pipe(x.held), 0);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, hold_snapshot, &x), 0);
+	char c;
+	assert_int_equal(read(x.held[0], &c, 1), 1);
+	assert_int_equal(c, 'h');
+	/* a commit, then a snapshot of it: the old view is retired, and the
+	 * reclaimer's grace period waits for the holder */
+	assert_int_equal(set_and_commit(h, T_A, "5", NULL), 0);
+	shmcfg_snapshot *s;
+	assert_int_equal(shmcfg_snapshot_acquire(h, &s), 0);
+	shmcfg_snapshot_release(s);
+	usleep(50000);
+	pid_t pid = spawn(child_uses_shmcfg, (void *)name);
+	c = 'g';
+	assert_int_equal(write(x.go[1], &c, 1), 1);
+	pthread_join(t, NULL);
+	assert_child_ok(pid);
+	close(x.go[0]), close(x.go[1]), close(x.held[0]), close(x.held[1]);
+}
+
+/* The forking thread itself holds snapshots (one of them retired): the
+ * child can still attach, snapshot, commit and close. */
+static void test_fork_holding_snapshots_child_can_close(void **state)
+{
+	(void)state;
+	const char *name = new_name("trust-forksnap");
+	shmcfg *h = keep(test_create(name, NULL));
+	shmcfg_snapshot *s0, *s1;
+	assert_int_equal(shmcfg_snapshot_acquire(h, &s0), 0);
+	assert_int_equal(set_and_commit(h, T_A, "5", NULL), 0);
+	assert_int_equal(shmcfg_snapshot_acquire(h, &s1), 0); /* retires s0's view */
+	pid_t pid = spawn(child_uses_shmcfg, (void *)name);
+	assert_child_ok(pid);
+	shmcfg_snapshot_release(s1);
+	shmcfg_snapshot_release(s0);
+}
+
 int main(void)
 {
 	unsetenv("SHMCFG_FAULT");
@@ -1534,6 +1629,8 @@ int main(void)
 	ADD(test_crowd_of_readers_never_locked_out);
 	ADD(test_child_release_does_not_unpin_parent_snapshot);
 	ADD(test_dead_reader_reclaimed_despite_forked_child);
+	ADD(test_fork_during_grace_period_neither_waits_nor_hangs_child);
+	ADD(test_fork_holding_snapshots_child_can_close);
 #ifdef SHMCFG_WITH_FAULTS
 	ADD(test_writer_death_after_busy_mark_spares_snapshot);
 #else
