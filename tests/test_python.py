@@ -1434,6 +1434,36 @@ class TestLifecycle(SegTest):
         self.addCleanup(new.close)
         return new
 
+    def test_forked_child_never_writes_a_replacement(self):
+        """A child's writes go through a handle it attaches itself: only to the
+        parent's segment, never to another schema's under the same name."""
+        seg, m = self.app()
+        rd, wr = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: the name is replaced, then it writes
+            os.close(rd)
+            code = 1
+            try:
+                while not seg.retired:
+                    time.sleep(0.01)
+                try:
+                    m.steps = 42
+                    code = 2  # wrote through a stale handle map
+                except shmcfg.RetiredError:
+                    code = 0
+            finally:
+                os.write(wr, bytes([code]))
+                os._exit(code)
+        os.close(wr)
+        self.replace(seg, SCHEMA_MORE)
+        code = os.read(rd, 1)
+        os.close(rd)
+        _, st = os.waitpid(pid, 0)
+        self.assertEqual(code, b"\x00", "the child's write was not refused")
+        new = shmcfg.attach(seg.name)
+        self.addCleanup(new.close)
+        self.assertNotEqual(new.module("app.config").steps, 42)
+
     def test_retired_wait_reads_reattach(self):
         seg, m = self.app()
         triton = m.triton  # a nested namespace, held across reattach

@@ -126,8 +126,16 @@ class Segment:
         c = self._child
         if c is not None and c[0] == pid:
             return c[1]
+        # The parent's option handles are indices into its schema: attach
+        # again only to that segment, never to whatever now has the name.
+        if _L.retired(h):
+            raise _error(_L.E["RETIRED"], f"segment '{self.name}' was removed or replaced "
+                         "(attaching again after fork); reattach()")
+        want = (ctypes.c_uint8 * 16)()
+        _L.schema_hash(h, ctypes.byref(want))
         nh = _L.c_void_p()
-        r = _L.attach_with(self.name.encode(), _attach_opts(self.readonly, self._owner),
+        r = _L.attach_with(self.name.encode(),
+                           _attach_opts(self.readonly, self._owner, ctypes.addressof(want)),
                            ctypes.byref(nh))
         if r < 0:
             raise _error(r, f"segment '{self.name}' (attaching again after fork)")
@@ -686,10 +694,11 @@ def _owner_uid(owner):
         raise InvalidArgumentError(f"owner: no such user {owner!r}") from None
 
 
-def _attach_opts(readonly, uid):
+def _attach_opts(readonly, uid, expect_schema_hash=None):
     o = _L.AttachOpts()
     o.flags = (_L.ATTACH_RDONLY if readonly else 0) | (_L.ATTACH_OWNER if uid is not None else 0)
     o.owner = uid if uid is not None else 0
+    o.expect_schema_hash = expect_schema_hash
     return ctypes.byref(o)
 
 
