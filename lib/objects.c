@@ -20,17 +20,32 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* The name as an error may show it: one line, bytes outside printable ASCII
+ * as \xNN (a name can come from anyone's file in /dev/shm). */
+static void name_text(const char *name, char *out, size_t len)
+{
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)name; *p && o + 5 < len && o < 80; p++)
+		o += (size_t)snprintf(out + o, len - o, *p >= 0x20 && *p < 0x7f ? "%c" : "\\x%02x", *p);
+	out[o] = 0;
+}
+
 int shmcfg__name_check(const char *name, char path[static PATH_BYTES])
 {
 	size_t len = name ? strlen(name) : 0;
+	char shown[128];
+	name_text(name ? name : "", shown, sizeof shown);
 	if (len == 0 || len > SEG_NAME_MAX || name[0] == '.')
-		return shmcfg__err(-EINVAL, "segment name '%.80s' must be 1-%d characters, not starting with '.'",
-				   name ? name : "", SEG_NAME_MAX);
+		return shmcfg__err(-EINVAL, "segment name '%s' must be 1-%d characters, not starting with '.'",
+				   shown, SEG_NAME_MAX);
 	for (const char *p = name; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == '-'))
-			return shmcfg__err(-EINVAL, "segment name '%.80s': character '%c' is not allowed (use [A-Za-z0-9._-])",
-					   name, *p);
+		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == '-')) {
+			char c[8];
+			name_text((char[]){*p, 0}, c, sizeof c);
+			return shmcfg__err(-EINVAL, "segment name '%s': character '%s' is not allowed (use [A-Za-z0-9._-])",
+					   shown, c);
+		}
 	snprintf(path, PATH_BYTES, SHM_DIR SEG_PREFIX "%s", name);
 	return 0;
 }
@@ -314,6 +329,8 @@ int shmcfg_unlink(const char *name)
 	return r ? r : shmcfg__remove_segment(name, path, false);
 }
 
+#define ATTACHED_SCAN_NS 1000000000ull
+
 int shmcfg_attached_pids(const char *name, pid_t *pids, size_t max)
 {
 	SHMCFG_API_ENTRY;
@@ -331,7 +348,10 @@ int shmcfg_attached_pids(const char *name, pid_t *pids, size_t max)
 	int n = 0;
 	struct dirent *de;
 	char line[PATH_MAX + 256];
-	while ((de = readdir(d))) {
+	/* processes of other users can make their maps as long as they like:
+	 * the scan is bounded, and then reports what it found (a lower bound) */
+	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + ATTACHED_SCAN_NS;
+	while ((de = readdir(d)) && now_ns(CLOCK_MONOTONIC) < deadline) {
 		char *end;
 		long pid = strtol(de->d_name, &end, 10);
 		if (*end || pid <= 0)
@@ -344,7 +364,9 @@ int shmcfg_attached_pids(const char *name, pid_t *pids, size_t max)
 		bool found = false;
 		/* "start-end perms offset dev inode path": the same inode under
 		 * our path (or "path (deleted)") */
-		while (!found && fgets(line, sizeof line, f)) {
+		for (unsigned k = 1; !found && fgets(line, sizeof line, f); k++) {
+			if (k % 4096 == 0 && now_ns(CLOCK_MONOTONIC) >= deadline)
+				break;
 			unsigned long long ino;
 			int at = 0;
 			if (sscanf(line, "%*s %*s %*s %*s %llu %n", &ino, &at) < 1 || ino != (unsigned long long)st.st_ino)

@@ -752,11 +752,23 @@ void table_color(struct table *t, size_t col, const char *code)
 		t->rows[t->nrows - 1].cells[col].color = code;
 }
 
+/* Newlines, tabs and other control characters would break the columns. */
+static void flatten(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = ' ';
+}
+
+/* A note under a row: one line, whatever a hostile name put in it (escape
+ * sequences, newlines that would forge rows). */
 void table_note(struct table *t, const char *text)
 {
 	if (t && t->nrows && text) {
 		free(t->rows[t->nrows - 1].note);
 		t->rows[t->nrows - 1].note = strdup(text);
+		if (t->rows[t->nrows - 1].note)
+			flatten(t->rows[t->nrows - 1].note);
 	}
 }
 
@@ -791,14 +803,6 @@ static void cut(char *s, size_t width)
 		}
 	}
 	snprintf(p, 4, "%s", "...");
-}
-
-/* Newlines, tabs and other control characters would break the columns. */
-static void flatten(char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			*s = ' ';
 }
 
 static size_t terminal_width(void)

@@ -111,14 +111,24 @@ static const struct command commands[] = {
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
+/* Every message is one line: control characters (from a name or a value
+ * someone else chose) are shown as \xNN, never sent to the terminal. */
 static void vmsg(const char *prefix, const char *fmt, va_list ap)
 {
+	char *text = NULL;
+	if (vasprintf(&text, fmt, ap) < 0)
+		text = NULL;
 	fflush(stdout);
 	fputs("shmctl: ", stderr);
 	if (prefix)
 		fputs(prefix, stderr);
-	vfprintf(stderr, fmt, ap);
+	for (const unsigned char *p = (const unsigned char *)(text ? text : "out of memory"); *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			fprintf(stderr, "\\x%02x", *p);
+		else
+			fputc(*p, stderr);
 	fputc('\n', stderr);
+	free(text);
 }
 
 void err_msg(const char *fmt, ...)

@@ -148,4 +148,21 @@ wait $W1
 R1=$?
 wait $W2
 pass "(both watchers learnt it: exit 1)" test "$R1" = 1 -a $? = 1
+
+# Names someone else chose never reach the terminal raw: escape sequences and
+# newlines (which would forge rows) are shown as \xNN, every error one line.
+ESC=$(printf '\033')
+NL=$(printf 'a\nb')
+t_errmatch "a name with a newline and an escape: one line, shown as \\xNN" 1 '\\x0a.*\\x1b' \
+	shmctl show "$NL${ESC}[31m"
+H1="/dev/shm/shmcfg.cli-$$-esc${ESC}]0;title$(printf '\a')"
+H2="/dev/shm/shmcfg.cli-$$-nl
+cli-$$-FAKE  1.0 MiB 99 38 0 root 0600"
+: >"$H1"
+: >"$H2"
+run shmctl ls
+pass "ls: no escape character and no forged row from planted names" pyeval '
+lines = a[0].splitlines()
+"\x1b" not in a[0] and "\x07" not in a[0] and not any(l.startswith("cli-%s-FAKE" % a[1]) for l in lines)' "$OUT" "$$"
+rm -f "$H1" "$H2"
 t_done
