@@ -165,4 +165,12 @@ pass "ls: no escape character and no forged row from planted names" pyeval '
 lines = a[0].splitlines()
 "\x1b" not in a[0] and "\x07" not in a[0] and not any(l.startswith("cli-%s-FAKE" % a[1]) for l in lines)' "$OUT" "$$"
 rm -f "$H1" "$H2"
+
+# A directory planted under a segment's name: rm removes it (rmdir) where the
+# caller may, and create --force then creates the segment.
+D="cli-$$-dir"
+mkdir "/dev/shm/shmcfg.$D"
+run shmctl create -q --force "$D"
+pass "create --force over a planted (empty) directory: created" test "$RC" = 0 -a -f "/dev/shm/shmcfg.$D"
+run shmctl rm "$D"
 t_done
