@@ -107,7 +107,7 @@ static int json_type_err(const shmcfg *h, shmcfg_opt opt, json_t *j)
 	char *text = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
 	int r = shmcfg__err(SHMCFG_E_TYPE, "%s: value %.80s is not a %s", sstr(h, h->desc[opt].name),
 			    text ? text : "?", shmcfg_type_name(h->desc[h->desc[opt].alias_final].type));
-	free(text);
+	shmcfg__free(text);
 	return r;
 }
 
@@ -155,19 +155,19 @@ static int from_json(const shmcfg *h, shmcfg_opt opt, json_t *j, shmcfg_value *o
 		if (!json_is_array(j))
 			return json_type_err(h, opt, j);
 		size_t n = json_array_size(j);
-		const char **items = malloc((n ? n : 1) * sizeof *items);
+		const char **items = shmcfg__malloc((n ? n : 1) * sizeof *items);
 		if (!items)
 			return -ENOMEM;
 		for (size_t i = 0; i < n; i++) {
 			json_t *it = json_array_get(j, i);
 			if (!json_is_string(it) || memchr(json_string_value(it), 0, json_string_length(it))) {
-				free(items);
+				shmcfg__free(items);
 				return json_type_err(h, opt, j);
 			}
 			items[i] = json_string_value(it);
 		}
 		int r = shmcfg_value_list(t, items, n, out);
-		free(items);
+		shmcfg__free(items);
 		return r;
 	}
 	}
@@ -248,7 +248,7 @@ static void addf(struct buf *b, const char *fmt, ...)
 			return;
 		}
 		size_t cap = (b->cap + (size_t)n + 1) * 2;
-		char *np = realloc(b->p, cap);
+		char *np = shmcfg__realloc(b->p, cap);
 		if (!np) {
 			b->err = -ENOMEM;
 			return;
@@ -361,13 +361,13 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 			addf(&b, "\n");
 		} else if (fmt == SHMCFG_CODEGEN_SHELL) {
 			char *text = NULL, *pair = NULL;
-			if (!(r = shmcfg_value_format(&v, &text)) && asprintf(&pair, "%s=%s", name, text) > 0) {
+			if (!(r = shmcfg_value_format(&v, &text)) && shmcfg__asprintf(&pair, "%s=%s", name, text) > 0) {
 				addf(&b, "shmctl set %s ", h->name);
 				shell_quote(&b, pair);
 				addf(&b, "\n");
 			}
-			free(text);
-			free(pair);
+			shmcfg__free(text);
+			shmcfg__free(pair);
 		} else {
 			json_t *j = shmcfg__value_json(&v);
 			if (!j || json_object_set_new(obj, name, j))
@@ -381,11 +381,11 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 		addf(&b, "%s\n", t ? t : "");
 		if (!t)
 			r = -ENOMEM;
-		free(t);
+		shmcfg__free(t);
 	}
 	json_decref(obj);
 	if (r || b.err) {
-		free(b.p);
+		shmcfg__free(b.p);
 		return r ? r : b.err;
 	}
 	*ret = b.p;

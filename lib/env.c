@@ -16,7 +16,7 @@
  */
 int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env)
 {
-	shmcfg_txn *t = calloc(1, sizeof *t);
+	shmcfg_txn *t = shmcfg__calloc(1, sizeof *t);
 	if (!t)
 		return -ENOMEM;
 	t->h = h;

@@ -30,7 +30,7 @@ static int reserve(struct hashbuf *b, size_t n)
 	size_t cap = b->cap ? b->cap : 4096;
 	while (cap < b->len + n)
 		cap *= 2;
-	char *np = realloc(b->p, cap);
+	char *np = shmcfg__realloc(b->p, cap);
 	if (!np)
 		return -ENOMEM;
 	b->p = np;

@@ -106,7 +106,7 @@ int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, voi
 			h->lay.nslots);
 	if (!deep || bad)
 		return bad;
-	char *copy = malloc(h->lay.slot_size);
+	char *copy = shmcfg__malloc(h->lay.slot_size);
 	if (!copy) {
 		PROBLEM("out of memory");
 		return bad;
@@ -139,7 +139,7 @@ int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, voi
 			}
 		}
 	}
-	free(copy);
+	shmcfg__free(copy);
 	return bad;
 #undef PROBLEM
 }

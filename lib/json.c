@@ -71,12 +71,12 @@ int shmcfg_value_format(const shmcfg_value *v, char **ret)
 	if (!v->is_null && v->type == SHMCFG_FLOAT && isfinite(v->u.f)) {
 		char t[32];
 		shmcfg__float_text(v->u.f, t);
-		*ret = strdup(t);
+		*ret = shmcfg__strdup(t);
 		return *ret ? 0 : -ENOMEM;
 	}
 	/* JSON has no NaN or infinity: write them as Python and strtod read them */
 	if (!v->is_null && v->type == SHMCFG_FLOAT && !isfinite(v->u.f)) {
-		*ret = strdup(isnan(v->u.f) ? "nan" : v->u.f > 0 ? "inf" : "-inf");
+		*ret = shmcfg__strdup(isnan(v->u.f) ? "nan" : v->u.f > 0 ? "inf" : "-inf");
 		return *ret ? 0 : -ENOMEM;
 	}
 	json_t *j = shmcfg__value_json(v);
@@ -92,7 +92,7 @@ int shmcfg_value_format(const shmcfg_value *v, char **ret)
 int shmcfg__format_canon(const shmcfg_value *v, char **ret)
 {
 	if (!v->is_null && v->type == SHMCFG_STR) {
-		*ret = strndup(v->u.str.ptr, v->u.str.len);
+		*ret = shmcfg__strndup(v->u.str.ptr, v->u.str.len);
 		return *ret ? 0 : -ENOMEM;
 	}
 	return shmcfg_value_format(v, ret);

@@ -305,7 +305,7 @@ int shmcfg__remove_segment(const char *name, const char *path, bool quiet_enoent
 		return shmcfg__err(r, "%s: %s", name, r == -ENOENT ? "no such segment" : strerror(-r));
 	}
 	if (have_hd) {
-		struct seg_header *m = mmap(NULL, SEG_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		struct seg_header *m = shmcfg__mmap(NULL, SEG_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (m != MAP_FAILED) {
 			/* release: pairs with the acquire load in shmcfg_retired();
 			 * the futex bump wakes waiters as a commit does */

@@ -81,11 +81,11 @@ static int gather(const shmcfg *h, shmcfg_opt **opts, shmcfg_value **vals, size_
 				else if (!v->is_null && v->type >= SHMCFG_LIST)
 					*bytes += v->u.list.bytes + 1;
 			}
-	*opts = malloc((*n ? *n : 1) * sizeof **opts);
-	*vals = malloc((*n ? *n : 1) * sizeof **vals);
+	*opts = shmcfg__malloc((*n ? *n : 1) * sizeof **opts);
+	*vals = shmcfg__malloc((*n ? *n : 1) * sizeof **vals);
 	if (!*opts || !*vals) {
-		free(*opts);
-		free(*vals);
+		shmcfg__free(*opts);
+		shmcfg__free(*vals);
 		return -ENOMEM;
 	}
 	size_t k = *n;
@@ -134,7 +134,7 @@ static int rebuild(const shmcfg *h, struct overlay *ov, bool strict)
 		return r;
 	uint64_t cap = h->lay.heap_size + bytes;
 	if (cap > ov->heap_cap) {
-		char *copy = realloc(ov->copy, h->lay.heap_off + cap);
+		char *copy = shmcfg__realloc(ov->copy, h->lay.heap_off + cap);
 		if (!copy) {
 			r = -ENOMEM;
 			goto out;
@@ -153,8 +153,8 @@ static int rebuild(const shmcfg *h, struct overlay *ov, bool strict)
 			r = shmcfg__resolve_patched(hw, ov->copy, ov->heap_cap, opts, vals, n, false);
 	}
 out:
-	free(opts);
-	free(vals);
+	shmcfg__free(opts);
+	shmcfg__free(vals);
 	ov->epoch = r ? epoch - 1 : epoch;
 	return r;
 }
@@ -164,7 +164,7 @@ static struct overlay *overlay_of(const shmcfg *h, int *err)
 	struct overlay **slot = find_overlay(h), *ov = *slot;
 	*err = 0;
 	if (!ov) {
-		ov = calloc(1, sizeof *ov);
+		ov = shmcfg__calloc(1, sizeof *ov);
 		if (!ov) {
 			*err = -ENOMEM;
 			return NULL;
@@ -199,8 +199,8 @@ static void drop_overlay(const shmcfg *h)
 	if (!ov || has_frames(h))
 		return;
 	*o = ov->next;
-	free(ov->copy);
-	free(ov);
+	shmcfg__free(ov->copy);
+	shmcfg__free(ov);
 }
 
 /* Check that the thread's patched view of h resolves now (after a change
@@ -216,7 +216,7 @@ int shmcfg_patch_push(shmcfg *h)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
-	struct pframe *f = calloc(1, sizeof *f);
+	struct pframe *f = shmcfg__calloc(1, sizeof *f);
 	if (!f)
 		return -ENOMEM;
 	f->h = h;
@@ -237,10 +237,10 @@ static int frame_put(struct pframe *f, shmcfg_opt opt, shmcfg_value *v)
 		}
 	if (f->n == f->cap) {
 		size_t cap = f->cap ? f->cap * 2 : 4;
-		shmcfg_opt *o = realloc(f->opts, cap * sizeof *o);
+		shmcfg_opt *o = shmcfg__realloc(f->opts, cap * sizeof *o);
 		if (o)
 			f->opts = o;
-		shmcfg_value *vv = o ? realloc(f->vals, cap * sizeof *vv) : NULL;
+		shmcfg_value *vv = o ? shmcfg__realloc(f->vals, cap * sizeof *vv) : NULL;
 		if (!vv)
 			return -ENOMEM;
 		f->vals = vv;
@@ -327,10 +327,10 @@ static void frame_free(struct pframe *f)
 		for (size_t i = 0; i < f->n; i++)
 			shmcfg_value_clear(&f->vals[i]);
 	if (!f->by) {
-		free(f->opts);
-		free(f->vals);
+		shmcfg__free(f->opts);
+		shmcfg__free(f->vals);
 	}
-	free(f);
+	shmcfg__free(f);
 }
 
 /* Pop the innermost frame of h (pushed by `by`, or by patch_push if NULL). */
@@ -361,7 +361,7 @@ int shmcfg_patcher_new(shmcfg *h, shmcfg_patcher **ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
-	*ret = calloc(1, sizeof **ret);
+	*ret = shmcfg__calloc(1, sizeof **ret);
 	if (!*ret)
 		return -ENOMEM;
 	(*ret)->h = h;
@@ -391,7 +391,7 @@ int shmcfg_patcher_apply(shmcfg_patcher *p)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(p, -EINVAL);
-	struct pframe *f = malloc(sizeof *f);
+	struct pframe *f = shmcfg__malloc(sizeof *f);
 	if (!f)
 		return -ENOMEM;
 	/* the frame borrows the patcher's checked values: no copy, no check */
@@ -416,9 +416,9 @@ void shmcfg_patcher_free(shmcfg_patcher *p)
 		return;
 	for (size_t i = 0; i < p->n; i++)
 		shmcfg_value_clear(&p->vals[i]);
-	free(p->opts);
-	free(p->vals);
-	free(p);
+	shmcfg__free(p->opts);
+	shmcfg__free(p->vals);
+	shmcfg__free(p);
 }
 
 /* At close: drop the calling thread's frames and overlay of h, so that a

@@ -75,9 +75,9 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 	if (t->n)
 		qsort(t->ch, t->n, sizeof *t->ch, cmp_change);
 	struct build b = {.h = h};
-	b.implied_by = malloc(n * sizeof(uint32_t));
-	b.implier = malloc(n * sizeof(uint32_t));
-	bool *changed_opt = calloc(n, sizeof(bool));
+	b.implied_by = shmcfg__malloc(n * sizeof(uint32_t));
+	b.implier = shmcfg__malloc(n * sizeof(uint32_t));
+	bool *changed_opt = shmcfg__calloc(n, sizeof(bool));
 	struct hashbuf hb = {0};
 	if (!b.implied_by || !b.implier || !changed_opt) {
 		r = -ENOMEM;
@@ -177,10 +177,10 @@ out_unlock:
 		pthread_mutex_unlock(&h->commit_lock);
 	}
 out_free:
-	free(b.implied_by);
-	free(b.implier);
-	free(changed_opt);
-	free(hb.p);
+	shmcfg__free(b.implied_by);
+	shmcfg__free(b.implier);
+	shmcfg__free(changed_opt);
+	shmcfg__free(hb.p);
 	return r;
 }
 

@@ -131,14 +131,14 @@ uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
 
 int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)
 {
-	struct shmcfg_snapshot *s = malloc(sizeof *s + h->lay.slot_size);
+	struct shmcfg_snapshot *s = shmcfg__malloc(sizeof *s + h->lay.slot_size);
 	if (!s)
 		return -ENOMEM;
 	char *copy = (char *)(s + 1);
 	for (int tries = 0;;) {
 		uint64_t cur = seq_current(h) /* (A) */;
 		if (cur_slot(cur) >= h->lay.nslots) {
-			free(s);
+			shmcfg__free(s);
 			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, cur_slot(cur));
 		}
 		if (shmcfg__seq_copy(h, cur, copy)) {
@@ -148,7 +148,7 @@ int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)
 		}
 		int r = shmcfg__seq_retry(h, cur, &tries);
 		if (r) {
-			free(s);
+			shmcfg__free(s);
 			return r;
 		}
 	}

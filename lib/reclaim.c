@@ -183,7 +183,7 @@ static void unpin_free(struct pview *pv)
 	__atomic_store_n(&reader_at(h, (uint32_t)h->reader)->pins[pv->snap.pin], 0,
 			 __ATOMIC_RELEASE);
 	h->retired--;
-	free(pv);
+	shmcfg__free(pv);
 }
 
 static void *reclaimer(void *arg)
@@ -368,11 +368,11 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 		struct pview *old = h->pview;
 		if (!old || old->snap.gen != shmcfg_generation(h) ||
 		    __atomic_load_n(&((const struct slot_hdr *)old->snap.slot)->gen, __ATOMIC_ACQUIRE) != old->snap.gen) {
-			struct pview *nv = malloc(sizeof *nv);
+			struct pview *nv = shmcfg__malloc(sizeof *nv);
 			int r = nv ? pin_current(h, nv) : -ENOMEM;
 			if (r) {
 				pthread_mutex_unlock(&h->view_lock);
-				free(nv);
+				shmcfg__free(nv);
 				return r == -EAGAIN ? shmcfg__copy_snapshot(h, ret) : r;
 			}
 			__atomic_store_n(&h->pview, nv, __ATOMIC_RELEASE);
@@ -390,7 +390,7 @@ void shmcfg_snapshot_release(shmcfg_snapshot *snap)
 	if (!snap)
 		return;
 	if (snap->is_copy) {
-		free(snap);
+		shmcfg__free(snap);
 		return;
 	}
 	if (snap->h->pid != self_pid) {

@@ -100,8 +100,8 @@ static int conflict(struct build *b, uint32_t target, uint32_t k1, uint32_t impl
 		shmcfg__err(SHMCFG_E_CONFLICT, "%s: %s implies %s but %s implies %s",
 			    sstr(h, h->desc[target].name), sstr(h, h->desc[b->implier[target]].name), v1,
 			    sstr(h, h->desc[implier2].name), v2);
-	free(v1);
-	free(v2);
+	shmcfg__free(v1);
+	shmcfg__free(v2);
 	return SHMCFG_E_CONFLICT;
 }
 
@@ -207,8 +207,8 @@ int shmcfg__resolve_patched(shmcfg *h, char *copy, uint64_t heap_cap, const shmc
 	b.layers = slot_layers(h, copy);
 	b.heap = slot_heap(h, copy);
 	b.used = ((struct slot_hdr *)copy)->heap_used;
-	b.implied_by = malloc(h->lay.nopts * sizeof(uint32_t));
-	b.implier = malloc(h->lay.nopts * sizeof(uint32_t));
+	b.implied_by = shmcfg__malloc(h->lay.nopts * sizeof(uint32_t));
+	b.implier = shmcfg__malloc(h->lay.nopts * sizeof(uint32_t));
 	int r = b.implied_by && b.implier ? 0 : -ENOMEM;
 	uint64_t src = (uint64_t)SHMCFG_SRC_PATCH << META_SRC_SHIFT;
 	for (size_t k = 0; !r && k < n; k++)
@@ -226,7 +226,7 @@ int shmcfg__resolve_patched(shmcfg *h, char *copy, uint64_t heap_cap, const shmc
 			}
 	for (size_t k = 0; !r && !resolve_all && k < n; k++)
 		b.cells[opts[k]].meta &= ~META_SET;
-	free(b.implied_by);
-	free(b.implier);
+	shmcfg__free(b.implied_by);
+	shmcfg__free(b.implier);
 	return r;
 }

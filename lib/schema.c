@@ -23,18 +23,18 @@ int shmcfg_schema_new(shmcfg_schema **ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(ret, -EINVAL);
-	*ret = calloc(1, sizeof **ret);
+	*ret = shmcfg__calloc(1, sizeof **ret);
 	return *ret ? 0 : -ENOMEM;
 }
 
 static void sopt_free(struct sopt *o)
 {
-	free(o->name);
-	free(o->doc);
-	free(o->knob);
-	free(o->deprecated);
-	free(o->alias);
-	free(o->implies);
+	shmcfg__free(o->name);
+	shmcfg__free(o->doc);
+	shmcfg__free(o->knob);
+	shmcfg__free(o->deprecated);
+	shmcfg__free(o->alias);
+	shmcfg__free(o->implies);
 	shmcfg_value_clear(&o->def);
 	shmcfg_value_clear(&o->min);
 	shmcfg_value_clear(&o->max);
@@ -50,9 +50,9 @@ shmcfg_schema *shmcfg_schema_free(shmcfg_schema *s)
 		return NULL;
 	for (uint32_t i = 0; i < s->n; i++)
 		sopt_free(&s->opts[i]);
-	free(s->opts);
-	free(s->byname);
-	free(s);
+	shmcfg__free(s->opts);
+	shmcfg__free(s->byname);
+	shmcfg__free(s);
 	return NULL;
 }
 
@@ -84,7 +84,7 @@ static int byname_grow(shmcfg_schema *s)
 {
 	uint32_t size = s->byname_size ? s->byname_size * 2 : 64;
 	uint32_t *old = s->byname, old_size = s->byname_size;
-	s->byname = calloc(size, sizeof *s->byname);
+	s->byname = shmcfg__calloc(size, sizeof *s->byname);
 	if (!s->byname) {
 		s->byname = old;
 		return -ENOMEM;
@@ -93,7 +93,7 @@ static int byname_grow(shmcfg_schema *s)
 	for (uint32_t i = 0; i < old_size; i++)
 		if (old[i])
 			*byname_slot(s, s->opts[old[i] - 1].name) = old[i];
-	free(old);
+	shmcfg__free(old);
 	return 0;
 }
 
@@ -128,7 +128,7 @@ static int dup_str(const char *src, char **dst)
 	*dst = NULL;
 	if (!src)
 		return 0;
-	*dst = strdup(src);
+	*dst = shmcfg__strdup(src);
 	return *dst ? 0 : -ENOMEM;
 }
 
@@ -195,11 +195,11 @@ int shmcfg__check_value(const char *name, shmcfg_type type, unsigned flags,
 			int r = shmcfg_value_format(choices, &all);
 			shmcfg__err(SHMCFG_E_CHOICE, "%s: value %.80s is not one of %.200s", name, text,
 				    r ? "the choices" : all);
-			free(all);
-			free(text);
+			shmcfg__free(all);
+			shmcfg__free(text);
 			return SHMCFG_E_CHOICE;
 		}
-		free(text);
+		shmcfg__free(text);
 	}
 	return 0;
 }
@@ -226,12 +226,12 @@ static int parse_choices(const shmcfg_optdef *d, shmcfg_value *out)
 	if (r)
 		return r;
 	size_t n = raw.u.list.count, i = 0;
-	char **texts = calloc(n ? n : 1, sizeof *texts);
+	char **texts = shmcfg__calloc(n ? n : 1, sizeof *texts);
 	if (!texts)
 		r = -ENOMEM;
 	for (const char *c = NULL; !r && (c = shmcfg_list_next(&raw, c)); i++) {
 		if (d->type == SHMCFG_STR) { /* raw text, even if it starts with a quote */
-			texts[i] = strdup(c);
+			texts[i] = shmcfg__strdup(c);
 			r = texts[i] ? 0 : -ENOMEM;
 			continue;
 		}
@@ -250,8 +250,8 @@ static int parse_choices(const shmcfg_optdef *d, shmcfg_value *out)
 		*out = list;
 	}
 	for (i = 0; texts && i < n; i++)
-		free(texts[i]);
-	free(texts);
+		shmcfg__free(texts[i]);
+	shmcfg__free(texts);
 	shmcfg_value_clear(&raw);
 	return r;
 }
@@ -317,7 +317,7 @@ static int check_default(const shmcfg_optdef *d, const struct sopt *o)
 	else
 		r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: no default, and the implicit %s fails: %s; give a default",
 				d->name, text, why);
-	free(text);
+	shmcfg__free(text);
 	return r;
 }
 
@@ -398,7 +398,7 @@ int shmcfg_schema_add(shmcfg_schema *s, const shmcfg_optdef *d)
 		r = check_default(d, &o);
 	if (!r && s->n == s->cap) {
 		uint32_t cap = s->cap ? s->cap * 2 : 16;
-		struct sopt *opts = realloc(s->opts, cap * sizeof *opts);
+		struct sopt *opts = shmcfg__realloc(s->opts, cap * sizeof *opts);
 		if (!opts)
 			r = -ENOMEM;
 		else

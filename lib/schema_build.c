@@ -50,15 +50,15 @@ void shmcfg__schema_built_free(struct built_schema *b)
 		return;
 	for (uint32_t i = 0; i < b->nimplies; i++)
 		shmcfg_value_clear(&b->implies_vals[i]);
-	free(b->alias);
-	free(b->alias_final);
-	free(b->implies);
-	free(b->implies_vals);
-	free(b->order);
-	free(b->topo);
-	free(b->imp_first);
-	free(b->imp_n);
-	free(b);
+	shmcfg__free(b->alias);
+	shmcfg__free(b->alias_final);
+	shmcfg__free(b->implies);
+	shmcfg__free(b->implies_vals);
+	shmcfg__free(b->order);
+	shmcfg__free(b->topo);
+	shmcfg__free(b->imp_first);
+	shmcfg__free(b->imp_n);
+	shmcfg__free(b);
 }
 
 /* Resolve aliases and implications, reject cycles, compute the orders. */
@@ -67,17 +67,17 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 	uint32_t n = s->n;
 	if (n == 0)
 		return shmcfg__err(SHMCFG_E_SCHEMADEF, "schema has no options");
-	struct built_schema *b = calloc(1, sizeof *b);
+	struct built_schema *b = shmcfg__calloc(1, sizeof *b);
 	if (!b)
 		return -ENOMEM;
 	b->s = s;
-	b->alias = malloc(n * sizeof(uint32_t));
-	b->alias_final = malloc(n * sizeof(uint32_t));
-	b->order = malloc(n * sizeof(uint32_t));
-	b->topo = malloc(n * sizeof(uint32_t));
-	b->imp_first = calloc(n, sizeof(uint32_t));
-	b->imp_n = calloc(n, sizeof(uint32_t));
-	uint32_t *indeg = calloc(n, sizeof(uint32_t));
+	b->alias = shmcfg__malloc(n * sizeof(uint32_t));
+	b->alias_final = shmcfg__malloc(n * sizeof(uint32_t));
+	b->order = shmcfg__malloc(n * sizeof(uint32_t));
+	b->topo = shmcfg__malloc(n * sizeof(uint32_t));
+	b->imp_first = shmcfg__calloc(n, sizeof(uint32_t));
+	b->imp_n = shmcfg__calloc(n, sizeof(uint32_t));
+	uint32_t *indeg = shmcfg__calloc(n, sizeof(uint32_t));
 	int r = 0;
 	if (!b->alias || !b->alias_final || !b->order || !b->topo || !b->imp_first || !b->imp_n ||
 	    !indeg) {
@@ -122,7 +122,7 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 		b->imp_first[i] = b->nimplies;
 		if (!spec)
 			continue;
-		char *copy = strdup(spec), *save = NULL;
+		char *copy = shmcfg__strdup(spec), *save = NULL;
 		if (!copy) {
 			r = -ENOMEM;
 			goto fail;
@@ -149,8 +149,8 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 			}
 			uint32_t tf = b->alias_final[t];
 			const struct sopt *to = &s->opts[tf];
-			struct implies_ent *ie = realloc(b->implies, (b->nimplies + 1) * sizeof *ie);
-			shmcfg_value *iv = ie ? realloc(b->implies_vals, (b->nimplies + 1) * sizeof *iv) : NULL;
+			struct implies_ent *ie = shmcfg__realloc(b->implies, (b->nimplies + 1) * sizeof *ie);
+			shmcfg_value *iv = ie ? shmcfg__realloc(b->implies_vals, (b->nimplies + 1) * sizeof *iv) : NULL;
 			if (ie)
 				b->implies = ie;
 			if (!iv) {
@@ -181,7 +181,7 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 			b->imp_n[i]++;
 			indeg[tf]++;
 		}
-		free(copy);
+		shmcfg__free(copy);
 		if (r)
 			goto fail;
 	}
@@ -227,11 +227,11 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 		   (uint64_t)b->nimplies * sizeof(struct implies_ent) +
 		   (uint64_t)index_size * 4 + (uint64_t)n * 8 + str;
 	b->bytes = (b->bytes + 63) & ~63ull;
-	free(indeg);
+	shmcfg__free(indeg);
 	*ret = b;
 	return 0;
 fail:
-	free(indeg);
+	shmcfg__free(indeg);
 	shmcfg__schema_built_free(b);
 	return r;
 }

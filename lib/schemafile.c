@@ -55,9 +55,9 @@ static char *keep(struct ctx *c, char *text)
 		return NULL;
 	if (c->nbufs == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 16;
-		char **nb = realloc(c->bufs, cap * sizeof *nb);
+		char **nb = shmcfg__realloc(c->bufs, cap * sizeof *nb);
 		if (!nb) {
-			free(text);
+			shmcfg__free(text);
 			return NULL;
 		}
 		c->bufs = nb;
@@ -69,7 +69,7 @@ static char *keep(struct ctx *c, char *text)
 static void drop_texts(struct ctx *c)
 {
 	while (c->nbufs)
-		free(c->bufs[--c->nbufs]);
+		shmcfg__free(c->bufs[--c->nbufs]);
 }
 
 static const char *const types[] = {"bool", "int", "float", "str", "list", "set"};
@@ -138,11 +138,11 @@ static char *value_text(struct ctx *c, yaml_node_t *n, bool raw_strings, shmcfg_
 		const char *s = scalar(n);
 		if (plain(n) && (!*s || !strcmp(s, "null") || !strcmp(s, "~") || !strcmp(s, "Null") ||
 				 !strcmp(s, "NULL")))
-			return keep(c, strdup("none"));
+			return keep(c, shmcfg__strdup("none"));
 		if (is_float && float_special(n))
-			return keep(c, strdup(float_special(n)));
+			return keep(c, shmcfg__strdup(float_special(n)));
 		if (plain(n) || raw_strings)
-			return keep(c, strdup(s));
+			return keep(c, shmcfg__strdup(s));
 		json_t *j = json_stringn(s, n->data.scalar.length);
 		char *t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
 		json_decref(j);
@@ -252,7 +252,7 @@ static int option(struct ctx *c, shmcfg_schema *s, yaml_node_t *key, yaml_node_t
 			if (v->type != YAML_MAPPING_NODE)
 				return err_at(c, v, "option %s: implies must be a mapping option: value", d.name);
 			size_t cap = 1;
-			char *spec = calloc(1, 1);
+			char *spec = shmcfg__calloc(1, 1);
 			for (yaml_node_pair_t *q = v->data.mapping.pairs.start; spec && q < v->data.mapping.pairs.top; q++) {
 				const char *target = scalar(node(c, q->key));
 				yaml_node_t *vn = node(c, q->value);
@@ -260,13 +260,13 @@ static int option(struct ctx *c, shmcfg_schema *s, yaml_node_t *key, yaml_node_t
 				shmcfg_type tt = float_special(vn) ? opt_type(c, target) : 0;
 				char *val = value_text(c, vn, false, tt);
 				if (!target || !val) {
-					free(spec);
+					shmcfg__free(spec);
 					return err_at(c, node(c, q->key), "option %s: bad implies entry", d.name);
 				}
 				cap += strlen(target) + strlen(val) + 2;
-				char *ns = realloc(spec, cap);
+				char *ns = shmcfg__realloc(spec, cap);
 				if (!ns) {
-					free(spec);
+					shmcfg__free(spec);
 					spec = NULL;
 					break;
 				}
@@ -336,7 +336,7 @@ int shmcfg_schema_load_text(const char *text, size_t len, const char *label, shm
 		r = option(&c, s, node(&c, p->key), node(&c, p->value));
 		drop_texts(&c);
 	}
-	free(c.bufs);
+	shmcfg__free(c.bufs);
 	yaml_document_delete(&c.doc);
 	if (r) {
 		shmcfg_schema_free(s);
@@ -357,9 +357,9 @@ int shmcfg_schema_load(const char *path, shmcfg_schema **ret)
 	size_t len = 0, cap = 0;
 	for (;;) {
 		if (len + 65536 > cap) {
-			char *nb = realloc(buf, cap = cap * 2 + 65536);
+			char *nb = shmcfg__realloc(buf, cap = cap * 2 + 65536);
 			if (!nb) {
-				free(buf);
+				shmcfg__free(buf);
 				fclose(f);
 				return -ENOMEM;
 			}
@@ -373,11 +373,11 @@ int shmcfg_schema_load(const char *path, shmcfg_schema **ret)
 	int rerr = ferror(f);
 	fclose(f);
 	if (rerr) {
-		free(buf);
+		shmcfg__free(buf);
 		return shmcfg__err(-EIO, "%s: read error", path);
 	}
 	int r = shmcfg_schema_load_text(buf, len, path, ret);
-	free(buf);
+	shmcfg__free(buf);
 	return r;
 }
 

@@ -43,10 +43,10 @@ static void handle_free(shmcfg *h)
 		close(h->lock_fd);
 	pthread_mutex_destroy(&h->view_lock);
 	pthread_mutex_destroy(&h->commit_lock);
-	free(h->schema_copy);
-	free((void *)h->warned);
-	free(h->name);
-	free(h);
+	shmcfg__free(h->schema_copy);
+	shmcfg__free((void *)h->warned);
+	shmcfg__free(h->name);
+	shmcfg__free(h);
 }
 
 /* Read exactly len bytes at off: a short read means the object shrank. */
@@ -87,7 +87,7 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: object is sparse (%llu of %llu bytes allocated)",
 				   h->name, (unsigned long long)st->st_blocks * 512,
 				   (unsigned long long)st->st_size);
-	h->schema_copy = malloc(h->lay.schema_size);
+	h->schema_copy = shmcfg__malloc(h->lay.schema_size);
 	if (!h->schema_copy)
 		return -ENOMEM;
 	if ((r = pread_all(h, h->schema_copy, h->lay.schema_size, h->lay.schema_off)))
@@ -109,11 +109,11 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 		}
 		return shmcfg__err(SHMCFG_E_SCHEMA, "%s: segment schema %s, expected %s", h->name, a, b);
 	}
-	h->warned = calloc(h->lay.nopts, 1);
+	h->warned = shmcfg__calloc(h->lay.nopts, 1);
 	if (!h->warned)
 		return -ENOMEM;
 	h->size = (size_t)st->st_size;
-	h->base = mmap(NULL, h->size, h->rdonly ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
+	h->base = shmcfg__mmap(NULL, h->size, h->rdonly ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
 		       h->fd, 0);
 	if (h->base == MAP_FAILED) {
 		h->base = NULL;
@@ -176,7 +176,7 @@ static int handle_map(shmcfg *h, const uint8_t *expect_hash)
 
 static shmcfg *handle_new(const char *name, bool rdonly)
 {
-	shmcfg *h = calloc(1, sizeof *h);
+	shmcfg *h = shmcfg__calloc(1, sizeof *h);
 	if (!h)
 		return NULL;
 	h->fd = -1;
@@ -187,9 +187,9 @@ static shmcfg *handle_new(const char *name, bool rdonly)
 	h->commit_timeout_ms = 2000;
 	pthread_mutex_init(&h->view_lock, NULL);
 	pthread_mutex_init(&h->commit_lock, NULL);
-	h->name = strdup(name);
+	h->name = shmcfg__strdup(name);
 	if (!h->name) {
-		free(h);
+		shmcfg__free(h);
 		return NULL;
 	}
 	return h;
@@ -398,7 +398,7 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		goto fail_unlink;
 	}
 	/* reserve every page now: a full /dev/shm fails here, not later with SIGBUS */
-	r = -posix_fallocate(h->fd, 0, (off_t)lay.total_size);
+	r = -shmcfg__posix_fallocate(h->fd, 0, (off_t)lay.total_size);
 	if (r) {
 		shmcfg__err(r, "%s: cannot allocate %llu bytes in /dev/shm: %s", name,
 			    (unsigned long long)lay.total_size, strerror(-r));
@@ -409,7 +409,7 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 	 * read it: nobody can plant its name first */
 	if ((r = shmcfg__lock_create(h, lay.instance, o.mode, o.gid)))
 		goto fail_unlink;
-	void *schema_bytes = malloc(lay.schema_size);
+	void *schema_bytes = shmcfg__malloc(lay.schema_size);
 	if (!schema_bytes) {
 		r = -ENOMEM;
 		goto fail_unlink;
@@ -417,7 +417,7 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 	shmcfg__schema_write(b, schema_bytes, lay.schema_hash);
 	bool written = pwrite(h->fd, schema_bytes, lay.schema_size, (off_t)lay.schema_off) == (ssize_t)lay.schema_size &&
 		       pwrite(h->fd, &lay, sizeof lay, 0) == (ssize_t)sizeof lay;
-	free(schema_bytes);
+	shmcfg__free(schema_bytes);
 	if (!written) {
 		r = shmcfg__err(-errno, "%s: cannot write the segment: %s", name, strerror(errno));
 		goto fail_unlink;

@@ -16,7 +16,7 @@ static int txn_refuse(shmcfg_txn *t, int r)
 {
 	if (r && t && !t->err) {
 		t->err = r;
-		t->err_detail = strdup(shmcfg_errdetail());
+		t->err_detail = shmcfg__strdup(shmcfg_errdetail());
 	}
 	return r;
 }
@@ -35,7 +35,7 @@ int shmcfg_txn_begin(shmcfg *h, shmcfg_txn **ret)
 	assert_return(h && ret, -EINVAL);
 	if (h->rdonly)
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot write", h->name);
-	shmcfg_txn *t = calloc(1, sizeof *t);
+	shmcfg_txn *t = shmcfg__calloc(1, sizeof *t);
 	if (!t)
 		return -ENOMEM;
 	t->h = h;
@@ -51,9 +51,9 @@ void shmcfg_txn_abort(shmcfg_txn *t)
 		return;
 	for (size_t i = 0; i < t->n; i++)
 		shmcfg_value_clear(&t->ch[i].v);
-	free(t->ch);
-	free(t->err_detail);
-	free(t);
+	shmcfg__free(t->ch);
+	shmcfg__free(t->err_detail);
+	shmcfg__free(t);
 }
 
 int shmcfg_txn_layer(shmcfg_txn *t, shmcfg_source layer)
@@ -79,7 +79,7 @@ static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, 
 		}
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 8;
-		struct change *ch = realloc(t->ch, cap * sizeof *ch);
+		struct change *ch = shmcfg__realloc(t->ch, cap * sizeof *ch);
 		if (!ch)
 			return -ENOMEM;
 		t->ch = ch;

@@ -172,7 +172,7 @@ static int schema_check(shmcfg *h, void (*fn)(const char *, void *), void *ud, c
 		return bad;
 	/* topo must be a permutation that puts each implier before its targets,
 	 * else a commit could resolve a target before its implier */
-	uint32_t *pos = malloc(n * sizeof *pos);
+	uint32_t *pos = shmcfg__malloc(n * sizeof *pos);
 	if (!pos) {
 		PROBLEM("out of memory checking the schema");
 		return bad;
@@ -187,7 +187,7 @@ static int schema_check(shmcfg *h, void (*fn)(const char *, void *), void *ud, c
 		for (uint32_t k = 0; k < h->desc[i].implies_n; k++)
 			if (pos[h->implies[h->desc[i].implies_first + k].target] <= pos[i])
 				PROBLEM("%s: implication order is broken", sstr(h, h->desc[i].name));
-	free(pos);
+	shmcfg__free(pos);
 	return bad;
 }
 

@@ -35,7 +35,7 @@ void shmcfg_value_clear(shmcfg_value *v)
 	SHMCFG_API_KEEP;
 	if (!v)
 		return;
-	free(v->owned);
+	shmcfg__free(v->owned);
 	memset(v, 0, sizeof *v);
 	v->type = SHMCFG_BOOL;
 	v->is_null = true;
@@ -97,7 +97,7 @@ static int list_build(shmcfg_type type, const char *const *items, const size_t *
 					   shmcfg_type_name(type), i);
 		bytes += lens[i] + 1;
 	}
-	char *buf = malloc(bytes ? bytes : 1);
+	char *buf = shmcfg__malloc(bytes ? bytes : 1);
 	if (!buf)
 		return -ENOMEM;
 	char *p = buf;
@@ -126,11 +126,11 @@ int shmcfg__canon_set(shmcfg_value *v)
 	size_t n = v->u.list.count;
 	if (n < 2)
 		return 0;
-	const char **items = malloc(n * sizeof *items);
-	char *buf = malloc(v->u.list.bytes);
+	const char **items = shmcfg__malloc(n * sizeof *items);
+	char *buf = shmcfg__malloc(v->u.list.bytes);
 	if (!items || !buf) {
-		free(items);
-		free(buf);
+		shmcfg__free(items);
+		shmcfg__free(buf);
 		return -ENOMEM;
 	}
 	const char *it = NULL;
@@ -147,8 +147,8 @@ int shmcfg__canon_set(shmcfg_value *v)
 		p += l;
 		out++;
 	}
-	free(items);
-	free(v->owned);
+	shmcfg__free(items);
+	shmcfg__free(v->owned);
 	v->owned = buf;
 	v->u.list.items = buf;
 	v->u.list.count = out;
@@ -161,18 +161,18 @@ int shmcfg_value_list(shmcfg_type type, const char *const *items, size_t n, shmc
 	SHMCFG_API_ENTRY;
 	if ((type != SHMCFG_LIST && type != SHMCFG_SET) || !ret || (n && !items))
 		return shmcfg__err(-EINVAL, "shmcfg_value_list: type must be list or set");
-	size_t *lens = malloc((n ? n : 1) * sizeof *lens);
+	size_t *lens = shmcfg__malloc((n ? n : 1) * sizeof *lens);
 	if (!lens)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		if (!items[i]) {
-			free(lens);
+			shmcfg__free(lens);
 			return shmcfg__err(-EINVAL, "shmcfg_value_list: item %zu is NULL", i);
 		}
 		lens[i] = strlen(items[i]);
 	}
 	int r = list_build(type, items, lens, n, ret);
-	free(lens);
+	shmcfg__free(lens);
 	return r;
 }
 
@@ -243,8 +243,8 @@ static int parse_list(shmcfg_type type, const char *text, shmcfg_value *ret)
 			return parse_err(type, text, a ? "expected a JSON array" : e.text);
 		}
 		size_t n = json_array_size(a);
-		const char **items = malloc((n ? n : 1) * sizeof *items);
-		size_t *lens = malloc((n ? n : 1) * sizeof *lens);
+		const char **items = shmcfg__malloc((n ? n : 1) * sizeof *items);
+		size_t *lens = shmcfg__malloc((n ? n : 1) * sizeof *lens);
 		int r = items && lens ? 0 : -ENOMEM;
 		for (size_t i = 0; r == 0 && i < n; i++) {
 			json_t *s = json_array_get(a, i);
@@ -257,8 +257,8 @@ static int parse_list(shmcfg_type type, const char *text, shmcfg_value *ret)
 		}
 		if (r == 0)
 			r = list_build(type, items, lens, n, ret);
-		free(items);
-		free(lens);
+		shmcfg__free(items);
+		shmcfg__free(lens);
 		json_decref(a);
 		return r;
 	}
@@ -267,11 +267,11 @@ static int parse_list(shmcfg_type type, const char *text, shmcfg_value *ret)
 	size_t n = 1;
 	for (const char *p = text; *p; p++)
 		n += *p == ',';
-	const char **items = malloc(n * sizeof *items);
-	size_t *lens = malloc(n * sizeof *lens);
+	const char **items = shmcfg__malloc(n * sizeof *items);
+	size_t *lens = shmcfg__malloc(n * sizeof *lens);
 	if (!items || !lens) {
-		free(items);
-		free(lens);
+		shmcfg__free(items);
+		shmcfg__free(lens);
 		return -ENOMEM;
 	}
 	size_t i = 0;
@@ -290,8 +290,8 @@ static int parse_list(shmcfg_type type, const char *text, shmcfg_value *ret)
 		p = c + 1;
 	}
 	int r = list_build(type, items, lens, n, ret);
-	free(items);
-	free(lens);
+	shmcfg__free(items);
+	shmcfg__free(lens);
 	return r;
 }
 
@@ -310,7 +310,7 @@ static int parse_str(const char *text, shmcfg_value *ret)
 		s = json_string_value(j);
 		len = json_string_length(j);
 	}
-	char *buf = malloc(len + 1);
+	char *buf = shmcfg__malloc(len + 1);
 	if (!buf) {
 		json_decref(j);
 		return -ENOMEM;
@@ -368,7 +368,7 @@ int shmcfg__parse_env(shmcfg_type type, const char *var, const char *text, shmcf
 {
 	int r;
 	if (type == SHMCFG_STR) {
-		char *buf = strdup(text);
+		char *buf = shmcfg__strdup(text);
 		if (!buf)
 			return -ENOMEM;
 		memset(ret, 0, sizeof *ret);
@@ -421,7 +421,7 @@ int shmcfg__value_copy(const shmcfg_value *src, shmcfg_value *dst)
 	shmcfg_value v = *src;
 	v.owned = NULL;
 	if (!src->is_null && src->type == SHMCFG_STR) {
-		char *b = malloc(src->u.str.len + 1);
+		char *b = shmcfg__malloc(src->u.str.len + 1);
 		if (!b)
 			return -ENOMEM;
 		memcpy(b, src->u.str.ptr, src->u.str.len);
@@ -429,7 +429,7 @@ int shmcfg__value_copy(const shmcfg_value *src, shmcfg_value *dst)
 		v.owned = b;
 		v.u.str.ptr = b;
 	} else if (!src->is_null && (src->type == SHMCFG_LIST || src->type == SHMCFG_SET)) {
-		char *b = malloc(src->u.list.bytes ? src->u.list.bytes : 1);
+		char *b = shmcfg__malloc(src->u.list.bytes ? src->u.list.bytes : 1);
 		if (!b)
 			return -ENOMEM;
 		memcpy(b, src->u.list.items, src->u.list.bytes);

@@ -103,7 +103,7 @@ int shmcfg_changes(const shmcfg *h, uint64_t from, uint64_t to, bool *changed)
 compare : {
 	/* fall back to comparing the two generations, if both are still in slots */
 	bool got_from = false, got_to = false;
-	char *ca = malloc(h->lay.slot_size), *cb = malloc(h->lay.slot_size);
+	char *ca = shmcfg__malloc(h->lay.slot_size), *cb = shmcfg__malloc(h->lay.slot_size);
 	int r = -ENOENT;
 	for (uint32_t s = 0; ca && cb && s < h->lay.nslots; s++) {
 		uint64_t g = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
@@ -118,8 +118,8 @@ compare : {
 						  slot_cells(h, cb) + i, slot_heap(h, cb));
 		r = 0;
 	}
-	free(ca);
-	free(cb);
+	shmcfg__free(ca);
+	shmcfg__free(cb);
 	if (r)
 		return shmcfg__err(r, "%s: generations %llu..%llu are no longer known", h->name,
 				   (unsigned long long)from, (unsigned long long)to);
