@@ -124,13 +124,13 @@ static void fs_track(void *p, size_t size)
 	pthread_mutex_unlock(&fs_lock);
 }
 
-static void fs_untrack(void *p)
+static void fs_untrack(uintptr_t p)
 {
 	if (!p || !atomic_load_explicit(&fs_tracking, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&fs_lock);
-	size_t i = fs_cap ? fs_home((uintptr_t)p) : 0;
-	while (fs_cap && fs_table[i].p && fs_table[i].p != (uintptr_t)p)
+	size_t i = fs_cap ? fs_home(p) : 0;
+	while (fs_cap && fs_table[i].p && fs_table[i].p != p)
 		i = (i + 1) & (fs_cap - 1);
 	if (fs_cap && fs_table[i].p) {
 		/* backward-shift deletion: no tombstones */
@@ -177,9 +177,10 @@ void *shmcfg__realloc(void *p, size_t n)
 		errno = ENOMEM;
 		return NULL; /* p stays as it was, as with realloc */
 	}
+	uintptr_t old = (uintptr_t)p; /* only a key once p is reallocated */
 	void *q = realloc(p, n);
 	if (q) {
-		fs_untrack(p);
+		fs_untrack(old);
 		fs_track(q, n);
 	}
 	return q;
@@ -227,7 +228,7 @@ int shmcfg__asprintf(char **ret, const char *fmt, ...)
 
 void shmcfg__free(void *p)
 {
-	fs_untrack(p);
+	fs_untrack((uintptr_t)p);
 	free(p);
 }
 
@@ -292,6 +293,11 @@ unsigned long shmcfg__faultsim_calls(void)
 unsigned long shmcfg__faultsim_failures(void)
 {
 	return atomic_load(&fs_failures);
+}
+
+void shmcfg__faultsim_forget(const void *p)
+{
+	fs_untrack((uintptr_t)p);
 }
 
 uint64_t shmcfg__faultsim_mark(void)

@@ -40,6 +40,9 @@ SHMCFG_FAULTSIM_API void shmcfg__faultsim(unsigned kinds, unsigned long nth, boo
 SHMCFG_FAULTSIM_API unsigned long shmcfg__faultsim_calls(void);
 /* Failures injected since the seam was armed. */
 SHMCFG_FAULTSIM_API unsigned long shmcfg__faultsim_failures(void);
+/* The application freed p (the library's result: a dump, a formatted
+ * value) with free(3): forget it, as shmcfg__free() would have. */
+SHMCFG_FAULTSIM_API void shmcfg__faultsim_forget(const void *p);
 /* The serial number the next allocation will get: a mark to count from. */
 SHMCFG_FAULTSIM_API uint64_t shmcfg__faultsim_mark(void);
 /*
