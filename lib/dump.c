@@ -82,7 +82,7 @@ int shmcfg_dump(const shmcfg *h, unsigned flags, char **ret)
 			break;
 		json_t *j = shmcfg__value_json(&v);
 		if (!j || json_object_set_new(values, sstr(h, h->desc[i].name), j))
-			r = -ENOMEM;
+			r = shmcfg__nomem();
 	}
 	char ch[33], sh[33];
 	uint8_t cfg[16];
@@ -98,7 +98,7 @@ int shmcfg_dump(const shmcfg *h, unsigned flags, char **ret)
 	json_decref(values);
 	json_decref(root);
 	if (!r && !*ret)
-		r = -ENOMEM;
+		r = shmcfg__nomem();
 	return r;
 }
 
@@ -157,7 +157,7 @@ static int from_json(const shmcfg *h, shmcfg_opt opt, json_t *j, shmcfg_value *o
 		size_t n = json_array_size(j);
 		const char **items = shmcfg__malloc((n ? n : 1) * sizeof *items);
 		if (!items)
-			return -ENOMEM;
+			return shmcfg__nomem();
 		for (size_t i = 0; i < n; i++) {
 			json_t *it = json_array_get(j, i);
 			if (!json_is_string(it) || memchr(json_string_value(it), 0, json_string_length(it))) {
@@ -250,7 +250,7 @@ static void addf(struct buf *b, const char *fmt, ...)
 		size_t cap = (b->cap + (size_t)n + 1) * 2;
 		char *np = shmcfg__realloc(b->p, cap);
 		if (!np) {
-			b->err = -ENOMEM;
+			b->err = shmcfg__nomem();
 			return;
 		}
 		b->p = np;
@@ -371,7 +371,7 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 		} else {
 			json_t *j = shmcfg__value_json(&v);
 			if (!j || json_object_set_new(obj, name, j))
-				r = -ENOMEM;
+				r = shmcfg__nomem();
 		}
 		shmcfg_value_clear(&v);
 	}
@@ -380,7 +380,7 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 		b.len = 0;
 		addf(&b, "%s\n", t ? t : "");
 		if (!t)
-			r = -ENOMEM;
+			r = shmcfg__nomem();
 		shmcfg__free(t);
 	}
 	json_decref(obj);

@@ -18,7 +18,7 @@ int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env)
 {
 	shmcfg_txn *t = shmcfg__calloc(1, sizeof *t);
 	if (!t)
-		return -ENOMEM;
+		return shmcfg__nomem();
 	t->h = h;
 	int r = 0;
 	for (uint32_t i = 0; use_env && envp && !r && i < h->lay.nopts; i++) {

@@ -54,6 +54,11 @@ int shmcfg__err(int code, const char *fmt, ...)
 	return code;
 }
 
+int shmcfg__nomem(void)
+{
+	return shmcfg__err(-ENOMEM, "out of memory");
+}
+
 void shmcfg__clear_err(void)
 {
 	shmcfg__detail[0] = 0;

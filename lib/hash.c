@@ -32,7 +32,7 @@ static int reserve(struct hashbuf *b, size_t n)
 		cap *= 2;
 	char *np = shmcfg__realloc(b->p, cap);
 	if (!np)
-		return -ENOMEM;
+		return shmcfg__nomem();
 	b->p = np;
 	b->cap = cap;
 	return 0;

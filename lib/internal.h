@@ -298,6 +298,8 @@ static inline uint32_t cur_slot(uint64_t cur)
 
 /* error.c */
 int shmcfg__err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* -ENOMEM, with the detail "out of memory": every failed allocation says so */
+int shmcfg__nomem(void);
 void shmcfg__clear_err(void);
 
 /*

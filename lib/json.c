@@ -72,19 +72,19 @@ int shmcfg_value_format(const shmcfg_value *v, char **ret)
 		char t[32];
 		shmcfg__float_text(v->u.f, t);
 		*ret = shmcfg__strdup(t);
-		return *ret ? 0 : -ENOMEM;
+		return *ret ? 0 : shmcfg__nomem();
 	}
 	/* JSON has no NaN or infinity: write them as Python and strtod read them */
 	if (!v->is_null && v->type == SHMCFG_FLOAT && !isfinite(v->u.f)) {
 		*ret = shmcfg__strdup(isnan(v->u.f) ? "nan" : v->u.f > 0 ? "inf" : "-inf");
-		return *ret ? 0 : -ENOMEM;
+		return *ret ? 0 : shmcfg__nomem();
 	}
 	json_t *j = shmcfg__value_json(v);
 	if (!j)
-		return -ENOMEM;
+		return shmcfg__nomem();
 	*ret = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
 	json_decref(j);
-	return *ret ? 0 : -ENOMEM;
+	return *ret ? 0 : shmcfg__nomem();
 }
 
 /* The canonical text used for choices: as shmcfg_value_format(), but a
@@ -93,7 +93,7 @@ int shmcfg__format_canon(const shmcfg_value *v, char **ret)
 {
 	if (!v->is_null && v->type == SHMCFG_STR) {
 		*ret = shmcfg__strndup(v->u.str.ptr, v->u.str.len);
-		return *ret ? 0 : -ENOMEM;
+		return *ret ? 0 : shmcfg__nomem();
 	}
 	return shmcfg_value_format(v, ret);
 }
@@ -104,8 +104,8 @@ int shmcfg_value_json(const shmcfg_value *v, char **ret)
 	assert_return(v && ret, -EINVAL);
 	json_t *j = shmcfg__value_json(v);
 	if (!j)
-		return -ENOMEM;
+		return shmcfg__nomem();
 	*ret = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
 	json_decref(j);
-	return *ret ? 0 : -ENOMEM;
+	return *ret ? 0 : shmcfg__nomem();
 }

@@ -86,7 +86,7 @@ static int gather(const shmcfg *h, shmcfg_opt **opts, shmcfg_value **vals, size_
 	if (!*opts || !*vals) {
 		shmcfg__free(*opts);
 		shmcfg__free(*vals);
-		return -ENOMEM;
+		return shmcfg__nomem();
 	}
 	size_t k = *n;
 	for (struct pframe *f = top; f; f = f->prev)
@@ -136,7 +136,7 @@ static int rebuild(const shmcfg *h, struct overlay *ov, bool strict)
 	if (cap > ov->heap_cap) {
 		char *copy = shmcfg__realloc(ov->copy, h->lay.heap_off + cap);
 		if (!copy) {
-			r = -ENOMEM;
+			r = shmcfg__nomem();
 			goto out;
 		}
 		ov->copy = copy;
@@ -166,7 +166,7 @@ static struct overlay *overlay_of(const shmcfg *h, int *err)
 	if (!ov) {
 		ov = shmcfg__calloc(1, sizeof *ov);
 		if (!ov) {
-			*err = -ENOMEM;
+			*err = shmcfg__nomem();
 			return NULL;
 		}
 		ov->h = h;
@@ -218,7 +218,7 @@ int shmcfg_patch_push(shmcfg *h)
 	assert_return(h, -EINVAL);
 	struct pframe *f = shmcfg__calloc(1, sizeof *f);
 	if (!f)
-		return -ENOMEM;
+		return shmcfg__nomem();
 	f->h = h;
 	f->prev = top;
 	top = f;
@@ -242,7 +242,7 @@ static int frame_put(struct pframe *f, shmcfg_opt opt, shmcfg_value *v)
 			f->opts = o;
 		shmcfg_value *vv = o ? shmcfg__realloc(f->vals, cap * sizeof *vv) : NULL;
 		if (!vv)
-			return -ENOMEM;
+			return shmcfg__nomem();
 		f->vals = vv;
 		f->cap = cap;
 	}
@@ -363,7 +363,7 @@ int shmcfg_patcher_new(shmcfg *h, shmcfg_patcher **ret)
 	assert_return(h && ret, -EINVAL);
 	*ret = shmcfg__calloc(1, sizeof **ret);
 	if (!*ret)
-		return -ENOMEM;
+		return shmcfg__nomem();
 	(*ret)->h = h;
 	return 0;
 }
@@ -393,7 +393,7 @@ int shmcfg_patcher_apply(shmcfg_patcher *p)
 	assert_return(p, -EINVAL);
 	struct pframe *f = shmcfg__malloc(sizeof *f);
 	if (!f)
-		return -ENOMEM;
+		return shmcfg__nomem();
 	/* the frame borrows the patcher's checked values: no copy, no check */
 	*f = (struct pframe){p->h, p->opts, p->vals, p->n, p->cap, p, top};
 	top = f;

@@ -80,7 +80,7 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 	bool *changed_opt = shmcfg__calloc(n, sizeof(bool));
 	struct hashbuf hb = {0};
 	if (!b.implied_by || !b.implier || !changed_opt) {
-		r = -ENOMEM;
+		r = shmcfg__nomem();
 		goto out_free;
 	}
 	if (!first) {

@@ -133,7 +133,7 @@ int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)
 {
 	struct shmcfg_snapshot *s = shmcfg__malloc(sizeof *s + h->lay.slot_size);
 	if (!s)
-		return -ENOMEM;
+		return shmcfg__nomem();
 	char *copy = (char *)(s + 1);
 	for (int tries = 0;;) {
 		uint64_t cur = seq_current(h) /* (A) */;

@@ -369,7 +369,7 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 		if (!old || old->snap.gen != shmcfg_generation(h) ||
 		    __atomic_load_n(&((const struct slot_hdr *)old->snap.slot)->gen, __ATOMIC_ACQUIRE) != old->snap.gen) {
 			struct pview *nv = shmcfg__malloc(sizeof *nv);
-			int r = nv ? pin_current(h, nv) : -ENOMEM;
+			int r = nv ? pin_current(h, nv) : shmcfg__nomem();
 			if (r) {
 				pthread_mutex_unlock(&h->view_lock);
 				shmcfg__free(nv);

@@ -209,7 +209,7 @@ int shmcfg__resolve_patched(shmcfg *h, char *copy, uint64_t heap_cap, const shmc
 	b.used = ((struct slot_hdr *)copy)->heap_used;
 	b.implied_by = shmcfg__malloc(h->lay.nopts * sizeof(uint32_t));
 	b.implier = shmcfg__malloc(h->lay.nopts * sizeof(uint32_t));
-	int r = b.implied_by && b.implier ? 0 : -ENOMEM;
+	int r = b.implied_by && b.implier ? 0 : shmcfg__nomem();
 	uint64_t src = (uint64_t)SHMCFG_SRC_PATCH << META_SRC_SHIFT;
 	for (size_t k = 0; !r && k < n; k++)
 		r = put_cell(&b, opts[k], &vals[k], META_SET | src,

@@ -24,7 +24,7 @@ int shmcfg_schema_new(shmcfg_schema **ret)
 	SHMCFG_API_ENTRY;
 	assert_return(ret, -EINVAL);
 	*ret = shmcfg__calloc(1, sizeof **ret);
-	return *ret ? 0 : -ENOMEM;
+	return *ret ? 0 : shmcfg__nomem();
 }
 
 static void sopt_free(struct sopt *o)
@@ -87,7 +87,7 @@ static int byname_grow(shmcfg_schema *s)
 	s->byname = shmcfg__calloc(size, sizeof *s->byname);
 	if (!s->byname) {
 		s->byname = old;
-		return -ENOMEM;
+		return shmcfg__nomem();
 	}
 	s->byname_size = size;
 	for (uint32_t i = 0; i < old_size; i++)
@@ -129,7 +129,7 @@ static int dup_str(const char *src, char **dst)
 	if (!src)
 		return 0;
 	*dst = shmcfg__strdup(src);
-	return *dst ? 0 : -ENOMEM;
+	return *dst ? 0 : shmcfg__nomem();
 }
 
 /* The checks a value must pass for an option: shared by schema defaults,
@@ -186,7 +186,7 @@ int shmcfg__check_value(const char *name, shmcfg_type type, unsigned flags,
 	if (choices && choices->u.list.count) {
 		char *text;
 		if (shmcfg__format_canon(v, &text))
-			return -ENOMEM;
+			return shmcfg__nomem();
 		bool found = false;
 		for (const char *c = NULL; !found && (c = shmcfg_list_next(choices, c));)
 			found = strcmp(c, text) == 0;
@@ -228,11 +228,11 @@ static int parse_choices(const shmcfg_optdef *d, shmcfg_value *out)
 	size_t n = raw.u.list.count, i = 0;
 	char **texts = shmcfg__calloc(n ? n : 1, sizeof *texts);
 	if (!texts)
-		r = -ENOMEM;
+		r = shmcfg__nomem();
 	for (const char *c = NULL; !r && (c = shmcfg_list_next(&raw, c)); i++) {
 		if (d->type == SHMCFG_STR) { /* raw text, even if it starts with a quote */
 			texts[i] = shmcfg__strdup(c);
-			r = texts[i] ? 0 : -ENOMEM;
+			r = texts[i] ? 0 : shmcfg__nomem();
 			continue;
 		}
 		shmcfg_value cv;
@@ -310,7 +310,7 @@ static int check_default(const shmcfg_optdef *d, const struct sopt *o)
 	 * (an empty string is invisible in the check's text) */
 	char *text = NULL;
 	if (shmcfg_value_format(&o->def, &text))
-		return -ENOMEM;
+		return shmcfg__nomem();
 	if (!strncmp(why, "value ", 6) && (is = strstr(why, " is ")))
 		r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: no default, and the implicit %s%s; give a default",
 				d->name, text, is);
@@ -400,7 +400,7 @@ int shmcfg_schema_add(shmcfg_schema *s, const shmcfg_optdef *d)
 		uint32_t cap = s->cap ? s->cap * 2 : 16;
 		struct sopt *opts = shmcfg__realloc(s->opts, cap * sizeof *opts);
 		if (!opts)
-			r = -ENOMEM;
+			r = shmcfg__nomem();
 		else
 			s->opts = opts, s->cap = cap;
 	}

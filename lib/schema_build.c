@@ -69,7 +69,7 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 		return shmcfg__err(SHMCFG_E_SCHEMADEF, "schema has no options");
 	struct built_schema *b = shmcfg__calloc(1, sizeof *b);
 	if (!b)
-		return -ENOMEM;
+		return shmcfg__nomem();
 	b->s = s;
 	b->alias = shmcfg__malloc(n * sizeof(uint32_t));
 	b->alias_final = shmcfg__malloc(n * sizeof(uint32_t));
@@ -81,7 +81,7 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 	int r = 0;
 	if (!b->alias || !b->alias_final || !b->order || !b->topo || !b->imp_first || !b->imp_n ||
 	    !indeg) {
-		r = -ENOMEM;
+		r = shmcfg__nomem();
 		goto fail;
 	}
 	for (uint32_t i = 0; i < n; i++) {
@@ -124,7 +124,7 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 			continue;
 		char *copy = shmcfg__strdup(spec), *save = NULL;
 		if (!copy) {
-			r = -ENOMEM;
+			r = shmcfg__nomem();
 			goto fail;
 		}
 		for (char *item = strtok_r(copy, ";", &save); item && !r;
@@ -154,7 +154,7 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 			if (ie)
 				b->implies = ie;
 			if (!iv) {
-				r = -ENOMEM;
+				r = shmcfg__nomem();
 				break;
 			}
 			b->implies_vals = iv;

@@ -275,7 +275,7 @@ static int option(struct ctx *c, shmcfg_schema *s, yaml_node_t *key, yaml_node_t
 				strcat(spec, val);
 			}
 			if (!(d.implies = keep(c, spec)))
-				return -ENOMEM;
+				return shmcfg__nomem();
 		} else
 			return err_at(c, k, "option %s: unknown attribute '%s'", d.name, a);
 		if (text_field) {
@@ -302,7 +302,7 @@ int shmcfg_schema_load_text(const char *text, size_t len, const char *label, shm
 	struct ctx c = {.label = label ? label : "<schema>"};
 	yaml_parser_t parser;
 	if (!yaml_parser_initialize(&parser))
-		return -ENOMEM;
+		return shmcfg__nomem();
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
 	if (!yaml_parser_load(&parser, &c.doc)) {
 		int r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s:%zu: %s", c.label, parser.problem_mark.line + 1,
@@ -361,7 +361,7 @@ int shmcfg_schema_load(const char *path, shmcfg_schema **ret)
 			if (!nb) {
 				shmcfg__free(buf);
 				fclose(f);
-				return -ENOMEM;
+				return shmcfg__nomem();
 			}
 			buf = nb;
 		}

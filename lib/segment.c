@@ -89,7 +89,7 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 				   (unsigned long long)st->st_size);
 	h->schema_copy = shmcfg__malloc(h->lay.schema_size);
 	if (!h->schema_copy)
-		return -ENOMEM;
+		return shmcfg__nomem();
 	if ((r = pread_all(h, h->schema_copy, h->lay.schema_size, h->lay.schema_off)))
 		return r;
 	h->sch = h->schema_copy;
@@ -111,7 +111,7 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 	}
 	h->warned = shmcfg__calloc(h->lay.nopts, 1);
 	if (!h->warned)
-		return -ENOMEM;
+		return shmcfg__nomem();
 	h->size = (size_t)st->st_size;
 	h->base = shmcfg__mmap(NULL, h->size, h->rdonly ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
 		       h->fd, 0);
@@ -208,7 +208,7 @@ static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **r
 	bool rdonly = o->flags & SHMCFG_ATTACH_RDONLY;
 	shmcfg *h = handle_new(name, rdonly);
 	if (!h)
-		return -ENOMEM;
+		return shmcfg__nomem();
 	h->opts = *o;
 	if (o->expect_schema_hash) {
 		memcpy(h->expect_hash, o->expect_schema_hash, 16);
@@ -375,7 +375,7 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 
 	shmcfg *h = handle_new(name, false);
 	if (!h) {
-		r = -ENOMEM;
+		r = shmcfg__nomem();
 		goto fail_built;
 	}
 	/* --force: the old segment is retired (its processes learn it) and removed */
@@ -411,7 +411,7 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		goto fail_unlink;
 	void *schema_bytes = shmcfg__malloc(lay.schema_size);
 	if (!schema_bytes) {
-		r = -ENOMEM;
+		r = shmcfg__nomem();
 		goto fail_unlink;
 	}
 	shmcfg__schema_write(b, schema_bytes, lay.schema_hash);

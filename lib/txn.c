@@ -37,7 +37,7 @@ int shmcfg_txn_begin(shmcfg *h, shmcfg_txn **ret)
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot write", h->name);
 	shmcfg_txn *t = shmcfg__calloc(1, sizeof *t);
 	if (!t)
-		return -ENOMEM;
+		return shmcfg__nomem();
 	t->h = h;
 	t->layer = LAYER_USER;
 	*ret = t;
@@ -81,7 +81,7 @@ static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, 
 		size_t cap = t->cap ? t->cap * 2 : 8;
 		struct change *ch = shmcfg__realloc(t->ch, cap * sizeof *ch);
 		if (!ch)
-			return -ENOMEM;
+			return shmcfg__nomem();
 		t->ch = ch;
 		t->cap = cap;
 	}

@@ -99,7 +99,7 @@ static int list_build(shmcfg_type type, const char *const *items, const size_t *
 	}
 	char *buf = shmcfg__malloc(bytes ? bytes : 1);
 	if (!buf)
-		return -ENOMEM;
+		return shmcfg__nomem();
 	char *p = buf;
 	for (size_t i = 0; i < n; i++) {
 		memcpy(p, items[i], lens[i]);
@@ -131,7 +131,7 @@ int shmcfg__canon_set(shmcfg_value *v)
 	if (!items || !buf) {
 		shmcfg__free(items);
 		shmcfg__free(buf);
-		return -ENOMEM;
+		return shmcfg__nomem();
 	}
 	const char *it = NULL;
 	for (size_t i = 0; (it = shmcfg_list_next(v, it)); i++)
@@ -163,7 +163,7 @@ int shmcfg_value_list(shmcfg_type type, const char *const *items, size_t n, shmc
 		return shmcfg__err(-EINVAL, "shmcfg_value_list: type must be list or set");
 	size_t *lens = shmcfg__malloc((n ? n : 1) * sizeof *lens);
 	if (!lens)
-		return -ENOMEM;
+		return shmcfg__nomem();
 	for (size_t i = 0; i < n; i++) {
 		if (!items[i]) {
 			shmcfg__free(lens);
@@ -245,7 +245,7 @@ static int parse_list(shmcfg_type type, const char *text, shmcfg_value *ret)
 		size_t n = json_array_size(a);
 		const char **items = shmcfg__malloc((n ? n : 1) * sizeof *items);
 		size_t *lens = shmcfg__malloc((n ? n : 1) * sizeof *lens);
-		int r = items && lens ? 0 : -ENOMEM;
+		int r = items && lens ? 0 : shmcfg__nomem();
 		for (size_t i = 0; r == 0 && i < n; i++) {
 			json_t *s = json_array_get(a, i);
 			if (!json_is_string(s))
@@ -272,7 +272,7 @@ static int parse_list(shmcfg_type type, const char *text, shmcfg_value *ret)
 	if (!items || !lens) {
 		shmcfg__free(items);
 		shmcfg__free(lens);
-		return -ENOMEM;
+		return shmcfg__nomem();
 	}
 	size_t i = 0;
 	for (const char *p = text;; i++) {
@@ -313,7 +313,7 @@ static int parse_str(const char *text, shmcfg_value *ret)
 	char *buf = shmcfg__malloc(len + 1);
 	if (!buf) {
 		json_decref(j);
-		return -ENOMEM;
+		return shmcfg__nomem();
 	}
 	memcpy(buf, s, len);
 	buf[len] = 0;
@@ -370,7 +370,7 @@ int shmcfg__parse_env(shmcfg_type type, const char *var, const char *text, shmcf
 	if (type == SHMCFG_STR) {
 		char *buf = shmcfg__strdup(text);
 		if (!buf)
-			return -ENOMEM;
+			return shmcfg__nomem();
 		memset(ret, 0, sizeof *ret);
 		ret->type = SHMCFG_STR;
 		ret->owned = buf;
@@ -423,7 +423,7 @@ int shmcfg__value_copy(const shmcfg_value *src, shmcfg_value *dst)
 	if (!src->is_null && src->type == SHMCFG_STR) {
 		char *b = shmcfg__malloc(src->u.str.len + 1);
 		if (!b)
-			return -ENOMEM;
+			return shmcfg__nomem();
 		memcpy(b, src->u.str.ptr, src->u.str.len);
 		b[src->u.str.len] = 0;
 		v.owned = b;
@@ -431,7 +431,7 @@ int shmcfg__value_copy(const shmcfg_value *src, shmcfg_value *dst)
 	} else if (!src->is_null && (src->type == SHMCFG_LIST || src->type == SHMCFG_SET)) {
 		char *b = shmcfg__malloc(src->u.list.bytes ? src->u.list.bytes : 1);
 		if (!b)
-			return -ENOMEM;
+			return shmcfg__nomem();
 		memcpy(b, src->u.list.items, src->u.list.bytes);
 		v.owned = b;
 		v.u.list.items = b;
