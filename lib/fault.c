@@ -73,9 +73,11 @@ static struct fs_block *fs_table; /* open addressing, linear probing */
 static size_t fs_cap, fs_count;
 static uint64_t fs_serial;
 
+static __thread unsigned fs_quiet; /* inside a call that counts as one (json_loads) */
+
 static bool fs_fail(unsigned kind)
 {
-	if (!(atomic_load_explicit(&fs_kinds, memory_order_relaxed) & kind))
+	if (!(atomic_load_explicit(&fs_kinds, memory_order_relaxed) & kind) || fs_quiet)
 		return false;
 	unsigned long c = atomic_fetch_add(&fs_calls, 1) + 1, nth = atomic_load(&fs_nth);
 	if (c == nth || (c > nth && atomic_load(&fs_persistent))) {
@@ -124,15 +126,19 @@ static void fs_track(void *p, size_t size)
 	pthread_mutex_unlock(&fs_lock);
 }
 
-static void fs_untrack(uintptr_t p)
+/* Remove p from the table; its entry goes to *was (if p was there). */
+static bool fs_untrack(uintptr_t p, struct fs_block *was)
 {
 	if (!p || !atomic_load_explicit(&fs_tracking, memory_order_relaxed))
-		return;
+		return false;
 	pthread_mutex_lock(&fs_lock);
 	size_t i = fs_cap ? fs_home(p) : 0;
 	while (fs_cap && fs_table[i].p && fs_table[i].p != p)
 		i = (i + 1) & (fs_cap - 1);
-	if (fs_cap && fs_table[i].p) {
+	bool found = fs_cap && fs_table[i].p;
+	if (found) {
+		if (was)
+			*was = fs_table[i];
 		/* backward-shift deletion: no tombstones */
 		fs_table[i].p = 0;
 		fs_count--;
@@ -147,6 +153,7 @@ static void fs_untrack(uintptr_t p)
 		}
 	}
 	pthread_mutex_unlock(&fs_lock);
+	return found;
 }
 
 void *shmcfg__malloc(size_t n)
@@ -177,11 +184,16 @@ void *shmcfg__realloc(void *p, size_t n)
 		errno = ENOMEM;
 		return NULL; /* p stays as it was, as with realloc */
 	}
-	uintptr_t old = (uintptr_t)p; /* only a key once p is reallocated */
+	/* out of the table first: once reallocated, p is not even a key */
+	struct fs_block was;
+	bool had = fs_untrack((uintptr_t)p, &was);
 	void *q = realloc(p, n);
 	if (q) {
-		fs_untrack(old);
 		fs_track(q, n);
+	} else if (had) {
+		pthread_mutex_lock(&fs_lock);
+		fs_insert(was.p, was.size, was.serial);
+		pthread_mutex_unlock(&fs_lock);
 	}
 	return q;
 }
@@ -228,7 +240,7 @@ int shmcfg__asprintf(char **ret, const char *fmt, ...)
 
 void shmcfg__free(void *p)
 {
-	fs_untrack((uintptr_t)p);
+	fs_untrack((uintptr_t)p, NULL);
 	free(p);
 }
 
@@ -255,6 +267,40 @@ int shmcfg__posix_fallocate(int fd, off_t off, off_t len)
 	if (fs_fail(SHMCFG_FAULTSIM_FALLOCATE))
 		return ENOSPC; /* posix_fallocate returns the error, errno untouched */
 	return posix_fallocate(fd, off, len);
+}
+
+/* jansson's parser: one call of the seam, that fails whole as jansson
+ * reports running out of memory (lib/internal.h says why). */
+static json_t *fs_json_oom(json_error_t *e)
+{
+	if (e) {
+		memset(e, 0, sizeof *e);
+		e->line = e->column = -1;
+		snprintf(e->text, sizeof e->text, "out of memory");
+		/* where json_error_code() reads the code */
+		e->text[JSON_ERROR_TEXT_LENGTH - 1] = (char)json_error_out_of_memory;
+	}
+	return NULL;
+}
+
+json_t *shmcfg__json_loads(const char *text, size_t flags, json_error_t *e)
+{
+	if (fs_fail(SHMCFG_FAULTSIM_ALLOC))
+		return fs_json_oom(e);
+	fs_quiet++;
+	json_t *j = json_loads(text, flags, e);
+	fs_quiet--;
+	return j;
+}
+
+json_t *shmcfg__json_loadb(const char *buf, size_t len, size_t flags, json_error_t *e)
+{
+	if (fs_fail(SHMCFG_FAULTSIM_ALLOC))
+		return fs_json_oom(e);
+	fs_quiet++;
+	json_t *j = json_loadb(buf, len, flags, e);
+	fs_quiet--;
+	return j;
 }
 
 /* jansson's allocations (json_set_alloc_funcs) go through the seam too: a
@@ -297,7 +343,7 @@ unsigned long shmcfg__faultsim_failures(void)
 
 void shmcfg__faultsim_forget(const void *p)
 {
-	fs_untrack((uintptr_t)p);
+	fs_untrack((uintptr_t)p, NULL);
 }
 
 uint64_t shmcfg__faultsim_mark(void)

@@ -360,6 +360,10 @@ void shmcfg__fault(const char *point);
  * NULL, MAP_FAILED or -1 with errno ENOMEM (ENOSPC for ftruncate), ENOSPC
  * returned by posix_fallocate. Each call site must handle it: an error with
  * a detail (shmcfg__nomem() for the heap), nothing leaked, nothing half-made.
+ * jansson allocates through the seam too (json_set_alloc_funcs), but its
+ * parser counts as one call that fails whole (json_error_out_of_memory):
+ * jansson 2.14's lexer drops a byte when its buffer cannot grow and reports
+ * a failed allocation as a syntax error, which no caller can tell apart.
  */
 #include <sys/types.h>
 #ifdef SHMCFG_WITH_FAULTS
@@ -373,6 +377,10 @@ void shmcfg__free(void *p);
 void *shmcfg__mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
 int shmcfg__ftruncate(int fd, off_t len);
 int shmcfg__posix_fallocate(int fd, off_t off, off_t len);
+struct json_t;
+struct json_error_t;
+struct json_t *shmcfg__json_loads(const char *text, size_t flags, struct json_error_t *e);
+struct json_t *shmcfg__json_loadb(const char *buf, size_t len, size_t flags, struct json_error_t *e);
 #else
 #define shmcfg__malloc(n) malloc(n)
 #define shmcfg__calloc(n, size) calloc(n, size)
@@ -384,6 +392,8 @@ int shmcfg__posix_fallocate(int fd, off_t off, off_t len);
 #define shmcfg__mmap(addr, len, prot, flags, fd, off) mmap(addr, len, prot, flags, fd, off)
 #define shmcfg__ftruncate(fd, len) ftruncate(fd, len)
 #define shmcfg__posix_fallocate(fd, off, len) posix_fallocate(fd, off, len)
+#define shmcfg__json_loads(text, flags, e) json_loads(text, flags, e)
+#define shmcfg__json_loadb(buf, len, flags, e) json_loadb(buf, len, flags, e)
 #endif
 
 /* value.c: values, parsing, comparison */
