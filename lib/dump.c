@@ -180,7 +180,9 @@ int shmcfg_load(shmcfg *h, const char *text, size_t len, shmcfg_warn_fn *warn, v
 	SHMCFG_API_ENTRY;
 	assert_return(h && text, -EINVAL);
 	json_error_t e;
-	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
+	json_t *root = shmcfg__json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
+	if (!root && shmcfg__json_oom(&e))
+		return shmcfg__nomem();
 	if (!root)
 		return shmcfg__err(SHMCFG_E_PARSE, "JSON line %d column %d: %s", e.line, e.column, e.text);
 	json_t *values = root;

@@ -402,6 +402,8 @@ int shmcfg__canon_set(shmcfg_value *v);
 bool shmcfg__utf8_valid(const char *s, size_t len);
 int shmcfg__parse_env(shmcfg_type type, const char *var, const char *text, shmcfg_value *ret);
 int shmcfg__parse_name_list(const char *text, shmcfg_value *ret);
+struct json_error_t;
+bool shmcfg__json_oom(const struct json_error_t *e);
 
 /* cell.c: values as the segment stores them */
 int shmcfg__value_from_cell(const struct shmcfg__cell *c, const char *heap, uint64_t heap_size,

@@ -229,6 +229,16 @@ static int parse_float(const char *text, double *out)
 	return 0;
 }
 
+/*
+ * Whether a failed json_load*() ran out of memory rather than met bad text:
+ * jansson says so with json_error_out_of_memory, or says nothing at all (no
+ * text) when it could not even start (its lexer's buffer).
+ */
+bool shmcfg__json_oom(const json_error_t *e)
+{
+	return json_error_code(e) == json_error_out_of_memory || !e->text[0];
+}
+
 /* A JSON array of strings, or comma-separated text. */
 static int parse_list(shmcfg_type type, const char *text, shmcfg_value *ret)
 {
@@ -237,7 +247,9 @@ static int parse_list(shmcfg_type type, const char *text, shmcfg_value *ret)
 		t++;
 	if (*t == '[') {
 		json_error_t e;
-		json_t *a = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+		json_t *a = shmcfg__json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+		if (!a && shmcfg__json_oom(&e))
+			return shmcfg__nomem();
 		if (!a || !json_is_array(a)) {
 			json_decref(a);
 			return parse_err(type, text, a ? "expected a JSON array" : e.text);
@@ -302,7 +314,9 @@ static int parse_str(const char *text, shmcfg_value *ret)
 	json_t *j = NULL;
 	if (text[0] == '"') {
 		json_error_t e;
-		j = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+		j = shmcfg__json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+		if (!j && shmcfg__json_oom(&e))
+			return shmcfg__nomem();
 		if (!j || !json_is_string(j)) {
 			json_decref(j);
 			return parse_err(SHMCFG_STR, text, "bad JSON string literal");
