@@ -99,8 +99,10 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 	if (memcmp(canon.digest, h->lay.schema_hash, 16) != 0)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema region does not match its hash",
 				   h->name);
-	if (h->lay.schema_size < sizeof(struct schema_hdr) || shmcfg__schema_validate(h, true, NULL, NULL))
+	if (h->lay.schema_size < sizeof(struct schema_hdr))
 		return SHMCFG_E_CORRUPT;
+	if ((r = shmcfg__schema_validate(h, true, NULL, NULL)))
+		return r < 0 ? r : SHMCFG_E_CORRUPT;
 	if (expect_hash && memcmp(expect_hash, h->lay.schema_hash, 16) != 0) {
 		char a[33], b[33];
 		for (int i = 0; i < 16; i++) {

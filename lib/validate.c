@@ -173,10 +173,8 @@ static int schema_check(shmcfg *h, void (*fn)(const char *, void *), void *ud, c
 	/* topo must be a permutation that puts each implier before its targets,
 	 * else a commit could resolve a target before its implier */
 	uint32_t *pos = shmcfg__malloc(n * sizeof *pos);
-	if (!pos) {
-		PROBLEM("out of memory checking the schema");
-		return bad;
-	}
+	if (!pos) /* not a problem of the schema */
+		return shmcfg__nomem();
 	memset(pos, 0xff, n * sizeof *pos);
 	for (uint32_t i = 0; i < n; i++) {
 		if (pos[h->topo[i]] != UINT32_MAX)
@@ -195,12 +193,15 @@ static int schema_check(shmcfg *h, void (*fn)(const char *, void *), void *ud, c
  * Check the schema copy (h->sch ...) completely: every later use trusts it.
  * Returns the number of problems; each is reported through fn, and the first
  * becomes the error detail (the checks overwrite the detail as they go).
+ * -ENOMEM if it could not check: no verdict on the segment.
  */
 int shmcfg__schema_validate(shmcfg *h, bool deep, void (*fn)(const char *, void *), void *ud)
 {
 	(void)deep; /* the schema is small and read once: always checked whole */
 	char msg[256], first[256] = "";
 	int bad = schema_check(h, fn, ud, msg, first);
+	if (bad < 0) /* out of memory: not a verdict */
+		return bad;
 	if (bad)
 		shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, first);
 	return bad;
