@@ -48,7 +48,9 @@ int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env)
 					if (r) {
 						char why[400];
 						snprintf(why, sizeof why, "%s", shmcfg_errdetail());
-						r = shmcfg__err(SHMCFG_E_ENV, "environment variable %s: %s", var, why);
+						/* a bad value is the variable's fault; memory is not */
+						r = shmcfg__err(r == -ENOMEM ? r : SHMCFG_E_ENV,
+								"environment variable %s: %s", var, why);
 					}
 					shmcfg_value_clear(&v);
 				}
