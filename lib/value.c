@@ -112,7 +112,10 @@ static int list_build(shmcfg_type type, const char *const *items, const size_t *
 	ret->u.list.items = buf;
 	ret->u.list.count = n;
 	ret->u.list.bytes = bytes;
-	return type == SHMCFG_SET ? shmcfg__canon_set(ret) : 0;
+	int r = type == SHMCFG_SET ? shmcfg__canon_set(ret) : 0;
+	if (r) /* a failed call returns nothing to clear */
+		shmcfg_value_clear(ret);
+	return r;
 }
 
 static int cmp_str(const void *a, const void *b)
