@@ -189,7 +189,8 @@ int shmcfg_txn_commit(shmcfg_txn *t, uint64_t *gen_ret)
 	SHMCFG_API_ENTRY;
 	assert_return(t, -EINVAL);
 	if (t->err) { /* a change was refused: publish none, and say which */
-		int r = shmcfg__err(t->err, "%s", t->err_detail ? t->err_detail : "");
+		int r = t->err_detail ? shmcfg__err(t->err, "%s", t->err_detail)
+				      : shmcfg__err(t->err, "a change was refused: %s", shmcfg_strerror(t->err));
 		shmcfg_txn_abort(t);
 		return r;
 	}
