@@ -94,7 +94,9 @@ int shmcfg_dump(const shmcfg *h, unsigned flags, char **ret)
 	if (!r && values)
 		root = json_pack("{s:s, s:I, s:s, s:s, s:O}", "format", "shmcfg-dump/1", "generation",
 				 (json_int_t)gen, "config_hash", ch, "schema_hash", sh, "values", values);
-	*ret = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) : NULL;
+	*ret = NULL;
+	if (!r && root)
+		r = shmcfg__json_text(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17), ret);
 	json_decref(values);
 	json_decref(root);
 	if (!r && !*ret)
@@ -104,7 +106,8 @@ int shmcfg_dump(const shmcfg *h, unsigned flags, char **ret)
 
 static int json_type_err(const shmcfg *h, shmcfg_opt opt, json_t *j)
 {
-	char *text = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
+	char *text = NULL;
+	(void)shmcfg__json_text(j, JSON_ENCODE_ANY | JSON_COMPACT, &text);
 	int r = shmcfg__err(SHMCFG_E_TYPE, "%s: value %.80s is not a %s", sstr(h, h->desc[opt].name),
 			    text ? text : "?", shmcfg_type_name(h->desc[h->desc[opt].alias_final].type));
 	shmcfg__free(text);
@@ -378,11 +381,11 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 		shmcfg_value_clear(&v);
 	}
 	if (!r && !b.err && obj) {
-		char *t = json_dumps(obj, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+		char *t = NULL;
+		r = shmcfg__json_text(obj, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17), &t);
 		b.len = 0;
-		addf(&b, "%s\n", t ? t : "");
-		if (!t)
-			r = shmcfg__nomem();
+		if (!r)
+			addf(&b, "%s\n", t);
 		shmcfg__free(t);
 	}
 	json_decref(obj);

@@ -415,6 +415,7 @@ bool shmcfg__list_ok(const shmcfg_value *v);
 /* json.c: the one JSON form of a value, and text */
 struct json_t;
 struct json_t *shmcfg__value_json(const shmcfg_value *v);
+int shmcfg__json_text(const struct json_t *j, size_t flags, char **ret);
 int shmcfg__format_canon(const shmcfg_value *v, char **ret);
 void shmcfg__float_text(double f, char *buf);
 

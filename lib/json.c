@@ -50,6 +50,52 @@ json_t *shmcfg__value_json(const shmcfg_value *v)
 	return NULL;
 }
 
+/*
+ * JSON text of j, as json_dumps(j, flags), into a buffer of ours whose first
+ * failed write fails every later one: jansson 2.14's json_dumps ignores a
+ * failed write of an object's key (dump.c, do_dump) and goes on, so that a
+ * transient failure gives text with a key missing. Returns 0 or -ENOMEM.
+ */
+struct textbuf {
+	char *p;
+	size_t len, cap;
+	bool failed;
+};
+
+static int text_put(const char *bytes, size_t n, void *data)
+{
+	struct textbuf *b = data;
+	if (!b->failed && b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		char *np = shmcfg__realloc(b->p, cap);
+		if (np) {
+			b->p = np;
+			b->cap = cap;
+		} else
+			b->failed = true;
+	}
+	if (b->failed)
+		return -1;
+	memcpy(b->p + b->len, bytes, n);
+	b->len += n;
+	b->p[b->len] = 0;
+	return 0;
+}
+
+int shmcfg__json_text(const json_t *j, size_t flags, char **ret)
+{
+	struct textbuf b = {0};
+	*ret = NULL;
+	if (json_dump_callback(j, text_put, &b, flags) || b.failed || !b.p) {
+		shmcfg__free(b.p);
+		return shmcfg__nomem();
+	}
+	*ret = b.p;
+	return 0;
+}
+
 /* The shortest text that reads back as the same double, as Python's repr()
  * writes it (with ".0" when it would look like an integer). buf: 32 bytes. */
 void shmcfg__float_text(double f, char *buf)
@@ -82,9 +128,9 @@ int shmcfg_value_format(const shmcfg_value *v, char **ret)
 	json_t *j = shmcfg__value_json(v);
 	if (!j)
 		return shmcfg__nomem();
-	*ret = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
+	int r = shmcfg__json_text(j, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17), ret);
 	json_decref(j);
-	return *ret ? 0 : shmcfg__nomem();
+	return r;
 }
 
 /* The canonical text used for choices: as shmcfg_value_format(), but a
@@ -105,7 +151,7 @@ int shmcfg_value_json(const shmcfg_value *v, char **ret)
 	json_t *j = shmcfg__value_json(v);
 	if (!j)
 		return shmcfg__nomem();
-	*ret = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
+	int r = shmcfg__json_text(j, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17), ret);
 	json_decref(j);
-	return *ret ? 0 : shmcfg__nomem();
+	return r;
 }
