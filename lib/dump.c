@@ -351,10 +351,17 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 		return shmcfg__err(-EINVAL, "unknown codegen format %d", (int)fmt);
 	struct buf b = {0};
 	json_t *obj = fmt == SHMCFG_CODEGEN_JSON ? json_object() : NULL;
-	int r = 0;
+	int r = fmt == SHMCFG_CODEGEN_JSON && !obj ? shmcfg__nomem() : 0;
 	addf(&b, "%s", "");
 	for (uint32_t i = 0; !r && !b.err && i < h->lay.nopts; i++) {
-		if (skipped(h, i, 0) || shmcfg_is_default(h, i) != 0)
+		if (skipped(h, i, 0))
+			continue;
+		int d = shmcfg_is_default(h, i);
+		if (d < 0) { /* an error is not "default": the line would be missing */
+			r = d;
+			break;
+		}
+		if (d)
 			continue;
 		shmcfg_value v;
 		if ((r = shmcfg_get(h, i, &v)))
@@ -366,7 +373,11 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 			addf(&b, "\n");
 		} else if (fmt == SHMCFG_CODEGEN_SHELL) {
 			char *text = NULL, *pair = NULL;
-			if (!(r = shmcfg_value_format(&v, &text)) && shmcfg__asprintf(&pair, "%s=%s", name, text) > 0) {
+			if (!(r = shmcfg_value_format(&v, &text)) && shmcfg__asprintf(&pair, "%s=%s", name, text) < 0) {
+				pair = NULL; /* undefined after a failure */
+				r = shmcfg__nomem();
+			}
+			if (!r) {
 				addf(&b, "shmctl set %s ", h->name);
 				shell_quote(&b, pair);
 				addf(&b, "\n");
