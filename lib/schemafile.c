@@ -19,6 +19,7 @@ struct ctx {
 	yaml_node_t *opts; /* the options mapping, to find an implies target's type */
 	char **bufs;       /* texts made for the current option: one per implication, no limit */
 	size_t nbufs, cap;
+	bool oom;          /* an allocation failed for the current option: its error is -ENOMEM */
 };
 
 static int err_at(struct ctx *c, const yaml_node_t *n, const char *fmt, ...)
@@ -49,21 +50,35 @@ static yaml_node_t *node(struct ctx *c, int id)
 	return yaml_document_get_node(&c->doc, id);
 }
 
+/* Keep a text made for the current option; NULL (a text that could not be
+ * made) is out of memory. */
 static char *keep(struct ctx *c, char *text)
 {
-	if (!text)
+	if (!text) {
+		c->oom = true;
 		return NULL;
+	}
 	if (c->nbufs == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 16;
 		char **nb = shmcfg__realloc(c->bufs, cap * sizeof *nb);
 		if (!nb) {
 			shmcfg__free(text);
+			c->oom = true;
 			return NULL;
 		}
 		c->bufs = nb;
 		c->cap = cap;
 	}
 	return c->bufs[c->nbufs++] = text;
+}
+
+/* JSON text of j (NULL: it could not be made), kept. */
+static char *keep_json(struct ctx *c, json_t *j, size_t flags)
+{
+	char *t = NULL;
+	if (j)
+		(void)shmcfg__json_text(j, flags, &t);
+	return keep(c, t);
 }
 
 static void drop_texts(struct ctx *c)
@@ -144,9 +159,9 @@ static char *value_text(struct ctx *c, yaml_node_t *n, bool raw_strings, shmcfg_
 		if (plain(n) || raw_strings)
 			return keep(c, shmcfg__strdup(s));
 		json_t *j = json_stringn(s, n->data.scalar.length);
-		char *t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+		char *t = keep_json(c, j, JSON_ENCODE_ANY);
 		json_decref(j);
-		return keep(c, t);
+		return t;
 	}
 	if (n->type == YAML_SEQUENCE_NODE) {
 		json_t *a = json_array();
@@ -156,14 +171,18 @@ static char *value_text(struct ctx *c, yaml_node_t *n, bool raw_strings, shmcfg_
 				json_decref(a);
 				return NULL;
 			}
-			if (is_float && float_special(item))
-				json_array_append_new(a, json_string(float_special(item)));
-			else
-				json_array_append_new(a, json_stringn(scalar(item), item->data.scalar.length));
+			/* an item that could not be added must not go missing */
+			if (json_array_append_new(a, is_float && float_special(item)
+							     ? json_string(float_special(item))
+							     : json_stringn(scalar(item), item->data.scalar.length))) {
+				json_decref(a);
+				c->oom = true;
+				return NULL;
+			}
 		}
-		char *t = a ? json_dumps(a, JSON_COMPACT) : NULL;
+		char *t = keep_json(c, a, JSON_COMPACT);
 		json_decref(a);
-		return keep(c, t);
+		return t;
 	}
 	return NULL;
 }
@@ -229,7 +248,7 @@ static int option(struct ctx *c, shmcfg_schema *s, yaml_node_t *key, yaml_node_t
 			if (v->type == YAML_SCALAR_NODE) { /* one name */
 				const char *sp = item_type == SHMCFG_FLOAT ? float_special(v) : NULL;
 				json_t *arr = json_pack("[s]", sp ? sp : scalar(v));
-				*f = keep(c, arr ? json_dumps(arr, JSON_COMPACT) : NULL);
+				*f = keep_json(c, arr, JSON_COMPACT);
 				json_decref(arr);
 			} else if (v->type == YAML_SEQUENCE_NODE)
 				*f = value_text(c, v, true, item_type);
@@ -305,7 +324,7 @@ int shmcfg_schema_load_text(const char *text, size_t len, const char *label, shm
 		return shmcfg__nomem();
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
 	if (!yaml_parser_load(&parser, &c.doc)) {
-		int r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s:%zu: %s", c.label, parser.problem_mark.line + 1,
+		int r = parser.error == YAML_MEMORY_ERROR ? shmcfg__nomem() : shmcfg__err(SHMCFG_E_SCHEMADEF, "%s:%zu: %s", c.label, parser.problem_mark.line + 1,
 				    parser.problem ? parser.problem : "malformed YAML");
 		yaml_parser_delete(&parser);
 		return r;
@@ -333,7 +352,10 @@ int shmcfg_schema_load_text(const char *text, size_t len, const char *label, shm
 		r = err_at(&c, opts ? opts : root, "options must be a mapping of name: attributes");
 	c.opts = opts;
 	for (yaml_node_pair_t *p = r ? NULL : opts->data.mapping.pairs.start; p && p < opts->data.mapping.pairs.top && !r; p++) {
+		c.oom = false;
 		r = option(&c, s, node(&c, p->key), node(&c, p->value));
+		if (r && c.oom) /* "must be a list", "bad implies entry": a text could not be made */
+			r = shmcfg__nomem();
 		drop_texts(&c);
 	}
 	shmcfg__free(c.bufs);
