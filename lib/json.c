@@ -42,7 +42,12 @@ json_t *shmcfg__value_json(const shmcfg_value *v)
 		const char *it = NULL;
 		while (a && (it = shmcfg_list_next(v, it))) {
 			json_t *s = json_string(it);
-			json_array_append_new(a, s ? s : json_string_nocheck(it));
+			/* an item that cannot be added fails the list: a list with
+			 * an item missing would go out as the value */
+			if (json_array_append_new(a, s ? s : json_string_nocheck(it))) {
+				json_decref(a);
+				return NULL;
+			}
 		}
 		return a;
 	}
