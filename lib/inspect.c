@@ -107,10 +107,8 @@ int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, voi
 	if (!deep || bad)
 		return bad;
 	char *copy = shmcfg__malloc(h->lay.slot_size);
-	if (!copy) {
-		PROBLEM("out of memory");
-		return bad;
-	}
+	if (!copy) /* no verdict on the slots: not a problem of the segment */
+		return shmcfg__nomem();
 	for (uint32_t s = 0; s < h->lay.nslots; s++) {
 		uint64_t gen = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
 		if (gen == 0 || (gen & SLOT_BUSY))
