@@ -105,7 +105,12 @@ compare : {
 	bool got_from = false, got_to = false;
 	char *ca = shmcfg__malloc(h->lay.slot_size), *cb = shmcfg__malloc(h->lay.slot_size);
 	int r = -ENOENT;
-	for (uint32_t s = 0; ca && cb && s < h->lay.nslots; s++) {
+	if (!ca || !cb) { /* the generations may well be known: we cannot look */
+		shmcfg__free(ca);
+		shmcfg__free(cb);
+		return shmcfg__nomem();
+	}
+	for (uint32_t s = 0; s < h->lay.nslots; s++) {
 		uint64_t g = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
 		if (g == from && shmcfg__seq_copy(h, g << SHMCFG__SLOT_BITS | s, ca))
 			got_from = true;
