@@ -1,0 +1,811 @@
+/*
+ * Resource exhaustion (issue 11): every operation of the library, with its
+ * Nth allocation, mmap, ftruncate or fallocate failing, for N = 1, 2, ...
+ * until the operation makes fewer than N such calls and succeeds
+ * (tests/faultsim.h; the model is SQLite's FAULTSIM loops and libuv's OOM
+ * tests). Each operation is swept twice: transient (only the Nth call
+ * fails) and persistent (the Nth and every later one fail).
+ *
+ * After each injected failure the operation must have
+ *   - returned the injected error (-ENOMEM, or -ENOSPC from fallocate):
+ *     never crashed, never 0 with a broken result, never another error that
+ *     would blame the segment or the input;
+ *   - left one clear line of detail;
+ *   - left the segment sound: shmcfg_check(deep) finds 0 problems, and a
+ *     failed commit or load changed neither its generation nor its config
+ *     hash;
+ *   - left none of its allocations outstanding, no descriptor and no
+ *     mapping open, and (a failed create) nothing in /dev/shm, neither the
+ *     segment nor its lock object.
+ * An operation that succeeds in spite of a failure (a fallback) must give
+ * the same result as an undisturbed one.
+ *
+ * Besides the operations of issue 11 (create, attach, commit, snapshot,
+ * load, dump, codegen, patches, schema files) the sweep covers the deep
+ * check and shmcfg_changes' slot comparison, which had the same kind of bug.
+ *
+ * Not covered: libyaml allocates with malloc(3) directly, so
+ * shmcfg_schema_load_text's parse itself cannot be failed (what the library
+ * does with the parsed document can). jansson's allocations go through the
+ * seam (json_set_alloc_funcs), its parser as one call that fails whole
+ * (lib/internal.h says why).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
+
+#include "common.h"
+#include "faultsim.h"
+
+/* ------------------------------------------------------------------ */
+/* Resources of the process                                           */
+/* ------------------------------------------------------------------ */
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	assert_non_null(d);
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own descriptor */
+}
+
+/* Mappings of shmcfg objects. */
+static int count_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	assert_non_null(f);
+	char line[4096];
+	int n = 0;
+	while (fgets(line, sizeof line, f))
+		n += strstr(line, "/dev/shm/shmcfg") != NULL;
+	fclose(f);
+	return n;
+}
+
+static bool shm_exists(const char *prefix, const char *name)
+{
+	char path[300];
+	struct stat st;
+	snprintf(path, sizeof path, "/dev/shm/%s%s", prefix, name);
+	return lstat(path, &st) == 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Operations                                                         */
+/* ------------------------------------------------------------------ */
+
+struct ctx {
+	char name[64];
+	shmcfg *h;           /* the segment the operation works on, if any */
+	shmcfg *made;        /* a handle the operation makes (create, attach) */
+	shmcfg_schema *schema;
+	char *text;          /* input prepared by the setup (a dump) */
+	char *out;           /* output of the operation */
+	char *expect;        /* what an undisturbed run outputs */
+	const char *bad;     /* a wrong result seen by the operation */
+	char detail[600];    /* the failure's detail, kept across a clean-up call */
+	int count;           /* a count returned by the operation */
+	int expect_count;    /* ... by an undisturbed run */
+	uint64_t from, to;   /* generations compared */
+};
+
+struct op {
+	const char *name;
+	void (*setup)(struct ctx *c);          /* not armed */
+	int (*run)(struct ctx *c);             /* armed */
+	void (*verify)(struct ctx *c);         /* not armed: after a success */
+	bool keeps_config;                     /* a failure changes no generation or hash */
+	bool creates;                          /* a failure leaves nothing in /dev/shm */
+	bool makes_view;                       /* may leave the handle its snapshot view */
+};
+
+static const char *const env_custom[] = {"T_ENVD1=7", "T_ENVF=1", "UNRELATED=x", NULL};
+static const char *const env_default[] = {"TORCH_COMPILE_JOB_ID=job-7", "TORCHDYNAMO_VERBOSE=1", NULL};
+
+/* Free a result of the library as any application does, with free(3): the
+ * seam's table must be told (shmcfg__faultsim_forget). */
+static void app_free(void *p)
+{
+	shmcfg__faultsim_forget(p);
+	free(p);
+}
+
+static shmcfg_opt opt(const shmcfg *h, const char *name)
+{
+	shmcfg_opt o;
+	assert_int_equal(shmcfg_lookup(h, name, &o), 0);
+	return o;
+}
+
+/* The value of an option as text (not armed). */
+static char *text_of(const shmcfg *h, const char *name)
+{
+	shmcfg_value v;
+	char *t;
+	assert_int_equal(shmcfg_get(h, opt(h, name), &v), 0);
+	assert_int_equal(shmcfg_value_format(&v, &t), 0);
+	shmcfg_value_clear(&v);
+	return t;
+}
+
+static void expect_text(const shmcfg *h, const char *name, const char *want)
+{
+	char *t = text_of(h, name);
+	if (strcmp(t, want))
+		fail_msg("%s is %s, not %s", name, t, want);
+	app_free(t);
+}
+
+static void expect_sound(const shmcfg *h)
+{
+	assert_int_equal(shmcfg_check(h, true, NULL, NULL), 0);
+}
+
+static shmcfg *make_segment(const char *name)
+{
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV};
+	return test_create(name, &o);
+}
+
+/* A commit of the changes below, with strings, lists and a set; the values
+ * differ with `k`, so that two of them make two configurations. */
+static int commit_changes(shmcfg *h, int k)
+{
+	shmcfg_txn *t;
+	int r = shmcfg_txn_begin(h, &t);
+	if (r)
+		return r;
+	char c[32], items[128];
+	snprintf(c, sizeof c, "value %d", k);
+	/* more items than jansson's first array holds (8): making its JSON grows it */
+	snprintf(items, sizeof items, "[\"p%d\", \"q\", \"r\", \"s\", \"t\", \"u\", \"v\", \"w\", \"x\", \"y\"]", k);
+	const char *tags[] = {"z", k % 2 ? "y" : "w", "z", "a"};
+	shmcfg_value set;
+	/* a refused change poisons the transaction: go on, the commit fails */
+	int first = shmcfg_txn_set_int(t, T_A, 40 + k);
+	int s = shmcfg_txn_set_str(t, T_C, c);
+	first = first ? first : s;
+	s = shmcfg_txn_set_text(t, T_ITEMS, items);
+	first = first ? first : s;
+	s = shmcfg_value_list(SHMCFG_SET, tags, 4, &set);
+	if (!s) {
+		s = shmcfg_txn_set(t, T_TAGS, &set);
+		shmcfg_value_clear(&set);
+		first = first ? first : s;
+	} else {
+		first = first ? first : s;
+		shmcfg_txn_abort(t);
+		return s;
+	}
+	s = shmcfg_txn_set_text(t, T_MODE, k % 2 ? "slow" : "fast");
+	first = first ? first : s;
+	s = shmcfg_txn_set_float(t, T_RATIO, 0.125 * (k % 8));
+	first = first ? first : s;
+	s = shmcfg_txn_set_text(t, T_OPT_INT, k % 2 ? "none" : "5");
+	first = first ? first : s;
+	r = shmcfg_txn_commit(t, NULL);
+	if (first && !r)
+		fail_msg("a transaction with a refused change (%s) committed", shmcfg_errname(first));
+	return r;
+}
+
+static void expect_changes(const shmcfg *h, int k)
+{
+	char want[64];
+	snprintf(want, sizeof want, "%d", 40 + k);
+	expect_text(h, "t.a", want);
+	snprintf(want, sizeof want, "\"value %d\"", k);
+	expect_text(h, "t.c", want);
+	snprintf(want, sizeof want, "[\"p%d\",\"q\",\"r\",\"s\",\"t\",\"u\",\"v\",\"w\",\"x\",\"y\"]", k);
+	expect_text(h, "t.items", want);
+	expect_text(h, "t.tags", k % 2 ? "[\"a\",\"y\",\"z\"]" : "[\"a\",\"w\",\"z\"]");
+	expect_text(h, "t.mode", k % 2 ? "\"slow\"" : "\"fast\"");
+	expect_text(h, "t.opt_int", k % 2 ? "null" : "5");
+}
+
+/* shmcfg_create, the embedded default schema */
+static int run_create_default(struct ctx *c)
+{
+	shmcfg_create_opts o = {.envp = (char *const *)env_default};
+	return shmcfg_create(c->name, NULL, &o, &c->made);
+}
+
+static void verify_create_default(struct ctx *c)
+{
+	expect_sound(c->made);
+	shmcfg_schema *s;
+	assert_int_equal(shmcfg_schema_default(&s), 0);
+	assert_int_equal(shmcfg_count(c->made), shmcfg_schema_count(s));
+	shmcfg_schema_free(s);
+	expect_text(c->made, "torch.compiler.config.job_id", "\"job-7\"");
+}
+
+/* shmcfg_create, a small schema of every type and attribute (common.h) */
+static void setup_create_custom(struct ctx *c)
+{
+	c->schema = test_schema();
+}
+
+static int run_create_custom(struct ctx *c)
+{
+	shmcfg_create_opts o = {.envp = (char *const *)env_custom, .slots = 3};
+	return shmcfg_create(c->name, c->schema, &o, &c->made);
+}
+
+static void verify_create_custom(struct ctx *c)
+{
+	expect_sound(c->made);
+	expect_text(c->made, "t.env_d", "7");
+	expect_text(c->made, "t.env_f", "true");
+	expect_text(c->made, "t.items", "[\"x\",\"y\"]");
+}
+
+/* shmcfg_attach, read-write and read-only */
+static void setup_segment(struct ctx *c)
+{
+	c->h = make_segment(c->name);
+	assert_int_equal(commit_changes(c->h, 1), 0);
+}
+
+static int run_attach_rw(struct ctx *c)
+{
+	return shmcfg_attach(c->name, 0, NULL, &c->made);
+}
+
+static int run_attach_ro(struct ctx *c)
+{
+	return shmcfg_attach(c->name, SHMCFG_ATTACH_RDONLY, NULL, &c->made);
+}
+
+static void verify_attach(struct ctx *c)
+{
+	expect_sound(c->made);
+	expect_changes(c->made, 1);
+}
+
+/* a transaction of several changes, strings and lists among them */
+static int run_commit(struct ctx *c)
+{
+	return commit_changes(c->h, 2);
+}
+
+static void verify_commit(struct ctx *c)
+{
+	expect_changes(c->h, 2);
+}
+
+/* shmcfg_snapshot_acquire, get, release: the snapshot must replace the
+ * handle's view (a commit came after its last one) */
+static void setup_snapshot(struct ctx *c)
+{
+	setup_segment(c);
+	shmcfg_snapshot *s;
+	assert_int_equal(shmcfg_snapshot_acquire(c->h, &s), 0);
+	shmcfg_snapshot_release(s);
+	assert_int_equal(commit_changes(c->h, 2), 0);
+}
+
+static void setup_snapshot_ro(struct ctx *c)
+{
+	setup_segment(c);
+	assert_int_equal(shmcfg_attach(c->name, SHMCFG_ATTACH_RDONLY, NULL, &c->made), 0);
+}
+
+static int snapshot_of(struct ctx *c, shmcfg *h, int k)
+{
+	shmcfg_snapshot *s;
+	int r = shmcfg_snapshot_acquire(h, &s);
+	if (r)
+		return r;
+	shmcfg_value v;
+	char want[32];
+	snprintf(want, sizeof want, "value %d", k);
+	if ((r = shmcfg_snapshot_get(s, T_C, &v)) == 0 &&
+	    (v.u.str.len != strlen(want) || memcmp(v.u.str.ptr, want, v.u.str.len)))
+		c->bad = "t.c read from the snapshot";
+	snprintf(want, sizeof want, "p%d", k);
+	if (!r && (r = shmcfg_snapshot_get(s, T_ITEMS, &v)) == 0 &&
+	    (v.u.list.count != 10 || strcmp(shmcfg_list_next(&v, NULL), want)))
+		c->bad = "t.items read from the snapshot";
+	if (!r && (r = shmcfg_snapshot_get(s, T_A, &v)) == 0 && v.u.i != 40 + k)
+		c->bad = "t.a read from the snapshot";
+	shmcfg_snapshot_release(s);
+	return r;
+}
+
+static int run_snapshot(struct ctx *c)
+{
+	return snapshot_of(c, c->h, 2);
+}
+
+static int run_snapshot_ro(struct ctx *c)
+{
+	return snapshot_of(c, c->made, 1);
+}
+
+static void verify_snapshot(struct ctx *c)
+{
+	if (c->bad)
+		fail_msg("wrong value: %s", c->bad);
+}
+
+/* shmcfg_load of a dump (of configuration 1, over configuration 2) */
+static void setup_load(struct ctx *c)
+{
+	setup_segment(c);
+	assert_int_equal(shmcfg_dump(c->h, 0, &c->text), 0);
+	assert_int_equal(commit_changes(c->h, 2), 0);
+}
+
+static int run_load(struct ctx *c)
+{
+	return shmcfg_load(c->h, c->text, strlen(c->text), NULL, NULL, NULL);
+}
+
+static void verify_load(struct ctx *c)
+{
+	expect_changes(c->h, 1);
+}
+
+/* shmcfg_dump and shmcfg_codegen: the text of an undisturbed run */
+static void setup_dump(struct ctx *c)
+{
+	setup_segment(c);
+	assert_int_equal(shmcfg_dump(c->h, 0, &c->expect), 0);
+}
+
+static int run_dump(struct ctx *c)
+{
+	return shmcfg_dump(c->h, 0, &c->out);
+}
+
+/* codegen runs on a handle of its own: its first snapshot makes the view */
+static void setup_codegen(struct ctx *c, shmcfg_codegen_format f)
+{
+	setup_segment(c);
+	assert_int_equal(shmcfg_codegen(c->h, f, &c->expect), 0);
+	assert_int_equal(shmcfg_attach(c->name, 0, NULL, &c->made), 0);
+}
+
+static void setup_codegen_python(struct ctx *c)
+{
+	setup_codegen(c, SHMCFG_CODEGEN_PYTHON);
+}
+
+static void setup_codegen_shell(struct ctx *c)
+{
+	setup_codegen(c, SHMCFG_CODEGEN_SHELL);
+}
+
+static void setup_codegen_json(struct ctx *c)
+{
+	setup_codegen(c, SHMCFG_CODEGEN_JSON);
+}
+
+static int run_codegen_python(struct ctx *c)
+{
+	return shmcfg_codegen(c->made, SHMCFG_CODEGEN_PYTHON, &c->out);
+}
+
+static int run_codegen_shell(struct ctx *c)
+{
+	return shmcfg_codegen(c->made, SHMCFG_CODEGEN_SHELL, &c->out);
+}
+
+static int run_codegen_json(struct ctx *c)
+{
+	return shmcfg_codegen(c->made, SHMCFG_CODEGEN_JSON, &c->out);
+}
+
+static void verify_text(struct ctx *c)
+{
+	assert_non_null(c->out);
+	assert_string_equal(c->out, c->expect);
+}
+
+/* shmcfg_patch_push, set, a patched read, pop; a caller that pushed pops
+ * whatever failed */
+static int run_patch(struct ctx *c)
+{
+	shmcfg *h = c->h;
+	int r = shmcfg_patch_push(h);
+	if (r)
+		return r;
+	shmcfg_value v = {.type = SHMCFG_STR, .u.str = {"patched", 7}};
+	r = shmcfg_patch_set(h, T_C, &v);
+	if (!r)
+		r = shmcfg_patch_set_text(h, T_ITEMS, "[\"u\", \"v\"]");
+	if (!r)
+		r = shmcfg_patch_set_text(h, T_DEBUG, "true"); /* implies t.flag and t.mode */
+	if (!r && (r = shmcfg_get(h, T_C, &v)) == 0) {
+		if (v.u.str.len != 7 || memcmp(v.u.str.ptr, "patched", 7))
+			c->bad = "t.c read under the patch";
+		shmcfg_value_clear(&v);
+	}
+	if (!r && (r = shmcfg_get(h, T_MODE, &v)) == 0) {
+		if (v.u.str.len != 4 || memcmp(v.u.str.ptr, "slow", 4))
+			c->bad = "t.mode (implied) read under the patch";
+		shmcfg_value_clear(&v);
+	}
+	if (!r && (r = shmcfg_get(h, T_ITEMS, &v)) == 0) {
+		if (v.u.list.count != 2 || strcmp(shmcfg_list_next(&v, NULL), "u"))
+			c->bad = "t.items read under the patch";
+		shmcfg_value_clear(&v);
+	}
+	if (r) /* the pop, a call of its own, clears the detail */
+		snprintf(c->detail, sizeof c->detail, "%s", shmcfg_errdetail());
+	int p = shmcfg_patch_pop(h);
+	return r ? r : p;
+}
+
+static void setup_patch(struct ctx *c)
+{
+	setup_segment(c);
+	assert_int_equal(commit_changes(c->h, 2), 0); /* t.mode "fast": t.debug's implication shows */
+}
+
+static void verify_patch(struct ctx *c)
+{
+	verify_snapshot(c);
+	expect_changes(c->h, 2); /* the patches are gone */
+}
+
+/* shmcfg_check, deep: running out of memory is not a problem of the
+ * segment */
+static int run_check(struct ctx *c)
+{
+	return shmcfg_check(c->h, true, NULL, NULL);
+}
+
+static void verify_check(struct ctx *c)
+{
+	(void)c;
+}
+
+/* shmcfg_changes between generations whose commit records the log no
+ * longer has (it keeps 64): the slots are compared instead */
+static void setup_changes(struct ctx *c)
+{
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV, .slots = 72};
+	c->h = test_create(c->name, &o);
+	c->from = shmcfg_generation(c->h);
+	for (int k = 1; k <= 66; k++)
+		assert_int_equal(commit_changes(c->h, k), 0);
+	c->to = shmcfg_generation(c->h);
+	bool changed[T_COUNT];
+	c->expect_count = shmcfg_changes(c->h, c->from, c->to, changed);
+	assert_true(c->expect_count > 0);
+}
+
+static int run_changes(struct ctx *c)
+{
+	bool changed[T_COUNT];
+	int r = shmcfg_changes(c->h, c->from, c->to, changed);
+	if (r < 0)
+		return r;
+	c->count = r;
+	return 0;
+}
+
+static void verify_changes(struct ctx *c)
+{
+	assert_int_equal(c->count, c->expect_count);
+}
+
+/* shmcfg_schema_load_text of a small schema */
+static const char yaml_schema[] =
+	"format: 1\n"
+	"options:\n"
+	"  net.port: {type: int, default: 8080, min: 1, max: 65535, doc: \"the port\"}\n"
+	"  net.host: {type: str, default: \"localhost\", env_default: [NET_HOST, HOST]}\n"
+	"  net.mode: {type: str, default: fast, choices: [fast, slow, \"odd one\"]}\n"
+	"  net.ratio: {type: float, default: .inf, choices: [.inf, 1.5]}\n"
+	"  net.paths: {type: list, default: [/a, /b]}\n"
+	"  net.tags: {type: set, default: [x, y], nullable: true}\n"
+	"  net.debug:\n"
+	"    type: bool\n"
+	"    knob: net/debug\n"
+	"    implies: {net.mode: slow, net.port: 9090}\n"
+	"  net.old_port: {type: int, alias: net.port, deprecated: use net.port}\n";
+
+static int run_schema_load(struct ctx *c)
+{
+	return shmcfg_schema_load_text(yaml_schema, sizeof yaml_schema - 1, "oom.yaml", &c->schema);
+}
+
+static void verify_schema_load(struct ctx *c)
+{
+	assert_non_null(c->schema);
+	assert_int_equal(shmcfg_schema_count(c->schema), 8);
+}
+
+/* ------------------------------------------------------------------ */
+/* The sweep                                                          */
+/* ------------------------------------------------------------------ */
+
+static void ctx_free(struct ctx *c)
+{
+	shmcfg_close(c->made);
+	shmcfg_close(c->h);
+	shmcfg_schema_free(c->schema);
+	app_free(c->text);
+	app_free(c->out);
+	app_free(c->expect);
+	shmcfg_unlink(c->name);
+}
+
+static void show_block(const void *p, size_t size, uint64_t serial, void *ud)
+{
+	(void)ud;
+	printf("#   outstanding: %p, %zu bytes, allocation #%llu\n", p, size, (unsigned long long)serial);
+}
+
+struct tally {
+	unsigned long points;   /* values of N that injected a failure */
+	unsigned long survived; /* ... of which the operation succeeded anyway */
+	unsigned long calls;    /* calls of an undisturbed run */
+};
+
+#define SWEEP_FAIL(fmt, ...)                                                                  \
+	fail_msg("%s (%s, N = %lu): " fmt, op->name, persistent ? "persistent" : "transient", n, \
+		 ##__VA_ARGS__)
+
+static void sweep(const struct op *op, bool persistent, struct tally *t)
+{
+	for (unsigned long n = 1;; n++) {
+		if (n > 100000)
+			SWEEP_FAIL("the operation never ran out of calls to fail");
+		struct ctx c = {0};
+		snprintf(c.name, sizeof c.name, "%s", test_name("oom"));
+		int fds = count_fds(), maps = count_maps();
+		if (op->setup)
+			op->setup(&c);
+		uint8_t hash0[16] = {0}, hash1[16];
+		uint64_t gen0 = c.h ? shmcfg_config_hash(c.h, hash0) : 0;
+		uint64_t mark = shmcfg__faultsim_mark();
+
+		shmcfg__faultsim(SHMCFG_FAULTSIM_ALL, n, persistent);
+		int r = op->run(&c);
+		unsigned long failures = shmcfg__faultsim_failures(), calls = shmcfg__faultsim_calls();
+		shmcfg__faultsim(0, 0, false);
+
+		char detail[600];
+		snprintf(detail, sizeof detail, "%s", c.detail[0] ? c.detail : shmcfg_errdetail());
+		if (!failures) { /* fewer than n calls: the undisturbed run */
+			if (r)
+				SWEEP_FAIL("failed undisturbed: %s: %s", shmcfg_errname(r), detail);
+			op->verify(&c);
+			t->calls = calls;
+		} else if (!r) { /* a fallback: the result must be whole */
+			t->points++;
+			t->survived++;
+			op->verify(&c);
+		} else {
+			t->points++;
+			if (r > 0)
+				SWEEP_FAIL("returned %d, a count, not the injected error (%s)", r, detail);
+			if (r != -ENOMEM && r != -ENOSPC)
+				SWEEP_FAIL("returned %s (%s), not the injected error", shmcfg_errname(r), detail);
+			if (!detail[0] || strchr(detail, '\n'))
+				SWEEP_FAIL("detail is not one line: \"%s\"", detail);
+			if (op->run == run_create_default || op->run == run_create_custom ||
+			    op->run == run_attach_rw || op->run == run_attach_ro)
+				if (c.made)
+					SWEEP_FAIL("a failed call returned a handle");
+			if (op->run == run_schema_load && c.schema)
+				SWEEP_FAIL("a failed call returned a schema");
+			if (c.out)
+				SWEEP_FAIL("a failed call returned text");
+			if (op->creates && (shm_exists("shmcfg.", c.name) || shm_exists("shmcfg-lock.", c.name)))
+				SWEEP_FAIL("a failed create left %s in /dev/shm",
+					   shm_exists("shmcfg.", c.name) ? "its segment" : "its lock object");
+			if (c.h) {
+				int bad = shmcfg_check(c.h, true, NULL, NULL);
+				if (bad)
+					SWEEP_FAIL("the segment has %d problems after the failure", bad);
+				uint64_t gen1 = shmcfg_config_hash(c.h, hash1);
+				if (op->keeps_config && (gen1 != gen0 || memcmp(hash0, hash1, 16)))
+					SWEEP_FAIL("the configuration changed: generation %llu -> %llu",
+						   (unsigned long long)gen0, (unsigned long long)gen1);
+			}
+			/* a handle's first snapshot makes its view, which it keeps
+			 * (one block, freed at close), whatever happens next */
+			size_t left = shmcfg__faultsim_outstanding(mark, NULL, NULL);
+			if (left > (op->makes_view ? 1u : 0u)) {
+				shmcfg__faultsim_outstanding(mark, show_block, NULL);
+				SWEEP_FAIL("%zu allocations of the failed call are outstanding (%s)", left, detail);
+			}
+		}
+		ctx_free(&c);
+		/* whatever happened, nothing stays once every handle is closed */
+		size_t left = shmcfg__faultsim_outstanding(mark, show_block, NULL);
+		if (left)
+			SWEEP_FAIL("%zu allocations outstanding after close", left);
+		if (count_fds() != fds)
+			SWEEP_FAIL("%d descriptors open, %d before", count_fds(), fds);
+		if (count_maps() != maps)
+			SWEEP_FAIL("%d shmcfg mappings, %d before", count_maps(), maps);
+		if (shm_exists("shmcfg.", c.name) || shm_exists("shmcfg-lock.", c.name))
+			SWEEP_FAIL("objects left in /dev/shm");
+		if (!failures)
+			return;
+	}
+}
+
+static unsigned long total_points;
+
+static void run_op(const struct op *op)
+{
+	struct tally tr = {0}, pe = {0};
+	sweep(op, false, &tr);
+	sweep(op, true, &pe);
+	/* the same calls fail first in both modes: as many points each */
+	assert_int_equal(tr.points, pe.points);
+	assert_true(tr.calls > 0);
+	total_points += tr.points + pe.points;
+	printf("# %-22s %4lu calls; transient %4lu failures, %lu survived; persistent %4lu, %lu survived\n",
+	       op->name, tr.calls, tr.points, tr.survived, pe.points, pe.survived);
+}
+
+static const struct op ops[] = {
+	{.name = "create (default)", .run = run_create_default, .verify = verify_create_default, .creates = true},
+	{.name = "create (custom)", .setup = setup_create_custom, .run = run_create_custom, .verify = verify_create_custom, .creates = true},
+	{.name = "attach (read-write)", .setup = setup_segment, .run = run_attach_rw, .verify = verify_attach, .keeps_config = true},
+	{.name = "attach (read-only)", .setup = setup_segment, .run = run_attach_ro, .verify = verify_attach, .keeps_config = true},
+	{.name = "commit", .setup = setup_segment, .run = run_commit, .verify = verify_commit, .keeps_config = true},
+	{.name = "snapshot", .setup = setup_snapshot, .run = run_snapshot, .verify = verify_snapshot, .keeps_config = true},
+	{.name = "snapshot (read-only)", .setup = setup_snapshot_ro, .run = run_snapshot_ro, .verify = verify_snapshot, .keeps_config = true},
+	{.name = "load", .setup = setup_load, .run = run_load, .verify = verify_load, .keeps_config = true},
+	{.name = "dump", .setup = setup_dump, .run = run_dump, .verify = verify_text, .keeps_config = true},
+	{.name = "codegen (python)", .setup = setup_codegen_python, .run = run_codegen_python, .verify = verify_text, .keeps_config = true, .makes_view = true},
+	{.name = "codegen (shell)", .setup = setup_codegen_shell, .run = run_codegen_shell, .verify = verify_text, .keeps_config = true, .makes_view = true},
+	{.name = "codegen (json)", .setup = setup_codegen_json, .run = run_codegen_json, .verify = verify_text, .keeps_config = true, .makes_view = true},
+	{.name = "patch", .setup = setup_patch, .run = run_patch, .verify = verify_patch, .keeps_config = true},
+	{.name = "check (deep)", .setup = setup_segment, .run = run_check, .verify = verify_check, .keeps_config = true},
+	{.name = "changes", .setup = setup_changes, .run = run_changes, .verify = verify_changes, .keeps_config = true},
+	{.name = "schema_load_text", .run = run_schema_load, .verify = verify_schema_load},
+};
+
+#define OP_TEST(fn, i)                   \
+	static void fn(void **state)     \
+	{                                \
+		(void)state;             \
+		run_op(&ops[i]);         \
+	}
+OP_TEST(test_create_default, 0)
+OP_TEST(test_create_custom, 1)
+OP_TEST(test_attach_rw, 2)
+OP_TEST(test_attach_ro, 3)
+OP_TEST(test_commit, 4)
+OP_TEST(test_snapshot, 5)
+OP_TEST(test_snapshot_ro, 6)
+OP_TEST(test_load, 7)
+OP_TEST(test_dump, 8)
+OP_TEST(test_codegen_python, 9)
+OP_TEST(test_codegen_shell, 10)
+OP_TEST(test_codegen_json, 11)
+OP_TEST(test_patch, 12)
+OP_TEST(test_schema_load_text, 15)
+OP_TEST(test_check, 13)
+OP_TEST(test_changes, 14)
+
+/* The seam itself: the Nth call fails, transient or persistent, and the
+ * table counts what is allocated and freed. */
+static void test_seam(void **state)
+{
+	(void)state;
+	uint64_t mark = shmcfg__faultsim_mark();
+	shmcfg_value v;
+	shmcfg__faultsim(SHMCFG_FAULTSIM_ALLOC, 1, false);
+	assert_int_equal(shmcfg_value_parse(SHMCFG_STR, false, "abc", &v), -ENOMEM);
+	assert_int_equal(shmcfg_value_parse(SHMCFG_STR, false, "abc", &v), 0);
+	assert_int_equal(shmcfg__faultsim_calls(), 2);
+	assert_int_equal(shmcfg__faultsim_failures(), 1);
+	assert_int_equal(shmcfg__faultsim_outstanding(mark, NULL, NULL), 1);
+	shmcfg_value_clear(&v);
+	assert_int_equal(shmcfg__faultsim_outstanding(mark, NULL, NULL), 0);
+	shmcfg__faultsim(SHMCFG_FAULTSIM_ALLOC, 1, true);
+	assert_int_equal(shmcfg_value_parse(SHMCFG_STR, false, "abc", &v), -ENOMEM);
+	assert_int_equal(shmcfg_value_parse(SHMCFG_STR, false, "abc", &v), -ENOMEM);
+	assert_int_equal(shmcfg__faultsim_failures(), 2);
+	/* another kind: allocations pass */
+	shmcfg__faultsim(SHMCFG_FAULTSIM_MMAP, 1, true);
+	assert_int_equal(shmcfg_value_parse(SHMCFG_STR, false, "abc", &v), 0);
+	assert_int_equal(shmcfg__faultsim_calls(), 0);
+	shmcfg_value_clear(&v);
+	shmcfg__faultsim(0, 0, false);
+	assert_int_equal(shmcfg__faultsim_outstanding(mark, NULL, NULL), 0);
+}
+
+/* After a test that failed half-way: disarm, remove what it left. */
+static int teardown(void **state)
+{
+	(void)state;
+	shmcfg__faultsim(0, 0, false);
+	shmcfg_unlink(test_name("oom"));
+	return 0;
+}
+
+/* Each kind on its own, on a creation: what the caller is told, and that
+ * nothing is left. The library has no ftruncate(2) call today: its count
+ * stays 0. */
+static void test_kinds(void **state)
+{
+	(void)state;
+	static const struct {
+		unsigned kind;
+		const char *name;
+		int err;
+		const char *says;
+	} kinds[] = {
+		{SHMCFG_FAULTSIM_ALLOC, "allocation", -ENOMEM, "out of memory"},
+		{SHMCFG_FAULTSIM_MMAP, "mmap", -ENOMEM, "mmap: "},
+		{SHMCFG_FAULTSIM_FALLOCATE, "fallocate", -ENOSPC, "cannot allocate"},
+	};
+	const char *name = test_name("oom");
+	shmcfg_schema *s = test_schema();
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_NO_ENV};
+	for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+		shmcfg *h = NULL;
+		uint64_t mark = shmcfg__faultsim_mark();
+		shmcfg__faultsim(kinds[k].kind, 1, true);
+		int r = shmcfg_create(name, s, &o, &h);
+		shmcfg__faultsim(0, 0, false);
+		if (r != kinds[k].err || !strstr(shmcfg_errdetail(), kinds[k].says))
+			fail_msg("%s: %s (%s)", kinds[k].name, shmcfg_errname(r), shmcfg_errdetail());
+		assert_null(h);
+		assert_false(shm_exists("shmcfg.", name) || shm_exists("shmcfg-lock.", name));
+		assert_int_equal(shmcfg__faultsim_outstanding(mark, show_block, NULL), 0);
+		printf("# create, %s failing: %s (\"%s\")\n", kinds[k].name, shmcfg_errname(r), shmcfg_errdetail());
+	}
+	/* and undisturbed, the calls of each kind */
+	shmcfg *h = NULL;
+	unsigned long n[4];
+	for (int k = 0; k < 4; k++) {
+		shmcfg__faultsim(1u << k, ~0ul, false); /* counts, fails none */
+		assert_int_equal(shmcfg_create(name, s, &o, &h), 0);
+		n[k] = shmcfg__faultsim_calls();
+		shmcfg__faultsim(0, 0, false);
+		h = shmcfg_close(h);
+		assert_int_equal(shmcfg_unlink(name), 0);
+	}
+	printf("# create: %lu allocations, %lu mmap, %lu ftruncate, %lu fallocate\n", n[0], n[1], n[2], n[3]);
+	assert_true(n[0] > 0 && n[1] == 1 && n[2] == 0 && n[3] == 1);
+	shmcfg_schema_free(s);
+}
+
+static int summary(void **state)
+{
+	(void)state;
+	printf("# %lu injected failures in all\n", total_points);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_seam, teardown),
+		cmocka_unit_test_teardown(test_kinds, teardown),
+		cmocka_unit_test_teardown(test_create_default, teardown),
+		cmocka_unit_test_teardown(test_create_custom, teardown),
+		cmocka_unit_test_teardown(test_attach_rw, teardown),
+		cmocka_unit_test_teardown(test_attach_ro, teardown),
+		cmocka_unit_test_teardown(test_commit, teardown),
+		cmocka_unit_test_teardown(test_snapshot, teardown),
+		cmocka_unit_test_teardown(test_snapshot_ro, teardown),
+		cmocka_unit_test_teardown(test_load, teardown),
+		cmocka_unit_test_teardown(test_dump, teardown),
+		cmocka_unit_test_teardown(test_codegen_python, teardown),
+		cmocka_unit_test_teardown(test_codegen_shell, teardown),
+		cmocka_unit_test_teardown(test_codegen_json, teardown),
+		cmocka_unit_test_teardown(test_patch, teardown),
+		cmocka_unit_test_teardown(test_check, teardown),
+		cmocka_unit_test_teardown(test_changes, teardown),
+		cmocka_unit_test_teardown(test_schema_load_text, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, summary);
+}
