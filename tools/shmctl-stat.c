@@ -350,7 +350,13 @@ static json_t *check_segment(const char *name)
 		add_problem(d && *d ? d : shmcfg_strerror(r), o);
 		return o;
 	}
-	shmcfg_check(h, true, add_problem, o);
+	int bad = shmcfg_check(h, true, add_problem, o);
+	if (bad < 0) { /* the check could not run (out of memory): say so, not "sound" */
+		json_object_set_new(o, "attach_error", json_integer(bad));
+		json_object_set_new(o, "detail", json_string(shmcfg_errdetail()));
+		shmcfg_close(h);
+		return o;
+	}
 	struct reader_list rl = {0};
 	shmcfg_readers(h, collect_reader, &rl);
 	shmcfg_info *info = malloc(sizeof *info);
