@@ -60,6 +60,11 @@ if not (os.path.isfile(SHMCTL) and os.access(SHMCTL, os.X_OK)):
     SHMCTL = None
 TRAINER = os.path.join(SRCDIR, "examples", "trainer.py")
 
+# "Promptly", in seconds: a retired segment's waits return within a 100 ms
+# slice; the rest is for a busy machine (make -j16 check on 2 cores), and it
+# still tells them from a 10 s timeout or none.
+PROMPT_S = 5
+
 DYNAMO = "torch._dynamo.config"
 COMPILER = "torch.compiler.config"
 
@@ -1209,7 +1214,7 @@ class TestLifecycle(SegTest):
         t0 = time.monotonic()
         with self.assertRaises(shmcfg.RetiredError) as cm:
             seg.wait(g, timeout=10)
-        self.assertLess(time.monotonic() - t0, 2)
+        self.assertLess(time.monotonic() - t0, PROMPT_S)
         e = cm.exception
         self.assertIsInstance(e, shmcfg.Error)
         self.assertEqual(e.errname, "SHMCFG_E_RETIRED")
@@ -1267,7 +1272,7 @@ class TestLifecycle(SegTest):
                 seg.wait(g)  # no timeout
         finally:
             t.join()
-        self.assertLess(time.monotonic() - t0, 2.2)
+        self.assertLess(time.monotonic() - t0, 0.2 + PROMPT_S)
 
     def test_reattach_other_schema(self):
         seg, m = self.app()
