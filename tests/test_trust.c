@@ -31,9 +31,11 @@
  *     commit.chosen and commit.busy, SHMCFG_FAULT=point[:n][:stop],...).
  *
  * Tests that need other users (root: children drop to uid 65534 or 65533
- * after setgroups(0)) are left out of the TAP plan when not run as root, and
- * the fault-point test when the fault points are not compiled in: cmocka's
- * skip() prints "not ok # SKIP", which automake's TAP driver counts as a
+ * after setgroups(0)) are tests/test_trust_root, run by make regtest (main()
+ * lists each case's tier); as another user it runs none and says so (a plan
+ * of 0, which automake's TAP driver counts as a skip). The fault-point test
+ * is left out of the TAP plan when the fault points are not compiled in:
+ * cmocka's skip() prints "not ok # SKIP", which that driver counts as a
  * failure.
  *
  * The functions of the trust and lifecycle API are referenced weakly, so that
@@ -1513,40 +1515,67 @@ static void test_writer_death_after_busy_mark_spares_snapshot(void **state)
 
 /* ------------------------------------------------------------------ */
 
+/*
+ * Every case and its tier. This file builds two programs: tests/test_trust
+ * (make check) runs the cases any user can run; tests/test_trust_root
+ * (make regtest, -DTIER_ROOT) the ones with other users, and as another user
+ * says so and runs none.
+ */
+enum { ANY_USER, ROOT_ONLY };
+static const struct {
+	struct CMUnitTest test;
+	int who;
+} all_tests[] = {
+#define CASE(fn, who) {cmocka_unit_test_setup_teardown(fn, trust_setup, trust_teardown), who}
+	CASE(test_lock_object_modes_follow_writers, ANY_USER),
+	CASE(test_non_regular_objects_refused_at_once, ANY_USER),
+	CASE(test_sparse_object_refused, ANY_USER),
+	CASE(test_unvalidatable_current_fails_reads_fast, ANY_USER),
+	CASE(test_unlink_retires_waiters, ANY_USER),
+	CASE(test_forced_create_retires_and_reattach_follows, ANY_USER),
+	CASE(test_plain_unlink_retires_waiters, ANY_USER),
+	CASE(test_attached_pids_lists_attached_processes, ANY_USER),
+	CASE(test_crowd_of_readers_never_locked_out, ANY_USER),
+	CASE(test_child_release_does_not_unpin_parent_snapshot, ANY_USER),
+	CASE(test_dead_reader_reclaimed_despite_forked_child, ANY_USER),
+#ifdef SHMCFG_WITH_FAULTS
+	CASE(test_writer_death_after_busy_mark_spares_snapshot, ANY_USER),
+#endif
+	CASE(test_lock_object_closed_to_readonly_users, ROOT_ONLY),
+	CASE(test_readonly_read_locks_block_no_commit, ROOT_ONLY),
+	CASE(test_stolen_futex_wakeups_delay_waiters_briefly, ROOT_ONLY),
+	CASE(test_foreign_owned_segment_refused_unless_expected, ROOT_ONLY),
+	CASE(test_squatted_names_fail_creation, ROOT_ONLY),
+#undef CASE
+};
+
 int main(void)
 {
 	unsetenv("SHMCFG_FAULT");
 	if (getenv("TEST_FILTER"))
 		cmocka_set_test_filter(getenv("TEST_FILTER"));
-	struct CMUnitTest tests[32];
-	size_t n = 0;
-#define ADD(fn) tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(fn, trust_setup, trust_teardown)
-	ADD(test_lock_object_modes_follow_writers);
-	ADD(test_non_regular_objects_refused_at_once);
-	ADD(test_sparse_object_refused);
-	ADD(test_unvalidatable_current_fails_reads_fast);
-	ADD(test_unlink_retires_waiters);
-	ADD(test_forced_create_retires_and_reattach_follows);
-	ADD(test_plain_unlink_retires_waiters);
-	ADD(test_attached_pids_lists_attached_processes);
-	ADD(test_crowd_of_readers_never_locked_out);
-	ADD(test_child_release_does_not_unpin_parent_snapshot);
-	ADD(test_dead_reader_reclaimed_despite_forked_child);
-#ifdef SHMCFG_WITH_FAULTS
-	ADD(test_writer_death_after_busy_mark_spares_snapshot);
+#ifdef TIER_ROOT
+	const int tier = ROOT_ONLY;
+	if (geteuid() != 0) {
+		/* automake's TAP driver counts a plan of 0 as a skip */
+		printf("1..0 # SKIP not root: the tests of other users need root\n");
+		return 0;
+	}
 #else
+	const int tier = ANY_USER;
+#ifndef SHMCFG_WITH_FAULTS
 	fprintf(stderr, "# fault points not compiled in (--disable-fault-injection): "
 			"test_writer_death_after_busy_mark_spares_snapshot left out\n");
 #endif
-	if (geteuid() == 0) {
-		ADD(test_lock_object_closed_to_readonly_users);
-		ADD(test_readonly_read_locks_block_no_commit);
-		ADD(test_stolen_futex_wakeups_delay_waiters_briefly);
-		ADD(test_foreign_owned_segment_refused_unless_expected);
-		ADD(test_squatted_names_fail_creation);
-	} else {
-		fprintf(stderr, "# not root: the 5 tests of other users are left out\n");
-	}
-#undef ADD
+#endif
+	struct CMUnitTest tests[sizeof all_tests / sizeof all_tests[0]];
+	size_t n = 0;
+	for (size_t i = 0; i < sizeof all_tests / sizeof all_tests[0]; i++)
+		if (all_tests[i].who == tier)
+			tests[n++] = all_tests[i].test;
+#ifdef TIER_ROOT
+	return _cmocka_run_group_tests("test_trust_root", tests, n, NULL, NULL);
+#else
 	return _cmocka_run_group_tests("test_trust", tests, n, NULL, NULL);
+#endif
 }
