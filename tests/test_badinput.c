@@ -15,9 +15,9 @@
  * lib/internal.h as a misbehaving process would): a reader never crashes or
  * hangs, and a commit never builds on a corrupt generation.
  *
- * Tests named test_bug_* reproduce library bugs reported in
- * doc/reliability.md ("Errors found"): they fail until the bug is fixed, and
- * pass with any of the fixes the report names.
+ * Some tests check a property that a library bug once broke: their comments
+ * name the entry of doc/reliability.md ("Errors found", E1 to E11) that
+ * describes the bug and its fix.
  */
 #include "config.h"
 
@@ -685,16 +685,14 @@ static void test_hostile_current_does_not_hang(void **state)
 }
 
 /*
- * BUG (found by fuzz_segment): a commit builds the new generation from the
- * layer cells of the current slot without checking them against the schema
- * (nor the slot's checksum). A layer cell of the wrong type - here t.a's
- * user layer holds a bool - is copied into the new generation, becomes
- * t.a's effective value, and gets a valid checksum: after an unrelated
- * commit (of t.b), t.a can no longer be read (SHMCFG_E_CORRUPT), although
- * it read fine before. Expected: the commit fails with SHMCFG_E_CORRUPT and
- * publishes nothing, or publishes a generation in which every option reads.
+ * A commit does not carry a corrupt layer cell of the current slot into the
+ * new generation: with t.a's user layer holding a bool, an unrelated commit
+ * (of t.b) fails with SHMCFG_E_CORRUPT and publishes nothing, or publishes a
+ * generation in which every option reads. (E5, found by fuzz_segment: the
+ * cell was copied unchecked, became t.a's value with a valid checksum, and
+ * t.a could no longer be read.)
  */
-static void test_bug_commit_copies_corrupt_layer(void **state)
+static void test_commit_never_publishes_corrupt_layers(void **state)
 {
 	(void)state;
 	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
@@ -725,17 +723,13 @@ static void test_bug_commit_copies_corrupt_layer(void **state)
 }
 
 /*
- * BUG (found by the soak): a read-write process that took one snapshot and
- * released it keeps that generation pinned for as long as it lives (its
- * process view is replaced only by its next snapshot of a newer
- * generation). K-1 idle processes whose last snapshots were of different
- * generations therefore make every commit wait its timeout and fail with
- * SHMCFG_E_BUSY, although nobody holds a snapshot. Here: two slots, one idle
- * process. Expected: the commits succeed while it idles (a released view no
- * longer pins once a newer generation exists, or no view stays pinned
- * after its last snapshot is released).
+ * A read-write process that took one snapshot and released it, then idles,
+ * blocks no commit: with two slots, two commits in a row succeed while it
+ * idles. (E2, found by the soak: such a process kept that generation pinned
+ * for as long as it lived, so K-1 idle processes made every commit fail with
+ * SHMCFG_E_BUSY after its timeout, although nobody held a snapshot.)
  */
-static void test_bug_idle_reader_pins_forever(void **state)
+static void test_idle_readers_do_not_block_commits(void **state)
 {
 	(void)state;
 	char name[80];
@@ -783,15 +777,13 @@ static void test_bug_idle_reader_pins_forever(void **state)
 /* ------------------------------------------------------------------ */
 
 /*
- * BUG (found by fuzz_load): shmcfg_patch_set accepts a value too big for
- * the segment's heap (each value is checked alone, as a transaction's set
- * is), and then every read of the thread fails with SHMCFG_E_FULL - an
- * error the getters do not document - even of options it did not patch
- * (the patched copy of the slot is resolved into a heap of the segment's
- * size). Expected: the patch_set fails with SHMCFG_E_FULL and the frame
- * stays as it was, or the reads succeed.
+ * A thread patch with a value too big for the segment's heap is refused
+ * with SHMCFG_E_FULL (the frame stays as it was), or the thread's reads
+ * succeed. (E3, found by fuzz_load: the patch was accepted, then every read
+ * of the thread failed with SHMCFG_E_FULL, an error the getters do not
+ * document, even of options it did not patch.)
  */
-static void test_bug_patch_too_big_fails_every_read(void **state)
+static void test_oversized_patch_keeps_reads_working(void **state)
 {
 	(void)state;
 	size_t len = 6000; /* the heap is 4 KiB */
@@ -821,18 +813,16 @@ static void test_bug_patch_too_big_fails_every_read(void **state)
 }
 
 /*
- * BUG (found by fuzz_load): patches whose implications conflict (t.debug
- * implies t.mode=slow, t.safe implies t.mode=fast) are accepted one by one,
- * and then every read of the thread fails with SHMCFG_E_CONFLICT, even of
- * t.a, which neither touches. A transaction with the same changes fails at
- * its commit and changes nothing. Worse, a patch that was fine when made
- * (t.debug=true) makes the thread's reads fail as soon as any writer, in
- * any process, commits t.safe=true: the overlay is resolved again for each
- * generation. Expected: the second patch_set fails with SHMCFG_E_CONFLICT
- * (frame unchanged), or the reads succeed; and in the second case the
- * reads succeed (a rule for the conflict, e.g. the patch wins).
+ * Patches whose implications conflict (t.debug implies t.mode=slow, t.safe
+ * implies t.mode=fast) never make the thread's reads fail: the second
+ * patch_set fails with SHMCFG_E_CONFLICT (frame unchanged), or the reads
+ * succeed. A transaction with the same changes fails at its commit and
+ * changes nothing. And a patch that was fine when made (t.debug=true) keeps
+ * the thread's reads working when another writer later commits
+ * t.safe=true. (E4, found by fuzz_load: both made every read of the thread
+ * fail with SHMCFG_E_CONFLICT, even of t.a, which neither touches.)
  */
-static void test_bug_patch_conflict_fails_every_read(void **state)
+static void test_conflicting_patches_keep_reads_working(void **state)
 {
 	(void)state;
 	assert_int_equal(shmcfg_patch_push(h), 0);
@@ -881,14 +871,14 @@ static void test_bug_patch_conflict_fails_every_read(void **state)
 }
 
 /*
- * BUG: a list value built by hand whose count disagrees with its bytes
- * (count 3, two items), or whose last item lacks its NUL, is accepted by
- * shmcfg_txn_set and shmcfg_patch_set; the commit then fails with
- * SHMCFG_E_CORRUPT ("list cell is malformed"), blaming the segment for the
- * caller's value, and a patch makes the thread's reads fail. Expected: the
- * set fails (-EINVAL or SHMCFG_E_PARSE), as for any other bad value.
+ * A list value built by hand whose count disagrees with its bytes (count 3,
+ * two items), or whose last item lacks its NUL, is refused by shmcfg_txn_set
+ * and shmcfg_patch_set (-EINVAL or SHMCFG_E_PARSE), as any other bad value.
+ * (E10: they were accepted; the commit then failed with SHMCFG_E_CORRUPT,
+ * blaming the segment for the caller's value, and a patch made the thread's
+ * reads fail.)
  */
-static void test_bug_malformed_list_value(void **state)
+static void test_malformed_list_values_refused(void **state)
 {
 	(void)state;
 	const shmcfg_value bad[] = {
@@ -917,13 +907,12 @@ static void test_bug_malformed_list_value(void **state)
 }
 
 /*
- * BUG: doc/schema-format.md says float infinities and NaN are written
- * `.inf`, `-.inf`, `.nan` in schema files (and tools/shmcfg-import writes
- * them so), but the library's reader passes plain scalars to
- * shmcfg_value_parse, which does not read them: such a schema fails to load
- * ("value '.nan' is not a valid float"). Expected: they load.
+ * Float infinities and NaN written `.inf`, `-.inf`, `.nan` in a schema file,
+ * as doc/schema-format.md says (and tools/shmcfg-import writes them), load.
+ * (E8: the reader passed them to shmcfg_value_parse, which does not read
+ * them: "value '.nan' is not a valid float".)
  */
-static void test_bug_yaml_float_specials(void **state)
+static void test_yaml_float_specials_load(void **state)
 {
 	(void)state;
 	static const struct {
@@ -944,13 +933,12 @@ static void test_bug_yaml_float_specials(void **state)
 }
 
 /*
- * BUG (found by fuzz_schema): lib/schemafile.c keeps at most 16 texts per
- * option (keep()); each implication's value takes one. A bool option with a
- * default and 15 implications fails to load with -ENOMEM and no detail;
- * with 16 or more, with "bad implies entry". The format sets no limit.
- * Expected: both load.
+ * The schema format sets no limit on an option's implications: a bool option
+ * with a default and 15, or 40, implications loads. (E7, found by
+ * fuzz_schema: lib/schemafile.c kept at most 16 texts per option, so 15
+ * failed with -ENOMEM and no detail, 16 or more with "bad implies entry".)
  */
-static void test_bug_schema_many_implications(void **state)
+static void test_many_implications_load(void **state)
 {
 	(void)state;
 	for (int n = 15; n <= 40; n += 25) {
@@ -973,15 +961,13 @@ static void test_bug_schema_many_implications(void **state)
 }
 
 /*
- * BUG (found by fuzz_schema): an option declared without a default gets
- * false / 0 / 0.0 / "" / [] without any check against its range and
- * choices, so the segment holds a value it refuses as input: a str option
- * with choices a, b reads "", an int option with min 5 reads 0, and the
- * segment's own dump does not load back (SHMCFG_E_CHOICE, SHMCFG_E_RANGE).
- * Expected: shmcfg_schema_add refuses the definition (SHMCFG_E_SCHEMADEF,
- * "no default and 0 is below the minimum"), or the default respects them.
+ * An option declared without a default (a str with choices a, b, an int with
+ * min 5, ...) is refused by shmcfg_schema_add (SHMCFG_E_SCHEMADEF), or gets
+ * a default that respects its range and choices: the segment's own dump
+ * loads back. (E6, found by fuzz_schema: it got false / 0 / "" / []
+ * unchecked, a value the segment refuses as input.)
  */
-static void test_bug_implicit_default_unchecked(void **state)
+static void test_implicit_defaults_respect_range_and_choices(void **state)
 {
 	(void)state;
 	const shmcfg_optdef defs[] = {
@@ -1019,13 +1005,13 @@ static void test_bug_implicit_default_unchecked(void **state)
 }
 
 /*
- * BUG (found by fuzz_schema, under LeakSanitizer): shmcfg_create leaks the
- * parsed value of an implication that fails its target's checks
- * (lib/schema.c, shmcfg__schema_build: `v` is not cleared on that path).
- * Passes in a plain build; fails under --enable-sanitizers (the leak is
- * reported at exit and the test program fails). Expected: no leak.
+ * shmcfg_create refuses an implication whose value fails its target's checks
+ * (SHMCFG_E_SCHEMADEF) without leaking the parsed value: checked under
+ * --enable-sanitizers, where LeakSanitizer fails the program at exit. (E9,
+ * found by fuzz_schema under LeakSanitizer: shmcfg__schema_build did not
+ * clear the value on that path.)
  */
-static void test_bug_create_leaks_bad_implication(void **state)
+static void test_bad_implication_refused_without_leak(void **state)
 {
 	(void)state;
 	shmcfg_schema *s;
@@ -1046,11 +1032,11 @@ static void test_bug_create_leaks_bad_implication(void **state)
 }
 
 /*
- * BUG: a float option's min or max given as NaN is accepted by
- * shmcfg_schema_add: every comparison with NaN is false, so the bound
- * checks nothing. Expected: SHMCFG_E_SCHEMADEF.
+ * A float option's min or max of NaN is refused by shmcfg_schema_add
+ * (SHMCFG_E_SCHEMADEF): every comparison with NaN is false, so such a bound
+ * would check nothing. (E11: it was accepted.)
  */
-static void test_bug_nan_bound_accepted(void **state)
+static void test_nan_bounds_refused(void **state)
 {
 	(void)state;
 	shmcfg_schema *s;
@@ -1070,7 +1056,7 @@ int main(void)
 	if (getenv("TEST_FILTER"))
 		cmocka_set_test_filter(getenv("TEST_FILTER"));
 	shmcfg_set_log(NULL, NULL);
-	struct CMUnitTest tests[] = {
+	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_wrong_types, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_numbers_out_of_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nan_and_infinities, setup, teardown),
@@ -1083,27 +1069,16 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hostile_descriptors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_current_does_not_hang, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_env_list_rejected, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bug_commit_copies_corrupt_layer, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bug_patch_too_big_fails_every_read, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bug_patch_conflict_fails_every_read, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bug_malformed_list_value, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bug_yaml_float_specials, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bug_nan_bound_accepted, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bug_schema_many_implications, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bug_idle_reader_pins_forever, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bug_implicit_default_unchecked, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bug_create_leaks_bad_implication, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_commit_never_publishes_corrupt_layers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_oversized_patch_keeps_reads_working, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_conflicting_patches_keep_reads_working, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_malformed_list_values_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_yaml_float_specials_load, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_nan_bounds_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_many_implications_load, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_idle_readers_do_not_block_commits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_implicit_defaults_respect_range_and_choices, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_implication_refused_without_leak, setup, teardown),
 	};
-	size_t n = sizeof tests / sizeof tests[0];
-	/* SHMCFG_SKIP_KNOWN_BUGS=1 leaves out the reproducers of open bugs
-	 * (test_bug_*), e.g. to land other work before their fixes */
-	if (getenv("SHMCFG_SKIP_KNOWN_BUGS") && *getenv("SHMCFG_SKIP_KNOWN_BUGS") == '1') {
-		size_t k = 0;
-		for (size_t i = 0; i < n; i++)
-			if (strncmp(tests[i].name, "test_bug_", 9) != 0)
-				tests[k++] = tests[i];
-		fprintf(stderr, "# SHMCFG_SKIP_KNOWN_BUGS: %zu reproducers of open bugs left out\n", n - k);
-		n = k;
-	}
-	return _cmocka_run_group_tests("test_badinput", tests, n, NULL, NULL);
+	return cmocka_run_group_tests_name("test_badinput", tests, NULL, NULL);
 }

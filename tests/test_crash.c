@@ -341,7 +341,7 @@ static void test_stopped_reader_busy_then_release(void **state)
 	assert_true(e.pins_gen);
 	/* its old view is unpinned after a grace period (an idle process's
 	 * pins block no commit meanwhile, so the commit above did not wait) */
-	uint64_t deadline = mono_ms() + 5000;
+	uint64_t deadline = mono_ms() + CHILD_TIMEOUT_MS; /* the child's reclaimer thread, on a busy machine */
 	while (entry_of(h, pid, 1).pins_gen && mono_ms() < deadline)
 		usleep(1000);
 	assert_false(entry_of(h, pid, 1).pins_gen);

@@ -577,12 +577,13 @@ static void test_wait_across_processes(void **state)
 	assert_int_equal(pipe(up), 0);
 	/* read-write and read-only waiters, with a timeout and without one: a
 	 * commit that forgot to wake would leave the latter asleep for ever (the
-	 * former would return 0 at their timeout, indistinguishable but for time) */
+	 * former would return -ETIMEDOUT at their timeout; CHILD_TIMEOUT_MS, as
+	 * the parent's commit may come seconds later on a busy machine) */
 	enum { W = 4 };
 	struct wait_arg a[W];
 	pid_t pid[W];
 	for (int i = 0; i < W; i++) {
-		a[i] = (struct wait_arg){name, up[1], i % 2 == 1, i < 2 ? 5000 : -1, 0, 4242};
+		a[i] = (struct wait_arg){name, up[1], i % 2 == 1, i < 2 ? CHILD_TIMEOUT_MS : -1, 0, 4242};
 		pid[i] = spawn(waiter_main, &a[i]);
 	}
 	close(up[1]);
@@ -738,7 +739,7 @@ static void test_fork_after_parent_snapshots(void **state)
 	}
 	usleep(100000); /* let the reclaimer go back to waiting (makes the hang likely, asserts nothing) */
 	pid_t pid = spawn(forksnap_main, (void *)name);
-	int st = reap_within(pid, 10000);
+	int st = reap(pid); /* a hang is for ever: CHILD_TIMEOUT_MS tells it */
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
 	drop(h);

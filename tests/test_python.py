@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Tests of the Python binding (python/shmcfg) and examples/trainer.py.
+"""Tests of the Python binding (python/shmcfg); examples/trainer.py --demo is
+tests/test_trainer_demo.py (make regtest).
 
 Run by `make check` (exit status), or by hand from a built tree:
 
@@ -64,6 +65,11 @@ SHMCTL = os.path.join(BUILDDIR, "tools", "shmctl")
 if not (os.path.isfile(SHMCTL) and os.access(SHMCTL, os.X_OK)):
     SHMCTL = None
 TRAINER = os.path.join(SRCDIR, "examples", "trainer.py")
+
+# "Promptly", in seconds: a retired segment's waits return within a 100 ms
+# slice; the rest is for a busy machine (make -j16 check on 2 cores), and it
+# still tells them from a 10 s timeout or none.
+PROMPT_S = 5
 
 DYNAMO = "torch._dynamo.config"
 COMPILER = "torch.compiler.config"
@@ -1483,7 +1489,7 @@ class TestLifecycle(SegTest):
         t0 = time.monotonic()
         with self.assertRaises(shmcfg.RetiredError) as cm:
             seg.wait(g, timeout=10)
-        self.assertLess(time.monotonic() - t0, 2)
+        self.assertLess(time.monotonic() - t0, PROMPT_S)
         e = cm.exception
         self.assertIsInstance(e, shmcfg.Error)
         self.assertEqual(e.errname, "SHMCFG_E_RETIRED")
@@ -1541,7 +1547,7 @@ class TestLifecycle(SegTest):
                 seg.wait(g)  # no timeout
         finally:
             t.join()
-        self.assertLess(time.monotonic() - t0, 2.2)
+        self.assertLess(time.monotonic() - t0, 0.2 + PROMPT_S)
 
     def test_reattach_other_schema(self):
         seg, m = self.app()
@@ -1627,45 +1633,7 @@ class TestPatchLibraryReads(TestPatch):
 
 
 class TestExample(unittest.TestCase):
-    def test_trainer_demo(self):
-        env = dict(os.environ)
-        if SHMCTL:
-            env["SHMCTL"] = SHMCTL
-        name = segname("trainer")
-        p = subprocess.run([sys.executable, TRAINER, "--workers", "2", "--steps", "20", "--demo",
-                            "--segment", name], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           universal_newlines=True, timeout=120, env=env)
-        shmcfg.unlink(name, missing_ok=True)
-        out = p.stdout
-        self.assertEqual(p.returncode, 0, out + p.stderr)
-        self.assertIn("every worker saw generation 2 (the change)", out)
-        self.assertIn("every worker reattached and saw the new segment's generation 2", out)
-        self.assertIn("all 2 workers agree: generation 2", out)
-        for rank in (0, 1):
-            self.assertRegex(out, rf"worker {rank}: step \d+: generation 2, recompile_limit=16, "
-                                  rf"cache_key_tag='demo'")
-            # the replacement: the worker's wait raised RetiredError, it
-            # reattached and read the new segment
-            self.assertRegex(out, rf"worker {rank}: step \d+: the segment was removed or "
-                                  rf"replaced: reattached\n(.*\n)*worker {rank}: step \d+: "
-                                  rf"generation 2, recompile_limit=32, cache_key_tag='replaced'")
-        hashes = set(re.findall(r"worker \d+: step \d+: generation 2, .*'demo'.*config hash (\w+)",
-                                out))
-        self.assertEqual(len(hashes), 1, out)
-        new = set(re.findall(r"worker \d+: step \d+: generation 2, .*'replaced'.*config hash (\w+)",
-                             out))
-        self.assertEqual(len(new), 1, out)
-        self.assertNotEqual(hashes, new)
-        final = re.search(r"workers agree: generation 2, config hash (\w+)", out).group(1)
-        self.assertTrue(final.startswith(new.pop()), out)
-        if SHMCTL:  # shmctl create --force named the processes attached
-            m = re.search(rf"launcher: shmctl: warning: {name} is attached by pids "
-                          rf"([\d, ]+): they keep the old segment", out)
-            self.assertIsNotNone(m, out)
-            # the launcher and the two workers (and a `shmctl ls` alongside, maybe)
-            self.assertGreaterEqual(len(m.group(1).split(", ")), 3, out)
-        with self.assertRaises(FileNotFoundError):
-            shmcfg.attach(name)  # the launcher removed its segment
+    # examples/trainer.py --demo: tests/test_trainer_demo.py (make regtest)
 
     def test_bench(self):
         from shmcfg import bench

@@ -91,7 +91,11 @@ $SHMCTL watch "$W" --count 2 --timeout 20 >"$T_TMP/w1" 2>"$T_TMP/w1.err" &
 WPID=$!
 pass "watch says on stderr that it watches" wait_watching "$T_TMP/w1.err"
 t_json "stat: the watcher (read-only) is not in the reader table" "j['readers'] == []" shmctl stat "$W" --json
+# one commit at a time: a watcher that has not read the first commit when the
+# second comes reports it as missed (see below), which a busy machine makes
+# likely; wait for its line first
 run shmctl set -q "$W" recompile_limit=16
+wait_lines "$T_TMP/w1" 1
 run shmctl set -q "$W" job_id=abc verbose=true
 wait $WPID
 WRC=$?
@@ -110,6 +114,7 @@ $SHMCTL watch "$W" --json --count 2 --timeout 20 >"$T_TMP/w2" 2>"$T_TMP/w2.err" 
 WPID=$!
 wait_watching "$T_TMP/w2.err"
 run shmctl set -q "$W" "$CMP.recompile_limit=17"
+wait_lines "$T_TMP/w2" 1
 run shmctl set -q "$W" --knob force_disable_caches=false
 wait $WPID
 pass "watch --json: exit 0" test $? = 0
@@ -318,7 +323,8 @@ j["ok"] is False and len(j["problems"]) == 1 and "truncated" in j["problems"][0]
 t_errmatch "show on a truncated segment: one error line" 1 "truncated" shmctl show "$C"
 # --- a segment removed or replaced while watched ---------------------------------
 # watch_retired HOW CMD...: watch in the background, CMD retires the segment:
-# watch must exit 1 within 2 s, saying so in one line
+# watch must exit 1 soon (its waits notice within a 100 ms slice; 10 s is
+# for a busy machine), saying so in one line
 watch_retired() {
 	_how=$1
 	shift
@@ -327,19 +333,19 @@ watch_retired() {
 	wait_watching "$T_TMP/wr.err"
 	"$@" >/dev/null 2>"$T_TMP/wr.cmd.err"
 	_n=0
-	while kill -0 $_wpid 2>/dev/null && [ $_n -lt 40 ]; do
+	while kill -0 $_wpid 2>/dev/null && [ $_n -lt 200 ]; do
 		sleep 0.05
 		_n=$((_n + 1))
 	done
 	if kill -0 $_wpid 2>/dev/null; then
 		kill $_wpid
 		wait $_wpid
-		not_ok "watch: exit 1 within 2 s when the segment is $_how (still watching)"
+		not_ok "watch: exit 1 within 10 s when the segment is $_how (still watching)"
 		return
 	fi
 	wait $_wpid
 	_wrc=$?
-	pass "watch: exit 1 within 2 s when the segment is $_how" pyeval '
+	pass "watch: exit 1 within 10 s when the segment is $_how" pyeval '
 e = open(a[1]).read().splitlines()
 (a[0] == "1" and open(a[2]).read() == "" and len(e) == 2 and
  e[1] == "shmctl: %s: segment was removed or replaced; attach again" % a[3])' \

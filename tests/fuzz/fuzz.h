@@ -80,27 +80,6 @@ static inline void fuzz_clean_stale(void)
 }
 
 /*
- * A library bug already reported (doc/reliability.md, "Errors found"): the
- * harness tolerates it so that fuzzing goes on to find others, and says so
- * once per run on stderr. Remove the tolerance once the bug is fixed.
- */
-#define FUZZ_KNOWN_BUG(cond, id)                                                       \
-	((cond) ? (fuzz_known_bug(id), 1) : 0)
-static inline void fuzz_known_bug(const char *id)
-{
-	static const char *said[8];
-	for (int i = 0; i < 8; i++) {
-		if (said[i] == id)
-			return;
-		if (!said[i]) {
-			said[i] = id;
-			fprintf(stderr, "# known library bug hit (tolerated): %s\n", id);
-			return;
-		}
-	}
-}
-
-/*
  * The fuzz schema: tests/common.h's test schema (every type and attribute)
  * plus options that read environment variables of every type, so that the
  * environment parser is fuzzed too (fuzz_load).
