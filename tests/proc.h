@@ -251,4 +251,36 @@ static inline void stop_child(pid_t pid)
 	}
 }
 
+/* A problem shmcfg_check() reports, as a TAP comment. */
+static inline void print_problem(const char *problem, void *ud)
+{
+	(void)ud;
+	fprintf(stderr, "# check: %s\n", problem);
+}
+
+/* Take and release one snapshot: claims the handle's reader entry. */
+static inline int snapshot_once(shmcfg *h)
+{
+	shmcfg_snapshot *s;
+	int r = shmcfg_snapshot_acquire(h, &s);
+	if (!r)
+		shmcfg_snapshot_release(s);
+	return r;
+}
+
+/* The n of a snapshot whose options were committed together as a = n,
+ * b = -n, c = str(n); -1 if they disagree (a torn generation), -2 on error. */
+static inline int64_t snapshot_n(shmcfg_snapshot *s)
+{
+	shmcfg_value a, b, c;
+	if (shmcfg_snapshot_get(s, T_A, &a) || shmcfg_snapshot_get(s, T_B, &b) ||
+	    shmcfg_snapshot_get(s, T_C, &c))
+		return -2;
+	char want[32];
+	snprintf(want, sizeof want, "%" PRId64, a.u.i);
+	if (b.u.i != -a.u.i || c.u.str.len != strlen(want) || memcmp(c.u.str.ptr, want, c.u.str.len))
+		return -1;
+	return a.u.i;
+}
+
 #endif

@@ -89,19 +89,6 @@ static char recv_msg(struct chan *c)
 /* ------------------------------------------------------------------ */
 /* Values: a = n, b = -n, c = str(n), committed together              */
 
-/* n of one snapshot, or -1 if a, b and c disagree (a torn generation). */
-static int64_t snapshot_n(shmcfg_snapshot *s)
-{
-	shmcfg_value a, b, c;
-	if (shmcfg_snapshot_get(s, T_A, &a) || shmcfg_snapshot_get(s, T_B, &b) ||
-	    shmcfg_snapshot_get(s, T_C, &c))
-		return -2;
-	char want[32];
-	snprintf(want, sizeof want, "%" PRId64, a.u.i);
-	if (b.u.i != -a.u.i || c.u.str.len != strlen(want) || memcmp(c.u.str.ptr, want, c.u.str.len))
-		return -1;
-	return a.u.i;
-}
 
 /* Parent-side: the current generation and its n through a read-only
  * handle, asserting that the generation is whole. */
@@ -121,12 +108,6 @@ static int64_t current_n(shmcfg *ro, uint64_t *gen)
 	if (gen)
 		*gen = g;
 	return n;
-}
-
-static void print_problem(const char *problem, void *ud)
-{
-	(void)ud;
-	fprintf(stderr, "# check: %s\n", problem);
 }
 
 /* ------------------------------------------------------------------ */
@@ -230,16 +211,6 @@ static pid_t start_pinning_child(const char *name, shmcfg *h, struct chan *c, st
 	assert_int_equal(commit_n(h, 1, &gen), 0);
 	assert_int_equal(gen, 2);
 	return pid;
-}
-
-/* Take and release one snapshot: claims the handle's reader entry. */
-static int snapshot_once(shmcfg *h)
-{
-	shmcfg_snapshot *s;
-	int r = shmcfg_snapshot_acquire(h, &s);
-	if (!r)
-		shmcfg_snapshot_release(s);
-	return r;
 }
 
 static void test_dead_pinned_reader_is_reclaimed(void **state)

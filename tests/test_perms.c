@@ -89,19 +89,6 @@ static int perms_teardown(void **state)
 
 
 
-/* n of a snapshot; -1 if a, b and c disagree (a torn generation), -2 on error. */
-static int64_t snapshot_n(shmcfg_snapshot *s)
-{
-	shmcfg_value a, b, c;
-	if (shmcfg_snapshot_get(s, T_A, &a) || shmcfg_snapshot_get(s, T_B, &b) ||
-	    shmcfg_snapshot_get(s, T_C, &c))
-		return -2;
-	char want[32];
-	snprintf(want, sizeof want, "%" PRId64, a.u.i);
-	if (b.u.i != -a.u.i || c.u.str.len != strlen(want) || memcmp(c.u.str.ptr, want, c.u.str.len))
-		return -1;
-	return a.u.i;
-}
 
 static void seg_path(const char *name, char *buf, size_t len)
 {
@@ -150,12 +137,6 @@ static struct entries entries_of(const shmcfg *h, pid_t pid, uint64_t gen)
 	int n = shmcfg_readers(h, tally, &e);
 	assert_int_equal(n, e.used);
 	return e;
-}
-
-static void print_problem(const char *problem, void *ud)
-{
-	(void)ud;
-	fprintf(stderr, "# check: %s\n", problem);
 }
 
 /* ------------------------------------------------------------------ */
@@ -588,16 +569,6 @@ static int pin_and_sleep_main(void *p)
 	CHECK(write_full(a->up, &me, sizeof me) == 0, 4, "pipe");
 	for (;;)
 		pause();
-}
-
-/* Take and release one snapshot: claims the handle's reader entry. */
-static int snapshot_once(shmcfg *h)
-{
-	shmcfg_snapshot *s;
-	int r = shmcfg_snapshot_acquire(h, &s);
-	if (!r)
-		shmcfg_snapshot_release(s);
-	return r;
 }
 
 /* This process's start time, /proc/self/stat field 22. */

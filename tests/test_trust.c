@@ -173,25 +173,6 @@ static int drop_to(uid_t uid, gid_t gid)
 	return 0;
 }
 
-/* n of a snapshot; -1 if a, b and c disagree (a torn generation), -2 on error. */
-static int64_t snapshot_n(shmcfg_snapshot *s)
-{
-	shmcfg_value a, b, c;
-	if (shmcfg_snapshot_get(s, T_A, &a) || shmcfg_snapshot_get(s, T_B, &b) ||
-	    shmcfg_snapshot_get(s, T_C, &c))
-		return -2;
-	char want[32];
-	snprintf(want, sizeof want, "%" PRId64, a.u.i);
-	if (b.u.i != -a.u.i || c.u.str.len != strlen(want) || memcmp(c.u.str.ptr, want, c.u.str.len))
-		return -1;
-	return a.u.i;
-}
-
-static void print_problem(const char *problem, void *ud)
-{
-	(void)ud;
-	fprintf(stderr, "# check: %s\n", problem);
-}
 
 static struct stat lstat_or_fail(const char *path)
 {
