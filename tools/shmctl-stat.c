@@ -567,6 +567,7 @@ int cmd_diff(int argc, char **argv)
 /* ------------------------------------------------------------------ */
 
 static volatile sig_atomic_t stop_signal;
+#define WATCH_SLICE_MS 200 /* how late watch may notice SIGINT or SIGTERM */
 
 static void on_signal(int sig)
 {
@@ -670,27 +671,34 @@ int cmd_watch(int argc, char **argv)
 	}
 	if (rc == EXIT_OK && (r = read_state(h, text, src, &last)))
 		rc = fail_lib(r, seg);
+
+	/* before the line below: a script that signals once it has seen it
+	 * must not kill us by the default action */
+	struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART: the wait returns */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 	/* on stderr, so that stdout has the commits only; a script can wait
 	 * for this line before it commits */
 	if (rc == EXIT_OK && !quiet) {
 		fprintf(stderr, "shmctl: watching '%s' from generation %llu\n", seg, (unsigned long long)last);
 		fflush(stderr);
 	}
-
-	struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART: the wait returns */
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
 	uint64_t deadline = have_timeout ? mono_ns() + (uint64_t)(timeout * 1e9) : 0;
 	bool done = false;
 	while (rc == EXIT_OK && !done && !stop_signal) {
-		int ms = -1;
+		/* at most WATCH_SLICE_MS per wait: a signal that comes after the
+		 * check of stop_signal above but before the wait sleeps does not
+		 * interrupt it, and shmcfg_wait() returns only on a commit, a
+		 * retirement, EINTR or its timeout */
+		int ms = WATCH_SLICE_MS;
 		if (have_timeout) {
 			uint64_t t = mono_ns();
 			if (t >= deadline)
 				break;
 			uint64_t left = (deadline - t + 999999) / 1000000;
-			ms = left > 0x7fffffff ? 0x7fffffff : (int)left;
+			if (left < (uint64_t)ms)
+				ms = (int)left;
 		}
 		uint64_t g;
 		r = shmcfg_wait(h, last, ms, &g);
