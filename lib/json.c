@@ -130,12 +130,7 @@ int shmcfg_value_format(const shmcfg_value *v, char **ret)
 		*ret = shmcfg__strdup(isnan(v->u.f) ? "nan" : v->u.f > 0 ? "inf" : "-inf");
 		return *ret ? 0 : shmcfg__nomem();
 	}
-	json_t *j = shmcfg__value_json(v);
-	if (!j)
-		return shmcfg__nomem();
-	int r = shmcfg__json_text(j, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17), ret);
-	json_decref(j);
-	return r;
+	return shmcfg_value_json(v, ret); /* everything else: its JSON */
 }
 
 /* The canonical text used for choices: as shmcfg_value_format(), but a
