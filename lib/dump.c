@@ -23,8 +23,8 @@ int shmcfg_is_default(const shmcfg *h, shmcfg_opt opt)
 	assert_return(h, -EINVAL);
 	if (opt >= h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
-	shmcfg_opt f = h->desc[opt].alias_final;
-	const struct opt_desc *d = &h->desc[f];
+	shmcfg_opt f = opt_d(h, opt)->alias_final;
+	const struct opt_desc *d = opt_d(h, f);
 	shmcfg_value def, v;
 	(void)shmcfg__value_from_cell(&d->def, h->strings, h->strings_size, &def);
 	bool mutable_type = d->type == SHMCFG_LIST || d->type == SHMCFG_SET;
@@ -59,7 +59,7 @@ static void hex(const uint8_t *b, char out[33])
 /* Options a dump or codegen leaves out, as the seed's save_config does. */
 static bool skipped(const shmcfg *h, shmcfg_opt i, unsigned flags)
 {
-	const struct opt_desc *d = &h->desc[i];
+	const struct opt_desc *d = opt_d(h, i);
 	if (d->alias != SHMCFG_NO_OPT)
 		return true;
 	return !(flags & SHMCFG_DUMP_ALL) && (d->flags & (SHMCFG_F_SAVE_IGNORED | SHMCFG_F_PRIVATE));
@@ -81,7 +81,7 @@ int shmcfg_dump(const shmcfg *h, unsigned flags, char **ret)
 		if ((r = shmcfg_snapshot_get(s, i, &v)))
 			break;
 		json_t *j = shmcfg__value_json(&v);
-		if (!j || json_object_set_new(values, sstr(h, h->desc[i].name), j))
+		if (!j || json_object_set_new(values, sstr(h, opt_d(h, i)->name), j))
 			r = shmcfg__nomem();
 	}
 	char ch[33], sh[33];
@@ -108,8 +108,8 @@ static int json_type_err(const shmcfg *h, shmcfg_opt opt, json_t *j)
 {
 	char *text = NULL;
 	(void)shmcfg__json_text(j, JSON_ENCODE_ANY | JSON_COMPACT, &text);
-	int r = shmcfg__err(SHMCFG_E_TYPE, "%s: value %.80s is not a %s", sstr(h, h->desc[opt].name),
-			    text ? text : "?", shmcfg_type_name(h->desc[h->desc[opt].alias_final].type));
+	int r = shmcfg__err(SHMCFG_E_TYPE, "%s: value %.80s is not a %s", sstr(h, opt_d(h, opt)->name),
+			    text ? text : "?", shmcfg_type_name(opt_d(h, opt_d(h, opt)->alias_final)->type));
 	shmcfg__free(text);
 	return r;
 }
@@ -117,7 +117,7 @@ static int json_type_err(const shmcfg *h, shmcfg_opt opt, json_t *j)
 /* A JSON value as a value of the option's type. */
 static int from_json(const shmcfg *h, shmcfg_opt opt, json_t *j, shmcfg_value *out)
 {
-	shmcfg_type t = h->desc[h->desc[opt].alias_final].type;
+	shmcfg_type t = opt_d(h, opt_d(h, opt)->alias_final)->type;
 	memset(out, 0, sizeof *out);
 	out->type = t;
 	if (json_is_null(j)) {
@@ -366,7 +366,7 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 		shmcfg_value v;
 		if ((r = shmcfg_get(h, i, &v)))
 			break;
-		const char *name = sstr(h, h->desc[i].name);
+		const char *name = sstr(h, opt_d(h, i)->name);
 		if (fmt == SHMCFG_CODEGEN_PYTHON) {
 			addf(&b, "%s = ", name);
 			python_literal(&b, &v);

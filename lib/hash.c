@@ -71,7 +71,7 @@ int shmcfg__config_hash(const shmcfg *h, const void *slot, uint8_t out[16], stru
 	put(b, HASH_PREFIX, sizeof HASH_PREFIX - 1);
 	for (uint32_t k = 0; k < h->lay.nopts; k++) {
 		uint32_t i = h->order[k];
-		const struct opt_desc *d = &h->desc[i];
+		const struct opt_desc *d = opt_d(h, i);
 		if (d->alias != SHMCFG_NO_OPT || (d->flags & SHMCFG_F_HASH_IGNORED))
 			continue;
 		const struct shmcfg__cell *c = &cells[i];

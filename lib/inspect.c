@@ -130,9 +130,9 @@ int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, voi
 		for (uint32_t i = 0; i < h->lay.nopts; i++) {
 			shmcfg_value v;
 			if (shmcfg__value_from_cell(&cells[i], heap, h->lay.heap_size, &v) ||
-			    v.type != h->desc[i].type) {
+			    v.type != opt_d(h, i)->type) {
 				PROBLEM("slot %u (generation %llu): option %s has a bad cell", s,
-					(unsigned long long)gen, sstr(h, h->desc[i].name));
+					(unsigned long long)gen, sstr(h, opt_d(h, i)->name));
 				break;
 			}
 		}

@@ -277,6 +277,11 @@ static inline struct log_ent *log_at(const shmcfg *h, uint64_t gen)
 {
 	return (struct log_ent *)(h->base + h->lay.log_off) + gen % SEG_LOG_ENTRIES;
 }
+/* Option i's descriptor (i < nopts): every use goes through here. */
+static inline const struct opt_desc *opt_d(const shmcfg *h, uint32_t i)
+{
+	return &h->desc[i];
+}
 static inline const char *sstr(const shmcfg *h, struct sref r)
 {
 	return h->strings + r.off;

@@ -21,7 +21,7 @@ int shmcfg_lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
 		uint32_t id = h->index[hv & mask];
 		if (id == UINT32_MAX)
 			break;
-		const struct opt_desc *d = &h->desc[id];
+		const struct opt_desc *d = opt_d(h, id);
 		if (d->name.len == len && memcmp(sstr(h, d->name), name, len) == 0) {
 			shmcfg__warn_deprecated(h, id);
 			*ret = id;
@@ -37,7 +37,7 @@ int shmcfg_opt_info(const shmcfg *h, shmcfg_opt opt, shmcfg_optinfo *ret)
 	assert_return(h && ret, -EINVAL);
 	if (opt >= h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
-	const struct opt_desc *d = &h->desc[opt];
+	const struct opt_desc *d = opt_d(h, opt);
 	memset(ret, 0, sizeof *ret);
 	ret->name = sstr(h, d->name);
 	ret->type = d->type;
@@ -71,7 +71,7 @@ int shmcfg_opt_implies(const shmcfg *h, shmcfg_opt opt, size_t i, shmcfg_opt *ta
 	assert_return(h && target && value, -EINVAL);
 	if (opt >= h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
-	const struct opt_desc *d = &h->desc[opt];
+	const struct opt_desc *d = opt_d(h, opt);
 	if (i >= d->implies_n)
 		return -ERANGE;
 	const struct implies_ent *e = &h->implies[d->implies_first + i];
@@ -82,7 +82,7 @@ int shmcfg_opt_implies(const shmcfg *h, shmcfg_opt opt, size_t i, shmcfg_opt *ta
 /* Validate a value for an option of an attached segment. */
 int shmcfg__value_check(const shmcfg *h, shmcfg_opt opt, const shmcfg_value *v)
 {
-	const struct opt_desc *d = &h->desc[opt];
+	const struct opt_desc *d = opt_d(h, opt);
 	shmcfg_value min = {.is_null = true}, max = {.is_null = true}, choices;
 	if (d->flags & DESC_F_HAS_MIN)
 		(void)shmcfg__value_from_cell(&d->min, h->strings, h->strings_size, &min);
@@ -101,7 +101,7 @@ int shmcfg_verify_handles(const shmcfg *h, const char *const *names, const shmcf
 		return shmcfg__err(SHMCFG_E_SCHEMA, "%s: has %u options, the program expects %zu",
 				   h->name, h->lay.nopts, n);
 	for (size_t i = 0; i < n; i++) {
-		const struct opt_desc *d = &h->desc[i];
+		const struct opt_desc *d = opt_d(h, i);
 		if (strcmp(sstr(h, d->name), names[i]) != 0)
 			return shmcfg__err(SHMCFG_E_SCHEMA, "%s: option %zu is %s, the program expects %s",
 					   h->name, i, sstr(h, d->name), names[i]);
@@ -115,7 +115,7 @@ int shmcfg_verify_handles(const shmcfg *h, const char *const *names, const shmcf
 
 void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt)
 {
-	const struct opt_desc *d = &h->desc[opt];
+	const struct opt_desc *d = opt_d(h, opt);
 	if (!(d->flags & SHMCFG_F_DEPRECATED) || atomic_exchange(&h->warned[opt], 1))
 		return;
 	shmcfg__log(SHMCFG_LOG_WARNING, "%s is deprecated: %s", sstr(h, d->name), sstr(h, d->deprecated));
@@ -131,7 +131,7 @@ int shmcfg__target_of(const shmcfg *h, shmcfg_opt opt, shmcfg_opt *final)
 	if (opt >= h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
 	shmcfg__warn_deprecated(h, opt);
-	*final = h->desc[opt].alias_final;
+	*final = opt_d(h, opt)->alias_final;
 	return 0;
 }
 
@@ -148,16 +148,16 @@ int shmcfg__prepare_value(const shmcfg *h, shmcfg_opt final, const shmcfg_value 
 		return r;
 	if (!shmcfg__list_ok(v))
 		return shmcfg__err(SHMCFG_E_PARSE, "%s: malformed list value (count %zu, %zu bytes)",
-				   sstr(h, h->desc[final].name), v->u.list.count, v->u.list.bytes);
+				   sstr(h, opt_d(h, final)->name), v->u.list.count, v->u.list.bytes);
 	if ((r = shmcfg__value_copy(v, out)))
 		return r;
-	if (!out->is_null && out->type == SHMCFG_INT && h->desc[final].type == SHMCFG_FLOAT)
+	if (!out->is_null && out->type == SHMCFG_INT && opt_d(h, final)->type == SHMCFG_FLOAT)
 		out->u.f = (double)v->u.i;
 	if (!out->is_null && out->type == SHMCFG_SET && (r = shmcfg__canon_set(out))) {
 		shmcfg_value_clear(out);
 		return r;
 	}
-	out->type = h->desc[final].type;
+	out->type = opt_d(h, final)->type;
 	return 0;
 }
 
@@ -166,12 +166,12 @@ int shmcfg__parse_for(const shmcfg *h, shmcfg_opt opt, const char *text, shmcfg_
 {
 	if (opt >= h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
-	const struct opt_desc *d = &h->desc[h->desc[opt].alias_final];
+	const struct opt_desc *d = opt_d(h, opt_d(h, opt)->alias_final);
 	int r = shmcfg_value_parse(d->type, d->flags & SHMCFG_F_NULLABLE, text, out);
 	if (r == SHMCFG_E_PARSE) {
 		char why[400];
 		snprintf(why, sizeof why, "%s", shmcfg_errdetail());
-		r = shmcfg__err(r, "%s: %s", sstr(h, h->desc[opt].name), why);
+		r = shmcfg__err(r, "%s: %s", sstr(h, opt_d(h, opt)->name), why);
 	}
 	return r;
 }

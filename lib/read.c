@@ -12,8 +12,8 @@
 
 static int type_error(const shmcfg *h, shmcfg_opt opt, shmcfg_type want)
 {
-	return shmcfg__err(SHMCFG_E_TYPE, "%s: option is %s, read as %s", sstr(h, h->desc[opt].name),
-			   shmcfg_type_name(h->desc[opt].type), shmcfg_type_name(want) ?: "?");
+	return shmcfg__err(SHMCFG_E_TYPE, "%s: option is %s, read as %s", sstr(h, opt_d(h, opt)->name),
+			   shmcfg_type_name(opt_d(h, opt)->type), shmcfg_type_name(want) ?: "?");
 }
 
 int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t *bits)
@@ -21,7 +21,7 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 	if (opt >= h->view.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range (%u options)", opt,
 				   h->view.nopts);
-	if (h->desc[opt].type != (uint32_t)type)
+	if (opt_d(h, opt)->type != (uint32_t)type)
 		return type_error(h, opt, type);
 	struct shmcfg__cell pc;
 	const char *pheap;
@@ -32,7 +32,7 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 			return perr;
 		if (META_TYPE(pc.meta) != (unsigned)type)
 			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: patched cell of %s has type %u", h->name,
-					   sstr(h, h->desc[opt].name), META_TYPE(pc.meta));
+					   sstr(h, opt_d(h, opt)->name), META_TYPE(pc.meta));
 		*bits = pc.val;
 		return (pc.meta & META_NULL) ? SHMCFG_NULL : 0;
 	}
@@ -54,7 +54,7 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 		}
 		if (META_TYPE(meta) != (unsigned)type)
 			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has type %u", h->name,
-					   sstr(h, h->desc[opt].name), META_TYPE(meta));
+					   sstr(h, opt_d(h, opt)->name), META_TYPE(meta));
 		*bits = val;
 		return (meta & META_NULL) ? SHMCFG_NULL : 0;
 	}
@@ -97,10 +97,10 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 				return r;
 			continue;
 		}
-		if (!r && ret->type != h->desc[opt].type) {
+		if (!r && ret->type != opt_d(h, opt)->type) {
 			shmcfg_value_clear(ret);
 			r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
-					sstr(h, h->desc[opt].name));
+					sstr(h, opt_d(h, opt)->name));
 		}
 		return r;
 	}

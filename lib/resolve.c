@@ -17,7 +17,7 @@ static int heap_full(struct build *b, shmcfg_opt opt, uint64_t need)
 			   "%s: string heap of %llu bytes per slot is full (%llu used, %llu more needed for %s)",
 			   b->h->name, (unsigned long long)b->cap,
 			   (unsigned long long)b->used, (unsigned long long)need,
-			   sstr(b->h, b->h->desc[opt].name));
+			   sstr(b->h, opt_d(b->h, opt)->name));
 }
 
 /* Encode v into a cell whose strings go into the new slot's heap. */
@@ -37,17 +37,17 @@ static int copy_cell(struct build *b, shmcfg_opt opt, const struct shmcfg__cell 
 	/* one read of the shared cell; only the copy is checked and used */
 	struct shmcfg__cell cc = {__atomic_load_n(&c->val, __ATOMIC_RELAXED),
 				  __atomic_load_n(&c->meta, __ATOMIC_RELAXED)};
-	if (META_TYPE(cc.meta) != b->h->desc[opt].type)
+	if (META_TYPE(cc.meta) != opt_d(b->h, opt)->type)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the current slot's layer of %s has type %u, not %s",
-				   b->h->name, sstr(b->h, b->h->desc[opt].name), META_TYPE(cc.meta),
-				   shmcfg_type_name(b->h->desc[opt].type));
+				   b->h->name, sstr(b->h, opt_d(b->h, opt)->name), META_TYPE(cc.meta),
+				   shmcfg_type_name(opt_d(b->h, opt)->type));
 	*out = cc;
 	if ((cc.meta & META_NULL) || META_TYPE(cc.meta) < SHMCFG_STR)
 		return 0;
 	shmcfg_value v;
 	if (shmcfg__value_from_cell(&cc, old_heap, b->h->lay.heap_size, &v))
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the current slot's cell of %s is malformed",
-				   b->h->name, sstr(b->h, b->h->desc[opt].name));
+				   b->h->name, sstr(b->h, opt_d(b->h, opt)->name));
 	uint64_t len = META_LEN(cc.meta);
 	if (len + 1 > b->cap - b->used)
 		return heap_full(b, opt, len + 1);
@@ -73,14 +73,14 @@ int shmcfg__build_layers(struct build *b, const struct change *ch, size_t nch)
 			int r = 0;
 			if (k < nch && ch[k].opt == i && ch[k].layer == l) {
 				if (ch[k].reset)
-					*out = (struct shmcfg__cell){.meta = h->desc[i].type | META_NULL};
+					*out = (struct shmcfg__cell){.meta = opt_d(h, i)->type | META_NULL};
 				else
 					r = put_cell(b, i, &ch[k].v, META_SET | (uint64_t)source_of((enum layer)l) << META_SRC_SHIFT, out);
 				k++;
 			} else if (old && (old[idx].meta & META_SET))
 				r = copy_cell(b, i, &old[idx], old_heap, out);
 			else /* unset: null, so that it decodes without a heap */
-				*out = (struct shmcfg__cell){.meta = h->desc[i].type | META_NULL};
+				*out = (struct shmcfg__cell){.meta = opt_d(h, i)->type | META_NULL};
 			if (r)
 				return r;
 		}
@@ -98,8 +98,8 @@ static int conflict(struct build *b, uint32_t target, uint32_t k1, uint32_t impl
 	(void)shmcfg__value_from_cell(&h->implies[k2].value, h->strings, h->strings_size, &c);
 	if (shmcfg_value_format(&a, &v1) == 0 && shmcfg_value_format(&c, &v2) == 0)
 		shmcfg__err(SHMCFG_E_CONFLICT, "%s: %s implies %s but %s implies %s",
-			    sstr(h, h->desc[target].name), sstr(h, h->desc[b->implier[target]].name), v1,
-			    sstr(h, h->desc[implier2].name), v2);
+			    sstr(h, opt_d(h, target)->name), sstr(h, opt_d(h, b->implier[target])->name), v1,
+			    sstr(h, opt_d(h, implier2)->name), v2);
 	shmcfg__free(v1);
 	shmcfg__free(v2);
 	return SHMCFG_E_CONFLICT;
@@ -117,7 +117,7 @@ int shmcfg__resolve(struct build *b)
 	memset(b->implied_by, 0, n * sizeof *b->implied_by);
 	for (uint32_t t = 0; t < n; t++) {
 		uint32_t i = h->topo[t];
-		const struct opt_desc *d = &h->desc[i];
+		const struct opt_desc *d = opt_d(h, i);
 		struct shmcfg__cell *out = &b->cells[i];
 		if (d->alias != SHMCFG_NO_OPT)
 			continue;
@@ -164,7 +164,7 @@ int shmcfg__resolve(struct build *b)
 		}
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		const struct opt_desc *d = &h->desc[i];
+		const struct opt_desc *d = opt_d(h, i);
 		if (d->alias == SHMCFG_NO_OPT)
 			continue;
 		b->cells[i] = b->cells[d->alias_final];
@@ -219,8 +219,8 @@ int shmcfg__resolve_patched(shmcfg *h, char *copy, uint64_t heap_cap, const shmc
 		r = shmcfg__resolve(&b);
 	if (!r && !resolve_all) /* the aliases of patched options follow them */
 		for (uint32_t i = 0; i < h->lay.nopts; i++)
-			if (h->desc[i].alias != SHMCFG_NO_OPT) {
-				b.cells[i] = b.cells[h->desc[i].alias_final];
+			if (opt_d(h, i)->alias != SHMCFG_NO_OPT) {
+				b.cells[i] = b.cells[opt_d(h, i)->alias_final];
 				b.cells[i].meta = (b.cells[i].meta & ~(7ull << META_SRC_SHIFT)) |
 						  (uint64_t)SHMCFG_SRC_ALIAS << META_SRC_SHIFT;
 			}

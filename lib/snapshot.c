@@ -28,9 +28,9 @@ int shmcfg_snapshot_get(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_valu
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
 	int r = shmcfg__value_from_cell(slot_cells(h, snap->slot) + opt, slot_heap(h, snap->slot),
 					h->lay.heap_size, ret);
-	if (!r && ret->type != h->desc[opt].type)
+	if (!r && ret->type != opt_d(h, opt)->type)
 		r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
-				sstr(h, h->desc[opt].name));
+				sstr(h, opt_d(h, opt)->name));
 	return r;
 }
 
@@ -43,7 +43,7 @@ int shmcfg_snapshot_layer(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_so
 	if (opt >= h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
 	if (layer == SHMCFG_SRC_DEFAULT) {
-		int r = shmcfg__value_from_cell(&h->desc[opt].def, h->strings, h->strings_size, ret);
+		int r = shmcfg__value_from_cell(&opt_d(h, opt)->def, h->strings, h->strings_size, ret);
 		ret->source = SHMCFG_SRC_DEFAULT;
 		return r;
 	}
@@ -53,8 +53,8 @@ int shmcfg_snapshot_layer(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_so
 	if (!(c->meta & META_SET))
 		return 1;
 	int r = shmcfg__value_from_cell(c, slot_heap(h, snap->slot), h->lay.heap_size, ret);
-	if (!r && ret->type != h->desc[opt].type)
+	if (!r && ret->type != opt_d(h, opt)->type)
 		r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: layer cell of %s has the wrong type", h->name,
-				sstr(h, h->desc[opt].name));
+				sstr(h, opt_d(h, opt)->name));
 	return r;
 }

@@ -93,7 +93,7 @@ static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, 
 static int target_of(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, shmcfg_opt *final)
 {
 	int r = shmcfg__target_of(t->h, opt, final);
-	const struct opt_desc *d = r ? NULL : &t->h->desc[*final];
+	const struct opt_desc *d = r ? NULL : opt_d(t->h, *final);
 	if (!r && layer == LAYER_KNOB && !(d->flags & DESC_F_HAS_KNOB))
 		r = shmcfg__err(SHMCFG_E_LAYER, "%s: option declares no knob", sstr(t->h, d->name));
 	return r;
@@ -165,7 +165,7 @@ int shmcfg_txn_reset(shmcfg_txn *t, shmcfg_opt opt)
 	int r = target_of(t, opt, t->layer, &f);
 	if (r)
 		return txn_refuse(t, r);
-	shmcfg_value none = {.type = t->h->desc[f].type, .is_null = true};
+	shmcfg_value none = {.type = opt_d(t->h, f)->type, .is_null = true};
 	return txn_refuse(t, txn_put(t, f, t->layer, true, &none));
 }
 

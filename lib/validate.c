@@ -136,7 +136,7 @@ static int schema_check(shmcfg *h, void (*fn)(const char *, void *), void *ud, c
 	if (bad)
 		return bad;
 	for (uint32_t i = 0; i < n; i++) {
-		const struct opt_desc *d = &h->desc[i];
+		const struct opt_desc *d = opt_d(h, i);
 		if (!sref_ok(h, d->name) || !sref_ok(h, d->doc) || !sref_ok(h, d->knob) ||
 		    !sref_ok(h, d->deprecated)) {
 			PROBLEM("schema: option %u has a bad string reference", i);
@@ -153,8 +153,8 @@ static int schema_check(shmcfg *h, void (*fn)(const char *, void *), void *ud, c
 		    !list_ok(h, d->env_force, d->n_env_force))
 			PROBLEM("%s: bad environment variable list", name);
 		if ((d->alias != SHMCFG_NO_OPT && d->alias >= n) || d->alias_final >= n ||
-		    h->desc[d->alias_final].alias != SHMCFG_NO_OPT ||
-		    h->desc[d->alias_final].type != d->type)
+		    opt_d(h, d->alias_final)->alias != SHMCFG_NO_OPT ||
+		    opt_d(h, d->alias_final)->type != d->type)
 			PROBLEM("%s: bad alias", name);
 		if (d->implies_first > sh->nimplies || d->implies_n > sh->nimplies - d->implies_first)
 			PROBLEM("%s: implications out of bounds", name);
@@ -163,7 +163,7 @@ static int schema_check(shmcfg *h, void (*fn)(const char *, void *), void *ud, c
 	}
 	for (uint32_t k = 0; k < sh->nimplies; k++)
 		if (h->implies[k].target >= n ||
-		    !cell_ok(h, &h->implies[k].value, h->desc[h->implies[k].target].type))
+		    !cell_ok(h, &h->implies[k].value, opt_d(h, h->implies[k].target)->type))
 			PROBLEM("schema: implication %u is invalid", k);
 	for (uint32_t k = 0; k < sh->index_size; k++)
 		if (h->index[k] != UINT32_MAX && h->index[k] >= n)
@@ -182,9 +182,9 @@ static int schema_check(shmcfg *h, void (*fn)(const char *, void *), void *ud, c
 		pos[h->topo[i]] = i;
 	}
 	for (uint32_t i = 0; !bad && i < n; i++)
-		for (uint32_t k = 0; k < h->desc[i].implies_n; k++)
-			if (pos[h->implies[h->desc[i].implies_first + k].target] <= pos[i])
-				PROBLEM("%s: implication order is broken", sstr(h, h->desc[i].name));
+		for (uint32_t k = 0; k < opt_d(h, i)->implies_n; k++)
+			if (pos[h->implies[opt_d(h, i)->implies_first + k].target] <= pos[i])
+				PROBLEM("%s: implication order is broken", sstr(h, opt_d(h, i)->name));
 	shmcfg__free(pos);
 	return bad;
 }
