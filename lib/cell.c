@@ -125,3 +125,13 @@ bool shmcfg__list_ok(const shmcfg_value *v)
 		nul += v->u.list.items[i] == 0;
 	return nul == v->u.list.count;
 }
+
+/* Decode a slot's cell: its strings are in the value heap heap[0, size), or
+ * (META_SCHEMA: a default or an implied value) in the schema's strings. */
+int shmcfg__cell_value(const shmcfg *h, const struct shmcfg__cell *c, const char *heap, uint64_t size,
+		       shmcfg_value *ret)
+{
+	if (c->meta & META_SCHEMA)
+		return shmcfg__value_from_cell(c, h->strings, h->strings_size, ret);
+	return shmcfg__value_from_cell(c, heap, size, ret);
+}

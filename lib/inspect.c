@@ -59,12 +59,24 @@ int shmcfg_stat(const shmcfg *h, shmcfg_info *ret)
 	ret->copy_fallbacks = __atomic_load_n(&h->hdr->copy_fallbacks, __ATOMIC_RELAXED);
 	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
 	ret->generation = cur_gen(cur);
-	if (cur_slot(cur) < h->lay.nslots) {
-		const struct slot_hdr *sl = slot_at(h, cur_slot(cur));
-		ret->heap_used = sl->heap_used;
-	}
+	ret->heap_used = __atomic_load_n(&h->hdr->heap_live, __ATOMIC_RELAXED);
 	ret->generation = shmcfg_config_hash(h, ret->config_hash);
 	return 0;
+}
+
+/* Option i's cell and layers in a copy of a slot decode, with its type. */
+static bool opt_ok(const shmcfg *h, const char *slot, const char *heap, uint64_t top, uint32_t i)
+{
+	shmcfg_value v;
+	const struct shmcfg__cell *lay;
+	uint32_t type = opt_d(h, i)->type;
+	if (shmcfg__cell_value(h, slot_cells(h, slot) + i, heap, top, &v) || v.type != type ||
+	    shmcfg__chunk_layers(heap, top, slot_lrefs(h, slot)[i], &lay))
+		return false;
+	for (enum layer l = 0; lay && l < NLAYERS; l++)
+		if ((lay[l].meta & META_SET) && (shmcfg__value_from_cell(&lay[l], heap, top, &v) || v.type != type))
+			return false;
+	return true;
 }
 
 /*
@@ -106,36 +118,35 @@ int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, voi
 			h->lay.nslots);
 	if (!deep || bad)
 		return bad;
-	char *copy = shmcfg__malloc(h->lay.slot_size);
+	char *copy = shmcfg__malloc(h->lay.slot_size + h->lay.heap_size);
 	if (!copy) /* no verdict on the slots: not a problem of the segment */
 		return shmcfg__nomem();
+	char *heap = copy + h->lay.slot_size;
 	for (uint32_t s = 0; s < h->lay.nslots; s++) {
-		uint64_t gen = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
+		uint64_t gen = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE), top;
 		if (gen == 0 || (gen & SLOT_BUSY))
 			continue; /* empty, or being written */
-		if (!shmcfg__seq_copy(h, (gen << SHMCFG__SLOT_BITS) | s, copy))
+		if (!shmcfg__seq_copy(h, (gen << SHMCFG__SLOT_BITS) | s, copy, heap, &top))
 			continue; /* rewritten while we looked: not a problem */
 		const struct slot_hdr *sl = (const struct slot_hdr *)copy;
-		if (sl->heap_used > h->lay.heap_size) {
-			PROBLEM("slot %u (generation %llu): heap use %llu beyond its size", s,
-				(unsigned long long)gen, (unsigned long long)sl->heap_used);
+		uint32_t i = 0;
+		while (i < h->lay.nopts && opt_ok(h, copy, heap, top, i))
+			i++;
+		if (i < h->lay.nopts) {
+			PROBLEM("slot %u (generation %llu): option %s has a bad cell or layer", s,
+				(unsigned long long)gen, sstr(h, opt_d(h, i)->name));
 			continue;
 		}
-		if (shmcfg__slot_checksum(h, copy) != sl->checksum) {
+		uint64_t sum[2], checksum;
+		uint8_t hash[16];
+		if (shmcfg__slot_sums(h, copy, heap, top, sum, &checksum) || checksum != sl->checksum) {
 			PROBLEM("slot %u (generation %llu): checksum mismatch", s, (unsigned long long)gen);
 			continue;
 		}
-		const struct shmcfg__cell *cells = slot_cells(h, copy);
-		const char *heap = slot_heap(h, copy);
-		for (uint32_t i = 0; i < h->lay.nopts; i++) {
-			shmcfg_value v;
-			if (shmcfg__value_from_cell(&cells[i], heap, h->lay.heap_size, &v) ||
-			    v.type != opt_d(h, i)->type) {
-				PROBLEM("slot %u (generation %llu): option %s has a bad cell", s,
-					(unsigned long long)gen, sstr(h, opt_d(h, i)->name));
-				break;
-			}
-		}
+		shmcfg__hash_final(sum, hash);
+		if (memcmp(sum, sl->hash_sum, sizeof sum) || memcmp(hash, sl->config_hash, 16))
+			PROBLEM("slot %u (generation %llu): config hash does not match its values", s,
+				(unsigned long long)gen);
 	}
 	shmcfg__free(copy);
 	return bad;

@@ -11,9 +11,12 @@
  *   log      ring of commit records, one per recent generation
  *   readers  table of 64-byte entries {pins, pid, start time}; entry i is
  *            owned by whoever holds the OFD lock on its first byte
+ *   ring     the ids each recent commit changed, for O(change) slot updates
  *   slots    K snapshots of the whole configuration; each is a slot header,
- *            the hot cells (one per option), the layer cells (4 per option)
- *            and a string heap
+ *            the hot cells (one per option) and one layer reference per
+ *            option (a chunk of the value heap, 0 = no layer set)
+ *   heap     the value heap: refcounted chunks holding an option's four
+ *            layer cells and their strings (heap.c)
  *
  * Every offset and size is validated against the object's real size at
  * attach (segment.c); every offset read from a slot is validated before use.
@@ -33,7 +36,7 @@
 #include "shmcfg.h"
 
 #define SEG_MAGIC 0x3147464343d48535ULL /* bytes 35 85 d4 43 43 46 47 31 */
-#define SEG_LAYOUT_VERSION 2u
+#define SEG_LAYOUT_VERSION 3u
 #define SEG_READY 0x52454459u           /* "REDY" */
 #define SEG_HEADER_BYTES 4096u
 #define SEG_PREFIX "/shmcfg."
@@ -50,7 +53,9 @@
 #define SEG_MAX_OPTS (1u << 22)
 #define SEG_MAX_VALUE_BYTES (1u << 20) /* one string or list */
 #define SEG_MAX_SCHEMA_BYTES (1ull << 31)
-#define SEG_MAX_HEAP_BYTES (1ull << 31)
+#define SEG_MAX_HEAP_BYTES (1ull << 32)
+#define SEG_MIN_RING 1024u
+#define SEG_MAX_RING (1u << 22)
 
 /* A slot's stamp while a writer rewrites it: the busy bit over the old
  * generation, so that the pin check of the next writer still matches it
@@ -90,9 +95,15 @@ static inline bool source_is_stored(shmcfg_source s)
 #define META_SRC_SHIFT 9
 #define META_SRC(m) ((shmcfg_source)(((m) >> META_SRC_SHIFT) & 7))
 #define META_SET (1ull << 12)
+/* str/list bytes in the schema's strings area (a default or an implied
+ * value), not in the value heap */
+#define META_SCHEMA (1ull << 13)
 #define META_LEN(m) ((uint32_t)((m) >> 32))
 #define CELL_OFF(v) ((uint32_t)(v))
 #define CELL_COUNT(v) ((uint32_t)((v) >> 32))
+
+/* Size classes of heap chunks (heap.c). */
+#define HEAP_CLASSES 48
 
 struct seg_header {
 	uint64_t magic;          /* SEG_MAGIC: a byte-order mismatch reads as bad magic */
@@ -107,8 +118,11 @@ struct seg_header {
 	uint32_t nreaders, nslots;
 	uint64_t slots_off, slot_size;
 	uint64_t cells_off;      /* within a slot: nopts hot cells */
-	uint64_t layers_off;     /* within a slot: nopts * NLAYERS layer cells */
-	uint64_t heap_off, heap_size; /* within a slot: the string heap */
+	uint64_t lrefs_off;      /* within a slot: nopts uint32_t chunk references */
+	uint64_t ring_off;       /* ring_size uint32_t option ids */
+	uint32_t ring_size;      /* a power of two */
+	uint32_t pad1;
+	uint64_t heap_off, heap_size; /* the value heap (heap.c) */
 	uint8_t schema_hash[16];
 	uint64_t create_time_ns; /* CLOCK_REALTIME */
 	uint32_t create_uid;
@@ -124,6 +138,17 @@ struct seg_header {
 	uint32_t readers_hwm;    /* entries ever claimed: scans stop here (readers.c) */
 	uint32_t pad2;
 	uint64_t copy_fallbacks; /* processes that found the reader table full */
+	uint32_t waiters;        /* read-write handles inside shmcfg_wait (watch.c) */
+	uint32_t pad3;
+	/* Writer state, written only under the writer lock (heap.c). `wip` is the
+	 * generation a commit is building, 0 between commits: a writer that
+	 * finds it set knows its predecessor died mid-commit and rebuilds the
+	 * heap's reference counts and free lists from the slots. */
+	_Alignas(64) uint64_t wip;
+	uint64_t heap_top;       /* bytes of the heap ever carved into chunks */
+	uint64_t heap_live;      /* bytes of chunks in use */
+	uint64_t heap_free[HEAP_CLASSES]; /* free list heads: chunk offset, 0 = empty */
+	uint64_t ring_head;      /* ring positions ever used (publish.c) */
 	_Alignas(64) char end[];
 };
 
@@ -137,9 +162,28 @@ struct lock_file {
 struct slot_hdr {
 	uint64_t gen;            /* stamp: the generation held, 0 if empty, SLOT_BUSY | old while rewritten */
 	uint8_t config_hash[16]; /* read by shmcfg_config_hash(), validated by the stamp */
-	uint64_t checksum;       /* XXH3-64 of cells, layers and heap[0, heap_used) */
-	uint64_t heap_used;
+	uint64_t checksum;       /* sum of every option's mix of cell and layer reference (hash.c) */
+	uint64_t hash_sum[2];    /* sum of the options' config hash digests (hash.c) */
+	uint64_t base;           /* the generation the cells and references hold (writer's
+				  * view: valid while the stamp is base, or 0 for a slot
+				  * filled at creation; publish.c) */
 };
+
+/*
+ * A chunk of the value heap: one option's layer cells and the bytes of their
+ * strings, immutable once a published slot refers to it, and freed when the
+ * last slot referring to it is rewritten (refs counts slots). Offsets are
+ * multiples of 16 from the heap's start; a slot's reference is offset / 16.
+ */
+#define CHUNK_MAGIC 0x6bu
+struct chunk {
+	uint32_t tag;            /* CHUNK_MAGIC << 24 | size class */
+	uint32_t refs;           /* slots whose reference names this chunk */
+	uint64_t next;           /* free list link while free */
+	struct shmcfg__cell l[NLAYERS];
+};
+#define CHUNK_HDR_BYTES sizeof(struct chunk)
+#define LREF_SHIFT 4
 #define SLOT_CELLS_OFF 64u
 _Static_assert(SLOT_CELLS_OFF == SHMCFG__CELLS_OFF, "the inline read knows where cells start");
 
@@ -147,12 +191,13 @@ struct schema_hdr {
 	uint32_t nopts;
 	uint32_t index_size;     /* power of two >= 2 * nopts; UINT32_MAX marks empty */
 	uint32_t nimplies;
-	uint32_t pad;
+	uint32_t nrdeps;
 	uint64_t desc_off;       /* nopts struct opt_desc, from the schema region start */
 	uint64_t implies_off;    /* nimplies struct implies_ent */
 	uint64_t index_off;      /* index_size uint32_t option ids */
 	uint64_t order_off;      /* nopts uint32_t: ids in bytewise name order */
 	uint64_t topo_off;       /* nopts uint32_t: ids, impliers before their targets */
+	uint64_t rdeps_off;      /* nrdeps uint32_t: the runs of opt_desc.rdep_first */
 	uint64_t strings_off, strings_size; /* NUL-terminated strings and value bytes */
 };
 
@@ -169,15 +214,22 @@ struct opt_desc {
 	uint32_t alias_final;    /* end of the chain (the option itself if not an alias) */
 	uint32_t implies_first, implies_n;
 	uint32_t type, flags;    /* shmcfg_type, SHMCFG_F_* | DESC_F_* */
+	uint32_t rank;           /* position in the topological order (impliers first) */
+	uint32_t rdep_first, rdep_n; /* dependents: run of the rdeps array */
+	uint32_t pad;
 	struct shmcfg__cell def, min, max, choices; /* strings in the schema strings area */
 };
+/* An rdeps entry: an implication (index into implies) of this option, or an
+ * alias whose final target this option is. Implications first, in the order
+ * a full resolution meets them (their impliers' rank, then index). */
+#define RDEP_ALIAS (1u << 31)
 #define DESC_F_HAS_MIN (1u << 16)
 #define DESC_F_HAS_MAX (1u << 17)
 #define DESC_F_HAS_KNOB (1u << 18)
 
 struct implies_ent {
 	uint32_t target;
-	uint32_t pad;
+	uint32_t implier;        /* the option whose implication this is */
 	struct shmcfg__cell value; /* strings in the schema strings area */
 };
 
@@ -188,7 +240,11 @@ struct log_ent {
 	uint32_t uid;
 	uint32_t nchanged, nids;
 	uint32_t ids[SHMCFG_LOG_IDS];
+	uint64_t ring_start;     /* position of its changed ids in the ring */
+	uint32_t ring_n;         /* ... how many; RING_OVERFLOW: too many to list */
+	uint32_t pad;
 };
+#define RING_OVERFLOW UINT32_MAX
 
 struct reader_ent {
 	uint64_t pins[SEG_PINS]; /* pinned generations, 0 = none; see readers.c */
@@ -210,6 +266,8 @@ struct shmcfg_snapshot {
 	shmcfg *h;
 	uint64_t gen;
 	const char *slot;   /* slot memory: in the segment, or a private copy */
+	const char *heap;   /* the value heap: the segment's, or the copy's */
+	uint64_t heap_size;
 	bool is_copy;       /* read-only handles and pin overflow: freed on release */
 	int pin;            /* index in our reader entry's pins, -1 if none */
 };
@@ -236,7 +294,7 @@ struct shmcfg {
 	const struct schema_hdr *sch;
 	const struct opt_desc *desc;
 	const struct implies_ent *implies;
-	const uint32_t *index, *order, *topo;
+	const uint32_t *index, *order, *topo, *rdeps;
 	const char *strings;
 	uint64_t strings_size;
 	/* reader table */
@@ -250,6 +308,10 @@ struct shmcfg {
 	bool uses_reclaimer;     /* counted in view.c's rq_users */
 	int commit_timeout_ms;
 	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
+	uid_t uid;               /* getuid() at attach: for the commit log */
+	uint32_t *waiters;       /* the header's count of waiters, writable; NULL: cannot count */
+	void *hdr_rw;            /* a read-only handle's writable mapping of the header page */
+	bool wake_always;        /* readers may not be able to count themselves (waiters_setup) */
 };
 
 /* Pointers into the mapping. */
@@ -261,13 +323,13 @@ static inline struct shmcfg__cell *slot_cells(const shmcfg *h, const void *slot)
 {
 	return (struct shmcfg__cell *)((char *)slot + h->lay.cells_off);
 }
-static inline struct shmcfg__cell *slot_layers(const shmcfg *h, const void *slot)
+static inline uint32_t *slot_lrefs(const shmcfg *h, const void *slot)
 {
-	return (struct shmcfg__cell *)((char *)slot + h->lay.layers_off);
+	return (uint32_t *)((char *)slot + h->lay.lrefs_off);
 }
-static inline char *slot_heap(const shmcfg *h, const void *slot)
+static inline char *seg_heap(const shmcfg *h)
 {
-	return (char *)slot + h->lay.heap_off;
+	return h->base + h->lay.heap_off;
 }
 static inline struct reader_ent *reader_at(const shmcfg *h, uint32_t i)
 {
@@ -416,6 +478,8 @@ int shmcfg__value_from_cell(const struct shmcfg__cell *c, const char *heap, uint
 int shmcfg__cell_encode(const shmcfg_value *v, uint64_t flags, char *heap, uint64_t cap,
 			uint64_t *used, struct shmcfg__cell *out);
 bool shmcfg__list_ok(const shmcfg_value *v);
+int shmcfg__cell_value(const shmcfg *h, const struct shmcfg__cell *c, const char *heap, uint64_t size,
+		       shmcfg_value *ret);
 
 /* json.c: the one JSON form of a value, and text */
 struct json_t;
@@ -438,7 +502,7 @@ struct built_schema;
 int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret);
 void shmcfg__schema_built_free(struct built_schema *b);
 uint64_t shmcfg__schema_bytes(const struct built_schema *b);
-uint64_t shmcfg__schema_strings_bytes(const struct built_schema *b);
+uint64_t shmcfg__schema_value_bytes(const struct built_schema *b);
 void shmcfg__schema_write(const struct built_schema *b, void *dst, uint8_t hash_out[16]);
 uint32_t shmcfg__schema_nopts(const struct built_schema *b);
 
@@ -487,7 +551,7 @@ void shmcfg__pin_holders(const shmcfg *h, char *buf, size_t len);
 uint64_t shmcfg__proc_start_time(pid_t pid);
 
 /* seqlock.c (and seqlock.h): the slot seqlock */
-bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst);
+bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst, char *heap, uint64_t *top);
 int shmcfg__seq_retry(const shmcfg *h, uint64_t cur, int *tries);
 
 /* read.c: slow and copying reads */
@@ -495,7 +559,8 @@ int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret);
 
 /* reclaim.c: both sides of the pin protocol, the reclaimer, fork handlers */
 bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen);
-int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret);
+bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp);
+int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret, uint64_t *old_stamp);
 void shmcfg__view_close(shmcfg *h);
 extern pid_t shmcfg__self_pid;
 
@@ -516,23 +581,47 @@ struct shmcfg_txn {
 };
 int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const shmcfg_value *v);
 
+/* heap.c: the value heap's chunks */
+int shmcfg__chunk_layers(const char *heap, uint64_t size, uint32_t lref, const struct shmcfg__cell **ret);
+int shmcfg__heap_alloc(shmcfg *h, uint64_t bytes, const char *for_opt, uint64_t *off);
+int shmcfg__heap_ref(shmcfg *h, uint32_t lref);
+void shmcfg__heap_unref(shmcfg *h, uint32_t lref);
+uint64_t shmcfg__slot_base(const shmcfg *h, uint32_t s, uint64_t stamp, uint64_t cur_g);
+int shmcfg__heap_sweep(shmcfg *h, uint64_t cur);
+void shmcfg__heap_init(struct seg_header *hd);
+
 /* resolve.c: building a slot's layers and effective values */
+struct idset {              /* option ids, each once, in the order added */
+	uint32_t *ids, *tab;
+	size_t n, tcap;
+};
+void shmcfg__ids_free(struct idset *s);
 struct build {
 	shmcfg *h;
-	char *slot;                  /* target slot */
-	struct shmcfg__cell *cells, *layers;
-	char *heap;
-	uint64_t used, cap;          /* heap bytes used, and available */
-	const char *old_slot;        /* current slot, NULL for generation 1 */
-	uint32_t *implied_by;        /* per option: implies entry + 1, 0 = none */
-	uint32_t *implier;           /* per option: the implying option */
+	struct shmcfg__cell *cells;  /* the slot being built: its cells ... */
+	uint32_t *lrefs;             /* ... and layer references */
+	char *heap;                  /* the chunks: the segment's heap, or a private copy */
+	uint64_t heap_size;
+	bool shared;                 /* the segment's heap: chunks allocated and counted (heap.c) */
+	bool patch;                  /* layer values written have source "patch" */
+	uint64_t priv_top;           /* private heap: where the next chunk goes */
+	bool track;                  /* keep hash_sum and checksum up to date */
+	uint64_t hash_sum[2], checksum;
+	struct idset changed;        /* options whose cell or reference changed */
+	struct idset seeds;          /* options whose layers changed: to resolve */
+	struct idset queued;         /* resolution's work: a min-heap by rank */
+	uint32_t *q;
+	size_t nq, qcap;
 };
-int shmcfg__build_layers(struct build *b, const struct change *ch, size_t nch);
+int shmcfg__copy_opt(struct build *b, uint32_t i, const void *from);
+int shmcfg__apply_changes(struct build *b, const struct change *ch, size_t n);
 int shmcfg__resolve(struct build *b);
+int shmcfg__resolve_all(struct build *b);
+void shmcfg__build_free(struct build *b);
 bool shmcfg__cells_equal(const shmcfg *h, const struct shmcfg__cell *a, const char *ha,
-			 const struct shmcfg__cell *b, const char *hb);
-int shmcfg__resolve_patched(shmcfg *h, char *copy, uint64_t heap_cap, const shmcfg_opt *opts,
-			    const shmcfg_value *vals, size_t n, bool resolve_all);
+			 const struct shmcfg__cell *b, const char *hb, uint64_t heap_size);
+int shmcfg__resolve_patched(shmcfg *h, char *copy, char *heap, uint64_t top, uint64_t heap_size,
+			    const shmcfg_opt *opts, const shmcfg_value *vals, size_t n, bool resolve_all);
 
 /* publish.c: commits */
 int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret);
@@ -545,12 +634,12 @@ bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *
 			  const char **heap, uint64_t *heap_size, int *err);
 void shmcfg__patch_forget(const shmcfg *h);
 
-/* hash.c */
-struct hashbuf {
-	char *p;
-	size_t len, cap;
-};
-int shmcfg__config_hash(const shmcfg *h, const void *slot, uint8_t out[16], struct hashbuf *buf);
-uint64_t shmcfg__slot_checksum(const shmcfg *h, const void *slot);
+/* hash.c: the config hash and the slot checksum, as sums over options */
+int shmcfg__opt_digest(const shmcfg *h, uint32_t i, const struct shmcfg__cell *c, const char *heap,
+		       uint64_t heap_size, uint64_t out[2]);
+void shmcfg__hash_final(const uint64_t sum[2], uint8_t out[16]);
+uint64_t shmcfg__cell_mix(uint32_t i, const struct shmcfg__cell *c, uint32_t lref);
+int shmcfg__slot_sums(const shmcfg *h, const void *slot, const char *heap, uint64_t heap_size,
+		      uint64_t hash_sum[2], uint64_t *checksum);
 
 #endif

@@ -33,8 +33,9 @@ struct overlay {
 	const shmcfg *h;
 	uint64_t gen;
 	unsigned epoch;
-	char *copy;        /* a slot, its heap grown by the patches' bytes */
-	uint64_t heap_cap; /* bytes its heap may hold */
+	char *copy;        /* a slot, then a copy of the value heap with room for the patches */
+	uint64_t heap_cap; /* bytes that heap may hold */
+	uint64_t top;      /* bytes of it copied from the segment */
 	struct overlay *next;
 };
 
@@ -105,7 +106,7 @@ static int copy_current(const shmcfg *h, struct overlay *ov)
 		uint64_t cur = seq_current(h);
 		if (cur_slot(cur) >= h->lay.nslots)
 			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, cur_slot(cur));
-		if (shmcfg__seq_copy(h, cur, ov->copy)) {
+		if (shmcfg__seq_copy(h, cur, ov->copy, ov->copy + h->lay.slot_size, &ov->top)) {
 			ov->gen = cur_gen(cur);
 			return 0;
 		}
@@ -132,9 +133,10 @@ static int rebuild(const shmcfg *h, struct overlay *ov, bool strict)
 	int r = gather(h, &opts, &vals, &n, &bytes);
 	if (r)
 		return r;
-	uint64_t cap = h->lay.heap_size + bytes;
+	/* the heap, then a chunk per patch holding its option's layers anew */
+	uint64_t cap = 2 * h->lay.heap_size + bytes + n * (CHUNK_HDR_BYTES + 16);
 	if (cap > ov->heap_cap) {
-		char *copy = shmcfg__realloc(ov->copy, h->lay.heap_off + cap);
+		char *copy = shmcfg__realloc(ov->copy, h->lay.slot_size + cap);
 		if (!copy) {
 			r = shmcfg__nomem();
 			goto out;
@@ -144,13 +146,15 @@ static int rebuild(const shmcfg *h, struct overlay *ov, bool strict)
 	}
 	if ((r = copy_current(h, ov)))
 		goto out;
-	r = shmcfg__resolve_patched(hw, ov->copy, ov->heap_cap, opts, vals, n, true);
+	r = shmcfg__resolve_patched(hw, ov->copy, ov->copy + h->lay.slot_size, ov->top, ov->heap_cap, opts,
+				    vals, n, true);
 	if (r && !strict && r != -ENOMEM) {
 		shmcfg__log(SHMCFG_LOG_WARNING, "%s: this thread's patches no longer resolve (%s); "
 			    "reading the shared values with the patched values on top",
 			    h->name, shmcfg_errdetail());
 		if (!(r = copy_current(h, ov)))
-			r = shmcfg__resolve_patched(hw, ov->copy, ov->heap_cap, opts, vals, n, false);
+			r = shmcfg__resolve_patched(hw, ov->copy, ov->copy + h->lay.slot_size, ov->top,
+						    ov->heap_cap, opts, vals, n, false);
 	}
 out:
 	shmcfg__free(opts);
@@ -188,7 +192,7 @@ bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *
 	if ((ov->epoch != epoch || ov->gen != shmcfg_generation(h)) && (*err = rebuild(h, ov, false)))
 		return true;
 	*cell = slot_cells(h, ov->copy)[opt];
-	*heap = slot_heap(h, ov->copy);
+	*heap = ov->copy + h->lay.slot_size;
 	*heap_size = ov->heap_cap;
 	return true;
 }

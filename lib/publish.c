@@ -1,12 +1,16 @@
 /*
  * Commits. A commit never modifies a published slot. Under the writer lock
- * (an OFD lock on the lock object) it picks a free slot (reclaim.c), marks
- * it busy, writes the new layers and resolves every option (resolve.c),
- * computes the config hash and the checksum, stamps the slot with the new
- * generation and publishes it with one store of `current` (seqlock.h, (C) to
- * (E)). Readers therefore see whole generations. A writer that dies anywhere
- * before that store has published nothing; the next writer simply starts
- * over.
+ * (an OFD lock on the lock object) it picks a free slot (reclaim.c) and
+ * marks it busy; brings it up to date with the current generation by
+ * copying only the options that changed since the generation it holds (the
+ * commit log lists them, in the ring); writes the transaction's layers as
+ * new chunks (heap.c) and resolves the changed options and their dependents
+ * (resolve.c), keeping the config hash and checksum sums term by term; then
+ * stamps the slot with the new generation and publishes it with one store of
+ * `current` (seqlock.h, (C) to (E)). So a commit costs what it changes, and
+ * readers see whole generations. A writer that dies before that store has
+ * published nothing; it leaves `wip` set, and the next writer rebuilds the
+ * heap's counts (shmcfg__heap_sweep) and copies any half-written slot whole.
  */
 #include "internal.h"
 #include "seqlock.h"
@@ -20,20 +24,22 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Whether any change differs from what its layer holds in the old slot. */
-static bool txn_changes(const shmcfg *h, const char *old_slot, const struct change *ch, size_t n)
+/* Whether any change differs from what its layer holds in the current slot. */
+static int txn_changes(const shmcfg *h, const char *cur_sl, const struct change *ch, size_t n, bool *any)
 {
-	for (size_t k = 0; k < n; k++) {
-		const struct shmcfg__cell *c = slot_layers(h, old_slot) + (size_t)ch[k].opt * NLAYERS + ch[k].layer;
-		bool had = c->meta & META_SET;
+	*any = false;
+	for (size_t k = 0; k < n && !*any; k++) {
+		const struct shmcfg__cell *lay;
+		int r = shmcfg__chunk_layers(seg_heap(h), h->lay.heap_size, slot_lrefs(h, cur_sl)[ch[k].opt], &lay);
+		if (r)
+			return r;
+		bool had = lay && (lay[ch[k].layer].meta & META_SET);
 		shmcfg_value old;
-		if (had != !ch[k].reset)
-			return true;
-		if (had && (shmcfg__value_from_cell(c, slot_heap(h, old_slot), h->lay.heap_size, &old) ||
-			    !shmcfg_value_equal(&old, &ch[k].v)))
-			return true;
+		*any = had != !ch[k].reset ||
+		       (had && (shmcfg__value_from_cell(&lay[ch[k].layer], seg_heap(h), h->lay.heap_size, &old) ||
+				!shmcfg_value_equal(&old, &ch[k].v)));
 	}
-	return false;
+	return 0;
 }
 
 static int cmp_change(const void *a, const void *b)
@@ -44,20 +50,215 @@ static int cmp_change(const void *a, const void *b)
 	return x->layer - y->layer;
 }
 
-static void write_log(shmcfg *h, uint64_t gen, const bool *changed_opt, uint32_t nchanged)
+static int cmp_id(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+static uint32_t *ring_at(const shmcfg *h, uint64_t pos)
+{
+	return (uint32_t *)(h->base + h->lay.ring_off) + (pos & (h->lay.ring_size - 1));
+}
+
+/*
+ * The commit record of `gen`, and its changed ids in the ring. The ring's
+ * head moves before the ids are written, so a writer that dies meanwhile
+ * can only have overwritten ids that no published record still claims.
+ */
+static void write_log(shmcfg *h, uint64_t gen, uint32_t *ids, size_t n)
 {
 	struct log_ent *e = log_at(h, gen);
+	qsort(ids, n, sizeof *ids, cmp_id);
 	/* the same seqlock as a slot: stamp 0, (C), fields, (D) */
 	seq_write_begin(&e->gen, 0);
 	e->time_ns = now_ns(CLOCK_REALTIME);
-	e->pid = (int32_t)getpid();
-	e->uid = getuid();
-	e->nchanged = nchanged;
+	e->pid = (int32_t)shmcfg__self_pid;
+	e->uid = h->uid;
+	e->nchanged = (uint32_t)n;
 	e->nids = 0;
-	for (uint32_t i = 0; i < h->lay.nopts && e->nids < SHMCFG_LOG_IDS; i++)
-		if (changed_opt[i])
-			e->ids[e->nids++] = i;
+	for (size_t k = 0; k < n && e->nids < SHMCFG_LOG_IDS; k++)
+		e->ids[e->nids++] = ids[k];
+	e->ring_start = h->hdr->ring_head;
+	if (n > h->lay.ring_size / 2) {
+		e->ring_n = RING_OVERFLOW;
+	} else {
+		e->ring_n = (uint32_t)n;
+		h->hdr->ring_head += n;
+		for (size_t k = 0; k < n; k++)
+			*ring_at(h, e->ring_start + k) = ids[k];
+	}
 	seq_write_end(&e->gen, gen);
+}
+
+/*
+ * Bring slot b (holding generation `base`, or nothing if 0) to the current
+ * generation's content: the options the log says changed after `base`, or
+ * every option when the log no longer tells (too old, too many changes, a
+ * record that does not check out).
+ */
+static int sync_slot(struct build *b, struct slot_hdr *sl, const struct slot_hdr *cur_sl, uint64_t base,
+		     uint64_t cur_g)
+{
+	shmcfg *h = b->h;
+	uint32_t n = h->lay.nopts;
+	bool whole = base == 0 || cur_g - base >= SEG_LOG_ENTRIES;
+	uint64_t head = h->hdr->ring_head;
+	for (uint64_t g = base + 1; !whole && g <= cur_g; g++) {
+		const struct log_ent *e = log_at(h, g);
+		whole = e->gen != g || e->ring_n == RING_OVERFLOW || e->ring_start > head ||
+			e->ring_n > head - e->ring_start || head - e->ring_start > h->lay.ring_size;
+	}
+	int r = 0;
+	if (whole) {
+		for (uint32_t i = 0; !r && i < n; i++)
+			r = shmcfg__copy_opt(b, i, cur_sl);
+	} else {
+		for (uint64_t g = base + 1; !r && g <= cur_g; g++) {
+			const struct log_ent *e = log_at(h, g);
+			for (uint64_t p = e->ring_start; !r && p < e->ring_start + e->ring_n; p++) {
+				uint32_t i = *ring_at(h, p);
+				r = i < n ? shmcfg__copy_opt(b, i, cur_sl)
+					  : shmcfg__err(SHMCFG_E_CORRUPT, "%s: commit log names option %u", h->name, i);
+			}
+		}
+	}
+	if (r)
+		return r;
+	memcpy(sl->hash_sum, cur_sl->hash_sum, sizeof sl->hash_sum);
+	sl->checksum = cur_sl->checksum;
+	memcpy(sl->config_hash, cur_sl->config_hash, sizeof sl->config_hash);
+	return 0;
+}
+
+/* Wake waiters, if any: pairs with shmcfg_wait (watch.c). */
+static void wake(shmcfg *h)
+{
+	/* seq_cst: either we see the waiter counted, or the waiter's load of
+	 * the word (after it counted itself) sees our bump */
+	__atomic_fetch_add(&h->hdr->futex, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&h->hdr->waiters, __ATOMIC_SEQ_CST) || h->wake_always)
+		syscall(SYS_futex, &h->hdr->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Generation 1 of a new segment in slot 0: every option resolved; the
+ * other slots are filled with it too, so that no commit copies a slot whole. */
+static int commit_first(shmcfg_txn *t)
+{
+	shmcfg *h = t->h;
+	struct slot_hdr *sl = slot_at(h, 0);
+	struct build b = {.h = h, .cells = slot_cells(h, sl), .lrefs = slot_lrefs(h, sl), .heap = seg_heap(h),
+			  .heap_size = h->lay.heap_size, .shared = true};
+	int r = shmcfg__apply_changes(&b, t->ch, t->n);
+	if (!r)
+		r = shmcfg__resolve_all(&b);
+	if (!r)
+		r = shmcfg__slot_sums(h, sl, seg_heap(h), h->lay.heap_size, sl->hash_sum, &sl->checksum);
+	if (r)
+		goto out;
+	shmcfg__hash_final(sl->hash_sum, sl->config_hash);
+	sl->base = 1;
+	write_log(h, 1, b.changed.ids, b.changed.n);
+	for (uint32_t s = 1; !r && s < h->lay.nslots; s++) {
+		struct slot_hdr *o = slot_at(h, s);
+		struct build c = {.h = h, .cells = slot_cells(h, o), .lrefs = slot_lrefs(h, o), .heap = seg_heap(h),
+				  .heap_size = h->lay.heap_size, .shared = true};
+		r = sync_slot(&c, o, sl, 0, 1);
+		o->base = 1; /* stamp 0: no reader takes it; a writer knows what it holds */
+		shmcfg__build_free(&c);
+	}
+	if (!r) {
+		seq_write_end(&sl->gen, 1); /* (D) */
+		seq_publish(h, 1, 0); /* (E) */
+	}
+out:
+	shmcfg__build_free(&b);
+	return r;
+}
+
+/*
+ * Undo a failed commit's changes to slot b: the options it touched are
+ * copied back from the current slot, and the slot holds the current
+ * generation's content again (unstamped: no reader takes it).
+ */
+static int undo(struct build *b, struct slot_hdr *sl, const struct slot_hdr *cur_sl, uint64_t cur_g)
+{
+	int r = 0;
+	b->track = false;
+	struct idset touched = b->changed;
+	b->changed = (struct idset){0};
+	for (size_t k = 0; !r && k < touched.n; k++)
+		r = shmcfg__copy_opt(b, touched.ids[k], cur_sl);
+	shmcfg__ids_free(&touched);
+	if (r)
+		return r;
+	memcpy(sl->hash_sum, cur_sl->hash_sum, sizeof sl->hash_sum);
+	sl->checksum = cur_sl->checksum;
+	sl->base = cur_g;
+	seq_write_end(&sl->gen, 0);
+	return 0;
+}
+
+/* The transaction's changes into slot b (holding the current generation's
+ * content), with the sums kept term by term. */
+static int build(struct build *b, shmcfg_txn *t, struct slot_hdr *sl)
+{
+	b->track = true;
+	memcpy(b->hash_sum, sl->hash_sum, sizeof b->hash_sum);
+	b->checksum = sl->checksum;
+	shmcfg__ids_free(&b->changed); /* what a sync copied is not this commit's change */
+	shmcfg__ids_free(&b->seeds);
+	int r = shmcfg__apply_changes(b, t->ch, t->n);
+	return r ? r : shmcfg__resolve(b);
+}
+
+/*
+ * Bring every other slot that no reader pins (but the current one and the
+ * one being built) to the current generation's content, unstamped: their
+ * older generations' chunks are freed. For a commit that found the heap
+ * full; older generations are then no longer there to be compared.
+ */
+static void recycle(shmcfg *h, uint32_t cur_s, uint32_t s_new, const struct slot_hdr *cur_sl, uint64_t cur_g)
+{
+	for (uint32_t s = 0; s < h->lay.nslots; s++) {
+		struct slot_hdr *sl = slot_at(h, s);
+		uint64_t stamp = __atomic_load_n(&sl->gen, __ATOMIC_ACQUIRE);
+		uint64_t base = shmcfg__slot_base(h, s, stamp, cur_g);
+		if (s == cur_s || s == s_new || (stamp & SLOT_BUSY) || base == cur_g || !shmcfg__claim_slot(h, s, stamp))
+			continue;
+		struct build c = {.h = h, .cells = slot_cells(h, sl), .lrefs = slot_lrefs(h, sl), .heap = seg_heap(h),
+				  .heap_size = h->lay.heap_size, .shared = true};
+		if (sync_slot(&c, sl, cur_sl, base, cur_g) == 0) {
+			sl->base = cur_g;
+			seq_write_end(&sl->gen, 0); /* holds no published generation of its own */
+		} else {
+			sl->base = 0; /* left busy: copied whole when next taken */
+		}
+		shmcfg__build_free(&c);
+	}
+}
+
+static int lock_writer(shmcfg *h)
+{
+	/* OFD locks belong to the open file description, which all threads of
+	 * a handle share: they exclude other processes and handles, and this
+	 * mutex excludes the handle's other threads */
+	pthread_mutex_lock(&h->commit_lock);
+	int r = shmcfg__ofd_lock(h->lock_fd, LOCK_WRITER_BYTE, true, h->commit_timeout_ms);
+	if (r == -EAGAIN)
+		r = shmcfg__err(SHMCFG_E_LOCKED, "%s: another writer held the lock for %d ms", h->name,
+				h->commit_timeout_ms);
+	else if (r)
+		r = shmcfg__err(r, "%s: writer lock: %s", h->name, strerror(-r));
+	if (r)
+		pthread_mutex_unlock(&h->commit_lock);
+	return r;
+}
+
+static void unlock_writer(shmcfg *h)
+{
+	shmcfg__ofd_unlock(h->lock_fd, LOCK_WRITER_BYTE);
+	pthread_mutex_unlock(&h->commit_lock);
 }
 
 /*
@@ -67,97 +268,79 @@ static void write_log(shmcfg *h, uint64_t gen, const bool *changed_opt, uint32_t
 int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 {
 	shmcfg *h = t->h;
-	uint32_t n = h->lay.nopts;
 	int r;
-	if (getpid() != h->pid)
+	if (shmcfg__self_pid != h->pid)
 		return shmcfg__err(SHMCFG_E_FORKED, "%s: commit in a child of the attaching process: attach again",
 				   h->name);
 	if (t->n)
 		qsort(t->ch, t->n, sizeof *t->ch, cmp_change);
-	struct build b = {.h = h};
-	b.implied_by = shmcfg__malloc(n * sizeof(uint32_t));
-	b.implier = shmcfg__malloc(n * sizeof(uint32_t));
-	bool *changed_opt = shmcfg__calloc(n, sizeof(bool));
-	struct hashbuf hb = {0};
-	if (!b.implied_by || !b.implier || !changed_opt) {
-		r = shmcfg__nomem();
-		goto out_free;
-	}
-	if (!first) {
-		/* OFD locks belong to the open file description, which all threads
-		 * of a handle share: they exclude other processes and handles, and
-		 * this mutex excludes the handle's other threads */
-		pthread_mutex_lock(&h->commit_lock);
-		r = shmcfg__ofd_lock(h->lock_fd, LOCK_WRITER_BYTE, true, h->commit_timeout_ms);
-		if (r == -EAGAIN)
-			r = shmcfg__err(SHMCFG_E_LOCKED, "%s: another writer held the lock for %d ms",
-					h->name, h->commit_timeout_ms);
-		else if (r)
-			r = shmcfg__err(r, "%s: writer lock: %s", h->name, strerror(-r));
-		if (r) {
-			pthread_mutex_unlock(&h->commit_lock);
-			goto out_free;
-		}
-	}
+	if (first)
+		return commit_first(t);
+	if ((r = lock_writer(h)))
+		return r;
 	shmcfg__fault("commit.locked");
-	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
-	uint32_t cur_s = first ? UINT32_MAX : cur_slot(cur);
-	uint64_t gen = first ? 1 : cur_gen(cur) + 1;
-	if (!first) {
-		/* under the lock the current slot cannot change; check it anyway */
-		if (cur_s >= h->lay.nslots ||
-		    __atomic_load_n(&slot_at(h, cur_s)->gen, __ATOMIC_ACQUIRE) != cur_gen(cur)) {
-			r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: current slot %u does not hold generation %llu",
-					h->name, cur_s, (unsigned long long)cur_gen(cur));
-			goto out_unlock;
-		}
-		b.old_slot = (const char *)slot_at(h, cur_s);
+	struct seg_header *hd = h->hdr;
+	uint64_t cur = __atomic_load_n(&hd->current, __ATOMIC_ACQUIRE);
+	uint32_t cur_s = cur_slot(cur), s = 0;
+	uint64_t cur_g = cur_gen(cur), gen = cur_g + 1, old_stamp = 0;
+	struct build b = {.h = h, .heap = seg_heap(h), .heap_size = h->lay.heap_size, .shared = true};
+	/* under the lock the current slot cannot change; check it anyway */
+	if (cur_s >= h->lay.nslots || __atomic_load_n(&slot_at(h, cur_s)->gen, __ATOMIC_ACQUIRE) != cur_g) {
+		r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: current slot %u does not hold generation %llu", h->name,
+				cur_s, (unsigned long long)cur_g);
+		goto out;
 	}
+	const struct slot_hdr *cur_sl = slot_at(h, cur_s);
+	/* a writer died mid-commit: its counts and free lists are suspect */
+	if (hd->wip && (r = shmcfg__heap_sweep(h, cur)))
+		goto out;
+	hd->wip = 0;
 	/* a transaction that changes no layer publishes nothing, and must not
 	 * take (or wait for) a slot to find that out */
-	if (!first && !txn_changes(h, b.old_slot, t->ch, t->n)) {
+	bool any;
+	if ((r = txn_changes(h, (const char *)cur_sl, t->ch, t->n, &any)))
+		goto out;
+	if (!any) {
 		r = 1;
 		if (gen_ret)
-			*gen_ret = cur_gen(cur);
-		goto out_unlock;
+			*gen_ret = cur_g;
+		goto out;
 	}
-	uint32_t s = 0;
-	if (!first && (r = shmcfg__choose_slot(h, cur_s, cur_gen(cur), &s)))
-		goto out_unlock;
+	hd->wip = gen;
+	if ((r = shmcfg__choose_slot(h, cur_s, cur_g, &s, &old_stamp))) {
+		hd->wip = 0; /* nothing was touched */
+		goto out;
+	}
 	shmcfg__fault("commit.slot");
-	b.slot = (char *)slot_at(h, s);
-	b.cells = slot_cells(h, b.slot);
-	b.layers = slot_layers(h, b.slot);
-	b.heap = slot_heap(h, b.slot);
-	b.cap = h->lay.heap_size;
+	struct slot_hdr *sl = slot_at(h, s);
+	b.cells = slot_cells(h, sl);
+	b.lrefs = slot_lrefs(h, sl);
 	/* the busy mark of choose_slot() came with (C): every store below is
 	 * ordered after it for a reader's (B) */
-	if ((r = shmcfg__build_layers(&b, t->ch, t->n)) || (r = shmcfg__resolve(&b)))
-		goto out_unlock;
-	/* what changed, for the commit log: the effective value of any option,
-	 * or a layer of an option the transaction touched (the others' layers
-	 * were copied as they were) */
-	uint32_t nchanged = 0;
-	size_t k = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		bool ch = first || !shmcfg__cells_equal(h, &b.cells[i], b.heap, slot_cells(h, b.old_slot) + i,
-						slot_heap(h, b.old_slot));
-		for (; k < t->n && t->ch[k].opt == i; k++)
-			ch = ch || !shmcfg__cells_equal(h, &b.layers[(size_t)i * NLAYERS + t->ch[k].layer], b.heap,
-						slot_layers(h, b.old_slot) + (size_t)i * NLAYERS + t->ch[k].layer,
-						slot_heap(h, b.old_slot));
-		changed_opt[i] = ch;
-		nchanged += ch;
+	uint64_t base = shmcfg__slot_base(h, s, old_stamp, cur_g);
+	if ((r = sync_slot(&b, sl, cur_sl, base, cur_g)))
+		goto out;
+	r = build(&b, t, sl);
+	if (r == SHMCFG_E_FULL) {
+		/* the heap may be full of older generations' layers: bring the
+		 * other free slots up to date, which frees them, and try again */
+		if ((r = undo(&b, sl, cur_sl, cur_g)))
+			goto out;
+		recycle(h, cur_s, s, cur_sl, cur_g);
+		shmcfg__claim_slot(h, s, 0); /* busy again: nobody pins generation 0 */
+		r = build(&b, t, sl);
 	}
-	struct slot_hdr *sl = (struct slot_hdr *)b.slot;
-	sl->heap_used = b.used;
-	uint8_t hash[16];
-	if ((r = shmcfg__config_hash(h, b.slot, hash, &hb)))
-		goto out_unlock;
-	memcpy(sl->config_hash, hash, 16);
-	sl->checksum = shmcfg__slot_checksum(h, b.slot);
+	if (r) {
+		if (undo(&b, sl, cur_sl, cur_g) == 0)
+			hd->wip = 0; /* else the next writer sweeps */
+		goto out;
+	}
+	memcpy(sl->hash_sum, b.hash_sum, sizeof sl->hash_sum);
+	sl->checksum = b.checksum;
+	shmcfg__hash_final(b.hash_sum, sl->config_hash);
 	shmcfg__fault("commit.written");
-	write_log(h, gen, changed_opt, nchanged);
+	write_log(h, gen, b.changed.ids, b.changed.n);
+	sl->base = gen;
 	/* pairs with the readers' stamp check: everything above is visible to a
 	 * reader that sees this stamp */
 	seq_write_end(&sl->gen, gen); /* (D) */
@@ -166,21 +349,14 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 	 * read; seq_cst also orders it before the futex bump for shmcfg_wait() */
 	seq_publish(h, gen, s); /* (E) */
 	shmcfg__fault("commit.published");
-	__atomic_fetch_add(&h->hdr->futex, 1, __ATOMIC_SEQ_CST);
-	syscall(SYS_futex, &h->hdr->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	hd->wip = 0;
+	wake(h);
 	if (gen_ret)
 		*gen_ret = gen;
 	r = 0;
-out_unlock:
-	if (!first) {
-		shmcfg__ofd_unlock(h->lock_fd, LOCK_WRITER_BYTE);
-		pthread_mutex_unlock(&h->commit_lock);
-	}
-out_free:
-	shmcfg__free(b.implied_by);
-	shmcfg__free(b.implier);
-	shmcfg__free(changed_opt);
-	shmcfg__free(hb.p);
+out:
+	unlock_writer(h);
+	shmcfg__build_free(&b);
 	return r;
 }
 

@@ -73,7 +73,7 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 	if (shmcfg__tls_patched && shmcfg__patched_cell(h, opt, &pc, &pheap, &psize, &perr)) {
 		shmcfg_value v;
 		if (!perr)
-			perr = shmcfg__value_from_cell(&pc, pheap, psize, &v);
+			perr = shmcfg__cell_value(h, &pc, pheap, psize, &v);
 		return perr ? perr : shmcfg__value_copy(&v, ret);
 	}
 	for (int tries = 0;;) {
@@ -87,7 +87,7 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 			__atomic_load_n(&slot_cells(h, sl)[opt].meta, __ATOMIC_RELAXED),
 		};
 		shmcfg_value v;
-		int r = shmcfg__value_from_cell(&c, slot_heap(h, sl), h->lay.heap_size, &v);
+		int r = shmcfg__cell_value(h, &c, seg_heap(h), h->lay.heap_size, &v);
 		if (!r)
 			r = shmcfg__value_copy(&v, ret);
 		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
@@ -131,18 +131,18 @@ uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
 
 int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)
 {
-	struct shmcfg_snapshot *s = shmcfg__malloc(sizeof *s + h->lay.slot_size);
+	struct shmcfg_snapshot *s = shmcfg__malloc(sizeof *s + h->lay.slot_size + h->lay.heap_size);
 	if (!s)
 		return shmcfg__nomem();
-	char *copy = (char *)(s + 1);
+	char *copy = (char *)(s + 1), *heap = copy + h->lay.slot_size;
 	for (int tries = 0;;) {
-		uint64_t cur = seq_current(h) /* (A) */;
+		uint64_t cur = seq_current(h) /* (A) */, top;
 		if (cur_slot(cur) >= h->lay.nslots) {
 			shmcfg__free(s);
 			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, cur_slot(cur));
 		}
-		if (shmcfg__seq_copy(h, cur, copy)) {
-			*s = (struct shmcfg_snapshot){h, cur_gen(cur), copy, true, -1};
+		if (shmcfg__seq_copy(h, cur, copy, heap, &top)) {
+			*s = (struct shmcfg_snapshot){h, cur_gen(cur), copy, heap, top, true, -1};
 			*ret = s;
 			return 0;
 		}

@@ -109,6 +109,22 @@ bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen)
 }
 
 /*
+ * Mark slot s busy for rewriting, if no reader holding snapshots pins the
+ * generation it held (`stamp`, as loaded): the writer's side of the pin
+ * protocol below. False (the stamp put back) if one does.
+ */
+bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp)
+{
+	struct slot_hdr *sl = slot_at(h, s);
+	seq_write_begin(&sl->gen, SLOT_BUSY | STAMP_GEN(stamp)); /* (F), (C) */
+	shmcfg__fault("commit.busy");
+	if (!shmcfg__gen_pinned(h, STAMP_GEN(stamp)))
+		return true;
+	seq_write_end(&sl->gen, stamp); /* put back: nothing was rewritten */
+	return false;
+}
+
+/*
  * Pick the least recently used slot that is neither current nor pinned by a
  * process holding snapshots, and mark it busy. Dekker with the reader
  * (view.c, shmcfg_snapshot_acquire()):
@@ -131,7 +147,7 @@ bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen)
  * that died before publishing it: it is free, and taken first so that no
  * two slots ever carry one generation.
  */
-int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret)
+int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret, uint64_t *old_stamp)
 {
 	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + (uint64_t)h->commit_timeout_ms * 1000000ull;
 	bool reaped = false;
@@ -148,15 +164,12 @@ int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret
 				best = s, best_stamp = stamp, best_age = age;
 		}
 		if (best != UINT32_MAX) {
-			struct slot_hdr *sl = slot_at(h, best);
 			shmcfg__fault("commit.chosen");
-			seq_write_begin(&sl->gen, SLOT_BUSY | STAMP_GEN(best_stamp)); /* (F), (C) */
-			shmcfg__fault("commit.busy");
-			if (!shmcfg__gen_pinned(h, STAMP_GEN(best_stamp))) {
+			if (shmcfg__claim_slot(h, best, best_stamp)) {
 				*ret = best;
+				*old_stamp = best_stamp;
 				return 0;
 			}
-			seq_write_end(&sl->gen, best_stamp); /* put back: nothing was rewritten */
 			continue;
 		}
 		if (!reaped) {
@@ -282,7 +295,8 @@ static int pin_current(shmcfg *h, struct pview *pv)
 		const struct slot_hdr *sl = slot_at(h, s);
 		__atomic_store_n(&e->pins[pin], cur_gen(cur), __ATOMIC_SEQ_CST); /* (G) */
 		if (__atomic_load_n(&sl->gen, __ATOMIC_SEQ_CST) == cur_gen(cur)) {
-			pv->snap = (struct shmcfg_snapshot){h, cur_gen(cur), (const char *)sl, false, pin};
+			pv->snap = (struct shmcfg_snapshot){h, cur_gen(cur), (const char *)sl, seg_heap(h),
+							    h->lay.heap_size, false, pin};
 			return 0;
 		}
 		__atomic_store_n(&e->pins[pin], 0, __ATOMIC_RELEASE);

@@ -1,9 +1,12 @@
 /*
- * Building a slot's values: the layers (the old slot's, with a transaction's
- * changes), then every option's effective value in implication order, with
- * the precedence implied > env_force > user > env_default > knob > default
- * and aliases showing their final target. Used by commits (publish.c) and by
- * a patched thread's private view (patch.c).
+ * Building a slot: a transaction's layer changes become new chunks (heap.c),
+ * then the effective values of the changed options and of their dependents
+ * (the targets of their implications, their aliases) are resolved again, in
+ * implication order, with the precedence implied > env_force > user >
+ * env_default > knob > default. Only what changes is touched, and the slot's
+ * config hash sum and checksum follow term by term (hash.c). Used by commits
+ * (publish.c) on a slot of the segment, and by a patched thread's private
+ * view (patch.c) on a copy.
  */
 #include "internal.h"
 
@@ -11,222 +14,445 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int heap_full(struct build *b, shmcfg_opt opt, uint64_t need)
+/* ---- a set of option ids that remembers its members' order ---- */
+
+static bool ids_add(struct idset *s, uint32_t id, int *err)
 {
-	return shmcfg__err(SHMCFG_E_FULL,
-			   "%s: string heap of %llu bytes per slot is full (%llu used, %llu more needed for %s)",
-			   b->h->name, (unsigned long long)b->cap,
-			   (unsigned long long)b->used, (unsigned long long)need,
-			   sstr(b->h, opt_d(b->h, opt)->name));
+	if (2 * (s->n + 1) > s->tcap) {
+		size_t tcap = s->tcap ? 2 * s->tcap : 64;
+		uint32_t *tab = shmcfg__calloc(tcap, sizeof *tab);
+		uint32_t *ids = tab ? shmcfg__realloc(s->ids, tcap / 2 * sizeof *ids) : NULL;
+		if (!ids) {
+			shmcfg__free(tab);
+			*err = shmcfg__nomem();
+			return false;
+		}
+		s->ids = ids;
+		shmcfg__free(s->tab);
+		s->tab = tab;
+		s->tcap = tcap;
+		for (size_t k = 0; k < s->n; k++)
+			for (size_t j = s->ids[k] * 2654435761u & (tcap - 1);; j = (j + 1) & (tcap - 1))
+				if (!tab[j]) {
+					tab[j] = s->ids[k] + 1;
+					break;
+				}
+	}
+	for (size_t j = id * 2654435761u & (s->tcap - 1);; j = (j + 1) & (s->tcap - 1)) {
+		if (s->tab[j] == id + 1)
+			return false;
+		if (!s->tab[j]) {
+			s->tab[j] = id + 1;
+			s->ids[s->n++] = id;
+			return true;
+		}
+	}
 }
 
-/* Encode v into a cell whose strings go into the new slot's heap. */
-static int put_cell(struct build *b, shmcfg_opt opt, const shmcfg_value *v, uint64_t flags,
-		    struct shmcfg__cell *out)
+void shmcfg__ids_free(struct idset *s)
 {
-	if (shmcfg__cell_encode(v, flags, b->heap, b->cap, &b->used, out))
-		return heap_full(b, opt, v->type == SHMCFG_STR ? v->u.str.len + 1 : v->u.list.bytes + 1);
-	return 0;
+	shmcfg__free(s->ids);
+	shmcfg__free(s->tab);
+	*s = (struct idset){0};
 }
 
-/* Copy a set cell of the old slot as it is, its bytes into the new heap.
- * The old slot may have been scribbled on: its offsets are checked. */
-static int copy_cell(struct build *b, shmcfg_opt opt, const struct shmcfg__cell *c,
-		     const char *old_heap, struct shmcfg__cell *out)
+/* ---- the slot's cells and references, with the sums kept up to date ---- */
+
+static int changed(struct build *b, uint32_t i)
 {
-	/* one read of the shared cell; only the copy is checked and used */
-	struct shmcfg__cell cc = {__atomic_load_n(&c->val, __ATOMIC_RELAXED),
-				  __atomic_load_n(&c->meta, __ATOMIC_RELAXED)};
-	if (META_TYPE(cc.meta) != opt_d(b->h, opt)->type)
-		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the current slot's layer of %s has type %u, not %s",
-				   b->h->name, sstr(b->h, opt_d(b->h, opt)->name), META_TYPE(cc.meta),
-				   shmcfg_type_name(opt_d(b->h, opt)->type));
-	*out = cc;
-	if ((cc.meta & META_NULL) || META_TYPE(cc.meta) < SHMCFG_STR)
+	int r = 0;
+	ids_add(&b->changed, i, &r);
+	return r;
+}
+
+/* Point option i at chunk lref: counted in the segment's heap. */
+static int set_lref(struct build *b, uint32_t i, uint32_t lref)
+{
+	uint32_t old = b->lrefs[i];
+	if (old == lref)
 		return 0;
-	shmcfg_value v;
-	if (shmcfg__value_from_cell(&cc, old_heap, b->h->lay.heap_size, &v))
-		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the current slot's cell of %s is malformed",
-				   b->h->name, sstr(b->h, opt_d(b->h, opt)->name));
-	uint64_t len = META_LEN(cc.meta);
-	if (len + 1 > b->cap - b->used)
-		return heap_full(b, opt, len + 1);
-	memcpy(b->heap + b->used, old_heap + CELL_OFF(cc.val), len);
-	b->heap[b->used + len] = 0; /* ours, whatever the shared byte says now */
-	out->val = b->used | (cc.val & ~0xffffffffull); /* keep the count */
-	b->used += len + 1;
-	return 0;
+	if (b->shared) {
+		int r = shmcfg__heap_ref(b->h, lref);
+		if (r)
+			return r;
+		shmcfg__heap_unref(b->h, old);
+	}
+	if (b->track)
+		b->checksum += shmcfg__cell_mix(i, &b->cells[i], lref) - shmcfg__cell_mix(i, &b->cells[i], old);
+	b->lrefs[i] = lref;
+	return changed(b, i);
 }
 
-/* Write the layers of every option: the old ones as they are, with the
- * transaction's changes (sorted by option and layer) applied. */
-int shmcfg__build_layers(struct build *b, const struct change *ch, size_t nch)
+static int set_cell(struct build *b, uint32_t i, const struct shmcfg__cell *c, bool *moved)
+{
+	struct shmcfg__cell old = b->cells[i];
+	*moved = old.val != c->val || old.meta != c->meta;
+	if (!*moved)
+		return 0;
+	if (b->track) {
+		uint64_t d0[2], d1[2];
+		int r = shmcfg__opt_digest(b->h, i, &old, b->heap, b->heap_size, d0);
+		if (!r)
+			r = shmcfg__opt_digest(b->h, i, c, b->heap, b->heap_size, d1);
+		if (r)
+			return r;
+		b->hash_sum[0] += d1[0] - d0[0];
+		b->hash_sum[1] += d1[1] - d0[1];
+		b->checksum += shmcfg__cell_mix(i, c, b->lrefs[i]) - shmcfg__cell_mix(i, &old, b->lrefs[i]);
+	}
+	b->cells[i] = *c;
+	return changed(b, i);
+}
+
+/* Option i's value as the other slot holds it: for bringing a slot up to
+ * date (untracked: the caller copies the sums too). */
+int shmcfg__copy_opt(struct build *b, uint32_t i, const void *from)
+{
+	const struct shmcfg__cell *c = slot_cells(b->h, from) + i;
+	b->cells[i] = (struct shmcfg__cell){__atomic_load_n(&c->val, __ATOMIC_RELAXED),
+					    __atomic_load_n(&c->meta, __ATOMIC_RELAXED)};
+	return set_lref(b, i, __atomic_load_n(slot_lrefs(b->h, from) + i, __ATOMIC_RELAXED));
+}
+
+/* ---- layers ---- */
+
+static int layers_of(const struct build *b, uint32_t i, const struct shmcfg__cell **ret)
+{
+	int r = shmcfg__chunk_layers(b->heap, b->heap_size, b->lrefs[i], ret);
+	if (r)
+		shmcfg__err(r, "%s: %s: %s", b->h->name, sstr(b->h, opt_d(b->h, i)->name), shmcfg_errdetail());
+	return r;
+}
+
+static uint64_t value_bytes(const shmcfg_value *v)
+{
+	if (v->is_null || v->type < SHMCFG_STR)
+		return 0;
+	return (v->type == SHMCFG_STR ? v->u.str.len : v->u.list.bytes) + 1;
+}
+
+/*
+ * Option opt's layers, changed by ch[0, n) (all of opt, sorted by layer):
+ * a new chunk (none if no layer is set), and opt is queued for resolution.
+ */
+static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, size_t n)
 {
 	shmcfg *h = b->h;
-	const struct shmcfg__cell *old = b->old_slot ? slot_layers(h, b->old_slot) : NULL;
-	const char *old_heap = b->old_slot ? slot_heap(h, b->old_slot) : NULL;
-	size_t k = 0;
-	for (uint32_t i = 0; i < h->lay.nopts; i++) {
-		for (enum layer l = 0; l < NLAYERS; l++) {
-			size_t idx = (size_t)i * NLAYERS + l;
-			struct shmcfg__cell *out = &b->layers[idx];
-			int r = 0;
-			if (k < nch && ch[k].opt == i && ch[k].layer == l) {
-				if (ch[k].reset)
-					*out = (struct shmcfg__cell){.meta = opt_d(h, i)->type | META_NULL};
-				else
-					r = put_cell(b, i, &ch[k].v, META_SET | (uint64_t)source_of((enum layer)l) << META_SRC_SHIFT, out);
-				k++;
-			} else if (old && (old[idx].meta & META_SET))
-				r = copy_cell(b, i, &old[idx], old_heap, out);
-			else /* unset: null, so that it decodes without a heap */
-				*out = (struct shmcfg__cell){.meta = opt_d(h, i)->type | META_NULL};
-			if (r)
-				return r;
+	const struct opt_desc *d = opt_d(h, opt);
+	const struct shmcfg__cell *old;
+	int r = layers_of(b, opt, &old);
+	if (r)
+		return r;
+	const struct change *by_layer[NLAYERS] = {0};
+	for (size_t k = 0; k < n; k++)
+		by_layer[ch[k].layer] = &ch[k];
+	/* what each layer will hold, and the bytes of its strings */
+	shmcfg_value keep[NLAYERS];
+	bool set[NLAYERS];
+	uint64_t bytes = CHUNK_HDR_BYTES;
+	bool any = false;
+	for (enum layer l = 0; l < NLAYERS; l++) {
+		const struct change *c = by_layer[l];
+		set[l] = c ? !c->reset : old && (old[l].meta & META_SET);
+		if (!set[l])
+			continue;
+		any = true;
+		if (c) {
+			bytes += value_bytes(&c->v);
+			continue;
 		}
+		/* one read of the shared cell; only the copy is checked and used */
+		struct shmcfg__cell cc = {__atomic_load_n(&old[l].val, __ATOMIC_RELAXED),
+					  __atomic_load_n(&old[l].meta, __ATOMIC_RELAXED)};
+		if (META_TYPE(cc.meta) != d->type ||
+		    shmcfg__value_from_cell(&cc, b->heap, b->heap_size, &keep[l]))
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the current layer cell of %s is malformed",
+					   h->name, sstr(h, d->name));
+		keep[l].source = META_SRC(cc.meta);
+		bytes += value_bytes(&keep[l]);
+	}
+	if (!any)
+		return set_lref(b, opt, 0);
+	uint64_t off;
+	if (b->shared) {
+		r = shmcfg__heap_alloc(h, bytes, sstr(h, d->name), &off);
+	} else if (b->priv_top + bytes > b->heap_size) {
+		r = shmcfg__err(SHMCFG_E_FULL, "%s: no room for the patch of %s", h->name, sstr(h, d->name));
+	} else {
+		off = b->priv_top;
+		b->priv_top += (bytes + 15) & ~15ull;
+		((struct chunk *)(b->heap + off))->tag = CHUNK_MAGIC << 24;
+	}
+	if (r)
+		return r;
+	struct chunk *k = (struct chunk *)(b->heap + off);
+	uint64_t used = off + CHUNK_HDR_BYTES;
+	for (enum layer l = 0; l < NLAYERS; l++) {
+		if (!set[l]) { /* unset: null, so that it decodes without a heap */
+			k->l[l] = (struct shmcfg__cell){.meta = d->type | META_NULL};
+			continue;
+		}
+		const shmcfg_value *v = by_layer[l] ? &by_layer[l]->v : &keep[l];
+		uint64_t src = by_layer[l] ? (b->patch ? SHMCFG_SRC_PATCH : source_of(l)) : keep[l].source;
+		/* sized above: cannot fail */
+		(void)shmcfg__cell_encode(v, META_SET | src << META_SRC_SHIFT, b->heap, b->heap_size, &used,
+					  &k->l[l]);
+	}
+	return set_lref(b, opt, (uint32_t)(off >> LREF_SHIFT));
+}
+
+/* Apply a transaction's changes (sorted by option and layer) to the slot's
+ * layers; the options they touch are queued for resolution. */
+int shmcfg__apply_changes(struct build *b, const struct change *ch, size_t n)
+{
+	for (size_t k = 0; k < n;) {
+		size_t e = k;
+		while (e < n && ch[e].opt == ch[k].opt)
+			e++;
+		int r = apply_opt(b, ch[k].opt, ch + k, e - k);
+		if (!r)
+			ids_add(&b->seeds, ch[k].opt, &r);
+		if (r)
+			return r;
+		k = e;
 	}
 	return 0;
 }
 
+/* ---- resolution ---- */
+
 /* Two active implications give one option different values. */
-static int conflict(struct build *b, uint32_t target, uint32_t k1, uint32_t implier2, uint32_t k2)
+static int conflict(const shmcfg *h, uint32_t target, uint32_t k1, uint32_t k2)
 {
-	shmcfg *h = b->h;
 	char *v1 = NULL, *v2 = NULL;
 	shmcfg_value a, c;
 	(void)shmcfg__value_from_cell(&h->implies[k1].value, h->strings, h->strings_size, &a);
 	(void)shmcfg__value_from_cell(&h->implies[k2].value, h->strings, h->strings_size, &c);
 	if (shmcfg_value_format(&a, &v1) == 0 && shmcfg_value_format(&c, &v2) == 0)
 		shmcfg__err(SHMCFG_E_CONFLICT, "%s: %s implies %s but %s implies %s",
-			    sstr(h, opt_d(h, target)->name), sstr(h, opt_d(h, b->implier[target])->name), v1,
-			    sstr(h, opt_d(h, implier2)->name), v2);
+			    sstr(h, opt_d(h, target)->name), sstr(h, opt_d(h, h->implies[k1].implier)->name), v1,
+			    sstr(h, opt_d(h, h->implies[k2].implier)->name), v2);
 	shmcfg__free(v1);
 	shmcfg__free(v2);
 	return SHMCFG_E_CONFLICT;
 }
 
+static struct shmcfg__cell with_source(struct shmcfg__cell c, shmcfg_source src)
+{
+	c.meta = (c.meta & ~(7ull << META_SRC_SHIFT | META_SET)) | (uint64_t)src << META_SRC_SHIFT;
+	return c;
+}
+
+/* A value of the schema (a default or an implied value) as a slot's cell. */
+static struct shmcfg__cell schema_cell(struct shmcfg__cell c, shmcfg_source src)
+{
+	c = with_source(c, src);
+	if (!(c.meta & META_NULL) && META_TYPE(c.meta) >= SHMCFG_STR)
+		c.meta |= META_SCHEMA;
+	return c;
+}
+
 /*
- * The effective value of every option, in topological order so that an
- * implier is resolved before its targets: implied > env_force > user >
- * env_default > knob > default; an alias shows its final target's value.
+ * Option i's effective value, from the cells of its impliers (resolved
+ * before it: they rank lower) and its layers. The first active implication
+ * in the order a full resolution meets them wins; another active one with a
+ * different value is a conflict.
  */
+static int effective(const struct build *b, uint32_t i, struct shmcfg__cell *out)
+{
+	const shmcfg *h = b->h;
+	const struct opt_desc *d = opt_d(h, i);
+	uint32_t k1 = UINT32_MAX;
+	for (uint32_t j = d->rdep_first; j < d->rdep_first + d->rdep_n; j++) {
+		uint32_t k = h->rdeps[j];
+		if (k & RDEP_ALIAS)
+			break; /* implications come first */
+		const struct shmcfg__cell *pc = &b->cells[h->implies[k].implier];
+		if ((pc->meta & META_NULL) || !pc->val)
+			continue;
+		if (k1 == UINT32_MAX) {
+			k1 = k;
+			continue;
+		}
+		shmcfg_value a, c;
+		(void)shmcfg__value_from_cell(&h->implies[k1].value, h->strings, h->strings_size, &a);
+		(void)shmcfg__value_from_cell(&h->implies[k].value, h->strings, h->strings_size, &c);
+		if (!shmcfg_value_equal(&a, &c))
+			return conflict(h, i, k1, k);
+	}
+	if (k1 != UINT32_MAX) {
+		*out = schema_cell(h->implies[k1].value, SHMCFG_SRC_IMPLIED);
+		return 0;
+	}
+	const struct shmcfg__cell *lay;
+	int r = layers_of(b, i, &lay);
+	if (r)
+		return r;
+	for (int l = LAYER_ENV_FORCE; lay && l >= 0; l--)
+		if (lay[l].meta & META_SET) { /* the highest stored layer that is set */
+			*out = with_source(lay[l], META_SRC(lay[l].meta));
+			return 0;
+		}
+	*out = schema_cell(d->def, SHMCFG_SRC_DEFAULT);
+	return 0;
+}
+
+/* Min-heap of option ids by rank: options come out in implication order. */
+static int q_push(struct build *b, uint32_t id)
+{
+	int r = 0;
+	if (!ids_add(&b->queued, id, &r))
+		return r;
+	if (b->nq == b->qcap) {
+		size_t cap = b->qcap ? 2 * b->qcap : 64;
+		uint32_t *q = shmcfg__realloc(b->q, cap * sizeof *q);
+		if (!q)
+			return shmcfg__nomem();
+		b->q = q;
+		b->qcap = cap;
+	}
+	const shmcfg *h = b->h;
+	size_t k = b->nq++;
+	for (; k && opt_d(h, b->q[(k - 1) / 2])->rank > opt_d(h, id)->rank; k = (k - 1) / 2)
+		b->q[k] = b->q[(k - 1) / 2];
+	b->q[k] = id;
+	return 0;
+}
+
+static uint32_t q_pop(struct build *b)
+{
+	const shmcfg *h = b->h;
+	uint32_t top = b->q[0], last = b->q[--b->nq];
+	size_t k = 0;
+	for (;;) {
+		size_t c = 2 * k + 1;
+		if (c >= b->nq)
+			break;
+		if (c + 1 < b->nq && opt_d(h, b->q[c + 1])->rank < opt_d(h, b->q[c])->rank)
+			c++;
+		if (opt_d(h, b->q[c])->rank >= opt_d(h, last)->rank)
+			break;
+		b->q[k] = b->q[c];
+		k = c;
+	}
+	if (b->nq)
+		b->q[k] = last;
+	return top;
+}
+
+/* Resolve option i again; when its cell moved, its aliases follow and the
+ * targets of its implications are queued. */
+static int resolve_one(struct build *b, uint32_t i)
+{
+	const shmcfg *h = b->h;
+	const struct opt_desc *d = opt_d(h, i);
+	if (d->alias != SHMCFG_NO_OPT)
+		return 0; /* follows its final target */
+	struct shmcfg__cell c;
+	bool moved;
+	int r = effective(b, i, &c);
+	if (!r)
+		r = set_cell(b, i, &c, &moved);
+	if (r || !moved)
+		return r;
+	for (uint32_t j = d->rdep_first; !r && j < d->rdep_first + d->rdep_n; j++)
+		if (h->rdeps[j] & RDEP_ALIAS) {
+			struct shmcfg__cell a = with_source(c, SHMCFG_SRC_ALIAS);
+			r = set_cell(b, h->rdeps[j] & ~RDEP_ALIAS, &a, &moved);
+		}
+	for (uint32_t k = d->implies_first; !r && k < d->implies_first + d->implies_n; k++)
+		r = q_push(b, h->implies[k].target);
+	return r;
+}
+
+/* Resolve the seeded options (shmcfg__apply_changes) and what depends on them. */
 int shmcfg__resolve(struct build *b)
 {
-	shmcfg *h = b->h;
-	uint32_t n = h->lay.nopts;
-	memset(b->implied_by, 0, n * sizeof *b->implied_by);
-	for (uint32_t t = 0; t < n; t++) {
-		uint32_t i = h->topo[t];
-		const struct opt_desc *d = opt_d(h, i);
-		struct shmcfg__cell *out = &b->cells[i];
-		if (d->alias != SHMCFG_NO_OPT)
-			continue;
-		int r = 0;
-		if (b->implied_by[i]) {
-			shmcfg_value v;
-			(void)shmcfg__value_from_cell(&h->implies[b->implied_by[i] - 1].value, h->strings,
-						      h->strings_size, &v);
-			r = put_cell(b, i, &v, (uint64_t)SHMCFG_SRC_IMPLIED << META_SRC_SHIFT, out);
-		} else {
-			int l = LAYER_ENV_FORCE; /* the highest stored layer that is set */
-			while (l >= 0 && !(b->layers[(size_t)i * NLAYERS + l].meta & META_SET))
-				l--;
-			if (l >= 0) {
-				/* share the layer's heap bytes: same value, another source */
-				*out = b->layers[(size_t)i * NLAYERS + l];
-				out->meta &= ~META_SET;
-			} else if ((d->def.meta & META_NULL) || d->type < SHMCFG_STR) {
-				*out = d->def; /* a scalar default: its cell as it is */
-			} else {
-				shmcfg_value v;
-				(void)shmcfg__value_from_cell(&d->def, h->strings, h->strings_size, &v);
-				r = put_cell(b, i, &v, (uint64_t)SHMCFG_SRC_DEFAULT << META_SRC_SHIFT, out);
-			}
-		}
-		if (r)
-			return r;
-		if (d->implies_n && !(out->meta & META_NULL) && out->val) {
-			for (uint32_t k = d->implies_first; k < d->implies_first + d->implies_n; k++) {
-				uint32_t tgt = h->implies[k].target;
-				if (b->implied_by[tgt]) {
-					shmcfg_value a, c;
-					(void)shmcfg__value_from_cell(&h->implies[k].value, h->strings,
-								      h->strings_size, &a);
-					(void)shmcfg__value_from_cell(&h->implies[b->implied_by[tgt] - 1].value,
-								      h->strings, h->strings_size, &c);
-					if (!shmcfg_value_equal(&a, &c))
-						return conflict(b, tgt, b->implied_by[tgt] - 1, i, k);
-					continue;
-				}
-				b->implied_by[tgt] = k + 1;
-				b->implier[tgt] = i;
-			}
-		}
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		const struct opt_desc *d = opt_d(h, i);
-		if (d->alias == SHMCFG_NO_OPT)
-			continue;
-		b->cells[i] = b->cells[d->alias_final];
-		b->cells[i].meta = (b->cells[i].meta & ~(7ull << META_SRC_SHIFT)) |
-				   (uint64_t)SHMCFG_SRC_ALIAS << META_SRC_SHIFT;
-	}
-	return 0;
+	int r = 0;
+	for (size_t k = 0; !r && k < b->seeds.n; k++)
+		r = q_push(b, b->seeds.ids[k]);
+	while (!r && b->nq)
+		r = resolve_one(b, q_pop(b));
+	return r;
+}
+
+/* Resolve every option, in implication order (generation 1). */
+int shmcfg__resolve_all(struct build *b)
+{
+	int r = 0;
+	for (uint32_t t = 0; !r && t < b->h->lay.nopts; t++)
+		r = resolve_one(b, b->h->topo[t]);
+	return r;
+}
+
+void shmcfg__build_free(struct build *b)
+{
+	shmcfg__ids_free(&b->changed);
+	shmcfg__ids_free(&b->seeds);
+	shmcfg__ids_free(&b->queued);
+	shmcfg__free(b->q);
 }
 
 /* Whether two cells hold the same value from the same source, compared
  * raw: scalars by their bits, strings and lists by their bytes. */
 bool shmcfg__cells_equal(const shmcfg *h, const struct shmcfg__cell *a, const char *ha,
-			const struct shmcfg__cell *b, const char *hb)
+			 const struct shmcfg__cell *b, const char *hb, uint64_t heap_size)
 {
 	if ((a->meta & 0x1fff) != (b->meta & 0x1fff))
 		return false; /* type, null, source, set */
 	if ((a->meta & META_NULL) || META_TYPE(a->meta) < SHMCFG_STR)
 		return (a->meta & META_NULL) || a->val == b->val;
-	uint64_t len = META_LEN(a->meta), oa = CELL_OFF(a->val), ob = CELL_OFF(b->val);
-	uint64_t cap = h->lay.heap_size;
-	if (len != META_LEN(b->meta) || CELL_COUNT(a->val) != CELL_COUNT(b->val) || oa > cap ||
-	    len >= cap - oa || ob > cap || len >= cap - ob)
+	shmcfg_value va, vb;
+	if (shmcfg__cell_value(h, a, ha, heap_size, &va) || shmcfg__cell_value(h, b, hb, heap_size, &vb))
 		return false;
-	return memcmp(ha + oa, hb + ob, len) == 0;
+	return shmcfg_value_equal(&va, &vb);
 }
 
 /*
- * A thread's patched view (patch.c): `copy` is a private copy of a slot
- * whose heap may hold heap_cap bytes; the patches replace its user layer,
- * with source "patch". With resolve_all every effective value is resolved
+ * A thread's patched view (patch.c): `copy` is a private copy of a slot, and
+ * heap[0, heap_size) a private copy of the value heap with room after `top`
+ * for the patches. The patches replace the user layer with source "patch".
+ * With resolve_all the patched options and their dependents are resolved
  * again, implications included, by the same code as a commit; without, the
  * patched options' effective cells simply take the patch values (the
  * fallback when the patched view cannot be resolved).
  */
-int shmcfg__resolve_patched(shmcfg *h, char *copy, uint64_t heap_cap, const shmcfg_opt *opts,
-			    const shmcfg_value *vals, size_t n, bool resolve_all)
+int shmcfg__resolve_patched(shmcfg *h, char *copy, char *heap, uint64_t top, uint64_t heap_size,
+			    const shmcfg_opt *opts, const shmcfg_value *vals, size_t n, bool resolve_all)
 {
-	struct build b = {.h = h, .slot = copy, .cap = heap_cap};
-	b.cells = slot_cells(h, copy);
-	b.layers = slot_layers(h, copy);
-	b.heap = slot_heap(h, copy);
-	b.used = ((struct slot_hdr *)copy)->heap_used;
-	b.implied_by = shmcfg__malloc(h->lay.nopts * sizeof(uint32_t));
-	b.implier = shmcfg__malloc(h->lay.nopts * sizeof(uint32_t));
-	int r = b.implied_by && b.implier ? 0 : shmcfg__nomem();
-	uint64_t src = (uint64_t)SHMCFG_SRC_PATCH << META_SRC_SHIFT;
+	struct build b = {.h = h, .cells = slot_cells(h, copy), .lrefs = slot_lrefs(h, copy), .heap = heap,
+			  .heap_size = heap_size, .priv_top = (top + 15) & ~15ull, .patch = true};
+	struct change *ch = shmcfg__calloc(n ? n : 1, sizeof *ch);
+	int r = ch ? 0 : shmcfg__nomem();
 	for (size_t k = 0; !r && k < n; k++)
-		r = put_cell(&b, opts[k], &vals[k], META_SET | src,
-			     resolve_all ? &b.layers[(size_t)opts[k] * NLAYERS + LAYER_USER]
-					 : &b.cells[opts[k]]);
+		ch[k] = (struct change){.opt = opts[k], .layer = LAYER_USER, .v = vals[k]};
+	/* one change per option (patch.c merges frames), in option order */
+	for (size_t k = 1; !r && k < n; k++)
+		for (size_t j = k; j > 0 && ch[j - 1].opt > ch[j].opt; j--) {
+			struct change t = ch[j];
+			ch[j] = ch[j - 1];
+			ch[j - 1] = t;
+		}
+	if (!r)
+		r = shmcfg__apply_changes(&b, ch, n);
 	if (!r && resolve_all)
 		r = shmcfg__resolve(&b);
-	if (!r && !resolve_all) /* the aliases of patched options follow them */
-		for (uint32_t i = 0; i < h->lay.nopts; i++)
-			if (opt_d(h, i)->alias != SHMCFG_NO_OPT) {
-				b.cells[i] = b.cells[opt_d(h, i)->alias_final];
-				b.cells[i].meta = (b.cells[i].meta & ~(7ull << META_SRC_SHIFT)) |
-						  (uint64_t)SHMCFG_SRC_ALIAS << META_SRC_SHIFT;
-			}
-	for (size_t k = 0; !r && !resolve_all && k < n; k++)
-		b.cells[opts[k]].meta &= ~META_SET;
-	shmcfg__free(b.implied_by);
-	shmcfg__free(b.implier);
+	for (size_t k = 0; !r && !resolve_all && k < n; k++) {
+		/* the patch value as it is, and the aliases of patched options follow it */
+		const struct shmcfg__cell *lay;
+		bool moved;
+		if (!(r = shmcfg__chunk_layers(heap, heap_size, b.lrefs[opts[k]], &lay)) && lay) {
+			struct shmcfg__cell c = with_source(lay[LAYER_USER], SHMCFG_SRC_PATCH);
+			r = set_cell(&b, opts[k], &c, &moved);
+			const struct opt_desc *d = opt_d(h, opts[k]);
+			for (uint32_t j = d->rdep_first; !r && j < d->rdep_first + d->rdep_n; j++)
+				if (h->rdeps[j] & RDEP_ALIAS) {
+					struct shmcfg__cell a = with_source(c, SHMCFG_SRC_ALIAS);
+					r = set_cell(&b, h->rdeps[j] & ~RDEP_ALIAS, &a, &moved);
+				}
+		}
+	}
+	shmcfg__free(ch);
+	shmcfg__build_free(&b);
 	return r;
 }

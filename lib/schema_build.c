@@ -21,6 +21,9 @@ struct built_schema {
 	uint32_t nimplies;
 	uint32_t *imp_first, *imp_n; /* per option: its run of implies entries */
 	uint32_t *order, *topo;
+	uint32_t *rank;              /* per option: its position in topo */
+	uint32_t *rdep_first, *rdep_n, *rdeps; /* per option: its dependents (RDEP_ALIAS) */
+	uint32_t nrdeps;
 	uint64_t strings_bytes;
 	uint64_t bytes;
 };
@@ -58,7 +61,64 @@ void shmcfg__schema_built_free(struct built_schema *b)
 	shmcfg__free(b->topo);
 	shmcfg__free(b->imp_first);
 	shmcfg__free(b->imp_n);
+	shmcfg__free(b->rank);
+	shmcfg__free(b->rdep_first);
+	shmcfg__free(b->rdep_n);
+	shmcfg__free(b->rdeps);
 	shmcfg__free(b);
+}
+
+/*
+ * Each option's dependents, for resolving only what a commit changes: the
+ * implications that target it, in the order a full resolution in topo order
+ * meets them (their implier's rank, then their index: the first active one
+ * wins), then the aliases whose final target it is. Implications declared
+ * by an alias are not applied (aliases are not resolved themselves).
+ */
+static int build_rdeps(struct built_schema *b, uint32_t n)
+{
+	b->rank = shmcfg__malloc(n * sizeof(uint32_t));
+	b->rdep_first = shmcfg__calloc(n, sizeof(uint32_t));
+	b->rdep_n = shmcfg__calloc(n, sizeof(uint32_t));
+	if (!b->rank || !b->rdep_first || !b->rdep_n)
+		return shmcfg__nomem();
+	for (uint32_t t = 0; t < n; t++)
+		b->rank[b->topo[t]] = t;
+	uint32_t total = 0;
+	for (uint32_t k = 0; k < b->nimplies; k++)
+		if (b->alias[b->implies[k].implier] == SHMCFG_NO_OPT)
+			b->rdep_n[b->implies[k].target]++, total++;
+	for (uint32_t i = 0; i < n; i++)
+		if (b->alias[i] != SHMCFG_NO_OPT)
+			b->rdep_n[b->alias_final[i]]++, total++;
+	b->rdeps = shmcfg__malloc((total ? total : 1) * sizeof(uint32_t));
+	uint32_t *fill = shmcfg__calloc(n, sizeof(uint32_t));
+	if (!b->rdeps || !fill) {
+		shmcfg__free(fill);
+		return shmcfg__nomem();
+	}
+	for (uint32_t i = 0, pos = 0; i < n; i++) {
+		b->rdep_first[i] = pos;
+		pos += b->rdep_n[i];
+	}
+	/* impliers in topo order, each one's implications in index order */
+	for (uint32_t t = 0; t < n; t++) {
+		uint32_t p = b->topo[t];
+		if (b->alias[p] != SHMCFG_NO_OPT)
+			continue;
+		for (uint32_t k = b->imp_first[p]; k < b->imp_first[p] + b->imp_n[p]; k++) {
+			uint32_t tg = b->implies[k].target;
+			b->rdeps[b->rdep_first[tg] + fill[tg]++] = k;
+		}
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (b->alias[i] != SHMCFG_NO_OPT) {
+			uint32_t f = b->alias_final[i];
+			b->rdeps[b->rdep_first[f] + fill[f]++] = i | RDEP_ALIAS;
+		}
+	b->nrdeps = total;
+	shmcfg__free(fill);
+	return 0;
 }
 
 /* Resolve aliases and implications, reject cycles, compute the orders. */
@@ -176,7 +236,7 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 						item, shmcfg_errdetail());
 				break;
 			}
-			ie[b->nimplies] = (struct implies_ent){.target = tf};
+			ie[b->nimplies] = (struct implies_ent){.target = tf, .implier = i};
 			iv[b->nimplies++] = v;
 			b->imp_n[i]++;
 			indeg[tf]++;
@@ -207,6 +267,8 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 	for (uint32_t i = 0; i < n; i++)
 		b->order[i] = i;
 	qsort_r(b->order, n, sizeof(uint32_t), cmp_by_name, s->opts);
+	if ((r = build_rdeps(b, n)))
+		goto fail;
 
 	uint64_t str = 1; /* offset 0 is the empty string */
 	for (uint32_t i = 0; i < n; i++) {
@@ -225,7 +287,7 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 		index_size *= 2;
 	b->bytes = sizeof(struct schema_hdr) + (uint64_t)n * sizeof(struct opt_desc) +
 		   (uint64_t)b->nimplies * sizeof(struct implies_ent) +
-		   (uint64_t)index_size * 4 + (uint64_t)n * 8 + str;
+		   (uint64_t)index_size * 4 + (uint64_t)n * 8 + (uint64_t)b->nrdeps * 4 + str;
 	b->bytes = (b->bytes + 63) & ~63ull;
 	shmcfg__free(indeg);
 	*ret = b;
@@ -241,9 +303,17 @@ uint64_t shmcfg__schema_bytes(const struct built_schema *b)
 	return b->bytes;
 }
 
-uint64_t shmcfg__schema_strings_bytes(const struct built_schema *b)
+/* Heap room for one version of the layers of every string, list and set
+ * option: a chunk with twice its default's bytes, or 64. */
+uint64_t shmcfg__schema_value_bytes(const struct built_schema *b)
 {
-	return b->strings_bytes;
+	uint64_t sum = 0;
+	for (uint32_t i = 0; i < b->s->n; i++)
+		if (b->s->opts[i].type >= SHMCFG_STR) {
+			uint64_t d = 2 * value_bytes(&b->s->opts[i].def);
+			sum += CHUNK_HDR_BYTES + (d > 64 ? d : 64);
+		}
+	return sum;
 }
 
 uint32_t shmcfg__schema_nopts(const struct built_schema *b)
@@ -309,6 +379,9 @@ void shmcfg__schema_write(const struct built_schema *b, void *dst, uint8_t hash_
 	pos += (uint64_t)n * 4;
 	sh->topo_off = pos;
 	pos += (uint64_t)n * 4;
+	sh->rdeps_off = pos;
+	sh->nrdeps = b->nrdeps;
+	pos += (uint64_t)b->nrdeps * 4;
 	sh->strings_off = pos;
 	sh->strings_size = b->strings_bytes;
 
@@ -340,8 +413,12 @@ void shmcfg__schema_write(const struct built_schema *b, void *dst, uint8_t hash_
 		d->choices = put_value(&w, &o->choices);
 		d->implies_first = b->imp_first[i];
 		d->implies_n = b->imp_n[i];
+		d->rank = b->rank[i];
+		d->rdep_first = b->rdep_first[i];
+		d->rdep_n = b->rdep_n[i];
 		for (uint32_t k = d->implies_first; k < d->implies_first + d->implies_n; k++) {
 			imp[k].target = b->implies[k].target;
+			imp[k].implier = i;
 			imp[k].value = put_value(&w, &b->implies_vals[k]);
 		}
 		uint32_t mask = index_size - 1;
@@ -353,6 +430,7 @@ void shmcfg__schema_write(const struct built_schema *b, void *dst, uint8_t hash_
 	}
 	memcpy(base + sh->order_off, b->order, (size_t)n * 4);
 	memcpy(base + sh->topo_off, b->topo, (size_t)n * 4);
+	memcpy(base + sh->rdeps_off, b->rdeps, (size_t)b->nrdeps * 4);
 	XXH128_hash_t hh = XXH3_128bits(dst, b->bytes);
 	XXH128_canonical_t canon;
 	XXH128_canonicalFromHash(&canon, hh);

@@ -37,6 +37,8 @@ static void handle_free(shmcfg *h)
 		return;
 	if (h->base)
 		munmap(h->base, h->size);
+	if (h->hdr_rw)
+		munmap(h->hdr_rw, SEG_HEADER_BYTES);
 	if (h->fd >= 0)
 		close(h->fd);
 	if (h->lock_fd >= 0)
@@ -47,6 +49,39 @@ static void handle_free(shmcfg *h)
 	shmcfg__free((void *)h->warned);
 	shmcfg__free(h->name);
 	shmcfg__free(h);
+}
+
+/*
+ * How shmcfg_wait counts itself, so that commits wake only when someone
+ * waits (watch.c): a read-write handle counts in the header; a read-only
+ * one through a writable mapping of the header page, if this process may
+ * open the object for writing. A class of users that may read but not
+ * write the object cannot count itself: then every commit wakes.
+ */
+static void waiters_setup(shmcfg *h, const struct stat *st)
+{
+	mode_t m = st->st_mode;
+	h->uid = getuid();
+	h->wake_always = ((m & S_IRUSR) && !(m & S_IWUSR)) || ((m & S_IRGRP) && !(m & S_IWGRP)) ||
+			 ((m & S_IROTH) && !(m & S_IWOTH));
+	if (!h->rdonly) {
+		h->waiters = &h->hdr->waiters;
+		return;
+	}
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", h->fd);
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	struct stat st2;
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st2) == 0 && st2.st_ino == st->st_ino && st2.st_dev == st->st_dev) {
+		void *p = shmcfg__mmap(NULL, SEG_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (p != MAP_FAILED) {
+			h->hdr_rw = p;
+			h->waiters = &((struct seg_header *)p)->waiters;
+		}
+	}
+	close(fd);
 }
 
 /* Read exactly len bytes at off: a short read means the object shrank. */
@@ -122,6 +157,7 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 		return shmcfg__err(-errno, "%s: mmap: %s", h->name, strerror(errno));
 	}
 	h->hdr = (struct seg_header *)h->base;
+	waiters_setup(h, st);
 	/* Pairs with the creator's release store of `ready` (shmcfg_create):
 	 * seeing it through the mapping means seeing the whole initialised
 	 * segment (handle_map saw it through pread already). */
@@ -340,13 +376,22 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		return r;
 	}
 	uint64_t n = shmcfg__schema_nopts(b);
-	uint64_t heap = o.heap_bytes ? o.heap_bytes : 65536 + 4 * shmcfg__schema_strings_bytes(b);
-	if (heap > SEG_MAX_HEAP_BYTES || heap < 64) {
+	/* The value heap holds the layers that are set (a chunk of 96 bytes or
+	 * more per option and version), not names or docs: room for every
+	 * string option's layers in each slot's version and one more, and for
+	 * the layers of a third of the other options. */
+	uint64_t slots = o.slots;
+	uint64_t heap = o.heap_bytes ? o.heap_bytes
+				     : align64(16384 + n * 32 + (slots + 1) * shmcfg__schema_value_bytes(b));
+	if (heap > SEG_MAX_HEAP_BYTES || heap < 1024) {
 		shmcfg__schema_built_free(b);
 		shmcfg_schema_free(own);
-		return shmcfg__err(-EINVAL, "heap of %llu bytes per slot is out of range",
+		return shmcfg__err(-EINVAL, "value heap of %llu bytes is out of range (1 KiB to 4 GiB)",
 				   (unsigned long long)heap);
 	}
+	uint32_t ring = SEG_MIN_RING;
+	while (ring < n && ring < SEG_MAX_RING)
+		ring *= 2;
 	struct seg_header lay = {
 		.magic = SEG_MAGIC,
 		.layout_version = SEG_LAYOUT_VERSION,
@@ -367,13 +412,16 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		memcpy(lay.instance, w, 16);
 	}
 	lay.log_off = align64(lay.schema_off + lay.schema_size);
-	lay.readers_off = align64(lay.log_off + SEG_LOG_ENTRIES * sizeof(struct log_ent));
+	lay.ring_off = align64(lay.log_off + SEG_LOG_ENTRIES * sizeof(struct log_ent));
+	lay.ring_size = ring;
+	lay.readers_off = align64(lay.ring_off + (uint64_t)ring * 4);
 	lay.slots_off = align64(lay.readers_off + (uint64_t)o.readers * sizeof(struct reader_ent));
-	lay.layers_off = lay.cells_off + n * sizeof(struct shmcfg__cell);
-	lay.heap_off = lay.layers_off + n * NLAYERS * sizeof(struct shmcfg__cell);
+	lay.lrefs_off = lay.cells_off + n * sizeof(struct shmcfg__cell);
+	lay.slot_size = align64(lay.lrefs_off + n * sizeof(uint32_t));
+	lay.heap_off = lay.slots_off + lay.slot_size * o.slots;
 	lay.heap_size = heap;
-	lay.slot_size = align64(lay.heap_off + heap);
-	lay.total_size = lay.slots_off + lay.slot_size * o.slots;
+	lay.total_size = align64(lay.heap_off + heap);
+	shmcfg__heap_init(&lay);
 
 	shmcfg *h = handle_new(name, false);
 	if (!h) {

@@ -33,11 +33,16 @@ int shmcfg__seq_retry(const shmcfg *h, uint64_t cur, int *tries)
 }
 
 /*
- * Copy the slot named by `cur` (cells, layers, used heap) to dst and check
- * that it held that generation throughout (the seqlock of shmcfg.h's inline
- * read, done over a range). False if the slot was rewritten meanwhile.
+ * Copy the slot named by `cur` (its cells and layer references) to dst, and
+ * the value heap's carved part to heap (room for heap_size bytes; *top says
+ * how much was copied), and check that the slot held that generation
+ * throughout (the seqlock of shmcfg.h's inline read, done over a range). The
+ * slot's chunks were carved before it was published, so below the top read
+ * after (A); a chunk is reused only after the slot that referred to it was
+ * marked busy, which the stamp check sees. False if the slot was rewritten
+ * meanwhile.
  */
-bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst)
+bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst, char *heap, uint64_t *top)
 {
 	uint32_t s = cur_slot(cur);
 	if (s >= h->lay.nslots)
@@ -45,10 +50,11 @@ bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst)
 	const struct slot_hdr *sl = slot_at(h, s);
 	if (__atomic_load_n(&sl->gen, __ATOMIC_ACQUIRE) != cur_gen(cur))
 		return false;
-	uint64_t used = __atomic_load_n(&sl->heap_used, __ATOMIC_RELAXED);
+	uint64_t used = __atomic_load_n(&h->hdr->heap_top, __ATOMIC_RELAXED);
 	if (used > h->lay.heap_size)
 		used = h->lay.heap_size;
-	memcpy(dst, sl, h->lay.heap_off + used);
-	((struct slot_hdr *)dst)->heap_used = used;
+	memcpy(dst, sl, h->lay.slot_size);
+	memcpy(heap, seg_heap(h), used);
+	*top = used;
 	return seq_valid(&sl->gen, cur_gen(cur)); /* (B) */
 }

@@ -71,7 +71,7 @@ static inline void seq_publish(shmcfg *h, uint64_t gen, uint32_t slot)
 
 /* A validation failed: retry (0) or give up (SHMCFG_E_CORRUPT): seqlock.c. */
 int shmcfg__seq_retry(const shmcfg *h, uint64_t cur, int *tries);
-/* Copy the slot named by `cur` (cells, layers, used heap) under the seqlock. */
-bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst);
+/* Copy the slot named by `cur` and the value heap under the seqlock. */
+bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst, char *heap, uint64_t *top);
 
 #endif

@@ -26,8 +26,7 @@ int shmcfg_snapshot_get(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_valu
 	const shmcfg *h = snap->h;
 	if (opt >= h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
-	int r = shmcfg__value_from_cell(slot_cells(h, snap->slot) + opt, slot_heap(h, snap->slot),
-					h->lay.heap_size, ret);
+	int r = shmcfg__cell_value(h, slot_cells(h, snap->slot) + opt, snap->heap, snap->heap_size, ret);
 	if (!r && ret->type != opt_d(h, opt)->type)
 		r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
 				sstr(h, opt_d(h, opt)->name));
@@ -49,10 +48,14 @@ int shmcfg_snapshot_layer(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_so
 	}
 	if (!source_is_stored(layer))
 		return shmcfg__err(SHMCFG_E_LAYER, "layer %s is not stored", shmcfg_source_name(layer));
-	const struct shmcfg__cell *c = slot_layers(h, snap->slot) + (size_t)opt * NLAYERS + layer_of(layer);
-	if (!(c->meta & META_SET))
+	const struct shmcfg__cell *lay;
+	int r = shmcfg__chunk_layers(snap->heap, snap->heap_size, slot_lrefs(h, snap->slot)[opt], &lay);
+	if (r)
+		return r;
+	if (!lay || !(lay[layer_of(layer)].meta & META_SET))
 		return 1;
-	int r = shmcfg__value_from_cell(c, slot_heap(h, snap->slot), h->lay.heap_size, ret);
+	struct shmcfg__cell c = lay[layer_of(layer)];
+	r = shmcfg__value_from_cell(&c, snap->heap, snap->heap_size, ret);
 	if (!r && ret->type != opt_d(h, opt)->type)
 		r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: layer cell of %s has the wrong type", h->name,
 				sstr(h, opt_d(h, opt)->name));

@@ -34,23 +34,29 @@ int shmcfg__header_check(const struct seg_header *hd, uint64_t real_size, const 
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: bad counts (options %u, slots %u, readers %u)",
 				   name, hd->nopts, hd->nslots, hd->nreaders);
 	/* regions in order, each inside the object, none overlapping */
+	if (hd->ring_size < SEG_MIN_RING || hd->ring_size > SEG_MAX_RING ||
+	    (hd->ring_size & (hd->ring_size - 1)))
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: bad commit ring size %u", name, hd->ring_size);
 	if (hd->schema_off != SEG_HEADER_BYTES || hd->schema_size > sz ||
 	    hd->schema_off > sz - hd->schema_size ||
 	    hd->log_off < hd->schema_off + hd->schema_size ||
 	    hd->log_off > sz - SEG_LOG_ENTRIES * sizeof(struct log_ent) ||
-	    hd->readers_off < hd->log_off + SEG_LOG_ENTRIES * sizeof(struct log_ent) ||
+	    hd->ring_off < hd->log_off + SEG_LOG_ENTRIES * sizeof(struct log_ent) || hd->ring_off % 64 ||
+	    hd->ring_off > sz - (uint64_t)hd->ring_size * 4 ||
+	    hd->readers_off < hd->ring_off + (uint64_t)hd->ring_size * 4 ||
 	    hd->readers_off % 64 || hd->readers_off > sz - (uint64_t)hd->nreaders * 64 ||
 	    hd->slots_off < hd->readers_off + (uint64_t)hd->nreaders * 64 || hd->slots_off % 64 ||
 	    hd->slot_size % 64 ||
 	    __builtin_mul_overflow(hd->slot_size, (uint64_t)hd->nslots, &slots_bytes) ||
-	    hd->slots_off > sz || slots_bytes > sz - hd->slots_off || hd->log_off % 8)
+	    hd->slots_off > sz || slots_bytes > sz - hd->slots_off || hd->log_off % 8 ||
+	    hd->heap_off < hd->slots_off + slots_bytes || hd->heap_off % 64 || hd->heap_off > sz ||
+	    hd->heap_size > sz - hd->heap_off)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: a region lies outside the object", name);
-	/* slot layout: header, cells, layers, heap */
+	/* slot layout: header, cells, layer references */
 	if (hd->cells_off != SLOT_CELLS_OFF ||
-	    hd->layers_off != hd->cells_off + n * sizeof(struct shmcfg__cell) ||
-	    hd->heap_off != hd->layers_off + n * NLAYERS * sizeof(struct shmcfg__cell) ||
-	    __builtin_add_overflow(hd->heap_off, hd->heap_size, &tmp) || tmp > hd->slot_size ||
-	    hd->heap_size >= UINT32_MAX || hd->heap_size > SEG_MAX_HEAP_BYTES || hd->heap_size < 2 ||
+	    hd->lrefs_off != hd->cells_off + n * sizeof(struct shmcfg__cell) ||
+	    __builtin_add_overflow(hd->lrefs_off, n * sizeof(uint32_t), &tmp) || tmp > hd->slot_size ||
+	    hd->heap_size > SEG_MAX_HEAP_BYTES || hd->heap_size < 1024 ||
 	    hd->schema_size > SEG_MAX_SCHEMA_BYTES)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: bad slot layout", name);
 	return 0;
@@ -113,6 +119,7 @@ static int schema_check(shmcfg *h, void (*fn)(const char *, void *), void *ud, c
 		{sh->index_off, (uint64_t)sh->index_size * 4, "index"},
 		{sh->order_off, n * 4, "order"},
 		{sh->topo_off, n * 4, "topological order"},
+		{sh->rdeps_off, (uint64_t)sh->nrdeps * 4, "dependents"},
 		{sh->strings_off, sh->strings_size, "strings"},
 	};
 	for (size_t i = 0; i < sizeof regions / sizeof regions[0]; i++)
@@ -129,6 +136,7 @@ static int schema_check(shmcfg *h, void (*fn)(const char *, void *), void *ud, c
 	h->index = (const uint32_t *)(base + sh->index_off);
 	h->order = (const uint32_t *)(base + sh->order_off);
 	h->topo = (const uint32_t *)(base + sh->topo_off);
+	h->rdeps = (const uint32_t *)(base + sh->rdeps_off);
 	h->strings = base + sh->strings_off;
 	h->strings_size = sh->strings_size;
 	if (h->strings[h->strings_size - 1] != 0)
@@ -158,11 +166,13 @@ static int schema_check(shmcfg *h, void (*fn)(const char *, void *), void *ud, c
 			PROBLEM("%s: bad alias", name);
 		if (d->implies_first > sh->nimplies || d->implies_n > sh->nimplies - d->implies_first)
 			PROBLEM("%s: implications out of bounds", name);
+		if (d->rank >= n || d->rdep_first > sh->nrdeps || d->rdep_n > sh->nrdeps - d->rdep_first)
+			PROBLEM("%s: rank or dependents out of bounds", name);
 		if (h->order[i] >= n || h->topo[i] >= n)
 			PROBLEM("schema: order entry %u out of range", i);
 	}
 	for (uint32_t k = 0; k < sh->nimplies; k++)
-		if (h->implies[k].target >= n ||
+		if (h->implies[k].target >= n || h->implies[k].implier >= n ||
 		    !cell_ok(h, &h->implies[k].value, opt_d(h, h->implies[k].target)->type))
 			PROBLEM("schema: implication %u is invalid", k);
 	for (uint32_t k = 0; k < sh->index_size; k++)
@@ -181,10 +191,22 @@ static int schema_check(shmcfg *h, void (*fn)(const char *, void *), void *ud, c
 			PROBLEM("schema: topological order repeats option %u", h->topo[i]);
 		pos[h->topo[i]] = i;
 	}
-	for (uint32_t i = 0; !bad && i < n; i++)
-		for (uint32_t k = 0; k < opt_d(h, i)->implies_n; k++)
-			if (pos[h->implies[opt_d(h, i)->implies_first + k].target] <= pos[i])
-				PROBLEM("%s: implication order is broken", sstr(h, opt_d(h, i)->name));
+	for (uint32_t i = 0; !bad && i < n; i++) {
+		const struct opt_desc *d = opt_d(h, i);
+		if (d->rank != pos[i])
+			PROBLEM("%s: rank disagrees with the topological order", sstr(h, d->name));
+		for (uint32_t k = 0; k < d->implies_n; k++)
+			if (pos[h->implies[d->implies_first + k].target] <= pos[i] ||
+			    h->implies[d->implies_first + k].implier != i)
+				PROBLEM("%s: implication order is broken", sstr(h, d->name));
+		/* each dependent depends on this option: an implication of it, or an alias of it */
+		for (uint32_t j = d->rdep_first; j < d->rdep_first + d->rdep_n; j++) {
+			uint32_t e = h->rdeps[j], a = e & ~RDEP_ALIAS;
+			if ((e & RDEP_ALIAS) ? a >= n || opt_d(h, a)->alias_final != i || a == i
+					     : e >= sh->nimplies || h->implies[e].target != i)
+				PROBLEM("%s: bad dependent %u", sstr(h, d->name), e);
+		}
+	}
 	shmcfg__free(pos);
 	return bad;
 }

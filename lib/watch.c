@@ -26,12 +26,30 @@
  * generation and the retired state are checked again.
  */
 #define WAIT_SLICE_MS 100
+#define UNCOUNTED_SLICE_NS 2000000ull /* a waiter that no commit wakes polls */
+
+static int wait_counted(const shmcfg *h, uint64_t after, uint64_t deadline, uint64_t *gen_ret);
 
 int shmcfg_wait(const shmcfg *h, uint64_t after, int timeout_ms, uint64_t *gen_ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms * 1000000ull;
+	/* Counted before the loads below (seq_cst), so that a commit either sees
+	 * us counted and wakes, or published before we load (publish.c, wake()).
+	 * A handle that cannot count itself relies on commits that wake always,
+	 * or else waits in short slices. */
+	if (h->waiters)
+		__atomic_fetch_add(h->waiters, 1, __ATOMIC_SEQ_CST);
+	int r = wait_counted(h, after, deadline, gen_ret);
+	if (h->waiters)
+		__atomic_fetch_sub(h->waiters, 1, __ATOMIC_RELEASE);
+	return r;
+}
+
+static int wait_counted(const shmcfg *h, uint64_t after, uint64_t deadline, uint64_t *gen_ret)
+{
+	uint64_t slice_ns = h->waiters || h->wake_always ? WAIT_SLICE_MS * 1000000ull : UNCOUNTED_SLICE_NS;
 	for (;;) {
 		uint32_t f = __atomic_load_n(&h->hdr->futex, __ATOMIC_SEQ_CST);
 		uint64_t g = cur_gen(__atomic_load_n(&h->hdr->current, __ATOMIC_SEQ_CST));
@@ -45,9 +63,9 @@ int shmcfg_wait(const shmcfg *h, uint64_t after, int timeout_ms, uint64_t *gen_r
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
 		if (now >= deadline)
 			return -ETIMEDOUT;
-		uint64_t left = deadline - now, slice = WAIT_SLICE_MS * 1000000ull;
-		if (left > slice)
-			left = slice;
+		uint64_t left = deadline - now;
+		if (left > slice_ns)
+			left = slice_ns;
 		struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
 		/* a shared futex: no FUTEX_PRIVATE_FLAG, the word is in shared memory */
 		long r = syscall(SYS_futex, &h->hdr->futex, FUTEX_WAIT, f, &ts, NULL, 0);
@@ -103,7 +121,8 @@ int shmcfg_changes(const shmcfg *h, uint64_t from, uint64_t to, bool *changed)
 compare : {
 	/* fall back to comparing the two generations, if both are still in slots */
 	bool got_from = false, got_to = false;
-	char *ca = shmcfg__malloc(h->lay.slot_size), *cb = shmcfg__malloc(h->lay.slot_size);
+	uint64_t bytes = h->lay.slot_size + h->lay.heap_size, ta, tb;
+	char *ca = shmcfg__malloc(bytes), *cb = shmcfg__malloc(bytes);
 	int r = -ENOENT;
 	if (!ca || !cb) { /* the generations may well be known: we cannot look */
 		shmcfg__free(ca);
@@ -112,15 +131,16 @@ compare : {
 	}
 	for (uint32_t s = 0; s < h->lay.nslots; s++) {
 		uint64_t g = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
-		if (g == from && shmcfg__seq_copy(h, g << SHMCFG__SLOT_BITS | s, ca))
+		if (g == from && shmcfg__seq_copy(h, g << SHMCFG__SLOT_BITS | s, ca, ca + h->lay.slot_size, &ta))
 			got_from = true;
-		if (g == to && shmcfg__seq_copy(h, g << SHMCFG__SLOT_BITS | s, cb))
+		if (g == to && shmcfg__seq_copy(h, g << SHMCFG__SLOT_BITS | s, cb, cb + h->lay.slot_size, &tb))
 			got_to = true;
 	}
 	if (got_from && got_to) {
 		for (uint32_t i = 0; i < h->lay.nopts; i++)
-			changed[i] = !shmcfg__cells_equal(h, slot_cells(h, ca) + i, slot_heap(h, ca),
-						  slot_cells(h, cb) + i, slot_heap(h, cb));
+			changed[i] = !shmcfg__cells_equal(h, slot_cells(h, ca) + i, ca + h->lay.slot_size,
+							  slot_cells(h, cb) + i, cb + h->lay.slot_size,
+							  ta < tb ? ta : tb);
 		r = 0;
 	}
 	shmcfg__free(ca);

@@ -9,6 +9,9 @@
 
 #include "common.h"
 
+#include <signal.h>
+#include <sys/resource.h>
+
 struct fx {
 	const char *name;
 	shmcfg *h;
@@ -634,8 +637,8 @@ static void test_readonly_and_heap(void **state)
 
 	/* a full heap rejects the commit and changes nothing */
 	const char *name = test_name("heap");
-	shmcfg *h = test_create(name, &(shmcfg_create_opts){.heap_bytes = 256});
-	char big[300];
+	shmcfg *h = test_create(name, &(shmcfg_create_opts){.heap_bytes = 1024});
+	char big[2000];
 	memset(big, 'x', sizeof big - 1);
 	big[sizeof big - 1] = 0;
 	uint64_t g = shmcfg_generation(h);
@@ -668,10 +671,17 @@ static void test_create_errors(void **state)
 	assert_int_equal(get_i(f->h, T_A), get_i(f->h, T_A));
 	assert_int_equal(shmcfg_create("x", s, &(shmcfg_create_opts){.slots = 1}, &h), -EINVAL);
 	assert_int_equal(shmcfg_create("x", s, &(shmcfg_create_opts){.mode = 01777}, &h), -EINVAL);
-	/* a segment larger than /dev/shm fails at creation, not later */
+	/* a segment that does not fit fails at creation, not later: here a
+	 * file size limit stands in for a full /dev/shm */
+	struct rlimit rl_old, rl;
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &rl_old), 0);
+	rl = (struct rlimit){1 << 20, rl_old.rlim_max};
+	void (*old_xfsz)(int) = signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &rl), 0);
 	int r = shmcfg_create(test_name("huge"), s,
-			      &(shmcfg_create_opts){.slots = 255, .heap_bytes = 2000000000ull, .flags = SHMCFG_CREATE_NO_ENV},
-			      &h);
+			      &(shmcfg_create_opts){.heap_bytes = 64 << 20, .flags = SHMCFG_CREATE_NO_ENV}, &h);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &rl_old), 0);
+	signal(SIGXFSZ, old_xfsz);
 	assert_true(r == -ENOSPC || r == -EFBIG);
 	assert_non_null(strstr(shmcfg_errdetail(), "/dev/shm"));
 	assert_int_equal(shmcfg_attach(test_name("huge"), 0, NULL, &h), -ENOENT);
@@ -698,7 +708,7 @@ static void test_check_and_stat(void **state)
 	assert_int_equal(shmcfg_stat(f->h, &st), 0);
 	assert_int_equal(st.generation, shmcfg_generation(f->h));
 	assert_int_equal(st.nopts, T_COUNT);
-	assert_int_equal(st.layout_version, 2);
+	assert_int_equal(st.layout_version, 3);
 	int held = 0;
 	for (uint32_t s = 0; s < st.nslots; s++)
 		held += st.slot_gen[s] == st.generation;

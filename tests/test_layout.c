@@ -101,7 +101,9 @@ static void test_other_version(void **state)
 	uint32_t v = SEG_LAYOUT_VERSION + 1;
 	poke(name, offsetof(struct seg_header, layout_version), &v, 4);
 	/* the detail names both versions */
-	expect_attach(name, NULL, SHMCFG_E_VERSION, "layout version 3, this library reads version 2");
+	char detail[96];
+	snprintf(detail, sizeof detail, "layout version %u, this library reads version %u", v, SEG_LAYOUT_VERSION);
+	expect_attach(name, NULL, SHMCFG_E_VERSION, detail);
 	shmcfg_unlink(name);
 }
 

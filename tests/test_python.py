@@ -988,6 +988,7 @@ def _load_xxh3_128():
         def xxh3_128(data, f=f):
             h = f(data, len(data))
             return struct.pack(">QQ", h.high64, h.low64)
+        xxh3_128.halves = lambda data, f=f: (lambda h: (h.low64, h.high64))(f(data, len(data)))
         return xxh3_128
     return None
 
@@ -1113,8 +1114,12 @@ class TestCanonicalEncoding(SegTest):
         g, items = configmod._hashed_values(seg.module(""))
         cur = seg.current()
         self.assertEqual(g, cur.generation)
-        data = canon.config_encoding(items)
-        self.assertTrue(data.startswith(b"shmcfg config hash v1\n"))
+        low = high = 0
+        for rec in canon.config_records(items):
+            lo, hi = XXH3_128.halves(rec)
+            low, high = low + lo, high + hi
+        data = canon.config_final(low, high)
+        self.assertTrue(data.startswith(b"shmcfg config hash v2\n"))
         self.assertEqual(XXH3_128(data).hex(), cur.config_hash.hex(),
                          f"generation {g}: {items!r}")
         return items

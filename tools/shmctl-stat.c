@@ -203,7 +203,7 @@ int cmd_stat(int argc, char **argv)
 		kv("size", line, NULL);
 		snprintf(line, sizeof line, "%u", info->nopts);
 		kv("options", line, NULL);
-		snprintf(line, sizeof line, "%s used of %s per slot", used, heap);
+		snprintf(line, sizeof line, "%s of %s in use (layer values)", used, heap);
 		kv("heap", line, NULL);
 		char who[64];
 		snprintf(line, sizeof line, "%s by %s (uid %u), pid %d", ctime_s,

@@ -31,7 +31,7 @@ static const struct command commands[] = {
 	 "  -s, --schema FILE   schema file (YAML, format 1); default: the embedded\n"
 	 "                      torch.compiler.config schema\n"
 	 "  -k, --slots K       snapshot slots, 2-255 (default 8)\n"
-	 "      --size BYTES    string heap per slot (suffixes K, M, G)\n"
+	 "      --size BYTES    value heap: the layers set, all versions (K, M, G)\n"
 	 "      --readers N     reader table entries (default 2048)\n"
 	 "  -m, --mode OCTAL    permission bits (default 0600)\n"
 	 "  -g, --group GROUP   group of the object (name or number)\n"

@@ -1,18 +1,18 @@
-"""The canonical encoding of option values, version 1: the one Python
-implementation of it (private to the package).
+"""The canonical encoding of option values: the one Python implementation of
+it (private to the package).
 
-lib/hash.c (doc/design.md, "The config hash") digests, with XXH3-128::
+lib/hash.c (doc/design.md, "The config hash", encoding version 2) digests,
+with XXH3-128, each option that is neither an alias nor hash-ignored::
 
-    "shmcfg config hash v1\\n"
-    for each option in bytewise order of its full name, skipping aliases and
-    hash-ignored options:
-        u32le name length, name bytes, u8 type (1 bool .. 6 set), u8 null (0/1),
-        and if not null:
-        bool: u8 0/1 | int: i64le | float: IEEE-754 bits as u64le, every NaN
-        as 0x7ff8000000000000 | str: u32le length + bytes |
-        list, set: u32le count, then per item u32le length + bytes
+    u32le name length, name bytes, u8 type (1 bool .. 6 set), u8 null (0/1),
+    and if not null:
+    bool: u8 0/1 | int: i64le | float: IEEE-754 bits as u64le, every NaN
+    as 0x7ff8000000000000 | str: u32le length + bytes |
+    list, set: u32le count, then per item u32le length + bytes
 
-(config_encoding()). ConfigModule.get_hash() digests, with BLAKE2b-128, the
+(config_records()), sums the digests' low and high 64-bit halves modulo
+2**64, and digests ``"shmcfg config hash v2\\n"`` + u64le low sum + u64le
+high sum (config_final()). ConfigModule.get_hash() digests, with BLAKE2b-128, the
 same option records of a module's own options by relative name, after a
 header of its own (module_encoding()). The library exposes only the digest
 of a whole segment, so the binding encodes; tests/test_python.py proves this
@@ -26,7 +26,7 @@ import struct
 
 from . import _lib as _L
 
-CONFIG_HEADER = b"shmcfg config hash v1\n"  # lib/hash.c HASH_PREFIX
+CONFIG_HEADER = b"shmcfg config hash v2\n"  # lib/hash.c HASH_PREFIX
 MODULE_HEADER = b"shmcfg module hash v1\n"  # get_hash(), then the module's name
 
 _u32 = struct.Struct("<I").pack
@@ -65,21 +65,29 @@ def value(kind, v):
     return b"".join(out)
 
 
+def record(name, kind, v):
+    """One option's record: u32le name length, name bytes, then value()."""
+    b = name.encode("utf-8")
+    return _u32(len(b)) + b + value(kind, v)
+
+
 def records(items):
     """The option records of (name, kind, value) triples, in bytewise order
-    of the name: u32le name length, name bytes, then value()."""
-    enc = sorted(((name.encode("utf-8"), kind, v) for name, kind, v in items),
-                 key=lambda r: r[0])
-    out = []
-    for b, kind, v in enc:
-        out += (_u32(len(b)), b, value(kind, v))
-    return b"".join(out)
+    of the name."""
+    return b"".join(record(n, k, v) for n, k, v in
+                    sorted(items, key=lambda r: r[0].encode("utf-8")))
 
 
-def config_encoding(items):
-    """What lib/hash.c digests for a segment whose hashed options
+def config_records(items):
+    """What lib/hash.c digests one by one for a segment whose hashed options
     (hashed()) are the (full name, kind, value) triples ``items``."""
-    return CONFIG_HEADER + records(items)
+    return [record(n, k, v) for n, k, v in items]
+
+
+def config_final(low_sum, high_sum):
+    """What lib/hash.c digests last: the header and the sums of the
+    records' digests (each half modulo 2**64)."""
+    return CONFIG_HEADER + struct.pack("<QQ", low_sum % 2**64, high_sum % 2**64)
 
 
 def module_encoding(module, items):

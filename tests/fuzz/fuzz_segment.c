@@ -70,18 +70,24 @@ static void fix_up(uint8_t *img, size_t size)
 		memcpy(hd.schema_hash, c.digest, 16);
 	}
 	if ((flags & FIX_CHECKSUMS) && hd.nslots <= SEG_MAX_SLOTS && hd.slots_off <= size &&
-	    hd.slot_size <= size && hd.cells_off <= hd.heap_off && hd.heap_off <= hd.slot_size &&
-	    hd.heap_size <= hd.slot_size - hd.heap_off && (uint64_t)hd.nslots * hd.slot_size <= size - hd.slots_off) {
+	    hd.slot_size <= size && hd.nopts <= SEG_MAX_OPTS && hd.cells_off <= hd.lrefs_off &&
+	    hd.lrefs_off <= hd.slot_size && (uint64_t)hd.nopts * 4 <= hd.slot_size - hd.lrefs_off &&
+	    (uint64_t)hd.nopts * 16 <= hd.lrefs_off - hd.cells_off &&
+	    (uint64_t)hd.nslots * hd.slot_size <= size - hd.slots_off) {
+		/* the checksum of lib/hash.c: a sum of per-option mixes */
 		for (uint32_t s = 0; s < hd.nslots; s++) {
 			uint8_t *slot = img + hd.slots_off + (uint64_t)s * hd.slot_size;
 			struct slot_hdr sl;
 			memcpy(&sl, slot, sizeof sl);
-			uint64_t used = sl.heap_used <= hd.heap_size ? sl.heap_used : hd.heap_size;
-			XXH3_state_t st;
-			XXH3_64bits_reset(&st);
-			XXH3_64bits_update(&st, slot + hd.cells_off, hd.heap_off - hd.cells_off);
-			XXH3_64bits_update(&st, slot + hd.heap_off, used);
-			sl.checksum = XXH3_64bits_digest(&st);
+			sl.checksum = 0;
+			for (uint32_t i = 0; i < hd.nopts; i++) {
+				uint64_t w[3];
+				uint32_t lref;
+				memcpy(w, slot + hd.cells_off + (uint64_t)i * 16, 16);
+				memcpy(&lref, slot + hd.lrefs_off + (uint64_t)i * 4, 4);
+				w[2] = lref;
+				sl.checksum += XXH3_64bits_withSeed(w, sizeof w, i);
+			}
 			memcpy(slot, &sl, sizeof sl);
 		}
 	}

@@ -1,0 +1,255 @@
+/*
+ * The value heap: chunks that hold one option's layer cells and the bytes of
+ * their strings. A slot refers to an option's chunk by offset / 16 (its
+ * "layer reference"; 0 = no layer set), so a commit that changes k options
+ * writes k chunks, whatever the size of the configuration.
+ *
+ * A chunk is immutable while any slot refers to it; `refs` counts those
+ * slots and the chunk is freed when the last one is rewritten. Readers never
+ * look at `refs` or the free lists: a reader of slot S reads S's chunks, and
+ * S's chunks are freed (and reused) only after a writer marked S busy, which
+ * the reader's stamp check sees (seqlock.h, (B) pairs with (C)). A pinned
+ * slot is never rewritten, so its chunks live as long as the pin.
+ *
+ * Everything here runs under the writer lock. The reference counts and free
+ * lists are the only writer state that spans commits; a writer that dies
+ * while changing them leaves `wip` set, and the next writer rebuilds both
+ * from the slots (shmcfg__heap_sweep), the way a file system checks itself
+ * after an unclean unmount. Every offset read from the segment is checked
+ * before use: a damaged heap gives SHMCFG_E_CORRUPT, never a stray write.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+/* Chunk sizes: 16-byte steps up to 256, then steps of 1.5x and 2x. The
+ * smallest holds the cells and 16 bytes of strings. */
+static uint64_t class_bytes(unsigned c)
+{
+	if (c < 12)
+		return CHUNK_HDR_BYTES + 16 * (c + 1);
+	c -= 12;
+	uint64_t p = 256ull << (c / 2);
+	return c % 2 ? 2 * p : p + p / 2;
+}
+_Static_assert(CHUNK_HDR_BYTES == 80, "a chunk's header and cells are 80 bytes");
+
+static unsigned class_for(uint64_t bytes)
+{
+	for (unsigned c = 0; c < HEAP_CLASSES; c++)
+		if (class_bytes(c) >= bytes)
+			return c;
+	return HEAP_CLASSES;
+}
+
+/* The chunk at off, if off names one: inside [HEAP_FIRST, top), aligned,
+ * with a plausible tag. */
+#define HEAP_FIRST 64u
+static struct chunk *chunk_at(char *heap, uint64_t top, uint64_t off)
+{
+	if (off < HEAP_FIRST || off % 16 || off > top || top - off < CHUNK_HDR_BYTES)
+		return NULL;
+	struct chunk *c = (struct chunk *)(heap + off);
+	uint32_t tag = __atomic_load_n(&c->tag, __ATOMIC_RELAXED);
+	if (tag >> 24 != CHUNK_MAGIC || (tag & 0xff) >= HEAP_CLASSES || class_bytes(tag & 0xff) > top - off)
+		return NULL;
+	return c;
+}
+
+/*
+ * The layer cells of a layer reference, for a reader of a slot (or a copy)
+ * whose heap is heap[0, size): NULL for 0 (no layer set); an error for a
+ * reference that does not name a chunk. The cells' strings are checked when
+ * decoded, like every cell's.
+ */
+int shmcfg__chunk_layers(const char *heap, uint64_t size, uint32_t lref, const struct shmcfg__cell **ret)
+{
+	*ret = NULL;
+	if (lref == 0)
+		return 0;
+	uint64_t off = (uint64_t)lref << LREF_SHIFT;
+	if (off < HEAP_FIRST || off > size || size - off < CHUNK_HDR_BYTES)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "layer reference %u lies outside the value heap", lref);
+	*ret = ((const struct chunk *)(heap + off))->l;
+	return 0;
+}
+
+static int heap_damaged(const shmcfg *h, const char *what, uint64_t off)
+{
+	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: value heap damaged (%s at offset %llu): "
+			   "recreate the segment (shmctl create --force)", h->name, what,
+			   (unsigned long long)off);
+}
+
+/*
+ * A chunk of at least `bytes` bytes (header and cells included), with no
+ * references yet: its offset in *off. From the free list of its class, else
+ * carved from the untouched end, else from a larger class's free list.
+ */
+int shmcfg__heap_alloc(shmcfg *h, uint64_t bytes, const char *for_opt, uint64_t *off)
+{
+	struct seg_header *hd = h->hdr;
+	char *heap = seg_heap(h);
+	uint64_t top = hd->heap_top, size = h->lay.heap_size;
+	unsigned c = class_for(bytes);
+	if (c == HEAP_CLASSES)
+		return shmcfg__err(SHMCFG_E_FULL, "%s: %s: %llu bytes of layer values do not fit one chunk",
+				   h->name, for_opt, (unsigned long long)bytes);
+	uint64_t o = 0;
+	unsigned got = c;
+	if (hd->heap_free[c])
+		o = hd->heap_free[c];
+	else if (top <= size && class_bytes(c) <= size - top) {
+		o = top;
+		struct chunk *k = (struct chunk *)(heap + o);
+		k->tag = CHUNK_MAGIC << 24 | c;
+		k->refs = 0;
+		k->next = 0;
+		/* the tag before the top: a writer that dies here leaves a
+		 * chunk that the sweep can walk over */
+		hd->heap_top = top + class_bytes(c);
+		top = hd->heap_top;
+	} else
+		for (got = c + 1; got < HEAP_CLASSES && !hd->heap_free[got]; got++)
+			;
+	if (!o && got < HEAP_CLASSES)
+		o = hd->heap_free[got];
+	if (!o)
+		return shmcfg__err(SHMCFG_E_FULL,
+				   "%s: value heap of %llu bytes is full (%llu in use) storing %s: "
+				   "create the segment with a larger heap (shmctl create --size)",
+				   h->name, (unsigned long long)size, (unsigned long long)hd->heap_live,
+				   for_opt);
+	struct chunk *k = chunk_at(heap, top, o);
+	if (!k || (k->tag & 0xff) != got || k->refs != 0)
+		return heap_damaged(h, "free list", o);
+	if (o == hd->heap_free[got])
+		hd->heap_free[got] = k->next;
+	k->next = 0;
+	hd->heap_live += class_bytes(got);
+	*off = o;
+	return 0;
+}
+
+/* One more slot refers to lref. */
+int shmcfg__heap_ref(shmcfg *h, uint32_t lref)
+{
+	if (lref == 0)
+		return 0;
+	uint64_t off = (uint64_t)lref << LREF_SHIFT;
+	struct chunk *k = chunk_at(seg_heap(h), h->hdr->heap_top, off);
+	if (!k || k->refs >= h->lay.nslots)
+		return heap_damaged(h, "layer reference", off);
+	k->refs++;
+	return 0;
+}
+
+/* One slot fewer refers to lref (checked by shmcfg__heap_ref when it was
+ * taken): free the chunk with the last one. */
+void shmcfg__heap_unref(shmcfg *h, uint32_t lref)
+{
+	if (lref == 0)
+		return;
+	struct seg_header *hd = h->hdr;
+	uint64_t off = (uint64_t)lref << LREF_SHIFT;
+	struct chunk *k = chunk_at(seg_heap(h), hd->heap_top, off);
+	if (!k || k->refs == 0)
+		return; /* damaged: the next sweep will find it */
+	if (--k->refs)
+		return;
+	unsigned c = k->tag & 0xff;
+	k->next = hd->heap_free[c];
+	hd->heap_free[c] = off;
+	hd->heap_live -= hd->heap_live >= class_bytes(c) ? class_bytes(c) : hd->heap_live;
+}
+
+/*
+ * Whether slot s holds whole, published content: the generation it holds
+ * (its `base`), or 0 if it holds none (empty, half-written by a writer that
+ * died, or stamped with a generation that was never published).
+ */
+uint64_t shmcfg__slot_base(const shmcfg *h, uint32_t s, uint64_t stamp, uint64_t cur_g)
+{
+	uint64_t base = slot_at(h, s)->base;
+	if ((stamp & SLOT_BUSY) || base == 0 || base > cur_g)
+		return 0;
+	return stamp == base || stamp == 0 ? base : 0;
+}
+
+/*
+ * Rebuild the reference counts, the free lists and heap_live from the slots
+ * that hold whole generations, after a writer died mid-commit (`wip` set).
+ * Slots that hold no whole generation lose their references (their next
+ * writer copies them whole). Walks the heap chunk by chunk: O(heap + slots
+ * x options), once per dead writer.
+ */
+int shmcfg__heap_sweep(shmcfg *h, uint64_t cur)
+{
+	struct seg_header *hd = h->hdr;
+	char *heap = seg_heap(h);
+	uint64_t top = hd->heap_top, live = 0;
+	uint32_t n = h->lay.nopts;
+	if (top > h->lay.heap_size || top < HEAP_FIRST)
+		return heap_damaged(h, "top", top);
+	uint8_t *start = shmcfg__calloc((top >> LREF_SHIFT) / 8 + 1, 1); /* chunk starts */
+	if (!start)
+		return shmcfg__nomem();
+	int r = 0;
+	for (uint64_t o = HEAP_FIRST; o < top;) {
+		struct chunk *k = chunk_at(heap, top, o);
+		if (!k) {
+			r = heap_damaged(h, "chunk", o);
+			goto out;
+		}
+		k->refs = 0;
+		start[(o >> LREF_SHIFT) / 8] |= 1u << ((o >> LREF_SHIFT) % 8);
+		o += class_bytes(k->tag & 0xff);
+	}
+	for (uint32_t s = 0; s < h->lay.nslots; s++) {
+		struct slot_hdr *sl = slot_at(h, s);
+		uint32_t *lr = slot_lrefs(h, sl);
+		uint64_t stamp = __atomic_load_n(&sl->gen, __ATOMIC_ACQUIRE);
+		bool whole = shmcfg__slot_base(h, s, stamp, cur_gen(cur)) != 0;
+		for (uint32_t i = 0; whole && i < n; i++) {
+			uint64_t o = (uint64_t)lr[i] << LREF_SHIFT;
+			whole = lr[i] == 0 || (o < top && (start[(o >> LREF_SHIFT) / 8] >> ((o >> LREF_SHIFT) % 8) & 1));
+		}
+		if (!whole && s == cur_slot(cur)) {
+			r = heap_damaged(h, "a layer reference of the current slot", s);
+			goto out;
+		}
+		if (!whole) { /* not a published generation: copied whole next time */
+			sl->base = 0;
+			memset(lr, 0, (size_t)n * sizeof *lr);
+			continue;
+		}
+		for (uint32_t i = 0; i < n; i++)
+			if (lr[i])
+				((struct chunk *)(heap + ((uint64_t)lr[i] << LREF_SHIFT)))->refs++;
+	}
+	memset(hd->heap_free, 0, sizeof hd->heap_free);
+	for (uint64_t o = HEAP_FIRST; o < top;) {
+		struct chunk *k = (struct chunk *)(heap + o);
+		unsigned c = k->tag & 0xff;
+		if (k->refs) {
+			live += class_bytes(c);
+		} else {
+			k->next = hd->heap_free[c];
+			hd->heap_free[c] = o;
+		}
+		o += class_bytes(c);
+	}
+	hd->heap_live = live;
+out:
+	shmcfg__free(start);
+	return r;
+}
+
+/* A fresh heap: nothing carved, nothing free. */
+void shmcfg__heap_init(struct seg_header *hd)
+{
+	hd->heap_top = HEAP_FIRST;
+	hd->heap_live = 0;
+	memset(hd->heap_free, 0, sizeof hd->heap_free);
+}
