@@ -107,10 +107,12 @@ const char *fmt_time(char *buf, size_t len, double ns);
 const char *fmt_rate(char *buf, size_t len, double per_s);
 const char *fmt_bytes(char *buf, size_t len, double b);
 const char *fmt_spread(char *buf, size_t len, double lo, double hi);
+const char *fmt_count(char *buf, size_t len, uint64_t n);
 #define T(ns) fmt_time((char[24]){0}, 24, (ns))
 #define RATE(x) fmt_rate((char[24]){0}, 24, (x))
 #define BYTES(x) fmt_bytes((char[24]){0}, 24, (x))
 #define SPREAD(lo, hi) fmt_spread((char[32]){0}, 32, (lo), (hi))
+#define COUNT(n) fmt_count((char[32]){0}, 32, (n))
 
 /* Order statistics of a sample (sorted in place). */
 struct stats {
@@ -121,6 +123,15 @@ struct stats stats_of(double *v, int n);
 
 void seg_name(char *buf, size_t len, const char *what);
 void unlink_segments(void);
+/* A fresh directory under /dev/shm (else $TMPDIR, else /tmp), removed with
+ * its files at exit (by unlink_segments) or by rm_tmpdir(). */
+void make_tmpdir(char *buf, size_t len, const char *what);
+void rm_tmpdir(const char *dir);
+/* Free bytes of the file system holding @p path; MemAvailable in bytes (-1: unknown) */
+double fs_free_bytes(const char *path);
+double mem_available_bytes(void);
+/* The running executable (for fork + exec of a fresh process) */
+const char *self_exe(void);
 void on_signal(int sig);
 void *shared_alloc(size_t len);
 void wait_child(pid_t pid);
