@@ -184,6 +184,27 @@ void run_scaling(void);
 void opt_name(char *buf, size_t len, uint32_t i);
 shmcfg_schema *schema_of(uint32_t n);
 double timed_commit(shmcfg *h, uint32_t k, int64_t value);
+/* One transaction setting option @p o to @p value; returns its time. */
+double timed_commit_at(shmcfg *h, shmcfg_opt o, int64_t value);
+
+/*
+ * The LMDB write peer (issue 12): an environment in a fresh directory under
+ * /dev/shm (make_tmpdir), opened with MDB_WRITEMAP | MDB_NOSYNC, pre-filled
+ * with n keys named as the options of schema_of(n) (opt_name), each an
+ * 8-byte value. lmdb_peer_write times one write transaction (begin, k puts,
+ * commit) of keys [k0, k0 + k), as timed_commit times shmcfg's.
+ */
+struct lmdb_peer {
+	void *env; /* MDB_env */
+	unsigned dbi;
+	uint32_t n;
+	double fill_ns; /* creating the environment and putting the n keys */
+	double bytes;   /* pages in use after the fill, times the page size */
+	char dir[128];
+};
+void lmdb_peer_open(struct lmdb_peer *p, uint32_t n);
+double lmdb_peer_write(struct lmdb_peer *p, uint32_t k0, uint32_t k, int64_t value);
+void lmdb_peer_close(struct lmdb_peer *p);
 
 struct vis_result {
 	struct stats poll, poll_ret, wake, wake_ret, commit;
