@@ -215,20 +215,40 @@ extern struct vis_result vis_res[3];
 void run_commits(void);
 
 /* ------------------------------------------------------------------ */
-/* bench_growth.c: 4. growth (10, 1,000, 100,000 options)             */
+/* bench_growth.c: 4. growth (10 to 1,000,000 options)                */
 /* ------------------------------------------------------------------ */
+
+#define GROWTH_FIRST_COMMITS 7 /* commits of a fresh process reported apart */
+#define NGROWTH 5              /* 10, 1,000, 10,000, 100,000, 1,000,000 options */
 
 struct growth {
 	uint32_t n;
 	double build_ns, create_ns;
+	/* attach: in a fresh process (fork + exec); commit: one-change
+	 * commits of this process after a warm-up, paired with lmdb */
 	struct stats attach, lookup, touch, commit;
-	double bytes;
+	double bytes; /* the object's size (shmcfg_stat) */
+	bool run;     /* measured; if not, skip says why */
+	char skip[256];
+	struct stats commit_first; /* the first GROWTH_FIRST_COMMITS of fresh processes, pooled */
+	struct stats first_lookup; /* a fresh process's first lookup + read, after attach */
+	struct stats lmdb;         /* LMDB one-key write txn, same number of keys */
+	struct stats ratio;        /* per pair: shmcfg commit / LMDB write */
+	double lmdb_fill_ns, lmdb_bytes;
+	int npairs, nprocs, nlookup_rounds;
+	long nlookups;
 };
-extern struct growth growth[3];
+extern struct growth growth[NGROWTH];
+/* the row of @p n options, if it was measured, else NULL */
+const struct growth *growth_at(uint32_t n);
 extern double g_miss_ns[3]; /* 1, 4 and 16 MiB */
+extern const char *g_tsv_path;   /* --tsv FILE: the growth rows as TSV */
+extern uint32_t g_growth_max;    /* --growth-max N: largest schema measured */
 __attribute__((noinline)) uint64_t lookup_loop(shmcfg *h, char **names, const uint32_t *idx,
 					       long m);
 void run_growth(void);
+/* --attach-child: the fresh process of the growth section */
+int attach_child(int argc, char **argv);
 
 /* ------------------------------------------------------------------ */
 /* bench_callgrind.c: instructions per read (--callgrind)             */
