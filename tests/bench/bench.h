@@ -74,6 +74,23 @@ struct bench_settings {
 };
 extern struct bench_settings opt;
 
+/*
+ * HOOK for bench_read.c (issue 12's two read targets): section 1 sets these
+ * when it measures them, each a ratio paired per round (median over the
+ * rounds, and its min..max), and the targets section prints them. While
+ * .measured is false, the targets fall back to the candidates: "accessor"
+ * over "lean_c" (the ratio of their paired medians) for the first, and
+ * "batch8" over "plain8" (keys of cands[], if present) for the second; with
+ * neither, the target shows n/a.
+ */
+struct read_target {
+	bool measured;
+	double med, min, max;
+	const char *how; /* what was divided by what, printed with the figure */
+};
+extern struct read_target target_accessor_vs_seqlock; /* limit 1.5 */
+extern struct read_target target_batch8_vs_plain8;    /* limit 6 */
+
 /* ------------------------------------------------------------------ */
 /* bench_util.c: timing, output, statistics, segments, processes      */
 /* ------------------------------------------------------------------ */
