@@ -75,8 +75,8 @@ struct bench_settings {
 extern struct bench_settings opt;
 
 /*
- * HOOK for bench_read.c (issue 12's two read targets): section 1 sets these
- * when it measures them, each a ratio paired per round (median over the
+ * HOOK for bench_read.c (issue 12's two read targets; defined in
+ * bench_main.c): section 1 sets these when it measures them, each a ratio paired per round (median over the
  * rounds, and its min..max), and the targets section prints them. While
  * .measured is false, the targets fall back to the candidates: "accessor"
  * over "lean_c" (the ratio of their paired medians) for the first, and

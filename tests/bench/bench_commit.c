@@ -365,7 +365,8 @@ void run_commits(void)
 		commit_ratio[j] = stats_of(q, i);
 		char label[40], rs[40];
 		snprintf(label, sizeof label, "%u", ks[j]);
-		snprintf(rs, sizeof rs, "%.2f..%.2f", commit_ratio[j].min, commit_ratio[j].max);
+		snprintf(rs, sizeof rs, "%.*f..%.*f", commit_ratio[j].min < 10 ? 2 : 0, commit_ratio[j].min,
+			 commit_ratio[j].max < 10 ? 2 : commit_ratio[j].max < 100 ? 1 : 0, commit_ratio[j].max);
 		printf("   %-16s %10s %10s %10s %10s %11s %10s %7.2fx %12s\n", label, T(commit_st[j].med),
 		       T(commit_st[j].p99), T(commit_st[j].max), RATE(commit_rate[j]), T(commit_lmdb[j].med),
 		       T(commit_lmdb[j].p99), commit_ratio[j].med, rs);

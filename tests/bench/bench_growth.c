@@ -393,13 +393,13 @@ static bool growth_fits(struct growth *g)
 	}
 	if (shm < need_shm || mem < need_mem) {
 		snprintf(g->skip, sizeof g->skip,
-			 "needs ~%s in /dev/shm (%s free) and ~%s of memory (%s available), "
+			 "needs ~%s of /dev/shm (%s free) and ~%s of memory (%s available), "
 			 "extrapolated from %s options",
 			 a, b, c, d, COUNT(m->n));
 		return false;
 	}
-	printf("   %s options: needs ~%s in /dev/shm (%s free) and ~%s of memory (%s\n"
-	       "   available), extrapolated from %s options: measured\n",
+	printf("   %s options need ~%s of /dev/shm (%s free) and ~%s of memory\n"
+	       "   (%s available), extrapolated from %s options: measured.\n",
 	       COUNT(g->n), a, b, c, d, COUNT(m->n));
 	return true;
 }
@@ -546,18 +546,18 @@ void run_growth(void)
 	for (int i = 0; i < NGROWTH; i++)
 		if (growth[i].run)
 			run[nr++] = &growth[i];
-	printf("   %-42s", "options");
+	printf("   %-40s", "options");
 	for (int k = 0; k < nr; k++)
-		printf(" %11s", COUNT(run[k]->n));
+		printf(" %13s", COUNT(run[k]->n));
 	printf("\n");
 #define GROW_ROW(label, ...)                                                                    \
 	do {                                                                                    \
-		printf("   %-42s", label);                                                      \
+		printf("   %-40s", label);                                                      \
 		for (int k_ = 0; k_ < nr; k_++) {                                               \
 			const struct growth *g = run[k_];                                       \
 			char c_[32];                                                            \
 			snprintf(c_, sizeof c_, "%s", (__VA_ARGS__));                           \
-			printf(" %11s", c_);                                                    \
+			printf(" %13s", c_);                                                    \
 		}                                                                               \
 		printf("\n");                                                                   \
 	} while (0)
@@ -566,7 +566,7 @@ void run_growth(void)
 	GROW_ROW("  max", T(g->commit.max));
 	GROW_ROW("  first 7 of a fresh process, median", T(g->commit_first.med));
 	GROW_ROW("  first 7 of a fresh process, max", T(g->commit_first.max));
-	GROW_ROW("LMDB one-key write txn, same keys, median", T(g->lmdb.med));
+	GROW_ROW("LMDB one-key write, same keys, median", T(g->lmdb.med));
 	GROW_ROW("commit x LMDB write (paired), median", RATIO(g->ratio.med));
 	GROW_ROW("  min", RATIO(g->ratio.min));
 	GROW_ROW("  max", RATIO(g->ratio.max));
@@ -577,7 +577,8 @@ void run_growth(void)
 	GROW_ROW("lookup by name, random names, median", T(g->lookup.med));
 	GROW_ROW("  of which fetching the name", T(g->touch.med));
 	GROW_ROW("  lookup min..max (ns)", SPREAD(g->lookup.min, g->lookup.max));
-	GROW_ROW("segment size", BYTES(g->bytes));
+	GROW_ROW("segment size, bytes", COUNT((uint64_t)g->bytes));
+	GROW_ROW("  in binary units", BYTES(g->bytes));
 	GROW_ROW("segment bytes per option", BYTES(g->bytes / g->n));
 	GROW_ROW("LMDB file in use, bytes per key", BYTES(g->lmdb_bytes / g->n));
 	GROW_ROW("schema build (shmcfg_schema_add)", T(g->build_ns));

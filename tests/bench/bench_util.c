@@ -90,16 +90,18 @@ const char *fmt_bytes(char *buf, size_t len, double b)
 	return buf;
 }
 
-/* A count with thousands separators: 1,000,000 */
+/* A count with thousands separators: 1,692,056,384 */
 const char *fmt_count(char *buf, size_t len, uint64_t n)
 {
-	if (n >= 1000000)
-		snprintf(buf, len, "%llu,%03llu,%03llu", (unsigned long long)(n / 1000000),
-			 (unsigned long long)(n / 1000 % 1000), (unsigned long long)(n % 1000));
-	else if (n >= 1000)
-		snprintf(buf, len, "%llu,%03llu", (unsigned long long)(n / 1000), (unsigned long long)(n % 1000));
-	else
-		snprintf(buf, len, "%llu", (unsigned long long)n);
+	char d[32], out[48];
+	int nd = snprintf(d, sizeof d, "%llu", (unsigned long long)n), o = 0;
+	for (int i = 0; i < nd; i++) {
+		if (i && (nd - i) % 3 == 0)
+			out[o++] = ',';
+		out[o++] = d[i];
+	}
+	out[o] = 0;
+	snprintf(buf, len, "%s", out);
 	return buf;
 }
 
