@@ -74,6 +74,23 @@ struct bench_settings {
 };
 extern struct bench_settings opt;
 
+/*
+ * HOOK for bench_read.c (issue 12's two read targets; defined in
+ * bench_main.c): section 1 sets these when it measures them, each a ratio paired per round (median over the
+ * rounds, and its min..max), and the targets section prints them. While
+ * .measured is false, the targets fall back to the candidates: "accessor"
+ * over "lean_c" (the ratio of their paired medians) for the first, and
+ * "batch8" over "plain8" (keys of cands[], if present) for the second; with
+ * neither, the target shows n/a.
+ */
+struct read_target {
+	bool measured;
+	double med, min, max;
+	const char *how; /* what was divided by what, printed with the figure */
+};
+extern struct read_target target_accessor_vs_seqlock; /* limit 1.5 */
+extern struct read_target target_batch8_vs_plain8;    /* limit 6 */
+
 /* ------------------------------------------------------------------ */
 /* bench_util.c: timing, output, statistics, segments, processes      */
 /* ------------------------------------------------------------------ */
@@ -107,10 +124,12 @@ const char *fmt_time(char *buf, size_t len, double ns);
 const char *fmt_rate(char *buf, size_t len, double per_s);
 const char *fmt_bytes(char *buf, size_t len, double b);
 const char *fmt_spread(char *buf, size_t len, double lo, double hi);
+const char *fmt_count(char *buf, size_t len, uint64_t n);
 #define T(ns) fmt_time((char[24]){0}, 24, (ns))
 #define RATE(x) fmt_rate((char[24]){0}, 24, (x))
 #define BYTES(x) fmt_bytes((char[24]){0}, 24, (x))
 #define SPREAD(lo, hi) fmt_spread((char[32]){0}, 32, (lo), (hi))
+#define COUNT(n) fmt_count((char[32]){0}, 32, (n))
 
 /* Order statistics of a sample (sorted in place). */
 struct stats {
@@ -121,6 +140,15 @@ struct stats stats_of(double *v, int n);
 
 void seg_name(char *buf, size_t len, const char *what);
 void unlink_segments(void);
+/* A fresh directory under /dev/shm (else $TMPDIR, else /tmp), removed with
+ * its files at exit (by unlink_segments) or by rm_tmpdir(). */
+void make_tmpdir(char *buf, size_t len, const char *what);
+void rm_tmpdir(const char *dir);
+/* Free bytes of the file system holding @p path; MemAvailable in bytes (-1: unknown) */
+double fs_free_bytes(const char *path);
+double mem_available_bytes(void);
+/* The running executable (for fork + exec of a fresh process) */
+const char *self_exe(void);
 void on_signal(int sig);
 void *shared_alloc(size_t len);
 void wait_child(pid_t pid);
@@ -173,6 +201,27 @@ void run_scaling(void);
 void opt_name(char *buf, size_t len, uint32_t i);
 shmcfg_schema *schema_of(uint32_t n);
 double timed_commit(shmcfg *h, uint32_t k, int64_t value);
+/* One transaction setting option @p o to @p value; returns its time. */
+double timed_commit_at(shmcfg *h, shmcfg_opt o, int64_t value);
+
+/*
+ * The LMDB write peer (issue 12): an environment in a fresh directory under
+ * /dev/shm (make_tmpdir), opened with MDB_WRITEMAP | MDB_NOSYNC, pre-filled
+ * with n keys named as the options of schema_of(n) (opt_name), each an
+ * 8-byte value. lmdb_peer_write times one write transaction (begin, k puts,
+ * commit) of keys [k0, k0 + k), as timed_commit times shmcfg's.
+ */
+struct lmdb_peer {
+	void *env; /* MDB_env */
+	unsigned dbi;
+	uint32_t n;
+	double fill_ns; /* creating the environment and putting the n keys */
+	double bytes;   /* pages in use after the fill, times the page size */
+	char dir[128];
+};
+void lmdb_peer_open(struct lmdb_peer *p, uint32_t n);
+double lmdb_peer_write(struct lmdb_peer *p, uint32_t k0, uint32_t k, int64_t value);
+void lmdb_peer_close(struct lmdb_peer *p);
 
 struct vis_result {
 	struct stats poll, poll_ret, wake, wake_ret, commit;
@@ -183,20 +232,40 @@ extern struct vis_result vis_res[3];
 void run_commits(void);
 
 /* ------------------------------------------------------------------ */
-/* bench_growth.c: 4. growth (10, 1,000, 100,000 options)             */
+/* bench_growth.c: 4. growth (10 to 1,000,000 options)                */
 /* ------------------------------------------------------------------ */
+
+#define GROWTH_FIRST_COMMITS 7 /* commits of a fresh process reported apart */
+#define NGROWTH 5              /* 10, 1,000, 10,000, 100,000, 1,000,000 options */
 
 struct growth {
 	uint32_t n;
 	double build_ns, create_ns;
+	/* attach: in a fresh process (fork + exec); commit: one-change
+	 * commits of this process after a warm-up, paired with lmdb */
 	struct stats attach, lookup, touch, commit;
-	double bytes;
+	double bytes; /* the object's size (shmcfg_stat) */
+	bool run;     /* measured; if not, skip says why */
+	char skip[256];
+	struct stats commit_first; /* the first GROWTH_FIRST_COMMITS of fresh processes, pooled */
+	struct stats first_lookup; /* a fresh process's first lookup + read, after attach */
+	struct stats lmdb;         /* LMDB one-key write txn, same number of keys */
+	struct stats ratio;        /* per pair: shmcfg commit / LMDB write */
+	double lmdb_fill_ns, lmdb_bytes;
+	int npairs, nprocs, nlookup_rounds;
+	long nlookups;
 };
-extern struct growth growth[3];
+extern struct growth growth[NGROWTH];
+/* the row of @p n options, if it was measured, else NULL */
+const struct growth *growth_at(uint32_t n);
 extern double g_miss_ns[3]; /* 1, 4 and 16 MiB */
+extern const char *g_tsv_path;   /* --tsv FILE: the growth rows as TSV */
+extern uint32_t g_growth_max;    /* --growth-max N: largest schema measured */
 __attribute__((noinline)) uint64_t lookup_loop(shmcfg *h, char **names, const uint32_t *idx,
 					       long m);
 void run_growth(void);
+/* --attach-child: the fresh process of the growth section */
+int attach_child(int argc, char **argv);
 
 /* ------------------------------------------------------------------ */
 /* bench_callgrind.c: instructions per read (--callgrind)             */

@@ -1,12 +1,16 @@
 /*
  * shmcfg benchmark, section 3: commits of 1, 10 and 100 changed options of a
- * schema of 1,000, and the visibility latency of a commit to a polling reader
- * and to a blocked waiter in other processes. Also the schemas of N int
- * options and the timed commit that the growth and callgrind sections use.
+ * schema of 1,000, each paired with LMDB's write transaction of as many keys
+ * in an environment of 1,000 keys, and the visibility latency of a commit to
+ * a polling reader and to a blocked waiter in other processes. Also the
+ * schemas of N int options, the timed commit and the LMDB write peer that
+ * the growth and callgrind sections use.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <lmdb.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,11 +59,110 @@ double timed_commit(shmcfg *h, uint32_t k, int64_t value)
 	return d;
 }
 
+/* One transaction setting option @p o to @p value; returns its time. */
+double timed_commit_at(shmcfg *h, shmcfg_opt o, int64_t value)
+{
+	double t0 = now_ns();
+	shmcfg_txn *t;
+	CHECK(shmcfg_txn_begin(h, &t));
+	CHECK(shmcfg_txn_set_int(t, o, value));
+	uint64_t gen;
+	int r = shmcfg_txn_commit(t, &gen);
+	double d = now_ns() - t0;
+	CHECK(r);
+	if (r == 1)
+		fail("a commit that changes a value published nothing");
+	return d;
+}
+
+/* ------------------------------------------------------------------ */
+/* The LMDB write peer                                                */
+/* ------------------------------------------------------------------ */
+
+#define LMDB_CHECK(call, p)                                                                \
+	do {                                                                               \
+		int r_ = (call);                                                           \
+		if (r_)                                                                    \
+			die("%s:%d: %s: %s (LMDB environment in %s)", __FILE__, __LINE__, #call, \
+			    mdb_strerror(r_), (p)->dir);                                   \
+	} while (0)
+
+void lmdb_peer_open(struct lmdb_peer *p, uint32_t n)
+{
+	memset(p, 0, sizeof *p);
+	p->n = n;
+	make_tmpdir(p->dir, sizeof p->dir, "lmdb");
+	double t0 = now_ns();
+	MDB_env *env;
+	LMDB_CHECK(mdb_env_create(&env), p);
+	p->env = env;
+	/* ~50 bytes a key once filled (22-byte names, 8-byte values, node and
+	 * page headers); room for the copies of pages that write txns make.
+	 * With MDB_WRITEMAP the file is truncated to this size: sparse. */
+	size_t map = ((size_t)n * 256 + ((size_t)16 << 20)) & ~(((size_t)1 << 20) - 1);
+	LMDB_CHECK(mdb_env_set_mapsize(env, map), p);
+	LMDB_CHECK(mdb_env_open(env, p->dir, MDB_WRITEMAP | MDB_NOSYNC, 0600), p);
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	LMDB_CHECK(mdb_txn_begin(env, NULL, 0, &txn), p);
+	LMDB_CHECK(mdb_dbi_open(txn, NULL, 0, &dbi), p);
+	char name[64];
+	for (uint32_t i = 0; i < n; i++) {
+		opt_name(name, sizeof name, i); /* in increasing order: append */
+		int64_t v = i;
+		MDB_val k = {strlen(name), name}, d = {sizeof v, &v};
+		LMDB_CHECK(mdb_put(txn, dbi, &k, &d, MDB_APPEND), p);
+	}
+	LMDB_CHECK(mdb_txn_commit(txn), p);
+	p->dbi = dbi;
+	p->fill_ns = now_ns() - t0;
+	MDB_envinfo ei;
+	MDB_stat st;
+	LMDB_CHECK(mdb_env_info(env, &ei), p);
+	LMDB_CHECK(mdb_env_stat(env, &st), p);
+	p->bytes = (double)(ei.me_last_pgno + 1) * st.ms_psize;
+	if (st.ms_entries != n)
+		fail("the LMDB peer does not hold the keys it was filled with");
+}
+
+/* One write transaction putting keys [k0, k0 + k) (mod n, k <= 128) to
+ * @p value; the keys are formatted before the clock starts, as shmcfg's
+ * handles are known before its transaction. */
+double lmdb_peer_write(struct lmdb_peer *p, uint32_t k0, uint32_t k, int64_t value)
+{
+	static char names[128][32];
+	MDB_val keys[128];
+	if (k > 128)
+		die("lmdb_peer_write: %u keys, at most 128", k);
+	for (uint32_t i = 0; i < k; i++) {
+		opt_name(names[i], sizeof names[i], (k0 + i) % p->n);
+		keys[i] = (MDB_val){strlen(names[i]), names[i]};
+	}
+	double t0 = now_ns();
+	MDB_txn *txn;
+	LMDB_CHECK(mdb_txn_begin(p->env, NULL, 0, &txn), p);
+	for (uint32_t i = 0; i < k; i++) {
+		MDB_val d = {sizeof value, &value};
+		LMDB_CHECK(mdb_put(txn, p->dbi, &keys[i], &d, 0), p);
+	}
+	LMDB_CHECK(mdb_txn_commit(txn), p);
+	return now_ns() - t0;
+}
+
+void lmdb_peer_close(struct lmdb_peer *p)
+{
+	if (p->env) {
+		mdb_env_close(p->env);
+		p->env = NULL;
+		rm_tmpdir(p->dir);
+	}
+}
+
 /* ------------------------------------------------------------------ */
 /* 3. Commits and visibility                                          */
 /* ------------------------------------------------------------------ */
 
-static struct stats commit_st[3];
+static struct stats commit_st[3], commit_lmdb[3], commit_ratio[3];
 static double commit_rate[3];
 
 struct vis {
@@ -199,10 +302,22 @@ static void vis_row(const char *what, const struct stats *st, const struct stats
 	printf("\n");
 }
 
+/*
+ * Commits of k = 1, 10 and 100 changed options at 1,000 options, each paired
+ * with LMDB's write transaction of the same k keys at 1,000 keys: the two run
+ * back to back, in alternating order, and each pair gives a ratio, so that
+ * the machine's speed of the moment divides out (as the hot reads' paired
+ * ratios). Before the timed pairs, a warm-up of as many commits (and LMDB
+ * writes) as the segment has slots: a process's first commits into each slot
+ * fault its pages in (the growth section reports those apart).
+ */
 void run_commits(void)
 {
 	printf("\n3. Commits (a schema of 1,000 int options; one transaction = begin, k sets,\n"
-	       "   commit; latency median and p99, commits/s = transactions / total time)\n\n");
+	       "   commit; latency median and p99, commits/s = transactions / total time), each\n"
+	       "   paired with LMDB's write transaction of the same k keys (1,000 8-byte values,\n"
+	       "   MDB_WRITEMAP | MDB_NOSYNC): \"x LMDB\" is the median over the pairs of\n"
+	       "   shmcfg's time over LMDB's, and its min..max\n\n");
 	char name[64];
 	seg_name(name, sizeof name, "commit");
 	shmcfg_schema *s = schema_of(1000);
@@ -210,24 +325,59 @@ void run_commits(void)
 	shmcfg *h;
 	CHECK(shmcfg_create(name, s, &co, &h));
 	shmcfg_schema_free(s);
+	struct lmdb_peer lp;
+	lmdb_peer_open(&lp, 1000);
+	shmcfg_info info;
+	CHECK(shmcfg_stat(h, &info));
 	static const uint32_t ks[3] = {1, 10, 100};
-	printf("   %-30s %12s %12s %12s %12s\n", "changed options", "median", "p99", "max", "commits/s");
+	printf("   %-16s %10s %10s %10s %10s %11s %10s %8s %12s\n", "changed options", "median", "p99", "max",
+	       "commits/s", "LMDB median", "LMDB p99", "x LMDB", "min..max");
 	int64_t value = 1000000;
+	for (uint32_t w = 0; w < info.nslots; w++) { /* warm-up */
+		timed_commit(h, 1, value);
+		lmdb_peer_write(&lp, 0, 1, value++);
+	}
 	for (int j = 0; j < 3; j++) {
 		int m = opt.quick ? 50 : 400;
 		double *v = calloc((size_t)m, sizeof(double));
-		double total = 0;
+		double *l = calloc((size_t)m, sizeof(double));
+		double *q = calloc((size_t)m, sizeof(double));
+		if (!v || !l || !q)
+			die("out of memory");
+		double total = 0, both = 0;
 		int i;
-		for (i = 0; i < m && total < (opt.quick ? 0.1e9 : 0.5e9); i++)
-			total += v[i] = timed_commit(h, ks[j], value++);
+		for (i = 0; i < m && both < (opt.quick ? 0.15e9 : 0.8e9); i++) {
+			if (i & 1) {
+				l[i] = lmdb_peer_write(&lp, 0, ks[j], value);
+				v[i] = timed_commit(h, ks[j], value);
+			} else {
+				v[i] = timed_commit(h, ks[j], value);
+				l[i] = lmdb_peer_write(&lp, 0, ks[j], value);
+			}
+			value++;
+			q[i] = v[i] / l[i];
+			total += v[i];
+			both += v[i] + l[i];
+		}
 		commit_rate[j] = i / (total / 1e9);
 		commit_st[j] = stats_of(v, i);
-		char label[40];
+		commit_lmdb[j] = stats_of(l, i);
+		commit_ratio[j] = stats_of(q, i);
+		char label[40], rs[40];
 		snprintf(label, sizeof label, "%u", ks[j]);
-		printf("   %-30s %12s %12s %12s %12s\n", label, T(commit_st[j].med), T(commit_st[j].p99),
-		       T(commit_st[j].max), RATE(commit_rate[j]));
+		snprintf(rs, sizeof rs, "%.*f..%.*f", commit_ratio[j].min < 10 ? 2 : 0, commit_ratio[j].min,
+			 commit_ratio[j].max < 10 ? 2 : commit_ratio[j].max < 100 ? 1 : 0, commit_ratio[j].max);
+		printf("   %-16s %10s %10s %10s %10s %11s %10s %7.2fx %12s\n", label, T(commit_st[j].med),
+		       T(commit_st[j].p99), T(commit_st[j].max), RATE(commit_rate[j]), T(commit_lmdb[j].med),
+		       T(commit_lmdb[j].p99), commit_ratio[j].med, rs);
 		free(v);
+		free(l);
+		free(q);
 	}
+	printf("   Before the timed pairs, %u warm-up commits and LMDB writes (one per slot).\n"
+	       "   The LMDB environment is in %.*s.\n",
+	       info.nslots, (int)(strrchr(lp.dir, '/') - lp.dir), lp.dir);
+	lmdb_peer_close(&lp);
 	shmcfg_close(h);
 	(void)shmcfg_unlink(name);
 

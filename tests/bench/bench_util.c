@@ -5,13 +5,17 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,12 +79,29 @@ const char *fmt_rate(char *buf, size_t len, double per_s)
 
 const char *fmt_bytes(char *buf, size_t len, double b)
 {
-	if (b >= 1 << 20)
+	if (b >= 1 << 30)
+		snprintf(buf, len, "%.2f GiB", b / (1 << 30));
+	else if (b >= 1 << 20)
 		snprintf(buf, len, "%.1f MiB", b / (1 << 20));
 	else if (b >= 1 << 10)
 		snprintf(buf, len, "%.1f KiB", b / (1 << 10));
 	else
 		snprintf(buf, len, "%.0f B", b);
+	return buf;
+}
+
+/* A count with thousands separators: 1,692,056,384 */
+const char *fmt_count(char *buf, size_t len, uint64_t n)
+{
+	char d[32], out[48];
+	int nd = snprintf(d, sizeof d, "%llu", (unsigned long long)n), o = 0;
+	for (int i = 0; i < nd; i++) {
+		if (i && (nd - i) % 3 == 0)
+			out[o++] = ',';
+		out[o++] = d[i];
+	}
+	out[o] = 0;
+	snprintf(buf, len, "%s", out);
 	return buf;
 }
 
@@ -133,6 +154,9 @@ void seg_name(char *buf, size_t len, const char *what)
 
 pid_t main_pid;
 
+static char tmp_dirs[16][128]; /* directories to remove at exit */
+static int ntmp_dirs;
+
 void unlink_segments(void)
 {
 	if (getpid() != main_pid)
@@ -140,6 +164,80 @@ void unlink_segments(void)
 	for (int i = 0; i < nseg_names; i++)
 		(void)shmcfg_unlink(seg_names[i]);
 	nseg_names = 0;
+	for (int i = 0; i < ntmp_dirs; i++)
+		if (tmp_dirs[i][0])
+			rm_tmpdir(tmp_dirs[i]);
+	ntmp_dirs = 0;
+}
+
+void make_tmpdir(char *buf, size_t len, const char *what)
+{
+	const char *base = "/dev/shm";
+	if (access(base, W_OK | X_OK) != 0) {
+		base = getenv("TMPDIR");
+		if (!base || !*base)
+			base = "/tmp";
+	}
+	snprintf(buf, len, "%s/shmcfg-bench-%s-XXXXXX", base, what);
+	if (!mkdtemp(buf))
+		die("mkdtemp %s: %s", buf, strerror(errno));
+	if (ntmp_dirs < (int)(sizeof tmp_dirs / sizeof tmp_dirs[0]))
+		snprintf(tmp_dirs[ntmp_dirs++], sizeof tmp_dirs[0], "%s", buf);
+}
+
+/* Remove a directory of make_tmpdir() and the files in it (no subdirectories). */
+void rm_tmpdir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (d) {
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+				continue;
+			char p[PATH_MAX];
+			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+			unlink(p);
+		}
+		closedir(d);
+	}
+	rmdir(dir);
+	for (int i = 0; i < ntmp_dirs; i++)
+		if (!strcmp(tmp_dirs[i], dir))
+			tmp_dirs[i][0] = 0;
+}
+
+double fs_free_bytes(const char *path)
+{
+	struct statvfs v;
+	if (statvfs(path, &v) != 0)
+		return -1;
+	return (double)v.f_bavail * (double)v.f_frsize;
+}
+
+double mem_available_bytes(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	if (!f)
+		return -1;
+	char line[256];
+	double kb = -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb < 0 ? -1 : kb * 1024;
+}
+
+const char *self_exe(void)
+{
+	static char self[PATH_MAX];
+	if (!self[0]) {
+		ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
+		if (l <= 0)
+			die("readlink /proc/self/exe: %s", strerror(errno));
+		self[l] = 0;
+	}
+	return self;
 }
 
 void on_signal(int sig)
