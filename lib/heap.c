@@ -24,16 +24,22 @@
 #include <stdlib.h>
 
 /* Chunk sizes: 16-byte steps up to 256, then steps of 1.5x and 2x. The
- * smallest holds the cells and 16 bytes of strings. */
+ * smallest holds one scalar layer. */
 static uint64_t class_bytes(unsigned c)
 {
-	if (c < 12)
-		return CHUNK_HDR_BYTES + 16 * (c + 1);
-	c -= 12;
+	if (c < 15)
+		return 32 + 16 * c;
+	c -= 15;
 	uint64_t p = 256ull << (c / 2);
 	return c % 2 ? 2 * p : p + p / 2;
 }
-_Static_assert(CHUNK_HDR_BYTES == 80, "a chunk's header and cells are 80 bytes");
+_Static_assert(CHUNK_HDR_BYTES == 8, "a chunk's header is 8 bytes");
+
+/* The free list's link of a free chunk. */
+static uint64_t *next_of(struct chunk *k)
+{
+	return (uint64_t *)(k + 1);
+}
 
 static unsigned class_for(uint64_t bytes)
 {
@@ -52,26 +58,40 @@ static struct chunk *chunk_at(char *heap, uint64_t top, uint64_t off)
 		return NULL;
 	struct chunk *c = (struct chunk *)(heap + off);
 	uint32_t tag = __atomic_load_n(&c->tag, __ATOMIC_RELAXED);
-	if (tag >> 24 != CHUNK_MAGIC || (tag & 0xff) >= HEAP_CLASSES || class_bytes(tag & 0xff) > top - off)
+	if (tag >> 24 != CHUNK_MAGIC || CHUNK_CLASS(tag) >= HEAP_CLASSES || class_bytes(CHUNK_CLASS(tag)) > top - off)
 		return NULL;
 	return c;
 }
 
 /*
- * The layer cells of a layer reference, for a reader of a slot (or a copy)
- * whose heap is heap[0, size): NULL for 0 (no layer set); an error for a
- * reference that does not name a chunk. The cells' strings are checked when
- * decoded, like every cell's.
+ * The layers of a layer reference, for a reader of a slot (or a copy) whose
+ * heap is heap[0, size): every layer's cell, the unset ones null and not
+ * META_SET (all of them for reference 0); an error for a reference that does
+ * not name a chunk. The cells' strings are checked when decoded, like every
+ * cell's.
  */
-int shmcfg__chunk_layers(const char *heap, uint64_t size, uint32_t lref, const struct shmcfg__cell **ret)
+int shmcfg__chunk_read(const char *heap, uint64_t size, uint32_t lref, struct shmcfg__cell lay[NLAYERS])
 {
-	*ret = NULL;
+	for (enum layer l = 0; l < NLAYERS; l++)
+		lay[l] = (struct shmcfg__cell){.meta = META_NULL};
 	if (lref == 0)
 		return 0;
 	uint64_t off = (uint64_t)lref << LREF_SHIFT;
-	if (off < HEAP_FIRST || off > size || size - off < CHUNK_HDR_BYTES)
+	if (off < 64 || off > size || size - off < CHUNK_HDR_BYTES)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "layer reference %u lies outside the value heap", lref);
-	*ret = ((const struct chunk *)(heap + off))->l;
+	const struct chunk *k = (const struct chunk *)(heap + off);
+	/* one read of the tag: it says how many cells follow */
+	uint32_t tag = __atomic_load_n(&k->tag, __ATOMIC_RELAXED), n = 0;
+	for (enum layer l = 0; l < NLAYERS; l++)
+		n += CHUNK_MASK(tag) >> l & 1;
+	if (size - off - CHUNK_HDR_BYTES < n * sizeof(struct shmcfg__cell))
+		return shmcfg__err(SHMCFG_E_CORRUPT, "layer reference %u lies outside the value heap", lref);
+	for (enum layer l = 0, j = 0; l < NLAYERS; l++)
+		if (CHUNK_MASK(tag) >> l & 1) {
+			lay[l].val = __atomic_load_n(&k->l[j].val, __ATOMIC_RELAXED);
+			lay[l].meta = __atomic_load_n(&k->l[j].meta, __ATOMIC_RELAXED) | META_SET;
+			j++;
+		}
 	return 0;
 }
 
@@ -103,9 +123,8 @@ int shmcfg__heap_alloc(shmcfg *h, uint64_t bytes, const char *for_opt, uint64_t 
 	else if (top <= size && class_bytes(c) <= size - top) {
 		o = top;
 		struct chunk *k = (struct chunk *)(heap + o);
-		k->tag = CHUNK_MAGIC << 24 | c;
+		k->tag = CHUNK_MAGIC << 24 | c << 8;
 		k->refs = 0;
-		k->next = 0;
 		/* the tag before the top: a writer that dies here leaves a
 		 * chunk that the sweep can walk over */
 		hd->heap_top = top + class_bytes(c);
@@ -122,11 +141,11 @@ int shmcfg__heap_alloc(shmcfg *h, uint64_t bytes, const char *for_opt, uint64_t 
 				   h->name, (unsigned long long)size, (unsigned long long)hd->heap_live,
 				   for_opt);
 	struct chunk *k = chunk_at(heap, top, o);
-	if (!k || (k->tag & 0xff) != got || k->refs != 0)
+	if (!k || CHUNK_CLASS(k->tag) != got || k->refs != 0)
 		return heap_damaged(h, "free list", o);
 	if (o == hd->heap_free[got])
-		hd->heap_free[got] = k->next;
-	k->next = 0;
+		hd->heap_free[got] = *next_of(k);
+	k->tag = CHUNK_MAGIC << 24 | got << 8; /* no layer yet: the caller writes them */
 	hd->heap_live += class_bytes(got);
 	*off = o;
 	return 0;
@@ -158,8 +177,8 @@ void shmcfg__heap_unref(shmcfg *h, uint32_t lref)
 		return; /* damaged: the next sweep will find it */
 	if (--k->refs)
 		return;
-	unsigned c = k->tag & 0xff;
-	k->next = hd->heap_free[c];
+	unsigned c = CHUNK_CLASS(k->tag);
+	*next_of(k) = hd->heap_free[c];
 	hd->heap_free[c] = off;
 	hd->heap_live -= hd->heap_live >= class_bytes(c) ? class_bytes(c) : hd->heap_live;
 }
@@ -204,7 +223,7 @@ int shmcfg__heap_sweep(shmcfg *h, uint64_t cur)
 		}
 		k->refs = 0;
 		start[(o >> LREF_SHIFT) / 8] |= 1u << ((o >> LREF_SHIFT) % 8);
-		o += class_bytes(k->tag & 0xff);
+		o += class_bytes(CHUNK_CLASS(k->tag));
 	}
 	for (uint32_t s = 0; s < h->lay.nslots; s++) {
 		struct slot_hdr *sl = slot_at(h, s);
@@ -231,11 +250,11 @@ int shmcfg__heap_sweep(shmcfg *h, uint64_t cur)
 	memset(hd->heap_free, 0, sizeof hd->heap_free);
 	for (uint64_t o = HEAP_FIRST; o < top;) {
 		struct chunk *k = (struct chunk *)(heap + o);
-		unsigned c = k->tag & 0xff;
+		unsigned c = CHUNK_CLASS(k->tag);
 		if (k->refs) {
 			live += class_bytes(c);
 		} else {
-			k->next = hd->heap_free[c];
+			*next_of(k) = hd->heap_free[c];
 			hd->heap_free[c] = o;
 		}
 		o += class_bytes(c);

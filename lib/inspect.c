@@ -68,12 +68,12 @@ int shmcfg_stat(const shmcfg *h, shmcfg_info *ret)
 static bool opt_ok(const shmcfg *h, const char *slot, const char *heap, uint64_t top, uint32_t i)
 {
 	shmcfg_value v;
-	const struct shmcfg__cell *lay;
+	struct shmcfg__cell lay[NLAYERS];
 	uint32_t type = opt_d(h, i)->type;
 	if (shmcfg__cell_value(h, slot_cells(h, slot) + i, heap, top, &v) || v.type != type ||
-	    shmcfg__chunk_layers(heap, top, slot_lrefs(h, slot)[i], &lay))
+	    shmcfg__chunk_read(heap, top, slot_lrefs(h, slot)[i], lay))
 		return false;
-	for (enum layer l = 0; lay && l < NLAYERS; l++)
+	for (enum layer l = 0; l < NLAYERS; l++)
 		if ((lay[l].meta & META_SET) && (shmcfg__value_from_cell(&lay[l], heap, top, &v) || v.type != type))
 			return false;
 	return true;

@@ -170,19 +170,22 @@ struct slot_hdr {
 };
 
 /*
- * A chunk of the value heap: one option's layer cells and the bytes of their
- * strings, immutable once a published slot refers to it, and freed when the
- * last slot referring to it is rewritten (refs counts slots). Offsets are
- * multiples of 16 from the heap's start; a slot's reference is offset / 16.
+ * A chunk of the value heap: the layers of one option that are set (their
+ * cells, lowest layer first, then the bytes of their strings), immutable once
+ * a published slot refers to it, and freed when the last slot referring to it
+ * is rewritten (refs counts slots). A free chunk keeps the free list's link
+ * where its first cell was. Offsets are multiples of 16 from the heap's
+ * start; a slot's reference is offset / 16.
  */
 #define CHUNK_MAGIC 0x6bu
 struct chunk {
-	uint32_t tag;            /* CHUNK_MAGIC << 24 | size class */
+	uint32_t tag;            /* CHUNK_MAGIC << 24 | size class << 8 | mask of the layers set */
 	uint32_t refs;           /* slots whose reference names this chunk */
-	uint64_t next;           /* free list link while free */
-	struct shmcfg__cell l[NLAYERS];
+	struct shmcfg__cell l[]; /* one per layer set */
 };
 #define CHUNK_HDR_BYTES sizeof(struct chunk)
+#define CHUNK_CLASS(tag) (((tag) >> 8) & 0xff)
+#define CHUNK_MASK(tag) ((tag) & 0xf)
 #define LREF_SHIFT 4
 #define SLOT_CELLS_OFF 64u
 _Static_assert(SLOT_CELLS_OFF == SHMCFG__CELLS_OFF, "the inline read knows where cells start");
@@ -582,7 +585,7 @@ struct shmcfg_txn {
 int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const shmcfg_value *v);
 
 /* heap.c: the value heap's chunks */
-int shmcfg__chunk_layers(const char *heap, uint64_t size, uint32_t lref, const struct shmcfg__cell **ret);
+int shmcfg__chunk_read(const char *heap, uint64_t size, uint32_t lref, struct shmcfg__cell lay[NLAYERS]);
 int shmcfg__heap_alloc(shmcfg *h, uint64_t bytes, const char *for_opt, uint64_t *off);
 int shmcfg__heap_ref(shmcfg *h, uint32_t lref);
 void shmcfg__heap_unref(shmcfg *h, uint32_t lref);

@@ -134,7 +134,7 @@ static int rebuild(const shmcfg *h, struct overlay *ov, bool strict)
 	if (r)
 		return r;
 	/* the heap, then a chunk per patch holding its option's layers anew */
-	uint64_t cap = 2 * h->lay.heap_size + bytes + n * (CHUNK_HDR_BYTES + 16);
+	uint64_t cap = 2 * h->lay.heap_size + bytes + n * (CHUNK_HDR_BYTES + NLAYERS * sizeof(struct shmcfg__cell) + 16);
 	if (cap > ov->heap_cap) {
 		char *copy = shmcfg__realloc(ov->copy, h->lay.slot_size + cap);
 		if (!copy) {

@@ -29,11 +29,11 @@ static int txn_changes(const shmcfg *h, const char *cur_sl, const struct change 
 {
 	*any = false;
 	for (size_t k = 0; k < n && !*any; k++) {
-		const struct shmcfg__cell *lay;
-		int r = shmcfg__chunk_layers(seg_heap(h), h->lay.heap_size, slot_lrefs(h, cur_sl)[ch[k].opt], &lay);
+		struct shmcfg__cell lay[NLAYERS];
+		int r = shmcfg__chunk_read(seg_heap(h), h->lay.heap_size, slot_lrefs(h, cur_sl)[ch[k].opt], lay);
 		if (r)
 			return r;
-		bool had = lay && (lay[ch[k].layer].meta & META_SET);
+		bool had = lay[ch[k].layer].meta & META_SET;
 		shmcfg_value old;
 		*any = had != !ch[k].reset ||
 		       (had && (shmcfg__value_from_cell(&lay[ch[k].layer], seg_heap(h), h->lay.heap_size, &old) ||

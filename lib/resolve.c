@@ -116,9 +116,9 @@ int shmcfg__copy_opt(struct build *b, uint32_t i, const void *from)
 
 /* ---- layers ---- */
 
-static int layers_of(const struct build *b, uint32_t i, const struct shmcfg__cell **ret)
+static int layers_of(const struct build *b, uint32_t i, struct shmcfg__cell lay[NLAYERS])
 {
-	int r = shmcfg__chunk_layers(b->heap, b->heap_size, b->lrefs[i], ret);
+	int r = shmcfg__chunk_read(b->heap, b->heap_size, b->lrefs[i], lay);
 	if (r)
 		shmcfg__err(r, "%s: %s: %s", b->h->name, sstr(b->h, opt_d(b->h, i)->name), shmcfg_errdetail());
 	return r;
@@ -134,45 +134,54 @@ static uint64_t value_bytes(const shmcfg_value *v)
 /*
  * Option opt's layers, changed by ch[0, n) (all of opt, sorted by layer):
  * a new chunk (none if no layer is set), and opt is queued for resolution.
+ * Changes that leave every layer as it was change nothing.
  */
 static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, size_t n)
 {
 	shmcfg *h = b->h;
 	const struct opt_desc *d = opt_d(h, opt);
-	const struct shmcfg__cell *old;
-	int r = layers_of(b, opt, &old);
+	struct shmcfg__cell old[NLAYERS];
+	int r = layers_of(b, opt, old);
 	if (r)
 		return r;
 	const struct change *by_layer[NLAYERS] = {0};
 	for (size_t k = 0; k < n; k++)
 		by_layer[ch[k].layer] = &ch[k];
-	/* what each layer will hold, and the bytes of its strings */
-	shmcfg_value keep[NLAYERS];
-	bool set[NLAYERS];
+	/* what each layer will hold, and the bytes of the chunk */
+	shmcfg_value val[NLAYERS];
+	uint64_t src[NLAYERS];
+	unsigned mask = 0;
 	uint64_t bytes = CHUNK_HDR_BYTES;
-	bool any = false;
+	bool same = true;
 	for (enum layer l = 0; l < NLAYERS; l++) {
 		const struct change *c = by_layer[l];
-		set[l] = c ? !c->reset : old && (old[l].meta & META_SET);
-		if (!set[l])
-			continue;
-		any = true;
-		if (c) {
-			bytes += value_bytes(&c->v);
-			continue;
-		}
-		/* one read of the shared cell; only the copy is checked and used */
-		struct shmcfg__cell cc = {__atomic_load_n(&old[l].val, __ATOMIC_RELAXED),
-					  __atomic_load_n(&old[l].meta, __ATOMIC_RELAXED)};
-		if (META_TYPE(cc.meta) != d->type ||
-		    shmcfg__value_from_cell(&cc, b->heap, b->heap_size, &keep[l]))
+		bool had = old[l].meta & META_SET;
+		if (had && (META_TYPE(old[l].meta) != d->type ||
+			    shmcfg__value_from_cell(&old[l], b->heap, b->heap_size, &val[l])))
 			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the current layer cell of %s is malformed",
 					   h->name, sstr(h, d->name));
-		keep[l].source = META_SRC(cc.meta);
-		bytes += value_bytes(&keep[l]);
+		src[l] = had ? META_SRC(old[l].meta) : 0;
+		if (c) {
+			uint64_t s = b->patch ? SHMCFG_SRC_PATCH : source_of(l);
+			same = same && had == !c->reset && (!had || (s == src[l] && shmcfg_value_equal(&val[l], &c->v)));
+			if (c->reset) {
+				had = false;
+			} else {
+				had = true;
+				val[l] = c->v;
+				src[l] = s;
+			}
+		}
+		if (!had)
+			continue;
+		mask |= 1u << l;
+		bytes += sizeof(struct shmcfg__cell) + value_bytes(&val[l]);
 	}
-	if (!any)
-		return set_lref(b, opt, 0);
+	if (same)
+		return 0;
+	ids_add(&b->seeds, opt, &r);
+	if (r || !mask)
+		return r ? r : set_lref(b, opt, 0);
 	uint64_t off;
 	if (b->shared) {
 		r = shmcfg__heap_alloc(h, bytes, sstr(h, d->name), &off);
@@ -186,18 +195,13 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 	if (r)
 		return r;
 	struct chunk *k = (struct chunk *)(b->heap + off);
-	uint64_t used = off + CHUNK_HDR_BYTES;
-	for (enum layer l = 0; l < NLAYERS; l++) {
-		if (!set[l]) { /* unset: null, so that it decodes without a heap */
-			k->l[l] = (struct shmcfg__cell){.meta = d->type | META_NULL};
-			continue;
-		}
-		const shmcfg_value *v = by_layer[l] ? &by_layer[l]->v : &keep[l];
-		uint64_t src = by_layer[l] ? (b->patch ? SHMCFG_SRC_PATCH : source_of(l)) : keep[l].source;
-		/* sized above: cannot fail */
-		(void)shmcfg__cell_encode(v, META_SET | src << META_SRC_SHIFT, b->heap, b->heap_size, &used,
-					  &k->l[l]);
-	}
+	unsigned nset = (unsigned)__builtin_popcount(mask);
+	uint64_t used = off + CHUNK_HDR_BYTES + nset * sizeof(struct shmcfg__cell);
+	for (enum layer l = 0, j = 0; l < NLAYERS; l++)
+		if (mask >> l & 1) /* sized above: cannot fail */
+			(void)shmcfg__cell_encode(&val[l], src[l] << META_SRC_SHIFT, b->heap, b->heap_size, &used,
+						  &k->l[j++]);
+	k->tag |= mask;
 	return set_lref(b, opt, (uint32_t)(off >> LREF_SHIFT));
 }
 
@@ -210,8 +214,6 @@ int shmcfg__apply_changes(struct build *b, const struct change *ch, size_t n)
 		while (e < n && ch[e].opt == ch[k].opt)
 			e++;
 		int r = apply_opt(b, ch[k].opt, ch + k, e - k);
-		if (!r)
-			ids_add(&b->seeds, ch[k].opt, &r);
 		if (r)
 			return r;
 		k = e;
@@ -284,11 +286,11 @@ static int effective(const struct build *b, uint32_t i, struct shmcfg__cell *out
 		*out = schema_cell(h->implies[k1].value, SHMCFG_SRC_IMPLIED);
 		return 0;
 	}
-	const struct shmcfg__cell *lay;
-	int r = layers_of(b, i, &lay);
+	struct shmcfg__cell lay[NLAYERS];
+	int r = layers_of(b, i, lay);
 	if (r)
 		return r;
-	for (int l = LAYER_ENV_FORCE; lay && l >= 0; l--)
+	for (int l = LAYER_ENV_FORCE; l >= 0; l--)
 		if (lay[l].meta & META_SET) { /* the highest stored layer that is set */
 			*out = with_source(lay[l], META_SRC(lay[l].meta));
 			return 0;
@@ -439,9 +441,9 @@ int shmcfg__resolve_patched(shmcfg *h, char *copy, char *heap, uint64_t top, uin
 		r = shmcfg__resolve(&b);
 	for (size_t k = 0; !r && !resolve_all && k < n; k++) {
 		/* the patch value as it is, and the aliases of patched options follow it */
-		const struct shmcfg__cell *lay;
+		struct shmcfg__cell lay[NLAYERS];
 		bool moved;
-		if (!(r = shmcfg__chunk_layers(heap, heap_size, b.lrefs[opts[k]], &lay)) && lay) {
+		if (!(r = shmcfg__chunk_read(heap, heap_size, b.lrefs[opts[k]], lay)) && (lay[LAYER_USER].meta & META_SET)) {
 			struct shmcfg__cell c = with_source(lay[LAYER_USER], SHMCFG_SRC_PATCH);
 			r = set_cell(&b, opts[k], &c, &moved);
 			const struct opt_desc *d = opt_d(h, opts[k]);

@@ -304,14 +304,14 @@ uint64_t shmcfg__schema_bytes(const struct built_schema *b)
 }
 
 /* Heap room for one version of the layers of every string, list and set
- * option: a chunk with twice its default's bytes, or 64. */
+ * option: a chunk with twice its default's bytes, or 32. */
 uint64_t shmcfg__schema_value_bytes(const struct built_schema *b)
 {
 	uint64_t sum = 0;
 	for (uint32_t i = 0; i < b->s->n; i++)
 		if (b->s->opts[i].type >= SHMCFG_STR) {
 			uint64_t d = 2 * value_bytes(&b->s->opts[i].def);
-			sum += CHUNK_HDR_BYTES + (d > 64 ? d : 64);
+			sum += 32 + (d > 32 ? d : 32);
 		}
 	return sum;
 }

@@ -48,11 +48,11 @@ int shmcfg_snapshot_layer(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_so
 	}
 	if (!source_is_stored(layer))
 		return shmcfg__err(SHMCFG_E_LAYER, "layer %s is not stored", shmcfg_source_name(layer));
-	const struct shmcfg__cell *lay;
-	int r = shmcfg__chunk_layers(snap->heap, snap->heap_size, slot_lrefs(h, snap->slot)[opt], &lay);
+	struct shmcfg__cell lay[NLAYERS];
+	int r = shmcfg__chunk_read(snap->heap, snap->heap_size, slot_lrefs(h, snap->slot)[opt], lay);
 	if (r)
 		return r;
-	if (!lay || !(lay[layer_of(layer)].meta & META_SET))
+	if (!(lay[layer_of(layer)].meta & META_SET))
 		return 1;
 	struct shmcfg__cell c = lay[layer_of(layer)];
 	r = shmcfg__value_from_cell(&c, snap->heap, snap->heap_size, ret);

@@ -708,7 +708,9 @@ static void test_commit_never_publishes_corrupt_layers(void **state)
 	char *slot = (char *)slot_at(h, cur_slot(cur));
 	uint32_t lref = slot_lrefs(h, slot)[T_A];
 	assert_int_not_equal(lref, 0);
-	struct shmcfg__cell *user = ((struct chunk *)(seg_heap(h) + ((uint64_t)lref << LREF_SHIFT)))->l + LAYER_USER;
+	struct chunk *k = (struct chunk *)(seg_heap(h) + ((uint64_t)lref << LREF_SHIFT));
+	assert_int_equal(CHUNK_MASK(k->tag), 1u << LAYER_USER);
+	struct shmcfg__cell *user = k->l; /* the only layer set */
 	user->val = 1;
 	user->meta = SHMCFG_BOOL | META_SET | ((uint64_t)SHMCFG_SRC_USER << META_SRC_SHIFT);
 	assert_int_equal(get_i(h, T_A), 0); /* the effective value is intact */

@@ -1,0 +1,235 @@
+/*
+ * Commits resolve only what changed (lib/resolve.c) and bring the slot they
+ * take up to date from the commit log's ring (lib/publish.c). Here an oracle
+ * checks every published generation: a private copy of it is resolved again
+ * from scratch, every option, by the code that builds generation 1; every
+ * effective cell must equal the published one, and the config hash and
+ * checksum sums must equal sums computed from scratch (shmcfg_check). The
+ * commits are random: changes to every layer, resets, implications that
+ * chain and conflict, aliases, strings and lists, snapshots held across
+ * commits (so that the slot a commit takes lags by a varying number of
+ * generations), a heap small enough to fill (so that commits recycle older
+ * slots and sometimes fail), and transactions large enough to overflow the
+ * ring (so that a slot is copied whole).
+ */
+#include "internal.h"
+#include "seqlock.h"
+
+#include <inttypes.h>
+
+#include "common.h"
+
+/* options with implications that chain (a -> b -> c), two impliers of one
+ * target (conflicts), an alias chain, and strings and lists */
+static const shmcfg_optdef inc_opts[] = {
+	{.name = "i.a", .type = SHMCFG_BOOL, .doc = "a", .implies = "i.b=true;i.s=\"from a\""},
+	{.name = "i.b", .type = SHMCFG_BOOL, .doc = "b", .implies = "i.n=7"},
+	{.name = "i.c", .type = SHMCFG_BOOL, .doc = "c", .implies = "i.n=9;i.l=[\"c\"]"},
+	{.name = "i.n", .type = SHMCFG_INT, .doc = "n", .knob = "k/n"},
+	{.name = "i.s", .type = SHMCFG_STR, .doc = "s", .def = "\"default\""},
+	{.name = "i.l", .type = SHMCFG_LIST, .doc = "l", .def = "[\"x\",\"y\"]"},
+	{.name = "i.t", .type = SHMCFG_SET, .flags = SHMCFG_F_NULLABLE, .doc = "t"},
+	{.name = "i.f", .type = SHMCFG_FLOAT, .doc = "f"},
+	{.name = "i.alias1", .type = SHMCFG_INT, .doc = "alias", .alias = "i.n"},
+	{.name = "i.alias2", .type = SHMCFG_INT, .doc = "alias of alias", .alias = "i.alias1"},
+	{.name = "i.salias", .type = SHMCFG_STR, .doc = "alias", .alias = "i.s"},
+	{.name = "i.ign", .type = SHMCFG_INT, .flags = SHMCFG_F_HASH_IGNORED, .doc = "ignored"},
+};
+#define NINC (sizeof inc_opts / sizeof inc_opts[0])
+#define FILLER 1500 /* plain ints after the options above: a transaction of most of them overflows the ring */
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static shmcfg *create_inc(const char *name, uint32_t slots, uint64_t heap, bool filler)
+{
+	shmcfg_schema *s;
+	assert_int_equal(shmcfg_schema_new(&s), 0);
+	for (size_t i = 0; i < NINC; i++)
+		if (shmcfg_schema_add(s, &inc_opts[i]))
+			fail_msg("%s: %s", inc_opts[i].name, shmcfg_errdetail());
+	for (int i = 0; filler && i < FILLER; i++) {
+		char n[32];
+		snprintf(n, sizeof n, "f.x%04d", i);
+		assert_int_equal(shmcfg_schema_add(s, &(shmcfg_optdef){.name = n, .type = SHMCFG_INT, .doc = "f"}), 0);
+	}
+	shmcfg *h = NULL;
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV, .slots = slots,
+				.heap_bytes = heap};
+	if (shmcfg_create(name, s, &o, &h))
+		fail_msg("create: %s", shmcfg_errdetail());
+	shmcfg_schema_free(s);
+	return h;
+}
+
+/* The oracle: the current generation, resolved again from its layers. */
+static void check_current(shmcfg *h, uint64_t step)
+{
+	size_t bytes = h->lay.slot_size + h->lay.heap_size;
+	char *copy = malloc(bytes), *again = malloc(bytes);
+	assert_non_null(copy);
+	assert_non_null(again);
+	uint64_t cur, top;
+	int tries = 0;
+	do
+		cur = seq_current(h);
+	while (!shmcfg__seq_copy(h, cur, copy, copy + h->lay.slot_size, &top) && !shmcfg__seq_retry(h, cur, &tries));
+	memcpy(again, copy, bytes);
+	memset(slot_cells(h, again), 0, h->lay.nopts * sizeof(struct shmcfg__cell));
+	struct build b = {.h = h, .cells = slot_cells(h, again), .lrefs = slot_lrefs(h, again),
+			  .heap = again + h->lay.slot_size, .heap_size = top};
+	int r = shmcfg__resolve_all(&b);
+	if (r)
+		fail_msg("step %" PRIu64 ": generation %" PRIu64 " does not resolve from scratch: %s", step,
+			 cur_gen(cur), shmcfg_errdetail());
+	shmcfg__build_free(&b);
+	for (uint32_t i = 0; i < h->lay.nopts; i++)
+		if (!shmcfg__cells_equal(h, slot_cells(h, copy) + i, copy + h->lay.slot_size, slot_cells(h, again) + i,
+					 again + h->lay.slot_size, top))
+			fail_msg("step %" PRIu64 ": generation %" PRIu64 ": %s is %016" PRIx64 "/%016" PRIx64
+				 ", resolved from scratch %016" PRIx64 "/%016" PRIx64,
+				 step, cur_gen(cur), sstr(h, opt_d(h, i)->name), slot_cells(h, copy)[i].val,
+				 slot_cells(h, copy)[i].meta, slot_cells(h, again)[i].val, slot_cells(h, again)[i].meta);
+	free(copy);
+	free(again);
+	/* every slot holding a generation: its sums equal sums from scratch */
+	if (shmcfg_check(h, true, NULL, NULL))
+		fail_msg("step %" PRIu64 ": check: %s", step, shmcfg_errdetail());
+}
+
+static const char *const strs[] = {"\"\"", "\"a\"", "\"from a\"", "\"a longer string, past one class\""};
+static const char *const lists[] = {"[]", "[\"c\"]", "[\"x\",\"y\"]", "[\"p\",\"q\",\"r\",\"s\",\"t\"]"};
+
+/* One random change of option o in a random layer. */
+static void random_change(shmcfg_txn *t, shmcfg_opt o)
+{
+	const shmcfg *h = t->h;
+	enum layer l = (enum layer)(rnd() % NLAYERS);
+	if (l == LAYER_KNOB && !(opt_d(h, o)->flags & DESC_F_HAS_KNOB))
+		l = LAYER_USER;
+	if (rnd() % 4 == 0) {
+		t->layer = l;
+		assert_int_equal(shmcfg_txn_reset(t, o), 0);
+		t->layer = LAYER_USER;
+		return;
+	}
+	char text[64];
+	switch (opt_d(h, o)->type) {
+	case SHMCFG_BOOL:
+		snprintf(text, sizeof text, "%s", rnd() % 2 ? "true" : "false");
+		break;
+	case SHMCFG_INT:
+		snprintf(text, sizeof text, "%d", (int)(rnd() % 5));
+		break;
+	case SHMCFG_FLOAT:
+		snprintf(text, sizeof text, "%d.5", (int)(rnd() % 3));
+		break;
+	case SHMCFG_STR:
+		snprintf(text, sizeof text, "%s", strs[rnd() % 4]);
+		break;
+	default:
+		snprintf(text, sizeof text, "%s", rnd() % 5 ? lists[rnd() % 4] : "null");
+		break;
+	}
+	shmcfg_value v;
+	if (shmcfg__parse_for(h, o, text, &v))
+		return; /* null where not allowed: no change */
+	(void)shmcfg__txn_set_layer(t, o, l, &v); /* refused (out of range): left out */
+	shmcfg_value_clear(&v);
+}
+
+static void run(shmcfg *h, int steps, bool filler)
+{
+	shmcfg_snapshot *held[3] = {0};
+	int conflicts = 0, full = 0, published = 0, overflows = 0;
+	for (int step = 0; step < steps; step++) {
+		/* hold or release snapshots (at most slots - 2, so that a commit
+		 * finds a slot): the slots a commit may take vary */
+		int k = (int)(rnd() % (h->lay.nslots - 2 < 3 ? h->lay.nslots - 2 : 3));
+		if (held[k]) {
+			shmcfg_snapshot_release(held[k]);
+			held[k] = NULL;
+		} else if (rnd() % 3 == 0) {
+			assert_int_equal(shmcfg_snapshot_acquire(h, &held[k]), 0);
+		}
+		shmcfg_txn *t;
+		assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+		int nch = 1 + (int)(rnd() % 4);
+		for (int c = 0; c < nch; c++) {
+			shmcfg_opt o = (shmcfg_opt)(rnd() % NINC);
+			if (opt_d(h, o)->alias == SHMCFG_NO_OPT)
+				random_change(t, o);
+		}
+		if (filler && rnd() % 40 == 0) /* past half the ring: the log cannot list it */
+			for (uint32_t i = NINC; i < h->lay.nopts; i++) {
+				shmcfg_value v = {.type = SHMCFG_INT, .u.i = step}; /* every one changes */
+				assert_int_equal(shmcfg__txn_set_layer(t, i, LAYER_USER, &v), 0);
+			}
+		uint64_t before = shmcfg_generation(h);
+		int r = shmcfg_txn_commit(t, NULL);
+		if (r == SHMCFG_E_CONFLICT || r == SHMCFG_E_FULL) {
+			conflicts += r == SHMCFG_E_CONFLICT;
+			full += r == SHMCFG_E_FULL;
+			assert_int_equal(shmcfg_generation(h), before);
+		} else if (r < 0) {
+			fail_msg("step %d: %s: %s", step, shmcfg_errname(r), shmcfg_errdetail());
+		} else {
+			published += r == 0;
+			overflows += r == 0 && log_at(h, shmcfg_generation(h))->ring_n == RING_OVERFLOW;
+		}
+		check_current(h, (uint64_t)step);
+	}
+	for (int k = 0; k < 3; k++)
+		shmcfg_snapshot_release(held[k]);
+	print_message("# %d commits published (%d too large for the ring), %d conflicts, %d full heaps\n",
+		      published, overflows, conflicts, full);
+	assert_true(published > steps / 3); /* the test tests commits */
+	assert_true(!filler || overflows > 0); /* ... and slots copied whole */
+}
+
+static void test_random_commits(void **state)
+{
+	(void)state;
+	shmcfg *h = create_inc(test_name("inc"), 6, 0, false);
+	run(h, 3000, false);
+	shmcfg_close(h);
+	shmcfg_unlink(test_name("inc"));
+}
+
+/* A heap that fills: commits recycle older slots, or fail and change nothing. */
+static void test_small_heap(void **state)
+{
+	(void)state;
+	shmcfg *h = create_inc(test_name("incheap"), 8, 1024, false);
+	run(h, 2000, false);
+	shmcfg_close(h);
+	shmcfg_unlink(test_name("incheap"));
+}
+
+/* Transactions that overflow the ring: slots are copied whole. */
+static void test_ring_overflow(void **state)
+{
+	(void)state;
+	shmcfg *h = create_inc(test_name("incring"), 8, 1 << 20, true);
+	run(h, 400, true);
+	shmcfg_close(h);
+	shmcfg_unlink(test_name("incring"));
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_random_commits),
+		cmocka_unit_test(test_small_heap),
+		cmocka_unit_test(test_ring_overflow),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
