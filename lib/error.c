@@ -6,7 +6,11 @@
 #include <stdlib.h>
 
 __thread char shmcfg__detail[512]; /* the detail text: see SHMCFG_API_ENTRY */
-__thread unsigned shmcfg__api_depth; /* public calls in progress on this thread */
+/* public calls in progress on this thread, and whether the detail holds a
+ * text: initial-exec, so that entering a public call costs no
+ * __tls_get_addr (the detail itself is only touched when it holds one) */
+__thread unsigned shmcfg__api_depth __attribute__((tls_model("initial-exec")));
+__thread bool shmcfg__detail_set __attribute__((tls_model("initial-exec")));
 static shmcfg_log_fn *log_fn;
 static void *log_ud;
 
@@ -51,6 +55,7 @@ int shmcfg__err(int code, const char *fmt, ...)
 	vsnprintf(text, sizeof text, fmt, ap);
 	va_end(ap);
 	memcpy(shmcfg__detail, text, sizeof shmcfg__detail);
+	shmcfg__detail_set = true;
 	return code;
 }
 
@@ -62,6 +67,7 @@ int shmcfg__nomem(void)
 void shmcfg__clear_err(void)
 {
 	shmcfg__detail[0] = 0;
+	shmcfg__detail_set = false;
 }
 
 void shmcfg_set_log(shmcfg_log_fn *fn, void *userdata)

@@ -385,11 +385,12 @@ void shmcfg__clear_err(void);
  * tests/check_api_entry.sh checks every export.
  */
 extern __thread char shmcfg__detail[512] __attribute__((visibility("hidden")));
-extern __thread unsigned shmcfg__api_depth __attribute__((visibility("hidden")));
+extern __thread unsigned shmcfg__api_depth __attribute__((visibility("hidden"), tls_model("initial-exec")));
+extern __thread bool shmcfg__detail_set __attribute__((visibility("hidden"), tls_model("initial-exec")));
 static inline int shmcfg__api_enter(bool clear)
 {
-	if (shmcfg__api_depth++ == 0 && clear)
-		shmcfg__detail[0] = 0;
+	if (shmcfg__api_depth++ == 0 && clear && shmcfg__detail_set)
+		shmcfg__clear_err();
 	return 0;
 }
 static inline void shmcfg__api_leave(int *unused)
@@ -595,8 +596,9 @@ void shmcfg__heap_init(struct seg_header *hd);
 
 /* resolve.c: building a slot's layers and effective values */
 struct idset {              /* option ids, each once, in the order added */
-	uint32_t *ids, *tab;
+	uint32_t *ids, *tab;     /* the arrays below until they are outgrown */
 	size_t n, tcap;
+	uint32_t small_ids[8], small_tab[16];
 };
 void shmcfg__ids_free(struct idset *s);
 struct build {

@@ -185,11 +185,10 @@ static int undo(struct build *b, struct slot_hdr *sl, const struct slot_hdr *cur
 {
 	int r = 0;
 	b->track = false;
-	struct idset touched = b->changed;
-	b->changed = (struct idset){0};
-	for (size_t k = 0; !r && k < touched.n; k++)
-		r = shmcfg__copy_opt(b, touched.ids[k], cur_sl);
-	shmcfg__ids_free(&touched);
+	/* copying back adds no member to `changed`: every one is in it */
+	for (size_t k = 0; !r && k < b->changed.n; k++)
+		r = shmcfg__copy_opt(b, b->changed.ids[k], cur_sl);
+	shmcfg__ids_free(&b->changed);
 	if (r)
 		return r;
 	memcpy(sl->hash_sum, cur_sl->hash_sum, sizeof sl->hash_sum);
@@ -208,6 +207,8 @@ static int build(struct build *b, shmcfg_txn *t, struct slot_hdr *sl)
 	b->checksum = sl->checksum;
 	shmcfg__ids_free(&b->changed); /* what a sync copied is not this commit's change */
 	shmcfg__ids_free(&b->seeds);
+	shmcfg__ids_free(&b->queued); /* a second try starts afresh */
+	b->nq = 0;
 	int r = shmcfg__apply_changes(b, t->ch, t->n);
 	return r ? r : shmcfg__resolve(b);
 }

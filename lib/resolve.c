@@ -16,44 +16,62 @@
 
 /* ---- a set of option ids that remembers its members' order ---- */
 
+static void ids_insert(uint32_t *tab, size_t tcap, uint32_t id)
+{
+	for (size_t j = id * 2654435761u & (tcap - 1);; j = (j + 1) & (tcap - 1))
+		if (!tab[j]) {
+			tab[j] = id + 1;
+			return;
+		}
+}
+
 static bool ids_add(struct idset *s, uint32_t id, int *err)
 {
+	if (!s->tcap) { /* the inline arrays first: most commits change a few options */
+		s->ids = s->small_ids;
+		s->tab = s->small_tab;
+		s->tcap = 16;
+		memset(s->small_tab, 0, sizeof s->small_tab);
+	}
+	for (size_t j = id * 2654435761u & (s->tcap - 1);; j = (j + 1) & (s->tcap - 1)) {
+		if (s->tab[j] == id + 1)
+			return false;
+		if (!s->tab[j])
+			break;
+	}
 	if (2 * (s->n + 1) > s->tcap) {
-		size_t tcap = s->tcap ? 2 * s->tcap : 64;
+		size_t tcap = 2 * s->tcap;
 		uint32_t *tab = shmcfg__calloc(tcap, sizeof *tab);
-		uint32_t *ids = tab ? shmcfg__realloc(s->ids, tcap / 2 * sizeof *ids) : NULL;
+		uint32_t *ids = tab ? shmcfg__malloc(tcap / 2 * sizeof *ids) : NULL;
 		if (!ids) {
 			shmcfg__free(tab);
 			*err = shmcfg__nomem();
 			return false;
 		}
+		size_t n = s->n;
+		memcpy(ids, s->ids, n * sizeof *ids);
+		shmcfg__ids_free(s);
+		s->n = n;
 		s->ids = ids;
-		shmcfg__free(s->tab);
 		s->tab = tab;
 		s->tcap = tcap;
 		for (size_t k = 0; k < s->n; k++)
-			for (size_t j = s->ids[k] * 2654435761u & (tcap - 1);; j = (j + 1) & (tcap - 1))
-				if (!tab[j]) {
-					tab[j] = s->ids[k] + 1;
-					break;
-				}
+			ids_insert(tab, tcap, s->ids[k]);
 	}
-	for (size_t j = id * 2654435761u & (s->tcap - 1);; j = (j + 1) & (s->tcap - 1)) {
-		if (s->tab[j] == id + 1)
-			return false;
-		if (!s->tab[j]) {
-			s->tab[j] = id + 1;
-			s->ids[s->n++] = id;
-			return true;
-		}
-	}
+	ids_insert(s->tab, s->tcap, id);
+	s->ids[s->n++] = id;
+	return true;
 }
 
+/* Forget the members (keeping nothing allocated). */
 void shmcfg__ids_free(struct idset *s)
 {
-	shmcfg__free(s->ids);
-	shmcfg__free(s->tab);
-	*s = (struct idset){0};
+	if (s->ids != s->small_ids)
+		shmcfg__free(s->ids);
+	if (s->tab != s->small_tab)
+		shmcfg__free(s->tab);
+	s->ids = s->tab = NULL;
+	s->n = s->tcap = 0;
 }
 
 /* ---- the slot's cells and references, with the sums kept up to date ---- */

@@ -389,8 +389,10 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		return shmcfg__err(-EINVAL, "value heap of %llu bytes is out of range (1 KiB to 4 GiB)",
 				   (unsigned long long)heap);
 	}
+	/* the ring lists a slot's lag of changes: a quarter of the options
+	 * covers commits of up to an eighth of them each */
 	uint32_t ring = SEG_MIN_RING;
-	while (ring < n && ring < SEG_MAX_RING)
+	while (ring < n / 4 && ring < SEG_MAX_RING)
 		ring *= 2;
 	struct seg_header lay = {
 		.magic = SEG_MAGIC,
