@@ -265,6 +265,62 @@ out:
 	return r;
 }
 
+/*
+ * Whether the reference counts, free lists and heap_live agree with the
+ * slots (for tests, with no writer at work): 0, or SHMCFG_E_CORRUPT with a
+ * detail saying what disagrees.
+ */
+int shmcfg__heap_verify(shmcfg *h)
+{
+	struct seg_header *hd = h->hdr;
+	char *heap = seg_heap(h);
+	uint64_t top = hd->heap_top, live = 0, cur = __atomic_load_n(&hd->current, __ATOMIC_ACQUIRE);
+	uint32_t *refs = shmcfg__calloc((top >> LREF_SHIFT) + 1, sizeof *refs);
+	if (!refs)
+		return shmcfg__nomem();
+	int r = 0;
+	for (uint32_t s = 0; s < h->lay.nslots; s++) {
+		struct slot_hdr *sl = slot_at(h, s);
+		uint64_t stamp = __atomic_load_n(&sl->gen, __ATOMIC_ACQUIRE);
+		bool whole = shmcfg__slot_base(h, s, stamp, cur_gen(cur)) != 0;
+		for (uint32_t i = 0; i < h->lay.nopts; i++) {
+			uint32_t lr = slot_lrefs(h, sl)[i];
+			if (lr && ((uint64_t)lr << LREF_SHIFT) < top)
+				refs[lr]++;
+			else if (lr && whole)
+				r = shmcfg__err(SHMCFG_E_CORRUPT, "slot %u: reference %u beyond the top", s, lr);
+		}
+	}
+	for (uint64_t o = HEAP_FIRST; !r && o < top;) {
+		struct chunk *k = chunk_at(heap, top, o);
+		if (!k) {
+			r = shmcfg__err(SHMCFG_E_CORRUPT, "no chunk at %llu", (unsigned long long)o);
+			break;
+		}
+		if (k->refs != refs[o >> LREF_SHIFT])
+			r = shmcfg__err(SHMCFG_E_CORRUPT, "chunk at %llu counts %u references, the slots hold %u",
+					(unsigned long long)o, k->refs, refs[o >> LREF_SHIFT]);
+		live += k->refs ? class_bytes(CHUNK_CLASS(k->tag)) : 0;
+		o += class_bytes(CHUNK_CLASS(k->tag));
+	}
+	if (!r && live != hd->heap_live)
+		r = shmcfg__err(SHMCFG_E_CORRUPT, "heap_live %llu, the chunks in use hold %llu",
+				(unsigned long long)hd->heap_live, (unsigned long long)live);
+	for (unsigned c = 0; !r && c < HEAP_CLASSES; c++) { /* every free chunk is free, of its class */
+		uint64_t o = hd->heap_free[c], steps = 0;
+		while (!r && o) {
+			struct chunk *k = chunk_at(heap, top, o);
+			if (!k || k->refs || CHUNK_CLASS(k->tag) != c || ++steps > (top >> LREF_SHIFT))
+				r = shmcfg__err(SHMCFG_E_CORRUPT, "free list %u is broken at %llu", c,
+						(unsigned long long)o);
+			else
+				o = *next_of(k);
+		}
+	}
+	shmcfg__free(refs);
+	return r;
+}
+
 /* A fresh heap: nothing carved, nothing free. */
 void shmcfg__heap_init(struct seg_header *hd)
 {

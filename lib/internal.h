@@ -592,6 +592,7 @@ int shmcfg__heap_ref(shmcfg *h, uint32_t lref);
 void shmcfg__heap_unref(shmcfg *h, uint32_t lref);
 uint64_t shmcfg__slot_base(const shmcfg *h, uint32_t s, uint64_t stamp, uint64_t cur_g);
 int shmcfg__heap_sweep(shmcfg *h, uint64_t cur);
+int shmcfg__heap_verify(shmcfg *h);
 void shmcfg__heap_init(struct seg_header *hd);
 
 /* resolve.c: building a slot's layers and effective values */

@@ -321,6 +321,7 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 	uint64_t base = shmcfg__slot_base(h, s, old_stamp, cur_g);
 	if ((r = sync_slot(&b, sl, cur_sl, base, cur_g)))
 		goto out;
+	shmcfg__fault("commit.synced");
 	r = build(&b, t, sl);
 	if (r == SHMCFG_E_FULL) {
 		/* the heap may be full of older generations' layers: bring the

@@ -203,6 +203,7 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 	uint64_t off;
 	if (b->shared) {
 		r = shmcfg__heap_alloc(h, bytes, sstr(h, d->name), &off);
+		shmcfg__fault("commit.chunk");
 	} else if (b->priv_top + bytes > b->heap_size) {
 		r = shmcfg__err(SHMCFG_E_FULL, "%s: no room for the patch of %s", h->name, sstr(h, d->name));
 	} else {
