@@ -222,9 +222,8 @@ struct opt_desc {
 	uint32_t pad;
 	struct shmcfg__cell def, min, max, choices; /* strings in the schema strings area */
 };
-/* An rdeps entry: an implication (index into implies) of this option, or an
- * alias whose final target this option is. Implications first, in the order
- * a full resolution meets them (their impliers' rank, then index). */
+/* An rdeps entry: an implication (index into implies) targeting the option, or
+ * an alias of it; implications first, in a full resolution's order. */
 #define RDEP_ALIAS (1u << 31)
 #define DESC_F_HAS_MIN (1u << 16)
 #define DESC_F_HAS_MAX (1u << 17)
