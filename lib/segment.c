@@ -70,7 +70,7 @@ static void waiters_setup(shmcfg *h, const struct stat *st)
 	}
 	char path[64];
 	snprintf(path, sizeof path, "/proc/self/fd/%d", h->fd);
-	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK); /* the magic link: no O_NOFOLLOW */
 	struct stat st2;
 	if (fd < 0)
 		return;

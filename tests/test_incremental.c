@@ -16,6 +16,8 @@
 #include "seqlock.h"
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <sys/stat.h>
 
 #include "common.h"
 
@@ -222,6 +224,69 @@ static void test_ring_overflow(void **state)
 	shmcfg_unlink(test_name("incring"));
 }
 
+struct waiter {
+	shmcfg *h;
+	uint64_t after;
+	int r;
+};
+
+static void *wait_thread(void *p)
+{
+	struct waiter *w = p;
+	w->r = shmcfg_wait(w->h, w->after, 10000, NULL);
+	return NULL;
+}
+
+/* How many count themselves in the header, waiting for a commit of h. */
+static uint32_t waiting(const shmcfg *h)
+{
+	return __atomic_load_n(&h->hdr->waiters, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * Commits wake only when someone waits: waiters count themselves, read-write
+ * handles in the header, read-only handles through a writable mapping of the
+ * header page; a segment that a class of users may read without writing
+ * wakes on every commit, since those users could not count themselves.
+ */
+static void test_waiters_count_themselves(void **state)
+{
+	(void)state;
+	const char *name = test_name("waiters");
+	shmcfg *h = create_inc(name, 8, 0, false), *ro = NULL;
+	assert_false(h->wake_always); /* created 0600 by default: every reader can write */
+	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &ro), 0);
+	assert_non_null(ro->waiters);
+	for (int k = 0; k < 2; k++) {
+		shmcfg *w = k ? ro : h;
+		assert_int_equal(waiting(h), 0);
+		struct waiter a = {w, shmcfg_generation(h), -1};
+		pthread_t th;
+		assert_int_equal(pthread_create(&th, NULL, wait_thread, &a), 0);
+		while (waiting(h) == 0)
+			usleep(1000);
+		shmcfg_txn *t;
+		assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+		assert_int_equal(shmcfg_txn_set_int(t, 3, 40 + k), 0); /* i.n */
+		assert_int_equal(shmcfg_txn_commit(t, NULL), 0);
+		assert_int_equal(pthread_join(th, NULL), 0);
+		assert_int_equal(a.r, 0);
+		assert_int_equal(waiting(h), 0);
+	}
+	shmcfg_close(ro);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+	/* mode 0644: others may read, not write */
+	shmcfg_schema *s;
+	assert_int_equal(shmcfg_schema_new(&s), 0);
+	assert_int_equal(shmcfg_schema_add(s, &inc_opts[3]), 0);
+	assert_int_equal(shmcfg_create(name, s, &(shmcfg_create_opts){.flags = SHMCFG_CREATE_FORCE, .mode = 0644}, &h), 0);
+	shmcfg_schema_free(s);
+	assert_true(h->wake_always);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -230,6 +295,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_random_commits),
 		cmocka_unit_test(test_small_heap),
 		cmocka_unit_test(test_ring_overflow),
+		cmocka_unit_test(test_waiters_count_themselves),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
