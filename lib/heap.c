@@ -95,6 +95,14 @@ int shmcfg__chunk_read(const char *heap, uint64_t size, uint32_t lref, struct sh
 	return 0;
 }
 
+/* The heap's top as the header says, never past the heap: a scribbled top
+ * must not let a writer past the mapping. */
+static uint64_t top_of(const shmcfg *h)
+{
+	uint64_t top = h->hdr->heap_top;
+	return top < h->lay.heap_size ? top : h->lay.heap_size;
+}
+
 static int heap_damaged(const shmcfg *h, const char *what, uint64_t off)
 {
 	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: value heap damaged (%s at offset %llu): "
@@ -111,7 +119,7 @@ int shmcfg__heap_alloc(shmcfg *h, uint64_t bytes, const char *for_opt, uint64_t 
 {
 	struct seg_header *hd = h->hdr;
 	char *heap = seg_heap(h);
-	uint64_t top = hd->heap_top, size = h->lay.heap_size;
+	uint64_t top = top_of(h), size = h->lay.heap_size;
 	unsigned c = class_for(bytes);
 	if (c == HEAP_CLASSES)
 		return shmcfg__err(SHMCFG_E_FULL, "%s: %s: %llu bytes of layer values do not fit one chunk",
@@ -157,7 +165,7 @@ int shmcfg__heap_ref(shmcfg *h, uint32_t lref)
 	if (lref == 0)
 		return 0;
 	uint64_t off = (uint64_t)lref << LREF_SHIFT;
-	struct chunk *k = chunk_at(seg_heap(h), h->hdr->heap_top, off);
+	struct chunk *k = chunk_at(seg_heap(h), top_of(h), off);
 	if (!k || k->refs >= h->lay.nslots)
 		return heap_damaged(h, "layer reference", off);
 	k->refs++;
@@ -172,7 +180,7 @@ void shmcfg__heap_unref(shmcfg *h, uint32_t lref)
 		return;
 	struct seg_header *hd = h->hdr;
 	uint64_t off = (uint64_t)lref << LREF_SHIFT;
-	struct chunk *k = chunk_at(seg_heap(h), hd->heap_top, off);
+	struct chunk *k = chunk_at(seg_heap(h), top_of(h), off);
 	if (!k || k->refs == 0)
 		return; /* damaged: the next sweep will find it */
 	if (--k->refs)
@@ -274,7 +282,7 @@ int shmcfg__heap_verify(shmcfg *h)
 {
 	struct seg_header *hd = h->hdr;
 	char *heap = seg_heap(h);
-	uint64_t top = hd->heap_top, live = 0, cur = __atomic_load_n(&hd->current, __ATOMIC_ACQUIRE);
+	uint64_t top = top_of(h), live = 0, cur = __atomic_load_n(&hd->current, __ATOMIC_ACQUIRE);
 	uint32_t *refs = shmcfg__calloc((top >> LREF_SHIFT) + 1, sizeof *refs);
 	if (!refs)
 		return shmcfg__nomem();
