@@ -253,6 +253,15 @@ void *shmcfg__mmap(void *addr, size_t len, int prot, int flags, int fd, off_t of
 	return mmap(addr, len, prot, flags, fd, off);
 }
 
+int shmcfg__madvise(void *addr, size_t len, int advice)
+{
+	if (fs_fail(SHMCFG_FAULTSIM_MMAP)) {
+		errno = ENOMEM;
+		return -1;
+	}
+	return madvise(addr, len, advice);
+}
+
 int shmcfg__ftruncate(int fd, off_t len)
 {
 	if (fs_fail(SHMCFG_FAULTSIM_FTRUNCATE)) {

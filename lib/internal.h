@@ -353,6 +353,7 @@ void shmcfg__fault(const char *point);
 
 /*
  * fault.c: the resource seam. Every heap allocation and every mmap(2),
+ * madvise(2) (MADV_POPULATE_WRITE: it allocates the private copy's pages),
  * ftruncate(2) and posix_fallocate(3) of lib/ goes through these names, and
  * every free(3) of what they (or jansson) allocated goes through
  * shmcfg__free(). In the installed library they are the plain functions, at
@@ -362,7 +363,8 @@ void shmcfg__fault(const char *point);
  * test can tell whether a failed call left anything allocated: the control
  * is tests/faultsim.h, the sweep tests/test_oom.c (doc/reliability.md,
  * "Resource exhaustion"). An injected failure looks like the real one:
- * NULL, MAP_FAILED or -1 with errno ENOMEM (ENOSPC for ftruncate), ENOSPC
+ * NULL, MAP_FAILED or -1 with errno ENOMEM (ENOSPC for ftruncate; madvise
+ * fails as the kind MMAP), ENOSPC
  * returned by posix_fallocate. Each call site must handle it: an error with
  * a detail (shmcfg__nomem() for the heap), nothing leaked, nothing half-made.
  * jansson allocates through the seam too (json_set_alloc_funcs), but its
@@ -380,6 +382,7 @@ char *shmcfg__strndup(const char *s, size_t n);
 int shmcfg__asprintf(char **ret, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void shmcfg__free(void *p);
 void *shmcfg__mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+int shmcfg__madvise(void *addr, size_t len, int advice);
 int shmcfg__ftruncate(int fd, off_t len);
 int shmcfg__posix_fallocate(int fd, off_t off, off_t len);
 struct json_t;
@@ -395,6 +398,7 @@ struct json_t *shmcfg__json_loadb(const char *buf, size_t len, size_t flags, str
 #define shmcfg__asprintf asprintf
 #define shmcfg__free(p) free(p)
 #define shmcfg__mmap(addr, len, prot, flags, fd, off) mmap(addr, len, prot, flags, fd, off)
+#define shmcfg__madvise(addr, len, advice) madvise(addr, len, advice)
 #define shmcfg__ftruncate(fd, len) ftruncate(fd, len)
 #define shmcfg__posix_fallocate(fd, off, len) posix_fallocate(fd, off, len)
 #define shmcfg__json_loads(text, flags, e) json_loads(text, flags, e)
