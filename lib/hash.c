@@ -64,13 +64,16 @@ int shmcfg__config_hash(const shmcfg *h, const void *slot, uint8_t out[16], stru
 {
 	const struct shmcfg__cell *cells = slot_cells(h, slot);
 	const char *heap = slot_heap(h, slot);
-	int r;
+	const uint32_t *order;
+	int r = shmcfg__schema_order(h, &order);
+	if (r)
+		return r;
 	b->len = 0;
 	if ((r = reserve(b, sizeof HASH_PREFIX)))
 		return r;
 	put(b, HASH_PREFIX, sizeof HASH_PREFIX - 1);
 	for (uint32_t k = 0; k < h->lay.nopts; k++) {
-		uint32_t i = h->order[k];
+		uint32_t i = order[k];
 		const struct opt_desc *d = opt_d(h, i);
 		if (d->alias != SHMCFG_NO_OPT || (d->flags & SHMCFG_F_HASH_IGNORED))
 			continue;

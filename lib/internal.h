@@ -231,13 +231,27 @@ struct shmcfg {
 	size_t size;
 	struct seg_header *hdr;  /* shared: only `current`, `futex` and `ready` are read from it */
 	struct seg_header lay;   /* private copy of the header, validated at attach */
-	/* private copy of the schema, validated at attach: immune to later writes */
-	void *schema_copy;
-	const struct schema_hdr *sch;
-	const struct opt_desc *desc;
-	const struct implies_ent *implies;
-	const uint32_t *index, *order, *topo;
-	const char *strings;
+	/*
+	 * The schema (validate.c, doc/design.md "Creation and attach"): its
+	 * header copied and checked at attach; the region mapped privately
+	 * (MAP_PRIVATE), each page copied by the kernel the first time it is
+	 * used (shmcfg__schema_pin) and never read from the shared object
+	 * again; each option validated on that copy the first time it is used
+	 * (opt_d, shmcfg__opt_use). The pointers below point into the private
+	 * copy; only validated parts may be read.
+	 */
+	struct schema_hdr sch_copy;
+	const struct schema_hdr *sch;      /* &sch_copy */
+	char *priv;                        /* private mapping of [0, schema end) */
+	size_t priv_size;
+	unsigned page_shift;
+	_Atomic(unsigned char) *opt_ok;    /* per option: 1 once validated (opt_d) */
+	_Atomic(unsigned char) *page_ok;   /* per page of priv: 1 once copied */
+	_Atomic(unsigned char) *whole_ok;  /* WHOLE_*: checked whole once */
+	const struct opt_desc *desc;       /* raw: read only through opt_d() */
+	const struct implies_ent *implies; /* entries of validated options only */
+	const uint32_t *index_raw, *order_raw, *topo_raw; /* raw: through validate.c */
+	const char *strings;               /* what validated references name */
 	uint64_t strings_size;
 	/* reader table */
 	int reader;              /* our entry, -1 if none (not claimed yet, read-only, table full) */
@@ -277,10 +291,52 @@ static inline struct log_ent *log_at(const shmcfg *h, uint64_t gen)
 {
 	return (struct log_ent *)(h->base + h->lay.log_off) + gen % SEG_LOG_ENTRIES;
 }
-/* Option i's descriptor (i < nopts): every use goes through here. */
+/*
+ * The schema's accessors (validate.c). Options are validated on first use:
+ *
+ * shmcfg__opt_use(h, opt) is the fallible door: the handle in range
+ * (SHMCFG_E_NOOPT), then the option and its alias's final target validated
+ * (SHMCFG_E_CORRUPT with a one-line detail; -ENOMEM, or another errno, when
+ * the private copy could not be made: no verdict, a later call tries
+ * again). Every entry point that takes an option handle, and every full
+ * scan, passes it before opt_d().
+ *
+ * opt_d(h, i) is option i's validated descriptor (i < nopts). Its fast path
+ * is one acquire load. It validates an option nobody validated yet, but it
+ * cannot fail: if the option is corrupt (or its copy cannot be made now) it
+ * returns an inert descriptor (type 0, which every type check refuses, no
+ * strings, no alias, no implications, alias_final = i): safe, never used
+ * for a result, because the callers that can fail have passed
+ * shmcfg__opt_use() or a whole-schema accessor first.
+ *
+ * sstr(h, r) is the string of a reference of a validated descriptor:
+ * NUL-terminated, in bounds, in the private copy. h->strings with
+ * h->strings_size is what the cells of validated descriptors and
+ * implications decode against (shmcfg__value_from_cell).
+ *
+ * Whole-schema accessors, for full scans: every option validated
+ * (shmcfg__schema_all), the name order (a permutation) and the implication
+ * order (a permutation that puts impliers before their targets, every
+ * option validated), each checked once, on first use. A name index entry
+ * is read through shmcfg__schema_index (range-checked).
+ */
+/* validate.c: one option validated on first use; the name index */
+int shmcfg__opt_use(const shmcfg *h, shmcfg_opt opt);
+const struct opt_desc *shmcfg__opt_slow(const shmcfg *h, uint32_t i);
+int shmcfg__schema_index(const shmcfg *h, uint32_t slot, uint32_t *id);
+/* validate_all.c: the schema used whole */
+enum { WHOLE_ALL, WHOLE_ORDER, WHOLE_TOPO, WHOLE_N }; /* h->whole_ok[] */
+int shmcfg__schema_all(const shmcfg *h);
+int shmcfg__schema_order(const shmcfg *h, const uint32_t **order);
+int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo);
 static inline const struct opt_desc *opt_d(const shmcfg *h, uint32_t i)
 {
-	return &h->desc[i];
+	/* acquire: pairs with the release store of opt_ok[i] in validate.c
+	 * (opt_validate): the descriptor and everything it references were
+	 * copied and checked before it */
+	if (__builtin_expect(__atomic_load_n(&h->opt_ok[i], __ATOMIC_ACQUIRE), 1))
+		return &h->desc[i];
+	return shmcfg__opt_slow(h, i);
 }
 static inline const char *sstr(const shmcfg *h, struct sref r)
 {
@@ -446,9 +502,20 @@ uint64_t shmcfg__schema_strings_bytes(const struct built_schema *b);
 void shmcfg__schema_write(const struct built_schema *b, void *dst, uint8_t hash_out[16]);
 uint32_t shmcfg__schema_nopts(const struct built_schema *b);
 
-/* validate.c: what attach checks */
+/* validate.c: what attach checks; the schema's private copy (pin: bytes
+ * [off, off + len) of the region copied, before they are read); one option's
+ * checks (0, 1 with the problem in msg, or a negative error: no verdict)
+ * (and above, opt_d) */
 int shmcfg__header_check(const struct seg_header *hd, uint64_t real_size, const char *name);
-int shmcfg__schema_validate(shmcfg *h, bool deep, void (*fn)(const char *, void *), void *ud);
+int shmcfg__schema_open(shmcfg *h);
+void shmcfg__schema_close(shmcfg *h);
+int shmcfg__schema_pin(const shmcfg *h, uint64_t off, uint64_t len);
+int shmcfg__cell_check(const shmcfg *h, const struct shmcfg__cell *c, uint32_t type);
+int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen);
+void shmcfg__opt_label(const shmcfg *h, uint32_t i, char out[96]);
+/* validate_all.c: the whole schema checked, every problem reported
+ * (shmcfg_check); the number of problems, or a negative error */
+int shmcfg__schema_validate(const shmcfg *h, void (*fn)(const char *, void *), void *ud);
 
 /* options.c: options of an attached segment */
 int shmcfg__value_check(const shmcfg *h, shmcfg_opt opt, const shmcfg_value *v);

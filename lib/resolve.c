@@ -66,6 +66,9 @@ int shmcfg__build_layers(struct build *b, const struct change *ch, size_t nch)
 	const struct shmcfg__cell *old = b->old_slot ? slot_layers(h, b->old_slot) : NULL;
 	const char *old_heap = b->old_slot ? slot_heap(h, b->old_slot) : NULL;
 	size_t k = 0;
+	int ar = shmcfg__schema_all(h); /* every option is used below */
+	if (ar)
+		return ar;
 	for (uint32_t i = 0; i < h->lay.nopts; i++) {
 		for (enum layer l = 0; l < NLAYERS; l++) {
 			size_t idx = (size_t)i * NLAYERS + l;
@@ -114,9 +117,13 @@ int shmcfg__resolve(struct build *b)
 {
 	shmcfg *h = b->h;
 	uint32_t n = h->lay.nopts;
+	const uint32_t *topo;
+	int tr = shmcfg__schema_topo(h, &topo);
+	if (tr)
+		return tr;
 	memset(b->implied_by, 0, n * sizeof *b->implied_by);
 	for (uint32_t t = 0; t < n; t++) {
-		uint32_t i = h->topo[t];
+		uint32_t i = topo[t];
 		const struct opt_desc *d = opt_d(h, i);
 		struct shmcfg__cell *out = &b->cells[i];
 		if (d->alias != SHMCFG_NO_OPT)

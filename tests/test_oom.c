@@ -732,7 +732,8 @@ static int teardown(void **state)
 
 /* Each kind on its own, on a creation: what the caller is told, and that
  * nothing is left. The library has no ftruncate(2) call today: its count
- * stays 0. */
+ * stays 0. Mmap counts the segment's mapping, the schema's private one and
+ * the madvise(2) calls that copy the schema's pages (validate.c). */
 static void test_kinds(void **state)
 {
 	(void)state;
@@ -774,7 +775,7 @@ static void test_kinds(void **state)
 		assert_int_equal(shmcfg_unlink(name), 0);
 	}
 	printf("# create: %lu allocations, %lu mmap, %lu ftruncate, %lu fallocate\n", n[0], n[1], n[2], n[3]);
-	assert_true(n[0] > 0 && n[1] == 1 && n[2] == 0 && n[3] == 1);
+	assert_true(n[0] > 0 && n[1] >= 3 && n[2] == 0 && n[3] == 1);
 	shmcfg_schema_free(s);
 }
 
