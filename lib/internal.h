@@ -304,13 +304,14 @@ static inline struct log_ent *log_at(const shmcfg *h, uint64_t gen)
  * opt_d(h, i) is option i's validated descriptor (i < nopts). Its fast path
  * is one acquire load. It validates an option nobody validated yet, but it
  * cannot fail: if the option is corrupt (or its copy cannot be made now) it
- * returns an inert descriptor (type 0, which every type check refuses, no
+ * returns an inert descriptor (type 0, which every type check refuses, empty
  * strings, no alias, no implications, alias_final = i): safe, never used
  * for a result, because the callers that can fail have passed
  * shmcfg__opt_use() or a whole-schema accessor first.
  *
  * sstr(h, r) is the string of a reference of a validated descriptor:
- * NUL-terminated, in bounds, in the private copy. h->strings with
+ * NUL-terminated, in bounds, in the private copy; an empty reference (the
+ * inert descriptor's, an empty list's) reads nothing of it. h->strings with
  * h->strings_size is what the cells of validated descriptors and
  * implications decode against (shmcfg__value_from_cell).
  *
@@ -340,7 +341,7 @@ static inline const struct opt_desc *opt_d(const shmcfg *h, uint32_t i)
 }
 static inline const char *sstr(const shmcfg *h, struct sref r)
 {
-	return h->strings + r.off;
+	return r.len ? h->strings + r.off : "";
 }
 static inline uint64_t now_ns(clockid_t clk)
 {

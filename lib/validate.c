@@ -161,9 +161,7 @@ int shmcfg__schema_pin(const shmcfg *h, uint64_t off, uint64_t len)
 /*
  * Attach: check the schema's header (read into h->sch_copy by the caller)
  * against the segment's header, map the region privately, and set up the
- * state of the lazy validation. Nothing of the region is read yet but the
- * first byte of the strings area, the empty string (the inert descriptor's
- * references name it).
+ * state of the lazy validation. Nothing of the region is read yet.
  */
 int shmcfg__schema_open(shmcfg *h)
 {
@@ -219,12 +217,6 @@ int shmcfg__schema_open(shmcfg *h)
 	h->topo_raw = (const uint32_t *)(base + sh->topo_off);
 	h->strings = base + sh->strings_off;
 	h->strings_size = sh->strings_size;
-	int r = shmcfg__schema_pin(h, sh->strings_off, 1);
-	if (r)
-		return r;
-	if (h->strings[0] != 0)
-		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema: the strings area does not begin with an empty string",
-				   h->name);
 	return 0;
 }
 
@@ -252,28 +244,25 @@ void shmcfg__schema_close(shmcfg *h)
 			return r_;                             \
 	} while (0)
 
-/* A string: in bounds, NUL-terminated, no NUL inside. */
+/* A string: in bounds, NUL-terminated, no NUL inside (an empty one is
+ * never read: sstr() gives ""). */
 static int str_ok(const shmcfg *h, struct sref r)
 {
+	if (r.len == 0)
+		return 0;
 	if (r.off >= h->strings_size || r.len >= h->strings_size - r.off)
 		return 1;
 	PIN(h->sch->strings_off + r.off, (uint64_t)r.len + 1);
 	return h->strings[r.off + r.len] == 0 && memchr(h->strings + r.off, 0, r.len) == NULL ? 0 : 1;
 }
 
-/* A list of count NUL-terminated items (an empty one still points into the
- * strings area: opt_info hands the pointer out). */
+/* A list of count NUL-terminated items (an empty one is never read:
+ * sstr() gives ""). */
 static int list_ok(const shmcfg *h, struct sref r, uint32_t count)
 {
-	if (r.off >= h->strings_size)
-		return 1;
-	if (count == 0 || r.len == 0) {
-		if (count != 0 || r.len != 0)
-			return 1;
-		PIN(h->sch->strings_off + r.off, 1);
-		return 0;
-	}
-	if (r.len >= h->strings_size - r.off)
+	if (count == 0 || r.len == 0)
+		return count == 0 && r.len == 0 ? 0 : 1;
+	if (r.off >= h->strings_size || r.len >= h->strings_size - r.off)
 		return 1;
 	PIN(h->sch->strings_off + r.off, (uint64_t)r.len + 1);
 	const char *s = h->strings + r.off;
@@ -347,10 +336,11 @@ int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen)
 		snprintf(msg, mlen, "schema: option %u has a bad string reference", i);
 		return 1;
 	}
+	/* the name, for a message: made when one is needed */
 	char name[96];
-	shmcfg__opt_label(h, i, name);
+#define NAME (shmcfg__opt_label(h, i, name), name)
 	if (!shmcfg_type_name(d->type)) {
-		snprintf(msg, mlen, "%s: unknown type %u", name, d->type);
+		snprintf(msg, mlen, "%s: unknown type %u", NAME, d->type);
 		return 1;
 	}
 	if ((r = shmcfg__cell_check(h, &d->def, d->type)) || (r = shmcfg__cell_check(h, &d->choices, SHMCFG_LIST)) ||
@@ -358,13 +348,13 @@ int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen)
 	    ((d->flags & DESC_F_HAS_MAX) && (r = shmcfg__cell_check(h, &d->max, d->type)))) {
 		if (r < 0)
 			return r;
-		snprintf(msg, mlen, "%s: bad default, range or choices", name);
+		snprintf(msg, mlen, "%s: bad default, range or choices", NAME);
 		return 1;
 	}
 	if ((r = list_ok(h, d->env_default, d->n_env_default)) || (r = list_ok(h, d->env_force, d->n_env_force))) {
 		if (r < 0)
 			return r;
-		snprintf(msg, mlen, "%s: bad environment variable list", name);
+		snprintf(msg, mlen, "%s: bad environment variable list", NAME);
 		return 1;
 	}
 	/* the alias's final target: in range, not an alias, of the same type;
@@ -374,11 +364,11 @@ int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen)
 	    (r = desc_pin(h, f)) || h->desc[f].alias != SHMCFG_NO_OPT || h->desc[f].type != d->type) {
 		if (r < 0)
 			return r;
-		snprintf(msg, mlen, "%s: bad alias", name);
+		snprintf(msg, mlen, "%s: bad alias", NAME);
 		return 1;
 	}
 	if (d->implies_first > sh->nimplies || d->implies_n > sh->nimplies - d->implies_first) {
-		snprintf(msg, mlen, "%s: implications out of bounds", name);
+		snprintf(msg, mlen, "%s: implications out of bounds", NAME);
 		return 1;
 	}
 	r = shmcfg__schema_pin(h, sh->implies_off + (uint64_t)d->implies_first * sizeof(struct implies_ent),
@@ -386,7 +376,7 @@ int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen)
 	if (r && r != SHMCFG_E_CORRUPT)
 		return r;
 	if (r) {
-		snprintf(msg, mlen, "%s: implications cannot be read", name);
+		snprintf(msg, mlen, "%s: implications cannot be read", NAME);
 		return 1;
 	}
 	for (uint32_t k = d->implies_first; k < d->implies_first + d->implies_n; k++) {
@@ -397,11 +387,12 @@ int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen)
 		if (t >= n || (r = desc_pin(h, t)) || (r = shmcfg__cell_check(h, &e->value, h->desc[t].type))) {
 			if (r < 0)
 				return r;
-			snprintf(msg, mlen, "%s: implication %u is invalid", name, k);
+			snprintf(msg, mlen, "%s: implication %u is invalid", NAME, k);
 			return 1;
 		}
 	}
 	return 0;
+#undef NAME
 }
 
 /* 0 once option i is validated; otherwise its error, with a detail. */
@@ -444,8 +435,8 @@ const struct opt_desc *shmcfg__opt_slow(const shmcfg *h, uint32_t i)
 	static __thread struct opt_desc inert;
 	if (opt_validate(h, i) == 0)
 		return &h->desc[i];
-	/* type 0: every type check refuses it; its references name the empty
-	 * string at offset 0 (checked at attach); it aliases nothing */
+	/* type 0: every type check refuses it; its references are empty
+	 * (sstr() gives ""); it aliases nothing */
 	inert = (struct opt_desc){.alias = SHMCFG_NO_OPT, .alias_final = i};
 	return &inert;
 }
