@@ -245,9 +245,9 @@ struct shmcfg {
 	char *priv;                        /* private mapping of [0, schema end) */
 	size_t priv_size;
 	unsigned page_shift;
-	_Atomic(unsigned char) *opt_ok;    /* per option: 1 once validated (opt_d) */
-	_Atomic(unsigned char) *page_ok;   /* per page of priv: 1 once copied */
-	_Atomic(unsigned char) *whole_ok;  /* WHOLE_*: checked whole once */
+	unsigned char *opt_ok;             /* per option: 1 once validated (opt_d) */
+	unsigned char *page_ok;            /* per page of priv: 1 once copied */
+	unsigned char *whole_ok;           /* WHOLE_*: checked whole once; all three: __atomic_* only */
 	const struct opt_desc *desc;       /* raw: read only through opt_d() */
 	const struct implies_ent *implies; /* entries of validated options only */
 	const uint32_t *index_raw, *order_raw, *topo_raw; /* raw: through validate.c */

@@ -200,7 +200,7 @@ int shmcfg__schema_open(shmcfg *h)
 	unsigned char *state = shmcfg__calloc(n + npages + WHOLE_N, 1);
 	if (!state)
 		return shmcfg__nomem();
-	h->opt_ok = (_Atomic(unsigned char) *)state;
+	h->opt_ok = state;
 	h->page_ok = h->opt_ok + n;
 	h->whole_ok = h->page_ok + npages;
 	/* writable, private: MADV_POPULATE_WRITE copies pages; nothing writes them */
