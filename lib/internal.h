@@ -325,6 +325,20 @@ static inline struct log_ent *log_at(const shmcfg *h, uint64_t gen)
 int shmcfg__opt_use(const shmcfg *h, shmcfg_opt opt);
 const struct opt_desc *shmcfg__opt_slow(const shmcfg *h, uint32_t i);
 int shmcfg__schema_index(const shmcfg *h, uint32_t slot, uint32_t *id);
+/* Name index entry `slot` (< index_size) in *id: UINT32_MAX (empty) or an
+ * option id, range-checked; inline when its page was copied already. */
+static inline int schema_index_at(const shmcfg *h, uint32_t slot, uint32_t *id)
+{
+	uint64_t pos = h->lay.schema_off + h->sch->index_off + (uint64_t)slot * 4;
+	/* acquire: pairs with the release store of page_ok in shmcfg__schema_pin */
+	if (!__atomic_load_n(&h->page_ok[pos >> h->page_shift], __ATOMIC_ACQUIRE))
+		return shmcfg__schema_index(h, slot, id);
+	uint32_t v = h->index_raw[slot];
+	if (__builtin_expect(v != UINT32_MAX && v >= h->lay.nopts, 0))
+		return shmcfg__schema_index(h, slot, id); /* says so */
+	*id = v;
+	return 0;
+}
 /* validate_all.c: the schema used whole */
 enum { WHOLE_ALL, WHOLE_ORDER, WHOLE_TOPO, WHOLE_N }; /* h->whole_ok[] */
 int shmcfg__schema_all(const shmcfg *h);

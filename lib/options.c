@@ -21,15 +21,19 @@ int shmcfg_lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
 		/* each probe's id is range-checked, and its option validated
 		 * before its name is compared */
 		uint32_t id;
-		int r = shmcfg__schema_index(h, (uint32_t)(hv & mask), &id);
+		int r = schema_index_at(h, (uint32_t)(hv & mask), &id);
 		if (r)
 			return r;
 		if (id == UINT32_MAX)
 			break;
-		if ((r = shmcfg__opt_use(h, id)))
+		/* the probed option, once validated, costs one load here (its
+		 * alias's final target: only if its name is the one sought) */
+		if (!__atomic_load_n(&h->opt_ok[id], __ATOMIC_ACQUIRE) && (r = shmcfg__opt_use(h, id)))
 			return r;
 		const struct opt_desc *d = opt_d(h, id);
 		if (d->name.len == len && memcmp(sstr(h, d->name), name, len) == 0) {
+			if (d->alias != SHMCFG_NO_OPT && (r = shmcfg__opt_use(h, id)))
+				return r;
 			shmcfg__warn_deprecated(h, id);
 			*ret = id;
 			return 0;
