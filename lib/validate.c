@@ -423,7 +423,8 @@ int shmcfg__opt_use(const shmcfg *h, shmcfg_opt opt)
 {
 	if (opt >= h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
-	int r = opt_validate(h, opt);
+	/* acquire: as in opt_d() */
+	int r = __atomic_load_n(&h->opt_ok[opt], __ATOMIC_ACQUIRE) ? 0 : opt_validate(h, opt);
 	/* writes go to the final target, and reads show it: validated too */
 	if (!r && h->desc[opt].alias_final != opt)
 		r = opt_validate(h, h->desc[opt].alias_final);
