@@ -319,7 +319,14 @@ static inline struct log_ent *log_at(const shmcfg *h, uint64_t gen)
  * (shmcfg__schema_all), the name order (a permutation) and the implication
  * order (a permutation that puts impliers before their targets, every
  * option validated), each checked once, on first use. A name index entry
- * is read through shmcfg__schema_index (range-checked).
+ * is read through schema_index_at (range-checked).
+ *
+ * A field added to struct opt_desc is checked in shmcfg__opt_check
+ * (validate.c, on first use; whatever it references pinned before it is
+ * read); one added to struct schema_hdr in shmcfg__schema_open (at attach:
+ * constant work only); a new array used whole gets an accessor in
+ * validate_all.c, checked when first used whole, and a line in
+ * shmcfg__schema_validate (shmcfg_check).
  */
 /* validate.c: one option validated on first use; the name index */
 int shmcfg__opt_use(const shmcfg *h, shmcfg_opt opt);
