@@ -21,8 +21,9 @@ int shmcfg_is_default(const shmcfg *h, shmcfg_opt opt)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
-	if (opt >= h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	int ur = shmcfg__opt_use(h, opt);
+	if (ur)
+		return ur;
 	shmcfg_opt f = opt_d(h, opt)->alias_final;
 	const struct opt_desc *d = opt_d(h, f);
 	shmcfg_value def, v;
@@ -75,6 +76,8 @@ int shmcfg_dump(const shmcfg *h, unsigned flags, char **ret)
 		return r;
 	json_t *values = json_object(), *root = NULL;
 	for (uint32_t i = 0; values && !r && i < h->lay.nopts; i++) {
+		if ((r = shmcfg__opt_use(h, i)))
+			break;
 		if (skipped(h, i, flags))
 			continue;
 		shmcfg_value v;
@@ -354,6 +357,8 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 	int r = fmt == SHMCFG_CODEGEN_JSON && !obj ? shmcfg__nomem() : 0;
 	addf(&b, "%s", "");
 	for (uint32_t i = 0; !r && !b.err && i < h->lay.nopts; i++) {
+		if ((r = shmcfg__opt_use(h, i)))
+			break;
 		if (skipped(h, i, 0))
 			continue;
 		int d = shmcfg_is_default(h, i);

@@ -22,6 +22,8 @@ int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env)
 	t->h = h;
 	int r = 0;
 	for (uint32_t i = 0; use_env && envp && !r && i < h->lay.nopts; i++) {
+		if ((r = shmcfg__opt_use(h, i)))
+			break;
 		const struct opt_desc *d = opt_d(h, i);
 		struct {
 			struct sref list;

@@ -253,6 +253,25 @@ void *shmcfg__mmap(void *addr, size_t len, int prot, int flags, int fd, off_t of
 	return mmap(addr, len, prot, flags, fd, off);
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+int shmcfg__madvise(void *addr, size_t len, int advice)
+{
+	/* SHMCFG_NO_POPULATE_WRITE set: as a kernel before Linux 5.14, which
+	 * does not know the advice (lib/validate.c then takes its fallback) */
+	if (advice == MADV_POPULATE_WRITE && getenv("SHMCFG_NO_POPULATE_WRITE")) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (fs_fail(SHMCFG_FAULTSIM_MMAP)) {
+		errno = ENOMEM;
+		return -1;
+	}
+	return madvise(addr, len, advice);
+}
+
 int shmcfg__ftruncate(int fd, off_t len)
 {
 	if (fs_fail(SHMCFG_FAULTSIM_FTRUNCATE)) {

@@ -17,6 +17,7 @@
  * the process.
  */
 #include "internal.h"
+#include "commit.h"
 
 #include <errno.h>
 #include <stdlib.h>

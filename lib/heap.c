@@ -19,6 +19,7 @@
  * before use: a damaged heap gives SHMCFG_E_CORRUPT, never a stray write.
  */
 #include "internal.h"
+#include "commit.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,9 +1,11 @@
 /*
  * Looking at a segment: its facts (shmcfg_stat) and the consistency check,
- * shallow (the header against the object and the attach-time copies) and
- * deep (every published slot's checksum and cells).
+ * shallow (the header against the object and the attach-time copy, the
+ * schema region against its hash, the whole schema validated) and deep
+ * (every published slot's checksum and cells).
  */
 #include "internal.h"
+#include "commit.h"
 #include "seqlock.h"
 
 #include <errno.h>
@@ -81,7 +83,10 @@ static bool opt_ok(const shmcfg *h, const char *slot, const char *heap, uint64_t
 
 /*
  * The consistency check. Shallow: the header against the object's real size
- * and the schema copy. Deep: also every published slot, copied under its
+ * and the attach-time copy, the schema region (as the object holds it now)
+ * against its hash, and the whole schema validated as this handle uses it
+ * (its private copy: attach validates each option on first use only, this
+ * validates them all). Deep: also every published slot, copied under its
  * seqlock, its checksum, and every cell's bounds.
  */
 int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, void *ud), void *ud)
@@ -108,10 +113,17 @@ int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, voi
 		PROBLEM("header changed since attach");
 	if (now.ready != SEG_READY)
 		PROBLEM("segment is not marked initialised");
-	XXH128_canonical_t canon;
-	XXH128_canonicalFromHash(&canon, XXH3_128bits(h->base + h->lay.schema_off, h->lay.schema_size));
-	if (memcmp(canon.digest, h->lay.schema_hash, 16) != 0)
-		PROBLEM("schema region was modified (hash mismatch)");
+	/* only an object as large as at attach can be read through the mapping */
+	if (!bad) {
+		XXH128_canonical_t canon;
+		XXH128_canonicalFromHash(&canon, XXH3_128bits(h->base + h->lay.schema_off, h->lay.schema_size));
+		if (memcmp(canon.digest, h->lay.schema_hash, 16) != 0)
+			PROBLEM("schema region was modified (hash mismatch)");
+	}
+	int sb = shmcfg__schema_validate(h, fn, ud);
+	if (sb < 0) /* no verdict on the schema: not a problem of the segment */
+		return sb;
+	bad += sb;
 	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
 	if (cur_slot(cur) >= h->lay.nslots || cur_gen(cur) == 0)
 		PROBLEM("current (%llx) names slot %u of %u", (unsigned long long)cur, cur_slot(cur),

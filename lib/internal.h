@@ -169,24 +169,6 @@ struct slot_hdr {
 				  * filled at creation; publish.c) */
 };
 
-/*
- * A chunk of the value heap: the layers of one option that are set (their
- * cells, lowest layer first, then the bytes of their strings), immutable once
- * a published slot refers to it, and freed when the last slot referring to it
- * is rewritten (refs counts slots). A free chunk keeps the free list's link
- * where its first cell was. Offsets are multiples of 16 from the heap's
- * start; a slot's reference is offset / 16.
- */
-#define CHUNK_MAGIC 0x6bu
-struct chunk {
-	uint32_t tag;            /* CHUNK_MAGIC << 24 | size class << 8 | mask of the layers set */
-	uint32_t refs;           /* slots whose reference names this chunk */
-	struct shmcfg__cell l[]; /* one per layer set */
-};
-#define CHUNK_HDR_BYTES sizeof(struct chunk)
-#define CHUNK_CLASS(tag) (((tag) >> 8) & 0xff)
-#define CHUNK_MASK(tag) ((tag) & 0xf)
-#define LREF_SHIFT 4
 #define SLOT_CELLS_OFF 64u
 _Static_assert(SLOT_CELLS_OFF == SHMCFG__CELLS_OFF, "the inline read knows where cells start");
 
@@ -291,13 +273,28 @@ struct shmcfg {
 	size_t size;
 	struct seg_header *hdr;  /* shared: only `current`, `futex` and `ready` are read from it */
 	struct seg_header lay;   /* private copy of the header, validated at attach */
-	/* private copy of the schema, validated at attach: immune to later writes */
-	void *schema_copy;
-	const struct schema_hdr *sch;
-	const struct opt_desc *desc;
-	const struct implies_ent *implies;
-	const uint32_t *index, *order, *topo, *rdeps;
-	const char *strings;
+	/*
+	 * The schema (validate.c, doc/design.md "Creation and attach"): its
+	 * header copied and checked at attach; the region mapped privately
+	 * (MAP_PRIVATE), each page copied by the kernel the first time it is
+	 * used (shmcfg__schema_pin) and never read from the shared object
+	 * again; each option validated on that copy the first time it is used
+	 * (opt_d, shmcfg__opt_use). The pointers below point into the private
+	 * copy; only validated parts may be read.
+	 */
+	struct schema_hdr sch_copy;
+	const struct schema_hdr *sch;      /* &sch_copy */
+	char *priv;                        /* private mapping of [0, schema end) */
+	size_t priv_size;
+	unsigned page_shift;
+	unsigned char *opt_ok;             /* per option: 1 once validated (opt_d) */
+	unsigned char *page_ok;            /* per page of priv: 1 once copied */
+	unsigned char *whole_ok;           /* WHOLE_*: checked whole once; all three: __atomic_* only */
+	const struct opt_desc *desc;       /* raw: read only through opt_d() */
+	const struct implies_ent *implies; /* entries of validated options only */
+	const uint32_t *rdeps;             /* runs of validated options only */
+	const uint32_t *index_raw, *order_raw, *topo_raw; /* raw: through validate.c */
+	const char *strings;               /* what validated references name */
 	uint64_t strings_size;
 	/* reader table */
 	int reader;              /* our entry, -1 if none (not claimed yet, read-only, table full) */
@@ -341,14 +338,78 @@ static inline struct log_ent *log_at(const shmcfg *h, uint64_t gen)
 {
 	return (struct log_ent *)(h->base + h->lay.log_off) + gen % SEG_LOG_ENTRIES;
 }
-/* Option i's descriptor (i < nopts): every use goes through here. */
+/*
+ * The schema's accessors (validate.c). Options are validated on first use:
+ *
+ * shmcfg__opt_use(h, opt) is the fallible door: the handle in range
+ * (SHMCFG_E_NOOPT), then the option and its alias's final target validated
+ * (SHMCFG_E_CORRUPT with a one-line detail; -ENOMEM, or another errno, when
+ * the private copy could not be made: no verdict, a later call tries
+ * again). Every entry point that takes an option handle, and every full
+ * scan, passes it before opt_d().
+ *
+ * opt_d(h, i) is option i's validated descriptor (i < nopts). Its fast path
+ * is one acquire load. It validates an option nobody validated yet, but it
+ * cannot fail: if the option is corrupt (or its copy cannot be made now) it
+ * returns an inert descriptor (type 0, which every type check refuses, empty
+ * strings, no alias, no implications, alias_final = i): safe, never used
+ * for a result, because the callers that can fail have passed
+ * shmcfg__opt_use() or a whole-schema accessor first.
+ *
+ * sstr(h, r) is the string of a reference of a validated descriptor:
+ * NUL-terminated, in bounds, in the private copy; an empty reference (the
+ * inert descriptor's, an empty list's) reads nothing of it. h->strings with
+ * h->strings_size is what the cells of validated descriptors and
+ * implications decode against (shmcfg__value_from_cell).
+ *
+ * Whole-schema accessors, for full scans: every option validated
+ * (shmcfg__schema_all), the name order (a permutation) and the implication
+ * order (a permutation that puts impliers before their targets, every
+ * option validated), each checked once, on first use. A name index entry
+ * is read through schema_index_at (range-checked).
+ *
+ * A field added to struct opt_desc is checked in shmcfg__opt_check
+ * (validate.c, on first use; whatever it references pinned before it is
+ * read); one added to struct schema_hdr in shmcfg__schema_open (at attach:
+ * constant work only); a new array used whole gets an accessor in
+ * validate_all.c, checked when first used whole, and a line in
+ * shmcfg__schema_validate (shmcfg_check).
+ */
+/* validate.c: one option validated on first use; the name index */
+int shmcfg__opt_use(const shmcfg *h, shmcfg_opt opt);
+const struct opt_desc *shmcfg__opt_slow(const shmcfg *h, uint32_t i);
+int shmcfg__schema_index(const shmcfg *h, uint32_t slot, uint32_t *id);
+/* Name index entry `slot` (< index_size) in *id: UINT32_MAX (empty) or an
+ * option id, range-checked; inline when its page was copied already. */
+static inline int schema_index_at(const shmcfg *h, uint32_t slot, uint32_t *id)
+{
+	uint64_t pos = h->lay.schema_off + h->sch->index_off + (uint64_t)slot * 4;
+	/* acquire: pairs with the release store of page_ok in shmcfg__schema_pin */
+	if (!__atomic_load_n(&h->page_ok[pos >> h->page_shift], __ATOMIC_ACQUIRE))
+		return shmcfg__schema_index(h, slot, id);
+	uint32_t v = h->index_raw[slot];
+	if (__builtin_expect(v != UINT32_MAX && v >= h->lay.nopts, 0))
+		return shmcfg__schema_index(h, slot, id); /* says so */
+	*id = v;
+	return 0;
+}
+/* validate_all.c: the schema used whole */
+enum { WHOLE_ALL, WHOLE_ORDER, WHOLE_TOPO, WHOLE_N }; /* h->whole_ok[] */
+int shmcfg__schema_all(const shmcfg *h);
+int shmcfg__schema_order(const shmcfg *h, const uint32_t **order);
+int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo);
 static inline const struct opt_desc *opt_d(const shmcfg *h, uint32_t i)
 {
-	return &h->desc[i];
+	/* acquire: pairs with the release store of opt_ok[i] in validate.c
+	 * (opt_validate): the descriptor and everything it references were
+	 * copied and checked before it */
+	if (__builtin_expect(__atomic_load_n(&h->opt_ok[i], __ATOMIC_ACQUIRE), 1))
+		return &h->desc[i];
+	return shmcfg__opt_slow(h, i);
 }
 static inline const char *sstr(const shmcfg *h, struct sref r)
 {
-	return h->strings + r.off;
+	return r.len ? h->strings + r.off : "";
 }
 static inline uint64_t now_ns(clockid_t clk)
 {
@@ -408,63 +469,7 @@ void shmcfg__log(int level, const char *fmt, ...) __attribute__((format(printf, 
 			return shmcfg__err((r), "%s: invalid argument (%s)", __func__, #expr); \
 	} while (0)
 
-/* fault.c: test-only crash points (SHMCFG_FAULT=point[:n][:stop],...),
- * compiled only into the test copy lib/libshmcfg-test.la (Makefile.am) */
-#ifdef SHMCFG_WITH_FAULTS
-void shmcfg__fault(const char *point);
-#else
-#define shmcfg__fault(point) ((void)0)
-#endif
-
-/*
- * fault.c: the resource seam. Every heap allocation and every mmap(2),
- * ftruncate(2) and posix_fallocate(3) of lib/ goes through these names, and
- * every free(3) of what they (or jansson) allocated goes through
- * shmcfg__free(). In the installed library they are the plain functions, at
- * no cost. In the test copy (SHMCFG_WITH_FAULTS) they count their calls, can
- * be told to fail the Nth one (transient: only that one; persistent: that
- * one and every later one) and keep a table of live allocations, so that a
- * test can tell whether a failed call left anything allocated: the control
- * is tests/faultsim.h, the sweep tests/test_oom.c (doc/reliability.md,
- * "Resource exhaustion"). An injected failure looks like the real one:
- * NULL, MAP_FAILED or -1 with errno ENOMEM (ENOSPC for ftruncate), ENOSPC
- * returned by posix_fallocate. Each call site must handle it: an error with
- * a detail (shmcfg__nomem() for the heap), nothing leaked, nothing half-made.
- * jansson allocates through the seam too (json_set_alloc_funcs), but its
- * parser counts as one call that fails whole (json_error_out_of_memory):
- * jansson 2.14's lexer drops a byte when its buffer cannot grow and reports
- * a failed allocation as a syntax error, which no caller can tell apart.
- */
-#include <sys/types.h>
-#ifdef SHMCFG_WITH_FAULTS
-void *shmcfg__malloc(size_t n);
-void *shmcfg__calloc(size_t n, size_t size);
-void *shmcfg__realloc(void *p, size_t n);
-char *shmcfg__strdup(const char *s);
-char *shmcfg__strndup(const char *s, size_t n);
-int shmcfg__asprintf(char **ret, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void shmcfg__free(void *p);
-void *shmcfg__mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
-int shmcfg__ftruncate(int fd, off_t len);
-int shmcfg__posix_fallocate(int fd, off_t off, off_t len);
-struct json_t;
-struct json_error_t;
-struct json_t *shmcfg__json_loads(const char *text, size_t flags, struct json_error_t *e);
-struct json_t *shmcfg__json_loadb(const char *buf, size_t len, size_t flags, struct json_error_t *e);
-#else
-#define shmcfg__malloc(n) malloc(n)
-#define shmcfg__calloc(n, size) calloc(n, size)
-#define shmcfg__realloc(p, n) realloc(p, n)
-#define shmcfg__strdup(s) strdup(s)
-#define shmcfg__strndup(s, n) strndup(s, n)
-#define shmcfg__asprintf asprintf
-#define shmcfg__free(p) free(p)
-#define shmcfg__mmap(addr, len, prot, flags, fd, off) mmap(addr, len, prot, flags, fd, off)
-#define shmcfg__ftruncate(fd, len) ftruncate(fd, len)
-#define shmcfg__posix_fallocate(fd, off, len) posix_fallocate(fd, off, len)
-#define shmcfg__json_loads(text, flags, e) json_loads(text, flags, e)
-#define shmcfg__json_loadb(buf, len, flags, e) json_loadb(buf, len, flags, e)
-#endif
+#include "fault.h" /* fault.c: crash points and the resource seam */
 
 /* value.c: values, parsing, comparison */
 int shmcfg__value_copy(const shmcfg_value *src, shmcfg_value *dst);
@@ -509,9 +514,20 @@ uint64_t shmcfg__schema_value_bytes(const struct built_schema *b);
 void shmcfg__schema_write(const struct built_schema *b, void *dst, uint8_t hash_out[16]);
 uint32_t shmcfg__schema_nopts(const struct built_schema *b);
 
-/* validate.c: what attach checks */
+/* validate.c: what attach checks; the schema's private copy (pin: bytes
+ * [off, off + len) of the region copied, before they are read); one option's
+ * checks (0, 1 with the problem in msg, or a negative error: no verdict)
+ * (and above, opt_d) */
 int shmcfg__header_check(const struct seg_header *hd, uint64_t real_size, const char *name);
-int shmcfg__schema_validate(shmcfg *h, bool deep, void (*fn)(const char *, void *), void *ud);
+int shmcfg__schema_open(shmcfg *h);
+void shmcfg__schema_close(shmcfg *h);
+int shmcfg__schema_pin(const shmcfg *h, uint64_t off, uint64_t len);
+int shmcfg__cell_check(const shmcfg *h, const struct shmcfg__cell *c, uint32_t type);
+int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen);
+void shmcfg__opt_label(const shmcfg *h, uint32_t i, char out[96]);
+/* validate_all.c: the whole schema checked, every problem reported
+ * (shmcfg_check); the number of problems, or a negative error */
+int shmcfg__schema_validate(const shmcfg *h, void (*fn)(const char *, void *), void *ud);
 
 /* options.c: options of an attached segment */
 int shmcfg__value_check(const shmcfg *h, shmcfg_opt opt, const shmcfg_value *v);
@@ -584,50 +600,6 @@ struct shmcfg_txn {
 };
 int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const shmcfg_value *v);
 
-/* heap.c: the value heap's chunks */
-int shmcfg__chunk_read(const char *heap, uint64_t size, uint32_t lref, struct shmcfg__cell lay[NLAYERS]);
-int shmcfg__heap_alloc(shmcfg *h, uint64_t bytes, const char *for_opt, uint64_t *off);
-int shmcfg__heap_ref(shmcfg *h, uint32_t lref);
-void shmcfg__heap_unref(shmcfg *h, uint32_t lref);
-uint64_t shmcfg__slot_base(const shmcfg *h, uint32_t s, uint64_t stamp, uint64_t cur_g);
-int shmcfg__heap_sweep(shmcfg *h, uint64_t cur);
-int shmcfg__heap_verify(shmcfg *h);
-void shmcfg__heap_init(struct seg_header *hd);
-
-/* resolve.c: building a slot's layers and effective values */
-struct idset {              /* option ids, each once, in the order added */
-	uint32_t *ids, *tab;     /* the arrays below until they are outgrown */
-	size_t n, tcap;
-	uint32_t small_ids[8], small_tab[16];
-};
-void shmcfg__ids_free(struct idset *s);
-struct build {
-	shmcfg *h;
-	struct shmcfg__cell *cells;  /* the slot being built: its cells ... */
-	uint32_t *lrefs;             /* ... and layer references */
-	char *heap;                  /* the chunks: the segment's heap, or a private copy */
-	uint64_t heap_size;
-	bool shared;                 /* the segment's heap: chunks allocated and counted (heap.c) */
-	bool patch;                  /* layer values written have source "patch" */
-	uint64_t priv_top;           /* private heap: where the next chunk goes */
-	bool track;                  /* keep hash_sum and checksum up to date */
-	uint64_t hash_sum[2], checksum;
-	struct idset changed;        /* options whose cell or reference changed */
-	struct idset seeds;          /* options whose layers changed: to resolve */
-	struct idset queued;         /* resolution's work: a min-heap by rank */
-	uint32_t *q;
-	size_t nq, qcap;
-};
-int shmcfg__copy_opt(struct build *b, uint32_t i, const void *from);
-int shmcfg__apply_changes(struct build *b, const struct change *ch, size_t n);
-int shmcfg__resolve(struct build *b);
-int shmcfg__resolve_all(struct build *b);
-void shmcfg__build_free(struct build *b);
-bool shmcfg__cells_equal(const shmcfg *h, const struct shmcfg__cell *a, const char *ha,
-			 const struct shmcfg__cell *b, const char *hb, uint64_t heap_size);
-int shmcfg__resolve_patched(shmcfg *h, char *copy, char *heap, uint64_t top, uint64_t heap_size,
-			    const shmcfg_opt *opts, const shmcfg_value *vals, size_t n, bool resolve_all);
-
 /* publish.c: commits */
 int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret);
 
@@ -638,13 +610,5 @@ int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);
 bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,
 			  const char **heap, uint64_t *heap_size, int *err);
 void shmcfg__patch_forget(const shmcfg *h);
-
-/* hash.c: the config hash and the slot checksum, as sums over options */
-int shmcfg__opt_digest(const shmcfg *h, uint32_t i, const struct shmcfg__cell *c, const char *heap,
-		       uint64_t heap_size, uint64_t out[2]);
-void shmcfg__hash_final(const uint64_t sum[2], uint8_t out[16]);
-uint64_t shmcfg__cell_mix(uint32_t i, const struct shmcfg__cell *c, uint32_t lref);
-int shmcfg__slot_sums(const shmcfg *h, const void *slot, const char *heap, uint64_t heap_size,
-		      uint64_t hash_sum[2], uint64_t *checksum);
 
 #endif

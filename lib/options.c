@@ -18,11 +18,22 @@ int shmcfg_lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
 	uint32_t mask = h->sch->index_size - 1;
 	uint64_t hv = shmcfg__name_hash(name, len);
 	for (uint32_t probe = 0; probe <= mask; probe++, hv++) {
-		uint32_t id = h->index[hv & mask];
+		/* each probe's id is range-checked, and its option validated
+		 * before its name is compared */
+		uint32_t id;
+		int r = schema_index_at(h, (uint32_t)(hv & mask), &id);
+		if (r)
+			return r;
 		if (id == UINT32_MAX)
 			break;
+		/* the probed option, once validated, costs one load here (its
+		 * alias's final target: only if its name is the one sought) */
+		if (!__atomic_load_n(&h->opt_ok[id], __ATOMIC_ACQUIRE) && (r = shmcfg__opt_use(h, id)))
+			return r;
 		const struct opt_desc *d = opt_d(h, id);
 		if (d->name.len == len && memcmp(sstr(h, d->name), name, len) == 0) {
+			if (d->alias != SHMCFG_NO_OPT && (r = shmcfg__opt_use(h, id)))
+				return r;
 			shmcfg__warn_deprecated(h, id);
 			*ret = id;
 			return 0;
@@ -35,8 +46,9 @@ int shmcfg_opt_info(const shmcfg *h, shmcfg_opt opt, shmcfg_optinfo *ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
-	if (opt >= h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	int r = shmcfg__opt_use(h, opt);
+	if (r)
+		return r;
 	const struct opt_desc *d = opt_d(h, opt);
 	memset(ret, 0, sizeof *ret);
 	ret->name = sstr(h, d->name);
@@ -53,7 +65,7 @@ int shmcfg_opt_info(const shmcfg *h, shmcfg_opt opt, shmcfg_optinfo *ret)
 	ret->alias_final = d->alias_final;
 	ret->has_min = d->flags & DESC_F_HAS_MIN;
 	ret->has_max = d->flags & DESC_F_HAS_MAX;
-	/* the cells were validated at attach */
+	/* the cells were validated with the descriptor */
 	if (ret->has_min)
 		(void)shmcfg__value_from_cell(&d->min, h->strings, h->strings_size, &ret->min);
 	if (ret->has_max)
@@ -69,8 +81,9 @@ int shmcfg_opt_implies(const shmcfg *h, shmcfg_opt opt, size_t i, shmcfg_opt *ta
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && target && value, -EINVAL);
-	if (opt >= h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	int r = shmcfg__opt_use(h, opt);
+	if (r)
+		return r;
 	const struct opt_desc *d = opt_d(h, opt);
 	if (i >= d->implies_n)
 		return -ERANGE;
@@ -101,6 +114,9 @@ int shmcfg_verify_handles(const shmcfg *h, const char *const *names, const shmcf
 		return shmcfg__err(SHMCFG_E_SCHEMA, "%s: has %u options, the program expects %zu",
 				   h->name, h->lay.nopts, n);
 	for (size_t i = 0; i < n; i++) {
+		int r = shmcfg__opt_use(h, (shmcfg_opt)i);
+		if (r)
+			return r;
 		const struct opt_desc *d = opt_d(h, i);
 		if (strcmp(sstr(h, d->name), names[i]) != 0)
 			return shmcfg__err(SHMCFG_E_SCHEMA, "%s: option %zu is %s, the program expects %s",
@@ -123,13 +139,15 @@ void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt)
 
 /*
  * What every write of an option starts with (transactions and patches): the
- * handle in range, a deprecation warning, and the alias's final target, which
- * is what is written.
+ * handle in range, the option and its final target validated (on first
+ * use), a deprecation warning, and the alias's final target, which is what
+ * is written.
  */
 int shmcfg__target_of(const shmcfg *h, shmcfg_opt opt, shmcfg_opt *final)
 {
-	if (opt >= h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	int r = shmcfg__opt_use(h, opt);
+	if (r)
+		return r;
 	shmcfg__warn_deprecated(h, opt);
 	*final = opt_d(h, opt)->alias_final;
 	return 0;
@@ -164,10 +182,11 @@ int shmcfg__prepare_value(const shmcfg *h, shmcfg_opt final, const shmcfg_value 
 /* Text for an option (its final target's type), a parse error naming it. */
 int shmcfg__parse_for(const shmcfg *h, shmcfg_opt opt, const char *text, shmcfg_value *out)
 {
-	if (opt >= h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	int r = shmcfg__opt_use(h, opt);
+	if (r)
+		return r;
 	const struct opt_desc *d = opt_d(h, opt_d(h, opt)->alias_final);
-	int r = shmcfg_value_parse(d->type, d->flags & SHMCFG_F_NULLABLE, text, out);
+	r = shmcfg_value_parse(d->type, d->flags & SHMCFG_F_NULLABLE, text, out);
 	if (r == SHMCFG_E_PARSE) {
 		char why[400];
 		snprintf(why, sizeof why, "%s", shmcfg_errdetail());

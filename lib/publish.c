@@ -13,6 +13,7 @@
  * heap's counts (shmcfg__heap_sweep) and copies any half-written slot whole.
  */
 #include "internal.h"
+#include "commit.h"
 #include "seqlock.h"
 
 #include <errno.h>

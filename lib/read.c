@@ -21,6 +21,9 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 	if (opt >= h->view.nopts)
 		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range (%u options)", opt,
 				   h->view.nopts);
+	int ur = shmcfg__opt_use(h, opt);
+	if (ur)
+		return ur;
 	if (opt_d(h, opt)->type != (uint32_t)type)
 		return type_error(h, opt, type);
 	struct shmcfg__cell pc;
@@ -64,8 +67,9 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
-	if (opt >= h->view.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	int ur = shmcfg__opt_use(h, opt);
+	if (ur)
+		return ur;
 	struct shmcfg__cell pc;
 	const char *pheap;
 	uint64_t psize;

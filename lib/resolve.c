@@ -9,6 +9,7 @@
  * view (patch.c) on a copy.
  */
 #include "internal.h"
+#include "commit.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -288,7 +289,16 @@ static int effective(const struct build *b, uint32_t i, struct shmcfg__cell *out
 		uint32_t k = h->rdeps[j];
 		if (k & RDEP_ALIAS)
 			break; /* implications come first */
-		const struct shmcfg__cell *pc = &b->cells[h->implies[k].implier];
+		/* the entry is its implier's: validated with it, if it is in its run */
+		uint32_t p = h->implies[k].implier;
+		int r = shmcfg__opt_use(h, p);
+		if (r)
+			return r;
+		if (k < opt_d(h, p)->implies_first || k - opt_d(h, p)->implies_first >= opt_d(h, p)->implies_n ||
+		    h->implies[k].target != i)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: a dependent of %s is not its implication",
+					   h->name, sstr(h, d->name));
+		const struct shmcfg__cell *pc = &b->cells[p];
 		if ((pc->meta & META_NULL) || !pc->val)
 			continue;
 		if (k1 == UINT32_MAX) {
@@ -361,26 +371,40 @@ static uint32_t q_pop(struct build *b)
 	return top;
 }
 
+/* Alias a of option i takes i's cell c, with source "alias". */
+static int follow(struct build *b, uint32_t a, uint32_t i, const struct shmcfg__cell *c)
+{
+	const shmcfg *h = b->h;
+	bool moved;
+	int r = shmcfg__opt_use(h, a);
+	if (!r && opt_d(h, a)->alias_final != i)
+		r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: a dependent of %s is not its alias", h->name,
+				sstr(h, opt_d(h, i)->name));
+	struct shmcfg__cell ac = with_source(*c, SHMCFG_SRC_ALIAS);
+	return r ? r : set_cell(b, a, &ac, &moved);
+}
+
 /* Resolve option i again; when its cell moved, its aliases follow and the
  * targets of its implications are queued. */
 static int resolve_one(struct build *b, uint32_t i)
 {
 	const shmcfg *h = b->h;
+	int r = shmcfg__opt_use(h, i); /* validated, with its dependents' runs (validate.c) */
+	if (r)
+		return r;
 	const struct opt_desc *d = opt_d(h, i);
 	if (d->alias != SHMCFG_NO_OPT)
 		return 0; /* follows its final target */
 	struct shmcfg__cell c;
 	bool moved;
-	int r = effective(b, i, &c);
+	r = effective(b, i, &c);
 	if (!r)
 		r = set_cell(b, i, &c, &moved);
 	if (r || !moved)
 		return r;
 	for (uint32_t j = d->rdep_first; !r && j < d->rdep_first + d->rdep_n; j++)
-		if (h->rdeps[j] & RDEP_ALIAS) {
-			struct shmcfg__cell a = with_source(c, SHMCFG_SRC_ALIAS);
-			r = set_cell(b, h->rdeps[j] & ~RDEP_ALIAS, &a, &moved);
-		}
+		if (h->rdeps[j] & RDEP_ALIAS)
+			r = follow(b, h->rdeps[j] & ~RDEP_ALIAS, i, &c);
 	for (uint32_t k = d->implies_first; !r && k < d->implies_first + d->implies_n; k++)
 		r = q_push(b, h->implies[k].target);
 	return r;
@@ -400,9 +424,12 @@ int shmcfg__resolve(struct build *b)
 /* Resolve every option, in implication order (generation 1). */
 int shmcfg__resolve_all(struct build *b)
 {
-	int r = 0;
+	const uint32_t *topo;
+	int r = shmcfg__schema_all(b->h); /* every option is used */
+	if (!r)
+		r = shmcfg__schema_topo(b->h, &topo);
 	for (uint32_t t = 0; !r && t < b->h->lay.nopts; t++)
-		r = resolve_one(b, b->h->topo[t]);
+		r = resolve_one(b, topo[t]);
 	return r;
 }
 
@@ -467,10 +494,8 @@ int shmcfg__resolve_patched(shmcfg *h, char *copy, char *heap, uint64_t top, uin
 			r = set_cell(&b, opts[k], &c, &moved);
 			const struct opt_desc *d = opt_d(h, opts[k]);
 			for (uint32_t j = d->rdep_first; !r && j < d->rdep_first + d->rdep_n; j++)
-				if (h->rdeps[j] & RDEP_ALIAS) {
-					struct shmcfg__cell a = with_source(c, SHMCFG_SRC_ALIAS);
-					r = set_cell(&b, h->rdeps[j] & ~RDEP_ALIAS, &a, &moved);
-				}
+				if (h->rdeps[j] & RDEP_ALIAS)
+					r = follow(&b, h->rdeps[j] & ~RDEP_ALIAS, opts[k], &c);
 		}
 	}
 	shmcfg__free(ch);

@@ -1,9 +1,10 @@
 /*
  * Handles of segments: creation, attach (the trust checks of objects.c, the
- * validation of validate.c, private copies of header and schema), reattach
- * and close.
+ * validation of validate.c, a private copy of the header, the schema copied
+ * and validated on first use), reattach and close.
  */
 #include "internal.h"
+#include "commit.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,8 +20,6 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <xxhash.h>
 
 extern char **environ;
 
@@ -45,7 +44,7 @@ static void handle_free(shmcfg *h)
 		close(h->lock_fd);
 	pthread_mutex_destroy(&h->view_lock);
 	pthread_mutex_destroy(&h->commit_lock);
-	shmcfg__free(h->schema_copy);
+	shmcfg__schema_close(h);
 	shmcfg__free((void *)h->warned);
 	shmcfg__free(h->name);
 	shmcfg__free(h);
@@ -103,10 +102,13 @@ static int pread_all(shmcfg *h, void *dst, size_t len, uint64_t off)
 
 /*
  * Validate a segment and build the handle's private copies. The header and
- * the schema are read with pread(2) (bounded, and a truncated object gives a
- * short read, never SIGBUS) and checked before the object is mapped; only
- * the copies are used later: a process that scribbles on the segment cannot
- * make us read out of bounds through them.
+ * the schema's header are read with pread(2) (bounded, and a truncated
+ * object gives a short read, never SIGBUS) and checked before the object is
+ * mapped; the rest of the schema is mapped privately and each part of it is
+ * copied and validated when it is first used (validate.c). Only the copies
+ * are used later: a process that scribbles on the segment cannot make us
+ * read out of bounds through them. The work here does not grow with the
+ * number of options.
  */
 static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_hash)
 {
@@ -122,22 +124,14 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: object is sparse (%llu of %llu bytes allocated)",
 				   h->name, (unsigned long long)st->st_blocks * 512,
 				   (unsigned long long)st->st_size);
-	h->schema_copy = shmcfg__malloc(h->lay.schema_size);
-	if (!h->schema_copy)
-		return shmcfg__nomem();
-	if ((r = pread_all(h, h->schema_copy, h->lay.schema_size, h->lay.schema_off)))
-		return r;
-	h->sch = h->schema_copy;
-	/* the schema hash covers the region whole: it detects any change to it */
-	XXH128_canonical_t canon;
-	XXH128_canonicalFromHash(&canon, XXH3_128bits(h->schema_copy, h->lay.schema_size));
-	if (memcmp(canon.digest, h->lay.schema_hash, 16) != 0)
-		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema region does not match its hash",
-				   h->name);
+	/* The schema hash is compared, not recomputed: hashing the region would
+	 * read all of it. shmcfg_check recomputes it and validates everything. */
 	if (h->lay.schema_size < sizeof(struct schema_hdr))
-		return SHMCFG_E_CORRUPT;
-	if ((r = shmcfg__schema_validate(h, true, NULL, NULL)))
-		return r < 0 ? r : SHMCFG_E_CORRUPT;
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema region of %llu bytes is too small", h->name,
+				   (unsigned long long)h->lay.schema_size);
+	if ((r = pread_all(h, &h->sch_copy, sizeof h->sch_copy, h->lay.schema_off)) ||
+	    (r = shmcfg__schema_open(h)))
+		return r;
 	if (expect_hash && memcmp(expect_hash, h->lay.schema_hash, 16) != 0) {
 		char a[33], b[33];
 		for (int i = 0; i < 16; i++) {

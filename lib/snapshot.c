@@ -3,6 +3,7 @@
  * Taking and releasing one is the pin protocol: reclaim.c.
  */
 #include "internal.h"
+#include "commit.h"
 
 #include <errno.h>
 #include <string.h>
@@ -24,8 +25,9 @@ int shmcfg_snapshot_get(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_valu
 	SHMCFG_API_ENTRY;
 	assert_return(snap && ret, -EINVAL);
 	const shmcfg *h = snap->h;
-	if (opt >= h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	int ur = shmcfg__opt_use(h, opt);
+	if (ur)
+		return ur;
 	int r = shmcfg__cell_value(h, slot_cells(h, snap->slot) + opt, snap->heap, snap->heap_size, ret);
 	if (!r && ret->type != opt_d(h, opt)->type)
 		r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
@@ -39,8 +41,9 @@ int shmcfg_snapshot_layer(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_so
 	SHMCFG_API_ENTRY;
 	assert_return(snap && ret, -EINVAL);
 	const shmcfg *h = snap->h;
-	if (opt >= h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	int ur = shmcfg__opt_use(h, opt);
+	if (ur)
+		return ur;
 	if (layer == SHMCFG_SRC_DEFAULT) {
 		int r = shmcfg__value_from_cell(&opt_d(h, opt)->def, h->strings, h->strings_size, ret);
 		ret->source = SHMCFG_SRC_DEFAULT;

@@ -1,14 +1,32 @@
 /*
- * What attach checks before it trusts a segment: the header against the
- * object's real size (every region inside it, in order, within caps), and
- * the schema region (every descriptor, string reference, index entry and the
- * implication order). Everything is checked on the private copies.
+ * What attach checks before it trusts a segment, and the schema's copy and
+ * validation on first use.
+ *
+ * Attach checks the header against the object's real size (every region
+ * inside it, in order, within caps) and the schema's own header (counts,
+ * every array inside the region): a constant amount of work. The schema
+ * region is mapped privately (MAP_PRIVATE); a range of it is used only after
+ * shmcfg__schema_pin() made its pages private (MADV_POPULATE_WRITE: the
+ * kernel copies each page once, on that call, and the copy never changes
+ * again, whatever anyone writes to the object later). An option is validated
+ * on that copy the first time it is used (opt_d, shmcfg__opt_use): its
+ * descriptor, every string and value it references, its alias and its
+ * implications. What is used whole (validate_all.c) is checked whole the
+ * first time it is used. doc/design.md, "Creation and attach", has the
+ * argument.
  */
 #include "internal.h"
+#include "schema.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
 
 /* Everything in the header checked against the object's real size. */
 int shmcfg__header_check(const struct seg_header *hd, uint64_t real_size, const char *name)
@@ -62,170 +80,405 @@ int shmcfg__header_check(const struct seg_header *hd, uint64_t real_size, const 
 	return 0;
 }
 
-static bool sref_ok(const shmcfg *h, struct sref r)
-{
-	return r.off < h->strings_size && r.len < h->strings_size - r.off &&
-	       h->strings[r.off + r.len] == 0 && memchr(h->strings + r.off, 0, r.len) == NULL;
-}
+/* ------------------------------------------------------------------ */
+/* The private copy                                                   */
+/* ------------------------------------------------------------------ */
 
-static bool list_ok(const shmcfg *h, struct sref r, uint32_t count)
-{
-	if (count == 0 || r.len == 0)
-		return count == 0 && r.len == 0;
-	if (r.off >= h->strings_size || r.len >= h->strings_size - r.off ||
-	    h->strings[r.off + r.len] != 0 || h->strings[r.off + r.len - 1] != 0)
-		return false;
-	uint32_t c = 0;
-	for (uint32_t i = 0; i < r.len; i++)
-		c += h->strings[r.off + i] == 0;
-	return c == count;
-}
+/* Set once MADV_POPULATE_WRITE turned out to be unknown (Linux < 5.14). */
+static _Atomic bool no_populate_write;
 
-static bool cell_ok(const shmcfg *h, const struct shmcfg__cell *c, shmcfg_type type)
+/*
+ * Make the pages [p0, p1) of the private mapping private copies. With
+ * MADV_POPULATE_WRITE the kernel breaks copy-on-write for each page that is
+ * still the object's own: it copies the page as it is now, and from then on
+ * the process sees only its copy. A page already copied is left as it is,
+ * so the call is idempotent, and two threads may make it for the same page
+ * at once (the kernel serialises the faults of one page). Pages past the
+ * object's end (a writer truncated it) fail with EFAULT, not SIGBUS.
+ *
+ * Without MADV_POPULATE_WRITE, a compare-exchange of a byte of each page
+ * with its own value takes the write fault (and the copy) without changing
+ * anything; it can fail only while the page is still shared and someone
+ * changes that byte, so it is retried a bounded number of times. On that
+ * path a truncated object raises SIGBUS, as a read of the shared mapping
+ * would.
+ */
+static int populate(const shmcfg *h, size_t p0, size_t p1)
 {
-	shmcfg_value v;
-	return META_TYPE(c->meta) == (unsigned)type &&
-	       shmcfg__value_from_cell(c, h->strings, h->strings_size, &v) == 0;
-}
-
-/* Report a problem; the first one is kept for the error detail. */
-#define PROBLEM(...)                                              \
-	do {                                                      \
-		snprintf(msg, 256, __VA_ARGS__);                  \
-		if (fn)                                           \
-			fn(msg, ud);                              \
-		if (!bad++)                                       \
-			memcpy(first, msg, 256);                  \
-	} while (0)
-
-static int schema_check(shmcfg *h, void (*fn)(const char *, void *), void *ud, char *msg, char *first)
-{
-	int bad = 0;
-	const struct schema_hdr *sh = h->sch;
-	uint64_t size = h->lay.schema_size, n = sh->nopts;
-	if (n != h->lay.nopts || n == 0 || n > SEG_MAX_OPTS) {
-		PROBLEM("schema: option count %llu disagrees with the header (%u)",
-			(unsigned long long)n, h->lay.nopts);
-		return bad;
+	char *addr = h->priv + (p0 << h->page_shift);
+	size_t len = (p1 - p0) << h->page_shift;
+	if (!atomic_load_explicit(&no_populate_write, memory_order_relaxed)) {
+		if (shmcfg__madvise(addr, len, MADV_POPULATE_WRITE) == 0)
+			return 0;
+		int e = errno;
+		if (e == ENOMEM)
+			return shmcfg__nomem();
+		if (e == EFAULT)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the schema region cannot be read (the object shrank?)",
+					   h->name);
+		if (e != EINVAL)
+			return shmcfg__err(-e, "%s: cannot copy the schema region: %s", h->name, strerror(e));
+		atomic_store_explicit(&no_populate_write, true, memory_order_relaxed);
 	}
-	if (sh->index_size < 2 * n || (sh->index_size & (sh->index_size - 1)))
-		PROBLEM("schema: index size %u is invalid", sh->index_size);
-	struct {
-		uint64_t off, bytes;
-		const char *what;
-	} regions[] = {
-		{sh->desc_off, n * sizeof(struct opt_desc), "descriptors"},
-		{sh->implies_off, (uint64_t)sh->nimplies * sizeof(struct implies_ent), "implications"},
-		{sh->index_off, (uint64_t)sh->index_size * 4, "index"},
-		{sh->order_off, n * 4, "order"},
-		{sh->topo_off, n * 4, "topological order"},
-		{sh->rdeps_off, (uint64_t)sh->nrdeps * 4, "dependents"},
-		{sh->strings_off, sh->strings_size, "strings"},
-	};
-	for (size_t i = 0; i < sizeof regions / sizeof regions[0]; i++)
-		if (regions[i].off < sizeof *sh || regions[i].off > size ||
-		    regions[i].bytes > size - regions[i].off || (regions[i].off & 3))
-			PROBLEM("schema: %s region out of bounds", regions[i].what);
-	if (sh->strings_size == 0)
-		PROBLEM("schema: empty strings region");
-	if (bad)
-		return bad;
-	const char *base = (const char *)sh;
-	h->desc = (const struct opt_desc *)(base + sh->desc_off);
-	h->implies = (const struct implies_ent *)(base + sh->implies_off);
-	h->index = (const uint32_t *)(base + sh->index_off);
-	h->order = (const uint32_t *)(base + sh->order_off);
-	h->topo = (const uint32_t *)(base + sh->topo_off);
-	h->rdeps = (const uint32_t *)(base + sh->rdeps_off);
-	h->strings = base + sh->strings_off;
-	h->strings_size = sh->strings_size;
-	if (h->strings[h->strings_size - 1] != 0)
-		PROBLEM("schema: strings region does not end in NUL");
-	if (bad)
-		return bad;
-	for (uint32_t i = 0; i < n; i++) {
-		const struct opt_desc *d = opt_d(h, i);
-		if (!sref_ok(h, d->name) || !sref_ok(h, d->doc) || !sref_ok(h, d->knob) ||
-		    !sref_ok(h, d->deprecated)) {
-			PROBLEM("schema: option %u has a bad string reference", i);
-			continue;
-		}
-		const char *name = sstr(h, d->name);
-		if (!shmcfg_type_name(d->type))
-			PROBLEM("%s: unknown type %u", name, d->type);
-		else if (!cell_ok(h, &d->def, d->type) || !cell_ok(h, &d->choices, SHMCFG_LIST) ||
-			 ((d->flags & DESC_F_HAS_MIN) && !cell_ok(h, &d->min, d->type)) ||
-			 ((d->flags & DESC_F_HAS_MAX) && !cell_ok(h, &d->max, d->type)))
-			PROBLEM("%s: bad default, range or choices", name);
-		if (!list_ok(h, d->env_default, d->n_env_default) ||
-		    !list_ok(h, d->env_force, d->n_env_force))
-			PROBLEM("%s: bad environment variable list", name);
-		if ((d->alias != SHMCFG_NO_OPT && d->alias >= n) || d->alias_final >= n ||
-		    opt_d(h, d->alias_final)->alias != SHMCFG_NO_OPT ||
-		    opt_d(h, d->alias_final)->type != d->type)
-			PROBLEM("%s: bad alias", name);
-		if (d->implies_first > sh->nimplies || d->implies_n > sh->nimplies - d->implies_first)
-			PROBLEM("%s: implications out of bounds", name);
-		if (d->rank >= n || d->rdep_first > sh->nrdeps || d->rdep_n > sh->nrdeps - d->rdep_first)
-			PROBLEM("%s: rank or dependents out of bounds", name);
-		if (h->order[i] >= n || h->topo[i] >= n)
-			PROBLEM("schema: order entry %u out of range", i);
+	for (size_t o = 0; o < len; o += (size_t)1 << h->page_shift) {
+		unsigned char *b = (unsigned char *)addr + o;
+		unsigned char v = __atomic_load_n(b, __ATOMIC_RELAXED);
+		for (int tries = 0; !__atomic_compare_exchange_n(b, &v, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);)
+			if (++tries == 1000)
+				return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the schema region keeps changing", h->name);
 	}
-	for (uint32_t k = 0; k < sh->nimplies; k++)
-		if (h->implies[k].target >= n || h->implies[k].implier >= n ||
-		    !cell_ok(h, &h->implies[k].value, opt_d(h, h->implies[k].target)->type))
-			PROBLEM("schema: implication %u is invalid", k);
-	for (uint32_t k = 0; k < sh->index_size; k++)
-		if (h->index[k] != UINT32_MAX && h->index[k] >= n)
-			PROBLEM("schema: index entry %u out of range", k);
-	if (bad)
-		return bad;
-	/* topo must be a permutation that puts each implier before its targets,
-	 * else a commit could resolve a target before its implier */
-	uint32_t *pos = shmcfg__malloc(n * sizeof *pos);
-	if (!pos) /* not a problem of the schema */
-		return shmcfg__nomem();
-	memset(pos, 0xff, n * sizeof *pos);
-	for (uint32_t i = 0; i < n; i++) {
-		if (pos[h->topo[i]] != UINT32_MAX)
-			PROBLEM("schema: topological order repeats option %u", h->topo[i]);
-		pos[h->topo[i]] = i;
-	}
-	for (uint32_t i = 0; !bad && i < n; i++) {
-		const struct opt_desc *d = opt_d(h, i);
-		if (d->rank != pos[i])
-			PROBLEM("%s: rank disagrees with the topological order", sstr(h, d->name));
-		for (uint32_t k = 0; k < d->implies_n; k++)
-			if (pos[h->implies[d->implies_first + k].target] <= pos[i] ||
-			    h->implies[d->implies_first + k].implier != i)
-				PROBLEM("%s: implication order is broken", sstr(h, d->name));
-		/* each dependent depends on this option: an implication of it, or an alias of it */
-		for (uint32_t j = d->rdep_first; j < d->rdep_first + d->rdep_n; j++) {
-			uint32_t e = h->rdeps[j], a = e & ~RDEP_ALIAS;
-			if ((e & RDEP_ALIAS) ? a >= n || opt_d(h, a)->alias_final != i || a == i
-					     : e >= sh->nimplies || h->implies[e].target != i)
-				PROBLEM("%s: bad dependent %u", sstr(h, d->name), e);
-		}
-	}
-	shmcfg__free(pos);
-	return bad;
+	return 0;
 }
 
 /*
- * Check the schema copy (h->sch ...) completely: every later use trusts it.
- * Returns the number of problems; each is reported through fn, and the first
- * becomes the error detail (the checks overwrite the detail as they go).
- * -ENOMEM if it could not check: no verdict on the segment.
+ * Make bytes [off, off + len) of the schema region private, if they are not
+ * yet: only then may they be read. Returns 0, SHMCFG_E_CORRUPT (past the
+ * region, or past the object) or -ENOMEM (no verdict), with a detail.
  */
-int shmcfg__schema_validate(shmcfg *h, bool deep, void (*fn)(const char *, void *), void *ud)
+int shmcfg__schema_pin(const shmcfg *h, uint64_t off, uint64_t len)
 {
-	(void)deep; /* the schema is small and read once: always checked whole */
-	char msg[256], first[256] = "";
-	int bad = schema_check(h, fn, ud, msg, first);
-	if (bad < 0) /* out of memory: not a verdict */
-		return bad;
-	if (bad)
-		shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, first);
-	return bad;
+	if (len == 0)
+		return 0;
+	if (off > h->lay.schema_size || len > h->lay.schema_size - off)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema reference past the region", h->name);
+	uint64_t a = h->lay.schema_off + off;
+	size_t p = (size_t)(a >> h->page_shift), end = (size_t)((a + len - 1) >> h->page_shift) + 1;
+	while (p < end) {
+		/* acquire: pairs with the release store below, made by the thread
+		 * that copied the page: its copy is what we read */
+		if (__atomic_load_n(&h->page_ok[p], __ATOMIC_ACQUIRE)) {
+			p++;
+			continue;
+		}
+		size_t q = p + 1;
+		while (q < end && !__atomic_load_n(&h->page_ok[q], __ATOMIC_RELAXED))
+			q++;
+		int r = populate(h, p, q);
+		if (r)
+			return r;
+		/* release: the copies made by the call above come before */
+		for (size_t k = p; k < q; k++)
+			__atomic_store_n(&h->page_ok[k], 1, __ATOMIC_RELEASE);
+		p = q;
+	}
+	return 0;
 }
-#undef PROBLEM
+
+/*
+ * Attach: check the schema's header (read into h->sch_copy by the caller)
+ * against the segment's header, map the region privately, and set up the
+ * state of the lazy validation. Nothing of the region is read yet.
+ */
+int shmcfg__schema_open(shmcfg *h)
+{
+	const struct schema_hdr *sh = h->sch = &h->sch_copy;
+	uint64_t size = h->lay.schema_size, n = sh->nopts;
+	if (n != h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema: option count %llu disagrees with the header (%u)",
+				   h->name, (unsigned long long)n, h->lay.nopts);
+	if (sh->index_size < 2 * n || (sh->index_size & (sh->index_size - 1)))
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema: index size %u is invalid", h->name, sh->index_size);
+	struct {
+		uint64_t off, bytes, align;
+		const char *what;
+	} regions[] = {
+		{sh->desc_off, n * sizeof(struct opt_desc), 8, "descriptors"},
+		{sh->implies_off, (uint64_t)sh->nimplies * sizeof(struct implies_ent), 8, "implications"},
+		{sh->index_off, (uint64_t)sh->index_size * 4, 4, "index"},
+		{sh->order_off, n * 4, 4, "order"},
+		{sh->topo_off, n * 4, 4, "topological order"},
+		{sh->rdeps_off, (uint64_t)sh->nrdeps * 4, 4, "dependents"},
+		{sh->strings_off, sh->strings_size, 1, "strings"},
+	};
+	for (size_t i = 0; i < sizeof regions / sizeof regions[0]; i++)
+		if (regions[i].off < sizeof *sh || regions[i].off > size ||
+		    regions[i].bytes > size - regions[i].off || (regions[i].off & (regions[i].align - 1)))
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema: %s region out of bounds", h->name,
+					   regions[i].what);
+	if (sh->strings_size == 0)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema: empty strings region", h->name);
+	long ps = sysconf(_SC_PAGESIZE);
+	if (ps <= 0 || (ps & (ps - 1)))
+		ps = 4096;
+	h->page_shift = (unsigned)__builtin_ctzl((unsigned long)ps);
+	h->priv_size = (size_t)(h->lay.schema_off + size);
+	size_t npages = (h->priv_size + (size_t)ps - 1) >> h->page_shift;
+	/* zero pages until touched: the state of options never used costs nothing */
+	unsigned char *state = shmcfg__calloc(n + npages + WHOLE_N, 1);
+	if (!state)
+		return shmcfg__nomem();
+	h->opt_ok = state;
+	h->page_ok = h->opt_ok + n;
+	h->whole_ok = h->page_ok + npages;
+	/* writable, private: MADV_POPULATE_WRITE copies pages; nothing writes them */
+	h->priv = shmcfg__mmap(NULL, h->priv_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, h->fd, 0);
+	if (h->priv == MAP_FAILED) {
+		h->priv = NULL;
+		return shmcfg__err(-errno, "%s: mmap: %s", h->name, strerror(errno));
+	}
+	const char *base = h->priv + h->lay.schema_off;
+	h->desc = (const struct opt_desc *)(base + sh->desc_off);
+	h->implies = (const struct implies_ent *)(base + sh->implies_off);
+	h->index_raw = (const uint32_t *)(base + sh->index_off);
+	h->order_raw = (const uint32_t *)(base + sh->order_off);
+	h->topo_raw = (const uint32_t *)(base + sh->topo_off);
+	h->rdeps = (const uint32_t *)(base + sh->rdeps_off);
+	h->strings = base + sh->strings_off;
+	h->strings_size = sh->strings_size;
+	return 0;
+}
+
+void shmcfg__schema_close(shmcfg *h)
+{
+	if (h->priv)
+		munmap(h->priv, h->priv_size);
+	h->priv = NULL;
+	shmcfg__free((void *)h->opt_ok);
+	h->opt_ok = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* One option                                                         */
+/* ------------------------------------------------------------------ */
+
+/* The checks below return 0 (valid), 1 (invalid) or a negative error whose
+ * detail is set (the copy could not be made: no verdict). */
+#define PIN(off, len)                                          \
+	do {                                                   \
+		int r_ = shmcfg__schema_pin(h, (off), (len));  \
+		if (r_ == SHMCFG_E_CORRUPT)                    \
+			return 1;                              \
+		if (r_)                                        \
+			return r_;                             \
+	} while (0)
+
+/* A string: in bounds, NUL-terminated, no NUL inside (an empty one is
+ * never read: sstr() gives ""). */
+static int str_ok(const shmcfg *h, struct sref r)
+{
+	if (r.len == 0)
+		return 0;
+	if (r.off >= h->strings_size || r.len >= h->strings_size - r.off)
+		return 1;
+	PIN(h->sch->strings_off + r.off, (uint64_t)r.len + 1);
+	return h->strings[r.off + r.len] == 0 && memchr(h->strings + r.off, 0, r.len) == NULL ? 0 : 1;
+}
+
+/* A list of count NUL-terminated items (an empty one is never read:
+ * sstr() gives ""). */
+static int list_ok(const shmcfg *h, struct sref r, uint32_t count)
+{
+	if (count == 0 || r.len == 0)
+		return count == 0 && r.len == 0 ? 0 : 1;
+	if (r.off >= h->strings_size || r.len >= h->strings_size - r.off)
+		return 1;
+	PIN(h->sch->strings_off + r.off, (uint64_t)r.len + 1);
+	const char *s = h->strings + r.off;
+	if (s[r.len] != 0 || s[r.len - 1] != 0)
+		return 1;
+	uint32_t c = 0;
+	for (uint32_t i = 0; i < r.len; i++)
+		c += s[i] == 0;
+	return c == count ? 0 : 1;
+}
+
+/* A value cell of the given type, its bytes (if any) in the strings area. */
+int shmcfg__cell_check(const shmcfg *h, const struct shmcfg__cell *c, uint32_t type)
+{
+	uint64_t meta = c->meta, val = c->val;
+	if (META_TYPE(meta) != type)
+		return 1;
+	if (!(meta & META_NULL) && type >= SHMCFG_STR && type <= SHMCFG_SET) {
+		uint64_t off = CELL_OFF(val), len = META_LEN(meta);
+		if (off >= h->strings_size || len >= h->strings_size - off)
+			return 1;
+		PIN(h->sch->strings_off + off, len + 1);
+	}
+	shmcfg_value v;
+	return shmcfg__value_from_cell(c, h->strings, h->strings_size, &v) == 0 ? 0 : 1;
+}
+
+/* Option i's name for a message: printable, bounded, whatever the bytes. */
+void shmcfg__opt_label(const shmcfg *h, uint32_t i, char out[96])
+{
+	const struct opt_desc *d = &h->desc[i];
+	size_t k = 0;
+	for (; k < d->name.len && k < 80; k++) {
+		unsigned char c = (unsigned char)h->strings[d->name.off + k];
+		out[k] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+	}
+	if (k == 0)
+		snprintf(out, 96, "option %u", i);
+	else
+		snprintf(out + k, 96 - k, "%s", d->name.len > 80 ? "..." : "");
+}
+
+/* Option i's descriptor, pinned. */
+static int desc_pin(const shmcfg *h, uint32_t i)
+{
+	PIN(h->sch->desc_off + (uint64_t)i * sizeof(struct opt_desc), sizeof(struct opt_desc));
+	return 0;
+}
+
+/*
+ * Check option i on the private copy: its descriptor, strings, values, env
+ * lists, alias and implications, each pinned before it is read. 0, a
+ * negative error (detail set: no verdict), or 1 with the problem in msg.
+ */
+int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen)
+{
+	const struct schema_hdr *sh = h->sch;
+	uint32_t n = h->lay.nopts;
+	int r = desc_pin(h, i);
+	if (r) {
+		if (r < 0)
+			return r;
+		snprintf(msg, mlen, "schema: descriptor %u cannot be read", i);
+		return 1;
+	}
+	const struct opt_desc *d = &h->desc[i];
+	if ((r = str_ok(h, d->name)) || (r = str_ok(h, d->doc)) || (r = str_ok(h, d->knob)) ||
+	    (r = str_ok(h, d->deprecated))) {
+		if (r < 0)
+			return r;
+		snprintf(msg, mlen, "schema: option %u has a bad string reference", i);
+		return 1;
+	}
+	/* the name, for a message: made when one is needed */
+	char name[96];
+#define NAME (shmcfg__opt_label(h, i, name), name)
+	if (!shmcfg_type_name(d->type)) {
+		snprintf(msg, mlen, "%s: unknown type %u", NAME, d->type);
+		return 1;
+	}
+	if ((r = shmcfg__cell_check(h, &d->def, d->type)) || (r = shmcfg__cell_check(h, &d->choices, SHMCFG_LIST)) ||
+	    ((d->flags & DESC_F_HAS_MIN) && (r = shmcfg__cell_check(h, &d->min, d->type))) ||
+	    ((d->flags & DESC_F_HAS_MAX) && (r = shmcfg__cell_check(h, &d->max, d->type)))) {
+		if (r < 0)
+			return r;
+		snprintf(msg, mlen, "%s: bad default, range or choices", NAME);
+		return 1;
+	}
+	if ((r = list_ok(h, d->env_default, d->n_env_default)) || (r = list_ok(h, d->env_force, d->n_env_force))) {
+		if (r < 0)
+			return r;
+		snprintf(msg, mlen, "%s: bad environment variable list", NAME);
+		return 1;
+	}
+	/* the alias's final target: in range, not an alias, of the same type;
+	 * an option that is no alias is its own final target */
+	uint32_t f = d->alias_final;
+	if ((d->alias != SHMCFG_NO_OPT && d->alias >= n) || f >= n || (d->alias == SHMCFG_NO_OPT && f != i) ||
+	    (r = desc_pin(h, f)) || h->desc[f].alias != SHMCFG_NO_OPT || h->desc[f].type != d->type) {
+		if (r < 0)
+			return r;
+		snprintf(msg, mlen, "%s: bad alias", NAME);
+		return 1;
+	}
+	if (d->implies_first > sh->nimplies || d->implies_n > sh->nimplies - d->implies_first) {
+		snprintf(msg, mlen, "%s: implications out of bounds", NAME);
+		return 1;
+	}
+	r = shmcfg__schema_pin(h, sh->implies_off + (uint64_t)d->implies_first * sizeof(struct implies_ent),
+			       (uint64_t)d->implies_n * sizeof(struct implies_ent));
+	if (r && r != SHMCFG_E_CORRUPT)
+		return r;
+	if (r) {
+		snprintf(msg, mlen, "%s: implications cannot be read", NAME);
+		return 1;
+	}
+	for (uint32_t k = d->implies_first; k < d->implies_first + d->implies_n; k++) {
+		const struct implies_ent *e = &h->implies[k];
+		uint32_t t = e->target;
+		/* the target's type from its (pinned, immutable) descriptor: the
+		 * same bytes the target's own validation will check */
+		if (t >= n || e->implier != i || (r = desc_pin(h, t)) ||
+		    (r = shmcfg__cell_check(h, &e->value, h->desc[t].type))) {
+			if (r < 0)
+				return r;
+			snprintf(msg, mlen, "%s: implication %u is invalid", NAME, k);
+			return 1;
+		}
+	}
+	/* its dependents (resolve.c): implications that target it, aliases of it;
+	 * each entry's own option is validated when the entry is used */
+	if (d->rank >= n || d->rdep_first > sh->nrdeps || d->rdep_n > sh->nrdeps - d->rdep_first) {
+		snprintf(msg, mlen, "%s: rank or dependents out of bounds", NAME);
+		return 1;
+	}
+	r = shmcfg__schema_pin(h, sh->rdeps_off + (uint64_t)d->rdep_first * 4, (uint64_t)d->rdep_n * 4);
+	if (r && r != SHMCFG_E_CORRUPT)
+		return r;
+	for (uint32_t j = d->rdep_first; !r && j < d->rdep_first + d->rdep_n; j++) {
+		uint32_t e = h->rdeps[j], a = e & ~RDEP_ALIAS;
+		if ((e & RDEP_ALIAS) ? a >= n || a == i : e >= sh->nimplies)
+			r = 1;
+	}
+	if (r) {
+		snprintf(msg, mlen, "%s: bad dependents", NAME);
+		return 1;
+	}
+	return 0;
+#undef NAME
+}
+
+/* 0 once option i is validated; otherwise its error, with a detail. */
+static int opt_validate(const shmcfg *h, uint32_t i)
+{
+	if (__atomic_load_n(&h->opt_ok[i], __ATOMIC_ACQUIRE))
+		return 0;
+	char msg[256];
+	int r = shmcfg__opt_check(h, i, msg, sizeof msg);
+	if (r > 0)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, msg);
+	if (r < 0)
+		return r;
+	/*
+	 * Release: pairs with the acquire loads of opt_ok[i] (opt_d, above):
+	 * a thread that sees 1 reads the descriptor and what it references
+	 * after the pages were copied (shmcfg__schema_pin) and checked here.
+	 * Two threads may check the same option at once: they read the same
+	 * private bytes, which no longer change, reach the same verdict and
+	 * store the same value. A corrupt option is not marked: each use
+	 * checks it again and fails again, with its detail.
+	 */
+	__atomic_store_n(&h->opt_ok[i], 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int shmcfg__opt_use(const shmcfg *h, shmcfg_opt opt)
+{
+	if (opt >= h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+	/* acquire: as in opt_d() */
+	int r = __atomic_load_n(&h->opt_ok[opt], __ATOMIC_ACQUIRE) ? 0 : opt_validate(h, opt);
+	/* writes go to the final target, and reads show it: validated too */
+	if (!r && h->desc[opt].alias_final != opt)
+		r = opt_validate(h, h->desc[opt].alias_final);
+	return r;
+}
+
+const struct opt_desc *shmcfg__opt_slow(const shmcfg *h, uint32_t i)
+{
+	static __thread struct opt_desc inert;
+	if (opt_validate(h, i) == 0)
+		return &h->desc[i];
+	/* type 0: every type check refuses it; its references are empty
+	 * (sstr() gives ""); it aliases nothing */
+	inert = (struct opt_desc){.alias = SHMCFG_NO_OPT, .alias_final = i};
+	return &inert;
+}
+
+int shmcfg__schema_index(const shmcfg *h, uint32_t slot, uint32_t *id)
+{
+	int r = shmcfg__schema_pin(h, h->sch->index_off + (uint64_t)(slot & (h->sch->index_size - 1)) * 4, 4);
+	if (r)
+		return r;
+	uint32_t v = h->index_raw[slot & (h->sch->index_size - 1)];
+	if (v != UINT32_MAX && v >= h->lay.nopts)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: name index entry %u names option %u of %u", h->name, slot,
+				   v, h->lay.nopts);
+	*id = v;
+	return 0;
+}
+#undef PIN

@@ -4,6 +4,7 @@
  * of two generations.
  */
 #include "internal.h"
+#include "commit.h"
 #include "seqlock.h"
 
 #include <errno.h>

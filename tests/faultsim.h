@@ -23,7 +23,7 @@
 enum {
 	SHMCFG_FAULTSIM_ALLOC = 1u,     /* malloc, calloc, realloc, strdup, strndup, asprintf,
 					 * jansson's (its parser: one call, lib/internal.h) */
-	SHMCFG_FAULTSIM_MMAP = 2u,      /* mmap(2) */
+	SHMCFG_FAULTSIM_MMAP = 2u,      /* mmap(2), madvise(2) (the schema's private copy) */
 	SHMCFG_FAULTSIM_FTRUNCATE = 4u, /* ftruncate(2) */
 	SHMCFG_FAULTSIM_FALLOCATE = 8u, /* posix_fallocate(3) */
 	SHMCFG_FAULTSIM_ALL = 15u,

@@ -33,6 +33,7 @@
 
 #include "common.h"
 #include "internal.h"
+#include "commit.h"
 
 static char seg[64];
 static shmcfg *h;
@@ -557,15 +558,61 @@ static struct opt_desc *shared_desc(shmcfg_opt opt)
 	return (struct opt_desc *)(schema + sh->desc_off) + opt;
 }
 
-static int attach_expect_corrupt(void)
+/* The option whose descriptor the hostile tests spoil. */
+static shmcfg_opt spoiled;
+
+/*
+ * In a child: both kinds of attach succeed (attach reads no option), and
+ * every first use of the spoiled option, through each door, fails with
+ * SHMCFG_E_CORRUPT and one line of detail; another option still works,
+ * and a commit (which uses every option) is refused.
+ */
+static int use_expect_corrupt(void)
 {
 	for (int pass = 0; pass < 2; pass++) {
 		shmcfg *x = NULL;
 		int r = shmcfg_attach(seg, pass ? SHMCFG_ATTACH_RDONLY : 0, NULL, &x);
-		if (r != SHMCFG_E_CORRUPT) {
+		if (r) {
 			fprintf(stderr, "# child: attach of a hostile segment: %d (%s)\n", r, shmcfg_errname(r));
 			return 1;
 		}
+		shmcfg_optinfo info;
+		shmcfg_value v;
+		shmcfg_opt o;
+		shmcfg_snapshot *s = NULL;
+		int rs[5] = {
+			shmcfg_opt_info(x, spoiled, &info),
+			shmcfg_get(x, spoiled, &v),
+			shmcfg_lookup(x, test_opts[spoiled].name, &o),
+			shmcfg_is_default(x, spoiled),
+			shmcfg_snapshot_acquire(x, &s),
+		};
+		if (s) {
+			rs[4] = shmcfg_snapshot_get(s, spoiled, &v);
+			shmcfg_snapshot_release(s);
+		}
+		for (int k = 0; k < 5; k++)
+			if (rs[k] != SHMCFG_E_CORRUPT) {
+				fprintf(stderr, "# child: use %d of the spoiled option: %d (%s)\n", k, rs[k],
+					shmcfg_errname(rs[k]));
+				return 2;
+			}
+		if (!shmcfg_errdetail()[0] || strchr(shmcfg_errdetail(), '\n'))
+			return 3;
+		shmcfg_opt other = spoiled == T_B ? T_C : T_B;
+		if (shmcfg_opt_info(x, other, &info) || shmcfg_get(x, other, &v))
+			return 4;
+		shmcfg_value_clear(&v);
+		/* a commit of another option works: it touches only what it changes */
+		int cr = pass ? 0 : set_and_commit(x, other, other == T_B ? "3" : "\"x\"", NULL);
+		if (cr < 0 || cr > 1) {
+			fprintf(stderr, "# child: commit of %s: %s (%s)\n", test_opts[other].name, shmcfg_errname(cr),
+				shmcfg_errdetail());
+			return 5;
+		}
+		if (shmcfg_check(x, false, NULL, NULL) <= 0)
+			return 6;
+		shmcfg_close(x);
 	}
 	return 0;
 }
@@ -574,9 +621,10 @@ static int attach_expect_corrupt(void)
  * Found by fuzz_segment, fixed in 4a2869b: an environment-variable list
  * reference with a count but length 0 at offset 0 made the schema
  * validation read strings[UINT32_MAX] (list_ok(): r.off + r.len - 1 wrapped
- * in 32 bits): every process that attached died of SIGSEGV. Attach fails
- * with SHMCFG_E_CORRUPT; checked in a child, which a crash cannot take the
- * test runner down with.
+ * in 32 bits): every process that attached died of SIGSEGV. The option is
+ * refused with SHMCFG_E_CORRUPT on first use (issue 12: attach validates
+ * no option); checked in a child, which a crash cannot take the test runner
+ * down with.
  */
 static void test_hostile_env_list_rejected(void **state)
 {
@@ -590,7 +638,8 @@ static void test_hostile_env_list_rejected(void **state)
 		else
 			d->n_env_force = 1, d->env_force.off = 0, d->env_force.len = 0;
 		rehash_schema();
-		int st = in_child(attach_expect_corrupt, 10000);
+		spoiled = T_A;
+		int st = in_child(use_expect_corrupt, 10000);
 		if (st >= 128)
 			fail_msg("attach of a segment whose %s list is {off 0, len 0, count 1}: killed by signal %d",
 				 which ? "env_force" : "env_default", st - 128);
@@ -598,7 +647,7 @@ static void test_hostile_env_list_rejected(void **state)
 	}
 }
 
-/* Other corrupt descriptors: each attach fails cleanly. */
+/* Other corrupt descriptors: each is refused cleanly on first use. */
 static void test_hostile_descriptors(void **state)
 {
 	(void)state;
@@ -631,7 +680,8 @@ static void test_hostile_descriptors(void **state)
 		if (p->n_env_force)
 			d->env_force = p->env_force, d->n_env_force = p->n_env_force;
 		rehash_schema();
-		int st = in_child(attach_expect_corrupt, 10000);
+		spoiled = T_ITEMS;
+		int st = in_child(use_expect_corrupt, 10000);
 		if (st)
 			fail_msg("hostile descriptor %zu: child status %d", i, st);
 	}

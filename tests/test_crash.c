@@ -19,7 +19,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "internal.h" /* shmcfg__heap_verify */
+#include "internal.h"
+#include "commit.h" /* shmcfg__heap_verify */
 
 #include "common.h"
 #include "proc.h"

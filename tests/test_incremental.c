@@ -13,6 +13,7 @@
  * ring (so that a slot is copied whole).
  */
 #include "internal.h"
+#include "commit.h"
 #include "seqlock.h"
 
 #include <inttypes.h>

@@ -1,6 +1,8 @@
 /* Attach validation: truncated objects, bad magic, another layout version,
- * another schema, uninitialised objects, and bytes scribbled over a live
- * segment. None may crash or read out of bounds (also run under ASan). */
+ * another schema, uninitialised objects, forged schemas (refused when the
+ * option, index entry or order they spoil is first used), and bytes
+ * scribbled over a live segment. None may crash or read out of bounds (also
+ * run under ASan). */
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -166,9 +168,13 @@ static void test_bad_regions(void **state)
 		{offsetof(struct seg_header, heap_size), UINT32_MAX + 10ull, 8, SHMCFG_E_CORRUPT},
 		{offsetof(struct seg_header, cells_off), 8, 8, SHMCFG_E_CORRUPT},
 		{offsetof(struct seg_header, header_size), 12, 4, SHMCFG_E_CORRUPT},
-		{offsetof(struct seg_header, schema_hash), 0x5a5a, 8, SHMCFG_E_CORRUPT},
-		/* a byte inside the schema region: its hash no longer matches */
-		{SEG_HEADER_BYTES + 100, 0x4141414141414141ull, 8, SHMCFG_E_CORRUPT},
+		/* the schema's own header (read at attach) */
+		{SEG_HEADER_BYTES + offsetof(struct schema_hdr, nopts), 7, 4, SHMCFG_E_CORRUPT},
+		{SEG_HEADER_BYTES + offsetof(struct schema_hdr, index_size), 24, 4, SHMCFG_E_CORRUPT},
+		{SEG_HEADER_BYTES + offsetof(struct schema_hdr, desc_off), 1ull << 40, 8, SHMCFG_E_CORRUPT},
+		{SEG_HEADER_BYTES + offsetof(struct schema_hdr, desc_off), 76, 8, SHMCFG_E_CORRUPT},
+		{SEG_HEADER_BYTES + offsetof(struct schema_hdr, strings_size), 1ull << 40, 8, SHMCFG_E_CORRUPT},
+		{SEG_HEADER_BYTES + offsetof(struct schema_hdr, strings_size), 0, 8, SHMCFG_E_CORRUPT},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		shmcfg_close(fresh(name));
@@ -178,13 +184,29 @@ static void test_bad_regions(void **state)
 		if (r != cases[i].err)
 			fail_msg("case %zu: %s (%s)", i, shmcfg_errname(r), shmcfg_errdetail());
 	}
+	/* A byte inside the schema region, past its header: attach does not
+	 * read the region (its hash is compared with the caller's, not
+	 * recomputed), the option whose descriptor it spoils is refused on
+	 * first use, the others work, and the check finds the region changed. */
+	shmcfg_close(fresh(name));
+	uint64_t v = 0x4141414141414141ull;
+	poke(name, SEG_HEADER_BYTES + 100, &v, 8); /* option 0's deprecation text length */
+	shmcfg *h = NULL;
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &h), 0);
+	shmcfg_optinfo info;
+	assert_int_equal(shmcfg_opt_info(h, T_A, &info), SHMCFG_E_CORRUPT);
+	assert_non_null(strstr(shmcfg_errdetail(), "bad string reference"));
+	assert_int_equal(shmcfg_opt_info(h, T_B, &info), 0);
+	assert_true(shmcfg_check(h, false, NULL, NULL) > 0);
+	shmcfg_close(h);
 	shmcfg_unlink(name);
 }
 
 /*
- * A schema region changed by someone who also fixed up its hash: attach must
- * still catch every bad reference in it. (Found by fuzzing: a list with a
- * count but no bytes made validation index strings[-1 mod 2^32].)
+ * A schema region changed by someone who also fixed up its hash: every bad
+ * reference in it is caught when it is first used, and by the check.
+ * (Found by fuzzing: a list with a count but no bytes made validation index
+ * strings[-1 mod 2^32].)
  */
 static void forge_schema(const char *name, void (*edit)(struct schema_hdr *sh, char *base))
 {
@@ -248,20 +270,73 @@ static void edit_implication_order(struct schema_hdr *sh, char *base)
 	topo[pf < pd ? pd : pf] = T_DEBUG;
 }
 
+/* Lookups of every option's name: how many were refused as corrupt; none
+ * finds another option. */
+static int lookups_refused(const shmcfg *h)
+{
+	int refused = 0;
+	for (shmcfg_opt i = 0; i < T_COUNT; i++) {
+		shmcfg_opt o;
+		int r = shmcfg_lookup(h, test_opts[i].name, &o);
+		if (r == SHMCFG_E_CORRUPT)
+			refused++;
+		else if (r || o != i)
+			fail_msg("lookup of %s: %s, option %u", test_opts[i].name, shmcfg_errname(r), o);
+	}
+	return refused;
+}
+
 static void test_forged_schema(void **state)
 {
 	(void)state;
 	const char *name = test_name("forged");
-	void (*edits[])(struct schema_hdr *, char *) = {edit_list_without_bytes, edit_name_past_end,
-							edit_alias_out_of_range, edit_index_out_of_range,
-							edit_implication_order};
+	static const struct {
+		void (*edit)(struct schema_hdr *, char *);
+		shmcfg_opt spoiled;   /* refused on first use (T_COUNT: none) */
+		bool index;           /* some lookup is refused (a spoiled option's own, too) */
+		bool commit;          /* a commit (every option, the implication order) is refused */
+	} edits[] = {
+		{edit_list_without_bytes, T_ENV_D, true, true},
+		{edit_name_past_end, T_A, true, true},
+		{edit_alias_out_of_range, T_ALIAS_A, true, true},
+		{edit_index_out_of_range, T_COUNT, true, false},
+		{edit_implication_order, T_COUNT, false, true},
+	};
 	for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
 		shmcfg_close(fresh(name));
-		forge_schema(name, edits[i]);
+		forge_schema(name, edits[i].edit);
 		shmcfg *h = NULL;
-		int r = shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &h);
-		if (r != SHMCFG_E_CORRUPT)
-			fail_msg("edit %zu: %s (%s)", i, shmcfg_errname(r), shmcfg_errdetail());
+		/* attach reads no option: it succeeds */
+		int r = shmcfg_attach(name, 0, NULL, &h);
+		if (r)
+			fail_msg("edit %zu: attach: %s (%s)", i, shmcfg_errname(r), shmcfg_errdetail());
+		shmcfg_optinfo info;
+		for (shmcfg_opt o = 0; o < T_COUNT; o++) {
+			r = shmcfg_opt_info(h, o, &info);
+			/* an alias is refused with its final target (t.alias2's is t.a) */
+			bool spoiled = o == edits[i].spoiled ||
+				       (edits[i].spoiled == T_A && (o == T_ALIAS_A || o == T_ALIAS2));
+			if (r != (spoiled ? SHMCFG_E_CORRUPT : 0))
+				fail_msg("edit %zu: option %u: %s (%s)", i, o, shmcfg_errname(r), shmcfg_errdetail());
+			if (spoiled && (!shmcfg_errdetail()[0] || strchr(shmcfg_errdetail(), '\n')))
+				fail_msg("edit %zu: detail '%s'", i, shmcfg_errdetail());
+		}
+		int refused = lookups_refused(h);
+		if ((refused > 0) != edits[i].index)
+			fail_msg("edit %zu: %d lookups refused", i, refused);
+		/* a commit touches only what it changes: one of t.b works, one of
+		 * the spoiled option is refused */
+		r = set_and_commit(h, T_B, "5", NULL);
+		if (r)
+			fail_msg("edit %zu: commit: %s (%s)", i, shmcfg_errname(r), shmcfg_errdetail());
+		if (edits[i].commit && edits[i].spoiled < T_COUNT &&
+		    (r = set_and_commit(h, edits[i].spoiled, "1", NULL)) != SHMCFG_E_CORRUPT)
+			fail_msg("edit %zu: a commit of the spoiled option: %s (%s)", i, shmcfg_errname(r),
+				 shmcfg_errdetail());
+		/* the check validates everything */
+		if (shmcfg_check(h, false, NULL, NULL) <= 0)
+			fail_msg("edit %zu: the check finds nothing", i);
+		shmcfg_close(h);
 	}
 	shmcfg_unlink(name);
 }

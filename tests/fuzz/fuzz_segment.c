@@ -144,9 +144,22 @@ static void exercise(shmcfg *h, bool stable)
 	(void)shmcfg_readonly(h);
 	(void)shmcfg_name(h);
 
+	/* options are validated on first use: a corrupt one is refused with
+	 * SHMCFG_E_CORRUPT, every time, and the check then finds a problem */
+	uint32_t corrupt = 0;
 	for (uint32_t o = 0; o < n; o++) {
 		shmcfg_optinfo info;
 		int r = shmcfg_opt_info(h, o, &info);
+		if (r == SHMCFG_E_CORRUPT) {
+			FUZZ_ASSERT(shmcfg_errdetail()[0] && !strchr(shmcfg_errdetail(), '\n'),
+				    "opt_info(%u): one line of detail", o);
+			FUZZ_ASSERT(shmcfg_opt_info(h, o, &info) == SHMCFG_E_CORRUPT, "opt_info(%u) changed its verdict", o);
+			shmcfg_opt tgt;
+			shmcfg_value v;
+			FUZZ_ASSERT(shmcfg_opt_implies(h, o, 0, &tgt, &v) == SHMCFG_E_CORRUPT, "opt_implies(%u)", o);
+			corrupt++;
+			continue;
+		}
 		FUZZ_ASSERT(r == 0, "opt_info(%u) of %u options: %d", o, n, r);
 		FUZZ_ASSERT(info.name && info.doc, "opt_info strings");
 		(void)strlen(info.name);
@@ -179,7 +192,8 @@ static void exercise(shmcfg *h, bool stable)
 		}
 		shmcfg_opt found;
 		r = shmcfg_lookup(h, info.name, &found);
-		FUZZ_ASSERT(r == 0 || r == SHMCFG_E_NOOPT, "lookup: %d", r);
+		/* a probe may meet a corrupt option or index entry */
+		FUZZ_ASSERT(r == 0 || r == SHMCFG_E_NOOPT || r == SHMCFG_E_CORRUPT, "lookup: %d", r);
 		FUZZ_ASSERT(r != 0 || found < n, "lookup gave %u of %u", found, n);
 	}
 	shmcfg_opt none;
@@ -192,7 +206,9 @@ static void exercise(shmcfg *h, bool stable)
 	int count = 0;
 	int nr = shmcfg_readers(h, on_reader, &count);
 	FUZZ_ASSERT(nr == count, "readers: %d reported, %d calls", nr, count);
-	IGNORE(shmcfg_check(h, false, on_problem, NULL));
+	int problems = shmcfg_check(h, false, on_problem, NULL);
+	FUZZ_ASSERT(!corrupt || problems > 0, "%u options refused on first use, and check finds %d problems", corrupt,
+		    problems);
 	IGNORE(shmcfg_check(h, true, on_problem, NULL));
 	uint64_t gen = shmcfg_generation(h);
 	for (uint64_t g = gen > 3 ? gen - 3 : 0; g <= gen + 1; g++) {

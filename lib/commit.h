@@ -1,0 +1,84 @@
+/*
+ * The commit core (doc/design.md, "A commit"): the value heap's chunks
+ * (heap.c), building a slot's effective values from what changed
+ * (resolve.c) and the sums of the config hash and the checksum (hash.c).
+ * Used by commits (publish.c), patched views (patch.c), snapshots and the
+ * check; lib/internal.h holds the layout they share.
+ */
+#ifndef SHMCFG_COMMIT_H
+#define SHMCFG_COMMIT_H
+
+#include "internal.h"
+
+/*
+ * A chunk of the value heap: the layers of one option that are set (their
+ * cells, lowest layer first, then the bytes of their strings), immutable once
+ * a published slot refers to it, and freed when the last slot referring to it
+ * is rewritten (refs counts slots). A free chunk keeps the free list's link
+ * where its first cell was. Offsets are multiples of 16 from the heap's
+ * start; a slot's reference is offset / 16.
+ */
+#define CHUNK_MAGIC 0x6bu
+struct chunk {
+	uint32_t tag;            /* CHUNK_MAGIC << 24 | size class << 8 | mask of the layers set */
+	uint32_t refs;           /* slots whose reference names this chunk */
+	struct shmcfg__cell l[]; /* one per layer set */
+};
+#define CHUNK_HDR_BYTES sizeof(struct chunk)
+#define CHUNK_CLASS(tag) (((tag) >> 8) & 0xff)
+#define CHUNK_MASK(tag) ((tag) & 0xf)
+#define LREF_SHIFT 4
+
+/* heap.c: the value heap's chunks */
+int shmcfg__chunk_read(const char *heap, uint64_t size, uint32_t lref, struct shmcfg__cell lay[NLAYERS]);
+int shmcfg__heap_alloc(shmcfg *h, uint64_t bytes, const char *for_opt, uint64_t *off);
+int shmcfg__heap_ref(shmcfg *h, uint32_t lref);
+void shmcfg__heap_unref(shmcfg *h, uint32_t lref);
+uint64_t shmcfg__slot_base(const shmcfg *h, uint32_t s, uint64_t stamp, uint64_t cur_g);
+int shmcfg__heap_sweep(shmcfg *h, uint64_t cur);
+int shmcfg__heap_verify(shmcfg *h);
+void shmcfg__heap_init(struct seg_header *hd);
+
+/* resolve.c: building a slot's layers and effective values */
+struct idset {              /* option ids, each once, in the order added */
+	uint32_t *ids, *tab;     /* the arrays below until they are outgrown */
+	size_t n, tcap;
+	uint32_t small_ids[8], small_tab[16];
+};
+void shmcfg__ids_free(struct idset *s);
+struct build {
+	shmcfg *h;
+	struct shmcfg__cell *cells;  /* the slot being built: its cells ... */
+	uint32_t *lrefs;             /* ... and layer references */
+	char *heap;                  /* the chunks: the segment's heap, or a private copy */
+	uint64_t heap_size;
+	bool shared;                 /* the segment's heap: chunks allocated and counted (heap.c) */
+	bool patch;                  /* layer values written have source "patch" */
+	uint64_t priv_top;           /* private heap: where the next chunk goes */
+	bool track;                  /* keep hash_sum and checksum up to date */
+	uint64_t hash_sum[2], checksum;
+	struct idset changed;        /* options whose cell or reference changed */
+	struct idset seeds;          /* options whose layers changed: to resolve */
+	struct idset queued;         /* resolution's work: a min-heap by rank */
+	uint32_t *q;
+	size_t nq, qcap;
+};
+int shmcfg__copy_opt(struct build *b, uint32_t i, const void *from);
+int shmcfg__apply_changes(struct build *b, const struct change *ch, size_t n);
+int shmcfg__resolve(struct build *b);
+int shmcfg__resolve_all(struct build *b);
+void shmcfg__build_free(struct build *b);
+bool shmcfg__cells_equal(const shmcfg *h, const struct shmcfg__cell *a, const char *ha,
+			 const struct shmcfg__cell *b, const char *hb, uint64_t heap_size);
+int shmcfg__resolve_patched(shmcfg *h, char *copy, char *heap, uint64_t top, uint64_t heap_size,
+			    const shmcfg_opt *opts, const shmcfg_value *vals, size_t n, bool resolve_all);
+
+/* hash.c: the config hash and the slot checksum, as sums over options */
+int shmcfg__opt_digest(const shmcfg *h, uint32_t i, const struct shmcfg__cell *c, const char *heap,
+		       uint64_t heap_size, uint64_t out[2]);
+void shmcfg__hash_final(const uint64_t sum[2], uint8_t out[16]);
+uint64_t shmcfg__cell_mix(uint32_t i, const struct shmcfg__cell *c, uint32_t lref);
+int shmcfg__slot_sums(const shmcfg *h, const void *slot, const char *heap, uint64_t heap_size,
+		      uint64_t hash_sum[2], uint64_t *checksum);
+
+#endif

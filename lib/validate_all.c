@@ -1,0 +1,220 @@
+/*
+ * The schema validated whole: once, the first time a full scan needs it
+ * (every option validated; the name order a permutation; the implication
+ * order a permutation that puts impliers before their targets), and
+ * everything, with every problem reported, for shmcfg_check. On the
+ * private copy of validate.c, which the whole region is pinned into first.
+ */
+#include "internal.h"
+#include "schema.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ------------------------------------------------------------------ */
+/* The whole schema                                                   */
+/* ------------------------------------------------------------------ */
+
+/* Whether the whole-schema check `what` was made; after it, the release
+ * store (pairs with the acquire load) publishes what it checked. */
+static bool whole_done(const shmcfg *h, int what)
+{
+	return __atomic_load_n(&h->whole_ok[what], __ATOMIC_ACQUIRE);
+}
+
+static void whole_mark(const shmcfg *h, int what)
+{
+	__atomic_store_n(&h->whole_ok[what], 1, __ATOMIC_RELEASE);
+}
+
+int shmcfg__schema_all(const shmcfg *h)
+{
+	if (whole_done(h, WHOLE_ALL))
+		return 0;
+	/* a full scan reads every page: copy them in one call */
+	int r = shmcfg__schema_pin(h, 0, h->lay.schema_size);
+	for (uint32_t i = 0; !r && i < h->lay.nopts; i++)
+		r = shmcfg__opt_use(h, i);
+	if (!r)
+		whole_mark(h, WHOLE_ALL);
+	return r;
+}
+
+/*
+ * Whether the nopts ids at `off` (the array a) are a permutation; with pos,
+ * the position of each id goes there. 0, 1 (msg says why) or an error.
+ */
+static int perm_check(const shmcfg *h, uint64_t off, const uint32_t *a, const char *what, uint32_t *pos,
+		      char *msg, size_t mlen)
+{
+	uint32_t n = h->lay.nopts;
+	int r = shmcfg__schema_pin(h, off, (uint64_t)n * 4);
+	if (r && r != SHMCFG_E_CORRUPT)
+		return r;
+	if (r) {
+		snprintf(msg, mlen, "schema: the %s cannot be read", what);
+		return 1;
+	}
+	memset(pos, 0xff, (size_t)n * sizeof *pos);
+	for (uint32_t i = 0; i < n; i++) {
+		if (a[i] >= n || pos[a[i]] != UINT32_MAX) {
+			snprintf(msg, mlen, "schema: %s entry %u (%u) is out of range or repeated", what, i, a[i]);
+			return 1;
+		}
+		pos[a[i]] = i;
+	}
+	return 0;
+}
+
+/* The implication order: impliers before their targets (every option
+ * validated, pos from perm_check). */
+static int topo_order_check(const shmcfg *h, const uint32_t *pos, char *msg, size_t mlen)
+{
+	for (uint32_t i = 0; i < h->lay.nopts; i++) {
+		const struct opt_desc *d = &h->desc[i];
+		for (uint32_t k = 0; k < d->implies_n; k++)
+			if (pos[h->implies[d->implies_first + k].target] <= pos[i]) {
+				char name[96];
+				shmcfg__opt_label(h, i, name);
+				snprintf(msg, mlen, "%s: implication order is broken", name);
+				return 1;
+			}
+	}
+	return 0;
+}
+
+int shmcfg__schema_order(const shmcfg *h, const uint32_t **order)
+{
+	*order = h->order_raw;
+	if (whole_done(h, WHOLE_ORDER))
+		return 0;
+	/* its user reads every option */
+	int r = shmcfg__schema_all(h);
+	if (r)
+		return r;
+	uint32_t *pos = shmcfg__malloc((size_t)h->lay.nopts * sizeof *pos);
+	if (!pos)
+		return shmcfg__nomem();
+	char msg[256];
+	r = perm_check(h, h->sch->order_off, h->order_raw, "name order", pos, msg, sizeof msg);
+	shmcfg__free(pos);
+	if (r > 0)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, msg);
+	if (!r)
+		whole_mark(h, WHOLE_ORDER);
+	return r;
+}
+
+int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo)
+{
+	*topo = h->topo_raw;
+	if (whole_done(h, WHOLE_TOPO))
+		return 0;
+	int r = shmcfg__schema_all(h);
+	if (r)
+		return r;
+	uint32_t *pos = shmcfg__malloc((size_t)h->lay.nopts * sizeof *pos);
+	if (!pos)
+		return shmcfg__nomem();
+	char msg[256];
+	r = perm_check(h, h->sch->topo_off, h->topo_raw, "implication order", pos, msg, sizeof msg);
+	if (!r)
+		r = topo_order_check(h, pos, msg, sizeof msg);
+	shmcfg__free(pos);
+	if (r > 0)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, msg);
+	if (!r)
+		whole_mark(h, WHOLE_TOPO);
+	return r;
+}
+
+/* Report a problem; the first one is kept for the error detail. */
+#define PROBLEM(...)                                              \
+	do {                                                      \
+		snprintf(pm, sizeof pm, __VA_ARGS__);             \
+		if (fn)                                           \
+			fn(pm, ud);                               \
+		if (!bad++)                                       \
+			memcpy(first, pm, sizeof first);          \
+	} while (0)
+
+/*
+ * The whole schema, for shmcfg_check: every option, every implication
+ * (reachable or not), every index entry (and every option found by its
+ * name), the name order and the implication order. The whole region is
+ * copied first. Returns the number of problems, each reported through fn,
+ * the first as the error detail; a negative error if the check could not be
+ * made (no verdict on the segment).
+ */
+int shmcfg__schema_validate(const shmcfg *h, void (*fn)(const char *, void *), void *ud)
+{
+	char msg[256], pm[256], first[256] = "";
+	int bad = 0, r;
+	uint32_t n = h->lay.nopts;
+	const struct schema_hdr *sh = h->sch;
+	if ((r = shmcfg__schema_pin(h, 0, h->lay.schema_size))) {
+		if (r != SHMCFG_E_CORRUPT)
+			return r;
+		PROBLEM("%s", shmcfg_errdetail());
+		return bad;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if ((r = shmcfg__opt_check(h, i, msg, sizeof msg)) < 0)
+			return r;
+		if (r) {
+			PROBLEM("%s", msg);
+		}
+	}
+	for (uint32_t k = 0; k < sh->nimplies; k++) {
+		uint32_t t = h->implies[k].target;
+		if (t >= n || (r = shmcfg__cell_check(h, &h->implies[k].value, h->desc[t].type)) > 0)
+			PROBLEM("schema: implication %u is invalid", k);
+		else if (r < 0)
+			return r;
+	}
+	for (uint32_t k = 0; k < sh->index_size; k++)
+		if (h->index_raw[k] != UINT32_MAX && h->index_raw[k] >= n)
+			PROBLEM("schema: index entry %u out of range", k);
+	if (bad)
+		goto out;
+	/* every option found by its name (a lookup that misses one says
+	 * "no such option", which no check of an entry would catch) */
+	uint32_t mask = sh->index_size - 1;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct opt_desc *d = &h->desc[i];
+		uint64_t hv = shmcfg__name_hash(sstr(h, d->name), d->name.len);
+		bool found = false;
+		for (uint32_t probe = 0; probe <= mask; probe++, hv++) {
+			uint32_t id = h->index_raw[hv & mask];
+			if (id == UINT32_MAX || (found = id == i))
+				break;
+			/* a lookup stops at another option of the same name */
+			if (h->desc[id].name.len == d->name.len &&
+			    memcmp(sstr(h, h->desc[id].name), sstr(h, d->name), d->name.len) == 0)
+				break;
+		}
+		if (!found) {
+			char name[96];
+			shmcfg__opt_label(h, i, name);
+			PROBLEM("%s: not found by its name in the index", name);
+		}
+	}
+	uint32_t *pos = shmcfg__malloc((size_t)n * sizeof *pos);
+	if (!pos)
+		return shmcfg__nomem();
+	if ((r = perm_check(h, sh->order_off, h->order_raw, "name order", pos, msg, sizeof msg)) > 0)
+		PROBLEM("%s", msg);
+	if (r >= 0 && (r = perm_check(h, sh->topo_off, h->topo_raw, "implication order", pos, msg, sizeof msg)) > 0)
+		PROBLEM("%s", msg);
+	if (r == 0 && (r = topo_order_check(h, pos, msg, sizeof msg)) > 0)
+		PROBLEM("%s", msg);
+	shmcfg__free(pos);
+	if (r < 0)
+		return r;
+out:
+	if (bad)
+		shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, first);
+	return bad;
+}
+#undef PROBLEM

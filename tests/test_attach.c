@@ -1,0 +1,665 @@
+/*
+ * Attach reads no option; the schema is copied and validated on first use
+ * (issue 12; lib/validate.c, doc/design.md "Creation and attach").
+ *
+ * Attach copies no page of the schema region and validates no option: each
+ * option is copied (madvise(MADV_POPULATE_WRITE) on a MAP_PRIVATE mapping)
+ * and validated the first time it is used, and the copy never changes
+ * again. So:
+ *   - a descriptor spoiled by a writer after attach is refused on first use
+ *     with SHMCFG_E_CORRUPT and one line of detail, through every door, and
+ *     stays refused; the other options work;
+ *   - bytes changed after they were first used change nothing;
+ *   - string references may overlap (each is checked against the same
+ *     frozen bytes); an unterminated one is refused;
+ *   - a name index entry out of range is refused by the lookup that meets
+ *     it, and an entry naming another option never makes a lookup return it;
+ *   - the orders used whole (name order, implication order) are refused by
+ *     the commit that needs them when they are not permutations;
+ *   - an object truncated by a writer makes a first use fail, not SIGBUS;
+ *   - threads using options for the first time at once agree (and are
+ *     clean under ThreadSanitizer: .ci/run);
+ *   - without MADV_POPULATE_WRITE (Linux < 5.14, simulated by the test copy
+ *     of the library) the fallback gives the same results;
+ *   - every option of a 100,000-option schema is found by its name.
+ * Hostile cases run in children: a crash fails the test, not the runner.
+ * Timings are never asserted; the count of copied pages is.
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include "common.h"
+#include "proc.h"
+#include "internal.h"
+#include "schema.h"
+
+/* A failed check in a child: say where, and exit with the line number. */
+#define CHILD_CHECK(cond, ...)                                                        \
+	do {                                                                          \
+		if (!(cond)) {                                                        \
+			fprintf(stderr, "# child, line %d: ", __LINE__);              \
+			fprintf(stderr, __VA_ARGS__);                                 \
+			fprintf(stderr, " (%s)\n", shmcfg_errdetail());                \
+			return __LINE__ % 250 + 1;                                    \
+		}                                                                     \
+	} while (0)
+
+/* ------------------------------------------------------------------ */
+/* The segment as a writer sees it                                    */
+/* ------------------------------------------------------------------ */
+
+/* A writable shared mapping of a segment: what a misbehaving writer has. */
+struct writer {
+	char *m;
+	size_t size;
+	struct seg_header *hd;
+	char *schema;
+	struct schema_hdr *sh;
+};
+
+static struct writer writer_open(const char *name)
+{
+	char path[128];
+	snprintf(path, sizeof path, "/dev/shm/shmcfg.%s", name);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	struct writer w = {.size = (size_t)st.st_size};
+	w.m = mmap(NULL, w.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(w.m != MAP_FAILED);
+	close(fd);
+	w.hd = (struct seg_header *)w.m;
+	w.schema = w.m + w.hd->schema_off;
+	w.sh = (struct schema_hdr *)w.schema;
+	return w;
+}
+
+static void writer_close(struct writer *w)
+{
+	munmap(w->m, w->size);
+}
+
+static struct opt_desc *wdesc(const struct writer *w, shmcfg_opt o)
+{
+	return (struct opt_desc *)(w->schema + w->sh->desc_off) + o;
+}
+
+static char *wstrings(const struct writer *w)
+{
+	return w->schema + w->sh->strings_off;
+}
+
+static uint32_t *windex(const struct writer *w)
+{
+	return (uint32_t *)(w->schema + w->sh->index_off);
+}
+
+/* The schema hash fixed up after a change, as a misbehaving writer can:
+ * only shmcfg_check would notice otherwise. */
+static void writer_rehash(struct writer *w)
+{
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits(w->schema, w->hd->schema_size));
+	memcpy(w->hd->schema_hash, c.digest, 16);
+}
+
+/* Pages of the handle's schema mapping copied so far. */
+static size_t pages_copied(const shmcfg *h)
+{
+	size_t n = 0, pages = (h->priv_size + ((size_t)1 << h->page_shift) - 1) >> h->page_shift;
+	for (size_t p = 0; p < pages; p++)
+		n += __atomic_load_n(&h->page_ok[p], __ATOMIC_ACQUIRE) != 0;
+	return n;
+}
+
+static size_t opts_validated(const shmcfg *h)
+{
+	size_t n = 0;
+	for (uint32_t i = 0; i < h->lay.nopts; i++)
+		n += __atomic_load_n(&h->opt_ok[i], __ATOMIC_ACQUIRE) != 0;
+	return n;
+}
+
+static shmcfg *attach_rw(const char *name)
+{
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(name, 0, NULL, &h);
+	if (r)
+		fail_msg("attach %s: %s: %s", name, shmcfg_errname(r), shmcfg_errdetail());
+	return keep(h);
+}
+
+/* A schema of n options: ints, every 7th a string with a doc, every 11th a
+ * list; option 3 implies option 4 when true (a bool). */
+static void big_name(char *buf, size_t len, uint32_t i)
+{
+	snprintf(buf, len, "group%03u.option_%06u", i / 1000, i);
+}
+
+static shmcfg *big_segment(const char *name, uint32_t n)
+{
+	shmcfg_schema *s;
+	assert_int_equal(shmcfg_schema_new(&s), 0);
+	for (uint32_t i = 0; i < n; i++) {
+		char nm[64], def[64], doc[96], implies[96];
+		big_name(nm, sizeof nm, i);
+		shmcfg_optdef d = {.name = nm, .type = SHMCFG_INT, .def = def};
+		snprintf(def, sizeof def, "%u", i);
+		if (i == 3) {
+			big_name(implies, sizeof implies, 4);
+			strcat(implies, "=44");
+			d.type = SHMCFG_BOOL, d.def = "false", d.implies = implies;
+		} else if (i % 7 == 0) {
+			snprintf(def, sizeof def, "\"value of %u\"", i);
+			snprintf(doc, sizeof doc, "the string option number %u", i);
+			d.type = SHMCFG_STR, d.doc = doc;
+		} else if (i % 11 == 0) {
+			snprintf(def, sizeof def, "[\"a%u\", \"b\"]", i);
+			d.type = SHMCFG_LIST;
+		}
+		assert_int_equal(shmcfg_schema_add(s, &d), 0);
+	}
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV};
+	shmcfg *h = NULL;
+	int r = shmcfg_create(name, s, &o, &h);
+	if (r)
+		fail_msg("create %s: %s: %s", name, shmcfg_errname(r), shmcfg_errdetail());
+	shmcfg_schema_free(s);
+	return keep(h);
+}
+
+/* Option i of big_segment() as the schema declares it, read through every
+ * door: 0, or the line of the first disagreement. */
+static int big_option_ok(const shmcfg *h, uint32_t i)
+{
+	char nm[64];
+	big_name(nm, sizeof nm, i);
+	shmcfg_opt o;
+	shmcfg_optinfo info;
+	shmcfg_value v;
+	if (shmcfg_lookup(h, nm, &o) || o != i)
+		return __LINE__;
+	if (shmcfg_opt_info(h, i, &info) || strcmp(info.name, nm))
+		return __LINE__;
+	if (shmcfg_get(h, i, &v))
+		return __LINE__;
+	int bad = 0;
+	if (i == 3)
+		bad = v.type != SHMCFG_BOOL || v.u.b;
+	else if (i % 7 == 0) {
+		char want[64], doc[96];
+		snprintf(want, sizeof want, "value of %u", i);
+		snprintf(doc, sizeof doc, "the string option number %u", i);
+		bad = v.type != SHMCFG_STR || strcmp(v.u.str.ptr, want) || strcmp(info.doc, doc);
+	} else if (i % 11 == 0)
+		bad = v.type != SHMCFG_LIST || v.u.list.count != 2;
+	else
+		bad = v.type != SHMCFG_INT || v.u.i != (i == 4 ? 4 : (int64_t)i);
+	shmcfg_value_clear(&v);
+	return bad ? __LINE__ : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Attach at scale                                                    */
+/* ------------------------------------------------------------------ */
+
+/*
+ * 100,000 options: attach copies no page and validates no option; one
+ * lookup copies a handful of pages; every option is then found by its name
+ * and reads its default; a commit (which validates every option and the
+ * implication order) and a dump work, and the check is clean.
+ */
+static void test_lookup_every_option_of_100k(void **state)
+{
+	(void)state;
+	const uint32_t n = 100000;
+	const char *name = new_name("attach100k");
+	big_segment(name, n);
+	shmcfg *h = attach_rw(name);
+	assert_int_equal(shmcfg_count(h), n);
+	size_t pages = (h->priv_size + ((size_t)1 << h->page_shift) - 1) >> h->page_shift;
+	printf("# a schema of %u options in %zu pages: attach copied %zu, validated %zu options\n", n, pages,
+	       pages_copied(h), opts_validated(h));
+	assert_int_equal(pages_copied(h), 0);
+	assert_int_equal(opts_validated(h), 0);
+	assert_int_equal(big_option_ok(h, 77777), 0);
+	printf("# one lookup and read: %zu pages copied, %zu options validated\n", pages_copied(h),
+	       opts_validated(h));
+	assert_true(pages_copied(h) <= 8);
+	assert_true(opts_validated(h) <= 8);
+	for (uint32_t i = 0; i < n; i++) {
+		int line = big_option_ok(h, i);
+		if (line)
+			fail_msg("option %u: check at line %d: %s", i, line, shmcfg_errdetail());
+	}
+	assert_int_equal(opts_validated(h), n);
+	/* a commit: the implication holds (option 3 implies option 4 = 44) */
+	assert_int_equal(set_and_commit(h, 3, "true", NULL), 0);
+	assert_int_equal(get_i(h, 4), 44);
+	char *dump = NULL;
+	assert_int_equal(shmcfg_dump(h, 0, &dump), 0);
+	assert_non_null(strstr(dump, "\"group099.option_099999\": 99999"));
+	free(dump);
+	assert_int_equal(shmcfg_check(h, false, print_problem, NULL), 0);
+	printf("# after every option, a commit and a dump: %zu of %zu pages copied\n", pages_copied(h), pages);
+	drop(h);
+}
+
+/* ------------------------------------------------------------------ */
+/* Changed after attach                                               */
+/* ------------------------------------------------------------------ */
+
+static const char *seg; /* the segment of the child tests below */
+
+/*
+ * A descriptor spoiled after attach, before its first use: refused through
+ * every door, with one line of detail, and again on every later use; the
+ * writer's repair does not reach the copy (a new attach sees it); the other
+ * options work, commits of them too (a commit uses only the options it
+ * changes and their dependents: issue 12).
+ */
+static int child_spoiled_after_attach(void *arg)
+{
+	(void)arg;
+	shmcfg *h = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, 0, NULL, &h) == 0, "attach");
+	struct writer w = writer_open(seg);
+	struct opt_desc saved = *wdesc(&w, T_ITEMS);
+	wdesc(&w, T_ITEMS)->name = (struct sref){(uint32_t)w.sh->strings_size - 2, 50};
+	shmcfg_optinfo info;
+	shmcfg_value v;
+	shmcfg_opt o;
+	CHILD_CHECK(shmcfg_opt_info(h, T_ITEMS, &info) == SHMCFG_E_CORRUPT, "opt_info of the spoiled option");
+	const char *d = shmcfg_errdetail();
+	CHILD_CHECK(strstr(d, seg) && strstr(d, "bad string reference") && !strchr(d, '\n'), "detail '%s'", d);
+	CHILD_CHECK(shmcfg_get(h, T_ITEMS, &v) == SHMCFG_E_CORRUPT, "get");
+	CHILD_CHECK(shmcfg_lookup(h, "t.items", &o) == SHMCFG_E_CORRUPT, "lookup");
+	CHILD_CHECK(shmcfg_is_default(h, T_ITEMS) == SHMCFG_E_CORRUPT, "is_default");
+	shmcfg_txn *t;
+	CHILD_CHECK(shmcfg_txn_begin(h, &t) == 0, "txn_begin");
+	CHILD_CHECK(shmcfg_txn_set_text(t, T_ITEMS, "[\"z\"]") == SHMCFG_E_CORRUPT, "txn_set");
+	shmcfg_txn_abort(t);
+	CHILD_CHECK(shmcfg_patch_push(h) == 0, "patch_push");
+	CHILD_CHECK(shmcfg_patch_set_text(h, T_ITEMS, "[\"z\"]") == SHMCFG_E_CORRUPT, "patch_set");
+	CHILD_CHECK(shmcfg_patch_pop(h) == 0, "patch_pop");
+	/* the others work, and commit */
+	CHILD_CHECK(shmcfg_opt_info(h, T_A, &info) == 0 && !strcmp(info.name, "t.a"), "opt_info(t.a)");
+	CHILD_CHECK(shmcfg_lookup(h, "t.mode", &o) == 0 && o == T_MODE, "lookup(t.mode)");
+	CHILD_CHECK(set_and_commit(h, T_A, "5", NULL) == 0, "commit (%s)", shmcfg_errdetail());
+	CHILD_CHECK(shmcfg_check(h, false, NULL, NULL) > 0, "check");
+	/* repaired: this handle's copy keeps what it saw; a new one is sound */
+	*wdesc(&w, T_ITEMS) = saved;
+	CHILD_CHECK(shmcfg_opt_info(h, T_ITEMS, &info) == SHMCFG_E_CORRUPT, "opt_info after the repair");
+	shmcfg *h2 = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h2) == 0, "attach again");
+	CHILD_CHECK(shmcfg_opt_info(h2, T_ITEMS, &info) == 0 && !strcmp(info.name, "t.items"), "new handle");
+	CHILD_CHECK(shmcfg_check(h2, true, NULL, NULL) == 0, "check of the new handle");
+	shmcfg_close(h2);
+	shmcfg_close(h);
+	writer_close(&w);
+	return 0;
+}
+
+/*
+ * Bytes changed after their first use change nothing: the option reads as
+ * validated, and so does an option whose descriptor shares a page with it
+ * (copied with it; the test schema's descriptors fit in one page).
+ */
+static int child_changed_after_first_use(void *arg)
+{
+	(void)arg;
+	shmcfg *h = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, 0, NULL, &h) == 0, "attach");
+	shmcfg_optinfo info;
+	CHILD_CHECK(shmcfg_opt_info(h, T_MODE, &info) == 0, "first use of t.mode");
+	struct writer w = writer_open(seg);
+	struct opt_desc *dm = wdesc(&w, T_MODE), *db = wdesc(&w, T_B);
+	CHILD_CHECK((char *)dm - w.schema < 4096 && (char *)db - w.schema < 4096, "descriptors on one page");
+	/* t.mode: its name's bytes and terminator, its type; t.b: its type */
+	memset(wstrings(&w) + dm->name.off, 'X', dm->name.len + 1);
+	dm->type = 77;
+	db->type = 99;
+	writer_rehash(&w);
+	CHILD_CHECK(shmcfg_opt_info(h, T_MODE, &info) == 0 && !strcmp(info.name, "t.mode") &&
+			    info.type == SHMCFG_STR,
+		    "t.mode after the change");
+	shmcfg_value v;
+	CHILD_CHECK(shmcfg_get(h, T_B, &v) == 0 && v.type == SHMCFG_INT, "t.b, first used after the change");
+	shmcfg_opt o;
+	CHILD_CHECK(shmcfg_lookup(h, "t.mode", &o) == 0 && o == T_MODE, "lookup");
+	CHILD_CHECK(set_and_commit(h, T_MODE, "\"slow\"", NULL) == 0, "commit");
+	/* a new handle copies the changed bytes: refused there */
+	shmcfg *h2 = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h2) == 0, "attach again");
+	CHILD_CHECK(shmcfg_opt_info(h2, T_MODE, &info) == SHMCFG_E_CORRUPT, "t.mode on a new handle");
+	CHILD_CHECK(shmcfg_opt_info(h2, T_B, &info) == SHMCFG_E_CORRUPT, "t.b on a new handle");
+	shmcfg_close(h2);
+	shmcfg_close(h);
+	writer_close(&w);
+	return 0;
+}
+
+/*
+ * String references: two descriptors may name overlapping bytes (each is
+ * checked against the same copy); a reference that does not end in NUL, or
+ * runs over one, is refused; only the option that holds it is.
+ */
+static int child_overlapping_strings(void *arg)
+{
+	(void)arg;
+	struct writer w = writer_open(seg);
+	struct opt_desc *da = wdesc(&w, T_A), *db = wdesc(&w, T_B), *dc = wdesc(&w, T_C);
+	struct sref adoc = da->doc; /* "a = n" */
+	CHILD_CHECK(adoc.len == 5, "t.a's doc");
+	/* t.b's name is t.a's doc; t.c's default string is t.a's name */
+	db->name = adoc;
+	dc->def.val = da->name.off;
+	dc->def.meta = SHMCFG_STR | (uint64_t)da->name.len << 32;
+	writer_rehash(&w);
+	shmcfg *h = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
+	shmcfg_optinfo ia, ib, ic;
+	CHILD_CHECK(shmcfg_opt_info(h, T_B, &ib) == 0 && !strcmp(ib.name, "a = n"), "t.b named by t.a's doc");
+	CHILD_CHECK(shmcfg_opt_info(h, T_A, &ia) == 0 && !strcmp(ia.doc, "a = n") && ia.doc == ib.name,
+		    "t.a's doc, the same bytes");
+	CHILD_CHECK(shmcfg_opt_info(h, T_C, &ic) == 0 && ic.def.type == SHMCFG_STR &&
+			    !strcmp(ic.def.u.str.ptr, "t.a"),
+		    "t.c's default, t.a's name");
+	CHILD_CHECK(shmcfg_check(h, false, NULL, NULL) > 0, "check: t.b is not found by its name");
+	shmcfg_close(h);
+	/* unterminated: one byte short of t.a's doc, or past its NUL */
+	struct sref bad[] = {{adoc.off, adoc.len - 1}, {adoc.off + 1, adoc.len + 3}, {adoc.off, 0x7fffffff}};
+	for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+		db->name = bad[k];
+		writer_rehash(&w);
+		CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
+		CHILD_CHECK(shmcfg_opt_info(h, T_B, &ib) == SHMCFG_E_CORRUPT, "unterminated name %zu", k);
+		CHILD_CHECK(shmcfg_opt_info(h, T_A, &ia) == 0 && !strcmp(ia.doc, "a = n"), "t.a beside it");
+		shmcfg_close(h);
+	}
+	writer_close(&w);
+	return 0;
+}
+
+/* An index entry out of range, after attach; one naming another option. */
+static int child_index_entries(void *arg)
+{
+	(void)arg;
+	shmcfg *h = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
+	struct writer w = writer_open(seg);
+	uint32_t *idx = windex(&w), slot = UINT32_MAX;
+	for (uint32_t k = 0; k < w.sh->index_size; k++)
+		if (idx[k] == T_B)
+			slot = k;
+	CHILD_CHECK(slot != UINT32_MAX, "t.b in the index");
+	idx[slot] = 4000000;
+	shmcfg_opt o;
+	CHILD_CHECK(shmcfg_lookup(h, "t.b", &o) == SHMCFG_E_CORRUPT, "lookup through an entry out of range");
+	const char *d = shmcfg_errdetail();
+	CHILD_CHECK(strstr(d, "index entry") && !strchr(d, '\n'), "detail '%s'", d);
+	shmcfg_close(h);
+	/* naming another option: t.b is not found, and never as t.c */
+	idx[slot] = T_C;
+	writer_rehash(&w);
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
+	int r = shmcfg_lookup(h, "t.b", &o);
+	CHILD_CHECK(r == SHMCFG_E_NOOPT, "lookup of t.b: %d, option %u", r, o);
+	CHILD_CHECK(shmcfg_lookup(h, "t.c", &o) == 0 && o == T_C, "t.c");
+	CHILD_CHECK(shmcfg_check(h, false, NULL, NULL) > 0, "check");
+	shmcfg_close(h);
+	writer_close(&w);
+	return 0;
+}
+
+/* The orders used whole (by generation 1 and the check; a commit uses
+ * neither): the check reports them. */
+static int child_orders(void *arg)
+{
+	(void)arg;
+	struct writer w = writer_open(seg);
+	uint32_t *order = (uint32_t *)(w.schema + w.sh->order_off), *topo = (uint32_t *)(w.schema + w.sh->topo_off);
+	for (int k = 0; k < 3; k++) {
+		uint32_t *a = k == 2 ? topo : order, i = k == 1 ? 2 : 5, saved = a[i];
+		a[i] = k == 1 ? 1000 : a[i - 1]; /* a repeat, out of range, a repeat */
+		writer_rehash(&w);
+		shmcfg *h = NULL;
+		CHILD_CHECK(shmcfg_attach(seg, 0, NULL, &h) == 0, "attach");
+		int64_t x;
+		CHILD_CHECK(shmcfg_get_int(h, T_A, &x) == 0, "a read");
+		char val[8];
+		snprintf(val, sizeof val, "%d", 90 + k);
+		CHILD_CHECK(set_and_commit(h, T_A, val, NULL) == 0, "commit with order %d (%s)", k, shmcfg_errdetail());
+		CHILD_CHECK(shmcfg_check(h, false, NULL, NULL) > 0, "check");
+		CHILD_CHECK(strstr(shmcfg_errdetail(), "order"), "detail '%s'", shmcfg_errdetail());
+		shmcfg_close(h);
+		a[i] = saved;
+	}
+	writer_rehash(&w);
+	writer_close(&w);
+	return 0;
+}
+
+/* A writer truncates the object: a first use fails (EFAULT from the copy),
+ * it does not raise SIGBUS. */
+static int child_truncated(void *arg)
+{
+	(void)arg;
+	shmcfg *h = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
+	uint32_t far = h->lay.nopts - 1;
+	uint64_t cut = h->lay.schema_off + h->sch->desc_off + (uint64_t)far * sizeof(struct opt_desc);
+	char path[128];
+	snprintf(path, sizeof path, "/dev/shm/shmcfg.%s", seg);
+	int fd = open(path, O_RDWR);
+	CHILD_CHECK(fd >= 0 && ftruncate(fd, (off_t)(cut & ~4095ull)) == 0, "ftruncate");
+	close(fd);
+	shmcfg_optinfo info;
+	CHILD_CHECK(shmcfg_opt_info(h, far, &info) == SHMCFG_E_CORRUPT, "first use past the end");
+	CHILD_CHECK(shmcfg_check(h, false, NULL, NULL) > 0, "check");
+	shmcfg_close(h);
+	return 0;
+}
+
+static void run_child(int (*fn)(void *), const char *what)
+{
+	pid_t pid = spawn(fn, NULL);
+	int st = reap(pid);
+	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+		char t[64];
+		status_text(st, t, sizeof t);
+		fail_msg("%s: the child %s", what, t);
+	}
+}
+
+static void small_segment(void)
+{
+	seg = new_name("attach");
+	keep(test_create(seg, NULL));
+}
+
+static void test_spoiled_after_attach_refused_on_first_use(void **state)
+{
+	(void)state;
+	small_segment();
+	run_child(child_spoiled_after_attach, "spoiled after attach");
+}
+
+static void test_changes_after_first_use_change_nothing(void **state)
+{
+	(void)state;
+	small_segment();
+	run_child(child_changed_after_first_use, "changed after first use");
+}
+
+static void test_overlapping_and_unterminated_strings(void **state)
+{
+	(void)state;
+	small_segment();
+	run_child(child_overlapping_strings, "overlapping strings");
+}
+
+static void test_index_entries_checked_by_lookup(void **state)
+{
+	(void)state;
+	small_segment();
+	run_child(child_index_entries, "index entries");
+}
+
+static void test_orders_checked_when_used_whole(void **state)
+{
+	(void)state;
+	small_segment();
+	run_child(child_orders, "orders");
+}
+
+static void test_truncated_object_fails_first_use(void **state)
+{
+	(void)state;
+	seg = new_name("attachcut");
+	drop(big_segment(seg, 2000)); /* descriptors over 70 pages; no handle of ours maps it */
+	run_child(child_truncated, "truncated");
+}
+
+/* Without MADV_POPULATE_WRITE, as on Linux before 5.14 (the test copy of the
+ * library refuses the advice when SHMCFG_NO_POPULATE_WRITE is set): the
+ * fallback (a compare-exchange of each page with itself) gives the same
+ * results. */
+static int child_fallback(void *arg)
+{
+	(void)arg;
+	setenv("SHMCFG_NO_POPULATE_WRITE", "1", 1);
+	int r = child_spoiled_after_attach(NULL);
+	if (r)
+		return r;
+	r = child_changed_after_first_use(NULL);
+	if (r)
+		return r;
+	shmcfg *h = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
+	CHILD_CHECK(shmcfg_check(h, false, NULL, NULL) > 0, "check (t.mode and t.b were spoiled)");
+	shmcfg_close(h);
+	return 0;
+}
+
+static void test_without_populate_write(void **state)
+{
+	(void)state;
+	small_segment();
+	run_child(child_fallback, "without MADV_POPULATE_WRITE");
+}
+
+/* ------------------------------------------------------------------ */
+/* Threads                                                            */
+/* ------------------------------------------------------------------ */
+
+#define NTHREADS 8
+#define THREAD_OPTS 3000
+#define SPOILED_OPT 1234
+
+struct first_use {
+	shmcfg *h;
+	pthread_barrier_t *start;
+	const int *expect;  /* big_option_ok() of each option, one thread alone */
+	int k;
+	int differ;         /* options whose result differs from expect */
+	int refused;        /* descriptions and reads of the spoiled option refused */
+};
+
+/* Every option once, in an order of the thread's own, all threads at once
+ * on a handle that has used none: every copy and validation races. */
+static void *first_use_thread(void *arg)
+{
+	struct first_use *f = arg;
+	pthread_barrier_wait(f->start);
+	uint32_t step = 7 + 2 * (uint32_t)f->k; /* odd, prime to 3000 */
+	while (THREAD_OPTS % step == 0 || step % 2 == 0 || step % 3 == 0 || step % 5 == 0)
+		step++;
+	for (uint32_t j = 0; j < THREAD_OPTS; j++) {
+		uint32_t i = (uint32_t)((uint64_t)(j * step + (uint32_t)f->k * 101) % THREAD_OPTS);
+		if (i == SPOILED_OPT) {
+			shmcfg_optinfo info;
+			shmcfg_value v;
+			f->refused += shmcfg_opt_info(f->h, i, &info) == SHMCFG_E_CORRUPT;
+			f->refused += shmcfg_get(f->h, i, &v) == SHMCFG_E_CORRUPT;
+		}
+		f->differ += big_option_ok(f->h, i) != f->expect[i];
+	}
+	return NULL;
+}
+
+static void test_concurrent_first_use(void **state)
+{
+	(void)state;
+	const char *name = new_name("attachmt");
+	big_segment(name, THREAD_OPTS);
+	struct writer w = writer_open(name);
+	wdesc(&w, SPOILED_OPT)->n_env_force = 3; /* a count without a list */
+	writer_rehash(&w);
+	writer_close(&w);
+	/* what one thread alone sees: the spoiled option is refused, and so is
+	 * the lookup of any name whose probes pass its index entry first */
+	static int expect[THREAD_OPTS];
+	shmcfg *ref = attach_rw(name);
+	int refused = 0;
+	for (uint32_t i = 0; i < THREAD_OPTS; i++) {
+		expect[i] = big_option_ok(ref, i);
+		if (expect[i]) {
+			char nm[64];
+			shmcfg_opt o;
+			big_name(nm, sizeof nm, i);
+			assert_int_equal(shmcfg_lookup(ref, nm, &o), SHMCFG_E_CORRUPT);
+			refused++;
+		}
+	}
+	assert_true(expect[SPOILED_OPT] != 0);
+	assert_true(refused < 10);
+	printf("# lookups refused (the spoiled option's, and names probing past it): %d\n", refused);
+	drop(ref);
+	for (int round = 0; round < 3; round++) {
+		shmcfg *h = NULL;
+		assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &h), 0);
+		pthread_barrier_t start;
+		pthread_barrier_init(&start, NULL, NTHREADS);
+		struct first_use f[NTHREADS];
+		pthread_t th[NTHREADS];
+		for (int k = 0; k < NTHREADS; k++) {
+			f[k] = (struct first_use){.h = h, .start = &start, .expect = expect, .k = k};
+			assert_int_equal(pthread_create(&th[k], NULL, first_use_thread, &f[k]), 0);
+		}
+		for (int k = 0; k < NTHREADS; k++) {
+			pthread_join(th[k], NULL);
+			if (f[k].differ || f[k].refused != 2)
+				fail_msg("round %d, thread %d: %d options read otherwise than alone, the spoiled one refused %d times of 2",
+					 round, k, f[k].differ, f[k].refused);
+		}
+		pthread_barrier_destroy(&start);
+		/* the options refused at lookup were not used further */
+		assert_int_equal(opts_validated(h), THREAD_OPTS - refused);
+		shmcfg_close(h);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_lookup_every_option_of_100k, teardown),
+		cmocka_unit_test_teardown(test_concurrent_first_use, teardown),
+		cmocka_unit_test_teardown(test_spoiled_after_attach_refused_on_first_use, teardown),
+		cmocka_unit_test_teardown(test_changes_after_first_use_change_nothing, teardown),
+		cmocka_unit_test_teardown(test_overlapping_and_unterminated_strings, teardown),
+		cmocka_unit_test_teardown(test_index_entries_checked_by_lookup, teardown),
+		cmocka_unit_test_teardown(test_orders_checked_when_used_whole, teardown),
+		cmocka_unit_test_teardown(test_truncated_object_fails_first_use, teardown),
+		cmocka_unit_test_teardown(test_without_populate_write, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
