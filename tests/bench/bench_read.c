@@ -427,7 +427,7 @@ struct cand cands[] = {
 	C("snapshot", "snapshot acquire + get + release", loop_shm_snapshot, VALUE, NULL),
 	C("hash", "config hash: shmcfg_config_hash", loop_shm_hash, 1, NULL),
 	C("plain8", "eight plain loads (the limit of 8 reads)", loop_plain8, 0 /* set at run time */,
-	  "8 options per iteration (ns per 8 reads)"),
+	  "8 options per iteration: each figure is for all 8 reads"),
 	C("batch8", "generated batched read, one stamp check", loop_batch8, 0, NULL),
 	C("acc8", "8 generated accessor reads", loop_acc8, 0, NULL),
 	C("snap8", "snapshot acquire + 8 gets + release", loop_snap8, 0, NULL),
