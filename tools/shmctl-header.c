@@ -758,6 +758,7 @@ int cmd_header(int argc, char **argv)
 			g.prefix = optarg;
 			break;
 		case 'S':
+			free((char *)g.strip); /* the last --strip counts */
 			g.strip = optarg[0] && optarg[strlen(optarg) - 1] == '.' ? strndup(optarg, strlen(optarg) - 1)
 									    : strdup(optarg);
 			break;
