@@ -609,6 +609,10 @@ int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);
 /* patch.c: thread-local patches; the calling thread's patched cell of opt */
 bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,
 			  const char **heap, uint64_t *heap_size, int *err);
+/* ... and its whole patched copy of the current generation (a private slot,
+ * never rewritten while read) and that generation: several cells of one
+ * generation. False when the thread has no patches of h. */
+bool shmcfg__patched_slot(const shmcfg *h, const char **slot, uint64_t *gen, int *err);
 void shmcfg__patch_forget(const shmcfg *h);
 
 #endif

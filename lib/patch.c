@@ -181,20 +181,41 @@ static struct overlay *overlay_of(const shmcfg *h, int *err)
 	return ov;
 }
 
+/* The thread's overlay of h, brought up to date with the current generation
+ * and the frames; NULL with *err set if it cannot be. */
+static struct overlay *fresh_overlay(const shmcfg *h, int *err)
+{
+	struct overlay *ov = overlay_of(h, err);
+	if (ov && (ov->epoch != epoch || ov->gen != shmcfg_generation(h)) && (*err = rebuild(h, ov, false)))
+		return NULL;
+	return ov;
+}
+
 bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,
 			  const char **heap, uint64_t *heap_size, int *err)
 {
 	*err = 0;
 	if (!has_frames(h))
 		return false;
-	struct overlay *ov = overlay_of(h, err);
+	struct overlay *ov = fresh_overlay(h, err);
 	if (!ov)
-		return true;
-	if ((ov->epoch != epoch || ov->gen != shmcfg_generation(h)) && (*err = rebuild(h, ov, false)))
 		return true;
 	*cell = slot_cells(h, ov->copy)[opt];
 	*heap = ov->copy + h->lay.slot_size;
 	*heap_size = ov->heap_cap;
+	return true;
+}
+
+bool shmcfg__patched_slot(const shmcfg *h, const char **slot, uint64_t *gen, int *err)
+{
+	*err = 0;
+	if (!has_frames(h))
+		return false;
+	struct overlay *ov = fresh_overlay(h, err);
+	if (!ov)
+		return true;
+	*slot = ov->copy;
+	*gen = ov->gen;
 	return true;
 }
 

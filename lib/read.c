@@ -63,6 +63,74 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 	}
 }
 
+/*
+ * The slow path of a generated batched read (shmctl header, prefix_read()):
+ * n cells of one generation. A patched thread reads its overlay, a private
+ * copy of one generation with its patches resolved in. Otherwise the
+ * seqlock of the inline read over n cells: (A), every cell, then (B) once;
+ * a failed validation follows the library's rule (shmcfg__seq_retry). The
+ * handles and types are checked here, although the header's schema hash
+ * proved them: this path is cold.
+ */
+int shmcfg__get_slow_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const shmcfg_type *types,
+		       uint64_t *bits, bool *nulls, uint64_t *gen_ret)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (opts[i] >= h->view.nopts)
+			return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range (%u options)",
+					   opts[i], h->view.nopts);
+		if (opt_d(h, opts[i])->type != (uint32_t)types[i])
+			return type_error(h, opts[i], types[i]);
+	}
+	const char *pslot;
+	uint64_t pgen;
+	int perr;
+	if (shmcfg__tls_patched && shmcfg__patched_slot(h, &pslot, &pgen, &perr)) {
+		if (perr)
+			return perr;
+		const struct shmcfg__cell *pc = slot_cells(h, pslot);
+		for (size_t i = 0; i < n; i++)
+			if (META_TYPE(pc[opts[i]].meta) != (unsigned)types[i])
+				return shmcfg__err(SHMCFG_E_CORRUPT, "%s: patched cell of %s has type %u",
+						   h->name, sstr(h, opt_d(h, opts[i])->name),
+						   META_TYPE(pc[opts[i]].meta));
+		for (size_t i = 0; i < n; i++) {
+			bits[i] = pc[opts[i]].val;
+			nulls[i] = (pc[opts[i]].meta & META_NULL) != 0;
+		}
+		*gen_ret = pgen;
+		return 0;
+	}
+	for (int tries = 0;;) {
+		uint64_t cur = seq_current(h) /* (A) */;
+		uint32_t s = cur_slot(cur);
+		if (s >= h->lay.nslots)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u of %u", h->name,
+					   s, h->lay.nslots);
+		const struct slot_hdr *sl = slot_at(h, s);
+		const struct shmcfg__cell *c = slot_cells(h, sl);
+		size_t bad = n;
+		for (size_t i = 0; i < n; i++) {
+			uint64_t meta = __atomic_load_n(&c[opts[i]].meta, __ATOMIC_RELAXED);
+			bits[i] = __atomic_load_n(&c[opts[i]].val, __ATOMIC_RELAXED);
+			nulls[i] = (meta & META_NULL) != 0;
+			if (META_TYPE(meta) != (unsigned)types[i] && bad == n)
+				bad = i;
+		}
+		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
+			int r = shmcfg__seq_retry(h, cur, &tries);
+			if (r)
+				return r;
+			continue;
+		}
+		if (bad < n)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
+					   sstr(h, opt_d(h, opts[bad])->name));
+		*gen_ret = cur_gen(cur);
+		return 0;
+	}
+}
+
 int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 {
 	SHMCFG_API_ENTRY;

@@ -2,12 +2,13 @@
 # Every exported function of include/shmcfg.h.in begins with SHMCFG_API_ENTRY
 # (those that cannot fail with SHMCFG_API_KEEP): the outermost public call
 # clears the error detail (lib/internal.h). Exempt: the error functions, the
-# version and the slow path of the inline getters, which must call nothing
-# that is not async-signal-safe. Prints TAP.
+# version and the slow paths of the inline getters (which must call nothing
+# that is not async-signal-safe) and of generated batched reads (as the
+# getters', it keeps the thread's error detail). Prints TAP.
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 cd "$top_srcdir" || exit 99
 
-EXEMPT=" shmcfg_errdetail shmcfg_strerror shmcfg_errname shmcfg_version shmcfg__get_slow "
+EXEMPT=" shmcfg_errdetail shmcfg_strerror shmcfg_errname shmcfg_version shmcfg__get_slow shmcfg__get_slow_n "
 # the functions that cannot fail: releasers and accessors without a status
 KEEP=" shmcfg_value_clear shmcfg_schema_free shmcfg_close shmcfg_closep shmcfg_snapshot_release
  shmcfg_txn_abort shmcfg_patcher_free shmcfg_value_equal shmcfg_list_next shmcfg_type_name

@@ -434,6 +434,60 @@ static void test_inline_read_agrees_with_seqlock(void **state)
 	shmcfg_unlink(name);
 }
 
+/*
+ * The reads that generated headers use (shmcfg.h: shmcfg__read_proven,
+ * shmcfg__read_proven_nullable, and the batched slow path
+ * shmcfg__get_slow_n) take the same verdict as the library's seqlock for
+ * every stamp a slot can carry; the batched slow path fails at once when the
+ * stamp does not validate and `current` stays put, and checks the handles
+ * and types it is given.
+ */
+static void test_proven_reads_agree_with_seqlock(void **state)
+{
+	(void)state;
+	const char *name = test_name("provenagree");
+	shmcfg *h = fresh(name);
+	assert_int_equal(set_and_commit(h, T_A, "41", NULL), 0);
+	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	uint64_t g = cur_gen(cur);
+	struct slot_hdr *sl = slot_at(h, cur_slot(cur));
+	const shmcfg_opt opts[] = {T_A, T_OPT_INT, T_FLAG};
+	const shmcfg_type types[] = {SHMCFG_INT, SHMCFG_INT, SHMCFG_BOOL};
+	const uint64_t stamps[] = {g, SLOT_BUSY | g, g + 1, g - 1, 0, SLOT_BUSY | (g - 1), SLOT_BUSY, UINT64_MAX};
+	for (size_t k = 0; k < sizeof stamps / sizeof stamps[0]; k++) {
+		__atomic_store_n(&sl->gen, stamps[k], __ATOMIC_RELEASE);
+		bool lib = seq_valid(&sl->gen, g);
+		uint64_t a = 0, o = 0, bits[3] = {0}, gen = 0;
+		bool nulls[3] = {false};
+		bool proven = shmcfg__read_proven(h, T_A, &a);
+		int nullable = shmcfg__read_proven_nullable(h, T_OPT_INT, &o);
+		int slow = shmcfg__get_slow_n(h, 3, opts, types, bits, nulls, &gen);
+		if (proven != lib || (nullable != -1) != lib || (slow == 0) != lib)
+			fail_msg("stamp %#llx: seq_valid %d, proven %d, nullable %d, batched slow path %s",
+				 (unsigned long long)stamps[k], lib, proven, nullable, shmcfg_errname(slow));
+		if (lib) {
+			assert_int_equal(a, 41);
+			assert_int_equal(nullable, SHMCFG_NULL); /* t.opt_int: null by default */
+			assert_int_equal(bits[0], 41);
+			assert_true(!nulls[0] && nulls[1] && !nulls[2]);
+			assert_int_equal(bits[2], 0);
+			assert_int_equal(gen, g);
+		} else {
+			assert_int_equal(slow, SHMCFG_E_CORRUPT); /* at once: `current` did not move */
+		}
+	}
+	__atomic_store_n(&sl->gen, g, __ATOMIC_RELEASE);
+	uint64_t bits[3], gen;
+	bool nulls[3];
+	const shmcfg_opt bad_opt[] = {T_A, T_COUNT};
+	assert_int_equal(shmcfg__get_slow_n(h, 2, bad_opt, types, bits, nulls, &gen), SHMCFG_E_NOOPT);
+	const shmcfg_type bad_type[] = {SHMCFG_INT, SHMCFG_FLOAT};
+	assert_int_equal(shmcfg__get_slow_n(h, 2, opts, bad_type, bits, nulls, &gen), SHMCFG_E_TYPE);
+	assert_non_null(strstr(shmcfg_errdetail(), "t.opt_int"));
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -443,6 +497,7 @@ int main(void)
 		cmocka_unit_test(test_bad_regions), cmocka_unit_test(test_forged_schema),
 		cmocka_unit_test(test_scribbled_slots),
 		cmocka_unit_test(test_inline_read_agrees_with_seqlock),
+		cmocka_unit_test(test_proven_reads_agree_with_seqlock),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

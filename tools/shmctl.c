@@ -107,6 +107,22 @@ static const struct command commands[] = {
 	 "Exit status 0 if the segment is sound, 1 with the problems listed.\n", true},
 	{"gc", cmd_gc, "gc NAME [--json]", "reclaim the reader entries of dead processes",
 	 "      --json    print {\"reclaimed\": [{\"index\", \"pid\"}...]}\n", true},
+	{"header", cmd_header,
+	 "header [NAME | --schema FILE] [--prefix P] [--strip PREFIX] [--only GLOB]...\n"
+	 "       [-o FILE]",
+	 "print a C header of inline accessors for a schema",
+	 "  NAME                a segment: its schema\n"
+	 "  -s, --schema FILE   a schema file (YAML, format 1); without NAME or --schema,\n"
+	 "                      the embedded default schema\n"
+	 "  -p, --prefix P      prefix of every name the header defines (default cfg)\n"
+	 "      --strip PREFIX  leave PREFIX. out of the options' C names\n"
+	 "      --only GLOB     only the options whose full name matches GLOB (fnmatch;\n"
+	 "                      repeatable; each must match one)\n"
+	 "  -o, --output FILE   write FILE (replaced only on success) instead of stdout\n"
+	 "The header holds the schema hash, P_attach() (which refuses a segment of\n"
+	 "another schema), a handle per option, an inline accessor P_NAME() per bool, int\n"
+	 "and float option, and P_read(), which reads them all from one generation.\n"
+	 "Names: dots become underscores (torch.x.y -> P_torch_x_y).\n", true},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -8,6 +8,7 @@
  *   shmctl-read.c   ls, show, get, describe
  *   shmctl-stat.c   stat, hash, check, dump, diff, watch
  *   shmctl-write.c  create, rm, set, reset, load, gc
+ *   shmctl-header.c header (a C header of accessors for a schema)
  *
  * Exit status: 0 success, 1 failure, 2 usage error.
  */
@@ -203,5 +204,6 @@ int cmd_diff(int argc, char **argv);
 int cmd_hash(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
+int cmd_header(int argc, char **argv);
 
 #endif

@@ -4,6 +4,11 @@
  * memory, getenv, LMDB, liburcu), their read loops, and the hot read cost of
  * each (the candidates, cands[]: the scaling and callgrind sections run the
  * same loops).
+ *
+ * The hot-read segment has the schema of tests/bench/bench_schema.yaml;
+ * bench_schema.h is `shmctl header`'s output for it (tests/cli/header.sh
+ * checks that it is): the generated accessors and the batched read of 8
+ * options measured here are the ones users get.
  */
 #include "config.h"
 
@@ -29,6 +34,7 @@
 /* the limit: a plain global. Not static, and written at run time: a
  * constant the compiler could see would be folded out of the loop. */
 int64_t g_plain;
+int64_t g_plain8[8]; /* eight plain loads: the limit of a read of 8 options */
 shmcfg *g_h;
 shmcfg_opt g_opt_x;
 static shmcfg_opt g_opt_enabled, g_opt_ratio; /* handles from shmcfg_lookup() */
@@ -83,6 +89,57 @@ LOOP(loop_shm_int, {
 		acc += (uint64_t)v;
 })
 LOOP(loop_shm_accessor, acc += (uint64_t)bench_x(g_h))
+LOOP(loop_shm_inline_const, {
+	int64_t v;
+	if (shmcfg_get_int(g_h, bench_x_opt, &v) == 0)
+		acc += (uint64_t)v;
+})
+
+/* Reads of 8 options per iteration: bench.x, .enabled, .ratio (its bits)
+ * and filler.a04-a08, the fields of struct bench_values. */
+static inline uint64_t f64_bits(double d)
+{
+	uint64_t b;
+	memcpy(&b, &d, 8);
+	return b;
+}
+
+/* the eight values summed in one expression, as the loops below do: the
+ * compiler adds them as a tree, not as a chain of eight adds into acc */
+LOOP(loop_plain8, {
+	acc += (uint64_t)g_plain8[0] + (uint64_t)g_plain8[1] + (uint64_t)g_plain8[2] + (uint64_t)g_plain8[3] +
+	       (uint64_t)g_plain8[4] + (uint64_t)g_plain8[5] + (uint64_t)g_plain8[6] + (uint64_t)g_plain8[7];
+})
+LOOP(loop_batch8, {
+	struct bench_values v;
+	if (bench_read(g_h, &v) == 0)
+		acc += (uint64_t)v.x + v.enabled + f64_bits(v.ratio) + (uint64_t)v.filler_a04 +
+		       (uint64_t)v.filler_a05 + (uint64_t)v.filler_a06 + (uint64_t)v.filler_a07 + v.filler_a08;
+})
+LOOP(loop_acc8, {
+	acc += (uint64_t)bench_x(g_h) + bench_enabled(g_h) + f64_bits(bench_ratio(g_h)) +
+	       (uint64_t)bench_filler_a04(g_h) + (uint64_t)bench_filler_a05(g_h) +
+	       (uint64_t)bench_filler_a06(g_h) + (uint64_t)bench_filler_a07(g_h) + bench_filler_a08(g_h);
+})
+static const shmcfg_opt opts8[8] = {bench_x_opt, bench_enabled_opt, bench_ratio_opt, bench_filler_a04_opt,
+				    bench_filler_a05_opt, bench_filler_a06_opt, bench_filler_a07_opt,
+				    bench_filler_a08_opt};
+/* a value's bits as the loops above sum them */
+static uint64_t value_bits(const shmcfg_value *v)
+{
+	return v->type == SHMCFG_BOOL ? v->u.b : v->type == SHMCFG_FLOAT ? f64_bits(v->u.f) : (uint64_t)v->u.i;
+}
+LOOP(loop_snap8, {
+	shmcfg_snapshot *s;
+	if (shmcfg_snapshot_acquire(g_h, &s) == 0) {
+		for (int k = 0; k < 8; k++) {
+			shmcfg_value v;
+			if (shmcfg_snapshot_get(s, opts8[k], &v) == 0)
+				acc += value_bits(&v);
+		}
+		shmcfg_snapshot_release(s);
+	}
+})
 LOOP(loop_shm_bool, {
 	bool v;
 	if (shmcfg_get_bool(g_h, g_opt_enabled, &v) == 0)
@@ -190,9 +247,9 @@ static inline uint64_t lean_c(const shmcfg *h, shmcfg_opt o)
 
 LOOP(loop_lean_a, {
 	uint64_t b;
-	acc += lean_a(g_h, BENCH_OPT_X, &b) == 0 ? b : 7;
+	acc += lean_a(g_h, bench_x_opt, &b) == 0 ? b : 7;
 })
-LOOP(loop_lean_c, acc += lean_c(g_h, BENCH_OPT_X))
+LOOP(loop_lean_c, acc += lean_c(g_h, bench_x_opt))
 
 static inline int64_t lmdb_get(MDB_txn *txn)
 {
@@ -254,14 +311,15 @@ LOOP(loop_lmdb_txn, {
 static void setup_hot_segment(void)
 {
 	shmcfg_schema *s;
-	CHECK(shmcfg_schema_new(&s));
-	for (int i = 0; i < BENCH_NOPTS; i++)
-		CHECK(shmcfg_schema_add(s, &bench_schema_defs[i]));
+	CHECK(shmcfg_schema_load(BENCH_SCHEMA_FILE, &s));
 	seg_name(g_hot_name, sizeof g_hot_name, "hot");
 	shmcfg_create_opts co = {.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV};
 	CHECK(shmcfg_create(g_hot_name, s, &co, &g_h));
 	shmcfg_schema_free(s);
-	CHECK(bench_schema_check(g_h));
+	/* the generated accessors' handles are proven by the schema hash */
+	if (bench_check(g_h))
+		die("%s has another schema than bench_schema.h (%s): regenerate the header "
+		    "(tests/cli/header.sh says how)", BENCH_SCHEMA_FILE, BENCH_SCHEMA_HASH);
 	CHECK(shmcfg_lookup(g_h, "bench.x", &g_opt_x));
 	CHECK(shmcfg_lookup(g_h, "bench.enabled", &g_opt_enabled));
 	CHECK(shmcfg_lookup(g_h, "bench.ratio", &g_opt_ratio));
@@ -358,7 +416,8 @@ struct cand cands[] = {
 	C("plain", "plain load of a global (the limit)", loop_plain, VALUE, "limits"),
 	C("plainlib", "exported getter in a -fPIC .so (non-inline floor)", loop_plainlib, VALUE, NULL),
 	C("inline", "shmcfg_get_int inline, handle from lookup", loop_shm_int, VALUE, "shmcfg"),
-	C("accessor", "generated accessor, compile-time handle", loop_shm_accessor, VALUE, NULL),
+	C("inline_const", "shmcfg_get_int inline, compile-time handle", loop_shm_inline_const, VALUE, NULL),
+	C("accessor", "generated accessor (shmctl header)", loop_shm_accessor, VALUE, NULL),
 	C("inline_bool", "shmcfg_get_bool inline", loop_shm_bool, 1, NULL),
 	C("inline_float", "shmcfg_get_float inline", loop_shm_float, 0 /* set at run time */, NULL),
 	C("generation", "shmcfg_generation inline", loop_shm_generation, 0, NULL),
@@ -367,6 +426,11 @@ struct cand cands[] = {
 	C("byname", "by name: shmcfg_lookup + shmcfg_get_int", loop_shm_byname, VALUE, NULL),
 	C("snapshot", "snapshot acquire + get + release", loop_shm_snapshot, VALUE, NULL),
 	C("hash", "config hash: shmcfg_config_hash", loop_shm_hash, 1, NULL),
+	C("plain8", "eight plain loads (the limit of 8 reads)", loop_plain8, 0 /* set at run time */,
+	  "8 options per iteration: each figure is for all 8 reads"),
+	C("batch8", "generated batched read, one stamp check", loop_batch8, 0, NULL),
+	C("acc8", "8 generated accessor reads", loop_acc8, 0, NULL),
+	C("snap8", "snapshot acquire + 8 gets + release", loop_snap8, 0, NULL),
 	C("lean_a", "accessor without per-read range/type/null checks", loop_lean_a, VALUE,
 	  "experiments on the same segment (not API): what the checks cost"),
 	C("lean_c", "... and without the patch flag: bare slot seqlock", loop_lean_c, VALUE, NULL),
@@ -442,10 +506,57 @@ void hot_setup_all(void)
 	setup_hot_segment();
 	setup_competitors();
 	cand("inline_float")->expect = float_bits_half();
+	uint64_t sum8 = 0;
+	for (int k = 0; k < 8; k++) {
+		shmcfg_value v;
+		CHECK(shmcfg_get(g_h, opts8[k], &v));
+		sum8 += value_bits(&v);
+		g_plain8[k] = VALUE;
+	}
+	cand("plain8")->expect = 8 * VALUE;
+	cand("batch8")->expect = cand("acc8")->expect = cand("snap8")->expect = sum8;
 	g_cells_off_const = ((const struct shmcfg_view *)g_h)->cells_off;
 	if (g_cells_off_const != 64)
 		die("the lean_c experiment assumes cells at offset 64 of a slot, not %u", g_cells_off_const);
 	cand("generation")->expect = shmcfg_generation(g_h);
+}
+
+/* Median over the rounds of candidate a's paired ratio over b's: both
+ * timed in the same round, each against its own bracketing plain loads. */
+static struct stats ratio_of(const char *a, const char *b)
+{
+	double *r = calloc((size_t)opt.repeats, sizeof(double));
+	if (!r)
+		die("out of memory");
+	for (int i = 0; i < opt.repeats; i++)
+		r[i] = cand(a)->ratios[i] / cand(b)->ratios[i];
+	struct stats st = stats_of(r, opt.repeats);
+	free(r);
+	return st;
+}
+
+/* One line of the read targets: a ratio, its spread, met or not (limit 0:
+ * no target, for context). */
+static void target_line(const char *what, struct stats st, double limit)
+{
+	char sp[48];
+	snprintf(sp, sizeof sp, "%.2f..%.2f", st.min, st.max);
+	printf("   %-60s %6.2fx %12s  %s\n", what, st.med, sp,
+	       limit <= 0 ? "" : st.med <= limit ? "met" : "MISSED");
+}
+
+/* The read targets of issue 12, from this section's rounds. */
+static void hot_read_targets(void)
+{
+	printf("\n   Read targets (issue 12): medians over the rounds of the ratio of two paired\n"
+	       "   ratios, min..max\n");
+	target_line("generated accessor / bare slot seqlock (lean_c), <= 1.5x", ratio_of("accessor", "lean_c"), 1.5);
+	target_line("batched read of 8 / eight plain loads, <= 6x", ratio_of("batch8", "plain8"), 6);
+	target_line("generated accessor / plain load", cand("accessor")->rt, 0);
+	target_line("shmcfg_get_int, compile-time handle / generated accessor", ratio_of("inline_const", "accessor"), 0);
+	target_line("8 accessor reads (8 generations) / eight plain loads", ratio_of("acc8", "plain8"), 0);
+	target_line("snapshot of 8 / eight plain loads", ratio_of("snap8", "plain8"), 0);
+	target_line("8 accessor reads / the batched read", ratio_of("acc8", "batch8"), 0);
 }
 
 /*
@@ -501,4 +612,5 @@ void run_hot(void)
 	       "   environment, the one read last\n",
 	       urcu_bp_has_sys_membarrier ? "on" : "off", urcu_memb_has_sys_membarrier ? "on" : "off",
 	       g_environ_count);
+	hot_read_targets();
 }

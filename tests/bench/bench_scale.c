@@ -133,7 +133,7 @@ static void writer_child(void)
 			;
 		double t0 = now_ns();
 		shmcfg_txn *t;
-		if (shmcfg_txn_begin(h, &t) || shmcfg_txn_set_int(t, BENCH_OPT_X, VALUE + (i & 1 ? 0 : 1)) ||
+		if (shmcfg_txn_begin(h, &t) || shmcfg_txn_set_int(t, bench_x_opt, VALUE + (i & 1 ? 0 : 1)) ||
 		    shmcfg_txn_commit(t, NULL) < 0)
 			_exit(1);
 		double d = now_ns() - t0;
@@ -143,7 +143,7 @@ static void writer_child(void)
 	}
 	/* leave bench.x as the hot reads expect it */
 	shmcfg_txn *t;
-	if (shmcfg_txn_begin(h, &t) || shmcfg_txn_set_int(t, BENCH_OPT_X, VALUE) || shmcfg_txn_commit(t, NULL) < 0)
+	if (shmcfg_txn_begin(h, &t) || shmcfg_txn_set_int(t, bench_x_opt, VALUE) || shmcfg_txn_commit(t, NULL) < 0)
 		_exit(1);
 	shmcfg_close(h);
 	_exit(0);

@@ -318,7 +318,7 @@ t_rc "rm -f of a missing segment succeeds" 0 shmctl rm -f "$D"
 # --- version and help ---------------------------------------------------------
 run shmctl --version
 pass "--version" pyeval 'a[0].startswith("shmctl (shmcfg) ") and len(a[0].splitlines()) == 1' "$OUT"
-for c in create rm ls show get describe set reset stat watch dump load diff hash check gc; do
+for c in create rm ls show get describe set reset stat watch dump load diff hash check gc header; do
 	run shmctl "$c" --help
 	pass "$c --help: usage on stdout, exit 0" pyeval \
 		'a[1] == "0" and a[0].startswith("usage: shmctl " + a[2]) and "--help" in a[0] and a[3] == ""' \
@@ -328,5 +328,5 @@ run shmctl help set
 pass "help CMD is CMD --help" test "$RC" = 0 -a "$OUT" = "$(shmctl set --help)"
 run shmctl --help
 pass "--help lists every command" pyeval '
-all(("\n  %s " % c) in a[0] for c in "create rm ls show get describe set reset stat watch dump load diff hash check gc".split())' "$OUT"
+all(("\n  %s " % c) in a[0] for c in "create rm ls show get describe set reset stat watch dump load diff hash check gc header".split())' "$OUT"
 t_done
