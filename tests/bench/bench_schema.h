@@ -3,7 +3,7 @@
  * `shmctl header` from the schema file bench_schema.yaml; do not edit.
  * Arguments: --prefix bench --strip bench --only bench.x --only bench.enabled --only bench.ratio --only bench.filler.a0[4-8]
  *
- * Schema hash 20e68c656096c7cce8be40adf4545acf.
+ * Schema hash 94ad5ad34682cc035f55863d67a00851.
  * bench_attach() and bench_attach_with() attach only a segment of exactly
  * this schema (shmcfg_attach_with() with the hash as expect_schema_hash:
  * SHMCFG_E_SCHEMA otherwise, the detail naming both hashes). That proves
@@ -41,10 +41,10 @@
 extern "C" {
 #endif
 
-#define BENCH_SCHEMA_HASH "20e68c656096c7cce8be40adf4545acf"
+#define BENCH_SCHEMA_HASH "94ad5ad34682cc035f55863d67a00851"
 static const uint8_t bench_schema_hash[16] __attribute__((unused)) = {
-	0x20, 0xe6, 0x8c, 0x65, 0x60, 0x96, 0xc7, 0xcc,
-	0xe8, 0xbe, 0x40, 0xad, 0xf4, 0x54, 0x5a, 0xcf};
+	0x94, 0xad, 0x5a, 0xd3, 0x46, 0x82, 0xcc, 0x03,
+	0x5f, 0x55, 0x86, 0x3d, 0x67, 0xa0, 0x08, 0x51};
 enum { bench_nopts = 16 }; /* options in the schema */
 
 /* Option handles: indices in declaration order, proven by the hash. */
