@@ -180,8 +180,6 @@ struct schema_hdr {
 	uint64_t desc_off;       /* nopts struct opt_desc, from the schema region start */
 	uint64_t implies_off;    /* nimplies struct implies_ent */
 	uint64_t index_off;      /* index_size uint32_t option ids */
-	uint64_t order_off;      /* nopts uint32_t: ids in bytewise name order */
-	uint64_t topo_off;       /* nopts uint32_t: ids, impliers before their targets */
 	uint64_t rdeps_off;      /* nrdeps uint32_t: the runs of opt_desc.rdep_first */
 	uint64_t strings_off, strings_size; /* NUL-terminated strings and value bytes */
 };
@@ -293,7 +291,8 @@ struct shmcfg {
 	const struct opt_desc *desc;       /* raw: read only through opt_d() */
 	const struct implies_ent *implies; /* entries of validated options only */
 	const uint32_t *rdeps;             /* runs of validated options only */
-	const uint32_t *index_raw, *order_raw, *topo_raw; /* raw: through validate.c */
+	const uint32_t *index_raw;         /* raw: through validate.c */
+	uint32_t *topo;                    /* implication order, from the ranks: shmcfg__schema_topo */
 	const char *strings;               /* what validated references name */
 	uint64_t strings_size;
 	/* reader table */
@@ -394,9 +393,8 @@ static inline int schema_index_at(const shmcfg *h, uint32_t slot, uint32_t *id)
 	return 0;
 }
 /* validate_all.c: the schema used whole */
-enum { WHOLE_ALL, WHOLE_ORDER, WHOLE_TOPO, WHOLE_N }; /* h->whole_ok[] */
+enum { WHOLE_ALL, WHOLE_N }; /* h->whole_ok[] */
 int shmcfg__schema_all(const shmcfg *h);
-int shmcfg__schema_order(const shmcfg *h, const uint32_t **order);
 int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo);
 static inline const struct opt_desc *opt_d(const shmcfg *h, uint32_t i)
 {

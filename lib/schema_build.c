@@ -1,6 +1,6 @@
 /*
  * A schema into a segment: the built form (ids in declaration order, the
- * name index, bytewise name order, implication order) and its serialisation
+ * name index, ranks in implication order, dependents) and its serialisation
  * into the schema region, whose digest is the schema hash.
  */
 #include "internal.h"
@@ -20,21 +20,13 @@ struct built_schema {
 	shmcfg_value *implies_vals;
 	uint32_t nimplies;
 	uint32_t *imp_first, *imp_n; /* per option: its run of implies entries */
-	uint32_t *order, *topo;
+	uint32_t *topo;              /* impliers before their targets: gives the ranks */
 	uint32_t *rank;              /* per option: its position in topo */
 	uint32_t *rdep_first, *rdep_n, *rdeps; /* per option: its dependents (RDEP_ALIAS) */
 	uint32_t nrdeps;
 	uint64_t strings_bytes;
 	uint64_t bytes;
 };
-
-/* qsort_r: the options travel as the argument, so that threads creating
- * segments at once do not share a sort context */
-static int cmp_by_name(const void *a, const void *b, void *opts)
-{
-	const struct sopt *o = opts;
-	return strcmp(o[*(const uint32_t *)a].name, o[*(const uint32_t *)b].name);
-}
 
 static uint64_t value_bytes(const shmcfg_value *v)
 {
@@ -57,7 +49,6 @@ void shmcfg__schema_built_free(struct built_schema *b)
 	shmcfg__free(b->alias_final);
 	shmcfg__free(b->implies);
 	shmcfg__free(b->implies_vals);
-	shmcfg__free(b->order);
 	shmcfg__free(b->topo);
 	shmcfg__free(b->imp_first);
 	shmcfg__free(b->imp_n);
@@ -133,13 +124,12 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 	b->s = s;
 	b->alias = shmcfg__malloc(n * sizeof(uint32_t));
 	b->alias_final = shmcfg__malloc(n * sizeof(uint32_t));
-	b->order = shmcfg__malloc(n * sizeof(uint32_t));
 	b->topo = shmcfg__malloc(n * sizeof(uint32_t));
 	b->imp_first = shmcfg__calloc(n, sizeof(uint32_t));
 	b->imp_n = shmcfg__calloc(n, sizeof(uint32_t));
 	uint32_t *indeg = shmcfg__calloc(n, sizeof(uint32_t));
 	int r = 0;
-	if (!b->alias || !b->alias_final || !b->order || !b->topo || !b->imp_first || !b->imp_n ||
+	if (!b->alias || !b->alias_final || !b->topo || !b->imp_first || !b->imp_n ||
 	    !indeg) {
 		r = shmcfg__nomem();
 		goto fail;
@@ -264,9 +254,6 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 			}
 		goto fail;
 	}
-	for (uint32_t i = 0; i < n; i++)
-		b->order[i] = i;
-	qsort_r(b->order, n, sizeof(uint32_t), cmp_by_name, s->opts);
 	if ((r = build_rdeps(b, n)))
 		goto fail;
 
@@ -287,7 +274,7 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 		index_size *= 2;
 	b->bytes = sizeof(struct schema_hdr) + (uint64_t)n * sizeof(struct opt_desc) +
 		   (uint64_t)b->nimplies * sizeof(struct implies_ent) +
-		   (uint64_t)index_size * 4 + (uint64_t)n * 8 + (uint64_t)b->nrdeps * 4 + str;
+		   (uint64_t)index_size * 4 + (uint64_t)b->nrdeps * 4 + str;
 	b->bytes = (b->bytes + 63) & ~63ull;
 	shmcfg__free(indeg);
 	*ret = b;
@@ -375,10 +362,6 @@ void shmcfg__schema_write(const struct built_schema *b, void *dst, uint8_t hash_
 	pos += (uint64_t)b->nimplies * sizeof(struct implies_ent);
 	sh->index_off = pos;
 	pos += (uint64_t)index_size * 4;
-	sh->order_off = pos;
-	pos += (uint64_t)n * 4;
-	sh->topo_off = pos;
-	pos += (uint64_t)n * 4;
 	sh->rdeps_off = pos;
 	sh->nrdeps = b->nrdeps;
 	pos += (uint64_t)b->nrdeps * 4;
@@ -428,8 +411,6 @@ void shmcfg__schema_write(const struct built_schema *b, void *dst, uint8_t hash_
 				break;
 			}
 	}
-	memcpy(base + sh->order_off, b->order, (size_t)n * 4);
-	memcpy(base + sh->topo_off, b->topo, (size_t)n * 4);
 	memcpy(base + sh->rdeps_off, b->rdeps, (size_t)b->nrdeps * 4);
 	XXH128_hash_t hh = XXH3_128bits(dst, b->bytes);
 	XXH128_canonical_t canon;

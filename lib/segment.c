@@ -45,6 +45,7 @@ static void handle_free(shmcfg *h)
 	pthread_mutex_destroy(&h->view_lock);
 	pthread_mutex_destroy(&h->commit_lock);
 	shmcfg__schema_close(h);
+	shmcfg__free(h->topo);
 	shmcfg__free((void *)h->warned);
 	shmcfg__free(h->name);
 	shmcfg__free(h);

@@ -185,8 +185,6 @@ int shmcfg__schema_open(shmcfg *h)
 		{sh->desc_off, n * sizeof(struct opt_desc), 8, "descriptors"},
 		{sh->implies_off, (uint64_t)sh->nimplies * sizeof(struct implies_ent), 8, "implications"},
 		{sh->index_off, (uint64_t)sh->index_size * 4, 4, "index"},
-		{sh->order_off, n * 4, 4, "order"},
-		{sh->topo_off, n * 4, 4, "topological order"},
 		{sh->rdeps_off, (uint64_t)sh->nrdeps * 4, 4, "dependents"},
 		{sh->strings_off, sh->strings_size, 1, "strings"},
 	};
@@ -220,8 +218,6 @@ int shmcfg__schema_open(shmcfg *h)
 	h->desc = (const struct opt_desc *)(base + sh->desc_off);
 	h->implies = (const struct implies_ent *)(base + sh->implies_off);
 	h->index_raw = (const uint32_t *)(base + sh->index_off);
-	h->order_raw = (const uint32_t *)(base + sh->order_off);
-	h->topo_raw = (const uint32_t *)(base + sh->topo_off);
 	h->rdeps = (const uint32_t *)(base + sh->rdeps_off);
 	h->strings = base + sh->strings_off;
 	h->strings_size = sh->strings_size;

@@ -1,7 +1,7 @@
 /*
  * The schema validated whole: once, the first time a full scan needs it
- * (every option validated; the name order a permutation; the implication
- * order a permutation that puts impliers before their targets), and
+ * (every option validated; the ranks an implication order that puts
+ * impliers before their targets), and
  * everything, with every problem reported, for shmcfg_check. On the
  * private copy of validate.c, which the whole region is pinned into first.
  */
@@ -42,39 +42,26 @@ int shmcfg__schema_all(const shmcfg *h)
 }
 
 /*
- * Whether the nopts ids at `off` (the array a) are a permutation; with pos,
- * the position of each id goes there. 0, 1 (msg says why) or an error.
+ * The implication order, from the options' ranks (every option validated):
+ * topo[rank] = id, each rank once, and every implier ranked before its
+ * targets. 0, or 1 with msg saying why.
  */
-static int perm_check(const shmcfg *h, uint64_t off, const uint32_t *a, const char *what, uint32_t *pos,
-		      char *msg, size_t mlen)
+static int rank_order(const shmcfg *h, uint32_t *topo, char *msg, size_t mlen)
 {
 	uint32_t n = h->lay.nopts;
-	int r = shmcfg__schema_pin(h, off, (uint64_t)n * 4);
-	if (r && r != SHMCFG_E_CORRUPT)
-		return r;
-	if (r) {
-		snprintf(msg, mlen, "schema: the %s cannot be read", what);
-		return 1;
-	}
-	memset(pos, 0xff, (size_t)n * sizeof *pos);
+	memset(topo, 0xff, (size_t)n * sizeof *topo);
 	for (uint32_t i = 0; i < n; i++) {
-		if (a[i] >= n || pos[a[i]] != UINT32_MAX) {
-			snprintf(msg, mlen, "schema: %s entry %u (%u) is out of range or repeated", what, i, a[i]);
+		uint32_t r = h->desc[i].rank; /* < n: shmcfg__opt_check */
+		if (topo[r] != UINT32_MAX) {
+			snprintf(msg, mlen, "schema: implication order: rank %u given twice", r);
 			return 1;
 		}
-		pos[a[i]] = i;
+		topo[r] = i;
 	}
-	return 0;
-}
-
-/* The implication order: impliers before their targets (every option
- * validated, pos from perm_check). */
-static int topo_order_check(const shmcfg *h, const uint32_t *pos, char *msg, size_t mlen)
-{
-	for (uint32_t i = 0; i < h->lay.nopts; i++) {
+	for (uint32_t i = 0; i < n; i++) {
 		const struct opt_desc *d = &h->desc[i];
 		for (uint32_t k = 0; k < d->implies_n; k++)
-			if (pos[h->implies[d->implies_first + k].target] <= pos[i]) {
+			if (h->desc[h->implies[d->implies_first + k].target].rank <= d->rank) {
 				char name[96];
 				shmcfg__opt_label(h, i, name);
 				snprintf(msg, mlen, "%s: implication order is broken", name);
@@ -84,49 +71,35 @@ static int topo_order_check(const shmcfg *h, const uint32_t *pos, char *msg, siz
 	return 0;
 }
 
-int shmcfg__schema_order(const shmcfg *h, const uint32_t **order)
-{
-	*order = h->order_raw;
-	if (whole_done(h, WHOLE_ORDER))
-		return 0;
-	/* its user reads every option */
-	int r = shmcfg__schema_all(h);
-	if (r)
-		return r;
-	uint32_t *pos = shmcfg__malloc((size_t)h->lay.nopts * sizeof *pos);
-	if (!pos)
-		return shmcfg__nomem();
-	char msg[256];
-	r = perm_check(h, h->sch->order_off, h->order_raw, "name order", pos, msg, sizeof msg);
-	shmcfg__free(pos);
-	if (r > 0)
-		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, msg);
-	if (!r)
-		whole_mark(h, WHOLE_ORDER);
-	return r;
-}
-
+/* The ids in implication order, impliers first (generation 1 resolves in
+ * it): made from the ranks once, and kept. */
 int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo)
 {
-	*topo = h->topo_raw;
-	if (whole_done(h, WHOLE_TOPO))
+	uint32_t *t = __atomic_load_n(&h->topo, __ATOMIC_ACQUIRE);
+	if (t) {
+		*topo = t;
 		return 0;
+	}
 	int r = shmcfg__schema_all(h);
 	if (r)
 		return r;
-	uint32_t *pos = shmcfg__malloc((size_t)h->lay.nopts * sizeof *pos);
-	if (!pos)
+	t = shmcfg__malloc((size_t)h->lay.nopts * sizeof *t);
+	if (!t)
 		return shmcfg__nomem();
 	char msg[256];
-	r = perm_check(h, h->sch->topo_off, h->topo_raw, "implication order", pos, msg, sizeof msg);
-	if (!r)
-		r = topo_order_check(h, pos, msg, sizeof msg);
-	shmcfg__free(pos);
-	if (r > 0)
+	if (rank_order(h, t, msg, sizeof msg)) {
+		shmcfg__free(t);
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, msg);
-	if (!r)
-		whole_mark(h, WHOLE_TOPO);
-	return r;
+	}
+	/* acq_rel: publishes the array to the acquire load above; a thread that
+	 * lost the race uses the winner's */
+	uint32_t *none = NULL;
+	if (!__atomic_compare_exchange_n(&((shmcfg *)h)->topo, &none, t, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		shmcfg__free(t);
+		t = none;
+	}
+	*topo = t;
+	return 0;
 }
 
 /* Report a problem; the first one is kept for the error detail. */
@@ -142,7 +115,7 @@ int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo)
 /*
  * The whole schema, for shmcfg_check: every option, every implication
  * (reachable or not), every index entry (and every option found by its
- * name), the name order and the implication order. The whole region is
+ * name) and the implication order of the ranks. The whole region is
  * copied first. Returns the number of problems, each reported through fn,
  * the first as the error detail; a negative error if the check could not be
  * made (no verdict on the segment).
@@ -203,15 +176,9 @@ int shmcfg__schema_validate(const shmcfg *h, void (*fn)(const char *, void *), v
 	uint32_t *pos = shmcfg__malloc((size_t)n * sizeof *pos);
 	if (!pos)
 		return shmcfg__nomem();
-	if ((r = perm_check(h, sh->order_off, h->order_raw, "name order", pos, msg, sizeof msg)) > 0)
-		PROBLEM("%s", msg);
-	if (r >= 0 && (r = perm_check(h, sh->topo_off, h->topo_raw, "implication order", pos, msg, sizeof msg)) > 0)
-		PROBLEM("%s", msg);
-	if (r == 0 && (r = topo_order_check(h, pos, msg, sizeof msg)) > 0)
+	if (rank_order(h, pos, msg, sizeof msg))
 		PROBLEM("%s", msg);
 	shmcfg__free(pos);
-	if (r < 0)
-		return r;
 out:
 	if (bad)
 		shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, first);

@@ -420,16 +420,23 @@ static int child_index_entries(void *arg)
 	return 0;
 }
 
-/* The orders used whole (by generation 1 and the check; a commit uses
- * neither): the check reports them. */
+/* The ranks used whole, as the implication order (by generation 1 and the
+ * check; a commit uses neither): the check reports them. */
 static int child_orders(void *arg)
 {
 	(void)arg;
 	struct writer w = writer_open(seg);
-	uint32_t *order = (uint32_t *)(w.schema + w.sh->order_off), *topo = (uint32_t *)(w.schema + w.sh->topo_off);
 	for (int k = 0; k < 3; k++) {
-		uint32_t *a = k == 2 ? topo : order, i = k == 1 ? 2 : 5, saved = a[i];
-		a[i] = k == 1 ? 1000 : a[i - 1]; /* a repeat, out of range, a repeat */
+		/* a rank given twice, one out of range, an implied option ranked
+		 * before its implier */
+		struct opt_desc *a = wdesc(&w, k == 2 ? T_FLAG : 5), *b = wdesc(&w, k == 2 ? T_DEBUG : 4);
+		uint32_t sa = a->rank, sb = b->rank;
+		if (k == 0)
+			a->rank = b->rank;
+		else if (k == 1)
+			a->rank = 1000;
+		else
+			a->rank = sb, b->rank = sa;
 		writer_rehash(&w);
 		shmcfg *h = NULL;
 		CHILD_CHECK(shmcfg_attach(seg, 0, NULL, &h) == 0, "attach");
@@ -437,11 +444,12 @@ static int child_orders(void *arg)
 		CHILD_CHECK(shmcfg_get_int(h, T_A, &x) == 0, "a read");
 		char val[8];
 		snprintf(val, sizeof val, "%d", 90 + k);
-		CHILD_CHECK(set_and_commit(h, T_A, val, NULL) == 0, "commit with order %d (%s)", k, shmcfg_errdetail());
+		CHILD_CHECK(set_and_commit(h, T_A, val, NULL) == 0, "commit with rank edit %d (%s)", k, shmcfg_errdetail());
 		CHILD_CHECK(shmcfg_check(h, false, NULL, NULL) > 0, "check");
-		CHILD_CHECK(strstr(shmcfg_errdetail(), "order"), "detail '%s'", shmcfg_errdetail());
+		CHILD_CHECK(strstr(shmcfg_errdetail(), k == 1 ? "rank" : "order"), "detail '%s'", shmcfg_errdetail());
 		shmcfg_close(h);
-		a[i] = saved;
+		a->rank = sa;
+		b->rank = sb;
 	}
 	writer_rehash(&w);
 	writer_close(&w);

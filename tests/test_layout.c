@@ -190,7 +190,8 @@ static void test_bad_regions(void **state)
 	 * first use, the others work, and the check finds the region changed. */
 	shmcfg_close(fresh(name));
 	uint64_t v = 0x4141414141414141ull;
-	poke(name, SEG_HEADER_BYTES + 100, &v, 8); /* option 0's deprecation text length */
+	/* option 0's deprecation text reference (descriptors follow the schema's header) */
+	poke(name, SEG_HEADER_BYTES + sizeof(struct schema_hdr) + offsetof(struct opt_desc, deprecated), &v, 8);
 	shmcfg *h = NULL;
 	assert_int_equal(shmcfg_attach(name, 0, NULL, &h), 0);
 	shmcfg_optinfo info;
@@ -257,17 +258,11 @@ static void edit_index_out_of_range(struct schema_hdr *sh, char *base)
 
 static void edit_implication_order(struct schema_hdr *sh, char *base)
 {
-	/* put t.flag (implied by t.debug) before its implier */
-	uint32_t *topo = (uint32_t *)(base + sh->topo_off);
-	uint32_t pf = 0, pd = 0;
-	for (uint32_t i = 0; i < sh->nopts; i++) {
-		if (topo[i] == T_FLAG)
-			pf = i;
-		if (topo[i] == T_DEBUG)
-			pd = i;
-	}
-	topo[pf < pd ? pf : pd] = T_FLAG;
-	topo[pf < pd ? pd : pf] = T_DEBUG;
+	/* rank t.flag (implied by t.debug) before its implier */
+	struct opt_desc *desc = (struct opt_desc *)(base + sh->desc_off);
+	uint32_t rf = desc[T_FLAG].rank;
+	desc[T_FLAG].rank = desc[T_DEBUG].rank;
+	desc[T_DEBUG].rank = rf;
 }
 
 /* Lookups of every option's name: how many were refused as corrupt; none

@@ -3,7 +3,7 @@
  * `shmctl header` from the schema file bench_schema.yaml; do not edit.
  * Arguments: --prefix bench --strip bench --only bench.x --only bench.enabled --only bench.ratio --only bench.filler.a0[4-8]
  *
- * Schema hash 94ad5ad34682cc035f55863d67a00851.
+ * Schema hash 3a34d976d561c5011389ec136d74a31f.
  * bench_attach() and bench_attach_with() attach only a segment of exactly
  * this schema (shmcfg_attach_with() with the hash as expect_schema_hash:
  * SHMCFG_E_SCHEMA otherwise, the detail naming both hashes). That proves
@@ -41,10 +41,10 @@
 extern "C" {
 #endif
 
-#define BENCH_SCHEMA_HASH "94ad5ad34682cc035f55863d67a00851"
+#define BENCH_SCHEMA_HASH "3a34d976d561c5011389ec136d74a31f"
 static const uint8_t bench_schema_hash[16] __attribute__((unused)) = {
-	0x94, 0xad, 0x5a, 0xd3, 0x46, 0x82, 0xcc, 0x03,
-	0x5f, 0x55, 0x86, 0x3d, 0x67, 0xa0, 0x08, 0x51};
+	0x3a, 0x34, 0xd9, 0x76, 0xd5, 0x61, 0xc5, 0x01,
+	0x13, 0x89, 0xec, 0x13, 0x6d, 0x74, 0xa3, 0x1f};
 enum { bench_nopts = 16 }; /* options in the schema */
 
 /* Option handles: indices in declaration order, proven by the hash. */
