@@ -180,7 +180,8 @@ struct schema_hdr {
 	uint64_t desc_off;       /* nopts struct opt_desc, from the schema region start */
 	uint64_t implies_off;    /* nimplies struct implies_ent */
 	uint64_t index_off;      /* index_size uint32_t option ids */
-	uint64_t order_off;      /* nopts uint32_t: ids in bytewise name order */
+	uint64_t order_off;      /* nopts uint32_t: ids in bytewise name order (unused since
+				  * config hash v2; checked by shmcfg_check) */
 	uint64_t topo_off;       /* nopts uint32_t: ids, impliers before their targets */
 	uint64_t rdeps_off;      /* nrdeps uint32_t: the runs of opt_desc.rdep_first */
 	uint64_t strings_off, strings_size; /* NUL-terminated strings and value bytes */
@@ -362,11 +363,12 @@ static inline struct log_ent *log_at(const shmcfg *h, uint64_t gen)
  * h->strings_size is what the cells of validated descriptors and
  * implications decode against (shmcfg__value_from_cell).
  *
- * Whole-schema accessors, for full scans: every option validated
- * (shmcfg__schema_all), the name order (a permutation) and the implication
- * order (a permutation that puts impliers before their targets, every
- * option validated), each checked once, on first use. A name index entry
- * is read through schema_index_at (range-checked).
+ * Whole-schema accessors, for full scans (generation 1 at creation): every
+ * option validated (shmcfg__schema_all) and the implication order (a
+ * permutation that puts impliers before their targets, every option
+ * validated), each checked once, on first use. A name index entry is read
+ * through schema_index_at (range-checked). The name order (order_off) is
+ * read by nothing but shmcfg_check, which checks it is a permutation.
  *
  * A field added to struct opt_desc is checked in shmcfg__opt_check
  * (validate.c, on first use; whatever it references pinned before it is
@@ -394,9 +396,8 @@ static inline int schema_index_at(const shmcfg *h, uint32_t slot, uint32_t *id)
 	return 0;
 }
 /* validate_all.c: the schema used whole */
-enum { WHOLE_ALL, WHOLE_ORDER, WHOLE_TOPO, WHOLE_N }; /* h->whole_ok[] */
+enum { WHOLE_ALL, WHOLE_TOPO, WHOLE_N }; /* h->whole_ok[] */
 int shmcfg__schema_all(const shmcfg *h);
-int shmcfg__schema_order(const shmcfg *h, const uint32_t **order);
 int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo);
 static inline const struct opt_desc *opt_d(const shmcfg *h, uint32_t i)
 {

@@ -1,9 +1,11 @@
 /*
  * The schema validated whole: once, the first time a full scan needs it
- * (every option validated; the name order a permutation; the implication
- * order a permutation that puts impliers before their targets), and
- * everything, with every problem reported, for shmcfg_check. On the
- * private copy of validate.c, which the whole region is pinned into first.
+ * (every option validated; the implication order a permutation that puts
+ * impliers before their targets: generation 1 resolves every option in that
+ * order), and everything, with every problem reported, for shmcfg_check
+ * (the name order too, which nothing reads since the config hash became a
+ * sum: encoding v2). On the private copy of validate.c, which the whole
+ * region is pinned into first.
  */
 #include "internal.h"
 #include "schema.h"
@@ -82,28 +84,6 @@ static int topo_order_check(const shmcfg *h, const uint32_t *pos, char *msg, siz
 			}
 	}
 	return 0;
-}
-
-int shmcfg__schema_order(const shmcfg *h, const uint32_t **order)
-{
-	*order = h->order_raw;
-	if (whole_done(h, WHOLE_ORDER))
-		return 0;
-	/* its user reads every option */
-	int r = shmcfg__schema_all(h);
-	if (r)
-		return r;
-	uint32_t *pos = shmcfg__malloc((size_t)h->lay.nopts * sizeof *pos);
-	if (!pos)
-		return shmcfg__nomem();
-	char msg[256];
-	r = perm_check(h, h->sch->order_off, h->order_raw, "name order", pos, msg, sizeof msg);
-	shmcfg__free(pos);
-	if (r > 0)
-		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, msg);
-	if (!r)
-		whole_mark(h, WHOLE_ORDER);
-	return r;
 }
 
 int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo)
