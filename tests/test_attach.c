@@ -14,8 +14,9 @@
  *     frozen bytes); an unterminated one is refused;
  *   - a name index entry out of range is refused by the lookup that meets
  *     it, and an entry naming another option never makes a lookup return it;
- *   - the orders used whole (name order, implication order) are refused by
- *     the commit that needs them when they are not permutations;
+ *   - the orders (name order, implication order) are not read by a commit
+ *     (only generation 1 and the check use them whole): when they are not
+ *     permutations, commits work and the check reports them;
  *   - an object truncated by a writer makes a first use fail, not SIGBUS;
  *   - threads using options for the first time at once agree (and are
  *     clean under ThreadSanitizer: .ci/run);
@@ -214,8 +215,8 @@ static int big_option_ok(const shmcfg *h, uint32_t i)
 /*
  * 100,000 options: attach copies no page and validates no option; one
  * lookup copies a handful of pages; every option is then found by its name
- * and reads its default; a commit (which validates every option and the
- * implication order) and a dump work, and the check is clean.
+ * and reads its default; a commit (of an implier: its target follows) and a
+ * dump work, and the check is clean.
  */
 static void test_lookup_every_option_of_100k(void **state)
 {

@@ -565,7 +565,7 @@ static shmcfg_opt spoiled;
  * In a child: both kinds of attach succeed (attach reads no option), and
  * every first use of the spoiled option, through each door, fails with
  * SHMCFG_E_CORRUPT and one line of detail; another option still works,
- * and a commit (which uses every option) is refused.
+ * and so does a commit of it (a commit uses only what it changes).
  */
 static int use_expect_corrupt(void)
 {
