@@ -79,6 +79,11 @@ int shmcfg__get_slow_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const 
 		if (opts[i] >= h->view.nopts)
 			return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range (%u options)",
 					   opts[i], h->view.nopts);
+		/* as shmcfg__get_slow: a spoiled option says so (opt_d alone would
+		 * give its inert descriptor, type 0: a type error naming nothing) */
+		int ur = shmcfg__opt_use(h, opts[i]);
+		if (ur)
+			return ur;
 		if (opt_d(h, opts[i])->type != (uint32_t)types[i])
 			return type_error(h, opts[i], types[i]);
 	}

@@ -282,6 +282,14 @@ static int child_spoiled_after_attach(void *arg)
 	const char *d = shmcfg_errdetail();
 	CHILD_CHECK(strstr(d, seg) && strstr(d, "bad string reference") && !strchr(d, '\n'), "detail '%s'", d);
 	CHILD_CHECK(shmcfg_get(h, T_ITEMS, &v) == SHMCFG_E_CORRUPT, "get");
+	/* the slow path of a generated batched read says why, too */
+	uint64_t bits, gen;
+	bool null;
+	CHILD_CHECK(shmcfg__get_slow_n(h, 1, &(shmcfg_opt){T_ITEMS}, &(shmcfg_type){SHMCFG_LIST}, &bits, &null,
+				       &gen) == SHMCFG_E_CORRUPT,
+		    "batched read");
+	d = shmcfg_errdetail();
+	CHILD_CHECK(strstr(d, "bad string reference") && !strchr(d, '\n'), "detail '%s'", d);
 	CHILD_CHECK(shmcfg_lookup(h, "t.items", &o) == SHMCFG_E_CORRUPT, "lookup");
 	CHILD_CHECK(shmcfg_is_default(h, T_ITEMS) == SHMCFG_E_CORRUPT, "is_default");
 	shmcfg_txn *t;
