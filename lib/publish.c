@@ -109,6 +109,9 @@ static int sync_slot(struct build *b, struct slot_hdr *sl, const struct slot_hdr
 		const struct log_ent *e = log_at(h, g);
 		whole = e->gen != g || e->ring_n == RING_OVERFLOW || e->ring_start > head ||
 			e->ring_n > head - e->ring_start || head - e->ring_start > h->lay.ring_size;
+		/* a record that names no option is not followed either */
+		for (uint64_t p = e->ring_start; !whole && p < e->ring_start + e->ring_n; p++)
+			whole = *ring_at(h, p) >= n;
 	}
 	int r = 0;
 	if (whole) {
