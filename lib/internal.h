@@ -238,7 +238,7 @@ struct reader_ent {
 	uint64_t start_time;     /* owner's start time, /proc/self/stat field 22 */
 	uint64_t attach_ns;
 	uint64_t active;         /* snapshots the owner holds now: its pins count only
-				  * while this is not 0 (view.c, choose_slot) */
+				  * while this is not 0 (reclaim.c, choose_slot) */
 };
 
 _Static_assert(sizeof(struct reader_ent) == 64, "reader entries are one cache line");
@@ -257,7 +257,7 @@ struct shmcfg_snapshot {
 	int pin;            /* index in our reader entry's pins, -1 if none */
 };
 
-struct pview; /* view.c */
+struct pview; /* reclaim.c */
 
 struct shmcfg {
 	struct shmcfg_view view; /* first: the inline getters read it */
@@ -299,13 +299,13 @@ struct shmcfg {
 	uint64_t strings_size;
 	/* reader table */
 	int reader;              /* our entry, -1 if none (not claimed yet, read-only, table full) */
-	uint64_t claim_after_ns; /* table found full: no new claim before this (view.c) */
+	uint64_t claim_after_ns; /* table found full: no new claim before this (reclaim.c) */
 	bool counted_fallback;   /* counted in the header's copy_fallbacks */
 	pthread_mutex_t view_lock; /* serialises view replacement */
 	pthread_mutex_t commit_lock; /* threads of one handle share its OFD lock: this keeps them apart */
 	struct pview *pview;     /* RCU-protected current view */
-	unsigned retired;        /* views awaiting a grace period (under view.c's rq_lock) */
-	bool uses_reclaimer;     /* counted in view.c's rq_users */
+	unsigned retired;        /* views awaiting a grace period (under reclaim.c's rq_lock) */
+	bool uses_reclaimer;     /* counted in reclaim.c's rq_users */
 	int commit_timeout_ms;
 	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
 	uid_t uid;               /* getuid() at attach: for the commit log */

@@ -5,7 +5,7 @@
  * for one handle. While a thread has frames, shmcfg__tls_patched is
  * non-zero and the inline getters take the slow path, which reads the
  * thread's overlay: a private copy of the current slot with the patches in
- * the user layer, resolved again (commit.c). The overlay is rebuilt when the
+ * the user layer, resolved again (resolve.c). The overlay is rebuilt when the
  * generation or the frames change. Patches never touch the segment.
  */
 #include "internal.h"
