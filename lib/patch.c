@@ -100,7 +100,8 @@ static int gather(const shmcfg *h, shmcfg_opt **opts, shmcfg_value **vals, size_
 	return 0;
 }
 
-/* Copy the current generation into the overlay; false if never stable. */
+/* Copy the current generation into the overlay: 0, or the seqlock's
+ * verdict (shmcfg__seq_retry) if it never held still. */
 static int copy_current(const shmcfg *h, struct overlay *ov)
 {
 	for (int tries = 0;;) {
@@ -134,7 +135,9 @@ static int rebuild(const shmcfg *h, struct overlay *ov, bool strict)
 	int r = gather(h, &opts, &vals, &n, &bytes);
 	if (r)
 		return r;
-	/* the heap, then a chunk per patch holding its option's layers anew */
+	/* the heap's copy, then a chunk per patched option holding its layers
+	 * anew: the patch values, and its other layers again, whose bytes are
+	 * in the heap (so at most heap_size more) */
 	uint64_t cap = 2 * h->lay.heap_size + bytes + n * (CHUNK_HDR_BYTES + NLAYERS * sizeof(struct shmcfg__cell) + 16);
 	if (cap > ov->heap_cap) {
 		char *copy = shmcfg__realloc(ov->copy, h->lay.slot_size + cap);

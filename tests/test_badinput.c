@@ -9,7 +9,7 @@
  *   where a range forbids them (and accepted where none does), over-long
  *   names and strings (> 1 MiB), embedded NUL, invalid UTF-8 in strings and
  *   list items, unknown options, nulls that are not allowed, and a full
- *   string heap.
+ *   value heap.
  *
  * Hostile segments (the library's own structures, written through
  * lib/internal.h as a misbehaving process would): a reader never crashes or
