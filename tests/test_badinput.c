@@ -798,7 +798,7 @@ static void test_commit_never_publishes_corrupt_layers(void **state)
  * checked only while being copied, and the commit failed with
  * SHMCFG_E_CORRUPT, "commit log names option".)
  */
-static void test_scribbled_change_ring_is_not_followed(void **state)
+static void test_hostile_change_ring_is_not_followed(void **state)
 {
 	(void)state;
 	assert_int_equal(set_and_commit(h, T_A, "1", NULL), 0);
@@ -1165,7 +1165,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hostile_current_does_not_hang, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_env_list_rejected, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_commit_never_publishes_corrupt_layers, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_scribbled_change_ring_is_not_followed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hostile_change_ring_is_not_followed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_oversized_patch_keeps_reads_working, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_conflicting_patches_keep_reads_working, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_list_values_refused, setup, teardown),
