@@ -60,7 +60,6 @@ static void handle_free(shmcfg *h)
 static void waiters_setup(shmcfg *h, const struct stat *st)
 {
 	mode_t m = st->st_mode;
-	h->uid = getuid();
 	h->wake_always = ((m & S_IRUSR) && !(m & S_IWUSR)) || ((m & S_IRGRP) && !(m & S_IWGRP)) ||
 			 ((m & S_IROTH) && !(m & S_IWOTH));
 	if (!h->rdonly) {
@@ -216,6 +215,7 @@ static shmcfg *handle_new(const char *name, bool rdonly)
 	h->reader = -1;
 	h->rdonly = rdonly;
 	h->pid = getpid();
+	h->uid = getuid(); /* for the commit log: no getuid() per commit */
 	h->commit_timeout_ms = 2000;
 	pthread_mutex_init(&h->view_lock, NULL);
 	pthread_mutex_init(&h->commit_lock, NULL);
