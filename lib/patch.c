@@ -105,15 +105,16 @@ static int gather(const shmcfg *h, shmcfg_opt **opts, shmcfg_value **vals, size_
 static int copy_current(const shmcfg *h, struct overlay *ov)
 {
 	for (int tries = 0;;) {
-		uint64_t cur = seq_current(h);
-		if (cur_slot(cur) >= h->lay.nslots)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, cur_slot(cur));
+		uint64_t cur;
+		int r = 0;
+		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
+		if (!sl)
+			return r;
 		if (shmcfg__seq_copy(h, cur, ov->copy, ov->copy + h->lay.slot_size, &ov->top)) {
 			ov->gen = cur_gen(cur);
 			return 0;
 		}
-		int r = shmcfg__seq_retry(h, cur, &tries);
-		if (r)
+		if ((r = shmcfg__seq_retry(h, cur, &tries)))
 			return r;
 	}
 }

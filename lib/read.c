@@ -40,18 +40,16 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 		return (pc.meta & META_NULL) ? SHMCFG_NULL : 0;
 	}
 	for (int tries = 0;;) {
-		uint64_t cur = seq_current(h) /* (A) */;
-		uint32_t s = cur_slot(cur);
-		if (s >= h->lay.nslots)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u of %u", h->name,
-					   s, h->lay.nslots);
-		const struct slot_hdr *sl = slot_at(h, s);
+		uint64_t cur;
+		int r = 0;
+		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
+		if (!sl)
+			return r;
 		const struct shmcfg__cell *c = slot_cells(h, sl) + opt;
 		uint64_t val = __atomic_load_n(&c->val, __ATOMIC_RELAXED);
 		uint64_t meta = __atomic_load_n(&c->meta, __ATOMIC_RELAXED);
 		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
-			int r = shmcfg__seq_retry(h, cur, &tries);
-			if (r)
+			if ((r = shmcfg__seq_retry(h, cur, &tries)))
 				return r;
 			continue;
 		}
@@ -107,12 +105,11 @@ int shmcfg__get_slow_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const 
 		return 0;
 	}
 	for (int tries = 0;;) {
-		uint64_t cur = seq_current(h) /* (A) */;
-		uint32_t s = cur_slot(cur);
-		if (s >= h->lay.nslots)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u of %u", h->name,
-					   s, h->lay.nslots);
-		const struct slot_hdr *sl = slot_at(h, s);
+		uint64_t cur;
+		int r = 0;
+		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
+		if (!sl)
+			return r;
 		const struct shmcfg__cell *c = slot_cells(h, sl);
 		size_t bad = n;
 		for (size_t i = 0; i < n; i++) {
@@ -123,8 +120,7 @@ int shmcfg__get_slow_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const 
 				bad = i;
 		}
 		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
-			int r = shmcfg__seq_retry(h, cur, &tries);
-			if (r)
+			if ((r = shmcfg__seq_retry(h, cur, &tries)))
 				return r;
 			continue;
 		}
@@ -154,17 +150,17 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 		return perr ? perr : shmcfg__value_copy(&v, ret);
 	}
 	for (int tries = 0;;) {
-		uint64_t cur = seq_current(h) /* (A) */;
-		uint32_t s = cur_slot(cur);
-		if (s >= h->lay.nslots)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, s);
-		const struct slot_hdr *sl = slot_at(h, s);
+		uint64_t cur;
+		int r = 0;
+		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
+		if (!sl)
+			return r;
 		struct shmcfg__cell c = {
 			__atomic_load_n(&slot_cells(h, sl)[opt].val, __ATOMIC_RELAXED),
 			__atomic_load_n(&slot_cells(h, sl)[opt].meta, __ATOMIC_RELAXED),
 		};
 		shmcfg_value v;
-		int r = shmcfg__cell_value(h, &c, seg_heap(h), h->lay.heap_size, &v);
+		r = shmcfg__cell_value(h, &c, seg_heap(h), h->lay.heap_size, &v);
 		if (!r)
 			r = shmcfg__value_copy(&v, ret);
 		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
@@ -213,17 +209,18 @@ int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)
 		return shmcfg__nomem();
 	char *copy = (char *)(s + 1), *heap = copy + h->lay.slot_size;
 	for (int tries = 0;;) {
-		uint64_t cur = seq_current(h) /* (A) */, top;
-		if (cur_slot(cur) >= h->lay.nslots) {
+		uint64_t cur, top;
+		int r = 0;
+		if (!seq_slot(h, &cur, &r)) { /* (A) */
 			shmcfg__free(s);
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, cur_slot(cur));
+			return r;
 		}
 		if (shmcfg__seq_copy(h, cur, copy, heap, &top)) {
 			*s = (struct shmcfg_snapshot){h, cur_gen(cur), copy, heap, top, true, -1};
 			*ret = s;
 			return 0;
 		}
-		int r = shmcfg__seq_retry(h, cur, &tries);
+		r = shmcfg__seq_retry(h, cur, &tries);
 		if (r) {
 			shmcfg__free(s);
 			return r;

@@ -288,11 +288,11 @@ static int pin_current(shmcfg *h, struct pview *pv)
 	if (pin < 0)
 		return -EAGAIN; /* every pin awaits a grace period */
 	for (int tries = 0;;) {
-		uint64_t cur = seq_current(h); /* (A) */
-		uint32_t s = cur_slot(cur);
-		if (s >= h->lay.nslots)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, s);
-		const struct slot_hdr *sl = slot_at(h, s);
+		uint64_t cur;
+		int r = 0;
+		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
+		if (!sl)
+			return r;
 		__atomic_store_n(&e->pins[pin], cur_gen(cur), __ATOMIC_SEQ_CST); /* (G) */
 		if (__atomic_load_n(&sl->gen, __ATOMIC_SEQ_CST) == cur_gen(cur)) {
 			pv->snap = (struct shmcfg_snapshot){h, cur_gen(cur), (const char *)sl, seg_heap(h),
@@ -300,8 +300,7 @@ static int pin_current(shmcfg *h, struct pview *pv)
 			return 0;
 		}
 		__atomic_store_n(&e->pins[pin], 0, __ATOMIC_RELEASE);
-		int r = shmcfg__seq_retry(h, cur, &tries);
-		if (r)
+		if ((r = shmcfg__seq_retry(h, cur, &tries)))
 			return r;
 	}
 }
