@@ -195,32 +195,34 @@ static struct overlay *fresh_overlay(const shmcfg *h, int *err)
 	return ov;
 }
 
+/* The thread's fresh overlay of h; NULL if the thread has no patches of h
+ * (*err 0) or if the overlay cannot be made (*err says why). */
+static struct overlay *patched(const shmcfg *h, int *err)
+{
+	*err = 0;
+	return has_frames(h) ? fresh_overlay(h, err) : NULL;
+}
+
 bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,
 			  const char **heap, uint64_t *heap_size, int *err)
 {
-	*err = 0;
-	if (!has_frames(h))
-		return false;
-	struct overlay *ov = fresh_overlay(h, err);
-	if (!ov)
-		return true;
-	*cell = slot_cells(h, ov->copy)[opt];
-	*heap = ov->copy + h->lay.slot_size;
-	*heap_size = ov->heap_cap;
-	return true;
+	struct overlay *ov = patched(h, err);
+	if (ov) {
+		*cell = slot_cells(h, ov->copy)[opt];
+		*heap = ov->copy + h->lay.slot_size;
+		*heap_size = ov->heap_cap;
+	}
+	return ov || *err;
 }
 
 bool shmcfg__patched_slot(const shmcfg *h, const char **slot, uint64_t *gen, int *err)
 {
-	*err = 0;
-	if (!has_frames(h))
-		return false;
-	struct overlay *ov = fresh_overlay(h, err);
-	if (!ov)
-		return true;
-	*slot = ov->copy;
-	*gen = ov->gen;
-	return true;
+	struct overlay *ov = patched(h, err);
+	if (ov) {
+		*slot = ov->copy;
+		*gen = ov->gen;
+	}
+	return ov || *err;
 }
 
 static void drop_overlay(const shmcfg *h)
