@@ -18,10 +18,7 @@ static int type_error(const shmcfg *h, shmcfg_opt opt, shmcfg_type want)
 
 int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t *bits)
 {
-	if (opt >= h->view.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range (%u options)", opt,
-				   h->view.nopts);
-	int ur = shmcfg__opt_use(h, opt);
+	int ur = shmcfg__opt_use(h, opt); /* the handle in range, the option validated */
 	if (ur)
 		return ur;
 	if (opt_d(h, opt)->type != (uint32_t)type)
@@ -74,11 +71,9 @@ int shmcfg__get_slow_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const 
 		       uint64_t *bits, bool *nulls, uint64_t *gen_ret)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (opts[i] >= h->view.nopts)
-			return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range (%u options)",
-					   opts[i], h->view.nopts);
-		/* as shmcfg__get_slow: a spoiled option says so (opt_d alone would
-		 * give its inert descriptor, type 0: a type error naming nothing) */
+		/* as shmcfg__get_slow: a handle out of range or a spoiled option
+		 * says so (opt_d alone would give a spoiled option's inert
+		 * descriptor, type 0: a type error naming nothing) */
 		int ur = shmcfg__opt_use(h, opts[i]);
 		if (ur)
 			return ur;
