@@ -59,8 +59,8 @@ struct build {
 	uint64_t hash_sum[2], checksum;
 	struct idset changed;        /* options whose cell or reference changed */
 	struct idset seeds;          /* options whose layers changed: to resolve */
-	struct idset queued;         /* resolution's work: a min-heap by rank */
-	uint32_t *q;
+	struct idset queued;         /* options ever queued for resolution: each once */
+	uint32_t *q;                 /* those not resolved yet: a min-heap by rank */
 	size_t nq, qcap;
 };
 int shmcfg__copy_opt(struct build *b, uint32_t i, const void *from);
@@ -71,7 +71,7 @@ void shmcfg__build_free(struct build *b);
 bool shmcfg__cells_equal(const shmcfg *h, const struct shmcfg__cell *a, const char *ha,
 			 const struct shmcfg__cell *b, const char *hb, uint64_t heap_size);
 int shmcfg__resolve_patched(shmcfg *h, char *copy, char *heap, uint64_t top, uint64_t heap_size,
-			    const shmcfg_opt *opts, const shmcfg_value *vals, size_t n, bool resolve_all);
+			    const shmcfg_opt *opts, const shmcfg_value *vals, size_t n, bool dependents);
 
 /* hash.c: the config hash and the slot checksum, as sums over options */
 int shmcfg__opt_digest(const shmcfg *h, uint32_t i, const struct shmcfg__cell *c, const char *heap,

@@ -78,7 +78,7 @@ int shmcfg__chunk_read(const char *heap, uint64_t size, uint32_t lref, struct sh
 	if (lref == 0)
 		return 0;
 	uint64_t off = (uint64_t)lref << LREF_SHIFT;
-	if (off < 64 || off > size || size - off < CHUNK_HDR_BYTES)
+	if (off < HEAP_FIRST || off > size || size - off < CHUNK_HDR_BYTES)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "layer reference %u lies outside the value heap", lref);
 	const struct chunk *k = (const struct chunk *)(heap + off);
 	/* one read of the tag: it says how many cells follow */

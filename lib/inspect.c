@@ -59,15 +59,14 @@ int shmcfg_stat(const shmcfg *h, shmcfg_info *ret)
 	ret->retired = shmcfg_retired(h);
 	ret->readers_hwm = shmcfg__readers_hwm(h);
 	ret->copy_fallbacks = __atomic_load_n(&h->hdr->copy_fallbacks, __ATOMIC_RELAXED);
-	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
-	ret->generation = cur_gen(cur);
 	ret->heap_used = __atomic_load_n(&h->hdr->heap_live, __ATOMIC_RELAXED);
+	/* the generation and its hash, read together under the slot's seqlock */
 	ret->generation = shmcfg_config_hash(h, ret->config_hash);
 	return 0;
 }
 
 /* Option i's cell and layers in a copy of a slot decode, with its type. */
-static bool opt_ok(const shmcfg *h, const char *slot, const char *heap, uint64_t top, uint32_t i)
+static bool slot_opt_decodes(const shmcfg *h, const char *slot, const char *heap, uint64_t top, uint32_t i)
 {
 	shmcfg_value v;
 	struct shmcfg__cell lay[NLAYERS];
@@ -142,7 +141,7 @@ int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, voi
 			continue; /* rewritten while we looked: not a problem */
 		const struct slot_hdr *sl = (const struct slot_hdr *)copy;
 		uint32_t i = 0;
-		while (i < h->lay.nopts && opt_ok(h, copy, heap, top, i))
+		while (i < h->lay.nopts && slot_opt_decodes(h, copy, heap, top, i))
 			i++;
 		if (i < h->lay.nopts) {
 			PROBLEM("slot %u (generation %llu): option %s has a bad cell or layer", s,

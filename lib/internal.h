@@ -5,21 +5,24 @@
  * One segment = one POSIX shm object, laid out as
  *
  *   header   struct seg_header, one page: sizes and offsets of every region,
- *            `current` (generation << 8 | slot) and the futex word
+ *            `current` (generation << 8 | slot), the futex word and the
+ *            writer state (heap.c, publish.c)
  *   schema   immutable after creation: struct schema_hdr, descriptors,
- *            implications, name hash index, name-sorted order, strings
+ *            implications, name hash index, name order, implication order,
+ *            dependents, strings
  *   log      ring of commit records, one per recent generation
- *   readers  table of 64-byte entries {pins, pid, start time}; entry i is
- *            owned by whoever holds the OFD lock on its first byte
  *   ring     the ids each recent commit changed, for O(change) slot updates
+ *   readers  table of 64-byte entries {pins, pid, start time, attach time,
+ *            active}; entry i is owned by whoever holds the OFD lock on
+ *            byte 1 + i of the lock object
  *   slots    K snapshots of the whole configuration; each is a slot header,
  *            the hot cells (one per option) and one layer reference per
  *            option (a chunk of the value heap, 0 = no layer set)
- *   heap     the value heap: refcounted chunks holding an option's four
- *            layer cells and their strings (heap.c)
+ *   heap     the value heap: refcounted chunks, each holding the layers of
+ *            one option that are set and their strings (heap.c)
  *
  * Every offset and size is validated against the object's real size at
- * attach (segment.c); every offset read from a slot is validated before use.
+ * attach (validate.c); every offset read from a slot is validated before use.
  */
 #ifndef SHMCFG_INTERNAL_H
 #define SHMCFG_INTERNAL_H
@@ -138,7 +141,7 @@ struct seg_header {
 	uint32_t readers_hwm;    /* entries ever claimed: scans stop here (readers.c) */
 	uint32_t pad2;
 	uint64_t copy_fallbacks; /* processes that found the reader table full */
-	uint32_t waiters;        /* read-write handles inside shmcfg_wait (watch.c) */
+	uint32_t waiters;        /* handles inside shmcfg_wait that counted themselves (watch.c) */
 	uint32_t pad3;
 	/* Writer state, written only under the writer lock (heap.c). `wip` is the
 	 * generation a commit is building, 0 between commits: a writer that
@@ -164,9 +167,9 @@ struct slot_hdr {
 	uint8_t config_hash[16]; /* read by shmcfg_config_hash(), validated by the stamp */
 	uint64_t checksum;       /* sum of every option's mix of cell and layer reference (hash.c) */
 	uint64_t hash_sum[2];    /* sum of the options' config hash digests (hash.c) */
-	uint64_t base;           /* the generation the cells and references hold (writer's
-				  * view: valid while the stamp is base, or 0 for a slot
-				  * filled at creation; publish.c) */
+	uint64_t base;           /* the generation the cells and references hold, for writers:
+				  * valid while the stamp equals it or is 0 (filled at creation
+				  * or recycled); 0 = unknown (shmcfg__slot_base, heap.c) */
 };
 
 #define SLOT_CELLS_OFF 64u
@@ -235,7 +238,7 @@ struct reader_ent {
 	uint64_t start_time;     /* owner's start time, /proc/self/stat field 22 */
 	uint64_t attach_ns;
 	uint64_t active;         /* snapshots the owner holds now: its pins count only
-				  * while this is not 0 (view.c, choose_slot) */
+				  * while this is not 0 (reclaim.c, choose_slot) */
 };
 
 _Static_assert(sizeof(struct reader_ent) == 64, "reader entries are one cache line");
@@ -254,7 +257,7 @@ struct shmcfg_snapshot {
 	int pin;            /* index in our reader entry's pins, -1 if none */
 };
 
-struct pview; /* view.c */
+struct pview; /* reclaim.c */
 
 struct shmcfg {
 	struct shmcfg_view view; /* first: the inline getters read it */
@@ -269,7 +272,7 @@ struct shmcfg {
 	pid_t pid;               /* the attaching process (fork detection) */
 	char *base;              /* mapping of the whole object */
 	size_t size;
-	struct seg_header *hdr;  /* shared: only `current`, `futex` and `ready` are read from it */
+	struct seg_header *hdr;  /* shared: `ready`, the hot words, the writer state; the rest from lay */
 	struct seg_header lay;   /* private copy of the header, validated at attach */
 	/*
 	 * The schema (validate.c, doc/design.md "Creation and attach"): its
@@ -297,13 +300,13 @@ struct shmcfg {
 	uint64_t strings_size;
 	/* reader table */
 	int reader;              /* our entry, -1 if none (not claimed yet, read-only, table full) */
-	uint64_t claim_after_ns; /* table found full: no new claim before this (view.c) */
+	uint64_t claim_after_ns; /* table found full: no new claim before this (reclaim.c) */
 	bool counted_fallback;   /* counted in the header's copy_fallbacks */
 	pthread_mutex_t view_lock; /* serialises view replacement */
 	pthread_mutex_t commit_lock; /* threads of one handle share its OFD lock: this keeps them apart */
 	struct pview *pview;     /* RCU-protected current view */
-	unsigned retired;        /* views awaiting a grace period (under view.c's rq_lock) */
-	bool uses_reclaimer;     /* counted in view.c's rq_users */
+	unsigned retired;        /* views awaiting a grace period (under reclaim.c's rq_lock) */
+	bool uses_reclaimer;     /* counted in reclaim.c's rq_users */
 	int commit_timeout_ms;
 	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
 	uid_t uid;               /* getuid() at attach: for the commit log */
@@ -361,11 +364,11 @@ static inline struct log_ent *log_at(const shmcfg *h, uint64_t gen)
  * h->strings_size is what the cells of validated descriptors and
  * implications decode against (shmcfg__value_from_cell).
  *
- * Whole-schema accessors, for full scans: every option validated
- * (shmcfg__schema_all), the name order (a permutation) and the implication
- * order (a permutation that puts impliers before their targets, every
- * option validated), each checked once, on first use. A name index entry
- * is read through schema_index_at (range-checked).
+ * Whole-schema accessors, for full scans (generation 1 at creation): every
+ * option validated (shmcfg__schema_all) and the implication order (made
+ * from the ranks: each once, impliers before their targets), each checked
+ * once, on first use. A name index entry is read through schema_index_at
+ * (range-checked).
  *
  * A field added to struct opt_desc is checked in shmcfg__opt_check
  * (validate.c, on first use; whatever it references pinned before it is

@@ -5,7 +5,7 @@
  * for one handle. While a thread has frames, shmcfg__tls_patched is
  * non-zero and the inline getters take the slow path, which reads the
  * thread's overlay: a private copy of the current slot with the patches in
- * the user layer, resolved again (commit.c). The overlay is rebuilt when the
+ * the user layer, resolved again (resolve.c). The overlay is rebuilt when the
  * generation or the frames change. Patches never touch the segment.
  */
 #include "internal.h"
@@ -100,19 +100,21 @@ static int gather(const shmcfg *h, shmcfg_opt **opts, shmcfg_value **vals, size_
 	return 0;
 }
 
-/* Copy the current generation into the overlay; false if never stable. */
+/* Copy the current generation into the overlay: 0, or the seqlock's
+ * verdict (shmcfg__seq_retry) if it never held still. */
 static int copy_current(const shmcfg *h, struct overlay *ov)
 {
 	for (int tries = 0;;) {
-		uint64_t cur = seq_current(h);
-		if (cur_slot(cur) >= h->lay.nslots)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, cur_slot(cur));
+		uint64_t cur;
+		int r = 0;
+		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
+		if (!sl)
+			return r;
 		if (shmcfg__seq_copy(h, cur, ov->copy, ov->copy + h->lay.slot_size, &ov->top)) {
 			ov->gen = cur_gen(cur);
 			return 0;
 		}
-		int r = shmcfg__seq_retry(h, cur, &tries);
-		if (r)
+		if ((r = shmcfg__seq_retry(h, cur, &tries)))
 			return r;
 	}
 }
@@ -134,7 +136,9 @@ static int rebuild(const shmcfg *h, struct overlay *ov, bool strict)
 	int r = gather(h, &opts, &vals, &n, &bytes);
 	if (r)
 		return r;
-	/* the heap, then a chunk per patch holding its option's layers anew */
+	/* the heap's copy, then a chunk per patched option holding its layers
+	 * anew: the patch values, and its other layers again, whose bytes are
+	 * in the heap (so at most heap_size more) */
 	uint64_t cap = 2 * h->lay.heap_size + bytes + n * (CHUNK_HDR_BYTES + NLAYERS * sizeof(struct shmcfg__cell) + 16);
 	if (cap > ov->heap_cap) {
 		char *copy = shmcfg__realloc(ov->copy, h->lay.slot_size + cap);
@@ -191,32 +195,34 @@ static struct overlay *fresh_overlay(const shmcfg *h, int *err)
 	return ov;
 }
 
+/* The thread's fresh overlay of h; NULL if the thread has no patches of h
+ * (*err 0) or if the overlay cannot be made (*err says why). */
+static struct overlay *patched(const shmcfg *h, int *err)
+{
+	*err = 0;
+	return has_frames(h) ? fresh_overlay(h, err) : NULL;
+}
+
 bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,
 			  const char **heap, uint64_t *heap_size, int *err)
 {
-	*err = 0;
-	if (!has_frames(h))
-		return false;
-	struct overlay *ov = fresh_overlay(h, err);
-	if (!ov)
-		return true;
-	*cell = slot_cells(h, ov->copy)[opt];
-	*heap = ov->copy + h->lay.slot_size;
-	*heap_size = ov->heap_cap;
-	return true;
+	struct overlay *ov = patched(h, err);
+	if (ov) {
+		*cell = slot_cells(h, ov->copy)[opt];
+		*heap = ov->copy + h->lay.slot_size;
+		*heap_size = ov->heap_cap;
+	}
+	return ov || *err;
 }
 
 bool shmcfg__patched_slot(const shmcfg *h, const char **slot, uint64_t *gen, int *err)
 {
-	*err = 0;
-	if (!has_frames(h))
-		return false;
-	struct overlay *ov = fresh_overlay(h, err);
-	if (!ov)
-		return true;
-	*slot = ov->copy;
-	*gen = ov->gen;
-	return true;
+	struct overlay *ov = patched(h, err);
+	if (ov) {
+		*slot = ov->copy;
+		*gen = ov->gen;
+	}
+	return ov || *err;
 }
 
 static void drop_overlay(const shmcfg *h)

@@ -109,6 +109,9 @@ static int sync_slot(struct build *b, struct slot_hdr *sl, const struct slot_hdr
 		const struct log_ent *e = log_at(h, g);
 		whole = e->gen != g || e->ring_n == RING_OVERFLOW || e->ring_start > head ||
 			e->ring_n > head - e->ring_start || head - e->ring_start > h->lay.ring_size;
+		/* a record that names no option is not followed either */
+		for (uint64_t p = e->ring_start; !whole && p < e->ring_start + e->ring_n; p++)
+			whole = *ring_at(h, p) >= n;
 	}
 	int r = 0;
 	if (whole) {
@@ -201,7 +204,7 @@ static int undo(struct build *b, struct slot_hdr *sl, const struct slot_hdr *cur
 
 /* The transaction's changes into slot b (holding the current generation's
  * content), with the sums kept term by term. */
-static int build(struct build *b, shmcfg_txn *t, struct slot_hdr *sl)
+static int build_txn(struct build *b, shmcfg_txn *t, struct slot_hdr *sl)
 {
 	b->track = true;
 	memcpy(b->hash_sum, sl->hash_sum, sizeof b->hash_sum);
@@ -323,7 +326,7 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 	if ((r = sync_slot(&b, sl, cur_sl, base, cur_g)))
 		goto out;
 	shmcfg__fault("commit.synced");
-	r = build(&b, t, sl);
+	r = build_txn(&b, t, sl);
 	if (r == SHMCFG_E_FULL) {
 		/* the heap may be full of older generations' layers: bring the
 		 * other free slots up to date, which frees them, and try again */
@@ -331,7 +334,7 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 			goto out;
 		recycle(h, cur_s, s, cur_sl, cur_g);
 		shmcfg__claim_slot(h, s, 0); /* busy again: nobody pins generation 0 */
-		r = build(&b, t, sl);
+		r = build_txn(&b, t, sl);
 	}
 	if (r) {
 		if (undo(&b, sl, cur_sl, cur_g) == 0)

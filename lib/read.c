@@ -18,10 +18,7 @@ static int type_error(const shmcfg *h, shmcfg_opt opt, shmcfg_type want)
 
 int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t *bits)
 {
-	if (opt >= h->view.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range (%u options)", opt,
-				   h->view.nopts);
-	int ur = shmcfg__opt_use(h, opt);
+	int ur = shmcfg__opt_use(h, opt); /* the handle in range, the option validated */
 	if (ur)
 		return ur;
 	if (opt_d(h, opt)->type != (uint32_t)type)
@@ -40,18 +37,16 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 		return (pc.meta & META_NULL) ? SHMCFG_NULL : 0;
 	}
 	for (int tries = 0;;) {
-		uint64_t cur = seq_current(h) /* (A) */;
-		uint32_t s = cur_slot(cur);
-		if (s >= h->lay.nslots)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u of %u", h->name,
-					   s, h->lay.nslots);
-		const struct slot_hdr *sl = slot_at(h, s);
+		uint64_t cur;
+		int r = 0;
+		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
+		if (!sl)
+			return r;
 		const struct shmcfg__cell *c = slot_cells(h, sl) + opt;
 		uint64_t val = __atomic_load_n(&c->val, __ATOMIC_RELAXED);
 		uint64_t meta = __atomic_load_n(&c->meta, __ATOMIC_RELAXED);
 		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
-			int r = shmcfg__seq_retry(h, cur, &tries);
-			if (r)
+			if ((r = shmcfg__seq_retry(h, cur, &tries)))
 				return r;
 			continue;
 		}
@@ -76,9 +71,12 @@ int shmcfg__get_slow_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const 
 		       uint64_t *bits, bool *nulls, uint64_t *gen_ret)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (opts[i] >= h->view.nopts)
-			return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range (%u options)",
-					   opts[i], h->view.nopts);
+		/* as shmcfg__get_slow: a handle out of range or a spoiled option
+		 * says so (opt_d alone would give a spoiled option's inert
+		 * descriptor, type 0: a type error naming nothing) */
+		int ur = shmcfg__opt_use(h, opts[i]);
+		if (ur)
+			return ur;
 		if (opt_d(h, opts[i])->type != (uint32_t)types[i])
 			return type_error(h, opts[i], types[i]);
 	}
@@ -102,12 +100,11 @@ int shmcfg__get_slow_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const 
 		return 0;
 	}
 	for (int tries = 0;;) {
-		uint64_t cur = seq_current(h) /* (A) */;
-		uint32_t s = cur_slot(cur);
-		if (s >= h->lay.nslots)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u of %u", h->name,
-					   s, h->lay.nslots);
-		const struct slot_hdr *sl = slot_at(h, s);
+		uint64_t cur;
+		int r = 0;
+		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
+		if (!sl)
+			return r;
 		const struct shmcfg__cell *c = slot_cells(h, sl);
 		size_t bad = n;
 		for (size_t i = 0; i < n; i++) {
@@ -118,8 +115,7 @@ int shmcfg__get_slow_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const 
 				bad = i;
 		}
 		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
-			int r = shmcfg__seq_retry(h, cur, &tries);
-			if (r)
+			if ((r = shmcfg__seq_retry(h, cur, &tries)))
 				return r;
 			continue;
 		}
@@ -149,17 +145,17 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 		return perr ? perr : shmcfg__value_copy(&v, ret);
 	}
 	for (int tries = 0;;) {
-		uint64_t cur = seq_current(h) /* (A) */;
-		uint32_t s = cur_slot(cur);
-		if (s >= h->lay.nslots)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, s);
-		const struct slot_hdr *sl = slot_at(h, s);
+		uint64_t cur;
+		int r = 0;
+		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
+		if (!sl)
+			return r;
 		struct shmcfg__cell c = {
 			__atomic_load_n(&slot_cells(h, sl)[opt].val, __ATOMIC_RELAXED),
 			__atomic_load_n(&slot_cells(h, sl)[opt].meta, __ATOMIC_RELAXED),
 		};
 		shmcfg_value v;
-		int r = shmcfg__cell_value(h, &c, seg_heap(h), h->lay.heap_size, &v);
+		r = shmcfg__cell_value(h, &c, seg_heap(h), h->lay.heap_size, &v);
 		if (!r)
 			r = shmcfg__value_copy(&v, ret);
 		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
@@ -208,17 +204,18 @@ int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)
 		return shmcfg__nomem();
 	char *copy = (char *)(s + 1), *heap = copy + h->lay.slot_size;
 	for (int tries = 0;;) {
-		uint64_t cur = seq_current(h) /* (A) */, top;
-		if (cur_slot(cur) >= h->lay.nslots) {
+		uint64_t cur, top;
+		int r = 0;
+		if (!seq_slot(h, &cur, &r)) { /* (A) */
 			shmcfg__free(s);
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, cur_slot(cur));
+			return r;
 		}
 		if (shmcfg__seq_copy(h, cur, copy, heap, &top)) {
 			*s = (struct shmcfg_snapshot){h, cur_gen(cur), copy, heap, top, true, -1};
 			*ret = s;
 			return 0;
 		}
-		int r = shmcfg__seq_retry(h, cur, &tries);
+		r = shmcfg__seq_retry(h, cur, &tries);
 		if (r) {
 			shmcfg__free(s);
 			return r;

@@ -6,7 +6,7 @@
  * only users who may write the segment can open: segment.c). An entry is
  * claimed by a process's first pinned snapshot, not at attach: plain readers
  * and writers need none, and a process that finds the table full copies its
- * snapshots instead (view.c). The kernel drops an OFD
+ * snapshots instead (reclaim.c). The kernel drops an OFD
  * lock when the last descriptor of its open file description closes, which
  * happens when the owner exits or is killed, in whatever pid namespace it
  * lives. So a claim is a non-blocking lock attempt: if it succeeds the entry
@@ -73,7 +73,7 @@ void shmcfg__ofd_unlock(int fd, off_t byte)
  * A claimer raises it (seq_cst) before it stores any pin; a writer loads it
  * (seq_cst) after its busy mark: if the writer misses the raise, the raise,
  * and so the claimer's later stamp load, comes after the busy mark in the
- * total order, and the claimer sees the mark (Dekker, view.c).
+ * total order, and the claimer sees the mark (Dekker, reclaim.c).
  */
 uint32_t shmcfg__readers_hwm(const shmcfg *h)
 {
@@ -151,7 +151,7 @@ static int try_claim(shmcfg *h, uint32_t i)
 }
 
 /*
- * Claim an entry for the calling process's pins (view.c, first snapshot).
+ * Claim an entry for the calling process's pins (reclaim.c, first snapshot).
  * Unused entries below the high-water mark first, then those of dead
  * owners, then new ones above the mark. SHMCFG_E_READERS when every entry
  * is held by a live process.

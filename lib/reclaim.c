@@ -88,9 +88,9 @@ pid_t shmcfg__self_pid;       /* this process: set at load and in the fork child
  * entry's pins count only while its `active` is not 0: an idle process
  * keeps its last view pinned without blocking writers. `active` is loaded
  * before the pins, both seq_cst; with the reader's pin store, then its
- * seq_cst increment of `active`, then its stamp load (view.c), and the
- * writer's seq_cst busy mark before this call, see choose_slot() in
- * commit.c for the argument.
+ * seq_cst increment of `active`, then its stamp load (shmcfg_snapshot_acquire()),
+ * and the writer's seq_cst busy mark before this call, see
+ * shmcfg__choose_slot() below for the argument.
  */
 bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen)
 {
@@ -127,7 +127,7 @@ bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp)
 /*
  * Pick the least recently used slot that is neither current nor pinned by a
  * process holding snapshots, and mark it busy. Dekker with the reader
- * (view.c, shmcfg_snapshot_acquire()):
+ * (shmcfg_snapshot_acquire(), below):
  *   writer: store stamp = BUSY|old (seq_cst); load each entry's active, then its pins
  *   reader: store pin = g; increment active (seq_cst); load stamp (seq_cst)
  * If an active entry pinning the slot's old generation shows up after the
@@ -271,7 +271,7 @@ static void retire(shmcfg *h, struct pview *pv)
 /*
  * Pin the current generation in our reader entry. The protocol is Dekker's:
  *   reader: store pin = g (seq_cst); load stamp of slot s (seq_cst)
- *   writer: store stamp of s = 0 (seq_cst); load every pin (seq_cst)
+ *   writer: store stamp of s = busy mark (seq_cst); load every pin (seq_cst)
  * In the single total order of seq_cst operations one of the two stores comes
  * first, so either the reader sees stamp != g (it unpins and retries) or the
  * writer sees pin == g (it restores the stamp and picks another slot). Never
@@ -288,11 +288,11 @@ static int pin_current(shmcfg *h, struct pview *pv)
 	if (pin < 0)
 		return -EAGAIN; /* every pin awaits a grace period */
 	for (int tries = 0;;) {
-		uint64_t cur = seq_current(h); /* (A) */
-		uint32_t s = cur_slot(cur);
-		if (s >= h->lay.nslots)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u", h->name, s);
-		const struct slot_hdr *sl = slot_at(h, s);
+		uint64_t cur;
+		int r = 0;
+		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
+		if (!sl)
+			return r;
 		__atomic_store_n(&e->pins[pin], cur_gen(cur), __ATOMIC_SEQ_CST); /* (G) */
 		if (__atomic_load_n(&sl->gen, __ATOMIC_SEQ_CST) == cur_gen(cur)) {
 			pv->snap = (struct shmcfg_snapshot){h, cur_gen(cur), (const char *)sl, seg_heap(h),
@@ -300,8 +300,7 @@ static int pin_current(shmcfg *h, struct pview *pv)
 			return 0;
 		}
 		__atomic_store_n(&e->pins[pin], 0, __ATOMIC_RELEASE);
-		int r = shmcfg__seq_retry(h, cur, &tries);
-		if (r)
+		if ((r = shmcfg__seq_retry(h, cur, &tries)))
 			return r;
 	}
 }

@@ -460,13 +460,13 @@ bool shmcfg__cells_equal(const shmcfg *h, const struct shmcfg__cell *a, const ch
  * A thread's patched view (patch.c): `copy` is a private copy of a slot, and
  * heap[0, heap_size) a private copy of the value heap with room after `top`
  * for the patches. The patches replace the user layer with source "patch".
- * With resolve_all the patched options and their dependents are resolved
+ * With `dependents` the patched options and their dependents are resolved
  * again, implications included, by the same code as a commit; without, the
- * patched options' effective cells simply take the patch values (the
- * fallback when the patched view cannot be resolved).
+ * patched options' effective cells (and their aliases') simply take the
+ * patch values (the fallback when the patched view cannot be resolved).
  */
 int shmcfg__resolve_patched(shmcfg *h, char *copy, char *heap, uint64_t top, uint64_t heap_size,
-			    const shmcfg_opt *opts, const shmcfg_value *vals, size_t n, bool resolve_all)
+			    const shmcfg_opt *opts, const shmcfg_value *vals, size_t n, bool dependents)
 {
 	struct build b = {.h = h, .cells = slot_cells(h, copy), .lrefs = slot_lrefs(h, copy), .heap = heap,
 			  .heap_size = heap_size, .priv_top = (top + 15) & ~15ull, .patch = true};
@@ -483,9 +483,9 @@ int shmcfg__resolve_patched(shmcfg *h, char *copy, char *heap, uint64_t top, uin
 		}
 	if (!r)
 		r = shmcfg__apply_changes(&b, ch, n);
-	if (!r && resolve_all)
+	if (!r && dependents)
 		r = shmcfg__resolve(&b);
-	for (size_t k = 0; !r && !resolve_all && k < n; k++) {
+	for (size_t k = 0; !r && !dependents && k < n; k++) {
 		/* the patch value as it is, and the aliases of patched options follow it */
 		struct shmcfg__cell lay[NLAYERS];
 		bool moved;

@@ -61,7 +61,6 @@ static void handle_free(shmcfg *h)
 static void waiters_setup(shmcfg *h, const struct stat *st)
 {
 	mode_t m = st->st_mode;
-	h->uid = getuid();
 	h->wake_always = ((m & S_IRUSR) && !(m & S_IWUSR)) || ((m & S_IRGRP) && !(m & S_IWGRP)) ||
 			 ((m & S_IROTH) && !(m & S_IWOTH));
 	if (!h->rdonly) {
@@ -217,6 +216,7 @@ static shmcfg *handle_new(const char *name, bool rdonly)
 	h->reader = -1;
 	h->rdonly = rdonly;
 	h->pid = getpid();
+	h->uid = getuid(); /* for the commit log: no getuid() per commit */
 	h->commit_timeout_ms = 2000;
 	pthread_mutex_init(&h->view_lock, NULL);
 	pthread_mutex_init(&h->commit_lock, NULL);
@@ -371,10 +371,10 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		return r;
 	}
 	uint64_t n = shmcfg__schema_nopts(b);
-	/* The value heap holds the layers that are set (a chunk of 96 bytes or
-	 * more per option and version), not names or docs: room for every
-	 * string option's layers in each slot's version and one more, and for
-	 * the layers of a third of the other options. */
+	/* The value heap holds the layers that are set, not names or docs:
+	 * 16 KiB, 32 bytes per option (a chunk of one scalar layer each), and
+	 * for every string, list and set option room for its layers in each
+	 * slot's version and one more (shmcfg__schema_value_bytes). */
 	uint64_t slots = o.slots;
 	uint64_t heap = o.heap_bytes ? o.heap_bytes
 				     : align64(16384 + n * 32 + (slots + 1) * shmcfg__schema_value_bytes(b));

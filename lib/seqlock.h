@@ -37,6 +37,19 @@ static inline uint64_t seq_current(const shmcfg *h)
 	return __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
 }
 
+/* (A), and the slot that `current` names; NULL with *err SHMCFG_E_CORRUPT
+ * if it names none (a hostile segment: the inline read's table of slot
+ * addresses maps such an index to slot 0 instead). */
+static inline const struct slot_hdr *seq_slot(const shmcfg *h, uint64_t *cur, int *err)
+{
+	*cur = seq_current(h);
+	if (__builtin_expect(cur_slot(*cur) < h->lay.nslots, 1))
+		return slot_at(h, cur_slot(*cur));
+	*err = shmcfg__err(SHMCFG_E_CORRUPT, "%s: current names slot %u of %u", h->name, cur_slot(*cur),
+			   h->lay.nslots);
+	return NULL;
+}
+
 /* (B): whether the bytes read since the stamp was expected to be `gen` are
  * that generation's. */
 static inline bool seq_valid(const uint64_t *stamp, uint64_t gen)

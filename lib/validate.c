@@ -445,7 +445,8 @@ static int opt_validate(const shmcfg *h, uint32_t i)
 int shmcfg__opt_use(const shmcfg *h, shmcfg_opt opt)
 {
 	if (opt >= h->lay.nopts)
-		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range", opt);
+		return shmcfg__err(SHMCFG_E_NOOPT, "option handle %u out of range (%u options)", opt,
+				   h->lay.nopts);
 	/* acquire: as in opt_d() */
 	int r = __atomic_load_n(&h->opt_ok[opt], __ATOMIC_ACQUIRE) ? 0 : opt_validate(h, opt);
 	/* writes go to the final target, and reads show it: validated too */

@@ -71,6 +71,59 @@ static int rank_order(const shmcfg *h, uint32_t *topo, char *msg, size_t mlen)
 	return 0;
 }
 
+/*
+ * Every option's dependents, which a commit follows when the option's cell
+ * moves (resolve.c; first use checks only their bounds): each entry one of
+ * the implications that target the option or an alias whose final target
+ * it is, implications first, none twice; and every implication of an
+ * option that is no alias, and every alias, listed under its target (one
+ * left out would be ignored by commits). Every option validated. 0, 1 (msg
+ * says why) or -ENOMEM.
+ */
+static int dependents_check(const shmcfg *h, char *msg, size_t mlen)
+{
+	uint32_t n = h->lay.nopts;
+	unsigned char *seen = shmcfg__calloc((size_t)n + h->sch->nimplies + 1, 1); /* aliases, implications */
+	if (!seen)
+		return shmcfg__nomem();
+	char name[96];
+	int r = 0;
+	for (uint32_t i = 0; !r && i < n; i++) {
+		const struct opt_desc *d = &h->desc[i];
+		bool aliases = false;
+		for (uint32_t j = d->rdep_first; !r && j < d->rdep_first + d->rdep_n; j++) {
+			uint32_t e = h->rdeps[j], a = e & ~RDEP_ALIAS;
+			unsigned char *once = (e & RDEP_ALIAS) ? &seen[a] : &seen[n + e];
+			bool ok = (e & RDEP_ALIAS) ? h->desc[a].alias_final == i : !aliases && h->implies[e].target == i;
+			aliases = aliases || (e & RDEP_ALIAS);
+			if (!ok || *once) {
+				shmcfg__opt_label(h, i, name);
+				snprintf(msg, mlen, "%s: dependent %u is not one of its implications or aliases, "
+					 "repeats one, or comes after an alias", name, j - d->rdep_first);
+				r = 1;
+			}
+			*once = 1;
+		}
+	}
+	for (uint32_t i = 0; !r && i < n; i++) {
+		const struct opt_desc *d = &h->desc[i];
+		uint32_t missing = UINT32_MAX;
+		if (d->alias != SHMCFG_NO_OPT && !seen[i])
+			missing = d->alias_final;
+		for (uint32_t k = d->implies_first; d->alias == SHMCFG_NO_OPT && k < d->implies_first + d->implies_n; k++)
+			if (!seen[n + k])
+				missing = h->implies[k].target;
+		if (missing != UINT32_MAX) {
+			shmcfg__opt_label(h, i, name);
+			snprintf(msg, mlen, "%s: missing from the dependents of option %u", name, missing);
+			r = 1;
+		}
+	}
+	shmcfg__free(seen);
+	return r;
+}
+
+
 /* The ids in implication order, impliers first (generation 1 resolves in
  * it): made from the ranks once, and kept. */
 int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo)
@@ -115,7 +168,8 @@ int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo)
 /*
  * The whole schema, for shmcfg_check: every option, every implication
  * (reachable or not), every index entry (and every option found by its
- * name) and the implication order of the ranks. The whole region is
+ * name), the implication order of the ranks, and every option's dependents.
+ * The whole region is
  * copied first. Returns the number of problems, each reported through fn,
  * the first as the error detail; a negative error if the check could not be
  * made (no verdict on the segment).
@@ -179,6 +233,10 @@ int shmcfg__schema_validate(const shmcfg *h, void (*fn)(const char *, void *), v
 	if (rank_order(h, pos, msg, sizeof msg))
 		PROBLEM("%s", msg);
 	shmcfg__free(pos);
+	if ((r = dependents_check(h, msg, sizeof msg)) < 0)
+		return r;
+	if (r)
+		PROBLEM("%s", msg);
 out:
 	if (bad)
 		shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, first);

@@ -16,10 +16,15 @@
 #include <unistd.h>
 
 /*
- * The waiter loads the futex word before it checks the generation; a commit
- * stores `current` before it bumps the word (both seq_cst). So a waiter that
- * saw the old generation saw the old futex value too, and FUTEX_WAIT returns
- * at once if the bump came in between: no wakeup is lost to a commit.
+ * The waiter counts itself in `waiters`, then loads the futex word, then
+ * `current`; a commit stores `current`, bumps the word, then loads
+ * `waiters` and calls FUTEX_WAKE only if it is not 0 (all seq_cst;
+ * publish.c, wake()). So either the commit sees the waiter counted and
+ * wakes it, or the waiter sees the new generation, or FUTEX_WAIT returns at
+ * once on the changed word: no wakeup is lost to a commit (doc/design.md,
+ * "Waiting"). A handle that cannot count itself (a read-only one whose
+ * process may not write the object) relies on commits that always wake
+ * such a segment (wake_always), else polls.
  *
  * Anyone who can map the segment can also issue futex operations on the
  * word (FUTEX_CMP_REQUEUE moves our waiters to a futex nobody wakes): so no

@@ -14,8 +14,10 @@
  *     frozen bytes); an unterminated one is refused;
  *   - a name index entry out of range is refused by the lookup that meets
  *     it, and an entry naming another option never makes a lookup return it;
- *   - the orders used whole (name order, implication order) are refused by
- *     the commit that needs them when they are not permutations;
+ *   - the orders (name order, implication order) are not read by a commit
+ *     (only generation 1 and the check use them whole): when they are not
+ *     permutations, commits work and the check reports them; the check
+ *     reports ranks and dependents that disagree with them too;
  *   - an object truncated by a writer makes a first use fail, not SIGBUS;
  *   - threads using options for the first time at once agree (and are
  *     clean under ThreadSanitizer: .ci/run);
@@ -214,8 +216,8 @@ static int big_option_ok(const shmcfg *h, uint32_t i)
 /*
  * 100,000 options: attach copies no page and validates no option; one
  * lookup copies a handful of pages; every option is then found by its name
- * and reads its default; a commit (which validates every option and the
- * implication order) and a dump work, and the check is clean.
+ * and reads its default; a commit (of an implier: its target follows) and a
+ * dump work, and the check is clean.
  */
 static void test_lookup_every_option_of_100k(void **state)
 {
@@ -281,6 +283,14 @@ static int child_spoiled_after_attach(void *arg)
 	const char *d = shmcfg_errdetail();
 	CHILD_CHECK(strstr(d, seg) && strstr(d, "bad string reference") && !strchr(d, '\n'), "detail '%s'", d);
 	CHILD_CHECK(shmcfg_get(h, T_ITEMS, &v) == SHMCFG_E_CORRUPT, "get");
+	/* the slow path of a generated batched read says why, too */
+	uint64_t bits, gen;
+	bool null;
+	CHILD_CHECK(shmcfg__get_slow_n(h, 1, &(shmcfg_opt){T_ITEMS}, &(shmcfg_type){SHMCFG_LIST}, &bits, &null,
+				       &gen) == SHMCFG_E_CORRUPT,
+		    "batched read");
+	d = shmcfg_errdetail();
+	CHILD_CHECK(strstr(d, "bad string reference") && !strchr(d, '\n'), "detail '%s'", d);
 	CHILD_CHECK(shmcfg_lookup(h, "t.items", &o) == SHMCFG_E_CORRUPT, "lookup");
 	CHILD_CHECK(shmcfg_is_default(h, T_ITEMS) == SHMCFG_E_CORRUPT, "is_default");
 	shmcfg_txn *t;
@@ -456,6 +466,49 @@ static int child_orders(void *arg)
 	return 0;
 }
 
+/*
+ * What a commit follows when an option's cell moves (resolve.c): the
+ * option's dependents and its rank. First use checks only their bounds;
+ * the check reports a dependent that is another option's implication, an
+ * alias left out of its target's dependents, and a rank that is not the
+ * option's place in the implication order.
+ */
+static int child_dependents(void *arg)
+{
+	(void)arg;
+	struct writer w = writer_open(seg);
+	uint32_t *rdeps = (uint32_t *)(w.schema + w.sh->rdeps_off);
+	struct opt_desc *mode = wdesc(&w, T_MODE), *a = wdesc(&w, T_A), *flag = wdesc(&w, T_FLAG);
+	CHILD_CHECK(mode->rdep_n == 2 && a->rdep_n == 2 && flag->rdep_n == 1, "the test schema's dependents");
+	static const char *const want[] = {"dependent 0 is not", "missing from the dependents", "rank"};
+	for (int k = 0; k < 3; k++) {
+		struct opt_desc saved_mode = *mode, saved_a = *a;
+		uint32_t saved = rdeps[mode->rdep_first];
+		if (k == 0)
+			rdeps[mode->rdep_first] = rdeps[flag->rdep_first]; /* t.debug's implication of t.flag */
+		else if (k == 1)
+			a->rdep_n--; /* one of t.a's two aliases */
+		else
+			mode->rank = flag->rank;
+		writer_rehash(&w);
+		shmcfg *h = NULL;
+		CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
+		CHILD_CHECK(shmcfg_check(h, false, NULL, NULL) > 0, "check, edit %d", k);
+		CHILD_CHECK(strstr(shmcfg_errdetail(), want[k]), "edit %d: detail '%s'", k, shmcfg_errdetail());
+		shmcfg_close(h);
+		*mode = saved_mode;
+		*a = saved_a;
+		rdeps[mode->rdep_first] = saved;
+	}
+	writer_rehash(&w);
+	shmcfg *h = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
+	CHILD_CHECK(shmcfg_check(h, true, NULL, NULL) == 0, "check after the repairs");
+	shmcfg_close(h);
+	writer_close(&w);
+	return 0;
+}
+
 /* A writer truncates the object: a first use fails (EFAULT from the copy),
  * it does not raise SIGBUS. */
 static int child_truncated(void *arg)
@@ -527,6 +580,13 @@ static void test_orders_checked_when_used_whole(void **state)
 	(void)state;
 	small_segment();
 	run_child(child_orders, "orders");
+}
+
+static void test_dependents_and_ranks_checked(void **state)
+{
+	(void)state;
+	small_segment();
+	run_child(child_dependents, "dependents");
 }
 
 static void test_truncated_object_fails_first_use(void **state)
@@ -666,6 +726,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_overlapping_and_unterminated_strings, teardown),
 		cmocka_unit_test_teardown(test_index_entries_checked_by_lookup, teardown),
 		cmocka_unit_test_teardown(test_orders_checked_when_used_whole, teardown),
+		cmocka_unit_test_teardown(test_dependents_and_ranks_checked, teardown),
 		cmocka_unit_test_teardown(test_truncated_object_fails_first_use, teardown),
 		cmocka_unit_test_teardown(test_without_populate_write, teardown),
 	};

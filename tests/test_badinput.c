@@ -9,7 +9,7 @@
  *   where a range forbids them (and accepted where none does), over-long
  *   names and strings (> 1 MiB), embedded NUL, invalid UTF-8 in strings and
  *   list items, unknown options, nulls that are not allowed, and a full
- *   string heap.
+ *   value heap.
  *
  * Hostile segments (the library's own structures, written through
  * lib/internal.h as a misbehaving process would): a reader never crashes or
@@ -565,7 +565,7 @@ static shmcfg_opt spoiled;
  * In a child: both kinds of attach succeed (attach reads no option), and
  * every first use of the spoiled option, through each door, fails with
  * SHMCFG_E_CORRUPT and one line of detail; another option still works,
- * and a commit (which uses every option) is refused.
+ * and so does a commit of it (a commit uses only what it changes).
  */
 static int use_expect_corrupt(void)
 {
@@ -788,6 +788,33 @@ static void test_commit_never_publishes_corrupt_layers(void **state)
 	assert_true(shmcfg_check(h, true, keep_problem, problem) > 0);
 	if (!strstr(problem, "t.a"))
 		fail_msg("the check reports '%s', not t.a", problem);
+}
+
+/*
+ * A commit record whose ring entry names no option (a writer scribbled on
+ * the change ring) is not followed: the slot a commit takes is copied whole
+ * from the current one, as for a record that is gone (doc/design.md, "A
+ * commit", step 4), and the commit works. (Found in review: the ids were
+ * checked only while being copied, and the commit failed with
+ * SHMCFG_E_CORRUPT, "commit log names option".)
+ */
+static void test_hostile_change_ring_is_not_followed(void **state)
+{
+	(void)state;
+	assert_int_equal(set_and_commit(h, T_A, "1", NULL), 0);
+	const struct log_ent *e = log_at(h, shmcfg_generation(h));
+	assert_true(e->ring_n >= 1 && e->ring_n != RING_OVERFLOW); /* t.a and its aliases */
+	uint32_t *ring = (uint32_t *)(h->base + h->lay.ring_off);
+	ring[e->ring_start & (h->lay.ring_size - 1)] = 0xfffffu;
+	/* the next slot holds generation 1: it must catch up on that record */
+	int r = set_and_commit(h, T_B, "5", NULL);
+	if (r)
+		fail_msg("a commit after the ring was scribbled: %s (%s)", shmcfg_errname(r), shmcfg_errdetail());
+	assert_int_equal(get_i(h, T_A), 1);
+	assert_int_equal(get_i(h, T_B), 5);
+	char problem[512] = "";
+	if (shmcfg_check(h, true, keep_problem, problem))
+		fail_msg("check: %s", problem);
 }
 
 /*
@@ -1138,6 +1165,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hostile_current_does_not_hang, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_env_list_rejected, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_commit_never_publishes_corrupt_layers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hostile_change_ring_is_not_followed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_oversized_patch_keeps_reads_working, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_conflicting_patches_keep_reads_working, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_list_values_refused, setup, teardown),

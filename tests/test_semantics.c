@@ -549,7 +549,7 @@ static void test_codegen(void **state)
 }
 
 /*
- * Golden config hashes, encoding v1 (doc/design.md). They change only if the
+ * Golden config hashes, encoding v2 (doc/design.md). They change only if the
  * encoding changes, which must bump its version.
  */
 static void test_golden_hash(void **state)

@@ -761,6 +761,10 @@ int cmd_header(int argc, char **argv)
 			free((char *)g.strip); /* the last --strip counts */
 			g.strip = optarg[0] && optarg[strlen(optarg) - 1] == '.' ? strndup(optarg, strlen(optarg) - 1)
 									    : strdup(optarg);
+			if (!g.strip) { /* else the header would silently keep the prefix */
+				r = fail("out of memory");
+				goto out;
+			}
 			break;
 		case 'n':
 			only[nonly++] = optarg;

@@ -1,5 +1,5 @@
 /* urcu-bp through liburcu-bp's exported functions (no _LGPL_SOURCE): what
- * libshmcfg's snapshot path does (lib/view.c). */
+ * libshmcfg's snapshot path does (lib/reclaim.c). */
 #include <urcu/urcu-bp.h>
 
 #define RCU_LOCK() urcu_bp_read_lock()
