@@ -136,7 +136,9 @@ int shmcfg__heap_alloc(shmcfg *h, uint64_t bytes, const char *for_opt, uint64_t 
 		k->refs = 0;
 		/* the tag before the top: a writer that dies here leaves a
 		 * chunk that the sweep can walk over */
-		hd->heap_top = top + class_bytes(c);
+		/* relaxed: copy-readers load the top (seqlock.c) and validate
+		 * what they copied by the stamp, not by this store */
+		__atomic_store_n(&hd->heap_top, top + class_bytes(c), __ATOMIC_RELAXED);
 		top = hd->heap_top;
 	} else
 		for (got = c + 1; got < HEAP_CLASSES && !hd->heap_free[got]; got++)
