@@ -109,8 +109,80 @@ static void check_current(shmcfg *h, uint64_t step)
 static const char *const strs[] = {"\"\"", "\"a\"", "\"from a\"", "\"a longer string, past one class\""};
 static const char *const lists[] = {"[]", "[\"c\"]", "[\"x\",\"y\"]", "[\"p\",\"q\",\"r\",\"s\",\"t\"]"};
 
+/*
+ * The test's own model of every option's layers: the text of each layer's
+ * value (NULL: unset), from the changes of the transactions that committed.
+ * It checks what commits write into the layers (the oracle above resolves
+ * from the layers the commits wrote, so it cannot).
+ */
+struct model {
+	uint32_t n;
+	char **text;               /* n * NLAYERS */
+	struct pending {           /* the changes of the transaction in progress */
+		shmcfg_opt o;
+		enum layer l;
+		char *text;
+	} *p;
+	size_t np, cap;
+};
+
+static void model_note(struct model *m, shmcfg_opt o, enum layer l, const shmcfg_value *v)
+{
+	char *text = NULL;
+	if (v)
+		assert_int_equal(shmcfg_value_format(v, &text), 0);
+	if (m->np == m->cap) {
+		m->cap = m->cap ? 2 * m->cap : 64;
+		m->p = realloc(m->p, m->cap * sizeof *m->p);
+		assert_non_null(m->p);
+	}
+	m->p[m->np++] = (struct pending){o, l, text};
+}
+
+/* The transaction committed (apply) or not: forget its changes either way. */
+static void model_end(struct model *m, bool apply)
+{
+	for (size_t k = 0; k < m->np; k++) {
+		char **slot = &m->text[(size_t)m->p[k].o * NLAYERS + m->p[k].l];
+		if (apply) {
+			free(*slot);
+			*slot = m->p[k].text;
+		} else {
+			free(m->p[k].text);
+		}
+	}
+	m->np = 0;
+}
+
+/* Every layer of every option in the current generation, against the model. */
+static void model_check(struct model *m, shmcfg *h, uint64_t step)
+{
+	shmcfg_snapshot *s;
+	assert_int_equal(shmcfg_snapshot_acquire(h, &s), 0);
+	for (uint32_t o = 0; o < m->n; o++) {
+		if (opt_d(h, o)->alias != SHMCFG_NO_OPT)
+			continue;
+		for (enum layer l = 0; l < NLAYERS; l++) {
+			shmcfg_value v;
+			int r = shmcfg_snapshot_layer(s, o, source_of(l), &v);
+			char *got = NULL;
+			if (r == 0)
+				assert_int_equal(shmcfg_value_format(&v, &got), 0);
+			else if (r != 1)
+				fail_msg("step %" PRIu64 ": layer %d of %s: %s", step, l, sstr(h, opt_d(h, o)->name),
+					 shmcfg_errname(r));
+			const char *want = m->text[(size_t)o * NLAYERS + l];
+			if ((want == NULL) != (got == NULL) || (want && strcmp(want, got)))
+				fail_msg("step %" PRIu64 ": layer %d of %s holds %s, the commits wrote %s", step, l,
+					 sstr(h, opt_d(h, o)->name), got ? got : "nothing", want ? want : "nothing");
+			free(got);
+		}
+	}
+	shmcfg_snapshot_release(s);
+}
+
 /* One random change of option o in a random layer. */
-static void random_change(shmcfg_txn *t, shmcfg_opt o)
+static void random_change(shmcfg_txn *t, shmcfg_opt o, struct model *m)
 {
 	const shmcfg *h = t->h;
 	enum layer l = (enum layer)(rnd() % NLAYERS);
@@ -120,6 +192,7 @@ static void random_change(shmcfg_txn *t, shmcfg_opt o)
 		t->layer = l;
 		assert_int_equal(shmcfg_txn_reset(t, o), 0);
 		t->layer = LAYER_USER;
+		model_note(m, o, l, NULL);
 		return;
 	}
 	char text[64];
@@ -143,7 +216,8 @@ static void random_change(shmcfg_txn *t, shmcfg_opt o)
 	shmcfg_value v;
 	if (shmcfg__parse_for(h, o, text, &v))
 		return; /* null where not allowed: no change */
-	(void)shmcfg__txn_set_layer(t, o, l, &v); /* refused (out of range): left out */
+	if (shmcfg__txn_set_layer(t, o, l, &v) == 0) /* refused (out of range): left out */
+		model_note(m, o, l, &v);
 	shmcfg_value_clear(&v);
 }
 
@@ -151,6 +225,8 @@ static void run(shmcfg *h, int steps, bool filler)
 {
 	shmcfg_snapshot *held[3] = {0};
 	int conflicts = 0, full = 0, published = 0, overflows = 0;
+	struct model m = {.n = h->lay.nopts, .text = calloc((size_t)h->lay.nopts * NLAYERS, sizeof(char *))};
+	assert_non_null(m.text);
 	for (int step = 0; step < steps; step++) {
 		/* hold or release snapshots (at most slots - 2, so that a commit
 		 * finds a slot): the slots a commit may take vary */
@@ -167,12 +243,13 @@ static void run(shmcfg *h, int steps, bool filler)
 		for (int c = 0; c < nch; c++) {
 			shmcfg_opt o = (shmcfg_opt)(rnd() % NINC);
 			if (opt_d(h, o)->alias == SHMCFG_NO_OPT)
-				random_change(t, o);
+				random_change(t, o, &m);
 		}
 		if (filler && rnd() % 40 == 0) /* past half the ring: the log cannot list it */
 			for (uint32_t i = NINC; i < h->lay.nopts; i++) {
 				shmcfg_value v = {.type = SHMCFG_INT, .u.i = step}; /* every one changes */
 				assert_int_equal(shmcfg__txn_set_layer(t, i, LAYER_USER, &v), 0);
+				model_note(&m, i, LAYER_USER, &v);
 			}
 		uint64_t before = shmcfg_generation(h);
 		int r = shmcfg_txn_commit(t, NULL);
@@ -180,14 +257,21 @@ static void run(shmcfg *h, int steps, bool filler)
 			conflicts += r == SHMCFG_E_CONFLICT;
 			full += r == SHMCFG_E_FULL;
 			assert_int_equal(shmcfg_generation(h), before);
+			model_end(&m, false);
 		} else if (r < 0) {
 			fail_msg("step %d: %s: %s", step, shmcfg_errname(r), shmcfg_errdetail());
 		} else {
 			published += r == 0;
 			overflows += r == 0 && log_at(h, shmcfg_generation(h))->ring_n == RING_OVERFLOW;
+			model_end(&m, true);
 		}
 		check_current(h, (uint64_t)step);
+		model_check(&m, h, (uint64_t)step);
 	}
+	for (size_t k = 0; k < (size_t)m.n * NLAYERS; k++)
+		free(m.text[k]);
+	free(m.text);
+	free(m.p);
 	for (int k = 0; k < 3; k++)
 		shmcfg_snapshot_release(held[k]);
 	print_message("# %d commits published (%d too large for the ring), %d conflicts, %d full heaps\n",
