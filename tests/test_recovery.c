@@ -1,9 +1,11 @@
 /* Recovery from dead and failing writers, as the value heap (layout 3) makes
  * it: what the next writer's sweep (`wip`) may and may not free, what a
- * slot left behind by a dead writer looks like to shmcfg_check().
+ * slot left behind by a dead writer looks like to shmcfg_check(), and what
+ * a commit that runs out of memory half-way leaves in the slot it undoes.
  *
  * Everything is real: shared memory, fork(), SIGKILL at the fault points of
- * the test copy of the library (SHMCFG_FAULT). Children never use
+ * the test copy of the library (SHMCFG_FAULT), and its resource seam
+ * (tests/faultsim.h) for the failing allocations. Children never use
  * cmocka: they report through their exit status. */
 
 #include <errno.h>
@@ -15,6 +17,7 @@
 #include "internal.h" /* the slot, reader entry and heap internals */
 
 #include "common.h"
+#include "faultsim.h"
 #include "proc.h"
 
 static int commit_str(shmcfg *h, shmcfg_opt opt, const char *s, uint64_t *gen)
@@ -41,6 +44,19 @@ static int commit_int(shmcfg *h, shmcfg_opt opt, int64_t v, uint64_t *gen)
 		return r;
 	}
 	return shmcfg_txn_commit(t, gen);
+}
+
+static int commit_reset(shmcfg *h, shmcfg_opt opt)
+{
+	shmcfg_txn *t;
+	int r = shmcfg_txn_begin(h, &t);
+	if (r)
+		return r;
+	if ((r = shmcfg_txn_reset(t, opt))) {
+		shmcfg_txn_abort(t);
+		return r;
+	}
+	return shmcfg_txn_commit(t, NULL);
 }
 
 static char *str_of(shmcfg_snapshot *s, shmcfg_opt opt)
@@ -255,6 +271,138 @@ static void test_unpublished_slot_of_dead_writer(void **state)
 	drop(h);
 }
 
+/* ------------------------------------------------------------------ */
+/* 3. A commit that runs out of memory half-way                        */
+/* ------------------------------------------------------------------ */
+
+/* Nine options (more than a change set holds before it grows), and the
+ * aliases of t.a follow: every allocation of the commit is reached. */
+static int commit_many(shmcfg *h, int k)
+{
+	shmcfg_txn *t;
+	int r = shmcfg_txn_begin(h, &t);
+	if (r)
+		return r;
+	char c[32], items[64], txt[16];
+	snprintf(c, sizeof c, "value %d", k);
+	snprintf(items, sizeof items, "[\"p%d\", \"q\"]", k);
+	snprintf(txt, sizeof txt, "%d", k % 90);
+	const char *tags[] = {"z", k % 2 ? "y" : "w"};
+	shmcfg_value set;
+	if ((r = shmcfg_value_list(SHMCFG_SET, tags, 2, &set))) {
+		shmcfg_txn_abort(t);
+		return r;
+	}
+	if ((r = shmcfg_txn_set_int(t, T_A, 40 + k)) || (r = shmcfg_txn_set_int(t, T_B, -40 - k)) ||
+	    (r = shmcfg_txn_set_str(t, T_C, c)) || (r = shmcfg_txn_set_text(t, T_FLAG, k % 2 ? "true" : "false")) ||
+	    (r = shmcfg_txn_set_float(t, T_RATIO, 0.125 * (k % 8))) ||
+	    (r = shmcfg_txn_set_text(t, T_MODE, k % 2 ? "slow" : "fast")) ||
+	    (r = shmcfg_txn_set_text(t, T_ITEMS, items)) || (r = shmcfg_txn_set(t, T_TAGS, &set)) ||
+	    (r = shmcfg_txn_set_text(t, T_OPT_INT, txt))) {
+		shmcfg_value_clear(&set);
+		shmcfg_txn_abort(t);
+		return r;
+	}
+	shmcfg_value_clear(&set);
+	return shmcfg_txn_commit(t, NULL);
+}
+
+/* Every option's value and layers, as text (but skip's). */
+static char *state_of(shmcfg *h, shmcfg_opt skip)
+{
+	shmcfg_snapshot *s;
+	assert_int_equal(shmcfg_snapshot_acquire(h, &s), 0);
+	size_t cap = 16384, len = 0;
+	char *out = malloc(cap);
+	assert_non_null(out);
+	out[0] = 0;
+	for (shmcfg_opt i = 0; i < T_COUNT; i++) {
+		if (i == skip)
+			continue;
+		shmcfg_source src[] = {SHMCFG_SRC_DEFAULT, SHMCFG_SRC_KNOB, SHMCFG_SRC_ENV_DEFAULT, SHMCFG_SRC_USER,
+				       SHMCFG_SRC_ENV_FORCE};
+		shmcfg_value v;
+		char *txt = NULL;
+		assert_int_equal(shmcfg_snapshot_get(s, i, &v), 0);
+		assert_int_equal(shmcfg_value_format(&v, &txt), 0);
+		len += (size_t)snprintf(out + len, cap - len, "%u=%s(%s)", i, txt, shmcfg_source_name(v.source));
+		free(txt);
+		for (size_t l = 0; l < sizeof src / sizeof src[0]; l++) {
+			int r = shmcfg_snapshot_layer(s, i, src[l], &v);
+			if (r == 0) {
+				assert_int_equal(shmcfg_value_format(&v, &txt), 0);
+				len += (size_t)snprintf(out + len, cap - len, " %s:%s", shmcfg_source_name(src[l]), txt);
+				free(txt);
+			} else if (r < 0 && r != SHMCFG_E_LAYER) {
+				len += (size_t)snprintf(out + len, cap - len, " %s:%s", shmcfg_source_name(src[l]),
+							shmcfg_errname(r));
+			}
+		}
+		len += (size_t)snprintf(out + len, cap - len, "\n");
+		assert_true(len < cap);
+	}
+	shmcfg_snapshot_release(s);
+	return out;
+}
+
+/*
+ * For N = 1, 2, ...: the Nth allocation of a commit of nine options fails.
+ * The commit fails (-ENOMEM) and undoes what it wrote into its slot, which
+ * stays unstamped and is the first one the next commit takes. That next
+ * commit (of another option) must publish exactly the configuration before
+ * the failure plus its own change: nothing of the failed commit may come
+ * back through the slot it undid.
+ */
+static void test_commit_out_of_memory_leaves_nothing_behind(void **state)
+{
+	(void)state;
+	const char *name = new_name("rec-oom");
+	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.slots = 3}));
+	assert_int_equal(commit_many(h, 1), 0);
+	int injected = 0;
+	for (unsigned long n = 1; n < 500; n++) {
+		char *want = state_of(h, T_ENV_D), *want0 = state_of(h, T_COUNT);
+		shmcfg__faultsim(SHMCFG_FAULTSIM_ALLOC, n, false);
+		int r = commit_many(h, 2 * (int)n); /* even: every option differs from k = 1 */
+		unsigned long failures = shmcfg__faultsim_failures();
+		shmcfg__faultsim(SHMCFG_FAULTSIM_ALLOC, 0, false);
+		if (!failures) { /* the commit made fewer than n allocations: done */
+			assert_int_equal(r, 0);
+			free(want);
+			free(want0);
+			break;
+		}
+		if (r == 0) { /* a fallback succeeded: nothing to undo */
+			free(want);
+			free(want0);
+			continue;
+		}
+		injected++;
+		assert_int_equal(r, -ENOMEM);
+		/* the next commit takes the slot the failed one undid */
+		assert_int_equal(commit_int(h, T_ENV_D, (int64_t)n, NULL), 0);
+		char *got = state_of(h, T_ENV_D);
+		if (strcmp(want, got) != 0)
+			fail_msg("allocation %lu of a commit failed; the next commit published more than its "
+				 "own change:\n# before:\n%s# after:\n%s", n, want, got);
+		/* and back: t.env_d's user layer goes */
+		assert_int_equal(commit_reset(h, T_ENV_D), 0);
+		char *back = state_of(h, T_COUNT);
+		if (strcmp(want0, back) != 0)
+			fail_msg("allocation %lu of a commit failed; two commits later the configuration "
+				 "differs:\n# before:\n%s# after:\n%s", n, want0, back);
+		if (shmcfg_check(h, true, print_problem, NULL) || shmcfg__heap_verify(h))
+			fail_msg("allocation %lu of a commit failed: the segment no longer checks out (%s)", n,
+				 shmcfg_errdetail());
+		free(want);
+		free(want0);
+		free(got);
+		free(back);
+	}
+	assert_true(injected > 0);
+	drop(h);
+}
+
 int main(void)
 {
 	unsetenv("SHMCFG_FAULT");
@@ -263,6 +411,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_sweep_keeps_chunks_of_busy_slot_in_use, teardown),
 		cmocka_unit_test_teardown(test_unpublished_slot_of_dead_writer, teardown),
+		cmocka_unit_test_teardown(test_commit_out_of_memory_leaves_nothing_behind, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
