@@ -304,7 +304,7 @@ struct shmcfg {
 	uint64_t claim_after_ns; /* table found full: no new claim before this (view.c) */
 	bool counted_fallback;   /* counted in the header's copy_fallbacks */
 	pthread_mutex_t view_lock; /* serialises view replacement */
-	pthread_mutex_t commit_lock; /* threads of one handle share its OFD lock: this keeps them apart */
+	pthread_mutex_t commit_lock, entry_lock; /* threads share the OFD locks: commits, claims/reaping */
 	struct pview *pview;     /* RCU-protected current view */
 	unsigned retired;        /* views awaiting a grace period (under view.c's rq_lock) */
 	bool uses_reclaimer;     /* counted in view.c's rq_users */

@@ -45,6 +45,7 @@ static void handle_free(shmcfg *h)
 		close(h->lock_fd);
 	pthread_mutex_destroy(&h->view_lock);
 	pthread_mutex_destroy(&h->commit_lock);
+	pthread_mutex_destroy(&h->entry_lock);
 	shmcfg__free(h->schema_copy);
 	shmcfg__free((void *)h->warned);
 	shmcfg__free(h->name);
@@ -225,6 +226,7 @@ static shmcfg *handle_new(const char *name, bool rdonly)
 	h->commit_timeout_ms = 2000;
 	pthread_mutex_init(&h->view_lock, NULL);
 	pthread_mutex_init(&h->commit_lock, NULL);
+	pthread_mutex_init(&h->entry_lock, NULL);
 	h->name = shmcfg__strdup(name);
 	if (!h->name) {
 		shmcfg__free(h);
