@@ -1,20 +1,27 @@
-/* Races inside one process:
+/* Races inside one process and against a scribbling writer:
  *
  *  - a thread that reclaims dead reader entries (shmcfg_gc, or a commit
  *    that finds no free slot) while another thread of the same handle
  *    claims the handle's entry: OFD locks belong to the open file
  *    description, which the threads share, so the reclaimer's lock attempt
  *    succeeds on the entry being claimed;
+ *  - a process of the writers' group that rewrites the bytes of a list
+ *    while others read it (shmcfg_get copies what it checked), or after a
+ *    pinned snapshot handed them out (they are formatted in place);
  *  - threads committing through one handle and through two handles of the
  *    same segment, with readers checking every generation whole.
  *
- * Real shared memory, real threads. */
+ * Real shared memory, real processes (fork) and threads. */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "internal.h" /* slot cells, reader entries */
 
@@ -110,7 +117,155 @@ static void test_gc_while_first_snapshot_claims_entry(void **state)
 }
 
 /* ------------------------------------------------------------------ */
-/* 2. Threads committing through one handle and through two handles     */
+/* 2. A list read while a writer scribbles on its bytes                */
+/* ------------------------------------------------------------------ */
+
+struct scribble {
+	const char *name;
+	uint64_t at; /* offset in the object of the byte to toggle */
+};
+
+/* A member of the writers' group: maps the object read-write and toggles one
+ * byte between NUL and 'x' until killed. */
+static int scribbler_main(void *p)
+{
+	struct scribble *a = p;
+	char path[256];
+	snprintf(path, sizeof path, "/dev/shm/shmcfg.%s", a->name);
+	int fd = open(path, O_RDWR);
+	CHECK(fd >= 0, 2, "open %s: %s", path, strerror(errno));
+	struct stat st;
+	CHECK(fstat(fd, &st) == 0, 3, "fstat");
+	volatile char *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED, 4, "mmap");
+	for (unsigned long k = 0;; k++)
+		m[a->at] = (k & 1) ? 'x' : 0;
+}
+
+static bool list_well_formed(const shmcfg_value *v)
+{
+	size_t nul = 0;
+	for (size_t i = 0; i < v->u.list.bytes; i++)
+		nul += v->u.list.items[i] == 0;
+	return nul == v->u.list.count && (v->u.list.bytes == 0 || v->u.list.items[v->u.list.bytes - 1] == 0);
+}
+
+/*
+ * shmcfg_get() of a list decodes the cell in the segment (every item
+ * NUL-ended, as many as the cell counts), then copies the bytes. A writer
+ * that rewrites them in between must not get a malformed list past it: the
+ * caller would walk the last item past the end of its copy (strlen), or
+ * find fewer items than the count says. A scribble may give an error
+ * (SHMCFG_E_CORRUPT), never a list that breaks its own rules.
+ */
+static void test_list_read_while_scribbled(void **state)
+{
+	(void)state;
+	const char *name = new_name("race-list");
+	shmcfg *h = keep(test_create(name, NULL));
+	shmcfg_txn *t;
+	assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+	/* a short item, then a long one: the list's decoding counts the NULs of
+	 * all its bytes between its check of the first item's NUL and its copy */
+	char items[4200];
+	snprintf(items, sizeof items, "[\"a\", \"%04000d\"]", 7);
+	assert_int_equal(shmcfg_txn_set_text(t, T_ITEMS, items), 0);
+	assert_int_equal(shmcfg_txn_commit(t, NULL), 0);
+	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	const struct shmcfg__cell *c = slot_cells(h, slot_at(h, cur_slot(cur))) + T_ITEMS;
+	assert_false(c->meta & META_SCHEMA);
+	/* the NUL that ends the first item */
+	struct scribble a = {name, h->lay.heap_off + CELL_OFF(c->val) + 1};
+	pid_t w = spawn(scribbler_main, &a);
+	uint64_t deadline = mono_ms() + 400;
+	unsigned long reads = 0, ok = 0, refused = 0, malformed = 0;
+	while (mono_ms() < deadline) {
+		for (int k = 0; k < 1000; k++, reads++) {
+			shmcfg_value v;
+			int r = shmcfg_get(h, T_ITEMS, &v);
+			if (r == SHMCFG_E_CORRUPT) {
+				refused++;
+				continue;
+			}
+			assert_int_equal(r, 0);
+			ok++;
+			malformed += !list_well_formed(&v);
+			shmcfg_value_clear(&v);
+		}
+	}
+	kill(w, SIGKILL);
+	assert_child_killed(w);
+	fprintf(stderr, "# %lu reads under a scribbler: %lu values, %lu refused, %lu malformed\n", reads, ok, refused,
+		malformed);
+	if (malformed)
+		fail_msg("shmcfg_get returned %lu malformed lists (count or last NUL disagree with the bytes) of %lu "
+			 "while a writer rewrote the NUL of its first item", malformed, ok);
+	drop(h);
+}
+
+struct fill {
+	const char *name;
+	uint64_t from, to; /* bytes of the object to overwrite with 'x' */
+};
+
+/* A member of the writers' group: overwrites a range of the object. */
+static int filler_main(void *p)
+{
+	struct fill *a = p;
+	char path[256];
+	snprintf(path, sizeof path, "/dev/shm/shmcfg.%s", a->name);
+	int fd = open(path, O_RDWR);
+	CHECK(fd >= 0, 2, "open %s: %s", path, strerror(errno));
+	char *m = mmap(NULL, (size_t)a->to, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED, 4, "mmap");
+	memset(m + a->from, 'x', (size_t)(a->to - a->from));
+	return 0;
+}
+
+/*
+ * A pinned snapshot's values point into the segment (no copy), where a
+ * writer may rewrite the bytes after they were checked. The library's own
+ * formatting of such a list (shmcfg_value_format and the JSON of dumps and
+ * shmctl; codegen's Python likewise) must stay within the value's bytes: with
+ * the last item's NUL and everything after it overwritten, an item read
+ * with strlen() runs through the rest of the heap (and off the end of the
+ * mapping if nothing follows it).
+ */
+static void test_snapshot_list_formatted_after_scribble(void **state)
+{
+	(void)state;
+	const char *name = new_name("race-fmt");
+	shmcfg *h = keep(test_create(name, NULL));
+	shmcfg_txn *t;
+	assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, T_ITEMS, "[\"alpha\", \"beta\"]"), 0);
+	assert_int_equal(shmcfg_txn_commit(t, NULL), 0);
+	shmcfg_snapshot *s;
+	assert_int_equal(shmcfg_snapshot_acquire(h, &s), 0);
+	shmcfg_value v;
+	assert_int_equal(shmcfg_snapshot_get(s, T_ITEMS, &v), 0);
+	assert_int_equal(v.u.list.count, 2);
+	/* the writer overwrites from the last item's NUL to the heap's end */
+	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	const struct shmcfg__cell *c = slot_cells(h, slot_at(h, cur_slot(cur))) + T_ITEMS;
+	struct fill a = {name, h->lay.heap_off + CELL_OFF(c->val) + META_LEN(c->meta) - 1,
+			 h->lay.heap_off + h->lay.heap_size};
+	assert_true(v.u.list.items == h->base + h->lay.heap_off + CELL_OFF(c->val));
+	assert_child_ok(spawn(filler_main, &a));
+	char *txt = NULL;
+	int r = shmcfg_value_format(&v, &txt);
+	shmcfg_snapshot_release(s);
+	assert_int_equal(r, 0);
+	size_t len = strlen(txt);
+	if (len > 32)
+		fail_msg("a list of %zu bytes formatted as %zu characters after a writer removed its last NUL: "
+			 "the formatting read past the value (\"%.40s...\")", v.u.list.bytes, len, txt);
+	free(txt);
+	drop(h);
+}
+
+/* ------------------------------------------------------------------ */
+/* 3. Threads committing through one handle and through two handles     */
 /* ------------------------------------------------------------------ */
 
 struct committer {
@@ -205,6 +360,8 @@ int main(void)
 		cmocka_set_test_filter(getenv("TEST_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_gc_while_first_snapshot_claims_entry, teardown),
+		cmocka_unit_test_teardown(test_list_read_while_scribbled, teardown),
+		cmocka_unit_test_teardown(test_snapshot_list_formatted_after_scribble, teardown),
 		cmocka_unit_test_teardown(test_threads_commit_through_one_and_two_handles, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
