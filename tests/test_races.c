@@ -35,7 +35,7 @@
 struct gc_loop {
 	shmcfg *h;
 	atomic_bool stop;
-	unsigned long rounds;
+	atomic_ulong rounds;
 };
 
 static void *gc_thread(void *p)
@@ -43,7 +43,7 @@ static void *gc_thread(void *p)
 	struct gc_loop *g = p;
 	while (!atomic_load(&g->stop)) {
 		(void)shmcfg_gc(g->h, NULL, NULL);
-		g->rounds++;
+		atomic_fetch_add(&g->rounds, 1);
 	}
 	return NULL;
 }
@@ -91,13 +91,13 @@ static void test_gc_while_first_snapshot_claims_entry(void **state)
 		struct gc_loop g = {.h = c};
 		pthread_t t;
 		assert_int_equal(pthread_create(&t, NULL, gc_thread, &g), 0);
-		while (g.rounds == 0) /* the reclaimer is at work before we claim */
+		while (atomic_load(&g.rounds) == 0) /* the reclaimer is at work before we claim */
 			sched_yield();
 		shmcfg_snapshot *s;
 		int r = shmcfg_snapshot_acquire(c, &s);
 		atomic_store(&g.stop, true);
 		pthread_join(t, NULL);
-		gcs += g.rounds;
+		gcs += atomic_load(&g.rounds);
 		assert_int_equal(r, 0);
 		struct entry_seen e = {.index = (uint32_t)c->reader};
 		if (c->reader >= 0) {
