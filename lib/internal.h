@@ -313,7 +313,7 @@ struct shmcfg {
 	uid_t uid;               /* getuid() at attach: for the commit log */
 	uint32_t *waiters;       /* the header's count of waiters, writable; NULL: cannot count */
 	void *hdr_rw;            /* a read-only handle's writable mapping of the header page */
-	bool wake_always;        /* readers may not be able to count themselves (waiters_setup) */
+	bool wake_always; uint64_t mode_ns; /* readers may not count themselves (as of mode_ns: wake()) */
 };
 
 /* Pointers into the mapping. */
@@ -447,8 +447,7 @@ void shmcfg__free(void *p);
 void *shmcfg__mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
 int shmcfg__ftruncate(int fd, off_t len);
 int shmcfg__posix_fallocate(int fd, off_t off, off_t len);
-struct json_t;
-struct json_error_t;
+struct json_t; struct json_error_t;
 struct json_t *shmcfg__json_loads(const char *text, size_t flags, struct json_error_t *e);
 struct json_t *shmcfg__json_loadb(const char *buf, size_t len, size_t flags, struct json_error_t *e);
 #else
@@ -630,6 +629,7 @@ int shmcfg__resolve_patched(shmcfg *h, char *copy, char *heap, uint64_t top, uin
 
 /* publish.c: commits */
 int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret);
+bool shmcfg__mode_wakes(unsigned mode);
 
 /* env.c: the environment into generation 1 */
 int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);

@@ -61,10 +61,9 @@ static void handle_free(shmcfg *h)
  */
 static void waiters_setup(shmcfg *h, const struct stat *st)
 {
-	mode_t m = st->st_mode;
 	h->uid = getuid();
-	h->wake_always = ((m & S_IRUSR) && !(m & S_IWUSR)) || ((m & S_IRGRP) && !(m & S_IWGRP)) ||
-			 ((m & S_IROTH) && !(m & S_IWOTH));
+	h->wake_always = shmcfg__mode_wakes(st->st_mode);
+	h->mode_ns = now_ns(CLOCK_MONOTONIC);
 	if (!h->rdonly) {
 		h->waiters = &h->hdr->waiters;
 		return;

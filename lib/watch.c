@@ -49,7 +49,8 @@ int shmcfg_wait(const shmcfg *h, uint64_t after, int timeout_ms, uint64_t *gen_r
 
 static int wait_counted(const shmcfg *h, uint64_t after, uint64_t deadline, uint64_t *gen_ret)
 {
-	uint64_t slice_ns = h->waiters || h->wake_always ? WAIT_SLICE_MS * 1000000ull : UNCOUNTED_SLICE_NS;
+	uint64_t slice_ns = h->waiters || __atomic_load_n(&h->wake_always, __ATOMIC_RELAXED)
+				    ? WAIT_SLICE_MS * 1000000ull : UNCOUNTED_SLICE_NS;
 	for (;;) {
 		uint32_t f = __atomic_load_n(&h->hdr->futex, __ATOMIC_SEQ_CST);
 		uint64_t g = cur_gen(__atomic_load_n(&h->hdr->current, __ATOMIC_SEQ_CST));
