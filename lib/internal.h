@@ -311,8 +311,7 @@ struct shmcfg {
 	int commit_timeout_ms;
 	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
 	uid_t uid;               /* getuid() at attach: for the commit log */
-	uint32_t *waiters;       /* the header's count of waiters, writable; NULL: cannot count */
-	void *hdr_rw;            /* a read-only handle's writable mapping of the header page */
+	uint32_t *waiters;       /* the header's count of waiters (read-write handles; watch.c) */
 	bool wake_always; uint64_t mode_ns; /* readers may not count themselves (as of mode_ns: wake()) */
 };
 
