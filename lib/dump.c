@@ -326,8 +326,10 @@ static void python_literal(struct buf *b, const shmcfg_value *v)
 		}
 		addf(b, set ? "{" : "[");
 		int k = 0;
+		const char *end = v->u.list.items + v->u.list.bytes;
 		for (const char *it = NULL; (it = shmcfg_list_next(v, it)); k++) {
-			shmcfg_value s = {.type = SHMCFG_STR, .u.str = {it, strlen(it)}};
+			/* bounded: a snapshot's items are in shared memory */
+			shmcfg_value s = {.type = SHMCFG_STR, .u.str = {it, strnlen(it, (size_t)(end - it))}};
 			addf(b, k ? ", " : "");
 			python_literal(b, &s);
 		}

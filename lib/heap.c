@@ -20,6 +20,7 @@
  */
 #include "internal.h"
 #include "commit.h"
+#include "seqlock.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -208,11 +209,24 @@ uint64_t shmcfg__slot_base(const shmcfg *h, uint32_t s, uint64_t stamp, uint64_t
 }
 
 /*
- * Rebuild the reference counts, the free lists and heap_live from the slots
- * that hold whole generations, after a writer died mid-commit (`wip` set).
- * Slots that hold no whole generation lose their references (their next
- * writer copies them whole). Walks the heap chunk by chunk: O(heap + slots
- * x options), once per dead writer.
+ * Rebuild the reference counts, the free lists and heap_live from the slots,
+ * after a writer died mid-commit (`wip` set). Walks the heap chunk by chunk:
+ * O(heap + slots x options), once per dead writer.
+ *
+ * Every reference of every slot is counted, whether or not the slot holds a
+ * whole generation: that is what commits keep (set_lref counts each slot's
+ * references whatever it holds), and it is the only safe choice for a slot
+ * marked busy by a writer that died before its pin check: a reader that
+ * validated the slot's generation just before the mark may be reading it,
+ * its cells and its chunks (reclaim.c; design.md "A commit", step 3), so
+ * none of them may be freed or reused until a writer takes the slot
+ * properly. A slot that holds no whole generation keeps its references but
+ * loses its `base` (its next writer copies it whole), and one stamped beyond
+ * the current generation (its writer died between stamp and publication)
+ * loses that stamp: nobody can hold an unpublished generation, and neither
+ * shmcfg_check() nor a later commit of that generation number may take it
+ * for one. Only a reference that names no chunk (a scribble) is dropped,
+ * after a busy mark: the slot's generation is then damaged anyway.
  */
 int shmcfg__heap_sweep(shmcfg *h, uint64_t cur)
 {
@@ -240,19 +254,25 @@ int shmcfg__heap_sweep(shmcfg *h, uint64_t cur)
 		struct slot_hdr *sl = slot_at(h, s);
 		uint32_t *lr = slot_lrefs(h, sl);
 		uint64_t stamp = __atomic_load_n(&sl->gen, __ATOMIC_ACQUIRE);
-		bool whole = shmcfg__slot_base(h, s, stamp, cur_gen(cur)) != 0;
-		for (uint32_t i = 0; whole && i < n; i++) {
+		bool whole = shmcfg__slot_base(h, s, stamp, cur_gen(cur)) != 0, marked = false;
+		for (uint32_t i = 0; i < n; i++) {
 			uint64_t o = (uint64_t)lr[i] << LREF_SHIFT;
-			whole = lr[i] == 0 || (o < top && (start[(o >> LREF_SHIFT) / 8] >> ((o >> LREF_SHIFT) % 8) & 1));
+			if (lr[i] == 0 || (o < top && (start[(o >> LREF_SHIFT) / 8] >> ((o >> LREF_SHIFT) % 8) & 1)))
+				continue;
+			if (s == cur_slot(cur)) {
+				r = heap_damaged(h, "a layer reference of the current slot", s);
+				goto out;
+			}
+			if (!marked && !(stamp & SLOT_BUSY)) /* (C): no reader validates it from now */
+				seq_write_begin(&sl->gen, SLOT_BUSY | STAMP_GEN(stamp));
+			marked = true;
+			whole = false;
+			lr[i] = 0;
 		}
-		if (!whole && s == cur_slot(cur)) {
-			r = heap_damaged(h, "a layer reference of the current slot", s);
-			goto out;
-		}
-		if (!whole) { /* not a published generation: copied whole next time */
-			sl->base = 0;
-			memset(lr, 0, (size_t)n * sizeof *lr);
-			continue;
+		if (!whole) {
+			sl->base = 0; /* copied whole when next taken */
+			if (!marked && !(stamp & SLOT_BUSY) && STAMP_GEN(stamp) > cur_gen(cur))
+				seq_write_end(&sl->gen, 0); /* never published: nobody holds it */
 		}
 		for (uint32_t i = 0; i < n; i++)
 			if (lr[i])

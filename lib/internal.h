@@ -303,16 +303,15 @@ struct shmcfg {
 	uint64_t claim_after_ns; /* table found full: no new claim before this (reclaim.c) */
 	bool counted_fallback;   /* counted in the header's copy_fallbacks */
 	pthread_mutex_t view_lock; /* serialises view replacement */
-	pthread_mutex_t commit_lock; /* threads of one handle share its OFD lock: this keeps them apart */
+	pthread_mutex_t commit_lock, entry_lock; /* threads share the OFD locks: commits, claims/reaping */
 	struct pview *pview;     /* RCU-protected current view */
 	unsigned retired;        /* views awaiting a grace period (under reclaim.c's rq_lock) */
 	bool uses_reclaimer;     /* counted in reclaim.c's rq_users */
 	int commit_timeout_ms;
 	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
 	uid_t uid;               /* getuid() at attach: for the commit log */
-	uint32_t *waiters;       /* the header's count of waiters, writable; NULL: cannot count */
-	void *hdr_rw;            /* a read-only handle's writable mapping of the header page */
-	bool wake_always;        /* readers may not be able to count themselves (waiters_setup) */
+	uint32_t *waiters;       /* the header's count of waiters (read-write handles; watch.c) */
+	bool wake_always; uint64_t mode_ns; /* readers may not count themselves (as of mode_ns: wake()) */
 };
 
 /* Pointers into the mapping. */
@@ -603,6 +602,7 @@ int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const
 
 /* publish.c: commits */
 int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret);
+bool shmcfg__mode_wakes(unsigned mode);
 
 /* env.c: the environment into generation 1 */
 int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);

@@ -39,12 +39,15 @@ json_t *shmcfg__value_json(const shmcfg_value *v)
 	case SHMCFG_LIST:
 	case SHMCFG_SET: {
 		json_t *a = json_array();
-		const char *it = NULL;
+		const char *it = NULL, *end = v->u.list.items + v->u.list.bytes;
 		while (a && (it = shmcfg_list_next(v, it))) {
-			json_t *s = json_string(it);
+			/* bounded by the value: a snapshot's items are in shared
+			 * memory, where a writer may remove the last NUL */
+			size_t len = strnlen(it, (size_t)(end - it));
+			json_t *s = json_stringn(it, len);
 			/* an item that cannot be added fails the list: a list with
 			 * an item missing would go out as the value */
-			if (json_array_append_new(a, s ? s : json_string_nocheck(it))) {
+			if (json_array_append_new(a, s ? s : json_stringn_nocheck(it, len))) {
 				json_decref(a);
 				return NULL;
 			}

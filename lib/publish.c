@@ -21,6 +21,7 @@
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -135,13 +136,32 @@ static int sync_slot(struct build *b, struct slot_hdr *sl, const struct slot_hdr
 	return 0;
 }
 
+/* Whether a segment of this mode has readers that cannot count themselves
+ * as waiters (a class that may read but not write: segment.c,
+ * waiters_setup): then every commit wakes. */
+bool shmcfg__mode_wakes(unsigned m)
+{
+	return ((m & S_IRUSR) && !(m & S_IWUSR)) || ((m & S_IRGRP) && !(m & S_IWGRP)) ||
+	       ((m & S_IROTH) && !(m & S_IWOTH));
+}
+
 /* Wake waiters, if any: pairs with shmcfg_wait (watch.c). */
 static void wake(shmcfg *h)
 {
+	/* The mode decides whether readers may be unable to count themselves;
+	 * it was read at attach, and a chmod since (0600 to 0640, say) lets in
+	 * readers that no commit would wake: their waits would last a whole
+	 * slice (100 ms) each. Read it again, at most once a second. */
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	struct stat st;
+	if (now - h->mode_ns >= 1000000000ull && fstat(h->fd, &st) == 0) {
+		h->mode_ns = now;
+		__atomic_store_n(&h->wake_always, shmcfg__mode_wakes(st.st_mode), __ATOMIC_RELAXED);
+	}
 	/* seq_cst: either we see the waiter counted, or the waiter's load of
 	 * the word (after it counted itself) sees our bump */
 	__atomic_fetch_add(&h->hdr->futex, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&h->hdr->waiters, __ATOMIC_SEQ_CST) || h->wake_always)
+	if (__atomic_load_n(&h->hdr->waiters, __ATOMIC_SEQ_CST) || __atomic_load_n(&h->wake_always, __ATOMIC_RELAXED))
 		syscall(SYS_futex, &h->hdr->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 

@@ -158,6 +158,14 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 		r = shmcfg__cell_value(h, &c, seg_heap(h), h->lay.heap_size, &v);
 		if (!r)
 			r = shmcfg__value_copy(&v, ret);
+		/* the bytes were checked in the segment, then copied: a writer that
+		 * rewrote them in between (a scribble: the stamp stays) must not get
+		 * a list past us whose count or last NUL disagree with its bytes */
+		if (!r && !shmcfg__list_ok(ret)) {
+			shmcfg_value_clear(ret);
+			r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: list cell of %s changed while read", h->name,
+					sstr(h, opt_d(h, opt)->name));
+		}
 		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
 			if (!r)
 				shmcfg_value_clear(ret);

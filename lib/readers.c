@@ -156,10 +156,8 @@ static int try_claim(shmcfg *h, uint32_t i)
  * owners, then new ones above the mark. SHMCFG_E_READERS when every entry
  * is held by a live process.
  */
-int shmcfg__reader_claim(shmcfg *h)
+static int reader_claim(shmcfg *h)
 {
-	if (h->lock_fd < 0)
-		return shmcfg__err(SHMCFG_E_READERS, "%s: no lock object: no reader entry", h->name);
 	uint32_t hwm = shmcfg__readers_hwm(h);
 	for (int pass = 0; pass < 2; pass++)
 		for (uint32_t i = 0; i < hwm; i++) {
@@ -178,14 +176,34 @@ int shmcfg__reader_claim(shmcfg *h)
 			   h->name, h->lay.nreaders);
 }
 
+/*
+ * The threads of a handle share its lock object's open file description,
+ * and so its OFD locks: a lock attempt on an entry that another thread of
+ * the handle is claiming succeeds, as on a dead one. entry_lock keeps claims
+ * and reaping of one handle apart, or a reaper would clear the entry being
+ * claimed and unlock it under its new owner (whose pins then protect
+ * nothing: any other process may reap or claim the entry).
+ */
+int shmcfg__reader_claim(shmcfg *h)
+{
+	if (h->lock_fd < 0)
+		return shmcfg__err(SHMCFG_E_READERS, "%s: no lock object: no reader entry", h->name);
+	pthread_mutex_lock(&h->entry_lock);
+	int r = reader_claim(h);
+	pthread_mutex_unlock(&h->entry_lock);
+	return r;
+}
+
 void shmcfg__reader_release(shmcfg *h)
 {
 	if (h->reader < 0)
 		return;
+	pthread_mutex_lock(&h->entry_lock);
 	entry_clear(reader_at(h, (uint32_t)h->reader));
 	if (h->lock_fd >= 0)
 		shmcfg__ofd_unlock(h->lock_fd, LOCK_ENTRY_BYTE((uint32_t)h->reader));
 	h->reader = -1;
+	pthread_mutex_unlock(&h->entry_lock);
 }
 
 static void fill_reader(const shmcfg *h, uint32_t i, shmcfg_reader *r)
@@ -217,16 +235,21 @@ int shmcfg__reap(shmcfg *h, void (*fn)(const shmcfg_reader *, void *), void *ud)
 		return 0;
 	uint32_t hwm = shmcfg__readers_hwm(h);
 	for (uint32_t i = 0; i < hwm; i++) {
-		if ((int)i == h->reader || !entry_used(h, i))
-			continue;
-		if (shmcfg__ofd_lock(h->lock_fd, LOCK_ENTRY_BYTE(i), true, 0) < 0)
+		/* our own entry (or one being claimed by another thread of this
+		 * handle: entry_lock) would lock as a dead one does */
+		pthread_mutex_lock(&h->entry_lock);
+		if ((int)i == h->reader || !entry_used(h, i) ||
+		    shmcfg__ofd_lock(h->lock_fd, LOCK_ENTRY_BYTE(i), true, 0) < 0) {
+			pthread_mutex_unlock(&h->entry_lock);
 			continue; /* alive (or being claimed right now) */
+		}
 		shmcfg_reader r;
 		fill_reader(h, i, &r);
 		shmcfg__fault("reap.locked");
 		entry_clear(reader_at(h, i));
 		shmcfg__fault("reap.cleared");
 		shmcfg__ofd_unlock(h->lock_fd, LOCK_ENTRY_BYTE(i));
+		pthread_mutex_unlock(&h->entry_lock);
 		if (fn)
 			fn(&r, ud);
 		n++;

@@ -144,8 +144,9 @@ bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp)
  *
  * With no free slot, reap dead readers, then wait a bounded time for pins
  * to go. A slot stamped beyond the current generation was left by a writer
- * that died before publishing it: it is free, and taken first so that no
- * two slots ever carry one generation.
+ * that died before publishing it: it is free (age 0, as unstamped slots),
+ * and the sweep that follows that death unstamps it (heap.c), so that no two
+ * slots ever carry one generation.
  */
 int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret, uint64_t *old_stamp)
 {

@@ -84,22 +84,30 @@ static int changed(struct build *b, uint32_t i)
 	return r;
 }
 
-/* Point option i at chunk lref: counted in the segment's heap. */
+/*
+ * Point option i at chunk lref: counted in the segment's heap. Option i
+ * joins `changed` before anything is written: a failed commit copies back
+ * exactly the options in `changed` (publish.c, undo), so an option written
+ * but left out (the set could not grow) would stay in the undone slot, and
+ * the next commit that takes it would publish the failed commit's value.
+ */
 static int set_lref(struct build *b, uint32_t i, uint32_t lref)
 {
 	uint32_t old = b->lrefs[i];
 	if (old == lref)
 		return 0;
+	int r = changed(b, i);
+	if (r)
+		return r;
 	if (b->shared) {
-		int r = shmcfg__heap_ref(b->h, lref);
-		if (r)
+		if ((r = shmcfg__heap_ref(b->h, lref)))
 			return r;
 		shmcfg__heap_unref(b->h, old);
 	}
 	if (b->track)
 		b->checksum += shmcfg__cell_mix(i, &b->cells[i], lref) - shmcfg__cell_mix(i, &b->cells[i], old);
 	b->lrefs[i] = lref;
-	return changed(b, i);
+	return 0;
 }
 
 static int set_cell(struct build *b, uint32_t i, const struct shmcfg__cell *c, bool *moved)
@@ -108,19 +116,21 @@ static int set_cell(struct build *b, uint32_t i, const struct shmcfg__cell *c, b
 	*moved = old.val != c->val || old.meta != c->meta;
 	if (!*moved)
 		return 0;
+	uint64_t d0[2], d1[2];
+	int r = 0;
+	if (b->track && !(r = shmcfg__opt_digest(b->h, i, &old, b->heap, b->heap_size, d0)))
+		r = shmcfg__opt_digest(b->h, i, c, b->heap, b->heap_size, d1);
+	if (!r)
+		r = changed(b, i); /* before the write: see set_lref() */
+	if (r)
+		return r;
 	if (b->track) {
-		uint64_t d0[2], d1[2];
-		int r = shmcfg__opt_digest(b->h, i, &old, b->heap, b->heap_size, d0);
-		if (!r)
-			r = shmcfg__opt_digest(b->h, i, c, b->heap, b->heap_size, d1);
-		if (r)
-			return r;
 		b->hash_sum[0] += d1[0] - d0[0];
 		b->hash_sum[1] += d1[1] - d0[1];
 		b->checksum += shmcfg__cell_mix(i, c, b->lrefs[i]) - shmcfg__cell_mix(i, &old, b->lrefs[i]);
 	}
 	b->cells[i] = *c;
-	return changed(b, i);
+	return 0;
 }
 
 /* Option i's value as the other slot holds it: for bringing a slot up to
@@ -222,7 +232,11 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 			(void)shmcfg__cell_encode(&val[l], src[l] << META_SRC_SHIFT, b->heap, b->heap_size, &used,
 						  &k->l[j++]);
 	k->tag |= mask;
-	return set_lref(b, opt, (uint32_t)(off >> LREF_SHIFT));
+	uint32_t lref = (uint32_t)(off >> LREF_SHIFT);
+	if ((r = set_lref(b, opt, lref)) && b->shared && b->lrefs[opt] != lref &&
+	    shmcfg__heap_ref(h, lref) == 0)
+		shmcfg__heap_unref(h, lref); /* nobody refers to the new chunk: free it, or it leaks */
+	return r;
 }
 
 /* Apply a transaction's changes (sorted by option and layer) to the slot's

@@ -36,14 +36,13 @@ static void handle_free(shmcfg *h)
 		return;
 	if (h->base)
 		munmap(h->base, h->size);
-	if (h->hdr_rw)
-		munmap(h->hdr_rw, SEG_HEADER_BYTES);
 	if (h->fd >= 0)
 		close(h->fd);
 	if (h->lock_fd >= 0)
 		close(h->lock_fd);
 	pthread_mutex_destroy(&h->view_lock);
 	pthread_mutex_destroy(&h->commit_lock);
+	pthread_mutex_destroy(&h->entry_lock);
 	shmcfg__schema_close(h);
 	shmcfg__free(h->topo);
 	shmcfg__free((void *)h->warned);
@@ -53,34 +52,18 @@ static void handle_free(shmcfg *h)
 
 /*
  * How shmcfg_wait counts itself, so that commits wake only when someone
- * waits (watch.c): a read-write handle counts in the header; a read-only
- * one through a writable mapping of the header page, if this process may
- * open the object for writing. A class of users that may read but not
- * write the object cannot count itself: then every commit wakes.
+ * waits (watch.c): a read-write handle counts in the header; a read-only one
+ * through a writable mapping of the header page that it makes for the wait
+ * only, if its process may then open the object for writing. A class of
+ * users that may read but not write the object cannot count itself: then
+ * every commit wakes.
  */
 static void waiters_setup(shmcfg *h, const struct stat *st)
 {
-	mode_t m = st->st_mode;
-	h->wake_always = ((m & S_IRUSR) && !(m & S_IWUSR)) || ((m & S_IRGRP) && !(m & S_IWGRP)) ||
-			 ((m & S_IROTH) && !(m & S_IWOTH));
-	if (!h->rdonly) {
+	h->wake_always = shmcfg__mode_wakes(st->st_mode);
+	h->mode_ns = now_ns(CLOCK_MONOTONIC);
+	if (!h->rdonly)
 		h->waiters = &h->hdr->waiters;
-		return;
-	}
-	char path[64];
-	snprintf(path, sizeof path, "/proc/self/fd/%d", h->fd);
-	int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK); /* the magic link: no O_NOFOLLOW */
-	struct stat st2;
-	if (fd < 0)
-		return;
-	if (fstat(fd, &st2) == 0 && st2.st_ino == st->st_ino && st2.st_dev == st->st_dev) {
-		void *p = shmcfg__mmap(NULL, SEG_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (p != MAP_FAILED) {
-			h->hdr_rw = p;
-			h->waiters = &((struct seg_header *)p)->waiters;
-		}
-	}
-	close(fd);
 }
 
 /* Read exactly len bytes at off: a short read means the object shrank. */
@@ -220,6 +203,7 @@ static shmcfg *handle_new(const char *name, bool rdonly)
 	h->commit_timeout_ms = 2000;
 	pthread_mutex_init(&h->view_lock, NULL);
 	pthread_mutex_init(&h->commit_lock, NULL);
+	pthread_mutex_init(&h->entry_lock, NULL);
 	h->name = shmcfg__strdup(name);
 	if (!h->name) {
 		shmcfg__free(h);

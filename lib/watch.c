@@ -8,9 +8,12 @@
 #include "seqlock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,28 +37,63 @@
 #define WAIT_SLICE_MS 100
 #define UNCOUNTED_SLICE_NS 2000000ull /* a waiter that no commit wakes polls */
 
-static int wait_counted(const shmcfg *h, uint64_t after, uint64_t deadline, uint64_t *gen_ret);
+static int wait_counted(const shmcfg *h, uint64_t after, uint64_t deadline, bool counted, uint64_t *gen_ret);
+
+/*
+ * A read-only handle's count of waiters: the header's, through a writable
+ * mapping of the header page made for this wait only, if the process may
+ * open the object for writing now (through /proc/self/fd: the same inode,
+ * whatever its name has become). Never kept: a process that attached
+ * read-only while it could write (root, the owner) and then dropped its
+ * privileges must not keep write access to the segment's header (`current`,
+ * the writer state) in a mapping it never asked for. NULL if it cannot.
+ */
+static uint32_t *count_map(const shmcfg *h, void **map)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", h->fd);
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK); /* the magic link: no O_NOFOLLOW */
+	struct stat st, st0;
+	*map = NULL;
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) == 0 && fstat(h->fd, &st0) == 0 && st.st_ino == st0.st_ino && st.st_dev == st0.st_dev) {
+		void *p = shmcfg__mmap(NULL, SEG_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (p != MAP_FAILED)
+			*map = p;
+	}
+	close(fd);
+	return *map ? &((struct seg_header *)*map)->waiters : NULL;
+}
 
 int shmcfg_wait(const shmcfg *h, uint64_t after, int timeout_ms, uint64_t *gen_ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms * 1000000ull;
+	/* A wait that will not sleep (passed already, or no time) counts nowhere. */
+	if (cur_gen(__atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE)) > after || timeout_ms == 0)
+		return wait_counted(h, after, deadline, false, gen_ret);
 	/* Counted before the loads below (seq_cst), so that a commit either sees
 	 * us counted and wakes, or published before we load (publish.c, wake()).
 	 * A handle that cannot count itself relies on commits that wake always,
 	 * or else waits in short slices. */
-	if (h->waiters)
-		__atomic_fetch_add(h->waiters, 1, __ATOMIC_SEQ_CST);
-	int r = wait_counted(h, after, deadline, gen_ret);
-	if (h->waiters)
-		__atomic_fetch_sub(h->waiters, 1, __ATOMIC_RELEASE);
+	void *map = NULL;
+	uint32_t *waiters = h->waiters ? h->waiters : h->rdonly ? count_map(h, &map) : NULL;
+	if (waiters)
+		__atomic_fetch_add(waiters, 1, __ATOMIC_SEQ_CST);
+	int r = wait_counted(h, after, deadline, waiters != NULL, gen_ret);
+	if (waiters)
+		__atomic_fetch_sub(waiters, 1, __ATOMIC_RELEASE);
+	if (map)
+		munmap(map, SEG_HEADER_BYTES);
 	return r;
 }
 
-static int wait_counted(const shmcfg *h, uint64_t after, uint64_t deadline, uint64_t *gen_ret)
+static int wait_counted(const shmcfg *h, uint64_t after, uint64_t deadline, bool counted, uint64_t *gen_ret)
 {
-	uint64_t slice_ns = h->waiters || h->wake_always ? WAIT_SLICE_MS * 1000000ull : UNCOUNTED_SLICE_NS;
+	uint64_t slice_ns = counted || __atomic_load_n(&h->wake_always, __ATOMIC_RELAXED)
+				    ? WAIT_SLICE_MS * 1000000ull : UNCOUNTED_SLICE_NS;
 	for (;;) {
 		uint32_t f = __atomic_load_n(&h->hdr->futex, __ATOMIC_SEQ_CST);
 		uint64_t g = cur_gen(__atomic_load_n(&h->hdr->current, __ATOMIC_SEQ_CST));

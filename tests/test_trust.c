@@ -491,6 +491,193 @@ static void test_stolen_futex_wakeups_delay_waiters_briefly(void **state)
 	assert_child_ok(waiter);
 }
 
+/* Another user with read access only: wait for each of `mode` commits in a
+ * read-only handle; 'w' before each wait, then {result, generation}. */
+static int ro_user_waiter_main(void *p)
+{
+	struct other_arg *a = p;
+	alarm(30);
+	int e = drop_to(a->uid, a->gid);
+	CHECK(e == 0, 2, "drop privileges: %s", strerror(e));
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(a->name, SHMCFG_ATTACH_RDONLY, NULL, &h);
+	CHECK(r == 0, 3, "attach: %s", shmcfg_strerror(r));
+	CHECK(h->waiters == NULL, 4, "a user who may not write the segment counts itself as a waiter");
+	for (int k = 0; k < a->mode; k++) {
+		uint64_t gen = shmcfg_generation(h);
+		char m = 'w';
+		CHECK(write_full(a->up, &m, 1) == 0, 5, "pipe");
+		struct wait_res res = {0};
+		res.r = shmcfg_wait(h, gen, -1, &res.gen);
+		CHECK(write_full(a->up, &res, sizeof res) == 0, 6, "pipe");
+	}
+	shmcfg_close(h);
+	return 0;
+}
+
+/* Whether process pid is inside the futex system call now. */
+static bool in_futex(pid_t pid)
+{
+	char path[64], buf[64] = "";
+	snprintf(path, sizeof path, "/proc/%d/syscall", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	bool in = fgets(buf, sizeof buf, f) && atol(buf) == SYS_futex;
+	fclose(f);
+	return in;
+}
+
+/*
+ * Writers wake waiters only when someone counted himself as waiting, or
+ * when the segment's mode lets in readers who cannot count themselves (they
+ * may not write the header). A writer attached while the mode was 0600,
+ * then the owner opens the segment to other users' reading (0644): their
+ * waits must still end at each commit, not at the end of a 100 ms slice.
+ */
+static void test_readers_let_in_by_chmod_are_woken(void **state)
+{
+	(void)state;
+	const char *name = new_name("trust-chmodwake");
+	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.mode = 0600}));
+	char sp[320];
+	seg_path(name, sp, sizeof sp);
+	assert_int_equal(chmod(sp, 0644), 0);
+	usleep(1100 * 1000); /* the writers' view of the mode is at most 1 s old */
+	enum { WAITS = 4 };
+	int up[2];
+	assert_int_equal(pipe(up), 0);
+	struct other_arg a = {name, NOBODY, NOBODY, up[1], -1, WAITS};
+	pid_t w = spawn(ro_user_waiter_main, &a);
+	close(up[1]);
+	uint64_t worst = 0;
+	for (int k = 0; k < WAITS; k++) {
+		char m = 0;
+		if (read_full(up[0], &m, 1, CHILD_TIMEOUT_MS)) {
+			assert_child_ok(w);
+			fail_msg("the waiter stopped early");
+		}
+		/* commit as soon as the waiter sleeps in FUTEX_WAIT: unwoken, it
+		 * would sleep out nearly the whole slice */
+		uint64_t until = mono_ms() + 2000;
+		while (!in_futex(w) && mono_ms() < until)
+			usleep(100);
+		usleep(2000);
+		uint64_t gen = 0;
+		assert_int_equal(commit_n(h, 10 + k, &gen), 0);
+		uint64_t t0 = mono_ms();
+		struct wait_res res;
+		if (read_full(up[0], &res, sizeof res, 3000))
+			fail_msg("the waiter did not return within 3 s of a commit");
+		uint64_t dt = mono_ms() - t0;
+		worst = dt > worst ? dt : worst;
+		if (res.r != 0 || res.gen != gen)
+			fail_msg("wait returned %d (%s), generation %" PRIu64 ", expected 0 and %" PRIu64, res.r,
+				 shmcfg_errname(res.r), res.gen, gen);
+	}
+	close(up[0]);
+	assert_child_ok(w);
+	fprintf(stderr, "# a reader let in by chmod 0644 returned at most %" PRIu64 " ms after each commit\n", worst);
+	if (worst >= 50)
+		fail_msg("a read-only user's wait ended %" PRIu64 " ms after a commit: the writer, attached when the "
+			 "mode was 0600, did not wake it", worst);
+}
+
+/* Whether this process maps the object at path writable (/proc/self/maps). */
+static bool maps_writable(const char *path)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return false;
+	char line[1024];
+	bool w = false;
+	size_t n = strlen(path);
+	while (!w && fgets(line, sizeof line, f)) {
+		char perms[8] = "";
+		const char *p = strchr(line, '/');
+		if (sscanf(line, "%*s %7s", perms) == 1 && perms[1] == 'w' && p && strncmp(p, path, n) == 0 &&
+		    (p[n] == '\n' || p[n] == ' '))
+			w = true;
+	}
+	fclose(f);
+	return w;
+}
+
+/* Root attaches read-only, reads, waits, then drops to uid 65534: reports
+ * 'n' if it holds no writable mapping of the segment then, else writes the
+ * retired flag through the one it holds and reports 'W'. */
+static int ro_then_drop_main(void *p)
+{
+	struct other_arg *a = p;
+	alarm(30);
+	while (nhandles > 0) /* the parent's (read-write) handles: not ours */
+		shmcfg_close(handles[--nhandles]);
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(a->name, SHMCFG_ATTACH_RDONLY, NULL, &h);
+	CHECK(r == 0, 2, "attach: %s", shmcfg_strerror(r));
+	int64_t n = -1;
+	CHECK(shmcfg_get_int(h, T_A, &n) == 0, 3, "read");
+	uint64_t g = 0; /* a wait that sleeps (a counted one: root may write the header) */
+	CHECK(shmcfg_wait(h, shmcfg_generation(h), 50, &g) == -ETIMEDOUT, 4, "wait");
+	char sp[320];
+	seg_path(a->name, sp, sizeof sp);
+	int e = drop_to(a->uid, a->gid);
+	CHECK(e == 0, 5, "drop privileges: %s", strerror(e));
+	char m = 'n';
+	if (maps_writable(sp)) {
+		/* the handle's writable view of the header page, kept from root's
+		 * days: shmcfg_unlink's retirement, by uid 65534 */
+		FILE *f = fopen("/proc/self/maps", "re");
+		char line[1024];
+		while (f && fgets(line, sizeof line, f)) {
+			unsigned long lo;
+			char perms[8];
+			const char *q = strchr(line, '/');
+			if (sscanf(line, "%lx-%*x %7s", &lo, perms) == 2 && perms[1] == 'w' && q &&
+			    strncmp(q, sp, strlen(sp)) == 0)
+				__atomic_store_n(&((struct seg_header *)lo)->retired, 1, __ATOMIC_SEQ_CST);
+		}
+		if (f)
+			fclose(f);
+		m = 'W';
+	}
+	CHECK(write_full(a->up, &m, 1) == 0, 6, "pipe");
+	shmcfg_close(h);
+	return 0;
+}
+
+/*
+ * A process that may write a segment (root, its owner) and attaches it
+ * read-only must get a read-only handle: no writable mapping of any of it
+ * kept beyond a call. Else a program that attaches read-only while
+ * privileged and then drops its privileges (to parse untrusted input, say)
+ * keeps write access to the segment's header: `current`, the writer state,
+ * the retired flag.
+ */
+static void test_readonly_handle_keeps_no_write_access(void **state)
+{
+	(void)state;
+	const char *name = new_name("trust-rodrop");
+	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.mode = 0644}));
+	int up[2];
+	assert_int_equal(pipe(up), 0);
+	struct other_arg a = {name, NOBODY, NOBODY, up[1], -1, 0};
+	pid_t pid = spawn(ro_then_drop_main, &a);
+	close(up[1]);
+	char m = 0;
+	int rr = read_full(up[0], &m, 1, CHILD_TIMEOUT_MS);
+	close(up[0]);
+	assert_child_ok(pid);
+	assert_int_equal(rr, 0);
+	bool retired = __atomic_load_n(&h->hdr->retired, __ATOMIC_SEQ_CST) != 0;
+	if (m == 'W')
+		fail_msg("a read-only handle attached by root kept a writable mapping of the segment after the "
+			 "process dropped to uid 65534, which then %s the segment of root (mode 0644)",
+			 retired ? "retired" : "could write");
+	assert_int_equal(m, 'n');
+	assert_false(retired);
+}
+
 /* ------------------------------------------------------------------ */
 /* 3. Strangers cannot hang or fool anyone                            */
 /* ------------------------------------------------------------------ */
@@ -1645,6 +1832,8 @@ static const struct {
 	CASE(test_lock_object_closed_to_readonly_users, ROOT_ONLY),
 	CASE(test_readonly_read_locks_block_no_commit, ROOT_ONLY),
 	CASE(test_stolen_futex_wakeups_delay_waiters_briefly, ROOT_ONLY),
+	CASE(test_readers_let_in_by_chmod_are_woken, ROOT_ONLY),
+	CASE(test_readonly_handle_keeps_no_write_access, ROOT_ONLY),
 	CASE(test_foreign_owned_segment_refused_unless_expected, ROOT_ONLY),
 	CASE(test_squatted_names_do_not_capture_creation, ROOT_ONLY),
 #undef CASE
