@@ -595,8 +595,10 @@ static bool maps_writable(const char *path)
 	while (!w && fgets(line, sizeof line, f)) {
 		char perms[8] = "";
 		const char *p = strchr(line, '/');
-		if (sscanf(line, "%*s %7s", perms) == 1 && perms[1] == 'w' && p && strncmp(p, path, n) == 0 &&
-		    (p[n] == '\n' || p[n] == ' '))
+		/* shared and writable: the schema's private copy (MAP_PRIVATE,
+		 * validate.c) is writable too, but its writes reach nobody */
+		if (sscanf(line, "%*s %7s", perms) == 1 && perms[1] == 'w' && perms[3] == 's' && p &&
+		    strncmp(p, path, n) == 0 && (p[n] == '\n' || p[n] == ' '))
 			w = true;
 	}
 	fclose(f);
@@ -633,7 +635,7 @@ static int ro_then_drop_main(void *p)
 			unsigned long lo;
 			char perms[8];
 			const char *q = strchr(line, '/');
-			if (sscanf(line, "%lx-%*x %7s", &lo, perms) == 2 && perms[1] == 'w' && q &&
+			if (sscanf(line, "%lx-%*x %7s", &lo, perms) == 2 && perms[1] == 'w' && perms[3] == 's' && q &&
 			    strncmp(q, sp, strlen(sp)) == 0)
 				__atomic_store_n(&((struct seg_header *)lo)->retired, 1, __ATOMIC_SEQ_CST);
 		}
