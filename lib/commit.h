@@ -68,8 +68,8 @@ int shmcfg__apply_changes(struct build *b, const struct change *ch, size_t n);
 int shmcfg__resolve(struct build *b);
 int shmcfg__resolve_all(struct build *b);
 void shmcfg__build_free(struct build *b);
-bool shmcfg__cells_equal(const shmcfg *h, const struct shmcfg__cell *a, const char *ha,
-			 const struct shmcfg__cell *b, const char *hb, uint64_t heap_size);
+bool shmcfg__cells_equal(const shmcfg *h, const struct shmcfg__cell *a, const char *ha, uint64_t sa,
+			 const struct shmcfg__cell *b, const char *hb, uint64_t sb);
 int shmcfg__resolve_patched(shmcfg *h, char *copy, char *heap, uint64_t top, uint64_t heap_size,
 			    const shmcfg_opt *opts, const shmcfg_value *vals, size_t n, bool dependents);
 

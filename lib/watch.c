@@ -182,9 +182,8 @@ compare : {
 	}
 	if (got_from && got_to) {
 		for (uint32_t i = 0; i < h->lay.nopts; i++)
-			changed[i] = !shmcfg__cells_equal(h, slot_cells(h, ca) + i, ca + h->lay.slot_size,
-							  slot_cells(h, cb) + i, cb + h->lay.slot_size,
-							  ta < tb ? ta : tb);
+			changed[i] = !shmcfg__cells_equal(h, slot_cells(h, ca) + i, ca + h->lay.slot_size, ta,
+							  slot_cells(h, cb) + i, cb + h->lay.slot_size, tb);
 		r = 0;
 	}
 	shmcfg__free(ca);

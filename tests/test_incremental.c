@@ -93,8 +93,8 @@ static void check_current(shmcfg *h, uint64_t step)
 			 cur_gen(cur), shmcfg_errdetail());
 	shmcfg__build_free(&b);
 	for (uint32_t i = 0; i < h->lay.nopts; i++)
-		if (!shmcfg__cells_equal(h, slot_cells(h, copy) + i, copy + h->lay.slot_size, slot_cells(h, again) + i,
-					 again + h->lay.slot_size, top))
+		if (!shmcfg__cells_equal(h, slot_cells(h, copy) + i, copy + h->lay.slot_size, top,
+					 slot_cells(h, again) + i, again + h->lay.slot_size, top))
 			fail_msg("step %" PRIu64 ": generation %" PRIu64 ": %s is %016" PRIx64 "/%016" PRIx64
 				 ", resolved from scratch %016" PRIx64 "/%016" PRIx64,
 				 step, cur_gen(cur), sstr(h, opt_d(h, i)->name), slot_cells(h, copy)[i].val,
