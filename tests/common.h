@@ -73,4 +73,31 @@ static inline int set_and_commit(shmcfg *h, shmcfg_opt o, const char *text, uint
 	return shmcfg_txn_commit(t, gen);
 }
 
+/* One transaction setting a string or an int option, committed. */
+static inline int commit_str(shmcfg *h, shmcfg_opt o, const char *s, uint64_t *gen)
+{
+	shmcfg_txn *t;
+	int r = shmcfg_txn_begin(h, &t);
+	if (r)
+		return r;
+	if ((r = shmcfg_txn_set_str(t, o, s))) {
+		shmcfg_txn_abort(t);
+		return r;
+	}
+	return shmcfg_txn_commit(t, gen);
+}
+
+static inline int commit_int(shmcfg *h, shmcfg_opt o, int64_t v, uint64_t *gen)
+{
+	shmcfg_txn *t;
+	int r = shmcfg_txn_begin(h, &t);
+	if (r)
+		return r;
+	if ((r = shmcfg_txn_set_int(t, o, v))) {
+		shmcfg_txn_abort(t);
+		return r;
+	}
+	return shmcfg_txn_commit(t, gen);
+}
+
 #endif

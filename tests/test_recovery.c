@@ -21,32 +21,6 @@
 #include "faultsim.h"
 #include "proc.h"
 
-static int commit_str(shmcfg *h, shmcfg_opt opt, const char *s, uint64_t *gen)
-{
-	shmcfg_txn *t;
-	int r = shmcfg_txn_begin(h, &t);
-	if (r)
-		return r;
-	if ((r = shmcfg_txn_set_str(t, opt, s))) {
-		shmcfg_txn_abort(t);
-		return r;
-	}
-	return shmcfg_txn_commit(t, gen);
-}
-
-static int commit_int(shmcfg *h, shmcfg_opt opt, int64_t v, uint64_t *gen)
-{
-	shmcfg_txn *t;
-	int r = shmcfg_txn_begin(h, &t);
-	if (r)
-		return r;
-	if ((r = shmcfg_txn_set_int(t, opt, v))) {
-		shmcfg_txn_abort(t);
-		return r;
-	}
-	return shmcfg_txn_commit(t, gen);
-}
-
 static int commit_reset(shmcfg *h, shmcfg_opt opt)
 {
 	shmcfg_txn *t;

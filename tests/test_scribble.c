@@ -52,32 +52,6 @@ static void add(const char *what, uint64_t off, int width, const uint64_t *vals,
 	t->nvals = nvals;
 }
 
-static int commit_str(shmcfg *h, shmcfg_opt opt, const char *s)
-{
-	shmcfg_txn *t;
-	int r = shmcfg_txn_begin(h, &t);
-	if (r)
-		return r;
-	if ((r = shmcfg_txn_set_str(t, opt, s))) {
-		shmcfg_txn_abort(t);
-		return r;
-	}
-	return shmcfg_txn_commit(t, NULL);
-}
-
-static int commit_text(shmcfg *h, shmcfg_opt opt, const char *s)
-{
-	shmcfg_txn *t;
-	int r = shmcfg_txn_begin(h, &t);
-	if (r)
-		return r;
-	if ((r = shmcfg_txn_set_text(t, opt, s))) {
-		shmcfg_txn_abort(t);
-		return r;
-	}
-	return shmcfg_txn_commit(t, NULL);
-}
-
 /* A segment with some history: strings of several sizes, lists, chunks on
  * free lists, records in the log. */
 static shmcfg *make(const char *name)
@@ -87,11 +61,11 @@ static shmcfg *make(const char *name)
 	for (int k = 0; k < 5; k++) {
 		memset(big, 'a' + k, sizeof big - 1);
 		big[k % 2 ? 40 : 200] = 0;
-		assert_int_equal(commit_str(h, T_C, big), 0);
+		assert_int_equal(commit_str(h, T_C, big, NULL), 0);
 		char items[64];
 		snprintf(items, sizeof items, "[\"i%d\", \"j\"]", k);
-		assert_int_equal(commit_text(h, T_ITEMS, items), 0);
-		assert_int_equal(commit_text(h, T_A, k % 2 ? "7" : "8"), 0);
+		assert_int_equal(set_and_commit(h, T_ITEMS, items, NULL), 0);
+		assert_int_equal(set_and_commit(h, T_A, k % 2 ? "7" : "8", NULL), 0);
 	}
 	return h;
 }
@@ -276,10 +250,10 @@ static int victim_main(void *p)
 	for (int k = 0; k < 6; k++) {
 		memset(big, 'A' + k, sizeof big - 1);
 		big[(k * 37) % 290 + 1] = 0;
-		(void)commit_str(h, T_C, big);
-		(void)commit_text(h, T_ITEMS, k % 2 ? "[\"x\"]" : "[\"p\", \"q\", \"r\"]");
-		(void)commit_text(h, T_A, k % 2 ? "1" : "2");
-		(void)commit_text(h, T_DEBUG, k % 2 ? "true" : "false");
+		(void)commit_str(h, T_C, big, NULL);
+		(void)set_and_commit(h, T_ITEMS, k % 2 ? "[\"x\"]" : "[\"p\", \"q\", \"r\"]", NULL);
+		(void)set_and_commit(h, T_A, k % 2 ? "1" : "2", NULL);
+		(void)set_and_commit(h, T_DEBUG, k % 2 ? "true" : "false", NULL);
 	}
 	(void)shmcfg__heap_verify(h);
 	read_all(h);
