@@ -1,0 +1,87 @@
+/*
+ * A small client of etcd v3's JSON gateway (the grpc-gateway etcd 3.4 serves
+ * itself on its client URLs: POST /v3/kv/range, /v3/kv/txn, /v3/lease/...,
+ * and the streamed /v3/watch), over libcurl, with jansson for the JSON.
+ * Keys and values are bytes (the gateway base64-encodes them; this module
+ * hides that). Shared by shmctl's `cluster` commands and shmcfg-sync.
+ *
+ * Endpoints: a comma-separated list of `http://HOST:PORT` or `unix:PATH`
+ * (etcd's unix-socket listener, e.g. --listen-client-urls unix://NAME:1 makes
+ * the socket file `NAME:1` in etcd's working directory). A request goes to
+ * the endpoint that last answered and falls over to the next on a transport
+ * error.
+ *
+ * Every function returns 0 or a negative error (ETCD_E_*), and leaves a
+ * one-line message for etcd_errmsg() naming what failed (the endpoint, the
+ * request, etcd's own error text).
+ */
+#ifndef SHMCFG_ETCD_H
+#define SHMCFG_ETCD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+	ETCD_E_UNREACHABLE = -1001, /* no endpoint answered (connect, timeout) */
+	ETCD_E_PROTO = -1002,       /* an answer that is not what the gateway sends */
+	ETCD_E_SERVER = -1003,      /* etcd answered with an error (message says which) */
+	ETCD_E_COMPACTED = -1004,   /* the revision asked for was compacted */
+	ETCD_E_TOO_MANY_OPS = -1005, /* a txn over etcd's --max-txn-ops */
+	ETCD_E_ARG = -1006,         /* bad endpoint text or argument */
+	ETCD_E_NOMEM = -1007,
+};
+
+struct etcd; /* a client; not shared between threads */
+
+/* A key-value pair as etcd returns it. */
+struct etcd_kv {
+	char *key;       /* NUL-terminated after key_len bytes */
+	size_t key_len;
+	char *value;     /* NUL-terminated after value_len bytes */
+	size_t value_len;
+	int64_t create_rev, mod_rev, version, lease;
+};
+
+struct etcd_kvs {
+	struct etcd_kv *kv;
+	size_t n;
+	int64_t revision; /* the store's revision the answer was read at */
+};
+
+int etcd_open(const char *endpoints, int timeout_ms, struct etcd **ret);
+void etcd_close(struct etcd *e);
+/* The last error's one-line message (never NULL). */
+const char *etcd_errmsg(const struct etcd *e);
+/* The endpoint list as given (for messages and for recording it). */
+const char *etcd_endpoints(const struct etcd *e);
+
+/* One key (range_end NULL), or every key with the prefix (prefix true), at
+ * revision rev (0: the newest). */
+int etcd_get(struct etcd *e, const char *key, bool prefix, int64_t rev, struct etcd_kvs *ret);
+void etcd_kvs_free(struct etcd_kvs *kvs);
+
+/* A transaction: if every compare holds, every op runs, atomically. */
+struct etcd_cmp {
+	const char *key;
+	int64_t mod_rev; /* compare: the key's mod_revision equals this (0: absent) */
+};
+struct etcd_op {
+	enum { ETCD_OP_PUT, ETCD_OP_DELETE } kind;
+	const char *key;
+	const char *value; /* PUT */
+	size_t value_len;
+	int64_t lease;     /* PUT: 0 none */
+};
+int etcd_txn(struct etcd *e, const struct etcd_cmp *cmps, size_t ncmps, const struct etcd_op *ops, size_t nops,
+	     bool *succeeded, int64_t *revision);
+
+int etcd_put(struct etcd *e, const char *key, const char *value, size_t value_len, int64_t lease, int64_t *revision);
+int etcd_delete(struct etcd *e, const char *key, bool prefix, int64_t *revision);
+int etcd_compact(struct etcd *e, int64_t rev);
+
+int etcd_lease_grant(struct etcd *e, int ttl_s, int64_t *id);
+/* One keepalive; *ttl 0 if the lease has expired (grant a new one). */
+int etcd_lease_keepalive(struct etcd *e, int64_t id, int64_t *ttl);
+
+#endif
