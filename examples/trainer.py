@@ -26,6 +26,18 @@ not).
 else with the Python API), each once every worker has reported the
 generation before, and end the workers once they all report the replaced
 segment's: it runs unattended, and tests/test_python.py runs it that way.
+
+Many hosts (doc/cluster.md): with --cluster, the launcher simulates --hosts
+hosts on this machine, each with its own segment and its own shmcfg-sync
+agent following one etcd prefix, and rank r reads the segment of host
+r % hosts. Hosts apply a cluster change milliseconds apart; the ranks switch
+to it together, at the first step boundary where every rank's host has
+applied it (each rank reads its host's revision, the ranks compare the
+minimum and the maximum, as torch.distributed.all_reduce would):
+
+    python3 examples/trainer.py --cluster --endpoints unix:/path/client.sock:1 \
+        --hosts 3 --workers 6 [--demo]
+    tools/shmctl cluster set trainer-PID-h0 torch._dynamo.config.recompile_limit=16
 """
 
 import argparse
@@ -35,6 +47,8 @@ import queue
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -134,6 +148,146 @@ def reattach(seg, rank, step, deadline):
 def work(limit, tag, dynamic):
     """The training step (it uses the options it read)."""
 
+def cluster_worker(rank, segname, step_s, revs, barrier, progress, stop):
+    """A rank of a job that spans hosts: it reads its own host's segment, and
+    adopts what the cluster layer brings only at a step boundary where every
+    rank's host has applied the same cluster revision. `revs` and `barrier`
+    stand in for the all-reduce of a real job:
+
+        t = torch.tensor([rev, -rev]); dist.all_reduce(t, op=dist.ReduceOp.MIN)
+        lo, hi = t[0].item(), -t[1].item()
+    """
+    seg = shmcfg.attach(segname)
+    dynamo = seg.module("torch._dynamo.config")
+    active_rev = None
+    step = 0
+    try:
+        while not stop.is_set():
+            # the step boundary: this host's values with the revision they
+            # belong to (read again until the revision held still: it only grows)
+            while True:
+                rev = seg.cluster_revision
+                limit = dynamo.recompile_limit
+                if seg.cluster_revision == rev:
+                    break
+            revs[rank] = rev
+            barrier.wait(timeout=60)      # every rank has written its revision
+            lo, hi = min(revs[:]), max(revs[:])
+            barrier.wait(timeout=60)      # every rank has read them
+            if lo == hi == rev and rev != active_rev:
+                active_rev = rev
+                say(f"rank {rank}: step {step}: every rank has cluster revision {rev}: "
+                    f"switching, recompile_limit={limit}")
+                progress.put((rank, step, rev, limit))
+            time.sleep(step_s)            # the training step, on the active values
+            step += 1
+    except threading.BrokenBarrierError:
+        pass                              # the launcher ended the job
+    seg.close()
+
+
+def find_sync():
+    """$SHMCFG_SYNC, the source tree's tools/shmcfg-sync, or the PATH's."""
+    for cand in (os.environ.get("SHMCFG_SYNC"), os.path.join(TOP, "tools", "shmcfg-sync")):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    return shutil.which("shmcfg-sync")
+
+
+def run_cluster(a):
+    """--cluster: simulated hosts, their agents, ranks that switch together."""
+    endpoints = a.endpoints or os.environ.get("SHMCFG_ETCD_ENDPOINTS")
+    sync, tool = find_sync(), find_shmctl()
+    if not endpoints or not sync or (a.demo and not tool):
+        say("launcher: --cluster needs etcd endpoints (--endpoints or SHMCFG_ETCD_ENDPOINTS), "
+            "shmcfg-sync" + (" and shmctl" if a.demo else "") + " (built in tools/ or on the PATH)")
+        return 2
+    base = a.segment or f"trainer-{os.getpid()}"
+    names = [f"{base}-h{k}" for k in range(a.hosts)]
+    segs, agents, procs = [], [], []
+    logdir = tempfile.mkdtemp(prefix="trainer-agents.")
+    status = 1
+    ctx = multiprocessing.get_context(a.start_method)
+    stop, progress = ctx.Event(), ctx.Queue()
+    barrier = ctx.Barrier(a.workers)
+    try:
+        for k, n in enumerate(names):
+            segs.append(shmcfg.create(n, force=True))
+            log = open(os.path.join(logdir, f"h{k}.log"), "w")
+            agents.append((subprocess.Popen([sync, "--endpoints", endpoints, "--cluster", base,
+                                             "--host", f"h{k}", n], stderr=log), log))
+        say(f"launcher: {a.hosts} simulated hosts ({', '.join(names)}), each with a shmcfg-sync "
+            f"agent following cluster '{base}'; {a.workers} ranks; try, from another terminal:\n"
+            f"  {tool or 'shmctl'} cluster set {names[0]} torch._dynamo.config.recompile_limit=16")
+        revs = ctx.Array("q", a.workers, lock=False)
+        procs = [ctx.Process(target=cluster_worker,
+                             args=(r, names[r % a.hosts], a.step_ms / 1000.0, revs, barrier,
+                                   progress, stop)) for r in range(a.workers)]
+        for p in procs:
+            p.start()
+
+        def switches(want, timeout):
+            """Until every rank switched to a revision `want` accepts: {rank: (step, rev, limit)}."""
+            got, deadline = {}, time.monotonic() + timeout
+            while len(got) < a.workers and time.monotonic() < deadline:
+                try:
+                    rank, step, rev, limit = progress.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if want(rev):
+                    got[rank] = (step, rev, limit)
+            return got
+
+        first = switches(lambda rev: rev > 0, 60)  # every agent's first load
+        if not a.demo:
+            for p in procs:
+                p.join()
+            return 0
+        ok = len(first) == a.workers
+        if ok:
+            r0 = max(v[1] for v in first.values())
+            cmd = [tool, "cluster", "set", names[0], "--endpoints", endpoints, "--cluster", base,
+                   "--reason", "trainer demo", "torch._dynamo.config.recompile_limit=16"]
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               universal_newlines=True)
+            say(f"launcher: {' '.join(['shmctl'] + cmd[1:])}: exit {p.returncode} "
+                f"{(p.stdout + p.stderr).strip()}")
+            got = switches(lambda rev: rev > r0, 60)
+            steps = {v[0] for v in got.values()}
+            ok = (p.returncode == 0 and len(got) == a.workers and len(steps) == 1 and
+                  {v[2] for v in got.values()} == {16})
+            if ok:
+                say(f"launcher: all {a.workers} ranks on {a.hosts} hosts switched to cluster "
+                    f"revision {next(iter(got.values()))[1]} at the same step, {steps.pop()}")
+            else:
+                say(f"launcher: MISMATCH: the ranks' switches: {sorted(got.items())}")
+        status = 0 if ok else 1
+    except KeyboardInterrupt:
+        status = 130
+    finally:
+        stop.set()
+        barrier.abort()
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.terminate()
+        for ag, log in agents:
+            ag.terminate()
+            ag.wait(10)
+            log.close()
+        if status not in (0, 130):
+            for k in range(len(agents)):
+                with open(os.path.join(logdir, f"h{k}.log")) as f:
+                    for line in f.read().splitlines()[-5:]:
+                        say(f"launcher: agent h{k}: {line}")
+        shutil.rmtree(logdir, ignore_errors=True)
+        for seg, n in zip(segs, names):
+            seg.close()
+            if not a.keep:
+                shmcfg.unlink(n, missing_ok=True)
+    return status
+
+
 def find_shmctl():
     """$SHMCTL, the source tree's tools/shmctl, or shmctl on the PATH."""
     for cand in (os.environ.get("SHMCTL"), os.path.join(TOP, "tools", "shmctl")):
@@ -205,7 +359,13 @@ def main(argv=None):
                          "runs (shmctl set and create --force, or the API)")
     ap.add_argument("--keep", action="store_true", help="leave the segment at the end")
     ap.add_argument("--start-method", default="fork", choices=["fork", "spawn", "forkserver"])
+    ap.add_argument("--cluster", action="store_true",
+                    help="simulate --hosts hosts, each with its own segment and shmcfg-sync agent")
+    ap.add_argument("--hosts", type=int, default=3)
+    ap.add_argument("--endpoints", help="etcd endpoints (default: $SHMCFG_ETCD_ENDPOINTS)")
     a = ap.parse_args(argv)
+    if a.cluster:
+        return run_cluster(a)
 
     name = a.segment or f"trainer-{os.getpid()}"
     seg = shmcfg.create(name, force=True)
