@@ -9,6 +9,7 @@
  *   shmctl-stat.c   stat, hash, check, dump, diff, watch
  *   shmctl-write.c  create, rm, set, reset, load, gc
  *   shmctl-header.c header (a C header of accessors for a schema)
+ *   shmctl-cluster.c cluster set, reset, show, log, rollback, status (etcd)
  *
  * Exit status: 0 success, 1 failure, 2 usage error.
  */
@@ -216,5 +217,6 @@ int cmd_hash(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_header(int argc, char **argv);
+int cmd_cluster(int argc, char **argv); /* shmctl-cluster.c */
 
 #endif
