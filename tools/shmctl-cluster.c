@@ -735,11 +735,12 @@ static int rollback_check(const struct cl *c, const struct plan *p, void *ud)
 	return 0;
 }
 
-/* A key an audit record may name: opt/ or knob/ and a name. */
+/* A key an audit record may name: opt/ or knob/ and a name (knob names
+ * may hold slashes: "pytorch/compiler:x"). */
 static bool rel_ok(const char *s)
 {
 	const char *n = !strncmp(s, "opt/", 4) ? s + 4 : !strncmp(s, "knob/", 5) ? s + 5 : NULL;
-	return n && *n && !strchr(n, '/');
+	return n && *n;
 }
 
 static int cl_rollback(int argc, char **argv)
