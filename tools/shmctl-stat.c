@@ -183,9 +183,24 @@ int cmd_stat(int argc, char **argv)
 			json_object_set_new(e, "uid", json_integer(commits[i].uid));
 			json_object_set_new(e, "nchanged", json_integer(commits[i].nchanged));
 			json_object_set_new(e, "changed", names);
+			/* where a cluster change came from (shmcfg-sync): 0 and "" for local commits */
+			json_object_set_new(e, "cluster_rev", json_integer((json_int_t)commits[i].cluster_rev));
+			json_object_set_new(e, "who", json_string(commits[i].who));
 			json_array_append_new(cj, e);
 		}
 		json_object_set_new(o, "commits", cj);
+		/* the cluster agent's record (null: never synced) */
+		json_object_set_new(o, "cluster_revision", json_integer((json_int_t)shmcfg_cluster_revision(h)));
+		shmcfg_sync_info si;
+		if (shmcfg_sync_get(h, &si) == 0)
+			json_object_set_new(o, "sync",
+					    json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:i, s:s}", "endpoints", si.endpoints,
+						      "cluster", si.cluster, "host", si.host, "pid", (int)si.pid, "updated_ns",
+						      (json_int_t)si.updated_ns, "applied_rev", (json_int_t)si.applied_rev,
+						      "out_of_sync_ns", (json_int_t)si.out_of_sync_ns, "nrejected",
+						      (int)si.nrejected, "error", si.error));
+		else
+			json_object_set_new(o, "sync", json_null());
 		rc = json_print(o, false);
 	} else {
 		char size[32], heap[32], used[32], line[640];
@@ -732,10 +747,14 @@ int cmd_watch(int argc, char **argv)
 				json_object_set_new(o, "time_ns", json_integer((json_int_t)ci.time_ns));
 				json_object_set_new(o, "pid", json_integer(ci.pid));
 				json_object_set_new(o, "uid", json_integer(ci.uid));
+				json_object_set_new(o, "cluster_rev", json_integer((json_int_t)ci.cluster_rev));
+				json_object_set_new(o, "who", json_string(ci.who));
 			} else {
 				json_object_set_new(o, "time", json_null());
 				json_object_set_new(o, "pid", json_null());
 				json_object_set_new(o, "uid", json_null());
+				json_object_set_new(o, "cluster_rev", json_null());
+				json_object_set_new(o, "who", json_null());
 			}
 			for (uint32_t i = 0; i < n; i++) {
 				if (is_alias[i] || (!strcmp(text[i], now[i]) && src[i] == nsrc[i]))
