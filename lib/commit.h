@@ -26,7 +26,7 @@ struct chunk {
 };
 #define CHUNK_HDR_BYTES sizeof(struct chunk)
 #define CHUNK_CLASS(tag) (((tag) >> 8) & 0xff)
-#define CHUNK_MASK(tag) ((tag) & 0xf)
+#define CHUNK_MASK(tag) ((tag) & 0xff)
 #define LREF_SHIFT 4
 
 /* heap.c: the value heap's chunks */

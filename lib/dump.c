@@ -180,6 +180,31 @@ static int from_json(const shmcfg *h, shmcfg_opt opt, json_t *j, shmcfg_value *o
 	return json_type_err(h, opt, j);
 }
 
+int shmcfg_value_from_json(const shmcfg *h, shmcfg_opt opt, const char *json, size_t len, shmcfg_value *ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && json && ret, -EINVAL);
+	shmcfg_opt f; /* validates opt: from_json reads its descriptor */
+	int r = shmcfg__target_of(h, opt, &f);
+	if (r)
+		return r;
+	json_error_t e;
+	json_t *j = shmcfg__json_loadb(json, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);
+	if (!j && shmcfg__json_oom(&e))
+		return shmcfg__nomem();
+	if (!j)
+		return shmcfg__err(SHMCFG_E_PARSE, "%s: value %.*s is not JSON: %s", sstr(h, opt_d(h, opt)->name),
+				   (int)(len < 80 ? len : 80), json, e.text);
+	shmcfg_value v;
+	r = from_json(h, opt, j, &v);
+	if (!r) { /* strings still point into j */
+		r = shmcfg__value_copy(&v, ret);
+		shmcfg_value_clear(&v);
+	}
+	json_decref(j);
+	return r;
+}
+
 int shmcfg_load(shmcfg *h, const char *text, size_t len, shmcfg_warn_fn *warn, void *ud,
 		uint64_t *gen_ret)
 {

@@ -39,7 +39,7 @@
 #include "shmcfg.h"
 
 #define SEG_MAGIC 0x3147464343d48535ULL /* bytes 35 85 d4 43 43 46 47 31 */
-#define SEG_LAYOUT_VERSION 3u
+#define SEG_LAYOUT_VERSION 4u
 #define SEG_READY 0x52454459u           /* "REDY" */
 #define SEG_HEADER_BYTES 4096u
 #define SEG_PREFIX "/shmcfg."
@@ -74,8 +74,9 @@
 /* The layers a slot stores for each option, lowest precedence first. They
  * are the sources SHMCFG_SRC_KNOB..SHMCFG_SRC_ENV_FORCE; layer_of() and
  * source_of() convert, so that no code does arithmetic on sources. */
-enum layer { LAYER_KNOB, LAYER_ENV_DEFAULT, LAYER_USER, LAYER_ENV_FORCE, NLAYERS };
+enum layer { LAYER_KNOB, LAYER_ENV_DEFAULT, LAYER_CLUSTER, LAYER_USER, LAYER_ENV_FORCE, NLAYERS };
 _Static_assert(SHMCFG_SRC_ENV_DEFAULT == SHMCFG_SRC_KNOB + LAYER_ENV_DEFAULT &&
+		       SHMCFG_SRC_CLUSTER == SHMCFG_SRC_KNOB + LAYER_CLUSTER &&
 		       SHMCFG_SRC_USER == SHMCFG_SRC_KNOB + LAYER_USER &&
 		       SHMCFG_SRC_ENV_FORCE == SHMCFG_SRC_KNOB + LAYER_ENV_FORCE,
 	       "stored sources are consecutive");
@@ -96,11 +97,11 @@ static inline bool source_is_stored(shmcfg_source s)
 #define META_TYPE(m) ((unsigned)((m)&0xff))
 #define META_NULL (1ull << 8)
 #define META_SRC_SHIFT 9
-#define META_SRC(m) ((shmcfg_source)(((m) >> META_SRC_SHIFT) & 7))
-#define META_SET (1ull << 12)
+#define META_SRC(m) ((shmcfg_source)(((m) >> META_SRC_SHIFT) & 15))
+#define META_SET (1ull << 13)
 /* str/list bytes in the schema's strings area (a default or an implied
  * value), not in the value heap */
-#define META_SCHEMA (1ull << 13)
+#define META_SCHEMA (1ull << 14)
 #define META_LEN(m) ((uint32_t)((m) >> 32))
 #define CELL_OFF(v) ((uint32_t)(v))
 #define CELL_COUNT(v) ((uint32_t)((v) >> 32))
@@ -152,6 +153,15 @@ struct seg_header {
 	uint64_t heap_live;      /* bytes of chunks in use */
 	uint64_t heap_free[HEAP_CLASSES]; /* free list heads: chunk offset, 0 = empty */
 	uint64_t ring_head;      /* ring positions ever used (publish.c) */
+	/* The cluster agent's record (cluster.c): a seqlock of its own, written
+	 * under the writer lock. */
+	_Alignas(64) uint64_t sync_seq; /* odd while written; 0 = never written */
+	struct sync_rec {
+		char endpoints[256], cluster[64], host[64], error[256];
+		int32_t pid;
+		uint32_t nrejected;
+		uint64_t updated_ns, applied_rev, out_of_sync_ns;
+	} sync;
 	_Alignas(64) char end[];
 };
 
@@ -170,6 +180,7 @@ struct slot_hdr {
 	uint64_t base;           /* the generation the cells and references hold, for writers:
 				  * valid while the stamp equals it or is 0 (filled at creation
 				  * or recycled); 0 = unknown (shmcfg__slot_base, heap.c) */
+	uint64_t cluster_rev;    /* the cluster revision this generation carries (cluster.c) */
 };
 
 #define SLOT_CELLS_OFF 64u
@@ -228,6 +239,8 @@ struct log_ent {
 	uint64_t ring_start;     /* position of its changed ids in the ring */
 	uint32_t ring_n;         /* ... how many; RING_OVERFLOW: too many to list */
 	uint32_t pad;
+	uint64_t cluster_rev;    /* shmcfg_txn_origin(): the cluster revision applied, 0 none */
+	char who[SHMCFG_WHO_MAX]; /* ... and who made the change, NUL-terminated */
 };
 #define RING_OVERFLOW UINT32_MAX
 
@@ -597,11 +610,16 @@ struct shmcfg_txn {
 	size_t n, cap;
 	int err;            /* the first refused change: the commit fails with it */
 	char *err_detail;   /* ... and its detail */
+	uint64_t cluster_rev;           /* shmcfg_txn_origin(), 0 = none */
+	char who[SHMCFG_WHO_MAX];
 };
 int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const shmcfg_value *v);
 
 /* publish.c: commits */
 int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret);
+/* the writer lock (OFD lock of the lock object, and the handle's mutex) */
+int shmcfg__lock_writer(shmcfg *h);
+void shmcfg__unlock_writer(shmcfg *h);
 bool shmcfg__mode_wakes(unsigned mode);
 
 /* env.c: the environment into generation 1 */

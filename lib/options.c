@@ -153,6 +153,15 @@ int shmcfg__target_of(const shmcfg *h, shmcfg_opt opt, shmcfg_opt *final)
 	return 0;
 }
 
+int shmcfg_value_check(const shmcfg *h, shmcfg_opt opt, const shmcfg_value *v)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && v, -EINVAL);
+	shmcfg_opt f;
+	int r = shmcfg__target_of(h, opt, &f);
+	return r ? r : shmcfg__value_check(h, f, v);
+}
+
 /*
  * The one preparation of a value for a layer, for transactions and patches:
  * checked against the option (type, null, range, choices, a list's shape),

@@ -68,7 +68,7 @@ static uint32_t *ring_at(const shmcfg *h, uint64_t pos)
  * head moves before the ids are written, so a writer that dies meanwhile
  * can only have overwritten ids that no published record still claims.
  */
-static void write_log(shmcfg *h, uint64_t gen, uint32_t *ids, size_t n)
+static void write_log(shmcfg *h, uint64_t gen, uint32_t *ids, size_t n, const shmcfg_txn *origin)
 {
 	struct log_ent *e = log_at(h, gen);
 	qsort(ids, n, sizeof *ids, cmp_id);
@@ -78,6 +78,8 @@ static void write_log(shmcfg *h, uint64_t gen, uint32_t *ids, size_t n)
 	e->pid = (int32_t)shmcfg__self_pid;
 	e->uid = h->uid;
 	e->nchanged = (uint32_t)n;
+	e->cluster_rev = origin ? origin->cluster_rev : 0;
+	memcpy(e->who, origin ? origin->who : "", origin ? sizeof e->who : 1);
 	e->nids = 0;
 	for (size_t k = 0; k < n && e->nids < SHMCFG_LOG_IDS; k++)
 		e->ids[e->nids++] = ids[k];
@@ -182,7 +184,8 @@ static int commit_first(shmcfg_txn *t)
 		goto out;
 	shmcfg__hash_final(sl->hash_sum, sl->config_hash);
 	sl->base = 1;
-	write_log(h, 1, b.changed.ids, b.changed.n);
+	sl->cluster_rev = 0;
+	write_log(h, 1, b.changed.ids, b.changed.n, NULL);
 	for (uint32_t s = 1; !r && s < h->lay.nslots; s++) {
 		struct slot_hdr *o = slot_at(h, s);
 		struct build c = {.h = h, .cells = slot_cells(h, o), .lrefs = slot_lrefs(h, o), .heap = seg_heap(h),
@@ -263,7 +266,7 @@ static void recycle(shmcfg *h, uint32_t cur_s, uint32_t s_new, const struct slot
 	}
 }
 
-static int lock_writer(shmcfg *h)
+int shmcfg__lock_writer(shmcfg *h)
 {
 	/* OFD locks belong to the open file description, which all threads of
 	 * a handle share: they exclude other processes and handles, and this
@@ -280,7 +283,7 @@ static int lock_writer(shmcfg *h)
 	return r;
 }
 
-static void unlock_writer(shmcfg *h)
+void shmcfg__unlock_writer(shmcfg *h)
 {
 	shmcfg__ofd_unlock(h->lock_fd, LOCK_WRITER_BYTE);
 	pthread_mutex_unlock(&h->commit_lock);
@@ -301,7 +304,7 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 		qsort(t->ch, t->n, sizeof *t->ch, cmp_change);
 	if (first)
 		return commit_first(t);
-	if ((r = lock_writer(h)))
+	if ((r = shmcfg__lock_writer(h)))
 		return r;
 	shmcfg__fault("commit.locked");
 	struct seg_header *hd = h->hdr;
@@ -321,11 +324,13 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 		goto out;
 	hd->wip = 0;
 	/* a transaction that changes no layer publishes nothing, and must not
-	 * take (or wait for) a slot to find that out */
+	 * take (or wait for) a slot to find that out; one that brings a new
+	 * cluster revision publishes it even so (an agent's waiters see it) */
 	bool any;
 	if ((r = txn_changes(h, (const char *)cur_sl, t->ch, t->n, &any)))
 		goto out;
-	if (!any) {
+	uint64_t cluster_rev = t->cluster_rev ? t->cluster_rev : cur_sl->cluster_rev;
+	if (!any && cluster_rev == cur_sl->cluster_rev) {
 		r = 1;
 		if (gen_ret)
 			*gen_ret = cur_g;
@@ -364,8 +369,9 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 	memcpy(sl->hash_sum, b.hash_sum, sizeof sl->hash_sum);
 	sl->checksum = b.checksum;
 	shmcfg__hash_final(b.hash_sum, sl->config_hash);
+	sl->cluster_rev = cluster_rev;
 	shmcfg__fault("commit.written");
-	write_log(h, gen, b.changed.ids, b.changed.n);
+	write_log(h, gen, b.changed.ids, b.changed.n, t);
 	sl->base = gen;
 	/* pairs with the readers' stamp check: everything above is visible to a
 	 * reader that sees this stamp */
@@ -381,7 +387,7 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 		*gen_ret = gen;
 	r = 0;
 out:
-	unlock_writer(h);
+	shmcfg__unlock_writer(h);
 	shmcfg__build_free(&b);
 	return r;
 }

@@ -182,27 +182,41 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 	}
 }
 
-uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
+/* n words of the current slot's header from byte off, read together under
+ * the slot's seqlock: the generation they belong to, 0 if none is stable. */
+static uint64_t slot_hdr_words(const shmcfg *h, size_t off, uint64_t *w, int n)
 {
-	SHMCFG_API_ENTRY;
 	for (int tries = 0;;) {
 		uint64_t cur = seq_current(h) /* (A) */;
 		if (cur_slot(cur) >= h->lay.nslots)
 			break;
-		const struct slot_hdr *sl = slot_at(h, cur_slot(cur));
-		uint64_t w[2] = {
-			__atomic_load_n((const uint64_t *)sl->config_hash, __ATOMIC_RELAXED),
-			__atomic_load_n((const uint64_t *)sl->config_hash + 1, __ATOMIC_RELAXED),
-		};
-		if (seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
-			memcpy(out, w, 16);
+		const uint64_t *p = (const uint64_t *)((const char *)slot_at(h, cur_slot(cur)) + off);
+		for (int i = 0; i < n; i++)
+			w[i] = __atomic_load_n(p + i, __ATOMIC_RELAXED);
+		if (seq_valid(&slot_at(h, cur_slot(cur))->gen, cur_gen(cur))) /* (B) */
 			return cur_gen(cur);
-		}
 		if (shmcfg__seq_retry(h, cur, &tries))
 			break;
 	}
-	memset(out, 0, 16);
+	memset(w, 0, (size_t)n * sizeof *w);
 	return 0;
+}
+
+uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
+{
+	SHMCFG_API_ENTRY;
+	uint64_t w[2];
+	uint64_t gen = slot_hdr_words(h, offsetof(struct slot_hdr, config_hash), w, 2);
+	memcpy(out, w, 16);
+	return gen;
+}
+
+uint64_t shmcfg_cluster_revision(const shmcfg *h)
+{
+	SHMCFG_API_ENTRY;
+	uint64_t rev;
+	slot_hdr_words(h, offsetof(struct slot_hdr, cluster_rev), &rev, 1);
+	return rev;
 }
 
 int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)

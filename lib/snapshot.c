@@ -20,6 +20,12 @@ void shmcfg_snapshot_hash(const shmcfg_snapshot *snap, uint8_t out[16])
 	memcpy(out, ((const struct slot_hdr *)snap->slot)->config_hash, 16);
 }
 
+uint64_t shmcfg_snapshot_cluster_revision(const shmcfg_snapshot *snap)
+{
+	SHMCFG_API_KEEP;
+	return ((const struct slot_hdr *)snap->slot)->cluster_rev;
+}
+
 int shmcfg_snapshot_get(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_value *ret)
 {
 	SHMCFG_API_ENTRY;

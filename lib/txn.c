@@ -60,10 +60,21 @@ int shmcfg_txn_layer(shmcfg_txn *t, shmcfg_source layer)
 {
 	SHMCFG_API_ENTRY;
 	txn_assert_return(t, t);
-	if (layer != SHMCFG_SRC_USER && layer != SHMCFG_SRC_KNOB) /* the sets would go elsewhere */
-		return txn_refuse(t, shmcfg__err(-EINVAL, "transactions write the user or the knob layer, not %s",
+	/* the environment's layers come from the environment only */
+	if (layer != SHMCFG_SRC_USER && layer != SHMCFG_SRC_KNOB && layer != SHMCFG_SRC_CLUSTER)
+		return txn_refuse(t, shmcfg__err(-EINVAL,
+						 "transactions write the user, cluster or knob layer, not %s",
 						 shmcfg_source_name(layer)));
 	t->layer = layer_of(layer);
+	return 0;
+}
+
+int shmcfg_txn_origin(shmcfg_txn *t, uint64_t cluster_rev, const char *who)
+{
+	SHMCFG_API_ENTRY;
+	txn_assert_return(t, t);
+	t->cluster_rev = cluster_rev;
+	snprintf(t->who, sizeof t->who, "%s", who ? who : "");
 	return 0;
 }
 

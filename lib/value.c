@@ -15,7 +15,7 @@
 #include <jansson.h>
 
 static const char *const type_names[] = {NULL, "bool", "int", "float", "str", "list", "set"};
-static const char *const source_names[] = {"default",   "knob",    "env_default", "user",
+static const char *const source_names[] = {"default",   "knob",    "env_default", "cluster", "user",
 					   "env_force", "implied", "alias",       "patch"};
 
 const char *shmcfg_type_name(shmcfg_type t)
@@ -27,7 +27,7 @@ const char *shmcfg_type_name(shmcfg_type t)
 const char *shmcfg_source_name(shmcfg_source s)
 {
 	SHMCFG_API_KEEP;
-	return (unsigned)s < 8 ? source_names[s] : "unknown";
+	return (unsigned)s < sizeof source_names / sizeof *source_names ? source_names[s] : "unknown";
 }
 
 void shmcfg_value_clear(shmcfg_value *v)

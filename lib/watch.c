@@ -139,6 +139,9 @@ int shmcfg_commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
 		ret->pid = copy.pid;
 		ret->uid = copy.uid;
 		ret->nchanged = copy.nchanged;
+		ret->cluster_rev = copy.cluster_rev;
+		memcpy(ret->who, copy.who, sizeof ret->who);
+		ret->who[sizeof ret->who - 1] = 0; /* the segment's bytes: anyone with write access wrote them */
 		ret->nids = 0;
 		for (uint32_t k = 0; k < copy.nids && k < SHMCFG_LOG_IDS; k++)
 			if (copy.ids[k] < h->lay.nopts)

@@ -293,7 +293,7 @@ static void test_random_commits(void **state)
 static void test_small_heap(void **state)
 {
 	(void)state;
-	shmcfg *h = create_inc(test_name("incheap"), 8, 1024, false);
+	shmcfg *h = create_inc(test_name("incheap"), 8, 1280, false);
 	run(h, 2000, false);
 	shmcfg_close(h);
 	shmcfg_unlink(test_name("incheap"));

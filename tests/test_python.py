@@ -51,7 +51,7 @@ SRCDIR = os.path.abspath(os.environ.get("top_srcdir") or os.path.join(HERE, os.p
 BUILDDIR = os.path.abspath(os.environ.get("top_builddir") or SRCDIR)
 PYDIR = os.path.join(SRCDIR, "python")
 if "SHMCFG_LIBRARY" not in os.environ:
-    _built = os.path.join(BUILDDIR, "lib", ".libs", "libshmcfg.so.0")
+    _built = os.path.join(BUILDDIR, "lib", ".libs", "libshmcfg.so.2")
     if os.path.exists(_built):
         os.environ["SHMCFG_LIBRARY"] = _built  # inherited by child processes
 sys.path.insert(0, PYDIR)
@@ -567,6 +567,31 @@ class TestAttributes(SegTest):
         self.assertIn("app.config.steps = 8", seg.codegen())
         self.assertIn("shmctl set", seg.codegen("shell"))
         self.assertEqual(json.loads(seg.codegen("json"))["app.config.steps"], 8)
+
+    def test_cluster_layer_and_revision(self):
+        """The cluster layer sits under user; the revision a commit applied
+        is every process's to read, and stays through local commits."""
+        seg, m = self.app()
+        self.assertEqual(seg.cluster_revision, 0)
+        with seg.transaction(layer="cluster", origin=(17, "alice@h1")) as t:
+            t["app.config.steps"] = 21
+        g = seg.generation
+        self.assertEqual(m.steps, 21)
+        self.assertEqual(seg.cluster_revision, 17)
+        info = seg.commit_info(g)
+        self.assertEqual((info["cluster_rev"], info["who"]), (17, "alice@h1"))
+        seg.set({"app.config.steps": 5})  # this host's override wins
+        self.assertEqual(m.steps, 5)
+        self.assertEqual(seg.cluster_revision, 17)
+        seg.reset("app.config.steps")
+        self.assertEqual(m.steps, 21)
+        ro = shmcfg.attach(seg.name, readonly=True)
+        try:
+            self.assertEqual(ro.cluster_revision, 17)
+        finally:
+            ro.close()
+        with self.assertRaises(ValueError):
+            seg.transaction(layer="env_force")
 
 
 # ---------------------------------------------------------------------------

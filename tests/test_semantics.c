@@ -149,24 +149,24 @@ static void test_precedence_table(void **state)
 	(void)state;
 	struct {
 		shmcfg_type type;
-		const char *vals[6]; /* default, knob, env_default, user, env_force, implied */
+		/* by source: default, knob, env_default, cluster, user, env_force, implied */
+		const char *vals[7];
 		bool knob;
 	} types[] = {
-		{SHMCFG_BOOL, {"false", "true", "false", "true", "false", "true"}, true},
-		{SHMCFG_INT, {"0", "1", "2", "3", "4", "5"}, true},
-		{SHMCFG_FLOAT, {"0.5", "1.5", "2.5", "3.5", "4.5", "5.5"}, false},
-		{SHMCFG_STR, {"\"d\"", "x", "\"ed\"", "\"u\"", "\"ef\"", "\"i\""}, false},
-		{SHMCFG_LIST, {"[\"d\"]", "x", "[\"ed\"]", "[\"u\"]", "[\"ef\"]", "[\"i\"]"}, false},
-		{SHMCFG_SET, {"[\"d\"]", "x", "[\"ed\"]", "[\"u\"]", "[\"ef\"]", "[\"b\",\"i\"]"}, false},
+		{SHMCFG_BOOL, {"false", "true", "false", "true", "false", "true", "false"}, true},
+		{SHMCFG_INT, {"0", "1", "2", "3", "4", "5", "6"}, true},
+		{SHMCFG_FLOAT, {"0.5", "1.5", "2.5", "3.5", "4.5", "5.5", "6.5"}, false},
+		{SHMCFG_STR, {"\"d\"", "x", "\"ed\"", "\"c\"", "\"u\"", "\"ef\"", "\"i\""}, false},
+		{SHMCFG_LIST, {"[\"d\"]", "x", "[\"ed\"]", "[\"c\"]", "[\"u\"]", "[\"ef\"]", "[\"i\"]"}, false},
+		{SHMCFG_SET, {"[\"d\"]", "x", "[\"ed\"]", "[\"c\"]", "[\"u\"]", "[\"ef\"]", "[\"b\",\"i\"]"}, false},
 	};
-	const char *layer_env[] = {NULL, NULL, "P_ED", NULL, "P_EF"};
 	int checked = 0;
 	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
 		char implies[64];
-		snprintf(implies, sizeof implies, "p.x=%s", types[t].vals[5]);
+		snprintf(implies, sizeof implies, "p.x=%s", types[t].vals[SHMCFG_SRC_IMPLIED]);
 		/* env values: JSON text is not how the environment spells a value */
 		char envd[32], envf[32];
-		const char *ed = types[t].vals[2], *ef = types[t].vals[4];
+		const char *ed = types[t].vals[SHMCFG_SRC_ENV_DEFAULT], *ef = types[t].vals[SHMCFG_SRC_ENV_FORCE];
 		if (types[t].type == SHMCFG_STR) {
 			ed = "ed";
 			ef = "ef";
@@ -176,8 +176,9 @@ static void test_precedence_table(void **state)
 		}
 		snprintf(envd, sizeof envd, "P_ED=%s", ed);
 		snprintf(envf, sizeof envf, "P_EF=%s", ef);
-		for (unsigned mask = 0; mask < 32; mask++) {
-			bool knob = mask & 1, env_d = mask & 2, user = mask & 4, env_f = mask & 8, impl = mask & 16;
+		for (unsigned mask = 0; mask < 64; mask++) {
+			bool knob = mask & 1, env_d = mask & 2, cluster = mask & 4, user = mask & 8, env_f = mask & 16,
+			     impl = mask & 32;
 			if (knob && !types[t].knob)
 				continue;
 			shmcfg_optdef defs[2] = {
@@ -201,33 +202,47 @@ static void test_precedence_table(void **state)
 			shmcfg_txn *tx;
 			assert_int_equal(shmcfg_txn_begin(h, &tx), 0);
 			if (user)
-				assert_int_equal(shmcfg_txn_set_text(tx, 0, types[t].vals[3]), 0);
+				assert_int_equal(shmcfg_txn_set_text(tx, 0, types[t].vals[SHMCFG_SRC_USER]), 0);
 			if (impl)
 				assert_int_equal(shmcfg_txn_set_bool(tx, 1, true), 0);
 			assert_true(shmcfg_txn_commit(tx, NULL) >= 0);
 			if (knob) {
 				assert_int_equal(shmcfg_txn_begin(h, &tx), 0);
 				assert_int_equal(shmcfg_txn_layer(tx, SHMCFG_SRC_KNOB), 0);
-				assert_int_equal(shmcfg_txn_set_text(tx, 0, types[t].vals[1]), 0);
+				assert_int_equal(shmcfg_txn_set_text(tx, 0, types[t].vals[SHMCFG_SRC_KNOB]), 0);
 				assert_int_equal(shmcfg_txn_commit(tx, NULL), 0);
 			}
-			int want = impl ? 5 : env_f ? 4 : user ? 3 : env_d ? 2 : knob ? 1 : 0;
+			if (cluster) { /* as shmcfg-sync writes it: its own layer, with an origin */
+				assert_int_equal(shmcfg_txn_begin(h, &tx), 0);
+				assert_int_equal(shmcfg_txn_layer(tx, SHMCFG_SRC_CLUSTER), 0);
+				assert_int_equal(shmcfg_txn_origin(tx, 7, "op@host"), 0);
+				assert_int_equal(shmcfg_txn_set_text(tx, 0, types[t].vals[SHMCFG_SRC_CLUSTER]), 0);
+				assert_int_equal(shmcfg_txn_commit(tx, NULL), 0);
+				assert_int_equal(shmcfg_cluster_revision(h), 7);
+			}
+			shmcfg_source want = impl    ? SHMCFG_SRC_IMPLIED
+					     : env_f   ? SHMCFG_SRC_ENV_FORCE
+					     : user    ? SHMCFG_SRC_USER
+					     : cluster ? SHMCFG_SRC_CLUSTER
+					     : env_d   ? SHMCFG_SRC_ENV_DEFAULT
+					     : knob    ? SHMCFG_SRC_KNOB
+						       : SHMCFG_SRC_DEFAULT;
 			shmcfg_value expect;
 			const char *wtext = types[t].vals[want];
-			if ((want == 2 || want == 4) && types[t].type >= SHMCFG_STR)
-				wtext = want == 2 ? "\"ed\"" : "\"ef\"";
-			if ((want == 2 || want == 4) && types[t].type >= SHMCFG_LIST)
-				wtext = want == 2 ? "[\"ed\"]" : "[\"ef\"]";
+			bool from_env = want == SHMCFG_SRC_ENV_DEFAULT || want == SHMCFG_SRC_ENV_FORCE;
+			if (from_env && types[t].type >= SHMCFG_STR)
+				wtext = want == SHMCFG_SRC_ENV_DEFAULT ? "\"ed\"" : "\"ef\"";
+			if (from_env && types[t].type >= SHMCFG_LIST)
+				wtext = want == SHMCFG_SRC_ENV_DEFAULT ? "[\"ed\"]" : "[\"ef\"]";
 			assert_int_equal(shmcfg_value_parse(types[t].type, false, wtext, &expect), 0);
 			shmcfg_value got;
 			assert_int_equal(shmcfg_get(h, 0, &got), 0);
-			if (!shmcfg_value_equal(&got, &expect) || (int)got.source != want) {
+			if (!shmcfg_value_equal(&got, &expect) || got.source != want) {
 				char *gt = NULL;
 				(void)!shmcfg_value_format(&got, &gt);
 				fail_msg("%s mask %u: got %s from %s, want %s from %s", shmcfg_type_name(types[t].type),
 					 mask, gt, shmcfg_source_name(got.source), wtext, shmcfg_source_name(want));
 			}
-			(void)layer_env;
 			shmcfg_value_clear(&got);
 			shmcfg_value_clear(&expect);
 			shmcfg_close(h);
@@ -235,7 +250,7 @@ static void test_precedence_table(void **state)
 		}
 	}
 	shmcfg_unlink(test_name("prec"));
-	assert_int_equal(checked, 2 * 32 + 4 * 16);
+	assert_int_equal(checked, 2 * 64 + 4 * 32);
 }
 
 /* Environment edge cases for floats: NaN and infinities are values (as

@@ -676,8 +676,8 @@ int cmd_describe(int argc, char **argv)
 		return fail_lib(r, oi.name);
 	}
 	int isdef = shmcfg_is_default(h, opt);
-	static const shmcfg_source layers[] = {SHMCFG_SRC_DEFAULT, SHMCFG_SRC_KNOB, SHMCFG_SRC_ENV_DEFAULT,
-					       SHMCFG_SRC_USER, SHMCFG_SRC_ENV_FORCE};
+	static const shmcfg_source layers[] = {SHMCFG_SRC_DEFAULT, SHMCFG_SRC_KNOB,    SHMCFG_SRC_ENV_DEFAULT,
+					       SHMCFG_SRC_CLUSTER, SHMCFG_SRC_USER, SHMCFG_SRC_ENV_FORCE};
 	json_t *o = json_object();
 	json_t *jl = json_object();
 	char tbuf[16];

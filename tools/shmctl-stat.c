@@ -56,6 +56,73 @@ static char *changed_names(shmcfg *h, const shmcfg_commit *c)
 	return s;
 }
 
+/* The cluster agent's record, and whether the agent is still there (its
+ * pid, in the agent's pid namespace: shmctl run elsewhere may not see it). */
+static bool agent_alive(const shmcfg_sync_info *s)
+{
+	return s->pid > 0 && (kill(s->pid, 0) == 0 || errno == EPERM);
+}
+
+static json_t *sync_json(const shmcfg_sync_info *s)
+{
+	json_t *o = json_object();
+	char ts[48];
+	json_object_set_new(o, "endpoints", json_string(s->endpoints));
+	json_object_set_new(o, "cluster", json_string(s->cluster));
+	json_object_set_new(o, "host", json_string(s->host));
+	json_object_set_new(o, "pid", json_integer(s->pid));
+	json_object_set_new(o, "agent_alive", json_boolean(agent_alive(s)));
+	json_object_set_new(o, "applied_revision", json_integer((json_int_t)s->applied_rev));
+	time_utc(s->updated_ns, ts, sizeof ts);
+	json_object_set_new(o, "updated", json_string(ts));
+	json_object_set_new(o, "updated_ns", json_integer((json_int_t)s->updated_ns));
+	json_object_set_new(o, "in_sync", json_boolean(s->out_of_sync_ns == 0));
+	if (s->out_of_sync_ns) {
+		time_utc(s->out_of_sync_ns, ts, sizeof ts);
+		json_object_set_new(o, "out_of_sync_since", json_string(ts));
+	} else {
+		json_object_set_new(o, "out_of_sync_since", json_null());
+	}
+	json_object_set_new(o, "rejected", json_integer(s->nrejected));
+	json_object_set_new(o, "error", json_string(s->error));
+	return o;
+}
+
+static void print_sync(const shmcfg_sync_info *s, uint64_t cluster_rev)
+{
+	char line[1400], ts[40];
+	if (!s) {
+		if (cluster_rev) {
+			snprintf(line, sizeof line, "revision %llu (no agent has recorded itself)",
+				 (unsigned long long)cluster_rev);
+			kv("cluster", line, NULL);
+		}
+		return;
+	}
+	bool alive = agent_alive(s);
+	snprintf(line, sizeof line, "%.63s, revision %llu, host %.63s, etcd %.255s", s->cluster[0] ? s->cluster : "?",
+		 (unsigned long long)cluster_rev, s->host[0] ? s->host : "?", s->endpoints[0] ? s->endpoints : "?");
+	kv("cluster", line, NULL);
+	if (!alive) {
+		time_local(s->updated_ns, ts, sizeof ts);
+		snprintf(line, sizeof line, "not running (pid %d, last seen %s)", s->pid, ts);
+		kv("sync agent", line, C_RED);
+	} else if (s->out_of_sync_ns) {
+		time_local(s->out_of_sync_ns, ts, sizeof ts);
+		snprintf(line, sizeof line, "pid %d, OUT OF SYNC since %s: %s", s->pid, ts,
+			 s->error[0] ? s->error : "etcd unreachable");
+		kv("sync agent", line, C_RED);
+	} else {
+		snprintf(line, sizeof line, "pid %d, in sync", s->pid);
+		kv("sync agent", line, C_GREEN);
+	}
+	if (s->nrejected || (alive && !s->out_of_sync_ns && s->error[0])) {
+		snprintf(line, sizeof line, "%u cluster value%s rejected by this host's schema%s%s", s->nrejected,
+			 s->nrejected == 1 ? "" : "s", s->error[0] ? ": " : "", s->error);
+		kv("rejected", line, C_YELLOW);
+	}
+}
+
 int cmd_stat(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -116,6 +183,10 @@ int cmd_stat(int argc, char **argv)
 			nc++;
 		else
 			break;
+
+	uint64_t cluster_rev = shmcfg_cluster_revision(h);
+	shmcfg_sync_info sync;
+	bool have_sync = shmcfg_sync_get(h, &sync) == 0;
 
 	int rc = EXIT_OK;
 	if (json) {
@@ -183,24 +254,13 @@ int cmd_stat(int argc, char **argv)
 			json_object_set_new(e, "uid", json_integer(commits[i].uid));
 			json_object_set_new(e, "nchanged", json_integer(commits[i].nchanged));
 			json_object_set_new(e, "changed", names);
-			/* where a cluster change came from (shmcfg-sync): 0 and "" for local commits */
 			json_object_set_new(e, "cluster_rev", json_integer((json_int_t)commits[i].cluster_rev));
 			json_object_set_new(e, "who", json_string(commits[i].who));
 			json_array_append_new(cj, e);
 		}
 		json_object_set_new(o, "commits", cj);
-		/* the cluster agent's record (null: never synced) */
-		json_object_set_new(o, "cluster_revision", json_integer((json_int_t)shmcfg_cluster_revision(h)));
-		shmcfg_sync_info si;
-		if (shmcfg_sync_get(h, &si) == 0)
-			json_object_set_new(o, "sync",
-					    json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:i, s:s}", "endpoints", si.endpoints,
-						      "cluster", si.cluster, "host", si.host, "pid", (int)si.pid, "updated_ns",
-						      (json_int_t)si.updated_ns, "applied_rev", (json_int_t)si.applied_rev,
-						      "out_of_sync_ns", (json_int_t)si.out_of_sync_ns, "nrejected",
-						      (int)si.nrejected, "error", si.error));
-		else
-			json_object_set_new(o, "sync", json_null());
+		json_object_set_new(o, "cluster_revision", json_integer((json_int_t)cluster_rev));
+		json_object_set_new(o, "sync", have_sync ? sync_json(&sync) : json_null());
 		rc = json_print(o, false);
 	} else {
 		char size[32], heap[32], used[32], line[640];
@@ -245,6 +305,7 @@ int cmd_stat(int argc, char **argv)
 			 (unsigned long long)info->copy_fallbacks, info->copy_fallbacks == 1 ? "" : "es",
 			 info->copy_fallbacks == 1 ? "copies its" : "copy their");
 		kv("copy fallback", line, info->copy_fallbacks ? C_YELLOW : NULL);
+		print_sync(have_sync ? &sync : NULL, cluster_rev);
 
 		printf("\n%sslots%s (%u)\n", color(C_BOLD), color(C_RESET), info->nslots);
 		static const char *const sh_[] = {"SLOT", "GENERATION", "PINS", "STATE"};
@@ -285,17 +346,20 @@ int cmd_stat(int argc, char **argv)
 
 		printf("\n%scommits%s (last %zu)\n", color(C_BOLD), color(C_RESET), nc);
 		if (nc) {
-			static const char *const chd[] = {"GENERATION", "TIME", "PID", "UID", "CHANGED"};
-			t = table_new(5, chd);
-			table_shrink(t, 4, 20);
+			static const char *const chd[] = {"GENERATION", "TIME", "PID", "UID", "CLUSTER", "CHANGED"};
+			t = table_new(6, chd);
+			table_shrink(t, 5, 20);
 			for (size_t i = 0; i < nc; i++) {
-				char g[32], ts[40], p[16], u[16];
+				char g[32], ts[40], p[16], u[16], cl[32 + SHMCFG_WHO_MAX] = "-";
 				snprintf(g, sizeof g, "%llu", (unsigned long long)commits[i].generation);
 				time_local(commits[i].time_ns, ts, sizeof ts);
 				snprintf(p, sizeof p, "%d", commits[i].pid);
 				snprintf(u, sizeof u, "%u", commits[i].uid);
+				if (commits[i].cluster_rev)
+					snprintf(cl, sizeof cl, "rev %llu%s%s", (unsigned long long)commits[i].cluster_rev,
+						 commits[i].who[0] ? " " : "", commits[i].who);
 				char *names = changed_names(h, &commits[i]);
-				const char *cells[] = {g, ts, p, u, names ? names : "?"};
+				const char *cells[] = {g, ts, p, u, cl, names ? names : "?"};
 				table_row(t, cells);
 				free(names);
 			}
@@ -731,10 +795,14 @@ int cmd_watch(int argc, char **argv)
 		uint64_t missed = gen - last - 1;
 		shmcfg_commit ci;
 		bool have_ci = shmcfg_commit_info(h, gen, &ci) == 0;
-		char when[48] = "?", who[64] = "unknown committer";
+		char when[48] = "?", who[160] = "unknown committer";
 		if (have_ci) {
 			time_local(ci.time_ns, when, sizeof when);
-			snprintf(who, sizeof who, "pid %d uid %u", ci.pid, ci.uid);
+			if (ci.cluster_rev)
+				snprintf(who, sizeof who, "cluster rev %llu by %.64s (pid %d)",
+					 (unsigned long long)ci.cluster_rev, ci.who[0] ? ci.who : "?", ci.pid);
+			else
+				snprintf(who, sizeof who, "pid %d uid %u", ci.pid, ci.uid);
 		}
 		if (json) {
 			json_t *o = json_object(), *changes = json_array();

@@ -657,6 +657,7 @@ const char *source_color(shmcfg_source s)
 	case SHMCFG_SRC_ENV_DEFAULT:
 	case SHMCFG_SRC_ENV_FORCE:
 		return C_YELLOW;
+	case SHMCFG_SRC_CLUSTER:
 	case SHMCFG_SRC_USER:
 		return C_GREEN;
 	case SHMCFG_SRC_IMPLIED:

@@ -243,6 +243,8 @@ static void warn_overridden(shmcfg *h, shmcfg_snapshot *snap, shmcfg_opt f, shmc
 			snprintf(why, sizeof why, " (%s=%s)", vars, val ? val : "?");
 		else
 			snprintf(why, sizeof why, " (%s from %s)", val ? val : "?", vars);
+	} else if (v.source == SHMCFG_SRC_CLUSTER) {
+		snprintf(why, sizeof why, " (%s, set cluster-wide: shmctl cluster show)", val ? val : "?");
 	} else if (v.source == SHMCFG_SRC_IMPLIED) {
 		size_t used = 0;
 		for (uint32_t i = 0; i < shmcfg_count(h); i++) {

@@ -6,19 +6,19 @@ the header (by compiling a small C program when a compiler is there).
 
 Where the library is found, first match wins:
 
-1. ``$SHMCFG_LIBRARY``: the path of ``libshmcfg.so.0`` (or any file name);
-2. the build tree: ``lib/.libs/libshmcfg.so.0`` two levels above this package
+1. ``$SHMCFG_LIBRARY``: the path of ``libshmcfg.so.2`` (or any file name);
+2. the build tree: ``lib/.libs/libshmcfg.so.2`` two levels above this package
    (``python/shmcfg`` in a source tree built in place);
 3. the ``libdir`` that ``make install`` recorded in ``shmcfg/_paths.py``;
 4. the dynamic loader: ``ctypes.util.find_library("shmcfg")``, then
-   ``libshmcfg.so.0`` (``LD_LIBRARY_PATH``, ``/etc/ld.so.cache``).
+   ``libshmcfg.so.2`` (``LD_LIBRARY_PATH``, ``/etc/ld.so.cache``).
 """
 
 import ctypes
 import ctypes.util
 import os
 
-SONAME = "libshmcfg.so.0"
+SONAME = "libshmcfg.so.2"
 
 c_int = ctypes.c_int
 c_uint = ctypes.c_uint
@@ -39,9 +39,11 @@ BOOL, INT, FLOAT, STR, LIST, SET = 1, 2, 3, 4, 5, 6
 TYPE_NAMES = {BOOL: "bool", INT: "int", FLOAT: "float", STR: "str", LIST: "list", SET: "set"}
 
 # enum shmcfg_source
-SOURCE_NAMES = ("default", "knob", "env_default", "user", "env_force", "implied", "alias", "patch")
-SRC_USER = 3
+SOURCE_NAMES = ("default", "knob", "env_default", "cluster", "user", "env_force", "implied", "alias",
+                "patch")
 SRC_KNOB = 1
+SRC_CLUSTER = 3
+SRC_USER = 4
 
 # option flags
 F_NULLABLE = 1 << 0
@@ -133,7 +135,7 @@ class Commit(ctypes.Structure):
     """struct shmcfg_commit"""
     _fields_ = [("generation", c_uint64), ("time_ns", c_uint64), ("pid", c_int32),
                 ("uid", c_uint32), ("nchanged", c_uint32), ("nids", c_uint32),
-                ("ids", c_uint32 * 20)]
+                ("ids", c_uint32 * 20), ("cluster_rev", c_uint64), ("who", ctypes.c_char * 64)]
 
 
 class Info(ctypes.Structure):
@@ -149,7 +151,7 @@ class Info(ctypes.Structure):
 
 # Sizes and offsets on LP64 (x86-64, aarch64), checked against the header.
 EXPECTED_SIZES = {"Value": 48, "OptInfo": 288, "OptDef": 104, "CreateOpts": 40,
-                  "AttachOpts": 24, "View": 2088, "Commit": 112, "Info": 2168}
+                  "AttachOpts": 24, "View": 2088, "Commit": 184, "Info": 2168}
 
 
 def _candidates():
@@ -230,6 +232,7 @@ get = _fn("shmcfg_get", c_int, _H, c_uint32, POINTER(Value))
 config_hash = _fn("shmcfg_config_hash", c_uint64, _H, POINTER(c_uint8 * 16))
 txn_begin = _fn("shmcfg_txn_begin", c_int, _H, POINTER(c_void_p))
 txn_layer = _fn("shmcfg_txn_layer", c_int, c_void_p, c_int)
+txn_origin = _fn("shmcfg_txn_origin", c_int, c_void_p, c_uint64, c_char_p)
 txn_set = _fn("shmcfg_txn_set", c_int, c_void_p, c_uint32, POINTER(Value))
 txn_reset = _fn("shmcfg_txn_reset", c_int, c_void_p, c_uint32)
 txn_commit = _fn("shmcfg_txn_commit", c_int, c_void_p, POINTER(c_uint64))
@@ -237,6 +240,7 @@ txn_abort = _fn("shmcfg_txn_abort", None, c_void_p)
 set_commit_timeout = _fn("shmcfg_set_commit_timeout", None, _H, c_int)
 wait = _fn("shmcfg_wait", c_int, _H, c_uint64, c_int, POINTER(c_uint64))
 commit_info = _fn("shmcfg_commit_info", c_int, _H, c_uint64, POINTER(Commit))
+cluster_revision = _fn("shmcfg_cluster_revision", c_uint64, _H)
 changes = _fn("shmcfg_changes", c_int, _H, c_uint64, c_uint64, POINTER(c_bool))
 is_default = _fn("shmcfg_is_default", c_int, _H, c_uint32)
 dump = _fn("shmcfg_dump", c_int, _H, c_uint, POINTER(c_void_p))

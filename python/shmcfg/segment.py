@@ -156,6 +156,13 @@ class Segment:
             raise _error(r, self.name)
         return info.generation
 
+    @property
+    def cluster_revision(self):
+        """The etcd revision of the cluster layer this host has applied (0 if
+        none): a trainer switches at a step boundary once every rank reports
+        at least the revision it waits for (examples/trainer.py)."""
+        return _L.cluster_revision(self._handle())
+
     def current(self):
         """The current generation and its config hash, read together."""
         out = (ctypes.c_uint8 * 16)()
@@ -319,9 +326,10 @@ class Segment:
 
     # -- writing -----------------------------------------------------------
 
-    def _commit(self, changes, layer=_L.SRC_USER):
-        """One transaction: changes is a list of (_Opt, _CVal or None=reset).
-        Returns the generation (the current one when nothing changed)."""
+    def _commit(self, changes, layer=_L.SRC_USER, origin=None):
+        """One transaction: changes is a list of (_Opt, _CVal or None=reset),
+        origin None or (cluster revision, who). Returns the generation (the
+        current one when nothing changed)."""
         h = self._wh()
         t = ctypes.c_void_p()
         r = _L.txn_begin(h, ctypes.byref(t))
@@ -330,6 +338,11 @@ class Segment:
         try:
             if layer != _L.SRC_USER:
                 r = _L.txn_layer(t, layer)
+                if r < 0:
+                    raise _error(r, f"segment '{self.name}'")
+            if origin is not None:
+                rev, who = origin
+                r = _L.txn_origin(t, int(rev), (who or "").encode())
                 if r < 0:
                     raise _error(r, f"segment '{self.name}'")
             for o, cv in changes:
@@ -360,10 +373,12 @@ class Segment:
             t.reset(n)
         return t.commit()
 
-    def transaction(self, layer="user"):
+    def transaction(self, layer="user", origin=None):
         """A Transaction: collect sets and resets, commit them as one
-        generation. As a context manager it commits on success."""
-        return Transaction(self, layer)
+        generation. As a context manager it commits on success. layer:
+        "user", "knob" or "cluster"; origin: (cluster revision, who) for the
+        commit log, as shmcfg-sync tags its commits."""
+        return Transaction(self, layer, origin)
 
     # -- patches -------------------------------------------------------------
 
@@ -448,7 +463,8 @@ class Segment:
         if r < 0:
             raise _error(r, self.name)
         return {"generation": c.generation, "time": c.time_ns / 1e9, "pid": c.pid,
-                "uid": c.uid, "nchanged": c.nchanged,
+                "uid": c.uid, "nchanged": c.nchanged, "cluster_rev": c.cluster_rev,
+                "who": c.who.decode("utf-8", "replace"),
                 "changed": [self._byindex[c.ids[i]].name for i in range(c.nids)
                             if c.ids[i] < len(self._byindex)]}
 
@@ -604,11 +620,12 @@ class Transaction:
     checks ranges and choices at commit, where one bad value fails all.
     """
 
-    def __init__(self, seg, layer="user"):
-        if layer not in ("user", "knob"):
-            raise ValueError(f"layer must be 'user' or 'knob', not {layer!r}")
+    def __init__(self, seg, layer="user", origin=None):
+        if layer not in ("user", "knob", "cluster"):
+            raise ValueError(f"layer must be 'user', 'knob' or 'cluster', not {layer!r}")
         self._seg = seg
-        self._layer = _L.SRC_USER if layer == "user" else _L.SRC_KNOB
+        self._layer = {"user": _L.SRC_USER, "knob": _L.SRC_KNOB, "cluster": _L.SRC_CLUSTER}[layer]
+        self._origin = origin
         self._changes = []
         self._done = False
 
@@ -635,7 +652,7 @@ class Transaction:
         if self._done:
             raise RuntimeError("transaction already committed or aborted")
         self._done = True
-        return self._seg._commit(self._changes, self._layer)
+        return self._seg._commit(self._changes, self._layer, self._origin)
 
     def abort(self):
         self._done = True

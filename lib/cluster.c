@@ -1,0 +1,108 @@
+/*
+ * The cluster agent's record in the segment (shmcfg_sync_set/get): where
+ * shmcfg-sync gets its values from and how far it is, for shmctl and for
+ * every process. The applied cluster revision itself lives in each slot's
+ * header (publish.c, read.c), so that it belongs to a generation.
+ *
+ * The record is a seqlock of its own (struct seg_header's sync_seq): the
+ * writer, holding the writer lock, makes the sequence odd, rewrites the
+ * record, makes it even again; a reader copies the record between two equal
+ * even loads of the sequence. Both sides copy word by word with relaxed
+ * atomics, so the race on the words is no data race.
+ *   writer: seq = odd (relaxed); fence release (S1); words; seq = even (release, S2)
+ *   reader: s1 = seq (acquire, pairs with S2); words; fence acquire (pairs
+ *           with S1); s2 = seq (relaxed); valid if s1 == s2 and even
+ * A writer that dies mid-record leaves the sequence odd: readers report no
+ * stable record until the next writer (under the lock) writes a whole one.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+
+#define SYNC_WORDS (sizeof(struct sync_rec) / sizeof(uint64_t))
+_Static_assert(sizeof(struct sync_rec) % sizeof(uint64_t) == 0, "the record is copied in words");
+
+static void copy_str(char *dst, size_t n, const char *src)
+{
+	snprintf(dst, n, "%s", src);
+}
+
+int shmcfg_sync_set(shmcfg *h, const shmcfg_sync_info *info)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && info, -EINVAL);
+	if (h->rdonly)
+		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot write", h->name);
+	union {
+		struct sync_rec r;
+		uint64_t w[SYNC_WORDS];
+	} u;
+	memset(&u, 0, sizeof u);
+	copy_str(u.r.endpoints, sizeof u.r.endpoints, info->endpoints);
+	copy_str(u.r.cluster, sizeof u.r.cluster, info->cluster);
+	copy_str(u.r.host, sizeof u.r.host, info->host);
+	copy_str(u.r.error, sizeof u.r.error, info->error);
+	u.r.pid = info->pid;
+	u.r.nrejected = info->nrejected;
+	u.r.updated_ns = info->updated_ns;
+	u.r.applied_rev = info->applied_rev;
+	u.r.out_of_sync_ns = info->out_of_sync_ns;
+	int r = shmcfg__lock_writer(h);
+	if (r)
+		return r;
+	struct seg_header *hd = h->hdr;
+	uint64_t seq = __atomic_load_n(&hd->sync_seq, __ATOMIC_RELAXED);
+	__atomic_store_n(&hd->sync_seq, seq | 1, __ATOMIC_RELAXED); /* odd (even after a death: stays odd) */
+	__atomic_thread_fence(__ATOMIC_RELEASE);                      /* (S1) */
+	uint64_t *dst = (uint64_t *)&hd->sync;
+	for (size_t i = 0; i < SYNC_WORDS; i++)
+		__atomic_store_n(&dst[i], u.w[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&hd->sync_seq, (seq | 1) + 1, __ATOMIC_RELEASE); /* (S2) */
+	shmcfg__unlock_writer(h);
+	return 0;
+}
+
+int shmcfg_sync_get(const shmcfg *h, shmcfg_sync_info *ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && ret, -EINVAL);
+	const struct seg_header *hd = h->hdr;
+	union {
+		struct sync_rec r;
+		uint64_t w[SYNC_WORDS];
+	} u;
+	for (int tries = 0;; tries++) {
+		uint64_t s1 = __atomic_load_n(&hd->sync_seq, __ATOMIC_ACQUIRE); /* pairs with (S2) */
+		if (s1 == 0)
+			return -ENOENT;
+		const uint64_t *src = (const uint64_t *)&hd->sync;
+		for (size_t i = 0; i < SYNC_WORDS; i++)
+			u.w[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE); /* pairs with (S1) */
+		if (!(s1 & 1) && __atomic_load_n(&hd->sync_seq, __ATOMIC_RELAXED) == s1)
+			break;
+		if (tries >= 1000) /* a writer died mid-record, or writes without end */
+			return shmcfg__err(-EAGAIN, "%s: the cluster agent's record is being rewritten", h->name);
+		if (tries > 3)
+			sched_yield();
+	}
+	memset(ret, 0, sizeof *ret);
+	/* the segment's bytes: terminate every string where its field ends */
+#define TAKE(f) (memcpy(ret->f, u.r.f, sizeof ret->f), ret->f[sizeof ret->f - 1] = 0)
+	_Static_assert(sizeof ret->endpoints == sizeof u.r.endpoints && sizeof ret->cluster == sizeof u.r.cluster &&
+			       sizeof ret->host == sizeof u.r.host && sizeof ret->error == sizeof u.r.error,
+		       "the record's strings are the info's");
+	TAKE(endpoints);
+	TAKE(cluster);
+	TAKE(host);
+	TAKE(error);
+#undef TAKE
+	ret->pid = u.r.pid;
+	ret->nrejected = u.r.nrejected;
+	ret->updated_ns = u.r.updated_ns;
+	ret->applied_rev = u.r.applied_rev;
+	ret->out_of_sync_ns = u.r.out_of_sync_ns;
+	return 0;
+}
