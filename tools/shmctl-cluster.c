@@ -111,14 +111,14 @@ static void cl_close(struct cl *c)
 		shmcfg_close(c->h);
 }
 
-/* A cluster name is one path element of the key prefix. */
+/* A cluster name is one element of the key prefix: shmcfg-sync's rule
+ * (1-63 bytes, no '/', space or control character). */
 static bool cluster_name_ok(const char *s)
 {
-	size_t n = strlen(s);
-	if (n == 0 || n >= sizeof ((shmcfg_sync_info *)0)->cluster || !strcmp(s, ".") || !strcmp(s, ".."))
+	if (!*s || strlen(s) >= sizeof ((shmcfg_sync_info *)0)->cluster)
 		return false;
 	for (; *s; s++)
-		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", *s))
+		if (*s == '/' || (unsigned char)*s <= ' ' || *s == 0x7f)
 			return false;
 	return true;
 }
@@ -154,14 +154,12 @@ static int cl_open(const struct args *a, const char *seg, struct cl *c)
 		return fail("no cluster name: give --cluster NAME or set SHMCFG_CLUSTER%s%s%s", no_agent,
 			    synced ? "" : seg, synced ? "" : "')");
 	if (!cluster_name_ok(c->cluster))
-		return fail("cluster name '%s': only letters, digits, '.', '_' and '-' (at most %zu)", c->cluster,
+		return fail("cluster name '%s': 1 to %zu bytes, no '/', space or control character", c->cluster,
 			    sizeof c->sync.cluster - 1);
 	snprintf(c->prefix, sizeof c->prefix, "/shmcfg/v1/%s/", c->cluster);
-	int r = etcd_open(ep, ETCD_TIMEOUT_MS, &c->e);
-	if (r == ETCD_E_NOMEM)
-		return fail("out of memory");
-	if (r)
-		return fail("etcd endpoints '%s': not a list of http://HOST:PORT or unix:PATH", ep);
+	/* a client even on failure: its message says which endpoint is bad */
+	if (etcd_open(ep, ETCD_TIMEOUT_MS, &c->e))
+		return fail("%s", etcd_errmsg(c->e));
 	return 0;
 }
 
@@ -171,6 +169,10 @@ static int fail_etcd(const struct cl *c, int r)
 {
 	if (r == ETCD_E_NOMEM)
 		return fail("out of memory");
+	/* the message names the endpoint tried last: name them all */
+	if (r == ETCD_E_UNREACHABLE && strchr(etcd_endpoints(c->e), ','))
+		return fail("cluster '%s': no etcd endpoint answered (%s): %s", c->cluster, etcd_endpoints(c->e),
+			    etcd_errmsg(c->e));
 	return fail("cluster '%s': %s", c->cluster, etcd_errmsg(c->e));
 }
 
@@ -1053,7 +1055,7 @@ static void age_text(double s, char *buf, size_t len)
 	else if (s < 86400)
 		snprintf(buf, len, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
 	else
-		snprintf(buf, len, "%dd%02dh", (int)(s / 86400), (int)fmod(s, 86400) / 3600);
+		snprintf(buf, len, "%lldd%02dh", (long long)(s / 86400), (int)((long long)s % 86400 / 3600));
 }
 
 static int cl_status(int argc, char **argv)
@@ -1080,6 +1082,8 @@ static int cl_status(int argc, char **argv)
 		for (size_t i = 0; i < vals[g].n; i++)
 			if (vals[g].kv[i].mod_rev > newest)
 				newest = vals[g].kv[i].mod_rev;
+	/* an agent applies every revision of its watch (deletes too, which
+	 * leave no key behind): one that some host applied is newer still */
 	json_t **recs = calloc(st.n ? st.n : 1, sizeof *recs);
 	if (!recs) {
 		rc = fail("out of memory");
@@ -1093,7 +1097,8 @@ static int cl_status(int argc, char **argv)
 		if (!json_is_object(recs[i])) {
 			json_decref(recs[i]);
 			recs[i] = NULL;
-		}
+		} else if (jint(recs[i], "revision", 0) > newest)
+			newest = jint(recs[i], "revision", 0);
 	}
 	for (size_t i = 0; i < st.n; i++) {
 		const char *h = json_string_value(json_object_get(recs[i], "config_hash"));
@@ -1136,7 +1141,7 @@ static int cl_status(int argc, char **argv)
 		ndiffer += differs;
 		nbad += !r;
 		if (t) {
-			char revs[24] = "?", gens[24] = "?", ages[32] = "?", notes[600] = "";
+			char revs[40] = "?", gens[24] = "?", ages[32] = "?", notes[600] = "";
 			if (rev >= 0)
 				snprintf(revs, sizeof revs, "%lld%s", (long long)rev, behind ? " (behind)" : "");
 			if (gen >= 0)
@@ -1146,8 +1151,8 @@ static int cl_status(int argc, char **argv)
 			char *slash = where ? strchr(where, '/') : NULL;
 			if (slash && !host)
 				*slash = 0;
-			char hashs[48];
-			snprintf(hashs, sizeof hashs, "%s%s", hash ? hash : "?", differs ? " (differs)" : "");
+			char hashs[64]; /* an agent's hash is 32 hex digits; another's text is cut */
+			snprintf(hashs, sizeof hashs, "%.40s%s", hash ? hash : "?", differs ? " (differs)" : "");
 			table_row(t, (const char *const[]){host ? host : where, segn ? segn : slash ? slash + 1 : "?", revs,
 							  gens, hashs, ages, err && *err ? err : r ? "" : "status not valid JSON"});
 			if (behind)
