@@ -116,17 +116,16 @@ run shmctl cluster set "$S" level=3 mode=on 'tags=a,b' --reason "first change"
 pass "cluster set: exit 0" test "$RC" = 0
 echeck "set: one transaction (one revision): values, audit record 1 and head" "
 r = $r0 + 1
-j['rev'] == r and jv('opt/app.level') == 3 and jv('opt/app.mode') == 'on' and jv('opt/app.tags') == ['a', 'b'] and
+(j['rev'] == r and jv('opt/app.level') == 3 and jv('opt/app.mode') == 'on' and jv('opt/app.tags') == ['a', 'b'] and
 all(j['keys'][k]['mod'] == r for k in ('opt/app.level', 'opt/app.mode', 'opt/app.tags', 'head',
                                         'audit/00000000000000000001')) and
-jv('head')['seq'] == 1"
+jv('head')['seq'] == 1)"
 echeck "set: the audit record: who, reason, each key's after (no before: absent)" "
 a = jv('audit/00000000000000000001')
-import getpass, socket
-a['seq'] == 1 and a['reason'] == 'first change' and a['who'] == a['user'] + '@' + a['host'] and
+(a['seq'] == 1 and a['reason'] == 'first change' and a['who'] == a['user'] + '@' + a['host'] and
 a['uid'] == $(id -u) and a['time_ns'] > 0 and 'rollback_of' not in a and
 sorted((c['key'], 'before' in c, c['after']) for c in a['changes']) ==
-  [('opt/app.level', False, 3), ('opt/app.mode', False, 'on'), ('opt/app.tags', False, ['a', 'b'])]"
+  [('opt/app.level', False, 3), ('opt/app.mode', False, 'on'), ('opt/app.tags', False, ['a', 'b'])])"
 pass "set: says what changed and the record" pyeval \
 	'"app.level: (unset) -> 3" in a[0] and "audit record 1, revision" in a[0]' "$OUT"
 pass "set never writes the local segment" test "$(shmctl get "$S" level)" = 1
@@ -134,9 +133,9 @@ pass "set never writes the local segment" test "$(shmctl get "$S" level)" = 1
 r1=$(erev)
 run shmctl cluster set "$S" lvl=4
 echeck "an alias writes its final target's key" "
-j['rev'] == $r1 + 1 and jv('opt/app.level') == 4 and 'opt/app.lvl' not in j['keys'] and
+(j['rev'] == $r1 + 1 and jv('opt/app.level') == 4 and 'opt/app.lvl' not in j['keys'] and
 jv('audit/00000000000000000002')['changes'] == [{'key': 'opt/app.level', 'before': 3, 'after': 4}] and
-jv('audit/00000000000000000002')['reason'] is None"
+jv('audit/00000000000000000002')['reason'] is None)"
 
 r2=$(erev)
 run shmctl cluster set "$S" level=4
@@ -165,10 +164,10 @@ r4=$(erev)
 run shmctl cluster reset "$S" lvl app.mode --reason "back to defaults"
 echeck "reset: one transaction deletes the keys; the record has before, no after" "
 a = jv('audit/00000000000000000004')
-j['rev'] == $r4 + 1 and 'opt/app.level' not in j['keys'] and 'opt/app.mode' not in j['keys'] and
+(j['rev'] == $r4 + 1 and 'opt/app.level' not in j['keys'] and 'opt/app.mode' not in j['keys'] and
 'opt/app.tags' in j['keys'] and a['reason'] == 'back to defaults' and
 sorted((c['key'], c['before'], 'after' in c) for c in a['changes']) ==
-  [('opt/app.level', 4, False), ('opt/app.mode', 'on', False)]"
+  [('opt/app.level', 4, False), ('opt/app.mode', 'on', False)])"
 r5=$(erev)
 run shmctl cluster reset "$S" app.mode
 pass "a reset of an absent key writes nothing" test "$RC" = 0 -a "$(erev)" = "$r5"
@@ -179,43 +178,43 @@ echeck "reset --knob deletes the knob key" "'knob/app/fast' not in j['keys']"
 run shmctl cluster set "$S" app.level=7 app.mode=off
 t_json "show --json: every key, its value and revision" '
 r = {k["key"]: (k["value"], k["mod_revision"] > 0) for k in j["keys"]}
-j["cluster"] == "c1" and r == {"opt/app.level": (7, True), "opt/app.mode": ("off", True), "opt/app.tags": (["a", "b"], True)}
-and all("error" not in k for k in j["keys"])' shmctl cluster show "$S" --json
+(j["cluster"] == "c1" and r == {"opt/app.level": (7, True), "opt/app.mode": ("off", True), "opt/app.tags": (["a", "b"], True)}
+and all("error" not in k for k in j["keys"]))' shmctl cluster show "$S" --json
 run shmctl cluster show "$S"
 pass "show: a table of keys, values and revisions" pyeval '
 l = a[0].splitlines()
-l[0].split() == ["KEY", "VALUE", "REVISION"] and any(r.split()[:2] == ["opt/app.level", "7"] for r in l)' "$OUT"
+(l[0].split() == ["KEY", "VALUE", "REVISION"] and any(r.split()[:2] == ["opt/app.level", "7"] for r in l))' "$OUT"
 t_json "log --json: the records in order, with revision, who and changes" '
 r = j["records"]
-[x["seq"] for x in r] == list(range(1, len(r) + 1)) and len(r) == 7 and
+([x["seq"] for x in r] == list(range(1, len(r) + 1)) and len(r) == 6 and
 all(x["revision"] > 0 and "@" in x["who"] for x in r) and r[0]["reason"] == "first change" and
-r[6]["changes"][0]["key"] == "opt/app.level"' shmctl cluster log "$S" --json
+r[5]["changes"][0]["key"] == "opt/app.level")' shmctl cluster log "$S" --json
 run shmctl cluster log "$S"
 pass "log: a table with the changes under each record" pyeval '
 l = a[0].splitlines()
-l[0].split() == ["SEQ", "REVISION", "TIME", "WHO", "REASON"] and
-any("app.level: (unset) -> 3" in x for x in l) and any("first change" in x for x in l)' "$OUT"
+(l[0].split() == ["SEQ", "REVISION", "TIME", "WHO", "REASON"] and
+any("app.level: (unset) -> 3" in x for x in l) and any("first change" in x for x in l))' "$OUT"
 
 # --- rollback -------------------------------------------------------------------------
-# records: 8 sets mode=on (was off), 9 sets level=9; rollback 9 restores 7
+# records: 7 sets mode=on (was off), 8 sets level=9; rollback 8 restores 7
 run shmctl cluster set "$S" app.mode=on
 run shmctl cluster set "$S" app.level=9
 r6=$(erev)
-run shmctl cluster rollback "$S" 9 --reason undo
+run shmctl cluster rollback "$S" 8 --reason undo
 echeck "rollback: the record's before values, as a new audited change" "
-a = jv('audit/00000000000000000010')
-j['rev'] == $r6 + 1 and jv('opt/app.level') == 7 and a['rollback_of'] == 9 and a['reason'] == 'undo' and
-a['changes'] == [{'key': 'opt/app.level', 'before': 9, 'after': 7}]"
+a = jv('audit/00000000000000000009')
+(j['rev'] == $r6 + 1 and jv('opt/app.level') == 7 and a['rollback_of'] == 8 and a['reason'] == 'undo' and
+a['changes'] == [{'key': 'opt/app.level', 'before': 9, 'after': 7}])"
 r7=$(erev)
 t_errmatch "rollback refuses when a value moved since, naming it" 1 \
-	"app\.level moved since audit record 9: it is 7, the record left it 9 \(--force" \
-	shmctl cluster rollback "$S" 9
+	"app\.level moved since audit record 8: it is 7, the record left it 9 \(--force" \
+	shmctl cluster rollback "$S" 8
 pass "... and writes nothing" test "$(erev)" = "$r7"
 run shmctl cluster rollback "$S" 1 --force
 echeck "rollback --force: keys absent before are deleted" "
-a = jv('audit/00000000000000000011')
-'opt/app.level' not in j['keys'] and 'opt/app.mode' not in j['keys'] and 'opt/app.tags' not in j['keys'] and
-a['rollback_of'] == 1 and all('after' not in c for c in a['changes'])"
+a = jv('audit/00000000000000000010')
+('opt/app.level' not in j['keys'] and 'opt/app.mode' not in j['keys'] and 'opt/app.tags' not in j['keys'] and
+a['rollback_of'] == 1 and all('after' not in c for c in a['changes']))"
 t_errmatch "rollback of a SEQ that is not a number" 1 "'x1' is not an audit record's number" \
 	shmctl cluster rollback "$S" x1
 t_errmatch "rollback of a SEQ with no record" 1 "no audit record 999" shmctl cluster rollback "$S" 999
@@ -242,7 +241,7 @@ r = [x for x in j['records'] if x['seq'] > $n0]
 def chain(k):
     c = [ch for x in r for ch in x['changes'] if ch['key'] == k]
     return [ch['after'] for ch in c] == list(range(1, 21)) and [ch.get('before') for ch in c] == [None] + list(range(1, 20))
-[x['seq'] for x in r] == list(range($n0 + 1, $n0 + 41)) and chain('opt/many.o001') and chain('opt/many.o002')" \
+([x['seq'] for x in r] == list(range($n0 + 1, $n0 + 41)) and chain('opt/many.o001') and chain('opt/many.o002'))" \
 	shmctl cluster log "$S" --json
 echeck "... the head is the last record" "jv('head')['seq'] == $n0 + 40 and jv('opt/many.o001') == 20 and jv('opt/many.o002') == 20"
 
@@ -279,20 +278,20 @@ pass "show: garbage bytes shown escaped, marked, no crash" pyeval '
 "no such option" in a[0]' "$OUT"
 t_json "show --json: garbage as raw text with its error; values this host refuses, with why" '
 k = {x["key"]: x for x in j["keys"]}
-"value" not in k["opt/app.level"] and k["opt/app.level"]["raw"].startswith("\\xff\\x1b") and
+("value" not in k["opt/app.level"] and k["opt/app.level"]["raw"].startswith("\\xff\\x1b") and
 "not valid JSON" in k["opt/app.level"]["error"] and "no such option" in k["opt/no.such"]["error"] and
-k["opt/app.mode"]["value"] == "maybe" and "maybe" in k["opt/app.mode"]["error"]' shmctl cluster show "$S" --json
+k["opt/app.mode"]["value"] == "maybe" and "maybe" in k["opt/app.mode"]["error"])' shmctl cluster show "$S" --json
 run shmctl cluster set "$S" app.level=2
 echeck "set over garbage: works, the record keeps the garbage as before_raw" "
 a = jv('audit/%020d' % jv('head')['seq'])
-jv('opt/app.level') == 2 and a['changes'][0]['before_raw'].startswith('\\\\xff')"
+(jv('opt/app.level') == 2 and a['changes'][0]['before_raw'].startswith('\\\\xff'))"
 ectl put "${P}audit/00000000000000099999" '{not json' >/dev/null
 ectl put "${P}audit/00000000000000099998" '[1,2]' >/dev/null
 run shmctl cluster log "$S"
 pass "log: a record that is not JSON is listed as such, no crash" test "$RC" = 0 -a -n "$(echo "$OUT" | grep 'not valid JSON')"
 t_json "log --json: the bad records with their error and raw bytes" '
 b = {x["key"]: x for x in j["records"] if "error" in x}
-sorted(b) == ["00000000000000099998", "00000000000000099999"] and b["00000000000000099999"]["raw"] == "{not json"' \
+(sorted(b) == ["00000000000000099998", "00000000000000099999"] and b["00000000000000099999"]["raw"] == "{not json")' \
 	shmctl cluster log "$S" --json
 t_errmatch "rollback of a record that is not JSON: one line" 1 "audit record 99999 is not valid JSON" \
 	shmctl cluster rollback "$S" 99999
@@ -316,17 +315,17 @@ ectl put "${P}status/h3/s" "{\"host\":\"h3\",\"segment\":\"s\",\"pid\":3,\"revis
 ectl put "${P}status/h4/s" "$(printf '\001garbage')" >/dev/null
 t_json "status --json: every host; the one behind and the one whose hash differs flagged" '
 h = {x["key"]: x for x in j["hosts"]}
-sorted(h) == ["h1/s", "h2/s", "h3/s", "h4/s"] and j["majority_config_hash"] == "0123456789abcdef0123456789abcdef" and
+(sorted(h) == ["h1/s", "h2/s", "h3/s", "h4/s"] and j["majority_config_hash"] == "0123456789abcdef0123456789abcdef" and
 [h[k]["hash_differs"] for k in ("h1/s", "h2/s", "h3/s")] == [False, False, True] and
 [h[k]["behind"] for k in ("h1/s", "h2/s", "h3/s")] == [False, False, True] and
 h["h3/s"]["error"] == "etcd unreachable" and h["h1/s"]["generation"] == 5 and h["h1/s"]["age_s"] >= 0 and
-"not valid JSON" in h["h4/s"]["error"]' shmctl cluster status "$S" --json
+"not valid JSON" in h["h4/s"]["error"])' shmctl cluster status "$S" --json
 run shmctl cluster status "$S"
 pass "status: a table, flags, and the summary line" pyeval '
 l = a[0].splitlines()
-l[0].split()[:3] == ["HOST", "SEGMENT", "REVISION"] and any("(behind)" in x and x.startswith("h3") for x in l) and
+(l[0].split()[:3] == ["HOST", "SEGMENT", "REVISION"] and any("(behind)" in x and x.startswith("h3") for x in l) and
 any("(differs)" in x and x.startswith("h3") for x in l) and any("rejects opt/app.mode: not a choice" in x for x in l) and
-"4 hosts" in l[-1] and "1 behind" in l[-1] and "1 with a config hash other than the majority" in l[-1]' "$OUT"
+"4 hosts" in l[-1] and "1 behind" in l[-1] and "1 with a config hash other than the majority" in l[-1])' "$OUT"
 ectl del --prefix "${P}status/" >/dev/null
 
 # --- --wait ----------------------------------------------------------------------------------
@@ -339,7 +338,12 @@ if [ -x "$SHMCFG_SYNC" ]; then
 	run shmctl cluster set "$S" app.level=5 --wait
 	pass "--wait: returns once the local agent applied the revision" \
 		test "$RC" = 0 -a "$(shmctl get "$S" app.level)" = 5
-	STEP=0.1 until_true 10 sh -c "$SHMCTL cluster status '$S' --json | grep -q '\"h1\"'"
+	# the agent puts its status on its next keepalive (every second)
+	h1_current() {
+		$SHMCTL cluster status "$S" --json >"$T_TMP/st.json" 2>/dev/null &&
+			jcheck "$T_TMP/st.json" 'any(h.get("host") == "h1" and not h["behind"] for h in j["hosts"])' >/dev/null
+	}
+	STEP=0.1 until_true 10 h1_current
 	t_json "status: the real agent's entry, current" '
 len(j["hosts"]) == 1 and j["hosts"][0]["host"] == "h1" and not j["hosts"][0]["behind"]' shmctl cluster status "$S" --json
 	unset SHMCFG_ETCD_ENDPOINTS SHMCFG_CLUSTER
