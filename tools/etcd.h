@@ -59,7 +59,12 @@ const char *etcd_endpoints(const struct etcd *e);
 /* One key (range_end NULL), or every key with the prefix (prefix true), at
  * revision rev (0: the newest). */
 int etcd_get(struct etcd *e, const char *key, bool prefix, int64_t rev, struct etcd_kvs *ret);
+/* Every key in [key, range_end) at revision rev (0: the newest). */
+int etcd_range(struct etcd *e, const char *key, const char *range_end, int64_t rev, struct etcd_kvs *ret);
 void etcd_kvs_free(struct etcd_kvs *kvs);
+/* The end of a prefix's range (the prefix with its last byte that is not
+ * 0xff incremented), malloc()ed; NULL on ENOMEM. */
+char *etcd_prefix_end(const char *prefix);
 
 /* A transaction: if every compare holds, every op runs, atomically. */
 struct etcd_cmp {
@@ -83,5 +88,44 @@ int etcd_compact(struct etcd *e, int64_t rev);
 int etcd_lease_grant(struct etcd *e, int ttl_s, int64_t *id);
 /* One keepalive; *ttl 0 if the lease has expired (grant a new one). */
 int etcd_lease_keepalive(struct etcd *e, int64_t id, int64_t *ttl);
+
+/*
+ * A watch of [key, range_end) from revision start_rev on its own connection
+ * (the streamed POST /v3/watch), read without blocking the caller longer
+ * than it asks: etcd_watch_next() waits at most timeout_ms for the next
+ * response. No liveness check of its own: a stream that goes quiet is
+ * indistinguishable from a store nobody writes, so the caller checks the
+ * server on another connection (shmcfg-sync: the lease keepalive).
+ */
+struct etcd_watch;
+
+enum { ETCD_EV_PUT = 0, ETCD_EV_DELETE = 1 };
+struct etcd_event {
+	int type;          /* ETCD_EV_PUT, ETCD_EV_DELETE */
+	struct etcd_kv kv; /* a delete: key and mod_rev (the deletion's revision) only */
+};
+/* One watch response: events in revision order; those of one revision are
+ * never split across responses (etcd sends a revision's events together). */
+struct etcd_watch_resp {
+	struct etcd_event *ev;
+	size_t n;
+	int64_t revision; /* the header's: the store's revision when sent */
+	bool created;     /* the response that confirms the watch */
+};
+
+/* Opens the stream; the first response (created) arrives through
+ * etcd_watch_next(). Uses the endpoint of e that last answered. */
+int etcd_watch_open(struct etcd *e, const char *key, const char *range_end, int64_t start_rev,
+		    struct etcd_watch **ret);
+/*
+ * Waits at most timeout_ms for one response. Returns 1 (a response in *ret,
+ * for etcd_watch_resp_free()), 0 (none in time, or wake_fd became readable;
+ * -1: no wake_fd), ETCD_E_COMPACTED (start_rev was compacted: reload),
+ * ETCD_E_UNREACHABLE (the stream ended or broke), ETCD_E_SERVER,
+ * ETCD_E_PROTO. Messages go to etcd_errmsg() of the client it was opened on.
+ */
+int etcd_watch_next(struct etcd_watch *w, int timeout_ms, int wake_fd, struct etcd_watch_resp *ret);
+void etcd_watch_resp_free(struct etcd_watch_resp *r);
+void etcd_watch_close(struct etcd_watch *w);
 
 #endif

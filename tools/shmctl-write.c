@@ -169,6 +169,28 @@ int cmd_rm(int argc, char **argv)
 /* set, reset                                                         */
 /* ------------------------------------------------------------------ */
 
+int check_assignments(int argc, char **argv, int first)
+{
+	for (int i = first; i < argc; i++) {
+		const char *eq = strchr(argv[i], '=');
+		if (!eq)
+			return usage_error("'%s' is not OPTION=VALUE", argv[i]);
+		if (eq == argv[i])
+			return usage_error("'%s' has no option name", argv[i]);
+	}
+	return 0;
+}
+
+int resolve_final(shmcfg *h, const char *text, shmcfg_opt *opt, shmcfg_opt *final)
+{
+	int rc = resolve_option(h, text, opt);
+	if (rc)
+		return rc;
+	shmcfg_optinfo oi;
+	*final = shmcfg_opt_info(h, *opt, &oi) == 0 ? oi.alias_final : *opt;
+	return 0;
+}
+
 struct change {
 	shmcfg_opt opt;   /* as named */
 	shmcfg_opt final; /* end of its alias chain: what is written */
@@ -192,8 +214,7 @@ static int values_before(shmcfg *h, struct change *ch, size_t n)
 	return 0;
 }
 
-/* The error of a set: one line naming the option and the value. */
-static int fail_set(int r, const char *full, const char *value)
+int fail_set(int r, const char *full, const char *value)
 {
 	const char *d = shmcfg_errdetail();
 	if (!d || !*d)
@@ -371,13 +392,8 @@ int cmd_set(int argc, char **argv)
 		return usage_error("missing segment NAME");
 	if (optind + 1 >= argc)
 		return usage_error("missing OPTION=VALUE");
-	for (int i = optind + 1; i < argc; i++) {
-		const char *eq = strchr(argv[i], '=');
-		if (!eq)
-			return usage_error("'%s' is not OPTION=VALUE", argv[i]);
-		if (eq == argv[i])
-			return usage_error("'%s' has no option name", argv[i]);
-	}
+	if ((ec = check_assignments(argc, argv, optind + 1)))
+		return ec;
 	const char *seg = argv[optind];
 	shmcfg *h, *ro;
 	if (open_pair(seg, &h, &ro))
@@ -390,15 +406,10 @@ int cmd_set(int argc, char **argv)
 		char *arg = argv[optind + 1 + (int)i], *eq = strchr(arg, '=');
 		names[i] = strndup(arg, (size_t)(eq - arg));
 		ch[i].value = eq + 1;
-		shmcfg_optinfo oi;
 		if (!names[i])
 			rc = fail("out of memory");
-		else if ((rc = resolve_option(h, names[i], &ch[i].opt)) == EXIT_OK) {
-			if (shmcfg_opt_info(h, ch[i].opt, &oi) == 0)
-				ch[i].final = oi.alias_final;
-			else
-				ch[i].final = ch[i].opt;
-		}
+		else
+			rc = resolve_final(h, names[i], &ch[i].opt, &ch[i].final);
 	}
 	shmcfg_txn *t = NULL;
 	int r;
@@ -484,10 +495,8 @@ int cmd_reset(int argc, char **argv)
 			shmcfg_snapshot_release(snap);
 	} else if (rc == EXIT_OK) {
 		for (int i = optind + 1; rc == EXIT_OK && i < argc; i++) {
-			shmcfg_optinfo oi;
-			if ((rc = resolve_option(h, argv[i], &ch[n].opt)))
+			if ((rc = resolve_final(h, argv[i], &ch[n].opt, &ch[n].final)))
 				break;
-			ch[n].final = shmcfg_opt_info(h, ch[n].opt, &oi) == 0 ? oi.alias_final : ch[n].opt;
 			n++;
 		}
 	}

@@ -107,6 +107,22 @@ static const struct command commands[] = {
 	 "Exit status 0 if the segment is sound, 1 with the problems listed.\n", true},
 	{"gc", cmd_gc, "gc NAME [--json]", "reclaim the reader entries of dead processes",
 	 "      --json    print {\"reclaimed\": [{\"index\", \"pid\"}...]}\n", true},
+	{"cluster", cmd_cluster,
+	 "cluster set NAME OPTION=VALUE... [--reason TEXT] [--wait[=SECONDS]]\n"
+	 "       cluster reset NAME OPTION... [--reason TEXT] [--wait[=SECONDS]]\n"
+	 "       cluster show|log|status NAME [--json]\n"
+	 "       cluster rollback NAME SEQ [--force] [--reason TEXT]",
+	 "the cluster layer kept in etcd: set, reset, show, log, rollback, status",
+	 "Each subcommand takes --endpoints URL[,URL] and --cluster NAME (defaults:\n"
+	 "$SHMCFG_ETCD_ENDPOINTS and $SHMCFG_CLUSTER, else what segment NAME's agent,\n"
+	 "shmcfg-sync, recorded). 'shmctl cluster SUBCOMMAND --help' for each.\n"
+	 "  set       set cluster values: one audited etcd transaction\n"
+	 "  reset     delete cluster values: one audited etcd transaction\n"
+	 "  show      print what etcd holds: every opt/ and knob/ key\n"
+	 "  log       print the audit records: who changed what, when and why\n"
+	 "  rollback  apply an audit record's before values as a new audited change\n"
+	 "  status    print every host's applied revision, generation, config hash, error\n",
+	 false},
 	{"header", cmd_header,
 	 "header [NAME | --schema FILE] [--prefix P] [--strip PREFIX] [--only GLOB]...\n"
 	 "       [-o FILE]",

@@ -9,6 +9,7 @@
  *   shmctl-stat.c   stat, hash, check, dump, diff, watch
  *   shmctl-write.c  create, rm, set, reset, load, gc
  *   shmctl-header.c header (a C header of accessors for a schema)
+ *   shmctl-cluster.c cluster set, reset, show, log, rollback, status (etcd)
  *
  * Exit status: 0 success, 1 failure, 2 usage error.
  */
@@ -186,6 +187,17 @@ void warn_attached(const char *name, const char *what);
 /* "  key           value" (coloured), for describe and stat. */
 void kv(const char *key, const char *val, const char *col);
 
+/* ---- shmctl-write.c: what set shares with cluster set ------------------ */
+
+/* Every argv[first..] is OPTION=VALUE with a name: 0, or a usage error. */
+int check_assignments(int argc, char **argv, int first);
+/* resolve_option(), and the end of the option's alias chain (what a set
+ * writes). 0 or EXIT_FAIL (printed). */
+int resolve_final(shmcfg *h, const char *text, shmcfg_opt *opt, shmcfg_opt *final);
+/* The error of a set of option FULL to VALUE (code r, the library's detail):
+ * one line naming the option and the value. EXIT_FAIL. */
+int fail_set(int r, const char *full, const char *value);
+
 /* ---- the subcommands --------------------------------------------------- */
 
 int cmd_create(int argc, char **argv);
@@ -205,5 +217,6 @@ int cmd_hash(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_header(int argc, char **argv);
+int cmd_cluster(int argc, char **argv); /* shmctl-cluster.c */
 
 #endif

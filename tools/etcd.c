@@ -1,0 +1,837 @@
+/*
+ * The etcd v3 JSON-gateway client (tools/etcd.h): libcurl for HTTP (one easy
+ * handle per client, so its connection is reused; one more per watch),
+ * jansson for the JSON. Everything etcd sends is untrusted input: every
+ * field is checked for its type, base64 is decoded strictly, and a bad
+ * answer is ETCD_E_PROTO with a message, never a crash.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "etcd.h"
+
+struct endpoint {
+	char *text; /* as given, for messages */
+	char *url;  /* the base URL: http://HOST:PORT, or http://localhost for a socket */
+	char *unix_path;
+};
+
+struct etcd {
+	char *endpoints;
+	struct endpoint *ep;
+	size_t nep, cur; /* cur: the endpoint that last answered */
+	int timeout_ms;
+	CURL *curl;
+	char err[512];
+};
+
+struct buf {
+	char *p;
+	size_t len, cap;
+};
+
+static int set_err(struct etcd *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int set_err(struct etcd *e, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e->err, sizeof e->err, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+const char *etcd_errmsg(const struct etcd *e)
+{
+	return e ? e->err : "no etcd client";
+}
+
+const char *etcd_endpoints(const struct etcd *e)
+{
+	return e->endpoints;
+}
+
+/* ---- base64 (RFC 4648, with padding), as the gateway encodes bytes ---- */
+
+static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *b64_encode(const char *in, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	char *out = malloc((len + 2) / 3 * 4 + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < len; i += 3) {
+		uint32_t v = (uint32_t)s[i] << 16;
+		if (i + 1 < len)
+			v |= (uint32_t)s[i + 1] << 8;
+		if (i + 2 < len)
+			v |= s[i + 2];
+		*o++ = b64chars[v >> 18 & 63];
+		*o++ = b64chars[v >> 12 & 63];
+		*o++ = i + 1 < len ? b64chars[v >> 6 & 63] : '=';
+		*o++ = i + 2 < len ? b64chars[v & 63] : '=';
+	}
+	*o = 0;
+	return out;
+}
+
+static int b64_val(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+/* Strict: length a multiple of 4, padding only at the end. Returns 0, -1
+ * (not base64), -2 (ENOMEM); *ret is NUL-terminated after *ret_len bytes. */
+static int b64_decode(const char *in, size_t len, char **ret, size_t *ret_len)
+{
+	if (len % 4)
+		return -1;
+	char *out = malloc(len / 4 * 3 + 1);
+	size_t n = 0;
+	if (!out)
+		return -2;
+	for (size_t i = 0; i < len; i += 4) {
+		int v[4];
+		size_t pad = 0;
+		for (int k = 0; k < 4; k++) {
+			unsigned char c = (unsigned char)in[i + k];
+			if (c == '=' && i + 4 == len && k >= 2) {
+				v[k] = 0;
+				pad++;
+			} else if (pad || (v[k] = b64_val(c)) < 0) {
+				free(out);
+				return -1;
+			}
+		}
+		uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+		out[n++] = (char)(w >> 16);
+		if (pad < 2)
+			out[n++] = (char)(w >> 8 & 255);
+		if (pad < 1)
+			out[n++] = (char)(w & 255);
+	}
+	out[n] = 0;
+	*ret = out;
+	*ret_len = n;
+	return 0;
+}
+
+/* ---- JSON fields ---- */
+
+/* The gateway writes int64 as a JSON string (and leaves out zero values). */
+static bool get_i64(json_t *o, const char *name, int64_t *ret)
+{
+	json_t *v = json_object_get(o, name);
+	*ret = 0;
+	if (!v)
+		return true;
+	if (json_is_integer(v)) {
+		*ret = json_integer_value(v);
+		return true;
+	}
+	if (!json_is_string(v))
+		return false;
+	const char *s = json_string_value(v);
+	char *end;
+	errno = 0;
+	long long x = strtoll(s, &end, 10);
+	if (errno || end == s || *end)
+		return false;
+	*ret = x;
+	return true;
+}
+
+static bool get_bool(json_t *o, const char *name)
+{
+	return json_is_true(json_object_get(o, name));
+}
+
+/* A base64 field (absent: empty). */
+static int get_bytes(json_t *o, const char *name, char **ret, size_t *len)
+{
+	json_t *v = json_object_get(o, name);
+	if (!v) {
+		*ret = strdup("");
+		*len = 0;
+		return *ret ? 0 : -2;
+	}
+	if (!json_is_string(v))
+		return -1;
+	return b64_decode(json_string_value(v), json_string_length(v), ret, len);
+}
+
+static void kv_free(struct etcd_kv *kv)
+{
+	free(kv->key);
+	free(kv->value);
+	memset(kv, 0, sizeof *kv);
+}
+
+static int parse_kv(struct etcd *e, json_t *o, struct etcd_kv *kv)
+{
+	memset(kv, 0, sizeof *kv);
+	if (!json_is_object(o))
+		return set_err(e, ETCD_E_PROTO, "etcd %s: a key-value that is not an object", e->ep[e->cur].text);
+	int r = get_bytes(o, "key", &kv->key, &kv->key_len);
+	if (!r)
+		r = get_bytes(o, "value", &kv->value, &kv->value_len);
+	if (r == -2) {
+		kv_free(kv);
+		return set_err(e, ETCD_E_NOMEM, "out of memory");
+	}
+	if (r || !get_i64(o, "create_revision", &kv->create_rev) || !get_i64(o, "mod_revision", &kv->mod_rev) ||
+	    !get_i64(o, "version", &kv->version) || !get_i64(o, "lease", &kv->lease)) {
+		kv_free(kv);
+		return set_err(e, ETCD_E_PROTO, "etcd %s: a key-value with a bad field", e->ep[e->cur].text);
+	}
+	return 0;
+}
+
+static void put_bytes(json_t *o, const char *name, const char *p, size_t len)
+{
+	char *b = b64_encode(p, len);
+	json_object_set_new(o, name, b ? json_string(b) : json_null());
+	free(b);
+}
+
+/* ---- open, close ---- */
+
+static int parse_endpoint(struct etcd *e, const char *text, struct endpoint *ep)
+{
+	memset(ep, 0, sizeof *ep);
+	ep->text = strdup(text);
+	if (!strncmp(text, "http://", 7) && text[7]) {
+		size_t n = strlen(text);
+		while (n > 7 && text[n - 1] == '/')
+			n--;
+		ep->url = strndup(text, n);
+	} else if (!strncmp(text, "unix:", 5)) {
+		/* unix:PATH, or etcd's own spelling unix://PATH */
+		const char *path = text + 5;
+		if (!strncmp(path, "//", 2))
+			path += 2;
+		if (!*path)
+			return set_err(e, ETCD_E_ARG, "etcd endpoint '%s': no socket path after unix:", text);
+		ep->unix_path = strdup(path);
+		ep->url = strdup("http://localhost");
+	} else {
+		return set_err(e, ETCD_E_ARG, "etcd endpoint '%s': not http://HOST:PORT or unix:PATH", text);
+	}
+	if (!ep->text || !ep->url || (!strncmp(text, "unix:", 5) && !ep->unix_path))
+		return set_err(e, ETCD_E_NOMEM, "out of memory");
+	return 0;
+}
+
+static void curl_init_once(void)
+{
+	static bool done;
+	if (!done) {
+		curl_global_init(CURL_GLOBAL_DEFAULT);
+		done = true;
+	}
+}
+
+int etcd_open(const char *endpoints, int timeout_ms, struct etcd **ret)
+{
+	static struct etcd nomem = {.err = "out of memory"};
+	struct etcd *e = calloc(1, sizeof *e);
+	*ret = NULL;
+	if (!e) {
+		*ret = &nomem; /* only for etcd_errmsg(); etcd_close() knows it */
+		return ETCD_E_NOMEM;
+	}
+	*ret = e;
+	e->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
+	e->endpoints = strdup(endpoints ? endpoints : "");
+	if (!e->endpoints)
+		return set_err(e, ETCD_E_NOMEM, "out of memory");
+	if (!*e->endpoints)
+		return set_err(e, ETCD_E_ARG, "no etcd endpoints given");
+	size_t n = 1;
+	for (const char *p = e->endpoints; *p; p++)
+		n += *p == ',';
+	e->ep = calloc(n, sizeof *e->ep);
+	if (!e->ep)
+		return set_err(e, ETCD_E_NOMEM, "out of memory");
+	char *save, *copy = strdup(e->endpoints);
+	if (!copy)
+		return set_err(e, ETCD_E_NOMEM, "out of memory");
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		int r = parse_endpoint(e, t, &e->ep[e->nep++]);
+		if (r) {
+			free(copy);
+			return r;
+		}
+	}
+	free(copy);
+	if (!e->nep)
+		return set_err(e, ETCD_E_ARG, "etcd endpoints '%s': none given", endpoints);
+	curl_init_once();
+	if (!(e->curl = curl_easy_init()))
+		return set_err(e, ETCD_E_NOMEM, "curl_easy_init failed");
+	return 0;
+}
+
+void etcd_close(struct etcd *e)
+{
+	if (!e || !e->endpoints) /* NULL, or the static ENOMEM client */
+		return;
+	for (size_t i = 0; i < e->nep; i++) {
+		free(e->ep[i].text);
+		free(e->ep[i].url);
+		free(e->ep[i].unix_path);
+	}
+	free(e->ep);
+	if (e->curl)
+		curl_easy_cleanup(e->curl);
+	free(e->endpoints);
+	free(e);
+}
+
+/* ---- one request ---- */
+
+static size_t on_data(char *p, size_t size, size_t n, void *ud)
+{
+	struct buf *b = ud;
+	size_t len = size * n;
+	if (b->len + len + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		while (cap < b->len + len + 1)
+			cap *= 2;
+		char *q = realloc(b->p, cap);
+		if (!q)
+			return 0; /* curl fails the transfer with CURLE_WRITE_ERROR */
+		b->p = q;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, p, len);
+	b->len += len;
+	b->p[b->len] = 0;
+	return len;
+}
+
+static void setup(CURL *c, const struct endpoint *ep, const char *path, const char *body, struct buf *out,
+		  struct curl_slist *hdr)
+{
+	char url[1024];
+	snprintf(url, sizeof url, "%s%s", ep->url, path);
+	curl_easy_reset(c);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	if (ep->unix_path)
+		curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, ep->unix_path);
+	curl_easy_setopt(c, CURLOPT_POST, 1L);
+	curl_easy_setopt(c, CURLOPT_COPYPOSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
+}
+
+/* etcd's error text: {"error": "...", "message": "...", "code": N}. */
+static int server_error(struct etcd *e, const char *path, long status, json_t *j)
+{
+	const char *msg = NULL;
+	json_t *m = json_object_get(j, "message");
+	if (!json_is_string(m))
+		m = json_object_get(j, "error");
+	if (json_is_string(m))
+		msg = json_string_value(m);
+	else if (json_is_object(m) && json_is_string(json_object_get(m, "message")))
+		msg = json_string_value(json_object_get(m, "message")); /* a stream's {"error": {...}} */
+	int code = ETCD_E_SERVER;
+	if (msg && strstr(msg, "required revision has been compacted"))
+		code = ETCD_E_COMPACTED;
+	else if (msg && strstr(msg, "too many operations in txn request"))
+		code = ETCD_E_TOO_MANY_OPS;
+	if (status)
+		return set_err(e, code, "etcd %s: %s: HTTP %ld: %s", e->ep[e->cur].text, path, status,
+			       msg ? msg : "(no message)");
+	return set_err(e, code, "etcd %s: %s: %s", e->ep[e->cur].text, path, msg ? msg : "(no message)");
+}
+
+/* POST body to path; *ret the answer's JSON object. Falls over to the next
+ * endpoint on a transport error, trying each once. */
+static int request(struct etcd *e, const char *path, json_t *body, json_t **ret)
+{
+	*ret = NULL;
+	e->err[0] = 0;
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (!text)
+		return set_err(e, ETCD_E_NOMEM, "out of memory");
+	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+	struct buf out = {0};
+	int r = ETCD_E_UNREACHABLE;
+	for (size_t k = 0; k < e->nep; k++) {
+		size_t i = (e->cur + k) % e->nep;
+		out.len = 0;
+		setup(e->curl, &e->ep[i], path, text, &out, hdr);
+		curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms);
+		curl_easy_setopt(e->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)e->timeout_ms);
+		CURLcode c = curl_easy_perform(e->curl);
+		if (c != CURLE_OK) {
+			r = set_err(e, c == CURLE_WRITE_ERROR ? ETCD_E_NOMEM : ETCD_E_UNREACHABLE, "etcd %s: %s: %s",
+				    e->ep[i].text, path, curl_easy_strerror(c));
+			continue;
+		}
+		e->cur = i;
+		long status = 0;
+		curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &status);
+		json_error_t je;
+		json_t *j = out.p ? json_loadb(out.p, out.len, 0, &je) : NULL;
+		if (!json_is_object(j)) {
+			json_decref(j);
+			r = set_err(e, ETCD_E_PROTO, "etcd %s: %s: HTTP %ld, an answer that is not a JSON object", e->ep[i].text,
+				    path, status);
+		} else if (status != 200 || json_object_get(j, "error")) {
+			r = server_error(e, path, status, j);
+			json_decref(j);
+		} else {
+			*ret = j;
+			r = 0;
+		}
+		break;
+	}
+	curl_slist_free_all(hdr);
+	free(out.p);
+	free(text);
+	return r;
+}
+
+/* ---- kv ---- */
+
+static int parse_kvs(struct etcd *e, json_t *j, struct etcd_kvs *ret)
+{
+	json_t *kvs = json_object_get(j, "kvs");
+	if (!get_i64(json_object_get(j, "header"), "revision", &ret->revision))
+		return set_err(e, ETCD_E_PROTO, "etcd %s: a header with a bad revision", e->ep[e->cur].text);
+	if (!kvs)
+		return 0;
+	if (!json_is_array(kvs))
+		return set_err(e, ETCD_E_PROTO, "etcd %s: \"kvs\" is not an array", e->ep[e->cur].text);
+	ret->kv = calloc(json_array_size(kvs) + 1, sizeof *ret->kv);
+	if (!ret->kv)
+		return set_err(e, ETCD_E_NOMEM, "out of memory");
+	for (size_t i = 0; i < json_array_size(kvs); i++) {
+		int r = parse_kv(e, json_array_get(kvs, i), &ret->kv[i]);
+		if (r)
+			return r;
+		ret->n++;
+	}
+	return 0;
+}
+
+char *etcd_prefix_end(const char *prefix)
+{
+	size_t n = strlen(prefix);
+	char *end = strdup(prefix);
+	if (!end)
+		return NULL;
+	while (n > 0 && (unsigned char)end[n - 1] == 0xff)
+		n--;
+	if (!n) {
+		/* every key: etcd's "\0" range end; stored as "" + NUL, see etcd_range */
+		end[0] = 0;
+		return end;
+	}
+	end[n - 1] = (char)((unsigned char)end[n - 1] + 1);
+	end[n] = 0;
+	return end;
+}
+
+int etcd_range(struct etcd *e, const char *key, const char *range_end, int64_t rev, struct etcd_kvs *ret)
+{
+	memset(ret, 0, sizeof *ret);
+	json_t *b = json_object();
+	put_bytes(b, "key", key, strlen(key));
+	if (range_end)
+		put_bytes(b, "range_end", range_end, *range_end ? strlen(range_end) : 1);
+	if (rev)
+		json_object_set_new(b, "revision", json_integer(rev));
+	json_t *j;
+	int r = request(e, "/v3/kv/range", b, &j);
+	if (!r) {
+		r = parse_kvs(e, j, ret);
+		json_decref(j);
+	}
+	if (r)
+		etcd_kvs_free(ret);
+	return r;
+}
+
+int etcd_get(struct etcd *e, const char *key, bool prefix, int64_t rev, struct etcd_kvs *ret)
+{
+	if (!prefix)
+		return etcd_range(e, key, NULL, rev, ret);
+	char *end = etcd_prefix_end(key);
+	if (!end) {
+		memset(ret, 0, sizeof *ret);
+		return set_err(e, ETCD_E_NOMEM, "out of memory");
+	}
+	int r = etcd_range(e, key, end, rev, ret);
+	free(end);
+	return r;
+}
+
+void etcd_kvs_free(struct etcd_kvs *kvs)
+{
+	if (!kvs)
+		return;
+	for (size_t i = 0; i < kvs->n; i++)
+		kv_free(&kvs->kv[i]);
+	free(kvs->kv);
+	memset(kvs, 0, sizeof *kvs);
+}
+
+static int header_revision(struct etcd *e, json_t *j, int64_t *rev)
+{
+	int64_t x;
+	if (!get_i64(json_object_get(j, "header"), "revision", &x))
+		return set_err(e, ETCD_E_PROTO, "etcd %s: a header with a bad revision", e->ep[e->cur].text);
+	if (rev)
+		*rev = x;
+	return 0;
+}
+
+int etcd_txn(struct etcd *e, const struct etcd_cmp *cmps, size_t ncmps, const struct etcd_op *ops, size_t nops,
+	     bool *succeeded, int64_t *revision)
+{
+	json_t *b = json_object(), *cmp = json_array(), *succ = json_array();
+	for (size_t i = 0; i < ncmps; i++) {
+		json_t *c = json_object();
+		put_bytes(c, "key", cmps[i].key, strlen(cmps[i].key));
+		json_object_set_new(c, "target", json_string("MOD"));
+		json_object_set_new(c, "result", json_string("EQUAL"));
+		json_object_set_new(c, "mod_revision", json_integer(cmps[i].mod_rev));
+		json_array_append_new(cmp, c);
+	}
+	for (size_t i = 0; i < nops; i++) {
+		json_t *rq = json_object(), *op = json_object();
+		put_bytes(rq, "key", ops[i].key, strlen(ops[i].key));
+		if (ops[i].kind == ETCD_OP_PUT) {
+			put_bytes(rq, "value", ops[i].value ? ops[i].value : "", ops[i].value ? ops[i].value_len : 0);
+			if (ops[i].lease)
+				json_object_set_new(rq, "lease", json_integer(ops[i].lease));
+			json_object_set_new(op, "request_put", rq);
+		} else {
+			json_object_set_new(op, "request_delete_range", rq);
+		}
+		json_array_append_new(succ, op);
+	}
+	json_object_set_new(b, "compare", cmp);
+	json_object_set_new(b, "success", succ);
+	json_t *j;
+	int r = request(e, "/v3/kv/txn", b, &j);
+	if (r)
+		return r;
+	if (succeeded)
+		*succeeded = get_bool(j, "succeeded");
+	r = header_revision(e, j, revision);
+	json_decref(j);
+	return r;
+}
+
+int etcd_put(struct etcd *e, const char *key, const char *value, size_t value_len, int64_t lease, int64_t *revision)
+{
+	json_t *b = json_object();
+	put_bytes(b, "key", key, strlen(key));
+	put_bytes(b, "value", value, value_len);
+	if (lease)
+		json_object_set_new(b, "lease", json_integer(lease));
+	json_t *j;
+	int r = request(e, "/v3/kv/put", b, &j);
+	if (r)
+		return r;
+	r = header_revision(e, j, revision);
+	json_decref(j);
+	return r;
+}
+
+int etcd_delete(struct etcd *e, const char *key, bool prefix, int64_t *revision)
+{
+	json_t *b = json_object();
+	put_bytes(b, "key", key, strlen(key));
+	if (prefix) {
+		char *end = etcd_prefix_end(key);
+		if (!end) {
+			json_decref(b);
+			return set_err(e, ETCD_E_NOMEM, "out of memory");
+		}
+		put_bytes(b, "range_end", end, *end ? strlen(end) : 1);
+		free(end);
+	}
+	json_t *j;
+	int r = request(e, "/v3/kv/deleterange", b, &j);
+	if (r)
+		return r;
+	r = header_revision(e, j, revision);
+	json_decref(j);
+	return r;
+}
+
+int etcd_compact(struct etcd *e, int64_t rev)
+{
+	json_t *j;
+	int r = request(e, "/v3/kv/compaction", json_pack("{s:I, s:b}", "revision", (json_int_t)rev, "physical", 1), &j);
+	json_decref(j);
+	return r;
+}
+
+int etcd_lease_grant(struct etcd *e, int ttl_s, int64_t *id)
+{
+	json_t *j;
+	int r = request(e, "/v3/lease/grant", json_pack("{s:i}", "TTL", ttl_s), &j);
+	if (r)
+		return r;
+	if (!get_i64(j, "ID", id) || !*id)
+		r = set_err(e, ETCD_E_PROTO, "etcd %s: lease grant: an answer without a lease ID", e->ep[e->cur].text);
+	json_decref(j);
+	return r;
+}
+
+int etcd_lease_keepalive(struct etcd *e, int64_t id, int64_t *ttl)
+{
+	json_t *j;
+	/* a stream in gRPC; one request, one {"result": {...}} through the gateway */
+	int r = request(e, "/v3/lease/keepalive", json_pack("{s:I}", "ID", (json_int_t)id), &j);
+	if (r)
+		return r;
+	json_t *res = json_object_get(j, "result");
+	if (!json_is_object(res) || !get_i64(res, "TTL", ttl))
+		r = set_err(e, ETCD_E_PROTO, "etcd %s: lease keepalive: an answer without a result", e->ep[e->cur].text);
+	json_decref(j);
+	return r;
+}
+
+/* ---- watch ---- */
+
+struct etcd_watch {
+	struct etcd *e; /* for messages and the endpoint */
+	CURLM *multi;
+	CURL *curl;
+	struct curl_slist *hdr;
+	struct buf in;
+	size_t used; /* bytes of in already parsed */
+	bool done;   /* the transfer ended */
+	CURLcode result;
+};
+
+int etcd_watch_open(struct etcd *e, const char *key, const char *range_end, int64_t start_rev,
+		    struct etcd_watch **ret)
+{
+	*ret = NULL;
+	struct etcd_watch *w = calloc(1, sizeof *w);
+	if (!w)
+		return set_err(e, ETCD_E_NOMEM, "out of memory");
+	w->e = e;
+	json_t *cr = json_object();
+	put_bytes(cr, "key", key, strlen(key));
+	if (range_end)
+		put_bytes(cr, "range_end", range_end, *range_end ? strlen(range_end) : 1);
+	if (start_rev)
+		json_object_set_new(cr, "start_revision", json_integer(start_rev));
+	json_t *b = json_pack("{s:o}", "create_request", cr);
+	char *text = json_dumps(b, JSON_COMPACT);
+	json_decref(b);
+	w->hdr = curl_slist_append(NULL, "Content-Type: application/json");
+	w->multi = curl_multi_init();
+	w->curl = curl_easy_init();
+	if (!text || !w->hdr || !w->multi || !w->curl) {
+		free(text);
+		etcd_watch_close(w);
+		return set_err(e, ETCD_E_NOMEM, "out of memory");
+	}
+	setup(w->curl, &e->ep[e->cur], "/v3/watch", text, &w->in, w->hdr);
+	free(text);
+	/* no overall timeout: the stream lasts; the caller checks liveness */
+	curl_easy_setopt(w->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)e->timeout_ms);
+	curl_multi_add_handle(w->multi, w->curl);
+	*ret = w;
+	return 0;
+}
+
+void etcd_watch_close(struct etcd_watch *w)
+{
+	if (!w)
+		return;
+	if (w->multi && w->curl)
+		curl_multi_remove_handle(w->multi, w->curl);
+	if (w->curl)
+		curl_easy_cleanup(w->curl);
+	if (w->multi)
+		curl_multi_cleanup(w->multi);
+	curl_slist_free_all(w->hdr);
+	free(w->in.p);
+	free(w);
+}
+
+void etcd_watch_resp_free(struct etcd_watch_resp *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->n; i++)
+		kv_free(&r->ev[i].kv);
+	free(r->ev);
+	memset(r, 0, sizeof *r);
+}
+
+/* One message of the stream: {"result": WatchResponse} or {"error": ...}.
+ * Returns 1 (a response), 0 (nothing for the caller), or an error. */
+static int watch_message(struct etcd_watch *w, const char *line, size_t len, struct etcd_watch_resp *ret)
+{
+	struct etcd *e = w->e;
+	json_error_t je;
+	json_t *j = json_loadb(line, len, 0, &je);
+	int r = 0;
+	if (!json_is_object(j)) {
+		r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: a message that is not a JSON object: %s", e->ep[e->cur].text,
+			    je.text);
+		goto out;
+	}
+	if (json_object_get(j, "error")) {
+		r = server_error(e, "watch", 0, json_object_get(j, "error"));
+		goto out;
+	}
+	json_t *res = json_object_get(j, "result");
+	if (!json_is_object(res)) {
+		r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: a message without a result", e->ep[e->cur].text);
+		goto out;
+	}
+	int64_t compact;
+	if (!get_i64(res, "compact_revision", &compact) || !get_i64(json_object_get(res, "header"), "revision", &ret->revision)) {
+		r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: a response with a bad revision", e->ep[e->cur].text);
+		goto out;
+	}
+	if (get_bool(res, "canceled")) {
+		json_t *reason = json_object_get(res, "cancel_reason");
+		if (compact)
+			r = set_err(e, ETCD_E_COMPACTED, "etcd %s: watch canceled: revisions up to %" PRId64 " were compacted",
+				    e->ep[e->cur].text, compact);
+		else
+			r = set_err(e, ETCD_E_SERVER, "etcd %s: watch canceled: %s", e->ep[e->cur].text,
+				    json_is_string(reason) ? json_string_value(reason) : "(no reason)");
+		goto out;
+	}
+	ret->created = get_bool(res, "created");
+	json_t *evs = json_object_get(res, "events");
+	if (evs && !json_is_array(evs)) {
+		r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: \"events\" is not an array", e->ep[e->cur].text);
+		goto out;
+	}
+	size_t n = json_array_size(evs);
+	ret->ev = calloc(n + 1, sizeof *ret->ev);
+	if (!ret->ev) {
+		r = set_err(e, ETCD_E_NOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *ev = json_array_get(evs, i), *type = json_object_get(ev, "type");
+		struct etcd_event *d = &ret->ev[i];
+		if (!json_is_object(ev) || (type && !json_is_string(type))) {
+			r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: a bad event", e->ep[e->cur].text);
+			goto out;
+		}
+		/* PUT is the enum's zero, which the gateway leaves out */
+		d->type = type && !strcmp(json_string_value(type), "DELETE") ? ETCD_EV_DELETE : ETCD_EV_PUT;
+		if ((r = parse_kv(e, json_object_get(ev, "kv"), &d->kv)))
+			goto out;
+		ret->n++;
+	}
+	r = 1;
+out:
+	json_decref(j);
+	if (r != 1)
+		etcd_watch_resp_free(ret);
+	return r;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int etcd_watch_next(struct etcd_watch *w, int timeout_ms, int wake_fd, struct etcd_watch_resp *ret)
+{
+	struct etcd *e = w->e;
+	int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	memset(ret, 0, sizeof *ret);
+	for (;;) {
+		/* a whole line already received? (the gateway ends each message with \n) */
+		while (w->used < w->in.len) {
+			char *start = w->in.p + w->used, *nl = memchr(start, '\n', w->in.len - w->used);
+			if (!nl)
+				break;
+			w->used = (size_t)(nl - w->in.p) + 1;
+			if (nl == start || (nl == start + 1 && *start == '\r'))
+				continue;
+			int r = watch_message(w, start, (size_t)(nl - start), ret);
+			if (r)
+				return r;
+		}
+		/* keep the buffer small: drop what was parsed */
+		if (w->used) {
+			memmove(w->in.p, w->in.p + w->used, w->in.len - w->used);
+			w->in.len -= w->used;
+			w->used = 0;
+		}
+		if (w->done) {
+			long status = 0;
+			curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &status);
+			if (w->result == CURLE_OK && status != 200 && w->in.len) {
+				json_t *j = json_loadb(w->in.p, w->in.len, 0, NULL);
+				int r = j ? server_error(e, "watch", status, j)
+					  : set_err(e, ETCD_E_PROTO, "etcd %s: watch: HTTP %ld", e->ep[e->cur].text, status);
+				json_decref(j);
+				return r;
+			}
+			return set_err(e, ETCD_E_UNREACHABLE, "etcd %s: watch: the stream ended: %s", e->ep[e->cur].text,
+				       w->result == CURLE_OK ? (status == 200 ? "closed by the server" : "no answer")
+							     : curl_easy_strerror(w->result));
+		}
+		int running = 0;
+		CURLMcode mc = curl_multi_perform(w->multi, &running);
+		if (mc != CURLM_OK)
+			return set_err(e, ETCD_E_UNREACHABLE, "etcd %s: watch: %s", e->ep[e->cur].text, curl_multi_strerror(mc));
+		CURLMsg *m;
+		int left;
+		while ((m = curl_multi_info_read(w->multi, &left)))
+			if (m->msg == CURLMSG_DONE) {
+				w->done = true;
+				w->result = m->data.result;
+			}
+		if (w->done || memchr(w->in.p ? w->in.p : "", '\n', w->in.len))
+			continue;
+		int64_t left_ms = deadline - now_ms();
+		if (left_ms <= 0)
+			return 0;
+		struct curl_waitfd extra = {.fd = wake_fd, .events = CURL_WAIT_POLLIN};
+		int nfds = 0;
+		mc = curl_multi_poll(w->multi, wake_fd >= 0 ? &extra : NULL, wake_fd >= 0 ? 1 : 0, (int)left_ms, &nfds);
+		if (mc != CURLM_OK)
+			return set_err(e, ETCD_E_UNREACHABLE, "etcd %s: watch: %s", e->ep[e->cur].text, curl_multi_strerror(mc));
+		if (wake_fd >= 0 && (extra.revents & CURL_WAIT_POLLIN))
+			return 0;
+	}
+}

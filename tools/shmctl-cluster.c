@@ -1,0 +1,1307 @@
+/*
+ * shmctl cluster: the cluster layer kept in etcd (issue 13, doc/cluster.md).
+ * These commands talk to etcd only: a change is one etcd transaction, and
+ * the segment itself is written by its agent (shmcfg-sync) like every other
+ * host's; the segment is read for its schema (validation before anything is
+ * sent), the agent's record (endpoints and cluster when not given) and, for
+ * --wait, the cluster revision it has applied.
+ *
+ * Keys under P = /shmcfg/v1/<cluster>/:
+ *   P opt/<option>      a value as JSON (shmcfg_value_json's encoding)
+ *   P knob/<knob>       a knob value as JSON
+ *   P head              {"seq", "time_ns", "who"}: the newest audit record;
+ *                       every writer compares its mod_revision
+ *   P audit/<%020 seq>  {"seq", "time_ns", "user", "uid", "host", "who",
+ *                       "reason", "changes": [{"key", "before", "after"}],
+ *                       ["rollback_of"]}; a missing before/after: absent
+ *   P status/<host>/<segment>   each agent's state, under a lease
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "etcd.h"
+#include "shmctl.h"
+
+#define ETCD_TIMEOUT_MS 5000
+#define ETCD_MAX_TXN_OPS 128 /* etcd's default --max-txn-ops */
+#define TXN_ATTEMPTS 100     /* compare failures before a write gives up */
+#define WAIT_DEFAULT_S 10.0
+
+/* ------------------------------------------------------------------ */
+/* Arguments, connection                                              */
+/* ------------------------------------------------------------------ */
+
+/* Every option of every subcommand; each takes those of its table. */
+struct args {
+	const char *endpoints, *cluster, *reason;
+	bool json, force, knob, wait;
+	double wait_s;
+};
+
+#define OPT_COMMON \
+	{"endpoints", required_argument, NULL, 'E'}, {"cluster", required_argument, NULL, 'C'}, \
+	{"help", no_argument, NULL, 'h'}
+#define OPT_WRITE {"reason", required_argument, NULL, 'r'}, {"wait", optional_argument, NULL, 'w'}
+
+/* Parse the options; the positionals are argv[optind..]. 0, or -1 with *ec. */
+static int parse_args(int argc, char **argv, const struct option *opts, struct args *a, int *ec)
+{
+	*a = (struct args){.wait_s = WAIT_DEFAULT_S};
+	int c;
+	while ((c = next_opt(argc, argv, ":h", opts, ec)) != -1) {
+		switch (c) {
+		case -2:
+			return -1;
+		case 'E':
+			a->endpoints = optarg;
+			break;
+		case 'C':
+			a->cluster = optarg;
+			break;
+		case 'r':
+			a->reason = optarg;
+			break;
+		case 'w':
+			a->wait = true;
+			if (optarg && !parse_seconds(optarg, &a->wait_s)) {
+				*ec = usage_error("--wait takes seconds (a number >= 0), not '%s'", optarg);
+				return -1;
+			}
+			break;
+		case 'f':
+			a->force = true;
+			break;
+		case 'J':
+			a->json = true;
+			break;
+		case 'K':
+			a->knob = true;
+			break;
+		}
+	}
+	if (optind >= argc) {
+		*ec = usage_error("missing segment NAME");
+		return -1;
+	}
+	return 0;
+}
+
+/* An open cluster: the segment (read-only), the etcd client, the prefix. */
+struct cl {
+	const char *seg;
+	shmcfg *h;
+	struct etcd *e;
+	const char *cluster;
+	char prefix[128];
+	shmcfg_sync_info sync;
+};
+
+static void cl_close(struct cl *c)
+{
+	if (c->e)
+		etcd_close(c->e);
+	if (c->h)
+		shmcfg_close(c->h);
+}
+
+/* A cluster name is one element of the key prefix: shmcfg-sync's rule
+ * (1-63 bytes, no '/', space or control character). */
+static bool cluster_name_ok(const char *s)
+{
+	if (!*s || strlen(s) >= sizeof ((shmcfg_sync_info *)0)->cluster)
+		return false;
+	for (; *s; s++)
+		if (*s == '/' || (unsigned char)*s <= ' ' || *s == 0x7f)
+			return false;
+	return true;
+}
+
+static const char *env_nonempty(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v ? v : NULL;
+}
+
+/*
+ * Attach the segment read-only (an operator may have no more) and find the
+ * endpoints and cluster: the flags, the environment, or what the segment's
+ * agent recorded. 0 or EXIT_FAIL (printed).
+ */
+static int cl_open(const struct args *a, const char *seg, struct cl *c)
+{
+	*c = (struct cl){.seg = seg};
+	if (open_segment(seg, true, &c->h))
+		return EXIT_FAIL;
+	bool synced = shmcfg_sync_get(c->h, &c->sync) == 0;
+	const char *ep = a->endpoints ? a->endpoints : env_nonempty("SHMCFG_ETCD_ENDPOINTS");
+	if (!ep && synced && *c->sync.endpoints)
+		ep = c->sync.endpoints;
+	c->cluster = a->cluster ? a->cluster : env_nonempty("SHMCFG_CLUSTER");
+	if (!c->cluster && synced && *c->sync.cluster)
+		c->cluster = c->sync.cluster;
+	const char *no_agent = synced ? "" : " (no shmcfg-sync has recorded them in segment '";
+	if (!ep)
+		return fail("no etcd endpoints: give --endpoints URL[,URL] or set SHMCFG_ETCD_ENDPOINTS%s%s%s",
+			    no_agent, synced ? "" : seg, synced ? "" : "')");
+	if (!c->cluster)
+		return fail("no cluster name: give --cluster NAME or set SHMCFG_CLUSTER%s%s%s", no_agent,
+			    synced ? "" : seg, synced ? "" : "')");
+	if (!cluster_name_ok(c->cluster))
+		return fail("cluster name '%s': 1 to %zu bytes, no '/', space or control character", c->cluster,
+			    sizeof c->sync.cluster - 1);
+	snprintf(c->prefix, sizeof c->prefix, "/shmcfg/v1/%s/", c->cluster);
+	/* a client even on failure: its message says which endpoint is bad */
+	if (etcd_open(ep, ETCD_TIMEOUT_MS, &c->e))
+		return fail("%s", etcd_errmsg(c->e));
+	return 0;
+}
+
+/* A failed etcd request: one line, etcd.c's message (it names the endpoint
+ * and the request). */
+static int fail_etcd(const struct cl *c, int r)
+{
+	if (r == ETCD_E_NOMEM)
+		return fail("out of memory");
+	/* the message names the endpoint tried last: name them all */
+	if (r == ETCD_E_UNREACHABLE && strchr(etcd_endpoints(c->e), ','))
+		return fail("cluster '%s': no etcd endpoint answered (%s): %s", c->cluster, etcd_endpoints(c->e),
+			    etcd_errmsg(c->e));
+	return fail("cluster '%s': %s", c->cluster, etcd_errmsg(c->e));
+}
+
+/* P + rel, malloc'd. */
+static char *key_of(const struct cl *c, const char *rel)
+{
+	char *k;
+	return asprintf(&k, "%s%s", c->prefix, rel) < 0 ? NULL : k;
+}
+
+/* A key of a range under P, without P. */
+static const char *rel_of(const struct cl *c, const struct etcd_kv *kv)
+{
+	size_t n = strlen(c->prefix);
+	return kv->key_len >= n ? kv->key + n : kv->key;
+}
+
+/* ------------------------------------------------------------------ */
+/* Bytes from etcd                                                    */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Anyone with access to etcd writes these keys: bytes become text that is
+ * safe on a terminal and in JSON (valid UTF-8, no control characters;
+ * others as \xNN). malloc'd; NULL on ENOMEM.
+ */
+static char *printable(const char *p, size_t n)
+{
+	json_t *s = json_stringn(p, n); /* NULL: not UTF-8 */
+	bool utf8 = s != NULL;
+	json_decref(s);
+	char *out = malloc(4 * n + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char b = (unsigned char)p[i];
+		if (b < 0x20 || b == 0x7f || (b >= 0x80 && !utf8))
+			o += sprintf(o, "\\x%02x", b);
+		else
+			*o++ = (char)b;
+	}
+	*o = 0;
+	return out;
+}
+
+/* Parse a value's bytes as JSON (any JSON value); NULL if they are not, with
+ * the reason in err. */
+static json_t *parse_bytes(const char *p, size_t n, json_error_t *err)
+{
+	return json_loadb(p, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, err);
+}
+
+/* Compact JSON text of a jansson value (for tables and messages). */
+static char *json_text(const json_t *j)
+{
+	char *t = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
+	return t ? t : strdup("?");
+}
+
+/* An integer field of an object, or dflt. */
+static json_int_t jint(const json_t *o, const char *k, json_int_t dflt)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_integer(v) ? json_integer_value(v) : dflt;
+}
+
+/* A string field of an object as printable text (malloc'd), or NULL. */
+static char *jstr(const json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_string(v) ? printable(json_string_value(v), json_string_length(v)) : NULL;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ */
+/* A change: one audited etcd transaction                             */
+/* ------------------------------------------------------------------ */
+
+struct kchange {
+	char *rel;   /* "opt/NAME" or "knob/NAME" */
+	char *after; /* JSON text to put; NULL: delete the key */
+	/* read at each attempt */
+	int64_t mod_rev; /* 0: absent */
+	char *cur;       /* its bytes (NUL-terminated), NULL if absent */
+	size_t cur_len;
+	bool active;     /* it changes something: in the transaction */
+};
+
+struct plan {
+	struct kchange *ch;
+	size_t n;
+	const char *reason;
+	uint64_t rollback_of; /* 0: none */
+	/* after each read of the current values: refuse (printed, EXIT_FAIL) */
+	int (*check)(const struct cl *c, const struct plan *p, void *ud);
+	void *ud;
+};
+
+static void free_plan(struct plan *p)
+{
+	for (size_t i = 0; p->ch && i < p->n; i++) {
+		free(p->ch[i].rel);
+		free(p->ch[i].after);
+		free(p->ch[i].cur);
+	}
+	free(p->ch);
+}
+
+/* Add a change; a later one of the same key replaces it (etcd refuses a
+ * transaction that names a key twice). after is taken over. */
+static int plan_add(struct plan *p, const char *rel, char *after)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (!strcmp(p->ch[i].rel, rel)) {
+			free(p->ch[i].after);
+			p->ch[i].after = after;
+			return 0;
+		}
+	struct kchange *nc = realloc(p->ch, (p->n + 1) * sizeof *nc);
+	char *r = strdup(rel);
+	if (!nc || !r) {
+		free(r);
+		free(after);
+		if (nc)
+			p->ch = nc;
+		return fail("out of memory");
+	}
+	p->ch = nc;
+	p->ch[p->n++] = (struct kchange){.rel = r, .after = after};
+	return 0;
+}
+
+/* Whether the key's current bytes already are what the change leaves. */
+static bool is_noop(const struct kchange *k)
+{
+	if (!k->after)
+		return !k->cur;
+	if (!k->cur)
+		return false;
+	json_t *a = parse_bytes(k->after, strlen(k->after), NULL), *b = parse_bytes(k->cur, k->cur_len, NULL);
+	bool same = a && b && json_equal(a, b);
+	json_decref(a);
+	json_decref(b);
+	return same;
+}
+
+struct who {
+	char user[64], host[256], who[330];
+	uid_t uid;
+};
+
+static void who_am_i(struct who *w)
+{
+	w->uid = geteuid();
+	user_name(w->uid, w->user, sizeof w->user);
+	if (gethostname(w->host, sizeof w->host) < 0)
+		snprintf(w->host, sizeof w->host, "?");
+	w->host[sizeof w->host - 1] = 0;
+	snprintf(w->who, sizeof w->who, "%s@%s", w->user, w->host);
+}
+
+/* The audit record of the active changes, as JSON text. */
+static char *audit_record(const struct plan *p, uint64_t seq, uint64_t t, const struct who *w)
+{
+	json_t *changes = json_array();
+	for (size_t i = 0; i < p->n; i++) {
+		const struct kchange *k = &p->ch[i];
+		if (!k->active)
+			continue;
+		json_t *o = json_pack("{s:s}", "key", k->rel);
+		if (k->cur) {
+			json_t *b = parse_bytes(k->cur, k->cur_len, NULL);
+			if (b)
+				json_object_set_new(o, "before", b);
+			else { /* garbage someone else wrote: kept as text, for the record */
+				char *raw = printable(k->cur, k->cur_len);
+				json_object_set_new(o, "before_raw", json_string(raw ? raw : "?"));
+				free(raw);
+			}
+		}
+		if (k->after)
+			json_object_set_new(o, "after", parse_bytes(k->after, strlen(k->after), NULL));
+		json_array_append_new(changes, o);
+	}
+	json_t *rec = json_pack("{s:I, s:I, s:s, s:I, s:s, s:s, s:s?, s:o}", "seq", (json_int_t)seq, "time_ns",
+				(json_int_t)t, "user", w->user, "uid", (json_int_t)w->uid, "host", w->host, "who",
+				w->who, "reason", p->reason, "changes", changes);
+	if (!rec)
+		return NULL;
+	if (p->rollback_of)
+		json_object_set_new(rec, "rollback_of", json_integer((json_int_t)p->rollback_of));
+	char *text = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+	json_decref(rec);
+	return text;
+}
+
+/* The head's sequence number: 0 if absent; -1 (printed) if not ours. */
+static int64_t head_seq(const struct cl *c, const struct etcd_kvs *kvs)
+{
+	if (kvs->n == 0)
+		return 0;
+	json_error_t err;
+	json_t *j = parse_bytes(kvs->kv[0].value, kvs->kv[0].value_len, &err);
+	json_int_t s = j ? jint(j, "seq", -1) : -1;
+	json_decref(j);
+	if (s < 0) {
+		fail("cluster '%s': key %shead is not {\"seq\": N, ...}; fix or delete it", c->cluster, c->prefix);
+		return -1;
+	}
+	return s;
+}
+
+/* Sleep up to cap ms, at random (full jitter): writers that collided do not
+ * collide again in step. */
+static void jitter(int attempt)
+{
+	long cap = 2L << (attempt < 7 ? attempt : 7); /* 2 ms .. 256 ms */
+	long ms = random() % (cap + 1);
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * Read the head and every key, drop the changes that change nothing, and
+ * write the rest with the audit record and the new head in one transaction
+ * that holds only if none of them moved since the read; else again.
+ * *rev: the transaction's revision (or, when nothing changed, the newest of
+ * the keys'); *seq: the audit record's (0 when nothing changed).
+ */
+static int commit_plan(const struct cl *c, struct plan *p, int64_t *rev, uint64_t *seq)
+{
+	if (p->n + 2 > ETCD_MAX_TXN_OPS)
+		return fail("cluster '%s': %zu keys make a transaction of %zu operations; etcd allows %d "
+			    "(at most %d keys at once)",
+			    c->cluster, p->n, p->n + 2, ETCD_MAX_TXN_OPS, ETCD_MAX_TXN_OPS - 2);
+	struct who w;
+	who_am_i(&w);
+	srandom((unsigned)(now_ns() ^ (uint64_t)getpid() << 16));
+	char *head_key = key_of(c, "head");
+	char **keys = calloc(p->n ? p->n : 1, sizeof *keys);
+	struct etcd_cmp *cmps = calloc(p->n + 1, sizeof *cmps);
+	struct etcd_op *ops = calloc(p->n + 2, sizeof *ops);
+	int rc = head_key && keys && cmps && ops ? EXIT_OK : fail("out of memory");
+	for (size_t i = 0; rc == EXIT_OK && i < p->n; i++)
+		if (!(keys[i] = key_of(c, p->ch[i].rel)))
+			rc = fail("out of memory");
+	bool done = false;
+	for (int attempt = 0; rc == EXIT_OK && !done; attempt++) {
+		if (attempt == TXN_ATTEMPTS) {
+			rc = fail("cluster '%s': gave up after %d attempts: other writers kept changing the same keys",
+				  c->cluster, TXN_ATTEMPTS);
+			break;
+		}
+		if (attempt)
+			jitter(attempt);
+		struct etcd_kvs kvs;
+		int r = etcd_get(c->e, head_key, false, 0, &kvs);
+		if (r) {
+			rc = fail_etcd(c, r);
+			break;
+		}
+		int64_t at = kvs.revision, head_rev = kvs.n ? kvs.kv[0].mod_rev : 0;
+		int64_t hs = head_seq(c, &kvs);
+		etcd_kvs_free(&kvs);
+		if (hs < 0) {
+			rc = EXIT_FAIL;
+			break;
+		}
+		/* every key at the head's revision: the "before" values are one state */
+		bool retry = false;
+		int64_t newest = 0;
+		for (size_t i = 0; rc == EXIT_OK && !retry && i < p->n; i++) {
+			struct kchange *k = &p->ch[i];
+			free(k->cur);
+			k->cur = NULL;
+			if ((r = etcd_get(c->e, keys[i], false, at, &kvs)) == ETCD_E_COMPACTED) {
+				retry = true;
+				break;
+			}
+			if (r) {
+				rc = fail_etcd(c, r);
+				break;
+			}
+			k->mod_rev = kvs.n ? kvs.kv[0].mod_rev : 0;
+			if (kvs.n && !(k->cur = malloc(kvs.kv[0].value_len + 1)))
+				rc = fail("out of memory");
+			else if (kvs.n) {
+				memcpy(k->cur, kvs.kv[0].value, kvs.kv[0].value_len);
+				k->cur[kvs.kv[0].value_len] = 0;
+				k->cur_len = kvs.kv[0].value_len;
+			}
+			if (k->mod_rev > newest)
+				newest = k->mod_rev;
+			etcd_kvs_free(&kvs);
+		}
+		if (rc != EXIT_OK)
+			break;
+		if (retry)
+			continue;
+		if (p->check && (rc = p->check(c, p, p->ud)))
+			break;
+		size_t nact = 0, nc = 0, no = 0;
+		for (size_t i = 0; i < p->n; i++)
+			nact += (p->ch[i].active = !is_noop(&p->ch[i]));
+		if (nact == 0) {
+			*rev = newest;
+			*seq = 0;
+			done = true;
+			break;
+		}
+		uint64_t t = now_ns();
+		char *rec = audit_record(p, (uint64_t)hs + 1, t, &w);
+		char *head = NULL, *audit_key = NULL, rel[40];
+		snprintf(rel, sizeof rel, "audit/%020llu", (unsigned long long)hs + 1);
+		json_t *hj = json_pack("{s:I, s:I, s:s}", "seq", (json_int_t)hs + 1, "time_ns", (json_int_t)t, "who",
+				       w.who);
+		if (hj)
+			head = json_dumps(hj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		json_decref(hj);
+		audit_key = key_of(c, rel);
+		if (!rec || !head || !audit_key)
+			rc = fail("out of memory");
+		if (rc == EXIT_OK) {
+			cmps[nc++] = (struct etcd_cmp){head_key, head_rev};
+			for (size_t i = 0; i < p->n; i++) {
+				struct kchange *k = &p->ch[i];
+				if (!k->active)
+					continue;
+				cmps[nc++] = (struct etcd_cmp){keys[i], k->mod_rev};
+				ops[no++] = k->after ? (struct etcd_op){ETCD_OP_PUT, keys[i], k->after, strlen(k->after), 0}
+						     : (struct etcd_op){ETCD_OP_DELETE, keys[i], NULL, 0, 0};
+			}
+			ops[no++] = (struct etcd_op){ETCD_OP_PUT, audit_key, rec, strlen(rec), 0};
+			ops[no++] = (struct etcd_op){ETCD_OP_PUT, head_key, head, strlen(head), 0};
+			bool ok = false;
+			r = etcd_txn(c->e, cmps, nc, ops, no, &ok, rev);
+			if (r == ETCD_E_TOO_MANY_OPS)
+				rc = fail("cluster '%s': a transaction of %zu operations is more than this etcd allows "
+					  "(its --max-txn-ops): change fewer keys at once",
+					  c->cluster, no);
+			else if (r)
+				rc = fail_etcd(c, r);
+			else if (ok) {
+				*seq = (uint64_t)hs + 1;
+				done = true;
+			}
+		}
+		free(rec);
+		free(head);
+		free(audit_key);
+	}
+	for (size_t i = 0; keys && i < p->n; i++)
+		free(keys[i]);
+	free(keys);
+	free(cmps);
+	free(ops);
+	free(head_key);
+	return rc;
+}
+
+/* "opt/x" -> "x", "knob/k" -> "knob k": how changes are named to people. */
+static const char *label(const char *rel, char *buf, size_t len)
+{
+	if (!strncmp(rel, "opt/", 4))
+		return rel + 4;
+	snprintf(buf, len, "%s", rel);
+	char *s = strchr(buf, '/');
+	if (s)
+		*s = ' ';
+	return buf;
+}
+
+/* Wait until the segment applied cluster revision rev (its agent commits
+ * it like on every host). */
+static int wait_applied(const struct cl *c, int64_t rev, double secs)
+{
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		uint64_t gen = shmcfg_generation(c->h);
+		uint64_t have = shmcfg_cluster_revision(c->h);
+		if ((int64_t)have >= rev)
+			return 0;
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		double left = secs - ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9);
+		if (left <= 0)
+			return fail("segment '%s' did not apply cluster revision %lld within %g s (it has %llu; is "
+				    "shmcfg-sync running for it?)",
+				    c->seg, (long long)rev, secs, (unsigned long long)have);
+		int ms = left > 1.0 ? 1000 : (int)ceil(left * 1000);
+		int r = shmcfg_wait(c->h, gen, ms, NULL);
+		if (r && r != -ETIMEDOUT && r != -EINTR)
+			return fail_lib(r, c->seg);
+	}
+}
+
+/* Commit the plan, print what changed, and --wait. */
+static int run_plan(const struct cl *c, const struct args *a, struct plan *p)
+{
+	int64_t rev = 0;
+	uint64_t seq = 0;
+	int rc = commit_plan(c, p, &rev, &seq);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < p->n; i++) {
+		const struct kchange *k = &p->ch[i];
+		char buf[300];
+		const char *name = label(k->rel, buf, sizeof buf);
+		char *before = k->cur ? printable(k->cur, k->cur_len) : NULL;
+		if (!k->active)
+			printf("%s: %s (unchanged)\n", name, before ? before : "(unset)");
+		else
+			printf("%s: %s -> %s%s%s\n", name, before ? before : "(unset)", color(C_BOLD),
+			       k->after ? k->after : "(unset)", color(C_RESET));
+		free(before);
+	}
+	if (seq)
+		printf("cluster '%s': audit record %llu, revision %lld\n", c->cluster, (unsigned long long)seq,
+		       (long long)rev);
+	else
+		printf("cluster '%s': nothing changed\n", c->cluster);
+	if (a->wait && rev > 0)
+		return wait_applied(c, rev, a->wait_s);
+	return EXIT_OK;
+}
+
+/* The etcd key of an option (its alias chain's end) or of its knob. */
+static int option_key(const struct cl *c, shmcfg_opt final, bool knob, const char *full, const char *value,
+		      char *buf, size_t len)
+{
+	shmcfg_optinfo fi;
+	int r = shmcfg_opt_info(c->h, final, &fi);
+	if (r)
+		return fail_lib(r, full);
+	if (knob && !fi.knob)
+		return fail_set(SHMCFG_E_LAYER, full, value ? value : "");
+	snprintf(buf, len, "%s/%s", knob ? "knob" : "opt", knob ? fi.knob : fi.name);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* set, reset, rollback                                               */
+/* ------------------------------------------------------------------ */
+
+static int cl_set(int argc, char **argv)
+{
+	static const struct option opts[] = {OPT_COMMON, OPT_WRITE, {"knob", no_argument, NULL, 'K'}, {NULL, 0, NULL, 0}};
+	struct args a;
+	int ec = 0;
+	if (parse_args(argc, argv, opts, &a, &ec))
+		return ec;
+	if (optind + 1 >= argc)
+		return usage_error("missing OPTION=VALUE");
+	if ((ec = check_assignments(argc, argv, optind + 1)))
+		return ec;
+	struct cl c;
+	struct plan p = {.reason = a.reason};
+	int rc = cl_open(&a, argv[optind], &c);
+	/* every value checked against this segment's schema before etcd hears
+	 * of any: a bad one writes nothing */
+	for (int i = optind + 1; rc == EXIT_OK && i < argc; i++) {
+		const char *eq = strchr(argv[i], '='), *value = eq + 1;
+		char *name = strndup(argv[i], (size_t)(eq - argv[i]));
+		shmcfg_opt opt, final;
+		if (!name) {
+			rc = fail("out of memory");
+			break;
+		}
+		rc = resolve_final(c.h, name, &opt, &final);
+		free(name);
+		if (rc)
+			break;
+		const char *full = opt_name(c.h, opt);
+		shmcfg_optinfo fi;
+		shmcfg_value v = {0};
+		char *json = NULL, rel[300];
+		int r = shmcfg_opt_info(c.h, final, &fi);
+		if (!r)
+			r = shmcfg_value_parse(fi.type, fi.flags & SHMCFG_F_NULLABLE, value, &v);
+		if (!r)
+			r = shmcfg_value_check(c.h, opt, &v);
+		if (!r)
+			r = shmcfg_value_json(&v, &json);
+		shmcfg_value_clear(&v);
+		if (r)
+			rc = fail_set(r, full, value);
+		else if (!(rc = option_key(&c, final, a.knob, full, value, rel, sizeof rel)))
+			rc = plan_add(&p, rel, json);
+		else
+			free(json);
+	}
+	if (rc == EXIT_OK)
+		rc = run_plan(&c, &a, &p);
+	free_plan(&p);
+	cl_close(&c);
+	return rc;
+}
+
+static int cl_reset(int argc, char **argv)
+{
+	static const struct option opts[] = {OPT_COMMON, OPT_WRITE, {"knob", no_argument, NULL, 'K'}, {NULL, 0, NULL, 0}};
+	struct args a;
+	int ec = 0;
+	if (parse_args(argc, argv, opts, &a, &ec))
+		return ec;
+	if (optind + 1 >= argc)
+		return usage_error("missing OPTION");
+	struct cl c;
+	struct plan p = {.reason = a.reason};
+	int rc = cl_open(&a, argv[optind], &c);
+	for (int i = optind + 1; rc == EXIT_OK && i < argc; i++) {
+		shmcfg_opt opt, final;
+		char rel[300];
+		if (!(rc = resolve_final(c.h, argv[i], &opt, &final)) &&
+		    !(rc = option_key(&c, final, a.knob, opt_name(c.h, opt), NULL, rel, sizeof rel)))
+			rc = plan_add(&p, rel, NULL);
+	}
+	if (rc == EXIT_OK)
+		rc = run_plan(&c, &a, &p);
+	free_plan(&p);
+	cl_close(&c);
+	return rc;
+}
+
+/* rollback: a value moved since the record (it is not the record's
+ * "after") is not rolled back unless --force. */
+struct rollback {
+	uint64_t seq;
+	json_t *changes;
+	bool force;
+};
+
+static int rollback_check(const struct cl *c, const struct plan *p, void *ud)
+{
+	const struct rollback *rb = ud;
+	if (rb->force)
+		return 0;
+	for (size_t i = 0; i < p->n; i++) {
+		const struct kchange *k = &p->ch[i];
+		json_t *after = json_object_get(json_array_get(rb->changes, i), "after");
+		json_t *cur = k->cur ? parse_bytes(k->cur, k->cur_len, NULL) : NULL;
+		bool same = after ? cur && json_equal(cur, after) : !k->cur;
+		json_decref(cur);
+		if (same)
+			continue;
+		char buf[300], *now = k->cur ? printable(k->cur, k->cur_len) : NULL, *then = after ? json_text(after) : NULL;
+		fail("%s moved since audit record %llu: it is %s, the record left it %s (--force rolls back anyway)",
+		     label(k->rel, buf, sizeof buf), (unsigned long long)rb->seq, now ? now : "unset",
+		     then ? then : "unset");
+		(void)c;
+		free(now);
+		free(then);
+		return EXIT_FAIL;
+	}
+	return 0;
+}
+
+/* A key an audit record may name: opt/ or knob/ and a name (knob names
+ * may hold slashes: "pytorch/compiler:x"). */
+static bool rel_ok(const char *s)
+{
+	const char *n = !strncmp(s, "opt/", 4) ? s + 4 : !strncmp(s, "knob/", 5) ? s + 5 : NULL;
+	return n && *n;
+}
+
+static int cl_rollback(int argc, char **argv)
+{
+	static const struct option opts[] = {OPT_COMMON, OPT_WRITE, {"force", no_argument, NULL, 'f'}, {NULL, 0, NULL, 0}};
+	struct args a;
+	int ec = 0;
+	if (parse_args(argc, argv, opts, &a, &ec))
+		return ec;
+	if (optind + 1 >= argc)
+		return usage_error("missing SEQ (an audit record's number: shmctl cluster log)");
+	if (argc - optind > 2)
+		return usage_error("unexpected argument '%s'", argv[optind + 2]);
+	uint64_t seq;
+	if (!parse_u64(argv[optind + 1], &seq) || seq == 0)
+		return fail("'%s' is not an audit record's number (1, 2, ...: see shmctl cluster log)", argv[optind + 1]);
+	struct cl c;
+	struct plan p = {.reason = a.reason, .rollback_of = seq};
+	struct rollback rb = {.seq = seq, .force = a.force};
+	int rc = cl_open(&a, argv[optind], &c);
+	char rel[40], *key = NULL;
+	snprintf(rel, sizeof rel, "audit/%020llu", (unsigned long long)seq);
+	if (rc == EXIT_OK && !(key = key_of(&c, rel)))
+		rc = fail("out of memory");
+	struct etcd_kvs kvs = {0};
+	json_t *rec = NULL;
+	int r;
+	if (rc == EXIT_OK && (r = etcd_get(c.e, key, false, 0, &kvs)))
+		rc = fail_etcd(&c, r);
+	else if (rc == EXIT_OK && kvs.n == 0)
+		rc = fail("cluster '%s' has no audit record %llu", c.cluster, (unsigned long long)seq);
+	json_error_t err;
+	if (rc == EXIT_OK && !(rec = parse_bytes(kvs.kv[0].value, kvs.kv[0].value_len, &err)))
+		rc = fail("cluster '%s': audit record %llu is not valid JSON (%s)", c.cluster, (unsigned long long)seq,
+			  err.text);
+	if (rc == EXIT_OK && !json_is_array(rb.changes = json_object_get(rec, "changes")))
+		rc = fail("cluster '%s': audit record %llu has no \"changes\" array", c.cluster, (unsigned long long)seq);
+	/* the plan lists the record's keys in its order (rollback_check pairs
+	 * them by index); a record that names a key twice is not ours */
+	for (size_t i = 0; rc == EXIT_OK && i < json_array_size(rb.changes); i++) {
+		json_t *ch = json_array_get(rb.changes, i), *before = json_object_get(ch, "before");
+		const char *k = json_string_value(json_object_get(ch, "key"));
+		if (!k || !rel_ok(k) || json_object_get(ch, "before_raw")) {
+			char *pk = k ? printable(k, strlen(k)) : NULL;
+			rc = fail("cluster '%s': audit record %llu: change %zu %s%s%s", c.cluster,
+				  (unsigned long long)seq, i + 1, pk ? "names key '" : "names no key",
+				  pk ? pk : "", !pk ? "" : !rel_ok(k) ? "' outside opt/ and knob/" : "' whose before was not JSON");
+			free(pk);
+			break;
+		}
+		size_t before_n = p.n;
+		char *bt = before ? json_dumps(before, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+		if (before && !bt)
+			rc = fail("out of memory");
+		else if (!(rc = plan_add(&p, k, bt)) && p.n == before_n)
+			rc = fail("cluster '%s': audit record %llu names key '%s' twice", c.cluster,
+				  (unsigned long long)seq, k);
+	}
+	if (rc == EXIT_OK && p.n == 0)
+		rc = fail("cluster '%s': audit record %llu changed nothing", c.cluster, (unsigned long long)seq);
+	p.check = rollback_check;
+	p.ud = &rb;
+	if (rc == EXIT_OK)
+		rc = run_plan(&c, &a, &p);
+	json_decref(rec);
+	if (kvs.kv)
+		etcd_kvs_free(&kvs);
+	free(key);
+	free_plan(&p);
+	cl_close(&c);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* show, log, status                                                  */
+/* ------------------------------------------------------------------ */
+
+/* Every key under P + rel. 0 or EXIT_FAIL (printed). */
+static int range(const struct cl *c, const char *rel, struct etcd_kvs *kvs)
+{
+	char *k = key_of(c, rel);
+	if (!k)
+		return fail("out of memory");
+	int r = etcd_get(c->e, k, true, 0, kvs);
+	free(k);
+	return r ? fail_etcd(c, r) : 0;
+}
+
+/*
+ * What this host makes of a value under opt/: NULL if it takes it, else
+ * why not (malloc'd): not JSON, no such option, or the schema's refusal.
+ */
+static char *judge(const struct cl *c, const char *rel, const struct etcd_kv *kv)
+{
+	json_error_t err;
+	json_t *j = parse_bytes(kv->value, kv->value_len, &err);
+	char *why = NULL;
+	if (!j) {
+		if (asprintf(&why, "not valid JSON (%s)", err.text) < 0)
+			why = NULL;
+		return why;
+	}
+	json_decref(j);
+	if (strncmp(rel, "opt/", 4))
+		return NULL; /* a knob: the agent knows the knob names */
+	shmcfg_opt opt;
+	if (shmcfg_lookup(c->h, rel + 4, &opt)) {
+		if (asprintf(&why, "no such option in segment '%s'", c->seg) < 0)
+			why = NULL;
+		return why;
+	}
+	shmcfg_value v = {0};
+	int r = shmcfg_value_from_json(c->h, opt, kv->value, kv->value_len, &v);
+	if (!r)
+		r = shmcfg_value_check(c->h, opt, &v);
+	shmcfg_value_clear(&v);
+	if (r) {
+		const char *d = shmcfg_errdetail();
+		why = printable(d && *d ? d : shmcfg_strerror(r), strlen(d && *d ? d : shmcfg_strerror(r)));
+	}
+	return why;
+}
+
+static int cl_show(int argc, char **argv)
+{
+	static const struct option opts[] = {OPT_COMMON, {"json", no_argument, NULL, 'J'}, {NULL, 0, NULL, 0}};
+	struct args a;
+	int ec = 0;
+	if (parse_args(argc, argv, opts, &a, &ec))
+		return ec;
+	if (argc - optind > 1)
+		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+	struct cl c;
+	int rc = cl_open(&a, argv[optind], &c);
+	struct etcd_kvs kvs[2] = {0};
+	if (rc == EXIT_OK)
+		rc = range(&c, "opt/", &kvs[0]);
+	if (rc == EXIT_OK)
+		rc = range(&c, "knob/", &kvs[1]);
+	if (rc == EXIT_OK) {
+		static const char *const hdr[] = {"KEY", "VALUE", "REVISION"};
+		struct table *t = a.json ? NULL : table_new(3, hdr);
+		json_t *arr = json_array();
+		for (int g = 0; g < 2; g++)
+			for (size_t i = 0; i < kvs[g].n; i++) {
+				const struct etcd_kv *kv = &kvs[g].kv[i];
+				const char *rel = rel_of(&c, kv);
+				char *name = printable(rel, strlen(rel)), *val = printable(kv->value, kv->value_len);
+				char *why = judge(&c, rel, kv), rev[24];
+				snprintf(rev, sizeof rev, "%lld", (long long)kv->mod_rev);
+				if (t) {
+					table_row(t, (const char *const[]){name, val, rev});
+					if (why) {
+						table_color(t, 1, C_RED);
+						table_note(t, why);
+					}
+				} else {
+					json_t *o = json_pack("{s:s, s:I, s:I, s:I}", "key", name, "mod_revision",
+							      (json_int_t)kv->mod_rev, "create_revision",
+							      (json_int_t)kv->create_rev, "version", (json_int_t)kv->version);
+					json_t *v = parse_bytes(kv->value, kv->value_len, NULL);
+					json_object_set_new(o, v ? "value" : "raw", v ? v : json_string(val));
+					if (why)
+						json_object_set_new(o, "error", json_string(why));
+					json_array_append_new(arr, o);
+				}
+				free(name);
+				free(val);
+				free(why);
+			}
+		if (t) {
+			if (!table_rows(t))
+				printf("cluster '%s' holds no values\n", c.cluster);
+			table_print(t);
+			json_decref(arr);
+		} else
+			rc = json_print(json_pack("{s:s, s:I, s:o}", "cluster", c.cluster, "revision",
+						  (json_int_t)kvs[0].revision, "keys", arr),
+					false);
+	}
+	for (int g = 0; g < 2; g++)
+		if (kvs[g].kv)
+			etcd_kvs_free(&kvs[g]);
+	cl_close(&c);
+	return rc;
+}
+
+/* "x: 1 -> 2; y: (unset) -> 3" of a record's changes (malloc'd). */
+static char *changes_text(const json_t *changes)
+{
+	char *out = strdup("");
+	for (size_t i = 0; out && i < json_array_size(changes); i++) {
+		json_t *ch = json_array_get(changes, i);
+		json_t *b = json_object_get(ch, "before"), *af = json_object_get(ch, "after");
+		char *k = jstr(ch, "key"), buf[300];
+		char *bt = b ? json_text(b) : jstr(ch, "before_raw"), *at = af ? json_text(af) : NULL;
+		char *n;
+		if (asprintf(&n, "%s%s%s: %s -> %s", out, i ? "; " : "", k ? label(k, buf, sizeof buf) : "?",
+			     bt ? bt : "(unset)", at ? at : "(unset)") < 0)
+			n = NULL;
+		free(out);
+		out = n;
+		free(k);
+		free(bt);
+		free(at);
+	}
+	return out;
+}
+
+static int cl_log(int argc, char **argv)
+{
+	static const struct option opts[] = {OPT_COMMON, {"json", no_argument, NULL, 'J'}, {NULL, 0, NULL, 0}};
+	struct args a;
+	int ec = 0;
+	if (parse_args(argc, argv, opts, &a, &ec))
+		return ec;
+	if (argc - optind > 1)
+		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+	struct cl c;
+	int rc = cl_open(&a, argv[optind], &c);
+	struct etcd_kvs kvs = {0};
+	if (rc == EXIT_OK)
+		rc = range(&c, "audit/", &kvs);
+	if (rc == EXIT_OK) {
+		static const char *const hdr[] = {"SEQ", "REVISION", "TIME", "WHO", "REASON"};
+		struct table *t = a.json ? NULL : table_new(5, hdr);
+		table_shrink(t, 4, 10);
+		json_t *arr = json_array();
+		for (size_t i = 0; i < kvs.n; i++) {
+			const struct etcd_kv *kv = &kvs.kv[i];
+			const char *rel = rel_of(&c, kv) + strlen("audit/");
+			json_error_t err;
+			json_t *rec = parse_bytes(kv->value, kv->value_len, &err);
+			char *why = NULL, rev[24], seq[24], when[48] = "-";
+			if (!rec || !json_is_object(rec)) {
+				if (asprintf(&why, rec ? "not a JSON object" : "not valid JSON (%s)", err.text) < 0)
+					why = NULL;
+				json_decref(rec);
+				rec = NULL;
+			}
+			/* the key's number when the record does not say */
+			char *keyseq = printable(rel, strlen(rel));
+			json_int_t s = rec ? jint(rec, "seq", -1) : -1;
+			if (s >= 0)
+				snprintf(seq, sizeof seq, "%lld", (long long)s);
+			else
+				snprintf(seq, sizeof seq, "%s", keyseq ? keyseq + strspn(keyseq, "0") : "?");
+			snprintf(rev, sizeof rev, "%lld", (long long)kv->mod_rev);
+			json_int_t tn = rec ? jint(rec, "time_ns", 0) : 0;
+			if (tn > 0)
+				time_local((uint64_t)tn, when, sizeof when);
+			if (t) {
+				char *who = rec ? jstr(rec, "who") : NULL, *reason = rec ? jstr(rec, "reason") : NULL;
+				table_row(t, (const char *const[]){seq, rev, when, who ? who : "-", reason ? reason : ""});
+				char *ct = rec ? changes_text(json_object_get(rec, "changes")) : NULL;
+				long long rb = rec ? jint(rec, "rollback_of", 0) : 0;
+				char *note = NULL;
+				if (why) {
+					table_color(t, 0, C_RED);
+					note = strdup(why);
+				} else if (rb) {
+					if (asprintf(&note, "rollback of %lld: %s", rb, ct ? ct : "") < 0)
+						note = NULL;
+				} else
+					note = ct ? strdup(ct) : NULL;
+				table_note(t, note);
+				free(note);
+				free(ct);
+				free(who);
+				free(reason);
+			} else {
+				json_t *o = rec ? json_deep_copy(rec) : json_object();
+				json_object_set_new(o, "key", json_string(keyseq ? keyseq : "?"));
+				json_object_set_new(o, "revision", json_integer((json_int_t)kv->mod_rev));
+				if (why) {
+					char *raw = printable(kv->value, kv->value_len);
+					json_object_set_new(o, "raw", json_string(raw ? raw : ""));
+					json_object_set_new(o, "error", json_string(why));
+					free(raw);
+				}
+				json_array_append_new(arr, o);
+			}
+			json_decref(rec);
+			free(keyseq);
+			free(why);
+		}
+		if (t) {
+			if (!table_rows(t))
+				printf("cluster '%s' has no audit records\n", c.cluster);
+			table_print(t);
+			json_decref(arr);
+		} else
+			rc = json_print(json_pack("{s:s, s:o}", "cluster", c.cluster, "records", arr), false);
+	}
+	if (kvs.kv)
+		etcd_kvs_free(&kvs);
+	cl_close(&c);
+	return rc;
+}
+
+/* "3.2s", "5m10s", "2h5m", "3d4h" */
+static void age_text(double s, char *buf, size_t len)
+{
+	if (s < 0)
+		s = 0;
+	if (s < 60)
+		snprintf(buf, len, "%.1fs", s);
+	else if (s < 3600)
+		snprintf(buf, len, "%dm%02ds", (int)s / 60, (int)s % 60);
+	else if (s < 86400)
+		snprintf(buf, len, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
+	else
+		snprintf(buf, len, "%lldd%02dh", (long long)(s / 86400), (int)((long long)s % 86400 / 3600));
+}
+
+static int cl_status(int argc, char **argv)
+{
+	static const struct option opts[] = {OPT_COMMON, {"json", no_argument, NULL, 'J'}, {NULL, 0, NULL, 0}};
+	struct args a;
+	int ec = 0;
+	if (parse_args(argc, argv, opts, &a, &ec))
+		return ec;
+	if (argc - optind > 1)
+		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+	struct cl c;
+	int rc = cl_open(&a, argv[optind], &c);
+	struct etcd_kvs st = {0}, vals[3] = {{0}};
+	if (rc == EXIT_OK)
+		rc = range(&c, "status/", &st);
+	/* the newest change: a host that applied less is behind */
+	for (int g = 0; rc == EXIT_OK && g < 3; g++)
+		rc = range(&c, g == 0 ? "opt/" : g == 1 ? "knob/" : "head", &vals[g]);
+	if (rc != EXIT_OK)
+		goto out;
+	int64_t newest = 0;
+	for (int g = 0; g < 3; g++)
+		for (size_t i = 0; i < vals[g].n; i++)
+			if (vals[g].kv[i].mod_rev > newest)
+				newest = vals[g].kv[i].mod_rev;
+	/* an agent applies every revision of its watch (deletes too, which
+	 * leave no key behind): one that some host applied is newer still */
+	json_t **recs = calloc(st.n ? st.n : 1, sizeof *recs);
+	if (!recs) {
+		rc = fail("out of memory");
+		goto out;
+	}
+	/* the hash most hosts have */
+	const char *major = NULL;
+	size_t major_n = 0, nhashes = 0;
+	for (size_t i = 0; i < st.n; i++) {
+		recs[i] = parse_bytes(st.kv[i].value, st.kv[i].value_len, NULL);
+		if (!json_is_object(recs[i])) {
+			json_decref(recs[i]);
+			recs[i] = NULL;
+		} else if (jint(recs[i], "revision", 0) > newest)
+			newest = jint(recs[i], "revision", 0);
+	}
+	for (size_t i = 0; i < st.n; i++) {
+		const char *h = json_string_value(json_object_get(recs[i], "config_hash"));
+		if (!h)
+			continue;
+		size_t n = 0;
+		bool first = true;
+		for (size_t k = 0; k < st.n; k++) {
+			const char *o = json_string_value(json_object_get(recs[k], "config_hash"));
+			if (o && !strcmp(o, h)) {
+				n++;
+				first &= k >= i;
+			}
+		}
+		nhashes += first;
+		if (n > major_n) {
+			major = h;
+			major_n = n;
+		}
+	}
+	bool disagree = nhashes > 1;
+	uint64_t now = now_ns();
+	static const char *const hdr[] = {"HOST", "SEGMENT", "REVISION", "GENERATION", "CONFIG HASH", "AGE", "ERROR"};
+	struct table *t = a.json ? NULL : table_new(7, hdr);
+	table_shrink(t, 6, 12);
+	json_t *arr = json_array();
+	size_t nbehind = 0, ndiffer = 0, nbad = 0;
+	for (size_t i = 0; i < st.n; i++) {
+		json_t *r = recs[i];
+		const char *rel = rel_of(&c, &st.kv[i]) + strlen("status/");
+		char *where = printable(rel, strlen(rel));
+		char *host = r ? jstr(r, "host") : NULL, *segn = r ? jstr(r, "segment") : NULL;
+		char *hash = r ? jstr(r, "config_hash") : NULL, *err = r ? jstr(r, "error") : NULL;
+		json_int_t rev = r ? jint(r, "revision", -1) : -1, gen = r ? jint(r, "generation", -1) : -1;
+		json_int_t tn = r ? jint(r, "time_ns", 0) : 0, oos = r ? jint(r, "out_of_sync_since_ns", 0) : 0;
+		bool differs = disagree && hash && strcmp(json_string_value(json_object_get(r, "config_hash")), major);
+		bool behind = r && rev < newest;
+		double age = tn > 0 ? ((double)now - (double)tn) / 1e9 : -1;
+		nbehind += behind;
+		ndiffer += differs;
+		nbad += !r;
+		if (t) {
+			char revs[40] = "?", gens[24] = "?", ages[32] = "?", notes[600] = "";
+			if (rev >= 0)
+				snprintf(revs, sizeof revs, "%lld%s", (long long)rev, behind ? " (behind)" : "");
+			if (gen >= 0)
+				snprintf(gens, sizeof gens, "%lld", (long long)gen);
+			if (age >= 0)
+				age_text(age, ages, sizeof ages);
+			char *slash = where ? strchr(where, '/') : NULL;
+			if (slash && !host)
+				*slash = 0;
+			char hashs[64]; /* an agent's hash is 32 hex digits; another's text is cut */
+			snprintf(hashs, sizeof hashs, "%.40s%s", hash ? hash : "?", differs ? " (differs)" : "");
+			table_row(t, (const char *const[]){host ? host : where, segn ? segn : slash ? slash + 1 : "?", revs,
+							  gens, hashs, ages, err && *err ? err : r ? "" : "status not valid JSON"});
+			if (behind)
+				table_color(t, 2, C_YELLOW);
+			if (differs)
+				table_color(t, 4, C_RED);
+			if ((err && *err) || !r)
+				table_color(t, 6, C_RED);
+			json_t *rej = json_object_get(r, "rejected");
+			size_t used = 0;
+			for (size_t k = 0; k < json_array_size(rej) && used < sizeof notes; k++) {
+				char *rk = jstr(json_array_get(rej, k), "key"), *re = jstr(json_array_get(rej, k), "error");
+				int w = snprintf(notes + used, sizeof notes - used, "%s%s: %s", used ? "; " : "rejects ",
+						 rk ? rk : "?", re ? re : "?");
+				if (w > 0)
+					used += (size_t)w;
+				free(rk);
+				free(re);
+			}
+			if (oos > 0 && used < sizeof notes) {
+				char since[48];
+				time_local((uint64_t)oos, since, sizeof since);
+				snprintf(notes + used, sizeof notes - used, "%sout of sync since %s", used ? "; " : "", since);
+			}
+			if (*notes)
+				table_note(t, notes);
+		} else {
+			json_t *o = r ? json_deep_copy(r) : json_object();
+			json_object_set_new(o, "key", json_string(where ? where : "?"));
+			if (!r) {
+				char *raw = printable(st.kv[i].value, st.kv[i].value_len);
+				json_object_set_new(o, "raw", json_string(raw ? raw : ""));
+				json_object_set_new(o, "error", json_string("status not valid JSON"));
+				free(raw);
+			}
+			if (age >= 0)
+				json_object_set_new(o, "age_s", json_real(age));
+			json_object_set_new(o, "behind", json_boolean(behind));
+			json_object_set_new(o, "hash_differs", json_boolean(differs));
+			json_array_append_new(arr, o);
+		}
+		free(where);
+		free(host);
+		free(segn);
+		free(hash);
+		free(err);
+	}
+	if (t) {
+		if (!table_rows(t))
+			printf("cluster '%s': no host reports a status\n", c.cluster);
+		table_print(t);
+		if (st.n) {
+			printf("%zu host%s, newest revision %lld", st.n, st.n == 1 ? "" : "s", (long long)newest);
+			if (nbehind)
+				printf(", %zu behind", nbehind);
+			if (ndiffer)
+				printf(", %zu with a config hash other than the majority's", ndiffer);
+			if (nbad)
+				printf(", %zu unreadable", nbad);
+			printf("\n");
+		}
+		json_decref(arr);
+	} else
+		rc = json_print(json_pack("{s:s, s:I, s:s?, s:o}", "cluster", c.cluster, "newest_revision",
+					  (json_int_t)newest, "majority_config_hash", major, "hosts",
+					  arr),
+				false);
+	for (size_t i = 0; i < st.n; i++)
+		json_decref(recs[i]);
+	free(recs);
+out:
+	if (st.kv)
+		etcd_kvs_free(&st);
+	for (int g = 0; g < 3; g++)
+		if (vals[g].kv)
+			etcd_kvs_free(&vals[g]);
+	cl_close(&c);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* The subcommands                                                    */
+/* ------------------------------------------------------------------ */
+
+#define CONNECT_HELP \
+	"      --endpoints URL[,URL]  etcd: http://HOST:PORT or unix:PATH (default:\n" \
+	"                             $SHMCFG_ETCD_ENDPOINTS, else the segment's agent's)\n" \
+	"      --cluster NAME         the cluster (default: $SHMCFG_CLUSTER, else the\n" \
+	"                             segment's agent's)\n"
+#define WRITE_HELP \
+	"      --reason TEXT          recorded in the audit record\n" \
+	"      --wait[=SECONDS]       return once this host's segment has applied the\n" \
+	"                             change (default 10 s; exit 1 if it has not)\n"
+#define CONNECT_SYN " [--endpoints URL[,URL]] [--cluster NAME]"
+
+static const struct command subs[] = {
+	{"cluster set", cl_set,
+	 "cluster set NAME OPTION=VALUE... [--knob] [--reason TEXT] [--wait[=SECONDS]]\n"
+	 "       " CONNECT_SYN,
+	 "set cluster values: one audited etcd transaction",
+	 "      --knob                 write knob/<the option's knob> instead of opt/\n" WRITE_HELP CONNECT_HELP
+	 "Every value is checked against segment NAME's schema first (as shmctl set\n"
+	 "parses it); nothing is written if one is refused. The segment itself is not\n"
+	 "written: its agent (shmcfg-sync) applies the change, as on every host.\n",
+	 true},
+	{"cluster reset", cl_reset,
+	 "cluster reset NAME OPTION... [--knob] [--reason TEXT] [--wait[=SECONDS]]\n"
+	 "       " CONNECT_SYN,
+	 "delete cluster values: one audited etcd transaction",
+	 "      --knob                 delete knob/<the option's knob> instead of opt/\n" WRITE_HELP CONNECT_HELP,
+	 true},
+	{"cluster show", cl_show, "cluster show NAME [--json]" CONNECT_SYN,
+	 "print what etcd holds: every opt/ and knob/ key",
+	 "      --json                 print a JSON object\n" CONNECT_HELP
+	 "A value that is not JSON, or that segment NAME's schema refuses, is marked.\n",
+	 true},
+	{"cluster log", cl_log, "cluster log NAME [--json]" CONNECT_SYN,
+	 "print the audit records: who changed what, when and why",
+	 "      --json                 print a JSON object\n" CONNECT_HELP, true},
+	{"cluster rollback", cl_rollback,
+	 "cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=SECONDS]]\n"
+	 "       " CONNECT_SYN,
+	 "apply an audit record's before values as a new audited change",
+	 "  -f, --force                roll back keys that changed since the record too\n" WRITE_HELP CONNECT_HELP
+	 "Without --force a key whose value is no longer the record's after value is\n"
+	 "refused, and nothing is written.\n",
+	 true},
+	{"cluster status", cl_status, "cluster status NAME [--json]" CONNECT_SYN,
+	 "print every host's applied revision, generation, config hash and error",
+	 "      --json                 print a JSON object\n" CONNECT_HELP
+	 "Hosts behind the newest revision and hosts whose config hash differs from\n"
+	 "the majority's are marked.\n",
+	 true},
+};
+
+#define NSUBS (sizeof subs / sizeof subs[0])
+
+int cmd_cluster(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage_error("missing subcommand: set, reset, show, log, rollback or status");
+	const char *name = argv[1];
+	if (!strcmp(name, "-h") || !strcmp(name, "--help"))
+		return print_help();
+	for (size_t k = 0; k < NSUBS; k++)
+		if (!strcmp(subs[k].name + strlen("cluster "), name)) {
+			cur_cmd = &subs[k];
+			optind = 1;
+			return subs[k].run(argc - 1, argv + 1);
+		}
+	return usage_error("unknown subcommand '%s' (set, reset, show, log, rollback, status)", name);
+}
