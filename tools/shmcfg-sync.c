@@ -194,14 +194,30 @@ struct agent {
 	char error[256];      /* the agent's last etcd error */
 };
 
+/* Text that may hold bytes from etcd (a library detail quotes the value),
+ * made printable ASCII (\xHH for the rest) for logs and JSON, which needs
+ * UTF-8. */
+static void printable(const char *in, char *out, size_t size)
+{
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)in; *p && o + 5 < size; p++) {
+		if (*p >= 0x20 && *p < 0x7f)
+			out[o++] = (char)*p;
+		else
+			o += (size_t)snprintf(out + o, size - o, "\\x%02x", *p);
+	}
+	out[o] = 0;
+}
+
 static void seg_error(struct seg *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void seg_error(struct seg *s, const char *fmt, ...)
 {
-	char msg[sizeof s->error];
+	char raw[sizeof s->error], msg[sizeof s->error];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	vsnprintf(raw, sizeof raw, fmt, ap);
 	va_end(ap);
+	printable(raw, msg, sizeof msg);
 	if (strcmp(msg, s->error)) {
 		snprintf(s->error, sizeof s->error, "%s", msg);
 		s->status_dirty = true;
@@ -255,12 +271,14 @@ static void refresh(struct agent *a, struct seg *s)
 static void reject(json_t *rej, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void reject(json_t *rej, const char *key, const char *fmt, ...)
 {
-	char msg[512];
+	char msg[512], pmsg[1024], pkey[512];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	json_array_append_new(rej, json_pack("{s:s, s:s}", "key", key, "error", msg));
+	printable(msg, pmsg, sizeof pmsg);
+	printable(key, pkey, sizeof pkey);
+	json_array_append_new(rej, json_pack("{s:s, s:s}", "key", pkey, "error", pmsg));
 }
 
 static bool knob_managed(const struct seg *s, const char *knob)
@@ -794,7 +812,7 @@ int main(int argc, char **argv)
 	bool once = false;
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'e': endpoints = optarg; break;
 		case 'c': cluster = optarg; break;

@@ -1,0 +1,127 @@
+#!/bin/sh
+# shmcfg-sync against a real etcd: the initial load, one etcd transaction as
+# one commit tagged with its revision and who, a deleted key resetting the
+# layer, a local user override kept, values this host rejects and bytes
+# that are not JSON reported (the rest applied, the agent alive), knob/ keys
+# feeding the knob layer, --once, bad arguments, and exit 0 on SIGTERM.
+. "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cluster/lib.sh"
+
+etcd_start
+new_seg S one
+
+# describe --json of an option: its value, source and layers
+desc() { $SHMCTL describe "$S" "$1" --json >"$T_TMP/d.json" 2>/dev/null; }
+holds() { desc "$1" && jcheck "$T_TMP/d.json" "$2" >/dev/null; }
+
+# ---- arguments
+t_rc "no segment: usage error" 2 "$SHMCFG_SYNC" --endpoints "$ETCD_EP" --cluster x
+pass "... names what is missing" grep -q "no SEGMENT given" "$T_TMP/err"
+run env -u SHMCFG_ETCD_ENDPOINTS "$SHMCFG_SYNC" --cluster x "$S"
+pass "no endpoints: exit 2, one line naming them" sh -c "[ $RC = 2 ] && grep -q 'no etcd endpoints' '$T_TMP/err'"
+t_rc "a bad endpoint: exit 2" 2 "$SHMCFG_SYNC" --endpoints ftp://x --cluster x "$S"
+pass "... named" grep -q "etcd endpoint 'ftp://x'" "$T_TMP/err"
+t_rc "a missing segment: exit 1" 1 "$SHMCFG_SYNC" --endpoints "$ETCD_EP" --cluster x --once cli-$$-nosuch
+pass "... named" grep -q "segment 'cli-$$-nosuch'" "$T_TMP/err"
+
+# ---- initial load, by --once first (environment fallbacks for both)
+eput opt/app.limit 42
+eput opt/app.mode '"safe"'
+REV=$(etcd_revision)
+run env SHMCFG_ETCD_ENDPOINTS="$ETCD_EP" SHMCFG_CLUSTER="$CLUSTER" "$SHMCFG_SYNC" --once "$S"
+pass "--once: exit 0" test "$RC" = 0
+pass "--once: the values are in the cluster layer" holds app.limit "j['value'] == 42 and j['source'] == 'cluster'"
+t_json "--once: one commit, tagged with revision $REV" \
+	"j['cluster_revision'] == $REV and j['commits'][0]['cluster_rev'] == $REV and j['generation'] == 2" \
+	$SHMCTL stat "$S" --json
+run "$SHMCFG_SYNC" --endpoints "$ETCD_EP" --cluster "$CLUSTER" --once "$S"
+t_json "--once again: nothing new, no commit" "j['generation'] == 2" $SHMCTL stat "$S" --json
+
+# ---- the agent
+sync_start a "$S" --host hostA
+pass "agent: watching" wait_log 10 a "watching from revision $((REV + 1))"
+GEN=$(commit_field "$S" generation)
+
+audited_put "alice@hostA" opt/app.limit=7 opt/app.ratio=0.25
+REV=$(etcd_revision)
+pass "a txn of two values: applied" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
+t_json "... as exactly one generation, tagged with its revision and who" \
+	"j['generation'] == $GEN + 1 and j['commits'][0]['cluster_rev'] == $REV and j['commits'][0]['who'] == 'alice@hostA' and j['commits'][0]['nchanged'] == 2" \
+	$SHMCTL stat "$S" --json
+pass "... both values" sh -c "[ \"\$($SHMCTL get $S app.limit)\" = 7 ] && [ \"\$($SHMCTL get $S app.ratio)\" = 0.25 ]"
+pass "... the agent logged it" grep -q "applied revision $REV (generation $((GEN + 1)), 2 changes, by alice@hostA)" "$T_TMP/a.log"
+
+ectl del "${P}opt/app.limit" >/dev/null
+REV=$(etcd_revision)
+pass "delete: applied" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
+pass "... the cluster layer is reset (the default shows)" holds app.limit "j['value'] == 10 and j['source'] == 'default'"
+
+# a local user override wins over the cluster and stays
+$SHMCTL set -q "$S" app.ratio=0.75
+eput opt/app.ratio 0.125
+REV=$(etcd_revision)
+pass "local override: the cluster value applied" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
+pass "... under the user's value, which stays" \
+	holds app.ratio "j['value'] == 0.75 and j['source'] == 'user' and j['layers']['cluster']['value'] == 0.125"
+$SHMCTL reset -q "$S" app.ratio
+pass "... reset locally: the cluster value shows" holds app.ratio "j['value'] == 0.125 and j['source'] == 'cluster'"
+
+# values this host rejects: the rest of the txn applied, each reported
+audited_put "bob@hostB" opt/app.limit=1000 opt/app.mode='"fast"' opt/app.nosuch=1 opt/app.ratio='"x"'
+REV=$(etcd_revision)
+pass "rejected values: the revision is applied" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
+pass "... the valid value of it too" holds app.mode "j['value'] == 'fast' and j['source'] == 'cluster'"
+pass "... the out-of-range one keeps the previous cluster value (none: default)" holds app.limit "j['value'] == 10"
+pass "... the ill-typed one keeps its previous cluster value" holds app.ratio "j['value'] == 0.125"
+pass "... the agent is alive" agent_alive a
+ectl get "${P}status/hostA/$S" --print-value-only >"$T_TMP/status.json"
+STATUS_CHECK="sorted(r['key'] for r in j['rejected']) == ['opt/app.limit', 'opt/app.nosuch', 'opt/app.ratio'] and all(r['error'] for r in j['rejected'])"
+pass "... reported in the status key" until_true 10 sh -c \
+	"ETCDCTL_API=3 $ETCDCTL --endpoints '$ETCDCTL_EP' get '${P}status/hostA/$S' --print-value-only >'$T_TMP/status.json' && \"$PYTHON\" '$T_TMP/check.py' json \"$STATUS_CHECK\" '$T_TMP/status.json'"
+pass "... with the option named" grep -q "unknown option 'app.nosuch'" "$T_TMP/status.json"
+pass "... and in the segment's sync record" wait_stat 5 "$S" "j['sync']['rejected'] == 3 and j['sync']['host'] == 'hostA'"
+pass "... and logged" grep -q "rejected opt/app.limit" "$T_TMP/a.log"
+
+# bytes that are not JSON (nor UTF-8)
+printf '\377\001{' >"$T_TMP/garbage"
+ectl put "${P}opt/app.mode" <"$T_TMP/garbage" >/dev/null
+REV=$(etcd_revision)
+pass "garbage bytes: the revision is applied" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
+pass "... reported" until_true 10 sh -c \
+	"ETCDCTL_API=3 $ETCDCTL --endpoints '$ETCDCTL_EP' get '${P}status/hostA/$S' --print-value-only | grep -q '\"opt/app.mode\"'"
+pass "... the previous cluster value stays" holds app.mode "j['value'] == 'fast' and j['source'] == 'cluster'"
+pass "... the agent is alive" agent_alive a
+# garbage in the audit record and the head: nobody named, nothing breaks
+eput head 'not json'
+ectl put "${P}audit/00000000000000000001" <"$T_TMP/garbage" >/dev/null
+eput opt/app.mode '"safe"'
+REV=$(etcd_revision)
+pass "garbage audit record and head: later revisions apply" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
+pass "... the agent is alive" agent_alive a
+
+# knob/ keys feed the knob layer of the options with that knob
+audited_put "carol@hostC" knob/app/flag=true knob/app/n=5
+REV=$(etcd_revision)
+pass "knobs: applied" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
+pass "... app.flag from its knob" holds app.flag "j['value'] is True and j['source'] == 'knob'"
+pass "... app.n from its knob" holds app.n "j['value'] == 5 and j['source'] == 'knob'"
+eput opt/app.n 9
+pass "... a cluster value beats the knob" until_true 10 holds app.n "j['value'] == 9 and j['source'] == 'cluster'"
+ectl del "${P}knob/app/flag" >/dev/null
+pass "... a deleted knob key resets the knob layer" until_true 10 holds app.flag "j['value'] is False and j['source'] == 'default'"
+
+# a revision that changes no value is still one commit (its revision shows)
+G0=$(commit_field "$S" generation)
+eput opt/app.n 9
+REV=$(etcd_revision)
+pass "a put of the same value: its revision applied" wait_stat 10 "$S" "j['cluster_revision'] == $REV and j['generation'] == $G0 + 1"
+
+# the status key and the sync record
+pass "status key: revision, generation, config hash, host, segment" until_true 10 sh -c \
+	"ETCDCTL_API=3 $ETCDCTL --endpoints '$ETCDCTL_EP' get '${P}status/hostA/$S' --print-value-only >'$T_TMP/st2.json' && \"$PYTHON\" '$T_TMP/check.py' json \"j['revision'] == $REV and j['host'] == 'hostA' and j['segment'] == '$S' and len(j['config_hash']) == 32 and j['out_of_sync_since_ns'] == 0\" '$T_TMP/st2.json'"
+pass "sync record: in sync, endpoints and cluster" wait_stat 5 "$S" \
+	"j['sync']['in_sync'] and j['sync']['cluster'] == '$CLUSTER' and j['sync']['endpoints'] == '$ETCD_EP' and j['sync']['applied_revision'] == $REV"
+
+agent_stop a
+pass "SIGTERM: exit 0" test "$RC" = 0
+if [ "$T_FAILED" != 0 ]; then diag_log a; fi
+t_done
