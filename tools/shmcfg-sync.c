@@ -555,10 +555,13 @@ static int load(struct agent *a)
 	a->m = m;
 	a->rev = rev;
 	logf_("loaded %zu keys of %s at revision %" PRId64, m.n, a->prefix, rev);
+	/* tagged with the revision of the newest write in the mirror, not the
+	 * store's (which other hosts' status writes move): hosts that loaded
+	 * the same keys at different moments then report the same revision */
 	for (size_t i = 0; i < a->nsegs; i++)
 		/* a commit if anything differs, or if a write the segment has not
 		 * seen is in the mirror (its revision must show) */
-		apply(a, &a->segs[i], rev, "", (uint64_t)newest > shmcfg_cluster_revision(a->segs[i].h));
+		apply(a, &a->segs[i], newest, "", (uint64_t)newest > shmcfg_cluster_revision(a->segs[i].h));
 	return 0;
 }
 
