@@ -53,16 +53,13 @@ c_cleanup() {
 trap c_cleanup EXIT
 
 # until_true TIMEOUT_S CMD...: run CMD every $STEP seconds (default 0.02)
-# until it succeeds; 1 if it never did within TIMEOUT_S seconds.
+# until it succeeds; 1 if it did not within TIMEOUT_S seconds of wall time.
 until_true() {
-	_st=${STEP:-0.02}
-	_end=$(awk "BEGIN { print int($1 / $_st) }")
+	_ut_end=$(( $(date +%s%N) + $(awk "BEGIN { printf \"%d\", $1 * 1000 }") * 1000000 ))
 	shift
-	_i=0
 	while ! "$@" >/dev/null 2>&1; do
-		_i=$((_i + 1))
-		[ "$_i" -ge "$_end" ] && return 1
-		sleep "$_st"
+		[ "$(date +%s%N)" -ge "$_ut_end" ] && return 1
+		sleep "${STEP:-0.02}"
 	done
 	return 0
 }
@@ -96,10 +93,12 @@ etcd_run() {
 	ETCD_PID=$!
 	# etcdctl costs a Go start-up per call: poll every 0.1 s
 	if ! STEP=0.1 until_true 20 etcd_healthy; then
+		STEP=
 		echo "not ok - etcd did not become healthy in 20 s"
 		sed 's/^/#   /' "$ETCD_DIR/etcd.log" | tail -20
 		exit 1
 	fi
+	STEP=
 }
 
 etcd_stop() {
@@ -236,10 +235,25 @@ print("put %shead %s" % (p, json.dumps(json.dumps({"seq": seq}))))
 print()  # the end of the success ops
 print()  # no failure ops
 PY
-	ectl txn <"$T_TMP/txn.in" >/dev/null
+	ectl txn -w json <"$T_TMP/txn.in" >"$T_TMP/w.json" && set_rev
 }
 
-# eput KEY JSON: a plain put of one key (no audit record).
+# The revision of the last write (etcdctl -w json in $T_TMP/w.json) in REV:
+# the agent's status puts move the store's revision on, so tests compare
+# with the revision of their own write.
+set_rev() {
+	REV=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["header"]["revision"])' "$T_TMP/w.json")
+}
+
+# eput KEY JSON: a plain put of one key (no audit record); REV its revision.
 eput() {
-	ectl put -- "$P$1" "$2" >/dev/null
+	ectl put -w json -- "$P$1" "$2" >"$T_TMP/w.json" && set_rev
+}
+# eput_file KEY FILE: the bytes of FILE as the value.
+eput_file() {
+	ectl put -w json -- "$P$1" <"$2" >"$T_TMP/w.json" && set_rev
+}
+# edel KEY: delete one key; REV its revision.
+edel() {
+	ectl del -w json -- "$P$1" >"$T_TMP/w.json" && set_rev
 }

@@ -26,7 +26,6 @@ pass "... named" grep -q "segment 'cli-$$-nosuch'" "$T_TMP/err"
 # ---- initial load, by --once first (environment fallbacks for both)
 eput opt/app.limit 42
 eput opt/app.mode '"safe"'
-REV=$(etcd_revision)
 run env SHMCFG_ETCD_ENDPOINTS="$ETCD_EP" SHMCFG_CLUSTER="$CLUSTER" "$SHMCFG_SYNC" --once "$S"
 pass "--once: exit 0" test "$RC" = 0
 pass "--once: the values are in the cluster layer" holds app.limit "j['value'] == 42 and j['source'] == 'cluster'"
@@ -42,7 +41,6 @@ pass "agent: watching" wait_log 10 a "watching from revision $((REV + 1))"
 GEN=$(commit_field "$S" generation)
 
 audited_put "alice@hostA" opt/app.limit=7 opt/app.ratio=0.25
-REV=$(etcd_revision)
 pass "a txn of two values: applied" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
 t_json "... as exactly one generation, tagged with its revision and who" \
 	"j['generation'] == $GEN + 1 and j['commits'][0]['cluster_rev'] == $REV and j['commits'][0]['who'] == 'alice@hostA' and j['commits'][0]['nchanged'] == 2" \
@@ -50,15 +48,13 @@ t_json "... as exactly one generation, tagged with its revision and who" \
 pass "... both values" sh -c "[ \"\$($SHMCTL get $S app.limit)\" = 7 ] && [ \"\$($SHMCTL get $S app.ratio)\" = 0.25 ]"
 pass "... the agent logged it" grep -q "applied revision $REV (generation $((GEN + 1)), 2 changes, by alice@hostA)" "$T_TMP/a.log"
 
-ectl del "${P}opt/app.limit" >/dev/null
-REV=$(etcd_revision)
+edel opt/app.limit
 pass "delete: applied" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
 pass "... the cluster layer is reset (the default shows)" holds app.limit "j['value'] == 10 and j['source'] == 'default'"
 
 # a local user override wins over the cluster and stays
 $SHMCTL set -q "$S" app.ratio=0.75
 eput opt/app.ratio 0.125
-REV=$(etcd_revision)
 pass "local override: the cluster value applied" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
 pass "... under the user's value, which stays" \
 	holds app.ratio "j['value'] == 0.75 and j['source'] == 'user' and j['layers']['cluster']['value'] == 0.125"
@@ -67,7 +63,6 @@ pass "... reset locally: the cluster value shows" holds app.ratio "j['value'] ==
 
 # values this host rejects: the rest of the txn applied, each reported
 audited_put "bob@hostB" opt/app.limit=1000 opt/app.mode='"fast"' opt/app.nosuch=1 opt/app.ratio='"x"'
-REV=$(etcd_revision)
 pass "rejected values: the revision is applied" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
 pass "... the valid value of it too" holds app.mode "j['value'] == 'fast' and j['source'] == 'cluster'"
 pass "... the out-of-range one keeps the previous cluster value (none: default)" holds app.limit "j['value'] == 10"
@@ -83,8 +78,7 @@ pass "... and logged" grep -q "rejected opt/app.limit" "$T_TMP/a.log"
 
 # bytes that are not JSON (nor UTF-8)
 printf '\377\001{' >"$T_TMP/garbage"
-ectl put "${P}opt/app.mode" <"$T_TMP/garbage" >/dev/null
-REV=$(etcd_revision)
+eput_file opt/app.mode "$T_TMP/garbage"
 pass "garbage bytes: the revision is applied" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
 pass "... reported" until_true 10 sh -c \
 	"ETCDCTL_API=3 $ETCDCTL --endpoints '$ETCDCTL_EP' get '${P}status/hostA/$S' --print-value-only | grep -q '\"opt/app.mode\"'"
@@ -92,27 +86,24 @@ pass "... the previous cluster value stays" holds app.mode "j['value'] == 'fast'
 pass "... the agent is alive" agent_alive a
 # garbage in the audit record and the head: nobody named, nothing breaks
 eput head 'not json'
-ectl put "${P}audit/00000000000000000001" <"$T_TMP/garbage" >/dev/null
+eput_file audit/00000000000000000001 "$T_TMP/garbage"
 eput opt/app.mode '"safe"'
-REV=$(etcd_revision)
 pass "garbage audit record and head: later revisions apply" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
 pass "... the agent is alive" agent_alive a
 
 # knob/ keys feed the knob layer of the options with that knob
 audited_put "carol@hostC" knob/app/flag=true knob/app/n=5
-REV=$(etcd_revision)
 pass "knobs: applied" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
 pass "... app.flag from its knob" holds app.flag "j['value'] is True and j['source'] == 'knob'"
 pass "... app.n from its knob" holds app.n "j['value'] == 5 and j['source'] == 'knob'"
 eput opt/app.n 9
 pass "... a cluster value beats the knob" until_true 10 holds app.n "j['value'] == 9 and j['source'] == 'cluster'"
-ectl del "${P}knob/app/flag" >/dev/null
+edel knob/app/flag
 pass "... a deleted knob key resets the knob layer" until_true 10 holds app.flag "j['value'] is False and j['source'] == 'default'"
 
 # a revision that changes no value is still one commit (its revision shows)
 G0=$(commit_field "$S" generation)
 eput opt/app.n 9
-REV=$(etcd_revision)
 pass "a put of the same value: its revision applied" wait_stat 10 "$S" "j['cluster_revision'] == $REV and j['generation'] == $G0 + 1"
 
 # the status key and the sync record

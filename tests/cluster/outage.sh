@@ -1,0 +1,62 @@
+#!/bin/sh
+# shmcfg-sync through etcd's outages: a restart (the agent resumes from its
+# revision without a reload), a silent partition (etcd SIGSTOPped: out of
+# sync reported within 5 s, the segment keeps its values, converges after
+# SIGCONT) and a compaction of revisions the agent has not seen (a full
+# reload that converges).
+. "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cluster/lib.sh"
+
+etcd_start
+new_seg S out
+
+eput opt/app.limit 11
+sync_start a "$S" --host h1
+pass "agent: loaded and watching" wait_log 10 a "watching from revision"
+pass "... the value" wait_get 10 "$S" app.limit 11
+
+# ---- restart: resume, no reload
+etcd_restart
+eput opt/app.limit 12
+pass "etcd restarted: the agent resumes without a reload" wait_log 15 a "resumed watching from revision"
+pass "... and applies the change made after the restart" wait_stat 15 "$S" "j['cluster_revision'] == $REV"
+pass "... loaded once only" test "$(grep -c 'loaded ' "$T_TMP/a.log")" = 1
+
+# ---- silent partition
+etcd_pause
+T0=$(date +%s%N)
+pass "etcd SIGSTOPped: out of sync reported within 5 s" wait_stat 5 "$S" "not j['sync']['in_sync']"
+T1=$(date +%s%N)
+diag "detected after $(( (T1 - T0) / 1000000 )) ms"
+pass "... the agent names the failure" wait_log 1 a "error: etcd"
+pass "... the segment keeps its values" wait_get 1 "$S" app.limit 12
+pass "... the agent is alive" agent_alive a
+etcd_resume
+eput opt/app.limit 13
+pass "SIGCONT: back in sync" wait_stat 15 "$S" "j['sync']['in_sync'] and j['cluster_revision'] == $REV"
+pass "... the value converged" wait_get 1 "$S" app.limit 13
+pass "... without a reload" test "$(grep -c 'loaded ' "$T_TMP/a.log")" = 1
+
+# ---- compaction while the agent is stopped (SIGSTOP): its watch broke
+# with etcd's restart, and the revision it resumes from is compacted
+kill -STOP "$AGENT_PID_a"
+etcd_restart
+eput opt/app.limit 14
+eput opt/app.mode '"safe"'
+edel opt/app.limit
+ectl compact "$REV" >/dev/null
+kill -CONT "$AGENT_PID_a"
+pass "compacted while stopped: the agent reloads" wait_log 15 a "compacted; reloading"
+pass "... a full load" wait_log 5 a "loaded 1 keys"
+pass "... converges" wait_stat 10 "$S" "j['cluster_revision'] >= $REV and j['sync']['in_sync']"
+pass "... the deleted key's layer reset" wait_get 1 "$S" app.limit 10
+pass "... the new key applied" wait_get 1 "$S" app.mode '"safe"'
+
+# ---- a new agent on a synced segment: loads, commits nothing
+agent_stop a
+pass "agent stopped: exit 0" test "$RC" = 0
+G=$(commit_field "$S" generation)
+sync_start b "$S" --host h1
+pass "a new agent: loads" wait_log 10 b "watching from revision"
+t_json "... and commits nothing (nothing new)" "j['generation'] == $G" $SHMCTL stat "$S" --json
+if [ "$T_FAILED" != 0 ]; then diag_log a; diag_log b; cat "$T_TMP/stat.json" | head -80 | sed "s/^/#  /"; fi
+t_done
