@@ -71,7 +71,8 @@ static uint32_t *ring_at(const shmcfg *h, uint64_t pos)
 static void write_log(shmcfg *h, uint64_t gen, uint32_t *ids, size_t n, const shmcfg_txn *origin)
 {
 	struct log_ent *e = log_at(h, gen);
-	qsort(ids, n, sizeof *ids, cmp_id);
+	if (n) /* a commit of only an origin has no ids (and ids may be NULL) */
+		qsort(ids, n, sizeof *ids, cmp_id);
 	/* the same seqlock as a slot: stamp 0, (C), fields, (D) */
 	seq_write_begin(&e->gen, 0);
 	e->time_ns = now_ns(CLOCK_REALTIME);

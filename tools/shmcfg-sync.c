@@ -867,6 +867,7 @@ int main(int argc, char **argv)
 	if (r) {
 		logf_("error: %s", etcd_errmsg(a.e));
 		etcd_close(a.e);
+		free(a.prefix);
 		return r == ETCD_E_ARG ? 2 : 1;
 	}
 	a.nsegs = (size_t)(argc - optind);
