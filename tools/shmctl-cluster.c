@@ -1276,7 +1276,7 @@ static const struct command subs[] = {
 	 "cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=SECONDS]]\n"
 	 "       " CONNECT_SYN,
 	 "apply an audit record's before values as a new audited change",
-	 "  -f, --force                roll back keys that changed since the record too\n" WRITE_HELP CONNECT_HELP
+	 "      --force                roll back keys that changed since the record too\n" WRITE_HELP CONNECT_HELP
 	 "Without --force a key whose value is no longer the record's after value is\n"
 	 "refused, and nothing is written.\n",
 	 true},
