@@ -56,8 +56,8 @@ const char *etcd_errmsg(const struct etcd *e);
 /* The endpoint list as given (for messages and for recording it). */
 const char *etcd_endpoints(const struct etcd *e);
 
-/* One key (range_end NULL), or every key with the prefix (prefix true), at
- * revision rev (0: the newest). */
+/* One key (prefix false), or every key that starts with key (prefix true),
+ * at revision rev (0: the newest). */
 int etcd_get(struct etcd *e, const char *key, bool prefix, int64_t rev, struct etcd_kvs *ret);
 /* Every key in [key, range_end) at revision rev (0: the newest). */
 int etcd_range(struct etcd *e, const char *key, const char *range_end, int64_t rev, struct etcd_kvs *ret);

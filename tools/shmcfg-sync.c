@@ -651,13 +651,15 @@ static int keepalive(struct agent *a)
 	return put_status(a, true);
 }
 
+/* The agent's etcd error (shown by segments with no error of their own),
+ * and every segment's sync record rewritten: out_of_sync may have changed
+ * even when the message did not. */
 static void set_agent_error(struct agent *a, const char *msg)
 {
-	if (!strcmp(a->error, msg))
-		return;
+	bool changed = strcmp(a->error, msg) != 0;
 	snprintf(a->error, sizeof a->error, "%s", msg);
 	for (size_t i = 0; i < a->nsegs; i++) {
-		a->segs[i].status_dirty = true;
+		a->segs[i].status_dirty |= changed;
 		record_sync(a, &a->segs[i]);
 	}
 }
@@ -670,9 +672,7 @@ static void went_offline(struct agent *a, const char *why)
 		a->out_of_sync = a->last_ok_ns ? a->last_ok_ns : now_ns(CLOCK_REALTIME);
 		logf_("out of sync since %.3f s ago", (double)(now_ns(CLOCK_REALTIME) - a->out_of_sync) / 1e9);
 	}
-	set_agent_error(a, why);
-	for (size_t i = 0; i < a->nsegs; i++)
-		record_sync(a, &a->segs[i]);
+	set_agent_error(a, why); /* records every segment's sync state */
 }
 
 /* Sleeps ms, or until a signal. */
@@ -739,9 +739,7 @@ static int run(struct agent *a)
 				      (double)(now_ns(CLOCK_REALTIME) - a->out_of_sync) / 1e9);
 				a->out_of_sync = 0;
 			}
-			set_agent_error(a, "");
-			for (size_t i = 0; i < a->nsegs; i++)
-				record_sync(a, &a->segs[i]);
+			set_agent_error(a, ""); /* and out_of_sync 0 in every record */
 		}
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
 		int wait_ms = next_keepalive > now ? (int)((next_keepalive - now) / 1000000) + 1 : 0;
@@ -790,7 +788,11 @@ static void usage(FILE *f)
 		   "  --cluster NAME       the cluster's name: keys under /shmcfg/v1/NAME/\n"
 		   "                       (default: $SHMCFG_CLUSTER)\n"
 		   "  --host NAME          this host's name in the status keys (default: the hostname)\n"
-		   "  --once               apply the current state as one commit and exit\n",
+		   "  --once               apply the current state as one commit and exit\n"
+		   "  -h, --help           print this help\n"
+		   "Runs in the foreground, one line per applied revision and per error on\n"
+		   "stderr. Exit status: 0 on SIGTERM/SIGINT (or --once done), 1 failure,\n"
+		   "2 usage error. See shmcfg-sync(1).\n",
 		prog);
 }
 

@@ -914,9 +914,11 @@ static int cl_show(int argc, char **argv)
 				free(why);
 			}
 		if (t) {
-			if (!table_rows(t))
+			if (!table_rows(t)) { /* the message, not an empty table's header */
 				printf("cluster '%s' holds no values\n", c.cluster);
-			table_print(t);
+				table_free(t);
+			} else
+				table_print(t);
 			json_decref(arr);
 		} else
 			rc = json_print(json_pack("{s:s, s:I, s:o}", "cluster", c.cluster, "revision",
@@ -1030,9 +1032,11 @@ static int cl_log(int argc, char **argv)
 			free(why);
 		}
 		if (t) {
-			if (!table_rows(t))
+			if (!table_rows(t)) { /* the message, not an empty table's header */
 				printf("cluster '%s' has no audit records\n", c.cluster);
-			table_print(t);
+				table_free(t);
+			} else
+				table_print(t);
 			json_decref(arr);
 		} else
 			rc = json_print(json_pack("{s:s, s:o}", "cluster", c.cluster, "records", arr), false);
@@ -1201,9 +1205,11 @@ static int cl_status(int argc, char **argv)
 		free(err);
 	}
 	if (t) {
-		if (!table_rows(t))
+		if (!table_rows(t)) { /* the message, not an empty table's header */
 			printf("cluster '%s': no host reports a status\n", c.cluster);
-		table_print(t);
+			table_free(t);
+		} else
+			table_print(t);
 		if (st.n) {
 			printf("%zu host%s, newest revision %lld", st.n, st.n == 1 ? "" : "s", (long long)newest);
 			if (nbehind)
@@ -1276,7 +1282,7 @@ static const struct command subs[] = {
 	 "cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=SECONDS]]\n"
 	 "       " CONNECT_SYN,
 	 "apply an audit record's before values as a new audited change",
-	 "  -f, --force                roll back keys that changed since the record too\n" WRITE_HELP CONNECT_HELP
+	 "      --force                roll back keys that changed since the record too\n" WRITE_HELP CONNECT_HELP
 	 "Without --force a key whose value is no longer the record's after value is\n"
 	 "refused, and nothing is written.\n",
 	 true},
