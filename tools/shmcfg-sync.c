@@ -47,6 +47,7 @@ enum {
 	LEASE_TTL_S = 10,     /* the status keys outlive a missed keepalive or two */
 	BACKOFF_BASE_MS = 100,
 	BACKOFF_CAP_MS = 2000,
+	STATUS_REJECTED_MAX = 32, /* rejections listed in a status key (all are counted) */
 };
 
 static const char *prog = "shmcfg-sync";
@@ -604,12 +605,19 @@ static void events(struct agent *a, struct etcd_watch_resp *wr)
 	}
 }
 
+/* The status key's value. The rejections listed are capped: every cluster
+ * writer can add keys this schema rejects, and a status over etcd's request
+ * limit would fail every keepalive (the agent would never sync again). */
 static char *status_json(struct agent *a, struct seg *s)
 {
-	json_t *j = json_pack("{s:s, s:s, s:i, s:I, s:I, s:s, s:s, s:O, s:I, s:I}", "host", a->host, "segment", s->name,
+	size_t nrej = json_array_size(s->rejected);
+	json_t *rej = json_array();
+	for (size_t i = 0; i < nrej && i < STATUS_REJECTED_MAX; i++)
+		json_array_append(rej, json_array_get(s->rejected, i));
+	json_t *j = json_pack("{s:s, s:s, s:i, s:I, s:I, s:s, s:s, s:o, s:I, s:I, s:I}", "host", a->host, "segment", s->name,
 			      "pid", (int)getpid(), "revision", (json_int_t)s->applied_rev, "generation",
 			      (json_int_t)s->generation, "config_hash", s->hash, "error",
-			      *s->error ? s->error : a->error, "rejected", s->rejected ? s->rejected : json_array(),
+			      *s->error ? s->error : a->error, "rejected", rej, "nrejected", (json_int_t)nrej,
 			      "time_ns", (json_int_t)now_ns(CLOCK_REALTIME), "out_of_sync_since_ns",
 			      (json_int_t)a->out_of_sync);
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;

@@ -1,0 +1,39 @@
+#!/bin/sh
+# shmcfg-sync against what a hostile cluster writer or server can send: a
+# prefix full of keys this host rejects (the status key must stay under
+# etcd's request limit, or the agent never syncs again).
+. "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cluster/lib.sh"
+
+etcd_start
+new_seg S one
+
+# ---- 2000 keys of unknown options with long names: ~2 MB of rejections
+sync_start a "$S" --host hostA
+pass "agent: watching" wait_log 10 a "watching from revision"
+LONG=$("$PYTHON" -c 'print("x" * 480)')
+for b in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
+	"$PYTHON" - "$P" "$LONG" "$b" >"$T_TMP/t.in" <<'PY'
+import sys
+p, long, b = sys.argv[1:]
+print()
+for i in range(125):
+    print("put %sopt/zz%s.%s.%d 1" % (p, long, b, i))
+print()
+print()
+PY
+	ectl txn <"$T_TMP/t.in" >/dev/null || not_ok "etcdctl txn $b"
+done
+pass "2000 rejected keys: the agent reports them" wait_log 20 a "rejected opt/zz"
+sleep 3 # a few keepalives, each of which put the status key
+eput opt/app.limit 43
+pass "... and still applies the next value" wait_get 15 "$S" app.limit 43
+pass "... its status key is within etcd's limit (no 'request is too large')" \
+	sh -c "! grep -q 'request is too large' '$T_TMP/a.log'"
+ectl get "$P"status/hostA/"$S" --print-value-only >"$T_TMP/st.json"
+t_json "... and lists the first 32 rejections, counting all" \
+	"len(j['rejected']) == 32 and j['nrejected'] == 2000" cat "$T_TMP/st.json"
+pass "... the agent alive" agent_alive a
+agent_stop a
+
+if [ "$T_FAILED" != 0 ]; then diag_log a; diag_log b; fi
+t_done
