@@ -1,7 +1,9 @@
 #!/bin/sh
 # shmcfg-sync against what a hostile cluster writer or server can send: a
 # prefix full of keys this host rejects (the status key must stay under
-# etcd's request limit, or the agent never syncs again).
+# etcd's request limit, or the agent never syncs again), and a watch stream
+# that never ends its message (tests/cluster/fakeetcd.py; the agent's memory
+# must stay bounded).
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cluster/lib.sh"
 
 etcd_start
@@ -34,6 +36,20 @@ t_json "... and lists the first 32 rejections, counting all" \
 	"len(j['rejected']) == 32 and j['nrejected'] == 2000" cat "$T_TMP/st.json"
 pass "... the agent alive" agent_alive a
 agent_stop a
+
+# ---- a watch message without end
+"$PYTHON" "$top_srcdir/tests/cluster/fakeetcd.py" "$T_TMP/fake.sock" nonl &
+FAKE_PID=$!
+until_true 5 test -S "$T_TMP/fake.sock"
+agent_start b --endpoints "unix:$T_TMP/fake.sock" --cluster c --host h "$S"
+pass "endless watch message: refused at the limit" wait_log 30 b "watch: a message over 64 MiB"
+eval "_p=\$AGENT_PID_b"
+RSS=$(awk '/^VmRSS/ { print $2 }' "/proc/$_p/status")
+pass "... the agent's memory stays bounded (RSS ${RSS} kB < 300 MB)" test "${RSS:-0}" -lt 300000
+agent_stop b
+pass "... and it stops on SIGTERM, exit 0" test "$RC" = 0
+kill "$FAKE_PID" 2>/dev/null
+wait "$FAKE_PID" 2>/dev/null
 
 if [ "$T_FAILED" != 0 ]; then diag_log a; diag_log b; fi
 t_done
