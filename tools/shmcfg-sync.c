@@ -493,13 +493,15 @@ done:
 	refresh(a, s);
 }
 
-/* The "who" of the audit record a revision wrote, "" if none or not JSON. */
+/* The "who" of the audit record a revision wrote, "" if none or not JSON;
+ * printable ASCII (any etcd writer chose it, and it is shown on terminals
+ * and in JSON: cut to SHMCFG_WHO_MAX, UTF-8 could end mid-character). */
 static void audit_who(const char *value, size_t len, char *who, size_t size)
 {
 	json_t *j = json_loadb(value, len, 0, NULL);
 	json_t *w = json_object_get(j, "who");
 	if (json_is_string(w) && !*who)
-		snprintf(who, size, "%s", json_string_value(w));
+		printable(json_string_value(w), who, size);
 	json_decref(j);
 }
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # shmcfg-sync against what a hostile cluster writer or server can send: a
 # prefix full of keys this host rejects (the status key must stay under
-# etcd's request limit, or the agent never syncs again), and a watch stream
+# etcd's request limit, or the agent never syncs again), audit records whose
+# who holds escape sequences or is cut mid-character, and a watch stream
 # that never ends its message (tests/cluster/fakeetcd.py; the agent's memory
 # must stay bounded).
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cluster/lib.sh"
@@ -35,6 +36,16 @@ ectl get "$P"status/hostA/"$S" --print-value-only >"$T_TMP/st.json"
 t_json "... and lists the first 32 rejections, counting all" \
 	"len(j['rejected']) == 32 and j['nrejected'] == 2000" cat "$T_TMP/st.json"
 pass "... the agent alive" agent_alive a
+
+# ---- a who of escape sequences and a newline, and one cut mid-character
+audited_put "$(printf 'evil\033]0;title\007\nFAKE ROW')" opt/app.limit=44
+pass "who with control characters: applied" wait_get 15 "$S" app.limit 44
+t_json "... its who as printable ASCII in the commit" \
+	"j['commits'][0]['who'] == 'evil\\\\x1b]0;title\\\\x07\\\\x0aFAKE ROW'" $SHMCTL stat "$S" --json
+audited_put "$("$PYTHON" -c 'print("\u00e9" * 40)')" opt/app.limit=45
+pass "who of 80 bytes of UTF-8: applied" wait_get 15 "$S" app.limit 45
+t_json "... its who cut to printable ASCII, not lost" \
+	"j['commits'][0]['who'].startswith('\\\\xc3\\\\xa9') and j['commits'][0]['who'].isascii()" $SHMCTL stat "$S" --json
 agent_stop a
 
 # ---- a watch message without end
