@@ -34,9 +34,15 @@ struct etcd {
 	char err[512];
 };
 
+/* The most an answer (or one watch message) may take: far over etcd's own
+ * limits (1.5 MiB a request by default; a watch response batches at most
+ * 1000 revisions), so only a server that sends without end reaches it. */
+#define ANSWER_MAX ((size_t)64 << 20)
+
 struct buf {
 	char *p;
 	size_t len, cap;
+	bool too_big; /* ANSWER_MAX reached: the transfer was failed */
 };
 
 static int set_err(struct etcd *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -313,6 +319,10 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
 {
 	struct buf *b = ud;
 	size_t len = size * n;
+	if (len > ANSWER_MAX - b->len) {
+		b->too_big = true;
+		return 0; /* curl fails the transfer with CURLE_WRITE_ERROR */
+	}
 	if (b->len + len + 1 > b->cap) {
 		size_t cap = b->cap ? b->cap : 4096;
 		while (cap < b->len + len + 1)
@@ -389,6 +399,11 @@ static int request(struct etcd *e, const char *path, json_t *body, json_t **ret)
 		curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms);
 		curl_easy_setopt(e->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)e->timeout_ms);
 		CURLcode c = curl_easy_perform(e->curl);
+		if (c == CURLE_WRITE_ERROR && out.too_big) {
+			r = set_err(e, ETCD_E_PROTO, "etcd %s: %s: an answer over %zu MiB", e->ep[i].text, path,
+				    ANSWER_MAX >> 20);
+			break;
+		}
 		if (c != CURLE_OK) {
 			r = set_err(e, c == CURLE_WRITE_ERROR ? ETCD_E_NOMEM : ETCD_E_UNREACHABLE, "etcd %s: %s: %s",
 				    e->ep[i].text, path, curl_easy_strerror(c));
@@ -796,6 +811,9 @@ int etcd_watch_next(struct etcd_watch *w, int timeout_ms, int wake_fd, struct et
 			w->in.len -= w->used;
 			w->used = 0;
 		}
+		if (w->done && w->in.too_big)
+			return set_err(e, ETCD_E_PROTO, "etcd %s: watch: a message over %zu MiB", e->ep[e->cur].text,
+				       ANSWER_MAX >> 20);
 		if (w->done) {
 			long status = 0;
 			curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &status);

@@ -47,6 +47,7 @@ enum {
 	LEASE_TTL_S = 10,     /* the status keys outlive a missed keepalive or two */
 	BACKOFF_BASE_MS = 100,
 	BACKOFF_CAP_MS = 2000,
+	STATUS_REJECTED_MAX = 32, /* rejections listed in a status key (all are counted) */
 };
 
 static const char *prog = "shmcfg-sync";
@@ -492,13 +493,15 @@ done:
 	refresh(a, s);
 }
 
-/* The "who" of the audit record a revision wrote, "" if none or not JSON. */
+/* The "who" of the audit record a revision wrote, "" if none or not JSON;
+ * printable ASCII (any etcd writer chose it, and it is shown on terminals
+ * and in JSON: cut to SHMCFG_WHO_MAX, UTF-8 could end mid-character). */
 static void audit_who(const char *value, size_t len, char *who, size_t size)
 {
 	json_t *j = json_loadb(value, len, 0, NULL);
 	json_t *w = json_object_get(j, "who");
 	if (json_is_string(w) && !*who)
-		snprintf(who, size, "%s", json_string_value(w));
+		printable(json_string_value(w), who, size);
 	json_decref(j);
 }
 
@@ -604,12 +607,19 @@ static void events(struct agent *a, struct etcd_watch_resp *wr)
 	}
 }
 
+/* The status key's value. The rejections listed are capped: every cluster
+ * writer can add keys this schema rejects, and a status over etcd's request
+ * limit would fail every keepalive (the agent would never sync again). */
 static char *status_json(struct agent *a, struct seg *s)
 {
-	json_t *j = json_pack("{s:s, s:s, s:i, s:I, s:I, s:s, s:s, s:O, s:I, s:I}", "host", a->host, "segment", s->name,
+	size_t nrej = json_array_size(s->rejected);
+	json_t *rej = json_array();
+	for (size_t i = 0; i < nrej && i < STATUS_REJECTED_MAX; i++)
+		json_array_append(rej, json_array_get(s->rejected, i));
+	json_t *j = json_pack("{s:s, s:s, s:i, s:I, s:I, s:s, s:s, s:o, s:I, s:I, s:I}", "host", a->host, "segment", s->name,
 			      "pid", (int)getpid(), "revision", (json_int_t)s->applied_rev, "generation",
 			      (json_int_t)s->generation, "config_hash", s->hash, "error",
-			      *s->error ? s->error : a->error, "rejected", s->rejected ? s->rejected : json_array(),
+			      *s->error ? s->error : a->error, "rejected", rej, "nrejected", (json_int_t)nrej,
 			      "time_ns", (json_int_t)now_ns(CLOCK_REALTIME), "out_of_sync_since_ns",
 			      (json_int_t)a->out_of_sync);
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;

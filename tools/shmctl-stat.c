@@ -798,6 +798,12 @@ int cmd_watch(int argc, char **argv)
 		char when[48] = "?", who[160] = "unknown committer";
 		if (have_ci) {
 			time_local(ci.time_ns, when, sizeof when);
+			/* any writer of the segment (and, through the agent, of
+			 * etcd) chose these bytes: no escape sequence or newline
+			 * reaches the terminal */
+			for (char *q = ci.who; *q; q++)
+				if ((unsigned char)*q < 0x20 || *q == 0x7f)
+					*q = '?';
 			if (ci.cluster_rev)
 				snprintf(who, sizeof who, "cluster rev %llu by %.64s (pid %d)",
 					 (unsigned long long)ci.cluster_rev, ci.who[0] ? ci.who : "?", ci.pid);

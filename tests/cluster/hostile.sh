@@ -1,0 +1,66 @@
+#!/bin/sh
+# shmcfg-sync against what a hostile cluster writer or server can send: a
+# prefix full of keys this host rejects (the status key must stay under
+# etcd's request limit, or the agent never syncs again), audit records whose
+# who holds escape sequences or is cut mid-character, and a watch stream
+# that never ends its message (tests/cluster/fakeetcd.py; the agent's memory
+# must stay bounded).
+. "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cluster/lib.sh"
+
+etcd_start
+new_seg S one
+
+# ---- 2000 keys of unknown options with long names: ~2 MB of rejections
+sync_start a "$S" --host hostA
+pass "agent: watching" wait_log 10 a "watching from revision"
+LONG=$("$PYTHON" -c 'print("x" * 480)')
+for b in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
+	"$PYTHON" - "$P" "$LONG" "$b" >"$T_TMP/t.in" <<'PY'
+import sys
+p, long, b = sys.argv[1:]
+print()
+for i in range(125):
+    print("put %sopt/zz%s.%s.%d 1" % (p, long, b, i))
+print()
+print()
+PY
+	ectl txn <"$T_TMP/t.in" >/dev/null || not_ok "etcdctl txn $b"
+done
+pass "2000 rejected keys: the agent reports them" wait_log 20 a "rejected opt/zz"
+sleep 3 # a few keepalives, each of which put the status key
+eput opt/app.limit 43
+pass "... and still applies the next value" wait_get 15 "$S" app.limit 43
+pass "... its status key is within etcd's limit (no 'request is too large')" \
+	sh -c "! grep -q 'request is too large' '$T_TMP/a.log'"
+ectl get "$P"status/hostA/"$S" --print-value-only >"$T_TMP/st.json"
+t_json "... and lists the first 32 rejections, counting all" \
+	"len(j['rejected']) == 32 and j['nrejected'] == 2000" cat "$T_TMP/st.json"
+pass "... the agent alive" agent_alive a
+
+# ---- a who of escape sequences and a newline, and one cut mid-character
+audited_put "$(printf 'evil\033]0;title\007\nFAKE ROW')" opt/app.limit=44
+pass "who with control characters: applied" wait_get 15 "$S" app.limit 44
+t_json "... its who as printable ASCII in the commit" \
+	"j['commits'][0]['who'] == 'evil\\\\x1b]0;title\\\\x07\\\\x0aFAKE ROW'" $SHMCTL stat "$S" --json
+audited_put "$("$PYTHON" -c 'print("\u00e9" * 40)')" opt/app.limit=45
+pass "who of 80 bytes of UTF-8: applied" wait_get 15 "$S" app.limit 45
+t_json "... its who cut to printable ASCII, not lost" \
+	"j['commits'][0]['who'].startswith('\\\\xc3\\\\xa9') and j['commits'][0]['who'].isascii()" $SHMCTL stat "$S" --json
+agent_stop a
+
+# ---- a watch message without end
+"$PYTHON" "$top_srcdir/tests/cluster/fakeetcd.py" "$T_TMP/fake.sock" nonl &
+FAKE_PID=$!
+until_true 5 test -S "$T_TMP/fake.sock"
+agent_start b --endpoints "unix:$T_TMP/fake.sock" --cluster c --host h "$S"
+pass "endless watch message: refused at the limit" wait_log 30 b "watch: a message over 64 MiB"
+eval "_p=\$AGENT_PID_b"
+RSS=$(awk '/^VmRSS/ { print $2 }' "/proc/$_p/status")
+pass "... the agent's memory stays bounded (RSS ${RSS} kB < 300 MB)" test "${RSS:-0}" -lt 300000
+agent_stop b
+pass "... and it stops on SIGTERM, exit 0" test "$RC" = 0
+kill "$FAKE_PID" 2>/dev/null
+wait "$FAKE_PID" 2>/dev/null
+
+if [ "$T_FAILED" != 0 ]; then diag_log a; diag_log b; fi
+t_done
