@@ -3,7 +3,7 @@
  * files of tools/shmctl*.c.
  *
  *   shmctl.c        main, subcommand table, usage, errors, attach, colour
- *   shmctl-util.c   argument parsing, option resolution, tables, values as
+ *   shmctl-util.c   argument parsing, option names, tables, values as
  *                   text and JSON
  *   shmctl-read.c   ls, show, get, describe
  *   shmctl-stat.c   stat, hash, check, dump, diff, watch
@@ -111,13 +111,11 @@ void human_size(uint64_t bytes, char *buf, size_t len);
 void time_local(uint64_t ns, char *buf, size_t len);
 void time_utc(uint64_t ns, char *buf, size_t len);
 
-/* Resolve OPTION (full name or unique suffix; see shmctl.1). Prints the
- * error (ambiguous, unknown with suggestions). 0 or EXIT_FAIL. */
+/* Resolve OPTION (full name or unique suffix: shmcfg_resolve). Prints the
+ * library's error (ambiguous, unknown with suggestions). 0 or EXIT_FAIL. */
 int resolve_option(shmcfg *h, const char *text, shmcfg_opt *ret);
 /* The option's name and the final target's descriptor. */
 const char *opt_name(shmcfg *h, shmcfg_opt opt);
-/* The shortest suffix of the option's name that names it uniquely. */
-const char *opt_short_name(shmcfg *h, shmcfg_opt opt);
 
 /* A value as JSON text (strings quoted), malloc'd; NULL on ENOMEM. */
 char *value_text(const shmcfg_value *v);
