@@ -1356,6 +1356,46 @@ class TestErrors(SegTest):
             d.recompile_limt
         self.assertIn("torch._dynamo.config.recompile_limt", str(cm.exception))
 
+    def test_user_typed_names(self):
+        """seg.get/set/describe/transaction take what shmctl takes: a unique
+        suffix, resolved by the library (shmcfg_resolve), with its
+        ambiguity and did-you-mean details; attribute access stays exact."""
+        seg, m = self.app()
+        self.assertEqual(seg.get("steps"), 10)
+        self.assertEqual(seg.get("deep.level"), 2)
+        seg.set({"steps": 42, "triton.cudagraphs": False})
+        self.assertEqual(m.steps, 42)
+        self.assertIs(m.triton.cudagraphs, False)
+        self.assertEqual(seg.describe("lr").name, "app.config.lr")
+        with seg.transaction() as t:
+            t["mode"] = "slow"
+        self.assertEqual(m.mode, "slow")
+        seg.reset("mode")
+        self.assertEqual(m.mode, "fast")
+        # flag: a full part of app.config.flag only (other_flag ends in _flag)
+        self.assertEqual(seg.describe("flag").name, "app.config.flag")
+        with self.assertRaises(shmcfg.UnknownOptionError) as cm:
+            seg.get("stpes")
+        self.assertEqual(cm.exception.detail,
+                         f"no option 'stpes' in segment '{seg.name}'; did you mean steps?")
+        self.assertEqual(cm.exception.errname, "SHMCFG_E_NOOPT")
+        with self.assertRaises(shmcfg.UnknownOptionError) as cm:
+            seg.set({"stpes": 1})
+        self.assertIn("did you mean steps?", str(cm.exception))
+        self.assertEqual(m.steps, 42)  # nothing changed
+        amb = self.make("format: 1\noptions:\n  a.level:\n    type: int\n"
+                        "  b.level:\n    type: int\n", no_env=True)
+        with self.assertRaises(shmcfg.UnknownOptionError) as cm:
+            amb.get("level")
+        self.assertEqual(cm.exception.detail, "'level' is ambiguous: a.level, b.level")
+        for bad in ("", "\udcff\udcfe", "x" * 65536, "app.config.steps\n"):
+            with self.assertRaises(shmcfg.UnknownOptionError):
+                seg.get(bad)
+        with self.assertRaises(AttributeError):
+            m.triton.deep.lvel  # attributes stay exact: no suffix, no guess
+        with self.assertRaises(AttributeError):
+            seg.module("app").steps
+
     def test_wrong_types(self):
         seg, m = self.app()
         bad = [("steps", "3"), ("steps", 3.0), ("steps", True), ("steps", None),

@@ -224,6 +224,7 @@ count = _fn("shmcfg_count", c_uint32, _H)
 readonly = _fn("shmcfg_readonly", c_bool, _H)
 schema_hash = _fn("shmcfg_schema_hash", None, _H, POINTER(c_uint8 * 16))
 lookup = _fn("shmcfg_lookup", c_int, _H, c_char_p, POINTER(c_uint32))
+resolve = _fn("shmcfg_resolve", c_int, _H, c_char_p, POINTER(c_uint32))
 opt_info = _fn("shmcfg_opt_info", c_int, _H, c_uint32, POINTER(OptInfo))
 opt_implies = _fn("shmcfg_opt_implies", c_int, _H, c_uint32, c_size_t, POINTER(c_uint32),
                   POINTER(Value))

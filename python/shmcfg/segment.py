@@ -181,10 +181,20 @@ class Segment:
         return bytes(out)
 
     def _lookup(self, name):
+        """The option a user-typed name means: a full name (a dict hit), else
+        the library's resolution (shmcfg_resolve: a unique suffix; an unknown
+        or ambiguous name raises UnknownOptionError saying "did you mean"
+        or listing the candidates), the rules shmctl uses."""
         o = self._opts.get(name)
-        if o is None:
+        if o is not None:
+            return o
+        if not isinstance(name, str):
             raise _unknown("", name, self.name)
-        return o
+        opt = ctypes.c_uint32()
+        r = _L.resolve(self._handle(), name.encode("utf-8", "surrogateescape"), ctypes.byref(opt))
+        if r < 0:
+            raise _error(r, name)
+        return self._byindex[opt.value]
 
     def _patched_here(self):
         return getattr(self._tl, "depth", 0) > 0
@@ -275,7 +285,8 @@ class Segment:
         return get_copy
 
     def get(self, name):
-        """The value of an option by its full name (honours this thread's patches)."""
+        """The value of an option by its full name or a unique suffix of it
+        (honours this thread's patches)."""
         return self._read(self._lookup(name))
 
     def options(self):
@@ -283,7 +294,7 @@ class Segment:
         return [o.name for o in self._byindex]
 
     def describe(self, name):
-        """An OptionInfo for an option's full name."""
+        """An OptionInfo for an option's full name or a unique suffix of it."""
         o = self._lookup(name)
         return OptionInfo(o.name, o.opt, _PYTYPE[o.kind], o.nullable, o.flags, o.doc,
                           self._byindex[o.alias].name if o.alias is not None else None,
@@ -362,7 +373,8 @@ class Segment:
         return gen.value
 
     def set(self, values, **kw):
-        """Set options by full name, all in one commit: ``seg.set({"a.b": 1})``.
+        """Set options by full name (or unique suffix), all in one commit:
+        ``seg.set({"a.b": 1})``.
         Returns the generation published (or the current one if nothing changed)."""
         return self.transaction(**kw).update(values).commit()
 
@@ -616,7 +628,8 @@ class Transaction:
 
     ``t[name] = value``, ``t.set(name, value)``, ``t.update(mapping)``,
     ``del t[name]`` / ``t.reset(name)`` (clear the layer), then ``commit()``.
-    Names are full names. Types are checked as they are given; the library
+    Names are full names or unique suffixes (``Segment.get``). Types are
+    checked as they are given; the library
     checks ranges and choices at commit, where one bad value fails all.
     """
 
