@@ -81,13 +81,15 @@ static const struct command commands[] = {
 	 "show the segment's header, attached processes, slots, readers and last commits",
 	 "  -c, --commits N   how many recent commits to list (default 10)\n"
 	 "      --json        print a JSON object\n", true},
-	{"watch", cmd_watch, "watch NAME [--count N] [--timeout SECONDS] [--json] [--quiet]",
+	{"watch", cmd_watch, "watch NAME [OPTION...] [--count N] [--timeout DURATION] [--json] [--quiet]",
 	 "print one line per commit",
-	 "  -c, --count N          stop after N commits (exit 0)\n"
-	 "  -t, --timeout SECONDS  stop after that long (exit 1 if --count was\n"
-	 "                         given and not reached, else 0)\n"
-	 "      --json             print one JSON object per commit\n"
-	 "  -q, --quiet            do not say on stderr when watching starts\n", true},
+	 "  OPTION                  only commits that touch these options (and only\n"
+	 "                          their changes)\n"
+	 "  -c, --count N           stop after N commits shown (exit 0)\n"
+	 "  -t, --timeout DURATION  stop after that long: 500ms, 5s, 2m, 1h or seconds\n"
+	 "                          (exit 1 if --count was given and not reached, else 0)\n"
+	 "      --json              print one JSON object per commit\n"
+	 "  -q, --quiet             do not say on stderr when watching starts\n", true},
 	{"dump", cmd_dump, "dump NAME [--all]", "print the configuration as JSON",
 	 "  -a, --all     also save-ignored and private options\n", true},
 	{"load", cmd_load, "load NAME FILE|- [--quiet]", "load a JSON dump as one commit",
