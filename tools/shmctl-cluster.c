@@ -70,10 +70,8 @@ static int parse_args(int argc, char **argv, const struct option *opts, struct a
 			break;
 		case 'w':
 			a->wait = true;
-			if (optarg && !parse_seconds(optarg, &a->wait_s)) {
-				*ec = usage_error("--wait takes seconds (a number >= 0), not '%s'", optarg);
+			if (optarg && (*ec = duration_arg("--wait", optarg, &a->wait_s)))
 				return -1;
-			}
 			break;
 		case 'f':
 			a->force = true;
@@ -1309,5 +1307,11 @@ int cmd_cluster(int argc, char **argv)
 			optind = 1;
 			return subs[k].run(argc - 1, argv + 1);
 		}
-	return usage_error("unknown subcommand '%s' (set, reset, show, log, rollback, status)", name);
+	const char *names[NSUBS];
+	for (size_t k = 0; k < NSUBS; k++)
+		names[k] = subs[k].name + strlen("cluster ");
+	const char *near = closest_word(name, names, NSUBS);
+	if (near)
+		return usage_line("unknown subcommand '%s'; did you mean '%s'?", name, near);
+	return usage_line("unknown subcommand '%s' (set, reset, show, log, rollback, status)", name);
 }

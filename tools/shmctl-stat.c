@@ -763,8 +763,8 @@ int cmd_watch(int argc, char **argv)
 			have_count = true;
 			break;
 		case 't':
-			if (!parse_seconds(optarg, &timeout))
-				return usage_error("--timeout takes seconds (a number >= 0), not '%s'", optarg);
+			if (duration_arg("--timeout", optarg, &timeout))
+				return EXIT_USAGE;
 			have_timeout = true;
 			break;
 		}

@@ -66,17 +66,40 @@ bool parse_size(const char *s, uint64_t *ret)
 	return true;
 }
 
-bool parse_seconds(const char *s, double *ret)
+/* The units of a duration, in seconds; plain numbers are seconds. */
+static const struct {
+	const char *suffix;
+	double seconds;
+} duration_units[] = {{"ms", 1e-3}, {"s", 1}, {"m", 60}, {"h", 3600}};
+
+bool parse_duration(const char *s, double *ret)
 {
-	if (!s || !*s || *s == ' ')
-		return false;
+	if (!s || !*s || !(('0' <= *s && *s <= '9') || *s == '.') || strpbrk(s, "xXpP"))
+		return false; /* no sign, space, "inf", "nan" or hex */
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
-	if (errno || *end || !isfinite(v) || v < 0 || v > 1e7)
+	if (errno || end == s || !isfinite(v))
+		return false;
+	if (*end) {
+		size_t u = 0, nu = sizeof duration_units / sizeof duration_units[0];
+		while (u < nu && strcmp(end, duration_units[u].suffix))
+			u++;
+		if (u == nu)
+			return false;
+		v *= duration_units[u].seconds;
+	}
+	if (v > 1e7) /* 115 days: longer is a typo */
 		return false;
 	*ret = v;
 	return true;
+}
+
+int duration_arg(const char *flag, const char *text, double *ret)
+{
+	if (parse_duration(text, ret))
+		return 0;
+	return usage_line("%s: bad duration '%s' (give 500ms, 5s, 2m, 1h or seconds)", flag, text);
 }
 
 void hex16(const uint8_t in[16], char out[33])

@@ -57,6 +57,12 @@ void warn_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int fail_lib(int r, const char *what);
 /* A usage error of the running subcommand: message, synopsis, EXIT_USAGE. */
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A usage error in one line ("shmctl: CMD: ..."), without the synopsis:
+ * an unknown flag, a bad duration. EXIT_USAGE. */
+int usage_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The word of words[] closest to @p typed (a typo: a few edits or swapped
+ * neighbours, or an abbreviation), NULL if none is close. */
+const char *closest_word(const char *typed, const char *const *words, size_t n);
 /* Print the running subcommand's --help to stdout; returns EXIT_OK. */
 int print_help(void);
 
@@ -101,7 +107,12 @@ const char *color(const char *code);
 /* strtoull/strtoll with full-string and range checks. */
 bool parse_u64(const char *s, uint64_t *ret);
 bool parse_size(const char *s, uint64_t *ret); /* with K/M/G (KiB, MiB, GiB) suffixes */
-bool parse_seconds(const char *s, double *ret);
+/* A duration in seconds: 500ms, 5s, 2m, 1h or plain (fractional) seconds,
+ * at most 1e7 s. */
+bool parse_duration(const char *s, double *ret);
+/* parse_duration() of the value of @p flag ("--timeout"): 0, or the usage
+ * error (one line naming the flag and the text) and EXIT_USAGE. */
+int duration_arg(const char *flag, const char *text, double *ret);
 
 /* Lowercase hex of 16 bytes. */
 void hex16(const uint8_t in[16], char out[33]);
