@@ -879,3 +879,40 @@ int cmd_describe(int argc, char **argv)
 	shmcfg_close(h);
 	return EXIT_OK;
 }
+
+/* ------------------------------------------------------------------ */
+/* __complete (hidden, for the bash completion)                       */
+/* ------------------------------------------------------------------ */
+
+/*
+ * shmctl __complete values NAME OPTION: the values worth offering after
+ * "OPTION=" in `set`, one a line: true and false for a bool, the choices of
+ * an option that has them, none for a nullable one. Nothing for the others
+ * (and nothing, exit 1, for a name that does not resolve: a completion
+ * prints no errors). One attach: fast enough for each TAB.
+ */
+int cmd_complete(int argc, char **argv)
+{
+	if (argc != 4 || strcmp(argv[1], "values"))
+		return EXIT_USAGE;
+	shmcfg *h;
+	shmcfg_opt opt;
+	shmcfg_optinfo oi, fi;
+	if (attach_segment(argv[2], true, &h))
+		return EXIT_FAIL;
+	int rc = EXIT_FAIL;
+	if (shmcfg_resolve(h, argv[3], &opt) || shmcfg_opt_info(h, opt, &oi) ||
+	    shmcfg_opt_info(h, oi.alias_final, &fi))
+		goto out;
+	if (fi.type == SHMCFG_BOOL)
+		printf("true\nfalse\n");
+	if (!fi.choices.is_null)
+		for (const char *it = NULL; (it = shmcfg_list_next(&fi.choices, it));)
+			printf("%s\n", it);
+	if (fi.flags & SHMCFG_F_NULLABLE)
+		printf("none\n");
+	rc = EXIT_OK;
+out:
+	shmcfg_close(h);
+	return rc;
+}

@@ -591,6 +591,8 @@ int main(int argc, char **argv)
 			return unknown_command(argv[i + 1]);
 		return print_help();
 	}
+	if (!strcmp(name, "__complete")) /* hidden: the bash completion's helper */
+		return cmd_complete(argc - i, argv + i);
 	if (!(cur_cmd = find_command(name)))
 		return unknown_command(name);
 	shmcfg_set_log(log_cb, NULL);

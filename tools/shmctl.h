@@ -226,6 +226,7 @@ int cmd_hash(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_header(int argc, char **argv);
+int cmd_complete(int argc, char **argv); /* hidden: shmctl __complete (bash completion) */
 int cmd_cluster(int argc, char **argv); /* shmctl-cluster.c */
 
 #endif
