@@ -41,11 +41,7 @@ options:
     default: 0
     env_force: HABITS_FORCED
 EOF
-	i=0
-	while [ $i -lt 30 ]; do
-		printf '  big.o%02d:\n    type: int\n    default: 0\n' $i
-		i=$((i + 1))
-	done
+	int_options big 0 29
 } >"$T_TMP/schema.yaml"
 run shmctl create -q --schema "$T_TMP/schema.yaml" "$S"
 pass "create" test "$RC" = 0
@@ -106,18 +102,8 @@ t_err "cluster --wait=: the same parser" 2 \
 	shmctl cluster set "$S" app.level=2 --wait=3sec --endpoints http://127.0.0.1:9
 
 # --- watch NAME OPTION... -------------------------------------------------------------
-# wait_for FILE ERE: until a line of FILE matches, at most 10 s.
-wait_for() {
-	_n=0
-	while [ $_n -lt 200 ]; do
-		grep -Eq "$2" "$1" 2>/dev/null && return 0
-		sleep 0.05
-		_n=$((_n + 1))
-	done
-	return 1
-}
 GEN0=$(shmctl stat "$S" --json | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["generation"])')
-$SHMCTL watch "$S" level big.o29 --count 2 --timeout 30 --json >"$T_TMP/w1" 2>"$T_TMP/w1.err" &
+$SHMCTL watch "$S" level big.o029 --count 2 --timeout 30 --json >"$T_TMP/w1" 2>"$T_TMP/w1.err" &
 WPID=$!
 pass "watch NAME OPTION...: says it watches" wait_for "$T_TMP/w1.err" "^shmctl: watching '$S' from generation $GEN0\$"
 # each commit after the watcher printed (or skipped) the one before: a
@@ -129,12 +115,12 @@ sleep 0.3
 run shmctl set -q "$S" app.lvl=7 app.mode=auto # through the alias
 wait_for "$T_TMP/w1" '"generation"'
 # 25 options: the record lists 20 of them; none is watched
-ARGS=$(i=0; while [ $i -lt 25 ]; do printf 'big.o%02d=1 ' $i; i=$((i + 1)); done)
+ARGS=$(i=0; while [ $i -lt 25 ]; do printf 'big.o%03d=1 ' $i; i=$((i + 1)); done)
 # shellcheck disable=SC2086
 run shmctl set -q "$S" $ARGS
 sleep 0.3
 # 30 options, the watched one last: a record that lists 20 of 30
-ARGS=$(i=0; while [ $i -lt 30 ]; do printf 'big.o%02d=2 ' $i; i=$((i + 1)); done)
+ARGS=$(i=0; while [ $i -lt 30 ]; do printf 'big.o%03d=2 ' $i; i=$((i + 1)); done)
 # shellcheck disable=SC2086
 run shmctl set -q "$S" $ARGS
 wait $WPID
@@ -146,7 +132,7 @@ l = [json.loads(x) for x in open(a[0]).read().splitlines()]
 g = int(a[1])
 (len(l) == 2 and l[0]["generation"] == g + 3 and l[1]["generation"] == g + 5 and
  [(c["name"], c["old"], c["new"]) for c in l[0]["changes"]] == [("app.level", 1, 7)] and
- [(c["name"], c["old"], c["new"]) for c in l[1]["changes"]] == [("big.o29", 0, 2)])' "$T_TMP/w1" "$GEN0"
+ [(c["name"], c["old"], c["new"]) for c in l[1]["changes"]] == [("big.o029", 0, 2)])' "$T_TMP/w1" "$GEN0"
 
 # a commit that changes a watched option's layer and not its value (a user
 # value under env_force): the commit record says it touched the option

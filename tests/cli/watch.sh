@@ -66,13 +66,7 @@ wait_reader() {
 
 # wait_watching FILE: until watch said on stderr (in FILE) that it watches.
 wait_watching() {
-	_n=0
-	while [ $_n -lt 200 ]; do
-		grep -q "^shmctl: watching '$W' from generation [0-9]*$" "$1" 2>/dev/null && return 0
-		sleep 0.05
-		_n=$((_n + 1))
-	done
-	return 1
+	wait_for "$1" "^shmctl: watching '$W' from generation [0-9]*$"
 }
 
 # wait_lines FILE N: until FILE has N lines, at most 10 s.

@@ -40,11 +40,7 @@ options:
     type: bool
     default: false
 EOF
-	i=1
-	while [ $i -le 130 ]; do
-		printf '  many.o%03d:\n    type: int\n    default: 0\n' $i
-		i=$((i + 1))
-	done
+	int_options many 1 130
 } >"$T_TMP/schema.yaml"
 run shmctl create --schema "$T_TMP/schema.yaml" --quiet "$S"
 [ "$RC" = 0 ] || { not_ok "create the segment"; diag_run; t_done; }
