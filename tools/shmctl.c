@@ -597,16 +597,18 @@ int main(int argc, char **argv)
 		return unknown_command(name);
 	shmcfg_set_log(log_cb, NULL);
 	/* the subcommand parses argv[i..]: argv[0] of its getopt is its name;
-	 * a --json given before the command is its first flag */
+	 * a --json given before the command is its first flag (after the
+	 * subcommand of cluster) */
 	int sub_argc = argc - i;
 	char **sub_argv = argv + i;
 	if (json) {
+		int at = cur_cmd->run == cmd_cluster && sub_argc > 1 ? 2 : 1;
 		sub_argv = calloc((size_t)sub_argc + 2, sizeof *sub_argv);
 		if (!sub_argv)
 			return fail("out of memory");
-		sub_argv[0] = argv[i];
-		sub_argv[1] = (char *)"--json";
-		memcpy(sub_argv + 2, argv + i + 1, (size_t)(sub_argc - 1) * sizeof *sub_argv);
+		memcpy(sub_argv, argv + i, (size_t)at * sizeof *sub_argv);
+		sub_argv[at] = (char *)"--json";
+		memcpy(sub_argv + at + 1, argv + i + at, (size_t)(sub_argc - at) * sizeof *sub_argv);
 		sub_argc++;
 	}
 	optind = 1;

@@ -181,6 +181,8 @@ t_json "show --json: every key, its value and revision" '
 r = {k["key"]: (k["value"], k["mod_revision"] > 0) for k in j["keys"]}
 (j["cluster"] == "c1" and r == {"opt/app.level": (7, True), "opt/app.mode": ("off", True), "opt/app.tags": (["a", "b"], True)}
 and all("error" not in k for k in j["keys"]))' shmctl cluster show "$S" --json
+t_json "--json before the command: the subcommand's --json" 'j["cluster"] == "c1" and len(j["keys"]) == 3' \
+	shmctl --json cluster show "$S"
 run shmctl cluster show "$S"
 pass "show: a table of keys, values and revisions" pyeval '
 l = a[0].splitlines()
