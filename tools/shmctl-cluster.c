@@ -1248,13 +1248,14 @@ out:
 	"                             segment's agent's)\n"
 #define WRITE_HELP \
 	"      --reason TEXT          recorded in the audit record\n" \
-	"      --wait[=SECONDS]       return once this host's segment has applied the\n" \
-	"                             change (default 10 s; exit 1 if it has not)\n"
+	"      --wait[=DURATION]      return once this host's segment has applied the\n" \
+	"                             change (default 10s; 500ms, 5s, 2m, 1h or seconds;\n" \
+	"                             exit 1 if it has not)\n"
 #define CONNECT_SYN " [--endpoints URL[,URL]] [--cluster NAME]"
 
 static const struct command subs[] = {
 	{"cluster set", cl_set,
-	 "cluster set NAME OPTION=VALUE... [--knob] [--reason TEXT] [--wait[=SECONDS]]\n"
+	 "cluster set NAME OPTION=VALUE... [--knob] [--reason TEXT] [--wait[=DURATION]]\n"
 	 "       " CONNECT_SYN,
 	 "set cluster values: one audited etcd transaction",
 	 "      --knob                 write knob/<the option's knob> instead of opt/\n" WRITE_HELP CONNECT_HELP
@@ -1263,7 +1264,7 @@ static const struct command subs[] = {
 	 "written: its agent (shmcfg-sync) applies the change, as on every host.\n",
 	 true},
 	{"cluster reset", cl_reset,
-	 "cluster reset NAME OPTION... [--knob] [--reason TEXT] [--wait[=SECONDS]]\n"
+	 "cluster reset NAME OPTION... [--knob] [--reason TEXT] [--wait[=DURATION]]\n"
 	 "       " CONNECT_SYN,
 	 "delete cluster values: one audited etcd transaction",
 	 "      --knob                 delete knob/<the option's knob> instead of opt/\n" WRITE_HELP CONNECT_HELP,
@@ -1277,7 +1278,7 @@ static const struct command subs[] = {
 	 "print the audit records: who changed what, when and why",
 	 "      --json                 print a JSON object\n" CONNECT_HELP, true},
 	{"cluster rollback", cl_rollback,
-	 "cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=SECONDS]]\n"
+	 "cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=DURATION]]\n"
 	 "       " CONNECT_SYN,
 	 "apply an audit record's before values as a new audited change",
 	 "      --force                roll back keys that changed since the record too\n" WRITE_HELP CONNECT_HELP

@@ -110,10 +110,10 @@ static const struct command commands[] = {
 	{"gc", cmd_gc, "gc NAME [--json]", "reclaim the reader entries of dead processes",
 	 "      --json    print {\"reclaimed\": [{\"index\", \"pid\"}...]}\n", true},
 	{"cluster", cmd_cluster,
-	 "cluster set NAME OPTION=VALUE... [--knob] [--reason TEXT] [--wait[=SECONDS]]\n"
-	 "       cluster reset NAME OPTION... [--knob] [--reason TEXT] [--wait[=SECONDS]]\n"
+	 "cluster set NAME OPTION=VALUE... [--knob] [--reason TEXT] [--wait[=DURATION]]\n"
+	 "       cluster reset NAME OPTION... [--knob] [--reason TEXT] [--wait[=DURATION]]\n"
 	 "       cluster show|log|status NAME [--json]\n"
-	 "       cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=SECONDS]]",
+	 "       cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=DURATION]]",
 	 "the cluster layer kept in etcd: set, reset, show, log, rollback, status",
 	 "Each subcommand takes --endpoints URL[,URL] and --cluster NAME (defaults:\n"
 	 "$SHMCFG_ETCD_ENDPOINTS and $SHMCFG_CLUSTER, else what segment NAME's agent,\n"
