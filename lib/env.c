@@ -61,7 +61,7 @@ int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env)
 		}
 	}
 	if (!r)
-		r = shmcfg__commit(t, true, NULL);
+		r = shmcfg__commit(t, true, NULL, NULL);
 	shmcfg_txn_abort(t);
 	return r;
 }

@@ -616,7 +616,7 @@ struct shmcfg_txn {
 int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const shmcfg_value *v);
 
 /* publish.c: commits */
-int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret);
+int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret, bool *published);
 /* the writer lock (OFD lock of the lock object, and the handle's mutex) */
 int shmcfg__lock_writer(shmcfg *h);
 void shmcfg__unlock_writer(shmcfg *h);

@@ -195,7 +195,7 @@ static void test_commit_and_noop(void **state)
 	assert_value(f->h, T_RATIO, "1.0", SHMCFG_SRC_USER);
 	assert_value(f->h, T_TAGS, "[\"a\",\"b\"]", SHMCFG_SRC_USER);
 	/* the same values again: nothing changes, nothing is published */
-	assert_int_equal(set_and_commit(f->h, T_A, "7", &g), 1);
+	assert_int_equal(set_and_commit(f->h, T_A, "7", &g), 0);
 	assert_int_equal(g, g0 + 1);
 	assert_int_equal(shmcfg_generation(f->h), g0 + 1);
 	/* the last change of an option in a transaction wins */
@@ -212,10 +212,55 @@ static void test_commit_and_noop(void **state)
 	/* resetting an unset layer changes nothing */
 	assert_int_equal(shmcfg_txn_begin(f->h, &t), 0);
 	assert_int_equal(shmcfg_txn_reset(t, T_A), 0);
-	assert_int_equal(shmcfg_txn_commit(t, NULL), 1);
+	assert_int_equal(shmcfg_txn_commit(t, NULL), 0);
 	/* setting the default value explicitly does change the layers */
 	assert_int_equal(set_and_commit(f->h, T_A, "0", &g), 0);
 	assert_value(f->h, T_A, "0", SHMCFG_SRC_USER);
+}
+
+/* A commit that changes nothing is no error to `if (r) fail()`: 0, the
+ * generation unchanged, and shmcfg_txn_commit_ex() says nothing was
+ * published; no positive result reads as an errno (1 was EPERM). */
+static void test_noop_commit_is_no_error(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g0, g = 0;
+	assert_int_equal(set_and_commit(f->h, T_B, "41", &g0), 0);
+	shmcfg_txn *t;
+	bool published = true;
+	assert_int_equal(shmcfg_txn_begin(f->h, &t), 0);
+	assert_int_equal(shmcfg_txn_set_int(t, T_B, 41), 0);
+	assert_int_equal(shmcfg_txn_commit_ex(t, &g, &published), 0);
+	assert_false(published);
+	assert_int_equal(g, g0);
+	assert_int_equal(shmcfg_generation(f->h), g0);
+	/* an empty transaction, through the plain call */
+	assert_int_equal(shmcfg_txn_begin(f->h, &t), 0);
+	g = 0;
+	assert_int_equal(shmcfg_txn_commit(t, &g), 0);
+	assert_int_equal(g, g0);
+	/* a real change: published, the next generation */
+	assert_int_equal(shmcfg_txn_begin(f->h, &t), 0);
+	assert_int_equal(shmcfg_txn_set_int(t, T_B, 42), 0);
+	assert_int_equal(shmcfg_txn_commit_ex(t, &g, &published), 0);
+	assert_true(published);
+	assert_int_equal(g, g0 + 1);
+	/* a refused transaction: the error, and not published */
+	published = true;
+	assert_int_equal(shmcfg_txn_begin(f->h, &t), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, T_RATIO, "7"), SHMCFG_E_RANGE);
+	assert_int_equal(shmcfg_txn_commit_ex(t, NULL, &published), SHMCFG_E_RANGE);
+	assert_false(published);
+	/* positive values are results, not errnos */
+	for (int r = 1; r < 200; r++) {
+		assert_null(strstr(shmcfg_errname(r), "EPERM"));
+		assert_null(strstr(shmcfg_strerror(r), "not permitted"));
+		assert_non_null(strstr(shmcfg_strerror(r), "not an error"));
+	}
+	assert_string_equal(shmcfg_errname(SHMCFG_NULL), "SHMCFG_NULL");
+	assert_string_equal(shmcfg_errname(2), "OK");
+	assert_string_equal(shmcfg_errname(-EPERM), "EPERM"); /* errors keep their names */
+	assert_string_equal(shmcfg_errname(-ENOENT), "ENOENT");
 }
 
 static void test_alias(void **state)
@@ -732,6 +777,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),       cmocka_unit_test(test_lookup_errors),
 		cmocka_unit_test(test_validation),     cmocka_unit_test(test_commit_and_noop),
+		cmocka_unit_test(test_noop_commit_is_no_error),
 		cmocka_unit_test(test_alias),          cmocka_unit_test(test_implications),
 		cmocka_unit_test(test_knob),           cmocka_unit_test(test_env_layers),
 		cmocka_unit_test(test_schema_errors),  cmocka_unit_test(test_snapshots),

@@ -317,10 +317,11 @@ static int finish(shmcfg *h, shmcfg *ro, shmcfg_txn *t, struct change *ch, size_
 		  bool knob, bool report_unchanged)
 {
 	uint64_t gen;
-	int r = shmcfg_txn_commit(t, &gen);
-	if (r < 0)
+	bool published;
+	int r = shmcfg_txn_commit_ex(t, &gen, &published);
+	if (r)
 		return fail_lib(r, shmcfg_name(h));
-	bool nothing = r == 1;
+	bool nothing = !published;
 	shmcfg_snapshot *snap;
 	if ((r = shmcfg_snapshot_acquire(ro, &snap)))
 		return fail_lib(r, shmcfg_name(h));
