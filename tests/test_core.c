@@ -263,6 +263,99 @@ static void test_noop_commit_is_no_error(void **state)
 	assert_string_equal(shmcfg_errname(-ENOENT), "ENOENT");
 }
 
+static void count_warn(const char *msg, void *ud)
+{
+	(void)msg;
+	(*(int *)ud)++;
+}
+
+/* shmcfg_load_ex(): strict refuses another schema's dump and unknown names
+ * (all listed) and changes nothing; partial applies what fits and warns of
+ * the rest; a load that changes nothing is 0, not published. */
+static void test_load_modes(void **state)
+{
+	(void)state;
+	const char *name = test_name("load");
+	shmcfg *h = test_create(name, NULL);
+	uint64_t g0 = shmcfg_generation(h), g = 0;
+	bool published = true;
+	int warned = 0;
+	const char *unknown = "{\"t.a\": 5, \"t.nope\": 1, \"t.zz\": 2}";
+	assert_int_equal(shmcfg_load_ex(h, unknown, strlen(unknown), SHMCFG_LOAD_STRICT, count_warn, &warned, &g,
+					&published),
+			 SHMCFG_E_NOOPT);
+	assert_string_equal(shmcfg_errdetail(), "2 unknown options: t.nope, t.zz");
+	assert_false(published);
+	assert_int_equal(warned, 0);
+	assert_int_equal(shmcfg_generation(h), g0);
+	/* partial: the known name is applied, each unknown one warned of */
+	assert_int_equal(shmcfg_load_ex(h, unknown, strlen(unknown), SHMCFG_LOAD_PARTIAL, count_warn, &warned,
+					&g, &published),
+			 0);
+	assert_true(published);
+	assert_int_equal(g, g0 + 1);
+	assert_int_equal(warned, 2);
+	assert_int_equal(get_i(h, T_A), 5);
+	/* again: nothing changes, 0 and not published */
+	assert_int_equal(shmcfg_load_ex(h, unknown, strlen(unknown), SHMCFG_LOAD_PARTIAL, NULL, NULL, &g,
+					&published),
+			 0);
+	assert_false(published);
+	assert_int_equal(g, g0 + 1);
+	assert_int_equal(shmcfg_load(h, "{\"t.a\": 5}", 10, NULL, NULL, NULL), 0);
+	/* a refused value: fatal unless partial */
+	const char *bad = "{\"t.a\": 6, \"t.ratio\": 7, \"t.c\": null}";
+	assert_int_equal(shmcfg_load_ex(h, bad, strlen(bad), 0, NULL, NULL, NULL, NULL), SHMCFG_E_RANGE);
+	assert_int_equal(get_i(h, T_A), 5);
+	warned = 0;
+	assert_int_equal(shmcfg_load_ex(h, bad, strlen(bad), SHMCFG_LOAD_PARTIAL, count_warn, &warned, NULL,
+					&published),
+			 0);
+	assert_true(published);
+	assert_int_equal(warned, 2);
+	assert_int_equal(get_i(h, T_A), 6);
+	/* a dump of another schema */
+	char *dump;
+	assert_int_equal(shmcfg_dump(h, 0, &dump), 0);
+	char *hash = strstr(dump, "\"schema_hash\": \"");
+	assert_non_null(hash);
+	hash += strlen("\"schema_hash\": \"");
+	/* its own schema: fine (the first load writes every value into the
+	 * user layer; the second changes nothing) */
+	assert_int_equal(shmcfg_load_ex(h, dump, strlen(dump), SHMCFG_LOAD_STRICT, NULL, NULL, NULL, &published), 0);
+	assert_true(published);
+	assert_int_equal(shmcfg_load_ex(h, dump, strlen(dump), SHMCFG_LOAD_STRICT, NULL, NULL, NULL, &published), 0);
+	assert_false(published);
+	hash[0] = hash[0] == '0' ? '1' : '0';
+	g0 = shmcfg_generation(h);
+	assert_int_equal(shmcfg_load_ex(h, dump, strlen(dump), SHMCFG_LOAD_STRICT, NULL, NULL, NULL, NULL),
+			 SHMCFG_E_SCHEMA);
+	assert_non_null(strstr(shmcfg_errdetail(), "schema hash"));
+	warned = 0;
+	assert_int_equal(shmcfg_load_ex(h, dump, strlen(dump), SHMCFG_LOAD_PARTIAL, count_warn, &warned, NULL,
+					NULL),
+			 0);
+	assert_int_equal(warned, 1);
+	assert_int_equal(shmcfg_generation(h), g0);
+	free(dump);
+	/* many unknown names: a bounded list */
+	char big[8192] = "{";
+	for (int i = 0; i < 200; i++)
+		snprintf(big + strlen(big), sizeof big - strlen(big), "%s\"t.unknown_%03d\": 1", i ? ", " : "", i);
+	strcat(big, "}");
+	assert_int_equal(shmcfg_load_ex(h, big, strlen(big), SHMCFG_LOAD_STRICT, NULL, NULL, NULL, NULL),
+			 SHMCFG_E_NOOPT);
+	assert_true(strncmp(shmcfg_errdetail(), "200 unknown options: t.unknown_000, ", 36) == 0);
+	assert_non_null(strstr(shmcfg_errdetail(), " more)"));
+	assert_true(strlen(shmcfg_errdetail()) < 500);
+	assert_int_equal(shmcfg_load_ex(h, "{}", 2, SHMCFG_LOAD_STRICT | SHMCFG_LOAD_PARTIAL, NULL, NULL, NULL,
+					NULL),
+			 -EINVAL);
+	assert_int_equal(shmcfg_generation(h), g0);
+	shmcfg_close(h);
+	assert_int_equal(shmcfg_unlink(name), 0);
+}
+
 static void test_alias(void **state)
 {
 	struct fx *f = *state;
@@ -778,6 +871,7 @@ int main(void)
 		cmocka_unit_test(test_defaults),       cmocka_unit_test(test_lookup_errors),
 		cmocka_unit_test(test_validation),     cmocka_unit_test(test_commit_and_noop),
 		cmocka_unit_test(test_noop_commit_is_no_error),
+		cmocka_unit_test(test_load_modes),
 		cmocka_unit_test(test_alias),          cmocka_unit_test(test_implications),
 		cmocka_unit_test(test_knob),           cmocka_unit_test(test_env_layers),
 		cmocka_unit_test(test_schema_errors),  cmocka_unit_test(test_snapshots),
