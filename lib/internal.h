@@ -325,6 +325,8 @@ struct shmcfg {
 	uid_t uid;               /* getuid() at attach: for the commit log */
 	uint32_t *waiters;       /* the header's count of waiters (read-write handles; watch.c) */
 	bool wake_always; uint64_t mode_ns; /* readers may not count themselves (as of mode_ns: wake()) */
+	shmcfg_env_use *env_used; /* the creator's: the variables that filled the env layers (env.c) */
+	size_t n_env_used;
 };
 
 /* Pointers into the mapping. */
@@ -617,6 +619,7 @@ int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const
 
 /* publish.c: commits */
 int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret, bool *published);
+void shmcfg__env_used_free(shmcfg *h);
 /* the writer lock (OFD lock of the lock object, and the handle's mutex) */
 int shmcfg__lock_writer(shmcfg *h);
 void shmcfg__unlock_writer(shmcfg *h);

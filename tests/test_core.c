@@ -356,6 +356,36 @@ static void test_load_modes(void **state)
 	assert_int_equal(shmcfg_unlink(name), 0);
 }
 
+/* An unquoted none/null for a string option that cannot be null is
+ * refused (it used to become the text "None"); quoted, it is the text; a
+ * nullable option takes it as null. */
+static void test_unquoted_none(void **state)
+{
+	struct fx *f = *state;
+	const char *words[] = {"None", "none", "null", "NULL"};
+	for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+		shmcfg_txn *t;
+		assert_int_equal(shmcfg_txn_begin(f->h, &t), 0);
+		assert_int_equal(shmcfg_txn_set_text(t, T_C, words[i]), SHMCFG_E_NULLVAL);
+		assert_non_null(strstr(shmcfg_errdetail(), "t.c"));
+		assert_non_null(strstr(shmcfg_errdetail(), "quote"));
+		shmcfg_txn_abort(t);
+		shmcfg_value v;
+		assert_int_equal(shmcfg_value_parse_opt(f->h, T_C, words[i], &v), SHMCFG_E_NULLVAL);
+	}
+	assert_int_equal(set_and_commit(f->h, T_C, "\"None\"", NULL), 0);
+	assert_value(f->h, T_C, "\"None\"", SHMCFG_SRC_USER);
+	assert_int_equal(set_and_commit(f->h, T_C, "Nonesuch", NULL), 0);
+	assert_value(f->h, T_C, "\"Nonesuch\"", SHMCFG_SRC_USER);
+	assert_int_equal(set_and_commit(f->h, T_OPT_INT, "None", NULL), 0);
+	assert_value(f->h, T_OPT_INT, "null", SHMCFG_SRC_USER);
+	/* shmcfg_value_parse() knows no option: schema texts keep their syntax */
+	shmcfg_value v;
+	assert_int_equal(shmcfg_value_parse(SHMCFG_STR, false, "None", &v), 0);
+	shmcfg_value_clear(&v);
+	assert_int_equal(set_and_commit(f->h, T_C, "0", NULL), 0);
+}
+
 static void test_alias(void **state)
 {
 	struct fx *f = *state;
@@ -440,6 +470,28 @@ static void test_env_layers(void **state)
 	h = test_create(name, &(shmcfg_create_opts){.envp = env2});
 	assert_value(h, T_ENV_D, "8", SHMCFG_SRC_ENV_DEFAULT);
 	assert_value(h, T_ENV_F, "true", SHMCFG_SRC_ENV_FORCE);
+	/* the creator learns which variables it applied: the winners only */
+	shmcfg_env_use u;
+	assert_int_equal(shmcfg_env_applied(h, 0, &u), 0);
+	assert_string_equal(u.var, "T_ENVD1");
+	assert_string_equal(u.value, "8");
+	assert_int_equal(u.opt, T_ENV_D);
+	assert_int_equal(u.layer, SHMCFG_SRC_ENV_DEFAULT);
+	assert_int_equal(shmcfg_env_applied(h, 1, &u), 0);
+	assert_string_equal(u.var, "T_ENVF");
+	assert_string_equal(u.value, "true");
+	assert_int_equal(u.opt, T_ENV_F);
+	assert_int_equal(u.layer, SHMCFG_SRC_ENV_FORCE);
+	assert_int_equal(shmcfg_env_applied(h, 2, &u), -ENOENT);
+	/* an attached handle knows none */
+	shmcfg *att;
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &att), 0);
+	assert_int_equal(shmcfg_env_applied(att, 0, &u), -ENOENT);
+	shmcfg_close(att);
+	shmcfg_close(h);
+	/* nothing applied: none */
+	h = test_create(name, &(shmcfg_create_opts){.envp = (char *[]){"OTHER=1", NULL}});
+	assert_int_equal(shmcfg_env_applied(h, 0, &u), -ENOENT);
 	shmcfg_close(h);
 	assert_int_equal(shmcfg_unlink(name), 0);
 
@@ -872,6 +924,7 @@ int main(void)
 		cmocka_unit_test(test_validation),     cmocka_unit_test(test_commit_and_noop),
 		cmocka_unit_test(test_noop_commit_is_no_error),
 		cmocka_unit_test(test_load_modes),
+		cmocka_unit_test(test_unquoted_none),
 		cmocka_unit_test(test_alias),          cmocka_unit_test(test_implications),
 		cmocka_unit_test(test_knob),           cmocka_unit_test(test_env_layers),
 		cmocka_unit_test(test_schema_errors),  cmocka_unit_test(test_snapshots),
