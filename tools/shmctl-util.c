@@ -12,6 +12,7 @@
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <dirent.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -547,6 +548,18 @@ static void suggest(shmcfg *h, const char *text, char *out, size_t len)
 	}
 }
 
+int find_option(shmcfg *h, const char *text, shmcfg_opt *ret)
+{
+	uint32_t n = shmcfg_count(h);
+	shmcfg_opt *c = malloc((n ? n : 1) * sizeof *c);
+	if (!c)
+		return -ENOMEM;
+	size_t k = *text ? candidates(h, text, c) : 0;
+	int found = collapse(h, c, k, ret) ? 1 : k > 1 ? -1 : 0;
+	free(c);
+	return found;
+}
+
 int resolve_option(shmcfg *h, const char *text, shmcfg_opt *ret)
 {
 	uint32_t n = shmcfg_count(h);
@@ -627,6 +640,21 @@ char *value_raw(const shmcfg_value *v)
 	if (!v->is_null && v->type == SHMCFG_STR)
 		return strndup(v->u.str.ptr, v->u.str.len);
 	return value_text(v);
+}
+
+char *value_plain(const shmcfg_value *v)
+{
+	if (v->is_null || v->type != SHMCFG_STR)
+		return value_text(v);
+	/* a text that `set` would not read back as itself: the words of null,
+	 * and a JSON literal's opening quote */
+	char *raw = value_raw(v);
+	if (raw && strlen(raw) == v->u.str.len &&
+	    (!strcasecmp(raw, "none") || !strcasecmp(raw, "null") || raw[0] == '"')) {
+		free(raw);
+		return value_text(v);
+	}
+	return raw;
 }
 
 /* The library's JSON of a value (shmcfg_value_json), as a jansson value. */
