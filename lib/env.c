@@ -85,8 +85,6 @@ int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env)
 					continue;
 				shmcfg_value v;
 				r = shmcfg__parse_env(d->type, var, text, &v);
-				if (!r)
-					r = env_used_add(h, var, text, i, lists[k].layer);
 				if (!r) {
 					r = shmcfg__txn_set_layer(t, i, lists[k].layer, &v);
 					if (r) {
@@ -98,6 +96,8 @@ int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env)
 					}
 					shmcfg_value_clear(&v);
 				}
+				if (!r)
+					r = env_used_add(h, var, text, i, lists[k].layer);
 				break;
 			}
 		}

@@ -619,7 +619,6 @@ int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const
 
 /* publish.c: commits */
 int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret, bool *published);
-void shmcfg__env_used_free(shmcfg *h);
 /* the writer lock (OFD lock of the lock object, and the handle's mutex) */
 int shmcfg__lock_writer(shmcfg *h);
 void shmcfg__unlock_writer(shmcfg *h);
@@ -627,6 +626,7 @@ bool shmcfg__mode_wakes(unsigned mode);
 
 /* env.c: the environment into generation 1 */
 int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);
+void shmcfg__env_used_free(shmcfg *h);
 
 /* patch.c: thread-local patches; the calling thread's patched cell of opt */
 bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,
