@@ -245,7 +245,9 @@ static int load_unknown_names(const shmcfg *h, json_t *values)
 		if (!shmcfg_lookup(h, key, &opt))
 			continue;
 		n++;
-		int w = snprintf(list + used, sizeof list - used, "%s%.100s", shown ? ", " : "", key);
+		char name[96];
+		shmcfg__name_text(key, name, sizeof name);
+		int w = snprintf(list + used, sizeof list - used, "%s%s", shown ? ", " : "", name);
 		if (w > 0 && used + (size_t)w < sizeof list - 1) {
 			used += (size_t)w;
 			shown++;
@@ -284,12 +286,14 @@ int shmcfg_load_ex(shmcfg *h, const char *text, size_t len, unsigned flags, shmc
 	json_t *sh = dump ? json_object_get(dump, "schema_hash") : NULL;
 	char mine[33];
 	hex(h->lay.schema_hash, mine);
-	const char *theirs = json_is_string(sh) ? json_string_value(sh) : "(not a string)";
-	bool other_schema = sh && strcmp(theirs, mine);
+	char theirs[96] = "(not a string)";
+	if (json_is_string(sh))
+		shmcfg__name_text(json_string_value(sh), theirs, sizeof theirs);
+	bool other_schema = sh && (!json_is_string(sh) || strcmp(json_string_value(sh), mine));
 	if (!r && other_schema && flags & SHMCFG_LOAD_STRICT)
-		r = shmcfg__err(SHMCFG_E_SCHEMA, "the dump's schema hash %.40s is not the segment's %s", theirs, mine);
+		r = shmcfg__err(SHMCFG_E_SCHEMA, "the dump's schema hash %s is not the segment's %s", theirs, mine);
 	else if (!r && other_schema && partial)
-		load_warn(warn, ud, "the dump's schema hash %.40s is not the segment's %s: loading what fits", theirs,
+		load_warn(warn, ud, "the dump's schema hash %s is not the segment's %s: loading what fits", theirs,
 			  mine);
 	if (!r && flags & SHMCFG_LOAD_STRICT)
 		r = load_unknown_names(h, values);
@@ -301,7 +305,9 @@ int shmcfg_load_ex(shmcfg *h, const char *text, size_t len, unsigned flags, shmc
 	json_object_foreach(r ? NULL : values, key, j) {
 		shmcfg_opt opt;
 		if (shmcfg_lookup(h, key, &opt)) {
-			load_warn(warn, ud, "unknown option '%.250s' skipped", key);
+			char name[96];
+			shmcfg__name_text(key, name, sizeof name);
+			load_warn(warn, ud, "unknown option '%s' skipped", name);
 			continue;
 		}
 		shmcfg_value v;

@@ -554,6 +554,9 @@ void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt);
 /* objects.c: /dev/shm objects, trust, the lock object, removal */
 #define PATH_BYTES (sizeof SHM_DIR + sizeof LOCK_PREFIX + SEG_NAME_MAX + 34)
 int shmcfg__name_check(const char *name, char path[static PATH_BYTES]);
+/* A name for a message: one line, at most 80 bytes of it, bytes outside
+ * printable ASCII as \xNN (out: len >= 6). */
+void shmcfg__name_text(const char *name, char *out, size_t len);
 /* The lock object's path: the name and the segment's random instance id, so
  * that nobody can plant it before the creator (who makes it before the id is
  * written anywhere another process can read). */

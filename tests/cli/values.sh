@@ -140,6 +140,9 @@ t_errmatch "load: many unknown names, a bounded list on one line" 1 \
 	"many.json: 300 unknown options: opt0.x, opt1.x, .*\(and [0-9]+ more\); nothing loaded" \
 	shmctl load "$D" "$T_TMP/many.json"
 pass "(the line stays short)" test "$(wc -c <"$T_TMP/err")" -lt 600
+printf '{"evil\\u001b[31m\\nname": 1}\n' >"$T_TMP/evil.json"
+t_errmatch "load: an unknown name with control bytes: escaped, still one line" 1 \
+	'1 unknown option: evil\\x1b\[31m\\x0aname; nothing loaded' shmctl load "$D" "$T_TMP/evil.json"
 
 cat >"$T_TMP/other.yaml" <<'EOF'
 format: 1
