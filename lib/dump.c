@@ -205,25 +205,98 @@ int shmcfg_value_from_json(const shmcfg *h, shmcfg_opt opt, const char *json, si
 	return r;
 }
 
-int shmcfg_load(shmcfg *h, const char *text, size_t len, shmcfg_warn_fn *warn, void *ud,
-		uint64_t *gen_ret)
+/* The values object of a load's text: a dump's "values", or the object
+ * itself; *dump the dump around it (NULL for a plain object). */
+static json_t *load_values(json_t *root, json_t **dump)
+{
+	json_t *fmt = json_object_get(root, "format");
+	*dump = NULL;
+	if (json_is_object(root) && json_is_object(json_object_get(root, "values")) &&
+	    (fmt || json_object_size(root) == 1)) {
+		*dump = root;
+		return json_object_get(root, "values");
+	}
+	return root;
+}
+
+static void load_warn(shmcfg_warn_fn *warn, void *ud, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void load_warn(shmcfg_warn_fn *warn, void *ud, const char *fmt, ...)
+{
+	if (!warn)
+		return;
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	warn(msg, ud);
+}
+
+/* A strict load refuses names the segment does not know, listing them all
+ * (as many as the detail holds), before anything is applied. */
+static int load_unknown_names(const shmcfg *h, json_t *values)
+{
+	char list[400] = "";
+	size_t n = 0, shown = 0, used = 0;
+	const char *key;
+	json_t *j;
+	json_object_foreach(values, key, j) {
+		shmcfg_opt opt;
+		if (!shmcfg_lookup(h, key, &opt))
+			continue;
+		n++;
+		char name[96];
+		shmcfg__name_text(key, name, sizeof name);
+		int w = snprintf(list + used, sizeof list - used, "%s%s", shown ? ", " : "", name);
+		if (w > 0 && used + (size_t)w < sizeof list - 1) {
+			used += (size_t)w;
+			shown++;
+		} else
+			list[used] = 0; /* whole names only */
+	}
+	if (!n)
+		return 0;
+	if (shown < n)
+		return shmcfg__err(SHMCFG_E_NOOPT, "%zu unknown options: %s (and %zu more)", n, list, n - shown);
+	return shmcfg__err(SHMCFG_E_NOOPT, "%zu unknown option%s: %s", n, n == 1 ? "" : "s", list);
+}
+
+int shmcfg_load_ex(shmcfg *h, const char *text, size_t len, unsigned flags, shmcfg_warn_fn *warn, void *ud,
+		   uint64_t *gen_ret, bool *published)
 {
 	SHMCFG_API_ENTRY;
+	if (published)
+		*published = false;
 	assert_return(h && text, -EINVAL);
+	if ((flags & ~(unsigned)(SHMCFG_LOAD_STRICT | SHMCFG_LOAD_PARTIAL)) ||
+	    (flags & SHMCFG_LOAD_STRICT && flags & SHMCFG_LOAD_PARTIAL))
+		return shmcfg__err(-EINVAL, "shmcfg_load_ex: bad flags %#x", flags);
+	bool partial = flags & SHMCFG_LOAD_PARTIAL;
 	json_error_t e;
 	json_t *root = shmcfg__json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
 	if (!root && shmcfg__json_oom(&e))
 		return shmcfg__nomem();
 	if (!root)
 		return shmcfg__err(SHMCFG_E_PARSE, "JSON line %d column %d: %s", e.line, e.column, e.text);
-	json_t *values = root;
-	json_t *fmt = json_object_get(root, "format");
-	if (json_is_object(root) && json_is_object(json_object_get(root, "values")) &&
-	    (fmt || json_object_size(root) == 1))
-		values = json_object_get(root, "values");
+	json_t *dump, *values = load_values(root, &dump);
 	int r = 0;
 	if (!json_is_object(values))
 		r = shmcfg__err(SHMCFG_E_PARSE, "a load takes a JSON object of option: value");
+	/* a dump names the schema it was made with */
+	json_t *sh = dump ? json_object_get(dump, "schema_hash") : NULL;
+	char mine[33];
+	hex(h->lay.schema_hash, mine);
+	char theirs[96] = "(not a string)";
+	if (json_is_string(sh))
+		shmcfg__name_text(json_string_value(sh), theirs, sizeof theirs);
+	bool other_schema = sh && (!json_is_string(sh) || strcmp(json_string_value(sh), mine));
+	if (!r && other_schema && flags & SHMCFG_LOAD_STRICT)
+		r = shmcfg__err(SHMCFG_E_SCHEMA, "the dump's schema hash %s is not the segment's %s", theirs, mine);
+	else if (!r && other_schema && partial)
+		load_warn(warn, ud, "the dump's schema hash %s is not the segment's %s: loading what fits", theirs,
+			  mine);
+	if (!r && flags & SHMCFG_LOAD_STRICT)
+		r = load_unknown_names(h, values);
 	shmcfg_txn *t = NULL;
 	if (!r)
 		r = shmcfg_txn_begin(h, &t);
@@ -232,17 +305,23 @@ int shmcfg_load(shmcfg *h, const char *text, size_t len, shmcfg_warn_fn *warn, v
 	json_object_foreach(r ? NULL : values, key, j) {
 		shmcfg_opt opt;
 		if (shmcfg_lookup(h, key, &opt)) {
-			char msg[320];
-			snprintf(msg, sizeof msg, "unknown option '%.250s' skipped", key);
-			if (warn)
-				warn(msg, ud);
+			char name[96];
+			shmcfg__name_text(key, name, sizeof name);
+			load_warn(warn, ud, "unknown option '%s' skipped", name);
 			continue;
 		}
 		shmcfg_value v;
-		if ((r = from_json(h, opt, j, &v)))
-			break;
-		r = shmcfg_txn_set(t, opt, &v);
-		shmcfg_value_clear(&v);
+		if (!(r = from_json(h, opt, j, &v))) {
+			/* partial: a value the set would refuse is skipped; a
+			 * refused set would poison the transaction */
+			if (!partial || !(r = shmcfg_value_check(h, opt, &v)))
+				r = shmcfg_txn_set(t, opt, &v);
+			shmcfg_value_clear(&v);
+		}
+		if (r && partial && r != -ENOMEM) {
+			load_warn(warn, ud, "%s; skipped", shmcfg_errdetail());
+			r = 0;
+		}
 		if (r)
 			break;
 	}
@@ -251,7 +330,13 @@ int shmcfg_load(shmcfg *h, const char *text, size_t len, shmcfg_warn_fn *warn, v
 		shmcfg_txn_abort(t);
 		return r;
 	}
-	return shmcfg_txn_commit(t, gen_ret);
+	return shmcfg_txn_commit_ex(t, gen_ret, published);
+}
+
+int shmcfg_load(shmcfg *h, const char *text, size_t len, shmcfg_warn_fn *warn, void *ud, uint64_t *gen_ret)
+{
+	SHMCFG_API_ENTRY;
+	return shmcfg_load_ex(h, text, len, 0, warn, ud, gen_ret, NULL);
 }
 
 /* ------------------------------------------------------------------ */

@@ -325,6 +325,8 @@ struct shmcfg {
 	uid_t uid;               /* getuid() at attach: for the commit log */
 	uint32_t *waiters;       /* the header's count of waiters (read-write handles; watch.c) */
 	bool wake_always; uint64_t mode_ns; /* readers may not count themselves (as of mode_ns: wake()) */
+	shmcfg_env_use *env_used; /* the creator's: the variables that filled the env layers (env.c) */
+	size_t n_env_used;
 };
 
 /* Pointers into the mapping. */
@@ -552,6 +554,9 @@ void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt);
 /* objects.c: /dev/shm objects, trust, the lock object, removal */
 #define PATH_BYTES (sizeof SHM_DIR + sizeof LOCK_PREFIX + SEG_NAME_MAX + 34)
 int shmcfg__name_check(const char *name, char path[static PATH_BYTES]);
+/* A name for a message: one line, at most 80 bytes of it, bytes outside
+ * printable ASCII as \xNN (out: len >= 6). */
+void shmcfg__name_text(const char *name, char *out, size_t len);
 /* The lock object's path: the name and the segment's random instance id, so
  * that nobody can plant it before the creator (who makes it before the id is
  * written anywhere another process can read). */
@@ -616,7 +621,7 @@ struct shmcfg_txn {
 int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const shmcfg_value *v);
 
 /* publish.c: commits */
-int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret);
+int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret, bool *published);
 /* the writer lock (OFD lock of the lock object, and the handle's mutex) */
 int shmcfg__lock_writer(shmcfg *h);
 void shmcfg__unlock_writer(shmcfg *h);
@@ -624,6 +629,7 @@ bool shmcfg__mode_wakes(unsigned mode);
 
 /* env.c: the environment into generation 1 */
 int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);
+void shmcfg__env_used_free(shmcfg *h);
 
 /* patch.c: thread-local patches; the calling thread's patched cell of opt */
 bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,

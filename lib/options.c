@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 
 int shmcfg_lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
 {
@@ -195,6 +196,14 @@ int shmcfg__parse_for(const shmcfg *h, shmcfg_opt opt, const char *text, shmcfg_
 	if (r)
 		return r;
 	const struct opt_desc *d = opt_d(h, opt_d(h, opt)->alias_final);
+	/* `=None` meant null, not the text "None" (which it silently became):
+	 * a string option that cannot be null says so; the quoted literal
+	 * "None" is the text */
+	if (d->type == SHMCFG_STR && !(d->flags & SHMCFG_F_NULLABLE) &&
+	    (!strcasecmp(text, "none") || !strcasecmp(text, "null")))
+		return shmcfg__err(SHMCFG_E_NULLVAL,
+				   "%s: %s: the option is not nullable (for the text, quote it as JSON: \"%s\")",
+				   sstr(h, opt_d(h, opt)->name), text, text);
 	r = shmcfg_value_parse(d->type, d->flags & SHMCFG_F_NULLABLE, text, out);
 	if (r == SHMCFG_E_PARSE) {
 		char why[400];
@@ -202,4 +211,11 @@ int shmcfg__parse_for(const shmcfg *h, shmcfg_opt opt, const char *text, shmcfg_
 		r = shmcfg__err(r, "%s: %s", sstr(h, opt_d(h, opt)->name), why);
 	}
 	return r;
+}
+
+int shmcfg_value_parse_opt(const shmcfg *h, shmcfg_opt opt, const char *text, shmcfg_value *ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && text && ret, -EINVAL);
+	return shmcfg__parse_for(h, opt, text, ret);
 }

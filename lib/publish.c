@@ -294,7 +294,7 @@ void shmcfg__unlock_writer(shmcfg *h)
  * The commit proper. With first, this is generation 1 of a new segment: no
  * old slot, no lock (nobody can attach before `ready`).
  */
-int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
+int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret, bool *published)
 {
 	shmcfg *h = t->h;
 	int r;
@@ -332,7 +332,9 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 		goto out;
 	uint64_t cluster_rev = t->cluster_rev ? t->cluster_rev : cur_sl->cluster_rev;
 	if (!any && cluster_rev == cur_sl->cluster_rev) {
-		r = 1;
+		r = 0;
+		if (published)
+			*published = false;
 		if (gen_ret)
 			*gen_ret = cur_g;
 		goto out;
@@ -386,6 +388,8 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 	wake(h);
 	if (gen_ret)
 		*gen_ret = gen;
+	if (published)
+		*published = true;
 	r = 0;
 out:
 	shmcfg__unlock_writer(h);
@@ -396,6 +400,14 @@ out:
 int shmcfg_txn_commit(shmcfg_txn *t, uint64_t *gen_ret)
 {
 	SHMCFG_API_ENTRY;
+	return shmcfg_txn_commit_ex(t, gen_ret, NULL);
+}
+
+int shmcfg_txn_commit_ex(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
+{
+	SHMCFG_API_ENTRY;
+	if (published)
+		*published = false;
 	assert_return(t, -EINVAL);
 	if (t->err) { /* a change was refused: publish none, and say which */
 		int r = t->err_detail ? shmcfg__err(t->err, "%s", t->err_detail)
@@ -403,7 +415,7 @@ int shmcfg_txn_commit(shmcfg_txn *t, uint64_t *gen_ret)
 		shmcfg_txn_abort(t);
 		return r;
 	}
-	int r = shmcfg__commit(t, false, gen_ret);
+	int r = shmcfg__commit(t, false, gen_ret, published);
 	shmcfg_txn_abort(t);
 	return r;
 }

@@ -47,6 +47,7 @@ static void handle_free(shmcfg *h)
 	shmcfg__free(h->topo);
 	shmcfg__free((void *)h->warned);
 	shmcfg__free(h->name);
+	shmcfg__env_used_free(h);
 	shmcfg__free(h);
 }
 

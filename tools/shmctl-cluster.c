@@ -651,12 +651,9 @@ static int cl_set(int argc, char **argv)
 		if (rc)
 			break;
 		const char *full = opt_name(c.h, opt);
-		shmcfg_optinfo fi;
 		shmcfg_value v = {0};
 		char *json = NULL, rel[300];
-		int r = shmcfg_opt_info(c.h, final, &fi);
-		if (!r)
-			r = shmcfg_value_parse(fi.type, fi.flags & SHMCFG_F_NULLABLE, value, &v);
+		int r = shmcfg_value_parse_opt(c.h, opt, value, &v);
 		if (!r)
 			r = shmcfg_value_check(c.h, opt, &v);
 		if (!r)

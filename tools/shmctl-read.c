@@ -579,11 +579,29 @@ int cmd_show(int argc, char **argv)
 
 int cmd_get(int argc, char **argv)
 {
-	bool json = false;
-	const char *pos[2];
-	int ec = 0;
-	if (simple_args(argc, argv, &json, pos, 2, &ec))
-		return ec;
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'J'},
+		{"raw", no_argument, NULL, 'r'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool json = false, raw = false;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":hr", opts, &ec)) != -1) {
+		if (c == -2)
+			return ec;
+		if (c == 'J')
+			json = true;
+		if (c == 'r')
+			raw = true;
+	}
+	if (json && raw)
+		return usage_error("--json and --raw exclude each other");
+	if (argc - optind < 2)
+		return usage_error("missing %s", argc == optind ? "segment NAME" : "OPTION");
+	if (argc - optind > 2)
+		return usage_error("unexpected argument '%s'", argv[optind + 2]);
+	const char *pos[2] = {argv[optind], argv[optind + 1]};
 	shmcfg *h;
 	if (open_segment(pos[0], true, &h))
 		return EXIT_FAIL;
@@ -604,7 +622,7 @@ int cmd_get(int argc, char **argv)
 			text = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
 			json_decref(j);
 		} else
-			text = json ? value_text(&v) : value_raw(&v);
+			text = json ? value_text(&v) : raw ? value_raw(&v) : value_plain(&v);
 		if (text)
 			puts(text);
 		else

@@ -12,6 +12,7 @@
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <dirent.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -403,6 +404,23 @@ const char *opt_name(shmcfg *h, shmcfg_opt opt)
 }
 
 /* The library resolves (shmcfg_resolve): its detail is the user's line. */
+
+/*
+ * For a load's keys: 1 and *ret when text names one option, -1 when it is
+ * ambiguous, 0 when unknown (left for the load to refuse or skip, with the
+ * other unknown names), -ENOMEM. The library's resolver decides; its detail
+ * says which of the two refusals it was.
+ */
+int find_option(shmcfg *h, const char *text, shmcfg_opt *ret)
+{
+	int r = shmcfg_resolve(h, text, ret);
+	if (!r)
+		return 1;
+	if (r == SHMCFG_E_NOOPT)
+		return strstr(shmcfg_errdetail(), "' is ambiguous:") ? -1 : 0;
+	return r == -ENOMEM ? -ENOMEM : 0;
+}
+
 int resolve_option(shmcfg *h, const char *text, shmcfg_opt *ret)
 {
 	int r = shmcfg_resolve(h, text, ret);
@@ -450,6 +468,21 @@ char *value_raw(const shmcfg_value *v)
 	if (!v->is_null && v->type == SHMCFG_STR)
 		return strndup(v->u.str.ptr, v->u.str.len);
 	return value_text(v);
+}
+
+char *value_plain(const shmcfg_value *v)
+{
+	if (v->is_null || v->type != SHMCFG_STR)
+		return value_text(v);
+	/* a text that `set` would not read back as itself: the words of null,
+	 * and a JSON literal's opening quote */
+	char *raw = value_raw(v);
+	if (raw && strlen(raw) == v->u.str.len &&
+	    (!strcasecmp(raw, "none") || !strcasecmp(raw, "null") || raw[0] == '"')) {
+		free(raw);
+		return value_text(v);
+	}
+	return raw;
 }
 
 /* The library's JSON of a value (shmcfg_value_json), as a jansson value. */

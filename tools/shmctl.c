@@ -39,7 +39,8 @@ static const struct command commands[] = {
 	 "  -f, --force         replace a segment of that name (its processes learn it:\n"
 	 "                      a warning names those attached)\n"
 	 "  -q, --quiet         print nothing on success\n"
-	 "The creating process's environment fills the env_default and env_force layers.\n", false},
+	 "The creating process's environment fills the env_default and env_force layers;\n"
+	 "each variable applied is printed: VAR=value -> option (layer).\n", false},
 	{"rm", cmd_rm, "rm [--force] NAME...", "remove segments",
 	 "  -f, --force   ignore segments that do not exist\n"
 	 "Attached processes keep the old segment (their last values) and learn it was\n"
@@ -58,25 +59,33 @@ static const struct command commands[] = {
 	 "  -n, --non-default    only options that do not hold their default\n"
 	 "  -v, --verbose        print each option's doc under it\n"
 	 "      --json           print a JSON array of objects\n", true},
-	{"get", cmd_get, "get NAME OPTION [--json]", "print one option's value",
+	{"get", cmd_get, "get NAME OPTION [--json|--raw]", "print one option's value",
 	 "      --json    print the value as JSON (strings quoted)\n"
-	 "Without --json a string prints raw; null prints as null.\n", true},
+	 "  -r, --raw     print a string exactly as it is\n"
+	 "Null prints as null. A string prints as it is, unless set would not read\n"
+	 "it back as itself (none or null in any case, or a leading double quote):\n"
+	 "then it prints as a JSON string (\"None\").\n", true},
 	{"describe", cmd_describe, "describe NAME OPTION [--json]",
 	 "print every attribute of an option and its doc",
 	 "      --json    print a JSON object\n", true},
-	{"set", cmd_set, "set NAME OPTION=VALUE... [--knob] [--quiet]",
+	{"set", cmd_set, "set NAME OPTION=VALUE... [--knob] [--quiet] [--json]",
 	 "set options, all in one commit",
 	 "      --knob    write the knob layer (options that declare a knob) instead\n"
 	 "                of the user layer\n"
 	 "  -q, --quiet   print nothing on success\n"
+	 "      --json    print {generation, changes: [{name, layer, old, new}]}\n"
 	 "VALUE is parsed by the option's type: bool true/false/1/0; int; float;\n"
-	 "none or null for a nullable option; list and set as a JSON array or\n"
-	 "comma-separated text; a value in double quotes is a JSON string literal.\n", true},
-	{"reset", cmd_reset, "reset NAME OPTION... [--knob] [--quiet]\n       reset NAME --all [--knob] [--quiet]",
+	 "none or null for a nullable option (refused, unquoted, for a string that\n"
+	 "cannot be null); list and set as a JSON array or comma-separated text; a\n"
+	 "value in double quotes is a JSON string literal ('opt=\"None\"' is the text).\n"
+	 "Prints each change, then the generation.\n", true},
+	{"reset", cmd_reset,
+	 "reset NAME OPTION... [--knob] [--quiet] [--json]\n       reset NAME --all [--knob] [--quiet] [--json]",
 	 "clear the user (or knob) layer of options",
 	 "  -a, --all     every option\n"
 	 "      --knob    clear the knob layer instead of the user layer\n"
-	 "  -q, --quiet   print nothing on success\n", true},
+	 "  -q, --quiet   print nothing on success\n"
+	 "      --json    print {generation, changes}, as set does\n", true},
 	{"stat", cmd_stat, "stat NAME [--commits N] [--json]",
 	 "show the segment's header, attached processes, slots, readers and last commits",
 	 "  -c, --commits N   how many recent commits to list (default 10)\n"
@@ -92,10 +101,13 @@ static const struct command commands[] = {
 	 "  -q, --quiet             do not say on stderr when watching starts\n", true},
 	{"dump", cmd_dump, "dump NAME [--all]", "print the configuration as JSON",
 	 "  -a, --all     also save-ignored and private options\n", true},
-	{"load", cmd_load, "load NAME FILE|- [--quiet]", "load a JSON dump as one commit",
+	{"load", cmd_load, "load NAME FILE|- [--partial] [--quiet]", "load a JSON dump as one commit",
+	 "  -p, --partial apply what fits: skip (with a warning each) unknown or\n"
+	 "                ambiguous names and refused values; load another schema's dump\n"
 	 "  -q, --quiet   print nothing on success\n"
 	 "FILE holds a dump (its \"values\") or a plain {name: value} object; - reads\n"
-	 "standard input. Unknown keys are skipped with a warning.\n", true},
+	 "standard input. Names resolve as in set. Without --partial a dump of another\n"
+	 "schema, or any unknown name (all are listed), fails the load: nothing changes.\n", true},
 	{"diff", cmd_diff, "diff NAME [--format python|shell|json] [--json]",
 	 "print the non-default settings as code",
 	 "  -f, --format FMT   python (default: as codegen_config()), shell (shmctl set\n"

@@ -125,13 +125,20 @@ void time_utc(uint64_t ns, char *buf, size_t len);
 /* Resolve OPTION (full name or unique suffix: shmcfg_resolve). Prints the
  * library's error (ambiguous, unknown with suggestions). 0 or EXIT_FAIL. */
 int resolve_option(shmcfg *h, const char *text, shmcfg_opt *ret);
+/* resolve_option() without a word: 1 and *ret, 0 (no such option), -1
+ * (ambiguous), -ENOMEM. */
+int find_option(shmcfg *h, const char *text, shmcfg_opt *ret);
 /* The option's name and the final target's descriptor. */
 const char *opt_name(shmcfg *h, shmcfg_opt opt);
 
 /* A value as JSON text (strings quoted), malloc'd; NULL on ENOMEM. */
 char *value_text(const shmcfg_value *v);
-/* As value_text() but strings raw (for `get`). */
+/* As value_text() but strings raw (`get --raw`). */
 char *value_raw(const shmcfg_value *v);
+/* `get`: as value_raw(), except a string that `set` would not read back as
+ * itself (none, null in any case, or starting with a double quote), which
+ * is quoted as value_text() does: null prints null, the text "null". */
+char *value_plain(const shmcfg_value *v);
 /* A value as a new jansson value (nan/inf as strings, like shmcfg_dump). */
 json_t *value_json(const shmcfg_value *v);
 /* "str", or "str?" for a nullable option. */
