@@ -55,11 +55,6 @@
 #define SEG_DEFAULT_READERS 1024u /* 64 KiB: with the history, a small segment stays under 256 KiB */
 #define SEG_MAX_READERS 65536u
 #define SEG_LOG_ENTRIES 64u
-#define SEG_DEFAULT_HISTORY 1000u /* commits the history keeps (history.c) */
-#define SEG_MIN_HISTORY 8u
-#define SEG_MAX_HISTORY (1u << 20)
-#define HIST_BYTES_PER_ENTRY 64u /* of the history's byte ring, per entry (at least 4 KiB) */
-#define HIST_MIN_RING 4096u
 #define SEG_PINS 4u
 #define SEG_MAX_OPTS (1u << 22)
 #define SEG_MAX_VALUE_BYTES (1u << 20) /* one string or list */
@@ -257,24 +252,6 @@ struct log_ent {
 };
 #define RING_OVERFLOW UINT32_MAX
 
-/*
- * One commit of the history (history.c): a seqlock of its own (stamp 0
- * while written), and its record in the history's byte ring at position
- * `pos` (positions grow forever: the byte is pos % hist_ring_size).
- */
-struct hist_ent {
-	uint64_t gen;            /* stamp: the generation, 0 while written */
-	uint64_t time_ns;        /* CLOCK_REALTIME */
-	uint64_t pos;            /* the record: ring position ... */
-	uint64_t cluster_rev;    /* the cluster revision the generation carries */
-	uint32_t len;            /* ... and bytes | HIST_NO_VALUES */
-	uint32_t nchanges;       /* layer changes of the commit */
-	int32_t pid;
-	uint32_t uid;
-	char comm[16];           /* the committer's /proc/self/comm */
-};
-#define HIST_NO_VALUES (1u << 31) /* the record holds who, not the changes: too big */
-_Static_assert(sizeof(struct hist_ent) == 64, "history entries are one cache line");
 
 struct reader_ent {
 	uint64_t pins[SEG_PINS]; /* pinned generations, 0 = none; see readers.c */
@@ -381,10 +358,6 @@ static inline char *seg_heap(const shmcfg *h)
 static inline struct reader_ent *reader_at(const shmcfg *h, uint32_t i)
 {
 	return (struct reader_ent *)(h->base + h->lay.readers_off) + i;
-}
-static inline struct hist_ent *hist_at(const shmcfg *h, uint64_t gen)
-{
-	return (struct hist_ent *)(h->base + h->lay.hist_off) + gen % h->lay.hist_n;
 }
 static inline struct log_ent *log_at(const shmcfg *h, uint64_t gen)
 {
@@ -659,12 +632,6 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret);
 int shmcfg__lock_writer(shmcfg *h);
 void shmcfg__unlock_writer(shmcfg *h);
 bool shmcfg__mode_wakes(unsigned mode);
-
-/* history.c: a commit's record in the history; the changes a build made to
- * layers (from the layers of slot `old`, NULL for none, to `b`'s) */
-struct build;
-int shmcfg__hist_write(shmcfg *h, uint64_t gen, const struct change *ch, size_t n, const void *old_slot,
-		       const struct build *b, uint64_t cluster_rev, const shmcfg_txn *origin);
 
 /* env.c: the environment into generation 1 */
 int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);

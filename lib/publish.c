@@ -14,6 +14,7 @@
  */
 #include "internal.h"
 #include "commit.h"
+#include "history.h"
 #include "seqlock.h"
 
 #include <errno.h>

@@ -5,6 +5,7 @@
  */
 #include "internal.h"
 #include "commit.h"
+#include "history.h"
 
 #include <dirent.h>
 #include <errno.h>

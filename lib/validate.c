@@ -17,6 +17,7 @@
  */
 #include "internal.h"
 #include "schema.h"
+#include "history.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -19,7 +19,8 @@
 
 #include "common.h"
 #include "proc.h"
-#include "internal.h" /* the history's place in the segment, for the scribbler */
+#include "internal.h"
+#include "history.h" /* the history's place in the segment, for the scribbler */
 
 static shmcfg *create_hist(const char *name, uint32_t history, mode_t mode)
 {
