@@ -44,18 +44,7 @@ int generation_args(int argc, char **argv, bool *json, uint64_t *gen, const char
 		if (c == 'G' && parse_generation(optarg, gen, exit_code))
 			return -1;
 	}
-	int n = argc - optind;
-	if (n < npos) {
-		*exit_code = usage_error("missing %s", n == 0 ? "segment NAME" : "OPTION");
-		return -1;
-	}
-	if (n > npos) {
-		*exit_code = usage_error("unexpected argument '%s'", argv[optind + npos]);
-		return -1;
-	}
-	for (int i = 0; i < npos; i++)
-		pos[i] = argv[optind + i];
-	return 0;
+	return take_positionals(argc, argv, pos, npos, exit_code);
 }
 
 /* ---- one change, one entry -------------------------------------------- */

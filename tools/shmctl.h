@@ -157,6 +157,9 @@ int read_file(const char *path, char **ret, size_t *len);
 /* Parse "[--json] [--help]" and npos positionals into pos[]: 0, or -1 with
  * *exit_code set (help printed, or a usage error). */
 int simple_args(int argc, char **argv, bool *json, const char **pos, int npos, int *exit_code);
+/* The npos positionals after the options (argv[optind..]) into pos[]: 0, or
+ * -1 with a usage error (missing or extra arguments). */
+int take_positionals(int argc, char **argv, const char **pos, int npos, int *exit_code);
 
 /* The used entries of a reader table (shmcfg_readers() with collect_reader). */
 struct reader_list {
