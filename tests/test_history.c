@@ -282,6 +282,55 @@ static void test_huge_commit(void **state)
 	drop(h);
 }
 
+/* Records larger than the index's share of the ring: the ring wraps before
+ * the index does. An entry whose record was overwritten keeps its metadata
+ * and says its values are gone; it never decodes another record's bytes. */
+static void test_ring_wraps_first(void **state)
+{
+	(void)state;
+	const char *name = new_name("hist-ringwrap");
+	shmcfg *h = create_hist(name, 16, 0); /* 16 entries, a ring of 4 KiB */
+	char text[701]; /* a record (old and new value) of some 1.4 KiB */
+	uint64_t gen = 0, first = 0;
+	for (int i = 0; i < 10; i++) {
+		memset(text, 'a' + i, 700);
+		text[700] = 0;
+		assert_int_equal(commit_str(h, T_C, text, &gen), 0);
+		if (!first)
+			first = gen;
+	}
+	int kept = 0, lost = 0;
+	for (uint64_t g = gen; g >= first; g--) {
+		shmcfg_history_entry *e = entry(h, g);
+		assert_int_equal(e->nchanges, 1);
+		assert_string_equal(e->process, "test_history");
+		if (e->values_kept) {
+			kept++;
+			const shmcfg_layer_change *c = change_of(e, T_C, SHMCFG_SRC_USER);
+			assert_non_null(c);
+			assert_int_equal(c->new_value.u.str.len, 700);
+			/* the record of this generation, not another's */
+			assert_int_equal(c->new_value.u.str.ptr[0], 'a' + (int)(g - first));
+			assert_int_equal(c->new_value.u.str.ptr[699], 'a' + (int)(g - first));
+		} else {
+			lost++;
+			assert_null(e->changes);
+			assert_string_equal(e->user, ""); /* it travelled with the record */
+		}
+		shmcfg_history_free(e);
+	}
+	assert_true(kept >= 2 && lost >= 5);
+	uint64_t oldest, reb;
+	shmcfg_history_range(h, &oldest, &reb);
+	assert_true(reb > first && reb < gen);
+	shmcfg_snapshot *s = NULL;
+	assert_int_equal(shmcfg_snapshot_at(h, reb, &s), 0);
+	shmcfg_snapshot_release(s);
+	s = NULL;
+	assert_int_equal(shmcfg_snapshot_at(h, reb - 1, &s), -ENOENT);
+	drop(h);
+}
+
 /* ------------------------------------------------------------------ */
 
 /* What a real snapshot showed of a generation: every option's value and
@@ -683,6 +732,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_wraparound, teardown),
 		cmocka_unit_test_teardown(test_layers_and_types, teardown),
 		cmocka_unit_test_teardown(test_huge_commit, teardown),
+		cmocka_unit_test_teardown(test_ring_wraps_first, teardown),
 		cmocka_unit_test_teardown(test_values_at_generation, teardown),
 		cmocka_unit_test_teardown(test_rollback, teardown),
 		cmocka_unit_test_teardown(test_writer_killed_mid_record, teardown),
