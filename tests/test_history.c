@@ -594,6 +594,99 @@ static void test_writer_killed_mid_record(void **state)
 	}
 }
 
+/* Commit i: a = i and c = a string whose letter and length follow from i. */
+static void text_of(int i, char *buf)
+{
+	int len = 100 + i % 700;
+	memset(buf, 'a' + i % 26, (size_t)len);
+	buf[len] = 0;
+}
+
+static int racing_writer_main(void *p)
+{
+	const char *name = p;
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(name, 0, NULL, &h);
+	CHECK(r == 0, 2, "attach: %s", shmcfg_strerror(r));
+	char text[1024];
+	for (int i = 1; i <= 3000; i++) {
+		shmcfg_txn *t;
+		text_of(i, text);
+		r = shmcfg_txn_begin(h, &t);
+		if (!r && !(r = shmcfg_txn_set_int(t, T_A, i)) && !(r = shmcfg_txn_set_str(t, T_C, text)))
+			r = shmcfg_txn_commit(t, NULL);
+		else
+			shmcfg_txn_abort(t);
+		CHECK(r == 0, 3, "commit %d: %s", i, shmcfg_strerror(r));
+	}
+	shmcfg_close(h);
+	return 0;
+}
+
+/* A reader in another process, while a writer commits as fast as it can
+ * into a small history whose ring wraps every few commits: every entry it
+ * decodes is whole and its own (the seqlock and the ring position check),
+ * or says its values are gone; never a mix. */
+static void test_reader_races_writer(void **state)
+{
+	(void)state;
+	const char *name = new_name("hist-race");
+	/* a ring of 4 KiB (a record is up to 1.6 KiB), a heap for strings of every length */
+	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.history = 16, .heap_bytes = 1u << 20}));
+	shmcfg *ro = attach_ro(name);
+	pid_t pid = spawn(racing_writer_main, (void *)name);
+	long whole = 0, gone = 0;
+	char want[1024];
+	for (;;) {
+		uint64_t cur = shmcfg_generation(ro);
+		for (uint64_t g = cur; g + 16 > cur && g > 1; g--) {
+			shmcfg_history_entry *e = NULL;
+			int r = shmcfg_history_get(ro, g, &e);
+			if (r == -ENOENT)
+				continue; /* overwritten meanwhile */
+			if (r)
+				fail_msg("generation %" PRIu64 ": %s: %s", g, shmcfg_strerror(r), shmcfg_errdetail());
+			assert_int_equal(e->generation, g);
+			if (!e->values_kept) {
+				gone++;
+			} else {
+				whole++;
+				const shmcfg_layer_change *a = change_of(e, T_A, SHMCFG_SRC_USER);
+				const shmcfg_layer_change *c = change_of(e, T_C, SHMCFG_SRC_USER);
+				assert_non_null(a);
+				assert_non_null(c);
+				int i = (int)a->new_value.u.i;
+				assert_int_equal((uint64_t)i + 1, g); /* commit i is generation i + 1 */
+				assert_true(a->old_set == (i > 1));
+				if (i > 1)
+					assert_int_equal(a->old_value.u.i, i - 1);
+				text_of(i, want);
+				assert_int_equal(c->new_value.u.str.len, strlen(want));
+				assert_memory_equal(c->new_value.u.str.ptr, want, strlen(want));
+				if (i > 1) {
+					text_of(i - 1, want);
+					assert_int_equal(c->old_value.u.str.len, strlen(want));
+					assert_memory_equal(c->old_value.u.str.ptr, want, strlen(want));
+				}
+			}
+			shmcfg_history_free(e);
+		}
+		int st;
+		pid_t w = waitpid(pid, &st, WNOHANG);
+		if (w == pid) {
+			untrack(pid);
+			assert_true(WIFEXITED(st));
+			assert_int_equal(WEXITSTATUS(st), 0);
+			break;
+		}
+	}
+	assert_int_equal(shmcfg_generation(ro), 3001);
+	printf("# entries read during the commits: %ld whole, %ld without values\n", whole, gone);
+	assert_true(whole > 0);
+	drop(ro);
+	drop(h);
+}
+
 /* Become uid/gid with no supplementary groups; 0 or an errno. */
 static int drop_to(uid_t uid, gid_t gid)
 {
@@ -736,6 +829,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_values_at_generation, teardown),
 		cmocka_unit_test_teardown(test_rollback, teardown),
 		cmocka_unit_test_teardown(test_writer_killed_mid_record, teardown),
+		cmocka_unit_test_teardown(test_reader_races_writer, teardown),
 		cmocka_unit_test_teardown(test_scribbled_history, teardown),
 		cmocka_unit_test_teardown(test_other_uid_reader, teardown),
 	};
