@@ -14,6 +14,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -594,6 +595,42 @@ static void test_writer_killed_mid_record(void **state)
 	}
 }
 
+static int renamed_child_main(void *p)
+{
+	const char *name = p;
+	CHECK(prctl(PR_SET_NAME, "hist-child", 0, 0, 0) == 0, 2, "prctl");
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(name, 0, NULL, &h);
+	CHECK(r == 0, 3, "attach: %s", shmcfg_strerror(r));
+	r = commit_n(h, 4242, NULL);
+	CHECK(r == 0, 4, "commit: %s", shmcfg_strerror(r));
+	shmcfg_close(h);
+	return 0;
+}
+
+/* The process name is cached per process: a forked child that renamed
+ * itself records its own name and pid, not its parent's. */
+static void test_child_names_itself(void **state)
+{
+	(void)state;
+	const char *name = new_name("hist-fork");
+	shmcfg *h = create_hist(name, 0, 0);
+	uint64_t gen;
+	assert_int_equal(commit_n(h, 1, &gen), 0); /* the parent's name is cached now */
+	pid_t pid = spawn(renamed_child_main, (void *)name);
+	int st = reap(pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	shmcfg_history_entry *e = entry(h, gen + 1);
+	assert_string_equal(e->process, "hist-child");
+	assert_int_equal(e->pid, pid);
+	shmcfg_history_free(e);
+	e = entry(h, gen);
+	assert_string_equal(e->process, "test_history");
+	shmcfg_history_free(e);
+	drop(h);
+}
+
 /* Commit i: a = i and c = a string whose letter and length follow from i. */
 static void text_of(int i, char *buf)
 {
@@ -830,6 +867,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_rollback, teardown),
 		cmocka_unit_test_teardown(test_writer_killed_mid_record, teardown),
 		cmocka_unit_test_teardown(test_reader_races_writer, teardown),
+		cmocka_unit_test_teardown(test_child_names_itself, teardown),
 		cmocka_unit_test_teardown(test_scribbled_history, teardown),
 		cmocka_unit_test_teardown(test_other_uid_reader, teardown),
 	};
