@@ -17,31 +17,52 @@
  * for mutable types (list, set) a user value equal to the default does not.
  * A thread's patch counts as its user value.
  */
+/* The seed's rule on one snapshot: no environment or user layer holds
+ * anything but the default (a list or set equal to it counts as default). */
+static int default_in(const shmcfg *h, const shmcfg_snapshot *s, shmcfg_opt opt, bool *mutable_type,
+		      shmcfg_value *def, shmcfg_opt *final)
+{
+	int ur = shmcfg__opt_use(h, opt);
+	if (ur)
+		return ur;
+	shmcfg_opt f = *final = opt_d(h, opt)->alias_final;
+	const struct opt_desc *d = opt_d(h, f);
+	shmcfg_value v;
+	(void)shmcfg__value_from_cell(&d->def, h->strings, h->strings_size, def);
+	*mutable_type = d->type == SHMCFG_LIST || d->type == SHMCFG_SET;
+	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_ENV_DEFAULT, &v) == 0 && !shmcfg_value_equal(&v, def))
+		return 0;
+	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_ENV_FORCE, &v) == 0 && !shmcfg_value_equal(&v, def))
+		return 0;
+	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_USER, &v) == 0 && !(*mutable_type && shmcfg_value_equal(&v, def)))
+		return 0;
+	return 1;
+}
+
+int shmcfg_snapshot_is_default(const shmcfg_snapshot *snap, shmcfg_opt opt)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(snap, -EINVAL);
+	bool mutable_type;
+	shmcfg_value def;
+	shmcfg_opt f;
+	return default_in(snap->h, snap, opt, &mutable_type, &def, &f);
+}
+
 int shmcfg_is_default(const shmcfg *h, shmcfg_opt opt)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
-	int ur = shmcfg__opt_use(h, opt);
-	if (ur)
-		return ur;
-	shmcfg_opt f = opt_d(h, opt)->alias_final;
-	const struct opt_desc *d = opt_d(h, f);
-	shmcfg_value def, v;
-	(void)shmcfg__value_from_cell(&d->def, h->strings, h->strings_size, &def);
-	bool mutable_type = d->type == SHMCFG_LIST || d->type == SHMCFG_SET;
 	shmcfg_snapshot *s;
 	int r = shmcfg_snapshot_acquire((shmcfg *)h, &s);
 	if (r)
 		return r;
-	int result = 1;
-	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_ENV_DEFAULT, &v) == 0 && !shmcfg_value_equal(&v, &def))
-		result = 0;
-	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_ENV_FORCE, &v) == 0 && !shmcfg_value_equal(&v, &def))
-		result = 0;
-	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_USER, &v) == 0 && !(mutable_type && shmcfg_value_equal(&v, &def)))
-		result = 0;
+	bool mutable_type;
+	shmcfg_value def, v;
+	shmcfg_opt f;
+	int result = default_in(h, s, opt, &mutable_type, &def, &f);
 	shmcfg_snapshot_release(s);
-	if (result && shmcfg__tls_patched) {
+	if (result == 1 && shmcfg__tls_patched) {
 		if ((r = shmcfg_get(h, f, &v)))
 			return r;
 		if (v.source == SHMCFG_SRC_PATCH && !(mutable_type && shmcfg_value_equal(&v, &def)))

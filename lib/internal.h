@@ -12,6 +12,9 @@
  *            dependents, strings
  *   log      ring of commit records, one per recent generation
  *   ring     the ids each recent commit changed, for O(change) slot updates
+ *   history  the last N commits: an index of N struct hist_ent, then a byte
+ *            ring of their records (who, and each layer change with its old
+ *            and new value; history.c)
  *   readers  table of 64-byte entries {pins, pid, start time, attach time,
  *            active}; entry i is owned by whoever holds the OFD lock on
  *            byte 1 + i of the lock object
@@ -39,7 +42,7 @@
 #include "shmcfg.h"
 
 #define SEG_MAGIC 0x3147464343d48535ULL /* bytes 35 85 d4 43 43 46 47 31 */
-#define SEG_LAYOUT_VERSION 4u
+#define SEG_LAYOUT_VERSION 5u
 #define SEG_READY 0x52454459u           /* "REDY" */
 #define SEG_HEADER_BYTES 4096u
 #define SEG_PREFIX "/shmcfg."
@@ -49,7 +52,7 @@
 
 #define SEG_MAX_SLOTS 255u
 #define SEG_DEFAULT_SLOTS 8u
-#define SEG_DEFAULT_READERS 2048u
+#define SEG_DEFAULT_READERS 1024u /* 64 KiB: with the history, a small segment stays under 256 KiB */
 #define SEG_MAX_READERS 65536u
 #define SEG_LOG_ENTRIES 64u
 #define SEG_PINS 4u
@@ -132,6 +135,10 @@ struct seg_header {
 	uint32_t create_uid;
 	int32_t create_pid;
 	uint8_t instance[16];    /* random; the lock object carries the same bytes */
+	uint64_t hist_off;       /* hist_n struct hist_ent (history.c) */
+	uint64_t hist_ring_off, hist_ring_size; /* the records' byte ring */
+	uint32_t hist_n;         /* entries of the history index */
+	uint32_t pad4;
 	/* Everything above is immutable after creation (shmcfg_check compares
 	 * it with the attach-time copy). The hot words, each on its own cache
 	 * line so that commits bumping the futex do not disturb readers of
@@ -153,6 +160,7 @@ struct seg_header {
 	uint64_t heap_live;      /* bytes of chunks in use */
 	uint64_t heap_free[HEAP_CLASSES]; /* free list heads: chunk offset, 0 = empty */
 	uint64_t ring_head;      /* ring positions ever used (publish.c) */
+	uint64_t hist_head;      /* bytes of the history ring ever used (history.c) */
 	/* The cluster agent's record (cluster.c): a seqlock of its own, written
 	 * under the writer lock. */
 	_Alignas(64) uint64_t sync_seq; /* odd while written; 0 = never written */
@@ -244,6 +252,7 @@ struct log_ent {
 };
 #define RING_OVERFLOW UINT32_MAX
 
+
 struct reader_ent {
 	uint64_t pins[SEG_PINS]; /* pinned generations, 0 = none; see readers.c */
 	int32_t pid;             /* for display: liveness is the OFD lock */
@@ -323,6 +332,8 @@ struct shmcfg {
 	int commit_timeout_ms;
 	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
 	uid_t uid;               /* getuid() at attach: for the commit log */
+	char *hist_buf;          /* a commit's history record, built here (history.c) */
+	size_t hist_cap;
 	uint32_t *waiters;       /* the header's count of waiters (read-write handles; watch.c) */
 	bool wake_always; uint64_t mode_ns; /* readers may not count themselves (as of mode_ns: wake()) */
 	shmcfg_env_use *env_used; /* the creator's: the variables that filled the env layers (env.c) */

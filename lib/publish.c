@@ -14,6 +14,7 @@
  */
 #include "internal.h"
 #include "commit.h"
+#include "history.h"
 #include "seqlock.h"
 
 #include <errno.h>
@@ -186,6 +187,8 @@ static int commit_first(shmcfg_txn *t)
 	shmcfg__hash_final(sl->hash_sum, sl->config_hash);
 	sl->base = 1;
 	sl->cluster_rev = 0;
+	if ((r = shmcfg__hist_write(h, 1, t->ch, t->n, NULL, &b, 0, NULL)))
+		goto out;
 	write_log(h, 1, b.changed.ids, b.changed.n, NULL);
 	for (uint32_t s = 1; !r && s < h->lay.nslots; s++) {
 		struct slot_hdr *o = slot_at(h, s);
@@ -364,6 +367,10 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret, bool *published
 		shmcfg__claim_slot(h, s, 0); /* busy again: nobody pins generation 0 */
 		r = build_txn(&b, t, sl);
 	}
+	/* the history's record, before the slot: it fails only for memory,
+	 * and then the commit fails whole */
+	if (!r)
+		r = shmcfg__hist_write(h, gen, t->ch, t->n, cur_sl, &b, cluster_rev, t);
 	if (r) {
 		if (undo(&b, sl, cur_sl, cur_g) == 0)
 			hd->wip = 0; /* else the next writer sweeps */

@@ -235,6 +235,13 @@ int main(void) {
     O(struct shmcfg_view, slots) O(struct shmcfg_view, slot_size) O(struct shmcfg_view, slot)
     S(shmcfg_commit) O(shmcfg_commit, time_ns) O(shmcfg_commit, pid) O(shmcfg_commit, uid)
     O(shmcfg_commit, nchanged) O(shmcfg_commit, nids) O(shmcfg_commit, ids)
+    S(shmcfg_layer_change) O(shmcfg_layer_change, layer) O(shmcfg_layer_change, old_set)
+    O(shmcfg_layer_change, new_set) O(shmcfg_layer_change, old_value) O(shmcfg_layer_change, new_value)
+    S(shmcfg_history_entry) O(shmcfg_history_entry, time_ns) O(shmcfg_history_entry, pid)
+    O(shmcfg_history_entry, uid) O(shmcfg_history_entry, user) O(shmcfg_history_entry, process)
+    O(shmcfg_history_entry, who) O(shmcfg_history_entry, cluster_rev) O(shmcfg_history_entry, nchanges)
+    O(shmcfg_history_entry, values_kept) O(shmcfg_history_entry, changes)
+    O(shmcfg_create_opts, history)
     S(shmcfg_info) O(shmcfg_info, generation) O(shmcfg_info, size) O(shmcfg_info, nopts)
     O(shmcfg_info, nslots) O(shmcfg_info, nreaders) O(shmcfg_info, heap_bytes)
     O(shmcfg_info, heap_used) O(shmcfg_info, schema_hash) O(shmcfg_info, config_hash)
@@ -252,7 +259,8 @@ int main(void) {
 CTYPES_OF = {"shmcfg_value": _lib.Value, "shmcfg_optinfo": _lib.OptInfo,
              "shmcfg_create_opts": _lib.CreateOpts, "shmcfg_attach_opts": _lib.AttachOpts,
              "struct shmcfg_view": _lib.View, "shmcfg_commit": _lib.Commit,
-             "shmcfg_info": _lib.Info}
+             "shmcfg_info": _lib.Info, "shmcfg_layer_change": _lib.LayerChange,
+             "shmcfg_history_entry": _lib.HistoryEntry}
 # constants of the header the binding declares
 CONSTS_OF = {"SHMCFG_ATTACH_OWNER": _lib.ATTACH_OWNER, "SHMCFG_E_RETIRED": _lib.E["RETIRED"],
              "SHMCFG_E_OWNER": _lib.E["OWNER"], "SHMCFG_E_LAST": _lib.E_LAST}
@@ -592,6 +600,91 @@ class TestAttributes(SegTest):
             ro.close()
         with self.assertRaises(ValueError):
             seg.transaction(layer="env_force")
+
+
+# ---------------------------------------------------------------------------
+# History
+# ---------------------------------------------------------------------------
+
+
+class TestHistory(SegTest):
+    def test_entries_with_values(self):
+        """Every commit with its committer and each layer change's values."""
+        seg, m = self.app()
+        g1 = seg.set({"app.config.steps": 7, "app.config.tags": ["q", "p"]})
+        g2 = seg.set({"app.config.label": None})
+        with seg.transaction(layer="cluster", origin=(5, "bob@h2")) as t:
+            t["app.config.steps"] = 20
+        g3 = seg.generation
+        g4 = seg.reset("app.config.steps")
+        h = seg.history()
+        self.assertEqual([e["generation"] for e in h], [g4, g3, g2, g1, 1])
+        e = h[3]
+        self.assertEqual((e["pid"], e["uid"], e["origin"], e["values_kept"], e["nchanges"]),
+                         (os.getpid(), os.getuid(), e["process"], True, 2))
+        self.assertEqual(e["user"], pwd.getpwuid(os.getuid()).pw_name)
+        self.assertEqual(sorted((c["name"], c["layer"], c["old_set"], c["old"], c["new"])
+                                for c in e["changes"]),
+                         [("app.config.steps", "user", False, None, 7),
+                          ("app.config.tags", "user", False, None, ["q", "p"])])
+        self.assertEqual(h[2]["changes"], [{"name": "app.config.label", "layer": "user",
+                                            "old_set": False, "old": None,
+                                            "new_set": True, "new": None}])
+        self.assertEqual((h[1]["changes"][0]["layer"], h[1]["who"], h[1]["origin"], h[1]["cluster_rev"]),
+                         ("cluster", "bob@h2", "bob@h2", 5))
+        self.assertEqual(h[0]["changes"], [{"name": "app.config.steps", "layer": "user",
+                                            "old_set": True, "old": 7,
+                                            "new_set": False, "new": None}])
+        # filters: an alias stands for its target; n
+        self.assertEqual([e["generation"] for e in seg.history(options=["app.config.steps_alias"])],
+                         [g4, g3, g1])
+        self.assertEqual([e["generation"] for e in seg.history(n=2, options="app.config.steps")],
+                         [g4, g3])
+        with self.assertRaises(shmcfg.UnknownOptionError):
+            seg.history(options=["app.config.nope"])
+        # a reader of its own reads the same
+        ro = shmcfg.attach(seg.name, readonly=True)
+        try:
+            self.assertEqual(ro.history(), h)
+        finally:
+            ro.close()
+
+    def test_values_at_and_rollback(self):
+        """The values of every generation, as they were read then; changes
+        with values; rollback as one commit."""
+        seg, m = self.app()
+        seen = {seg.generation: {n: seg.get(n) for n in seg.options()}}
+        for steps, mode, label in ((3, "slow", "a"), (4, "fast", None), (5, "slow", "é b")):
+            g = seg.set({"app.config.steps": steps, "app.config.mode": mode,
+                         "app.config.label": label})
+            seen[g] = {n: seg.get(n) for n in seg.options()}
+        for g, vals in seen.items():
+            self.assertEqual(seg.values_at(g), vals, g)
+        self.assertEqual(seg.changes(2, 3, values=True),
+                         {"app.config.steps": (3, 4), "app.config.steps_alias": (3, 4),
+                          "app.config.mode": ("slow", "fast"), "app.config.label": ("a", None)})
+        g = seg.rollback(2, who="pytest")
+        self.assertEqual(g, 5)
+        self.assertEqual((m.steps, m.mode, m.label), (3, "slow", "a"))
+        self.assertEqual(seg.history(n=1)[0]["who"], "pytest")
+        self.assertEqual(seg.rollback(2), 5)  # nothing to restore: no commit
+        oldest, rebuildable, cur = seg.history_range()
+        self.assertEqual((oldest, rebuildable, cur), (1, 1, 5))
+
+    def test_too_old(self):
+        """A small history: the oldest generations can no longer be rebuilt."""
+        seg, m = self.app(history=8)
+        for i in range(1, 21):
+            seg.set({"app.config.steps": i})
+        self.assertEqual([e["generation"] for e in seg.history()], list(range(21, 13, -1)))
+        self.assertEqual(seg.values_at(13)["app.config.steps"], 12)
+        with self.assertRaises(shmcfg.NotFoundError) as cm:
+            seg.values_at(12)
+        self.assertIn("the oldest the history can rebuild is 13", str(cm.exception))
+        self.assertIsNone(seg.changes(5, values=True))
+        with self.assertRaises(shmcfg.NotFoundError):
+            seg.rollback(3)
+        self.assertEqual(seg.generation, 21)
 
 
 # ---------------------------------------------------------------------------

@@ -383,9 +383,17 @@ static void final_info(shmcfg *h, const shmcfg_optinfo *oi, shmcfg_optinfo *fi)
 
 /* Take a snapshot and, for it, every option's is_default: retried until the
  * generation did not move meanwhile, so both belong to one generation. */
-static int snapshot_with_defaults(shmcfg *h, shmcfg_snapshot **snap, bool *isdef)
+static int snapshot_with_defaults(shmcfg *h, uint64_t at, shmcfg_snapshot **snap, bool *isdef)
 {
 	uint32_t n = shmcfg_count(h);
+	if (at) { /* an older generation: rebuilt, and judged on its own */
+		int r = shmcfg_snapshot_at(h, at, snap);
+		if (r)
+			return fail_lib(r, shmcfg_name(h));
+		for (uint32_t i = 0; i < n; i++)
+			isdef[i] = shmcfg_snapshot_is_default(*snap, i) == 1;
+		return 0;
+	}
 	for (int round = 0;; round++) {
 		int r = shmcfg_snapshot_acquire(h, snap);
 		if (r)
@@ -408,15 +416,21 @@ int cmd_show(int argc, char **argv)
 		{"verbose", no_argument, NULL, 'v'},
 		{"json", no_argument, NULL, 'J'},
 		{"names", no_argument, NULL, 'N'}, /* hidden: for bash completion */
+		{"generation", required_argument, NULL, 'G'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	bool nondef = false, verbose = false, json = false, names_only = false;
+	uint64_t gen = 0;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hnv", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, ":hnvG:", opts, &ec)) != -1) {
 		switch (c) {
 		case -2:
 			return ec;
+		case 'G':
+			if (parse_generation(optarg, &gen, &ec))
+				return ec;
+			break;
 		case 'n':
 			nondef = true;
 			break;
@@ -484,7 +498,7 @@ int cmd_show(int argc, char **argv)
 	qsort(order, n, sizeof *order, cmp_named);
 
 	shmcfg_snapshot *snap;
-	if (snapshot_with_defaults(h, &snap, isdef)) {
+	if (snapshot_with_defaults(h, gen, &snap, isdef)) {
 		free(order);
 		free(isdef);
 		shmcfg_close(h);
@@ -582,26 +596,28 @@ int cmd_get(int argc, char **argv)
 	static const struct option opts[] = {
 		{"json", no_argument, NULL, 'J'},
 		{"raw", no_argument, NULL, 'r'},
+		{"generation", required_argument, NULL, 'G'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	bool json = false, raw = false;
+	uint64_t gen = 0;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hr", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, ":hrG:", opts, &ec)) != -1) {
 		if (c == -2)
 			return ec;
 		if (c == 'J')
 			json = true;
 		if (c == 'r')
 			raw = true;
+		if (c == 'G' && parse_generation(optarg, &gen, &ec))
+			return ec;
 	}
 	if (json && raw)
 		return usage_error("--json and --raw exclude each other");
-	if (argc - optind < 2)
-		return usage_error("missing %s", argc == optind ? "segment NAME" : "OPTION");
-	if (argc - optind > 2)
-		return usage_error("unexpected argument '%s'", argv[optind + 2]);
-	const char *pos[2] = {argv[optind], argv[optind + 1]};
+	const char *pos[2];
+	if (take_positionals(argc, argv, pos, 2, &ec))
+		return ec;
 	shmcfg *h;
 	if (open_segment(pos[0], true, &h))
 		return EXIT_FAIL;
@@ -609,7 +625,7 @@ int cmd_get(int argc, char **argv)
 	shmcfg_snapshot *snap = NULL;
 	shmcfg_value v;
 	int rc = resolve_option(h, pos[1], &opt), r;
-	if (rc == 0 && (r = shmcfg_snapshot_acquire(h, &snap)))
+	if (rc == 0 && (r = snapshot_of(h, gen, &snap)))
 		rc = fail_lib(r, pos[0]);
 	/* named first: a library call after the read would clear its detail */
 	const char *full = rc == 0 ? opt_name(h, opt) : NULL;
@@ -666,8 +682,9 @@ int cmd_describe(int argc, char **argv)
 {
 	bool json = false;
 	const char *pos[2];
+	uint64_t gen;
 	int ec = 0;
-	if (simple_args(argc, argv, &json, pos, 2, &ec))
+	if (generation_args(argc, argv, &json, &gen, pos, 2, &ec))
 		return ec;
 	shmcfg *h;
 	if (open_segment(pos[0], true, &h))

@@ -623,8 +623,11 @@ int cmd_diff(int argc, char **argv)
 	}
 	if (optind >= argc)
 		return usage_error("missing segment NAME");
-	if (argc - optind > 1)
-		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+	if (argc - optind > 3)
+		return usage_error("unexpected argument '%s'", argv[optind + 3]);
+	if (argc - optind > 1) /* diff NAME G1 [G2] */
+		return diff_generations(argv[optind], argv[optind + 1], argc - optind > 2 ? argv[optind + 2] : NULL,
+					fmt == SHMCFG_CODEGEN_JSON);
 	shmcfg *h;
 	if (open_segment(argv[optind], true, &h))
 		return EXIT_FAIL;

@@ -211,6 +211,11 @@ int simple_args(int argc, char **argv, bool *json, const char **pos, int npos, i
 		if (c == 'J')
 			*json = true;
 	}
+	return take_positionals(argc, argv, pos, npos, exit_code);
+}
+
+int take_positionals(int argc, char **argv, const char **pos, int npos, int *exit_code)
+{
 	int n = argc - optind;
 	if (n < npos) {
 		*exit_code = usage_error("missing %s", n == 0 ? "segment NAME" : "OPTION");

@@ -44,6 +44,7 @@ int cmd_create(int argc, char **argv)
 		{"slots", required_argument, NULL, 'k'},
 		{"size", required_argument, NULL, 'S'},
 		{"readers", required_argument, NULL, 'R'},
+		{"history", required_argument, NULL, 'H'},
 		{"mode", required_argument, NULL, 'm'},
 		{"group", required_argument, NULL, 'g'},
 		{"no-env", no_argument, NULL, 'E'},
@@ -79,6 +80,11 @@ int cmd_create(int argc, char **argv)
 			if (!parse_u64(optarg, &u) || u == 0 || u > 65536)
 				return usage_error("--readers takes a number 1-65536, not '%s'", optarg);
 			o.readers = (uint32_t)u;
+			break;
+		case 'H':
+			if (!parse_u64(optarg, &u) || u < 8 || u > 1048576)
+				return usage_error("--history takes a number of commits 8-1048576, not '%s'", optarg);
+			o.history = (uint32_t)u;
 			break;
 		case 'm': {
 			char *end;

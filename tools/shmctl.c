@@ -26,13 +26,14 @@ uid_t owner_uid;
 static const struct command commands[] = {
 	{"create", cmd_create,
 	 "create NAME [--schema FILE] [--slots K] [--size BYTES] [--readers N]\n"
-	 "       [--mode OCTAL] [--group GROUP] [--no-env] [--force] [--quiet]",
+	 "       [--history N] [--mode OCTAL] [--group GROUP] [--no-env] [--force] [--quiet]",
 	 "create a segment (the embedded default schema unless --schema)",
 	 "  -s, --schema FILE   schema file (YAML, format 1); default: the embedded\n"
 	 "                      torch.compiler.config schema\n"
 	 "  -k, --slots K       snapshot slots, 2-255 (default 8)\n"
 	 "      --size BYTES    value heap: the layers set, all versions (K, M, G)\n"
-	 "      --readers N     reader table entries (default 2048)\n"
+	 "      --readers N     reader table entries (default 1024)\n"
+	 "      --history N     commits the history keeps, 8-1048576 (default 1000)\n"
 	 "  -m, --mode OCTAL    permission bits (default 0600)\n"
 	 "  -g, --group GROUP   group of the object (name or number)\n"
 	 "      --no-env        leave the environment layers empty\n"
@@ -52,16 +53,18 @@ static const struct command commands[] = {
 	 "A segment that cannot be read is listed with its error; an entry that is not\n"
 	 "a segment (a FIFO, socket, directory, sparse object, another user's object)\n"
 	 "with the reason.\n", true},
-	{"show", cmd_show, "show NAME [PATTERN] [--non-default] [-v] [--json]",
+	{"show", cmd_show, "show NAME [PATTERN] [--non-default] [-v] [--generation G] [--json]",
 	 "show options: name, value, type, source, default",
 	 "  PATTERN              a glob (fnmatch) on the full name or a dotted suffix\n"
 	 "                       of it, or else a substring of the name\n"
 	 "  -n, --non-default    only options that do not hold their default\n"
 	 "  -v, --verbose        print each option's doc under it\n"
+	 "  -G, --generation G   the values as of generation G (shmctl log)\n"
 	 "      --json           print a JSON array of objects\n", true},
-	{"get", cmd_get, "get NAME OPTION [--json|--raw]", "print one option's value",
-	 "      --json    print the value as JSON (strings quoted)\n"
-	 "  -r, --raw     print a string exactly as it is\n"
+	{"get", cmd_get, "get NAME OPTION [--generation G] [--json|--raw]", "print one option's value",
+	 "  -G, --generation G   the value as of generation G (shmctl log)\n"
+	 "      --json           print the value as JSON (strings quoted)\n"
+	 "  -r, --raw            print a string exactly as it is\n"
 	 "Null prints as null. A string prints as it is, unless set would not read\n"
 	 "it back as itself (none or null in any case, or a leading double quote):\n"
 	 "then it prints as a JSON string (\"None\").\n", true},
@@ -108,11 +111,27 @@ static const struct command commands[] = {
 	 "FILE holds a dump (its \"values\") or a plain {name: value} object; - reads\n"
 	 "standard input. Names resolve as in set. Without --partial a dump of another\n"
 	 "schema, or any unknown name (all are listed), fails the load: nothing changes.\n", true},
-	{"diff", cmd_diff, "diff NAME [--format python|shell|json] [--json]",
-	 "print the non-default settings as code",
+	{"diff", cmd_diff, "diff NAME [--format python|shell|json] [--json]\n       diff NAME G1 [G2] [--json]",
+	 "print the non-default settings as code, or what changed between generations",
 	 "  -f, --format FMT   python (default: as codegen_config()), shell (shmctl set\n"
 	 "                     commands) or json\n"
-	 "      --json         the same as --format json\n", true},
+	 "      --json         the same as --format json; with G1, a JSON object\n"
+	 "With G1: every option whose value or layers differ between generation G1 and\n"
+	 "G2 (default: the current one), each layer that moved under it.\n", true},
+	{"log", cmd_log, "log NAME [OPTION...] [-n N] [--json]",
+	 "the segment's history: who changed what, newest first",
+	 "  OPTION               only commits that changed these options (names as set)\n"
+	 "  -n, --max-count N    at most N commits\n"
+	 "      --json           print a JSON array: every field of each commit\n"
+	 "Each commit: generation, time, user, process and pid, origin, and each layer\n"
+	 "it changed (old -> new). The segment keeps the last N commits (create\n"
+	 "--history N).\n", true},
+	{"rollback", cmd_rollback, "rollback NAME G [--knob] [--quiet]",
+	 "restore the user layer as it was at generation G, in one commit",
+	 "      --knob    restore the knob layer too\n"
+	 "  -q, --quiet   print nothing on success\n"
+	 "Prints the changes the new commit made. G must still be rebuildable from\n"
+	 "the history (shmctl log; exit 1 names the oldest one otherwise).\n", true},
 	{"hash", cmd_hash, "hash NAME [--json]", "print the config hash",
 	 "      --json    print {\"generation\": N, \"config_hash\": \"hex\"}\n", true},
 	{"check", cmd_check, "check NAME [--json]",

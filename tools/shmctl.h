@@ -10,6 +10,7 @@
  *   shmctl-write.c  create, rm, set, reset, load, gc
  *   shmctl-header.c header (a C header of accessors for a schema)
  *   shmctl-cluster.c cluster set, reset, show, log, rollback, status (etcd)
+ *   shmctl-history.c log, rollback, diff G1 [G2], show/get --generation
  *
  * Exit status: 0 success, 1 failure, 2 usage error.
  */
@@ -172,6 +173,9 @@ int read_file(const char *path, char **ret, size_t *len);
 /* Parse "[--json] [--help]" and npos positionals into pos[]: 0, or -1 with
  * *exit_code set (help printed, or a usage error). */
 int simple_args(int argc, char **argv, bool *json, const char **pos, int npos, int *exit_code);
+/* The npos positionals after the options (argv[optind..]) into pos[]: 0, or
+ * -1 with a usage error (missing or extra arguments). */
+int take_positionals(int argc, char **argv, const char **pos, int npos, int *exit_code);
 
 /* The used entries of a reader table (shmcfg_readers() with collect_reader). */
 struct reader_list {
@@ -235,5 +239,19 @@ int cmd_gc(int argc, char **argv);
 int cmd_header(int argc, char **argv);
 int cmd_complete(int argc, char **argv); /* hidden: shmctl __complete (bash completion) */
 int cmd_cluster(int argc, char **argv); /* shmctl-cluster.c */
+int cmd_log(int argc, char **argv);     /* shmctl-history.c */
+int cmd_rollback(int argc, char **argv);
+
+/* ---- shmctl-history.c: --generation of show and get, diff G1 [G2] ------ */
+
+/* A generation argument (a number from 1): 0, or -1 with a usage error. */
+int parse_generation(const char *text, uint64_t *gen, int *exit_code);
+/* A snapshot of generation gen (0: the current one): a library code. */
+int snapshot_of(shmcfg *h, uint64_t gen, shmcfg_snapshot **snap);
+/* simple_args() that also takes --generation G (*gen 0 without it). */
+int generation_args(int argc, char **argv, bool *json, uint64_t *gen, const char **pos, int npos,
+		    int *exit_code);
+/* diff NAME G1 [G2]: what changed between two generations. An exit status. */
+int diff_generations(const char *seg, const char *g1, const char *g2, bool json);
 
 #endif

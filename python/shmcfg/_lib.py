@@ -116,7 +116,7 @@ class CreateOpts(ctypes.Structure):
     """struct shmcfg_create_opts"""
     _fields_ = [("slots", c_uint32), ("readers", c_uint32), ("heap_bytes", c_uint64),
                 ("mode", c_uint32), ("gid", c_uint32), ("flags", c_uint),
-                ("envp", c_void_p)]
+                ("envp", c_void_p), ("history", c_uint32)]
 
 
 class AttachOpts(ctypes.Structure):
@@ -138,6 +138,20 @@ class Commit(ctypes.Structure):
                 ("ids", c_uint32 * 20), ("cluster_rev", c_uint64), ("who", ctypes.c_char * 64)]
 
 
+class LayerChange(ctypes.Structure):
+    """struct shmcfg_layer_change"""
+    _fields_ = [("opt", c_uint32), ("layer", c_int), ("old_set", c_bool), ("new_set", c_bool),
+                ("old_value", Value), ("new_value", Value)]
+
+
+class HistoryEntry(ctypes.Structure):
+    """struct shmcfg_history_entry"""
+    _fields_ = [("generation", c_uint64), ("time_ns", c_uint64), ("pid", c_int32),
+                ("uid", c_uint32), ("user", ctypes.c_char * 33), ("process", ctypes.c_char * 16),
+                ("who", ctypes.c_char * 64), ("cluster_rev", c_uint64), ("nchanges", c_uint32),
+                ("values_kept", c_bool), ("changes", POINTER(LayerChange))]
+
+
 class Info(ctypes.Structure):
     """struct shmcfg_stat (typedef shmcfg_info)"""
     _fields_ = [("layout_version", c_uint32), ("generation", c_uint64), ("size", c_uint64),
@@ -150,8 +164,9 @@ class Info(ctypes.Structure):
 
 
 # Sizes and offsets on LP64 (x86-64, aarch64), checked against the header.
-EXPECTED_SIZES = {"Value": 48, "OptInfo": 288, "OptDef": 104, "CreateOpts": 40,
-                  "AttachOpts": 24, "View": 2088, "Commit": 184, "Info": 2168}
+EXPECTED_SIZES = {"Value": 48, "OptInfo": 288, "OptDef": 104, "CreateOpts": 48,
+                  "AttachOpts": 24, "View": 2088, "Commit": 184, "Info": 2168,
+                  "LayerChange": 112, "HistoryEntry": 168}
 
 
 def _candidates():
@@ -243,6 +258,14 @@ wait = _fn("shmcfg_wait", c_int, _H, c_uint64, c_int, POINTER(c_uint64))
 commit_info = _fn("shmcfg_commit_info", c_int, _H, c_uint64, POINTER(Commit))
 cluster_revision = _fn("shmcfg_cluster_revision", c_uint64, _H)
 changes = _fn("shmcfg_changes", c_int, _H, c_uint64, c_uint64, POINTER(c_bool))
+history_get = _fn("shmcfg_history_get", c_int, _H, c_uint64, POINTER(POINTER(HistoryEntry)))
+history_free = _fn("shmcfg_history_free", None, POINTER(HistoryEntry))
+history_range = _fn("shmcfg_history_range", c_uint64, _H, POINTER(c_uint64), POINTER(c_uint64))
+snapshot_at = _fn("shmcfg_snapshot_at", c_int, _H, c_uint64, POINTER(c_void_p))
+snapshot_get = _fn("shmcfg_snapshot_get", c_int, c_void_p, c_uint32, POINTER(Value))
+snapshot_release = _fn("shmcfg_snapshot_release", None, c_void_p)
+rollback = _fn("shmcfg_rollback", c_int, _H, c_uint64, c_uint, c_char_p, POINTER(c_uint64))
+ROLLBACK_KNOB = 1 << 0
 is_default = _fn("shmcfg_is_default", c_int, _H, c_uint32)
 dump = _fn("shmcfg_dump", c_int, _H, c_uint, POINTER(c_void_p))
 codegen = _fn("shmcfg_codegen", c_int, _H, c_int, POINTER(c_void_p))

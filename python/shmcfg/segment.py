@@ -17,7 +17,7 @@ from collections import namedtuple
 
 from . import _lib as _L
 from .config import _make_module, _transplant
-from .errors import Error, InvalidArgumentError, UnknownOptionError, _error, _unknown
+from .errors import Error, InvalidArgumentError, NotFoundError, UnknownOptionError, _error, _unknown
 from .values import _PYTYPE, OptionInfo, _convert, _decode, _Opt, _typename
 
 
@@ -449,11 +449,20 @@ class Segment:
             if deadline is not None and time.monotonic() >= deadline:
                 return None
 
-    def changes(self, from_gen, to_gen=None):
+    def changes(self, from_gen, to_gen=None, values=False):
         """The full names of the options that changed between two generations,
-        or None when the library no longer knows (commits were missed)."""
+        or None when the library no longer knows (commits were missed).
+        With values: a dict name -> (value at from_gen, value at to_gen) of
+        the options whose values differ, rebuilt from the history (None when
+        it can no longer rebuild from_gen)."""
         if to_gen is None:
             to_gen = self.generation
+        if values:
+            try:
+                a, b = self.values_at(from_gen), self.values_at(to_gen)
+            except NotFoundError:
+                return None
+            return {k: (a[k], b[k]) for k in a if a[k] != b[k] or type(a[k]) is not type(b[k])}
         if to_gen <= from_gen:
             return []
         n = len(self._byindex)
@@ -479,6 +488,102 @@ class Segment:
                 "who": c.who.decode("utf-8", "replace"),
                 "changed": [self._byindex[c.ids[i]].name for i in range(c.nids)
                             if c.ids[i] < len(self._byindex)]}
+
+    # -- history ------------------------------------------------------------
+
+    def _entry(self, gen):
+        """The history entry of gen as a dict, or None if not in the history."""
+        p = ctypes.POINTER(_L.HistoryEntry)()
+        r = _L.history_get(self._handle(), gen, ctypes.byref(p))
+        if r == -errno.ENOENT:
+            return None
+        if r < 0:
+            raise _error(r, self.name)
+        try:
+            e = p.contents
+            changes = None
+            if e.values_kept:
+                changes = []
+                for k in range(e.nchanges):
+                    c = e.changes[k]
+                    changes.append({
+                        "name": self._byindex[c.opt].name,
+                        "layer": _L.SOURCE_NAMES[c.layer],
+                        "old_set": bool(c.old_set), "old": _decode(c.old_value) if c.old_set else None,
+                        "new_set": bool(c.new_set), "new": _decode(c.new_value) if c.new_set else None})
+            who = e.who.decode("utf-8", "replace")
+            process = e.process.decode("utf-8", "replace")
+            return {"generation": e.generation, "time": e.time_ns / 1e9, "time_ns": e.time_ns,
+                    "pid": e.pid, "uid": e.uid, "user": e.user.decode("utf-8", "replace") or None,
+                    "process": process, "who": who, "origin": who or process,
+                    "cluster_rev": e.cluster_rev, "nchanges": e.nchanges,
+                    "values_kept": bool(e.values_kept), "changes": changes}
+        finally:
+            _L.history_free(p)
+
+    def history(self, n=None, options=None):
+        """The segment's history, newest first: one dict per commit
+        (generation, time, time_ns, pid, uid, user, process, origin, who,
+        cluster_rev, nchanges, values_kept, and changes: a list of
+        {name, layer, old_set, old, new_set, new}, None when the commit's
+        values were too big to keep). ``n``: at most that many entries;
+        ``options``: full names (an alias stands for its target), only the
+        commits that changed one of them."""
+        finals = None
+        if options is not None:
+            if isinstance(options, str):
+                options = [options]
+            finals = {self._byindex[self._lookup(name).final].name for name in options}
+        oldest = ctypes.c_uint64()
+        cur = _L.history_range(self._handle(), ctypes.byref(oldest), None)
+        out = []
+        g = cur
+        while g >= max(oldest.value, 1) and (n is None or len(out) < n):
+            e = self._entry(g)
+            if e is None:
+                break
+            if finals is None or any(c["name"] in finals for c in e["changes"] or ()):
+                out.append(e)
+            g -= 1
+        return out
+
+    def history_range(self):
+        """(oldest, rebuildable, current): the oldest generation the history
+        holds, the oldest whose values values_at() can rebuild, the current one."""
+        oldest, reb = ctypes.c_uint64(), ctypes.c_uint64()
+        cur = _L.history_range(self._handle(), ctypes.byref(oldest), ctypes.byref(reb))
+        return oldest.value, reb.value, cur
+
+    def values_at(self, gen):
+        """Every option's value (full name -> value) as of generation gen,
+        rebuilt from the history. NotFoundError, naming the oldest generation
+        that can be rebuilt, when gen is too old (or not committed yet)."""
+        snap = ctypes.c_void_p()
+        r = _L.snapshot_at(self._handle(), gen, ctypes.byref(snap))
+        if r < 0:
+            raise _error(r, self.name)
+        try:
+            out = {}
+            for o in self._byindex:
+                v = _L.Value()
+                r = _L.snapshot_get(snap, o.opt, ctypes.byref(v))
+                if r < 0:
+                    raise _error(r, o.name)
+                out[o.name] = _decode(v)
+            return out
+        finally:
+            _L.snapshot_release(snap)
+
+    def rollback(self, gen, knob=False, who=None):
+        """One commit restoring the user layer (and with knob the knob layer)
+        to what it held at generation gen. Returns the generation published
+        (the current one when nothing differed)."""
+        g = ctypes.c_uint64()
+        r = _L.rollback(self._wh(), gen, _L.ROLLBACK_KNOB if knob else 0,
+                        who.encode("utf-8") if who is not None else None, ctypes.byref(g))
+        if r < 0:
+            raise _error(r, self.name)
+        return g.value
 
     # -- dump, load, codegen ---------------------------------------------
 
@@ -733,7 +838,7 @@ def _attach_opts(readonly, uid, expect_schema_hash=None):
 
 
 def create(name, schema=None, *, force=False, no_env=False, env=None, schema_text=None,
-           slots=0, readers=0, heap_bytes=0, mode=0, fast_reads=None):
+           slots=0, readers=0, heap_bytes=0, mode=0, fast_reads=None, history=0):
     """Create a segment and attach it.
 
     ``schema``: None for the embedded default (torch.compiler.config and the
@@ -741,8 +846,9 @@ def create(name, schema=None, *, force=False, no_env=False, env=None, schema_tex
     YAML schema file; ``schema_text``: a schema as YAML text. ``force``
     replaces a segment of that name (else ExistsError). ``env``: a mapping
     to fill the environment layers from instead of os.environ; ``no_env``
-    leaves them empty. ``slots``, ``readers``, ``heap_bytes``, ``mode``: see
-    shmcfg_create_opts (0: the defaults).
+    leaves them empty. ``slots``, ``readers``, ``heap_bytes``, ``mode``,
+    ``history`` (commits the history keeps): see shmcfg_create_opts (0: the
+    defaults).
     """
     sch = ctypes.c_void_p()
     if schema is not None and schema_text is not None:
@@ -760,6 +866,7 @@ def create(name, schema=None, *, force=False, no_env=False, env=None, schema_tex
     opts.slots = slots
     opts.readers = readers
     opts.heap_bytes = heap_bytes
+    opts.history = history
     opts.mode = mode
     opts.flags = (_L.CREATE_FORCE if force else 0) | (_L.CREATE_NO_ENV if no_env else 0)
     keep = None
