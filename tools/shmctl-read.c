@@ -598,6 +598,11 @@ int cmd_get(int argc, char **argv)
 	if (rc == 0 && (r = shmcfg_snapshot_get(snap, opt, &v)))
 		rc = fail_lib(r, full);
 	if (rc == 0) {
+		/* a deprecated option warns on stderr, as a set does: reads by
+		 * handle never warn, the library's lookup of the name does */
+		shmcfg_opt same;
+		int lr = shmcfg_lookup(h, full, &same);
+		(void)lr; /* found before: only its warning matters */
 		char *text;
 		if (json && !v.is_null && v.type == SHMCFG_FLOAT && !isfinite(v.u.f)) {
 			json_t *j = value_json(&v); /* "nan", as a dump writes it */
