@@ -7,16 +7,6 @@
 
 #include <stdbool.h>
 
-static shmcfg *create_from(const char *name, shmcfg_schema *s, char **envp)
-{
-	shmcfg *h = NULL;
-	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_FORCE | (envp ? 0 : SHMCFG_CREATE_NO_ENV), .envp = envp};
-	int r = shmcfg_create(name, s, &o, &h);
-	if (r)
-		fail_msg("create %s: %s", name, shmcfg_errdetail());
-	return h;
-}
-
 static shmcfg_schema *load_text(const char *y, const char *label)
 {
 	shmcfg_schema *s = NULL;
@@ -26,17 +16,9 @@ static shmcfg_schema *load_text(const char *y, const char *label)
 	return s;
 }
 
-static shmcfg_opt opt(const shmcfg *h, const char *name)
-{
-	shmcfg_opt o;
-	if (shmcfg_lookup(h, name, &o))
-		fail_msg("lookup %s: %s", name, shmcfg_errdetail());
-	return o;
-}
-
 static void set_text(shmcfg *h, const char *name, const char *text)
 {
-	int r = set_and_commit(h, opt(h, name), text, NULL);
+	int r = set_and_commit(h, opt_named(h, name), text, NULL);
 	if (r)
 		fail_msg("set %s=%s: %s", name, text, shmcfg_errdetail());
 }
@@ -83,8 +65,8 @@ static void assert_same_values(shmcfg *a, shmcfg *b)
 		assert_int_equal(shmcfg_get(b, i, &vb), 0);
 		if (!shmcfg_value_equal(&va, &vb)) {
 			char *ta = NULL, *tb = NULL;
-			(void)shmcfg_value_format(&va, &ta);
-			(void)shmcfg_value_format(&vb, &tb);
+			assert_int_equal(shmcfg_value_format(&va, &ta), 0);
+			assert_int_equal(shmcfg_value_format(&vb, &tb), 0);
 			shmcfg_optinfo oi;
 			assert_int_equal(shmcfg_opt_info(a, i, &oi), 0);
 			fail_msg("%s: %s in the original, %s in the copy", oi.name, ta, tb);
@@ -104,7 +86,7 @@ static void test_dump_keeps_stored_values(void **state)
 	shmcfg_schema_free(s);
 	set_text(a, "m.level", "3"); /* stored 3, then hidden by the implication */
 	set_text(a, "m.fast", "true");
-	assert_int_equal(get_i(a, opt(a, "m.level")), 5);
+	assert_int_equal(get_i(a, opt_named(a, "m.level")), 5);
 
 	char *dump = NULL;
 	assert_int_equal(shmcfg_dump(a, 0, &dump), 0);
@@ -122,7 +104,7 @@ static void test_dump_keeps_stored_values(void **state)
 	/* turned off in both: each option shows what was stored */
 	set_text(a, "m.fast", "false");
 	set_text(b, "m.fast", "false");
-	assert_int_equal(get_i(b, opt(b, "m.level")), 3);
+	assert_int_equal(get_i(b, opt_named(b, "m.level")), 3);
 	assert_same_values(a, b);
 
 	/* and the copy dumps what the original dumps */
@@ -158,8 +140,8 @@ static void test_codegen_keeps_stored_values(void **state)
 	/* a patch is the thread's user value: stored, and hidden alike */
 	assert_int_equal(shmcfg_patch_push(h), 0);
 	shmcfg_value seven = {.type = SHMCFG_INT, .u.i = 7};
-	assert_int_equal(shmcfg_patch_set(h, opt(h, "m.level"), &seven), 0);
-	assert_int_equal(get_i(h, opt(h, "m.level")), 5);
+	assert_int_equal(shmcfg_patch_set(h, opt_named(h, "m.level"), &seven), 0);
+	assert_int_equal(get_i(h, opt_named(h, "m.level")), 5);
 	assert_int_equal(shmcfg_codegen(h, SHMCFG_CODEGEN_PYTHON, &py), 0);
 	assert_string_equal(py, "m.fast = True\nm.level = 7\n");
 	free(py);
@@ -336,10 +318,10 @@ static void test_deprecated_reads(void **state)
 	shmcfg_snapshot_release(snap);
 	assert_int_equal(warnings, 0);
 	/* a lookup of the alias warns of its deprecated target, once */
-	assert_int_equal(opt(h, "m.via"), via);
+	assert_int_equal(opt_named(h, "m.via"), via);
 	assert_int_equal(warnings, 1);
 	assert_string_equal(warned[0], "m.old is deprecated: use m.new");
-	assert_int_equal(opt(h, "m.old"), o);
+	assert_int_equal(opt_named(h, "m.old"), o);
 	assert_int_equal(set_and_commit(h, via, "5", NULL), 0);
 	assert_int_equal(warnings, 1);
 	shmcfg_set_log(NULL, NULL);
