@@ -88,6 +88,24 @@ static int stored_value(const shmcfg *h, const shmcfg_snapshot *s, shmcfg_opt op
 	return shmcfg_snapshot_layer(s, opt, SHMCFG_SRC_DEFAULT, out);
 }
 
+int shmcfg_get_stored(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && ret, -EINVAL);
+	int r = shmcfg__opt_use(h, opt);
+	if (r)
+		return r;
+	shmcfg_opt f = opt_d(h, opt)->alias_final;
+	shmcfg_snapshot *s;
+	if ((r = shmcfg_snapshot_acquire((shmcfg *)h, &s)))
+		return r;
+	shmcfg_value v;
+	if (!(r = stored_value(h, s, f, true, &v)))
+		r = shmcfg__value_copy(&v, ret); /* v points into the snapshot */
+	shmcfg_snapshot_release(s);
+	return r;
+}
+
 /* Options a dump or codegen leaves out, as the seed's save_config does. */
 static bool skipped(const shmcfg *h, shmcfg_opt i, unsigned flags)
 {

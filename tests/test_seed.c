@@ -87,6 +87,16 @@ static void test_dump_keeps_stored_values(void **state)
 	set_text(a, "m.level", "3"); /* stored 3, then hidden by the implication */
 	set_text(a, "m.fast", "true");
 	assert_int_equal(get_i(a, opt_named(a, "m.level")), 5);
+	/* the stored value by handle: an alias reads its target's */
+	shmcfg_value sv;
+	assert_int_equal(shmcfg_get_stored(a, opt_named(a, "m.level_alias"), &sv), 0);
+	assert_true(sv.type == SHMCFG_INT && sv.u.i == 3 && sv.source == SHMCFG_SRC_USER);
+	assert_int_equal(shmcfg_get_stored(a, opt_named(a, "m.mode"), &sv), 0);
+	assert_true(sv.type == SHMCFG_STR && !strcmp(sv.u.str.ptr, "env") && sv.source == SHMCFG_SRC_ENV_DEFAULT);
+	shmcfg_value_clear(&sv);
+	assert_int_equal(shmcfg_get_stored(a, opt_named(a, "m.other"), &sv), 0);
+	assert_true(sv.u.i == 2 && sv.source == SHMCFG_SRC_DEFAULT);
+	assert_int_equal(shmcfg_get_stored(a, 99, &sv), SHMCFG_E_NOOPT);
 
 	char *dump = NULL;
 	assert_int_equal(shmcfg_dump(a, 0, &dump), 0);
@@ -142,6 +152,9 @@ static void test_codegen_keeps_stored_values(void **state)
 	shmcfg_value seven = {.type = SHMCFG_INT, .u.i = 7};
 	assert_int_equal(shmcfg_patch_set(h, opt_named(h, "m.level"), &seven), 0);
 	assert_int_equal(get_i(h, opt_named(h, "m.level")), 5);
+	shmcfg_value sv;
+	assert_int_equal(shmcfg_get_stored(h, opt_named(h, "m.level"), &sv), 0);
+	assert_true(sv.u.i == 7 && sv.source == SHMCFG_SRC_PATCH);
 	assert_int_equal(shmcfg_codegen(h, SHMCFG_CODEGEN_PYTHON, &py), 0);
 	assert_string_equal(py, "m.fast = True\nm.level = 7\n");
 	free(py);
