@@ -78,6 +78,55 @@ static void hex(const uint8_t *b, char out[33])
 		snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
 
+/*
+ * An option's stored value, the one the seed's save_config() and
+ * codegen_config() write: its _get_dict() takes each option's env_force,
+ * user override, env_default, justknob or default, the first that is set,
+ * and never an implication. Here: the highest layer that is set (with
+ * @patches, the thread's patch stands for the user layer), else the
+ * default. So a load of the dump stores what the layers held, not what an
+ * implication made of them, and the copy agrees with the original once the
+ * implier is turned off. The value points into the snapshot or the
+ * thread's patch frame.
+ */
+static int stored_value(const shmcfg *h, const shmcfg_snapshot *s, shmcfg_opt opt, bool patches,
+			shmcfg_value *out)
+{
+	static const shmcfg_source order[] = {SHMCFG_SRC_ENV_FORCE, SHMCFG_SRC_USER, SHMCFG_SRC_CLUSTER,
+					      SHMCFG_SRC_ENV_DEFAULT, SHMCFG_SRC_KNOB};
+	const shmcfg_value *pv;
+	for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+		if (order[k] == SHMCFG_SRC_USER && patches && shmcfg__tls_patched &&
+		    shmcfg__patch_value(h, opt, &pv)) {
+			*out = *pv;
+			out->source = SHMCFG_SRC_PATCH;
+			return 0;
+		}
+		int r = shmcfg_snapshot_layer(s, opt, order[k], out);
+		if (r != 1) /* set (0), or an error */
+			return r;
+	}
+	return shmcfg_snapshot_layer(s, opt, SHMCFG_SRC_DEFAULT, out);
+}
+
+int shmcfg_get_stored(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && ret, -EINVAL);
+	int r = shmcfg__opt_use(h, opt);
+	if (r)
+		return r;
+	shmcfg_opt f = opt_d(h, opt)->alias_final;
+	shmcfg_snapshot *s;
+	if ((r = shmcfg_snapshot_acquire((shmcfg *)h, &s)))
+		return r;
+	shmcfg_value v;
+	if (!(r = stored_value(h, s, f, true, &v)))
+		r = shmcfg__value_copy(&v, ret); /* v points into the snapshot */
+	shmcfg_snapshot_release(s);
+	return r;
+}
+
 /* Options a dump or codegen leaves out, as the seed's save_config does. */
 static bool skipped(const shmcfg *h, shmcfg_opt i, unsigned flags)
 {
@@ -102,7 +151,7 @@ int shmcfg_dump(const shmcfg *h, unsigned flags, char **ret)
 		if (skipped(h, i, flags))
 			continue;
 		shmcfg_value v;
-		if ((r = shmcfg_snapshot_get(s, i, &v)))
+		if ((r = stored_value(h, s, i, false, &v)))
 			break;
 		json_t *j = shmcfg__value_json(&v);
 		if (!j || json_object_set_new(values, sstr(h, opt_d(h, i)->name), j))
@@ -485,9 +534,14 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 	assert_return(h && ret, -EINVAL);
 	if (fmt != SHMCFG_CODEGEN_PYTHON && fmt != SHMCFG_CODEGEN_SHELL && fmt != SHMCFG_CODEGEN_JSON)
 		return shmcfg__err(-EINVAL, "unknown codegen format %d", (int)fmt);
+	shmcfg_snapshot *snap;
+	int r = shmcfg_snapshot_acquire((shmcfg *)h, &snap);
+	if (r)
+		return r;
 	struct buf b = {0};
 	json_t *obj = fmt == SHMCFG_CODEGEN_JSON ? json_object() : NULL;
-	int r = fmt == SHMCFG_CODEGEN_JSON && !obj ? shmcfg__nomem() : 0;
+	if (fmt == SHMCFG_CODEGEN_JSON && !obj)
+		r = shmcfg__nomem();
 	addf(&b, "%s", "");
 	for (uint32_t i = 0; !r && !b.err && i < h->lay.nopts; i++) {
 		if ((r = shmcfg__opt_use(h, i)))
@@ -502,7 +556,7 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 		if (d)
 			continue;
 		shmcfg_value v;
-		if ((r = shmcfg_get(h, i, &v)))
+		if ((r = stored_value(h, snap, i, true, &v)))
 			break;
 		const char *name = sstr(h, opt_d(h, i)->name);
 		if (fmt == SHMCFG_CODEGEN_PYTHON) {
@@ -527,8 +581,8 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 			if (!j || json_object_set_new(obj, name, j))
 				r = shmcfg__nomem();
 		}
-		shmcfg_value_clear(&v);
 	}
+	shmcfg_snapshot_release(snap);
 	if (!r && !b.err && obj) {
 		char *t = NULL;
 		r = shmcfg__json_text(obj, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17), &t);

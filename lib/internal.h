@@ -650,5 +650,8 @@ bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *
  * generation. False when the thread has no patches of h. */
 bool shmcfg__patched_slot(const shmcfg *h, const char **slot, uint64_t *gen, int *err);
 void shmcfg__patch_forget(const shmcfg *h);
+/* ... and the value the thread's innermost patch of opt (a final target)
+ * gives it, valid while the thread's frames stay; false if none. */
+bool shmcfg__patch_value(const shmcfg *h, shmcfg_opt opt, const shmcfg_value **v);
 
 #endif

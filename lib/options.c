@@ -130,12 +130,20 @@ int shmcfg_verify_handles(const shmcfg *h, const char *const *names, const shmcf
 	return 0;
 }
 
+/* A deprecated option, and each deprecated one its alias chain passes
+ * (the seed's getattr warns at each module an alias leads to), warns once
+ * per handle. The chain is as long as the schema at most. */
 void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt)
 {
-	const struct opt_desc *d = opt_d(h, opt);
-	if (!(d->flags & SHMCFG_F_DEPRECATED) || atomic_exchange(&h->warned[opt], 1))
-		return;
-	shmcfg__log(SHMCFG_LOG_WARNING, "%s is deprecated: %s", sstr(h, d->name), sstr(h, d->deprecated));
+	for (uint32_t steps = 0; opt != SHMCFG_NO_OPT && steps <= h->lay.nopts; steps++) {
+		if (shmcfg__opt_use(h, opt))
+			return;
+		const struct opt_desc *d = opt_d(h, opt);
+		if ((d->flags & SHMCFG_F_DEPRECATED) && !atomic_exchange(&h->warned[opt], 1))
+			shmcfg__log(SHMCFG_LOG_WARNING, "%s is deprecated: %s", sstr(h, d->name),
+				    sstr(h, d->deprecated));
+		opt = d->alias;
+	}
 }
 
 /*

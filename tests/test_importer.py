@@ -879,7 +879,7 @@ class LibraryTest(unittest.TestCase):
         out = os.path.join(self.tmp, "c.yaml")
         for fmt in ("yaml", "c", "json"):
             err = self.one_line_error(run("--module", "m", path, "--format", fmt, "-o", out))
-            self.assertEqual(err, "shmcfg-import: %s:2: m.a: implication cycle\n" % path)
+            self.assertEqual(err, "shmcfg-import: %s:2: config implication cycle: m.a -> m.b -> m.a\n" % path)
             self.assertFalse(os.path.exists(out))
 
     def test_cycle_in_a_schema_file(self):
@@ -891,7 +891,7 @@ class LibraryTest(unittest.TestCase):
                           "  m.b:\n    type: bool\n    default: false\n"
                           "    implies: {m.a: true}\n")
         err = self.one_line_error(run("--merge", path))
-        self.assertEqual(err, "shmcfg-import: %s:4: m.a: implication cycle\n" % path)
+        self.assertEqual(err, "shmcfg-import: %s:4: config implication cycle: m.a -> m.b -> m.a\n" % path)
 
     def test_alias_of_another_type(self):
         path = self.write("a.yaml", "format: 1\noptions:\n  a.x:\n    type: int\n"

@@ -374,6 +374,31 @@ static bool pattern_match(const char *pat, const char *name)
 	return false;
 }
 
+/* An alias's fields of show --json and describe --json: "alias", the final
+ * target (where every read and write goes), and "alias_of", the option it
+ * names (its direct target); both null for an option that is no alias. */
+static void alias_json(shmcfg *h, const shmcfg_optinfo *oi, json_t *o)
+{
+	bool is = oi->alias != SHMCFG_NO_OPT;
+	json_object_set_new(o, "alias", is ? json_string(opt_name(h, oi->alias_final)) : json_null());
+	json_object_set_new(o, "alias_of", is ? json_string(opt_name(h, oi->alias)) : json_null());
+}
+
+/* Whether option i is an alias whose chain passes option t (t's alias, or
+ * an alias of one of t's aliases...). A chain is at most as long as the
+ * schema. */
+static bool alias_chain_passes(shmcfg *h, shmcfg_opt i, shmcfg_opt t)
+{
+	shmcfg_optinfo ai;
+	uint32_t n = shmcfg_count(h);
+	for (uint32_t steps = 0; steps < n && !shmcfg_opt_info(h, i, &ai) && ai.alias != SHMCFG_NO_OPT; steps++) {
+		if (ai.alias == t)
+			return true;
+		i = ai.alias;
+	}
+	return false;
+}
+
 /* The option's default as shown: the final target's. */
 static void final_info(shmcfg *h, const shmcfg_optinfo *oi, shmcfg_optinfo *fi)
 {
@@ -538,9 +563,7 @@ int cmd_show(int argc, char **argv)
 			json_object_set_new(o, "default", value_json(&fi.def));
 			json_object_set_new(o, "source", json_string(shmcfg_source_name(v.source)));
 			json_object_set_new(o, "is_default", json_boolean(isdef[i]));
-			json_object_set_new(o, "alias", oi.alias != SHMCFG_NO_OPT
-								? json_string(opt_name(h, oi.alias_final))
-								: json_null());
+			alias_json(h, &oi, o);
 			json_object_set_new(o, "hash_ignored", json_boolean(fi.flags & SHMCFG_F_HASH_IGNORED));
 			json_object_set_new(o, "deprecated",
 					    oi.deprecated ? json_string(oi.deprecated) : json_null());
@@ -632,6 +655,11 @@ int cmd_get(int argc, char **argv)
 	if (rc == 0 && (r = shmcfg_snapshot_get(snap, opt, &v)))
 		rc = fail_lib(r, full);
 	if (rc == 0) {
+		/* a deprecated option warns on stderr, as a set does: reads by
+		 * handle never warn, the library's lookup of the name does */
+		shmcfg_opt same;
+		int lr = shmcfg_lookup(h, full, &same);
+		(void)lr; /* found before: only its warning matters */
 		char *text;
 		if (json && !v.is_null && v.type == SHMCFG_FLOAT && !isfinite(v.u.f)) {
 			json_t *j = value_json(&v); /* "nan", as a dump writes it */
@@ -771,15 +799,13 @@ int cmd_describe(int argc, char **argv)
 	json_object_set_new(o, "env_default", names_json(fi.env_default, fi.n_env_default));
 	json_object_set_new(o, "env_force", names_json(fi.env_force, fi.n_env_force));
 	json_object_set_new(o, "knob", fi.knob ? json_string(fi.knob) : json_null());
-	json_object_set_new(o, "alias", oi.alias != SHMCFG_NO_OPT ? json_string(opt_name(h, oi.alias)) : json_null());
-	json_object_set_new(o, "alias_final",
-			    oi.alias != SHMCFG_NO_OPT ? json_string(opt_name(h, fin)) : json_null());
+	alias_json(h, &oi, o);
+	/* an earlier name of "alias" (when describe's "alias" was alias_of): kept for scripts */
+	json_object_set(o, "alias_final", json_object_get(o, "alias"));
 	json_t *aliases = json_array();
-	for (uint32_t i = 0; i < n; i++) {
-		shmcfg_optinfo ai;
-		if (i != fin && !shmcfg_opt_info(h, i, &ai) && ai.alias_final == fin)
-			json_array_append_new(aliases, json_string(ai.name));
-	}
+	for (uint32_t i = 0; i < n; i++)
+		if (i != opt && alias_chain_passes(h, i, opt))
+			json_array_append_new(aliases, json_string(opt_name(h, i)));
 	json_object_set_new(o, "aliases", aliases);
 	json_object_set_new(o, "min", fi.has_min ? value_json(&fi.min) : json_null());
 	json_object_set_new(o, "max", fi.has_max ? value_json(&fi.max) : json_null());
@@ -837,8 +863,12 @@ int cmd_describe(int argc, char **argv)
 	kv("layers", *layer_text ? layer_text : "-", NULL);
 	if (*flag_text)
 		kv("flags", flag_text, NULL);
-	if (oi.alias != SHMCFG_NO_OPT)
-		kv("alias of", opt_name(h, fin), C_BLUE);
+	if (oi.alias != SHMCFG_NO_OPT) {
+		char via[600];
+		snprintf(via, sizeof via, oi.alias == fin ? "%s" : "%s (through %s)", opt_name(h, fin),
+			 opt_name(h, oi.alias));
+		kv("alias of", via, C_BLUE);
+	}
 	char *aliases_txt = NULL;
 	size_t na = json_array_size(json_object_get(o, "aliases"));
 	if (na) {

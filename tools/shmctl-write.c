@@ -140,6 +140,8 @@ int cmd_create(int argc, char **argv)
 	const char *det = shmcfg_errdetail();
 	if (r == -EACCES && !(det && strstr(det, "cannot remove")))
 		return fail("segment '%s': permission denied", seg);
+	if (schema_path && (r == SHMCFG_E_SCHEMADEF || r == SHMCFG_E_CYCLE))
+		return fail_lib(r, schema_path); /* "FILE:LINE: ...", as a parse error */
 	if (r)
 		return fail_lib(r, seg);
 	if (!quiet) {

@@ -245,6 +245,7 @@ opt_implies = _fn("shmcfg_opt_implies", c_int, _H, c_uint32, c_size_t, POINTER(c
                   POINTER(Value))
 get_slow = _fn("shmcfg__get_slow", c_int, _H, c_uint32, c_int, POINTER(c_uint64))
 get = _fn("shmcfg_get", c_int, _H, c_uint32, POINTER(Value))
+get_stored = _fn("shmcfg_get_stored", c_int, _H, c_uint32, POINTER(Value))
 config_hash = _fn("shmcfg_config_hash", c_uint64, _H, POINTER(c_uint8 * 16))
 txn_begin = _fn("shmcfg_txn_begin", c_int, _H, POINTER(c_void_p))
 txn_layer = _fn("shmcfg_txn_layer", c_int, c_void_p, c_int)

@@ -197,7 +197,10 @@ class ConfigModule(types.ModuleType):
                 if o.alias is None and not skip(o)]
 
     def _values(self, items):
-        _, vals = self.__dict__["_shmcfg_seg"]._snapshot([o for _, o in items])
+        """{relative name: stored value}: what the seed's _get_dict() gives
+        (its save_config(), get_config_copy(), codegen_config()), the values
+        an active implication overrides included, as a dump writes them."""
+        _, vals = self.__dict__["_shmcfg_seg"]._snapshot([o for _, o in items], stored=True)
         return {rel: v for (rel, _), v in zip(items, vals)}
 
     # the seed's interface -----------------------------------------------
@@ -282,7 +285,9 @@ class ConfigModule(types.ModuleType):
 
     def get_config_copy(self):
         """A dict of every option of this module (aliases left out), by
-        relative name; lists and sets are fresh copies."""
+        relative name, with stored values as the seed's (an option an active
+        implication overrides gives what its layers hold); lists and sets
+        are fresh copies."""
         return self._values(self._items())
 
     get_serializable_config_copy = get_config_copy
@@ -307,7 +312,7 @@ class ConfigModule(types.ModuleType):
         keep = {k: v for k, v in values.items() if k.startswith(prefix)}
         if seg._patched_here():
             opts = [seg._opts[k] for k in keep]
-            _, vals = seg._snapshot(opts)
+            _, vals = seg._snapshot(opts, stored=True)
             keep = {o.name: _to_json(v) for o, v in zip(opts, vals)}
         doc["values"] = keep
         return (json.dumps(doc, indent=2) + "\n").encode("utf-8")

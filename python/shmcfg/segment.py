@@ -300,15 +300,32 @@ class Segment:
                           self._byindex[o.alias].name if o.alias is not None else None,
                           o.deprecated, o.knob)
 
-    def _snapshot(self, opts):
+    def _snapshot(self, opts, stored=False):
         """Values of several options, all from one generation (and this
-        thread's patches)."""
+        thread's patches). With `stored`, their stored values, as the seed's
+        save_config() and get_config_copy() give them: no implication."""
+        read = self._read_stored if stored else self._read
         for _ in range(1000):
             g = self.generation
-            vals = [self._read(o) for o in opts]
+            vals = [read(o) for o in opts]
             if self.generation == g:
                 return g, vals
         return g, vals
+
+    def _read_stored(self, o):
+        """An option's stored value (shmcfg_get_stored(): the highest layer
+        set, this thread's patch for the user layer, else the default)."""
+        hp = self._hp
+        if hp is None:
+            raise Error(f"segment '{self.name}' is closed")
+        v = _L.Value()
+        r = _L.get_stored(hp, o.opt, ctypes.byref(v))
+        if r < 0:
+            raise _error(r, o.name)
+        try:
+            return _decode(v)
+        finally:
+            _L.value_clear(ctypes.byref(v))
 
     def is_default(self, name):
         o = self._lookup(name)
