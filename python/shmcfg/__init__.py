@@ -61,9 +61,10 @@ create(), unlink(), Segment and Transaction, ``config`` the config modules.
 
 from . import _lib as _L
 from .config import ConfigModule, ContextDecorator, SubConfigProxy
-from .errors import (Error, ExistsError, InvalidArgumentError, NotFoundError, OptionTypeError,
+from .errors import (ConfigLoadError, Error, ExistsError, InvalidArgumentError, NotFoundError, OptionTypeError,
                      OptionValueError, OwnerError, PermissionDeniedError, RetiredError,
-                     UnknownOptionError)
+                     PatchArgumentError, UnknownOptionError)
+from .mutable import CommittingList, CommittingSet
 from .segment import Current, Segment, Transaction, attach, create, unlink
 from .values import OptionInfo
 
@@ -72,6 +73,7 @@ __all__ = [
     "Transaction", "Error", "NotFoundError", "ExistsError", "PermissionDeniedError",
     "OwnerError", "RetiredError",
     "InvalidArgumentError", "UnknownOptionError", "OptionTypeError", "OptionValueError",
+    "ConfigLoadError", "PatchArgumentError", "CommittingList", "CommittingSet",
     "library_version", "library_path",
 ]
 
@@ -83,7 +85,8 @@ __version__ = library_version
 # The public classes and functions keep the name they had before the package
 # was split: tracebacks, reprs and pickles say shmcfg.NotFoundError, not
 # shmcfg.errors.NotFoundError.
-for _o in (ConfigModule, ContextDecorator, SubConfigProxy, Error, ExistsError,
+for _o in (ConfigModule, ContextDecorator, SubConfigProxy, ConfigLoadError, PatchArgumentError,
+           CommittingList, CommittingSet, Error, ExistsError,
            InvalidArgumentError, NotFoundError, OptionTypeError, OptionValueError, OwnerError,
            PermissionDeniedError, RetiredError, UnknownOptionError, Current, Segment,
            Transaction, attach, create, unlink, OptionInfo):

@@ -12,12 +12,12 @@ import pwd
 import struct
 import threading
 import time
-import warnings
 from collections import namedtuple
 
 from . import _lib as _L
-from .config import _make_module, _transplant
+from .config import _make_module, _transplant, warn_deprecated
 from .errors import Error, InvalidArgumentError, UnknownOptionError, _error, _unknown
+from .mutable import committing
 from .values import _PYTYPE, OptionInfo, _convert, _decode, _Opt, _typename
 
 
@@ -221,6 +221,47 @@ class Segment:
     def _getter(self, o):
         """A function(obj) reading option o: the attribute read of a module.
 
+        The plain value fetch (_value_fetcher()), wrapped by the read
+        policies option o needs and only those (config.py): a deprecated
+        option warns once per process; a list or set value is a
+        CommittingList/CommittingSet, whose in-place changes commit.
+        """
+        fetch = self._value_fetcher(o)
+        if o.deprecated is None and o.kind <= _L.STR:
+            return fetch
+        wrap = self._mutable_policy(o)
+
+        def get_with_policies(obj):
+            if o.deprecated is not None:
+                warn_deprecated(o)
+            return wrap(fetch(obj))
+        return get_with_policies
+
+    def _read_with_policies(self, o):
+        """A read of option o with the policies of _getter() (the module's
+        __getattr__: dotted names)."""
+        warn_deprecated(o, 4)
+        return self._mutable_policy(o)(self._read(o))
+
+    def _mutable_policy(self, o):
+        """The function that makes a value read of option o what the read
+        returns: a list or set as a committing copy (mutable.py)."""
+        if o.kind <= _L.STR:
+            return lambda v: v
+
+        def commit(value):
+            warn_deprecated(o, 4)
+            self._commit([(o, _convert(o, value, o.name))])
+
+        def wrap(v):
+            return None if v is None else committing(v, commit)
+        return wrap
+
+    def _value_fetcher(self, o):
+        """The ONE plain value fetch of option o: a function(obj) returning
+        its value as this thread sees it (lists and sets as fresh copies),
+        with no policy.
+
         Values are cached per generation: the word ``current`` of the segment
         header ((generation << 8) | slot) is read directly from shared memory
         and, while it is the one a cached value was read under, the value
@@ -234,16 +275,6 @@ class Segment:
         state = self._state
         cur = self._cur
         k = o.kind
-        if o.deprecated is not None:
-            warned = []
-
-            def get_deprecated(_obj, o=o):
-                if not warned:
-                    warned.append(1)
-                    warnings.warn(f"{o.name} is deprecated: {o.deprecated}", FutureWarning,
-                                  stacklevel=2)
-                return read(o)
-            return get_deprecated
         if cur is None:
             return lambda _obj: read(o)
         cache = [(-1, None)]
