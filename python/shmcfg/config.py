@@ -455,20 +455,31 @@ class ConfigModule(types.ModuleType):
         relative name; lists and sets are fresh copies."""
         return self._values(self._items())
 
-    def _save_ignored(self):
-        """The relative names save_config() leaves out: save-ignored options
-        (the schema's save_ignored, PyTorch's _save_config_ignore) and the
-        names of a ``_save_config_ignore`` option or attribute."""
-        names = {rel for rel, o in self._items() if o.flags & _L.F_SAVE_IGNORED}
-        return names | set(getattr(self, "_save_config_ignore", None) or ())
+    def _serializable(self, ignored=()):
+        """get_config_copy() without save-ignored options (the schema's
+        save_ignored; the names in ``ignored`` and in a
+        ``_save_config_ignore`` option or attribute: PyTorch's list)."""
+        ignored = set(ignored) | set(getattr(self, "_save_config_ignore", None) or ())
+        return self._values(self._items(lambda o: o.flags & _L.F_SAVE_IGNORED or
+                                        self._rel(o) in ignored))
 
     def get_serializable_config_copy(self):
         """get_config_copy() without the save-ignored options."""
-        ignored = self._save_ignored()
-        return self._values(self._items(lambda o: self._rel(o) in ignored))
+        return self._serializable()
 
     def _rel(self, o):
         return o.name[len(self.__dict__["_shmcfg_prefix"]):]
+
+    def _portable(self, ignore_private_configs, prefixes=()):
+        prefixes = tuple(prefixes) + tuple(getattr(self, "_cache_config_ignore_prefix", None)
+                                           or ())
+        if ignore_private_configs:
+            prefixes += ("_",)
+
+        def skip(o):
+            return (self._rel(o).startswith(prefixes) or
+                    (ignore_private_configs and o.flags & _L.F_PRIVATE))
+        return self._values(self._items(skip))
 
     def save_config_portable(self, *, ignore_private_configs=True, readonly_values=False):
         """get_config_copy() without private options (a ``_`` name or the
@@ -476,15 +487,7 @@ class ConfigModule(types.ModuleType):
         names under a prefix of a ``_cache_config_ignore_prefix`` option or
         attribute, as PyTorch's. readonly_values is accepted for PyTorch's
         signature (every value returned here is a fresh copy)."""
-        prefixes = tuple(getattr(self, "_cache_config_ignore_prefix", None) or ())
-        if ignore_private_configs:
-            prefixes += ("_",)
-
-        def skip(o):
-            rel = self._rel(o)
-            return (rel.startswith(prefixes) or
-                    (ignore_private_configs and o.flags & _L.F_PRIVATE))
-        return self._values(self._items(skip))
+        return self._portable(ignore_private_configs)
 
     def save_config(self):
         """PyTorch's format: a pickle (protocol 2) of the dict of this
@@ -492,7 +495,7 @@ class ConfigModule(types.ModuleType):
         left out), as this thread sees them. load_config() of any module of
         the same options takes it; ``seg.dump()`` is the portable JSON of
         the whole segment."""
-        return pickle.dumps(self.get_serializable_config_copy(), protocol=2)
+        return pickle.dumps(self._serializable(), protocol=2)
 
     def load_config(self, maybe_pickled_config):
         """Apply, as ONE commit, what save_config() returned (a pickled dict:
