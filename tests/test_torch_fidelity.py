@@ -375,6 +375,10 @@ with warnings.catch_warnings(record=True) as w:
                 pass
         elif op == "root":
             getattr(shmcfg.attach(sys.argv[1]).module(""), "app.config.old_flag")
+        elif op == "get":
+            shmcfg.attach(sys.argv[1]).get("app.config.old_flag")
+        elif op == "set":
+            shmcfg.attach(sys.argv[1]).set({"app.config.old_flag": False})
 for x in w:
     print(x.category.__name__, x.filename == "<string>", x.message)
 """
@@ -385,8 +389,8 @@ class TestDeprecation(SegTest):
         seg, m = self.app()
         text = ("FutureWarning True app.config.old_flag is deprecated and use steps. "
                 "It will be removed in a future version.")
-        for ops in ("read", "write", "patch", "read,write,read,patch,root",
-                    "write,read,root"):
+        for ops in ("read", "write", "patch", "root", "get", "set",
+                    "read,write,read,patch,root,get,set", "write,read,root"):
             self.assertEqual(child(DEPRECATION, seg.name, ops).splitlines(), [text], ops)
 
 

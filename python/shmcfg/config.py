@@ -142,11 +142,11 @@ _warned = set()  # full names of the deprecated options warned of (once per proc
 _warned_lock = threading.Lock()
 
 
-def warn_deprecated(o, stacklevel=3):
+def warn_deprecated(o):
     """Warn once per process that option o is deprecated (a read, a write,
     a patch), as PyTorch's config modules do: a FutureWarning, "NAME is
-    deprecated and MESSAGE. It will be removed in a future version".
-    stacklevel counts from this function (3: the caller of its caller)."""
+    deprecated and MESSAGE. It will be removed in a future version", shown
+    at the first caller outside the shmcfg package."""
     if o.deprecated is None or o.name in _warned:
         return
     with _warned_lock:
@@ -159,7 +159,14 @@ def warn_deprecated(o, stacklevel=3):
         msg += f" and {text}"
     msg += ". It will be removed in a future version"
     msg += " of PyTorch." if o.name.startswith("torch.") else "."
-    warnings.warn(msg, FutureWarning, stacklevel=stacklevel)
+    level, f = 1, sys._getframe(0)
+    while f is not None and _in_package(f):
+        level, f = level + 1, f.f_back
+    warnings.warn(msg, FutureWarning, stacklevel=level)
+
+
+def _in_package(frame):
+    return frame.f_globals.get("__name__", "").startswith("shmcfg.")
 
 
 def _mock_restores_after_delete():
@@ -168,7 +175,7 @@ def _mock_restores_after_delete():
     afterwards (hasattr() false) and create=False. shmcfg's own frames
     (SubConfigProxy, the torch bridge) are skipped."""
     f = sys._getframe(2)
-    while f is not None and f.f_globals.get("__name__", "").startswith("shmcfg."):
+    while f is not None and _in_package(f):
         f = f.f_back
     if f is None or f.f_code.co_name != "__exit__" or \
             f.f_globals.get("__name__") not in ("unittest.mock", "mock.mock"):
@@ -374,7 +381,7 @@ class ConfigModule(types.ModuleType):
         out = []
         for k, v in changes.items():
             o = self._o(k)
-            warn_deprecated(o, 4)
+            warn_deprecated(o)
             out.append((o, _convert(o, v, o.name)))
         return out
 

@@ -240,7 +240,7 @@ class Segment:
     def _read_with_policies(self, o):
         """A read of option o with the policies of _getter() (the module's
         __getattr__: dotted names)."""
-        warn_deprecated(o, 4)
+        warn_deprecated(o)
         return self._mutable_policy(o)(self._read(o))
 
     def _mutable_policy(self, o):
@@ -250,7 +250,7 @@ class Segment:
             return lambda v: v
 
         def commit(value):
-            warn_deprecated(o, 4)
+            warn_deprecated(o)
             self._commit([(o, _convert(o, value, o.name))])
 
         def wrap(v):
@@ -306,8 +306,12 @@ class Segment:
         return get_copy
 
     def get(self, name):
-        """The value of an option by its full name (honours this thread's patches)."""
-        return self._read(self._lookup(name))
+        """The value of an option by its full name (honours this thread's
+        patches; a plain list or set). A deprecated option warns (once per
+        process)."""
+        o = self._lookup(name)
+        warn_deprecated(o)
+        return self._read(o)
 
     def options(self):
         """The full names of every option, in declaration order."""
@@ -662,6 +666,7 @@ class Transaction:
 
     def set(self, name, value):
         o = self._seg._lookup(name)
+        warn_deprecated(o)
         self._changes.append((o, _convert(o, value, o.name)))
         return self
 
