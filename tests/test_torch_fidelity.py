@@ -404,7 +404,7 @@ order = sys.argv[2]
 out = {}
 if order == "after":
     import torch
-out["bridged_now"] = shmcfg.torch.install(seg)
+out["bridged_now"] = shmcfg.torch.install(seg, exclude=sys.argv[3:])
 import torch
 from torch._dynamo import config
 from torch._dynamo import eval_frame
@@ -428,6 +428,7 @@ with unittest.mock.patch.object(config, "stub_only", 9):
     out["mock_local"] = config.stub_only
 out["local_restored"] = config.stub_only
 config.reorderable_logging_functions.add("print")
+out["logging_type"] = type(config.reorderable_logging_functions).__name__
 torch.compiler.config.verbose = True  # an alias in the segment
 saved = pickle.loads(config.save_config())
 out["saved"] = [saved["recompile_limit"], saved["stub_only"], "stub_list" in saved]
@@ -440,7 +441,7 @@ print(json.dumps(out), flush=True)
 
 
 class TestTorchReadsTheSegment(SegTest):
-    def check(self, order):
+    def check(self, order, exclude=()):
         name = segname()
         seg = shmcfg.create(name, force=True, no_env=True)  # the seed schema
         self.addCleanup(shmcfg.unlink, name, True)
@@ -449,7 +450,8 @@ class TestTorchReadsTheSegment(SegTest):
         d.recompile_limit = 16  # the operator's value, before torch starts
         e = dict(os.environ)
         e["PYTHONPATH"] = os.pathsep.join([PYDIR, TORCHSTUB])
-        p = subprocess.Popen([sys.executable, "-c", TORCH, name, order], stdin=subprocess.PIPE,
+        p = subprocess.Popen([sys.executable, "-c", TORCH, name, order] + list(exclude),
+                             stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, universal_newlines=True, env=e)
         self.addCleanup(lambda: (p.poll() is None and p.kill(), p.wait(),
                                  p.stdin.close(), p.stdout.close()))
@@ -490,14 +492,21 @@ class TestTorchReadsTheSegment(SegTest):
         # what torch did reached the segment: the mock's restore as one commit
         self.assertIn("torch._dynamo.config.recompile_limit", seg.commit_info(g + 1)["changed"])
         self.assertEqual(d.recompile_limit, 21)
-        self.assertEqual(d.reorderable_logging_functions, {"print"})
         self.assertIs(d.verbose, True)
+        if exclude:  # the excluded option stayed torch's
+            self.assertEqual(last["logging_type"], "set")
+            self.assertEqual(d.reorderable_logging_functions, set())
+        else:
+            self.assertEqual(last["logging_type"], "CommittingSet")
+            self.assertEqual(d.reorderable_logging_functions, {"print"})
 
     def test_install_before_torch_imports(self):
         self.check("before")
+        self.check("before", exclude=["torch._dynamo.config.reorderable_logging_functions"])
 
     def test_install_after_torch_imports(self):
         self.check("after")
+        self.check("after", exclude=["torch._dynamo.config.reorderable_logging_functions"])
 
     def test_install_errors(self):
         seg, _ = self.app()

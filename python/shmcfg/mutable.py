@@ -70,9 +70,13 @@ for _n in _SET_MUTATORS:
 del _n
 
 
-def committing(value, commit):
-    """value (a list or a set) as a CommittingList/CommittingSet whose
-    changes call commit(new value)."""
-    p = (CommittingList if isinstance(value, list) else CommittingSet)(value)
-    p._shmcfg_commit = commit
-    return p
+def committing(is_list, commit):
+    """A function making a CommittingList (is_list) or CommittingSet of
+    items, whose changes call commit(new value)."""
+    cls = CommittingList if is_list else CommittingSet
+
+    def make(items):
+        p = cls(items)
+        p._shmcfg_commit = commit
+        return p
+    return make

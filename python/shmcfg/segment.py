@@ -221,46 +221,45 @@ class Segment:
     def _getter(self, o):
         """A function(obj) reading option o: the attribute read of a module.
 
-        The plain value fetch (_value_fetcher()), wrapped by the read
-        policies option o needs and only those (config.py): a deprecated
-        option warns once per process; a list or set value is a
-        CommittingList/CommittingSet, whose in-place changes commit.
+        The plain value fetch (_value_fetcher()) with the read policies
+        option o needs, and only those (config.py): the copies of a list or
+        set value are CommittingList/CommittingSet objects, whose in-place
+        changes commit; a deprecated option warns once per process.
         """
-        fetch = self._value_fetcher(o)
-        if o.deprecated is None and o.kind <= _L.STR:
+        if o.kind <= _L.STR:
+            fetch = self._value_fetcher(o)
+        else:
+            fetch = self._value_fetcher(o, self._committing_copy(o))
+        if o.deprecated is None:
             return fetch
-        wrap = self._mutable_policy(o)
 
-        def get_with_policies(obj):
-            if o.deprecated is not None:
-                warn_deprecated(o)
-            return wrap(fetch(obj))
-        return get_with_policies
+        def get_deprecated(obj):
+            warn_deprecated(o)
+            return fetch(obj)
+        return get_deprecated
 
     def _read_with_policies(self, o):
         """A read of option o with the policies of _getter() (the module's
         __getattr__: dotted names)."""
         warn_deprecated(o)
-        return self._mutable_policy(o)(self._read(o))
+        v = self._read(o)
+        if o.kind <= _L.STR or v is None:
+            return v
+        return self._committing_copy(o)(v)
 
-    def _mutable_policy(self, o):
-        """The function that makes a value read of option o what the read
-        returns: a list or set as a committing copy (mutable.py)."""
-        if o.kind <= _L.STR:
-            return lambda v: v
-
+    def _committing_copy(self, o):
+        """The in-place change policy of list or set option o: a function
+        making the committing copy (mutable.py) of its items that a read
+        returns."""
         def commit(value):
             warn_deprecated(o)
             self._commit([(o, _convert(o, value, o.name))])
+        return committing(o.kind == _L.LIST, commit)
 
-        def wrap(v):
-            return None if v is None else committing(v, commit)
-        return wrap
-
-    def _value_fetcher(self, o):
+    def _value_fetcher(self, o, copy=None):
         """The ONE plain value fetch of option o: a function(obj) returning
-        its value as this thread sees it (lists and sets as fresh copies),
-        with no policy.
+        its value as this thread sees it, with no policy. Lists and sets are
+        fresh copies, made by ``copy(items)`` (default: list or set).
 
         Values are cached per generation: the word ``current`` of the segment
         header ((generation << 8) | slot) is read directly from shared memory
@@ -275,6 +274,12 @@ class Segment:
         state = self._state
         cur = self._cur
         k = o.kind
+        if k > _L.STR and copy is not None:
+            plain_read = read
+
+            def read(o):
+                v = plain_read(o)
+                return None if v is None else copy(v)
         if cur is None:
             return lambda _obj: read(o)
         cache = [(-1, None)]
@@ -290,7 +295,9 @@ class Segment:
                     return v
                 return read(o)
             return get
-        freeze, copy = (tuple, list) if k == _L.LIST else (frozenset, set)
+        freeze = tuple if k == _L.LIST else frozenset
+        if copy is None:
+            copy = list if k == _L.LIST else set
 
         def get_copy(_obj):
             if not state[0]:

@@ -37,19 +37,25 @@ from .config import (ContextDecorator, _is_hidden, _mock_restores_after_delete, 
 from .errors import Error
 
 MODULES = ("torch.compiler.config", "torch._dynamo.config")
+# Options left to torch by default: in PyTorch they hold callables, which a
+# segment cannot (it holds their names as strings).
+EXCLUDE = ("torch.compiler.config.reorderable_logging_functions",
+           "torch._dynamo.config.reorderable_logging_functions")
 
-_lock = threading.Lock()
-_pending = {}  # module name -> the Segment to bridge it to once imported
+_lock = threading.RLock()
+_pending = {}  # module name -> (Segment, exclude) to bridge it with once imported
 
 
-def install(seg, modules=MODULES):
+def install(seg, modules=MODULES, exclude=EXCLUDE):
     """Serve torch's config modules ``modules`` from segment ``seg``: bridge
-    those already imported now, the others when torch imports them. Returns
-    the names bridged now. Raises UnknownOptionError when the segment has no
+    those already imported now, the others when torch imports them. The
+    options named in ``exclude`` (full names) stay torch's. Returns the
+    names bridged now. Raises UnknownOptionError when the segment has no
     option under one of the names, TypeError when an imported module is not
     a torch config module (install_config_module()), Error when one is
     bridged to another segment already."""
     modules = list(modules)
+    exclude = frozenset(exclude)
     for name in modules:
         seg.module(name)
     now = []
@@ -58,18 +64,19 @@ def install(seg, modules=MODULES):
             mod = sys.modules.get(name)
             spec = getattr(mod, "__spec__", None)
             if mod is not None and not getattr(spec, "_initializing", False):
-                bridge(mod, seg)
+                bridge(mod, seg, exclude)
                 now.append(name)
             else:
-                _pending[name] = seg
+                _pending[name] = (seg, exclude)
         if _pending and _finder not in sys.meta_path:
             sys.meta_path.insert(0, _finder)
     return now
 
 
-def bridge(mod, seg):
+def bridge(mod, seg, exclude=()):
     """Give torch config module ``mod`` (already executed) the class that
-    serves its options declared in ``seg`` from the segment."""
+    serves its options declared in ``seg`` from the segment, but those
+    named (full names) in ``exclude``."""
     d = mod.__dict__
     name = mod.__name__
     if isinstance(mod, TorchBridge):
@@ -82,7 +89,8 @@ def bridge(mod, seg):
         raise TypeError(f"{name} is not a torch config module (install_config_module())")
     shm = seg.module(name)
     props = vars(type(shm))
-    served = {rel for rel in shm.__dict__["_shmcfg_opts"] if isinstance(props.get(rel), property)}
+    served = {rel for rel in shm.__dict__["_shmcfg_opts"]
+              if isinstance(props.get(rel), property) and f"{name}.{rel}" not in exclude}
     ns = {rel: props[rel] for rel in served}
     cls = type(f"ShmcfgBridge[{name}]", (TorchBridge, type(mod)), ns)
     d["_shmcfg_module"] = shm
@@ -123,9 +131,9 @@ class _BridgingLoader(importlib.abc.Loader):
         self._loader.exec_module(module)
         name = module.__name__
         with _lock:
-            seg = _pending.pop(name, None)
-            if seg is not None:
-                bridge(sys.modules.get(name, module), seg)
+            how = _pending.pop(name, None)
+            if how is not None:
+                bridge(sys.modules.get(name, module), *how)
 
     def __getattr__(self, attr):  # get_source (inspect), get_filename...
         return getattr(self._loader, attr)
