@@ -311,6 +311,10 @@ class TestSaveLoad(SegTest):
         # PyTorch's save_config_portable(): private options left out
         self.assertNotIn("_secret", m.save_config_portable())
         self.assertIn("_secret", m.save_config_portable(ignore_private_configs=False))
+        self.assertNotIn("unsaved", m.get_serializable_config_copy())
+        for old_api in (m.to_dict, m.shallow_copy_dict):  # deprecated in PyTorch
+            with self.assertWarns(FutureWarning):
+                self.assertEqual(old_api(), m.get_config_copy())
 
     def test_pickles_run_no_code(self):
         seg, m = self.app()

@@ -28,8 +28,14 @@ Differences from PyTorch's ``torch.utils._config_module``:
   its patched value until the patch ends, then reads the committed one.
 - Patches are per OS thread (the seed's are per ``contextvars`` context: in
   one thread, asyncio tasks share them here).
-- ``save_config()`` returns the portable JSON of ``shmctl dump`` (the seed
-  pickles); ``load_config()`` takes that JSON, or a dict, as one commit.
+- ``del m.x`` clears the option's user layer (one commit) and leaves it
+  readable; only unittest.mock's patch exit gets the seed's hide flag, so
+  its restore is one commit of the original value.
+- A list or set read is a CommittingList/CommittingSet copy whose in-place
+  changes commit (every process sees them).
+- ``save_config()`` is the seed's pickle; ``load_config()`` takes it (its
+  unpickler allows builtin containers only), a dict, or the JSON of
+  ``seg.dump()``, as one commit.
 - Values are typed by the schema: bool options take bool only, int options int
   (not bool), float options int or float, str options str, list and set
   options a list, tuple, set or frozenset of str; None only where the option
@@ -46,7 +52,9 @@ the value it cached for that generation; the first read after a commit asks
 the library. A published generation never changes, so a cached value is
 exact. While any thread of the process has a patch open on the segment,
 every read asks the library (which applies the calling thread's patches).
-Lists and sets are returned as fresh copies. ``SHMCFG_PYTHON_FAST=0`` (or
+Lists and sets are returned as fresh copies.
+``shmcfg.torch.install(seg)`` makes torch's own config modules read the
+segment (python/README.md). ``SHMCFG_PYTHON_FAST=0`` (or
 ``fast_reads=False``) makes every read ask the library.
 
 Library loading: see ``shmcfg._lib`` (``$SHMCFG_LIBRARY``, the build tree,

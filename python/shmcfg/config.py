@@ -470,6 +470,20 @@ class ConfigModule(types.ModuleType):
         return self._values(self._items(lambda o: o.flags & _L.F_SAVE_IGNORED or
                                         self._rel(o) in ignored))
 
+    def to_dict(self):
+        """Deprecated in PyTorch (a FutureWarning): get_config_copy()."""
+        warnings.warn("`config.to_dict()` has been deprecated. It no longer changes the "
+                      "underlying config. use `config.get_config_copy()` instead",
+                      FutureWarning, stacklevel=2)
+        return self.get_config_copy()
+
+    def shallow_copy_dict(self):
+        """Deprecated in PyTorch (a FutureWarning): get_config_copy()."""
+        warnings.warn("`config.shallow_copy_dict()` has been deprecated. It no longer changes "
+                      "the underlying config. use `config.get_config_copy()` instead",
+                      FutureWarning, stacklevel=2)
+        return self.get_config_copy()
+
     def get_serializable_config_copy(self):
         """get_config_copy() without the save-ignored options."""
         return self._serializable()
