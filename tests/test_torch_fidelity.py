@@ -178,7 +178,8 @@ class TestMockPatch(SegTest):
         self.assertEqual(m.steps, 16)  # not the default 8
         self.assertFalse(m._is_default("steps"))
         self.assertEqual(seg.generation, g + 1)  # the restore is ONE commit...
-        self.assertEqual(seg.commit_info(g + 1)["changed"], ["app.config.steps", "app.config.steps_alias"])
+        self.assertEqual(seg.commit_info(g + 1)["changed"],
+                         ["app.config.steps", "app.config.steps_alias"])
         c.go()
         c.expect("nested")
         self.assertEqual(m.triton.level, 5)

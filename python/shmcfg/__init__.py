@@ -69,9 +69,9 @@ create(), unlink(), Segment and Transaction, ``config`` the config modules.
 
 from . import _lib as _L
 from .config import ConfigModule, ContextDecorator, SubConfigProxy
-from .errors import (ConfigLoadError, Error, ExistsError, InvalidArgumentError, NotFoundError, OptionTypeError,
-                     OptionValueError, OwnerError, PermissionDeniedError, RetiredError,
-                     PatchArgumentError, UnknownOptionError)
+from .errors import (ConfigLoadError, Error, ExistsError, InvalidArgumentError, NotFoundError,
+                     OptionTypeError, OptionValueError, OwnerError, PatchArgumentError,
+                     PermissionDeniedError, RetiredError, UnknownOptionError)
 from .mutable import CommittingList, CommittingSet
 from .segment import Current, Segment, Transaction, attach, create, unlink
 from .values import OptionInfo
