@@ -271,6 +271,20 @@ class TestInPlaceChanges(SegTest):
         with self.assertRaises(PermissionError):
             s.add("q")
         self.assertEqual(s, {"x"})
+        # the value a patch of this thread supplies: no commit of it
+        with m.patch(tags=["p"]):
+            t = m.tags
+            with self.assertRaises(RuntimeError) as cm:
+                t.append("q")
+            self.assertIn("app.config.tags is patched in this thread", str(cm.exception))
+            self.assertEqual((t, m.tags), (["p"], ["p"]))
+            m.names.add("n")  # another option: commits
+        self.assertEqual((m.tags, m.names, seg.generation), (["b", "a"], {"x", "n"}, g + 1))
+        change = m._make_closure_patcher(names={"c"})
+        revert = change()
+        with self.assertRaises(RuntimeError):
+            m.names.add("d")
+        revert()
 
 
 # ---------------------------------------------------------------------------

@@ -252,9 +252,28 @@ class Segment:
         making the committing copy (mutable.py) of its items that a read
         returns."""
         def commit(value):
+            if self._patched_in_thread(o):
+                raise RuntimeError(f"{o.name} is patched in this thread: an in-place change "
+                                   "would commit the patched value for every process; change "
+                                   "it with patch(), or assign it")
             warn_deprecated(o)
             self._commit([(o, _convert(o, value, o.name))])
         return committing(o.kind == _L.LIST, commit)
+
+    def _patched_in_thread(self, o):
+        """Whether the calling thread reads option o from one of its patches."""
+        if not self._patched_here():
+            return False
+        if o.alias is not None:
+            o = self._byindex[o.final]
+        v = _L.Value()
+        r = _L.raw_get(self._hp, o.opt, ctypes.byref(v))
+        if r < 0:
+            raise _error(r, o.name)
+        try:
+            return v.source == _L.SRC_PATCH
+        finally:
+            _L.value_clear(ctypes.byref(v))
 
     def _value_fetcher(self, o, copy=None):
         """The ONE plain value fetch of option o: a function(obj) returning
