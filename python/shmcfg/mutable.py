@@ -7,8 +7,10 @@ to it would be lost; the copy is a ``CommittingList``/``CommittingSet``
 instead, whose mutating methods change it and then commit its whole new
 value to the option, as ``m.x = new value`` does (one generation). A
 commit the library refuses (a bad value, a read-only handle) undoes the
-change to the object and raises. Like any read-modify-write, a commit by
-another process between the read and the change is overwritten.
+change to the object and raises; so does a change of a value that a patch
+of the calling thread supplies (Segment._committing_copy()). Like any
+read-modify-write, a commit by another process between the read and the
+change is overwritten.
 """
 
 _LIST_MUTATORS = ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
