@@ -334,8 +334,8 @@ class TestAttributes(SegTest):
                 if typing.get_origin(t) is typing.Union:
                     base = typing.get_args(t)[0]
                     self.assertIn(type(v), (base, type(None)), rel)
-                else:
-                    self.assertIs(type(v), t, rel)
+                else:  # lists and sets: their committing subclasses
+                    self.assertIs(type(v).__mro__[1] if t in (list, set) else type(v), t, rel)
         d = seg.module(DYNAMO)
         c = seg.module(COMPILER)
         self.assertIs(d.get_type("recompile_limit"), int)
@@ -360,9 +360,11 @@ class TestAttributes(SegTest):
         self.assertIs(type(m.steps), int)
         self.assertEqual(m.mode, "fast")
         self.assertEqual(m.tags, ["b", "a"])
-        self.assertIs(type(m.tags), list)
+        self.assertIs(type(m.tags), shmcfg.CommittingList)
+        self.assertIsInstance(m.tags, list)
         self.assertEqual(m.names, {"x", "y"})
-        self.assertIs(type(m.names), set)
+        self.assertIs(type(m.names), shmcfg.CommittingSet)
+        self.assertIsInstance(m.names, set)
         for n in ("ratio", "count", "enabled", "label"):
             self.assertIsNone(getattr(m, n))
         self.assertEqual(m.get_type("ratio"), typing.Optional[float])
@@ -391,7 +393,8 @@ class TestAttributes(SegTest):
                 self.assertEqual(got, list(value), name)
             else:
                 self.assertEqual(got, value, name)
-                self.assertIs(type(got), float if name in ("lr", "ratio") and value is not None
+                self.assertIs(type(got) if type(got) is not shmcfg.CommittingList else list,
+                              float if name in ("lr", "ratio") and value is not None
                               else type(value), name)
             self.assertGreaterEqual(seg.generation, g)
         m.ratio = float("inf")
@@ -420,24 +423,19 @@ class TestAttributes(SegTest):
         self.assertEqual(seg.module("app.config.triton").deep.level, 4)
 
     def test_fresh_lists_and_sets(self):
+        # each read is a copy; its in-place changes commit (tests/test_torch_fidelity.py)
         seg, m = self.app()
-        tags = m.tags
-        tags.append("mutated")
-        names = m.names
-        names.add("mutated")
-        self.assertEqual(m.tags, ["b", "a"])
-        self.assertEqual(m.names, {"x", "y"})
         self.assertIsNot(m.tags, m.tags)
         self.assertIsNot(m.names, m.names)
         copy = m.get_config_copy()
+        self.assertIs(type(copy["tags"]), list)  # copies are plain and stay copies
         copy["tags"].append("z")
         copy["names"].add("z")
         self.assertEqual(m.tags, ["b", "a"])
         self.assertEqual(m.names, {"x", "y"})
         with m.patch(tags=["p"]):
-            t = m.tags
-            t.append("q")
             self.assertEqual(m.tags, ["p"])
+        self.assertEqual(m.tags, ["b", "a"])
 
     def test_assignment_commits(self):
         seg, m = self.app()
@@ -513,6 +511,7 @@ class TestAttributes(SegTest):
 
     def test_deprecated_warns_once(self):
         seg, m = self.app()
+        configmod._warned.discard("app.config.old_flag")  # once per process
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             self.assertIs(m.old_flag, False)
@@ -974,17 +973,17 @@ class TestHashSaveLoad(SegTest):
         m.label = "saved"
         blob = m.save_config()
         self.assertIsInstance(blob, bytes)
-        doc = json.loads(blob)
-        self.assertEqual(doc["format"], "shmcfg-dump/1")
-        self.assertEqual(doc["config_hash"], seg.config_hash.hex())
-        vals = doc["values"]
-        self.assertEqual(vals["app.config.steps"], 17)
-        self.assertEqual(vals["app.config.names"], ["j", "k"])
-        self.assertEqual(vals["app.config.ratio"], "inf")
-        self.assertNotIn("app.config.steps_alias", vals)  # alias
-        self.assertNotIn("app.config._secret", vals)  # private
-        self.assertNotIn("app.config.unsaved", vals)  # save-ignored
-        self.assertNotIn("other.config.x", vals)  # another module
+        self.assertEqual(blob[:2], b"\x80\x02")  # PyTorch's: pickle protocol 2...
+        vals = pickle.loads(blob)  # ...of a dict of relative names
+        self.assertEqual(vals["steps"], 17)
+        self.assertEqual(vals["names"], {"j", "k"})
+        self.assertIs(type(vals["names"]), set)
+        self.assertEqual(vals["ratio"], float("inf"))
+        self.assertEqual(vals["_secret"], 1)  # private: kept, as PyTorch's
+        self.assertNotIn("steps_alias", vals)  # alias
+        self.assertNotIn("unsaved", vals)  # save-ignored
+        self.assertNotIn("x", vals)  # another module
+        self.assertEqual(set(vals), set(m.get_config_copy()) - {"unsaved"})
         for n in ("steps", "names", "ratio", "label"):
             delattr(m, n)
         g = seg.generation
@@ -994,11 +993,21 @@ class TestHashSaveLoad(SegTest):
         m.load_config({"steps": 18, "app.config.mode": "slow"})
         self.assertEqual((m.steps, m.mode), (18, "slow"))
         with m.patch(steps=1):
-            self.assertEqual(json.loads(m.save_config())["values"]["app.config.steps"], 1)
-        self.assertEqual(json.loads(m.save_config())["values"]["app.config.steps"], 18)
-        # the root module's save_config is the whole dump
-        root = json.loads(seg.module("").save_config())
-        self.assertEqual(root["values"], json.loads(seg.dump())["values"])
+            self.assertEqual(pickle.loads(m.save_config())["steps"], 1)
+        self.assertEqual(pickle.loads(m.save_config())["steps"], 18)
+        # the root module's: every option by full name
+        root = pickle.loads(seg.module("").save_config())
+        self.assertEqual(root["app.config.steps"], 18)
+        self.assertEqual(root["other.config.x"], 1)
+        # the JSON of a dump loads too
+        seg.module("").load_config({"app.config.steps": 19})
+        dump = seg.dump()
+        m.steps = 1
+        m.load_config(dump)
+        self.assertEqual(m.steps, 19)
+        m.steps = 1
+        m.load_config(dump.encode())
+        self.assertEqual(m.steps, 19)
 
     def test_load_errors(self):
         seg, m = self.app()
@@ -1027,13 +1036,13 @@ class TestHashSaveLoad(SegTest):
         m.steps = 19
         m.tags = ["z", "y"]
         dump = json.loads(run_shmctl("dump", seg.name))
-        mine = json.loads(seg.module("").save_config())
+        mine = json.loads(seg.dump())
         self.assertEqual(mine["values"], dump["values"])
         self.assertEqual(mine["config_hash"], dump["config_hash"])
         del m.steps
-        # and shmctl loads what save_config wrote
-        with tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False) as f:
-            f.write(m.save_config())
+        # and shmctl loads what seg.dump() wrote
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            f.write(seg.dump())
         self.addCleanup(os.unlink, f.name)
         m.steps = 3
         run_shmctl("load", seg.name, f.name)

@@ -44,6 +44,7 @@ SOURCE_NAMES = ("default", "knob", "env_default", "cluster", "user", "env_force"
 SRC_KNOB = 1
 SRC_CLUSTER = 3
 SRC_USER = 4
+SRC_PATCH = 8
 
 # option flags
 F_NULLABLE = 1 << 0

@@ -12,12 +12,12 @@ import pwd
 import struct
 import threading
 import time
-import warnings
 from collections import namedtuple
 
 from . import _lib as _L
-from .config import _make_module, _transplant
+from .config import _make_module, _transplant, warn_deprecated
 from .errors import Error, InvalidArgumentError, NotFoundError, UnknownOptionError, _error, _unknown
+from .mutable import committing
 from .values import _PYTYPE, OptionInfo, _convert, _decode, _Opt, _typename
 
 
@@ -231,6 +231,65 @@ class Segment:
     def _getter(self, o):
         """A function(obj) reading option o: the attribute read of a module.
 
+        The plain value fetch (_value_fetcher()) with the read policies
+        option o needs, and only those (config.py): the copies of a list or
+        set value are CommittingList/CommittingSet objects, whose in-place
+        changes commit; a deprecated option warns once per process.
+        """
+        if o.kind <= _L.STR:
+            fetch = self._value_fetcher(o)
+        else:
+            fetch = self._value_fetcher(o, self._committing_copy(o))
+        if o.deprecated is None:
+            return fetch
+
+        def get_deprecated(obj):
+            warn_deprecated(o)
+            return fetch(obj)
+        return get_deprecated
+
+    def _read_with_policies(self, o):
+        """A read of option o with the policies of _getter() (the module's
+        __getattr__: dotted names)."""
+        warn_deprecated(o)
+        v = self._read(o)
+        if o.kind <= _L.STR or v is None:
+            return v
+        return self._committing_copy(o)(v)
+
+    def _committing_copy(self, o):
+        """The in-place change policy of list or set option o: a function
+        making the committing copy (mutable.py) of its items that a read
+        returns."""
+        def commit(value):
+            if self._patched_in_thread(o):
+                raise RuntimeError(f"{o.name} is patched in this thread: an in-place change "
+                                   "would commit the patched value for every process; change "
+                                   "it with patch(), or assign it")
+            warn_deprecated(o)
+            self._commit([(o, _convert(o, value, o.name))])
+        return committing(o.kind == _L.LIST, commit)
+
+    def _patched_in_thread(self, o):
+        """Whether the calling thread reads option o from one of its patches."""
+        if not self._patched_here():
+            return False
+        if o.alias is not None:
+            o = self._byindex[o.final]
+        v = _L.Value()
+        r = _L.raw_get(self._hp, o.opt, ctypes.byref(v))
+        if r < 0:
+            raise _error(r, o.name)
+        try:
+            return v.source == _L.SRC_PATCH
+        finally:
+            _L.value_clear(ctypes.byref(v))
+
+    def _value_fetcher(self, o, copy=None):
+        """The ONE plain value fetch of option o: a function(obj) returning
+        its value as this thread sees it, with no policy. Lists and sets are
+        fresh copies, made by ``copy(items)`` (default: list or set).
+
         Values are cached per generation: the word ``current`` of the segment
         header ((generation << 8) | slot) is read directly from shared memory
         and, while it is the one a cached value was read under, the value
@@ -244,16 +303,12 @@ class Segment:
         state = self._state
         cur = self._cur
         k = o.kind
-        if o.deprecated is not None:
-            warned = []
+        if k > _L.STR and copy is not None:
+            plain_read = read
 
-            def get_deprecated(_obj, o=o):
-                if not warned:
-                    warned.append(1)
-                    warnings.warn(f"{o.name} is deprecated: {o.deprecated}", FutureWarning,
-                                  stacklevel=2)
-                return read(o)
-            return get_deprecated
+            def read(o):
+                v = plain_read(o)
+                return None if v is None else copy(v)
         if cur is None:
             return lambda _obj: read(o)
         cache = [(-1, None)]
@@ -269,7 +324,9 @@ class Segment:
                     return v
                 return read(o)
             return get
-        freeze, copy = (tuple, list) if k == _L.LIST else (frozenset, set)
+        freeze = tuple if k == _L.LIST else frozenset
+        if copy is None:
+            copy = list if k == _L.LIST else set
 
         def get_copy(_obj):
             if not state[0]:
@@ -285,9 +342,13 @@ class Segment:
         return get_copy
 
     def get(self, name):
-        """The value of an option by its full name or a unique suffix of it
-        (honours this thread's patches)."""
-        return self._read(self._lookup(name))
+        """The value of an option by its full name or a unique suffix
+        of it (honours this thread's
+        patches; a plain list or set). A deprecated option warns (once per
+        process)."""
+        o = self._lookup(name)
+        warn_deprecated(o)
+        return self._read(o)
 
     def options(self):
         """The full names of every option, in declaration order."""
@@ -766,6 +827,7 @@ class Transaction:
 
     def set(self, name, value):
         o = self._seg._lookup(name)
+        warn_deprecated(o)
         self._changes.append((o, _convert(o, value, o.name)))
         return self
 
