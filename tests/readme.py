@@ -23,9 +23,10 @@ TORCH_* or SHMCFG_* variable, and a private /dev/shm (a mount namespace of
 our own, so that the examples' segment names, "job", "demo", are theirs).
 A command's exit status is not checked: what it prints is.
 
-C examples. Every ```c block of README.md with a main() is compiled with
--Wall -Wextra -Werror against the built library, and run (after `shmctl
-create job`): it must exit 0.
+C examples. Every ```c block of README.md with a main(), and every such
+.nf block of the EXAMPLES of doc/shmcfg.3, is compiled with -Wall -Wextra
+-Werror against the built library, and run (after `shmctl create job`): it
+must exit 0.
 
 On a mismatch the test prints the command, what was expected and what it
 printed, and exits 1. Updating the README after a change of shmctl's output:
@@ -252,7 +253,7 @@ def run_sessions(doc, found, failures):
             os.unlink(os.path.join("/dev/shm", name))
 
 
-def run_c(cblocks, failures):
+def run_c(doc, cblocks, failures):
     cc = shlex.split(os.environ.get("CC") or "cc")
     san = shlex.split(os.environ.get("SHMCFG_SANITIZERS") or "")
     libdir = os.path.join(BUILD, "lib", ".libs")
@@ -273,17 +274,17 @@ def run_c(cblocks, failures):
                                            "-L" + libdir, "-Wl,-rpath," + libdir, "-lshmcfg",
                                            "-o", exe], capture_output=True, text=True)
             if r.returncode != 0:
-                failures.append(f"README.md:{lineno}: the C example does not compile "
+                failures.append(f"{doc}:{lineno}: the C example does not compile "
                                 f"with -Wall -Wextra -Werror:\n{r.stderr}")
                 continue
             subprocess.run(["shmctl", "create", "job", "--force", "--quiet"], env=env, check=True)
             r = subprocess.run([exe], env=env, capture_output=True, text=True, timeout=60)
             subprocess.run(["shmctl", "rm", "job"], env=env, capture_output=True)
             if r.returncode != 0:
-                failures.append(f"README.md:{lineno}: the C example exits {r.returncode}:\n"
+                failures.append(f"{doc}:{lineno}: the C example exits {r.returncode}:\n"
                                 f"{r.stdout}{r.stderr}")
     if n == 0:
-        failures.append("README.md: no C example with a main() found")
+        failures.append(f"{doc}: no C example with a main() found")
 
 
 def main():
@@ -299,7 +300,9 @@ def main():
         failures.append("no shell examples found in README.md or tools/shmctl.1")
     run_sessions("README.md", readme, failures)
     run_sessions("tools/shmctl.1", man, failures)
-    run_c(cblocks, failures)
+    run_c("README.md", cblocks, failures)
+    with open(os.path.join(SRC, "doc", "shmcfg.3")) as f:
+        run_c("doc/shmcfg.3", man_blocks(f.read()), failures)
     ncmd = sum(len(c) for _, c in readme + man)
     if failures:
         print(f"{len(failures)} example(s) of {ncmd} commands and the C examples differ:\n")
