@@ -10,6 +10,8 @@
 
 D=$T_TMP/destdir
 MAKE=${MAKE:-make}
+# a make of its own, not a part of the make check that runs this test
+unset MAKEFLAGS MFLAGS MAKELEVEL
 # the configured directories, as make install expands them
 mkvar() {
 	$MAKE -s -C "$top_builddir" --no-print-directory -f Makefile -f - print-var V="$1" <<'MK'
