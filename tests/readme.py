@@ -49,22 +49,33 @@ SKIP_MD = re.compile(r"<!--\s*example:\s*skip\b")
 SKIP_MAN = re.compile(r'^\.\\"\s*example:\s*skip\b')
 
 
+NS_ARG = "--private-shm-of="
+
+
 def in_private_shm():
-    """Re-run this script in a mount namespace with its own /dev/shm."""
-    if os.environ.get("SHMCFG_README_NS") == "1":
-        return
+    """Re-run this script in a mount namespace with its own /dev/shm. The
+    child is told the parent's namespace, and mounts only where it differs:
+    never over the /dev/shm of the machine."""
+    mine = os.readlink("/proc/self/ns/mnt")
+    for arg in sys.argv[1:]:
+        if arg.startswith(NS_ARG):
+            if arg[len(NS_ARG):] == mine:
+                print("FAIL: not in a mount namespace of our own")
+                sys.exit(99)
+            sys.argv.remove(arg)
+            return
     unshare = shutil.which("unshare")
     if not unshare:
         print("SKIP: unshare(1) is missing (util-linux)")
         sys.exit(77)
     flags = ["-m"] if os.geteuid() == 0 else ["-r", "-m"]
-    env = dict(os.environ, SHMCFG_README_NS="1")
     probe = subprocess.run([unshare] + flags + ["true"], capture_output=True)
     if probe.returncode != 0:
         print("SKIP: cannot make a mount namespace:", probe.stderr.decode().strip())
         sys.exit(77)
     r = subprocess.run([unshare] + flags + ["--propagation", "private", sys.executable,
-                                            os.path.abspath(__file__)] + sys.argv[1:], env=env)
+                                            os.path.abspath(__file__), NS_ARG + mine] +
+                       sys.argv[1:])
     sys.exit(r.returncode)
 
 
@@ -88,7 +99,7 @@ def complete(cmd):
 
 
 def sessions(blocks):
-    """[(line, [(command, [expected lines])])] of blocks [(line, [text lines])]."""
+    """[(line, [(line, command, [expected lines])])] of blocks [(line, [text lines])]."""
     out = []
     for lineno, lines in blocks:
         if not lines or not lines[0].startswith("$ "):
@@ -96,6 +107,7 @@ def sessions(blocks):
         cmds = []
         i = 0
         while i < len(lines):
+            at = lineno + i
             cmd = lines[i][2:]
             while not complete(cmd) and i + 1 < len(lines):
                 i += 1
@@ -107,7 +119,7 @@ def sessions(blocks):
                 i += 1
             while expect and expect[-1] == "":
                 expect.pop()
-            cmds.append((cmd, expect))
+            cmds.append((at, cmd, expect))
         out.append((lineno, cmds))
     return out
 
@@ -229,8 +241,8 @@ def run_sessions(doc, found, failures):
     work = tempfile.mkdtemp(prefix="shmcfg-readme.")
     env = environment(work)
     try:
-        for lineno, cmds in found:
-            for cmd, expect in cmds:
+        for _, cmds in found:
+            for lineno, cmd, expect in cmds:
                 try:
                     r = subprocess.run(["bash", "-c", cmd], cwd=work, env=env,
                                        capture_output=True, text=True, timeout=30)
