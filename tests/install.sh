@@ -29,7 +29,7 @@ run $MAKE -C "$top_builddir" install DESTDIR="$D"
 if [ "$RC" = 0 ]; then ok "make install DESTDIR=..."; else not_ok "make install DESTDIR=..."; diag_run; t_done; fi
 
 for f in "$bindir/shmctl" "$bindir/shmcfg-import" "$bindir/shmcfg-sync" \
-	"$libdir/libshmcfg.so.2" "$libdir/libshmcfg.so" "$includedir/shmcfg.h" \
+	"$libdir/libshmcfg.so.3" "$libdir/libshmcfg.so" "$includedir/shmcfg.h" \
 	"$pkgconfigdir/shmcfg.pc" \
 	"$mandir/man1/shmctl.1" "$mandir/man1/shmcfg-import.1" "$mandir/man1/shmcfg-sync.1" \
 	"$mandir/man3/shmcfg.3" \
@@ -60,7 +60,7 @@ T_SEGS="$name"
 SHMCTL=$D$bindir/shmctl
 run sh -c "ldd '$SHMCTL' | grep libshmcfg"
 case $OUT in
-*"$D$libdir/libshmcfg.so.2"*) ok "the installed shmctl links the installed library" ;;
+*"$D$libdir/libshmcfg.so.3"*) ok "the installed shmctl links the installed library" ;;
 *) not_ok "the installed shmctl links the installed library"; diag_run ;;
 esac
 t_rc "installed shmctl create" 0 "$SHMCTL" create "$name" --force --no-env

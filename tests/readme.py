@@ -233,7 +233,7 @@ def environment(work):
     env["HOME"] = work
     env["LC_ALL"] = "C.UTF-8"
     # an in-tree build's library, for the Python package
-    env["SHMCFG_LIBRARY"] = os.path.join(BUILD, "lib", ".libs", "libshmcfg.so.2")
+    env["SHMCFG_LIBRARY"] = os.path.join(BUILD, "lib", ".libs", "libshmcfg.so.3")
     return env
 
 

@@ -41,7 +41,7 @@ COMMITTED_C = os.path.join(SRCDIR, "lib", "default_schema.c")
 HEADER = os.path.join(SRCDIR, "include", "shmcfg.h.in")
 BUILDDIR = os.path.abspath(os.environ.get("top_builddir") or SRCDIR)
 if "SHMCFG_LIBRARY" not in os.environ:
-    _built = os.path.join(BUILDDIR, "lib", ".libs", "libshmcfg.so.2")
+    _built = os.path.join(BUILDDIR, "lib", ".libs", "libshmcfg.so.3")
     if os.path.exists(_built):
         os.environ["SHMCFG_LIBRARY"] = _built  # inherited by the tool
 PREFIX = "torch.compiler.config."

@@ -51,7 +51,7 @@ SRCDIR = os.path.abspath(os.environ.get("top_srcdir") or os.path.join(HERE, os.p
 BUILDDIR = os.path.abspath(os.environ.get("top_builddir") or SRCDIR)
 PYDIR = os.path.join(SRCDIR, "python")
 if "SHMCFG_LIBRARY" not in os.environ:
-    _built = os.path.join(BUILDDIR, "lib", ".libs", "libshmcfg.so.2")
+    _built = os.path.join(BUILDDIR, "lib", ".libs", "libshmcfg.so.3")
     if os.path.exists(_built):
         os.environ["SHMCFG_LIBRARY"] = _built  # inherited by child processes
 sys.path.insert(0, PYDIR)

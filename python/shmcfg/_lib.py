@@ -6,19 +6,19 @@ the header (by compiling a small C program when a compiler is there).
 
 Where the library is found, first match wins:
 
-1. ``$SHMCFG_LIBRARY``: the path of ``libshmcfg.so.2`` (or any file name);
-2. the build tree: ``lib/.libs/libshmcfg.so.2`` two levels above this package
+1. ``$SHMCFG_LIBRARY``: the path of ``libshmcfg.so.3`` (or any file name);
+2. the build tree: ``lib/.libs/libshmcfg.so.3`` two levels above this package
    (``python/shmcfg`` in a source tree built in place);
 3. the ``libdir`` that ``make install`` recorded in ``shmcfg/_paths.py``;
 4. the dynamic loader: ``ctypes.util.find_library("shmcfg")``, then
-   ``libshmcfg.so.2`` (``LD_LIBRARY_PATH``, ``/etc/ld.so.cache``).
+   ``libshmcfg.so.3`` (``LD_LIBRARY_PATH``, ``/etc/ld.so.cache``).
 """
 
 import ctypes
 import ctypes.util
 import os
 
-SONAME = "libshmcfg.so.2"
+SONAME = "libshmcfg.so.3"
 
 c_int = ctypes.c_int
 c_uint = ctypes.c_uint
