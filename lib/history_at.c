@@ -90,7 +90,8 @@ static int layer_differs(const shmcfg_snapshot *a, const shmcfg_snapshot *b, shm
 	return 0;
 }
 
-int shmcfg_rollback(shmcfg *h, uint64_t gen, unsigned flags, const char *who, uint64_t *gen_ret)
+int shmcfg_rollback(shmcfg *h, uint64_t gen, unsigned flags, const char *who, uint64_t *gen_ret,
+		    bool *published)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && !(flags & ~SHMCFG_ROLLBACK_KNOB), -EINVAL);
@@ -124,9 +125,11 @@ int shmcfg_rollback(shmcfg *h, uint64_t gen, unsigned flags, const char *who, ui
 	}
 	shmcfg_snapshot_release(at);
 	shmcfg_snapshot_release(now);
+	if (published)
+		*published = false;
 	if (r) {
 		shmcfg_txn_abort(t);
 		return r;
 	}
-	return shmcfg_txn_commit(t, gen_ret);
+	return shmcfg_txn_commit_ex(t, gen_ret, published);
 }

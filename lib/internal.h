@@ -137,8 +137,7 @@ struct seg_header {
 	uint8_t instance[16];    /* random; the lock object carries the same bytes */
 	uint64_t hist_off;       /* hist_n struct hist_ent (history.c) */
 	uint64_t hist_ring_off, hist_ring_size; /* the records' byte ring */
-	uint32_t hist_n;         /* entries of the history index */
-	uint32_t pad4;
+	uint32_t hist_n, pad4;   /* entries of the history index; padding */
 	/* Everything above is immutable after creation (shmcfg_check compares
 	 * it with the attach-time copy). The hot words, each on its own cache
 	 * line so that commits bumping the futex do not disturb readers of
@@ -332,12 +331,10 @@ struct shmcfg {
 	int commit_timeout_ms;
 	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
 	uid_t uid;               /* getuid() at attach: for the commit log */
-	char *hist_buf;          /* a commit's history record, built here (history.c) */
-	size_t hist_cap;
+	char *hist_buf; size_t hist_cap; /* a commit's history record, built here (history.c) */
 	uint32_t *waiters;       /* the header's count of waiters (read-write handles; watch.c) */
 	bool wake_always; uint64_t mode_ns; /* readers may not count themselves (as of mode_ns: wake()) */
-	shmcfg_env_use *env_used; /* the creator's: the variables that filled the env layers (env.c) */
-	size_t n_env_used;
+	shmcfg_env_use *env_used; size_t n_env_used; /* the creator's: the variables that filled the env layers (env.c) */
 };
 
 /* Pointers into the mapping. */
@@ -565,12 +562,10 @@ void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt);
 /* objects.c: /dev/shm objects, trust, the lock object, removal */
 #define PATH_BYTES (sizeof SHM_DIR + sizeof LOCK_PREFIX + SEG_NAME_MAX + 34)
 int shmcfg__name_check(const char *name, char path[static PATH_BYTES]);
-/* A name for a message: one line, at most 80 bytes of it, bytes outside
- * printable ASCII as \xNN (out: len >= 6). */
+/* A name for a message: one line, <= 80 bytes, non-printable bytes as \xNN (len >= 6). */
 void shmcfg__name_text(const char *name, char *out, size_t len);
-/* The lock object's path: the name and the segment's random instance id, so
- * that nobody can plant it before the creator (who makes it before the id is
- * written anywhere another process can read). */
+/* The lock object's path: the name and the segment's random instance id, so nobody can
+ * plant it before the creator (who makes it before any process can read the id). */
 static inline void shmcfg__lock_path(const char *name, const uint8_t instance[16], char out[static PATH_BYTES])
 {
 	int n = snprintf(out, PATH_BYTES, SHM_DIR LOCK_PREFIX "%s.", name);
@@ -645,13 +640,11 @@ void shmcfg__env_used_free(shmcfg *h);
 /* patch.c: thread-local patches; the calling thread's patched cell of opt */
 bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,
 			  const char **heap, uint64_t *heap_size, int *err);
-/* ... and its whole patched copy of the current generation (a private slot,
- * never rewritten while read) and that generation: several cells of one
- * generation. False when the thread has no patches of h. */
+/* ... and its whole patched copy of the current generation (a private slot, never
+ * rewritten while read) and that generation. False when it has no patches of h. */
 bool shmcfg__patched_slot(const shmcfg *h, const char **slot, uint64_t *gen, int *err);
 void shmcfg__patch_forget(const shmcfg *h);
-/* ... and the value the thread's innermost patch of opt (a final target)
- * gives it, valid while the thread's frames stay; false if none. */
+/* ... the value its innermost patch of opt (a final target) gives, while the frames stay */
 bool shmcfg__patch_value(const shmcfg *h, shmcfg_opt opt, const shmcfg_value **v);
 
 #endif

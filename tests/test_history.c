@@ -471,6 +471,7 @@ static void test_rollback(void **state)
 	const char *name = new_name("hist-rb");
 	shmcfg *h = create_hist(name, 0, 0);
 	uint64_t gen;
+	bool published = false;
 	assert_int_equal(set_and_commit(h, T_A, "5", &gen), 0);
 	assert_int_equal(commit_layer(h, SHMCFG_SRC_KNOB, T_KNOBBED, "true", &gen), 0);
 	assert_int_equal(commit_layer(h, SHMCFG_SRC_USER, T_ITEMS, "k,l", &gen), 0);
@@ -488,7 +489,8 @@ static void test_rollback(void **state)
 	assert_int_equal(commit_layer(h, SHMCFG_SRC_CLUSTER, T_B, "8", &gen), 0);
 	uint64_t before = shmcfg_generation(h), rb;
 	/* without --knob: the user layer as at G, one commit */
-	assert_int_equal(shmcfg_rollback(h, G, 0, "rollback test", &rb), 0);
+	assert_int_equal(shmcfg_rollback(h, G, 0, "rollback test", &rb, &published), 0);
+	assert_true(published);
 	assert_int_equal(rb, before + 1);
 	assert_int_equal(shmcfg_generation(h), rb);
 	shmcfg_snapshot *s;
@@ -511,10 +513,12 @@ static void test_rollback(void **state)
 	assert_string_equal(e->who, "rollback test");
 	shmcfg_history_free(e);
 	/* again: nothing to restore */
-	assert_int_equal(shmcfg_rollback(h, G, 0, NULL, &gen), 1);
+	assert_int_equal(shmcfg_rollback(h, G, 0, NULL, &gen, &published), 0);
+	assert_false(published);
 	assert_int_equal(gen, rb);
 	/* with the knob layer */
-	assert_int_equal(shmcfg_rollback(h, G, SHMCFG_ROLLBACK_KNOB, NULL, &gen), 0);
+	assert_int_equal(shmcfg_rollback(h, G, SHMCFG_ROLLBACK_KNOB, NULL, &gen, &published), 0);
+	assert_true(published);
 	assert_int_equal(gen, rb + 1);
 	assert_int_equal(shmcfg_snapshot_acquire(h, &s), 0);
 	see(s, &now);
@@ -527,11 +531,11 @@ static void test_rollback(void **state)
 	seen_free(&now);
 	seen_free(&at_g);
 	/* errors: too old, not yet, read-only, bad flags */
-	assert_int_equal(shmcfg_rollback(h, gen + 5, 0, NULL, &gen), -ENOENT);
-	assert_int_equal(shmcfg_rollback(h, 0, 0, NULL, &gen), -ENOENT);
-	assert_int_equal(shmcfg_rollback(h, 2, 1u << 7, NULL, &gen), -EINVAL);
+	assert_int_equal(shmcfg_rollback(h, gen + 5, 0, NULL, &gen, NULL), -ENOENT);
+	assert_int_equal(shmcfg_rollback(h, 0, 0, NULL, &gen, NULL), -ENOENT);
+	assert_int_equal(shmcfg_rollback(h, 2, 1u << 7, NULL, &gen, NULL), -EINVAL);
 	shmcfg *ro = attach_ro(name);
-	assert_int_equal(shmcfg_rollback(ro, 2, 0, NULL, &gen), SHMCFG_E_READONLY);
+	assert_int_equal(shmcfg_rollback(ro, 2, 0, NULL, &gen, NULL), SHMCFG_E_READONLY);
 	drop(ro);
 	drop(h);
 }
@@ -767,7 +771,7 @@ static int other_uid_main(void *p)
 	r = shmcfg_snapshot_get(s, T_A, &v);
 	CHECK(r == 0 && v.u.i == 1, 8, "a at 2");
 	shmcfg_snapshot_release(s);
-	r = shmcfg_rollback(h, 2, 0, NULL, NULL);
+	r = shmcfg_rollback(h, 2, 0, NULL, NULL, NULL);
 	CHECK(r == SHMCFG_E_READONLY, 9, "rollback as a reader: %d", r);
 	shmcfg_close(h);
 	return 0;

@@ -243,14 +243,15 @@ int cmd_rollback(int argc, char **argv)
 		return EXIT_FAIL;
 	char who[SHMCFG_WHO_MAX];
 	snprintf(who, sizeof who, "shmctl rollback to generation %llu", (unsigned long long)gen);
-	int r = shmcfg_rollback(h, gen, knob ? SHMCFG_ROLLBACK_KNOB : 0, who, &now);
+	bool published = false;
+	int r = shmcfg_rollback(h, gen, knob ? SHMCFG_ROLLBACK_KNOB : 0, who, &now, &published);
 	int rc = r < 0 ? fail_lib(r, seg) : EXIT_OK;
-	if (r == 1 && !quiet)
+	if (r == 0 && !published && !quiet)
 		printf("nothing changed: the %s layer%s already as at generation %llu (generation %llu)\n",
 		       knob ? "user and knob" : "user", knob ? "s are" : " is", (unsigned long long)gen,
 		       (unsigned long long)now);
 	shmcfg_history_entry *e;
-	if (r == 0 && !quiet && (r = shmcfg_history_get(h, now, &e)) == 0) {
+	if (r == 0 && published && !quiet && (r = shmcfg_history_get(h, now, &e)) == 0) {
 		for (uint32_t k = 0; e->values_kept && k < e->nchanges; k++)
 			print_change(h, &e->changes[k], "");
 		printf("rolled back to generation %llu (generation %llu)\n", (unsigned long long)gen,

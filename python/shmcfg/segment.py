@@ -658,7 +658,8 @@ class Segment:
         (the current one when nothing differed)."""
         g = ctypes.c_uint64()
         r = _L.rollback(self._wh(), gen, _L.ROLLBACK_KNOB if knob else 0,
-                        who.encode("utf-8") if who is not None else None, ctypes.byref(g))
+                        who.encode("utf-8") if who is not None else None, ctypes.byref(g),
+                        None)
         if r < 0:
             raise _error(r, self.name)
         return g.value

@@ -183,7 +183,7 @@ t_errmatch "load: a bad value fails a strict load" 1 "job_id|recompile_limit" sh
 run shmctl load --partial "$D" "$T_TMP/bad.json"
 pass "load --partial: bad values skipped with a warning, the rest applied" \
 	test "$RC" = 0 -a "$(echo "$ERR" | grep -c 'skipped$')" = 1 -a "$(shmctl get "$D" verbose)" = false
-t_usage "load --partial --bogus: usage" shmctl load --partial --bogus "$D" "$T_TMP/bad.json"
+t_errmatch "load --partial --bogus: one line, exit 2" 2 "^shmctl: load: unknown option '--bogus'" shmctl load --partial --bogus "$D" "$T_TMP/bad.json"
 
 # --- load: short names, no change -------------------------------------------
 printf '{"recompile_limit": 14, "config.job_id": "short"}\n' >"$T_TMP/short.json"
