@@ -76,20 +76,6 @@ int shmcfg_snapshot_at(shmcfg *h, uint64_t gen, shmcfg_snapshot **ret)
 	return r;
 }
 
-/* Whether two snapshots' layer l of option i differ. */
-static int layer_differs(const shmcfg_snapshot *a, const shmcfg_snapshot *b, shmcfg_opt i, shmcfg_source l,
-			 bool *differs, shmcfg_value *want, bool *want_set)
-{
-	shmcfg_value x, y;
-	int ra = shmcfg_snapshot_layer(a, i, l, &x), rb = shmcfg_snapshot_layer(b, i, l, &y);
-	if (ra < 0 || rb < 0)
-		return ra < 0 ? ra : rb;
-	*differs = ra != rb || (ra == 0 && !shmcfg_value_equal(&x, &y));
-	*want_set = ra == 0;
-	*want = x;
-	return 0;
-}
-
 int shmcfg_rollback(shmcfg *h, uint64_t gen, unsigned flags, const char *who, uint64_t *gen_ret,
 		    bool *published)
 {
@@ -97,11 +83,9 @@ int shmcfg_rollback(shmcfg *h, uint64_t gen, unsigned flags, const char *who, ui
 	assert_return(h && !(flags & ~SHMCFG_ROLLBACK_KNOB), -EINVAL);
 	if (h->rdonly)
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot write", h->name);
-	shmcfg_snapshot *at = NULL, *now = NULL;
+	shmcfg_snapshot *at = NULL;
 	shmcfg_txn *t = NULL;
 	int r = shmcfg_snapshot_at(h, gen, &at);
-	if (!r)
-		r = shmcfg__copy_snapshot(h, &now);
 	if (!r)
 		r = shmcfg_txn_begin(h, &t);
 	if (!r && who)
@@ -116,15 +100,16 @@ int shmcfg_rollback(shmcfg *h, uint64_t gen, unsigned flags, const char *who, ui
 			const struct opt_desc *d = opt_d(h, i);
 			if (d->alias != SHMCFG_NO_OPT || (layers[li] == SHMCFG_SRC_KNOB && !(d->flags & DESC_F_HAS_KNOB)))
 				continue; /* layers live on final targets; knobs where declared */
-			bool differs = false, set = false;
+			/* every option, not only those that differ now: a commit
+			 * between here and ours must not survive the rollback (the
+			 * commit leaves out what is already so) */
 			shmcfg_value v;
-			if ((r = layer_differs(at, now, i, layers[li], &differs, &v, &set)) || !differs)
-				continue;
-			r = set ? shmcfg_txn_set(t, i, &v) : shmcfg_txn_reset(t, i);
+			int lr = shmcfg_snapshot_layer(at, i, layers[li], &v);
+			r = lr < 0 ? lr : lr == 0 ? shmcfg_txn_set(t, i, &v) : shmcfg_txn_reset(t, i);
 		}
 	}
 	shmcfg_snapshot_release(at);
-	shmcfg_snapshot_release(now);
+	shmcfg__fault("rollback.built");
 	if (published)
 		*published = false;
 	if (r) {

@@ -540,6 +540,62 @@ static void test_rollback(void **state)
 	drop(h);
 }
 
+struct rollback_arg {
+	const char *name;
+	uint64_t gen;
+};
+
+static int stopped_rollback_main(void *p)
+{
+	struct rollback_arg *a = p;
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(a->name, 0, NULL, &h);
+	CHECK(r == 0, 2, "attach: %s", shmcfg_strerror(r));
+	setenv("SHMCFG_FAULT", "rollback.built:stop", 1);
+	bool published = false;
+	r = shmcfg_rollback(h, a->gen, 0, NULL, NULL, &published);
+	CHECK(r == 0 && published, 3, "rollback: %d %s", r, shmcfg_errdetail());
+	shmcfg_close(h);
+	return 0;
+}
+
+/* A commit that lands while a rollback is built (after it read the current
+ * values, before its commit) does not survive it: the result is G's user
+ * layer exactly. */
+static void test_rollback_races_commit(void **state)
+{
+	(void)state;
+	const char *name = new_name("hist-rb-race");
+	shmcfg *h = create_hist(name, 0, 0);
+	uint64_t gen;
+	assert_int_equal(set_and_commit(h, T_A, "5", &gen), 0);
+	struct rollback_arg a = {name, gen};
+	assert_int_equal(set_and_commit(h, T_A, "6", &gen), 0);
+	pid_t pid = spawn(stopped_rollback_main, &a);
+	uint64_t deadline = mono_ms() + CHILD_TIMEOUT_MS;
+	int st = 0;
+	while (waitpid(pid, &st, WNOHANG | WUNTRACED) != pid || !WIFSTOPPED(st)) {
+		if (mono_ms() > deadline)
+			fail_msg("the rollback never reached its fault point");
+		usleep(1000);
+	}
+	/* T_B's user layer was unset at G and still is as the rollback looked */
+	assert_int_equal(set_and_commit(h, T_B, "9", &gen), 0);
+	assert_int_equal(kill(pid, SIGCONT), 0);
+	assert_child_ok(pid);
+	shmcfg_snapshot *s;
+	shmcfg_value v;
+	assert_int_equal(shmcfg_snapshot_acquire(h, &s), 0);
+	int ra = shmcfg_snapshot_layer(s, T_A, SHMCFG_SRC_USER, &v);
+	int64_t a_now = v.u.i;
+	int rb = shmcfg_snapshot_layer(s, T_B, SHMCFG_SRC_USER, &v);
+	shmcfg_snapshot_release(s); /* before asserting: a failure must not leave it held */
+	assert_int_equal(ra, 0);
+	assert_int_equal(a_now, 5);
+	assert_int_equal(rb, 1); /* the commit made meanwhile is undone too */
+	drop(h);
+}
+
 /* ------------------------------------------------------------------ */
 
 struct fault_arg {
@@ -881,6 +937,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_ring_wraps_first, teardown),
 		cmocka_unit_test_teardown(test_values_at_generation, teardown),
 		cmocka_unit_test_teardown(test_rollback, teardown),
+		cmocka_unit_test_teardown(test_rollback_races_commit, teardown),
 		cmocka_unit_test_teardown(test_writer_killed_mid_record, teardown),
 		cmocka_unit_test_teardown(test_reader_races_writer, teardown),
 		cmocka_unit_test_teardown(test_child_names_itself, teardown),
