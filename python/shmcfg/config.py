@@ -407,7 +407,7 @@ def _make_module(seg, name):
         if dot:
             nested.setdefault(head, {})[rest] = o
         elif rel not in _RESERVED:
-            ns[rel] = property(seg._getter(o), doc=o.doc or None)
+            ns[rel] = seg._attr(o)
     cls = type(f"ConfigModule[{name}]", (ConfigModule,), ns)
     m = types.ModuleType.__new__(cls)
     types.ModuleType.__init__(m, name)
@@ -441,7 +441,7 @@ def _make_proxy(seg, module, prefix, sub):
         if dot:
             nested.setdefault(head, {})[rest] = o
         elif rel not in ("_config", "_prefix"):
-            ns[rel] = property(seg._getter(o), doc=o.doc or None)
+            ns[rel] = seg._attr(o)
     for head, s in nested.items():
         if head not in ns and head not in ("_config", "_prefix"):
             ns[head] = _make_proxy(seg, module, prefix + head + ".", s)

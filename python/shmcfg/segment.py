@@ -274,6 +274,21 @@ class Segment:
             return read(o)
         return get_copy
 
+    def _attr(self, o):
+        """The attribute of option o on a module's class: the C read of
+        shmcfg._fast when it is loaded (the getter below as its fallback,
+        which it calls whenever the state word or its ``slow`` flag asks),
+        else a property of the getter. A deprecated option's getter warns:
+        its reads always take it."""
+        get = self._getter(o)
+        doc = o.doc or None
+        if _L.fast is None or self._cur is None:
+            return property(get, doc=doc)
+        g = _L.fast.Getter(self._h, ctypes.addressof(self._word), self._state, get, o.opt,
+                           o.kind, doc)
+        g.slow = o.deprecated is not None
+        return g
+
     def get(self, name):
         """The value of an option by its full name (honours this thread's patches)."""
         return self._read(self._lookup(name))
