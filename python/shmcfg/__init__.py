@@ -72,12 +72,14 @@ __all__ = [
     "Transaction", "Error", "NotFoundError", "ExistsError", "PermissionDeniedError",
     "OwnerError", "RetiredError",
     "InvalidArgumentError", "UnknownOptionError", "OptionTypeError", "OptionValueError",
-    "library_version", "library_path",
+    "library_version", "library_path", "fast_extension",
 ]
 
 _ver = _L.version(None, None, None)
 library_version = _ver.decode() if _ver else "?"
 library_path = _L.path
+# the path of shmcfg._fast (attribute reads in C), or None: reads through ctypes
+fast_extension = _L.fast_info if _L.fast is not None else None
 __version__ = library_version
 
 # The public classes and functions keep the name they had before the package

@@ -1,15 +1,20 @@
 """Cost of one attribute read of a config module, next to a plain Python
-attribute read, measured in the same run.
+attribute read, measured in the same run (``make bench`` runs it after the C
+benchmark).
 
     python3 -m shmcfg.bench [--segment NAME] [--number N] [--repeat R] [--json]
 
 Creates a segment with the embedded default schema (removed afterwards,
 unless --segment names an existing one) and times, per read (best of R runs
-of N reads each):
+of N reads each), as a ratio to the baseline, an instance attribute of a
+plain object:
 
-- a plain attribute of a module object (the baseline), and of an instance;
+- a plain attribute of a module object, and a dict lookup;
 - int and bool options, an int option through an alias, a str option, a set
-  option (a fresh set per read): values cached per generation;
+  option (a fresh set per read): values cached per generation, read by
+  shmcfg._fast (the C read) when it is loaded;
+- the same options through the ctypes getters (what reads cost without the
+  extension, or with SHMCFG_PYTHON_EXT=0), when the extension is loaded;
 - the int option through the library call (``fast_reads=False``), and while
   the thread has a patch open (every read then calls the library).
 """
@@ -23,8 +28,9 @@ import types
 
 
 def measure(number=200000, repeat=5, segment=None):
-    """A list of (label, ns per read, ratio to a plain module attribute read)."""
+    """A list of (label, ns per read, ratio to a plain instance attribute read)."""
     import shmcfg
+    from shmcfg import _lib
 
     own = segment is None
     name = segment or f"shmcfg-bench-{os.getpid()}"
@@ -42,16 +48,34 @@ def measure(number=200000, repeat=5, segment=None):
 
         plain_obj = Plain()
         plain_obj.recompile_limit = 8
-        cases = [
-            ("plain module attribute", "m.recompile_limit", {"m": plain_mod}),
-            ("plain instance attribute", "o.recompile_limit", {"o": plain_obj}),
-            ("int option", "d.recompile_limit", {"d": dyn}),
-            ("bool option", "d.verbose", {"d": dyn}),
-            ("int option via alias", "c.recompile_limit", {"c": comp}),
-            ("str option", "c.cache_key_tag", {"c": comp}),
-            ("set option (fresh copy)", "d.reorderable_logging_functions", {"d": dyn}),
-            ("int option (library call)", "d.recompile_limit", {"d": dyn_slow}),
+        plain_dict = {"recompile_limit": 8}
+        option_cases = [
+            ("int option", "d.recompile_limit", "d"),
+            ("bool option", "d.verbose", "d"),
+            ("int option via alias", "c.recompile_limit", "c"),
+            ("str option", "c.cache_key_tag", "c"),
+            ("set option (fresh copy)", "d.reorderable_logging_functions", "d"),
         ]
+        cases = [
+            ("plain instance attribute", "o.recompile_limit", {"o": plain_obj}),
+            ("plain module attribute", "m.recompile_limit", {"m": plain_mod}),
+            ("dict lookup", "p['recompile_limit']", {"p": plain_dict}),
+        ]
+        cases += [(label, stmt, {"d": dyn, "c": comp}) for label, stmt, _ in option_cases]
+        ctypes_seg = None
+        if _lib.fast is not None:
+            # the ctypes getters next to the C read, in this process: the
+            # modules of a second handle, made while the package does not
+            # see the extension
+            _lib.fast, fast = None, _lib.fast
+            try:
+                ctypes_seg = shmcfg.attach(name)
+                ct = {"d": ctypes_seg.module("torch._dynamo.config"),
+                      "c": ctypes_seg.module("torch.compiler.config")}
+            finally:
+                _lib.fast = fast
+            cases += [(label + ", ctypes", stmt, ct) for label, stmt, _ in option_cases]
+        cases.append(("int option (library call)", "d.recompile_limit", {"d": dyn_slow}))
         out = []
         base = None
         for label, stmt, g in cases:
@@ -64,6 +88,8 @@ def measure(number=200000, repeat=5, segment=None):
                                   repeat=repeat)) / number
         out.append(("int option, thread has a patch", t * 1e9, t / base))
         slow.close()
+        if ctypes_seg is not None:
+            ctypes_seg.close()
         return out
     finally:
         if own:
@@ -84,8 +110,10 @@ def main(argv=None):
                           for l, ns, r in res], indent=2))
         return 0
     import platform
+    import shmcfg
     print(f"Python {platform.python_version()} ({platform.machine()}), "
-          f"best of {a.repeat} x {a.number} reads")
+          f"best of {a.repeat} x {a.number} reads; C read (shmcfg._fast): "
+          f"{shmcfg.fast_extension or 'not loaded'}")
     print(f"{'read':40} {'ns':>8} {'x plain':>8}")
     for label, ns, r in res:
         print(f"{label:40} {ns:8.1f} {r:8.1f}")
