@@ -47,7 +47,10 @@ the library. A published generation never changes, so a cached value is
 exact. While any thread of the process has a patch open on the segment,
 every read asks the library (which applies the calling thread's patches).
 Lists and sets are returned as fresh copies. ``SHMCFG_PYTHON_FAST=0`` (or
-``fast_reads=False``) makes every read ask the library.
+``fast_reads=False``) makes every read ask the library. The optional C
+extension ``shmcfg._fast`` does these reads without a Python frame (about 4x
+faster; ``fast_extension`` is its path, or None); the ctypes getters, its
+fallback, give the same results (``SHMCFG_PYTHON_EXT=0`` leaves it out).
 
 Library loading: see ``shmcfg._lib`` (``$SHMCFG_LIBRARY``, the build tree,
 the installed ``libdir``, the dynamic loader).
