@@ -399,12 +399,34 @@ class TestGetter(SegTest):
         with self.assertRaisesRegex(AttributeError, "through the config module"):
             g.__set__(obj, 1)
 
+    def test_copy_of_a_container(self):
+        seg = self.make(SCHEMA, no_env=True)
+        seg.set({"app.config.tags": ["x", "y"]})
+        made = []
+
+        def copy(frozen):
+            made.append(frozen)
+            return ("copy", list(frozen))
+
+        g = self.getter(seg, "app.config.tags", len)
+        o = seg._opts["app.config.tags"]
+        c = _lib.fast.Getter(seg._h, _lib.View.from_address(seg._h).current, [0], len, o.opt,
+                             o.kind, None, copy)
+        self.assertEqual(c.__get__(1), ("copy", ["x", "y"]))
+        self.assertEqual(c.__get__(1), ("copy", ["x", "y"]))
+        self.assertEqual(made, [("x", "y")] * 2)  # the frozen value, read once
+        self.assertEqual((g.__get__(1), type(g.__get__(1))), (["x", "y"], list))
+        seg.set({"app.config.tags": []})
+        self.assertEqual(c.__get__(1), ("copy", []))
+
     def test_bad_arguments(self):
         seg = self.make(SCHEMA, no_env=True)
         cur = _lib.View.from_address(seg._h).current
         for args in [(0, cur, [0], len, 0, 1), (seg._h, 0, [0], len, 0, 1),
                      (seg._h, cur, [0, 1], len, 0, 1), (seg._h, cur, [0], 5, 0, 1),
-                     (seg._h, cur, [0], len, 0, 7), (seg._h, cur, [0], len, 0, 0)]:
+                     (seg._h, cur, [0], len, 0, 7), (seg._h, cur, [0], len, 0, 0),
+                     (seg._h, cur, [0], len, 0, 1, None, len), (seg._h, cur, [0], len, 0, 5,
+                                                                 None, 3)]:
             with self.assertRaises(ValueError, msg=args):
                 _lib.fast.Getter(*args)
         with self.assertRaises(TypeError):

@@ -34,6 +34,7 @@ typedef struct {
 	PyObject *state;          /* Segment._state: a list of one int, 0 = fast reads */
 	PyObject *fallback;       /* the Python getter: fallback(module) -> value */
 	PyObject *doc;
+	PyObject *copy;           /* NULL, or copy(frozen) -> what a list/set read returns */
 	shmcfg_opt opt;
 	int kind;                 /* enum shmcfg_type */
 	int slow;                 /* set by the Python layer: always call fallback */
@@ -111,12 +112,15 @@ static PyObject *read_value(const Getter *g)
 	return NULL;
 }
 
-/* What a read hands out: the cached object itself when it is immutable, a
- * fresh list or set for a container option. */
+/* What a read hands out: the cached object itself when it is immutable; for
+ * a container option a fresh copy, made by the Python layer's copy when it
+ * gave one (its in-place change policy), else a plain list or set. */
 static PyObject *hand_out(const Getter *g, PyObject *v)
 {
 	if (v == Py_None || g->kind < SHMCFG_LIST)
 		return Py_NewRef(v);
+	if (g->copy)
+		return PyObject_CallOneArg(g->copy, v);
 	return g->kind == SHMCFG_LIST ? PySequence_List(v) : PySet_New(v);
 }
 
@@ -154,16 +158,17 @@ static int Getter_init(PyObject *self, PyObject *args, PyObject *kw)
 {
 	Getter *g = (Getter *)self;
 	static char *names[] = {"handle", "current", "state", "fallback", "opt", "kind", "doc",
-				NULL};
+				"copy", NULL};
 	unsigned long long h, current;
 	unsigned int opt;
 	int kind;
-	PyObject *state, *fallback, *doc = Py_None;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "KKO!OIi|O", names, &h, &current,
-					 &PyList_Type, &state, &fallback, &opt, &kind, &doc))
+	PyObject *state, *fallback, *doc = Py_None, *copy = Py_None;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "KKO!OIi|OO", names, &h, &current,
+					 &PyList_Type, &state, &fallback, &opt, &kind, &doc, &copy))
 		return -1;
 	if (!h || !current || PyList_GET_SIZE(state) != 1 || !PyCallable_Check(fallback) ||
-	    kind < SHMCFG_BOOL || kind > SHMCFG_SET) {
+	    kind < SHMCFG_BOOL || kind > SHMCFG_SET ||
+	    (copy != Py_None && (!PyCallable_Check(copy) || kind < SHMCFG_LIST))) {
 		PyErr_SetString(PyExc_ValueError, "shmcfg._fast.Getter: bad arguments");
 		return -1;
 	}
@@ -172,6 +177,7 @@ static int Getter_init(PyObject *self, PyObject *args, PyObject *kw)
 	Py_XSETREF(g->state, Py_NewRef(state));
 	Py_XSETREF(g->fallback, Py_NewRef(fallback));
 	Py_XSETREF(g->doc, Py_NewRef(doc));
+	Py_XSETREF(g->copy, copy == Py_None ? NULL : Py_NewRef(copy));
 	Py_CLEAR(g->cached);
 	g->opt = opt;
 	g->kind = kind;
@@ -185,6 +191,7 @@ static int Getter_traverse(PyObject *self, visitproc visit, void *arg)
 	Py_VISIT(g->state);
 	Py_VISIT(g->fallback);
 	Py_VISIT(g->doc);
+	Py_VISIT(g->copy);
 	Py_VISIT(g->cached);
 	return 0;
 }
@@ -195,6 +202,7 @@ static int Getter_clear(PyObject *self)
 	Py_CLEAR(g->state);
 	Py_CLEAR(g->fallback);
 	Py_CLEAR(g->doc);
+	Py_CLEAR(g->copy);
 	Py_CLEAR(g->cached);
 	return 0;
 }
@@ -217,8 +225,8 @@ static PyMemberDef Getter_members[] = {
 static PyTypeObject GetterType = {
 	PyVarObject_HEAD_INIT(NULL, 0)
 	.tp_name = "shmcfg._fast.Getter",
-	.tp_doc = "Getter(handle, current, state, fallback, opt, kind, doc=None): the C read "
-		  "of one option, a data descriptor",
+	.tp_doc = "Getter(handle, current, state, fallback, opt, kind, doc=None, copy=None): "
+		  "the C read of one option, a data descriptor",
 	.tp_basicsize = sizeof(Getter),
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
 	.tp_new = PyType_GenericNew,
