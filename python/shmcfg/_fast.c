@@ -119,8 +119,13 @@ static PyObject *hand_out(const Getter *g, PyObject *v)
 {
 	if (v == Py_None || g->kind < SHMCFG_LIST)
 		return Py_NewRef(v);
-	if (g->copy)
-		return PyObject_CallOneArg(g->copy, v);
+	if (g->copy) {
+		/* copy() may let another thread replace the cached value: hold it */
+		Py_INCREF(v);
+		PyObject *out = PyObject_CallOneArg(g->copy, v);
+		Py_DECREF(v);
+		return out;
+	}
 	return g->kind == SHMCFG_LIST ? PySequence_List(v) : PySet_New(v);
 }
 
