@@ -275,6 +275,7 @@ def _load_fast():
     """
     import importlib.machinery
     import importlib.util
+    import sys
 
     env = os.environ.get("SHMCFG_PYTHON_EXT", "")
     if env == "0":
@@ -300,6 +301,7 @@ def _load_fast():
             return None, f"{p}: {e}"
         if mod.library_address() != ctypes.cast(lib.shmcfg_get, c_void_p).value:
             return None, f"{p}: linked with another libshmcfg than {path}"
+        sys.modules[spec.name] = mod
         return mod, p
     return None, "not built"
 

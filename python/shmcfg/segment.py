@@ -276,10 +276,10 @@ class Segment:
 
     def _attr(self, o):
         """The attribute of option o on a module's class: the C read of
-        shmcfg._fast when it is loaded (the getter below as its fallback,
-        which it calls whenever the state word or its ``slow`` flag asks),
-        else a property of the getter. A deprecated option's getter warns:
-        its reads always take it."""
+        shmcfg._fast when it is loaded, with _getter()'s function as its
+        fallback (called whenever the state word or the ``slow`` flag asks),
+        else a property of that function. A deprecated option's getter
+        warns: its reads always take it."""
         get = self._getter(o)
         doc = o.doc or None
         if _L.fast is None or self._cur is None:
