@@ -17,31 +17,52 @@
  * for mutable types (list, set) a user value equal to the default does not.
  * A thread's patch counts as its user value.
  */
+/* The seed's rule on one snapshot: no environment or user layer holds
+ * anything but the default (a list or set equal to it counts as default). */
+static int default_in(const shmcfg *h, const shmcfg_snapshot *s, shmcfg_opt opt, bool *mutable_type,
+		      shmcfg_value *def, shmcfg_opt *final)
+{
+	int ur = shmcfg__opt_use(h, opt);
+	if (ur)
+		return ur;
+	shmcfg_opt f = *final = opt_d(h, opt)->alias_final;
+	const struct opt_desc *d = opt_d(h, f);
+	shmcfg_value v;
+	(void)shmcfg__value_from_cell(&d->def, h->strings, h->strings_size, def);
+	*mutable_type = d->type == SHMCFG_LIST || d->type == SHMCFG_SET;
+	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_ENV_DEFAULT, &v) == 0 && !shmcfg_value_equal(&v, def))
+		return 0;
+	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_ENV_FORCE, &v) == 0 && !shmcfg_value_equal(&v, def))
+		return 0;
+	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_USER, &v) == 0 && !(*mutable_type && shmcfg_value_equal(&v, def)))
+		return 0;
+	return 1;
+}
+
+int shmcfg_snapshot_is_default(const shmcfg_snapshot *snap, shmcfg_opt opt)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(snap, -EINVAL);
+	bool mutable_type;
+	shmcfg_value def;
+	shmcfg_opt f;
+	return default_in(snap->h, snap, opt, &mutable_type, &def, &f);
+}
+
 int shmcfg_is_default(const shmcfg *h, shmcfg_opt opt)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
-	int ur = shmcfg__opt_use(h, opt);
-	if (ur)
-		return ur;
-	shmcfg_opt f = opt_d(h, opt)->alias_final;
-	const struct opt_desc *d = opt_d(h, f);
-	shmcfg_value def, v;
-	(void)shmcfg__value_from_cell(&d->def, h->strings, h->strings_size, &def);
-	bool mutable_type = d->type == SHMCFG_LIST || d->type == SHMCFG_SET;
 	shmcfg_snapshot *s;
 	int r = shmcfg_snapshot_acquire((shmcfg *)h, &s);
 	if (r)
 		return r;
-	int result = 1;
-	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_ENV_DEFAULT, &v) == 0 && !shmcfg_value_equal(&v, &def))
-		result = 0;
-	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_ENV_FORCE, &v) == 0 && !shmcfg_value_equal(&v, &def))
-		result = 0;
-	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_USER, &v) == 0 && !(mutable_type && shmcfg_value_equal(&v, &def)))
-		result = 0;
+	bool mutable_type;
+	shmcfg_value def, v;
+	shmcfg_opt f;
+	int result = default_in(h, s, opt, &mutable_type, &def, &f);
 	shmcfg_snapshot_release(s);
-	if (result && shmcfg__tls_patched) {
+	if (result == 1 && shmcfg__tls_patched) {
 		if ((r = shmcfg_get(h, f, &v)))
 			return r;
 		if (v.source == SHMCFG_SRC_PATCH && !(mutable_type && shmcfg_value_equal(&v, &def)))
@@ -55,6 +76,55 @@ static void hex(const uint8_t *b, char out[33])
 {
 	for (int i = 0; i < 16; i++)
 		snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+/*
+ * An option's stored value, the one the seed's save_config() and
+ * codegen_config() write: its _get_dict() takes each option's env_force,
+ * user override, env_default, justknob or default, the first that is set,
+ * and never an implication. Here: the highest layer that is set (with
+ * @patches, the thread's patch stands for the user layer), else the
+ * default. So a load of the dump stores what the layers held, not what an
+ * implication made of them, and the copy agrees with the original once the
+ * implier is turned off. The value points into the snapshot or the
+ * thread's patch frame.
+ */
+static int stored_value(const shmcfg *h, const shmcfg_snapshot *s, shmcfg_opt opt, bool patches,
+			shmcfg_value *out)
+{
+	static const shmcfg_source order[] = {SHMCFG_SRC_ENV_FORCE, SHMCFG_SRC_USER, SHMCFG_SRC_CLUSTER,
+					      SHMCFG_SRC_ENV_DEFAULT, SHMCFG_SRC_KNOB};
+	const shmcfg_value *pv;
+	for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+		if (order[k] == SHMCFG_SRC_USER && patches && shmcfg__tls_patched &&
+		    shmcfg__patch_value(h, opt, &pv)) {
+			*out = *pv;
+			out->source = SHMCFG_SRC_PATCH;
+			return 0;
+		}
+		int r = shmcfg_snapshot_layer(s, opt, order[k], out);
+		if (r != 1) /* set (0), or an error */
+			return r;
+	}
+	return shmcfg_snapshot_layer(s, opt, SHMCFG_SRC_DEFAULT, out);
+}
+
+int shmcfg_get_stored(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && ret, -EINVAL);
+	int r = shmcfg__opt_use(h, opt);
+	if (r)
+		return r;
+	shmcfg_opt f = opt_d(h, opt)->alias_final;
+	shmcfg_snapshot *s;
+	if ((r = shmcfg_snapshot_acquire((shmcfg *)h, &s)))
+		return r;
+	shmcfg_value v;
+	if (!(r = stored_value(h, s, f, true, &v)))
+		r = shmcfg__value_copy(&v, ret); /* v points into the snapshot */
+	shmcfg_snapshot_release(s);
+	return r;
 }
 
 /* Options a dump or codegen leaves out, as the seed's save_config does. */
@@ -81,7 +151,7 @@ int shmcfg_dump(const shmcfg *h, unsigned flags, char **ret)
 		if (skipped(h, i, flags))
 			continue;
 		shmcfg_value v;
-		if ((r = shmcfg_snapshot_get(s, i, &v)))
+		if ((r = stored_value(h, s, i, false, &v)))
 			break;
 		json_t *j = shmcfg__value_json(&v);
 		if (!j || json_object_set_new(values, sstr(h, opt_d(h, i)->name), j))
@@ -205,25 +275,98 @@ int shmcfg_value_from_json(const shmcfg *h, shmcfg_opt opt, const char *json, si
 	return r;
 }
 
-int shmcfg_load(shmcfg *h, const char *text, size_t len, shmcfg_warn_fn *warn, void *ud,
-		uint64_t *gen_ret)
+/* The values object of a load's text: a dump's "values", or the object
+ * itself; *dump the dump around it (NULL for a plain object). */
+static json_t *load_values(json_t *root, json_t **dump)
+{
+	json_t *fmt = json_object_get(root, "format");
+	*dump = NULL;
+	if (json_is_object(root) && json_is_object(json_object_get(root, "values")) &&
+	    (fmt || json_object_size(root) == 1)) {
+		*dump = root;
+		return json_object_get(root, "values");
+	}
+	return root;
+}
+
+static void load_warn(shmcfg_warn_fn *warn, void *ud, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void load_warn(shmcfg_warn_fn *warn, void *ud, const char *fmt, ...)
+{
+	if (!warn)
+		return;
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	warn(msg, ud);
+}
+
+/* A strict load refuses names the segment does not know, listing them all
+ * (as many as the detail holds), before anything is applied. */
+static int load_unknown_names(const shmcfg *h, json_t *values)
+{
+	char list[400] = "";
+	size_t n = 0, shown = 0, used = 0;
+	const char *key;
+	json_t *j;
+	json_object_foreach(values, key, j) {
+		shmcfg_opt opt;
+		if (!shmcfg_lookup(h, key, &opt))
+			continue;
+		n++;
+		char name[96];
+		shmcfg__name_text(key, name, sizeof name);
+		int w = snprintf(list + used, sizeof list - used, "%s%s", shown ? ", " : "", name);
+		if (w > 0 && used + (size_t)w < sizeof list - 1) {
+			used += (size_t)w;
+			shown++;
+		} else
+			list[used] = 0; /* whole names only */
+	}
+	if (!n)
+		return 0;
+	if (shown < n)
+		return shmcfg__err(SHMCFG_E_NOOPT, "%zu unknown options: %s (and %zu more)", n, list, n - shown);
+	return shmcfg__err(SHMCFG_E_NOOPT, "%zu unknown option%s: %s", n, n == 1 ? "" : "s", list);
+}
+
+int shmcfg_load_ex(shmcfg *h, const char *text, size_t len, unsigned flags, shmcfg_warn_fn *warn, void *ud,
+		   uint64_t *gen_ret, bool *published)
 {
 	SHMCFG_API_ENTRY;
+	if (published)
+		*published = false;
 	assert_return(h && text, -EINVAL);
+	if ((flags & ~(unsigned)(SHMCFG_LOAD_STRICT | SHMCFG_LOAD_PARTIAL)) ||
+	    (flags & SHMCFG_LOAD_STRICT && flags & SHMCFG_LOAD_PARTIAL))
+		return shmcfg__err(-EINVAL, "shmcfg_load_ex: bad flags %#x", flags);
+	bool partial = flags & SHMCFG_LOAD_PARTIAL;
 	json_error_t e;
 	json_t *root = shmcfg__json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
 	if (!root && shmcfg__json_oom(&e))
 		return shmcfg__nomem();
 	if (!root)
 		return shmcfg__err(SHMCFG_E_PARSE, "JSON line %d column %d: %s", e.line, e.column, e.text);
-	json_t *values = root;
-	json_t *fmt = json_object_get(root, "format");
-	if (json_is_object(root) && json_is_object(json_object_get(root, "values")) &&
-	    (fmt || json_object_size(root) == 1))
-		values = json_object_get(root, "values");
+	json_t *dump, *values = load_values(root, &dump);
 	int r = 0;
 	if (!json_is_object(values))
 		r = shmcfg__err(SHMCFG_E_PARSE, "a load takes a JSON object of option: value");
+	/* a dump names the schema it was made with */
+	json_t *sh = dump ? json_object_get(dump, "schema_hash") : NULL;
+	char mine[33];
+	hex(h->lay.schema_hash, mine);
+	char theirs[96] = "(not a string)";
+	if (json_is_string(sh))
+		shmcfg__name_text(json_string_value(sh), theirs, sizeof theirs);
+	bool other_schema = sh && (!json_is_string(sh) || strcmp(json_string_value(sh), mine));
+	if (!r && other_schema && flags & SHMCFG_LOAD_STRICT)
+		r = shmcfg__err(SHMCFG_E_SCHEMA, "the dump's schema hash %s is not the segment's %s", theirs, mine);
+	else if (!r && other_schema && partial)
+		load_warn(warn, ud, "the dump's schema hash %s is not the segment's %s: loading what fits", theirs,
+			  mine);
+	if (!r && flags & SHMCFG_LOAD_STRICT)
+		r = load_unknown_names(h, values);
 	shmcfg_txn *t = NULL;
 	if (!r)
 		r = shmcfg_txn_begin(h, &t);
@@ -232,17 +375,23 @@ int shmcfg_load(shmcfg *h, const char *text, size_t len, shmcfg_warn_fn *warn, v
 	json_object_foreach(r ? NULL : values, key, j) {
 		shmcfg_opt opt;
 		if (shmcfg_lookup(h, key, &opt)) {
-			char msg[320];
-			snprintf(msg, sizeof msg, "unknown option '%.250s' skipped", key);
-			if (warn)
-				warn(msg, ud);
+			char name[96];
+			shmcfg__name_text(key, name, sizeof name);
+			load_warn(warn, ud, "unknown option '%s' skipped", name);
 			continue;
 		}
 		shmcfg_value v;
-		if ((r = from_json(h, opt, j, &v)))
-			break;
-		r = shmcfg_txn_set(t, opt, &v);
-		shmcfg_value_clear(&v);
+		if (!(r = from_json(h, opt, j, &v))) {
+			/* partial: a value the set would refuse is skipped; a
+			 * refused set would poison the transaction */
+			if (!partial || !(r = shmcfg_value_check(h, opt, &v)))
+				r = shmcfg_txn_set(t, opt, &v);
+			shmcfg_value_clear(&v);
+		}
+		if (r && partial && r != -ENOMEM) {
+			load_warn(warn, ud, "%s; skipped", shmcfg_errdetail());
+			r = 0;
+		}
 		if (r)
 			break;
 	}
@@ -251,7 +400,13 @@ int shmcfg_load(shmcfg *h, const char *text, size_t len, shmcfg_warn_fn *warn, v
 		shmcfg_txn_abort(t);
 		return r;
 	}
-	return shmcfg_txn_commit(t, gen_ret);
+	return shmcfg_txn_commit_ex(t, gen_ret, published);
+}
+
+int shmcfg_load(shmcfg *h, const char *text, size_t len, shmcfg_warn_fn *warn, void *ud, uint64_t *gen_ret)
+{
+	SHMCFG_API_ENTRY;
+	return shmcfg_load_ex(h, text, len, 0, warn, ud, gen_ret, NULL);
 }
 
 /* ------------------------------------------------------------------ */
@@ -379,9 +534,14 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 	assert_return(h && ret, -EINVAL);
 	if (fmt != SHMCFG_CODEGEN_PYTHON && fmt != SHMCFG_CODEGEN_SHELL && fmt != SHMCFG_CODEGEN_JSON)
 		return shmcfg__err(-EINVAL, "unknown codegen format %d", (int)fmt);
+	shmcfg_snapshot *snap;
+	int r = shmcfg_snapshot_acquire((shmcfg *)h, &snap);
+	if (r)
+		return r;
 	struct buf b = {0};
 	json_t *obj = fmt == SHMCFG_CODEGEN_JSON ? json_object() : NULL;
-	int r = fmt == SHMCFG_CODEGEN_JSON && !obj ? shmcfg__nomem() : 0;
+	if (fmt == SHMCFG_CODEGEN_JSON && !obj)
+		r = shmcfg__nomem();
 	addf(&b, "%s", "");
 	for (uint32_t i = 0; !r && !b.err && i < h->lay.nopts; i++) {
 		if ((r = shmcfg__opt_use(h, i)))
@@ -396,7 +556,7 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 		if (d)
 			continue;
 		shmcfg_value v;
-		if ((r = shmcfg_get(h, i, &v)))
+		if ((r = stored_value(h, snap, i, true, &v)))
 			break;
 		const char *name = sstr(h, opt_d(h, i)->name);
 		if (fmt == SHMCFG_CODEGEN_PYTHON) {
@@ -421,8 +581,8 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 			if (!j || json_object_set_new(obj, name, j))
 				r = shmcfg__nomem();
 		}
-		shmcfg_value_clear(&v);
 	}
+	shmcfg_snapshot_release(snap);
 	if (!r && !b.err && obj) {
 		char *t = NULL;
 		r = shmcfg__json_text(obj, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17), &t);

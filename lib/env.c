@@ -9,6 +9,46 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+void shmcfg__env_used_free(shmcfg *h)
+{
+	for (size_t i = 0; i < h->n_env_used; i++) {
+		shmcfg__free((char *)h->env_used[i].var);
+		shmcfg__free((char *)h->env_used[i].value);
+	}
+	shmcfg__free(h->env_used);
+	h->env_used = NULL;
+	h->n_env_used = 0;
+}
+
+/* Remember a variable that fills a layer, for shmcfg_env_applied(). */
+static int env_used_add(shmcfg *h, const char *var, const char *text, shmcfg_opt opt, enum layer layer)
+{
+	shmcfg_env_use *u = shmcfg__realloc(h->env_used, (h->n_env_used + 1) * sizeof *u);
+	if (!u)
+		return shmcfg__nomem();
+	h->env_used = u;
+	u += h->n_env_used;
+	*u = (shmcfg_env_use){shmcfg__strdup(var), shmcfg__strdup(text), opt,
+			      layer == LAYER_ENV_FORCE ? SHMCFG_SRC_ENV_FORCE : SHMCFG_SRC_ENV_DEFAULT};
+	if (!u->var || !u->value) {
+		shmcfg__free((char *)u->var);
+		shmcfg__free((char *)u->value);
+		return shmcfg__nomem();
+	}
+	h->n_env_used++;
+	return 0;
+}
+
+int shmcfg_env_applied(const shmcfg *h, size_t i, shmcfg_env_use *ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && ret, -EINVAL);
+	if (i >= h->n_env_used)
+		return -ENOENT;
+	*ret = h->env_used[i];
+	return 0;
+}
+
 /*
  * Generation 1 of a new segment: the env layers from envp (DESIGN.md: the
  * first set variable of each list wins). A bad value fails the creation with
@@ -56,12 +96,14 @@ int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env)
 					}
 					shmcfg_value_clear(&v);
 				}
+				if (!r)
+					r = env_used_add(h, var, text, i, lists[k].layer);
 				break;
 			}
 		}
 	}
 	if (!r)
-		r = shmcfg__commit(t, true, NULL);
+		r = shmcfg__commit(t, true, NULL, NULL);
 	shmcfg_txn_abort(t);
 	return r;
 }

@@ -25,9 +25,13 @@ const char *shmcfg_strerror(int err)
 		return err_text[err - SHMCFG_E_FIRST];
 	if (err == 0)
 		return "success";
+	/* errors are negative: a positive value is a result (a getter's
+	 * SHMCFG_NULL), never an errno (1 would read "Operation not permitted") */
 	if (err == SHMCFG_NULL)
-		return "value is null";
-	return strerror(err < 0 ? -err : err);
+		return "value is null (not an error)";
+	if (err > 0)
+		return "not an error";
+	return strerror(-err);
 }
 
 const char *shmcfg_errname(int err)
@@ -36,7 +40,11 @@ const char *shmcfg_errname(int err)
 		return err_name[err - SHMCFG_E_FIRST];
 	if (err == 0)
 		return "OK";
-	const char *n = strerrorname_np(err < 0 ? -err : err);
+	if (err == SHMCFG_NULL) /* positive: a result, not an errno (see above) */
+		return "SHMCFG_NULL";
+	if (err > 0)
+		return "OK";
+	const char *n = strerrorname_np(-err);
 	return n ? n : "EUNKNOWN";
 }
 

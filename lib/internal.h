@@ -12,6 +12,9 @@
  *            dependents, strings
  *   log      ring of commit records, one per recent generation
  *   ring     the ids each recent commit changed, for O(change) slot updates
+ *   history  the last N commits: an index of N struct hist_ent, then a byte
+ *            ring of their records (who, and each layer change with its old
+ *            and new value; history.c)
  *   readers  table of 64-byte entries {pins, pid, start time, attach time,
  *            active}; entry i is owned by whoever holds the OFD lock on
  *            byte 1 + i of the lock object
@@ -39,7 +42,7 @@
 #include "shmcfg.h"
 
 #define SEG_MAGIC 0x3147464343d48535ULL /* bytes 35 85 d4 43 43 46 47 31 */
-#define SEG_LAYOUT_VERSION 4u
+#define SEG_LAYOUT_VERSION 5u
 #define SEG_READY 0x52454459u           /* "REDY" */
 #define SEG_HEADER_BYTES 4096u
 #define SEG_PREFIX "/shmcfg."
@@ -49,7 +52,7 @@
 
 #define SEG_MAX_SLOTS 255u
 #define SEG_DEFAULT_SLOTS 8u
-#define SEG_DEFAULT_READERS 2048u
+#define SEG_DEFAULT_READERS 1024u /* 64 KiB: with the history, a small segment stays under 256 KiB */
 #define SEG_MAX_READERS 65536u
 #define SEG_LOG_ENTRIES 64u
 #define SEG_PINS 4u
@@ -132,6 +135,9 @@ struct seg_header {
 	uint32_t create_uid;
 	int32_t create_pid;
 	uint8_t instance[16];    /* random; the lock object carries the same bytes */
+	uint64_t hist_off;       /* hist_n struct hist_ent (history.c) */
+	uint64_t hist_ring_off, hist_ring_size; /* the records' byte ring */
+	uint32_t hist_n, pad4;   /* entries of the history index; padding */
 	/* Everything above is immutable after creation (shmcfg_check compares
 	 * it with the attach-time copy). The hot words, each on its own cache
 	 * line so that commits bumping the futex do not disturb readers of
@@ -153,6 +159,7 @@ struct seg_header {
 	uint64_t heap_live;      /* bytes of chunks in use */
 	uint64_t heap_free[HEAP_CLASSES]; /* free list heads: chunk offset, 0 = empty */
 	uint64_t ring_head;      /* ring positions ever used (publish.c) */
+	uint64_t hist_head;      /* bytes of the history ring ever used (history.c) */
 	/* The cluster agent's record (cluster.c): a seqlock of its own, written
 	 * under the writer lock. */
 	_Alignas(64) uint64_t sync_seq; /* odd while written; 0 = never written */
@@ -244,6 +251,7 @@ struct log_ent {
 };
 #define RING_OVERFLOW UINT32_MAX
 
+
 struct reader_ent {
 	uint64_t pins[SEG_PINS]; /* pinned generations, 0 = none; see readers.c */
 	int32_t pid;             /* for display: liveness is the OFD lock */
@@ -323,8 +331,10 @@ struct shmcfg {
 	int commit_timeout_ms;
 	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
 	uid_t uid;               /* getuid() at attach: for the commit log */
+	char *hist_buf; size_t hist_cap; /* a commit's history record, built here (history.c) */
 	uint32_t *waiters;       /* the header's count of waiters (read-write handles; watch.c) */
 	bool wake_always; uint64_t mode_ns; /* readers may not count themselves (as of mode_ns: wake()) */
+	shmcfg_env_use *env_used; size_t n_env_used; /* the creator's: the variables that filled the env layers (env.c) */
 };
 
 /* Pointers into the mapping. */
@@ -552,9 +562,10 @@ void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt);
 /* objects.c: /dev/shm objects, trust, the lock object, removal */
 #define PATH_BYTES (sizeof SHM_DIR + sizeof LOCK_PREFIX + SEG_NAME_MAX + 34)
 int shmcfg__name_check(const char *name, char path[static PATH_BYTES]);
-/* The lock object's path: the name and the segment's random instance id, so
- * that nobody can plant it before the creator (who makes it before the id is
- * written anywhere another process can read). */
+/* A name for a message: one line, <= 80 bytes, non-printable bytes as \xNN (len >= 6). */
+void shmcfg__name_text(const char *name, char *out, size_t len);
+/* The lock object's path: the name and the segment's random instance id, so nobody can
+ * plant it before the creator (who makes it before any process can read the id). */
 static inline void shmcfg__lock_path(const char *name, const uint8_t instance[16], char out[static PATH_BYTES])
 {
 	int n = snprintf(out, PATH_BYTES, SHM_DIR LOCK_PREFIX "%s.", name);
@@ -616,7 +627,7 @@ struct shmcfg_txn {
 int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const shmcfg_value *v);
 
 /* publish.c: commits */
-int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret);
+int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret, bool *published);
 /* the writer lock (OFD lock of the lock object, and the handle's mutex) */
 int shmcfg__lock_writer(shmcfg *h);
 void shmcfg__unlock_writer(shmcfg *h);
@@ -624,14 +635,16 @@ bool shmcfg__mode_wakes(unsigned mode);
 
 /* env.c: the environment into generation 1 */
 int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);
+void shmcfg__env_used_free(shmcfg *h);
 
 /* patch.c: thread-local patches; the calling thread's patched cell of opt */
 bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,
 			  const char **heap, uint64_t *heap_size, int *err);
-/* ... and its whole patched copy of the current generation (a private slot,
- * never rewritten while read) and that generation: several cells of one
- * generation. False when the thread has no patches of h. */
+/* ... and its whole patched copy of the current generation (a private slot, never
+ * rewritten while read) and that generation. False when it has no patches of h. */
 bool shmcfg__patched_slot(const shmcfg *h, const char **slot, uint64_t *gen, int *err);
 void shmcfg__patch_forget(const shmcfg *h);
+/* ... the value its innermost patch of opt (a final target) gives, while the frames stay */
+bool shmcfg__patch_value(const shmcfg *h, shmcfg_opt opt, const shmcfg_value **v);
 
 #endif

@@ -22,7 +22,7 @@
 
 /* The name as an error may show it: one line, bytes outside printable ASCII
  * as \xNN (a name can come from anyone's file in /dev/shm). */
-static void name_text(const char *name, char *out, size_t len)
+void shmcfg__name_text(const char *name, char *out, size_t len)
 {
 	size_t o = 0;
 	for (const unsigned char *p = (const unsigned char *)name; *p && o + 5 < len && o < 80; p++)
@@ -34,7 +34,7 @@ int shmcfg__name_check(const char *name, char path[static PATH_BYTES])
 {
 	size_t len = name ? strlen(name) : 0;
 	char shown[128];
-	name_text(name ? name : "", shown, sizeof shown);
+	shmcfg__name_text(name ? name : "", shown, sizeof shown);
 	if (len == 0 || len > SEG_NAME_MAX || name[0] == '.')
 		return shmcfg__err(-EINVAL, "segment name '%s' must be 1-%d characters, not starting with '.'",
 				   shown, SEG_NAME_MAX);
@@ -42,7 +42,7 @@ int shmcfg__name_check(const char *name, char path[static PATH_BYTES])
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
 		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == '-')) {
 			char c[8];
-			name_text((char[]){*p, 0}, c, sizeof c);
+			shmcfg__name_text((char[]){*p, 0}, c, sizeof c);
 			return shmcfg__err(-EINVAL, "segment name '%s': character '%s' is not allowed (use [A-Za-z0-9._-])",
 					   shown, c);
 		}

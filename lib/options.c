@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 
 int shmcfg_lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
 {
@@ -129,12 +130,20 @@ int shmcfg_verify_handles(const shmcfg *h, const char *const *names, const shmcf
 	return 0;
 }
 
+/* A deprecated option, and each deprecated one its alias chain passes
+ * (the seed's getattr warns at each module an alias leads to), warns once
+ * per handle. The chain is as long as the schema at most. */
 void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt)
 {
-	const struct opt_desc *d = opt_d(h, opt);
-	if (!(d->flags & SHMCFG_F_DEPRECATED) || atomic_exchange(&h->warned[opt], 1))
-		return;
-	shmcfg__log(SHMCFG_LOG_WARNING, "%s is deprecated: %s", sstr(h, d->name), sstr(h, d->deprecated));
+	for (uint32_t steps = 0; opt != SHMCFG_NO_OPT && steps <= h->lay.nopts; steps++) {
+		if (shmcfg__opt_use(h, opt))
+			return;
+		const struct opt_desc *d = opt_d(h, opt);
+		if ((d->flags & SHMCFG_F_DEPRECATED) && !atomic_exchange(&h->warned[opt], 1))
+			shmcfg__log(SHMCFG_LOG_WARNING, "%s is deprecated: %s", sstr(h, d->name),
+				    sstr(h, d->deprecated));
+		opt = d->alias;
+	}
 }
 
 /*
@@ -195,6 +204,14 @@ int shmcfg__parse_for(const shmcfg *h, shmcfg_opt opt, const char *text, shmcfg_
 	if (r)
 		return r;
 	const struct opt_desc *d = opt_d(h, opt_d(h, opt)->alias_final);
+	/* `=None` meant null, not the text "None" (which it silently became):
+	 * a string option that cannot be null says so; the quoted literal
+	 * "None" is the text */
+	if (d->type == SHMCFG_STR && !(d->flags & SHMCFG_F_NULLABLE) &&
+	    (!strcasecmp(text, "none") || !strcasecmp(text, "null")))
+		return shmcfg__err(SHMCFG_E_NULLVAL,
+				   "%s: %s: the option is not nullable (for the text, quote it as JSON: \"%s\")",
+				   sstr(h, opt_d(h, opt)->name), text, text);
 	r = shmcfg_value_parse(d->type, d->flags & SHMCFG_F_NULLABLE, text, out);
 	if (r == SHMCFG_E_PARSE) {
 		char why[400];
@@ -202,4 +219,11 @@ int shmcfg__parse_for(const shmcfg *h, shmcfg_opt opt, const char *text, shmcfg_
 		r = shmcfg__err(r, "%s: %s", sstr(h, opt_d(h, opt)->name), why);
 	}
 	return r;
+}
+
+int shmcfg_value_parse_opt(const shmcfg *h, shmcfg_opt opt, const char *text, shmcfg_value *ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && text && ret, -EINVAL);
+	return shmcfg__parse_for(h, opt, text, ret);
 }

@@ -225,6 +225,18 @@ bool shmcfg__patched_slot(const shmcfg *h, const char **slot, uint64_t *gen, int
 	return ov || *err;
 }
 
+bool shmcfg__patch_value(const shmcfg *h, shmcfg_opt opt, const shmcfg_value **v)
+{
+	for (struct pframe *f = top; f; f = f->prev) /* innermost first: it wins */
+		if (f->h == h)
+			for (size_t i = 0; i < f->n; i++)
+				if (f->opts[i] == opt) {
+					*v = &f->vals[i];
+					return true;
+				}
+	return false;
+}
+
 static void drop_overlay(const shmcfg *h)
 {
 	struct overlay **o = find_overlay(h), *ov = *o;

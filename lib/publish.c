@@ -14,6 +14,7 @@
  */
 #include "internal.h"
 #include "commit.h"
+#include "history.h"
 #include "seqlock.h"
 
 #include <errno.h>
@@ -186,6 +187,8 @@ static int commit_first(shmcfg_txn *t)
 	shmcfg__hash_final(sl->hash_sum, sl->config_hash);
 	sl->base = 1;
 	sl->cluster_rev = 0;
+	if ((r = shmcfg__hist_write(h, 1, t->ch, t->n, NULL, &b, 0, NULL)))
+		goto out;
 	write_log(h, 1, b.changed.ids, b.changed.n, NULL);
 	for (uint32_t s = 1; !r && s < h->lay.nslots; s++) {
 		struct slot_hdr *o = slot_at(h, s);
@@ -294,7 +297,7 @@ void shmcfg__unlock_writer(shmcfg *h)
  * The commit proper. With first, this is generation 1 of a new segment: no
  * old slot, no lock (nobody can attach before `ready`).
  */
-int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
+int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret, bool *published)
 {
 	shmcfg *h = t->h;
 	int r;
@@ -332,7 +335,9 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 		goto out;
 	uint64_t cluster_rev = t->cluster_rev ? t->cluster_rev : cur_sl->cluster_rev;
 	if (!any && cluster_rev == cur_sl->cluster_rev) {
-		r = 1;
+		r = 0;
+		if (published)
+			*published = false;
 		if (gen_ret)
 			*gen_ret = cur_g;
 		goto out;
@@ -362,6 +367,10 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 		shmcfg__claim_slot(h, s, 0); /* busy again: nobody pins generation 0 */
 		r = build_txn(&b, t, sl);
 	}
+	/* the history's record, before the slot: it fails only for memory,
+	 * and then the commit fails whole */
+	if (!r)
+		r = shmcfg__hist_write(h, gen, t->ch, t->n, cur_sl, &b, cluster_rev, t);
 	if (r) {
 		if (undo(&b, sl, cur_sl, cur_g) == 0)
 			hd->wip = 0; /* else the next writer sweeps */
@@ -386,6 +395,8 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret)
 	wake(h);
 	if (gen_ret)
 		*gen_ret = gen;
+	if (published)
+		*published = true;
 	r = 0;
 out:
 	shmcfg__unlock_writer(h);
@@ -396,6 +407,14 @@ out:
 int shmcfg_txn_commit(shmcfg_txn *t, uint64_t *gen_ret)
 {
 	SHMCFG_API_ENTRY;
+	return shmcfg_txn_commit_ex(t, gen_ret, NULL);
+}
+
+int shmcfg_txn_commit_ex(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
+{
+	SHMCFG_API_ENTRY;
+	if (published)
+		*published = false;
 	assert_return(t, -EINVAL);
 	if (t->err) { /* a change was refused: publish none, and say which */
 		int r = t->err_detail ? shmcfg__err(t->err, "%s", t->err_detail)
@@ -403,7 +422,7 @@ int shmcfg_txn_commit(shmcfg_txn *t, uint64_t *gen_ret)
 		shmcfg_txn_abort(t);
 		return r;
 	}
-	int r = shmcfg__commit(t, false, gen_ret);
+	int r = shmcfg__commit(t, false, gen_ret, published);
 	shmcfg_txn_abort(t);
 	return r;
 }

@@ -52,6 +52,7 @@ shmcfg_schema *shmcfg_schema_free(shmcfg_schema *s)
 		sopt_free(&s->opts[i]);
 	shmcfg__free(s->opts);
 	shmcfg__free(s->byname);
+	shmcfg__free(s->file);
 	shmcfg__free(s);
 	return NULL;
 }

@@ -13,6 +13,7 @@ struct sopt {
 	shmcfg_type type;
 	unsigned flags;
 	shmcfg_value def, min, max, choices, env_default, env_force;
+	uint32_t line; /* of its declaration in the schema file, 0 if none */
 };
 
 struct shmcfg_schema {
@@ -20,6 +21,7 @@ struct shmcfg_schema {
 	uint32_t n, cap;
 	uint32_t *byname; /* open-addressing hash of names -> id + 1 (0 = empty) */
 	uint32_t byname_size;
+	char *file; /* the schema file read (its label), or NULL: see sopt.line */
 };
 
 uint64_t shmcfg__name_hash(const char *s, size_t len);

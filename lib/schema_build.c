@@ -112,6 +112,89 @@ static int build_rdeps(struct built_schema *b, uint32_t n)
 	return 0;
 }
 
+/* An error of option i's declaration: from a schema file, it names the
+ * file and the line where i is declared, as the file's parse errors do. */
+static int decl_err(const shmcfg_schema *s, uint32_t i, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int decl_err(const shmcfg_schema *s, uint32_t i, int code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (s->file && s->opts[i].line)
+		return shmcfg__err(code, "%s:%u: %s", s->file, s->opts[i].line, msg);
+	return shmcfg__err(code, "%s", msg);
+}
+
+/*
+ * A cycle of options, cyc[0] -> cyc[1] -> ... -> cyc[n - 1] -> cyc[0], as
+ * the seed names one ("config implication cycle: x -> z -> y -> x"), from
+ * its first declared member, at that member's line. A cycle too long for
+ * the detail text names its first members and how many more there are.
+ */
+static int cycle_err(const shmcfg_schema *s, const char *what, const uint32_t *cyc, uint32_t n)
+{
+	uint32_t first = 0;
+	for (uint32_t k = 1; k < n; k++)
+		if (cyc[k] < cyc[first])
+			first = k;
+	const char *start = s->opts[cyc[first]].name;
+	char text[400];
+	size_t len = 0;
+	uint32_t k = 0;
+	for (; k < n; k++) {
+		const char *name = s->opts[cyc[(first + k) % n]].name;
+		/* room for this name, and for "-> ... (N more) -> start" after it */
+		if (k && len + strlen(name) + strlen(start) + 40 >= sizeof text)
+			break;
+		len += (size_t)snprintf(text + len, sizeof text - len, "%s -> ", name);
+	}
+	if (k < n)
+		snprintf(text + len, sizeof text - len, "... (%u more) -> %s", n - k, start);
+	else
+		snprintf(text + len, sizeof text - len, "%s", start);
+	return decl_err(s, cyc[first], SHMCFG_E_CYCLE, "config %s cycle: %s", what, text);
+}
+
+/*
+ * After Kahn's sort stopped short, the options left (indeg > 0) are on a
+ * cycle or downstream of one; each has an implier that was left too. So
+ * walking from one to such an implier, again and again, must come back to
+ * an option met before: the walk from there, reversed, is a cycle.
+ */
+static int implication_cycle(const shmcfg_schema *s, const struct built_schema *b, const uint32_t *indeg)
+{
+	uint32_t n = s->n, start = UINT32_MAX;
+	uint32_t *pred = shmcfg__malloc(n * sizeof *pred), *seen = shmcfg__calloc(n, sizeof *seen);
+	if (!pred || !seen) {
+		shmcfg__free(pred);
+		shmcfg__free(seen);
+		return shmcfg__nomem();
+	}
+	for (uint32_t k = 0; k < b->nimplies; k++) {
+		uint32_t p = b->implies[k].implier, t = b->implies[k].target;
+		if (indeg[p] && indeg[t])
+			pred[t] = p, start = t;
+	}
+	/* seen[i]: the step (from 1) at which the walk met option i */
+	uint32_t i = start, step = 0;
+	while (!seen[i]) {
+		seen[i] = ++step;
+		i = pred[i];
+	}
+	/* i, pred[i], ... back to i went against the implications: the cycle
+	 * is that walk reversed (seen[] is free to hold it now) */
+	uint32_t len = step + 1 - seen[i];
+	for (uint32_t k = 0, a = i; k < len; k++, a = pred[a])
+		seen[len - 1 - k] = a;
+	int r = cycle_err(s, "implication", seen, len);
+	shmcfg__free(pred);
+	shmcfg__free(seen);
+	return r;
+}
+
 /* Resolve aliases and implications, reject cycles, compute the orders. */
 int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 {
@@ -141,8 +224,8 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 			continue;
 		int t = shmcfg__schema_find(s, o->alias);
 		if (t < 0) {
-			r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: alias target %s is not declared",
-					o->name, o->alias);
+			r = decl_err(s, i, SHMCFG_E_SCHEMADEF, "%s: alias target %s is not declared",
+				     o->name, o->alias);
 			goto fail;
 		}
 		b->alias[i] = (uint32_t)t;
@@ -151,8 +234,12 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 		uint32_t f = i, steps = 0;
 		while (b->alias[f] != SHMCFG_NO_OPT) {
 			f = b->alias[f];
-			if (++steps > n) {
-				r = shmcfg__err(SHMCFG_E_CYCLE, "%s: alias cycle", s->opts[i].name);
+			if (++steps > n) { /* f is on the cycle now: walk it once */
+				uint32_t len = 1;
+				for (uint32_t a = b->alias[f]; a != f; a = b->alias[a])
+					b->topo[len++ - 1] = a; /* topo: scratch until Kahn below */
+				b->topo[len - 1] = f;
+				r = cycle_err(s, "alias", b->topo, len);
 				goto fail;
 			}
 		}
@@ -160,9 +247,9 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 		const struct sopt *o = &s->opts[i], *t = &s->opts[f];
 		if (o->type != t->type ||
 		    (o->flags & SHMCFG_F_NULLABLE) != (t->flags & SHMCFG_F_NULLABLE)) {
-			r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: alias of %s must have its type %s%s",
-					o->name, t->name, t->flags & SHMCFG_F_NULLABLE ? "optional " : "",
-					shmcfg_type_name(t->type));
+			r = decl_err(s, i, SHMCFG_E_SCHEMADEF, "%s: alias of %s must have its type %s%s",
+				     o->name, t->name, t->flags & SHMCFG_F_NULLABLE ? "optional " : "",
+				     shmcfg_type_name(t->type));
 			goto fail;
 		}
 	}
@@ -183,8 +270,8 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 			while (isspace((unsigned char)*item))
 				item++;
 			if (!eq) {
-				r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: implies '%s' lacks '='",
-						s->opts[i].name, item);
+				r = decl_err(s, i, SHMCFG_E_SCHEMADEF, "%s: implies '%s' lacks '='",
+					     s->opts[i].name, item);
 				break;
 			}
 			char *end = eq;
@@ -193,8 +280,8 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 			*end = 0;
 			int t = shmcfg__schema_find(s, item);
 			if (t < 0) {
-				r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: implies unknown option %s",
-						s->opts[i].name, item);
+				r = decl_err(s, i, SHMCFG_E_SCHEMADEF, "%s: implies unknown option %s",
+					     s->opts[i].name, item);
 				break;
 			}
 			uint32_t tf = b->alias_final[t];
@@ -222,8 +309,8 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 			if (r == -ENOMEM)
 				break;
 			if (r) {
-				r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: implies %s: %s", s->opts[i].name,
-						item, shmcfg_errdetail());
+				r = decl_err(s, i, SHMCFG_E_SCHEMADEF, "%s: implies %s: %s", s->opts[i].name,
+					     item, shmcfg_errdetail());
 				break;
 			}
 			ie[b->nimplies] = (struct implies_ent){.target = tf, .implier = i};
@@ -247,11 +334,7 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 				b->topo[tail++] = b->implies[k].target;
 	}
 	if (tail != n) {
-		for (uint32_t i = 0; i < n; i++)
-			if (indeg[i]) {
-				r = shmcfg__err(SHMCFG_E_CYCLE, "%s: implication cycle", s->opts[i].name);
-				break;
-			}
+		r = implication_cycle(s, b, indeg);
 		goto fail;
 	}
 	if ((r = build_rdeps(b, n)))

@@ -2,9 +2,11 @@
  * Schema files: YAML, format 1 (doc/schema-format.md), read with libyaml's
  * document API. Each option's attributes are turned into the text fields of
  * a shmcfg_optdef and go through shmcfg_schema_add(), so a file and a C
- * declaration are checked by the same code. Every error names file:line.
+ * declaration are checked by the same code. Every error names file:line,
+ * those found when the schema is built too (each option keeps its line).
  */
 #include "internal.h"
+#include "schema.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -311,6 +313,8 @@ static int option(struct ctx *c, shmcfg_schema *s, yaml_node_t *key, yaml_node_t
 		snprintf(why, sizeof why, "%s", shmcfg_errdetail());
 		return err_at(c, key, "%s", why);
 	}
+	if (!r) /* for the checks between options, made when it is built */
+		s->opts[s->n - 1].line = (uint32_t)key->start_mark.line + 1;
 	return r;
 }
 
@@ -332,6 +336,8 @@ int shmcfg_schema_load_text(const char *text, size_t len, const char *label, shm
 	yaml_parser_delete(&parser);
 	shmcfg_schema *s = NULL;
 	int r = shmcfg_schema_new(&s);
+	if (!r && !(s->file = shmcfg__strdup(c.label)))
+		r = shmcfg__nomem();
 	yaml_node_t *root = yaml_document_get_root_node(&c.doc);
 	yaml_node_t *opts = NULL;
 	if (!r && (!root || root->type != YAML_MAPPING_NODE))

@@ -5,6 +5,7 @@
  */
 #include "internal.h"
 #include "commit.h"
+#include "history.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -47,6 +48,8 @@ static void handle_free(shmcfg *h)
 	shmcfg__free(h->topo);
 	shmcfg__free((void *)h->warned);
 	shmcfg__free(h->name);
+	shmcfg__env_used_free(h);
+	shmcfg__free(h->hist_buf);
 	shmcfg__free(h);
 }
 
@@ -336,6 +339,11 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		o.mode = 0600;
 	if (o.slots < 2 || o.slots > SEG_MAX_SLOTS)
 		return shmcfg__err(-EINVAL, "slots must be 2-%u, not %u", SEG_MAX_SLOTS, o.slots);
+	if (!o.history)
+		o.history = SEG_DEFAULT_HISTORY;
+	if (o.history < SEG_MIN_HISTORY || o.history > SEG_MAX_HISTORY)
+		return shmcfg__err(-EINVAL, "history must be %u-%u commits, not %u", SEG_MIN_HISTORY,
+				   SEG_MAX_HISTORY, o.history);
 	if (o.readers > SEG_MAX_READERS)
 		return shmcfg__err(-EINVAL, "readers must be 1-%u, not %u", SEG_MAX_READERS, o.readers);
 	if (o.mode & ~0777u)
@@ -395,7 +403,14 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 	lay.log_off = align64(lay.schema_off + lay.schema_size);
 	lay.ring_off = align64(lay.log_off + SEG_LOG_ENTRIES * sizeof(struct log_ent));
 	lay.ring_size = ring;
-	lay.readers_off = align64(lay.ring_off + (uint64_t)ring * 4);
+	/* the history: its index, then its records' ring (history.c) */
+	lay.hist_n = o.history;
+	lay.hist_off = align64(lay.ring_off + (uint64_t)ring * 4);
+	lay.hist_ring_off = lay.hist_off + (uint64_t)o.history * sizeof(struct hist_ent);
+	lay.hist_ring_size = (uint64_t)o.history * HIST_BYTES_PER_ENTRY;
+	if (lay.hist_ring_size < HIST_MIN_RING)
+		lay.hist_ring_size = HIST_MIN_RING;
+	lay.readers_off = align64(lay.hist_ring_off + lay.hist_ring_size);
 	lay.slots_off = align64(lay.readers_off + (uint64_t)o.readers * sizeof(struct reader_ent));
 	lay.lrefs_off = lay.cells_off + n * sizeof(struct shmcfg__cell);
 	lay.slot_size = align64(lay.lrefs_off + n * sizeof(uint32_t));

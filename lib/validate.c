@@ -17,6 +17,7 @@
  */
 #include "internal.h"
 #include "schema.h"
+#include "history.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -61,7 +62,13 @@ int shmcfg__header_check(const struct seg_header *hd, uint64_t real_size, const 
 	    hd->log_off > sz - SEG_LOG_ENTRIES * sizeof(struct log_ent) ||
 	    hd->ring_off < hd->log_off + SEG_LOG_ENTRIES * sizeof(struct log_ent) || hd->ring_off % 64 ||
 	    hd->ring_off > sz - (uint64_t)hd->ring_size * 4 ||
-	    hd->readers_off < hd->ring_off + (uint64_t)hd->ring_size * 4 ||
+	    hd->hist_n < SEG_MIN_HISTORY || hd->hist_n > SEG_MAX_HISTORY ||
+	    hd->hist_ring_size < HIST_MIN_RING || hd->hist_ring_size > (uint64_t)SEG_MAX_HISTORY * HIST_BYTES_PER_ENTRY ||
+	    hd->hist_off < hd->ring_off + (uint64_t)hd->ring_size * 4 || hd->hist_off % 64 ||
+	    hd->hist_off > sz - (uint64_t)hd->hist_n * sizeof(struct hist_ent) ||
+	    hd->hist_ring_off < hd->hist_off + (uint64_t)hd->hist_n * sizeof(struct hist_ent) ||
+	    hd->hist_ring_off > sz - hd->hist_ring_size ||
+	    hd->readers_off < hd->hist_ring_off + hd->hist_ring_size ||
 	    hd->readers_off % 64 || hd->readers_off > sz - (uint64_t)hd->nreaders * 64 ||
 	    hd->slots_off < hd->readers_off + (uint64_t)hd->nreaders * 64 || hd->slots_off % 64 ||
 	    hd->slot_size % 64 ||

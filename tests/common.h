@@ -52,6 +52,26 @@ static inline shmcfg *test_create(const char *name, const shmcfg_create_opts *o)
 	return h;
 }
 
+/* Create a segment of schema s; envp NULL: the env layers left empty. */
+static inline shmcfg *create_from(const char *name, shmcfg_schema *s, char **envp)
+{
+	shmcfg *h = NULL;
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_FORCE | (envp ? 0 : SHMCFG_CREATE_NO_ENV), .envp = envp};
+	int r = shmcfg_create(name, s, &o, &h);
+	if (r)
+		fail_msg("create %s: %s", name, shmcfg_errdetail());
+	return h;
+}
+
+/* The handle of the option of that name; the test fails without one. */
+static inline shmcfg_opt opt_named(const shmcfg *h, const char *name)
+{
+	shmcfg_opt o;
+	if (shmcfg_lookup(h, name, &o))
+		fail_msg("lookup %s: %s", name, shmcfg_errdetail());
+	return o;
+}
+
 static inline int64_t get_i(const shmcfg *h, shmcfg_opt o)
 {
 	int64_t v = -999;

@@ -195,7 +195,7 @@ static void test_commit_and_noop(void **state)
 	assert_value(f->h, T_RATIO, "1.0", SHMCFG_SRC_USER);
 	assert_value(f->h, T_TAGS, "[\"a\",\"b\"]", SHMCFG_SRC_USER);
 	/* the same values again: nothing changes, nothing is published */
-	assert_int_equal(set_and_commit(f->h, T_A, "7", &g), 1);
+	assert_int_equal(set_and_commit(f->h, T_A, "7", &g), 0);
 	assert_int_equal(g, g0 + 1);
 	assert_int_equal(shmcfg_generation(f->h), g0 + 1);
 	/* the last change of an option in a transaction wins */
@@ -212,10 +212,178 @@ static void test_commit_and_noop(void **state)
 	/* resetting an unset layer changes nothing */
 	assert_int_equal(shmcfg_txn_begin(f->h, &t), 0);
 	assert_int_equal(shmcfg_txn_reset(t, T_A), 0);
-	assert_int_equal(shmcfg_txn_commit(t, NULL), 1);
+	assert_int_equal(shmcfg_txn_commit(t, NULL), 0);
 	/* setting the default value explicitly does change the layers */
 	assert_int_equal(set_and_commit(f->h, T_A, "0", &g), 0);
 	assert_value(f->h, T_A, "0", SHMCFG_SRC_USER);
+}
+
+/* A commit that changes nothing is no error to `if (r) fail()`: 0, the
+ * generation unchanged, and shmcfg_txn_commit_ex() says nothing was
+ * published; no positive result reads as an errno (1 was EPERM). */
+static void test_noop_commit_is_no_error(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g0, g = 0;
+	assert_int_equal(set_and_commit(f->h, T_B, "41", &g0), 0);
+	shmcfg_txn *t;
+	bool published = true;
+	assert_int_equal(shmcfg_txn_begin(f->h, &t), 0);
+	assert_int_equal(shmcfg_txn_set_int(t, T_B, 41), 0);
+	assert_int_equal(shmcfg_txn_commit_ex(t, &g, &published), 0);
+	assert_false(published);
+	assert_int_equal(g, g0);
+	assert_int_equal(shmcfg_generation(f->h), g0);
+	/* an empty transaction, through the plain call */
+	assert_int_equal(shmcfg_txn_begin(f->h, &t), 0);
+	g = 0;
+	assert_int_equal(shmcfg_txn_commit(t, &g), 0);
+	assert_int_equal(g, g0);
+	/* a real change: published, the next generation */
+	assert_int_equal(shmcfg_txn_begin(f->h, &t), 0);
+	assert_int_equal(shmcfg_txn_set_int(t, T_B, 42), 0);
+	assert_int_equal(shmcfg_txn_commit_ex(t, &g, &published), 0);
+	assert_true(published);
+	assert_int_equal(g, g0 + 1);
+	/* a refused transaction: the error, and not published */
+	published = true;
+	assert_int_equal(shmcfg_txn_begin(f->h, &t), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, T_RATIO, "7"), SHMCFG_E_RANGE);
+	assert_int_equal(shmcfg_txn_commit_ex(t, NULL, &published), SHMCFG_E_RANGE);
+	assert_false(published);
+	/* positive values are results, not errnos */
+	for (int r = 1; r < 200; r++) {
+		assert_null(strstr(shmcfg_errname(r), "EPERM"));
+		assert_null(strstr(shmcfg_strerror(r), "not permitted"));
+		assert_non_null(strstr(shmcfg_strerror(r), "not an error"));
+	}
+	assert_string_equal(shmcfg_errname(SHMCFG_NULL), "SHMCFG_NULL");
+	assert_string_equal(shmcfg_errname(2), "OK");
+	assert_string_equal(shmcfg_errname(-EPERM), "EPERM"); /* errors keep their names */
+	assert_string_equal(shmcfg_errname(-ENOENT), "ENOENT");
+}
+
+static void count_warn(const char *msg, void *ud)
+{
+	(void)msg;
+	(*(int *)ud)++;
+}
+
+/* shmcfg_load_ex(): strict refuses another schema's dump and unknown names
+ * (all listed) and changes nothing; partial applies what fits and warns of
+ * the rest; a load that changes nothing is 0, not published. */
+static void test_load_modes(void **state)
+{
+	(void)state;
+	const char *name = test_name("load");
+	shmcfg *h = test_create(name, NULL);
+	uint64_t g0 = shmcfg_generation(h), g = 0;
+	bool published = true;
+	int warned = 0;
+	const char *unknown = "{\"t.a\": 5, \"t.nope\": 1, \"t.zz\": 2}";
+	assert_int_equal(shmcfg_load_ex(h, unknown, strlen(unknown), SHMCFG_LOAD_STRICT, count_warn, &warned, &g,
+					&published),
+			 SHMCFG_E_NOOPT);
+	assert_string_equal(shmcfg_errdetail(), "2 unknown options: t.nope, t.zz");
+	assert_false(published);
+	assert_int_equal(warned, 0);
+	assert_int_equal(shmcfg_generation(h), g0);
+	/* partial: the known name is applied, each unknown one warned of */
+	assert_int_equal(shmcfg_load_ex(h, unknown, strlen(unknown), SHMCFG_LOAD_PARTIAL, count_warn, &warned,
+					&g, &published),
+			 0);
+	assert_true(published);
+	assert_int_equal(g, g0 + 1);
+	assert_int_equal(warned, 2);
+	assert_int_equal(get_i(h, T_A), 5);
+	/* again: nothing changes, 0 and not published */
+	assert_int_equal(shmcfg_load_ex(h, unknown, strlen(unknown), SHMCFG_LOAD_PARTIAL, NULL, NULL, &g,
+					&published),
+			 0);
+	assert_false(published);
+	assert_int_equal(g, g0 + 1);
+	assert_int_equal(shmcfg_load(h, "{\"t.a\": 5}", 10, NULL, NULL, NULL), 0);
+	/* a refused value: fatal unless partial */
+	const char *bad = "{\"t.a\": 6, \"t.ratio\": 7, \"t.c\": null}";
+	assert_int_equal(shmcfg_load_ex(h, bad, strlen(bad), 0, NULL, NULL, NULL, NULL), SHMCFG_E_RANGE);
+	assert_int_equal(get_i(h, T_A), 5);
+	warned = 0;
+	assert_int_equal(shmcfg_load_ex(h, bad, strlen(bad), SHMCFG_LOAD_PARTIAL, count_warn, &warned, NULL,
+					&published),
+			 0);
+	assert_true(published);
+	assert_int_equal(warned, 2);
+	assert_int_equal(get_i(h, T_A), 6);
+	/* a dump of another schema */
+	char *dump;
+	assert_int_equal(shmcfg_dump(h, 0, &dump), 0);
+	char *hash = strstr(dump, "\"schema_hash\": \"");
+	assert_non_null(hash);
+	hash += strlen("\"schema_hash\": \"");
+	/* its own schema: fine (the first load writes every value into the
+	 * user layer; the second changes nothing) */
+	assert_int_equal(shmcfg_load_ex(h, dump, strlen(dump), SHMCFG_LOAD_STRICT, NULL, NULL, NULL, &published), 0);
+	assert_true(published);
+	assert_int_equal(shmcfg_load_ex(h, dump, strlen(dump), SHMCFG_LOAD_STRICT, NULL, NULL, NULL, &published), 0);
+	assert_false(published);
+	hash[0] = hash[0] == '0' ? '1' : '0';
+	g0 = shmcfg_generation(h);
+	assert_int_equal(shmcfg_load_ex(h, dump, strlen(dump), SHMCFG_LOAD_STRICT, NULL, NULL, NULL, NULL),
+			 SHMCFG_E_SCHEMA);
+	assert_non_null(strstr(shmcfg_errdetail(), "schema hash"));
+	warned = 0;
+	assert_int_equal(shmcfg_load_ex(h, dump, strlen(dump), SHMCFG_LOAD_PARTIAL, count_warn, &warned, NULL,
+					NULL),
+			 0);
+	assert_int_equal(warned, 1);
+	assert_int_equal(shmcfg_generation(h), g0);
+	free(dump);
+	/* many unknown names: a bounded list */
+	char big[8192] = "{";
+	for (int i = 0; i < 200; i++)
+		snprintf(big + strlen(big), sizeof big - strlen(big), "%s\"t.unknown_%03d\": 1", i ? ", " : "", i);
+	strcat(big, "}");
+	assert_int_equal(shmcfg_load_ex(h, big, strlen(big), SHMCFG_LOAD_STRICT, NULL, NULL, NULL, NULL),
+			 SHMCFG_E_NOOPT);
+	assert_true(strncmp(shmcfg_errdetail(), "200 unknown options: t.unknown_000, ", 36) == 0);
+	assert_non_null(strstr(shmcfg_errdetail(), " more)"));
+	assert_true(strlen(shmcfg_errdetail()) < 500);
+	assert_int_equal(shmcfg_load_ex(h, "{}", 2, SHMCFG_LOAD_STRICT | SHMCFG_LOAD_PARTIAL, NULL, NULL, NULL,
+					NULL),
+			 -EINVAL);
+	assert_int_equal(shmcfg_generation(h), g0);
+	shmcfg_close(h);
+	assert_int_equal(shmcfg_unlink(name), 0);
+}
+
+/* An unquoted none/null for a string option that cannot be null is
+ * refused (it used to become the text "None"); quoted, it is the text; a
+ * nullable option takes it as null. */
+static void test_unquoted_none(void **state)
+{
+	struct fx *f = *state;
+	const char *words[] = {"None", "none", "null", "NULL"};
+	for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+		shmcfg_txn *t;
+		assert_int_equal(shmcfg_txn_begin(f->h, &t), 0);
+		assert_int_equal(shmcfg_txn_set_text(t, T_C, words[i]), SHMCFG_E_NULLVAL);
+		assert_non_null(strstr(shmcfg_errdetail(), "t.c"));
+		assert_non_null(strstr(shmcfg_errdetail(), "quote"));
+		shmcfg_txn_abort(t);
+		shmcfg_value v;
+		assert_int_equal(shmcfg_value_parse_opt(f->h, T_C, words[i], &v), SHMCFG_E_NULLVAL);
+	}
+	assert_int_equal(set_and_commit(f->h, T_C, "\"None\"", NULL), 0);
+	assert_value(f->h, T_C, "\"None\"", SHMCFG_SRC_USER);
+	assert_int_equal(set_and_commit(f->h, T_C, "Nonesuch", NULL), 0);
+	assert_value(f->h, T_C, "\"Nonesuch\"", SHMCFG_SRC_USER);
+	assert_int_equal(set_and_commit(f->h, T_OPT_INT, "None", NULL), 0);
+	assert_value(f->h, T_OPT_INT, "null", SHMCFG_SRC_USER);
+	/* shmcfg_value_parse() knows no option: schema texts keep their syntax */
+	shmcfg_value v;
+	assert_int_equal(shmcfg_value_parse(SHMCFG_STR, false, "None", &v), 0);
+	shmcfg_value_clear(&v);
+	assert_int_equal(set_and_commit(f->h, T_C, "0", NULL), 0);
 }
 
 static void test_alias(void **state)
@@ -302,6 +470,28 @@ static void test_env_layers(void **state)
 	h = test_create(name, &(shmcfg_create_opts){.envp = env2});
 	assert_value(h, T_ENV_D, "8", SHMCFG_SRC_ENV_DEFAULT);
 	assert_value(h, T_ENV_F, "true", SHMCFG_SRC_ENV_FORCE);
+	/* the creator learns which variables it applied: the winners only */
+	shmcfg_env_use u;
+	assert_int_equal(shmcfg_env_applied(h, 0, &u), 0);
+	assert_string_equal(u.var, "T_ENVD1");
+	assert_string_equal(u.value, "8");
+	assert_int_equal(u.opt, T_ENV_D);
+	assert_int_equal(u.layer, SHMCFG_SRC_ENV_DEFAULT);
+	assert_int_equal(shmcfg_env_applied(h, 1, &u), 0);
+	assert_string_equal(u.var, "T_ENVF");
+	assert_string_equal(u.value, "true");
+	assert_int_equal(u.opt, T_ENV_F);
+	assert_int_equal(u.layer, SHMCFG_SRC_ENV_FORCE);
+	assert_int_equal(shmcfg_env_applied(h, 2, &u), -ENOENT);
+	/* an attached handle knows none */
+	shmcfg *att;
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &att), 0);
+	assert_int_equal(shmcfg_env_applied(att, 0, &u), -ENOENT);
+	shmcfg_close(att);
+	shmcfg_close(h);
+	/* nothing applied: none */
+	h = test_create(name, &(shmcfg_create_opts){.envp = (char *[]){"OTHER=1", NULL}});
+	assert_int_equal(shmcfg_env_applied(h, 0, &u), -ENOENT);
 	shmcfg_close(h);
 	assert_int_equal(shmcfg_unlink(name), 0);
 
@@ -709,7 +899,7 @@ static void test_check_and_stat(void **state)
 	assert_int_equal(shmcfg_stat(f->h, &st), 0);
 	assert_int_equal(st.generation, shmcfg_generation(f->h));
 	assert_int_equal(st.nopts, T_COUNT);
-	assert_int_equal(st.layout_version, 4);
+	assert_int_equal(st.layout_version, 5);
 	int held = 0;
 	for (uint32_t s = 0; s < st.nslots; s++)
 		held += st.slot_gen[s] == st.generation;
@@ -732,6 +922,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),       cmocka_unit_test(test_lookup_errors),
 		cmocka_unit_test(test_validation),     cmocka_unit_test(test_commit_and_noop),
+		cmocka_unit_test(test_noop_commit_is_no_error),
+		cmocka_unit_test(test_load_modes),
+		cmocka_unit_test(test_unquoted_none),
 		cmocka_unit_test(test_alias),          cmocka_unit_test(test_implications),
 		cmocka_unit_test(test_knob),           cmocka_unit_test(test_env_layers),
 		cmocka_unit_test(test_schema_errors),  cmocka_unit_test(test_snapshots),

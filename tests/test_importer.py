@@ -41,7 +41,7 @@ COMMITTED_C = os.path.join(SRCDIR, "lib", "default_schema.c")
 HEADER = os.path.join(SRCDIR, "include", "shmcfg.h.in")
 BUILDDIR = os.path.abspath(os.environ.get("top_builddir") or SRCDIR)
 if "SHMCFG_LIBRARY" not in os.environ:
-    _built = os.path.join(BUILDDIR, "lib", ".libs", "libshmcfg.so.2")
+    _built = os.path.join(BUILDDIR, "lib", ".libs", "libshmcfg.so.3")
     if os.path.exists(_built):
         os.environ["SHMCFG_LIBRARY"] = _built  # inherited by the tool
 PREFIX = "torch.compiler.config."
@@ -879,7 +879,7 @@ class LibraryTest(unittest.TestCase):
         out = os.path.join(self.tmp, "c.yaml")
         for fmt in ("yaml", "c", "json"):
             err = self.one_line_error(run("--module", "m", path, "--format", fmt, "-o", out))
-            self.assertEqual(err, "shmcfg-import: %s:2: m.a: implication cycle\n" % path)
+            self.assertEqual(err, "shmcfg-import: %s:2: config implication cycle: m.a -> m.b -> m.a\n" % path)
             self.assertFalse(os.path.exists(out))
 
     def test_cycle_in_a_schema_file(self):
@@ -891,7 +891,7 @@ class LibraryTest(unittest.TestCase):
                           "  m.b:\n    type: bool\n    default: false\n"
                           "    implies: {m.a: true}\n")
         err = self.one_line_error(run("--merge", path))
-        self.assertEqual(err, "shmcfg-import: %s:4: m.a: implication cycle\n" % path)
+        self.assertEqual(err, "shmcfg-import: %s:4: config implication cycle: m.a -> m.b -> m.a\n" % path)
 
     def test_alias_of_another_type(self):
         path = self.write("a.yaml", "format: 1\noptions:\n  a.x:\n    type: int\n"

@@ -168,6 +168,14 @@ static void test_bad_regions(void **state)
 		{offsetof(struct seg_header, heap_size), UINT32_MAX + 10ull, 8, SHMCFG_E_CORRUPT},
 		{offsetof(struct seg_header, cells_off), 8, 8, SHMCFG_E_CORRUPT},
 		{offsetof(struct seg_header, header_size), 12, 4, SHMCFG_E_CORRUPT},
+		/* the history: its count, its index, its ring */
+		{offsetof(struct seg_header, hist_n), 0, 4, SHMCFG_E_CORRUPT},
+		{offsetof(struct seg_header, hist_n), 1u << 24, 4, SHMCFG_E_CORRUPT},
+		{offsetof(struct seg_header, hist_off), 1ull << 50, 8, SHMCFG_E_CORRUPT},
+		{offsetof(struct seg_header, hist_off), 8, 8, SHMCFG_E_CORRUPT},
+		{offsetof(struct seg_header, hist_ring_off), 1ull << 40, 8, SHMCFG_E_CORRUPT},
+		{offsetof(struct seg_header, hist_ring_size), 100, 8, SHMCFG_E_CORRUPT},
+		{offsetof(struct seg_header, hist_ring_size), 1ull << 40, 8, SHMCFG_E_CORRUPT},
 		/* the schema's own header (read at attach) */
 		{SEG_HEADER_BYTES + offsetof(struct schema_hdr, nopts), 7, 4, SHMCFG_E_CORRUPT},
 		{SEG_HEADER_BYTES + offsetof(struct schema_hdr, index_size), 24, 4, SHMCFG_E_CORRUPT},

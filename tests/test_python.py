@@ -51,7 +51,7 @@ SRCDIR = os.path.abspath(os.environ.get("top_srcdir") or os.path.join(HERE, os.p
 BUILDDIR = os.path.abspath(os.environ.get("top_builddir") or SRCDIR)
 PYDIR = os.path.join(SRCDIR, "python")
 if "SHMCFG_LIBRARY" not in os.environ:
-    _built = os.path.join(BUILDDIR, "lib", ".libs", "libshmcfg.so.2")
+    _built = os.path.join(BUILDDIR, "lib", ".libs", "libshmcfg.so.3")
     if os.path.exists(_built):
         os.environ["SHMCFG_LIBRARY"] = _built  # inherited by child processes
 if "SHMCFG_PYTHON_EXT" not in os.environ:  # the build tree's C read (shmcfg._fast)
@@ -239,6 +239,13 @@ int main(void) {
     O(struct shmcfg_view, slots) O(struct shmcfg_view, slot_size) O(struct shmcfg_view, slot)
     S(shmcfg_commit) O(shmcfg_commit, time_ns) O(shmcfg_commit, pid) O(shmcfg_commit, uid)
     O(shmcfg_commit, nchanged) O(shmcfg_commit, nids) O(shmcfg_commit, ids)
+    S(shmcfg_layer_change) O(shmcfg_layer_change, layer) O(shmcfg_layer_change, old_set)
+    O(shmcfg_layer_change, new_set) O(shmcfg_layer_change, old_value) O(shmcfg_layer_change, new_value)
+    S(shmcfg_history_entry) O(shmcfg_history_entry, time_ns) O(shmcfg_history_entry, pid)
+    O(shmcfg_history_entry, uid) O(shmcfg_history_entry, user) O(shmcfg_history_entry, process)
+    O(shmcfg_history_entry, who) O(shmcfg_history_entry, cluster_rev) O(shmcfg_history_entry, nchanges)
+    O(shmcfg_history_entry, values_kept) O(shmcfg_history_entry, changes)
+    O(shmcfg_create_opts, history)
     S(shmcfg_info) O(shmcfg_info, generation) O(shmcfg_info, size) O(shmcfg_info, nopts)
     O(shmcfg_info, nslots) O(shmcfg_info, nreaders) O(shmcfg_info, heap_bytes)
     O(shmcfg_info, heap_used) O(shmcfg_info, schema_hash) O(shmcfg_info, config_hash)
@@ -256,7 +263,8 @@ int main(void) {
 CTYPES_OF = {"shmcfg_value": _lib.Value, "shmcfg_optinfo": _lib.OptInfo,
              "shmcfg_create_opts": _lib.CreateOpts, "shmcfg_attach_opts": _lib.AttachOpts,
              "struct shmcfg_view": _lib.View, "shmcfg_commit": _lib.Commit,
-             "shmcfg_info": _lib.Info}
+             "shmcfg_info": _lib.Info, "shmcfg_layer_change": _lib.LayerChange,
+             "shmcfg_history_entry": _lib.HistoryEntry}
 # constants of the header the binding declares
 CONSTS_OF = {"SHMCFG_ATTACH_OWNER": _lib.ATTACH_OWNER, "SHMCFG_E_RETIRED": _lib.E["RETIRED"],
              "SHMCFG_E_OWNER": _lib.E["OWNER"], "SHMCFG_E_LAST": _lib.E_LAST}
@@ -330,8 +338,8 @@ class TestAttributes(SegTest):
                 if typing.get_origin(t) is typing.Union:
                     base = typing.get_args(t)[0]
                     self.assertIn(type(v), (base, type(None)), rel)
-                else:
-                    self.assertIs(type(v), t, rel)
+                else:  # lists and sets: their committing subclasses
+                    self.assertIs(type(v).__mro__[1] if t in (list, set) else type(v), t, rel)
         d = seg.module(DYNAMO)
         c = seg.module(COMPILER)
         self.assertIs(d.get_type("recompile_limit"), int)
@@ -356,9 +364,11 @@ class TestAttributes(SegTest):
         self.assertIs(type(m.steps), int)
         self.assertEqual(m.mode, "fast")
         self.assertEqual(m.tags, ["b", "a"])
-        self.assertIs(type(m.tags), list)
+        self.assertIs(type(m.tags), shmcfg.CommittingList)
+        self.assertIsInstance(m.tags, list)
         self.assertEqual(m.names, {"x", "y"})
-        self.assertIs(type(m.names), set)
+        self.assertIs(type(m.names), shmcfg.CommittingSet)
+        self.assertIsInstance(m.names, set)
         for n in ("ratio", "count", "enabled", "label"):
             self.assertIsNone(getattr(m, n))
         self.assertEqual(m.get_type("ratio"), typing.Optional[float])
@@ -387,7 +397,8 @@ class TestAttributes(SegTest):
                 self.assertEqual(got, list(value), name)
             else:
                 self.assertEqual(got, value, name)
-                self.assertIs(type(got), float if name in ("lr", "ratio") and value is not None
+                self.assertIs(type(got) if type(got) is not shmcfg.CommittingList else list,
+                              float if name in ("lr", "ratio") and value is not None
                               else type(value), name)
             self.assertGreaterEqual(seg.generation, g)
         m.ratio = float("inf")
@@ -416,24 +427,19 @@ class TestAttributes(SegTest):
         self.assertEqual(seg.module("app.config.triton").deep.level, 4)
 
     def test_fresh_lists_and_sets(self):
+        # each read is a copy; its in-place changes commit (tests/test_torch_fidelity.py)
         seg, m = self.app()
-        tags = m.tags
-        tags.append("mutated")
-        names = m.names
-        names.add("mutated")
-        self.assertEqual(m.tags, ["b", "a"])
-        self.assertEqual(m.names, {"x", "y"})
         self.assertIsNot(m.tags, m.tags)
         self.assertIsNot(m.names, m.names)
         copy = m.get_config_copy()
+        self.assertIs(type(copy["tags"]), list)  # copies are plain and stay copies
         copy["tags"].append("z")
         copy["names"].add("z")
         self.assertEqual(m.tags, ["b", "a"])
         self.assertEqual(m.names, {"x", "y"})
         with m.patch(tags=["p"]):
-            t = m.tags
-            t.append("q")
             self.assertEqual(m.tags, ["p"])
+        self.assertEqual(m.tags, ["b", "a"])
 
     def test_assignment_commits(self):
         seg, m = self.app()
@@ -509,6 +515,7 @@ class TestAttributes(SegTest):
 
     def test_deprecated_warns_once(self):
         seg, m = self.app()
+        configmod._warned.discard("app.config.old_flag")  # once per process
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             self.assertIs(m.old_flag, False)
@@ -596,6 +603,91 @@ class TestAttributes(SegTest):
             ro.close()
         with self.assertRaises(ValueError):
             seg.transaction(layer="env_force")
+
+
+# ---------------------------------------------------------------------------
+# History
+# ---------------------------------------------------------------------------
+
+
+class TestHistory(SegTest):
+    def test_entries_with_values(self):
+        """Every commit with its committer and each layer change's values."""
+        seg, m = self.app()
+        g1 = seg.set({"app.config.steps": 7, "app.config.tags": ["q", "p"]})
+        g2 = seg.set({"app.config.label": None})
+        with seg.transaction(layer="cluster", origin=(5, "bob@h2")) as t:
+            t["app.config.steps"] = 20
+        g3 = seg.generation
+        g4 = seg.reset("app.config.steps")
+        h = seg.history()
+        self.assertEqual([e["generation"] for e in h], [g4, g3, g2, g1, 1])
+        e = h[3]
+        self.assertEqual((e["pid"], e["uid"], e["origin"], e["values_kept"], e["nchanges"]),
+                         (os.getpid(), os.getuid(), e["process"], True, 2))
+        self.assertEqual(e["user"], pwd.getpwuid(os.getuid()).pw_name)
+        self.assertEqual(sorted((c["name"], c["layer"], c["old_set"], c["old"], c["new"])
+                                for c in e["changes"]),
+                         [("app.config.steps", "user", False, None, 7),
+                          ("app.config.tags", "user", False, None, ["q", "p"])])
+        self.assertEqual(h[2]["changes"], [{"name": "app.config.label", "layer": "user",
+                                            "old_set": False, "old": None,
+                                            "new_set": True, "new": None}])
+        self.assertEqual((h[1]["changes"][0]["layer"], h[1]["who"], h[1]["origin"], h[1]["cluster_rev"]),
+                         ("cluster", "bob@h2", "bob@h2", 5))
+        self.assertEqual(h[0]["changes"], [{"name": "app.config.steps", "layer": "user",
+                                            "old_set": True, "old": 7,
+                                            "new_set": False, "new": None}])
+        # filters: an alias stands for its target; n
+        self.assertEqual([e["generation"] for e in seg.history(options=["app.config.steps_alias"])],
+                         [g4, g3, g1])
+        self.assertEqual([e["generation"] for e in seg.history(n=2, options="app.config.steps")],
+                         [g4, g3])
+        with self.assertRaises(shmcfg.UnknownOptionError):
+            seg.history(options=["app.config.nope"])
+        # a reader of its own reads the same
+        ro = shmcfg.attach(seg.name, readonly=True)
+        try:
+            self.assertEqual(ro.history(), h)
+        finally:
+            ro.close()
+
+    def test_values_at_and_rollback(self):
+        """The values of every generation, as they were read then; changes
+        with values; rollback as one commit."""
+        seg, m = self.app()
+        seen = {seg.generation: {n: seg.get(n) for n in seg.options()}}
+        for steps, mode, label in ((3, "slow", "a"), (4, "fast", None), (5, "slow", "é b")):
+            g = seg.set({"app.config.steps": steps, "app.config.mode": mode,
+                         "app.config.label": label})
+            seen[g] = {n: seg.get(n) for n in seg.options()}
+        for g, vals in seen.items():
+            self.assertEqual(seg.values_at(g), vals, g)
+        self.assertEqual(seg.changes(2, 3, values=True),
+                         {"app.config.steps": (3, 4), "app.config.steps_alias": (3, 4),
+                          "app.config.mode": ("slow", "fast"), "app.config.label": ("a", None)})
+        g = seg.rollback(2, who="pytest")
+        self.assertEqual(g, 5)
+        self.assertEqual((m.steps, m.mode, m.label), (3, "slow", "a"))
+        self.assertEqual(seg.history(n=1)[0]["who"], "pytest")
+        self.assertEqual(seg.rollback(2), 5)  # nothing to restore: no commit
+        oldest, rebuildable, cur = seg.history_range()
+        self.assertEqual((oldest, rebuildable, cur), (1, 1, 5))
+
+    def test_too_old(self):
+        """A small history: the oldest generations can no longer be rebuilt."""
+        seg, m = self.app(history=8)
+        for i in range(1, 21):
+            seg.set({"app.config.steps": i})
+        self.assertEqual([e["generation"] for e in seg.history()], list(range(21, 13, -1)))
+        self.assertEqual(seg.values_at(13)["app.config.steps"], 12)
+        with self.assertRaises(shmcfg.NotFoundError) as cm:
+            seg.values_at(12)
+        self.assertIn("the oldest the history can rebuild is 13", str(cm.exception))
+        self.assertIsNone(seg.changes(5, values=True))
+        with self.assertRaises(shmcfg.NotFoundError):
+            seg.rollback(3)
+        self.assertEqual(seg.generation, 21)
 
 
 # ---------------------------------------------------------------------------
@@ -885,17 +977,17 @@ class TestHashSaveLoad(SegTest):
         m.label = "saved"
         blob = m.save_config()
         self.assertIsInstance(blob, bytes)
-        doc = json.loads(blob)
-        self.assertEqual(doc["format"], "shmcfg-dump/1")
-        self.assertEqual(doc["config_hash"], seg.config_hash.hex())
-        vals = doc["values"]
-        self.assertEqual(vals["app.config.steps"], 17)
-        self.assertEqual(vals["app.config.names"], ["j", "k"])
-        self.assertEqual(vals["app.config.ratio"], "inf")
-        self.assertNotIn("app.config.steps_alias", vals)  # alias
-        self.assertNotIn("app.config._secret", vals)  # private
-        self.assertNotIn("app.config.unsaved", vals)  # save-ignored
-        self.assertNotIn("other.config.x", vals)  # another module
+        self.assertEqual(blob[:2], b"\x80\x02")  # PyTorch's: pickle protocol 2...
+        vals = pickle.loads(blob)  # ...of a dict of relative names
+        self.assertEqual(vals["steps"], 17)
+        self.assertEqual(vals["names"], {"j", "k"})
+        self.assertIs(type(vals["names"]), set)
+        self.assertEqual(vals["ratio"], float("inf"))
+        self.assertEqual(vals["_secret"], 1)  # private: kept, as PyTorch's
+        self.assertNotIn("steps_alias", vals)  # alias
+        self.assertNotIn("unsaved", vals)  # save-ignored
+        self.assertNotIn("x", vals)  # another module
+        self.assertEqual(set(vals), set(m.get_config_copy()) - {"unsaved"})
         for n in ("steps", "names", "ratio", "label"):
             delattr(m, n)
         g = seg.generation
@@ -905,11 +997,21 @@ class TestHashSaveLoad(SegTest):
         m.load_config({"steps": 18, "app.config.mode": "slow"})
         self.assertEqual((m.steps, m.mode), (18, "slow"))
         with m.patch(steps=1):
-            self.assertEqual(json.loads(m.save_config())["values"]["app.config.steps"], 1)
-        self.assertEqual(json.loads(m.save_config())["values"]["app.config.steps"], 18)
-        # the root module's save_config is the whole dump
-        root = json.loads(seg.module("").save_config())
-        self.assertEqual(root["values"], json.loads(seg.dump())["values"])
+            self.assertEqual(pickle.loads(m.save_config())["steps"], 1)
+        self.assertEqual(pickle.loads(m.save_config())["steps"], 18)
+        # the root module's: every option by full name
+        root = pickle.loads(seg.module("").save_config())
+        self.assertEqual(root["app.config.steps"], 18)
+        self.assertEqual(root["other.config.x"], 1)
+        # the JSON of a dump loads too
+        seg.module("").load_config({"app.config.steps": 19})
+        dump = seg.dump()
+        m.steps = 1
+        m.load_config(dump)
+        self.assertEqual(m.steps, 19)
+        m.steps = 1
+        m.load_config(dump.encode())
+        self.assertEqual(m.steps, 19)
 
     def test_load_errors(self):
         seg, m = self.app()
@@ -938,13 +1040,13 @@ class TestHashSaveLoad(SegTest):
         m.steps = 19
         m.tags = ["z", "y"]
         dump = json.loads(run_shmctl("dump", seg.name))
-        mine = json.loads(seg.module("").save_config())
+        mine = json.loads(seg.dump())
         self.assertEqual(mine["values"], dump["values"])
         self.assertEqual(mine["config_hash"], dump["config_hash"])
         del m.steps
-        # and shmctl loads what save_config wrote
-        with tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False) as f:
-            f.write(m.save_config())
+        # and shmctl loads what seg.dump() wrote
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            f.write(seg.dump())
         self.addCleanup(os.unlink, f.name)
         m.steps = 3
         run_shmctl("load", seg.name, f.name)
@@ -1360,6 +1462,46 @@ class TestErrors(SegTest):
             d.recompile_limt
         self.assertIn("torch._dynamo.config.recompile_limt", str(cm.exception))
 
+    def test_user_typed_names(self):
+        """seg.get/set/describe/transaction take what shmctl takes: a unique
+        suffix, resolved by the library (shmcfg_resolve), with its
+        ambiguity and did-you-mean details; attribute access stays exact."""
+        seg, m = self.app()
+        self.assertEqual(seg.get("steps"), 10)
+        self.assertEqual(seg.get("deep.level"), 2)
+        seg.set({"steps": 42, "triton.cudagraphs": False})
+        self.assertEqual(m.steps, 42)
+        self.assertIs(m.triton.cudagraphs, False)
+        self.assertEqual(seg.describe("lr").name, "app.config.lr")
+        with seg.transaction() as t:
+            t["mode"] = "slow"
+        self.assertEqual(m.mode, "slow")
+        seg.reset("mode")
+        self.assertEqual(m.mode, "fast")
+        # flag: a full part of app.config.flag only (other_flag ends in _flag)
+        self.assertEqual(seg.describe("flag").name, "app.config.flag")
+        with self.assertRaises(shmcfg.UnknownOptionError) as cm:
+            seg.get("stpes")
+        self.assertEqual(cm.exception.detail,
+                         f"no option 'stpes' in segment '{seg.name}'; did you mean steps?")
+        self.assertEqual(cm.exception.errname, "SHMCFG_E_NOOPT")
+        with self.assertRaises(shmcfg.UnknownOptionError) as cm:
+            seg.set({"stpes": 1})
+        self.assertIn("did you mean steps?", str(cm.exception))
+        self.assertEqual(m.steps, 42)  # nothing changed
+        amb = self.make("format: 1\noptions:\n  a.level:\n    type: int\n"
+                        "  b.level:\n    type: int\n", no_env=True)
+        with self.assertRaises(shmcfg.UnknownOptionError) as cm:
+            amb.get("level")
+        self.assertEqual(cm.exception.detail, "'level' is ambiguous: a.level, b.level")
+        for bad in ("", "\udcff\udcfe", "x" * 65536, "app.config.steps\n"):
+            with self.assertRaises(shmcfg.UnknownOptionError):
+                seg.get(bad)
+        with self.assertRaises(AttributeError):
+            m.triton.deep.lvel  # attributes stay exact: no suffix, no guess
+        with self.assertRaises(AttributeError):
+            seg.module("app").steps
+
     def test_wrong_types(self):
         seg, m = self.app()
         bad = [("steps", "3"), ("steps", 3.0), ("steps", True), ("steps", None),
@@ -1659,6 +1801,61 @@ class TestAttributesLibraryReads(TestAttributes):
 
 class TestPatchLibraryReads(TestPatch):
     FAST = False
+
+
+# ---------------------------------------------------------------------------
+# Saved values under an implication (the seed's _get_dict(): stored values)
+# ---------------------------------------------------------------------------
+
+IMPLYING = """format: 1
+options:
+  m.fast:
+    type: bool
+    default: false
+    implies: {m.level: 5}
+  m.level:
+    type: int
+    default: 1
+  m.other:
+    type: int
+    default: 2
+"""
+
+
+class TestSavedValues(SegTest):
+    """save_config(), get_config_copy() and codegen_config() give stored
+    values, as PyTorch's do: the round trip through another segment is exact
+    under an active implication, and once it is turned off."""
+
+    def test_round_trip_under_an_implication(self):
+        a = self.make(IMPLYING, no_env=True)
+        b = self.make(IMPLYING, no_env=True)
+        ma, mb = a.module("m"), b.module("m")
+        ma.level = 3
+        ma.fast = True
+        self.assertEqual(ma.level, 5)
+        self.assertEqual(ma.get_config_copy(), {"fast": True, "level": 3, "other": 2})
+        self.assertEqual(json.loads(a.dump())["values"]["m.level"], 3)
+        self.assertIn("m.level = 3", ma.codegen_config())
+        mb.load_config(ma.save_config())
+        self.assertEqual((mb.fast, mb.level), (True, 5))
+        ma.fast = False
+        mb.fast = False
+        self.assertEqual(mb.level, 3)
+        self.assertEqual(json.loads(a.dump())["values"], json.loads(b.dump())["values"])
+
+    def test_a_patch_is_the_stored_value(self):
+        a = self.make(IMPLYING, no_env=True)
+        m = a.module("m")
+        m.fast = True
+        with m.patch(level=7):
+            self.assertEqual(m.level, 5)
+            self.assertEqual(m.get_config_copy()["level"], 7)
+            b = self.make(IMPLYING, no_env=True)
+            b.module("m").load_config(m.save_config())
+            b.module("m").fast = False
+            self.assertEqual(b.module("m").level, 7)
+        self.assertEqual(m.get_config_copy()["level"], 1)
 
 
 # ---------------------------------------------------------------------------

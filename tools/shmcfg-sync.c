@@ -452,7 +452,7 @@ static void apply(struct agent *a, struct seg *s, int64_t rev, const char *who, 
 	if (nchanges || (force && newer)) {
 		r = shmcfg_txn_commit(t, &gen);
 		t = NULL;
-		if (r < 0 || r > 1) {
+		if (r) {
 			what = "committing";
 			goto fail;
 		}

@@ -70,10 +70,8 @@ static int parse_args(int argc, char **argv, const struct option *opts, struct a
 			break;
 		case 'w':
 			a->wait = true;
-			if (optarg && !parse_seconds(optarg, &a->wait_s)) {
-				*ec = usage_error("--wait takes seconds (a number >= 0), not '%s'", optarg);
+			if (optarg && (*ec = duration_arg("--wait", optarg, &a->wait_s)))
 				return -1;
-			}
 			break;
 		case 'f':
 			a->force = true;
@@ -653,12 +651,9 @@ static int cl_set(int argc, char **argv)
 		if (rc)
 			break;
 		const char *full = opt_name(c.h, opt);
-		shmcfg_optinfo fi;
 		shmcfg_value v = {0};
 		char *json = NULL, rel[300];
-		int r = shmcfg_opt_info(c.h, final, &fi);
-		if (!r)
-			r = shmcfg_value_parse(fi.type, fi.flags & SHMCFG_F_NULLABLE, value, &v);
+		int r = shmcfg_value_parse_opt(c.h, opt, value, &v);
 		if (!r)
 			r = shmcfg_value_check(c.h, opt, &v);
 		if (!r)
@@ -1250,13 +1245,14 @@ out:
 	"                             segment's agent's)\n"
 #define WRITE_HELP \
 	"      --reason TEXT          recorded in the audit record\n" \
-	"      --wait[=SECONDS]       return once this host's segment has applied the\n" \
-	"                             change (default 10 s; exit 1 if it has not)\n"
+	"      --wait[=DURATION]      return once this host's segment has applied the\n" \
+	"                             change (default 10s; 500ms, 5s, 2m, 1h or seconds;\n" \
+	"                             exit 1 if it has not)\n"
 #define CONNECT_SYN " [--endpoints URL[,URL]] [--cluster NAME]"
 
 static const struct command subs[] = {
 	{"cluster set", cl_set,
-	 "cluster set NAME OPTION=VALUE... [--knob] [--reason TEXT] [--wait[=SECONDS]]\n"
+	 "cluster set NAME OPTION=VALUE... [--knob] [--reason TEXT] [--wait[=DURATION]]\n"
 	 "       " CONNECT_SYN,
 	 "set cluster values: one audited etcd transaction",
 	 "      --knob                 write knob/<the option's knob> instead of opt/\n" WRITE_HELP CONNECT_HELP
@@ -1265,7 +1261,7 @@ static const struct command subs[] = {
 	 "written: its agent (shmcfg-sync) applies the change, as on every host.\n",
 	 true},
 	{"cluster reset", cl_reset,
-	 "cluster reset NAME OPTION... [--knob] [--reason TEXT] [--wait[=SECONDS]]\n"
+	 "cluster reset NAME OPTION... [--knob] [--reason TEXT] [--wait[=DURATION]]\n"
 	 "       " CONNECT_SYN,
 	 "delete cluster values: one audited etcd transaction",
 	 "      --knob                 delete knob/<the option's knob> instead of opt/\n" WRITE_HELP CONNECT_HELP,
@@ -1279,7 +1275,7 @@ static const struct command subs[] = {
 	 "print the audit records: who changed what, when and why",
 	 "      --json                 print a JSON object\n" CONNECT_HELP, true},
 	{"cluster rollback", cl_rollback,
-	 "cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=SECONDS]]\n"
+	 "cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=DURATION]]\n"
 	 "       " CONNECT_SYN,
 	 "apply an audit record's before values as a new audited change",
 	 "      --force                roll back keys that changed since the record too\n" WRITE_HELP CONNECT_HELP
@@ -1309,5 +1305,11 @@ int cmd_cluster(int argc, char **argv)
 			optind = 1;
 			return subs[k].run(argc - 1, argv + 1);
 		}
-	return usage_error("unknown subcommand '%s' (set, reset, show, log, rollback, status)", name);
+	const char *names[NSUBS];
+	for (size_t k = 0; k < NSUBS; k++)
+		names[k] = subs[k].name + strlen("cluster ");
+	const char *near = closest_word(name, names, NSUBS);
+	if (near)
+		return usage_line("unknown subcommand '%s'; did you mean '%s'?", name, near);
+	return usage_line("unknown subcommand '%s' (set, reset, show, log, rollback, status)", name);
 }

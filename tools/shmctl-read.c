@@ -374,6 +374,31 @@ static bool pattern_match(const char *pat, const char *name)
 	return false;
 }
 
+/* An alias's fields of show --json and describe --json: "alias", the final
+ * target (where every read and write goes), and "alias_of", the option it
+ * names (its direct target); both null for an option that is no alias. */
+static void alias_json(shmcfg *h, const shmcfg_optinfo *oi, json_t *o)
+{
+	bool is = oi->alias != SHMCFG_NO_OPT;
+	json_object_set_new(o, "alias", is ? json_string(opt_name(h, oi->alias_final)) : json_null());
+	json_object_set_new(o, "alias_of", is ? json_string(opt_name(h, oi->alias)) : json_null());
+}
+
+/* Whether option i is an alias whose chain passes option t (t's alias, or
+ * an alias of one of t's aliases...). A chain is at most as long as the
+ * schema. */
+static bool alias_chain_passes(shmcfg *h, shmcfg_opt i, shmcfg_opt t)
+{
+	shmcfg_optinfo ai;
+	uint32_t n = shmcfg_count(h);
+	for (uint32_t steps = 0; steps < n && !shmcfg_opt_info(h, i, &ai) && ai.alias != SHMCFG_NO_OPT; steps++) {
+		if (ai.alias == t)
+			return true;
+		i = ai.alias;
+	}
+	return false;
+}
+
 /* The option's default as shown: the final target's. */
 static void final_info(shmcfg *h, const shmcfg_optinfo *oi, shmcfg_optinfo *fi)
 {
@@ -383,9 +408,17 @@ static void final_info(shmcfg *h, const shmcfg_optinfo *oi, shmcfg_optinfo *fi)
 
 /* Take a snapshot and, for it, every option's is_default: retried until the
  * generation did not move meanwhile, so both belong to one generation. */
-static int snapshot_with_defaults(shmcfg *h, shmcfg_snapshot **snap, bool *isdef)
+static int snapshot_with_defaults(shmcfg *h, uint64_t at, shmcfg_snapshot **snap, bool *isdef)
 {
 	uint32_t n = shmcfg_count(h);
+	if (at) { /* an older generation: rebuilt, and judged on its own */
+		int r = shmcfg_snapshot_at(h, at, snap);
+		if (r)
+			return fail_lib(r, shmcfg_name(h));
+		for (uint32_t i = 0; i < n; i++)
+			isdef[i] = shmcfg_snapshot_is_default(*snap, i) == 1;
+		return 0;
+	}
 	for (int round = 0;; round++) {
 		int r = shmcfg_snapshot_acquire(h, snap);
 		if (r)
@@ -408,15 +441,21 @@ int cmd_show(int argc, char **argv)
 		{"verbose", no_argument, NULL, 'v'},
 		{"json", no_argument, NULL, 'J'},
 		{"names", no_argument, NULL, 'N'}, /* hidden: for bash completion */
+		{"generation", required_argument, NULL, 'G'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	bool nondef = false, verbose = false, json = false, names_only = false;
+	uint64_t gen = 0;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hnv", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, ":hnvG:", opts, &ec)) != -1) {
 		switch (c) {
 		case -2:
 			return ec;
+		case 'G':
+			if (parse_generation(optarg, &gen, &ec))
+				return ec;
+			break;
 		case 'n':
 			nondef = true;
 			break;
@@ -484,7 +523,7 @@ int cmd_show(int argc, char **argv)
 	qsort(order, n, sizeof *order, cmp_named);
 
 	shmcfg_snapshot *snap;
-	if (snapshot_with_defaults(h, &snap, isdef)) {
+	if (snapshot_with_defaults(h, gen, &snap, isdef)) {
 		free(order);
 		free(isdef);
 		shmcfg_close(h);
@@ -524,9 +563,7 @@ int cmd_show(int argc, char **argv)
 			json_object_set_new(o, "default", value_json(&fi.def));
 			json_object_set_new(o, "source", json_string(shmcfg_source_name(v.source)));
 			json_object_set_new(o, "is_default", json_boolean(isdef[i]));
-			json_object_set_new(o, "alias", oi.alias != SHMCFG_NO_OPT
-								? json_string(opt_name(h, oi.alias_final))
-								: json_null());
+			alias_json(h, &oi, o);
 			json_object_set_new(o, "hash_ignored", json_boolean(fi.flags & SHMCFG_F_HASH_IGNORED));
 			json_object_set_new(o, "deprecated",
 					    oi.deprecated ? json_string(oi.deprecated) : json_null());
@@ -579,10 +616,30 @@ int cmd_show(int argc, char **argv)
 
 int cmd_get(int argc, char **argv)
 {
-	bool json = false;
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'J'},
+		{"raw", no_argument, NULL, 'r'},
+		{"generation", required_argument, NULL, 'G'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool json = false, raw = false;
+	uint64_t gen = 0;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":hrG:", opts, &ec)) != -1) {
+		if (c == -2)
+			return ec;
+		if (c == 'J')
+			json = true;
+		if (c == 'r')
+			raw = true;
+		if (c == 'G' && parse_generation(optarg, &gen, &ec))
+			return ec;
+	}
+	if (json && raw)
+		return usage_error("--json and --raw exclude each other");
 	const char *pos[2];
-	int ec = 0;
-	if (simple_args(argc, argv, &json, pos, 2, &ec))
+	if (take_positionals(argc, argv, pos, 2, &ec))
 		return ec;
 	shmcfg *h;
 	if (open_segment(pos[0], true, &h))
@@ -591,20 +648,25 @@ int cmd_get(int argc, char **argv)
 	shmcfg_snapshot *snap = NULL;
 	shmcfg_value v;
 	int rc = resolve_option(h, pos[1], &opt), r;
-	if (rc == 0 && (r = shmcfg_snapshot_acquire(h, &snap)))
+	if (rc == 0 && (r = snapshot_of(h, gen, &snap)))
 		rc = fail_lib(r, pos[0]);
 	/* named first: a library call after the read would clear its detail */
 	const char *full = rc == 0 ? opt_name(h, opt) : NULL;
 	if (rc == 0 && (r = shmcfg_snapshot_get(snap, opt, &v)))
 		rc = fail_lib(r, full);
 	if (rc == 0) {
+		/* a deprecated option warns on stderr, as a set does: reads by
+		 * handle never warn, the library's lookup of the name does */
+		shmcfg_opt same;
+		int lr = shmcfg_lookup(h, full, &same);
+		(void)lr; /* found before: only its warning matters */
 		char *text;
 		if (json && !v.is_null && v.type == SHMCFG_FLOAT && !isfinite(v.u.f)) {
 			json_t *j = value_json(&v); /* "nan", as a dump writes it */
 			text = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
 			json_decref(j);
 		} else
-			text = json ? value_text(&v) : value_raw(&v);
+			text = json ? value_text(&v) : raw ? value_raw(&v) : value_plain(&v);
 		if (text)
 			puts(text);
 		else
@@ -648,8 +710,9 @@ int cmd_describe(int argc, char **argv)
 {
 	bool json = false;
 	const char *pos[2];
+	uint64_t gen;
 	int ec = 0;
-	if (simple_args(argc, argv, &json, pos, 2, &ec))
+	if (generation_args(argc, argv, &json, &gen, pos, 2, &ec))
 		return ec;
 	shmcfg *h;
 	if (open_segment(pos[0], true, &h))
@@ -736,15 +799,13 @@ int cmd_describe(int argc, char **argv)
 	json_object_set_new(o, "env_default", names_json(fi.env_default, fi.n_env_default));
 	json_object_set_new(o, "env_force", names_json(fi.env_force, fi.n_env_force));
 	json_object_set_new(o, "knob", fi.knob ? json_string(fi.knob) : json_null());
-	json_object_set_new(o, "alias", oi.alias != SHMCFG_NO_OPT ? json_string(opt_name(h, oi.alias)) : json_null());
-	json_object_set_new(o, "alias_final",
-			    oi.alias != SHMCFG_NO_OPT ? json_string(opt_name(h, fin)) : json_null());
+	alias_json(h, &oi, o);
+	/* an earlier name of "alias" (when describe's "alias" was alias_of): kept for scripts */
+	json_object_set(o, "alias_final", json_object_get(o, "alias"));
 	json_t *aliases = json_array();
-	for (uint32_t i = 0; i < n; i++) {
-		shmcfg_optinfo ai;
-		if (i != fin && !shmcfg_opt_info(h, i, &ai) && ai.alias_final == fin)
-			json_array_append_new(aliases, json_string(ai.name));
-	}
+	for (uint32_t i = 0; i < n; i++)
+		if (i != opt && alias_chain_passes(h, i, opt))
+			json_array_append_new(aliases, json_string(opt_name(h, i)));
 	json_object_set_new(o, "aliases", aliases);
 	json_object_set_new(o, "min", fi.has_min ? value_json(&fi.min) : json_null());
 	json_object_set_new(o, "max", fi.has_max ? value_json(&fi.max) : json_null());
@@ -802,8 +863,12 @@ int cmd_describe(int argc, char **argv)
 	kv("layers", *layer_text ? layer_text : "-", NULL);
 	if (*flag_text)
 		kv("flags", flag_text, NULL);
-	if (oi.alias != SHMCFG_NO_OPT)
-		kv("alias of", opt_name(h, fin), C_BLUE);
+	if (oi.alias != SHMCFG_NO_OPT) {
+		char via[600];
+		snprintf(via, sizeof via, oi.alias == fin ? "%s" : "%s (through %s)", opt_name(h, fin),
+			 opt_name(h, oi.alias));
+		kv("alias of", via, C_BLUE);
+	}
 	char *aliases_txt = NULL;
 	size_t na = json_array_size(json_object_get(o, "aliases"));
 	if (na) {
@@ -878,4 +943,41 @@ int cmd_describe(int argc, char **argv)
 	json_decref(o);
 	shmcfg_close(h);
 	return EXIT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* __complete (hidden, for the bash completion)                       */
+/* ------------------------------------------------------------------ */
+
+/*
+ * shmctl __complete values NAME OPTION: the values worth offering after
+ * "OPTION=" in `set`, one a line: true and false for a bool, the choices of
+ * an option that has them, none for a nullable one. Nothing for the others
+ * (and nothing, exit 1, for a name that does not resolve: a completion
+ * prints no errors). One attach: fast enough for each TAB.
+ */
+int cmd_complete(int argc, char **argv)
+{
+	if (argc != 4 || strcmp(argv[1], "values"))
+		return EXIT_USAGE;
+	shmcfg *h;
+	shmcfg_opt opt;
+	shmcfg_optinfo oi, fi;
+	if (attach_segment(argv[2], true, &h))
+		return EXIT_FAIL;
+	int rc = EXIT_FAIL;
+	if (shmcfg_resolve(h, argv[3], &opt) || shmcfg_opt_info(h, opt, &oi) ||
+	    shmcfg_opt_info(h, oi.alias_final, &fi))
+		goto out;
+	if (fi.type == SHMCFG_BOOL)
+		printf("true\nfalse\n");
+	if (!fi.choices.is_null)
+		for (const char *it = NULL; (it = shmcfg_list_next(&fi.choices, it));)
+			printf("%s\n", it);
+	if (fi.flags & SHMCFG_F_NULLABLE)
+		printf("none\n");
+	rc = EXIT_OK;
+out:
+	shmcfg_close(h);
+	return rc;
 }

@@ -623,8 +623,11 @@ int cmd_diff(int argc, char **argv)
 	}
 	if (optind >= argc)
 		return usage_error("missing segment NAME");
-	if (argc - optind > 1)
-		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+	if (argc - optind > 3)
+		return usage_error("unexpected argument '%s'", argv[optind + 3]);
+	if (argc - optind > 1) /* diff NAME G1 [G2] */
+		return diff_generations(argv[optind], argv[optind + 1], argc - optind > 2 ? argv[optind + 2] : NULL,
+					fmt == SHMCFG_CODEGEN_JSON);
 	shmcfg *h;
 	if (open_segment(argv[optind], true, &h))
 		return EXIT_FAIL;
@@ -685,10 +688,52 @@ static int read_state(shmcfg *h, char **text, shmcfg_source *src, uint64_t *gen)
 	return r;
 }
 
+/* The new state becomes the old one (the old buffers are reused). */
+static void advance(char **text, char **now, shmcfg_source *src, const shmcfg_source *nsrc, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		char *tmp = text[i];
+		text[i] = now[i];
+		now[i] = tmp;
+		src[i] = nsrc[i];
+	}
+}
+
 static json_t *text_json(const char *text)
 {
 	json_t *j = text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
 	return j ? j : json_string(text ? text : "?"); /* nan, inf */
+}
+
+/*
+ * Whether the commits after generation @p last up to @p gen touch one of
+ * the watched options (each given with its alias's final target): the
+ * library's answer (shmcfg_changes: the commit records when they list every
+ * option they changed, else the two generations compared), and in any case
+ * a change of value or source between the two snapshots watch read.
+ */
+static bool touches(shmcfg *h, const shmcfg_opt *watched, size_t nwatched, uint64_t last,
+		    uint64_t gen, char **text, char **now, const shmcfg_source *src,
+		    const shmcfg_source *nsrc, bool *changed)
+{
+	bool known = shmcfg_changes(h, last, gen, changed) >= 0;
+	for (size_t k = 0; k < nwatched; k++) {
+		shmcfg_opt i = watched[k];
+		if ((known && changed[i]) || strcmp(text[i], now[i]) || src[i] != nsrc[i])
+			return true;
+	}
+	return false;
+}
+
+/* Whether option i is listed: every option, or one watched. */
+static bool listed(const shmcfg_opt *watched, size_t nwatched, shmcfg_opt i)
+{
+	if (!nwatched)
+		return true;
+	for (size_t k = 0; k < nwatched; k++)
+		if (watched[k] == i)
+			return true;
+	return false;
 }
 
 int cmd_watch(int argc, char **argv)
@@ -721,16 +766,14 @@ int cmd_watch(int argc, char **argv)
 			have_count = true;
 			break;
 		case 't':
-			if (!parse_seconds(optarg, &timeout))
-				return usage_error("--timeout takes seconds (a number >= 0), not '%s'", optarg);
+			if (duration_arg("--timeout", optarg, &timeout))
+				return EXIT_USAGE;
 			have_timeout = true;
 			break;
 		}
 	}
 	if (optind >= argc)
 		return usage_error("missing segment NAME");
-	if (argc - optind > 1)
-		return usage_error("unexpected argument '%s'", argv[optind + 1]);
 	const char *seg = argv[optind];
 	shmcfg *h;
 	int r;
@@ -739,11 +782,21 @@ int cmd_watch(int argc, char **argv)
 	uint32_t n = shmcfg_count(h);
 	char **text = calloc(n ? n : 1, sizeof *text), **now = calloc(n ? n : 1, sizeof *now);
 	shmcfg_source *src = calloc(n ? n : 1, sizeof *src), *nsrc = calloc(n ? n : 1, sizeof *nsrc);
-	bool *is_alias = calloc(n ? n : 1, sizeof *is_alias);
+	bool *is_alias = calloc(n ? n : 1, sizeof *is_alias), *changed = calloc(n ? n : 1, sizeof *changed);
+	/* OPTION...: the final targets of the options named (what commits write) */
+	size_t nwatched = (size_t)(argc - optind - 1);
+	shmcfg_opt *watched = calloc(nwatched ? nwatched : 1, sizeof *watched);
 	uint64_t last = 0, seen = 0;
 	int rc = EXIT_OK;
-	if (!text || !now || !src || !nsrc || !is_alias)
+	if (!text || !now || !src || !nsrc || !is_alias || !changed || !watched)
 		rc = fail("out of memory");
+	for (size_t k = 0; rc == EXIT_OK && k < nwatched; k++) {
+		shmcfg_opt o;
+		shmcfg_optinfo oi;
+		if ((rc = resolve_option(h, argv[optind + 1 + k], &o)))
+			break;
+		watched[k] = shmcfg_opt_info(h, o, &oi) == 0 ? oi.alias_final : o;
+	}
 	for (uint32_t i = 0; rc == EXIT_OK && i < n; i++) {
 		shmcfg_optinfo oi;
 		is_alias[i] = shmcfg_opt_info(h, i, &oi) == 0 && oi.alias != SHMCFG_NO_OPT;
@@ -792,6 +845,11 @@ int cmd_watch(int argc, char **argv)
 			rc = fail_lib(r, seg);
 			break;
 		}
+		if (nwatched && !touches(h, watched, nwatched, last, gen, text, now, src, nsrc, changed)) {
+			advance(text, now, src, nsrc, n);
+			last = gen;
+			continue;
+		}
 		uint64_t missed = gen - last - 1;
 		shmcfg_commit ci;
 		bool have_ci = shmcfg_commit_info(h, gen, &ci) == 0;
@@ -831,7 +889,8 @@ int cmd_watch(int argc, char **argv)
 				json_object_set_new(o, "who", json_null());
 			}
 			for (uint32_t i = 0; i < n; i++) {
-				if (is_alias[i] || (!strcmp(text[i], now[i]) && src[i] == nsrc[i]))
+				if (is_alias[i] || (!strcmp(text[i], now[i]) && src[i] == nsrc[i]) ||
+				    !listed(watched, nwatched, i))
 					continue;
 				json_t *e = json_object();
 				json_object_set_new(e, "name", json_string(opt_name(h, i)));
@@ -852,7 +911,8 @@ int cmd_watch(int argc, char **argv)
 			       color(C_RESET), when, who);
 			int k = 0;
 			for (uint32_t i = 0; i < n; i++) {
-				if (is_alias[i] || (!strcmp(text[i], now[i]) && src[i] == nsrc[i]))
+				if (is_alias[i] || (!strcmp(text[i], now[i]) && src[i] == nsrc[i]) ||
+				    !listed(watched, nwatched, i))
 					continue;
 				printf("%s %s: ", k++ ? "," : "", opt_name(h, i));
 				if (strcmp(text[i], now[i]))
@@ -866,14 +926,9 @@ int cmd_watch(int argc, char **argv)
 			putchar('\n');
 		}
 		fflush(stdout);
-		seen += gen - last;
+		seen += nwatched ? 1 : gen - last; /* filtered: the commits shown */
 		last = gen;
-		for (uint32_t i = 0; i < n; i++) {
-			char *tmp = text[i];
-			text[i] = now[i];
-			now[i] = tmp;
-			src[i] = nsrc[i];
-		}
+		advance(text, now, src, nsrc, n);
 		if (have_count && seen >= count)
 			done = true;
 	}
@@ -890,6 +945,8 @@ int cmd_watch(int argc, char **argv)
 	free(src);
 	free(nsrc);
 	free(is_alias);
+	free(changed);
+	free(watched);
 	shmcfg_close(h);
 	return rc;
 }

@@ -1,7 +1,7 @@
 /*
  * shmctl: helpers shared by the subcommands: number parsing, argument
- * parsing of the read commands, option name resolution (full names, unique
- * suffixes, suggestions), values as text and JSON, and aligned tables.
+ * parsing of the read commands, option names (resolved by the library:
+ * shmcfg_resolve), values as text and JSON, and aligned tables.
  */
 #include "config.h"
 
@@ -12,6 +12,7 @@
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <dirent.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -66,17 +67,40 @@ bool parse_size(const char *s, uint64_t *ret)
 	return true;
 }
 
-bool parse_seconds(const char *s, double *ret)
+/* The units of a duration, in seconds; plain numbers are seconds. */
+static const struct {
+	const char *suffix;
+	double seconds;
+} duration_units[] = {{"ms", 1e-3}, {"s", 1}, {"m", 60}, {"h", 3600}};
+
+bool parse_duration(const char *s, double *ret)
 {
-	if (!s || !*s || *s == ' ')
-		return false;
+	if (!s || !*s || !(('0' <= *s && *s <= '9') || *s == '.') || strpbrk(s, "xXpP"))
+		return false; /* no sign, space, "inf", "nan" or hex */
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
-	if (errno || *end || !isfinite(v) || v < 0 || v > 1e7)
+	if (errno || end == s || !isfinite(v))
+		return false;
+	if (*end) {
+		size_t u = 0, nu = sizeof duration_units / sizeof duration_units[0];
+		while (u < nu && strcmp(end, duration_units[u].suffix))
+			u++;
+		if (u == nu)
+			return false;
+		v *= duration_units[u].seconds;
+	}
+	if (v > 1e7) /* 115 days: longer is a typo */
 		return false;
 	*ret = v;
 	return true;
+}
+
+int duration_arg(const char *flag, const char *text, double *ret)
+{
+	if (parse_duration(text, ret))
+		return 0;
+	return usage_line("%s: bad duration '%s' (give 500ms, 5s, 2m, 1h or seconds)", flag, text);
 }
 
 void hex16(const uint8_t in[16], char out[33])
@@ -187,6 +211,11 @@ int simple_args(int argc, char **argv, bool *json, const char **pos, int npos, i
 		if (c == 'J')
 			*json = true;
 	}
+	return take_positionals(argc, argv, pos, npos, exit_code);
+}
+
+int take_positionals(int argc, char **argv, const char **pos, int npos, int *exit_code)
+{
 	int n = argc - optind;
 	if (n < npos) {
 		*exit_code = usage_error("missing %s", n == 0 ? "segment NAME" : "OPTION");
@@ -379,211 +408,28 @@ const char *opt_name(shmcfg *h, shmcfg_opt opt)
 	return oi.name;
 }
 
-static shmcfg_opt final_of(shmcfg *h, shmcfg_opt opt)
-{
-	shmcfg_optinfo oi;
-	if (shmcfg_opt_info(h, opt, &oi))
-		return opt;
-	return oi.alias_final;
-}
-
-static bool ends_with_part(const char *name, const char *suffix)
-{
-	size_t n = strlen(name), s = strlen(suffix);
-	return s < n && name[n - s - 1] == '.' && !strcmp(name + n - s, suffix);
-}
+/* The library resolves (shmcfg_resolve): its detail is the user's line. */
 
 /*
- * The options that OPTION may name: the one of that full name, else those
- * whose name ends in "." OPTION. ret: array of nopts entries; returns count.
+ * For a load's keys: 1 and *ret when text names one option, -1 when it is
+ * ambiguous, 0 when unknown (left for the load to refuse or skip, with the
+ * other unknown names), -ENOMEM. The library's resolver decides; its detail
+ * says which of the two refusals it was.
  */
-static size_t candidates(shmcfg *h, const char *text, shmcfg_opt *ret)
+int find_option(shmcfg *h, const char *text, shmcfg_opt *ret)
 {
-	uint32_t n = shmcfg_count(h);
-	size_t k = 0;
-	for (uint32_t i = 0; i < n; i++)
-		if (!strcmp(opt_name(h, i), text)) {
-			ret[0] = i;
-			return 1;
-		}
-	for (uint32_t i = 0; i < n; i++)
-		if (ends_with_part(opt_name(h, i), text))
-			ret[k++] = i;
-	return k;
-}
-
-/*
- * Pick one of the candidates if they are one option: after mapping each to
- * the end of its alias chain, a single final target remains. Prefer the
- * final target itself, else the first candidate.
- */
-static bool collapse(shmcfg *h, const shmcfg_opt *c, size_t n, shmcfg_opt *ret)
-{
-	if (n == 0)
-		return false;
-	shmcfg_opt f = final_of(h, c[0]);
-	for (size_t i = 1; i < n; i++)
-		if (final_of(h, c[i]) != f)
-			return false;
-	for (size_t i = 0; i < n; i++)
-		if (c[i] == f) {
-			*ret = f;
-			return true;
-		}
-	*ret = c[0];
-	return true;
-}
-
-const char *opt_short_name(shmcfg *h, shmcfg_opt opt)
-{
-	const char *name = opt_name(h, opt);
-	uint32_t n = shmcfg_count(h);
-	shmcfg_opt *c = malloc((n ? n : 1) * sizeof *c);
-	if (!c)
-		return name;
-	/* from the last part outwards: the first suffix that resolves to opt */
-	const char *best = name;
-	for (const char *p = name + strlen(name); p > name; p--) {
-		if (p[-1] != '.')
-			continue;
-		shmcfg_opt got;
-		size_t k = candidates(h, p, c);
-		if (collapse(h, c, k, &got) && final_of(h, got) == final_of(h, opt)) {
-			best = p;
-			break;
-		}
-	}
-	free(c);
-	return best;
-}
-
-static size_t levenshtein(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	if (la > 256 || lb > 256)
-		return (size_t)-1;
-	size_t row[257];
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t prev = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t cur = row[j];
-			size_t sub = prev + (a[i - 1] != b[j - 1]);
-			size_t del = row[j] + 1, ins = row[j - 1] + 1;
-			row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-			prev = cur;
-		}
-	}
-	return row[lb];
-}
-
-static const char *last_part(const char *name)
-{
-	const char *d = strrchr(name, '.');
-	return d ? d + 1 : name;
-}
-
-/* Up to 3 names close to text (by the last part, or the full name when text
- * has dots), as short unique names, comma-separated. */
-static void suggest(shmcfg *h, const char *text, char *out, size_t len)
-{
-	uint32_t n = shmcfg_count(h);
-	bool dotted = strchr(text, '.') != NULL;
-	size_t tl = strlen(text);
-	size_t limit = tl < 6 ? 2 : tl / 3 + 1;
-	struct {
-		size_t d;
-		shmcfg_opt opt;
-	} best[3];
-	size_t nb = 0;
-	out[0] = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		shmcfg_optinfo oi;
-		if (shmcfg_opt_info(h, i, &oi))
-			continue;
-		size_t d = levenshtein(text, dotted ? oi.name : last_part(oi.name));
-		/* a name that merely contains the text is close too */
-		if (d > limit && tl >= 4 && strstr(dotted ? oi.name : last_part(oi.name), text))
-			d = limit;
-		if (d > limit)
-			continue;
-		/* one entry per option after aliases */
-		bool dup = false;
-		for (size_t k = 0; k < nb; k++)
-			if (final_of(h, best[k].opt) == oi.alias_final) {
-				dup = true;
-				if (d < best[k].d || (d == best[k].d && i == oi.alias_final))
-					best[k] = (typeof(best[0])){d, i};
-			}
-		if (dup)
-			continue;
-		if (nb < 3)
-			best[nb++] = (typeof(best[0])){d, i};
-		else {
-			size_t worst = 0;
-			for (size_t k = 1; k < nb; k++)
-				if (best[k].d > best[worst].d)
-					worst = k;
-			if (d < best[worst].d)
-				best[worst] = (typeof(best[0])){d, i};
-		}
-	}
-	/* closest first */
-	for (size_t a = 0; a < nb; a++)
-		for (size_t b = a + 1; b < nb; b++)
-			if (best[b].d < best[a].d) {
-				typeof(best[0]) t = best[a];
-				best[a] = best[b];
-				best[b] = t;
-			}
-	size_t used = 0;
-	for (size_t k = 0; k < nb && used < len; k++) {
-		int w = snprintf(out + used, len - used, "%s%s", k ? ", " : "",
-				 opt_short_name(h, best[k].opt));
-		if (w > 0)
-			used += (size_t)w;
-	}
+	int r = shmcfg_resolve(h, text, ret);
+	if (!r)
+		return 1;
+	if (r == SHMCFG_E_NOOPT)
+		return strstr(shmcfg_errdetail(), "' is ambiguous:") ? -1 : 0;
+	return r == -ENOMEM ? -ENOMEM : 0;
 }
 
 int resolve_option(shmcfg *h, const char *text, shmcfg_opt *ret)
 {
-	uint32_t n = shmcfg_count(h);
-	if (!*text)
-		return fail("empty option name");
-	shmcfg_opt *c = malloc((n ? n : 1) * sizeof *c);
-	if (!c)
-		return fail("out of memory");
-	size_t k = candidates(h, text, c);
-	if (collapse(h, c, k, ret)) {
-		free(c);
-		return 0;
-	}
-	if (k > 1) {
-		size_t len = 0;
-		for (size_t i = 0; i < k; i++)
-			len += strlen(opt_name(h, c[i])) + 2;
-		char *list = malloc(len + 1);
-		if (list) {
-			list[0] = 0;
-			for (size_t i = 0; i < k; i++) {
-				if (i)
-					strcat(list, ", ");
-				strcat(list, opt_name(h, c[i]));
-			}
-		}
-		err_msg("'%s' is ambiguous: %s", text, list ? list : "(out of memory)");
-		free(list);
-		free(c);
-		return EXIT_FAIL;
-	}
-	free(c);
-	char sug[600];
-	suggest(h, text, sug, sizeof sug);
-	if (*sug)
-		return fail("no option '%s' in segment '%s'; did you mean %s?", text, shmcfg_name(h), sug);
-	return fail("no option '%s' in segment '%s'", text, shmcfg_name(h));
+	int r = shmcfg_resolve(h, text, ret);
+	return r ? fail_lib(r, NULL) : 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -627,6 +473,21 @@ char *value_raw(const shmcfg_value *v)
 	if (!v->is_null && v->type == SHMCFG_STR)
 		return strndup(v->u.str.ptr, v->u.str.len);
 	return value_text(v);
+}
+
+char *value_plain(const shmcfg_value *v)
+{
+	if (v->is_null || v->type != SHMCFG_STR)
+		return value_text(v);
+	/* a text that `set` would not read back as itself: the words of null,
+	 * and a JSON literal's opening quote */
+	char *raw = value_raw(v);
+	if (raw && strlen(raw) == v->u.str.len &&
+	    (!strcasecmp(raw, "none") || !strcasecmp(raw, "null") || raw[0] == '"')) {
+		free(raw);
+		return value_text(v);
+	}
+	return raw;
 }
 
 /* The library's JSON of a value (shmcfg_value_json), as a jansson value. */

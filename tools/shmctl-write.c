@@ -10,6 +10,7 @@
 #include <grp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +20,23 @@
 /* create, rm                                                         */
 /* ------------------------------------------------------------------ */
 
+/* The environment variables the creation applied, one line each, so that a
+ * variable in the operator's shell is no surprise. A value that is not
+ * plain printable text is shown in double quotes, with \" \\ and \xNN. */
+static void print_env_applied(shmcfg *h)
+{
+	shmcfg_env_use u;
+	for (size_t i = 0; shmcfg_env_applied(h, i, &u) == 0; i++) {
+		bool plain = *u.value != 0;
+		for (const char *p = u.value; *p; p++)
+			plain &= *p > ' ' && *p < 0x7f && *p != '"' && *p != '\\';
+		printf("environment: %s=%s", u.var, plain ? u.value : "\"");
+		for (const unsigned char *p = (const unsigned char *)u.value; !plain && *p; p++)
+			printf(*p == '"' || *p == '\\' ? "\\%c" : *p >= ' ' && *p < 0x7f ? "%c" : "\\x%02x", *p);
+		printf("%s -> %s (%s)\n", plain ? "" : "\"", opt_name(h, u.opt), shmcfg_source_name(u.layer));
+	}
+}
+
 int cmd_create(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -26,6 +44,7 @@ int cmd_create(int argc, char **argv)
 		{"slots", required_argument, NULL, 'k'},
 		{"size", required_argument, NULL, 'S'},
 		{"readers", required_argument, NULL, 'R'},
+		{"history", required_argument, NULL, 'H'},
 		{"mode", required_argument, NULL, 'm'},
 		{"group", required_argument, NULL, 'g'},
 		{"no-env", no_argument, NULL, 'E'},
@@ -61,6 +80,11 @@ int cmd_create(int argc, char **argv)
 			if (!parse_u64(optarg, &u) || u == 0 || u > 65536)
 				return usage_error("--readers takes a number 1-65536, not '%s'", optarg);
 			o.readers = (uint32_t)u;
+			break;
+		case 'H':
+			if (!parse_u64(optarg, &u) || u < 8 || u > 1048576)
+				return usage_error("--history takes a number of commits 8-1048576, not '%s'", optarg);
+			o.history = (uint32_t)u;
 			break;
 		case 'm': {
 			char *end;
@@ -116,6 +140,8 @@ int cmd_create(int argc, char **argv)
 	const char *det = shmcfg_errdetail();
 	if (r == -EACCES && !(det && strstr(det, "cannot remove")))
 		return fail("segment '%s': permission denied", seg);
+	if (schema_path && (r == SHMCFG_E_SCHEMADEF || r == SHMCFG_E_CYCLE))
+		return fail_lib(r, schema_path); /* "FILE:LINE: ...", as a parse error */
 	if (r)
 		return fail_lib(r, seg);
 	if (!quiet) {
@@ -127,6 +153,7 @@ int cmd_create(int argc, char **argv)
 			       info->nopts, info->nslots, size, (unsigned long long)info->generation);
 		}
 		free(info);
+		print_env_applied(h);
 	}
 	shmcfg_close(h);
 	return EXIT_OK;
@@ -196,10 +223,12 @@ struct change {
 	shmcfg_opt final; /* end of its alias chain: what is written */
 	const char *value;
 	char *old;        /* effective value before, as text */
+	json_t *layer_old; /* the written layer's value before (NULL: not set), for --json */
 };
 
-/* The effective values before the change, as text, for "old -> new". */
-static int values_before(shmcfg *h, struct change *ch, size_t n)
+/* The values before the change: effective, as text, for "old -> new", and
+ * the written layer's, for --json. */
+static int values_before(shmcfg *h, struct change *ch, size_t n, shmcfg_source layer)
 {
 	shmcfg_snapshot *snap;
 	int r = shmcfg_snapshot_acquire(h, &snap);
@@ -209,6 +238,8 @@ static int values_before(shmcfg *h, struct change *ch, size_t n)
 		shmcfg_value v;
 		if (shmcfg_snapshot_get(snap, ch[i].final, &v) == 0)
 			ch[i].old = value_text(&v);
+		if (shmcfg_snapshot_layer(snap, ch[i].final, layer, &v) == 0)
+			ch[i].layer_old = value_json(&v);
 	}
 	shmcfg_snapshot_release(snap);
 	return 0;
@@ -224,6 +255,11 @@ int fail_set(int r, const char *full, const char *value)
 		d += nl + 2;
 	if (r == SHMCFG_E_LAYER)
 		return fail("%s=%s: the option declares no knob (--knob)", full, value);
+	/* an unquoted none/null for a string that cannot be null (the library
+	 * refuses it): say how to write the text */
+	if (r == SHMCFG_E_NULLVAL && (!strcasecmp(value, "none") || !strcasecmp(value, "null")))
+		return fail("%s=%s: the option is not nullable; to store the text %s, quote it: '%s=\"%s\"'", full,
+			    value, value, full, value);
 	if (*value && strstr(d, value))
 		return fail("%s: %s", full, d);
 	return fail("%s=%s: %s", full, value, d);
@@ -312,15 +348,44 @@ static int open_pair(const char *seg, shmcfg **rw, shmcfg **ro)
 	return 0;
 }
 
+/* --json of set and reset: the generation and each option whose written
+ * layer changed, with the layer's value before and after (absent: not set). */
+static json_t *changes_json(shmcfg *h, shmcfg_snapshot *snap, uint64_t gen, struct change *ch, size_t n,
+			    shmcfg_source written)
+{
+	json_t *arr = json_array();
+	for (size_t i = 0; arr && i < n; i++) {
+		bool dup = false;
+		for (size_t k = i + 1; k < n; k++)
+			dup |= ch[k].final == ch[i].final;
+		shmcfg_value v;
+		json_t *now = shmcfg_snapshot_layer(snap, ch[i].final, written, &v) == 0 ? value_json(&v) : NULL;
+		if (dup || (!now && !ch[i].layer_old) || (now && ch[i].layer_old && json_equal(now, ch[i].layer_old))) {
+			json_decref(now);
+			continue;
+		}
+		json_t *o = json_pack("{s:s, s:s}", "name", opt_name(h, ch[i].final), "layer",
+				      shmcfg_source_name(written));
+		if (o && ch[i].layer_old)
+			json_object_set(o, "old", ch[i].layer_old);
+		if (o && now)
+			json_object_set(o, "new", now);
+		json_decref(now);
+		json_array_append_new(arr, o);
+	}
+	return json_pack("{s:I, s:o}", "generation", (json_int_t)gen, "changes", arr);
+}
+
 /* Shared by set and reset: commit the transaction, report, warn. */
 static int finish(shmcfg *h, shmcfg *ro, shmcfg_txn *t, struct change *ch, size_t n, bool quiet,
-		  bool knob, bool report_unchanged)
+		  bool json, bool knob, bool report_unchanged)
 {
 	uint64_t gen;
-	int r = shmcfg_txn_commit(t, &gen);
-	if (r < 0)
+	bool published;
+	int r = shmcfg_txn_commit_ex(t, &gen, &published);
+	if (r)
 		return fail_lib(r, shmcfg_name(h));
-	bool nothing = r == 1;
+	bool nothing = !published;
 	shmcfg_snapshot *snap;
 	if ((r = shmcfg_snapshot_acquire(ro, &snap)))
 		return fail_lib(r, shmcfg_name(h));
@@ -334,7 +399,10 @@ static int finish(shmcfg *h, shmcfg *ro, shmcfg_txn *t, struct change *ch, size_
 		if (!dup)
 			warn_overridden(h, snap, ch[i].final, written);
 	}
-	if (!quiet) {
+	int rc = EXIT_OK;
+	if (json)
+		rc = json_print(changes_json(h, snap, gen, ch, n, written), false);
+	else if (!quiet) {
 		for (size_t i = 0; i < n; i++) {
 			shmcfg_value v;
 			char *now = NULL;
@@ -353,20 +421,24 @@ static int finish(shmcfg *h, shmcfg *ro, shmcfg_txn *t, struct change *ch, size_
 				       color(C_BOLD), now ? now : "?", color(C_RESET));
 			free(now);
 		}
-		if (nothing && !report_unchanged)
+		if (report_unchanged) /* set, reset OPTION: the generation, as etcdctl's revision */
+			printf("generation %llu%s\n", (unsigned long long)gen, nothing ? " (nothing changed)" : "");
+		else if (nothing)
 			printf("nothing changed (generation %llu)\n", (unsigned long long)gen);
-		else if (!report_unchanged)
+		else
 			printf("%s layer cleared: %zu option%s (generation %llu)\n", knob ? "knob" : "user", n,
 			       n == 1 ? "" : "s", (unsigned long long)gen);
 	}
 	shmcfg_snapshot_release(snap);
-	return EXIT_OK;
+	return rc;
 }
 
 static void free_changes(struct change *ch, size_t n)
 {
-	for (size_t i = 0; ch && i < n; i++)
+	for (size_t i = 0; ch && i < n; i++) {
 		free(ch[i].old);
+		json_decref(ch[i].layer_old);
+	}
 	free(ch);
 }
 
@@ -375,10 +447,11 @@ int cmd_set(int argc, char **argv)
 	static const struct option opts[] = {
 		{"knob", no_argument, NULL, 'K'},
 		{"quiet", no_argument, NULL, 'q'},
+		{"json", no_argument, NULL, 'J'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	bool knob = false, quiet = false;
+	bool knob = false, quiet = false, json = false;
 	int c, ec = 0;
 	while ((c = next_opt(argc, argv, ":hq", opts, &ec)) != -1) {
 		if (c == -2)
@@ -387,6 +460,8 @@ int cmd_set(int argc, char **argv)
 			knob = true;
 		if (c == 'q')
 			quiet = true;
+		if (c == 'J')
+			json = true;
 	}
 	if (optind >= argc)
 		return usage_error("missing segment NAME");
@@ -414,7 +489,7 @@ int cmd_set(int argc, char **argv)
 	shmcfg_txn *t = NULL;
 	int r;
 	if (rc == EXIT_OK)
-		rc = values_before(ro, ch, n);
+		rc = values_before(ro, ch, n, knob ? SHMCFG_SRC_KNOB : SHMCFG_SRC_USER);
 	if (rc == EXIT_OK && (r = shmcfg_txn_begin(h, &t)))
 		rc = fail_lib(r, seg);
 	if (rc == EXIT_OK && knob && (r = shmcfg_txn_layer(t, SHMCFG_SRC_KNOB)))
@@ -426,7 +501,7 @@ int cmd_set(int argc, char **argv)
 			rc = fail_set(r, full, ch[i].value);
 	}
 	if (rc == EXIT_OK)
-		rc = finish(h, ro, t, ch, n, quiet, knob, true);
+		rc = finish(h, ro, t, ch, n, quiet, json, knob, true);
 	else
 		shmcfg_txn_abort(t);
 	for (size_t i = 0; names && i < n; i++)
@@ -444,10 +519,11 @@ int cmd_reset(int argc, char **argv)
 		{"all", no_argument, NULL, 'a'},
 		{"knob", no_argument, NULL, 'K'},
 		{"quiet", no_argument, NULL, 'q'},
+		{"json", no_argument, NULL, 'J'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	bool all = false, knob = false, quiet = false;
+	bool all = false, knob = false, quiet = false, json = false;
 	int c, ec = 0;
 	while ((c = next_opt(argc, argv, ":haq", opts, &ec)) != -1) {
 		if (c == -2)
@@ -458,6 +534,8 @@ int cmd_reset(int argc, char **argv)
 			knob = true;
 		if (c == 'q')
 			quiet = true;
+		if (c == 'J')
+			json = true;
 	}
 	if (optind >= argc)
 		return usage_error("missing segment NAME");
@@ -503,7 +581,7 @@ int cmd_reset(int argc, char **argv)
 	shmcfg_txn *t = NULL;
 	int r;
 	if (rc == EXIT_OK)
-		rc = values_before(ro, ch, n);
+		rc = values_before(ro, ch, n, knob ? SHMCFG_SRC_KNOB : SHMCFG_SRC_USER);
 	if (rc == EXIT_OK && (r = shmcfg_txn_begin(h, &t)))
 		rc = fail_lib(r, seg);
 	if (rc == EXIT_OK && knob && (r = shmcfg_txn_layer(t, SHMCFG_SRC_KNOB)))
@@ -518,7 +596,7 @@ int cmd_reset(int argc, char **argv)
 		}
 	}
 	if (rc == EXIT_OK)
-		rc = finish(h, ro, t, ch, n, quiet, knob, !all);
+		rc = finish(h, ro, t, ch, n, quiet, json, knob, !all);
 	else
 		shmcfg_txn_abort(t);
 	free_changes(ch, n);
@@ -531,25 +609,103 @@ int cmd_reset(int argc, char **argv)
 /* load, gc                                                           */
 /* ------------------------------------------------------------------ */
 
+struct load_report {
+	const char *label;
+	size_t skipped;
+};
+
 static void load_warn(const char *msg, void *ud)
 {
-	warn_msg("%s: %s", (const char *)ud, msg);
+	struct load_report *lr = ud;
+	size_t n = strlen(msg);
+	/* the library ends the report of each value it skips so */
+	if (n >= 7 && !strcmp(msg + n - 7, "skipped"))
+		lr->skipped++;
+	warn_msg("%s: %s", lr->label, msg);
+}
+
+/*
+ * A load names options as `set` does (a unique suffix names its option):
+ * the keys of the values object become full names, which the library's
+ * load takes. An unknown name stays, for the load to refuse or skip; an
+ * ambiguous one, or two names of one option, fail a strict load and are
+ * skipped by a partial one. Text that is no JSON object is left to the
+ * library to refuse. 0 (*text replaced when rewritten) or EXIT_FAIL.
+ */
+static int load_full_names(shmcfg *h, struct load_report *lr, bool partial, char **text, size_t *len)
+{
+	json_t *root = json_loadb(*text, *len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL), *values = root;
+	if (json_is_object(json_object_get(root, "values")) &&
+	    (json_object_get(root, "format") || json_object_size(root) == 1))
+		values = json_object_get(root, "values"); /* a dump, as shmcfg_load() tells it */
+	if (!json_is_object(values)) {
+		json_decref(root);
+		return 0;
+	}
+	json_t *full = json_object();
+	const char *key;
+	json_t *j;
+	int rc = full ? EXIT_OK : fail("out of memory");
+	json_object_foreach(rc ? NULL : values, key, j) {
+		shmcfg_opt opt;
+		const char *name = key;
+		int found = shmcfg_lookup(h, key, &opt) == 0 ? 1 : find_option(h, key, &opt);
+		if (found == 1)
+			name = opt_name(h, opt);
+		if (found == -1 && !partial) {
+			rc = resolve_option(h, key, &opt); /* says which options it could be */
+			break;
+		}
+		if (found == -1) {
+			warn_msg("%s: option name '%s' is ambiguous; skipped", lr->label, key);
+			lr->skipped++;
+			continue;
+		}
+		if (json_object_get(full, name)) {
+			if (!partial) {
+				rc = fail("%s: two names of option %s; nothing loaded", lr->label, name);
+				break;
+			}
+			warn_msg("%s: %s: named twice; skipped", lr->label, key);
+			lr->skipped++;
+			continue;
+		}
+		if (found == -ENOMEM || json_object_set(full, name, j))
+			rc = fail("out of memory");
+	}
+	char *out = NULL;
+	if (!rc && values != root)
+		json_object_set(root, "values", full);
+	if (!rc && !(out = json_dumps(values != root ? root : full,
+				      JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17))))
+		rc = fail("out of memory");
+	if (out) {
+		free(*text);
+		*text = out;
+		*len = strlen(out);
+	}
+	json_decref(full);
+	json_decref(root);
+	return rc;
 }
 
 int cmd_load(int argc, char **argv)
 {
 	static const struct option opts[] = {
+		{"partial", no_argument, NULL, 'p'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	bool quiet = false;
+	bool quiet = false, partial = false;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hq", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, ":hpq", opts, &ec)) != -1) {
 		if (c == -2)
 			return ec;
 		if (c == 'q')
 			quiet = true;
+		if (c == 'p')
+			partial = true;
 	}
 	if (optind >= argc)
 		return usage_error("missing segment NAME");
@@ -558,7 +714,7 @@ int cmd_load(int argc, char **argv)
 	if (argc - optind > 2)
 		return usage_error("unexpected argument '%s'", argv[optind + 2]);
 	const char *seg = argv[optind], *path = argv[optind + 1];
-	const char *label = strcmp(path, "-") ? path : "<stdin>";
+	struct load_report lr = {strcmp(path, "-") ? path : "<stdin>", 0};
 	/* attached before the input is read: a load from a pipe is listed as
 	 * an attached process while it waits */
 	shmcfg *h;
@@ -569,20 +725,31 @@ int cmd_load(int argc, char **argv)
 	int r = read_file(path, &text, &len);
 	if (r) {
 		shmcfg_close(h);
-		return fail("%s: %s", label, strerror(-r));
+		return fail("%s: %s", lr.label, strerror(-r));
 	}
 	uint64_t gen = 0;
-	r = shmcfg_load(h, text, len, load_warn, (void *)label, &gen);
+	bool published = false;
+	int rc = load_full_names(h, &lr, partial, &text, &len);
+	if (!rc)
+		r = shmcfg_load_ex(h, text, len, partial ? SHMCFG_LOAD_PARTIAL : SHMCFG_LOAD_STRICT, load_warn, &lr,
+				   &gen, &published);
 	free(text);
 	shmcfg_close(h);
-	if (r < 0)
-		return fail_lib(r, label);
-	if (!quiet) {
-		if (r == 1)
-			printf("%s: nothing changed (generation %llu)\n", label, (unsigned long long)gen);
-		else
-			printf("%s: loaded into '%s', generation %llu\n", label, seg, (unsigned long long)gen);
-	}
+	if (rc)
+		return rc;
+	if (r == SHMCFG_E_NOOPT || r == SHMCFG_E_SCHEMA)
+		return fail("%s: %s; nothing loaded (load --partial loads what fits)", lr.label, shmcfg_errdetail());
+	if (r)
+		return fail_lib(r, lr.label);
+	if (quiet)
+		return EXIT_OK;
+	if (!published)
+		printf("%s: nothing changed (generation %llu)", lr.label, (unsigned long long)gen);
+	else
+		printf("%s: loaded into '%s', generation %llu", lr.label, seg, (unsigned long long)gen);
+	if (lr.skipped)
+		printf(" (%zu skipped)", lr.skipped);
+	printf("\n");
 	return EXIT_OK;
 }
 

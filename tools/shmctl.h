@@ -3,13 +3,14 @@
  * files of tools/shmctl*.c.
  *
  *   shmctl.c        main, subcommand table, usage, errors, attach, colour
- *   shmctl-util.c   argument parsing, option resolution, tables, values as
+ *   shmctl-util.c   argument parsing, option names, tables, values as
  *                   text and JSON
  *   shmctl-read.c   ls, show, get, describe
  *   shmctl-stat.c   stat, hash, check, dump, diff, watch
  *   shmctl-write.c  create, rm, set, reset, load, gc
  *   shmctl-header.c header (a C header of accessors for a schema)
  *   shmctl-cluster.c cluster set, reset, show, log, rollback, status (etcd)
+ *   shmctl-history.c log, rollback, diff G1 [G2], show/get --generation
  *
  * Exit status: 0 success, 1 failure, 2 usage error.
  */
@@ -57,6 +58,12 @@ void warn_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int fail_lib(int r, const char *what);
 /* A usage error of the running subcommand: message, synopsis, EXIT_USAGE. */
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A usage error in one line ("shmctl: CMD: ..."), without the synopsis:
+ * an unknown flag, a bad duration. EXIT_USAGE. */
+int usage_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The word of words[] closest to @p typed (a typo: a few edits or swapped
+ * neighbours, or an abbreviation), NULL if none is close. */
+const char *closest_word(const char *typed, const char *const *words, size_t n);
 /* Print the running subcommand's --help to stdout; returns EXIT_OK. */
 int print_help(void);
 
@@ -101,7 +108,12 @@ const char *color(const char *code);
 /* strtoull/strtoll with full-string and range checks. */
 bool parse_u64(const char *s, uint64_t *ret);
 bool parse_size(const char *s, uint64_t *ret); /* with K/M/G (KiB, MiB, GiB) suffixes */
-bool parse_seconds(const char *s, double *ret);
+/* A duration in seconds: 500ms, 5s, 2m, 1h or plain (fractional) seconds,
+ * at most 1e7 s. */
+bool parse_duration(const char *s, double *ret);
+/* parse_duration() of the value of @p flag ("--timeout"): 0, or the usage
+ * error (one line naming the flag and the text) and EXIT_USAGE. */
+int duration_arg(const char *flag, const char *text, double *ret);
 
 /* Lowercase hex of 16 bytes. */
 void hex16(const uint8_t in[16], char out[33]);
@@ -111,18 +123,23 @@ void human_size(uint64_t bytes, char *buf, size_t len);
 void time_local(uint64_t ns, char *buf, size_t len);
 void time_utc(uint64_t ns, char *buf, size_t len);
 
-/* Resolve OPTION (full name or unique suffix; see shmctl.1). Prints the
- * error (ambiguous, unknown with suggestions). 0 or EXIT_FAIL. */
+/* Resolve OPTION (full name or unique suffix: shmcfg_resolve). Prints the
+ * library's error (ambiguous, unknown with suggestions). 0 or EXIT_FAIL. */
 int resolve_option(shmcfg *h, const char *text, shmcfg_opt *ret);
+/* resolve_option() without a word: 1 and *ret, 0 (no such option), -1
+ * (ambiguous), -ENOMEM. */
+int find_option(shmcfg *h, const char *text, shmcfg_opt *ret);
 /* The option's name and the final target's descriptor. */
 const char *opt_name(shmcfg *h, shmcfg_opt opt);
-/* The shortest suffix of the option's name that names it uniquely. */
-const char *opt_short_name(shmcfg *h, shmcfg_opt opt);
 
 /* A value as JSON text (strings quoted), malloc'd; NULL on ENOMEM. */
 char *value_text(const shmcfg_value *v);
-/* As value_text() but strings raw (for `get`). */
+/* As value_text() but strings raw (`get --raw`). */
 char *value_raw(const shmcfg_value *v);
+/* `get`: as value_raw(), except a string that `set` would not read back as
+ * itself (none, null in any case, or starting with a double quote), which
+ * is quoted as value_text() does: null prints null, the text "null". */
+char *value_plain(const shmcfg_value *v);
 /* A value as a new jansson value (nan/inf as strings, like shmcfg_dump). */
 json_t *value_json(const shmcfg_value *v);
 /* "str", or "str?" for a nullable option. */
@@ -156,6 +173,9 @@ int read_file(const char *path, char **ret, size_t *len);
 /* Parse "[--json] [--help]" and npos positionals into pos[]: 0, or -1 with
  * *exit_code set (help printed, or a usage error). */
 int simple_args(int argc, char **argv, bool *json, const char **pos, int npos, int *exit_code);
+/* The npos positionals after the options (argv[optind..]) into pos[]: 0, or
+ * -1 with a usage error (missing or extra arguments). */
+int take_positionals(int argc, char **argv, const char **pos, int npos, int *exit_code);
 
 /* The used entries of a reader table (shmcfg_readers() with collect_reader). */
 struct reader_list {
@@ -217,6 +237,21 @@ int cmd_hash(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_header(int argc, char **argv);
+int cmd_complete(int argc, char **argv); /* hidden: shmctl __complete (bash completion) */
 int cmd_cluster(int argc, char **argv); /* shmctl-cluster.c */
+int cmd_log(int argc, char **argv);     /* shmctl-history.c */
+int cmd_rollback(int argc, char **argv);
+
+/* ---- shmctl-history.c: --generation of show and get, diff G1 [G2] ------ */
+
+/* A generation argument (a number from 1): 0, or -1 with a usage error. */
+int parse_generation(const char *text, uint64_t *gen, int *exit_code);
+/* A snapshot of generation gen (0: the current one): a library code. */
+int snapshot_of(shmcfg *h, uint64_t gen, shmcfg_snapshot **snap);
+/* simple_args() that also takes --generation G (*gen 0 without it). */
+int generation_args(int argc, char **argv, bool *json, uint64_t *gen, const char **pos, int npos,
+		    int *exit_code);
+/* diff NAME G1 [G2]: what changed between two generations. An exit status. */
+int diff_generations(const char *seg, const char *g1, const char *g2, bool json);
 
 #endif

@@ -28,8 +28,14 @@ Differences from PyTorch's ``torch.utils._config_module``:
   its patched value until the patch ends, then reads the committed one.
 - Patches are per OS thread (the seed's are per ``contextvars`` context: in
   one thread, asyncio tasks share them here).
-- ``save_config()`` returns the portable JSON of ``shmctl dump`` (the seed
-  pickles); ``load_config()`` takes that JSON, or a dict, as one commit.
+- ``del m.x`` clears the option's user layer (one commit) and leaves it
+  readable; only unittest.mock's patch exit gets the seed's hide flag, so
+  its restore is one commit of the original value.
+- A list or set read is a CommittingList/CommittingSet copy whose in-place
+  changes commit (every process sees them).
+- ``save_config()`` is the seed's pickle; ``load_config()`` takes it (its
+  unpickler allows builtin containers only), a dict, or the JSON of
+  ``seg.dump()``, as one commit.
 - Values are typed by the schema: bool options take bool only, int options int
   (not bool), float options int or float, str options str, list and set
   options a list, tuple, set or frozenset of str; None only where the option
@@ -46,7 +52,9 @@ the value it cached for that generation; the first read after a commit asks
 the library. A published generation never changes, so a cached value is
 exact. While any thread of the process has a patch open on the segment,
 every read asks the library (which applies the calling thread's patches).
-Lists and sets are returned as fresh copies. ``SHMCFG_PYTHON_FAST=0`` (or
+Lists and sets are returned as fresh copies.
+``shmcfg.torch.install(seg)`` makes torch's own config modules read the
+segment (python/README.md). ``SHMCFG_PYTHON_FAST=0`` (or
 ``fast_reads=False``) makes every read ask the library. The optional C
 extension ``shmcfg._fast`` does these reads without a Python frame (about 4x
 faster; ``fast_extension`` is its path, or None); the ctypes getters, its
@@ -64,9 +72,10 @@ create(), unlink(), Segment and Transaction, ``config`` the config modules.
 
 from . import _lib as _L
 from .config import ConfigModule, ContextDecorator, SubConfigProxy
-from .errors import (Error, ExistsError, InvalidArgumentError, NotFoundError, OptionTypeError,
-                     OptionValueError, OwnerError, PermissionDeniedError, RetiredError,
-                     UnknownOptionError)
+from .errors import (ConfigLoadError, Error, ExistsError, InvalidArgumentError, NotFoundError,
+                     OptionTypeError, OptionValueError, OwnerError, PatchArgumentError,
+                     PermissionDeniedError, RetiredError, UnknownOptionError)
+from .mutable import CommittingList, CommittingSet
 from .segment import Current, Segment, Transaction, attach, create, unlink
 from .values import OptionInfo
 
@@ -75,6 +84,7 @@ __all__ = [
     "Transaction", "Error", "NotFoundError", "ExistsError", "PermissionDeniedError",
     "OwnerError", "RetiredError",
     "InvalidArgumentError", "UnknownOptionError", "OptionTypeError", "OptionValueError",
+    "ConfigLoadError", "PatchArgumentError", "CommittingList", "CommittingSet",
     "library_version", "library_path", "fast_extension",
 ]
 
@@ -88,7 +98,8 @@ __version__ = library_version
 # The public classes and functions keep the name they had before the package
 # was split: tracebacks, reprs and pickles say shmcfg.NotFoundError, not
 # shmcfg.errors.NotFoundError.
-for _o in (ConfigModule, ContextDecorator, SubConfigProxy, Error, ExistsError,
+for _o in (ConfigModule, ContextDecorator, SubConfigProxy, ConfigLoadError, PatchArgumentError,
+           CommittingList, CommittingSet, Error, ExistsError,
            InvalidArgumentError, NotFoundError, OptionTypeError, OptionValueError, OwnerError,
            PermissionDeniedError, RetiredError, UnknownOptionError, Current, Segment,
            Transaction, attach, create, unlink, OptionInfo):

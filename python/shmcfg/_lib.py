@@ -6,19 +6,19 @@ the header (by compiling a small C program when a compiler is there).
 
 Where the library is found, first match wins:
 
-1. ``$SHMCFG_LIBRARY``: the path of ``libshmcfg.so.2`` (or any file name);
-2. the build tree: ``lib/.libs/libshmcfg.so.2`` two levels above this package
+1. ``$SHMCFG_LIBRARY``: the path of ``libshmcfg.so.3`` (or any file name);
+2. the build tree: ``lib/.libs/libshmcfg.so.3`` two levels above this package
    (``python/shmcfg`` in a source tree built in place);
 3. the ``libdir`` that ``make install`` recorded in ``shmcfg/_paths.py``;
 4. the dynamic loader: ``ctypes.util.find_library("shmcfg")``, then
-   ``libshmcfg.so.2`` (``LD_LIBRARY_PATH``, ``/etc/ld.so.cache``).
+   ``libshmcfg.so.3`` (``LD_LIBRARY_PATH``, ``/etc/ld.so.cache``).
 """
 
 import ctypes
 import ctypes.util
 import os
 
-SONAME = "libshmcfg.so.2"
+SONAME = "libshmcfg.so.3"
 
 c_int = ctypes.c_int
 c_uint = ctypes.c_uint
@@ -44,6 +44,7 @@ SOURCE_NAMES = ("default", "knob", "env_default", "cluster", "user", "env_force"
 SRC_KNOB = 1
 SRC_CLUSTER = 3
 SRC_USER = 4
+SRC_PATCH = 8
 
 # option flags
 F_NULLABLE = 1 << 0
@@ -116,7 +117,7 @@ class CreateOpts(ctypes.Structure):
     """struct shmcfg_create_opts"""
     _fields_ = [("slots", c_uint32), ("readers", c_uint32), ("heap_bytes", c_uint64),
                 ("mode", c_uint32), ("gid", c_uint32), ("flags", c_uint),
-                ("envp", c_void_p)]
+                ("envp", c_void_p), ("history", c_uint32)]
 
 
 class AttachOpts(ctypes.Structure):
@@ -138,6 +139,20 @@ class Commit(ctypes.Structure):
                 ("ids", c_uint32 * 20), ("cluster_rev", c_uint64), ("who", ctypes.c_char * 64)]
 
 
+class LayerChange(ctypes.Structure):
+    """struct shmcfg_layer_change"""
+    _fields_ = [("opt", c_uint32), ("layer", c_int), ("old_set", c_bool), ("new_set", c_bool),
+                ("old_value", Value), ("new_value", Value)]
+
+
+class HistoryEntry(ctypes.Structure):
+    """struct shmcfg_history_entry"""
+    _fields_ = [("generation", c_uint64), ("time_ns", c_uint64), ("pid", c_int32),
+                ("uid", c_uint32), ("user", ctypes.c_char * 33), ("process", ctypes.c_char * 16),
+                ("who", ctypes.c_char * 64), ("cluster_rev", c_uint64), ("nchanges", c_uint32),
+                ("values_kept", c_bool), ("changes", POINTER(LayerChange))]
+
+
 class Info(ctypes.Structure):
     """struct shmcfg_stat (typedef shmcfg_info)"""
     _fields_ = [("layout_version", c_uint32), ("generation", c_uint64), ("size", c_uint64),
@@ -150,8 +165,9 @@ class Info(ctypes.Structure):
 
 
 # Sizes and offsets on LP64 (x86-64, aarch64), checked against the header.
-EXPECTED_SIZES = {"Value": 48, "OptInfo": 288, "OptDef": 104, "CreateOpts": 40,
-                  "AttachOpts": 24, "View": 2088, "Commit": 184, "Info": 2168}
+EXPECTED_SIZES = {"Value": 48, "OptInfo": 288, "OptDef": 104, "CreateOpts": 48,
+                  "AttachOpts": 24, "View": 2088, "Commit": 184, "Info": 2168,
+                  "LayerChange": 112, "HistoryEntry": 168}
 
 
 def _candidates():
@@ -224,11 +240,13 @@ count = _fn("shmcfg_count", c_uint32, _H)
 readonly = _fn("shmcfg_readonly", c_bool, _H)
 schema_hash = _fn("shmcfg_schema_hash", None, _H, POINTER(c_uint8 * 16))
 lookup = _fn("shmcfg_lookup", c_int, _H, c_char_p, POINTER(c_uint32))
+resolve = _fn("shmcfg_resolve", c_int, _H, c_char_p, POINTER(c_uint32))
 opt_info = _fn("shmcfg_opt_info", c_int, _H, c_uint32, POINTER(OptInfo))
 opt_implies = _fn("shmcfg_opt_implies", c_int, _H, c_uint32, c_size_t, POINTER(c_uint32),
                   POINTER(Value))
 get_slow = _fn("shmcfg__get_slow", c_int, _H, c_uint32, c_int, POINTER(c_uint64))
 get = _fn("shmcfg_get", c_int, _H, c_uint32, POINTER(Value))
+get_stored = _fn("shmcfg_get_stored", c_int, _H, c_uint32, POINTER(Value))
 config_hash = _fn("shmcfg_config_hash", c_uint64, _H, POINTER(c_uint8 * 16))
 txn_begin = _fn("shmcfg_txn_begin", c_int, _H, POINTER(c_void_p))
 txn_layer = _fn("shmcfg_txn_layer", c_int, c_void_p, c_int)
@@ -242,6 +260,15 @@ wait = _fn("shmcfg_wait", c_int, _H, c_uint64, c_int, POINTER(c_uint64))
 commit_info = _fn("shmcfg_commit_info", c_int, _H, c_uint64, POINTER(Commit))
 cluster_revision = _fn("shmcfg_cluster_revision", c_uint64, _H)
 changes = _fn("shmcfg_changes", c_int, _H, c_uint64, c_uint64, POINTER(c_bool))
+history_get = _fn("shmcfg_history_get", c_int, _H, c_uint64, POINTER(POINTER(HistoryEntry)))
+history_free = _fn("shmcfg_history_free", None, POINTER(HistoryEntry))
+history_range = _fn("shmcfg_history_range", c_uint64, _H, POINTER(c_uint64), POINTER(c_uint64))
+snapshot_at = _fn("shmcfg_snapshot_at", c_int, _H, c_uint64, POINTER(c_void_p))
+snapshot_get = _fn("shmcfg_snapshot_get", c_int, c_void_p, c_uint32, POINTER(Value))
+snapshot_release = _fn("shmcfg_snapshot_release", None, c_void_p)
+rollback = _fn("shmcfg_rollback", c_int, _H, c_uint64, c_uint, c_char_p, POINTER(c_uint64),
+               POINTER(c_bool))
+ROLLBACK_KNOB = 1 << 0
 is_default = _fn("shmcfg_is_default", c_int, _H, c_uint32)
 dump = _fn("shmcfg_dump", c_int, _H, c_uint, POINTER(c_void_p))
 codegen = _fn("shmcfg_codegen", c_int, _H, c_int, POINTER(c_void_p))
@@ -307,6 +334,8 @@ def _load_fast():
 
 
 fast, fast_info = _load_fast()  # the module and its path, or None and why not
+# what serves an option's attribute on a module's class (Segment._attr())
+OPTION_ATTRS = (property,) if fast is None else (property, fast.Getter)
 
 _libc = ctypes.CDLL(None)
 free = _libc.free

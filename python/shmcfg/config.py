@@ -5,18 +5,24 @@ patchers, get_hash(), save/load, codegen), its nested namespaces
 ``shmcfg`` re-exports the public names).
 """
 
+import builtins
 import contextlib
 import ctypes
 import hashlib
+import io
 import json
+import pickle
+import sys
+import threading
 import types
 import unittest
 import warnings
 
 from . import _lib as _L
 from . import canon
-from .errors import Error, OptionValueError, UnknownOptionError, _error, _opt_error, _unknown
-from .values import _convert, _py_literal, _to_json, _typename
+from .errors import (ConfigLoadError, Error, PatchArgumentError, UnknownOptionError, _error,
+                     _opt_error, _unknown)
+from .values import _convert, _py_literal, _typename
 
 
 class ContextDecorator(contextlib.ContextDecorator):
@@ -124,6 +130,183 @@ class _Patcher:
             self._p = None
 
 
+# -- read and write policies -------------------------------------------------
+#
+# The plain value fetch of an attribute read is Segment._value_fetcher();
+# everything else a read or write may have to do is one of these named
+# policies, applied only to the options that need them (a fast read path
+# can skip to the fetch for the others): a deprecation warning, a name
+# hidden by unittest.mock, a list or set value whose changes commit.
+
+_warned = set()  # full names of the deprecated options warned of (once per process)
+_warned_lock = threading.Lock()
+
+
+def warn_deprecated(o):
+    """Warn once per process that option o is deprecated (a read, a write,
+    a patch), as PyTorch's config modules do: a FutureWarning, "NAME is
+    deprecated and MESSAGE. It will be removed in a future version", shown
+    at the first caller outside the shmcfg package."""
+    if o.deprecated is None or o.name in _warned:
+        return
+    with _warned_lock:
+        if o.name in _warned:
+            return
+        _warned.add(o.name)
+    msg = f"{o.name} is deprecated"
+    text = o.deprecated.strip().rstrip(".")
+    if text:
+        msg += f" and {text}"
+    msg += ". It will be removed in a future version"
+    msg += " of PyTorch." if o.name.startswith("torch.") else "."
+    level, f = 1, sys._getframe(0)
+    while f is not None and _in_package(f):
+        level, f = level + 1, f.f_back
+    warnings.warn(msg, FutureWarning, stacklevel=level)
+
+
+def _in_package(frame):
+    return frame.f_globals.get("__name__", "").startswith("shmcfg.")
+
+
+def _mock_restores_after_delete():
+    """Whether the delattr() being served comes from unittest.mock's patch
+    exit, which sets the original value back when the attribute is gone
+    afterwards (hasattr() false) and create=False. shmcfg's own frames
+    (SubConfigProxy, the torch bridge) are skipped."""
+    f = sys._getframe(2)
+    while f is not None and _in_package(f):
+        f = f.f_back
+    if f is None or f.f_code.co_name != "__exit__" or \
+            f.f_globals.get("__name__") not in ("unittest.mock", "mock.mock"):
+        return False
+    return not getattr(f.f_locals.get("self"), "create", True)
+
+
+def _attr_path(obj, rel):
+    """The object and attribute name that serve the read of relative name
+    rel of module obj with a class property (obj itself, or the nested
+    SubConfigProxy), or (None, None)."""
+    head, _, last = rel.rpartition(".")
+    for part in head.split(".") if head else ():
+        obj = vars(type(obj)).get(part) or getattr(obj, "__dict__", {}).get(part)
+        if not isinstance(obj, SubConfigProxy):
+            return None, None
+    if not isinstance(vars(type(obj)).get(last), _L.OPTION_ATTRS):
+        return None, None
+    return obj, last
+
+
+def hide(module, rel):
+    """PyTorch's hide flag (its __delattr__): the option reads as missing
+    from this module object (AttributeError, hasattr() false) until it is
+    assigned again. Its property leaves the class (so reads of other names
+    pay nothing); the module's __getattr__ then refuses the name."""
+    d = module.__dict__
+    hidden = d.setdefault("_shmcfg_hidden", {})
+    if rel in hidden:
+        return
+    obj, attr = _attr_path(module, rel)
+    if obj is None:
+        hidden[rel] = None
+        return
+    cls = type(obj)
+    hidden[rel] = (cls, attr, vars(cls)[attr])
+    delattr(cls, attr)
+
+
+def unhide(module, rel):
+    """Undo hide() (an assignment)."""
+    hidden = module.__dict__.get("_shmcfg_hidden")
+    if not hidden or rel not in hidden:
+        return
+    entry = hidden.pop(rel)
+    if entry is not None:
+        cls, attr, prop = entry
+        setattr(cls, attr, prop)
+
+
+def _is_hidden(module, rel):
+    hidden = module.__dict__.get("_shmcfg_hidden")
+    return bool(hidden) and rel in hidden
+
+
+class _ValuesUnpickler(pickle.Unpickler):
+    """pickle.loads() of a saved config, refusing every global but the
+    builtin containers a config value can be: a pickle names the callables
+    it calls, so this one runs no code."""
+
+    def find_class(self, module, name):
+        # protocol 2 names Python 2's module (__builtin__)
+        if module in ("builtins", "__builtin__") and name in ("set", "frozenset"):
+            return getattr(builtins, name)
+        raise ConfigLoadError(f"load_config: the pickle names {module}.{name}; a saved config "
+                              "holds only bool, int, float, str, None, lists and sets")
+
+
+def parse_config(maybe_config):
+    """The dict of values of what load_config() takes: a dict; PyTorch's
+    save_config() bytes (a pickled dict); the JSON of ``shmctl dump`` or
+    ``seg.dump()`` (bytes or str; its "values")."""
+    if isinstance(maybe_config, dict):
+        return maybe_config
+    if isinstance(maybe_config, (bytes, bytearray, memoryview)):
+        data = bytes(maybe_config)
+        if data[:1] == b"\x80":  # a pickle of protocol 2 or later
+            try:
+                config = _ValuesUnpickler(io.BytesIO(data)).load()
+            except ConfigLoadError:
+                raise
+            except Exception as e:
+                raise ConfigLoadError(f"load_config: not a pickled config ({e})") from None
+            if not isinstance(config, dict):
+                raise ConfigLoadError(f"load_config: the pickle holds a "
+                                      f"{_typename(config)}, not a dict")
+            return config
+    elif not isinstance(maybe_config, str):
+        raise TypeError(f"load_config takes a dict, the bytes of save_config() or the JSON "
+                        f"of a dump, not {_typename(maybe_config)}")
+    try:
+        config = json.loads(maybe_config)
+    except ValueError as e:
+        raise ConfigLoadError(f"load_config: neither a pickled config nor the JSON of a "
+                              f"dump ({e})") from None
+    if not isinstance(config, dict):
+        raise ConfigLoadError("load_config: the JSON is not an object")
+    if isinstance(config.get("values"), dict) and ("format" in config or len(config) == 1):
+        config = config["values"]
+    return config
+
+
+def patch_changes(arg1, arg2, kwargs):
+    """The {name: value} of patch()'s three forms (PyTorch's rules; a
+    misuse raises PatchArgumentError, an AssertionError as in PyTorch)."""
+    if arg1 is not None:
+        if arg2 is not None:
+            if not isinstance(arg1, str):
+                raise PatchArgumentError("first argument must be a string when passing 2 "
+                                         "positional args to patch")
+            changes = {arg1: arg2}
+        else:
+            if not isinstance(arg1, dict):
+                raise PatchArgumentError("first argument must be a dict when passing a single "
+                                         "positional arg to patch")
+            changes = arg1
+        if kwargs:
+            raise PatchArgumentError("cannot pass both positional and keyword arguments to "
+                                     "patch")
+    else:
+        if arg2 is not None:
+            raise PatchArgumentError("second positional argument is only valid when first "
+                                     "argument is a key string")
+        changes = kwargs
+    return changes
+
+
+class _NotConstructible(TypeError, NotImplementedError):
+    """ConfigModule() called directly (PyTorch raises NotImplementedError)."""
+
+
 _MODULE_ATTRS = ("_shmcfg_seg", "_shmcfg_opts", "_shmcfg_prefix", "__getattr__")
 
 
@@ -136,7 +319,7 @@ class ConfigModule(types.ModuleType):
     """
 
     def __init__(self, *a, **kw):
-        raise TypeError("use shmcfg.attach(NAME).module(MODULE)")
+        raise _NotConstructible("use shmcfg.attach(NAME).module(MODULE)")
 
     # attribute protocol ----------------------------------------------------
 
@@ -153,14 +336,24 @@ class ConfigModule(types.ModuleType):
                 types.ModuleType.__setattr__(self, name, value)
                 return
             raise _unknown(d["__name__"], name, d["_shmcfg_seg"].name)
-        seg = d["_shmcfg_seg"]
-        seg._commit([(o, _convert(o, value, o.name))])
+        warn_deprecated(o)
+        cv = _convert(o, value, o.name)
+        if "_shmcfg_hidden" in d:
+            unhide(self, name)
+        d["_shmcfg_seg"]._commit([(o, cv)])
 
     def __delattr__(self, name):
+        """Clear the option's user layer (one commit). From unittest.mock's
+        patch exit, which sets the original value back when hasattr() is
+        false afterwards, hide the option instead (PyTorch's hide flag):
+        mock's restore is then one commit of the original value."""
         d = self.__dict__
         o = d["_shmcfg_opts"].get(name)
         if o is None:
             raise _unknown(d["__name__"], name, d["_shmcfg_seg"].name)
+        if _mock_restores_after_delete():
+            hide(self, name)
+            return
         d["_shmcfg_seg"]._commit([(o, None)])
 
     def __dir__(self):
@@ -188,6 +381,7 @@ class ConfigModule(types.ModuleType):
         out = []
         for k, v in changes.items():
             o = self._o(k)
+            warn_deprecated(o)
             out.append((o, _convert(o, v, o.name)))
         return out
 
@@ -197,7 +391,10 @@ class ConfigModule(types.ModuleType):
                 if o.alias is None and not skip(o)]
 
     def _values(self, items):
-        _, vals = self.__dict__["_shmcfg_seg"]._snapshot([o for _, o in items])
+        """{relative name: stored value}: what the seed's _get_dict() gives
+        (its save_config(), get_config_copy(), codegen_config()), the values
+        an active implication overrides included, as a dump writes them."""
+        _, vals = self.__dict__["_shmcfg_seg"]._snapshot([o for _, o in items], stored=True)
         return {rel: v for (rel, _), v in zip(items, vals)}
 
     # the seed's interface -----------------------------------------------
@@ -226,24 +423,7 @@ class ConfigModule(types.ModuleType):
         An assignment inside the patch commits to the segment; this thread
         reads its patched value until the patch ends.
         """
-        if arg1 is not None:
-            if arg2 is not None:
-                if not isinstance(arg1, str):
-                    raise TypeError("first argument must be a string when passing 2 "
-                                    "positional args to patch")
-                changes = {arg1: arg2}
-            else:
-                if not isinstance(arg1, dict):
-                    raise TypeError("first argument must be a dict when passing a single "
-                                    "positional arg to patch")
-                changes = arg1
-            if kwargs:
-                raise TypeError("cannot pass both positional and keyword arguments to patch")
-        else:
-            if arg2 is not None:
-                raise TypeError("second positional argument is only valid when first "
-                                "argument is a key string")
-            changes = kwargs
+        changes = patch_changes(arg1, arg2, kwargs)
         return _Patch(self.__dict__["_shmcfg_seg"], self._changes(changes))
 
     def _make_closure_patcher(self, **changes):
@@ -282,51 +462,74 @@ class ConfigModule(types.ModuleType):
 
     def get_config_copy(self):
         """A dict of every option of this module (aliases left out), by
-        relative name; lists and sets are fresh copies."""
+        relative name, with stored values as the seed's (an option an active
+        implication overrides gives what its layers hold); lists and sets
+        are fresh copies."""
         return self._values(self._items())
 
-    get_serializable_config_copy = get_config_copy
+    def _serializable(self, ignored=()):
+        """get_config_copy() without save-ignored options (the schema's
+        save_ignored; the names in ``ignored`` and in a
+        ``_save_config_ignore`` option or attribute: PyTorch's list)."""
+        ignored = set(ignored) | set(getattr(self, "_save_config_ignore", None) or ())
+        return self._values(self._items(lambda o: o.flags & _L.F_SAVE_IGNORED or
+                                        self._rel(o) in ignored))
 
-    def save_config_portable(self, *, ignore_private_configs=True):
-        """get_config_copy() without private (``_``) options, as the seed's."""
+    def to_dict(self):
+        """Deprecated in PyTorch (a FutureWarning): get_config_copy()."""
+        warnings.warn("`config.to_dict()` has been deprecated. It no longer changes the "
+                      "underlying config. use `config.get_config_copy()` instead",
+                      FutureWarning, stacklevel=2)
+        return self.get_config_copy()
+
+    def shallow_copy_dict(self):
+        """Deprecated in PyTorch (a FutureWarning): get_config_copy()."""
+        warnings.warn("`config.shallow_copy_dict()` has been deprecated. It no longer changes "
+                      "the underlying config. use `config.get_config_copy()` instead",
+                      FutureWarning, stacklevel=2)
+        return self.get_config_copy()
+
+    def get_serializable_config_copy(self):
+        """get_config_copy() without the save-ignored options."""
+        return self._serializable()
+
+    def _rel(self, o):
+        return o.name[len(self.__dict__["_shmcfg_prefix"]):]
+
+    def _portable(self, ignore_private_configs, prefixes=()):
+        prefixes = tuple(prefixes) + tuple(getattr(self, "_cache_config_ignore_prefix", None)
+                                           or ())
+        if ignore_private_configs:
+            prefixes += ("_",)
+
         def skip(o):
-            rel = o.name[len(self.__dict__["_shmcfg_prefix"]):]
-            return ignore_private_configs and (o.flags & _L.F_PRIVATE or
-                                               rel.startswith("_"))
+            return (self._rel(o).startswith(prefixes) or
+                    (ignore_private_configs and o.flags & _L.F_PRIVATE))
         return self._values(self._items(skip))
 
-    def save_config(self):
-        """The portable JSON of ``shmctl dump`` (UTF-8 bytes), with the values
-        of this module's options (full names; aliases, save-ignored and
-        private options left out) as this thread sees them."""
-        d = self.__dict__
-        seg = d["_shmcfg_seg"]
-        prefix = d["_shmcfg_prefix"]
-        doc = json.loads(seg.dump())
-        values = doc.get("values", {})
-        keep = {k: v for k, v in values.items() if k.startswith(prefix)}
-        if seg._patched_here():
-            opts = [seg._opts[k] for k in keep]
-            _, vals = seg._snapshot(opts)
-            keep = {o.name: _to_json(v) for o, v in zip(opts, vals)}
-        doc["values"] = keep
-        return (json.dumps(doc, indent=2) + "\n").encode("utf-8")
+    def save_config_portable(self, *, ignore_private_configs=True, readonly_values=False):
+        """get_config_copy() without private options (a ``_`` name or the
+        schema's private flag) unless ignore_private_configs is False, nor
+        names under a prefix of a ``_cache_config_ignore_prefix`` option or
+        attribute, as PyTorch's. readonly_values is accepted for PyTorch's
+        signature (every value returned here is a fresh copy)."""
+        return self._portable(ignore_private_configs)
 
-    def load_config(self, maybe_config):
-        """Apply a save_config()/``shmctl dump`` JSON (bytes or str) or a dict
-        of values as ONE commit. Keys are names relative to this module or
-        full names; unknown keys warn and are skipped. Returns the generation."""
-        if isinstance(maybe_config, (bytes, bytearray, str)):
-            config = json.loads(maybe_config)
-        elif isinstance(maybe_config, dict):
-            config = maybe_config
-        else:
-            raise TypeError(f"load_config takes JSON bytes/str or a dict, not "
-                            f"{_typename(maybe_config)}")
-        if not isinstance(config, dict):
-            raise _opt_error(OptionValueError, "PARSE", "load_config: not a JSON object")
-        if isinstance(config.get("values"), dict) and ("format" in config or len(config) == 1):
-            config = config["values"]
+    def save_config(self):
+        """PyTorch's format: a pickle (protocol 2) of the dict of this
+        module's values by relative name (aliases and save-ignored options
+        left out), as this thread sees them. load_config() of any module of
+        the same options takes it; ``seg.dump()`` is the portable JSON of
+        the whole segment."""
+        return pickle.dumps(self._serializable(), protocol=2)
+
+    def load_config(self, maybe_pickled_config):
+        """Apply, as ONE commit, what save_config() returned (a pickled dict:
+        only builtin containers and scalars are unpickled), a dict of values,
+        or the JSON of a dump (``seg.dump()``, ``shmctl dump``; bytes or
+        str). Keys are names relative to this module or full names; unknown
+        keys warn and are skipped. Returns the generation."""
+        config = parse_config(maybe_pickled_config)
         d = self.__dict__
         seg = d["_shmcfg_seg"]
         opts = d["_shmcfg_opts"]
@@ -339,6 +542,7 @@ class ConfigModule(types.ModuleType):
                 continue
             if (o.kind == _L.FLOAT and isinstance(v, str) and v in ("nan", "inf", "-inf")):
                 v = float(v)
+            warn_deprecated(o)
             changes.append((o, _convert(o, v, o.name)))
         return seg._commit(changes)
 
@@ -421,12 +625,13 @@ def _make_module(seg, name):
             d[head] = _make_proxy(seg, m, head + ".", sub)
 
     def __getattr__(attr):
+        # names without a property: dotted and unknown names, hidden ones
         o = opts.get(attr)
-        if o is None:
+        if o is None or _is_hidden(m, attr):
             if attr.startswith("__") and attr.endswith("__"):
                 raise AttributeError(f"module '{name}' has no attribute '{attr}'")
             raise _unknown(name, attr, seg.name)
-        return seg._read(o)
+        return seg._read_with_policies(o)
     d["__getattr__"] = __getattr__
     return m
 

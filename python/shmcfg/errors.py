@@ -7,6 +7,8 @@ exception: call it right after the failing call, in the same thread (the
 detail text is thread-local).
 """
 
+import pickle
+
 from . import _lib as _L
 
 
@@ -75,6 +77,18 @@ class OptionTypeError(_OptionErrorMixin, TypeError):
 class OptionValueError(_OptionErrorMixin, ValueError):
     """A value the option refuses: out of range, not one of its choices, a
     NUL byte, conflicting implications, a bad environment variable."""
+
+
+class ConfigLoadError(_OptionErrorMixin, ValueError, pickle.UnpicklingError):
+    """load_config() could not read its input: not a pickled dict of
+    values (PyTorch's save_config()), not the JSON of a dump, or a pickle
+    naming a global other than a builtin container. A ValueError, and a
+    pickle.UnpicklingError as PyTorch's load_config() raises."""
+
+
+class PatchArgumentError(TypeError, AssertionError):
+    """patch() called with a bad combination of arguments: a TypeError,
+    and an AssertionError as PyTorch's patch() raises."""
 
 
 _ERRNO_CLASS = {

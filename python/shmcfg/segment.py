@@ -12,12 +12,12 @@ import pwd
 import struct
 import threading
 import time
-import warnings
 from collections import namedtuple
 
 from . import _lib as _L
-from .config import _make_module, _transplant
-from .errors import Error, InvalidArgumentError, UnknownOptionError, _error, _unknown
+from .config import _make_module, _transplant, warn_deprecated
+from .errors import Error, InvalidArgumentError, NotFoundError, UnknownOptionError, _error, _unknown
+from .mutable import committing
 from .values import _PYTYPE, OptionInfo, _convert, _decode, _Opt, _typename
 
 
@@ -181,10 +181,20 @@ class Segment:
         return bytes(out)
 
     def _lookup(self, name):
+        """The option a user-typed name means: a full name (a dict hit), else
+        the library's resolution (shmcfg_resolve: a unique suffix; an unknown
+        or ambiguous name raises UnknownOptionError saying "did you mean"
+        or listing the candidates), the rules shmctl uses."""
         o = self._opts.get(name)
-        if o is None:
+        if o is not None:
+            return o
+        if not isinstance(name, str):
             raise _unknown("", name, self.name)
-        return o
+        opt = ctypes.c_uint32()
+        r = _L.resolve(self._handle(), name.encode("utf-8", "surrogateescape"), ctypes.byref(opt))
+        if r < 0:
+            raise _error(r, name)
+        return self._byindex[opt.value]
 
     def _patched_here(self):
         return getattr(self._tl, "depth", 0) > 0
@@ -221,6 +231,65 @@ class Segment:
     def _getter(self, o):
         """A function(obj) reading option o: the attribute read of a module.
 
+        The plain value fetch (_value_fetcher()) with the read policies
+        option o needs, and only those (config.py): the copies of a list or
+        set value are CommittingList/CommittingSet objects, whose in-place
+        changes commit; a deprecated option warns once per process.
+        """
+        if o.kind <= _L.STR:
+            fetch = self._value_fetcher(o)
+        else:
+            fetch = self._value_fetcher(o, self._committing_copy(o))
+        if o.deprecated is None:
+            return fetch
+
+        def get_deprecated(obj):
+            warn_deprecated(o)
+            return fetch(obj)
+        return get_deprecated
+
+    def _read_with_policies(self, o):
+        """A read of option o with the policies of _getter() (the module's
+        __getattr__: dotted names)."""
+        warn_deprecated(o)
+        v = self._read(o)
+        if o.kind <= _L.STR or v is None:
+            return v
+        return self._committing_copy(o)(v)
+
+    def _committing_copy(self, o):
+        """The in-place change policy of list or set option o: a function
+        making the committing copy (mutable.py) of its items that a read
+        returns."""
+        def commit(value):
+            if self._patched_in_thread(o):
+                raise RuntimeError(f"{o.name} is patched in this thread: an in-place change "
+                                   "would commit the patched value for every process; change "
+                                   "it with patch(), or assign it")
+            warn_deprecated(o)
+            self._commit([(o, _convert(o, value, o.name))])
+        return committing(o.kind == _L.LIST, commit)
+
+    def _patched_in_thread(self, o):
+        """Whether the calling thread reads option o from one of its patches."""
+        if not self._patched_here():
+            return False
+        if o.alias is not None:
+            o = self._byindex[o.final]
+        v = _L.Value()
+        r = _L.raw_get(self._hp, o.opt, ctypes.byref(v))
+        if r < 0:
+            raise _error(r, o.name)
+        try:
+            return v.source == _L.SRC_PATCH
+        finally:
+            _L.value_clear(ctypes.byref(v))
+
+    def _value_fetcher(self, o, copy=None):
+        """The ONE plain value fetch of option o: a function(obj) returning
+        its value as this thread sees it, with no policy. Lists and sets are
+        fresh copies, made by ``copy(items)`` (default: list or set).
+
         Values are cached per generation: the word ``current`` of the segment
         header ((generation << 8) | slot) is read directly from shared memory
         and, while it is the one a cached value was read under, the value
@@ -234,16 +303,12 @@ class Segment:
         state = self._state
         cur = self._cur
         k = o.kind
-        if o.deprecated is not None:
-            warned = []
+        if k > _L.STR and copy is not None:
+            plain_read = read
 
-            def get_deprecated(_obj, o=o):
-                if not warned:
-                    warned.append(1)
-                    warnings.warn(f"{o.name} is deprecated: {o.deprecated}", FutureWarning,
-                                  stacklevel=2)
-                return read(o)
-            return get_deprecated
+            def read(o):
+                v = plain_read(o)
+                return None if v is None else copy(v)
         if cur is None:
             return lambda _obj: read(o)
         cache = [(-1, None)]
@@ -259,7 +324,9 @@ class Segment:
                     return v
                 return read(o)
             return get
-        freeze, copy = (tuple, list) if k == _L.LIST else (frozenset, set)
+        freeze = tuple if k == _L.LIST else frozenset
+        if copy is None:
+            copy = list if k == _L.LIST else set
 
         def get_copy(_obj):
             if not state[0]:
@@ -278,41 +345,65 @@ class Segment:
         """The attribute of option o on a module's class: the C read of
         shmcfg._fast when it is loaded, with _getter()'s function as its
         fallback (called whenever the state word or the ``slow`` flag asks),
-        else a property of that function. A deprecated option's getter
-        warns: its reads always take it."""
+        else a property of that function. A list or set read hands out
+        the committing copy (mutable.py) of the cached items, as the getter
+        does. A deprecated option's getter warns: its reads always take it."""
         get = self._getter(o)
         doc = o.doc or None
         if _L.fast is None or self._cur is None:
             return property(get, doc=doc)
+        copy = self._committing_copy(o) if o.kind > _L.STR else None
         g = _L.fast.Getter(self._h, ctypes.addressof(self._word), self._state, get, o.opt,
-                           o.kind, doc)
+                           o.kind, doc, copy)
         g.slow = o.deprecated is not None
         return g
 
     def get(self, name):
-        """The value of an option by its full name (honours this thread's patches)."""
-        return self._read(self._lookup(name))
+        """The value of an option by its full name or a unique suffix
+        of it (honours this thread's
+        patches; a plain list or set). A deprecated option warns (once per
+        process)."""
+        o = self._lookup(name)
+        warn_deprecated(o)
+        return self._read(o)
 
     def options(self):
         """The full names of every option, in declaration order."""
         return [o.name for o in self._byindex]
 
     def describe(self, name):
-        """An OptionInfo for an option's full name."""
+        """An OptionInfo for an option's full name or a unique suffix of it."""
         o = self._lookup(name)
         return OptionInfo(o.name, o.opt, _PYTYPE[o.kind], o.nullable, o.flags, o.doc,
                           self._byindex[o.alias].name if o.alias is not None else None,
                           o.deprecated, o.knob)
 
-    def _snapshot(self, opts):
+    def _snapshot(self, opts, stored=False):
         """Values of several options, all from one generation (and this
-        thread's patches)."""
+        thread's patches). With `stored`, their stored values, as the seed's
+        save_config() and get_config_copy() give them: no implication."""
+        read = self._read_stored if stored else self._read
         for _ in range(1000):
             g = self.generation
-            vals = [self._read(o) for o in opts]
+            vals = [read(o) for o in opts]
             if self.generation == g:
                 return g, vals
         return g, vals
+
+    def _read_stored(self, o):
+        """An option's stored value (shmcfg_get_stored(): the highest layer
+        set, this thread's patch for the user layer, else the default)."""
+        hp = self._hp
+        if hp is None:
+            raise Error(f"segment '{self.name}' is closed")
+        v = _L.Value()
+        r = _L.get_stored(hp, o.opt, ctypes.byref(v))
+        if r < 0:
+            raise _error(r, o.name)
+        try:
+            return _decode(v)
+        finally:
+            _L.value_clear(ctypes.byref(v))
 
     def is_default(self, name):
         o = self._lookup(name)
@@ -377,7 +468,8 @@ class Segment:
         return gen.value
 
     def set(self, values, **kw):
-        """Set options by full name, all in one commit: ``seg.set({"a.b": 1})``.
+        """Set options by full name (or unique suffix), all in one commit:
+        ``seg.set({"a.b": 1})``.
         Returns the generation published (or the current one if nothing changed)."""
         return self.transaction(**kw).update(values).commit()
 
@@ -452,11 +544,20 @@ class Segment:
             if deadline is not None and time.monotonic() >= deadline:
                 return None
 
-    def changes(self, from_gen, to_gen=None):
+    def changes(self, from_gen, to_gen=None, values=False):
         """The full names of the options that changed between two generations,
-        or None when the library no longer knows (commits were missed)."""
+        or None when the library no longer knows (commits were missed).
+        With values: a dict name -> (value at from_gen, value at to_gen) of
+        the options whose values differ, rebuilt from the history (None when
+        it can no longer rebuild from_gen)."""
         if to_gen is None:
             to_gen = self.generation
+        if values:
+            try:
+                a, b = self.values_at(from_gen), self.values_at(to_gen)
+            except NotFoundError:
+                return None
+            return {k: (a[k], b[k]) for k in a if a[k] != b[k] or type(a[k]) is not type(b[k])}
         if to_gen <= from_gen:
             return []
         n = len(self._byindex)
@@ -482,6 +583,103 @@ class Segment:
                 "who": c.who.decode("utf-8", "replace"),
                 "changed": [self._byindex[c.ids[i]].name for i in range(c.nids)
                             if c.ids[i] < len(self._byindex)]}
+
+    # -- history ------------------------------------------------------------
+
+    def _entry(self, gen):
+        """The history entry of gen as a dict, or None if not in the history."""
+        p = ctypes.POINTER(_L.HistoryEntry)()
+        r = _L.history_get(self._handle(), gen, ctypes.byref(p))
+        if r == -errno.ENOENT:
+            return None
+        if r < 0:
+            raise _error(r, self.name)
+        try:
+            e = p.contents
+            changes = None
+            if e.values_kept:
+                changes = []
+                for k in range(e.nchanges):
+                    c = e.changes[k]
+                    changes.append({
+                        "name": self._byindex[c.opt].name,
+                        "layer": _L.SOURCE_NAMES[c.layer],
+                        "old_set": bool(c.old_set), "old": _decode(c.old_value) if c.old_set else None,
+                        "new_set": bool(c.new_set), "new": _decode(c.new_value) if c.new_set else None})
+            who = e.who.decode("utf-8", "replace")
+            process = e.process.decode("utf-8", "replace")
+            return {"generation": e.generation, "time": e.time_ns / 1e9, "time_ns": e.time_ns,
+                    "pid": e.pid, "uid": e.uid, "user": e.user.decode("utf-8", "replace") or None,
+                    "process": process, "who": who, "origin": who or process,
+                    "cluster_rev": e.cluster_rev, "nchanges": e.nchanges,
+                    "values_kept": bool(e.values_kept), "changes": changes}
+        finally:
+            _L.history_free(p)
+
+    def history(self, n=None, options=None):
+        """The segment's history, newest first: one dict per commit
+        (generation, time, time_ns, pid, uid, user, process, origin, who,
+        cluster_rev, nchanges, values_kept, and changes: a list of
+        {name, layer, old_set, old, new_set, new}, None when the commit's
+        values were too big to keep). ``n``: at most that many entries;
+        ``options``: full names (an alias stands for its target), only the
+        commits that changed one of them."""
+        finals = None
+        if options is not None:
+            if isinstance(options, str):
+                options = [options]
+            finals = {self._byindex[self._lookup(name).final].name for name in options}
+        oldest = ctypes.c_uint64()
+        cur = _L.history_range(self._handle(), ctypes.byref(oldest), None)
+        out = []
+        g = cur
+        while g >= max(oldest.value, 1) and (n is None or len(out) < n):
+            e = self._entry(g)
+            if e is None:
+                break
+            if finals is None or any(c["name"] in finals for c in e["changes"] or ()):
+                out.append(e)
+            g -= 1
+        return out
+
+    def history_range(self):
+        """(oldest, rebuildable, current): the oldest generation the history
+        holds, the oldest whose values values_at() can rebuild, the current one."""
+        oldest, reb = ctypes.c_uint64(), ctypes.c_uint64()
+        cur = _L.history_range(self._handle(), ctypes.byref(oldest), ctypes.byref(reb))
+        return oldest.value, reb.value, cur
+
+    def values_at(self, gen):
+        """Every option's value (full name -> value) as of generation gen,
+        rebuilt from the history. NotFoundError, naming the oldest generation
+        that can be rebuilt, when gen is too old (or not committed yet)."""
+        snap = ctypes.c_void_p()
+        r = _L.snapshot_at(self._handle(), gen, ctypes.byref(snap))
+        if r < 0:
+            raise _error(r, self.name)
+        try:
+            out = {}
+            for o in self._byindex:
+                v = _L.Value()
+                r = _L.snapshot_get(snap, o.opt, ctypes.byref(v))
+                if r < 0:
+                    raise _error(r, o.name)
+                out[o.name] = _decode(v)
+            return out
+        finally:
+            _L.snapshot_release(snap)
+
+    def rollback(self, gen, knob=False, who=None):
+        """One commit restoring the user layer (and with knob the knob layer)
+        to what it held at generation gen. Returns the generation published
+        (the current one when nothing differed)."""
+        g = ctypes.c_uint64()
+        r = _L.rollback(self._wh(), gen, _L.ROLLBACK_KNOB if knob else 0,
+                        who.encode("utf-8") if who is not None else None, ctypes.byref(g),
+                        None)
+        if r < 0:
+            raise _error(r, self.name)
+        return g.value
 
     # -- dump, load, codegen ---------------------------------------------
 
@@ -631,7 +829,8 @@ class Transaction:
 
     ``t[name] = value``, ``t.set(name, value)``, ``t.update(mapping)``,
     ``del t[name]`` / ``t.reset(name)`` (clear the layer), then ``commit()``.
-    Names are full names. Types are checked as they are given; the library
+    Names are full names or unique suffixes (``Segment.get``). Types are
+    checked as they are given; the library
     checks ranges and choices at commit, where one bad value fails all.
     """
 
@@ -646,6 +845,7 @@ class Transaction:
 
     def set(self, name, value):
         o = self._seg._lookup(name)
+        warn_deprecated(o)
         self._changes.append((o, _convert(o, value, o.name)))
         return self
 
@@ -735,7 +935,7 @@ def _attach_opts(readonly, uid, expect_schema_hash=None):
 
 
 def create(name, schema=None, *, force=False, no_env=False, env=None, schema_text=None,
-           slots=0, readers=0, heap_bytes=0, mode=0, fast_reads=None):
+           slots=0, readers=0, heap_bytes=0, mode=0, fast_reads=None, history=0):
     """Create a segment and attach it.
 
     ``schema``: None for the embedded default (torch.compiler.config and the
@@ -743,8 +943,9 @@ def create(name, schema=None, *, force=False, no_env=False, env=None, schema_tex
     YAML schema file; ``schema_text``: a schema as YAML text. ``force``
     replaces a segment of that name (else ExistsError). ``env``: a mapping
     to fill the environment layers from instead of os.environ; ``no_env``
-    leaves them empty. ``slots``, ``readers``, ``heap_bytes``, ``mode``: see
-    shmcfg_create_opts (0: the defaults).
+    leaves them empty. ``slots``, ``readers``, ``heap_bytes``, ``mode``,
+    ``history`` (commits the history keeps): see shmcfg_create_opts (0: the
+    defaults).
     """
     sch = ctypes.c_void_p()
     if schema is not None and schema_text is not None:
@@ -762,6 +963,7 @@ def create(name, schema=None, *, force=False, no_env=False, env=None, schema_tex
     opts.slots = slots
     opts.readers = readers
     opts.heap_bytes = heap_bytes
+    opts.history = history
     opts.mode = mode
     opts.flags = (_L.CREATE_FORCE if force else 0) | (_L.CREATE_NO_ENV if no_env else 0)
     keep = None

@@ -1,7 +1,7 @@
 """Options and their values: what the schema says of an option (``_Opt``,
 ``OptionInfo``), and the conversion of Python values to and from the C
 ``shmcfg_value`` (``_convert()``: type-checked, ``_decode()``), with the
-Python forms of a value that dumps and codegen write (private to the
+Python form of a value that codegen writes (private to the
 package; ``shmcfg`` re-exports OptionInfo).
 """
 
@@ -172,15 +172,6 @@ def _decode(v):
     items = [s.decode("utf-8")
              for s in ctypes.string_at(v.u.list.items, v.u.list.bytes).split(b"\0")[:n]]
     return set(items) if k == _L.SET else items
-
-
-def _to_json(v):
-    """A decoded value as the dump writes it (sets as sorted lists)."""
-    if isinstance(v, set):
-        return sorted(v, key=lambda s: s.encode("utf-8"))
-    if isinstance(v, float) and not math.isfinite(v):
-        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
-    return v
 
 
 def _py_literal(v):

@@ -166,5 +166,5 @@ t_usage "NAME and --schema" shmctl header "$S" --schema "$SCHEMA"
 t_usage "two NAMEs" shmctl header "$S" "$S"
 t_usage "--prefix that is not an identifier" shmctl header --prefix 9x
 t_usage "--prefix without a value" shmctl header --prefix
-t_usage "an unknown flag" shmctl header --json
+t_errmatch "an unknown flag" 2 "^shmctl: header: unknown option '--json'" shmctl header --json
 t_done

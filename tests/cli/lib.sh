@@ -79,6 +79,27 @@ diag_run() {
 	return 0
 }
 
+# wait_for FILE ERE: until a line of FILE matches ERE, at most 10 s.
+wait_for() {
+	_n=0
+	while [ $_n -lt 200 ]; do
+		grep -Eq -- "$2" "$1" 2>/dev/null && return 0
+		sleep 0.05
+		_n=$((_n + 1))
+	done
+	return 1
+}
+
+# int_options PREFIX FIRST LAST: int options PREFIX.oFIRST..PREFIX.oLAST
+# (3 digits, default 0) of a schema file's "options:" mapping, on stdout.
+int_options() {
+	_i=$2
+	while [ $_i -le "$3" ]; do
+		printf '  %s.o%03d:\n    type: int\n    default: 0\n' "$1" $_i
+		_i=$((_i + 1))
+	done
+}
+
 # pass DESC CONDITION-COMMAND...: ok if the command succeeds.
 pass() {
 	_d=$1

@@ -24,7 +24,8 @@ t_errmatch "--owner naming another user: refused, naming both" 1 \
 	shmctl get "$O" recompile_limit --owner 65534
 t_errmatch "--owner with an unknown user" 1 "^shmctl: no such user 'no-such-user-x' " \
 	shmctl show "$O" --owner no-such-user-x
-t_usage "--owner on create (which attaches nothing): usage error" shmctl create "$O" --owner 0
+t_errmatch "--owner on create (which attaches nothing): usage error" 2 "^shmctl: create: unknown option '--owner'" \
+	shmctl create "$O" --owner 0
 run shmctl stat "$O" --help
 pass "--help of a command that attaches lists --owner" pyeval '"--owner USER" in a[0]' "$OUT"
 

@@ -40,11 +40,7 @@ options:
     type: bool
     default: false
 EOF
-	i=1
-	while [ $i -le 130 ]; do
-		printf '  many.o%03d:\n    type: int\n    default: 0\n' $i
-		i=$((i + 1))
-	done
+	int_options many 1 130
 } >"$T_TMP/schema.yaml"
 run shmctl create --schema "$T_TMP/schema.yaml" --quiet "$S"
 [ "$RC" = 0 ] || { not_ok "create the segment"; diag_run; t_done; }
@@ -97,10 +93,15 @@ t_errmatch "an unreachable http endpoint is named" 1 "127\.0\.0\.1:9" \
 t_errmatch "endpoint text that is not a URL" 1 "ftp://x" \
 	shmctl cluster show "$S" --endpoints "ftp://x" --cluster c1
 t_usage "cluster without a subcommand" shmctl cluster
-t_usage "an unknown subcommand" shmctl cluster frob "$S"
+t_err "an unknown subcommand: one line" 2 \
+	"shmctl: cluster: unknown subcommand 'frob' (set, reset, show, log, rollback, status)" shmctl cluster frob "$S"
+t_err "a mistyped subcommand: did you mean" 2 "shmctl: cluster: unknown subcommand 'stauts'; did you mean 'status'?" \
+	shmctl cluster stauts "$S"
 t_usage "cluster set without OPTION=VALUE" shmctl cluster set "$S"
 t_usage "cluster set with a bare word" shmctl cluster set "$S" level
-t_usage "--wait=abc" shmctl cluster set "$S" level=3 --wait=abc
+t_err "--wait=abc: one line naming the flag and the text" 2 \
+	"shmctl: cluster set: --wait: bad duration 'abc' (give 500ms, 5s, 2m, 1h or seconds)" \
+	shmctl cluster set "$S" level=3 --wait=abc
 run shmctl cluster set --help
 pass "cluster set --help" test "$RC" = 0 -a -n "$(echo "$OUT" | grep -- '--reason')"
 run shmctl cluster --help
@@ -180,6 +181,8 @@ t_json "show --json: every key, its value and revision" '
 r = {k["key"]: (k["value"], k["mod_revision"] > 0) for k in j["keys"]}
 (j["cluster"] == "c1" and r == {"opt/app.level": (7, True), "opt/app.mode": ("off", True), "opt/app.tags": (["a", "b"], True)}
 and all("error" not in k for k in j["keys"]))' shmctl cluster show "$S" --json
+t_json "--json before the command: the subcommand's --json" 'j["cluster"] == "c1" and len(j["keys"]) == 3' \
+	shmctl --json cluster show "$S"
 run shmctl cluster show "$S"
 pass "show: a table of keys, values and revisions" pyeval '
 l = a[0].splitlines()
@@ -329,7 +332,7 @@ any("(differs)" in x and x.startswith("h3") for x in l) and any("rejects opt/app
 ectl del --prefix "${P}status/" >/dev/null
 
 # --- --wait ----------------------------------------------------------------------------------
-run shmctl cluster set "$S" app.level=4 --wait=0.3
+run shmctl cluster set "$S" app.level=4 --wait=300ms
 pass "--wait with no agent: exit 1 after the timeout, one line saying which revision" \
 	test "$RC" = 1 -a "$(wc -l <"$T_TMP/err")" = 1 -a -n "$(grep "did not apply cluster revision" "$T_TMP/err")"
 

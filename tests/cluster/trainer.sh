@@ -15,7 +15,7 @@ etcd_start
 NAME=trainer-$$
 # the library of this build (the example finds the source tree's package;
 # in a VPATH build the library is elsewhere)
-run env SHMCTL="$SHMCTL" SHMCFG_SYNC="$SHMCFG_SYNC" SHMCFG_LIBRARY="$top_builddir/lib/.libs/libshmcfg.so.2" "$PYTHON" "$top_srcdir/examples/trainer.py" \
+run env SHMCTL="$SHMCTL" SHMCFG_SYNC="$SHMCFG_SYNC" SHMCFG_LIBRARY="$top_builddir/lib/.libs/libshmcfg.so.3" "$PYTHON" "$top_srcdir/examples/trainer.py" \
 	--cluster --demo --endpoints "$ETCD_EP" --hosts 3 --workers 6 --step-ms 20 --segment "$NAME"
 pass "the demo exits 0" test "$RC" = 0
 pass "every rank switched at the same step" \

@@ -1,0 +1,551 @@
+#!/usr/bin/env python3
+"""The Python binding where ported PyTorch code meets it (issue 15):
+unittest.mock and monkeypatch restores, in-place changes of lists and sets,
+PyTorch's save_config()/load_config() format, PyTorch's exception types,
+deprecation warnings, and torch's own config modules served by a segment
+(against the stand-in torch package of tests/data/torchstub: no PyTorch
+code). Real segments, and real processes where another process must see
+what one does.
+
+Run by `make check`, or by hand from a built tree:
+
+    python3 tests/test_torch_fidelity.py [-v] [TestClass.test_name]
+"""
+
+import os
+import sys
+
+if __name__ == "__main__" and os.environ.get("SHMCFG_SANITIZERS"):
+    print("# skipped: libshmcfg is built with sanitizers", file=sys.stderr)
+    sys.exit(77)  # ctypes cannot load an ASan-built library (test_python.py)
+
+import json
+import pickle
+import subprocess
+import tempfile
+import textwrap
+import unittest
+import unittest.mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRCDIR = os.path.abspath(os.environ.get("top_srcdir") or os.path.join(HERE, os.pardir))
+BUILDDIR = os.path.abspath(os.environ.get("top_builddir") or SRCDIR)
+PYDIR = os.path.join(SRCDIR, "python")
+TORCHSTUB = os.path.join(SRCDIR, "tests", "data", "torchstub")
+if "SHMCFG_LIBRARY" not in os.environ:
+    _built = os.path.join(BUILDDIR, "lib", ".libs", "libshmcfg.so.3")
+    if os.path.exists(_built):
+        os.environ["SHMCFG_LIBRARY"] = _built  # inherited by child processes
+sys.path.insert(0, PYDIR)
+
+import shmcfg  # noqa: E402
+
+SCHEMA = """\
+format: 1
+options:
+  app.config.steps:
+    type: int
+    default: 8
+  app.config.tags:
+    type: list
+    default: ["b", "a"]
+  app.config.names:
+    type: set
+    default: ["x"]
+  app.config.mode:
+    type: str
+    default: fast
+    choices: [fast, slow]
+  app.config._secret:
+    type: int
+    default: 1
+    private: true
+  app.config.unsaved:
+    type: int
+    default: 3
+    save_ignored: true
+  app.config.old_flag:
+    type: bool
+    default: false
+    deprecated: "use steps"
+  app.config.steps_alias:
+    type: int
+    alias: app.config.steps
+  app.config.triton.level:
+    type: int
+    default: 2
+"""
+
+_counter = [0]
+
+
+def segname():
+    _counter[0] += 1
+    return f"pytorchfid-{os.getpid()}-{_counter[0]}"
+
+
+def child(code, *args, env=None, stdin=None):
+    """Run Python code in a new process (PYTHONPATH: the package and
+    ``env``'s); returns its stdout. Fails the test on a non-zero exit."""
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join([PYDIR] + ([env] if env else []))
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)] + list(args), input=stdin,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                       env=e, timeout=60)
+    if p.returncode != 0:
+        raise AssertionError(f"child failed ({p.returncode}):\n{p.stderr}")
+    return p.stdout
+
+
+class SegTest(unittest.TestCase):
+    def app(self):
+        name = segname()
+        seg = shmcfg.create(name, schema_text=SCHEMA, force=True, no_env=True)
+        self.addCleanup(shmcfg.unlink, name, True)
+        self.addCleanup(seg.close)
+        return seg, seg.module("app.config")
+
+
+class Steps:
+    """A child process that patches while the parent watches: it prints a
+    line at each step and waits for a line from the parent."""
+
+    def __init__(self, test, code, env=None):
+        e = dict(os.environ)
+        e["PYTHONPATH"] = os.pathsep.join([PYDIR] + ([env] if env else []))
+        self.p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  universal_newlines=True, env=e)
+        test.addCleanup(self.close)
+
+    def expect(self, what):
+        line = self.p.stdout.readline().strip()
+        if line != what:
+            raise AssertionError(f"child said {line!r}, not {what!r}")
+
+    def go(self):
+        self.p.stdin.write("go\n")
+        self.p.stdin.flush()
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+        self.p.stdin.close()
+        self.p.stdout.close()
+
+    def finish(self):
+        self.p.stdin.close()
+        rc = self.p.wait(timeout=60)
+        if rc != 0:
+            raise AssertionError(f"child exited {rc}")
+
+
+# the child side of the patch tests: patch, report, wait, restore, report
+PATCHER = """
+import sys, unittest.mock, shmcfg
+seg = shmcfg.attach(sys.argv[1] if len(sys.argv) > 1 else "%s")
+m = seg.module("app.config")
+def step(what):
+    print(what, flush=True)
+    sys.stdin.readline()
+with unittest.mock.patch.object(m, "steps", 4):
+    step("patched")
+step(f"restored {m.steps} {hasattr(m, 'steps')}")
+with unittest.mock.patch.object(m.triton, "level", 5):
+    step("nested")
+step(f"restored {m.triton.level}")
+# pytest's monkeypatch: getattr, setattr, then setattr of the old value
+old = m.steps
+setattr(m, "steps", 6)
+step("monkeypatched")
+setattr(m, "steps", old)
+step(f"restored {m.steps}")
+"""
+
+
+class TestMockPatch(SegTest):
+    def test_mock_patch_object_restores_for_every_process(self):
+        seg, m = self.app()
+        m.steps = 16  # the operator's value
+        m.triton.level = 3
+        c = Steps(self, PATCHER % seg.name)
+        c.expect("patched")
+        self.assertEqual(m.steps, 4)  # every process sees the patch (a commit)
+        g = seg.generation
+        c.go()
+        c.expect("restored 16 True")
+        self.assertEqual(m.steps, 16)  # not the default 8
+        self.assertFalse(m._is_default("steps"))
+        self.assertEqual(seg.generation, g + 1)  # the restore is ONE commit...
+        self.assertEqual(seg.commit_info(g + 1)["changed"],
+                         ["app.config.steps", "app.config.steps_alias"])
+        c.go()
+        c.expect("nested")
+        self.assertEqual(m.triton.level, 5)
+        c.go()
+        c.expect("restored 3")
+        self.assertEqual(m.triton.level, 3)
+        c.go()
+        c.expect("monkeypatched")
+        self.assertEqual(m.steps, 6)
+        c.go()
+        c.expect("restored 16")
+        self.assertEqual(m.steps, 16)
+        c.go()
+        c.finish()
+
+    def test_hide_flag(self):
+        # the protocol mock relies on: after its delattr, hasattr() is false,
+        # and its setattr brings the option back
+        seg, m = self.app()
+        m.steps = 16
+        g = seg.generation
+        p = unittest.mock.patch.object(m, "steps", 4)
+        p.start()
+        p.stop()
+        self.assertEqual((m.steps, seg.generation), (16, g + 2))
+        # a plain del still clears the user layer (one commit), readable after
+        del m.steps
+        self.assertEqual((m.steps, seg.generation), (8, g + 3))
+        self.assertTrue(m._is_default("steps"))
+        # the hidden state itself, as mock's exit sees it
+        from shmcfg import config as configmod
+        configmod.hide(m, "steps")
+        self.assertFalse(hasattr(m, "steps"))
+        with self.assertRaises(AttributeError) as cm:
+            m.steps
+        self.assertIn("app.config.steps does not exist", str(cm.exception))
+        self.assertEqual(m.get_config_copy()["steps"], 8)  # other paths are unaffected
+        m.steps = 9
+        self.assertEqual(m.steps, 9)
+
+
+# ---------------------------------------------------------------------------
+
+
+class TestInPlaceChanges(SegTest):
+    def other_sees(self, seg, name):
+        return json.loads(child("""
+            import sys, json, shmcfg
+            v = shmcfg.attach(sys.argv[1]).get(sys.argv[2])
+            print(json.dumps(sorted(v) if isinstance(v, set) else v))
+            """, seg.name, name))
+
+    def test_list_and_set_changes_commit(self):
+        seg, m = self.app()
+        g = seg.generation
+        m.tags.append("c")
+        self.assertEqual(m.tags, ["b", "a", "c"])
+        self.assertEqual(seg.generation, g + 1)
+        self.assertEqual(self.other_sees(seg, "app.config.tags"), ["b", "a", "c"])
+        m.names.add("y")
+        self.assertEqual(self.other_sees(seg, "app.config.names"), ["x", "y"])
+        t = m.tags
+        t.sort()
+        t.extend(["d"])
+        del t[0]
+        t[0] = "B"
+        self.assertEqual(m.tags, ["B", "c", "d"])
+        m.tags += ["e"]  # __iadd__ commits; the assignment after it changes nothing
+        self.assertEqual(m.tags, ["B", "c", "d", "e"])
+        n = m.names
+        n |= {"z"}
+        n.discard("x")
+        self.assertEqual(self.other_sees(seg, "app.config.names"), ["y", "z"])
+        # the object a read returned: pickles and copies as a plain list
+        self.assertIs(type(pickle.loads(pickle.dumps(m.tags))), list)
+
+    def test_refused_change_raises_and_is_undone(self):
+        seg, m = self.app()
+        t = m.tags
+        g = seg.generation
+        with self.assertRaises(TypeError) as cm:
+            t.append(3)
+        self.assertIn("not a str", str(cm.exception))
+        self.assertEqual(t, ["b", "a"])  # undone
+        self.assertEqual((m.tags, seg.generation), (["b", "a"], g))
+        ro = shmcfg.attach(seg.name, readonly=True)
+        self.addCleanup(ro.close)
+        s = ro.module("app.config").names
+        with self.assertRaises(PermissionError):
+            s.add("q")
+        self.assertEqual(s, {"x"})
+        # the value a patch of this thread supplies: no commit of it
+        with m.patch(tags=["p"]):
+            t = m.tags
+            with self.assertRaises(RuntimeError) as cm:
+                t.append("q")
+            self.assertIn("app.config.tags is patched in this thread", str(cm.exception))
+            self.assertEqual((t, m.tags), (["p"], ["p"]))
+            m.names.add("n")  # another option: commits
+        self.assertEqual((m.tags, m.names, seg.generation), (["b", "a"], {"x", "n"}, g + 1))
+        change = m._make_closure_patcher(names={"c"})
+        revert = change()
+        with self.assertRaises(RuntimeError):
+            m.names.add("d")
+        revert()
+
+
+# ---------------------------------------------------------------------------
+
+
+class Evil:
+    def __reduce__(self):
+        return (os.system, ("touch " + MARKER,))
+
+
+MARKER = os.path.join(tempfile.gettempdir(), f"shmcfg-pickle-ran-{os.getpid()}")
+
+
+class TestSaveLoad(SegTest):
+    def test_pytorch_format(self):
+        seg, m = self.app()
+        m.steps = 12
+        m.names = {"p", "q"}
+        blob = m.save_config()
+        self.assertEqual(blob[:2], b"\x80\x02")  # pickle protocol 2
+        saved = pickle.loads(blob)
+        self.assertEqual(saved, {"steps": 12, "tags": ["b", "a"], "names": {"p", "q"},
+                                 "mode": "fast", "_secret": 1, "old_flag": False,
+                                 "triton.level": 2})  # no alias, no save-ignored option
+        # what PyTorch's save_config() writes: pickle.dumps(dict, protocol=2)
+        torch_blob = pickle.dumps({"steps": 20, "names": {"r"}, "triton.level": 4}, protocol=2)
+        g = seg.generation
+        m.load_config(torch_blob)
+        self.assertEqual((m.steps, m.names, m.triton.level), (20, {"r"}, 4))
+        self.assertEqual(seg.generation, g + 1)  # one commit
+        m.load_config(blob)
+        self.assertEqual((m.steps, m.names), (12, {"p", "q"}))
+        # a dict, and the JSON of a dump
+        m.load_config({"steps": 13})
+        dump = seg.dump()
+        m.steps = 1
+        m.load_config(dump)
+        self.assertEqual(m.steps, 13)
+        # PyTorch's save_config_portable(): private options left out
+        self.assertNotIn("_secret", m.save_config_portable())
+        self.assertIn("_secret", m.save_config_portable(ignore_private_configs=False))
+        self.assertNotIn("unsaved", m.get_serializable_config_copy())
+        for old_api in (m.to_dict, m.shallow_copy_dict):  # deprecated in PyTorch
+            with self.assertWarns(FutureWarning):
+                self.assertEqual(old_api(), m.get_config_copy())
+
+    def test_pickles_run_no_code(self):
+        seg, m = self.app()
+        self.addCleanup(lambda: os.path.exists(MARKER) and os.unlink(MARKER))
+        g = seg.generation
+        with self.assertRaises(pickle.UnpicklingError) as cm:
+            m.load_config(pickle.dumps({"steps": Evil()}, protocol=2))
+        self.assertIn("posix.system", str(cm.exception))
+        self.assertIsInstance(cm.exception, ValueError)
+        self.assertFalse(os.path.exists(MARKER))
+        self.assertEqual(seg.generation, g)
+        for bad in (b"\x80\x02garbage", pickle.dumps([1, 2], protocol=2), b"not json"):
+            with self.assertRaises(pickle.UnpicklingError):
+                m.load_config(bad)
+        self.assertEqual(seg.generation, g)
+
+
+# ---------------------------------------------------------------------------
+
+
+class TestExceptionTypes(SegTest):
+    def test_pytorch_types(self):
+        seg, m = self.app()
+        # patch() misuse: AssertionError, as PyTorch's (and TypeError, as before)
+        for args in ((1, 2), ("steps",), (None, 3)):
+            with self.assertRaises(AssertionError):
+                m.patch(*args)
+        with self.assertRaises(AssertionError):
+            m.patch({"steps": 1}, mode="slow")
+        # unknown names: AttributeError (and KeyError, as get_type's)
+        for op in (lambda: m.nope, lambda: setattr(m, "nope", 1), lambda: delattr(m, "nope"),
+                   lambda: m.patch(nope=1)):
+            with self.assertRaises(AttributeError):
+                op()
+        with self.assertRaises(KeyError):
+            m.get_type("nope")
+        # a config module is made by the package, not by its class
+        with self.assertRaises(NotImplementedError):
+            shmcfg.ConfigModule("x")
+        # load_config of what is no saved config: pickle.UnpicklingError
+        with self.assertRaises(pickle.UnpicklingError):
+            m.load_config(b"{not json")
+        with self.assertRaises(TypeError):
+            m.load_config(42)
+
+
+# ---------------------------------------------------------------------------
+
+DEPRECATION = """
+import sys, warnings, shmcfg
+warnings.simplefilter("always")
+m = shmcfg.attach(sys.argv[1]).module("app.config")
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    for op in sys.argv[2].split(","):
+        if op == "read":
+            m.old_flag
+        elif op == "write":
+            m.old_flag = True
+        elif op == "patch":
+            with m.patch(old_flag=False):
+                pass
+        elif op == "root":
+            getattr(shmcfg.attach(sys.argv[1]).module(""), "app.config.old_flag")
+        elif op == "get":
+            shmcfg.attach(sys.argv[1]).get("app.config.old_flag")
+        elif op == "set":
+            shmcfg.attach(sys.argv[1]).set({"app.config.old_flag": False})
+for x in w:
+    print(x.category.__name__, x.filename == "<string>", x.message)
+"""
+
+
+class TestDeprecation(SegTest):
+    def test_read_and_write_warn_once_per_process(self):
+        seg, m = self.app()
+        text = ("FutureWarning True app.config.old_flag is deprecated and use steps. "
+                "It will be removed in a future version.")
+        for ops in ("read", "write", "patch", "root", "get", "set",
+                    "read,write,read,patch,root,get,set", "write,read,root"):
+            self.assertEqual(child(DEPRECATION, seg.name, ops).splitlines(), [text], ops)
+
+
+# ---------------------------------------------------------------------------
+
+TORCH = """
+import json, pickle, sys, unittest.mock, warnings
+import shmcfg, shmcfg.torch
+seg = shmcfg.attach(sys.argv[1])
+order = sys.argv[2]
+out = {}
+if order == "after":
+    import torch
+out["bridged_now"] = shmcfg.torch.install(seg, exclude=sys.argv[3:])
+import torch
+from torch._dynamo import config
+from torch._dynamo import eval_frame
+out["class"] = type(config).__name__
+out["same_object"] = torch._dynamo.config is config is sys.modules["torch._dynamo.config"]
+out["torch_reads"] = eval_frame.recompile_limit()  # torch's own code
+out["alias"] = torch.compiler.config.recompile_limit
+out["helper"] = config.helper()
+out["stub_only"] = eval_frame.stub_only()
+print(json.dumps(out), flush=True)
+sys.stdin.readline()
+config.recompile_limit = 20  # an assignment: a commit
+with unittest.mock.patch("torch._dynamo.config.recompile_limit", 4):
+    print(json.dumps({"mocked": eval_frame.recompile_limit()}), flush=True)
+    sys.stdin.readline()
+out = {"after_mock": config.recompile_limit}
+with config.patch(recompile_limit=2, stub_only=3):  # names of both kinds
+    out["patched"] = [eval_frame.recompile_limit(), eval_frame.stub_only()]
+out["unpatched"] = [config.recompile_limit, config.stub_only]
+with unittest.mock.patch.object(config, "stub_only", 9):
+    out["mock_local"] = config.stub_only
+out["local_restored"] = config.stub_only
+config.reorderable_logging_functions.add("print")
+out["logging_type"] = type(config.reorderable_logging_functions).__name__
+torch.compiler.config.verbose = True  # an alias in the segment
+saved = pickle.loads(config.save_config())
+out["saved"] = [saved["recompile_limit"], saved["stub_only"], "stub_list" in saved]
+config.load_config(pickle.dumps({"recompile_limit": 21, "stub_only": 5}, protocol=2))
+out["loaded"] = [config.recompile_limit, config.stub_only]
+out["types"] = [config.get_type("recompile_limit").__name__, config.get_type("stub_only").__name__]
+out["hash_changes"] = config.get_hash() != (setattr(config, "stub_only", 6) or config.get_hash())
+print(json.dumps(out), flush=True)
+"""
+
+
+class TestTorchReadsTheSegment(SegTest):
+    def check(self, order, exclude=()):
+        name = segname()
+        seg = shmcfg.create(name, force=True, no_env=True)  # the seed schema
+        self.addCleanup(shmcfg.unlink, name, True)
+        self.addCleanup(seg.close)
+        d = seg.module("torch._dynamo.config")
+        d.recompile_limit = 16  # the operator's value, before torch starts
+        e = dict(os.environ)
+        e["PYTHONPATH"] = os.pathsep.join([PYDIR, TORCHSTUB])
+        p = subprocess.Popen([sys.executable, "-c", TORCH, name, order] + list(exclude),
+                             stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, universal_newlines=True, env=e)
+        self.addCleanup(lambda: (p.poll() is None and p.kill(), p.wait(),
+                                 p.stdin.close(), p.stdout.close()))
+
+        def read():
+            line = p.stdout.readline()
+            if not line:
+                raise AssertionError(f"the torch child died ({p.wait()})")
+            return json.loads(line)
+        first = read()
+        self.assertEqual(first["bridged_now"], [] if order == "before" else
+                         ["torch.compiler.config", "torch._dynamo.config"])
+        self.assertEqual(first["class"], "ShmcfgBridge[torch._dynamo.config]")
+        self.assertTrue(first["same_object"])
+        self.assertEqual(first["torch_reads"], 16)
+        self.assertEqual(first["alias"], 16)
+        self.assertEqual(first["helper"], "a function of the module")
+        self.assertEqual(first["stub_only"], 1)  # not in the segment: torch's own
+        d.recompile_limit = 17  # the operator changes it while torch runs
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        self.assertEqual(read(), {"mocked": 4})
+        self.assertEqual(d.recompile_limit, 4)  # mock's value is committed
+        g = seg.generation
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        last = read()
+        self.assertEqual(last["after_mock"], 20)
+        self.assertEqual(last["patched"], [2, 3])
+        self.assertEqual(last["unpatched"], [20, 1])
+        self.assertEqual(last["mock_local"], 9)
+        self.assertEqual(last["local_restored"], 1)
+        self.assertEqual(last["saved"], [20, 1, False])  # torch's _save_config_ignore
+        self.assertEqual(last["loaded"], [21, 5])
+        self.assertEqual(last["types"], ["int", "int"])
+        self.assertTrue(last["hash_changes"])
+        self.assertEqual(p.wait(timeout=60), 0)
+        # what torch did reached the segment: the mock's restore as one commit
+        self.assertIn("torch._dynamo.config.recompile_limit", seg.commit_info(g + 1)["changed"])
+        self.assertEqual(d.recompile_limit, 21)
+        self.assertIs(d.verbose, True)
+        if exclude:  # the excluded option stayed torch's
+            self.assertEqual(last["logging_type"], "set")
+            self.assertEqual(d.reorderable_logging_functions, set())
+        else:
+            self.assertEqual(last["logging_type"], "CommittingSet")
+            self.assertEqual(d.reorderable_logging_functions, {"print"})
+
+    def test_install_before_torch_imports(self):
+        self.check("before")
+        self.check("before", exclude=["torch._dynamo.config.reorderable_logging_functions"])
+
+    def test_install_after_torch_imports(self):
+        self.check("after")
+        self.check("after", exclude=["torch._dynamo.config.reorderable_logging_functions"])
+
+    def test_install_errors(self):
+        seg, _ = self.app()
+        out = child("""
+            import sys, types, shmcfg, shmcfg.torch
+            seg = shmcfg.attach(sys.argv[1])
+            try:
+                shmcfg.torch.install(seg)
+            except AttributeError as e:
+                print("unknown:", e)
+            sys.modules["app.config"] = types.ModuleType("app.config")
+            try:
+                shmcfg.torch.install(seg, ["app.config"])
+            except TypeError as e:
+                print("type:", e)
+            """, seg.name)
+        self.assertIn("unknown: segment", out)
+        self.assertIn("no options under 'torch.compiler.config'", out)
+        self.assertIn("type: app.config is not a torch config module", out)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=int(os.environ.get("PYTEST_VERBOSITY", "1")))

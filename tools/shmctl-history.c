@@ -1,0 +1,366 @@
+/*
+ * shmctl's history commands (the segment's own history: lib/history.c):
+ * log, rollback, the generations of diff, and --generation of show and get.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shmctl.h"
+
+int parse_generation(const char *text, uint64_t *gen, int *exit_code)
+{
+	if (parse_u64(text, gen) && *gen > 0)
+		return 0;
+	*exit_code = usage_error("bad generation '%s' (a number from 1)", text);
+	return -1;
+}
+
+int snapshot_of(shmcfg *h, uint64_t gen, shmcfg_snapshot **snap)
+{
+	return gen ? shmcfg_snapshot_at(h, gen, snap) : shmcfg_snapshot_acquire(h, snap);
+}
+
+int generation_args(int argc, char **argv, bool *json, uint64_t *gen, const char **pos, int npos,
+		    int *exit_code)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'J'},
+		{"generation", required_argument, NULL, 'G'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+	*gen = 0;
+	while ((c = next_opt(argc, argv, ":hG:", opts, exit_code)) != -1) {
+		if (c == -2)
+			return -1;
+		if (c == 'J')
+			*json = true;
+		if (c == 'G' && parse_generation(optarg, gen, exit_code))
+			return -1;
+	}
+	return take_positionals(argc, argv, pos, npos, exit_code);
+}
+
+/* ---- one change, one entry -------------------------------------------- */
+
+/* "1", "\"text\"", "null", or "unset" (no value in that layer). */
+static char *side_text(bool set, const shmcfg_value *v)
+{
+	return set ? value_text(v) : strdup("unset");
+}
+
+static json_t *side_json(bool set, const shmcfg_value *v)
+{
+	return set ? value_json(v) : json_null();
+}
+
+/* "  name: old -> new" ("name [knob]" for a layer other than user). */
+static void print_change(shmcfg *h, const shmcfg_layer_change *c, const char *indent)
+{
+	char *o = side_text(c->old_set, &c->old_value), *n = side_text(c->new_set, &c->new_value);
+	char layer[32] = "";
+	if (c->layer != SHMCFG_SRC_USER)
+		snprintf(layer, sizeof layer, " [%s]", shmcfg_source_name(c->layer));
+	printf("%s%s%s: %s -> %s%s%s\n", indent, opt_name(h, c->opt), layer, o ? o : "?", color(C_BOLD),
+	       n ? n : "?", color(C_RESET));
+	free(o);
+	free(n);
+}
+
+static const char *origin_of(const shmcfg_history_entry *e)
+{
+	return e->who[0] ? e->who : e->process;
+}
+
+static json_t *entry_json(shmcfg *h, const shmcfg_history_entry *e)
+{
+	char t[40];
+	time_utc(e->time_ns, t, sizeof t);
+	json_t *o = json_object(), *ch = e->values_kept ? json_array() : json_null();
+	json_object_set_new(o, "generation", json_integer((json_int_t)e->generation));
+	json_object_set_new(o, "time", json_string(t));
+	json_object_set_new(o, "time_ns", json_integer((json_int_t)e->time_ns));
+	json_object_set_new(o, "pid", json_integer(e->pid));
+	json_object_set_new(o, "uid", json_integer(e->uid));
+	json_object_set_new(o, "user", e->user[0] ? json_string(e->user) : json_null());
+	json_object_set_new(o, "process", json_string(e->process));
+	json_object_set_new(o, "origin", json_string(origin_of(e)));
+	json_object_set_new(o, "who", json_string(e->who));
+	json_object_set_new(o, "cluster_revision", json_integer((json_int_t)e->cluster_rev));
+	json_object_set_new(o, "nchanges", json_integer(e->nchanges));
+	json_object_set_new(o, "values_kept", json_boolean(e->values_kept));
+	for (uint32_t k = 0; e->values_kept && k < e->nchanges; k++) {
+		const shmcfg_layer_change *c = &e->changes[k];
+		json_t *r = json_object();
+		json_object_set_new(r, "name", json_string(opt_name(h, c->opt)));
+		json_object_set_new(r, "layer", json_string(shmcfg_source_name(c->layer)));
+		json_object_set_new(r, "old_set", json_boolean(c->old_set));
+		json_object_set_new(r, "old", side_json(c->old_set, &c->old_value));
+		json_object_set_new(r, "new_set", json_boolean(c->new_set));
+		json_object_set_new(r, "new", side_json(c->new_set, &c->new_value));
+		json_array_append_new(ch, r);
+	}
+	json_object_set_new(o, "changes", ch);
+	return o;
+}
+
+static void print_entry(shmcfg *h, const shmcfg_history_entry *e)
+{
+	char t[40], user[80];
+	time_local(e->time_ns, t, sizeof t);
+	if (e->user[0])
+		snprintf(user, sizeof user, "%s (uid %u)", e->user, e->uid);
+	else
+		snprintf(user, sizeof user, "uid %u", e->uid);
+	printf("%sgeneration %llu%s  %s  %s  %s[%d]", color(C_YELLOW), (unsigned long long)e->generation,
+	       color(C_RESET), t, user, e->process, (int)e->pid);
+	if (e->who[0])
+		printf("  origin: %s", e->who);
+	if (e->cluster_rev)
+		printf("  cluster revision %llu", (unsigned long long)e->cluster_rev);
+	putchar('\n');
+	if (!e->values_kept)
+		printf("    %u change%s (values not kept: too big for the history)\n", e->nchanges,
+		       e->nchanges == 1 ? "" : "s");
+	else if (!e->nchanges)
+		printf("    no layer changed\n");
+	for (uint32_t k = 0; e->values_kept && k < e->nchanges; k++)
+		print_change(h, &e->changes[k], "    ");
+}
+
+/* Whether e touches one of the options (final targets) filter[0..n). */
+static bool touches(const shmcfg_history_entry *e, const shmcfg_opt *filter, size_t n)
+{
+	for (uint32_t k = 0; e->values_kept && k < e->nchanges; k++)
+		for (size_t i = 0; i < n; i++)
+			if (e->changes[k].opt == filter[i])
+				return true;
+	return false;
+}
+
+/* ---- log -------------------------------------------------------------- */
+
+int cmd_log(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"max-count", required_argument, NULL, 'n'},
+		{"json", no_argument, NULL, 'J'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool json = false;
+	uint64_t max = UINT64_MAX;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":hn:", opts, &ec)) != -1) {
+		if (c == -2)
+			return ec;
+		if (c == 'J')
+			json = true;
+		if (c == 'n' && (!parse_u64(optarg, &max) || max == 0))
+			return usage_error("-n takes a count from 1, not '%s'", optarg);
+	}
+	if (optind >= argc)
+		return usage_error("missing segment NAME");
+	const char *seg = argv[optind++];
+	shmcfg *h;
+	if (open_segment(seg, true, &h))
+		return EXIT_FAIL;
+	size_t nf = (size_t)(argc - optind);
+	shmcfg_opt *filter = calloc(nf ? nf : 1, sizeof *filter);
+	int rc = filter ? EXIT_OK : fail("out of memory");
+	for (size_t i = 0; rc == EXIT_OK && i < nf; i++) {
+		shmcfg_opt opt;
+		rc = resolve_final(h, argv[optind + i], &opt, &filter[i]);
+	}
+	json_t *arr = json ? json_array() : NULL;
+	uint64_t oldest, shown = 0;
+	uint64_t cur = rc == EXIT_OK ? shmcfg_history_range(h, &oldest, NULL) : 0;
+	for (uint64_t g = cur; rc == EXIT_OK && g >= oldest && g > 0 && shown < max; g--) {
+		shmcfg_history_entry *e;
+		int r = shmcfg_history_get(h, g, &e);
+		if (r == -ENOENT)
+			break; /* overwritten meanwhile: older ones are gone too */
+		if (r) {
+			rc = fail_lib(r, seg);
+			break;
+		}
+		if (!nf || touches(e, filter, nf)) {
+			shown++;
+			if (json)
+				json_array_append_new(arr, entry_json(h, e));
+			else
+				print_entry(h, e);
+		}
+		shmcfg_history_free(e);
+	}
+	if (json) {
+		if (rc == EXIT_OK)
+			rc = json_print(arr, false);
+		else
+			json_decref(arr);
+	}
+	free(filter);
+	shmcfg_close(h);
+	return rc;
+}
+
+/* ---- rollback --------------------------------------------------------- */
+
+int cmd_rollback(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"knob", no_argument, NULL, 'K'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool knob = false, quiet = false;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":hq", opts, &ec)) != -1) {
+		if (c == -2)
+			return ec;
+		if (c == 'K')
+			knob = true;
+		if (c == 'q')
+			quiet = true;
+	}
+	if (argc - optind < 2)
+		return usage_error("missing %s", optind >= argc ? "segment NAME" : "GENERATION");
+	if (argc - optind > 2)
+		return usage_error("unexpected argument '%s'", argv[optind + 2]);
+	const char *seg = argv[optind];
+	uint64_t gen, now;
+	if (parse_generation(argv[optind + 1], &gen, &ec))
+		return ec;
+	shmcfg *h;
+	if (open_segment(seg, false, &h))
+		return EXIT_FAIL;
+	char who[SHMCFG_WHO_MAX];
+	snprintf(who, sizeof who, "shmctl rollback to generation %llu", (unsigned long long)gen);
+	bool published = false;
+	int r = shmcfg_rollback(h, gen, knob ? SHMCFG_ROLLBACK_KNOB : 0, who, &now, &published);
+	int rc = r < 0 ? fail_lib(r, seg) : EXIT_OK;
+	if (r == 0 && !published && !quiet)
+		printf("nothing changed: the %s layer%s already as at generation %llu (generation %llu)\n",
+		       knob ? "user and knob" : "user", knob ? "s are" : " is", (unsigned long long)gen,
+		       (unsigned long long)now);
+	shmcfg_history_entry *e;
+	if (r == 0 && published && !quiet && (r = shmcfg_history_get(h, now, &e)) == 0) {
+		for (uint32_t k = 0; e->values_kept && k < e->nchanges; k++)
+			print_change(h, &e->changes[k], "");
+		printf("rolled back to generation %llu (generation %llu)\n", (unsigned long long)gen,
+		       (unsigned long long)now);
+		shmcfg_history_free(e);
+	}
+	shmcfg_close(h);
+	return rc;
+}
+
+/* ---- diff G1 [G2] ----------------------------------------------------- */
+
+/* Every option whose value or layers differ between generations g1 and g2
+ * (0: the current one): name, value at each, and each layer that moved. */
+int diff_generations(const char *seg, const char *g1_text, const char *g2_text, bool json)
+{
+	uint64_t g1, g2 = 0;
+	int ec = 0;
+	if (parse_generation(g1_text, &g1, &ec) || (g2_text && parse_generation(g2_text, &g2, &ec)))
+		return ec;
+	shmcfg *h;
+	if (open_segment(seg, true, &h))
+		return EXIT_FAIL;
+	shmcfg_snapshot *a = NULL, *b = NULL;
+	int r = snapshot_of(h, g1, &a), rc = EXIT_OK;
+	if (r || (r = snapshot_of(h, g2, &b))) {
+		rc = fail_lib(r, seg);
+		goto out;
+	}
+	g2 = shmcfg_snapshot_generation(b);
+	json_t *arr = json ? json_array() : NULL;
+	size_t ndiff = 0;
+	static const shmcfg_source layers[] = {SHMCFG_SRC_KNOB, SHMCFG_SRC_ENV_DEFAULT, SHMCFG_SRC_CLUSTER,
+					       SHMCFG_SRC_USER, SHMCFG_SRC_ENV_FORCE};
+	for (uint32_t i = 0; i < shmcfg_count(h) && rc == EXIT_OK; i++) {
+		shmcfg_optinfo oi;
+		shmcfg_value va, vb;
+		if (shmcfg_opt_info(h, i, &oi) || oi.alias != SHMCFG_NO_OPT)
+			continue; /* an alias moves with its target */
+		if ((r = shmcfg_snapshot_get(a, i, &va)) || (r = shmcfg_snapshot_get(b, i, &vb))) {
+			rc = fail_lib(r, oi.name);
+			break;
+		}
+		bool moved = !shmcfg_value_equal(&va, &vb) || va.source != vb.source;
+		json_t *jl = json ? json_array() : NULL;
+		char *ta = value_text(&va), *tb = value_text(&vb);
+		char lines[8][512];
+		int nl = 0;
+		for (size_t l = 0; l < sizeof layers / sizeof layers[0]; l++) {
+			shmcfg_value la, lb;
+			int ra = shmcfg_snapshot_layer(a, i, layers[l], &la), rb = shmcfg_snapshot_layer(b, i, layers[l], &lb);
+			if (ra < 0 || rb < 0 || (ra == rb && (ra == 1 || shmcfg_value_equal(&la, &lb))))
+				continue;
+			moved = true;
+			char *xa = ra ? strdup("unset") : value_text(&la), *xb = rb ? strdup("unset") : value_text(&lb);
+			if (json) {
+				json_t *o = json_object();
+				json_object_set_new(o, "layer", json_string(shmcfg_source_name(layers[l])));
+				json_object_set_new(o, "old_set", json_boolean(ra == 0));
+				json_object_set_new(o, "old", ra ? json_null() : value_json(&la));
+				json_object_set_new(o, "new_set", json_boolean(rb == 0));
+				json_object_set_new(o, "new", rb ? json_null() : value_json(&lb));
+				json_array_append_new(jl, o);
+			} else if (nl < 8) {
+				snprintf(lines[nl++], sizeof lines[0], "    %s layer: %s -> %s", shmcfg_source_name(layers[l]),
+					 xa ? xa : "?", xb ? xb : "?");
+			}
+			free(xa);
+			free(xb);
+		}
+		if (moved) {
+			ndiff++;
+			if (json) {
+				json_t *o = json_object();
+				json_object_set_new(o, "name", json_string(oi.name));
+				json_object_set_new(o, "old", value_json(&va));
+				json_object_set_new(o, "old_source", json_string(shmcfg_source_name(va.source)));
+				json_object_set_new(o, "new", value_json(&vb));
+				json_object_set_new(o, "new_source", json_string(shmcfg_source_name(vb.source)));
+				json_object_set_new(o, "layers", jl);
+				json_array_append_new(arr, o);
+				jl = NULL;
+			} else {
+				printf("%s: %s (%s) -> %s%s%s (%s)\n", oi.name, ta ? ta : "?", shmcfg_source_name(va.source),
+				       color(C_BOLD), tb ? tb : "?", color(C_RESET), shmcfg_source_name(vb.source));
+				for (int k = 0; k < nl; k++)
+					puts(lines[k]);
+			}
+		}
+		json_decref(jl);
+		free(ta);
+		free(tb);
+	}
+	if (json) {
+		json_t *o = json_object();
+		json_object_set_new(o, "from", json_integer((json_int_t)g1));
+		json_object_set_new(o, "to", json_integer((json_int_t)g2));
+		json_object_set_new(o, "changes", arr);
+		if (rc == EXIT_OK)
+			rc = json_print(o, false);
+		else
+			json_decref(o);
+	} else if (rc == EXIT_OK && !ndiff) {
+		printf("no differences between generations %llu and %llu\n", (unsigned long long)g1,
+		       (unsigned long long)g2);
+	}
+out:
+	shmcfg_snapshot_release(a);
+	shmcfg_snapshot_release(b);
+	shmcfg_close(h);
+	return rc;
+}
