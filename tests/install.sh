@@ -82,6 +82,21 @@ else
 	not_ok "installed python package reads the segment through the installed library"; diag_run
 fi
 
+# the C read, when built: installed, and the one the installed package uses
+if [ -f "$top_builddir/python/shmcfg/_fast.la" ]; then
+	run env -u SHMCFG_PYTHON_EXT "$PYTHON" -c '
+import os, sys, shmcfg
+assert shmcfg.fast_extension and os.path.realpath(shmcfg.fast_extension).startswith(
+    os.path.realpath(sys.argv[1])), shmcfg.fast_extension
+print(shmcfg.attach(sys.argv[2]).module("torch._dynamo.config").recompile_limit)
+' "$D" "$name"
+	if [ "$RC" = 0 ] && [ "$OUT" = 16 ]; then
+		ok "installed python package reads through its installed C read"
+	else
+		not_ok "installed python package reads through its installed C read"; diag_run
+	fi
+fi
+
 cat >"$T_TMP/config.py" <<'PY'
 retries: int = 3
 verbose = False

@@ -54,6 +54,10 @@ if "SHMCFG_LIBRARY" not in os.environ:
     _built = os.path.join(BUILDDIR, "lib", ".libs", "libshmcfg.so.3")
     if os.path.exists(_built):
         os.environ["SHMCFG_LIBRARY"] = _built  # inherited by child processes
+if "SHMCFG_PYTHON_EXT" not in os.environ:  # the build tree's C read (shmcfg._fast)
+    _built = os.path.join(BUILDDIR, "python", "shmcfg", ".libs", "_fast.so")
+    if os.path.exists(_built):
+        os.environ["SHMCFG_PYTHON_EXT"] = _built
 sys.path.insert(0, PYDIR)
 os.environ["PYTHONPATH"] = PYDIR + os.pathsep + os.environ.get("PYTHONPATH", "")
 
@@ -1866,7 +1870,7 @@ class TestExample(unittest.TestCase):
         from shmcfg import bench
         res = bench.measure(number=2000, repeat=1)
         labels = [r[0] for r in res]
-        self.assertEqual(labels[0], "plain module attribute")
+        self.assertEqual(labels[0], "plain instance attribute")
         self.assertIn("int option", labels)
         for label, ns, ratio in res:
             self.assertGreater(ns, 0, label)

@@ -60,6 +60,18 @@ static json_t *side_json(bool set, const shmcfg_value *v)
 	return set ? value_json(v) : json_null();
 }
 
+/* A layer's move in JSON, as log and diff G1 G2 both give it: "layer",
+ * "old_set", "old", "new_set", "new" (null where not set) added to o. */
+static void add_layer_move(json_t *o, shmcfg_source layer, bool old_set, const shmcfg_value *old_value,
+			   bool new_set, const shmcfg_value *new_value)
+{
+	json_object_set_new(o, "layer", json_string(shmcfg_source_name(layer)));
+	json_object_set_new(o, "old_set", json_boolean(old_set));
+	json_object_set_new(o, "old", side_json(old_set, old_value));
+	json_object_set_new(o, "new_set", json_boolean(new_set));
+	json_object_set_new(o, "new", side_json(new_set, new_value));
+}
+
 /* "  name: old -> new" ("name [knob]" for a layer other than user). */
 static void print_change(shmcfg *h, const shmcfg_layer_change *c, const char *indent)
 {
@@ -99,11 +111,7 @@ static json_t *entry_json(shmcfg *h, const shmcfg_history_entry *e)
 		const shmcfg_layer_change *c = &e->changes[k];
 		json_t *r = json_object();
 		json_object_set_new(r, "name", json_string(opt_name(h, c->opt)));
-		json_object_set_new(r, "layer", json_string(shmcfg_source_name(c->layer)));
-		json_object_set_new(r, "old_set", json_boolean(c->old_set));
-		json_object_set_new(r, "old", side_json(c->old_set, &c->old_value));
-		json_object_set_new(r, "new_set", json_boolean(c->new_set));
-		json_object_set_new(r, "new", side_json(c->new_set, &c->new_value));
+		add_layer_move(r, c->layer, c->old_set, &c->old_value, c->new_set, &c->new_value);
 		json_array_append_new(ch, r);
 	}
 	json_object_set_new(o, "changes", ch);
@@ -306,14 +314,10 @@ int diff_generations(const char *seg, const char *g1_text, const char *g2_text, 
 			if (ra < 0 || rb < 0 || (ra == rb && (ra == 1 || shmcfg_value_equal(&la, &lb))))
 				continue;
 			moved = true;
-			char *xa = ra ? strdup("unset") : value_text(&la), *xb = rb ? strdup("unset") : value_text(&lb);
+			char *xa = side_text(ra == 0, &la), *xb = side_text(rb == 0, &lb);
 			if (json) {
 				json_t *o = json_object();
-				json_object_set_new(o, "layer", json_string(shmcfg_source_name(layers[l])));
-				json_object_set_new(o, "old_set", json_boolean(ra == 0));
-				json_object_set_new(o, "old", ra ? json_null() : value_json(&la));
-				json_object_set_new(o, "new_set", json_boolean(rb == 0));
-				json_object_set_new(o, "new", rb ? json_null() : value_json(&lb));
+				add_layer_move(o, layers[l], ra == 0, &la, rb == 0, &lb);
 				json_array_append_new(jl, o);
 			} else if (nl < 8) {
 				snprintf(lines[nl++], sizeof lines[0], "    %s layer: %s -> %s", shmcfg_source_name(layers[l]),

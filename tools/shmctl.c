@@ -111,7 +111,7 @@ static const struct command commands[] = {
 	 "FILE holds a dump (its \"values\") or a plain {name: value} object; - reads\n"
 	 "standard input. Names resolve as in set. Without --partial a dump of another\n"
 	 "schema, or any unknown name (all are listed), fails the load: nothing changes.\n", true},
-	{"diff", cmd_diff, "diff NAME [--format python|shell|json] [--json]\n       diff NAME G1 [G2] [--json]",
+	{"diff", cmd_diff, "diff NAME [--format python|shell|json] [--json]\n       shmctl diff NAME G1 [G2] [--json]",
 	 "print the non-default settings as code, or what changed between generations",
 	 "  -f, --format FMT   python (default: as codegen_config()), shell (shmctl set\n"
 	 "                     commands) or json\n"

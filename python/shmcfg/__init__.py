@@ -55,7 +55,10 @@ every read asks the library (which applies the calling thread's patches).
 Lists and sets are returned as fresh copies.
 ``shmcfg.torch.install(seg)`` makes torch's own config modules read the
 segment (python/README.md). ``SHMCFG_PYTHON_FAST=0`` (or
-``fast_reads=False``) makes every read ask the library.
+``fast_reads=False``) makes every read ask the library. The optional C
+extension ``shmcfg._fast`` does these reads without a Python frame (about 4x
+faster; ``fast_extension`` is its path, or None); the ctypes getters, its
+fallback, give the same results (``SHMCFG_PYTHON_EXT=0`` leaves it out).
 
 Library loading: see ``shmcfg._lib`` (``$SHMCFG_LIBRARY``, the build tree,
 the installed ``libdir``, the dynamic loader).
@@ -82,12 +85,14 @@ __all__ = [
     "OwnerError", "RetiredError",
     "InvalidArgumentError", "UnknownOptionError", "OptionTypeError", "OptionValueError",
     "ConfigLoadError", "PatchArgumentError", "CommittingList", "CommittingSet",
-    "library_version", "library_path",
+    "library_version", "library_path", "fast_extension",
 ]
 
 _ver = _L.version(None, None, None)
 library_version = _ver.decode() if _ver else "?"
 library_path = _L.path
+# the path of shmcfg._fast (attribute reads in C), or None: reads through ctypes
+fast_extension = _L.fast_info if _L.fast is not None else None
 __version__ = library_version
 
 # The public classes and functions keep the name they had before the package

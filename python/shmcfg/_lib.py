@@ -289,6 +289,54 @@ raw_get_slow.restype = c_int
 raw_get = lib["shmcfg_get"]
 raw_get.restype = c_int
 
+
+def _load_fast():
+    """shmcfg._fast, the attribute read in C (python/shmcfg/_fast.c), and
+    its path; (None, why) when the package reads through ctypes alone.
+
+    ``$SHMCFG_PYTHON_EXT``: ``0`` leaves it out, a path loads that file
+    (an error if it cannot). Otherwise the installed ``shmcfg/_fast*.so``,
+    then the build tree's ``python/shmcfg/.libs/_fast.so``. The module is
+    used only when it calls the library loaded above (a handle of one copy
+    of libshmcfg means nothing to another).
+    """
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    env = os.environ.get("SHMCFG_PYTHON_EXT", "")
+    if env == "0":
+        return None, "SHMCFG_PYTHON_EXT=0"
+    here = os.path.dirname(os.path.abspath(__file__))
+    if env:
+        paths = [env]
+    else:
+        paths = [os.path.join(here, "_fast" + s) for s in importlib.machinery.EXTENSION_SUFFIXES]
+        paths.append(os.path.join(here, ".libs", "_fast.so"))
+    for p in paths:
+        if not os.path.exists(p):
+            if env:
+                raise ImportError(f"shmcfg: SHMCFG_PYTHON_EXT={env}: no such file")
+            continue
+        try:
+            spec = importlib.util.spec_from_file_location(__package__ + "._fast", p)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        except ImportError as e:
+            if env:
+                raise ImportError(f"shmcfg: SHMCFG_PYTHON_EXT={env}: {e}") from None
+            return None, f"{p}: {e}"
+        if mod.library_address() != ctypes.cast(lib.shmcfg_get, c_void_p).value:
+            return None, f"{p}: linked with another libshmcfg than {path}"
+        sys.modules[spec.name] = mod
+        return mod, p
+    return None, "not built"
+
+
+fast, fast_info = _load_fast()  # the module and its path, or None and why not
+# what serves an option's attribute on a module's class (Segment._attr())
+OPTION_ATTRS = (property,) if fast is None else (property, fast.Getter)
+
 _libc = ctypes.CDLL(None)
 free = _libc.free
 free.restype = None

@@ -192,7 +192,7 @@ def _attr_path(obj, rel):
         obj = vars(type(obj)).get(part) or getattr(obj, "__dict__", {}).get(part)
         if not isinstance(obj, SubConfigProxy):
             return None, None
-    if not isinstance(vars(type(obj)).get(last), property):
+    if not isinstance(vars(type(obj)).get(last), _L.OPTION_ATTRS):
         return None, None
     return obj, last
 
@@ -611,7 +611,7 @@ def _make_module(seg, name):
         if dot:
             nested.setdefault(head, {})[rest] = o
         elif rel not in _RESERVED:
-            ns[rel] = property(seg._getter(o), doc=o.doc or None)
+            ns[rel] = seg._attr(o)
     cls = type(f"ConfigModule[{name}]", (ConfigModule,), ns)
     m = types.ModuleType.__new__(cls)
     types.ModuleType.__init__(m, name)
@@ -646,7 +646,7 @@ def _make_proxy(seg, module, prefix, sub):
         if dot:
             nested.setdefault(head, {})[rest] = o
         elif rel not in ("_config", "_prefix"):
-            ns[rel] = property(seg._getter(o), doc=o.doc or None)
+            ns[rel] = seg._attr(o)
     for head, s in nested.items():
         if head not in ns and head not in ("_config", "_prefix"):
             ns[head] = _make_proxy(seg, module, prefix + head + ".", s)

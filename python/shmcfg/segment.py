@@ -341,6 +341,23 @@ class Segment:
             return read(o)
         return get_copy
 
+    def _attr(self, o):
+        """The attribute of option o on a module's class: the C read of
+        shmcfg._fast when it is loaded, with _getter()'s function as its
+        fallback (called whenever the state word or the ``slow`` flag asks),
+        else a property of that function. A list or set read hands out
+        the committing copy (mutable.py) of the cached items, as the getter
+        does. A deprecated option's getter warns: its reads always take it."""
+        get = self._getter(o)
+        doc = o.doc or None
+        if _L.fast is None or self._cur is None:
+            return property(get, doc=doc)
+        copy = self._committing_copy(o) if o.kind > _L.STR else None
+        g = _L.fast.Getter(self._h, ctypes.addressof(self._word), self._state, get, o.opt,
+                           o.kind, doc, copy)
+        g.slow = o.deprecated is not None
+        return g
+
     def get(self, name):
         """The value of an option by its full name or a unique suffix
         of it (honours this thread's

@@ -32,6 +32,7 @@ import sys
 import threading
 import types
 
+from . import _lib as _L
 from .config import (ContextDecorator, _is_hidden, _mock_restores_after_delete, hide,
                      parse_config, patch_changes, unhide)
 from .errors import Error
@@ -90,7 +91,7 @@ def bridge(mod, seg, exclude=()):
     shm = seg.module(name)
     props = vars(type(shm))
     served = {rel for rel in shm.__dict__["_shmcfg_opts"]
-              if isinstance(props.get(rel), property) and f"{name}.{rel}" not in exclude}
+              if isinstance(props.get(rel), _L.OPTION_ATTRS) and f"{name}.{rel}" not in exclude}
     ns = {rel: props[rel] for rel in served}
     cls = type(f"ShmcfgBridge[{name}]", (TorchBridge, type(mod)), ns)
     d["_shmcfg_module"] = shm

@@ -85,6 +85,15 @@ j["from"] == 3 and j["to"] == 6 and
   "'"$RL"'": (5, 7), "'"$CMP"'.job_id": ("abc", None), "'"$CMP"'.force_disable_caches": (False, True)} and
 [l["layer"] for c in j["changes"] if c["name"] == "'"$CMP"'.force_disable_caches" for l in c["layers"]] == ["knob"]' \
 	shmctl diff "$H" 3 --json
+t_json "diff G1 G2 --json: each layer that moved, with log's fields (unset: _set false, null)" '
+{c["name"]: c["layers"] for c in j["changes"]} == {
+  "'"$CMP"'.job_id": [{"layer": "user", "old_set": True, "old": "abc", "new_set": False, "new": None}],
+  "'"$CMP"'.force_disable_caches": [{"layer": "knob", "old_set": False, "old": None, "new_set": True, "new": True}],
+  "'"$RL"'": [{"layer": "user", "old_set": True, "old": 5, "new_set": True, "new": 7}]} and
+{c["name"]: (c["old_source"], c["new_source"]) for c in j["changes"]} == {
+  "'"$CMP"'.job_id": ("user", "default"), "'"$CMP"'.force_disable_caches": ("default", "knob"),
+  "'"$RL"'": ("user", "user")}' \
+	shmctl diff "$H" 3 6 --json
 t_out "diff G G: no differences" "no differences between generations 4 and 4" shmctl diff "$H" 4 4
 run shmctl diff "$H" --format shell
 pass "diff NAME (against the defaults) still works" test "$RC" = 0 -a -n "$OUT"

@@ -1,0 +1,286 @@
+/*
+ * shmcfg._fast: the attribute read of a config module in C (optional; the
+ * package falls back to its ctypes getters without it, python/README.md).
+ *
+ * One Getter per option is a data descriptor on the module's class, where
+ * the ctypes binding puts a property. Its read is the Python getter's
+ * (segment.py, Segment._getter) without the Python frame: while nothing
+ * asks for the slow path, it loads the segment header's `current` word and
+ * returns the value it cached under that word (a published generation
+ * never changes); otherwise it reads the option through libshmcfg (the
+ * inline getters of shmcfg.h for bool/int/float, shmcfg_get() for the
+ * rest), caches it and returns it.
+ *
+ * Policy stays in Python: the Getter calls its `fallback` (the Python
+ * getter) whenever
+ *  - the segment's state word (Segment._state[0]) is not 0: a patch is
+ *    open in some thread (reads must show that thread's patches), or the
+ *    handle was closed or replaced by reattach();
+ *  - the Python layer set the Getter's `slow` flag (a name hidden by
+ *    mock.patch's delattr, a deprecated option that warns...);
+ *  - the library read fails (the fallback raises the binding's exception).
+ * All of it runs under the GIL, which serialises the cache's updates.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include "shmcfg.h"
+
+typedef struct {
+	PyObject_HEAD
+	const shmcfg *h;          /* the segment's handle (valid while state is 0) */
+	const uint64_t *current;  /* (generation << 8) | slot, in the segment header */
+	PyObject *state;          /* Segment._state: a list of one int, 0 = fast reads */
+	PyObject *fallback;       /* the Python getter: fallback(module) -> value */
+	PyObject *doc;
+	PyObject *copy;           /* NULL, or copy(frozen) -> what a list/set read returns */
+	shmcfg_opt opt;
+	int kind;                 /* enum shmcfg_type */
+	int slow;                 /* set by the Python layer: always call fallback */
+	uint64_t cached_cur;      /* the `current` word the cached value was read under */
+	PyObject *cached;         /* NULL, or the value (tuple/frozenset for list/set) */
+} Getter;
+
+static PyObject *zero; /* the int 0 (a cached small int in CPython) */
+
+/* A Python value of an option of type kind read through the library, or
+ * NULL with no exception set when the read failed (the fallback says why). */
+static PyObject *read_value(const Getter *g)
+{
+	int r;
+	switch (g->kind) {
+	case SHMCFG_BOOL: {
+		bool b;
+		r = shmcfg_get_bool(g->h, g->opt, &b);
+		if (r == 0)
+			return PyBool_FromLong(b);
+		break;
+	}
+	case SHMCFG_INT: {
+		int64_t i;
+		r = shmcfg_get_int(g->h, g->opt, &i);
+		if (r == 0)
+			return PyLong_FromLongLong(i);
+		break;
+	}
+	case SHMCFG_FLOAT: {
+		double f;
+		r = shmcfg_get_float(g->h, g->opt, &f);
+		if (r == 0)
+			return PyFloat_FromDouble(f);
+		break;
+	}
+	default: {
+		shmcfg_value v = {0};
+		r = shmcfg_get(g->h, g->opt, &v);
+		if (r != 0 || (int)v.type != g->kind) {
+			shmcfg_value_clear(&v);
+			return NULL;
+		}
+		PyObject *out = NULL;
+		if (v.is_null) {
+			out = Py_NewRef(Py_None);
+		} else if (g->kind == SHMCFG_STR) {
+			out = PyUnicode_DecodeUTF8(v.u.str.ptr, (Py_ssize_t)v.u.str.len, NULL);
+		} else {
+			/* list and set: NUL-terminated items, back to back; kept
+			 * frozen (tuple, frozenset), each read hands out a copy */
+			out = PyTuple_New((Py_ssize_t)v.u.list.count);
+			const char *p = v.u.list.items, *end = p + v.u.list.bytes;
+			for (size_t i = 0; out && i < v.u.list.count; i++) {
+				size_t n = p < end ? strnlen(p, (size_t)(end - p)) : 0;
+				PyObject *s = p + n < end ? PyUnicode_DecodeUTF8(p, (Py_ssize_t)n, NULL) : NULL;
+				if (!s) {
+					Py_CLEAR(out);
+					break;
+				}
+				PyTuple_SET_ITEM(out, (Py_ssize_t)i, s);
+				p += n + 1;
+			}
+			if (out && g->kind == SHMCFG_SET)
+				Py_SETREF(out, PyFrozenSet_New(out));
+		}
+		shmcfg_value_clear(&v);
+		if (!out)
+			PyErr_Clear(); /* a bad text: the fallback raises the binding's error */
+		return out;
+	}
+	}
+	if (r == SHMCFG_NULL)
+		return Py_NewRef(Py_None);
+	return NULL;
+}
+
+/* What a read hands out: the cached object itself when it is immutable; for
+ * a container option a fresh copy, made by the Python layer's copy when it
+ * gave one (its in-place change policy), else a plain list or set. */
+static PyObject *hand_out(const Getter *g, PyObject *v)
+{
+	if (v == Py_None || g->kind < SHMCFG_LIST)
+		return Py_NewRef(v);
+	if (g->copy) {
+		/* copy() may let another thread replace the cached value: hold it */
+		Py_INCREF(v);
+		PyObject *out = PyObject_CallOneArg(g->copy, v);
+		Py_DECREF(v);
+		return out;
+	}
+	return g->kind == SHMCFG_LIST ? PySequence_List(v) : PySet_New(v);
+}
+
+static PyObject *Getter_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+	Getter *g = (Getter *)self;
+	if (obj == NULL || obj == Py_None)
+		return Py_NewRef(self);
+	/* any other object than the cached 0 is a reason for the slow path */
+	if (g->slow || PyList_GET_ITEM(g->state, 0) != zero)
+		return PyObject_CallOneArg(g->fallback, obj);
+	/* Pairs with the writer's seq_cst store of `current` (lib/publish.c):
+	 * the word is read before the library read, so a commit racing it can
+	 * only make the cached entry unused, never wrong. */
+	uint64_t cur = __atomic_load_n(g->current, __ATOMIC_ACQUIRE);
+	if (g->cached && cur == g->cached_cur)
+		return hand_out(g, g->cached);
+	PyObject *v = read_value(g);
+	if (!v)
+		return PyObject_CallOneArg(g->fallback, obj);
+	Py_XSETREF(g->cached, v);
+	g->cached_cur = cur;
+	return hand_out(g, v);
+}
+
+static int Getter_set(PyObject *self, PyObject *obj, PyObject *value)
+{
+	/* ConfigModule.__setattr__ commits assignments; only a direct
+	 * object.__setattr__ gets here */
+	PyErr_SetString(PyExc_AttributeError, "shmcfg: assign options through the config module");
+	return -1;
+}
+
+static int Getter_init(PyObject *self, PyObject *args, PyObject *kw)
+{
+	Getter *g = (Getter *)self;
+	static char *names[] = {"handle", "current", "state", "fallback", "opt", "kind", "doc",
+				"copy", NULL};
+	unsigned long long h, current;
+	unsigned int opt;
+	int kind;
+	PyObject *state, *fallback, *doc = Py_None, *copy = Py_None;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "KKO!OIi|OO", names, &h, &current,
+					 &PyList_Type, &state, &fallback, &opt, &kind, &doc, &copy))
+		return -1;
+	if (!h || !current || PyList_GET_SIZE(state) != 1 || !PyCallable_Check(fallback) ||
+	    kind < SHMCFG_BOOL || kind > SHMCFG_SET ||
+	    (copy != Py_None && (!PyCallable_Check(copy) || kind < SHMCFG_LIST))) {
+		PyErr_SetString(PyExc_ValueError, "shmcfg._fast.Getter: bad arguments");
+		return -1;
+	}
+	g->h = (const shmcfg *)(uintptr_t)h;
+	g->current = (const uint64_t *)(uintptr_t)current;
+	Py_XSETREF(g->state, Py_NewRef(state));
+	Py_XSETREF(g->fallback, Py_NewRef(fallback));
+	Py_XSETREF(g->doc, Py_NewRef(doc));
+	Py_XSETREF(g->copy, copy == Py_None ? NULL : Py_NewRef(copy));
+	Py_CLEAR(g->cached);
+	g->opt = opt;
+	g->kind = kind;
+	g->slow = 0;
+	return 0;
+}
+
+static int Getter_traverse(PyObject *self, visitproc visit, void *arg)
+{
+	Getter *g = (Getter *)self;
+	Py_VISIT(g->state);
+	Py_VISIT(g->fallback);
+	Py_VISIT(g->doc);
+	Py_VISIT(g->copy);
+	Py_VISIT(g->cached);
+	return 0;
+}
+
+static int Getter_clear(PyObject *self)
+{
+	Getter *g = (Getter *)self;
+	Py_CLEAR(g->state);
+	Py_CLEAR(g->fallback);
+	Py_CLEAR(g->doc);
+	Py_CLEAR(g->copy);
+	Py_CLEAR(g->cached);
+	return 0;
+}
+
+static void Getter_dealloc(PyObject *self)
+{
+	PyObject_GC_UnTrack(self);
+	Getter_clear(self);
+	Py_TYPE(self)->tp_free(self);
+}
+
+static PyMemberDef Getter_members[] = {
+	{"slow", T_INT, offsetof(Getter, slow), 0,
+	 "non-zero: every read calls the fallback (the Python layer's policy)"},
+	{"fallback", T_OBJECT, offsetof(Getter, fallback), READONLY, "the Python getter"},
+	{"__doc__", T_OBJECT, offsetof(Getter, doc), READONLY, NULL},
+	{NULL}
+};
+
+static PyTypeObject GetterType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "shmcfg._fast.Getter",
+	.tp_doc = "Getter(handle, current, state, fallback, opt, kind, doc=None, copy=None): "
+		  "the C read of one option, a data descriptor",
+	.tp_basicsize = sizeof(Getter),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+	.tp_new = PyType_GenericNew,
+	.tp_init = Getter_init,
+	.tp_dealloc = Getter_dealloc,
+	.tp_traverse = Getter_traverse,
+	.tp_clear = Getter_clear,
+	.tp_descr_get = Getter_get,
+	.tp_descr_set = Getter_set,
+	.tp_members = Getter_members,
+};
+
+/* The address of the shmcfg_get this module calls: the package compares it
+ * with the library it loaded through ctypes, and uses the module only when
+ * both are one library (a handle of one copy means nothing to another). */
+static PyObject *library_address(PyObject *mod, PyObject *unused)
+{
+	return PyLong_FromVoidPtr((void *)(uintptr_t)&shmcfg_get);
+}
+
+static PyMethodDef fast_methods[] = {
+	{"library_address", library_address, METH_NOARGS,
+	 "the address of shmcfg_get() in the libshmcfg this module is linked with"},
+	{NULL}
+};
+
+static struct PyModuleDef fast_module = {
+	PyModuleDef_HEAD_INIT,
+	.m_name = "shmcfg._fast",
+	.m_doc = "The attribute read of shmcfg config modules in C (optional).",
+	.m_size = -1,
+	.m_methods = fast_methods,
+};
+
+PyMODINIT_FUNC PyInit__fast(void);
+
+PyMODINIT_FUNC PyInit__fast(void)
+{
+	if (PyType_Ready(&GetterType) < 0)
+		return NULL;
+	if (!zero && !(zero = PyLong_FromLong(0)))
+		return NULL;
+	PyObject *m = PyModule_Create(&fast_module);
+	if (!m)
+		return NULL;
+	if (PyModule_AddObjectRef(m, "Getter", (PyObject *)&GetterType) < 0 ||
+	    PyModule_AddIntConstant(m, "VIEW_ABI", SHMCFG_VIEW_ABI) < 0) {
+		Py_DECREF(m);
+		return NULL;
+	}
+	return m;
+}
