@@ -291,10 +291,9 @@ int usage_error(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	fflush(stdout);
-	fprintf(stderr, "shmctl: %s%s", cur_cmd ? cur_cmd->name : "", cur_cmd ? ": " : "");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	char prefix[64]; /* the text may quote an argument: escaped as every message */
+	snprintf(prefix, sizeof prefix, "%s%s", cur_cmd ? cur_cmd->name : "", cur_cmd ? ": " : "");
+	vmsg(prefix, fmt, ap);
 	va_end(ap);
 	if (cur_cmd) {
 		print_synopsis(stderr, cur_cmd);

@@ -99,6 +99,9 @@ run shmctl diff "$H" --format shell
 pass "diff NAME (against the defaults) still works" test "$RC" = 0 -a -n "$OUT"
 t_usage "diff: a bad generation" shmctl diff "$H" two
 t_usage "diff: too many arguments" shmctl diff "$H" 1 2 3
+run shmctl diff "$H" "$(printf '1\033[31m')"
+pass "diff: a bad generation with control bytes is shown escaped, one line" \
+	test "$RC" = 2 -a "$(printf '%s\n' "$ERR" | head -1)" = "shmctl: diff: bad generation '1\x1b[31m' (a number from 1)"
 
 # --- rollback ---------------------------------------------------------------
 run shmctl rollback "$H" 3
