@@ -452,14 +452,23 @@ bad:
 			   (unsigned long long)e->generation);
 }
 
-int shmcfg_history_get(const shmcfg *h, uint64_t gen, shmcfg_history_entry **ret)
+/*
+ * The walks over many generations (history_range, hist_undo) count the
+ * record bytes they copied: the records the history keeps cannot overlap in
+ * the ring, so more than twice its size (room for commits made meanwhile)
+ * is a scribbled index whose every entry claims a large record. The walk
+ * stops there instead of copying half the ring per entry.
+ */
+#define HIST_WALK_BUDGET(h) (2 * (h)->lay.hist_ring_size)
+
+static int history_get(const shmcfg *h, uint64_t gen, shmcfg_history_entry **ret, uint64_t *spent)
 {
-	SHMCFG_API_ENTRY;
-	assert_return(h && ret, -EINVAL);
 	struct hist_ent se;
 	char *rec;
 	uint32_t len;
 	int r = hist_copy(h, gen, &se, &rec, &len);
+	if (spent)
+		*spent += len;
 	if (r)
 		return r == -ENOENT ? shmcfg__err(r, "%s: generation %llu is not in the history", h->name,
 						  (unsigned long long)gen)
@@ -495,13 +504,24 @@ int shmcfg_history_get(const shmcfg *h, uint64_t gen, shmcfg_history_entry **ret
 	return 0;
 }
 
+int shmcfg_history_get(const shmcfg *h, uint64_t gen, shmcfg_history_entry **ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && ret, -EINVAL);
+	return history_get(h, gen, ret, NULL);
+}
+
 /* Whether generation g's commit can be undone: its entry and values are there. */
-static bool undoable(const shmcfg *h, uint64_t g, bool *present)
+static bool undoable(const shmcfg *h, uint64_t g, bool *present, uint64_t *spent)
 {
 	shmcfg_history_entry *e;
 	*present = false;
-	if (shmcfg_history_get(h, g, &e))
+	if (history_get(h, g, &e, spent))
 		return false;
+	if (*spent > HIST_WALK_BUDGET(h)) { /* as if overwritten: see HIST_WALK_BUDGET */
+		shmcfg_history_free(e);
+		return false;
+	}
 	*present = true;
 	bool ok = e->values_kept;
 	shmcfg_history_free(e);
@@ -516,8 +536,9 @@ uint64_t shmcfg_history_range(const shmcfg *h, uint64_t *oldest, uint64_t *rebui
 	uint64_t cur = shmcfg_generation(h), old = cur, reb = cur;
 	uint64_t stop = cur > h->lay.hist_n ? cur - h->lay.hist_n : 0;
 	bool all = true; /* every commit from cur down to g can be undone */
+	uint64_t spent = 0;
 	for (uint64_t g = cur; g > stop && g >= 1; g--) {
-		bool present, ok = undoable(h, g, &present);
+		bool present, ok = undoable(h, g, &present, &spent);
 		if (!present)
 			break;
 		old = g;
@@ -561,13 +582,14 @@ int shmcfg__hist_undo(const shmcfg *h, uint64_t from, uint64_t to, struct change
 	struct change *ch = NULL;
 	size_t n = 0, cap = 0;
 	int r = 0;
+	uint64_t spent = 0;
 	*bytes = 0;
 	/* newest first: an older commit's old value replaces a newer one's */
 	for (uint64_t g = from; g > to && !r; g--) {
 		shmcfg_history_entry *e;
-		if ((r = shmcfg_history_get(h, g, &e)))
+		if ((r = history_get(h, g, &e, &spent)))
 			break;
-		if (!e->values_kept) {
+		if (!e->values_kept || spent > HIST_WALK_BUDGET(h)) {
 			shmcfg_history_free(e);
 			r = -ENOENT;
 			break;

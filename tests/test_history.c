@@ -926,6 +926,64 @@ static void test_scribbled_history(void **state)
 	drop(h);
 }
 
+/* A scribbled index whose every entry claims one large record that decodes
+ * (all at the same ring position): a walk over the history copies at most
+ * twice the ring, not half of it per entry, and stops as at overwritten
+ * records. */
+static void test_scribbled_large_records(void **state)
+{
+	(void)state;
+	const char *name = new_name("hist-large");
+	shmcfg *h = create_hist(name, 64, 0);
+	uint64_t gen;
+	for (int i = 1; i <= 100; i++)
+		assert_int_equal(commit_n(h, i, &gen), 0);
+	char path[300];
+	snprintf(path, sizeof path, "/dev/shm/shmcfg.%s", name);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	struct seg_header hd;
+	assert_int_equal(pread(fd, &hd, sizeof hd, 0), (ssize_t)sizeof hd);
+	char *map = mmap(NULL, hd.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(map != MAP_FAILED);
+	/* one record of half the ring: no user, no who, T_C's user layer from
+	 * unset to a string of the rest */
+	uint32_t len = (uint32_t)hd.hist_ring_size / 2, slen = len - 14, opt = T_C;
+	char *rec = calloc(1, len);
+	assert_non_null(rec);
+	memcpy(rec + 2, &opt, 4);
+	rec[6] = (char)layer_of(SHMCFG_SRC_USER);
+	rec[7] = SHMCFG_STR;
+	rec[8] = 0;
+	rec[9] = 2;
+	memcpy(rec + 10, &slen, 4);
+	memset(rec + 14, 'x', slen);
+	uint64_t head = ((struct seg_header *)map)->hist_head, pos = head - len;
+	for (uint32_t k = 0; k < len; k++)
+		map[hd.hist_ring_off + (pos + k) % hd.hist_ring_size] = rec[k];
+	free(rec);
+	for (uint64_t g = gen; g > gen - hd.hist_n; g--) {
+		struct hist_ent *e = (struct hist_ent *)(map + hd.hist_off) + g % hd.hist_n;
+		e->pos = pos;
+		e->len = len;
+		e->nchanges = 1;
+	}
+	shmcfg *ro = attach_ro(name);
+	shmcfg_history_entry *e = entry(ro, gen - 50); /* each one decodes */
+	assert_int_equal(e->nchanges, 1);
+	shmcfg_history_free(e);
+	uint64_t oldest = 0, reb = 0;
+	shmcfg_history_range(ro, &oldest, &reb);
+	if (oldest + 8 <= gen)
+		fail_msg("the walk went down to %" PRIu64 " (current %" PRIu64 ")", oldest, gen);
+	shmcfg_snapshot *s = NULL;
+	assert_int_equal(shmcfg_snapshot_at(ro, gen - 40, &s), -ENOENT);
+	munmap(map, hd.total_size);
+	close(fd);
+	drop(ro);
+	drop(h);
+}
+
 int main(void)
 {
 	unsetenv("SHMCFG_FAULT");
@@ -942,6 +1000,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_reader_races_writer, teardown),
 		cmocka_unit_test_teardown(test_child_names_itself, teardown),
 		cmocka_unit_test_teardown(test_scribbled_history, teardown),
+		cmocka_unit_test_teardown(test_scribbled_large_records, teardown),
 		cmocka_unit_test_teardown(test_other_uid_reader, teardown),
 	};
 	/* the other uid needs root to become nobody: as another user it is left out */
