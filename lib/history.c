@@ -452,13 +452,9 @@ bad:
 			   (unsigned long long)e->generation);
 }
 
-/*
- * The walks over many generations (history_range, hist_undo) count the
- * record bytes they copied: the records the history keeps cannot overlap in
- * the ring, so more than twice its size (room for commits made meanwhile)
- * is a scribbled index whose every entry claims a large record. The walk
- * stops there instead of copying half the ring per entry.
- */
+/* Walks over generations count the record bytes copied: kept records never
+ * overlap in the ring, so over twice its size (room for commits meanwhile) is
+ * a scribbled index: the walk stops there, as at overwritten records. */
 #define HIST_WALK_BUDGET(h) (2 * (h)->lay.hist_ring_size)
 
 static int history_get(const shmcfg *h, uint64_t gen, shmcfg_history_entry **ret, uint64_t *spent)
