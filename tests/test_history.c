@@ -850,6 +850,20 @@ static void test_other_uid_reader(void **state)
 	drop(h);
 }
 
+/* The segment's object mapped writable, as a hostile writer has it, and its header. */
+static char *map_segment(const char *name, struct seg_header *hd)
+{
+	char path[300];
+	snprintf(path, sizeof path, "/dev/shm/shmcfg.%s", name);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, hd, sizeof *hd, 0), (ssize_t)sizeof *hd);
+	char *map = mmap(NULL, hd->total_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	assert_true(map != MAP_FAILED);
+	return map;
+}
+
 /* Random bytes over the history (its index, its ring, its head): readers
  * never crash, and a writer still commits. */
 static void test_scribbled_history(void **state)
@@ -861,15 +875,9 @@ static void test_scribbled_history(void **state)
 	unsigned seed = 4242;
 	for (int i = 0; i < 60; i++)
 		assert_int_equal(random_commit(h, &seed, &gen), 0);
-	char path[300];
-	snprintf(path, sizeof path, "/dev/shm/shmcfg.%s", name);
-	int fd = open(path, O_RDWR);
-	assert_true(fd >= 0);
 	struct seg_header hd;
-	assert_int_equal(pread(fd, &hd, sizeof hd, 0), (ssize_t)sizeof hd);
+	char *map = map_segment(name, &hd);
 	uint64_t start = hd.hist_off, len = hd.hist_ring_off + hd.hist_ring_size - hd.hist_off;
-	char *map = mmap(NULL, hd.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	assert_true(map != MAP_FAILED);
 	shmcfg *ro = attach_ro(name);
 	int decoded = 0, refused = 0;
 	for (int round = 0; round < 300; round++) {
@@ -921,7 +929,6 @@ static void test_scribbled_history(void **state)
 	}
 	assert_true(decoded > 0 && refused > 0);
 	munmap(map, hd.total_size);
-	close(fd);
 	drop(ro);
 	drop(h);
 }
@@ -938,14 +945,8 @@ static void test_scribbled_large_records(void **state)
 	uint64_t gen;
 	for (int i = 1; i <= 100; i++)
 		assert_int_equal(commit_n(h, i, &gen), 0);
-	char path[300];
-	snprintf(path, sizeof path, "/dev/shm/shmcfg.%s", name);
-	int fd = open(path, O_RDWR);
-	assert_true(fd >= 0);
 	struct seg_header hd;
-	assert_int_equal(pread(fd, &hd, sizeof hd, 0), (ssize_t)sizeof hd);
-	char *map = mmap(NULL, hd.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	assert_true(map != MAP_FAILED);
+	char *map = map_segment(name, &hd);
 	/* one record of half the ring: no user, no who, T_C's user layer from
 	 * unset to a string of the rest */
 	uint32_t len = (uint32_t)hd.hist_ring_size / 2, slen = len - 14, opt = T_C;
@@ -979,7 +980,6 @@ static void test_scribbled_large_records(void **state)
 	shmcfg_snapshot *s = NULL;
 	assert_int_equal(shmcfg_snapshot_at(ro, gen - 40, &s), -ENOENT);
 	munmap(map, hd.total_size);
-	close(fd);
 	drop(ro);
 	drop(h);
 }
