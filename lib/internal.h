@@ -619,8 +619,8 @@ struct shmcfg_txn {
 	enum layer layer;   /* what shmcfg_txn_set() writes */
 	struct change *ch;
 	size_t n, cap;
-	int err;            /* the first refused change: the commit fails with it */
-	char *err_detail;   /* ... and its detail */
+	uint32_t *idx; size_t idx_cap; /* (opt, layer) -> change + 1, once n is large (txn.c) */
+	int err; char *err_detail; /* the first refused change (the commit fails with it), its detail */
 	uint64_t cluster_rev;           /* shmcfg_txn_origin(), 0 = none */
 	char who[SHMCFG_WHO_MAX];
 };

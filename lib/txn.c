@@ -52,6 +52,7 @@ void shmcfg_txn_abort(shmcfg_txn *t)
 	for (size_t i = 0; i < t->n; i++)
 		shmcfg_value_clear(&t->ch[i].v);
 	shmcfg__free(t->ch);
+	shmcfg__free(t->idx);
 	shmcfg__free(t->err_detail);
 	shmcfg__free(t);
 }
@@ -78,16 +79,69 @@ int shmcfg_txn_origin(shmcfg_txn *t, uint64_t cluster_rev, const char *who)
 	return 0;
 }
 
+/*
+ * Which change holds (opt, layer): a linear search while the transaction is
+ * small, then an open-addressing index (a load or a rollback queues every
+ * option: a search per change would make them quadratic). The slot of the
+ * index where (opt, layer) is or would go; *at: the change, or SIZE_MAX.
+ */
+#define TXN_LINEAR 16
+static size_t idx_slot(const shmcfg_txn *t, shmcfg_opt opt, enum layer layer, size_t *at)
+{
+	uint64_t key = ((uint64_t)opt << 3 | (uint64_t)layer) * 0x9e3779b97f4a7c15ull;
+	size_t p = (size_t)(key >> 32) & (t->idx_cap - 1);
+	for (;; p = (p + 1) & (t->idx_cap - 1)) { /* idx_cap >= 2 n: a free slot exists */
+		uint32_t c = t->idx[p];
+		*at = c ? c - 1 : SIZE_MAX;
+		if (!c || (t->ch[c - 1].opt == opt && t->ch[c - 1].layer == layer))
+			return p;
+	}
+}
+
+static size_t txn_find(const shmcfg_txn *t, shmcfg_opt opt, enum layer layer)
+{
+	size_t at = SIZE_MAX;
+	if (t->idx)
+		idx_slot(t, opt, layer, &at);
+	else
+		for (size_t i = 0; i < t->n && at == SIZE_MAX; i++)
+			if (t->ch[i].opt == opt && t->ch[i].layer == layer)
+				at = i;
+	return at;
+}
+
+/* Index changes 0..n-1 (n+1 fit without growing again soon). */
+static int idx_build(shmcfg_txn *t, size_t n)
+{
+	size_t cap = 64;
+	while (cap < 4 * n)
+		cap *= 2;
+	uint32_t *idx = shmcfg__calloc(cap, sizeof *idx);
+	if (!idx)
+		return shmcfg__nomem();
+	shmcfg__free(t->idx);
+	t->idx = idx;
+	t->idx_cap = cap;
+	for (size_t i = 0, at; i < n; i++)
+		t->idx[idx_slot(t, t->ch[i].opt, t->ch[i].layer, &at)] = (uint32_t)i + 1;
+	return 0;
+}
+
 /* Record a change; any earlier change of the same option and layer goes. */
 static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, shmcfg_value *v)
 {
-	for (size_t i = 0; i < t->n; i++)
-		if (t->ch[i].opt == opt && t->ch[i].layer == layer) {
-			shmcfg_value_clear(&t->ch[i].v);
-			t->ch[i].reset = reset;
-			t->ch[i].v = *v;
-			return 0;
-		}
+	size_t i = txn_find(t, opt, layer);
+	if (i != SIZE_MAX) {
+		shmcfg_value_clear(&t->ch[i].v);
+		t->ch[i].reset = reset;
+		t->ch[i].v = *v;
+		return 0;
+	}
+	if (t->n >= TXN_LINEAR && (!t->idx || 2 * (t->n + 1) > t->idx_cap)) {
+		int r = idx_build(t, t->n);
+		if (r)
+			return r;
+	}
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 8;
 		struct change *ch = shmcfg__realloc(t->ch, cap * sizeof *ch);
@@ -95,6 +149,10 @@ static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, 
 			return shmcfg__nomem();
 		t->ch = ch;
 		t->cap = cap;
+	}
+	if (t->idx) {
+		size_t p = idx_slot(t, opt, layer, &i);
+		t->idx[p] = (uint32_t)t->n + 1;
 	}
 	t->ch[t->n++] = (struct change){opt, layer, reset, *v};
 	return 0;

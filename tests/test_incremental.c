@@ -309,6 +309,51 @@ static void test_ring_overflow(void **state)
 	shmcfg_unlink(test_name("incring"));
 }
 
+/*
+ * A transaction of many changes (past the linear search, lib/txn.c's index):
+ * a later change of an option and layer replaces the earlier one, whatever
+ * the order, across the index's growth; the user and knob layers of one
+ * option stay two changes.
+ */
+static void test_large_txn_last_change_wins(void **state)
+{
+	(void)state;
+	const char *name = test_name("inclarge");
+	shmcfg *h = create_inc(name, 8, 1 << 22, true);
+	shmcfg_opt n = opt_named(h, "i.n");
+	shmcfg_txn *t;
+	assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+	for (int round = 0; round < 3; round++)
+		for (uint32_t i = NINC; i < NINC + FILLER; i++)
+			assert_int_equal(shmcfg_txn_set_int(t, i, (int64_t)i * 10 + round), 0);
+	for (uint32_t i = NINC; i < NINC + FILLER; i += 7)
+		assert_int_equal(shmcfg_txn_reset(t, i), 0); /* every 7th: back to its default */
+	assert_int_equal(shmcfg_txn_set_int(t, n, 5), 0);
+	assert_int_equal(shmcfg_txn_layer(t, SHMCFG_SRC_KNOB), 0);
+	assert_int_equal(shmcfg_txn_set_int(t, n, 6), 0);
+	assert_int_equal(shmcfg_txn_layer(t, SHMCFG_SRC_USER), 0);
+	assert_int_equal(shmcfg_txn_set_int(t, NINC, 1), 0);
+	assert_int_equal(t->n, FILLER + 2); /* one change per option and layer */
+	uint64_t gen;
+	assert_int_equal(shmcfg_txn_commit(t, &gen), 0);
+	assert_int_equal(get_i(h, NINC), 1);
+	shmcfg_snapshot *snap;
+	assert_int_equal(shmcfg_snapshot_acquire(h, &snap), 0);
+	int bad = 0; /* counted, not asserted, while the snapshot is held */
+	shmcfg_value v;
+	for (uint32_t i = NINC + 1; i < NINC + FILLER; i++) {
+		int r = shmcfg_snapshot_layer(snap, i, SHMCFG_SRC_USER, &v);
+		bool kept = (i - NINC) % 7;
+		bad += kept ? r != 0 || v.u.i != (int64_t)i * 10 + 2 : r != 1;
+	}
+	bad += shmcfg_snapshot_layer(snap, n, SHMCFG_SRC_USER, &v) != 0 || v.u.i != 5;
+	bad += shmcfg_snapshot_layer(snap, n, SHMCFG_SRC_KNOB, &v) != 0 || v.u.i != 6;
+	shmcfg_snapshot_release(snap);
+	assert_int_equal(bad, 0);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
 struct waiter {
 	shmcfg *h;
 	uint64_t after;
@@ -380,6 +425,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_random_commits),
 		cmocka_unit_test(test_small_heap),
 		cmocka_unit_test(test_ring_overflow),
+		cmocka_unit_test(test_large_txn_last_change_wins),
 		cmocka_unit_test(test_waiters_count_themselves),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
