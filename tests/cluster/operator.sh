@@ -32,6 +32,17 @@ head_rev() {
 		"$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["kvs"][0]["mod_revision"])'
 }
 diag_agents() { for _k in $HOSTS; do diag_log "h$_k"; done; }
+# wait_status SECONDS CHECK: until `cluster status --json` satisfies CHECK.
+# The agents write their status key on their own beat (up to a second after
+# a commit), so the status lags the segments a little.
+wait_status() {
+	_wst_chk=$2
+	until_true "$1" _status_holds
+}
+_status_holds() {
+	$SHMCTL cluster status "$H1" --json >"$T_TMP/status.json" 2>/dev/null &&
+		jcheck "$T_TMP/status.json" "$_wst_chk" >/dev/null
+}
 
 # ---- converge
 for k in $HOSTS; do wait_log 10 "h$k" "watching from revision" || { not_ok "agent h$k started"; diag_log "h$k"; }; done
@@ -46,6 +57,7 @@ for k in $HOSTS; do
 		"c = j['commits'][0]; c['cluster_rev'] == $R1 and c['who'].startswith('$(id -un)@') and c['nchanged'] == 2" \
 		$SHMCTL stat "$(seg_of "$k")" --json
 done
+wait_status 10 "len(j['hosts']) == 3 and not any(h['behind'] for h in j['hosts'])"
 t_json "cluster status: three hosts, none behind, one config hash" \
 	"len(j['hosts']) == 3 and not any(h['behind'] or h['hash_differs'] for h in j['hosts']) and len({h['config_hash'] for h in j['hosts']}) == 1" \
 	$SHMCTL cluster status "$H1" --json
@@ -60,6 +72,7 @@ R2=$(head_rev)
 pass "... every host applied revision $R2, h2 too" all_at "$R2"
 t_json "h2 keeps its own override (user beats cluster)" \
 	"j['value'] == 7 and j['source'] == 'user'" $SHMCTL describe "$H2" app.limit --json
+wait_status 10 "[h['host'] for h in j['hosts'] if h['hash_differs']] == ['h2']"
 t_json "cluster status flags h2's config hash" \
 	"[h['host'] for h in j['hosts'] if h['hash_differs']] == ['h2']" $SHMCTL cluster status "$H1" --json
 $SHMCTL reset -q "$H2" app.limit
