@@ -341,6 +341,19 @@ class TestSaveLoad(SegTest):
         self.assertIsInstance(cm.exception, ValueError)
         self.assertFalse(os.path.exists(MARKER))
         self.assertEqual(seg.generation, g)
+        # a memo index of 2^31 in nine bytes: refused before the unpickler
+        # allocates its memo (a child with 1 GiB of address space would
+        # otherwise fail with MemoryError, an empty reason)
+        out = child("""
+            import resource, sys, shmcfg
+            from shmcfg.config import parse_config, ConfigLoadError
+            resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+            try:
+                parse_config(b"\\x80\\x02Nr\\x00\\x00\\x00\\x80.")
+            except ConfigLoadError as e:
+                print(e)
+            """)
+        self.assertIn("memo index 2147483648", out)
         for bad in (b"\x80\x02garbage", pickle.dumps([1, 2], protocol=2), b"not json"):
             with self.assertRaises(pickle.UnpicklingError):
                 m.load_config(bad)

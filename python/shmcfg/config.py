@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import pickle
+import pickletools
 import sys
 import threading
 import types
@@ -244,6 +245,19 @@ class _ValuesUnpickler(pickle.Unpickler):
                               "holds only bool, int, float, str, None, lists and sets")
 
 
+_MEMO_OPS = ("PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET")
+
+
+def _check_memo(data):
+    """CPython's unpickler sizes its memo from a PUT's index: nine bytes can
+    ask for gigabytes before find_class() is ever called. A pickle stores at
+    most one object per opcode, so an index past its length is no config."""
+    for op, arg, _ in pickletools.genops(data):
+        if op.name in _MEMO_OPS and isinstance(arg, int) and not 0 <= arg <= len(data):
+            raise ConfigLoadError(f"load_config: not a pickled config (memo index {arg} "
+                                  f"in a pickle of {len(data)} bytes)")
+
+
 def parse_config(maybe_config):
     """The dict of values of what load_config() takes: a dict; PyTorch's
     save_config() bytes (a pickled dict); the JSON of ``shmctl dump`` or
@@ -254,6 +268,7 @@ def parse_config(maybe_config):
         data = bytes(maybe_config)
         if data[:1] == b"\x80":  # a pickle of protocol 2 or later
             try:
+                _check_memo(data)
                 config = _ValuesUnpickler(io.BytesIO(data)).load()
             except ConfigLoadError:
                 raise
