@@ -70,7 +70,7 @@ static void fix_up(uint8_t *img, size_t size)
 		memcpy(hd.schema_hash, c.digest, 16);
 	}
 	if ((flags & FIX_CHECKSUMS) && hd.nslots <= SEG_MAX_SLOTS && hd.slots_off <= size &&
-	    hd.slot_size <= size && hd.nopts <= SEG_MAX_OPTS && hd.cells_off <= hd.lrefs_off &&
+	    hd.slot_size <= size && hd.slot_size >= sizeof(struct slot_hdr) && hd.nopts <= SEG_MAX_OPTS && hd.cells_off <= hd.lrefs_off &&
 	    hd.lrefs_off <= hd.slot_size && (uint64_t)hd.nopts * 4 <= hd.slot_size - hd.lrefs_off &&
 	    (uint64_t)hd.nopts * 16 <= hd.lrefs_off - hd.cells_off &&
 	    (uint64_t)hd.nslots * hd.slot_size <= size - hd.slots_off) {
