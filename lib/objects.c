@@ -167,7 +167,7 @@ static void open_after_fork_child(void)
 			close(h->lock_fd);
 			h->lock_fd = -1;
 		}
-	pthread_mutex_init(&open_lock, NULL);
+	pthread_mutex_unlock(&open_lock); /* held by the forking thread (open_before_fork) */
 }
 
 __attribute__((constructor)) static void open_register_atfork(void)

@@ -488,7 +488,9 @@ static void after_fork_child(void)
 		urcu_bp_after_fork_child();
 	else
 		rcu_unusable = true;
-	pthread_mutex_init(&rq_lock, NULL);
+	/* the forking thread, the child's only one, holds it (before_fork):
+	 * unlocked, not re-initialised, so that ThreadSanitizer sees it free */
+	pthread_mutex_unlock(&rq_lock);
 	pthread_cond_init(&rq_cond, NULL);
 	pthread_cond_init(&rq_done, NULL);
 	rq_head = NULL; /* the parent's views: not ours to unpin */
