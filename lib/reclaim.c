@@ -220,9 +220,20 @@ static void *reclaimer(void *arg)
 		grace_period();
 		pthread_mutex_lock(&rq_lock);
 		rq_in_gp--;
-		while (batch) {
+		while (batch) { /* ours alone: rq_lock may be let go on the way */
 			struct pview *next = batch->next;
+			shmcfg *h = batch->snap.h;
 			unpin_free(batch);
+			if (h->close_deferred && h->retired == 0) {
+				/* its last view: end the close it deferred (a last
+				 * user leaves us idle; the next close that joins ends
+				 * us). No lock of ours across the handle's own. */
+				if (h->uses_reclaimer)
+					rq_users--;
+				pthread_mutex_unlock(&rq_lock);
+				shmcfg__handle_destroy(h);
+				pthread_mutex_lock(&rq_lock);
+			}
 			batch = next;
 		}
 		pthread_cond_broadcast(&rq_done);
@@ -418,14 +429,24 @@ void shmcfg_snapshot_release(shmcfg_snapshot *snap)
 	read_unlock();
 }
 
-/* Drop the view at detach and wait until every retired view of this handle
+/*
+ * Drop the view at detach and wait until every retired view of this handle
  * is unpinned: the reclaimer reads the mapping we are about to unmap. In a
  * child using an inherited handle the views and pins are the parent's:
- * leave them alone. */
-void shmcfg__view_close(shmcfg *h)
+ * leave them alone. True if the caller may destroy the handle now.
+ *
+ * A thread that still holds a snapshot (of this handle or of another) is
+ * inside a read-side section, which the grace period the retired views wait
+ * for must see end: waiting here would wait for itself, for ever (a program
+ * that closes before it releases, a test whose assertion failed with a
+ * snapshot held). Then the close is deferred: the reclaimer destroys the
+ * handle once its views are unpinned, after the snapshots are released,
+ * which until then stay readable. False: the caller must not touch h.
+ */
+bool shmcfg__view_close(shmcfg *h)
 {
 	if (getpid() != h->pid)
-		return;
+		return true;
 	pthread_mutex_lock(&h->view_lock);
 	struct pview *pv = h->pview;
 	__atomic_store_n(&h->pview, NULL, __ATOMIC_RELEASE);
@@ -433,6 +454,11 @@ void shmcfg__view_close(shmcfg *h)
 		retire(h, pv);
 	pthread_mutex_unlock(&h->view_lock);
 	pthread_mutex_lock(&rq_lock);
+	if (h->retired && urcu_bp_read_ongoing()) {
+		h->close_deferred = true;
+		pthread_mutex_unlock(&rq_lock);
+		return false;
+	}
 	while (h->retired)
 		pthread_cond_wait(&rq_done, &rq_lock);
 	/* no handle needs the reclaimer any more: end it */
@@ -445,6 +471,7 @@ void shmcfg__view_close(shmcfg *h)
 	pthread_mutex_unlock(&rq_lock);
 	if (last)
 		pthread_join(t, NULL);
+	return true;
 }
 
 /*

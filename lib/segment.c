@@ -294,11 +294,19 @@ shmcfg *shmcfg_close(shmcfg *h)
 		return NULL;
 	shmcfg__open_remove(h);
 	shmcfg__patch_forget(h);
-	shmcfg__view_close(h);
+	if (shmcfg__view_close(h))
+		shmcfg__handle_destroy(h);
+	return NULL;
+}
+
+/* The rest of a close: the reader entry, the mapping, the handle. Run by
+ * shmcfg_close(), or by the reclaimer for a close it had to defer
+ * (shmcfg__view_close()). */
+void shmcfg__handle_destroy(shmcfg *h)
+{
 	if (h->pid == getpid())
 		shmcfg__reader_release(h);
 	handle_free(h);
-	return NULL;
 }
 
 void shmcfg_closep(shmcfg **h)

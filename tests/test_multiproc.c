@@ -779,6 +779,60 @@ static void test_inherited_handle(void **state)
 	drop(h);
 }
 
+static void count_mine(const shmcfg_reader *r, void *ud)
+{
+	if (r->pid == getpid())
+		++*(int *)ud;
+}
+
+static int entries_of_mine(const shmcfg *h)
+{
+	int n = 0;
+	return shmcfg_readers(h, count_mine, &n) < 0 ? -1 : n;
+}
+
+static int close_held_main(void *p)
+{
+	const char *name = p;
+	shmcfg *h = NULL, *other = NULL;
+	CHECK(shmcfg_attach(name, 0, NULL, &h) == 0, 2, "attach");
+	CHECK(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &other) == 0, 3, "attach read-only");
+	shmcfg_snapshot *s;
+	CHECK(shmcfg_snapshot_acquire(h, &s) == 0, 4, "snapshot");
+	CHECK(entries_of_mine(other) == 1, 5, "the snapshot's reader entry");
+	/* the close must wait for a grace period that this thread's held
+	 * snapshot blocks: before, it waited for itself for ever */
+	shmcfg_close(h);
+	shmcfg_value v = {0};
+	CHECK(shmcfg_snapshot_get(s, T_A, &v) == 0 && v.u.i == 7, 6, "the snapshot after the close: %" PRId64, v.u.i);
+	CHECK(entries_of_mine(other) == 1, 7, "the entry stays while the snapshot is held");
+	shmcfg_snapshot_release(s);
+	/* then the deferred close ends: the entry is freed */
+	uint64_t deadline = mono_ms() + CHILD_TIMEOUT_MS / 2;
+	while (entries_of_mine(other) != 0)
+		CHECK(mono_ms() < deadline, 8, "the entry was never freed");
+	/* a snapshot never released (a failed assertion): the close returns */
+	CHECK(shmcfg_attach(name, 0, NULL, &h) == 0, 9, "attach again");
+	CHECK(shmcfg_snapshot_acquire(h, &s) == 0, 10, "snapshot again");
+	shmcfg_close(h);
+	shmcfg_close(other);
+	return 0;
+}
+
+/* Closing a handle while this thread holds a snapshot neither hangs nor
+ * frees what the snapshot reads: the close ends once it is released (a test
+ * whose assertion fails with a snapshot held fails instead of hanging). */
+static void test_close_with_snapshot_held(void **state)
+{
+	(void)state;
+	const char *name = new_name("mp-closeheld");
+	shmcfg *h = keep(test_create(name, NULL));
+	assert_int_equal(commit_n(h, 7, NULL), 0);
+	pid_t pid = spawn(close_held_main, (void *)name);
+	assert_child_ok(pid); /* a hang is for ever: CHILD_TIMEOUT_MS tells it */
+	drop(h);
+}
+
 int main(void)
 {
 	unsetenv("SHMCFG_FAULT");
@@ -794,6 +848,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_noop_commit_wakes_nobody, teardown),
 		cmocka_unit_test_teardown(test_fork_after_parent_snapshots, teardown),
 		cmocka_unit_test_teardown(test_inherited_handle, teardown),
+		cmocka_unit_test_teardown(test_close_with_snapshot_held, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
