@@ -109,16 +109,16 @@ pass "watch NAME OPTION...: says it watches" wait_for "$T_TMP/w1.err" "^shmctl: 
 # each commit after the watcher printed (or skipped) the one before: a
 # watcher woken once for several commits judges them together
 run shmctl set -q "$S" app.mode=on
-sleep 0.3
+wait_idle "$WPID" || not_ok "the watcher read the commit"
 run shmctl set -q "$S" app.count=5 app.mode=off
-sleep 0.3
+wait_idle "$WPID" || not_ok "the watcher read the commit"
 run shmctl set -q "$S" app.lvl=7 app.mode=auto # through the alias
 wait_for "$T_TMP/w1" '"generation"'
 # 25 options: the record lists 20 of them; none is watched
 ARGS=$(i=0; while [ $i -lt 25 ]; do printf 'big.o%03d=1 ' $i; i=$((i + 1)); done)
 # shellcheck disable=SC2086
 run shmctl set -q "$S" $ARGS
-sleep 0.3
+wait_idle "$WPID" || not_ok "the watcher read the commit"
 # 30 options, the watched one last: a record that lists 20 of 30
 ARGS=$(i=0; while [ $i -lt 30 ]; do printf 'big.o%03d=2 ' $i; i=$((i + 1)); done)
 # shellcheck disable=SC2086
@@ -141,7 +141,7 @@ $SHMCTL watch "$E" forced --count 1 --timeout 30 >"$T_TMP/w2" 2>"$T_TMP/w2.err" 
 WPID=$!
 wait_for "$T_TMP/w2.err" "^shmctl: watching"
 run shmctl set -q "$E" app.level=3
-sleep 0.3
+wait_idle "$WPID" || not_ok "the watcher read the commit"
 run shmctl set -q "$E" app.forced=5
 wait $WPID
 WRC=$?

@@ -90,6 +90,22 @@ wait_for() {
 	return 1
 }
 
+# wait_idle PID: until process PID sleeps in a futex wait, at most 10 s.
+# For shmctl watch after a commit has returned, that means it has read that
+# commit: the commit's wake made it runnable, and its wait sleeps only once
+# the generation it last read is the current one (a filtered watch prints
+# nothing for a commit it skips: this is how a test knows it went by).
+wait_idle() {
+	_n=0
+	while [ $_n -lt 200 ]; do
+		[ "$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" = S ] &&
+			grep -q futex "/proc/$1/wchan" 2>/dev/null && return 0
+		sleep 0.05
+		_n=$((_n + 1))
+	done
+	return 1
+}
+
 # int_options PREFIX FIRST LAST: int options PREFIX.oFIRST..PREFIX.oLAST
 # (3 digits, default 0) of a schema file's "options:" mapping, on stdout.
 int_options() {

@@ -13,6 +13,14 @@ while [ $i -le $N ]; do
 	eval "sync_start a$i \"\$S$i\" --host h$i"
 	i=$((i + 1))
 done
+# every agent loaded before the txn: one that loads after it applies the
+# state it finds as its load, not as the txn's tagged commit (a loaded
+# machine starts the last agents late)
+i=1
+while [ $i -le $N ]; do
+	wait_log 20 "a$i" "watching from revision" || { not_ok "agent h$i started"; diag_log "a$i"; }
+	i=$((i + 1))
+done
 
 # all_at REV: every segment's cluster revision is REV
 all_at() {
