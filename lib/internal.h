@@ -327,7 +327,7 @@ struct shmcfg {
 	pthread_mutex_t commit_lock, entry_lock; /* threads share the OFD locks: commits, claims/reaping */
 	struct pview *pview;     /* RCU-protected current view */
 	unsigned retired;        /* views awaiting a grace period (under reclaim.c's rq_lock) */
-	bool uses_reclaimer, close_deferred; /* counted in rq_users; closed, the reclaimer frees it */
+	bool uses_reclaimer; void (*close_deferred)(shmcfg *h); /* in rq_users; the end of a close, deferred */
 	int commit_timeout_ms;
 	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
 	uid_t uid;               /* getuid() at attach: for the commit log */
@@ -604,7 +604,7 @@ int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret);
 bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen);
 bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp);
 int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret, uint64_t *old_stamp);
-bool shmcfg__view_close(shmcfg *h); void shmcfg__handle_destroy(shmcfg *h);
+bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h));
 extern pid_t shmcfg__self_pid;
 
 /* txn.c: transactions */

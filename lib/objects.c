@@ -2,8 +2,9 @@
  * The objects of /dev/shm and who may be trusted with them: names and paths,
  * opening (regular files only, never blocking, never following a link),
  * owners, the lock object that holds the writer lock and the reader entries'
- * liveness locks (doc/design.md, "Trust"), removal and retirement, and the
- * processes that have a segment mapped.
+ * liveness locks (doc/design.md, "Trust"), removal and retirement, the
+ * processes that have a segment mapped, and the lock objects whose segment
+ * is gone (orphans).
  */
 #include "internal.h"
 
@@ -315,6 +316,11 @@ int shmcfg__remove_segment(const char *name, const char *path, bool quiet_enoent
 			munmap(m, SEG_HEADER_BYTES);
 		}
 		shmcfg__lock_remove(name, hd.instance);
+	} else {
+		/* a header we cannot read names no instance: its lock object is
+		 * one of those of this name whose segment is now gone */
+		(void)shmcfg_orphans(name, SHMCFG_ORPHANS_REMOVE, NULL, NULL);
+		shmcfg__clear_err();
 	}
 	if (fd >= 0)
 		close(fd);
@@ -380,6 +386,146 @@ int shmcfg_attached_pids(const char *name, pid_t *pids, size_t max)
 				pids[n] = (pid_t)pid;
 			n++;
 		}
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * Orphaned lock objects: /dev/shm/shmcfg-lock.NAME.INSTANCE whose segment is
+ * gone (removed with rm(1) or unlink(2), or damaged and then removed), found
+ * and removed (shmcfg_orphans()). One is orphaned when what is at
+ * /dev/shm/shmcfg.NAME is not, and can never again become, the incarnation
+ * INSTANCE:
+ *  - nothing is there, or something that is no regular file: a creator makes
+ *    the segment's name (O_EXCL) before its lock object, so the incarnation
+ *    that made this lock object held the name already, and a removed name
+ *    never comes back with the same random instance id;
+ *  - a complete segment (our magic and layout version, `ready`) of another
+ *    instance id.
+ * Anything else keeps it: a segment being created (the lock object is made
+ * before the header is written, and only `ready`, stored last with release,
+ * says the header is whole), one of another layout version, one we cannot
+ * read. So a scan never takes the lock object of a creation under way (the
+ * window the trust work closed stays closed).
+ *
+ * Only our own objects are touched: regular files under the lock prefix whose
+ * bytes are a lock file (LOCK_MAGIC) carrying the instance id its name says,
+ * owned by the caller, or by anyone when the caller is root. (/dev/shm is
+ * sticky: between our check and our unlink only the owner or root can swap
+ * the file.)
+ */
+#define LOCK_FILE_PREFIX (LOCK_PREFIX + 1) /* as readdir() names it: no leading '/' */
+
+/* Whether the segment NAME can never again be incarnation inst. */
+static bool segment_gone(const char *name, const uint8_t inst[16])
+{
+	char path[PATH_BYTES];
+	if (shmcfg__name_check(name, path)) {
+		shmcfg__clear_err();
+		return false; /* no name a segment could have: not ours to judge */
+	}
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT || errno == ELOOP;
+	struct stat st;
+	struct seg_header hd;
+	bool gone = false;
+	if (fstat(fd, &st) < 0)
+		gone = false;
+	else if (!S_ISREG(st.st_mode))
+		gone = true; /* a planted FIFO, directory...: no creation can be under way */
+	else if (pread(fd, &hd, sizeof hd, 0) == (ssize_t)sizeof hd && hd.magic == SEG_MAGIC &&
+		 hd.layout_version == SEG_LAYOUT_VERSION && hd.ready == SEG_READY) {
+		/* ready is stored after the header was written (release): read the
+		 * instance again after seeing it */
+		uint8_t now[16];
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		gone = pread(fd, now, sizeof now, offsetof(struct seg_header, instance)) == (ssize_t)sizeof now &&
+		       memcmp(now, inst, sizeof now) != 0;
+	}
+	close(fd);
+	return gone;
+}
+
+static int hex_nibble(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* "NAME.INSTANCE" (the part after the prefix): NAME into name, the id into
+ * inst; false if it is not of that shape. */
+static bool parse_lock_name(const char *rest, char name[static SEG_NAME_MAX + 1], uint8_t inst[16])
+{
+	const char *dot = strrchr(rest, '.');
+	if (!dot || dot == rest || (size_t)(dot - rest) > SEG_NAME_MAX || strlen(dot + 1) != 32)
+		return false;
+	for (int i = 0; i < 16; i++) {
+		int hi = hex_nibble(dot[1 + 2 * i]), lo = hex_nibble(dot[2 + 2 * i]);
+		if (hi < 0 || lo < 0)
+			return false;
+		inst[i] = (uint8_t)(hi << 4 | lo);
+	}
+	memcpy(name, rest, (size_t)(dot - rest));
+	name[dot - rest] = 0;
+	return true;
+}
+
+/* Whether path is a lock file of ours carrying inst that we may judge: its
+ * owner in *uid. */
+static bool our_lock_file(const char *path, const uint8_t inst[16], uid_t euid, uid_t *uid)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return false; /* gone, or another user's that we cannot read */
+	struct stat st = {0};
+	struct lock_file lf;
+	bool ours = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (euid == 0 || st.st_uid == euid) &&
+		    st.st_size == (off_t)sizeof lf && pread(fd, &lf, sizeof lf, 0) == (ssize_t)sizeof lf &&
+		    lf.magic == LOCK_MAGIC && memcmp(lf.instance, inst, 16) == 0;
+	close(fd);
+	*uid = st.st_uid;
+	return ours;
+}
+
+int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orphan *o, void *userdata),
+		   void *userdata)
+{
+	SHMCFG_API_ENTRY;
+	char path[PATH_BYTES];
+	if (flags & ~(unsigned)SHMCFG_ORPHANS_REMOVE)
+		return shmcfg__err(-EINVAL, "orphans flags %#x: unknown bits", flags);
+	int r = name ? shmcfg__name_check(name, path) : 0;
+	if (r)
+		return r;
+	DIR *d = opendir(SHM_DIR);
+	if (!d)
+		return errno == ENOENT ? 0 : shmcfg__err(-errno, "%s: %s", SHM_DIR, strerror(errno));
+	uid_t euid = geteuid();
+	int n = 0;
+	size_t plen = strlen(LOCK_FILE_PREFIX);
+	for (struct dirent *e; (e = readdir(d));) {
+		char seg[SEG_NAME_MAX + 1];
+		uint8_t inst[16];
+		uid_t uid = 0;
+		if (strncmp(e->d_name, LOCK_FILE_PREFIX, plen) || !parse_lock_name(e->d_name + plen, seg, inst) ||
+		    (name && strcmp(seg, name)))
+			continue;
+		shmcfg__lock_path(seg, inst, path); /* the same name: only lower-case hex parsed */
+		if (!our_lock_file(path, inst, euid, &uid) || !segment_gone(seg, inst))
+			continue;
+		shmcfg_orphan o = {.name = seg, .path = path, .uid = uid};
+		if (flags & SHMCFG_ORPHANS_REMOVE) {
+			if (unlink(path) == 0)
+				o.removed = true;
+			else if (errno == ENOENT)
+				continue; /* someone else removed it meanwhile */
+			else
+				o.error = -errno;
+		}
+		n++;
+		if (fn)
+			fn(&o, userdata);
 	}
 	closedir(d);
 	return n;

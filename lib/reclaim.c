@@ -224,14 +224,15 @@ static void *reclaimer(void *arg)
 			struct pview *next = batch->next;
 			shmcfg *h = batch->snap.h;
 			unpin_free(batch);
-			if (h->close_deferred && h->retired == 0) {
+			void (*destroy)(shmcfg *) = h->close_deferred;
+			if (destroy && h->retired == 0) {
 				/* its last view: end the close it deferred (a last
 				 * user leaves us idle; the next close that joins ends
 				 * us). No lock of ours across the handle's own. */
 				if (h->uses_reclaimer)
 					rq_users--;
 				pthread_mutex_unlock(&rq_lock);
-				shmcfg__handle_destroy(h);
+				destroy(h);
 				pthread_mutex_lock(&rq_lock);
 			}
 			batch = next;
@@ -441,9 +442,10 @@ void shmcfg_snapshot_release(shmcfg_snapshot *snap)
  * that closes before it releases, a test whose assertion failed with a
  * snapshot held). Then the close is deferred: the reclaimer destroys the
  * handle once its views are unpinned, after the snapshots are released,
- * which until then stay readable. False: the caller must not touch h.
+ * which until then stay readable: it calls destroy(h) then. False: the
+ * caller must not touch h.
  */
-bool shmcfg__view_close(shmcfg *h)
+bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h))
 {
 	if (getpid() != h->pid)
 		return true;
@@ -455,7 +457,7 @@ bool shmcfg__view_close(shmcfg *h)
 	pthread_mutex_unlock(&h->view_lock);
 	pthread_mutex_lock(&rq_lock);
 	if (h->retired && urcu_bp_read_ongoing()) {
-		h->close_deferred = true;
+		h->close_deferred = destroy;
 		pthread_mutex_unlock(&rq_lock);
 		return false;
 	}

@@ -53,6 +53,16 @@ static void handle_free(shmcfg *h)
 	shmcfg__free(h);
 }
 
+/* The rest of a close: the reader entry, the mapping, the handle. Run by
+ * shmcfg_close(), or by the reclaimer for a close it had to defer
+ * (shmcfg__view_close()). */
+static void handle_destroy(shmcfg *h)
+{
+	if (h->pid == getpid())
+		shmcfg__reader_release(h);
+	handle_free(h);
+}
+
 /*
  * How shmcfg_wait counts itself, so that commits wake only when someone
  * waits (watch.c): a read-write handle counts in the header; a read-only one
@@ -294,19 +304,9 @@ shmcfg *shmcfg_close(shmcfg *h)
 		return NULL;
 	shmcfg__open_remove(h);
 	shmcfg__patch_forget(h);
-	if (shmcfg__view_close(h))
-		shmcfg__handle_destroy(h);
+	if (shmcfg__view_close(h, handle_destroy))
+		handle_destroy(h);
 	return NULL;
-}
-
-/* The rest of a close: the reader entry, the mapping, the handle. Run by
- * shmcfg_close(), or by the reclaimer for a close it had to defer
- * (shmcfg__view_close()). */
-void shmcfg__handle_destroy(shmcfg *h)
-{
-	if (h->pid == getpid())
-		shmcfg__reader_release(h);
-	handle_free(h);
 }
 
 void shmcfg_closep(shmcfg **h)
@@ -463,6 +463,7 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 	 * read it: nobody can plant its name first */
 	if ((r = shmcfg__lock_create(h, lay.instance, o.mode, o.gid)))
 		goto fail_unlink;
+	shmcfg__fault("create.locked"); /* a lock object, and a header not yet written */
 	void *schema_bytes = shmcfg__malloc(lay.schema_size);
 	if (!schema_bytes) {
 		r = shmcfg__nomem();

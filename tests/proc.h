@@ -4,6 +4,7 @@
 #ifndef SHMCFG_TEST_PROC_H
 #define SHMCFG_TEST_PROC_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -108,9 +109,27 @@ static inline int teardown(void **state)
 	}
 	while (nhandles > 0)
 		shmcfg_close(handles[--nhandles]);
-	while (nnames > 0)
+	/* and the lock objects of segments a test removed by hand (unlink(2),
+	 * a link planted over the name): make check leaves /dev/shm as it was */
+	while (nnames > 0) {
 		(void)shmcfg_unlink(names[--nnames]);
+		(void)shmcfg_orphans(names[nnames], SHMCFG_ORPHANS_REMOVE, NULL, NULL);
+	}
 	return 0;
+}
+
+/* How many lock objects /dev/shm holds for the segment name (any instance). */
+static inline int locks_of(const char *name)
+{
+	char prefix[300];
+	int n = 0, plen = snprintf(prefix, sizeof prefix, "shmcfg-lock.%s.", name);
+	DIR *d = opendir("/dev/shm");
+	assert_non_null(d);
+	for (struct dirent *e; (e = readdir(d));)
+		if (!strncmp(e->d_name, prefix, (size_t)plen) && strlen(e->d_name + plen) == 32)
+			n++;
+	closedir(d);
+	return n;
 }
 
 /* Read exactly len bytes, waiting at most timeout_ms; 0 or -1 (EOF, timeout). */

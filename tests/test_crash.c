@@ -512,6 +512,8 @@ static void test_creator_killed_at(void **state)
 			 shmcfg_errdetail());
 	keep(h);
 	shmcfg_schema_free(schema);
+	/* the dead creator's lock object went with its segment: one is left, the new one's */
+	assert_int_equal(locks_of(name), 1);
 	assert_int_equal(shmcfg_generation(h), 1);
 	assert_int_equal(shmcfg_check(h, true, print_problem, NULL), 0);
 	shmcfg *ro = attach_ro(name);
@@ -768,6 +770,7 @@ int main(void)
 		AT(test_writer_killed_at, "commit.published"),
 		AT(test_creator_killed_at, "create.opened"),
 		AT(test_creator_killed_at, "create.allocated"),
+		AT(test_creator_killed_at, "create.locked"),
 		AT(test_creator_killed_at, "create.schema"),
 		AT(test_creator_killed_at, "create.gen1"),
 		AT(test_reaper_killed_at, "reap.locked"),

@@ -209,6 +209,33 @@ static void probe_isolated(struct probe_set *ps, size_t i)
 			 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
+struct orphan_rows {
+	struct table *t;
+	json_t *arr;
+};
+
+static void orphan_row(const shmcfg_orphan *o, void *ud)
+{
+	struct orphan_rows *rows = ud;
+	char note[600], owner[64];
+	snprintf(note, sizeof note, "orphaned lock object %s: its segment is gone (shmctl gc removes it)", o->path);
+	if (rows->arr) {
+		json_t *j = json_object();
+		json_object_set_new(j, "name", json_string(o->name));
+		json_object_set_new(j, "kind", json_string("orphaned lock object"));
+		json_object_set_new(j, "path", json_string(o->path));
+		json_object_set_new(j, "uid", json_integer(o->uid));
+		json_object_set_new(j, "error", json_string(note));
+		json_array_append_new(rows->arr, j);
+		return;
+	}
+	user_name(o->uid, owner, sizeof owner);
+	const char *cells[] = {o->name, "-", "-", "-", "-", owner, "-", "-"};
+	table_row(rows->t, cells);
+	table_note(rows->t, note);
+	table_color(rows->t, 0, C_YELLOW);
+}
+
 int cmd_ls(int argc, char **argv)
 {
 	bool json = false;
@@ -336,6 +363,10 @@ int cmd_ls(int argc, char **argv)
 	probe_set_free(&ps);
 	free(sts);
 	free(have_st);
+	/* the lock objects whose segment is gone: shmctl gc removes them */
+	struct orphan_rows rows = {t, arr};
+	if (shmcfg_orphans(NULL, 0, orphan_row, &rows) < 0)
+		warn_msg("cannot look for orphaned lock objects: %s", shmcfg_errdetail());
 	if (json)
 		return json_print(arr, false);
 	table_print(t);

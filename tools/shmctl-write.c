@@ -767,51 +767,97 @@ static void gc_cb(const shmcfg_reader *r, void *ud)
 	json_array_append_new(arr, o);
 }
 
+/* One orphaned lock object removed by gc: a line, or a JSON row. */
+struct gc_orphans {
+	json_t *arr;
+	bool json;
+	int rc;
+};
+
+static void gc_orphan(const shmcfg_orphan *o, void *ud)
+{
+	struct gc_orphans *g = ud;
+	if (!o->removed) {
+		g->rc = fail("cannot remove orphaned lock object %s: %s", o->path, strerror(-o->error));
+		return;
+	}
+	json_array_append_new(g->arr, json_pack("{s:s, s:s, s:i}", "name", o->name, "path", o->path, "uid",
+						(int)o->uid));
+	if (!g->json)
+		printf("removed orphaned lock object %s (its segment '%s' is gone)\n", o->path, o->name);
+}
+
 int cmd_gc(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"json", no_argument, NULL, 'J'},
+		{"orphans", no_argument, NULL, 'O'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	bool json = false;
+	bool json = false, orphans_only = false;
 	int c, ec = 0;
 	while ((c = next_opt(argc, argv, ":h", opts, &ec)) != -1) {
 		if (c == -2)
 			return ec;
 		if (c == 'J')
 			json = true;
+		if (c == 'O')
+			orphans_only = true;
 	}
-	if (optind >= argc)
-		return usage_error("missing segment NAME");
 	if (argc - optind > 1)
 		return usage_error("unexpected argument '%s'", argv[optind + 1]);
-	const char *seg = argv[optind];
-	/* read-write: a reclaim takes the entry's lock (a writer needs no
-	 * entry of its own: it claims none) */
-	shmcfg *h;
-	if (open_segment(seg, false, &h))
-		return EXIT_FAIL;
+	const char *seg = optind < argc ? argv[optind] : NULL;
+	/* with no NAME (or --orphans): the orphaned lock objects only */
+	orphans_only = orphans_only || !seg;
 	json_t *arr = json_array();
-	int r = shmcfg_gc(h, gc_cb, arr);
-	shmcfg_close(h);
-	if (r < 0) {
-		json_decref(arr);
-		return fail_lib(r, seg);
+	if (!orphans_only) {
+		/* read-write: a reclaim takes the entry's lock (a writer needs
+		 * no entry of its own: it claims none) */
+		shmcfg *h;
+		if (open_segment(seg, false, &h)) {
+			json_decref(arr);
+			return EXIT_FAIL;
+		}
+		int r = shmcfg_gc(h, gc_cb, arr);
+		shmcfg_close(h);
+		if (r < 0) {
+			json_decref(arr);
+			return fail_lib(r, seg);
+		}
 	}
-	if (json)
-		return json_print(json_pack("{s:s, s:o}", "name", seg, "reclaimed", arr), false);
-	for (size_t i = 0; i < json_array_size(arr); i++) {
+	for (size_t i = 0; !json && i < json_array_size(arr); i++) {
 		json_t *o = json_array_get(arr, i);
 		printf("reclaimed reader entry %lld (pid %lld)\n",
 		       (long long)json_integer_value(json_object_get(o, "index")),
 		       (long long)json_integer_value(json_object_get(o, "pid")));
 	}
 	size_t n = json_array_size(arr);
-	if (n)
+	if (!json && !orphans_only && n)
 		printf("%s: reclaimed %zu reader entr%s of dead processes\n", seg, n, n == 1 ? "y" : "ies");
-	else
+	else if (!json && !orphans_only)
 		printf("%s: nothing to reclaim\n", seg);
+	/* and the lock objects of that name (or of every name) whose segment is gone */
+	struct gc_orphans g = {json_array(), json, EXIT_OK};
+	int r = shmcfg_orphans(seg, SHMCFG_ORPHANS_REMOVE, gc_orphan, &g);
+	if (r < 0) {
+		json_decref(arr);
+		json_decref(g.arr);
+		return fail_lib(r, seg ? seg : "orphaned lock objects");
+	}
+	if (!json && orphans_only && r == 0)
+		printf("no orphaned lock objects%s%s%s\n", seg ? " of '" : "", seg ? seg : "", seg ? "'" : "");
+	if (json) {
+		json_t *out = json_pack("{s:o}", "orphans", g.arr);
+		if (!orphans_only) {
+			json_object_set_new(out, "name", json_string(seg));
+			json_object_set_new(out, "reclaimed", arr);
+		} else
+			json_decref(arr);
+		int jr = json_print(out, false);
+		return g.rc != EXIT_OK ? g.rc : jr;
+	}
 	json_decref(arr);
-	return EXIT_OK;
+	json_decref(g.arr);
+	return g.rc;
 }

@@ -138,8 +138,14 @@ static const struct command commands[] = {
 	 "verify header, bounds, checksums and the reader table",
 	 "      --json    print {\"ok\": bool, \"problems\": [...], \"notes\": [...]}\n"
 	 "Exit status 0 if the segment is sound, 1 with the problems listed.\n", true},
-	{"gc", cmd_gc, "gc NAME [--json]", "reclaim the reader entries of dead processes",
-	 "      --json    print {\"reclaimed\": [{\"index\", \"pid\"}...]}\n", true},
+	{"gc", cmd_gc, "gc [NAME] [--orphans] [--json]",
+	 "reclaim the reader entries of dead processes; remove orphaned lock objects",
+	 "      --orphans remove only the lock objects whose segment is gone (of NAME,\n"
+	 "                or of every name): what a segment removed with rm(1) or\n"
+	 "                unlink(2) leaves; gc with no NAME does the same\n"
+	 "      --json    print {\"name\", \"reclaimed\": [{\"index\", \"pid\"}...],\n"
+	 "                \"orphans\": [{\"name\", \"path\", \"uid\"}...]}\n"
+	 "With NAME: its dead readers' entries, then its orphaned lock objects.\n", true},
 	{"cluster", cmd_cluster,
 	 "cluster set NAME OPTION=VALUE... [--knob] [--reason TEXT] [--wait[=DURATION]]\n"
 	 "       cluster reset NAME OPTION... [--knob] [--reason TEXT] [--wait[=DURATION]]\n"

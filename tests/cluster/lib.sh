@@ -16,6 +16,10 @@
 
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cli/lib.sh"
 
+# (as shmctl, tests/cli/lib.sh: the program the libtool wrapper runs)
+if [ -z "${SHMCFG_SYNC:-}" ] && [ -x "$top_builddir/tools/.libs/shmcfg-sync" ] && [ -d "$top_builddir/lib/.libs" ]; then
+	SHMCFG_SYNC=$top_builddir/tools/.libs/shmcfg-sync
+fi
 : "${SHMCFG_SYNC:=$top_builddir/tools/shmcfg-sync}"
 ETCD=${ETCD:-etcd}
 ETCDCTL=${ETCDCTL:-etcdctl}
