@@ -220,13 +220,14 @@ static void orphan_row(const shmcfg_orphan *o, void *ud)
 	char note[600], owner[64];
 	snprintf(note, sizeof note, "orphaned lock object %s: its segment is gone (shmctl gc removes it)", o->path);
 	if (rows->arr) {
-		json_t *j = json_object();
-		json_object_set_new(j, "name", json_string(o->name));
-		json_object_set_new(j, "kind", json_string("orphaned lock object"));
-		json_object_set_new(j, "path", json_string(o->path));
-		json_object_set_new(j, "uid", json_integer(o->uid));
-		json_object_set_new(j, "error", json_string(note));
-		json_array_append_new(rows->arr, j);
+		/* the fields of every entry, null where a segment would have a
+		 * value (as for one that cannot be read), and its path */
+		json_t *j = json_pack("{s:s, s:s, s:s, s:n, s:i, s:n, s:n, s:n, s:n, s:n, s:[], s:n, s:n, s:s}",
+				      "name", o->name, "kind", "orphaned lock object", "path", o->path, "size",
+				      "uid", (int)o->uid, "mode", "generation", "options", "attached",
+				      "attached_exact", "pids", "readers", "created_ns", "error", note);
+		if (j)
+			json_array_append_new(rows->arr, j);
 		return;
 	}
 	user_name(o->uid, owner, sizeof owner);
