@@ -251,23 +251,42 @@ static inline void assert_child_killed(pid_t pid)
 	}
 }
 
-/* Stop a child and wait (bounded) until it is stopped. */
-static inline void stop_child(pid_t pid)
+/* Wait (bounded) until a child stops; returns its status (stopped, or ended:
+ * then it is no longer tracked). */
+static inline int wait_stopped(pid_t pid, int timeout_ms)
 {
-	assert_int_equal(kill(pid, SIGSTOP), 0);
-	uint64_t deadline = mono_ms() + CHILD_TIMEOUT_MS;
+	uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
 	for (;;) {
 		int st;
 		pid_t r = waitpid(pid, &st, WNOHANG | WUNTRACED);
 		if (r == pid) {
-			assert_true(WIFSTOPPED(st));
-			return;
+			if (!WIFSTOPPED(st))
+				untrack(pid);
+			return st;
 		}
 		assert_true(r == 0 || errno == EINTR);
 		if (mono_ms() > deadline)
-			fail_msg("child %d did not stop", (int)pid);
+			fail_msg("child %d neither stopped nor ended within %d ms", (int)pid, timeout_ms);
 		usleep(1000);
 	}
+}
+
+/* A child that stops itself at a fault point (NAME:stop): fail unless it does. */
+static inline void assert_child_stops(pid_t pid, const char *point)
+{
+	int st = wait_stopped(pid, CHILD_TIMEOUT_MS);
+	if (!WIFSTOPPED(st)) {
+		char t[64];
+		status_text(st, t, sizeof t);
+		fail_msg("child %d never stopped at %s: it %s", (int)pid, point, t);
+	}
+}
+
+/* Stop a child and wait (bounded) until it is stopped. */
+static inline void stop_child(pid_t pid)
+{
+	assert_int_equal(kill(pid, SIGSTOP), 0);
+	assert_true(WIFSTOPPED(wait_stopped(pid, CHILD_TIMEOUT_MS)));
 }
 
 /* A problem shmcfg_check() reports, as a TAP comment. */

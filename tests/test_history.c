@@ -572,13 +572,7 @@ static void test_rollback_races_commit(void **state)
 	struct rollback_arg a = {name, gen};
 	assert_int_equal(set_and_commit(h, T_A, "6", &gen), 0);
 	pid_t pid = spawn(stopped_rollback_main, &a);
-	uint64_t deadline = mono_ms() + CHILD_TIMEOUT_MS;
-	int st = 0;
-	while (waitpid(pid, &st, WNOHANG | WUNTRACED) != pid || !WIFSTOPPED(st)) {
-		if (mono_ms() > deadline)
-			fail_msg("the rollback never reached its fault point");
-		usleep(1000);
-	}
+	assert_child_stops(pid, "rollback.built");
 	/* T_B's user layer was unset at G and still is as the rollback looked */
 	assert_int_equal(set_and_commit(h, T_B, "9", &gen), 0);
 	assert_int_equal(kill(pid, SIGCONT), 0);

@@ -191,15 +191,7 @@ static void test_creation_under_way_is_left_alone(void **state)
 	for (int k = 0; k < 3; k++) {
 		struct creator_arg a = {new_name(tags[k]), points[k]};
 		pid_t pid = spawn(stopped_creator_main, &a);
-		uint64_t deadline = mono_ms() + CHILD_TIMEOUT_MS;
-		int st = 0;
-		for (pid_t w; (w = waitpid(pid, &st, WNOHANG | WUNTRACED)) != pid || !WIFSTOPPED(st);) {
-			if (w == pid || mono_ms() > deadline) {
-				untrack(pid);
-				fail_msg("the creator never stopped at %s (status %#x)", points[k], st);
-			}
-			usleep(1000);
-		}
+		assert_child_stops(pid, points[k]);
 		assert_int_equal(locks_of(a.name), 1);
 		assert_int_equal(shmcfg_orphans(a.name, SHMCFG_ORPHANS_REMOVE, NULL, NULL), 0);
 		/* nor among every name's (listed only: removing every orphan of

@@ -43,25 +43,6 @@ static char *str_of(shmcfg_snapshot *s, shmcfg_opt opt)
 	return strndup(v.u.str.ptr, v.u.str.len);
 }
 
-/* Wait (bounded) until a child stops; returns its status (stopped or ended). */
-static int wait_stopped(pid_t pid, int timeout_ms)
-{
-	uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
-	for (;;) {
-		int st;
-		pid_t r = waitpid(pid, &st, WNOHANG | WUNTRACED);
-		if (r == pid) {
-			if (!WIFSTOPPED(st))
-				untrack(pid);
-			return st;
-		}
-		assert_true(r == 0 || errno == EINTR);
-		if (mono_ms() > deadline)
-			fail_msg("child %d neither stopped nor ended within %d ms", (int)pid, timeout_ms);
-		usleep(1000);
-	}
-}
-
 struct writer_arg {
 	const char *name;
 	const char *faults; /* SHMCFG_FAULT */

@@ -1604,25 +1604,6 @@ static void test_dead_reader_reclaimed_despite_forked_child(void **state)
 /* ------------------------------------------------------------------ */
 
 #ifdef SHMCFG_WITH_FAULTS
-/* Wait (bounded) until a child stops; returns its status (stopped or ended). */
-static int wait_stopped(pid_t pid, int timeout_ms)
-{
-	uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
-	for (;;) {
-		int st;
-		pid_t r = waitpid(pid, &st, WNOHANG | WUNTRACED);
-		if (r == pid) {
-			if (!WIFSTOPPED(st))
-				untrack(pid);
-			return st;
-		}
-		assert_true(r == 0 || errno == EINTR);
-		if (mono_ms() > deadline)
-			fail_msg("child %d neither stopped nor ended within %d ms", (int)pid, timeout_ms);
-		usleep(1000);
-	}
-}
-
 static int stop_then_die_writer_main(void *p)
 {
 	const char *name = p;
