@@ -415,7 +415,7 @@ int shmcfg_attached_pids(const char *name, pid_t *pids, size_t max)
  * sticky: between our check and our unlink only the owner or root can swap
  * the file.)
  */
-#define LOCK_FILE_PREFIX (LOCK_PREFIX + 1) /* as readdir() names it: no leading '/' */
+#define LOCK_FILE_PREFIX (&LOCK_PREFIX[1]) /* as readdir() names it: no leading '/' */
 
 /* Whether the segment NAME can never again be incarnation inst. */
 static bool segment_gone(const char *name, const uint8_t inst[16])
