@@ -456,7 +456,10 @@ bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h))
 		retire(h, pv);
 	pthread_mutex_unlock(&h->view_lock);
 	pthread_mutex_lock(&rq_lock);
-	if (h->retired && urcu_bp_read_ongoing()) {
+	/* without a reclaimer thread (it could not be started) retire() left
+	 * the view pinned and uncounted, and a snapshot of it may be the one
+	 * held: nobody can end that close, so the handle is left allocated */
+	if (urcu_bp_read_ongoing() && (h->retired || (h->uses_reclaimer && rq_pid != getpid()))) {
 		h->close_deferred = destroy;
 		pthread_mutex_unlock(&rq_lock);
 		return false;
