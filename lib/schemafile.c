@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <yaml.h>
@@ -374,10 +376,76 @@ int shmcfg_schema_load_text(const char *text, size_t len, const char *label, shm
 	return 0;
 }
 
+/* The installed schemas, $(pkgdatadir)/schemas (Makefile.am) */
+#ifndef SHMCFG_SCHEMADIR
+#define SHMCFG_SCHEMADIR "/usr/local/share/shmcfg/schemas"
+#endif
+
+/* A schema named rather than given as a path ("torch"): no '/' and no '.'
+ * ("torch.yaml", "s.yml" and "./torch" are files). */
+static bool schema_is_name(const char *s)
+{
+	return *s && !strpbrk(s, "/.");
+}
+
+/*
+ * The file of a named schema: NAME.yaml in the directories of
+ * $SHMCFG_SCHEMA_PATH (colon-separated, empty entries ignored; not read by
+ * a setuid or setgid process), then in SHMCFG_SCHEMADIR; the first that
+ * exists. *ret is allocated. -ENOENT names every directory tried.
+ */
+static int schema_find(const char *name, char **ret)
+{
+	const char *env = secure_getenv("SHMCFG_SCHEMA_PATH");
+	const char *dirs[] = {env ? env : "", SHMCFG_SCHEMADIR};
+	/* the tried list: each entry and ", "; a path: an entry, '/', NAME.yaml */
+	size_t cap = strlen(name) + strlen(SHMCFG_SCHEMADIR) + 3 * strlen(dirs[0]) + 16;
+	char *path = shmcfg__malloc(cap), *tried = shmcfg__malloc(cap);
+	if (!path || !tried) {
+		shmcfg__free(path);
+		shmcfg__free(tried);
+		return shmcfg__nomem();
+	}
+	size_t used = 0;
+	tried[0] = 0;
+	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+		for (const char *d = dirs[i]; *d;) {
+			size_t len = strcspn(d, ":");
+			if (len) {
+				snprintf(path, cap, "%.*s/%s.yaml", (int)len, d, name);
+				if (!access(path, F_OK)) {
+					shmcfg__free(tried);
+					*ret = path;
+					return 0;
+				}
+				used += snprintf(tried + used, cap - used, "%s%.*s", used ? ", " : "",
+						 (int)len, d);
+			}
+			d += len + (d[len] == ':');
+		}
+	}
+	bool here = !access(name, F_OK);
+	int r = shmcfg__err(-ENOENT, "no schema named '%s': no %s.yaml in %s%s%s%s", name, name,
+			    tried, here ? " (the file here: give ./" : "", here ? name : "",
+			    here ? ")" : "");
+	shmcfg__free(path);
+	shmcfg__free(tried);
+	return r;
+}
+
 int shmcfg_schema_load(const char *path, shmcfg_schema **ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(path && ret, -EINVAL);
+	if (schema_is_name(path)) {
+		char *found = NULL;
+		int r = schema_find(path, &found);
+		if (!r) {
+			r = shmcfg_schema_load(found, ret);
+			shmcfg__free(found);
+		}
+		return r;
+	}
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return shmcfg__err(-errno, "%s: %s", path, strerror(errno));

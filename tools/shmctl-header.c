@@ -801,10 +801,7 @@ int cmd_header(int argc, char **argv)
 	} else {
 		shmcfg_schema *schema = NULL;
 		if (schema_path && (lr = shmcfg_schema_load(schema_path, &schema))) {
-			if (lr == -ENOENT || lr == -EACCES || lr == -EISDIR)
-				r = fail("%s: %s", schema_path, strerror(-lr));
-			else
-				r = fail_lib(lr, schema_path);
+			r = fail_lib(lr, schema_path); /* the file, or where a name was looked for */
 			goto out;
 		}
 		lr = private_segment(schema, &g.h);

@@ -123,11 +123,10 @@ int cmd_create(int argc, char **argv)
 	const char *seg = argv[optind];
 	shmcfg_schema *schema = NULL;
 	int r;
-	if (schema_path && (r = shmcfg_schema_load(schema_path, &schema))) {
-		if (r == -ENOENT || r == -EACCES || r == -EISDIR)
-			return fail("%s: %s", schema_path, strerror(-r));
+	/* the detail names the file, or the directories a named schema was
+	 * looked for in */
+	if (schema_path && (r = shmcfg_schema_load(schema_path, &schema)))
 		return fail_lib(r, schema_path);
-	}
 	shmcfg *h;
 	/* --force: the library retires and removes the old segment (or says
 	 * why it cannot: another user's object); name who is attached first */

@@ -939,8 +939,11 @@ def create(name, schema=None, *, force=False, no_env=False, env=None, schema_tex
     """Create a segment and attach it.
 
     ``schema``: None for the embedded default (torch.compiler.config and the
-    torch._dynamo.config options its aliases point at), or the path of a
-    YAML schema file; ``schema_text``: a schema as YAML text. ``force``
+    torch._dynamo.config options its aliases point at), the path of a YAML
+    schema file, or the name of a shipped one, a str with no "/" and no "."
+    ("torch": torch.yaml in $SHMCFG_SCHEMA_PATH's directories, then the
+    installed ones; shmcfg_schema_load()); ``schema_text``: a schema as
+    YAML text. ``force``
     replaces a segment of that name (else ExistsError). ``env``: a mapping
     to fill the environment layers from instead of os.environ; ``no_env``
     leaves them empty. ``slots``, ``readers``, ``heap_bytes``, ``mode``,
@@ -951,6 +954,8 @@ def create(name, schema=None, *, force=False, no_env=False, env=None, schema_tex
     if schema is not None and schema_text is not None:
         raise TypeError("give schema or schema_text, not both")
     if schema is not None:
+        if isinstance(schema, os.PathLike) and os.sep not in os.fspath(schema):
+            schema = os.path.join(os.curdir, schema)  # a path object is a file
         r = _L.schema_load(os.fsencode(schema), ctypes.byref(sch))
         if r < 0:
             raise _error(r, f"schema {os.fsdecode(schema)}")
