@@ -2,10 +2,9 @@
 """The Python binding where ported PyTorch code meets it (issue 15):
 unittest.mock and monkeypatch restores, in-place changes of lists and sets,
 PyTorch's save_config()/load_config() format, PyTorch's exception types,
-deprecation warnings, and torch's own config modules served by a segment
-(against the stand-in torch package of tests/data/torchstub: no PyTorch
-code). Real segments, and real processes where another process must see
-what one does.
+deprecation warnings. Real segments, and real processes where another
+process must see what one does. torch's own config modules served by a
+segment are tests/test_torch.py's, on the real PyTorch.
 
 Run by `make check`, or by hand from a built tree:
 
@@ -31,7 +30,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRCDIR = os.path.abspath(os.environ.get("top_srcdir") or os.path.join(HERE, os.pardir))
 BUILDDIR = os.path.abspath(os.environ.get("top_builddir") or SRCDIR)
 PYDIR = os.path.join(SRCDIR, "python")
-TORCHSTUB = os.path.join(SRCDIR, "tests", "data", "torchstub")
 if "SHMCFG_LIBRARY" not in os.environ:
     _built = os.path.join(BUILDDIR, "lib", ".libs", "libshmcfg.so.3")
     if os.path.exists(_built):
@@ -424,140 +422,6 @@ class TestDeprecation(SegTest):
         for ops in ("read", "write", "patch", "root", "get", "set",
                     "read,write,read,patch,root,get,set", "write,read,root"):
             self.assertEqual(child(DEPRECATION, seg.name, ops).splitlines(), [text], ops)
-
-
-# ---------------------------------------------------------------------------
-
-TORCH = """
-import json, pickle, sys, unittest.mock, warnings
-import shmcfg, shmcfg.torch
-seg = shmcfg.attach(sys.argv[1])
-order = sys.argv[2]
-out = {}
-if order == "after":
-    import torch
-out["bridged_now"] = shmcfg.torch.install(seg, exclude=sys.argv[3:])
-import torch
-from torch._dynamo import config
-from torch._dynamo import eval_frame
-out["class"] = type(config).__name__
-out["same_object"] = torch._dynamo.config is config is sys.modules["torch._dynamo.config"]
-out["torch_reads"] = eval_frame.recompile_limit()  # torch's own code
-out["alias"] = torch.compiler.config.recompile_limit
-out["helper"] = config.helper()
-out["stub_only"] = eval_frame.stub_only()
-print(json.dumps(out), flush=True)
-sys.stdin.readline()
-config.recompile_limit = 20  # an assignment: a commit
-with unittest.mock.patch("torch._dynamo.config.recompile_limit", 4):
-    print(json.dumps({"mocked": eval_frame.recompile_limit()}), flush=True)
-    sys.stdin.readline()
-out = {"after_mock": config.recompile_limit}
-with config.patch(recompile_limit=2, stub_only=3):  # names of both kinds
-    out["patched"] = [eval_frame.recompile_limit(), eval_frame.stub_only()]
-out["unpatched"] = [config.recompile_limit, config.stub_only]
-with unittest.mock.patch.object(config, "stub_only", 9):
-    out["mock_local"] = config.stub_only
-out["local_restored"] = config.stub_only
-config.reorderable_logging_functions.add("print")
-out["logging_type"] = type(config.reorderable_logging_functions).__name__
-torch.compiler.config.verbose = True  # an alias in the segment
-saved = pickle.loads(config.save_config())
-out["saved"] = [saved["recompile_limit"], saved["stub_only"], "stub_list" in saved]
-config.load_config(pickle.dumps({"recompile_limit": 21, "stub_only": 5}, protocol=2))
-out["loaded"] = [config.recompile_limit, config.stub_only]
-out["types"] = [config.get_type("recompile_limit").__name__, config.get_type("stub_only").__name__]
-out["hash_changes"] = config.get_hash() != (setattr(config, "stub_only", 6) or config.get_hash())
-print(json.dumps(out), flush=True)
-"""
-
-
-class TestTorchReadsTheSegment(SegTest):
-    def check(self, order, exclude=()):
-        name = segname()
-        seg = shmcfg.create(name, force=True, no_env=True)  # the seed schema
-        self.addCleanup(shmcfg.unlink, name, True)
-        self.addCleanup(seg.close)
-        d = seg.module("torch._dynamo.config")
-        d.recompile_limit = 16  # the operator's value, before torch starts
-        e = dict(os.environ)
-        e["PYTHONPATH"] = os.pathsep.join([PYDIR, TORCHSTUB])
-        p = subprocess.Popen([sys.executable, "-c", TORCH, name, order] + list(exclude),
-                             stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, universal_newlines=True, env=e)
-        self.addCleanup(lambda: (p.poll() is None and p.kill(), p.wait(),
-                                 p.stdin.close(), p.stdout.close()))
-
-        def read():
-            line = p.stdout.readline()
-            if not line:
-                raise AssertionError(f"the torch child died ({p.wait()})")
-            return json.loads(line)
-        first = read()
-        self.assertEqual(first["bridged_now"], [] if order == "before" else
-                         ["torch.compiler.config", "torch._dynamo.config"])
-        self.assertEqual(first["class"], "ShmcfgBridge[torch._dynamo.config]")
-        self.assertTrue(first["same_object"])
-        self.assertEqual(first["torch_reads"], 16)
-        self.assertEqual(first["alias"], 16)
-        self.assertEqual(first["helper"], "a function of the module")
-        self.assertEqual(first["stub_only"], 1)  # not in the segment: torch's own
-        d.recompile_limit = 17  # the operator changes it while torch runs
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        self.assertEqual(read(), {"mocked": 4})
-        self.assertEqual(d.recompile_limit, 4)  # mock's value is committed
-        g = seg.generation
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        last = read()
-        self.assertEqual(last["after_mock"], 20)
-        self.assertEqual(last["patched"], [2, 3])
-        self.assertEqual(last["unpatched"], [20, 1])
-        self.assertEqual(last["mock_local"], 9)
-        self.assertEqual(last["local_restored"], 1)
-        self.assertEqual(last["saved"], [20, 1, False])  # torch's _save_config_ignore
-        self.assertEqual(last["loaded"], [21, 5])
-        self.assertEqual(last["types"], ["int", "int"])
-        self.assertTrue(last["hash_changes"])
-        self.assertEqual(p.wait(timeout=60), 0)
-        # what torch did reached the segment: the mock's restore as one commit
-        self.assertIn("torch._dynamo.config.recompile_limit", seg.commit_info(g + 1)["changed"])
-        self.assertEqual(d.recompile_limit, 21)
-        self.assertIs(d.verbose, True)
-        if exclude:  # the excluded option stayed torch's
-            self.assertEqual(last["logging_type"], "set")
-            self.assertEqual(d.reorderable_logging_functions, set())
-        else:
-            self.assertEqual(last["logging_type"], "CommittingSet")
-            self.assertEqual(d.reorderable_logging_functions, {"print"})
-
-    def test_install_before_torch_imports(self):
-        self.check("before")
-        self.check("before", exclude=["torch._dynamo.config.reorderable_logging_functions"])
-
-    def test_install_after_torch_imports(self):
-        self.check("after")
-        self.check("after", exclude=["torch._dynamo.config.reorderable_logging_functions"])
-
-    def test_install_errors(self):
-        seg, _ = self.app()
-        out = child("""
-            import sys, types, shmcfg, shmcfg.torch
-            seg = shmcfg.attach(sys.argv[1])
-            try:
-                shmcfg.torch.install(seg)
-            except AttributeError as e:
-                print("unknown:", e)
-            sys.modules["app.config"] = types.ModuleType("app.config")
-            try:
-                shmcfg.torch.install(seg, ["app.config"])
-            except TypeError as e:
-                print("type:", e)
-            """, seg.name)
-        self.assertIn("unknown: segment", out)
-        self.assertIn("no options under 'torch.compiler.config'", out)
-        self.assertIn("type: app.config is not a torch config module", out)
 
 
 if __name__ == "__main__":

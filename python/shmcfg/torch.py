@@ -1,106 +1,431 @@
-"""torch's own config modules served by a segment.
+"""torch's own config modules, their values read from a segment.
 
     import shmcfg, shmcfg.torch
-    seg = shmcfg.attach("job42")
-    shmcfg.torch.install(seg)      # before or after `import torch`
+    seg = shmcfg.attach("job42")       # created with `shmctl create job42 --schema torch`
+    shmcfg.torch.install(seg)          # before or after `import torch`
     import torch
-    torch._dynamo.config.recompile_limit   # the segment's value
+    torch._inductor.config.max_autotune    # the segment's value: `shmctl set` changes it
 
-``install(seg)`` bridges ``torch.compiler.config`` and
-``torch._dynamo.config``: a module torch already imported is bridged at
-once; one not imported yet is bridged as soon as torch's own module code
-has run (an import hook: a meta path finder that wraps the module's
-loader). Bridging keeps the module object torch and every importer hold and
-gives it a class that serves the options the segment declares under the
-module's name from the segment (reads, assignments, ``del``, patches,
-mock.patch, in-place changes of lists and sets: as a module of
-``seg.module(name)``), and leaves every other option and attribute of the
-module to torch's own config module class, which is its base class. Methods
-over all options (patch, get_hash, save_config, load_config...) split the
-names between the two.
+The rule, for every option the segment declares under the name of one of
+torch's config modules (MODULES): the segment's value takes the place of the
+option's *default* in torch's own config module, and everything else stays
+torch's own code, unchanged:
 
-Only top-level option names are served (the seed's modules have no nested
-namespaces). See python/README.md, "torch reading the segment", for the
-torch versions and import orders supported.
+- an assignment (``torch._dynamo.config.x = v``), ``patch()``,
+  ``_make_closure_patcher()``, ``load_config()`` and unittest.mock's patches
+  are what they are in PyTorch: a user override of the calling context, seen
+  by this process only (by this thread only, in torch 2.13). Ported code
+  never changes every rank of the host by accident. A host-wide change is
+  explicit: ``shmctl set``, or the segment's own module objects
+  (``seg.module("torch._dynamo.config").x = v``: one commit);
+- the environment variables torch reads keep their meaning in the process
+  that has them: a force variable overrides everything, a default variable
+  overrides the segment's default, knob and env layers, and yields to its
+  host-wide layers (cluster, user), as it yields to an assignment in torch;
+- every method over the options (get_hash, save_config,
+  save_config_portable, codegen_config, get_config_copy, _get_dict,
+  _is_default, load_config, ...) is torch's own and sees the segment's
+  values; the caches torch keeps per context (the hash, _get_dict) are
+  dropped when the segment's generation moves. ``_is_default`` is false
+  for an option whose segment value is not its default either, so
+  codegen_config() writes what an operator set.
+
+What the segment cannot hold (callables, dicts, tuples, objects) is not in
+its schema and stays torch's. A segment whose declaration of an option
+differs from the installed torch's (another type, default or alias, or an
+option this torch does not have) is never served silently: that option
+stays torch's and a DeclarationWarning names it (``strict=True``: a
+DeclarationError instead, and nothing is bridged). python/README.md,
+"torch reading the segment", lists the remaining differences and the torch
+versions supported.
 """
 
-import contextlib
-import hashlib
+import contextvars
+import ctypes
 import importlib.abc
-import pickle
+import math
+import os
 import sys
 import threading
 import types
+import warnings
 
 from . import _lib as _L
-from .config import (ContextDecorator, _is_hidden, _mock_restores_after_delete, hide,
-                     parse_config, patch_changes, unhide)
-from .errors import Error
+from .config import _mock_restores_after_delete
+from .errors import Error, UnknownOptionError
+from .mutable import committing
+from .values import _decode
 
-MODULES = ("torch.compiler.config", "torch._dynamo.config")
-# Options left to torch by default: in PyTorch they hold callables, which a
-# segment cannot (it holds their names as strings).
+MODULES = ("torch.compiler.config", "torch._dynamo.config", "torch._inductor.config",
+           "torch._functorch.config", "torch.fx.experimental._config")
+# Left to torch whatever a schema says: in PyTorch they hold callables (a
+# segment holds their names as strings: the seed's schema declares them).
 EXCLUDE = ("torch.compiler.config.reorderable_logging_functions",
            "torch._dynamo.config.reorderable_logging_functions")
 
+
+class DeclarationWarning(UserWarning):
+    """A segment declares an option otherwise than the installed torch:
+    that option stays torch's."""
+
+
+class DeclarationError(Error):
+    """install(strict=True) of a segment whose declarations differ from the
+    installed torch's."""
+
+    def __init__(self, msg):
+        super().__init__(msg)
+
+
 _lock = threading.RLock()
-_pending = {}  # module name -> (Segment, exclude) to bridge it with once imported
+_pending = {}  # module name -> (Segment, exclude, strict) to bridge it with once imported
 
 
-def install(seg, modules=MODULES, exclude=EXCLUDE):
-    """Serve torch's config modules ``modules`` from segment ``seg``: bridge
-    those already imported now, the others when torch imports them. The
-    options named in ``exclude`` (full names) stay torch's. Returns the
-    names bridged now. Raises UnknownOptionError when the segment has no
-    option under one of the names, TypeError when an imported module is not
-    a torch config module (install_config_module()), Error when one is
-    bridged to another segment already."""
-    modules = list(modules)
+def install(seg, modules=None, exclude=EXCLUDE, strict=False):
+    """Serve torch's config modules from segment ``seg``: bridge those
+    already imported now, the others when torch imports them. ``modules``:
+    the module names (default: those of MODULES the segment has options
+    under); ``exclude``: full option names left to torch. Returns the names
+    bridged now. Raises UnknownOptionError when the segment has no option
+    under a module named in ``modules``, TypeError when an imported module
+    is not a torch config module this bridge knows, Error when one is
+    bridged to another segment already, DeclarationError (strict) as
+    bridge()."""
+    if modules is None:
+        modules = [m for m in MODULES if _declares(seg, m)]
+        if not modules:
+            raise UnknownOptionError(
+                f"segment '{seg.name}' has no options under any of {', '.join(MODULES)}")
+    else:
+        modules = list(modules)
+        for name in modules:
+            seg.module(name)
     exclude = frozenset(exclude)
-    for name in modules:
-        seg.module(name)
     now = []
     with _lock:
         for name in modules:
             mod = sys.modules.get(name)
             spec = getattr(mod, "__spec__", None)
             if mod is not None and not getattr(spec, "_initializing", False):
-                bridge(mod, seg, exclude)
+                bridge(mod, seg, exclude, strict)
                 now.append(name)
             else:
-                _pending[name] = (seg, exclude)
+                _pending[name] = (seg, exclude, strict)
         if _pending and _finder not in sys.meta_path:
             sys.meta_path.insert(0, _finder)
     return now
 
 
-def bridge(mod, seg, exclude=()):
-    """Give torch config module ``mod`` (already executed) the class that
-    serves its options declared in ``seg`` from the segment, but those
-    named (full names) in ``exclude``."""
+def _declares(seg, name):
+    try:
+        seg.module(name)
+        return True
+    except UnknownOptionError:
+        return False
+
+
+def bridge(mod, seg, exclude=EXCLUDE, strict=False):
+    """Make torch config module ``mod`` (already executed) read the options
+    ``seg`` declares under its name from the segment, but those named (full
+    names) in ``exclude`` and those declared otherwise than ``mod`` declares
+    them (a DeclarationWarning; with ``strict`` a DeclarationError)."""
     d = mod.__dict__
     name = mod.__name__
     if isinstance(mod, TorchBridge):
-        if d["_shmcfg_module"].__dict__["_shmcfg_seg"] is not seg:
-            raise Error(f"{name} is served by segment "
-                        f"'{d['_shmcfg_module'].__dict__['_shmcfg_seg'].name}' already")
+        if d["_shmcfg_seg"] is not seg:
+            raise Error(f"{name} is served by segment '{d['_shmcfg_seg'].name}' already")
         return
-    torch_config = d.get("_config")
-    if not isinstance(mod, types.ModuleType) or not isinstance(torch_config, dict):
-        raise TypeError(f"{name} is not a torch config module (install_config_module())")
+    config = _check_torch(mod)
     shm = seg.module(name)
-    props = vars(type(shm))
-    served = {rel for rel in shm.__dict__["_shmcfg_opts"]
-              if isinstance(props.get(rel), _L.OPTION_ATTRS) and f"{name}.{rel}" not in exclude}
-    ns = {rel: props[rel] for rel in served}
-    cls = type(f"ShmcfgBridge[{name}]", (TorchBridge, type(mod)), ns)
-    d["_shmcfg_module"] = shm
-    d["_shmcfg_served"] = frozenset(served)
-    # torch's own methods (its _get_dict: hash, copies, save) see its
-    # remaining options only; the segment's answer for these
-    d["_shmcfg_torch_entries"] = {k: torch_config.pop(k) for k in served if k in torch_config}
+    served = {}
+    differ = []
+    for rel, o in shm.__dict__["_shmcfg_opts"].items():
+        if f"{name}.{rel}" in exclude:
+            continue
+        why = _differs(seg, o, config.get(rel))
+        if why:
+            differ.append(f"{rel} ({why})")
+        elif o.alias is None:  # torch follows its aliases to the bridged target
+            served[rel] = o
+    if differ:
+        msg = (f"{name}: segment '{seg.name}' declares {len(differ)} option"
+               f"{'s' if len(differ) > 1 else ''} otherwise than torch {_torch_version()}: "
+               f"{'; '.join(differ)}")
+        if strict:
+            raise DeclarationError(msg + " (nothing bridged)")
+        warnings.warn(msg + ": left to torch", DeclarationWarning, stacklevel=3)
+    unset = sys.modules[type(mod).__module__]._UNSET_SENTINEL
+    for rel, o in served.items():
+        _serve(config[rel], seg, o, unset)
+    d["_shmcfg_seg"] = seg
+    d["_shmcfg_served"] = served
+    d["_shmcfg_patch"] = _patch_class(sys.modules[type(mod).__module__])
+    d["_shmcfg_gen"] = contextvars.ContextVar(f"{name}._shmcfg_gen", default=-1)
+    readers = {rel: _reader(rel, config[rel]) for rel in served}
+    d["_shmcfg_readers"] = readers
+    _reader_properties(mod, readers)
+    taken = set(dir(type(mod)))
+    cls = type(f"ShmcfgBridge[{name}]", (TorchBridge, type(mod)),
+               {rel: property(r) for rel, r in readers.items() if "." not in rel and rel not in taken})
     types.ModuleType.__setattr__(mod, "__class__", cls)  # past torch's __setattr__
 
+
+def _torch_version():
+    t = sys.modules.get("torch")
+    return getattr(t, "__version__", "?")
+
+
+def _check_torch(mod):
+    """torch's _config of mod, or TypeError when mod is no config module of
+    the shape this bridge reads (torch 2.13's install_config_module(): a
+    ContextVar user override per entry, per-context caches)."""
+    d = getattr(mod, "__dict__", {})
+    config = d.get("_config")
+    entry = next(iter(config.values()), None) if isinstance(config, dict) else None
+    if (not isinstance(mod, types.ModuleType) or entry is None
+            or not isinstance(getattr(entry, "user_override", None), contextvars.ContextVar)
+            or not all(isinstance(d.get(k), contextvars.ContextVar)
+                       for k in ("_hash_dirty_var", "_get_dict_dirty_keys_var"))):
+        raise TypeError(f"{getattr(mod, '__name__', mod)} is not a torch config module "
+                        f"this bridge knows (torch 2.13's install_config_module())")
+    return config
+
+
+def _kind_of(v):
+    """The shmcfg type a torch value needs, or None."""
+    if isinstance(v, bool):
+        return _L.BOOL
+    if isinstance(v, int):
+        return _L.INT
+    if isinstance(v, float):
+        return _L.FLOAT
+    if isinstance(v, str):
+        return _L.STR
+    if isinstance(v, (list, set)) and all(isinstance(s, str) for s in v):
+        return _L.LIST if isinstance(v, list) else _L.SET
+    return None
+
+
+def _differs(seg, o, entry):
+    """Why segment option o is not what torch's entry declares, or None."""
+    if entry is None:
+        return "this torch has no such option"
+    info = _L.OptInfo()
+    if _L.opt_info(seg._handle(), o.opt, ctypes.byref(info)) < 0:
+        return "unreadable in the segment"
+    if o.alias is not None or entry.alias is not None:
+        mine = seg._byindex[o.alias].name if o.alias is not None else None
+        if mine != entry.alias:
+            return f"an alias of {mine} here, of {entry.alias} in torch"
+        return None
+    default = entry.default
+    if default is None:
+        if not o.nullable:
+            return "torch's default is None, the segment's option is not nullable"
+    elif _kind_of(default) != o.kind:
+        return (f"a {_L.TYPE_NAMES[o.kind]} here, "
+                f"{type(default).__name__} {default!r:.40} in torch")
+    # torch's default may have been read from the environment (x =
+    # os.environ.get(...) == "1"): compare only where none of the option's
+    # variables is set
+    names = []
+    for ptr, n in ((info.env_default, info.n_env_default), (info.env_force, info.n_env_force)):
+        if n:
+            names += ctypes.string_at(ptr, _strs_len(ptr, n)).decode().split("\0")[:n]
+    if any(v in os.environ for v in names):
+        return None
+    mine = _decode(info.def_)
+    same = (mine == default or (isinstance(mine, float) and isinstance(default, float)
+                                and math.isnan(mine) and math.isnan(default)))
+    if not same:
+        return f"default {mine!r:.40} here, {default!r:.40} in torch"
+    return None
+
+
+def _strs_len(ptr, n):
+    """The byte length of n NUL-terminated strings at ptr."""
+    total = 0
+    for _ in range(n):
+        total += len(ctypes.string_at(ptr + total)) + 1
+    return total
+
+
+# -- the entries: the segment in place of the default -----------------------
+
+def _segment_default(entry):
+    """torch's _ConfigEntry.default of a served option: the segment's value
+    (plain copies of lists and sets, cached per generation). A list or set
+    equal to torch's own default is torch's object itself, which torch
+    copies where it copies its default: a set's iteration order follows its
+    insertion order, and torch's repr of it (get_hash, codegen_config) is
+    then torch's own."""
+    d = entry.__dict__
+    v = d["_shmcfg_fetch"](None)
+    if isinstance(v, (list, set)):
+        own = d["_shmcfg_torch_default"]
+        if type(own) is type(v) and own == v:
+            return own
+    return v
+
+
+def _env_default(entry):
+    """torch's _ConfigEntry.env_value_default of a served option: what this
+    process's environment says, unless the segment's value comes from a
+    host-wide layer above it (cluster, user), to which it yields as torch's
+    does to a user override."""
+    d = entry.__dict__
+    v = d["_shmcfg_env_default"]
+    if v is d["_shmcfg_unset"]:
+        return v
+    seg, o = d["_shmcfg_where"]
+    val = _L.Value()
+    r = _L.raw_get(seg._hp, o.opt, ctypes.byref(val))
+    if r < 0:
+        raise Error(f"{o.name}: reading the segment failed ({r})")
+    try:
+        source = val.source
+    finally:
+        _L.value_clear(ctypes.byref(val))
+    return d["_shmcfg_unset"] if _L.SRC_CLUSTER <= source < _L.SRC_PATCH else v
+
+
+def _set_env_default(entry, v):
+    entry.__dict__["_shmcfg_env_default"] = v
+
+
+_entry_classes = {}
+
+
+def _serve(entry, seg, o, unset):
+    """Make torch's entry of option o read its default from the segment."""
+    cls = _entry_classes.get(type(entry))
+    if cls is None:
+        cls = type("ShmcfgEntry", (type(entry),), {
+            "default": property(_segment_default, doc="the segment's value"),
+            "env_value_default": property(_env_default, _set_env_default)})
+        _entry_classes[type(entry)] = cls
+    d = entry.__dict__
+    d["_shmcfg_torch_default"] = d.get("default")
+    d["_shmcfg_env_default"] = d.get("env_value_default", unset)
+    d["_shmcfg_unset"] = unset
+    d["_shmcfg_where"] = (seg, o)
+    d["_shmcfg_fetch"] = seg._value_fetcher(o)
+    entry.__class__ = cls
+
+
+def _reader(name, entry):
+    """The read of served option ``name`` (torch's entry ``entry``):
+    torch's ConfigModule.__getattr__ but for its last step, where torch
+    hands out the default (and pins a copy of a list or set one as the
+    context's user override): the segment's value is returned, a list or
+    set as a copy whose in-place changes become the context's user
+    override, as they do in torch. The bridged class has it as a property
+    (a read then never reaches __getattr__), dotted names through
+    __getattr__ (torch's SubConfigProxy calls it)."""
+    e = entry.__dict__
+    unset = e["_shmcfg_unset"]
+    fetch = e["_shmcfg_fetch"]
+    override = entry.user_override
+
+    def read(config):
+        if entry.hide:
+            raise AttributeError(f"{config.__name__}.{name} does not exist")
+        if entry.deprecated:
+            config._warn_if_deprecated(name, entry)
+        v = entry.env_value_force
+        if v is not unset:
+            return v
+        v = override.get()
+        if v is not unset:
+            return v
+        if e["_shmcfg_env_default"] is not unset:
+            v = _env_default(entry)
+            if v is not unset:
+                return v
+        v = fetch(None)
+        if entry.justknob is not None:
+            from torch._utils_internal import justknobs_check
+            return justknobs_check(name=entry.justknob, default=v)
+        if v.__class__ is list or v.__class__ is set:
+            return committing(v.__class__ is list, lambda value: config.__setattr__(name, value))(v)
+        return v
+    return read
+
+
+def _reader_properties(mod, readers):
+    """Give each of torch's SubConfigProxy objects of mod (inductor's
+    ``triton``, ``cpp``...) a class with a property per served option in
+    it: a read of ``config.triton.cudagraphs`` then takes the reader at
+    once, not torch's proxy __getattr__ and the module's."""
+    nested = {}
+    for rel, r in readers.items():
+        head, _, leaf = rel.rpartition(".")
+        if head:
+            nested.setdefault(head, {})[leaf] = r
+    for head, leaves in nested.items():
+        proxy = mod
+        for part in head.split("."):
+            proxy = proxy.__dict__.get(part)
+            if proxy is None:
+                break
+        if proxy is None or isinstance(proxy, types.ModuleType):
+            continue
+        base = type(proxy)
+        taken = set(dir(base))
+        ns = {leaf: property(lambda _self, r=r: r(mod))
+              for leaf, r in leaves.items() if leaf not in taken and leaf not in proxy.__dict__}
+        object.__setattr__(proxy, "__class__", type(base.__name__, (base,), ns))
+
+
+def _patch_class(cm):
+    """The patch class of a bridged module: a ContextDecorator of torch's
+    module cm (unittest.TestCase classes decorated as torch's are), with
+    torch's ConfigPatch's attributes (changes: what patch_dynamo_config()
+    reads) and behaviour, but for the restore of served options."""
+
+    class ConfigPatch(cm.ContextDecorator):
+        def __init__(self, config, changes):
+            self.config = config
+            self.changes = changes
+            self._prior = contextvars.ContextVar(
+                f"{config.__name__}.ConfigPatch[{id(self)}]", default=())
+
+        def __enter__(self):
+            config = self.config
+            served = config.__dict__["_shmcfg_served"]
+            prior = {}
+            for key in self.changes:
+                value = config.__getattr__(key)  # an unknown name raises, as torch's
+                prior[key] = (config._config[key].user_override.get() if key in served
+                              else value)
+            stack = self._prior.get()
+            self._prior.set((*stack, prior))
+            try:
+                for k, v in self.changes.items():
+                    config.__setattr__(k, v)
+            except Exception:
+                self._prior.set(stack)
+                raise
+
+        def __exit__(self, exc_type, exc_val, exc_tb):
+            stack = self._prior.get()
+            if not stack:
+                raise AssertionError("prior should not be empty when exiting ConfigPatch")
+            self._prior.set(stack[:-1])
+            config = self.config
+            served = config.__dict__["_shmcfg_served"]
+            for k, v in stack[-1].items():
+                if k in served:
+                    config._config[k].user_override.set(v)
+                    config._config[k].hide = False
+                    config._hash_dirty_var.set(True)
+                    config._mark_get_dict_dirty(k)
+                else:
+                    config.__setattr__(k, v)
+    return ConfigPatch
+
+
+# -- the import hook -------------------------------------------------------
 
 class _Finder(importlib.abc.MetaPathFinder):
     """Finds nothing itself: wraps the loader the other finders give a
@@ -143,148 +468,76 @@ class _BridgingLoader(importlib.abc.Loader):
 _finder = _Finder()
 
 
-class _Both(ContextDecorator):
-    """The patch of names split between the segment and torch."""
-
-    def __init__(self, *patches):
-        self._patches = patches
-        self._stacks = threading.local()
-
-    def __enter__(self):
-        stack = contextlib.ExitStack()
-        for p in self._patches:
-            stack.enter_context(p)
-        self._stacks.__dict__.setdefault("s", []).append(stack)
-
-    def __exit__(self, exc_type, exc, tb):
-        return self._stacks.s.pop().__exit__(exc_type, exc, tb)
-
+# -- the module -------------------------------------------------------------
 
 class TorchBridge(types.ModuleType):
-    """The first base of a bridged torch config module's class: the names
-    the segment declares (``_shmcfg_served``) go to the segment's module
-    (``_shmcfg_module``), every other one to torch's class."""
-
-    def _shmcfg_split(self, changes):
-        served = self.__dict__["_shmcfg_served"]
-        ours = {k: v for k, v in changes.items() if k in served}
-        return ours, {k: v for k, v in changes.items() if k not in served}
+    """The first base of a bridged torch config module's class (the second
+    is torch's own): reads of the served options (``_shmcfg_served``) and
+    the per-context caches torch keeps over all options."""
 
     def __getattr__(self, name):
-        d = self.__dict__
-        if name in d.get("_shmcfg_served", ()):
-            if _is_hidden(self, name):
-                raise AttributeError(f"{self.__name__}.{name} does not exist")
-            shm = d["_shmcfg_module"].__dict__
-            return shm["_shmcfg_seg"]._read_with_policies(shm["_shmcfg_opts"][name])
-        return super().__getattr__(name)
-
-    def __setattr__(self, name, value):
-        if name in self.__dict__.get("_shmcfg_served", ()):
-            setattr(self.__dict__["_shmcfg_module"], name, value)
-            unhide(self, name)
-        else:
-            super().__setattr__(name, value)
+        reader = self.__dict__.get("_shmcfg_readers", {}).get(name)
+        if reader is None:
+            return super().__getattr__(name)
+        return reader(self)
 
     def __delattr__(self, name):
+        """torch's (no override, hidden), and a note for __setattr__ when
+        unittest.mock's patch exit is the caller: it sets the original back
+        right after."""
+        super().__delattr__(name)
+        if name in self.__dict__["_shmcfg_served"] and _mock_restores_after_delete():
+            self._config[name].__dict__["_shmcfg_mock_restore"] = True
+
+    def __setattr__(self, name, value):
+        """torch's; but unittest.mock's restore of a served option that
+        gives back what the option reads with no override leaves it with
+        none, so that it follows the segment again, as it did before the
+        mock (torch's would pin the value in this context)."""
+        if name in self.__dict__.get("_shmcfg_served", ()):
+            entry = self._config[name]
+            if entry.__dict__.pop("_shmcfg_mock_restore", False):
+                entry.hide = False
+                if self.__dict__["_shmcfg_readers"][name](self) == value:
+                    self._hash_dirty_var.set(True)
+                    self._mark_get_dict_dirty(name)
+                    return
+        super().__setattr__(name, value)
+
+    def _shmcfg_fresh(self):
+        """Drop this context's hash and _get_dict caches when the segment's
+        generation is not the one they were computed under. The generation
+        is read before the values: a commit racing the computation leaves
+        the caches tagged older than their values, and the next call
+        computes them again."""
         d = self.__dict__
-        if name not in d.get("_shmcfg_served", ()):
-            super().__delattr__(name)
-        elif _mock_restores_after_delete():
-            hide(self, name)  # mock sets the original back: one commit
-        else:
-            shm = d["_shmcfg_module"].__dict__
-            shm["_shmcfg_seg"]._commit([(shm["_shmcfg_opts"][name], None)])
+        g = d["_shmcfg_seg"].generation
+        var = d["_shmcfg_gen"]
+        if var.get() != g:
+            self._hash_dirty_var.set(True)
+            self._get_dict_dirty_keys_var.set(None)
+            var.set(g)
 
-    def __dir__(self):
-        return sorted(set(super().__dir__()) | self.__dict__["_shmcfg_served"])
-
-    def patch(self, arg1=None, arg2=None, **kwargs):
-        ours, theirs = self._shmcfg_split(patch_changes(arg1, arg2, kwargs))
-        shm = self.__dict__["_shmcfg_module"]
-        if not theirs:
-            return shm.patch(ours)
-        if not ours:
-            return super().patch(theirs)
-        return _Both(shm.patch(ours), super().patch(theirs))
-
-    def _make_closure_patcher(self, **changes):
-        ours, theirs = self._shmcfg_split(changes)
-        a = self.__dict__["_shmcfg_module"]._make_closure_patcher(**ours) if ours else None
-        b = super()._make_closure_patcher(**theirs) if theirs else None
-
-        def change():
-            ra = a() if a else None
-            try:
-                rb = b() if b else None
-            except BaseException:
-                if ra:
-                    ra()
-                raise
-
-            def revert():
-                try:
-                    if rb:
-                        rb()
-                finally:
-                    if ra:
-                        ra()
-            return revert
-        return change
-
-    def get_type(self, config_name):
-        if config_name in self.__dict__["_shmcfg_served"]:
-            return self.__dict__["_shmcfg_module"].get_type(config_name)
-        return super().get_type(config_name)
-
-    def _is_default(self, name):
-        if name in self.__dict__["_shmcfg_served"]:
-            return self.__dict__["_shmcfg_module"]._is_default(name)
-        return super()._is_default(name)
+    def _get_dict(self, *args, **kwargs):
+        self._shmcfg_fresh()
+        return super()._get_dict(*args, **kwargs)
 
     def get_hash(self):
-        """BLAKE2b-128 of torch's hash of its options and the segment
-        module's get_hash()."""
-        return hashlib.blake2b(super().get_hash() + self.__dict__["_shmcfg_module"].get_hash(),
-                               digest_size=16).digest()
+        self._shmcfg_fresh()
+        return super().get_hash()
 
-    def get_config_copy(self):
-        return {**super().get_config_copy(), **self.__dict__["_shmcfg_module"].get_config_copy()}
+    def patch(self, arg1=None, arg2=None, **kwargs):
+        """torch's patch(), but that its exit gives a served option back the
+        user override it had (none, mostly) where torch's assigns the value
+        read at its entry: with torch's, an option patched once would keep
+        that value in this context and stop following the segment."""
+        p = super().patch(arg1, arg2, **kwargs)  # torch's argument checks
+        if self.__dict__["_shmcfg_served"].keys().isdisjoint(p.changes):
+            return p
+        return self.__dict__["_shmcfg_patch"](self, p.changes)
 
-    def _shmcfg_save_ignore(self):
-        try:
-            return list(super().__getattr__("_save_config_ignore") or ())
-        except (AttributeError, KeyError):
-            return []
-
-    def get_serializable_config_copy(self):
-        return {**super().get_serializable_config_copy(),
-                **self.__dict__["_shmcfg_module"]._serializable(self._shmcfg_save_ignore())}
-
-    def save_config(self):
-        return pickle.dumps(self.get_serializable_config_copy(), protocol=2)
-
-    def save_config_portable(self, *, ignore_private_configs=True, readonly_values=False):
-        try:
-            prefixes = list(super().__getattr__("_cache_config_ignore_prefix") or ())
-        except (AttributeError, KeyError):
-            prefixes = []
-        return {**super().save_config_portable(ignore_private_configs=ignore_private_configs),
-                **self.__dict__["_shmcfg_module"]._portable(ignore_private_configs, prefixes)}
-
-    def load_config(self, maybe_pickled_config):
-        """As a shmcfg module's load_config() (one commit of the segment's
-        names; a pickle is unpickled with builtin containers only), torch's
-        own names through torch's load_config()."""
-        config = parse_config(maybe_pickled_config)
-        torch_names = self.__dict__["_config"]
-        theirs = {k: v for k, v in config.items() if k in torch_names}
-        ours = {k: v for k, v in config.items() if k not in torch_names}
-        gen = self.__dict__["_shmcfg_module"].load_config(ours)
-        if theirs:
-            super().load_config(theirs)
-        return gen
-
-    def codegen_config(self):
-        return "\n".join(filter(None, (super().codegen_config(),
-                                       self.__dict__["_shmcfg_module"].codegen_config())))
+    def _is_default(self, name):
+        if not super()._is_default(name):
+            return False
+        o = self.__dict__["_shmcfg_served"].get(name)
+        return o is None or self.__dict__["_shmcfg_seg"]._is_default(o)

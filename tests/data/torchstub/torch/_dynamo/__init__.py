@@ -1,1 +1,0 @@
-from . import config  # noqa: F401
