@@ -458,6 +458,8 @@ class _BridgingLoader(importlib.abc.Loader):
         name = module.__name__
         with _lock:
             how = _pending.pop(name, None)
+            if not _pending and _finder in sys.meta_path:
+                sys.meta_path.remove(_finder)  # every later import would ask it
             if how is not None:
                 bridge(sys.modules.get(name, module), *how)
 

@@ -1,0 +1,173 @@
+"""What the torch bridge costs (issue 21), side by side in one run:
+
+    python3 -m shmcfg.bench_torch [--rounds R] [--json]
+
+1. an option read through a bridged torch config module
+   (``torch._dynamo.config.recompile_limit``, an inductor option in a nested
+   namespace) against the same read of torch's own module, unbridged: a
+   second instance of torch's own ``torch/_dynamo/config.py`` and
+   ``torch/_inductor/config.py`` made by torch's install_config_module() in
+   this process (target: at most 1x);
+2. ``torch.compile`` (backend aot_eager) of a small MLP, first call, in a
+   fresh process with and without the bridge installed, the processes taking
+   turns (target: at most 1.05x);
+3. the steady-state training step of that compiled model, in the same
+   processes (target: at most 1.02x).
+
+Ratios are bridged / torch's own; each figure is the median of R rounds
+(processes for 2 and 3, timed in CPU seconds of the process with one torch
+thread: a shared, loaded machine moves wall times more than the bridge does). Needs torch (skipped, saying so, without it) and
+the segment of the shipped torch schema (schemas/torch.yaml: found as
+``shmctl create --schema torch`` finds it), which it creates and removes.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import timeit
+
+# the child of 2 and 3: compile time, then the steady step, as JSON
+CHILD = r"""
+import json, sys, time
+name = sys.argv[1]
+if name != "-":
+    import shmcfg, shmcfg.torch
+    shmcfg.torch.install(shmcfg.attach(name))
+import torch
+import torch._inductor.config, torch._functorch.config, torch.fx.experimental._config
+torch.set_num_threads(1)
+torch.manual_seed(0)
+def mlp():
+    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                               torch.nn.Linear(128, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
+x, y = torch.randn(32, 64), torch.randn(32, 8)
+def train(model, steps):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+# warm up what a first compile imports, then time a compile of its own
+train(torch.compile(mlp(), backend="aot_eager"), 2)
+torch._dynamo.reset()
+model = torch.compile(mlp(), backend="aot_eager")
+t = time.process_time()
+train(model, 1)
+compile_s = time.process_time() - t
+train(model, 20)
+steps = 200
+t = time.process_time()
+train(model, steps)
+step_s = (time.process_time() - t) / steps
+print(json.dumps({"compile_s": compile_s, "step_s": step_s}))
+"""
+
+
+def _own_module(name):
+    """A second, unbridged instance of torch's config module ``name``, made
+    by torch's own code from its own source file."""
+    import torch.utils._config_module as cm
+    src = sys.modules[name].__spec__.origin
+    spec = importlib.util.spec_from_file_location(f"{name}_own_for_bench", src)
+    m = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = m  # install_config_module(sys.modules[__name__])
+    try:
+        spec.loader.exec_module(m)
+    finally:
+        del sys.modules[spec.name]
+    if not isinstance(m, cm.ConfigModule):
+        raise RuntimeError(f"{src} did not install its config module")
+    return m
+
+
+def reads(number=200000, repeat=9):
+    """(label, ns bridged, ns torch's own, ratio) per read case."""
+    import torch._dynamo.config as dyn
+    import torch._inductor.config as ind
+    own = {"d": _own_module("torch._dynamo.config"), "i": _own_module("torch._inductor.config")}
+    mine = {"d": dyn, "i": ind}
+    cases = [("torch._dynamo.config.recompile_limit", "d.recompile_limit"),
+             ("torch._dynamo.config.verbose", "d.verbose"),
+             ("torch._inductor.config.triton.cudagraphs", "i.triton.cudagraphs"),
+             ("torch._inductor.config.max_autotune", "i.max_autotune")]
+    rows = []
+    for label, stmt in cases:
+        a, b = [], []
+        for _ in range(repeat):  # the two take turns
+            a.append(min(timeit.repeat(stmt, globals=mine, number=number, repeat=1)))
+            b.append(min(timeit.repeat(stmt, globals=own, number=number, repeat=1)))
+        ns_a, ns_b = min(a) / number * 1e9, min(b) / number * 1e9
+        rows.append((label, ns_a, ns_b, ns_a / ns_b))
+    return rows
+
+
+def compile_and_steps(segment, rounds):
+    """Medians of (compile_s, step_s) with the bridge and without it."""
+    env = dict(os.environ)
+    got = {"bridged": [], "own": []}
+    for _ in range(rounds):
+        for kind, arg in (("bridged", segment), ("own", "-")):
+            p = subprocess.run([sys.executable, "-c", CHILD, arg], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, universal_newlines=True, env=env,
+                               timeout=600)
+            if p.returncode != 0:
+                raise RuntimeError(f"bench child ({kind}) failed:\n{p.stderr}")
+            got[kind].append(json.loads(p.stdout.splitlines()[-1]))
+    med = {k: {f: statistics.median(r[f] for r in v) for f in ("compile_s", "step_s")}
+           for k, v in got.items()}
+    return med
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m shmcfg.bench_torch",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=5, help="processes of each kind (default 5)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        import torch
+    except ImportError as e:
+        print(f"bench-torch: skipped: PyTorch is not installed ({e})")
+        return 0
+    import shmcfg
+    import shmcfg.torch
+    name = f"shmcfg-bench-torch-{os.getpid()}"
+    seg = shmcfg.create(name, schema="torch", force=True)
+    try:
+        shmcfg.torch.install(seg)
+        rows = reads()
+        med = compile_and_steps(name, args.rounds)
+    finally:
+        shmcfg.unlink(name, True)
+    b, o = med["bridged"], med["own"]
+    out = {"torch": torch.__version__,
+           "reads": [{"case": r[0], "bridged_ns": r[1], "torch_ns": r[2], "ratio": r[3]}
+                     for r in rows],
+           "compile": {"bridged_s": b["compile_s"], "torch_s": o["compile_s"],
+                       "ratio": b["compile_s"] / o["compile_s"], "target": 1.05},
+           "step": {"bridged_s": b["step_s"], "torch_s": o["step_s"],
+                    "ratio": b["step_s"] / o["step_s"], "target": 1.02}}
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    print(f"torch {out['torch']}: the bridge against torch's own config modules "
+          f"(median of {args.rounds} processes each for compile and step)")
+    print(f"{'case':<48} {'bridged':>12} {'torch own':>12} {'ratio':>7} target")
+    for r in out["reads"]:
+        print(f"read {r['case']:<43} {r['bridged_ns']:>9.1f} ns {r['torch_ns']:>9.1f} ns "
+              f"{r['ratio']:>6.2f}x <=1x")
+    for key, label, unit, scale in (("compile", "torch.compile of an MLP (aot_eager)", "s", 1),
+                                    ("step", "training step, compiled MLP", "us", 1e6)):
+        c = out[key]
+        print(f"{label:<48} {c['bridged_s'] * scale:>9.3f} {unit:<2} "
+              f"{c['torch_s'] * scale:>9.3f} {unit:<2} {c['ratio']:>6.2f}x <={c['target']}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
