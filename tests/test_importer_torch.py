@@ -22,6 +22,13 @@ if __name__ == "__main__" and os.environ.get("SHMCFG_SANITIZERS"):
     print("# skipped: libshmcfg is built with sanitizers", file=sys.stderr)
     sys.exit(77)  # as tests/test_importer.py
 
+if __name__ == "__main__" and os.environ.get("SHMCFG_REQUIRE_TORCH") != "1":
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:
+        print("# skipped: PyTorch is not installed; .ci/deps installs torch==2.13.0",
+              file=sys.stderr)
+        sys.exit(77)  # automake's SKIP (each test would skip, which counts as a pass)
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_importer import SRCDIR, TOOL, by_name, run  # noqa: E402
 
@@ -163,7 +170,11 @@ class TorchModulesTest(unittest.TestCase):
                          {"name": "torch._inductor.config.graph_partition", "type": "bool",
                           "default": True, "env_default": ["TORCHINDUCTOR_GRAPH_PARTITION"]})
         self.assertEqual(self.by["torch._inductor.config.layout_optimization"]["default"], True)
-        self.assertEqual(self.by["torch._inductor.config.trace.graph_diagram"]["default"], False)
+        # bool(os.getenv("CI")), os.environ.get("INDUCTOR_POST_FUSION_SVG", "0") == "1":
+        # defaults of a variable the reader does not take, set in the second
+        # import: they stay torch's (test_what_stays_torchs)
+        self.assertNotIn("torch._functorch.config.error_on_custom_op_aliasing", self.by)
+        self.assertNotIn("torch._inductor.config.trace.graph_diagram", self.by)
         self.assertEqual(self.by["torch._dynamo.config.capture_sparse_compute"]["default"], True)
         self.assertEqual(self.by["torch._inductor.config.max_autotune_gemm_backends"]
                          ["default"], "ATEN,TRITON,CPP")
@@ -187,6 +198,8 @@ class TorchModulesTest(unittest.TestCase):
             "torch._dynamo.config.dynamo_profiler": "mixes types: bool | str",
             "torch._inductor.config.compile_threads":
                 "its default depends on the machine: 1 here, ",
+            "torch._functorch.config.error_on_custom_op_aliasing":
+                "its default depends on the machine: False here, True on another",
             "torch._dynamo.config.debug_dir_root": "its default depends on the machine: ",
             "torch._dynamo.config.base_dir": "its default '",
             "torch._dynamo.config.TYPE_CHECKING": "a name the module imports, not an assignment",

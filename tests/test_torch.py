@@ -30,7 +30,6 @@ except ImportError as e:
 
 import contextvars
 import json
-import pickle
 import subprocess
 import textwrap
 import threading
@@ -87,13 +86,13 @@ def shmctl(*args):
     return p.stdout
 
 
-def child(code, *args, env=None):
+def child(code, *args, env=None, stdin=None):
     """Run Python code in a new process; returns its stdout (the last line
     parsed as JSON). Fails the test on a non-zero exit."""
     e = dict(os.environ)
     e["PYTHONPATH"] = PYDIR
     e.update(env or {})
-    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)] + list(args),
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)] + list(args), input=stdin,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
                        env=e, timeout=300)
     if p.returncode != 0:
@@ -186,7 +185,8 @@ class TestBridge(unittest.TestCase):
             shm = self.seg.module(name).__dict__["_shmcfg_opts"]
             plain = {rel for rel, o in shm.items() if o.alias is None}
             self.assertEqual(set(m.__dict__["_shmcfg_served"]),
-                             plain - {n[len(name) + 1:] for n in shmcfg.torch.EXCLUDE}, name)
+                             plain - {n[len(name) + 1:] for n in shmcfg.torch.EXCLUDE}
+                             - shmcfg.torch.META, name)
         self.assertIs(torch._inductor.config, sys.modules["torch._inductor.config"])
 
     def test_operator_values_reach_torch(self):
@@ -201,8 +201,6 @@ class TestBridge(unittest.TestCase):
         self.assertIs(torch._inductor.config.triton.cudagraphs, True)
         self.assertEqual(torch._inductor.config.cpp.threads, 3)
         self.assertEqual(torch.compiler.config.recompile_limit, 3)
-        from torch._dynamo.cache_size import exceeds_recompile_limit  # noqa: F401
-        self.assertEqual(torch._dynamo.config.recompile_limit, 3)
         shmctl("reset", self.name, "torch._dynamo.config.recompile_limit")
         self.assertEqual(torch._dynamo.config.recompile_limit, 8)
 
@@ -293,6 +291,29 @@ class TestBridge(unittest.TestCase):
         with torch._dynamo.patch_dynamo_config(verbose=True):
             self.assertIs(torch._dynamo.config.verbose, True)
         self.assertIs(torch._dynamo.config.verbose, False)
+
+    def test_patch_through_an_alias(self):
+        """torch.compiler.config.recompile_limit is an alias of the served
+        torch._dynamo.config.recompile_limit: a patch or mock through it
+        gives the target back no override, as one of the target does."""
+        comp, dyn = torch.compiler.config, torch._dynamo.config
+        with comp.patch(recompile_limit=16):
+            self.assertEqual(dyn.recompile_limit, 16)
+        with unittest.mock.patch.object(comp, "recompile_limit", 4):
+            self.assertEqual(dyn.recompile_limit, 4)
+        shmctl("set", self.name, "torch._dynamo.config.recompile_limit=32")
+        self.assertEqual((comp.recompile_limit, dyn.recompile_limit), (32, 32))
+
+    def test_torch_machinery_stays_torch(self):
+        """Options of torch's config machinery are never served: a segment
+        writer cannot make the FX graph cache key ignore every option."""
+        ind = torch._inductor.config
+        before = ind.save_config_portable()
+        self.assertIn("_cache_config_ignore_prefix", self.seg.module("torch._inductor.config")
+                      .__dict__["_shmcfg_opts"])
+        self.seg.set({"torch._inductor.config._cache_config_ignore_prefix": [""]})
+        self.assertNotIn("_cache_config_ignore_prefix", ind.__dict__["_shmcfg_served"])
+        self.assertEqual(ind.save_config_portable(), before)
 
     def test_patch_inside_compiled_function(self):
         from torch._dynamo.utils import counters
@@ -472,22 +493,27 @@ class TestProcesses(unittest.TestCase):
     def test_environment_keeps_torch_meaning(self):
         """A process's TORCH_COMPILE_JOB_ID (an env default in torch) overrides
         the segment's default, and yields to the operator's value; a force
-        variable (TORCHINDUCTOR_FX_GRAPH_CACHE) overrides everything."""
+        variable (TORCHINDUCTOR_FX_GRAPH_CACHE) overrides everything; a
+        default torch computes from a variable (max_autotune =
+        os.environ.get("TORCHINDUCTOR_MAX_AUTOTUNE") == "1") is an env
+        default."""
         seg = torch_segment(self)
         prog = """
             import json, sys, shmcfg, shmcfg.torch, torch
             shmcfg.torch.install(shmcfg.attach(sys.argv[1]))
             import torch._inductor.config as ind
             print(json.dumps([torch.compiler.config.job_id, ind.fx_graph_cache,
-                              torch.compiler.config._is_default("job_id")]))
+                              torch.compiler.config._is_default("job_id"), ind.max_autotune]))
             """
-        env = {"TORCH_COMPILE_JOB_ID": "from-env", "TORCHINDUCTOR_FX_GRAPH_CACHE": "0"}
-        self.assertEqual(child(prog, seg.name, env=env), ["from-env", False, False])
-        self.assertEqual(child(prog, seg.name), [None, True, True])
+        env = {"TORCH_COMPILE_JOB_ID": "from-env", "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
+               "TORCHINDUCTOR_MAX_AUTOTUNE": "1"}
+        self.assertEqual(child(prog, seg.name, env=env), ["from-env", False, False, True])
+        self.assertEqual(child(prog, seg.name), [None, True, True, False])
         seg.set({"torch.compiler.config.job_id": "operator",
-                 "torch._inductor.config.fx_graph_cache": True})
-        self.assertEqual(child(prog, seg.name, env=env), ["operator", False, False])
-        self.assertEqual(child(prog, seg.name), ["operator", True, False])
+                 "torch._inductor.config.fx_graph_cache": True,
+                 "torch._inductor.config.max_autotune": False})
+        self.assertEqual(child(prog, seg.name, env=env), ["operator", False, False, False])
+        self.assertEqual(child(prog, seg.name), ["operator", True, False, False])
 
     def test_declarations_that_differ(self):
         """A schema whose declarations differ from the installed torch's:
@@ -527,6 +553,99 @@ class TestProcesses(unittest.TestCase):
         self.assertIn("recompile_limit (default 9 here, 8 in torch)", w)
         self.assertIn("no_such_option (this torch has no such option)", w)
         self.assertEqual(out["limit"], 8)  # torch's, never the segment's 9
+
+    def test_types_that_differ(self):
+        """torch's annotation counts too: a nullable option where torch's
+        is not Optional, a list of strings where torch holds ints."""
+        with open(TORCH_SCHEMA) as f:
+            text = f.read()
+        schema = text.replace(
+            "  torch._inductor.config.cpp.threads:\n    type: int\n",
+            "  torch._inductor.config.cpp.threads:\n    type: int\n    nullable: true\n")
+        self.assertNotEqual(schema, text)
+        schema += ("  torch._inductor.config.multi_kernel_hints:\n    type: list\n"
+                   "    default: []\n")
+        name = segname()
+        seg = shmcfg.create(name, schema_text=schema, force=True, no_env=True)
+        self.addCleanup(shmcfg.unlink, name, True)
+        self.addCleanup(seg.close)
+        out = child("""
+            import json, sys, warnings, shmcfg, shmcfg.torch, torch
+            import torch._inductor.config
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                shmcfg.torch.install(shmcfg.attach(sys.argv[1]), ["torch._inductor.config"])
+            print(json.dumps([str(x.message) for x in w]))
+            """, name)
+        self.assertEqual(len(out), 1, out)
+        self.assertIn("cpp.threads (nullable here, int in torch)", out[0])
+        self.assertIn("multi_kernel_hints (a list of strings here, list[int] in torch)", out[0])
+
+    def test_reattach_is_followed_and_checked(self):
+        """seg.reattach() to a replacement moves the bridge: the new values,
+        the hash cache dropped even where the generation number is the same,
+        and the new declarations checked."""
+        seg = torch_segment(self)
+        seg.set({"torch._dynamo.config.recompile_limit": 16})
+        with open(TORCH_SCHEMA) as f:
+            text = f.read()
+        changed = text.replace(
+            "  torch._inductor.config.max_autotune:\n    type: bool\n    default: false\n",
+            "  torch._inductor.config.max_autotune:\n    type: str\n    default: lots\n")
+        self.assertNotEqual(changed, text)
+        out = child("""
+            import json, subprocess, sys, warnings, shmcfg, shmcfg.torch, torch
+            import torch._dynamo.config as dyn, torch._inductor.config as ind
+            seg = shmcfg.attach(sys.argv[1])
+            shmcfg.torch.install(seg, ["torch._dynamo.config", "torch._inductor.config"])
+            before = [seg.generation, dyn.recompile_limit, dyn.get_hash().hex()]
+            new = shmcfg.create(sys.argv[1], schema_text=sys.stdin.read(), force=True,
+                                no_env=True)
+            new.set({"torch._dynamo.config.recompile_limit": 3,  # hash-ignored in torch
+                     "torch._dynamo.config.assume_static_by_default": False})
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                seg.reattach()
+            print(json.dumps({"before": before,
+                              "after": [seg.generation, dyn.recompile_limit, dyn.get_hash().hex()],
+                              "max_autotune": ind.max_autotune,
+                              "warnings": [str(x.message) for x in w]}))
+            """, seg.name, stdin=changed)
+        self.assertEqual(out["before"][:2], [2, 16])
+        self.assertEqual(out["after"][:2], [2, 3])
+        self.assertNotEqual(out["after"][2], out["before"][2])
+        self.assertIs(out["max_autotune"], False)  # torch's: the segment's is a str now
+        self.assertEqual(len(out["warnings"]), 1)
+        self.assertIn("max_autotune (a str here, bool False in torch)", out["warnings"][0])
+
+    def test_strict_through_the_import_hook(self):
+        """install(strict=True) before import: a declaration that differs
+        fails the import of that module, and every later one alike."""
+        with open(TORCH_SCHEMA) as f:
+            schema = f.read().replace(
+                "  torch._dynamo.config.recompile_limit:\n    type: int\n    default: 8\n",
+                "  torch._dynamo.config.recompile_limit:\n    type: int\n    default: 9\n")
+        name = segname()
+        seg = shmcfg.create(name, schema_text=schema, force=True, no_env=True)
+        self.addCleanup(shmcfg.unlink, name, True)
+        self.addCleanup(seg.close)
+        out = child("""
+            import json, sys, shmcfg, shmcfg.torch
+            shmcfg.torch.install(shmcfg.attach(sys.argv[1]), ["torch._dynamo.config"],
+                                 strict=True)
+            import torch
+            r = []
+            for _ in range(2):
+                try:
+                    import torch._dynamo.config
+                    r.append(type(torch._dynamo.config).__name__)
+                except shmcfg.torch.DeclarationError as e:
+                    r.append("refused: " + str(e)[:60])
+            print(json.dumps(r))
+            """, name)
+        self.assertEqual(len(out), 2)
+        for r in out:
+            self.assertTrue(r.startswith("refused: torch._dynamo.config: segment"), r)
 
     def test_install_errors(self):
         seg = torch_segment(self)

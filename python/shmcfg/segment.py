@@ -52,6 +52,7 @@ class Segment:
         self._owner = owner  # the uid named at attach, or None
         self._fast_arg = fast_reads
         self._incarnation = 0  # bumped by reattach()
+        self._reattach_hooks = []  # called after reattach() (the torch bridge)
         self.name = name
         self._lock = threading.Lock()
         self._modlock = threading.Lock()
@@ -784,6 +785,8 @@ class Segment:
                 except UnknownOptionError:
                     continue
                 _transplant(m, fresh)
+        for hook in list(self._reattach_hooks):
+            hook()
         return self
 
     def close(self):

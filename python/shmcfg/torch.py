@@ -48,6 +48,7 @@ import os
 import sys
 import threading
 import types
+import typing
 import warnings
 
 from . import _lib as _L
@@ -62,6 +63,12 @@ MODULES = ("torch.compiler.config", "torch._dynamo.config", "torch._inductor.con
 # segment holds their names as strings: the seed's schema declares them).
 EXCLUDE = ("torch.compiler.config.reorderable_logging_functions",
            "torch._dynamo.config.reorderable_logging_functions")
+# torch's own settings of its config machinery, never served whatever a
+# schema says: they steer torch's save, hash and cache key (a segment writer
+# could make the FX graph cache key ignore every option, or make torch call
+# a string)
+META = frozenset(("_save_config_ignore", "_cache_config_ignore_prefix",
+                  "_cache_config_factory_keys", "_compile_ignored_keys"))
 
 
 class DeclarationWarning(UserWarning):
@@ -128,19 +135,43 @@ def bridge(mod, seg, exclude=EXCLUDE, strict=False):
     """Make torch config module ``mod`` (already executed) read the options
     ``seg`` declares under its name from the segment, but those named (full
     names) in ``exclude`` and those declared otherwise than ``mod`` declares
-    them (a DeclarationWarning; with ``strict`` a DeclarationError)."""
+    them (a DeclarationWarning; with ``strict`` a DeclarationError). The
+    bridge follows ``seg.reattach()``: the new segment's declarations are
+    checked again (a warning, whatever ``strict``)."""
     d = mod.__dict__
-    name = mod.__name__
     if isinstance(mod, TorchBridge):
         if d["_shmcfg_seg"] is not seg:
-            raise Error(f"{name} is served by segment '{d['_shmcfg_seg'].name}' already")
+            raise Error(f"{mod.__name__} is served by segment "
+                        f"'{d['_shmcfg_seg'].name}' already")
         return
-    config = _check_torch(mod)
-    shm = seg.module(name)
+    _check_torch(mod)
+    served = _declared(mod, seg, exclude, strict, stacklevel=4)
+    cm = sys.modules[type(mod).__module__]
+    d["_shmcfg_seg"] = seg
+    d["_shmcfg_exclude"] = exclude
+    d["_shmcfg_torch_class"] = type(mod)
+    d["_shmcfg_unset"] = cm._UNSET_SENTINEL
+    d["_shmcfg_patch"] = _patch_class(cm)
+    d["_shmcfg_gen"] = contextvars.ContextVar(f"{mod.__name__}._shmcfg_gen", default=None)
+    d["_shmcfg_served"] = {}
+    _serve_module(mod, served)
+    seg._reattach_hooks.append(lambda: _reserve(mod))
+
+
+def _declared(mod, seg, exclude, strict, stacklevel):
+    """The options of seg to serve in mod, {relative name: _Opt}: those
+    declared as mod's torch declares them (the others warned about, or with
+    strict a DeclarationError)."""
+    name = mod.__name__
+    config = mod.__dict__["_config"]
     served = {}
     differ = []
-    for rel, o in shm.__dict__["_shmcfg_opts"].items():
-        if f"{name}.{rel}" in exclude:
+    try:
+        opts = seg.module(name).__dict__["_shmcfg_opts"]
+    except UnknownOptionError:
+        opts = {}
+    for rel, o in opts.items():
+        if f"{name}.{rel}" in exclude or rel in META:
             continue
         why = _differs(seg, o, config.get(rel))
         if why:
@@ -153,21 +184,39 @@ def bridge(mod, seg, exclude=EXCLUDE, strict=False):
                f"{'; '.join(differ)}")
         if strict:
             raise DeclarationError(msg + " (nothing bridged)")
-        warnings.warn(msg + ": left to torch", DeclarationWarning, stacklevel=3)
-    unset = sys.modules[type(mod).__module__]._UNSET_SENTINEL
+        warnings.warn(msg + ": left to torch", DeclarationWarning, stacklevel=stacklevel)
+    return served
+
+
+def _serve_module(mod, served):
+    """Serve the options ``served`` of mod from its segment, and only those:
+    entries served before and not now are torch's again."""
+    d = mod.__dict__
+    seg = d["_shmcfg_seg"]
+    config = d["_config"]
+    for rel in d["_shmcfg_served"]:
+        _unserve(config[rel])
     for rel, o in served.items():
-        _serve(config[rel], seg, o, unset)
-    d["_shmcfg_seg"] = seg
+        _serve(config[rel], seg, o, d["_shmcfg_unset"])
     d["_shmcfg_served"] = served
-    d["_shmcfg_patch"] = _patch_class(sys.modules[type(mod).__module__])
-    d["_shmcfg_gen"] = contextvars.ContextVar(f"{name}._shmcfg_gen", default=-1)
     readers = {rel: _reader(rel, config[rel]) for rel in served}
     d["_shmcfg_readers"] = readers
     _reader_properties(mod, readers)
-    taken = set(dir(type(mod)))
-    cls = type(f"ShmcfgBridge[{name}]", (TorchBridge, type(mod)),
+    base = d["_shmcfg_torch_class"]
+    taken = set(dir(base))
+    cls = type(f"ShmcfgBridge[{mod.__name__}]", (TorchBridge, base),
                {rel: property(r) for rel, r in readers.items() if "." not in rel and rel not in taken})
     types.ModuleType.__setattr__(mod, "__class__", cls)  # past torch's __setattr__
+    mod._hash_dirty_var.set(True)
+    mod._get_dict_dirty_keys_var.set(None)
+
+
+def _reserve(mod):
+    """After seg.reattach(): serve what the new segment declares as torch
+    does (warned about otherwise)."""
+    d = mod.__dict__
+    _serve_module(mod, _declared(mod, d["_shmcfg_seg"], d["_shmcfg_exclude"], False,
+                                 stacklevel=5))
 
 
 def _torch_version():
@@ -206,6 +255,42 @@ def _kind_of(v):
     return None
 
 
+def _env_names(seg, o):
+    """The environment variables the schema names for option o: (its
+    env_default ones, its env_force ones)."""
+    info = _L.OptInfo()
+    if _L.opt_info(seg._handle(), o.opt, ctypes.byref(info)) < 0:
+        return (), ()
+    out = []
+    for ptr, n in ((info.env_default, info.n_env_default), (info.env_force, info.n_env_force)):
+        out.append(tuple(ctypes.string_at(ptr, _strs_len(ptr, n)).decode().split("\0")[:n])
+                   if n else ())
+    return tuple(out)
+
+
+def _type_differs(vt, kind, nullable):
+    """Why torch's annotation vt (entry.value_type) is not a shmcfg type of
+    kind and nullability, or None: a nullable option needs Optional, a list
+    or set one strings as its items."""
+    args = typing.get_args(vt)
+    optional = typing.get_origin(vt) in (typing.Union, types.UnionType) and type(None) in args
+    if nullable and not optional and vt is not type(None):
+        return f"nullable here, {_type_name(vt)} in torch"
+    if kind not in (_L.LIST, _L.SET):
+        return None
+    if optional:
+        rest = [a for a in args if a is not type(None)]
+        vt = rest[0] if len(rest) == 1 else None
+    items = typing.get_args(vt)
+    if (typing.get_origin(vt) or vt) not in (list, set) or (items and items != (str,)):
+        return f"a {_L.TYPE_NAMES[kind]} of strings here, {_type_name(vt)} in torch"
+    return None
+
+
+def _type_name(vt):
+    return getattr(vt, "__name__", None) if isinstance(vt, type) else repr(vt)
+
+
 def _differs(seg, o, entry):
     """Why segment option o is not what torch's entry declares, or None."""
     if entry is None:
@@ -218,21 +303,23 @@ def _differs(seg, o, entry):
         if mine != entry.alias:
             return f"an alias of {mine} here, of {entry.alias} in torch"
         return None
-    default = entry.default
+    # torch's own default (a served entry's default property is the segment's)
+    default = entry.__dict__.get("_shmcfg_torch_default", entry.default)
     if default is None:
         if not o.nullable:
             return "torch's default is None, the segment's option is not nullable"
     elif _kind_of(default) != o.kind:
         return (f"a {_L.TYPE_NAMES[o.kind]} here, "
                 f"{type(default).__name__} {default!r:.40} in torch")
+    elif o.kind in (_L.LIST, _L.SET) and not default and not typing.get_args(entry.value_type):
+        return f"a {_L.TYPE_NAMES[o.kind]} of strings here, items of unknown type in torch"
+    why = _type_differs(entry.value_type, o.kind, o.nullable)
+    if why:
+        return why
     # torch's default may have been read from the environment (x =
     # os.environ.get(...) == "1"): compare only where none of the option's
-    # variables is set
-    names = []
-    for ptr, n in ((info.env_default, info.n_env_default), (info.env_force, info.n_env_force)):
-        if n:
-            names += ctypes.string_at(ptr, _strs_len(ptr, n)).decode().split("\0")[:n]
-    if any(v in os.environ for v in names):
+    # variables is set (_serve() then keeps what torch read)
+    if any(v in os.environ for names in _env_names(seg, o) for v in names):
         return None
     mine = _decode(info.def_)
     same = (mine == default or (isinstance(mine, float) and isinstance(default, float)
@@ -297,7 +384,15 @@ _entry_classes = {}
 
 
 def _serve(entry, seg, o, unset):
-    """Make torch's entry of option o read its default from the segment."""
+    """Make torch's entry of option o read its default from the segment.
+
+    The environment keeps torch's meaning in this process: torch read its
+    variables at import, into env_value_default/_force for a
+    Config(env_name_...) option, into the default itself for a computed one
+    (``x = os.environ.get("TORCHINDUCTOR_X") == "1"``); a computed default
+    of a variable the schema names and this process has set is kept as the
+    entry's env default (its env force, for a variable the schema names a
+    force one)."""
     cls = _entry_classes.get(type(entry))
     if cls is None:
         cls = type("ShmcfgEntry", (type(entry),), {
@@ -305,12 +400,30 @@ def _serve(entry, seg, o, unset):
             "env_value_default": property(_env_default, _set_env_default)})
         _entry_classes[type(entry)] = cls
     d = entry.__dict__
-    d["_shmcfg_torch_default"] = d.get("default")
-    d["_shmcfg_env_default"] = d.get("env_value_default", unset)
+    own = d.get("default")
+    env_default = d.get("env_value_default", unset)
+    names_default, names_force = _env_names(seg, o)
+    if entry.env_value_force is unset and any(v in os.environ for v in names_force):
+        d["env_value_force"] = own
+        d["_shmcfg_set_force"] = True
+    elif env_default is unset and any(v in os.environ for v in names_default):
+        env_default = own
+    d["_shmcfg_torch_default"] = own
+    d["_shmcfg_env_default"] = env_default
     d["_shmcfg_unset"] = unset
     d["_shmcfg_where"] = (seg, o)
     d["_shmcfg_fetch"] = seg._value_fetcher(o)
     entry.__class__ = cls
+
+
+def _unserve(entry):
+    """Give an entry _serve() changed back to torch as it was."""
+    d = entry.__dict__
+    entry.__class__ = type(entry).__mro__[1]
+    if d.pop("_shmcfg_set_force", False):
+        del d["env_value_force"]
+    for k in [k for k in d if k.startswith("_shmcfg_")]:
+        del d[k]
 
 
 def _reader(name, entry):
@@ -352,6 +465,35 @@ def _reader(name, entry):
     return read
 
 
+def _served_target(config, key):
+    """The (bridged module, name) whose served option key of config means,
+    following torch's aliases (torch.compiler.config.recompile_limit is
+    torch._dynamo.config.recompile_limit), or None."""
+    for _ in range(8):  # torch's aliases are one step; a bound all the same
+        d = config.__dict__
+        if key in d.get("_shmcfg_served", ()):
+            return config, key
+        entry = d["_config"].get(key)
+        alias = getattr(entry, "alias", None)
+        if alias is None:
+            return None
+        modname, _, key = alias.rpartition(".")
+        config = sys.modules.get(modname)
+        if not isinstance(config, TorchBridge):
+            return None
+    return None
+
+
+def _restore_override(config, key, value):
+    """Set the user override of served option key of bridged module config
+    (torch's unset sentinel: none) and drop the caches torch keeps of it."""
+    entry = config._config[key]
+    entry.user_override.set(value)
+    entry.hide = False
+    config._hash_dirty_var.set(True)
+    config._mark_get_dict_dirty(key)
+
+
 def _reader_properties(mod, readers):
     """Give each of torch's SubConfigProxy objects of mod (inductor's
     ``triton``, ``cpp``...) a class with a property per served option in
@@ -370,10 +512,11 @@ def _reader_properties(mod, readers):
                 break
         if proxy is None or isinstance(proxy, types.ModuleType):
             continue
-        base = type(proxy)
+        base = getattr(type(proxy), "_shmcfg_base", type(proxy))  # torch's (again: reattach)
         taken = set(dir(base))
         ns = {leaf: property(lambda _self, r=r: r(mod))
               for leaf, r in leaves.items() if leaf not in taken and leaf not in proxy.__dict__}
+        ns["_shmcfg_base"] = base
         object.__setattr__(proxy, "__class__", type(base.__name__, (base,), ns))
 
 
@@ -392,12 +535,14 @@ def _patch_class(cm):
 
         def __enter__(self):
             config = self.config
-            served = config.__dict__["_shmcfg_served"]
             prior = {}
             for key in self.changes:
                 value = config.__getattr__(key)  # an unknown name raises, as torch's
-                prior[key] = (config._config[key].user_override.get() if key in served
-                              else value)
+                target = _served_target(config, key)
+                if target is None:
+                    prior[key] = (None, value)
+                else:
+                    prior[key] = (target, target[0]._config[target[1]].user_override.get())
             stack = self._prior.get()
             self._prior.set((*stack, prior))
             try:
@@ -413,15 +558,11 @@ def _patch_class(cm):
                 raise AssertionError("prior should not be empty when exiting ConfigPatch")
             self._prior.set(stack[:-1])
             config = self.config
-            served = config.__dict__["_shmcfg_served"]
-            for k, v in stack[-1].items():
-                if k in served:
-                    config._config[k].user_override.set(v)
-                    config._config[k].hide = False
-                    config._hash_dirty_var.set(True)
-                    config._mark_get_dict_dirty(k)
-                else:
+            for k, (target, v) in stack[-1].items():
+                if target is None:
                     config.__setattr__(k, v)
+                else:
+                    _restore_override(*target, v)
     return ConfigPatch
 
 
@@ -457,11 +598,14 @@ class _BridgingLoader(importlib.abc.Loader):
         self._loader.exec_module(module)
         name = module.__name__
         with _lock:
-            how = _pending.pop(name, None)
+            how = _pending.get(name)
+            if how is not None:
+                # a DeclarationError (strict) fails this import, and leaves
+                # the module pending: the next import of it fails alike
+                bridge(sys.modules.get(name, module), *how)
+                del _pending[name]
             if not _pending and _finder in sys.meta_path:
                 sys.meta_path.remove(_finder)  # every later import would ask it
-            if how is not None:
-                bridge(sys.modules.get(name, module), *how)
 
     def __getattr__(self, attr):  # get_source (inspect), get_filename...
         return getattr(self._loader, attr)
@@ -488,7 +632,7 @@ class TorchBridge(types.ModuleType):
         unittest.mock's patch exit is the caller: it sets the original back
         right after."""
         super().__delattr__(name)
-        if name in self.__dict__["_shmcfg_served"] and _mock_restores_after_delete():
+        if _served_target(self, name) is not None and _mock_restores_after_delete():
             self._config[name].__dict__["_shmcfg_mock_restore"] = True
 
     def __setattr__(self, name, value):
@@ -496,24 +640,27 @@ class TorchBridge(types.ModuleType):
         gives back what the option reads with no override leaves it with
         none, so that it follows the segment again, as it did before the
         mock (torch's would pin the value in this context)."""
-        if name in self.__dict__.get("_shmcfg_served", ()):
-            entry = self._config[name]
-            if entry.__dict__.pop("_shmcfg_mock_restore", False):
-                entry.hide = False
-                if self.__dict__["_shmcfg_readers"][name](self) == value:
-                    self._hash_dirty_var.set(True)
-                    self._mark_get_dict_dirty(name)
+        entry = self.__dict__.get("_config", {}).get(name)
+        if entry is not None and entry.__dict__.pop("_shmcfg_mock_restore", False):
+            entry.hide = False
+            target = _served_target(self, name)
+            if target is not None:
+                mod, key = target
+                _restore_override(mod, key, mod.__dict__["_shmcfg_unset"])
+                if mod.__dict__["_shmcfg_readers"][key](mod) == value:
                     return
         super().__setattr__(name, value)
 
     def _shmcfg_fresh(self):
         """Drop this context's hash and _get_dict caches when the segment's
-        generation is not the one they were computed under. The generation
+        generation (and incarnation: seg.reattach()) is not the one they
+        were computed under. The generation
         is read before the values: a commit racing the computation leaves
         the caches tagged older than their values, and the next call
         computes them again."""
         d = self.__dict__
-        g = d["_shmcfg_seg"].generation
+        seg = d["_shmcfg_seg"]
+        g = (seg._incarnation, seg.generation)
         var = d["_shmcfg_gen"]
         if var.get() != g:
             self._hash_dirty_var.set(True)
@@ -532,9 +679,11 @@ class TorchBridge(types.ModuleType):
         """torch's patch(), but that its exit gives a served option back the
         user override it had (none, mostly) where torch's assigns the value
         read at its entry: with torch's, an option patched once would keep
-        that value in this context and stop following the segment."""
+        that value in this context and stop following the segment. An alias
+        of a served option (torch.compiler.config.recompile_limit) counts as
+        the option."""
         p = super().patch(arg1, arg2, **kwargs)  # torch's argument checks
-        if self.__dict__["_shmcfg_served"].keys().isdisjoint(p.changes):
+        if all(_served_target(self, k) is None for k in p.changes):
             return p
         return self.__dict__["_shmcfg_patch"](self, p.changes)
 
