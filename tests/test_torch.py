@@ -108,6 +108,26 @@ def torch_segment(test, schema=TORCH_SCHEMA, **kw):
     return seg
 
 
+def edited_schema(test, old, new, extra=""):
+    """The shipped schema's text with old replaced by new (which must
+    occur), and extra appended."""
+    with open(TORCH_SCHEMA) as f:
+        text = f.read()
+    edited = text.replace(old, new)
+    test.assertNotEqual(edited, text)
+    return edited + extra
+
+
+def edited_segment(test, old, new, extra=""):
+    """A segment of edited_schema(); its name."""
+    name = segname()
+    seg = shmcfg.create(name, schema_text=edited_schema(test, old, new, extra), force=True,
+                        no_env=True)
+    test.addCleanup(shmcfg.unlink, name, True)
+    test.addCleanup(seg.close)
+    return name
+
+
 # What torch's methods say of its five modules, as JSON: run by a process
 # bridged to a segment that holds OPERATOR's values, and by one that never
 # loads shmcfg and assigns them through torch, the answers must be equal.
@@ -519,17 +539,10 @@ class TestProcesses(unittest.TestCase):
         """A schema whose declarations differ from the installed torch's:
         those options stay torch's, and a warning names them; strict=True
         refuses."""
-        with open(TORCH_SCHEMA) as f:
-            text = f.read()
-        schema = text.replace(
-            "  torch._dynamo.config.recompile_limit:\n    type: int\n    default: 8\n",
-            "  torch._dynamo.config.recompile_limit:\n    type: int\n    default: 9\n")
-        self.assertNotEqual(schema, text)
-        schema += ("  torch._dynamo.config.no_such_option:\n    type: int\n    default: 1\n")
-        name = segname()
-        seg = shmcfg.create(name, schema_text=schema, force=True, no_env=True)
-        self.addCleanup(shmcfg.unlink, name, True)
-        self.addCleanup(seg.close)
+        name = edited_segment(
+            self, "  torch._dynamo.config.recompile_limit:\n    type: int\n    default: 8\n",
+            "  torch._dynamo.config.recompile_limit:\n    type: int\n    default: 9\n",
+            "  torch._dynamo.config.no_such_option:\n    type: int\n    default: 1\n")
         out = child("""
             import json, sys, warnings, shmcfg, shmcfg.torch, torch
             import torch._dynamo.config
@@ -557,18 +570,10 @@ class TestProcesses(unittest.TestCase):
     def test_types_that_differ(self):
         """torch's annotation counts too: a nullable option where torch's
         is not Optional, a list of strings where torch holds ints."""
-        with open(TORCH_SCHEMA) as f:
-            text = f.read()
-        schema = text.replace(
-            "  torch._inductor.config.cpp.threads:\n    type: int\n",
-            "  torch._inductor.config.cpp.threads:\n    type: int\n    nullable: true\n")
-        self.assertNotEqual(schema, text)
-        schema += ("  torch._inductor.config.multi_kernel_hints:\n    type: list\n"
-                   "    default: []\n")
-        name = segname()
-        seg = shmcfg.create(name, schema_text=schema, force=True, no_env=True)
-        self.addCleanup(shmcfg.unlink, name, True)
-        self.addCleanup(seg.close)
+        name = edited_segment(
+            self, "  torch._inductor.config.cpp.threads:\n    type: int\n",
+            "  torch._inductor.config.cpp.threads:\n    type: int\n    nullable: true\n",
+            "  torch._inductor.config.multi_kernel_hints:\n    type: list\n    default: []\n")
         out = child("""
             import json, sys, warnings, shmcfg, shmcfg.torch, torch
             import torch._inductor.config
@@ -587,12 +592,9 @@ class TestProcesses(unittest.TestCase):
         and the new declarations checked."""
         seg = torch_segment(self)
         seg.set({"torch._dynamo.config.recompile_limit": 16})
-        with open(TORCH_SCHEMA) as f:
-            text = f.read()
-        changed = text.replace(
-            "  torch._inductor.config.max_autotune:\n    type: bool\n    default: false\n",
+        changed = edited_schema(
+            self, "  torch._inductor.config.max_autotune:\n    type: bool\n    default: false\n",
             "  torch._inductor.config.max_autotune:\n    type: str\n    default: lots\n")
-        self.assertNotEqual(changed, text)
         out = child("""
             import json, subprocess, sys, warnings, shmcfg, shmcfg.torch, torch
             import torch._dynamo.config as dyn, torch._inductor.config as ind
@@ -621,14 +623,9 @@ class TestProcesses(unittest.TestCase):
     def test_strict_through_the_import_hook(self):
         """install(strict=True) before import: a declaration that differs
         fails the import of that module, and every later one alike."""
-        with open(TORCH_SCHEMA) as f:
-            schema = f.read().replace(
-                "  torch._dynamo.config.recompile_limit:\n    type: int\n    default: 8\n",
-                "  torch._dynamo.config.recompile_limit:\n    type: int\n    default: 9\n")
-        name = segname()
-        seg = shmcfg.create(name, schema_text=schema, force=True, no_env=True)
-        self.addCleanup(shmcfg.unlink, name, True)
-        self.addCleanup(seg.close)
+        name = edited_segment(
+            self, "  torch._dynamo.config.recompile_limit:\n    type: int\n    default: 8\n",
+            "  torch._dynamo.config.recompile_limit:\n    type: int\n    default: 9\n")
         out = child("""
             import json, sys, shmcfg, shmcfg.torch
             shmcfg.torch.install(shmcfg.attach(sys.argv[1]), ["torch._dynamo.config"],
