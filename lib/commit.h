@@ -54,6 +54,7 @@ struct build {
 	uint64_t heap_size;
 	bool shared;                 /* the segment's heap: chunks allocated and counted (heap.c) */
 	bool patch;                  /* layer values written have source "patch" */
+	bool by_cluster;             /* layer values written are the cluster agent's (META_BY_CLUSTER) */
 	uint64_t priv_top;           /* private heap: where the next chunk goes */
 	bool track;                  /* keep hash_sum and checksum up to date */
 	uint64_t hash_sum[2], checksum;

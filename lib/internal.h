@@ -42,7 +42,7 @@
 #include "shmcfg.h"
 
 #define SEG_MAGIC 0x3147464343d48535ULL /* bytes 35 85 d4 43 43 46 47 31 */
-#define SEG_LAYOUT_VERSION 5u
+#define SEG_LAYOUT_VERSION 6u
 #define SEG_READY 0x52454459u           /* "REDY" */
 #define SEG_HEADER_BYTES 4096u
 #define SEG_PREFIX "/shmcfg."
@@ -105,6 +105,10 @@ static inline bool source_is_stored(shmcfg_source s)
 /* str/list bytes in the schema's strings area (a default or an implied
  * value), not in the value heap */
 #define META_SCHEMA (1ull << 14)
+/* a layer cell written by a commit that applied a cluster revision
+ * (shmcfg_txn_origin: the cluster agent's), so that a restarted agent knows
+ * which knob values are its own (shmcfg_snapshot_layer_by_cluster) */
+#define META_BY_CLUSTER (1ull << 15)
 #define META_LEN(m) ((uint32_t)((m) >> 32))
 #define CELL_OFF(v) ((uint32_t)(v))
 #define CELL_COUNT(v) ((uint32_t)((v) >> 32))

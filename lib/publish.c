@@ -28,7 +28,8 @@
 #include <unistd.h>
 
 /* Whether any change differs from what its layer holds in the current slot. */
-static int txn_changes(const shmcfg *h, const char *cur_sl, const struct change *ch, size_t n, bool *any)
+static int txn_changes(const shmcfg *h, const char *cur_sl, const struct change *ch, size_t n, uint64_t own,
+		       bool *any)
 {
 	*any = false;
 	for (size_t k = 0; k < n && !*any; k++) {
@@ -38,8 +39,11 @@ static int txn_changes(const shmcfg *h, const char *cur_sl, const struct change 
 			return r;
 		bool had = lay[ch[k].layer].meta & META_SET;
 		shmcfg_value old;
+		/* the same value written by the agent instead of a local tool (or
+		 * back) changes who owns it (META_BY_CLUSTER) */
 		*any = had != !ch[k].reset ||
-		       (had && (shmcfg__value_from_cell(&lay[ch[k].layer], seg_heap(h), h->lay.heap_size, &old) ||
+		       (had && ((lay[ch[k].layer].meta & META_BY_CLUSTER) != own ||
+				shmcfg__value_from_cell(&lay[ch[k].layer], seg_heap(h), h->lay.heap_size, &old) ||
 				!shmcfg_value_equal(&old, &ch[k].v)));
 	}
 	return 0;
@@ -234,6 +238,7 @@ static int undo(struct build *b, struct slot_hdr *sl, const struct slot_hdr *cur
 static int build_txn(struct build *b, shmcfg_txn *t, struct slot_hdr *sl)
 {
 	b->track = true;
+	b->by_cluster = t->cluster_rev != 0;
 	memcpy(b->hash_sum, sl->hash_sum, sizeof b->hash_sum);
 	b->checksum = sl->checksum;
 	shmcfg__ids_free(&b->changed); /* what a sync copied is not this commit's change */
@@ -331,7 +336,7 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret, bool *published
 	 * take (or wait for) a slot to find that out; one that brings a new
 	 * cluster revision publishes it even so (an agent's waiters see it) */
 	bool any;
-	if ((r = txn_changes(h, (const char *)cur_sl, t->ch, t->n, &any)))
+	if ((r = txn_changes(h, (const char *)cur_sl, t->ch, t->n, t->cluster_rev ? META_BY_CLUSTER : 0, &any)))
 		goto out;
 	uint64_t cluster_rev = t->cluster_rev ? t->cluster_rev : cur_sl->cluster_rev;
 	if (!any && cluster_rev == cur_sl->cluster_rev) {

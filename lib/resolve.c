@@ -178,7 +178,7 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 		by_layer[ch[k].layer] = &ch[k];
 	/* what each layer will hold, and the bytes of the chunk */
 	shmcfg_value val[NLAYERS];
-	uint64_t src[NLAYERS];
+	uint64_t src[NLAYERS], own[NLAYERS]; /* the cell's source and META_BY_CLUSTER bits */
 	unsigned mask = 0;
 	uint64_t bytes = CHUNK_HDR_BYTES;
 	bool same = true;
@@ -190,15 +190,19 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the current layer cell of %s is malformed",
 					   h->name, sstr(h, d->name));
 		src[l] = had ? META_SRC(old[l].meta) : 0;
+		own[l] = had ? old[l].meta & META_BY_CLUSTER : 0;
 		if (c) {
 			uint64_t s = b->patch ? SHMCFG_SRC_PATCH : source_of(l);
-			same = same && had == !c->reset && (!had || (s == src[l] && shmcfg_value_equal(&val[l], &c->v)));
+			uint64_t o = b->by_cluster ? META_BY_CLUSTER : 0;
+			same = same && had == !c->reset &&
+			       (!had || (s == src[l] && o == own[l] && shmcfg_value_equal(&val[l], &c->v)));
 			if (c->reset) {
 				had = false;
 			} else {
 				had = true;
 				val[l] = c->v;
 				src[l] = s;
+				own[l] = o;
 			}
 		}
 		if (!had)
@@ -229,8 +233,8 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 	uint64_t used = off + CHUNK_HDR_BYTES + nset * sizeof(struct shmcfg__cell);
 	for (enum layer l = 0, j = 0; l < NLAYERS; l++)
 		if (mask >> l & 1) /* sized above: cannot fail */
-			(void)shmcfg__cell_encode(&val[l], src[l] << META_SRC_SHIFT, b->heap, b->heap_size, &used,
-						  &k->l[j++]);
+			(void)shmcfg__cell_encode(&val[l], src[l] << META_SRC_SHIFT | own[l], b->heap, b->heap_size,
+						  &used, &k->l[j++]);
 	k->tag |= mask;
 	uint32_t lref = (uint32_t)(off >> LREF_SHIFT);
 	if ((r = set_lref(b, opt, lref)) && b->shared && b->lrefs[opt] != lref &&
@@ -275,7 +279,7 @@ static int conflict(const shmcfg *h, uint32_t target, uint32_t k1, uint32_t k2)
 
 static struct shmcfg__cell with_source(struct shmcfg__cell c, shmcfg_source src)
 {
-	c.meta = (c.meta & ~(7ull << META_SRC_SHIFT | META_SET)) | (uint64_t)src << META_SRC_SHIFT;
+	c.meta = (c.meta & ~(15ull << META_SRC_SHIFT | META_SET | META_BY_CLUSTER)) | (uint64_t)src << META_SRC_SHIFT;
 	return c;
 }
 

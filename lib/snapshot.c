@@ -41,6 +41,23 @@ int shmcfg_snapshot_get(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_valu
 	return r;
 }
 
+int shmcfg_snapshot_layer_by_cluster(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_source layer)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(snap, -EINVAL);
+	const shmcfg *h = snap->h;
+	int r = shmcfg__opt_use(h, opt);
+	if (r)
+		return r;
+	if (!source_is_stored(layer))
+		return shmcfg__err(SHMCFG_E_LAYER, "layer %s is not stored", shmcfg_source_name(layer));
+	struct shmcfg__cell lay[NLAYERS];
+	if ((r = shmcfg__chunk_read(snap->heap, snap->heap_size, slot_lrefs(h, snap->slot)[opt], lay)))
+		return r;
+	uint64_t m = lay[layer_of(layer)].meta;
+	return (m & META_SET) && (m & META_BY_CLUSTER) ? 1 : 0;
+}
+
 int shmcfg_snapshot_layer(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_source layer,
 			  shmcfg_value *ret)
 {

@@ -255,6 +255,50 @@ static void test_value_from_json_and_check(void **state)
 	shmcfg_close(ro);
 }
 
+/* Which knob values the agent wrote: a cluster commit's knob value is the
+ * agent's, a local one (shmctl set --knob) takes it back, a reset leaves
+ * nothing; the bit stays with the value across later commits of others. */
+static void test_layer_by_cluster(void **state)
+{
+	struct fx *f = *state;
+	shmcfg_snapshot *s;
+	shmcfg_txn *t;
+	uint64_t g;
+	/* not set: no */
+	assert_int_equal(shmcfg_snapshot_acquire(f->h, &s), 0);
+	assert_int_equal(shmcfg_snapshot_layer_by_cluster(s, T_KNOBBED, SHMCFG_SRC_KNOB), 0);
+	assert_int_equal(shmcfg_snapshot_layer_by_cluster(s, T_KNOBBED, SHMCFG_SRC_DEFAULT), SHMCFG_E_LAYER);
+	assert_int_equal(shmcfg_snapshot_layer_by_cluster(s, 100000, SHMCFG_SRC_KNOB), SHMCFG_E_NOOPT);
+	shmcfg_snapshot_release(s);
+	/* the agent's commit: its knob and cluster values are its own */
+	assert_int_equal(shmcfg_txn_begin(f->h, &t), 0);
+	assert_int_equal(shmcfg_txn_origin(t, 12, "op"), 0);
+	assert_int_equal(shmcfg_txn_layer(t, SHMCFG_SRC_KNOB), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, T_KNOBBED, "true"), 0);
+	assert_int_equal(shmcfg_txn_layer(t, SHMCFG_SRC_CLUSTER), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, T_A, "4"), 0);
+	assert_int_equal(shmcfg_txn_commit(t, &g), 0);
+	/* someone else's commit of another option leaves them so */
+	assert_int_equal(set_and_commit(f->h, T_B, "5", &g), 0);
+	assert_int_equal(shmcfg_snapshot_acquire(f->h, &s), 0);
+	assert_int_equal(shmcfg_snapshot_layer_by_cluster(s, T_KNOBBED, SHMCFG_SRC_KNOB), 1);
+	assert_int_equal(shmcfg_snapshot_layer_by_cluster(s, T_A, SHMCFG_SRC_CLUSTER), 1);
+	assert_int_equal(shmcfg_snapshot_layer_by_cluster(s, T_B, SHMCFG_SRC_USER), 0);
+	shmcfg_snapshot_release(s);
+	/* a local knob value of the same value takes it back */
+	assert_int_equal(shmcfg_txn_begin(f->h, &t), 0);
+	assert_int_equal(shmcfg_txn_layer(t, SHMCFG_SRC_KNOB), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, T_KNOBBED, "true"), 0);
+	assert_int_equal(shmcfg_txn_commit(t, &g), 0);
+	assert_true(g > 0);
+	assert_int_equal(shmcfg_snapshot_acquire(f->h, &s), 0);
+	assert_int_equal(shmcfg_snapshot_layer_by_cluster(s, T_KNOBBED, SHMCFG_SRC_KNOB), 0);
+	shmcfg_value v;
+	assert_int_equal(shmcfg_snapshot_layer(s, T_KNOBBED, SHMCFG_SRC_KNOB, &v), 0);
+	assert_true(v.u.b);
+	shmcfg_snapshot_release(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -264,6 +308,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sync_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sync_record_scribbled, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_value_from_json_and_check, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_layer_by_cluster, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
