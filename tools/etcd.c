@@ -29,7 +29,9 @@ struct etcd {
 	char *endpoints;
 	struct endpoint *ep;
 	size_t nep, cur; /* cur: the endpoint that last answered */
+	bool pinned;     /* requests go to cur only */
 	int timeout_ms;
+	bool too_big;    /* the last request's answer was over ANSWER_MAX */
 	CURL *curl;
 	char err[512];
 };
@@ -44,6 +46,10 @@ struct buf {
 	size_t len, cap;
 	bool too_big; /* ANSWER_MAX reached: the transfer was failed */
 };
+
+/* Keys a page of a range asks for: halved while an answer is over
+ * ANSWER_MAX (values of up to etcd's request limit, 1.5 MiB by default). */
+#define RANGE_PAGE 1000
 
 static int set_err(struct etcd *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int set_err(struct etcd *e, int code, const char *fmt, ...)
@@ -63,6 +69,33 @@ const char *etcd_errmsg(const struct etcd *e)
 const char *etcd_endpoints(const struct etcd *e)
 {
 	return e->endpoints;
+}
+
+size_t etcd_nendpoints(const struct etcd *e)
+{
+	return e->nep;
+}
+
+const char *etcd_endpoint(const struct etcd *e, size_t i)
+{
+	return i < e->nep ? e->ep[i].text : "?";
+}
+
+size_t etcd_current(const struct etcd *e)
+{
+	return e->cur;
+}
+
+void etcd_pin(struct etcd *e, size_t i)
+{
+	e->pinned = i < e->nep;
+	if (i < e->nep)
+		e->cur = i;
+}
+
+void etcd_set_timeout(struct etcd *e, int timeout_ms)
+{
+	e->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
 }
 
 /* ---- base64 (RFC 4648, with padding), as the gateway encodes bytes ---- */
@@ -357,8 +390,26 @@ static void setup(CURL *c, const struct endpoint *ep, const char *path, const ch
 	curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
 }
 
+/* etcd's answers that say "not now" rather than "no": the gRPC codes
+ * Unavailable and DeadlineExceeded (HTTP 503, 504 through the gateway) and
+ * the texts of etcdserver's transient errors (rpctypes), for a gateway that
+ * maps them otherwise. */
+static bool transient_text(const char *msg)
+{
+	static const char *const texts[] = {
+		"etcdserver: leader changed", "etcdserver: no leader", "etcdserver: request timed out",
+		"etcdserver: too many requests", "etcdserver: server stopped", "etcdserver: not capable",
+		"etcdserver: unhealthy cluster", "etcdserver: request timed out, possibly due to",
+		"etcdserver: request timed out, waiting for the applied index",
+	};
+	for (size_t i = 0; i < sizeof texts / sizeof *texts; i++)
+		if (strstr(msg, texts[i]))
+			return true;
+	return false;
+}
+
 /* etcd's error text: {"error": "...", "message": "...", "code": N}. */
-static int server_error(struct etcd *e, const char *path, long status, json_t *j)
+static int server_error(struct etcd *e, const char *ep, const char *path, long status, json_t *j)
 {
 	const char *msg = NULL;
 	json_t *m = json_object_get(j, "message");
@@ -373,18 +424,21 @@ static int server_error(struct etcd *e, const char *path, long status, json_t *j
 		code = ETCD_E_COMPACTED;
 	else if (msg && strstr(msg, "too many operations in txn request"))
 		code = ETCD_E_TOO_MANY_OPS;
+	else if (status == 503 || status == 504 || status == 429 || (msg && transient_text(msg)))
+		code = ETCD_E_UNAVAILABLE;
 	if (status)
-		return set_err(e, code, "etcd %s: %s: HTTP %ld: %s", e->ep[e->cur].text, path, status,
-			       msg ? msg : "(no message)");
-	return set_err(e, code, "etcd %s: %s: %s", e->ep[e->cur].text, path, msg ? msg : "(no message)");
+		return set_err(e, code, "etcd %s: %s: HTTP %ld: %s", ep, path, status, msg ? msg : "(no message)");
+	return set_err(e, code, "etcd %s: %s: %s", ep, path, msg ? msg : "(no message)");
 }
 
 /* POST body to path; *ret the answer's JSON object. Falls over to the next
- * endpoint on a transport error, trying each once. */
+ * endpoint on a transport error or a transient answer, trying each once
+ * (the pinned one only, if pinned); the message is the last endpoint's. */
 static int request(struct etcd *e, const char *path, json_t *body, json_t **ret)
 {
 	*ret = NULL;
 	e->err[0] = 0;
+	e->too_big = false;
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	if (!text)
@@ -392,7 +446,8 @@ static int request(struct etcd *e, const char *path, json_t *body, json_t **ret)
 	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
 	struct buf out = {0};
 	int r = ETCD_E_UNREACHABLE;
-	for (size_t k = 0; k < e->nep; k++) {
+	size_t tries = e->pinned ? 1 : e->nep;
+	for (size_t k = 0; k < tries; k++) {
 		size_t i = (e->cur + k) % e->nep;
 		out.len = 0;
 		setup(e->curl, &e->ep[i], path, text, &out, hdr);
@@ -400,6 +455,7 @@ static int request(struct etcd *e, const char *path, json_t *body, json_t **ret)
 		curl_easy_setopt(e->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)e->timeout_ms);
 		CURLcode c = curl_easy_perform(e->curl);
 		if (c == CURLE_WRITE_ERROR && out.too_big) {
+			e->too_big = true;
 			r = set_err(e, ETCD_E_PROTO, "etcd %s: %s: an answer over %zu MiB", e->ep[i].text, path,
 				    ANSWER_MAX >> 20);
 			break;
@@ -416,16 +472,17 @@ static int request(struct etcd *e, const char *path, json_t *body, json_t **ret)
 		json_t *j = out.p ? json_loadb(out.p, out.len, 0, &je) : NULL;
 		if (!json_is_object(j)) {
 			json_decref(j);
-			r = set_err(e, ETCD_E_PROTO, "etcd %s: %s: HTTP %ld, an answer that is not a JSON object", e->ep[i].text,
-				    path, status);
+			r = set_err(e, status == 503 || status == 504 ? ETCD_E_UNAVAILABLE : ETCD_E_PROTO,
+				    "etcd %s: %s: HTTP %ld, an answer that is not a JSON object", e->ep[i].text, path, status);
 		} else if (status != 200 || json_object_get(j, "error")) {
-			r = server_error(e, path, status, j);
+			r = server_error(e, e->ep[i].text, path, status, j);
 			json_decref(j);
 		} else {
 			*ret = j;
 			r = 0;
 		}
-		break;
+		if (r != ETCD_E_UNAVAILABLE)
+			break;
 	}
 	curl_slist_free_all(hdr);
 	free(out.p);
@@ -435,20 +492,23 @@ static int request(struct etcd *e, const char *path, json_t *body, json_t **ret)
 
 /* ---- kv ---- */
 
-static int parse_kvs(struct etcd *e, json_t *j, struct etcd_kvs *ret)
+/* Adds the kvs of an answer to *ret; *more: etcd has more in the range. */
+static int parse_kvs(struct etcd *e, json_t *j, struct etcd_kvs *ret, bool *more)
 {
 	json_t *kvs = json_object_get(j, "kvs");
+	*more = get_bool(j, "more");
 	if (!get_i64(json_object_get(j, "header"), "revision", &ret->revision))
 		return set_err(e, ETCD_E_PROTO, "etcd %s: a header with a bad revision", e->ep[e->cur].text);
 	if (!kvs)
 		return 0;
 	if (!json_is_array(kvs))
 		return set_err(e, ETCD_E_PROTO, "etcd %s: \"kvs\" is not an array", e->ep[e->cur].text);
-	ret->kv = calloc(json_array_size(kvs) + 1, sizeof *ret->kv);
-	if (!ret->kv)
+	struct etcd_kv *kv = realloc(ret->kv, (ret->n + json_array_size(kvs) + 1) * sizeof *kv);
+	if (!kv)
 		return set_err(e, ETCD_E_NOMEM, "out of memory");
+	ret->kv = kv;
 	for (size_t i = 0; i < json_array_size(kvs); i++) {
-		int r = parse_kv(e, json_array_get(kvs, i), &ret->kv[i]);
+		int r = parse_kv(e, json_array_get(kvs, i), &ret->kv[ret->n]);
 		if (r)
 			return r;
 		ret->n++;
@@ -474,21 +534,66 @@ char *etcd_prefix_end(const char *prefix)
 	return end;
 }
 
+/*
+ * In pages of at most `limit` keys, all at the revision of the first (the
+ * whole range is one state), each starting just past the last key of the
+ * one before (its bytes and a NUL); a page whose answer is over ANSWER_MAX
+ * is asked again with half the keys.
+ */
 int etcd_range(struct etcd *e, const char *key, const char *range_end, int64_t rev, struct etcd_kvs *ret)
 {
 	memset(ret, 0, sizeof *ret);
-	json_t *b = json_object();
-	put_bytes(b, "key", key, strlen(key));
-	if (range_end)
-		put_bytes(b, "range_end", range_end, *range_end ? strlen(range_end) : 1);
-	if (rev)
-		json_object_set_new(b, "revision", json_integer(rev));
-	json_t *j;
-	int r = request(e, "/v3/kv/range", b, &j);
-	if (!r) {
-		r = parse_kvs(e, j, ret);
+	char *from = strdup(key);
+	size_t from_len = strlen(key);
+	int64_t limit = range_end ? RANGE_PAGE : 0;
+	int r = from ? 0 : set_err(e, ETCD_E_NOMEM, "out of memory");
+	for (bool more = true; !r && more;) {
+		json_t *b = json_object();
+		put_bytes(b, "key", from, from_len);
+		if (range_end)
+			put_bytes(b, "range_end", range_end, *range_end ? strlen(range_end) : 1);
+		if (rev)
+			json_object_set_new(b, "revision", json_integer(rev));
+		if (limit)
+			json_object_set_new(b, "limit", json_integer(limit));
+		json_t *j;
+		r = request(e, "/v3/kv/range", b, &j);
+		if (r && e->too_big && limit > 1) {
+			limit /= 2;
+			r = 0;
+			continue;
+		}
+		if (r)
+			break;
+		size_t before = ret->n;
+		int64_t first = ret->revision;
+		r = parse_kvs(e, j, ret, &more);
 		json_decref(j);
+		if (before || first) /* the revision of the answer is the first page's */
+			ret->revision = first;
+		if (!rev)
+			rev = ret->revision;
+		if (r || !more)
+			break;
+		if (ret->n == before) {
+			r = set_err(e, ETCD_E_PROTO, "etcd %s: a range page with more to come and no key", e->ep[e->cur].text);
+			break;
+		}
+		/* the next page: past the last key */
+		const struct etcd_kv *last = &ret->kv[ret->n - 1];
+		char *next = malloc(last->key_len + 2);
+		if (!next) {
+			r = set_err(e, ETCD_E_NOMEM, "out of memory");
+			break;
+		}
+		memcpy(next, last->key, last->key_len);
+		next[last->key_len] = 0;
+		next[last->key_len + 1] = 0;
+		free(from);
+		from = next;
+		from_len = last->key_len + 1;
 	}
+	free(from);
 	if (r)
 		etcd_kvs_free(ret);
 	return r;
@@ -641,7 +746,10 @@ int etcd_lease_keepalive(struct etcd *e, int64_t id, int64_t *ttl)
 /* ---- watch ---- */
 
 struct etcd_watch {
-	struct etcd *e; /* for messages and the endpoint */
+	struct etcd *e; /* for messages */
+	const char *ep; /* the endpoint's text */
+	bool fragmented; /* the last response was a fragment: the next ones add to it */
+	struct etcd_watch_resp part; /* ... the events so far */
 	CURLM *multi;
 	CURL *curl;
 	struct curl_slist *hdr;
@@ -659,16 +767,25 @@ int etcd_watch_open(struct etcd *e, const char *key, const char *range_end, int6
 	if (!w)
 		return set_err(e, ETCD_E_NOMEM, "out of memory");
 	w->e = e;
+	w->ep = e->ep[e->cur].text;
 	json_t *cr = json_object();
 	put_bytes(cr, "key", key, strlen(key));
 	if (range_end)
 		put_bytes(cr, "range_end", range_end, *range_end ? strlen(range_end) : 1);
 	if (start_rev)
 		json_object_set_new(cr, "start_revision", json_integer(start_rev));
+	/* a response over etcd's request limit comes in fragments (a backlog of
+	 * big revisions), each under it; watch_message() joins them */
+	json_object_set_new(cr, "fragment", json_true());
 	json_t *b = json_pack("{s:o}", "create_request", cr);
 	char *text = json_dumps(b, JSON_COMPACT);
 	json_decref(b);
 	w->hdr = curl_slist_append(NULL, "Content-Type: application/json");
+	/* gRPC metadata through the gateway: etcd cancels the watch when its
+	 * member loses the leader (a member cut off from the quorum would
+	 * otherwise keep the stream open and silent) */
+	if (w->hdr)
+		w->hdr = curl_slist_append(w->hdr, "Grpc-Metadata-hasleader: true");
 	w->multi = curl_multi_init();
 	w->curl = curl_easy_init();
 	if (!text || !w->hdr || !w->multi || !w->curl) {
@@ -697,6 +814,7 @@ void etcd_watch_close(struct etcd_watch *w)
 		curl_multi_cleanup(w->multi);
 	curl_slist_free_all(w->hdr);
 	free(w->in.p);
+	etcd_watch_resp_free(&w->part);
 	free(w);
 }
 
@@ -710,6 +828,29 @@ void etcd_watch_resp_free(struct etcd_watch_resp *r)
 	memset(r, 0, sizeof *r);
 }
 
+/* A fragment of a response (more: more follow): its events are added to
+ * w->part; the last one completes it into *ret. 1 (*ret complete), 0 (wait
+ * for more), or an error. */
+static int join_fragment(struct etcd_watch *w, struct etcd_watch_resp *ret, bool more)
+{
+	struct etcd_watch_resp *p = &w->part;
+	struct etcd_event *ev = realloc(p->ev, (p->n + ret->n + 1) * sizeof *ev);
+	if (!ev)
+		return set_err(w->e, ETCD_E_NOMEM, "out of memory");
+	p->ev = ev;
+	memcpy(p->ev + p->n, ret->ev, ret->n * sizeof *ev);
+	p->n += ret->n;
+	p->revision = ret->revision;
+	p->created |= ret->created;
+	free(ret->ev); /* the kvs now belong to p */
+	w->fragmented = more;
+	if (more)
+		return 0;
+	*ret = *p;
+	memset(p, 0, sizeof *p);
+	return 1;
+}
+
 /* One message of the stream: {"result": WatchResponse} or {"error": ...}.
  * Returns 1 (a response), 0 (nothing for the caller), or an error. */
 static int watch_message(struct etcd_watch *w, const char *line, size_t len, struct etcd_watch_resp *ret)
@@ -719,38 +860,38 @@ static int watch_message(struct etcd_watch *w, const char *line, size_t len, str
 	json_t *j = json_loadb(line, len, 0, &je);
 	int r = 0;
 	if (!json_is_object(j)) {
-		r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: a message that is not a JSON object: %s", e->ep[e->cur].text,
+		r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: a message that is not a JSON object: %s", w->ep,
 			    je.text);
 		goto out;
 	}
 	if (json_object_get(j, "error")) {
-		r = server_error(e, "watch", 0, json_object_get(j, "error"));
+		r = server_error(e, w->ep, "watch", 0, json_object_get(j, "error"));
 		goto out;
 	}
 	json_t *res = json_object_get(j, "result");
 	if (!json_is_object(res)) {
-		r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: a message without a result", e->ep[e->cur].text);
+		r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: a message without a result", w->ep);
 		goto out;
 	}
 	int64_t compact;
 	if (!get_i64(res, "compact_revision", &compact) || !get_i64(json_object_get(res, "header"), "revision", &ret->revision)) {
-		r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: a response with a bad revision", e->ep[e->cur].text);
+		r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: a response with a bad revision", w->ep);
 		goto out;
 	}
 	if (get_bool(res, "canceled")) {
 		json_t *reason = json_object_get(res, "cancel_reason");
 		if (compact)
 			r = set_err(e, ETCD_E_COMPACTED, "etcd %s: watch canceled: revisions up to %" PRId64 " were compacted",
-				    e->ep[e->cur].text, compact);
+				    w->ep, compact);
 		else
-			r = set_err(e, ETCD_E_SERVER, "etcd %s: watch canceled: %s", e->ep[e->cur].text,
+			r = set_err(e, ETCD_E_SERVER, "etcd %s: watch canceled: %s", w->ep,
 				    json_is_string(reason) ? json_string_value(reason) : "(no reason)");
 		goto out;
 	}
 	ret->created = get_bool(res, "created");
 	json_t *evs = json_object_get(res, "events");
 	if (evs && !json_is_array(evs)) {
-		r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: \"events\" is not an array", e->ep[e->cur].text);
+		r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: \"events\" is not an array", w->ep);
 		goto out;
 	}
 	size_t n = json_array_size(evs);
@@ -763,7 +904,7 @@ static int watch_message(struct etcd_watch *w, const char *line, size_t len, str
 		json_t *ev = json_array_get(evs, i), *type = json_object_get(ev, "type");
 		struct etcd_event *d = &ret->ev[i];
 		if (!json_is_object(ev) || (type && !json_is_string(type))) {
-			r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: a bad event", e->ep[e->cur].text);
+			r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: a bad event", w->ep);
 			goto out;
 		}
 		/* PUT is the enum's zero, which the gateway leaves out */
@@ -773,6 +914,11 @@ static int watch_message(struct etcd_watch *w, const char *line, size_t len, str
 		ret->n++;
 	}
 	r = 1;
+	if (get_bool(res, "fragment") || w->fragmented) {
+		r = join_fragment(w, ret, get_bool(res, "fragment"));
+		if (r == 0)
+			memset(ret, 0, sizeof *ret); /* taken into w->part */
+	}
 out:
 	json_decref(j);
 	if (r != 1)
@@ -812,26 +958,26 @@ int etcd_watch_next(struct etcd_watch *w, int timeout_ms, int wake_fd, struct et
 			w->used = 0;
 		}
 		if (w->done && w->in.too_big)
-			return set_err(e, ETCD_E_PROTO, "etcd %s: watch: a message over %zu MiB", e->ep[e->cur].text,
+			return set_err(e, ETCD_E_PROTO, "etcd %s: watch: a message over %zu MiB", w->ep,
 				       ANSWER_MAX >> 20);
 		if (w->done) {
 			long status = 0;
 			curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &status);
 			if (w->result == CURLE_OK && status != 200 && w->in.len) {
 				json_t *j = json_loadb(w->in.p, w->in.len, 0, NULL);
-				int r = j ? server_error(e, "watch", status, j)
-					  : set_err(e, ETCD_E_PROTO, "etcd %s: watch: HTTP %ld", e->ep[e->cur].text, status);
+				int r = j ? server_error(e, w->ep, "watch", status, j)
+					  : set_err(e, ETCD_E_PROTO, "etcd %s: watch: HTTP %ld", w->ep, status);
 				json_decref(j);
 				return r;
 			}
-			return set_err(e, ETCD_E_UNREACHABLE, "etcd %s: watch: the stream ended: %s", e->ep[e->cur].text,
+			return set_err(e, ETCD_E_UNREACHABLE, "etcd %s: watch: the stream ended: %s", w->ep,
 				       w->result == CURLE_OK ? (status == 200 ? "closed by the server" : "no answer")
 							     : curl_easy_strerror(w->result));
 		}
 		int running = 0;
 		CURLMcode mc = curl_multi_perform(w->multi, &running);
 		if (mc != CURLM_OK)
-			return set_err(e, ETCD_E_UNREACHABLE, "etcd %s: watch: %s", e->ep[e->cur].text, curl_multi_strerror(mc));
+			return set_err(e, ETCD_E_UNREACHABLE, "etcd %s: watch: %s", w->ep, curl_multi_strerror(mc));
 		CURLMsg *m;
 		int left;
 		while ((m = curl_multi_info_read(w->multi, &left)))
@@ -848,7 +994,7 @@ int etcd_watch_next(struct etcd_watch *w, int timeout_ms, int wake_fd, struct et
 		int nfds = 0;
 		mc = curl_multi_poll(w->multi, wake_fd >= 0 ? &extra : NULL, wake_fd >= 0 ? 1 : 0, (int)left_ms, &nfds);
 		if (mc != CURLM_OK)
-			return set_err(e, ETCD_E_UNREACHABLE, "etcd %s: watch: %s", e->ep[e->cur].text, curl_multi_strerror(mc));
+			return set_err(e, ETCD_E_UNREACHABLE, "etcd %s: watch: %s", w->ep, curl_multi_strerror(mc));
 		if (wake_fd >= 0 && (extra.revents & CURL_WAIT_POLLIN))
 			return 0;
 	}

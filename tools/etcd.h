@@ -9,7 +9,9 @@
  * (etcd's unix-socket listener, e.g. --listen-client-urls unix://NAME:1 makes
  * the socket file `NAME:1` in etcd's working directory). A request goes to
  * the endpoint that last answered and falls over to the next on a transport
- * error.
+ * error or a transient answer (ETCD_E_UNAVAILABLE: no leader, leader
+ * changed, a server-side timeout), unless the client is pinned to one
+ * endpoint (etcd_pin: shmcfg-sync checks the member its watch is on).
  *
  * Every function returns 0 or a negative error (ETCD_E_*), and leaves a
  * one-line message for etcd_errmsg() naming what failed (the endpoint, the
@@ -30,7 +32,17 @@ enum {
 	ETCD_E_TOO_MANY_OPS = -1005, /* a txn over etcd's --max-txn-ops */
 	ETCD_E_ARG = -1006,         /* bad endpoint text or argument */
 	ETCD_E_NOMEM = -1007,
+	ETCD_E_UNAVAILABLE = -1008, /* etcd answered, but cannot serve now (no leader, leader
+				     * changed, timed out, overloaded): a later try may succeed */
 };
+
+/* Whether an error may go away by itself (a retry, another endpoint): the
+ * transport's and etcd's transient answers. A write that failed so may
+ * still have been applied: a writer that retries checks. */
+static inline bool etcd_transient(int r)
+{
+	return r == ETCD_E_UNREACHABLE || r == ETCD_E_UNAVAILABLE;
+}
 
 struct etcd; /* a client; not shared between threads */
 
@@ -55,9 +67,19 @@ void etcd_close(struct etcd *e);
 const char *etcd_errmsg(const struct etcd *e);
 /* The endpoint list as given (for messages and for recording it). */
 const char *etcd_endpoints(const struct etcd *e);
+/* How many endpoints; the text of one; the one that last answered. */
+size_t etcd_nendpoints(const struct etcd *e);
+const char *etcd_endpoint(const struct etcd *e, size_t i);
+size_t etcd_current(const struct etcd *e);
+/* Send every request to endpoint i only, with no fail-over (i < n), or to
+ * all of them again (i == SIZE_MAX); i also becomes the current one. */
+void etcd_pin(struct etcd *e, size_t i);
+/* The time one request may take (connect included), in ms. */
+void etcd_set_timeout(struct etcd *e, int timeout_ms);
 
 /* One key (prefix false), or every key that starts with key (prefix true),
- * at revision rev (0: the newest). */
+ * at revision rev (0: the newest). Ranges are read in pages at one
+ * revision, so that no answer-size cap stops a large one. */
 int etcd_get(struct etcd *e, const char *key, bool prefix, int64_t rev, struct etcd_kvs *ret);
 /* Every key in [key, range_end) at revision rev (0: the newest). */
 int etcd_range(struct etcd *e, const char *key, const char *range_end, int64_t rev, struct etcd_kvs *ret);
