@@ -258,6 +258,12 @@ int shmcfg_value_from_json(const shmcfg *h, shmcfg_opt opt, const char *json, si
 	int r = shmcfg__target_of(h, opt, &f);
 	if (r)
 		return r;
+	/* jansson stops at a NUL: "12\0" would read as 12 */
+	const char *nul = memchr(json, 0, len);
+	if (nul)
+		return shmcfg__err(SHMCFG_E_PARSE, "%s: value %.*s holds a NUL byte at offset %zu",
+				   sstr(h, opt_d(h, opt)->name), (int)((size_t)(nul - json) < 80 ? nul - json : 80), json,
+				   (size_t)(nul - json));
 	json_error_t e;
 	json_t *j = shmcfg__json_loadb(json, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);
 	if (!j && shmcfg__json_oom(&e))

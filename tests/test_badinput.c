@@ -415,6 +415,37 @@ static void test_embedded_nul_and_utf8(void **state)
 	assert_int_equal(shmcfg_txn_commit(t, NULL), 0);
 }
 
+/* A NUL byte in a value's JSON text (a cluster value from etcd): jansson
+ * stops there, so "12\0" read as 12 while "12\0junk" did not. */
+static void test_value_from_json_nul(void **state)
+{
+	(void)state;
+	static const struct {
+		shmcfg_opt opt;
+		const char *text;
+		size_t len, at;
+	} bad[] = {
+		{T_A, "12\0", 3, 2},        {T_A, "12\0junk", 7, 2},      {T_A, "\0" "12", 3, 0},
+		{T_C, "\"ab\"\0", 5, 4}, {T_ITEMS, "[\"a\"]\0", 6, 5}, {T_A, "12 \0", 4, 3},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		shmcfg_value v = {0};
+		int r = shmcfg_value_from_json(h, bad[i].opt, bad[i].text, bad[i].len, &v);
+		if (r != SHMCFG_E_PARSE)
+			fail_msg("value %zu: %d (%s), expected SHMCFG_E_PARSE", i, r, shmcfg_errname(r));
+		char want[40];
+		snprintf(want, sizeof want, "NUL byte at offset %zu", bad[i].at);
+		if (!strstr(shmcfg_errdetail(), want))
+			fail_msg("value %zu: detail '%s' does not say '%s'", i, shmcfg_errdetail(), want);
+		shmcfg_value_clear(&v);
+	}
+	/* the same text without the NUL is fine */
+	shmcfg_value v = {0};
+	assert_int_equal(shmcfg_value_from_json(h, T_A, "12\0", 2, &v), 0);
+	assert_int_equal(v.u.i, 12);
+	shmcfg_value_clear(&v);
+}
+
 static void test_nulls_and_choices(void **state)
 {
 	(void)state;
@@ -1156,6 +1187,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_overlong_strings_and_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_options, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_embedded_nul_and_utf8, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_value_from_json_nul, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nulls_and_choices, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_json, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_heap, setup, teardown),

@@ -3,8 +3,14 @@
  * These commands talk to etcd only: a change is one etcd transaction, and
  * the segment itself is written by its agent (shmcfg-sync) like every other
  * host's; the segment is read for its schema (validation before anything is
- * sent), the agent's record (endpoints and cluster when not given) and, for
- * --wait, the cluster revision it has applied.
+ * sent) and, for --wait, the cluster revision it has applied. Endpoints and
+ * cluster come from flags, the environment or a root-owned file
+ * (cluster-conf.h), never from the segment, which any process that may
+ * write it can rewrite: the agent's record there is only compared.
+ *
+ * etcd's transient errors (leader changes, timeouts, no endpoint answering)
+ * are retried with full-jitter backoff until a deadline (--timeout); a
+ * transaction whose answer was lost is looked for before it is sent again.
  *
  * Keys under P = /shmcfg/v1/<cluster>/:
  *   P opt/<option>      a value as JSON (shmcfg_value_json's encoding)
@@ -26,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster-conf.h"
 #include "etcd.h"
 #include "shmctl.h"
 
@@ -33,6 +40,10 @@
 #define ETCD_MAX_TXN_OPS 128 /* etcd's default --max-txn-ops */
 #define TXN_ATTEMPTS 100     /* compare failures before a write gives up */
 #define WAIT_DEFAULT_S 10.0
+#define TIMEOUT_DEFAULT_S 10.0 /* retrying etcd's transient errors */
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 1000
+#define HEAP_WARN_MAX 32 /* warning lines of cluster set about small heaps */
 
 /* ------------------------------------------------------------------ */
 /* Arguments, connection                                              */
@@ -42,18 +53,18 @@
 struct args {
 	const char *endpoints, *cluster, *reason;
 	bool json, force, knob, wait;
-	double wait_s;
+	double wait_s, timeout_s;
 };
 
 #define OPT_COMMON \
 	{"endpoints", required_argument, NULL, 'E'}, {"cluster", required_argument, NULL, 'C'}, \
-	{"help", no_argument, NULL, 'h'}
+	{"timeout", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'}
 #define OPT_WRITE {"reason", required_argument, NULL, 'r'}, {"wait", optional_argument, NULL, 'w'}
 
 /* Parse the options; the positionals are argv[optind..]. 0, or -1 with *ec. */
 static int parse_args(int argc, char **argv, const struct option *opts, struct args *a, int *ec)
 {
-	*a = (struct args){.wait_s = WAIT_DEFAULT_S};
+	*a = (struct args){.wait_s = WAIT_DEFAULT_S, .timeout_s = TIMEOUT_DEFAULT_S};
 	int c;
 	while ((c = next_opt(argc, argv, ":h", opts, ec)) != -1) {
 		switch (c) {
@@ -64,6 +75,10 @@ static int parse_args(int argc, char **argv, const struct option *opts, struct a
 			break;
 		case 'C':
 			a->cluster = optarg;
+			break;
+		case 'T':
+			if ((*ec = duration_arg("--timeout", optarg, &a->timeout_s)))
+				return -1;
 			break;
 		case 'r':
 			a->reason = optarg;
@@ -91,14 +106,18 @@ static int parse_args(int argc, char **argv, const struct option *opts, struct a
 	return 0;
 }
 
-/* An open cluster: the segment (read-only), the etcd client, the prefix. */
+/* An open cluster: the segment (read-only), the etcd client, the prefix,
+ * and the retrying of transient errors. */
 struct cl {
 	const char *seg;
 	shmcfg *h;
 	struct etcd *e;
 	const char *cluster;
 	char prefix[128];
-	shmcfg_sync_info sync;
+	struct cluster_conf conf;
+	double start, deadline; /* CLOCK_MONOTONIC s: retries end at the deadline */
+	int ntransient;         /* transient errors so far */
+	char last_err[600];     /* the last one's message */
 };
 
 static void cl_close(struct cl *c)
@@ -107,71 +126,129 @@ static void cl_close(struct cl *c)
 		etcd_close(c->e);
 	if (c->h)
 		shmcfg_close(c->h);
+	cluster_conf_free(&c->conf);
 }
 
-/* A cluster name is one element of the key prefix: shmcfg-sync's rule
- * (1-63 bytes, no '/', space or control character). */
-static bool cluster_name_ok(const char *s)
-{
-	if (!*s || strlen(s) >= sizeof ((shmcfg_sync_info *)0)->cluster)
-		return false;
-	for (; *s; s++)
-		if (*s == '/' || (unsigned char)*s <= ' ' || *s == 0x7f)
-			return false;
-	return true;
-}
+static char *printable(const char *p, size_t n);
 
-static const char *env_nonempty(const char *name)
+static double mono_now(void)
 {
-	const char *v = getenv(name);
-	return v && *v ? v : NULL;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /*
- * Attach the segment read-only (an operator may have no more) and find the
- * endpoints and cluster: the flags, the environment, or what the segment's
- * agent recorded. 0 or EXIT_FAIL (printed).
+ * Attach the segment read-only (an operator may have no more), resolve the
+ * endpoints and cluster (flags, environment, configuration file) and open
+ * the client. A segment whose agent follows another cluster is refused to
+ * a write (its schema is not that cluster's, --wait would never end) and
+ * warned about otherwise. 0 or EXIT_FAIL (printed).
  */
-static int cl_open(const struct args *a, const char *seg, struct cl *c)
+static int cl_open(const struct args *a, const char *seg, bool write, struct cl *c)
 {
 	*c = (struct cl){.seg = seg};
 	if (open_segment(seg, true, &c->h))
 		return EXIT_FAIL;
-	bool synced = shmcfg_sync_get(c->h, &c->sync) == 0;
-	const char *ep = a->endpoints ? a->endpoints : env_nonempty("SHMCFG_ETCD_ENDPOINTS");
-	if (!ep && synced && *c->sync.endpoints)
-		ep = c->sync.endpoints;
-	c->cluster = a->cluster ? a->cluster : env_nonempty("SHMCFG_CLUSTER");
-	if (!c->cluster && synced && *c->sync.cluster)
-		c->cluster = c->sync.cluster;
-	const char *no_agent = synced ? "" : " (no shmcfg-sync has recorded them in segment '";
-	if (!ep)
-		return fail("no etcd endpoints: give --endpoints URL[,URL] or set SHMCFG_ETCD_ENDPOINTS%s%s%s",
-			    no_agent, synced ? "" : seg, synced ? "" : "')");
-	if (!c->cluster)
-		return fail("no cluster name: give --cluster NAME or set SHMCFG_CLUSTER%s%s%s", no_agent,
-			    synced ? "" : seg, synced ? "" : "')");
-	if (!cluster_name_ok(c->cluster))
-		return fail("cluster name '%s': 1 to %zu bytes, no '/', space or control character", c->cluster,
-			    sizeof c->sync.cluster - 1);
+	char err[2200];
+	if (cluster_conf(a->endpoints, a->cluster, &c->conf, err, sizeof err))
+		return fail("%s", err);
+	c->cluster = c->conf.cluster;
+	shmcfg_sync_info sync;
+	if (shmcfg_sync_get(c->h, &sync) == 0 && *sync.cluster) {
+		sync.cluster[sizeof sync.cluster - 1] = 0;
+		if (strcmp(sync.cluster, c->cluster)) {
+			/* anyone who may write the segment wrote these bytes */
+			char *shown = printable(sync.cluster, strlen(sync.cluster));
+			if (write) {
+				int rc = fail("segment '%s' follows cluster '%s' (its shmcfg-sync record), but the cluster "
+					      "configured is '%s' (from %s): nothing written",
+					      seg, shown ? shown : "?", c->cluster, c->conf.cluster_from);
+				free(shown);
+				return rc;
+			}
+			warn_msg("segment '%s' follows cluster '%s' (its shmcfg-sync record), not the cluster configured, "
+				 "'%s' (from %s): its schema and revision are another cluster's",
+				 seg, shown ? shown : "?", c->cluster, c->conf.cluster_from);
+			free(shown);
+		}
+	}
 	snprintf(c->prefix, sizeof c->prefix, "/shmcfg/v1/%s/", c->cluster);
+	c->start = mono_now();
+	c->deadline = c->start + a->timeout_s;
+	srandom((unsigned)((uint64_t)time(NULL) ^ (uint64_t)getpid() << 16 ^ (uint64_t)(c->start * 1e9)));
 	/* a client even on failure: its message says which endpoint is bad */
-	if (etcd_open(ep, ETCD_TIMEOUT_MS, &c->e))
+	if (etcd_open(c->conf.endpoints, ETCD_TIMEOUT_MS, &c->e))
 		return fail("%s", etcd_errmsg(c->e));
 	return 0;
 }
 
+/* A request's time limit: etcd.c's, or less near the deadline (at least a
+ * second: the last try gets a fair chance). */
+static void req_timeout(struct cl *c)
+{
+	double left = c->deadline - mono_now();
+	int ms = left >= ETCD_TIMEOUT_MS / 1000.0 ? ETCD_TIMEOUT_MS : left > 1.0 ? (int)(left * 1000) : 1000;
+	etcd_set_timeout(c->e, ms);
+}
+
+/*
+ * After a transient error: wait a full-jitter backoff (50 ms doubling to
+ * 1 s, at most what is left) and return true to try again, or false once
+ * the deadline has passed.
+ */
+static bool backoff(struct cl *c)
+{
+	snprintf(c->last_err, sizeof c->last_err, "%s", etcd_errmsg(c->e));
+	int k = c->ntransient++;
+	double left = c->deadline - mono_now();
+	if (left <= 0)
+		return false;
+	long cap = (long)BACKOFF_MIN_MS << (k < 6 ? k : 6);
+	if (cap > BACKOFF_MAX_MS)
+		cap = BACKOFF_MAX_MS;
+	long ms = random() % (cap + 1);
+	if (ms > (long)(left * 1000))
+		ms = (long)(left * 1000);
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+	return true;
+}
+
 /* A failed etcd request: one line, etcd.c's message (it names the endpoint
- * and the request). */
-static int fail_etcd(const struct cl *c, int r)
+ * and the request); after retries, for how long and the last error; and
+ * the note (text after it, or ""). */
+static int fail_etcd_note(const struct cl *c, int r, const char *note)
 {
 	if (r == ETCD_E_NOMEM)
 		return fail("out of memory");
 	/* the message names the endpoint tried last: name them all */
-	if (r == ETCD_E_UNREACHABLE && strchr(etcd_endpoints(c->e), ','))
-		return fail("cluster '%s': no etcd endpoint answered (%s): %s", c->cluster, etcd_endpoints(c->e),
-			    etcd_errmsg(c->e));
-	return fail("cluster '%s': %s", c->cluster, etcd_errmsg(c->e));
+	bool all = r == ETCD_E_UNREACHABLE && strchr(etcd_endpoints(c->e), ',');
+	if (etcd_transient(r) && c->ntransient > 1)
+		return fail("cluster '%s': gave up after retrying for %.1f s (%d tries): %s%s%s%s%s", c->cluster,
+			    mono_now() - c->start, c->ntransient, all ? "no etcd endpoint answered (" : "",
+			    all ? etcd_endpoints(c->e) : "", all ? "): " : "", c->last_err, note);
+	if (all)
+		return fail("cluster '%s': no etcd endpoint answered (%s): %s%s", c->cluster, etcd_endpoints(c->e),
+			    etcd_errmsg(c->e), note);
+	return fail("cluster '%s': %s%s", c->cluster, etcd_errmsg(c->e), note);
+}
+
+static int fail_etcd(const struct cl *c, int r)
+{
+	return fail_etcd_note(c, r, "");
+}
+
+/* etcd_get, retrying transient errors until the deadline. 0 or the error
+ * (for fail_etcd). */
+static int get_retry(struct cl *c, const char *key, bool prefix, int64_t rev, struct etcd_kvs *kvs)
+{
+	for (;;) {
+		req_timeout(c);
+		int r = etcd_get(c->e, key, prefix, rev, kvs);
+		if (!etcd_transient(r) || !backoff(c))
+			return r;
+	}
 }
 
 /* P + rel, malloc'd. */
@@ -263,6 +340,7 @@ struct kchange {
 	char *cur;       /* its bytes (NUL-terminated), NULL if absent */
 	size_t cur_len;
 	bool active;     /* it changes something: in the transaction */
+	uint64_t need;   /* about the bytes it takes in a host's value heap */
 };
 
 struct plan {
@@ -273,6 +351,9 @@ struct plan {
 	/* after each read of the current values: refuse (printed, EXIT_FAIL) */
 	int (*check)(const struct cl *c, const struct plan *p, void *ud);
 	void *ud;
+	/* once, before the first transaction is sent (the active changes known) */
+	void (*before_send)(const struct cl *c, const struct plan *p, void *ud);
+	void *send_ud;
 };
 
 static void free_plan(struct plan *p)
@@ -400,13 +481,64 @@ static void jitter(int attempt)
 }
 
 /*
+ * A transaction sent that did not report success: a transient error (its
+ * answer was lost: it may have been applied) or a failed compare (etcd.c
+ * may have sent it to a second endpoint after a transient answer of the
+ * first, which may have applied it). What was read for it, to report it
+ * if its audit record turns up.
+ */
+struct sent {
+	uint64_t seq;
+	char *rec;    /* the audit record's bytes it put (with its time_ns and who) */
+	bool unknown; /* a transient error: it may apply while the head stays */
+	struct snap {
+		char *cur;
+		size_t cur_len;
+		bool active;
+	} *s; /* per change of the plan */
+};
+
+static void sent_drop(struct sent *v, size_t *n, size_t i, size_t nch)
+{
+	for (size_t k = 0; v[i].s && k < nch; k++)
+		free(v[i].s[k].cur);
+	free(v[i].s);
+	free(v[i].rec);
+	v[i] = v[--*n];
+}
+
+/* Keep an attempt (rec is taken over; the changes' current bytes too). */
+static int sent_push(struct sent **v, size_t *n, struct plan *p, uint64_t seq, char *rec, bool unknown)
+{
+	struct sent *nv = realloc(*v, (*n + 1) * sizeof *nv);
+	struct snap *s = calloc(p->n ? p->n : 1, sizeof *s);
+	if (nv)
+		*v = nv;
+	if (!nv || !s) {
+		free(s);
+		free(rec);
+		return fail("out of memory");
+	}
+	for (size_t i = 0; i < p->n; i++) {
+		s[i] = (struct snap){p->ch[i].cur, p->ch[i].cur_len, p->ch[i].active};
+		p->ch[i].cur = NULL;
+	}
+	(*v)[(*n)++] = (struct sent){seq, rec, unknown, s};
+	return 0;
+}
+
+/*
  * Read the head and every key, drop the changes that change nothing, and
  * write the rest with the audit record and the new head in one transaction
  * that holds only if none of them moved since the read; else again.
+ * Transient errors are retried until the deadline; a transaction sent
+ * before counts as done once its own audit record (the same bytes: seq,
+ * time_ns, who) is found, and is never sent twice (its compare on the head
+ * fails once anything was written).
  * *rev: the transaction's revision (or, when nothing changed, the newest of
  * the keys'); *seq: the audit record's (0 when nothing changed).
  */
-static int commit_plan(const struct cl *c, struct plan *p, int64_t *rev, uint64_t *seq)
+static int commit_plan(struct cl *c, struct plan *p, int64_t *rev, uint64_t *seq)
 {
 	if (p->n + 2 > ETCD_MAX_TXN_OPS)
 		return fail("cluster '%s': %zu keys make a transaction of %zu operations; etcd allows %d "
@@ -414,28 +546,31 @@ static int commit_plan(const struct cl *c, struct plan *p, int64_t *rev, uint64_
 			    c->cluster, p->n, p->n + 2, ETCD_MAX_TXN_OPS, ETCD_MAX_TXN_OPS - 2);
 	struct who w;
 	who_am_i(&w);
-	srandom((unsigned)(now_ns() ^ (uint64_t)getpid() << 16));
 	char *head_key = key_of(c, "head");
 	char **keys = calloc(p->n ? p->n : 1, sizeof *keys);
 	struct etcd_cmp *cmps = calloc(p->n + 1, sizeof *cmps);
 	struct etcd_op *ops = calloc(p->n + 2, sizeof *ops);
+	struct sent *sent = NULL;
+	size_t nsent = 0;
 	int rc = head_key && keys && cmps && ops ? EXIT_OK : fail("out of memory");
 	for (size_t i = 0; rc == EXIT_OK && i < p->n; i++)
 		if (!(keys[i] = key_of(c, p->ch[i].rel)))
 			rc = fail("out of memory");
-	bool done = false;
-	for (int attempt = 0; rc == EXIT_OK && !done; attempt++) {
-		if (attempt == TXN_ATTEMPTS) {
+	char note[160] = ""; /* on failure: a transaction that may have been applied */
+	bool done = false, warned = false, contended = false;
+	for (int ncontended = 0; rc == EXIT_OK && !done;) {
+		if (contended && ncontended == TXN_ATTEMPTS) {
 			rc = fail("cluster '%s': gave up after %d attempts: other writers kept changing the same keys",
 				  c->cluster, TXN_ATTEMPTS);
 			break;
 		}
-		if (attempt)
-			jitter(attempt);
+		if (contended)
+			jitter(ncontended);
+		contended = false;
 		struct etcd_kvs kvs;
-		int r = etcd_get(c->e, head_key, false, 0, &kvs);
+		int r = get_retry(c, head_key, false, 0, &kvs);
 		if (r) {
-			rc = fail_etcd(c, r);
+			rc = fail_etcd_note(c, r, note);
 			break;
 		}
 		int64_t at = kvs.revision, head_rev = kvs.n ? kvs.kv[0].mod_rev : 0;
@@ -445,6 +580,50 @@ static int commit_plan(const struct cl *c, struct plan *p, int64_t *rev, uint64_
 			rc = EXIT_FAIL;
 			break;
 		}
+		/* an attempt the head has passed either wrote its record or never
+		 * will (its compare on the head cannot hold again) */
+		for (size_t i = 0; rc == EXIT_OK && !done && i < nsent;) {
+			if (sent[i].seq > (uint64_t)hs && sent[i].unknown) {
+				i++;
+				continue;
+			}
+			if (sent[i].seq <= (uint64_t)hs) {
+				char rel[40], *ak;
+				snprintf(rel, sizeof rel, "audit/%020llu", (unsigned long long)sent[i].seq);
+				if (!(ak = key_of(c, rel))) {
+					rc = fail("out of memory");
+					break;
+				}
+				r = get_retry(c, ak, false, 0, &kvs);
+				free(ak);
+				if (r) {
+					rc = fail_etcd_note(c, r, note);
+					break;
+				}
+				if (kvs.n && kvs.kv[0].value_len == strlen(sent[i].rec) &&
+				    !memcmp(kvs.kv[0].value, sent[i].rec, kvs.kv[0].value_len)) {
+					/* it was applied: report it as it was read for */
+					for (size_t k = 0; k < p->n; k++) {
+						free(p->ch[k].cur);
+						p->ch[k].cur = sent[i].s[k].cur;
+						p->ch[k].cur_len = sent[i].s[k].cur_len;
+						p->ch[k].active = sent[i].s[k].active;
+						sent[i].s[k].cur = NULL;
+					}
+					*rev = kvs.kv[0].mod_rev;
+					*seq = sent[i].seq;
+					done = true;
+				}
+				etcd_kvs_free(&kvs);
+				if (done)
+					break;
+			}
+			sent_drop(sent, &nsent, i, p->n);
+		}
+		if (rc != EXIT_OK || done)
+			break;
+		if (!nsent)
+			note[0] = 0;
 		/* every key at the head's revision: the "before" values are one state */
 		bool retry = false;
 		int64_t newest = 0;
@@ -452,12 +631,12 @@ static int commit_plan(const struct cl *c, struct plan *p, int64_t *rev, uint64_
 			struct kchange *k = &p->ch[i];
 			free(k->cur);
 			k->cur = NULL;
-			if ((r = etcd_get(c->e, keys[i], false, at, &kvs)) == ETCD_E_COMPACTED) {
+			if ((r = get_retry(c, keys[i], false, at, &kvs)) == ETCD_E_COMPACTED) {
 				retry = true;
 				break;
 			}
 			if (r) {
-				rc = fail_etcd(c, r);
+				rc = fail_etcd_note(c, r, note);
 				break;
 			}
 			k->mod_rev = kvs.n ? kvs.kv[0].mod_rev : 0;
@@ -474,8 +653,11 @@ static int commit_plan(const struct cl *c, struct plan *p, int64_t *rev, uint64_
 		}
 		if (rc != EXIT_OK)
 			break;
-		if (retry)
+		if (retry) {
+			contended = true;
+			ncontended++;
 			continue;
+		}
 		if (p->check && (rc = p->check(c, p, p->ud)))
 			break;
 		size_t nact = 0, nc = 0, no = 0;
@@ -487,6 +669,9 @@ static int commit_plan(const struct cl *c, struct plan *p, int64_t *rev, uint64_
 			done = true;
 			break;
 		}
+		if (p->before_send && !warned)
+			p->before_send(c, p, p->send_ud);
+		warned = true;
 		uint64_t t = now_ns();
 		char *rec = audit_record(p, (uint64_t)hs + 1, t, &w);
 		char *head = NULL, *audit_key = NULL, rel[40];
@@ -512,22 +697,41 @@ static int commit_plan(const struct cl *c, struct plan *p, int64_t *rev, uint64_
 			ops[no++] = (struct etcd_op){ETCD_OP_PUT, audit_key, rec, strlen(rec), 0};
 			ops[no++] = (struct etcd_op){ETCD_OP_PUT, head_key, head, strlen(head), 0};
 			bool ok = false;
+			req_timeout(c);
 			r = etcd_txn(c->e, cmps, nc, ops, no, &ok, rev);
 			if (r == ETCD_E_TOO_MANY_OPS)
 				rc = fail("cluster '%s': a transaction of %zu operations is more than this etcd allows "
 					  "(its --max-txn-ops): change fewer keys at once",
 					  c->cluster, no);
-			else if (r)
+			else if (etcd_transient(r)) {
+				/* its answer is lost: looked for after the backoff */
+				snprintf(note, sizeof note,
+					 "; a transaction sent meanwhile may have been applied as audit record %llu "
+					 "(shmctl cluster log)",
+					 (unsigned long long)hs + 1);
+				rc = sent_push(&sent, &nsent, p, (uint64_t)hs + 1, rec, true);
+				rec = NULL;
+				if (rc == EXIT_OK && !backoff(c))
+					rc = fail_etcd_note(c, r, note);
+			} else if (r)
 				rc = fail_etcd(c, r);
 			else if (ok) {
 				*seq = (uint64_t)hs + 1;
 				done = true;
+			} else {
+				rc = sent_push(&sent, &nsent, p, (uint64_t)hs + 1, rec, false);
+				rec = NULL;
+				contended = true;
+				ncontended++;
 			}
 		}
 		free(rec);
 		free(head);
 		free(audit_key);
 	}
+	while (nsent)
+		sent_drop(sent, &nsent, nsent - 1, p->n);
+	free(sent);
 	for (size_t i = 0; keys && i < p->n; i++)
 		free(keys[i]);
 	free(keys);
@@ -575,7 +779,7 @@ static int wait_applied(const struct cl *c, int64_t rev, double secs)
 }
 
 /* Commit the plan, print what changed, and --wait. */
-static int run_plan(const struct cl *c, const struct args *a, struct plan *p)
+static int run_plan(struct cl *c, const struct args *a, struct plan *p)
 {
 	int64_t rev = 0;
 	uint64_t seq = 0;
@@ -622,6 +826,69 @@ static int option_key(const struct cl *c, shmcfg_opt final, bool knob, const cha
 /* set, reset, rollback                                               */
 /* ------------------------------------------------------------------ */
 
+/* About the bytes a value takes in a host's value heap: its chunk (header,
+ * layer cells, rounding) and its strings (a list's items back to back,
+ * each with its NUL: include/shmcfg.h). */
+static uint64_t heap_need(const shmcfg_value *v)
+{
+	uint64_t n = 64;
+	if (v->is_null)
+		return n;
+	if (v->type == SHMCFG_STR)
+		n += v->u.str.len + 1;
+	else if (v->type == SHMCFG_LIST || v->type == SHMCFG_SET)
+		n += v->u.list.bytes + v->u.list.count;
+	return n;
+}
+
+/*
+ * Before a set is sent: a warning for each host (its status key's
+ * heap_bytes and heap_used; keys without them are left out) whose value
+ * heap has no room for a value being set. The host will reject the value
+ * and keep the rest; the write goes ahead: the others take it.
+ */
+static void heap_warn(const struct cl *c, const struct plan *p, void *ud)
+{
+	const struct etcd_kvs *st = ud;
+	size_t nwarn = 0, more = 0;
+	for (size_t i = 0; i < st->n; i++) {
+		json_t *r = parse_bytes(st->kv[i].value, st->kv[i].value_len, NULL);
+		json_int_t total = jint(r, "heap_bytes", -1), used = jint(r, "heap_used", -1);
+		char *host = NULL, *segn = NULL;
+		for (size_t k = 0; json_is_object(r) && total >= 0 && used >= 0 && k < p->n; k++) {
+			const struct kchange *ch = &p->ch[k];
+			uint64_t room = used < total ? (uint64_t)(total - used) : 0;
+			if (!ch->active || !ch->after || ch->need <= room)
+				continue;
+			if (nwarn == HEAP_WARN_MAX) {
+				more++;
+				continue;
+			}
+			if (!host) { /* status/<host>/<segment>, when the record does not say */
+				const char *rel = rel_of(c, &st->kv[i]) + strlen("status/");
+				const char *slash = strchr(rel, '/');
+				host = jstr(r, "host");
+				segn = jstr(r, "segment");
+				if (!host)
+					host = printable(rel, slash ? (size_t)(slash - rel) : strlen(rel));
+				if (!segn)
+					segn = printable(slash ? slash + 1 : "?", strlen(slash ? slash + 1 : "?"));
+			}
+			char buf[300];
+			warn_msg("host %s segment %s: %s needs about %llu bytes, its value heap has %llu free of %llu; that "
+				 "host will reject it",
+				 host ? host : "?", segn ? segn : "?", label(ch->rel, buf, sizeof buf),
+				 (unsigned long long)ch->need, (unsigned long long)room, (unsigned long long)total);
+			nwarn++;
+		}
+		free(host);
+		free(segn);
+		json_decref(r);
+	}
+	if (more)
+		warn_msg("... and %zu more values that hosts have no room for in their value heap", more);
+}
+
 static int cl_set(int argc, char **argv)
 {
 	static const struct option opts[] = {OPT_COMMON, OPT_WRITE, {"knob", no_argument, NULL, 'K'}, {NULL, 0, NULL, 0}};
@@ -635,7 +902,7 @@ static int cl_set(int argc, char **argv)
 		return ec;
 	struct cl c;
 	struct plan p = {.reason = a.reason};
-	int rc = cl_open(&a, argv[optind], &c);
+	int rc = cl_open(&a, argv[optind], true, &c);
 	/* every value checked against this segment's schema before etcd hears
 	 * of any: a bad one writes nothing */
 	for (int i = optind + 1; rc == EXIT_OK && i < argc; i++) {
@@ -658,6 +925,7 @@ static int cl_set(int argc, char **argv)
 			r = shmcfg_value_check(c.h, opt, &v);
 		if (!r)
 			r = shmcfg_value_json(&v, &json);
+		uint64_t need = heap_need(&v);
 		shmcfg_value_clear(&v);
 		if (r)
 			rc = fail_set(r, full, value);
@@ -665,9 +933,28 @@ static int cl_set(int argc, char **argv)
 			rc = plan_add(&p, rel, json);
 		else
 			free(json);
+		for (size_t k = 0; rc == EXIT_OK && k < p.n; k++)
+			if (!strcmp(p.ch[k].rel, rel))
+				p.ch[k].need = need;
 	}
+	/* the hosts' heaps, for the warnings before the write; a role that may
+	 * not read them does not stop the write */
+	struct etcd_kvs st = {0};
+	char *sk = rc == EXIT_OK ? key_of(&c, "status/") : NULL;
+	if (rc == EXIT_OK && !sk)
+		rc = fail("out of memory");
+	int r = sk ? get_retry(&c, sk, true, 0, &st) : 0;
+	if (r == ETCD_E_NOMEM || etcd_transient(r))
+		rc = fail_etcd(&c, r);
+	else if (r)
+		warn_msg("cluster '%s': no check of the hosts' value heaps: %s", c.cluster, etcd_errmsg(c.e));
+	free(sk);
+	p.before_send = heap_warn;
+	p.send_ud = &st;
 	if (rc == EXIT_OK)
 		rc = run_plan(&c, &a, &p);
+	if (st.kv)
+		etcd_kvs_free(&st);
 	free_plan(&p);
 	cl_close(&c);
 	return rc;
@@ -684,7 +971,7 @@ static int cl_reset(int argc, char **argv)
 		return usage_error("missing OPTION");
 	struct cl c;
 	struct plan p = {.reason = a.reason};
-	int rc = cl_open(&a, argv[optind], &c);
+	int rc = cl_open(&a, argv[optind], true, &c);
 	for (int i = optind + 1; rc == EXIT_OK && i < argc; i++) {
 		shmcfg_opt opt, final;
 		char rel[300];
@@ -757,7 +1044,7 @@ static int cl_rollback(int argc, char **argv)
 	struct cl c;
 	struct plan p = {.reason = a.reason, .rollback_of = seq};
 	struct rollback rb = {.seq = seq, .force = a.force};
-	int rc = cl_open(&a, argv[optind], &c);
+	int rc = cl_open(&a, argv[optind], true, &c);
 	char rel[40], *key = NULL;
 	snprintf(rel, sizeof rel, "audit/%020llu", (unsigned long long)seq);
 	if (rc == EXIT_OK && !(key = key_of(&c, rel)))
@@ -765,7 +1052,7 @@ static int cl_rollback(int argc, char **argv)
 	struct etcd_kvs kvs = {0};
 	json_t *rec = NULL;
 	int r;
-	if (rc == EXIT_OK && (r = etcd_get(c.e, key, false, 0, &kvs)))
+	if (rc == EXIT_OK && (r = get_retry(&c, key, false, 0, &kvs)))
 		rc = fail_etcd(&c, r);
 	else if (rc == EXIT_OK && kvs.n == 0)
 		rc = fail("cluster '%s' has no audit record %llu", c.cluster, (unsigned long long)seq);
@@ -816,12 +1103,12 @@ static int cl_rollback(int argc, char **argv)
 /* ------------------------------------------------------------------ */
 
 /* Every key under P + rel. 0 or EXIT_FAIL (printed). */
-static int range(const struct cl *c, const char *rel, struct etcd_kvs *kvs)
+static int range(struct cl *c, const char *rel, struct etcd_kvs *kvs)
 {
 	char *k = key_of(c, rel);
 	if (!k)
 		return fail("out of memory");
-	int r = etcd_get(c->e, k, true, 0, kvs);
+	int r = get_retry(c, k, true, 0, kvs);
 	free(k);
 	return r ? fail_etcd(c, r) : 0;
 }
@@ -871,7 +1158,7 @@ static int cl_show(int argc, char **argv)
 	if (argc - optind > 1)
 		return usage_error("unexpected argument '%s'", argv[optind + 1]);
 	struct cl c;
-	int rc = cl_open(&a, argv[optind], &c);
+	int rc = cl_open(&a, argv[optind], false, &c);
 	struct etcd_kvs kvs[2] = {0};
 	if (rc == EXIT_OK)
 		rc = range(&c, "opt/", &kvs[0]);
@@ -927,24 +1214,29 @@ static int cl_show(int argc, char **argv)
 	return rc;
 }
 
-/* "x: 1 -> 2; y: (unset) -> 3" of a record's changes (malloc'd). */
+/* "x: 1 -> 2; y: (unset) -> 3" of a record's changes (malloc'd; NULL on
+ * ENOMEM). Appended to one stream: a record may hold many changes. */
 static char *changes_text(const json_t *changes)
 {
-	char *out = strdup("");
-	for (size_t i = 0; out && i < json_array_size(changes); i++) {
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	if (!f)
+		return NULL;
+	for (size_t i = 0; i < json_array_size(changes); i++) {
 		json_t *ch = json_array_get(changes, i);
 		json_t *b = json_object_get(ch, "before"), *af = json_object_get(ch, "after");
 		char *k = jstr(ch, "key"), buf[300];
 		char *bt = b ? json_text(b) : jstr(ch, "before_raw"), *at = af ? json_text(af) : NULL;
-		char *n;
-		if (asprintf(&n, "%s%s%s: %s -> %s", out, i ? "; " : "", k ? label(k, buf, sizeof buf) : "?",
-			     bt ? bt : "(unset)", at ? at : "(unset)") < 0)
-			n = NULL;
-		free(out);
-		out = n;
+		fprintf(f, "%s%s: %s -> %s", i ? "; " : "", k ? label(k, buf, sizeof buf) : "?", bt ? bt : "(unset)",
+			at ? at : "(unset)");
 		free(k);
 		free(bt);
 		free(at);
+	}
+	if (fclose(f)) {
+		free(out);
+		return NULL;
 	}
 	return out;
 }
@@ -959,7 +1251,7 @@ static int cl_log(int argc, char **argv)
 	if (argc - optind > 1)
 		return usage_error("unexpected argument '%s'", argv[optind + 1]);
 	struct cl c;
-	int rc = cl_open(&a, argv[optind], &c);
+	int rc = cl_open(&a, argv[optind], false, &c);
 	struct etcd_kvs kvs = {0};
 	if (rc == EXIT_OK)
 		rc = range(&c, "audit/", &kvs);
@@ -1067,7 +1359,7 @@ static int cl_status(int argc, char **argv)
 	if (argc - optind > 1)
 		return usage_error("unexpected argument '%s'", argv[optind + 1]);
 	struct cl c;
-	int rc = cl_open(&a, argv[optind], &c);
+	int rc = cl_open(&a, argv[optind], false, &c);
 	struct etcd_kvs st = {0}, vals[3] = {{0}};
 	if (rc == EXIT_OK)
 		rc = range(&c, "status/", &st);
@@ -1099,25 +1391,29 @@ static int cl_status(int argc, char **argv)
 		} else if (jint(recs[i], "revision", 0) > newest)
 			newest = jint(recs[i], "revision", 0);
 	}
+	/* hosts per hash (a hash map: thousands of hosts), then the first of
+	 * the most frequent in key order */
+	json_t *counts = json_object();
+	if (!counts) {
+		free(recs);
+		rc = fail("out of memory");
+		goto out;
+	}
 	for (size_t i = 0; i < st.n; i++) {
 		const char *h = json_string_value(json_object_get(recs[i], "config_hash"));
-		if (!h)
-			continue;
-		size_t n = 0;
-		bool first = true;
-		for (size_t k = 0; k < st.n; k++) {
-			const char *o = json_string_value(json_object_get(recs[k], "config_hash"));
-			if (o && !strcmp(o, h)) {
-				n++;
-				first &= k >= i;
-			}
-		}
-		nhashes += first;
+		if (h)
+			json_object_set_new(counts, h, json_integer(jint(counts, h, 0) + 1));
+	}
+	for (size_t i = 0; i < st.n; i++) {
+		const char *h = json_string_value(json_object_get(recs[i], "config_hash"));
+		size_t n = h ? (size_t)jint(counts, h, 0) : 0;
 		if (n > major_n) {
 			major = h;
 			major_n = n;
 		}
 	}
+	nhashes = json_object_size(counts);
+	json_decref(counts);
 	bool disagree = nhashes > 1;
 	uint64_t now = now_ns();
 	static const char *const hdr[] = {"HOST", "SEGMENT", "REVISION", "GENERATION", "CONFIG HASH", "AGE", "ERROR"};
@@ -1240,15 +1536,21 @@ out:
 
 #define CONNECT_HELP \
 	"      --endpoints URL[,URL]  etcd: http://HOST:PORT or unix:PATH (default:\n" \
-	"                             $SHMCFG_ETCD_ENDPOINTS, else the segment's agent's)\n" \
+	"                             $SHMCFG_ETCD_ENDPOINTS, else the configuration\n" \
+	"                             file's endpoints)\n" \
 	"      --cluster NAME         the cluster (default: $SHMCFG_CLUSTER, else the\n" \
-	"                             segment's agent's)\n"
+	"                             configuration file's cluster)\n" \
+	"      --timeout DURATION     retry etcd's transient errors (leader changes,\n" \
+	"                             timeouts) this long (default 10s)\n" \
+	"The configuration file is /etc/shmcfg/cluster.conf, or $SHMCFG_CLUSTER_CONF:\n" \
+	"lines 'endpoints = URL[,URL]' and 'cluster = NAME', owned by root or you and\n" \
+	"writable by nobody else. The segment's agent record is never used for them.\n"
 #define WRITE_HELP \
 	"      --reason TEXT          recorded in the audit record\n" \
 	"      --wait[=DURATION]      return once this host's segment has applied the\n" \
 	"                             change (default 10s; 500ms, 5s, 2m, 1h or seconds;\n" \
 	"                             exit 1 if it has not)\n"
-#define CONNECT_SYN " [--endpoints URL[,URL]] [--cluster NAME]"
+#define CONNECT_SYN " [--endpoints URL[,URL]] [--cluster NAME] [--timeout DURATION]"
 
 static const struct command subs[] = {
 	{"cluster set", cl_set,

@@ -4,9 +4,12 @@
 # record and head; a refused value writes nothing; the errors are set's;
 # reset; show and log (text and JSON); rollback, its refusal when a value
 # moved and --force; concurrent writers lose nothing; bad endpoints, missing
-# settings, too large a transaction (ours and the server's limit), garbage
-# bytes in etcd; status of hosts; --wait. What etcd holds is read with
-# etcdctl and parsed with python3.
+# settings, the configuration file (flags > environment > file, a file
+# others may write refused), too large a transaction (ours and the server's
+# limit), garbage bytes in etcd; status of hosts (8000 of them); warnings of
+# values that hosts' value heaps have no room for; --wait; a segment whose
+# agent follows another cluster. What etcd holds is read with etcdctl and
+# parsed with python3.
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cluster/lib.sh"
 
 seg S clu
@@ -50,6 +53,9 @@ run shmctl create --schema "$T_TMP/schema.yaml" --quiet "$S"
 etcd_start --max-txn-ops 101
 P=/shmcfg/v1/c1/
 unset SHMCFG_ETCD_ENDPOINTS SHMCFG_CLUSTER
+# no configuration file unless a test writes one (not this host's /etc)
+CONF=$T_TMP/cluster.conf
+export SHMCFG_CLUSTER_CONF="$CONF"
 
 # edump: every key under $P into $T_TMP/edump.json as
 # {"rev": store revision, "keys": {KEY-without-P: {"value", "mod", "create"}}}
@@ -78,18 +84,22 @@ $2"; then ok "$1"; else not_ok "$1"; diag_run; fi
 erev() { etcd_revision; }
 
 # --- where etcd is ------------------------------------------------------------
-t_errmatch "no endpoints: one line saying how to give them" 1 \
-	"no etcd endpoints: give --endpoints URL\[,URL\] or set SHMCFG_ETCD_ENDPOINTS" \
+t_errmatch "no endpoints: one line naming the flag, the variable and the file" 1 \
+	"no etcd endpoints: give --endpoints URL\[,URL\], set SHMCFG_ETCD_ENDPOINTS, or write 'endpoints = URL\[,URL\]' in $CONF \(there is no such file\)" \
 	shmctl cluster show "$S" --cluster c1
-t_errmatch "no cluster: one line saying how to give it" 1 \
-	"no cluster name: give --cluster NAME or set SHMCFG_CLUSTER" \
+t_errmatch "no cluster: one line naming the flag, the variable and the file" 1 \
+	"no cluster name: give --cluster NAME, set SHMCFG_CLUSTER, or write 'cluster = NAME' in $CONF" \
 	shmctl cluster show "$S" --endpoints "$ETCD_EP"
-t_errmatch "a cluster name that is not one key element" 1 "cluster name 'a/b'" \
+t_errmatch "a cluster name that is not one key element, and where it came from" 1 "cluster name 'a/b' \(from --cluster\)" \
 	shmctl cluster show "$S" --endpoints "$ETCD_EP" --cluster a/b
-t_errmatch "an unreachable unix endpoint is named" 1 "unix:$T_TMP/nope\.sock" \
-	shmctl cluster show "$S" --endpoints "unix:$T_TMP/nope.sock" --cluster c1
+run shmctl cluster show "$S" --endpoints "unix:$T_TMP/nope.sock" --cluster c1 --timeout 1
+pass "an unreachable endpoint: retried until --timeout, then one line naming it, how long and how often" \
+	test "$RC" = 1 -a "$(wc -l <"$T_TMP/err")" = 1 -a -n "$(grep -E "cluster 'c1': gave up after retrying for 1\.[0-9] s \([0-9]+ tries\): .*unix:$T_TMP/nope\.sock" "$T_TMP/err")"
 t_errmatch "an unreachable http endpoint is named" 1 "127\.0\.0\.1:9" \
-	shmctl cluster set "$S" level=3 --endpoints "http://127.0.0.1:9" --cluster c1
+	shmctl cluster set "$S" level=3 --endpoints "http://127.0.0.1:9" --cluster c1 --timeout 300ms
+t_err "--timeout abc: one line naming the flag and the text" 2 \
+	"shmctl: cluster show: --timeout: bad duration 'abc' (give 500ms, 5s, 2m, 1h or seconds)" \
+	shmctl cluster show "$S" --timeout abc
 t_errmatch "endpoint text that is not a URL" 1 "ftp://x" \
 	shmctl cluster show "$S" --endpoints "ftp://x" --cluster c1
 t_usage "cluster without a subcommand" shmctl cluster
@@ -107,7 +117,46 @@ pass "cluster set --help" test "$RC" = 0 -a -n "$(echo "$OUT" | grep -- '--reaso
 run shmctl cluster --help
 pass "cluster --help lists the subcommands" test "$RC" = 0 -a -n "$(echo "$OUT" | grep -- 'rollback')"
 
+# --- the configuration file: flags > environment > file ---------------------------
+printf '# the operators of c1\n\n  endpoints = %s\ncluster=c1\n' "$ETCD_EP" >"$CONF"
+chmod 644 "$CONF"
+t_json "the configuration file gives endpoints and cluster" 'j["cluster"] == "c1"' shmctl cluster show "$S" --json
+t_json "--cluster beats the file" 'j["cluster"] == "c2"' shmctl cluster show "$S" --json --cluster c2
+t_json "SHMCFG_CLUSTER beats the file" 'j["cluster"] == "c3"' env SHMCFG_CLUSTER=c3 $SHMCTL cluster show "$S" --json
+printf 'endpoints = x\ncluster = a b\n' >"$T_TMP/c2.conf"
+t_errmatch "a bad cluster name from the file names its line" 1 "cluster name 'a b' \(from $T_TMP/c2.conf:2\)" \
+	env SHMCFG_CLUSTER_CONF="$T_TMP/c2.conf" $SHMCTL cluster show "$S"
+chmod 664 "$CONF"
+t_errmatch "a file its group may write: refused, one line naming it and why" 1 \
+	"configuration file $CONF is writable by its group \(mode 0664\): refused" shmctl cluster show "$S"
+chmod 646 "$CONF"
+t_errmatch "a file others may write: refused" 1 "configuration file $CONF is writable by others" shmctl cluster show "$S"
+chmod 644 "$CONF"
+t_json "... flags that leave nothing to the file do not read it" 'j["cluster"] == "c1"' \
+	env SHMCFG_CLUSTER_CONF="$T_TMP" $SHMCTL cluster show "$S" --json --endpoints "$ETCD_EP" --cluster c1
+t_errmatch "a directory: refused" 1 "configuration file $T_TMP is not a regular file: refused" \
+	env SHMCFG_CLUSTER_CONF="$T_TMP" $SHMCTL cluster show "$S"
+if [ "$(id -u)" = 0 ]; then
+	chown 65534 "$CONF"
+	t_errmatch "a file of another user: refused" 1 \
+		"configuration file $CONF is owned by uid 65534, neither root nor you \(uid 0\): refused" shmctl cluster show "$S"
+	chown 0 "$CONF"
+else
+	skip "a file of another user: refused (needs root to give it away)"
+fi
+cp "$CONF" "$CONF.good"
+printf 'cluster = c1\nendpoints %s\n' "$ETCD_EP" >"$CONF"
+t_errmatch "a line without '=': FILE:LINE" 1 "$CONF:2: not 'KEY = VALUE' \(keys: endpoints, cluster\)" shmctl cluster show "$S"
+printf 'cluster = c1\n\nendpoint = %s\n' "$ETCD_EP" >"$CONF"
+t_errmatch "an unknown key: FILE:LINE" 1 "$CONF:3: unknown key 'endpoint' \(keys: endpoints, cluster\)" shmctl cluster show "$S"
+printf 'cluster = c1\ncluster = c2\n' >"$CONF"
+t_errmatch "a key given twice: FILE:LINE" 1 "$CONF:2: cluster given twice \(first on line 1\)" shmctl cluster show "$S"
+printf 'cluster =\n' >"$CONF"
+t_errmatch "a key without a value: FILE:LINE" 1 "$CONF:1: cluster has no value" shmctl cluster show "$S"
+mv "$CONF.good" "$CONF"
+
 export SHMCFG_ETCD_ENDPOINTS="$ETCD_EP" SHMCFG_CLUSTER=c1
+rm -f "$CONF"
 run shmctl cluster show "$S"
 pass "the environment gives endpoints and cluster" test "$RC" = 0
 
@@ -331,6 +380,51 @@ any("(differs)" in x and x.startswith("h3") for x in l) and any("rejects opt/app
 "4 hosts" in l[-1] and "1 behind" in l[-1] and "1 with a config hash other than the majority" in l[-1])' "$OUT"
 ectl del --prefix "${P}status/" >/dev/null
 
+# 8000 hosts (80 transactions of 100 keys: this etcd's --max-txn-ops is 101),
+# three of them with another config hash: the majority by a hash map
+"$PYTHON" - "$P" "$newest" "$now" "$T_TMP" <<'PY'
+import json, sys
+p, rev, now, tmp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+for b in range(80):
+    with open("%s/t%d.in" % (tmp, b), "w") as f:
+        f.write("\n")
+        for i in range(b * 100, b * 100 + 100):
+            h = "b" * 32 if i < 3 else "a" * 32
+            st = {"host": "h%04d" % i, "segment": "s", "pid": i + 1, "revision": rev, "generation": 2,
+                  "config_hash": h, "error": "", "rejected": [], "time_ns": now, "out_of_sync_since_ns": 0}
+            f.write("put %sstatus/h%04d/s %s\n" % (p, i, json.dumps(json.dumps(st))))
+        f.write("\n\n")
+PY
+b=0
+while [ $b -lt 80 ]; do
+	ectl txn <"$T_TMP/t$b.in" >/dev/null || not_ok "etcdctl txn $b"
+	b=$((b + 1))
+done
+t0=$(date +%s%N)
+t_json "status --json of 8000 hosts: all listed, the majority's hash, the three others flagged" '
+(len(j["hosts"]) == 8000 and j["majority_config_hash"] == "a" * 32 and
+sorted(h["host"] for h in j["hosts"] if h["hash_differs"]) == ["h0000", "h0001", "h0002"])' \
+	shmctl cluster status "$S" --json
+t1=$(date +%s%N)
+echo "# cluster status --json of 8000 hosts: $(( (t1 - t0) / 1000000 )) ms"
+run shmctl cluster status "$S"
+pass "status of 8000 hosts: the summary line" pyeval '
+a[0].startswith("8000 hosts") and "3 with a config hash other than the majority" in a[0]' "$(tail -1 "$T_TMP/out")"
+ectl del --prefix "${P}status/" >/dev/null
+
+# --- value heaps the hosts report -------------------------------------------------------
+ectl put "${P}status/hA/s" '{"host":"hA","segment":"s","revision":1,"heap_bytes":4096,"heap_used":3000}' >/dev/null
+ectl put "${P}status/hB/s" '{"host":"hB","segment":"s","revision":1,"heap_bytes":1048576,"heap_used":0}' >/dev/null
+ectl put "${P}status/hC/s" '{"host":"hC","segment":"s","revision":1}' >/dev/null
+long=$("$PYTHON" -c 'print("t" * 2000)')
+run shmctl cluster set "$S" "tags=$long" app.level=1
+pass "a value a host's heap has no room for: one warning naming the host, the need and the room" test \
+	"$RC" = 0 -a "$ERR" = "shmctl: warning: host hA segment s: app.tags needs about 2066 bytes, its value heap has 1096 free of 4096; that host will reject it"
+echeck "... and it is written all the same" "jv('opt/app.tags') == ['t' * 2000] and jv('opt/app.level') == 1"
+run shmctl cluster set "$S" "tags=$long"
+pass "... a set that changes nothing warns of nothing" test "$RC" = 0 -a -z "$ERR"
+ectl del --prefix "${P}status/" >/dev/null
+
 # --- --wait ----------------------------------------------------------------------------------
 run shmctl cluster set "$S" app.level=4 --wait=300ms
 pass "--wait with no agent: exit 1 after the timeout, one line saying which revision" \
@@ -350,13 +444,34 @@ if [ -x "$SHMCFG_SYNC" ]; then
 	t_json "status: the real agent's entry, current" '
 len(j["hosts"]) == 1 and j["hosts"][0]["host"] == "h1" and not j["hosts"][0]["behind"]' shmctl cluster status "$S" --json
 	unset SHMCFG_ETCD_ENDPOINTS SHMCFG_CLUSTER
-	t_json "on a synced host endpoints and cluster come from the agent's record" '
-any(k["key"] == "opt/app.level" and k["value"] == 5 for k in j["keys"])' shmctl cluster show "$S" --json
+	# the agent's record (c1 and the endpoints) is anyone's who may write
+	# the segment: never where etcd is
+	t_errmatch "on a synced host the agent's record does not give endpoints and cluster" 1 \
+		"no etcd endpoints: give --endpoints" shmctl cluster show "$S"
+	printf 'endpoints = %s\ncluster = c9\n' "$ETCD_EP" >"$CONF"
+	want="segment '$S' follows cluster 'c1' \(its shmcfg-sync record\), but the cluster configured is 'c9' \(from $CONF:2\): nothing written"
+	t_errmatch "set to a cluster other than the segment's agent's: refused, both named" 1 "$want" \
+		shmctl cluster set "$S" app.level=6
+	t_errmatch "... with --wait too" 1 "$want" shmctl cluster set "$S" app.level=6 --wait=1
+	t_errmatch "... reset too" 1 "$want" shmctl cluster reset "$S" app.level
+	t_errmatch "... rollback too" 1 "$want" shmctl cluster rollback "$S" 1
+	t_errmatch "... from --cluster, named so" 1 "but the cluster configured is 'c8' \(from --cluster\)" \
+		shmctl cluster set "$S" app.level=6 --cluster c8
+	pass "... nothing written under either cluster" sh -c \
+		"[ -z \"\$(ETCDCTL_API=3 $ETCDCTL --endpoints '$ETCDCTL_EP' get --prefix /shmcfg/v1/c9/ --keys-only)\" ] && [ -z \"\$(ETCDCTL_API=3 $ETCDCTL --endpoints '$ETCDCTL_EP' get --prefix /shmcfg/v1/c8/ --keys-only)\" ]"
+	pass "... and c1 still holds 5" test "$(ectl get "${P}opt/app.level" --print-value-only)" = 5
+	for sub in show log status; do
+		run shmctl cluster $sub "$S"
+		pass "cluster $sub: one warning naming both clusters, then c9's answer" test "$RC" = 0 -a \
+			"$ERR" = "shmctl: warning: segment '$S' follows cluster 'c1' (its shmcfg-sync record), not the cluster configured, 'c9' (from $CONF:2): its schema and revision are another cluster's" \
+			-a -n "$(echo "$OUT" | grep "c9")"
+	done
+	rm -f "$CONF"
 	agent_stop a1
 else
 	skip "--wait with an agent: tools/shmcfg-sync is not built"
 	skip "status of a real agent: tools/shmcfg-sync is not built"
-	skip "endpoints and cluster from the agent's record: tools/shmcfg-sync is not built"
+	for k in 1 2 3 4 5 6 7 8 9 10 11; do skip "the agent's record: tools/shmcfg-sync is not built"; done
 fi
 
 t_done

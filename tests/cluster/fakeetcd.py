@@ -1,11 +1,22 @@
 #!/usr/bin/env python3
 """A hostile stand-in for etcd's JSON gateway on a unix socket (tests/cluster
-hostile.sh): answers range, put, lease and keepalive as etcd would (an empty
-store at revision 5), and /v3/watch as MODE says:
+hostile.sh, retry.sh).
+
+usage: fakeetcd.py SOCKET MODE
+  answers range, put, lease and keepalive as etcd would (an empty store at
+  revision 5), and /v3/watch as MODE says:
   newlines  a 200 stream of empty lines, without end, as fast as it can
   nonl      a 200 stream of one message that never ends (no newline)
-usage: fakeetcd.py SOCKET MODE"""
-import os, socket, sys, threading
+
+usage: fakeetcd.py SOCKET inject UPSTREAM PATH N HOW LOG
+  a proxy in front of the etcd whose client socket is UPSTREAM: every
+  request is forwarded, except that the first N requests to PATH
+  (/v3/kv/txn, /v3/kv/range; N -1: all of them) get etcd's answer to an
+  election, HTTP 503 "etcdserver: leader changed", as HOW says:
+  503   instead of forwarding them (nothing happened)
+  lost  after forwarding them (etcd applied it; the answer is lost)
+  One line per request to PATH is appended to LOG: 503, lost or ok."""
+import http.client, os, socket, sys, threading
 
 path, mode = sys.argv[1], sys.argv[2]
 ANSWERS = {
@@ -14,6 +25,56 @@ ANSWERS = {
     "/v3/lease/grant": b'{"header":{"revision":"5"},"ID":"7","TTL":"10"}',
     "/v3/lease/keepalive": b'{"result":{"header":{"revision":"5"},"ID":"7","TTL":"10"}}',
 }
+LEADER_CHANGED = b'{"error":"etcdserver: leader changed","code":14,"message":"etcdserver: leader changed"}'
+
+if mode == "inject":
+    upstream, inject_path, left, how, log = sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6], sys.argv[7]
+    lock = threading.Lock()
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, sock_path):
+        super().__init__("localhost", timeout=30)
+        self.sock_path = sock_path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.settimeout(30)
+        self.sock.connect(self.sock_path)
+
+
+def forward(target, body):
+    """etcd's answer to POST target: (status, reason, body)."""
+    c = UnixHTTPConnection(upstream)
+    try:
+        c.request("POST", target, body, {"Content-Type": "application/json"})
+        r = c.getresponse()
+        return r.status, r.reason, r.read()
+    finally:
+        c.close()
+
+
+def answer(target, body):
+    """inject: what the client gets for one request."""
+    global left
+    if target != inject_path:
+        return forward(target, body)
+    with lock:  # one request to PATH at a time: the counts are exact
+        inject = left != 0
+        if left > 0:
+            left -= 1
+        if inject and how == "503":
+            result = (503, "Service Unavailable", LEADER_CHANGED)
+            what = "503"
+        else:
+            result = forward(target, body)
+            what = "ok"
+            if inject:
+                result = (503, "Service Unavailable", LEADER_CHANGED)
+                what = "lost"
+        with open(log, "a") as f:
+            f.write(what + "\n")
+        return result
 
 
 def serve(c):
@@ -25,6 +86,7 @@ def serve(c):
                 return
             target = line.split()[1].decode()
             n = 0
+            expect = False
             while True:
                 h = f.readline().strip()
                 if not h:
@@ -32,7 +94,16 @@ def serve(c):
                 k, _, v = h.partition(b":")
                 if k.lower() == b"content-length":
                     n = int(v)
-            f.read(n)
+                elif k.lower() == b"expect" and v.strip().lower() == b"100-continue":
+                    expect = True
+            if expect:  # curl waits for it before a large body
+                c.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+            body = f.read(n)
+            if mode == "inject":
+                status, reason, out = answer(target, body)
+                c.sendall(b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                          % (status, reason.encode(), len(out), out))
+                continue
             if target == "/v3/watch":
                 c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n")
                 chunk = b"\n" * 65536 if mode == "newlines" else b'{"result":' + b" " * 65536

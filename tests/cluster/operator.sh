@@ -2,7 +2,8 @@
 # Three simulated hosts driven only through `shmctl cluster` and shmcfg-sync
 # (issue 13's "done means"): they converge on every change, keep a local
 # override, survive an etcd restart, a silent partition (etcd SIGSTOPped)
-# and a compaction missed by a stopped agent, and show who changed what.
+# and a compaction missed by a stopped agent, and show who changed what
+# (status and log configured by a file, SHMCFG_CLUSTER_CONF).
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cluster/lib.sh"
 
 etcd_start
@@ -13,6 +14,12 @@ HOSTS="1 2 3"
 seg_of() { eval "echo \$H$1"; }
 for k in $HOSTS; do sync_start "h$k" "$(seg_of "$k")" --host "h$k"; done
 C="--endpoints $ETCD_EP --cluster $CLUSTER"
+# status and log find etcd and the cluster in a configuration file, as on
+# an operator's machine (never in the segment's agent record)
+printf '# the operators of this test\nendpoints = %s\ncluster = %s\n' "$ETCD_EP" "$CLUSTER" >"$T_TMP/cluster.conf"
+chmod 600 "$T_TMP/cluster.conf"
+export SHMCFG_CLUSTER_CONF="$T_TMP/cluster.conf"
+unset SHMCFG_ETCD_ENDPOINTS SHMCFG_CLUSTER
 
 # every host has OPT = JSON, with that source
 all_have() {
