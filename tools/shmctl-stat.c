@@ -117,8 +117,8 @@ static void print_sync(const shmcfg_sync_info *s, uint64_t cluster_rev)
 		kv("sync agent", line, C_GREEN);
 	}
 	if (s->nrejected || (alive && !s->out_of_sync_ns && s->error[0])) {
-		snprintf(line, sizeof line, "%u cluster value%s rejected by this host's schema%s%s", s->nrejected,
-			 s->nrejected == 1 ? "" : "s", s->error[0] ? ": " : "", s->error);
+		snprintf(line, sizeof line, "%u cluster key%s this host cannot take (its schema, its value heap)%s%s",
+			 s->nrejected, s->nrejected == 1 ? "" : "s", s->error[0] ? ": " : "", s->error);
 		kv("rejected", line, C_YELLOW);
 	}
 }

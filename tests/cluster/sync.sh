@@ -2,8 +2,9 @@
 # shmcfg-sync against a real etcd: the initial load, one etcd transaction as
 # one commit tagged with its revision and who, a deleted key resetting the
 # layer, a local user override kept, values this host rejects and bytes
-# that are not JSON reported (the rest applied, the agent alive), knob/ keys
-# feeding the knob layer, --once, bad arguments, and exit 0 on SIGTERM.
+# that are not JSON (or hold a NUL byte) reported (the rest applied, the
+# agent alive), knob/ keys feeding the knob layer, --once, bad arguments,
+# and exit 0 on SIGTERM.
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cluster/lib.sh"
 
 etcd_start
@@ -84,6 +85,16 @@ pass "... reported" until_true 10 sh -c \
 	"ETCDCTL_API=3 $ETCDCTL --endpoints '$ETCDCTL_EP' get '${P}status/hostA/$S' --print-value-only | grep -q '\"opt/app.mode\"'"
 pass "... the previous cluster value stays" holds app.mode "j['value'] == 'fast' and j['source'] == 'cluster'"
 pass "... the agent is alive" agent_alive a
+# a NUL byte after a valid value: jansson stops reading at it, so "12\0"
+# was taken as 12 (while "12\0junk" was not)
+printf '12\000' >"$T_TMP/nul"
+eput_file opt/app.limit "$T_TMP/nul"
+pass "a value with a NUL byte: the revision is applied" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
+pass "... the value is rejected, not read as 12" holds app.limit "j['value'] == 10 and j['source'] == 'default'"
+NUL_CHECK="[r['error'] for r in j['rejected'] if r['key'] == 'opt/app.limit'][0].endswith('holds a NUL byte at offset 2')"
+pass "... reported in the status key, naming the NUL byte" until_true 10 sh -c \
+	"ETCDCTL_API=3 $ETCDCTL --endpoints '$ETCDCTL_EP' get '${P}status/hostA/$S' --print-value-only >'$T_TMP/status.json' && \"$PYTHON\" '$T_TMP/check.py' json \"$NUL_CHECK\" '$T_TMP/status.json'"
+pass "... the agent is alive" agent_alive a
 # garbage in the audit record and the head: nobody named, nothing breaks
 eput head 'not json'
 eput_file audit/00000000000000000001 "$T_TMP/garbage"
@@ -114,5 +125,16 @@ pass "sync record: in sync, endpoints and cluster" wait_stat 5 "$S" \
 
 agent_stop a
 pass "SIGTERM: exit 0" test "$RC" = 0
-if [ "$T_FAILED" != 0 ]; then diag_log a; fi
+
+# endpoints and cluster from a configuration file (doc/cluster.md)
+printf '# the cluster of this host\nendpoints = %s\ncluster = %s\n' "$ETCD_EP" "$CLUSTER" >"$T_TMP/sync.conf"
+chmod 600 "$T_TMP/sync.conf"
+eput opt/app.limit 77
+SHMCFG_CLUSTER_CONF=$T_TMP/sync.conf $SHMCFG_SYNC --once --host hostA "$S" 2>"$T_TMP/once.err"
+pass "--once, etcd and cluster from the configuration file: applied" test "$(get "$S" app.limit)" = 77
+chmod 620 "$T_TMP/sync.conf"
+SHMCFG_CLUSTER_CONF=$T_TMP/sync.conf $SHMCFG_SYNC --once --host hostA "$S" 2>"$T_TMP/once.err"
+pass "... a group-writable file: refused, exit 2" test $? = 2
+pass "... in one line naming it" sh -c "test \$(wc -l <'$T_TMP/once.err') = 1 && grep -q 'sync.conf' '$T_TMP/once.err'"
+if [ "$T_FAILED" != 0 ]; then diag_log a; cat "$T_TMP/once.err"; fi
 t_done

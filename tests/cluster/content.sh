@@ -1,0 +1,79 @@
+#!/bin/sh
+# shmcfg-sync against what a cluster writer can put under the prefix
+# (issue 22): a value too big for this host's value heap (left out, the
+# rest applied, rejected in the status, never wedging later revisions),
+# knob keys deleted while the agent was down (reset when it returns; a
+# local knob value stays), and a thousand rejected keys (each logged
+# once). tests/cluster/bulk.sh has the big loads.
+. "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cluster/lib.sh"
+
+GW="$PYTHON $top_srcdir/tests/cluster/gw.py"
+etcd_start
+SOCK=$ETCD_DIR/client.sock:1
+
+# ---- 3: a value too big for the heap
+seg S big
+$SHMCTL create -q --no-env --size 48K --schema "$top_srcdir/tests/cluster/schema.yaml" "$S" || exit 99
+sync_start a "$S" --host h1
+pass "agent: watching" wait_log 10 a "watching from revision"
+"$PYTHON" -c 'import json; print(json.dumps("x" * 60000))' >"$T_TMP/big.json"
+audited_put "op" opt/app.limit=31
+$GW "$SOCK" put-file "${P}opt/app.note" "$T_TMP/big.json" >/dev/null
+eput opt/app.limit 32
+pass "a 60 kB string on a 48 kB heap: the next value still applies" wait_get 15 "$S" app.limit 32
+pass "... at its revision" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
+t_json "... the big one is rejected, named, the host in sync" \
+	"j['sync']['in_sync'] and j['sync']['rejected'] == 1 and j['sync']['error'] == ''" $SHMCTL stat "$S" --json
+ectl get "${P}status/h1/$S" --print-value-only >"$T_TMP/st.json"
+t_json "... its status key says why" \
+	"j['in_sync'] and j['nrejected'] == 1 and j['rejected'][0]['key'] == 'opt/app.note' and 'does not fit' in j['rejected'][0]['error'] and j['heap_bytes'] > 0" \
+	cat "$T_TMP/st.json"
+pass "... the option keeps its value" test "$(get "$S" app.note)" = '""'
+"$PYTHON" -c 'import json; print(json.dumps(["h%d" % i for i in range(120000)]))' >"$T_TMP/list.json"
+$GW "$SOCK" put-file "${P}opt/app.hosts" "$T_TMP/list.json" >/dev/null
+audited_put "op" opt/app.limit=33 opt/app.mode='"safe"'
+pass "a list of 120,000 items too: later changes apply" wait_get 15 "$S" app.mode '"safe"'
+t_json "... both rejected" "j['sync']['rejected'] == 2 and j['sync']['in_sync']" $SHMCTL stat "$S" --json
+edel opt/app.note
+edel opt/app.hosts
+eput opt/app.note '"small"'
+pass "deleted and replaced by a small value: applied" wait_get 15 "$S" app.note '"small"'
+t_json "... no rejection left" "j['sync']['rejected'] == 0" $SHMCTL stat "$S" --json
+pass "... each rejection logged once" test "$(grep -c 'rejected opt/app.note' "$T_TMP/a.log")" = 1
+agent_stop a
+
+# ---- 6: knob keys deleted while the agent is down
+new_seg K knob
+sync_start k "$K" --host h2
+pass "knobs: agent watching" wait_log 10 k "watching from revision"
+eput knob/app/n 7
+eput knob/app/flag true
+pass "knob/app/n applied" wait_get 10 "$K" app.n 7
+pass "knob/app/flag applied" wait_get 10 "$K" app.flag true
+$SHMCTL set -q --knob "$K" app.flag=false
+agent_stop k
+edel knob/app/n
+edel knob/app/flag
+sync_start k2 "$K" --host h2
+pass "restarted agent: loaded" wait_log 10 k2 "watching from revision"
+pass "... the knob deleted meanwhile is reset" wait_get 10 "$K" app.n 1
+t_json "... to its default" "j['source'] == 'default'" $SHMCTL describe "$K" app.n --json
+pass "... a local knob value stays" test "$(get "$K" app.flag)" = false
+t_json "... as a knob value" "j['source'] == 'knob'" $SHMCTL describe "$K" app.flag --json
+agent_stop k2
+
+# ---- 4: junk keys. Each rejection logged once, one key a revision:
+# (before: every rejection again at every revision, N^2/2 lines)
+new_seg J junk
+sync_start j "$J" --host h3
+pass "junk: agent watching" wait_log 10 j "watching from revision"
+$GW "$SOCK" put-each "${P}opt/zz.each." 1000 1 >/dev/null
+eput opt/app.limit 41
+pass "1000 unknown keys, one a revision: applied after them" wait_get 30 "$J" app.limit 41
+N=$(grep -c 'rejected opt/zz' "$T_TMP/j.log")
+pass "... 1000 rejections logged, once each ($N lines)" test "$N" = 1000
+t_json "... all counted" "j['sync']['rejected'] == 1000" $SHMCTL stat "$J" --json
+agent_stop j
+
+if [ "$T_FAILED" != 0 ]; then for n in a k k2 j; do diag_log $n; done; fi
+t_done

@@ -1,0 +1,128 @@
+/*
+ * shmcfg-sync's parts (tools/shmcfg-sync.c has the agent's design):
+ *   sync-apply.c  the mirror of the prefix's keys, and their application to
+ *                 a segment: all of it (a load) or one revision's keys
+ *   sync-probe.c  the liveness probe thread: lease keepalives and status puts
+ *                 on the member the watch is on
+ *   shmcfg-sync.c the main loop: load, watch, fail-over, the sync record
+ */
+#ifndef SHMCFG_SYNC_H
+#define SHMCFG_SYNC_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "etcd.h"
+#include "kmap.h"
+#include "shmcfg.h"
+
+enum {
+	STATUS_REJECTED_MAX = 32, /* rejections listed in a status key (all are counted) */
+};
+
+void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+uint64_t now_ns(clockid_t c);
+/* bytes from etcd made printable ASCII (\xHH for the rest), for logs and JSON */
+void printable(const char *in, char *out, size_t size);
+
+/* ---- the mirror: the prefix's opt/, knob/ and head keys ---- */
+
+struct mentry {
+	struct kent k;  /* k.key: relative to the prefix ("opt/NAME", "knob/NAME", "head") */
+	char *value;
+	size_t value_len;
+	int64_t mod_rev;
+};
+
+struct mirror {
+	struct kmap map;
+};
+
+struct mentry *mirror_get(const struct mirror *m, const char *key);
+/* Takes value (malloc()ed) over, also on -ENOMEM; copies the key. */
+int mirror_put(struct mirror *m, const char *key, char *value, size_t len, int64_t mod_rev);
+void mirror_delete(struct mirror *m, const char *key);
+void mirror_clear(struct mirror *m);
+
+/* A key changed by a revision. */
+struct kchange {
+	const char *key; /* relative; the mirror holds its new value unless deleted */
+	bool deleted;
+};
+
+/* ---- a segment the agent keeps ---- */
+
+/* A key this host refuses, and why. */
+struct reject {
+	struct kent k;
+	char *why;
+};
+
+/* The options that declare a knob, by knob name. */
+struct knob_opts {
+	struct kent k;
+	shmcfg_opt *opts;
+	size_t n;
+};
+
+struct seg {
+	const char *name;
+	shmcfg *h;
+	char *status_key;
+	struct kmap knobs;     /* struct knob_opts */
+	struct kmap rejects;   /* struct reject, in the order they arose */
+	struct kmap *prev_rejects; /* during a load: the rejections before it */
+	uint64_t applied_rev;
+	uint64_t generation;
+	char hash[33];
+	uint64_t heap_bytes, heap_used;
+	char error[256];       /* the last apply's error, "" if none */
+	uint64_t failing_since; /* CLOCK_REALTIME of the first failed apply in a row; 0: none */
+	bool status_dirty;     /* the status key needs a put */
+};
+
+int seg_index_knobs(struct seg *s);
+void seg_free(struct seg *s);
+/* Applies the whole mirror (a load, or a reload): every option's cluster
+ * layer and every knob layer the cluster feeds or fed; force: commit even
+ * if nothing changes, when rev is new to the segment. */
+void apply_all(struct seg *s, const struct mirror *m, int64_t rev, bool force);
+/* Applies the keys one revision changed, as one commit (always: one
+ * revision, one commit). */
+void apply_revision(struct seg *s, const struct mirror *m, const struct kchange *ch, size_t n, int64_t rev,
+		    const char *who);
+/* The segment's applied revision, generation, hash and heap, re-read. */
+void seg_refresh(struct seg *s);
+
+/* ---- the probe thread ---- */
+
+struct probe {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	/* under mu: */
+	bool stop;
+	size_t member;           /* the endpoint to probe (the watch's) */
+	uint64_t last_ok;        /* CLOCK_MONOTONIC of the last answered keepalive */
+	char err[512];           /* the last failure, "" if the last probe answered */
+	char **status;           /* per segment: a status text to put, or NULL */
+	size_t nsegs;
+	/* the probe's own: */
+	struct etcd *e;
+	char **status_key;
+	int64_t lease;
+};
+
+int probe_start(struct probe *p, const char *endpoints, char **status_keys, size_t nsegs);
+void probe_stop(struct probe *p);
+/* Probe member i from now on (the watch moved there): its grace starts now. */
+void probe_member(struct probe *p, size_t i);
+/* Hands a status text (malloc()ed) over for a put. */
+void probe_status(struct probe *p, size_t seg, char *text);
+/* How long ago (ms) the member last answered, and the failure if any. */
+uint64_t probe_silence_ms(struct probe *p, char *err, size_t errlen);
+
+#endif
