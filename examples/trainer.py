@@ -37,7 +37,8 @@ minimum and the maximum, as torch.distributed.all_reduce would):
 
     python3 examples/trainer.py --cluster --endpoints unix:/path/client.sock:1 \
         --hosts 3 --workers 6 [--demo]
-    tools/shmctl cluster set trainer-PID-h0 torch._dynamo.config.recompile_limit=16
+    tools/shmctl cluster set trainer-PID-h0 torch._dynamo.config.recompile_limit=16 \
+        --endpoints unix:/path/client.sock:1 --cluster trainer-PID
 """
 
 import argparse
@@ -218,7 +219,8 @@ def run_cluster(a):
                                              "--host", f"h{k}", n], stderr=log), log))
         say(f"launcher: {a.hosts} simulated hosts ({', '.join(names)}), each with a shmcfg-sync "
             f"agent following cluster '{base}'; {a.workers} ranks; try, from another terminal:\n"
-            f"  {tool or 'shmctl'} cluster set {names[0]} torch._dynamo.config.recompile_limit=16")
+            f"  {tool or 'shmctl'} cluster set {names[0]} torch._dynamo.config.recompile_limit=16 "
+            f"--endpoints {endpoints} --cluster {base}")
         revs = ctx.Array("q", a.workers, lock=False)
         procs = [ctx.Process(target=cluster_worker,
                              args=(r, names[r % a.hosts], a.step_ms / 1000.0, revs, barrier,
