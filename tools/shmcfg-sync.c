@@ -48,7 +48,8 @@
 #include "sync.h"
 
 enum {
-	LIVENESS_MS = 3500,   /* the member's silence that moves the agent (noticed in < 5 s) */
+	LIVENESS_MS = 4000,   /* the member's silence that moves the agent (noticed in < 5 s: the
+			       * probe asks every second, and waits 3 s at most) */
 	WATCH_WAIT_MS = 200,  /* the loop looks at the probe this often */
 	REQUEST_MS = 3000,    /* a load's request */
 	BACKOFF_BASE_MS = 100,
@@ -344,12 +345,15 @@ static void events(struct agent *a, struct etcd_watch_resp *wr)
 			bool deleted = wr->ev[j].type == ETCD_EV_DELETE;
 			if (deleted) {
 				mirror_delete(&a->m, rel);
-			} else if (mirror_put(&a->m, rel, kv->value, kv->value_len, kv->mod_rev)) {
-				logf_("error: revision %" PRId64 ": out of memory", rev);
-				deleted = true; /* mirror_put freed the value; the key is not in the mirror */
-				mirror_delete(&a->m, rel);
+			} else {
+				int pr = mirror_put(&a->m, rel, kv->value, kv->value_len, kv->mod_rev);
+				kv->value = NULL; /* mirror_put took it (and freed it on failure) */
+				if (pr) {
+					logf_("error: revision %" PRId64 ": out of memory", rev);
+					deleted = true; /* the key is not in the mirror */
+					mirror_delete(&a->m, rel);
+				}
 			}
-			kv->value = NULL; /* mirror_put took it */
 			ch[n++] = (struct kchange){rel, deleted};
 		}
 		if (rev > a->rev) {
@@ -421,10 +425,11 @@ static int run(struct agent *a)
 			need_load = true;
 			continue;
 		} else if (r < 0) {
+			char perr[512];
 			etcd_watch_close(w);
 			w = NULL;
 			failures++;
-			went_offline(a, etcd_errmsg(a->e), 0);
+			went_offline(a, etcd_errmsg(a->e), probe_silence_ms(&a->probe, perr, sizeof perr));
 			a->member = (a->member + 1) % nep;
 			continue;
 		}

@@ -22,7 +22,7 @@
 
 enum {
 	PROBE_EVERY_MS = 1000,   /* a keepalive a second */
-	PROBE_TIMEOUT_MS = 2000, /* a member that has not answered in 2 s is not answering */
+	PROBE_TIMEOUT_MS = 3000, /* a member that has not answered in 3 s is not answering */
 	LEASE_TTL_S = 10,        /* the status keys outlive a missed keepalive or two */
 	STATUS_EVERY_MS = 50,    /* a burst of revisions makes a put each 50 ms, not one a revision */
 };
