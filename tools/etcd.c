@@ -199,6 +199,29 @@ static bool get_i64(json_t *o, const char *name, int64_t *ret)
 	return true;
 }
 
+/* An unsigned one (member IDs use all 64 bits). */
+static bool get_u64(json_t *o, const char *name, uint64_t *ret)
+{
+	json_t *v = json_object_get(o, name);
+	*ret = 0;
+	if (!v)
+		return true;
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		*ret = (uint64_t)json_integer_value(v);
+		return true;
+	}
+	if (!json_is_string(v))
+		return false;
+	const char *s = json_string_value(v);
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(s, &end, 10);
+	if (errno || end == s || *end || *s == '-')
+		return false;
+	*ret = x;
+	return true;
+}
+
 static bool get_bool(json_t *o, const char *name)
 {
 	return json_is_true(json_object_get(o, name));
@@ -713,6 +736,18 @@ int etcd_compact(struct etcd *e, int64_t rev)
 {
 	json_t *j;
 	int r = request(e, "/v3/kv/compaction", json_pack("{s:I, s:b}", "revision", (json_int_t)rev, "physical", 1), &j);
+	json_decref(j);
+	return r;
+}
+
+int etcd_member_status(struct etcd *e, uint64_t *leader)
+{
+	json_t *j;
+	int r = request(e, "/v3/maintenance/status", json_object(), &j);
+	if (r)
+		return r;
+	if (!get_u64(j, "leader", leader))
+		r = set_err(e, ETCD_E_PROTO, "etcd %s: status: an answer with a bad leader", e->ep[e->cur].text);
 	json_decref(j);
 	return r;
 }

@@ -107,6 +107,10 @@ int etcd_put(struct etcd *e, const char *key, const char *value, size_t value_le
 int etcd_delete(struct etcd *e, const char *key, bool prefix, int64_t *revision);
 int etcd_compact(struct etcd *e, int64_t rev);
 
+/* The member's own view (answered without the leader): *leader is the
+ * leader's member ID, 0 while it knows none. */
+int etcd_member_status(struct etcd *e, uint64_t *leader);
+
 int etcd_lease_grant(struct etcd *e, int ttl_s, int64_t *id);
 /* One keepalive; *ttl 0 if the lease has expired (grant a new one). */
 int etcd_lease_keepalive(struct etcd *e, int64_t id, int64_t *ttl);

@@ -14,8 +14,9 @@
  * whole mirror, a revision only its own keys).
  *
  * One member at a time. The watch and the liveness probe (sync-probe.c: a
- * thread of its own, lease keepalives and status puts) use the same member,
- * `member`: a member that hangs behind a live watch fails its probe. When
+ * thread of its own asks the member for its status) use the same member,
+ * `member`: a member that hangs behind a live watch, or knows no leader,
+ * fails its probe. When
  * the probe has had no answer for LIVENESS_MS, or the watch breaks, the
  * agent moves to the next endpoint at once and resumes the watch from its
  * revision + 1 (no reload: every member has the revisions, unless they
@@ -25,9 +26,9 @@
  * out of sync; it is in sync again when a member confirms a new watch.
  *
  * Threads: this loop applies what the watch delivers and never waits for
- * an etcd answer other than the watch's own (a stalled keepalive or status
- * put blocks the probe thread only). They share struct probe, under its
- * mutex.
+ * an etcd answer other than the watch's own; the probe and the lease
+ * thread (keepalives, status puts: a stalled write blocks it only) share
+ * struct probe with it, under its mutex.
  */
 #include "config.h"
 
@@ -187,7 +188,7 @@ static void publish(struct agent *a, bool all)
 			continue;
 		record_sync(a, s);
 		char *text = status_json(a, s);
-		if (text && a->probe.e)
+		if (text && a->probe.nthreads == 2)
 			probe_status(&a->probe, i, text);
 		else
 			free(text);
@@ -373,7 +374,7 @@ static int run(struct agent *a)
 	snprintf(lo, sizeof lo, "%saudit/", a->prefix);
 	snprintf(hi, sizeof hi, "%sopt0", a->prefix); /* just past opt/ */
 	struct etcd_watch *w = NULL;
-	bool need_load = true, created = false;
+	bool need_load = true, created = false, resumed = false;
 	unsigned failures = 0; /* in a row: a round over every endpoint backs off */
 	size_t nep = etcd_nendpoints(a->e);
 
@@ -400,8 +401,7 @@ static int run(struct agent *a)
 				continue;
 			}
 			probe_member(&a->probe, a->member);
-			logf_("%s from revision %" PRId64 " on %s%s", need_load ? "watching" : "resumed watching",
-			      a->rev + 1, etcd_endpoint(a->e, a->member), need_load ? "" : " (no reload)");
+			resumed = !need_load;
 			need_load = false;
 			created = false;
 		}
@@ -409,6 +409,9 @@ static int run(struct agent *a)
 		int r = etcd_watch_next(w, WATCH_WAIT_MS, wake_pipe[0], &wr);
 		if (r == 1) {
 			if (wr.created && !created) {
+				/* the member confirmed the watch: said only now */
+				logf_("%s from revision %" PRId64 " on %s%s", resumed ? "resumed watching" : "watching",
+				      a->rev + 1, etcd_endpoint(a->e, a->member), resumed ? " (no reload)" : "");
 				created = true;
 				failures = 0;
 				if (a->out_of_sync)

@@ -1,14 +1,22 @@
 /*
- * The liveness probe of shmcfg-sync (tools/sync.h): a thread of its own, on
- * a client of its own pinned to the member the watch is on, so that
- *  - a member that hangs behind a live watch (stopped, cut off from this
- *    host, or from the quorum) is noticed: the keepalive goes to that
- *    member, never to another one that would answer for it (issue 22);
- *  - the main loop never waits for etcd to answer a keepalive or a status
- *    put: a stopped leader, whose election stalls every keepalive for a
- *    second or two, stalls no revision that the watch delivers.
- * The status keys live under a lease (LEASE_TTL_S) that the probe keeps
- * alive every PROBE_EVERY_MS, and puts when the main loop hands new text.
+ * The two helper threads of shmcfg-sync (tools/sync.h), each on an etcd
+ * client of its own, so that the main loop never waits for an answer other
+ * than its watch's:
+ *
+ *  - the liveness probe asks the member the watch is on, and that member
+ *    only (pinned), for its status every PROBE_EVERY_MS: a member that does
+ *    not answer (stopped, cut off from this host) or that knows no leader
+ *    (cut off from the quorum) leaves last_ok behind, and the main loop
+ *    moves the watch when it is LIVENESS_MS old (issue 22, problem 1). The
+ *    member answers the status itself: an election elsewhere does not hold
+ *    it up, as it holds up a lease keepalive, which the leader answers.
+ *  - the lease thread keeps the status keys' lease alive every second and
+ *    puts the status texts the main loop hands it, through any member
+ *    (the watch's first). A write stalled by an election stalls this thread
+ *    only (problem 2).
+ *
+ * Both share struct probe's fields under its mutex; each waits on the
+ * condition variable for its next round, a new member or a status text.
  */
 #include "config.h"
 
@@ -21,14 +29,68 @@
 #include "sync.h"
 
 enum {
-	PROBE_EVERY_MS = 1000,   /* a keepalive a second */
-	PROBE_TIMEOUT_MS = 3000, /* a member that has not answered in 3 s is not answering */
+	PROBE_EVERY_MS = 500,    /* the member's status, twice a second */
+	KEEPALIVE_MS = 1000,     /* the lease, every second */
+	REQUEST_MS = 3000,       /* a member that has not answered in 3 s is not answering */
 	LEASE_TTL_S = 10,        /* the status keys outlive a missed keepalive or two */
-	STATUS_EVERY_MS = 50,    /* a burst of revisions makes a put each 50 ms, not one a revision */
+	STATUS_EVERY_MS = 1000,  /* a status key is put at once, then at most once a second */
 };
 
-/* Puts the status texts handed over (all: every segment's last one, after
- * a new lease). */
+static void deadline_in(struct timespec *t, uint64_t ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, t);
+	t->tv_sec += (time_t)(ms / 1000);
+	t->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (t->tv_nsec >= 1000000000L) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000L;
+	}
+}
+
+static uint64_t ms_until(uint64_t when_ns)
+{
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	return when_ns > now ? (when_ns - now) / 1000000 + 1 : 0;
+}
+
+/* ---- the liveness probe ---- */
+
+static void *liveness_main(void *arg)
+{
+	struct probe *p = arg;
+	pthread_mutex_lock(&p->mu);
+	while (!p->stop) {
+		size_t member = p->member;
+		pthread_mutex_unlock(&p->mu);
+		etcd_pin(p->le, member);
+		uint64_t leader = 0;
+		int r = etcd_member_status(p->le, &leader);
+		pthread_mutex_lock(&p->mu);
+		if (member == p->member) { /* an answer about the member still watched */
+			if (!r && leader) {
+				p->last_ok = now_ns(CLOCK_MONOTONIC);
+				p->err[0] = 0;
+			} else if (!r) {
+				snprintf(p->err, sizeof p->err, "etcd %s: the member knows no leader", etcd_endpoint(p->le, member));
+			} else {
+				snprintf(p->err, sizeof p->err, "%s", etcd_errmsg(p->le));
+			}
+		}
+		if (!p->stop && member == p->member) {
+			struct timespec until;
+			deadline_in(&until, PROBE_EVERY_MS);
+			pthread_cond_timedwait(&p->cv, &p->mu, &until);
+		}
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+/* ---- the lease and the status keys ---- */
+
+/* Puts the status texts handed over (all: every segment's last one, under
+ * a new lease). 0, or the error of the first put that failed (that text
+ * waits for the next round). */
 static int put_status(struct probe *p, bool all, char **last)
 {
 	for (size_t i = 0; i < p->nsegs; i++) {
@@ -42,9 +104,8 @@ static int put_status(struct probe *p, bool all, char **last)
 		} else if (!all || !last[i]) {
 			continue;
 		}
-		int r = etcd_put(p->e, p->status_key[i], last[i], strlen(last[i]), p->lease, NULL);
+		int r = etcd_put(p->se, p->status_key[i], last[i], strlen(last[i]), p->lease, NULL);
 		if (r) {
-			/* again on the next round */
 			pthread_mutex_lock(&p->mu);
 			if (!p->status[i]) {
 				p->status[i] = last[i];
@@ -57,74 +118,49 @@ static int put_status(struct probe *p, bool all, char **last)
 	return 0;
 }
 
-static void deadline_in(struct timespec *t, int ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, t);
-	t->tv_sec += ms / 1000;
-	t->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (t->tv_nsec >= 1000000000L) {
-		t->tv_sec++;
-		t->tv_nsec -= 1000000000L;
-	}
-}
-
-/* Every PROBE_EVERY_MS a keepalive (or a new lease), and the status texts
- * as they are handed over; any answer of the member counts as its life. */
-static void *probe_main(void *arg)
+static void *lease_main(void *arg)
 {
 	struct probe *p = arg;
-	char **last = calloc(p->nsegs, sizeof *last); /* the texts put last: put again under a new lease */
+	char **last = calloc(p->nsegs, sizeof *last); /* the texts put last: again under a new lease */
 	uint64_t next_keepalive = 0, next_put = 0;
+	size_t member = SIZE_MAX;
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop) {
-		size_t member = p->member;
 		bool pending = false;
 		for (size_t i = 0; i < p->nsegs && !pending; i++)
 			pending = p->status[i] != NULL;
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
-		bool keep = now >= next_keepalive;
-		if (!keep && (!pending || now < next_put)) {
-			uint64_t wake = pending && next_put < next_keepalive ? next_put : next_keepalive;
+		bool keep = now >= next_keepalive, put = pending && now >= next_put;
+		if (!keep && !put) {
 			struct timespec until;
-			deadline_in(&until, (int)((wake - now) / 1000000) + 1);
+			deadline_in(&until, ms_until(pending && next_put < next_keepalive ? next_put : next_keepalive));
 			pthread_cond_timedwait(&p->cv, &p->mu, &until);
 			continue;
 		}
-		next_put = now + STATUS_EVERY_MS * 1000000ull;
+		if (member != p->member) { /* start at the watch's member; any other will do */
+			member = p->member;
+			etcd_pin(p->se, member);
+			etcd_pin(p->se, SIZE_MAX);
+		}
 		pthread_mutex_unlock(&p->mu);
-		etcd_pin(p->e, member);
 		int r = 0;
 		bool all = false;
 		if (keep) {
-			next_keepalive = now + PROBE_EVERY_MS * 1000000ull;
+			next_keepalive = now + KEEPALIVE_MS * 1000000ull;
 			int64_t ttl = 0;
-			r = p->lease ? etcd_lease_keepalive(p->e, p->lease, &ttl) : 0;
+			r = p->lease ? etcd_lease_keepalive(p->se, p->lease, &ttl) : 0;
 			if (!r && ttl <= 0) {
-				r = etcd_lease_grant(p->e, LEASE_TTL_S, &p->lease);
+				r = etcd_lease_grant(p->se, LEASE_TTL_S, &p->lease);
 				all = true;
 			}
 		}
-		if (!r)
+		if (!r && (put || all)) {
+			next_put = now_ns(CLOCK_MONOTONIC) + STATUS_EVERY_MS * 1000000ull;
 			r = last ? put_status(p, all, last) : ETCD_E_NOMEM;
+		}
+		if (r) /* again at the next keepalive */
+			next_put = next_keepalive;
 		pthread_mutex_lock(&p->mu);
-		if (member == p->member) { /* a result about the member still probed */
-			if (!r) {
-				p->last_ok = now_ns(CLOCK_MONOTONIC);
-				p->err[0] = 0;
-			} else {
-				snprintf(p->err, sizeof p->err, "%s", etcd_errmsg(p->e));
-				if (!keep) /* a failed put: not again before the next keepalive */
-					next_keepalive = now_ns(CLOCK_MONOTONIC);
-			}
-		}
-		if (r && !p->stop && member == p->member) {
-			/* the member failed: wait for the next round (or a new member) */
-			struct timespec until;
-			uint64_t t = now_ns(CLOCK_MONOTONIC);
-			deadline_in(&until, next_keepalive > t ? (int)((next_keepalive - t) / 1000000) + 1 : PROBE_EVERY_MS);
-			pthread_cond_timedwait(&p->cv, &p->mu, &until);
-			next_keepalive = 0;
-		}
 	}
 	pthread_mutex_unlock(&p->mu);
 	for (size_t i = 0; last && i < p->nsegs; i++)
@@ -132,6 +168,8 @@ static void *probe_main(void *arg)
 	free(last);
 	return NULL;
 }
+
+/* ---- the main loop's side ---- */
 
 int probe_start(struct probe *p, const char *endpoints, char **status_keys, size_t nsegs)
 {
@@ -142,7 +180,9 @@ int probe_start(struct probe *p, const char *endpoints, char **status_keys, size
 	p->last_ok = now_ns(CLOCK_MONOTONIC);
 	if (!(p->status = calloc(nsegs, sizeof *p->status)))
 		return -ENOMEM;
-	int r = etcd_open(endpoints, PROBE_TIMEOUT_MS, &p->e);
+	int r = etcd_open(endpoints, REQUEST_MS, &p->le);
+	if (!r)
+		r = etcd_open(endpoints, REQUEST_MS, &p->se);
 	if (r)
 		return r;
 	pthread_mutex_init(&p->mu, NULL);
@@ -150,39 +190,45 @@ int probe_start(struct probe *p, const char *endpoints, char **status_keys, size
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&p->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	if ((r = pthread_create(&p->thread, NULL, probe_main, p))) {
-		pthread_cond_destroy(&p->cv);
-		pthread_mutex_destroy(&p->mu);
+	if ((r = pthread_create(&p->liveness, NULL, liveness_main, p)))
 		return -r;
-	}
+	p->nthreads = 1;
+	if ((r = pthread_create(&p->leaser, NULL, lease_main, p)))
+		return -r;
+	p->nthreads = 2;
 	return 0;
 }
 
 void probe_stop(struct probe *p)
 {
-	if (!p->e)
-		return;
-	pthread_mutex_lock(&p->mu);
-	p->stop = true;
-	pthread_cond_signal(&p->cv);
-	pthread_mutex_unlock(&p->mu);
-	pthread_join(p->thread, NULL);
-	pthread_cond_destroy(&p->cv);
-	pthread_mutex_destroy(&p->mu);
-	for (size_t i = 0; i < p->nsegs; i++)
+	if (p->nthreads) {
+		pthread_mutex_lock(&p->mu);
+		p->stop = true;
+		pthread_cond_broadcast(&p->cv);
+		pthread_mutex_unlock(&p->mu);
+		pthread_join(p->liveness, NULL);
+		if (p->nthreads > 1)
+			pthread_join(p->leaser, NULL);
+		pthread_cond_destroy(&p->cv);
+		pthread_mutex_destroy(&p->mu);
+		p->nthreads = 0;
+	}
+	for (size_t i = 0; p->status && i < p->nsegs; i++)
 		free(p->status[i]);
 	free(p->status);
-	etcd_close(p->e);
-	p->e = NULL;
+	p->status = NULL;
+	etcd_close(p->le);
+	etcd_close(p->se);
+	p->le = p->se = NULL;
 }
 
 void probe_member(struct probe *p, size_t i)
 {
 	pthread_mutex_lock(&p->mu);
 	p->member = i;
-	p->last_ok = now_ns(CLOCK_MONOTONIC);
+	p->last_ok = now_ns(CLOCK_MONOTONIC); /* its grace starts now */
 	p->err[0] = 0;
-	pthread_cond_signal(&p->cv);
+	pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 }
 
@@ -191,7 +237,7 @@ void probe_status(struct probe *p, size_t seg, char *text)
 	pthread_mutex_lock(&p->mu);
 	free(p->status[seg]);
 	p->status[seg] = text;
-	pthread_cond_signal(&p->cv);
+	pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 }
 

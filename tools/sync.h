@@ -2,8 +2,8 @@
  * shmcfg-sync's parts (tools/shmcfg-sync.c has the agent's design):
  *   sync-apply.c  the mirror of the prefix's keys, and their application to
  *                 a segment: all of it (a load) or one revision's keys
- *   sync-probe.c  the liveness probe thread: lease keepalives and status puts
- *                 on the member the watch is on
+ *   sync-probe.c  the helper threads: the liveness probe of the member the
+ *                 watch is on, and the lease and status keys
  *   shmcfg-sync.c the main loop: load, watch, fail-over, the sync record
  */
 #ifndef SHMCFG_SYNC_H
@@ -97,21 +97,23 @@ void apply_revision(struct seg *s, const struct mirror *m, const struct kchange 
 /* The segment's applied revision, generation, hash and heap, re-read. */
 void seg_refresh(struct seg *s);
 
-/* ---- the probe thread ---- */
+/* ---- the helper threads (sync-probe.c) ---- */
 
 struct probe {
-	pthread_t thread;
+	pthread_t liveness, leaser;
+	int nthreads;            /* started */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	/* under mu: */
 	bool stop;
-	size_t member;           /* the endpoint to probe (the watch's) */
-	uint64_t last_ok;        /* CLOCK_MONOTONIC of the last answered keepalive */
-	char err[512];           /* the last failure, "" if the last probe answered */
+	size_t member;           /* the endpoint the watch is on */
+	uint64_t last_ok;        /* CLOCK_MONOTONIC of its last answer with a leader */
+	char err[512];           /* why the last probe failed, "" if it answered */
 	char **status;           /* per segment: a status text to put, or NULL */
 	size_t nsegs;
-	/* the probe's own: */
-	struct etcd *e;
+	/* each thread's own: */
+	struct etcd *le;         /* the liveness probe's, pinned to member */
+	struct etcd *se;         /* the lease thread's */
 	char **status_key;
 	int64_t lease;
 };
