@@ -548,7 +548,7 @@ static int commit_plan(struct cl *c, struct plan *p, int64_t *rev, uint64_t *seq
 	who_am_i(&w);
 	char *head_key = key_of(c, "head");
 	char **keys = calloc(p->n ? p->n : 1, sizeof *keys);
-	struct etcd_cmp *cmps = calloc(p->n + 1, sizeof *cmps);
+	struct etcd_cmp *cmps = calloc(p->n + 2, sizeof *cmps); /* the head, the audit key, each key */
 	struct etcd_op *ops = calloc(p->n + 2, sizeof *ops);
 	struct sent *sent = NULL;
 	size_t nsent = 0;
@@ -684,8 +684,33 @@ static int commit_plan(struct cl *c, struct plan *p, int64_t *rev, uint64_t *seq
 		audit_key = key_of(c, rel);
 		if (!rec || !head || !audit_key)
 			rc = fail("out of memory");
+		/* a head set back by hand would make this record overwrite one
+		 * that exists: refuse. Read at the head's revision (a record a
+		 * racing writer added since is no sign of it); the compare below
+		 * keeps a racing writer from overwriting one. */
+		bool compacted = false;
+		if (rc == EXIT_OK && !(r = get_retry(c, audit_key, false, at, &kvs))) {
+			if (kvs.n)
+				rc = fail("cluster '%s': audit record %llu exists, but the head (%shead) names %lld as the "
+					  "newest: the head was set back; set its seq to the newest record's",
+					  c->cluster, (unsigned long long)hs + 1, c->prefix, (long long)hs);
+			etcd_kvs_free(&kvs);
+		} else if (rc == EXIT_OK && r == ETCD_E_COMPACTED) {
+			compacted = true; /* read again */
+		} else if (rc == EXIT_OK) {
+			rc = fail_etcd_note(c, r, note);
+		}
+		if (rc == EXIT_OK && compacted) {
+			free(rec);
+			free(head);
+			free(audit_key);
+			contended = true;
+			ncontended++;
+			continue;
+		}
 		if (rc == EXIT_OK) {
 			cmps[nc++] = (struct etcd_cmp){head_key, head_rev};
+			cmps[nc++] = (struct etcd_cmp){audit_key, 0};
 			for (size_t i = 0; i < p->n; i++) {
 				struct kchange *k = &p->ch[i];
 				if (!k->active)

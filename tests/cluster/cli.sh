@@ -474,4 +474,13 @@ else
 	for k in 1 2 3 4 5 6 7 8 9 10 11; do skip "the agent's record: tools/shmcfg-sync is not built"; done
 fi
 
+# a head set back by hand (etcdctl): the next write must not overwrite the
+# audit record that exists under the sequence number after it
+A1=$(ectl get "${P}audit/00000000000000000001" --print-value-only)
+ectl put "${P}head" '{"seq": 0}' >/dev/null
+t_errmatch "a head set back by hand: set refuses to overwrite audit record 1" 1 \
+	"audit record 1 exists, but the head .* names 0 as the newest" \
+	shmctl cluster set "$S" app.level=7 --endpoints "$ETCD_EP" --cluster c1
+pass "... which is unchanged" test -n "$A1" -a "$(ectl get "${P}audit/00000000000000000001" --print-value-only)" = "$A1"
+
 t_done
