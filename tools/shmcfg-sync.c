@@ -179,7 +179,8 @@ static char *status_json(struct agent *a, struct seg *s)
 }
 
 /* What changed goes out: the sync record of every segment whose state
- * changed (all: every one), and its status text to the probe thread. */
+ * changed (all: every one, and at once), and its status text to the lease
+ * thread. */
 static void publish(struct agent *a, bool all)
 {
 	for (size_t i = 0; i < a->nsegs; i++) {
@@ -189,10 +190,10 @@ static void publish(struct agent *a, bool all)
 		record_sync(a, s);
 		char *text = status_json(a, s);
 		if (text && a->probe.nthreads == 2)
-			probe_status(&a->probe, i, text);
+			probe_status(&a->probe, i, text, all || s->status_urgent);
 		else
 			free(text);
-		s->status_dirty = false;
+		s->status_dirty = s->status_urgent = false;
 	}
 }
 

@@ -366,7 +366,7 @@ static void seg_error(struct seg *s, const char *fmt, ...)
 	printable(raw, msg, sizeof msg);
 	if (strcmp(msg, s->error)) {
 		snprintf(s->error, sizeof s->error, "%s", msg);
-		s->status_dirty = true;
+		s->status_dirty = s->status_urgent = true; /* in sync or not: shown at once */
 	}
 	if (*msg) {
 		logf_("%s: error: %s", s->name, msg);

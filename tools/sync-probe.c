@@ -11,9 +11,11 @@
  *    member answers the status itself: an election elsewhere does not hold
  *    it up, as it holds up a lease keepalive, which the leader answers.
  *  - the lease thread keeps the status keys' lease alive every second and
- *    puts the status texts the main loop hands it, through any member
+ *    puts the status texts the main loop hands it with each keepalive (a
+ *    change of whether the host is in sync at once), through any member
  *    (the watch's first). A write stalled by an election stalls this thread
- *    only (problem 2).
+ *    only (problem 2). One put a second at most keeps a write's fan-out to
+ *    hundreds of hosts from meeting hundreds of status puts.
  *
  * Both share struct probe's fields under its mutex; each waits on the
  * condition variable for its next round, a new member or a status text.
@@ -29,11 +31,10 @@
 #include "sync.h"
 
 enum {
-	PROBE_EVERY_MS = 500,    /* the member's status, twice a second */
+	PROBE_EVERY_MS = 1000,   /* the member's status, once a second */
 	KEEPALIVE_MS = 1000,     /* the lease, every second */
 	REQUEST_MS = 3000,       /* a member that has not answered in 3 s is not answering */
 	LEASE_TTL_S = 10,        /* the status keys outlive a missed keepalive or two */
-	STATUS_EVERY_MS = 1000,  /* a status key is put at once, then at most once a second */
 };
 
 static void deadline_in(struct timespec *t, uint64_t ms)
@@ -122,27 +123,26 @@ static void *lease_main(void *arg)
 {
 	struct probe *p = arg;
 	char **last = calloc(p->nsegs, sizeof *last); /* the texts put last: again under a new lease */
-	uint64_t next_keepalive = 0, next_put = 0;
+	uint64_t next_keepalive = 0;
 	size_t member = SIZE_MAX;
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop) {
-		bool pending = false;
-		for (size_t i = 0; i < p->nsegs && !pending; i++)
-			pending = p->status[i] != NULL;
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
-		bool keep = now >= next_keepalive, put = pending && now >= next_put;
+		bool keep = now >= next_keepalive, put = p->urgent;
 		if (!keep && !put) {
 			struct timespec until;
-			deadline_in(&until, ms_until(pending && next_put < next_keepalive ? next_put : next_keepalive));
+			deadline_in(&until, ms_until(next_keepalive));
 			pthread_cond_timedwait(&p->cv, &p->mu, &until);
 			continue;
 		}
+		p->urgent = false;
 		if (member != p->member) { /* start at the watch's member; any other will do */
 			member = p->member;
 			etcd_pin(p->se, member);
 			etcd_pin(p->se, SIZE_MAX);
 		}
 		pthread_mutex_unlock(&p->mu);
+		/* the texts pending go with each keepalive, and at once when urgent */
 		int r = 0;
 		bool all = false;
 		if (keep) {
@@ -154,13 +154,11 @@ static void *lease_main(void *arg)
 				all = true;
 			}
 		}
-		if (!r && (put || all)) {
-			next_put = now_ns(CLOCK_MONOTONIC) + STATUS_EVERY_MS * 1000000ull;
+		if (!r)
 			r = last ? put_status(p, all, last) : ETCD_E_NOMEM;
-		}
-		if (r) /* again at the next keepalive */
-			next_put = next_keepalive;
 		pthread_mutex_lock(&p->mu);
+		if (r) /* what was not put waits for the next keepalive */
+			p->urgent = false;
 	}
 	pthread_mutex_unlock(&p->mu);
 	for (size_t i = 0; last && i < p->nsegs; i++)
@@ -232,12 +230,15 @@ void probe_member(struct probe *p, size_t i)
 	pthread_mutex_unlock(&p->mu);
 }
 
-void probe_status(struct probe *p, size_t seg, char *text)
+void probe_status(struct probe *p, size_t seg, char *text, bool urgent)
 {
 	pthread_mutex_lock(&p->mu);
 	free(p->status[seg]);
 	p->status[seg] = text;
-	pthread_cond_broadcast(&p->cv);
+	if (urgent) {
+		p->urgent = true;
+		pthread_cond_broadcast(&p->cv);
+	}
 	pthread_mutex_unlock(&p->mu);
 }
 

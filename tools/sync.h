@@ -82,6 +82,7 @@ struct seg {
 	char error[256];       /* the last apply's error, "" if none */
 	uint64_t failing_since; /* CLOCK_REALTIME of the first failed apply in a row; 0: none */
 	bool status_dirty;     /* the status key needs a put */
+	bool status_urgent;    /* ... at once: whether it is in sync changed */
 };
 
 int seg_index_knobs(struct seg *s);
@@ -110,6 +111,7 @@ struct probe {
 	uint64_t last_ok;        /* CLOCK_MONOTONIC of its last answer with a leader */
 	char err[512];           /* why the last probe failed, "" if it answered */
 	char **status;           /* per segment: a status text to put, or NULL */
+	bool urgent;             /* one of them is to be put at once */
 	size_t nsegs;
 	/* each thread's own: */
 	struct etcd *le;         /* the liveness probe's, pinned to member */
@@ -122,8 +124,9 @@ int probe_start(struct probe *p, const char *endpoints, char **status_keys, size
 void probe_stop(struct probe *p);
 /* Probe member i from now on (the watch moved there): its grace starts now. */
 void probe_member(struct probe *p, size_t i);
-/* Hands a status text (malloc()ed) over for a put. */
-void probe_status(struct probe *p, size_t seg, char *text);
+/* Hands a status text (malloc()ed) over for a put: at once (urgent), or
+ * with the next keepalive (a burst of revisions makes one put a second). */
+void probe_status(struct probe *p, size_t seg, char *text, bool urgent);
 /* How long ago (ms) the member last answered, and the failure if any. */
 uint64_t probe_silence_ms(struct probe *p, char *err, size_t errlen);
 
