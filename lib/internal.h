@@ -105,10 +105,7 @@ static inline bool source_is_stored(shmcfg_source s)
 /* str/list bytes in the schema's strings area (a default or an implied
  * value), not in the value heap */
 #define META_SCHEMA (1ull << 14)
-/* a layer cell written by a commit that applied a cluster revision
- * (shmcfg_txn_origin: the cluster agent's), so that a restarted agent knows
- * which knob values are its own (shmcfg_snapshot_layer_by_cluster) */
-#define META_BY_CLUSTER (1ull << 15)
+#define META_BY_CLUSTER (1ull << 15) /* a layer cell the cluster agent wrote (shmcfg_txn_origin) */
 #define META_LEN(m) ((uint32_t)((m) >> 32))
 #define CELL_OFF(v) ((uint32_t)(v))
 #define CELL_COUNT(v) ((uint32_t)((v) >> 32))
@@ -254,7 +251,6 @@ struct log_ent {
 	char who[SHMCFG_WHO_MAX]; /* ... and who made the change, NUL-terminated */
 };
 #define RING_OVERFLOW UINT32_MAX
-
 
 struct reader_ent {
 	uint64_t pins[SEG_PINS]; /* pinned generations, 0 = none; see readers.c */

@@ -281,6 +281,9 @@ static int parse_endpoint(struct etcd *e, const char *text, struct endpoint *ep)
 {
 	memset(ep, 0, sizeof *ep);
 	ep->text = strdup(text);
+	for (const unsigned char *c = (const unsigned char *)text; *c; c++)
+		if (*c <= ' ' || *c == 0x7f)
+			return set_err(e, ETCD_E_ARG, "etcd endpoint '%s': a space or control character in it", text);
 	if (!strncmp(text, "http://", 7) && text[7]) {
 		size_t n = strlen(text);
 		while (n > 7 && text[n - 1] == '/')
@@ -481,6 +484,11 @@ static int request(struct etcd *e, const char *path, json_t *body, json_t **ret)
 			e->too_big = true;
 			r = set_err(e, ETCD_E_PROTO, "etcd %s: %s: an answer over %zu MiB", e->ep[i].text, path,
 				    ANSWER_MAX >> 20);
+			break;
+		}
+		if (c == CURLE_URL_MALFORMAT || c == CURLE_UNSUPPORTED_PROTOCOL) {
+			/* the endpoint's text, not the network: no retry helps */
+			r = set_err(e, ETCD_E_ARG, "etcd %s: %s", e->ep[i].text, curl_easy_strerror(c));
 			break;
 		}
 		if (c != CURLE_OK) {

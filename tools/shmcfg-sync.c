@@ -51,6 +51,7 @@
 enum {
 	LIVENESS_MS = 4000,   /* the member's silence that moves the agent (noticed in < 5 s: the
 			       * probe asks every second, and waits 3 s at most) */
+	SUSPECT_MS = 2000,    /* ... that makes it say it is out of sync meanwhile (a probe missed) */
 	WATCH_WAIT_MS = 200,  /* the loop looks at the probe this often */
 	REQUEST_MS = 3000,    /* a load's request */
 	BACKOFF_BASE_MS = 100,
@@ -433,14 +434,25 @@ static int run(struct agent *a)
 			etcd_watch_close(w);
 			w = NULL;
 			failures++;
-			went_offline(a, etcd_errmsg(a->e), probe_silence_ms(&a->probe, perr, sizeof perr));
+			went_offline(a, etcd_errmsg(a->e), probe_silence_ms(&a->probe, NULL, perr, sizeof perr));
 			a->member = (a->member + 1) % nep;
 			continue;
 		}
 		if (stopping)
 			break;
 		char err[512], why[700];
-		uint64_t silent = probe_silence_ms(&a->probe, err, sizeof err);
+		uint64_t unanswered, silent = probe_silence_ms(&a->probe, &unanswered, err, sizeof err);
+		if (unanswered >= SUSPECT_MS && silent < LIVENESS_MS && !a->out_of_sync) {
+			/* a member silent for a while (not one that waits for an
+			 * election): out of sync as far as anyone can tell, said
+			 * while deciding */
+			snprintf(why, sizeof why, "etcd %s: no answer for %.1f s%s%s", etcd_endpoint(a->e, a->member),
+				 (double)unanswered / 1e3, *err ? ": " : "", err);
+			went_offline(a, why, unanswered);
+		} else if (unanswered < SUSPECT_MS && silent < SUSPECT_MS && a->out_of_sync && created) {
+			logf_("in sync again (out of sync for %.3f s)", (double)(now_ns(CLOCK_REALTIME) - a->out_of_sync) / 1e9);
+			set_agent_state(a, 0, "");
+		}
 		if (silent >= LIVENESS_MS) {
 			snprintf(why, sizeof why, "etcd %s: no answer for %.1f s%s%s", etcd_endpoint(a->e, a->member),
 				 (double)silent / 1e3, *err ? ": " : "", err);
@@ -529,7 +541,7 @@ int main(int argc, char **argv)
 		bad = "bad host name: 1 to 63 bytes, no '/', space or control character";
 	if (bad) {
 		fprintf(stderr, "%s: %s\n", prog, bad);
-		if (cr != CLUSTER_CONF_BAD)
+		if (!cr) /* the configuration's own messages are one line */
 			usage(stderr);
 		cluster_conf_free(&conf);
 		return 2;

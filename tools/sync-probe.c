@@ -68,8 +68,10 @@ static void *liveness_main(void *arg)
 		int r = etcd_member_status(p->le, &leader);
 		pthread_mutex_lock(&p->mu);
 		if (member == p->member) { /* an answer about the member still watched */
+			if (!r)
+				p->last_answer = now_ns(CLOCK_MONOTONIC);
 			if (!r && leader) {
-				p->last_ok = now_ns(CLOCK_MONOTONIC);
+				p->last_ok = p->last_answer;
 				p->err[0] = 0;
 			} else if (!r) {
 				snprintf(p->err, sizeof p->err, "etcd %s: the member knows no leader", etcd_endpoint(p->le, member));
@@ -175,7 +177,7 @@ int probe_start(struct probe *p, const char *endpoints, char **status_keys, size
 	memset(p, 0, sizeof *p);
 	p->nsegs = nsegs;
 	p->status_key = status_keys;
-	p->last_ok = now_ns(CLOCK_MONOTONIC);
+	p->last_ok = p->last_answer = now_ns(CLOCK_MONOTONIC);
 	if (!(p->status = calloc(nsegs, sizeof *p->status)))
 		return -ENOMEM;
 	int r = etcd_open(endpoints, REQUEST_MS, &p->le);
@@ -224,7 +226,7 @@ void probe_member(struct probe *p, size_t i)
 {
 	pthread_mutex_lock(&p->mu);
 	p->member = i;
-	p->last_ok = now_ns(CLOCK_MONOTONIC); /* its grace starts now */
+	p->last_ok = p->last_answer = now_ns(CLOCK_MONOTONIC); /* its grace starts now */
 	p->err[0] = 0;
 	pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
@@ -242,10 +244,13 @@ void probe_status(struct probe *p, size_t seg, char *text, bool urgent)
 	pthread_mutex_unlock(&p->mu);
 }
 
-uint64_t probe_silence_ms(struct probe *p, char *err, size_t errlen)
+uint64_t probe_silence_ms(struct probe *p, uint64_t *unanswered_ms, char *err, size_t errlen)
 {
 	pthread_mutex_lock(&p->mu);
-	uint64_t now = now_ns(CLOCK_MONOTONIC), ms = now > p->last_ok ? (now - p->last_ok) / 1000000 : 0;
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	uint64_t ms = now > p->last_ok ? (now - p->last_ok) / 1000000 : 0;
+	if (unanswered_ms)
+		*unanswered_ms = now > p->last_answer ? (now - p->last_answer) / 1000000 : 0;
 	snprintf(err, errlen, "%s", p->err);
 	pthread_mutex_unlock(&p->mu);
 	return ms;

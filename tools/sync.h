@@ -109,6 +109,7 @@ struct probe {
 	bool stop;
 	size_t member;           /* the endpoint the watch is on */
 	uint64_t last_ok;        /* CLOCK_MONOTONIC of its last answer with a leader */
+	uint64_t last_answer;    /* ... of its last answer (an election leaves it none for a while) */
 	char err[512];           /* why the last probe failed, "" if it answered */
 	char **status;           /* per segment: a status text to put, or NULL */
 	bool urgent;             /* one of them is to be put at once */
@@ -127,7 +128,8 @@ void probe_member(struct probe *p, size_t i);
 /* Hands a status text (malloc()ed) over for a put: at once (urgent), or
  * with the next keepalive (a burst of revisions makes one put a second). */
 void probe_status(struct probe *p, size_t seg, char *text, bool urgent);
-/* How long ago (ms) the member last answered, and the failure if any. */
-uint64_t probe_silence_ms(struct probe *p, char *err, size_t errlen);
+/* How long ago (ms) the member last answered with a leader (and, in
+ * *unanswered_ms, answered at all), and the failure if any. */
+uint64_t probe_silence_ms(struct probe *p, uint64_t *unanswered_ms, char *err, size_t errlen);
 
 #endif

@@ -136,5 +136,13 @@ chmod 620 "$T_TMP/sync.conf"
 SHMCFG_CLUSTER_CONF=$T_TMP/sync.conf $SHMCFG_SYNC --once --host hostA "$S" 2>"$T_TMP/once.err"
 pass "... a group-writable file: refused, exit 2" test $? = 2
 pass "... in one line naming it" sh -c "test \$(wc -l <'$T_TMP/once.err') = 1 && grep -q 'sync.conf' '$T_TMP/once.err'"
+# an endpoint with a space in it (a comment after the value, say): refused
+# at once in one line, not retried as if etcd were down
+$SHMCFG_SYNC --once --endpoints "$ETCD_EP # the local one" --cluster "$CLUSTER" "$S" 2>"$T_TMP/once.err"
+pass "an endpoint with a space: refused, exit 2" test $? = 2
+pass "... in one line naming it" sh -c "test \$(wc -l <'$T_TMP/once.err') = 1 && grep -q 'a space or control character' '$T_TMP/once.err'"
+S0=$(date +%s)
+$SHMCTL cluster show "$S" --endpoints "$ETCD_EP # the local one" --cluster "$CLUSTER" 2>"$T_TMP/show.err" >/dev/null
+pass "... by shmctl cluster too, exit 1, without retrying" test $? = 1 -a "$(grep -c 'a space or control character' "$T_TMP/show.err")" = 1 -a $(( $(date +%s) - S0 )) -lt 5
 if [ "$T_FAILED" != 0 ]; then diag_log a; cat "$T_TMP/once.err"; fi
 t_done
