@@ -52,6 +52,7 @@ enum {
 	LIVENESS_MS = 4000,   /* the member's silence that moves the agent (noticed in < 5 s: the
 			       * probe asks every second, and waits 3 s at most) */
 	SUSPECT_MS = 2000,    /* ... that makes it say it is out of sync meanwhile (a probe missed) */
+	TICK_MS = 1000,       /* the sync records' heartbeat; a failed commit tried again */
 	WATCH_WAIT_MS = 200,  /* the loop looks at the probe this often */
 	REQUEST_MS = 3000,    /* a load's request */
 	BACKOFF_BASE_MS = 100,
@@ -112,6 +113,7 @@ struct agent {
 	size_t nsegs;
 	struct mirror m;
 	int64_t rev;          /* the mirror holds the store's state at this revision */
+	int64_t tag;          /* the revision a commit of the whole mirror carries: its newest write */
 	size_t member;        /* the endpoint of the watch and the probe */
 	char **status_keys;   /* the segments', for the probe */
 	uint64_t out_of_sync; /* CLOCK_REALTIME since when it is not in sync; 0: in sync */
@@ -315,10 +317,13 @@ static int load(struct agent *a)
 	/* tagged with the revision of the newest write in the mirror, not the
 	 * store's (which other hosts' status writes move): hosts that loaded
 	 * the same keys at different moments then report the same revision */
+	/* after etcd was replaced the segments go back to its revisions, even
+	 * with nothing under the prefix (no revision 0 can be carried) */
+	a->tag = newest ? newest : a->segs[0].rebase ? rev : 0;
 	for (size_t i = 0; i < a->nsegs; i++)
 		/* a commit if anything differs, or if a write the segment has not
 		 * seen is in the mirror (its revision must show) */
-		apply_all(&a->segs[i], &a->m, newest, (uint64_t)newest > shmcfg_cluster_revision(a->segs[i].h));
+		apply_all(&a->segs[i], &a->m, a->tag, true);
 	publish(a, false);
 	return 0;
 }
@@ -360,14 +365,60 @@ static void events(struct agent *a, struct etcd_watch_resp *wr)
 			ch[n++] = (struct kchange){rel, deleted};
 		}
 		if (rev > a->rev) {
-			a->rev = rev;
-			for (size_t k = 0; k < a->nsegs; k++)
-				apply_revision(&a->segs[k], &a->m, ch, n, rev, who);
+			a->rev = a->tag = rev;
+			for (size_t k = 0; k < a->nsegs; k++) {
+				struct seg *s = &a->segs[k];
+				if (s->need_full) /* a commit failed before: all of it */
+					apply_all(s, &a->m, rev, true);
+				else
+					apply_revision(s, &a->m, ch, n, rev, who);
+			}
 			publish(a, false);
 		}
 		i = j;
 	}
 	free(ch);
+}
+
+/*
+ * The member's store is behind the revision the agent has: a member still
+ * catching up, or etcd replaced (its data wiped, a snapshot restored). A
+ * linearizable read through it tells: it answers at the cluster's newest
+ * revision. Gone back: the whole prefix is loaded again, and the segments
+ * may then carry a revision below theirs (rebase).
+ */
+static bool store_went_back(struct agent *a)
+{
+	struct etcd_kvs kvs;
+	char key[512];
+	snprintf(key, sizeof key, "%shead", a->prefix);
+	etcd_pin(a->e, a->member);
+	if (etcd_get(a->e, key, false, 0, &kvs))
+		return false; /* no answer: the probe will tell */
+	int64_t now = kvs.revision;
+	etcd_kvs_free(&kvs);
+	if (now >= a->rev)
+		return false;
+	logf_("etcd's revision went back from %" PRId64 " to %" PRId64 " (etcd replaced, or restored from a "
+	      "snapshot): loading everything again", a->rev, now);
+	for (size_t i = 0; i < a->nsegs; i++)
+		a->segs[i].rebase = true;
+	return true;
+}
+
+/* Every second: the sync records rewritten (their time says the agent
+ * lives: shmctl stat calls a record that stopped moving stale), and the
+ * segments whose last commit failed tried again, whole. */
+static void tick(struct agent *a)
+{
+	for (size_t i = 0; i < a->nsegs; i++) {
+		struct seg *s = &a->segs[i];
+		if (s->need_full)
+			apply_all(s, &a->m, a->tag, true);
+		if (!s->status_dirty)
+			record_sync(a, s); /* the heartbeat (publish() writes the others) */
+	}
+	publish(a, false);
 }
 
 static int run(struct agent *a)
@@ -377,6 +428,7 @@ static int run(struct agent *a)
 	snprintf(hi, sizeof hi, "%sopt0", a->prefix); /* just past opt/ */
 	struct etcd_watch *w = NULL;
 	bool need_load = true, created = false, resumed = false;
+	uint64_t next_tick = 0;
 	unsigned failures = 0; /* in a row: a round over every endpoint backs off */
 	size_t nep = etcd_nendpoints(a->e);
 
@@ -410,6 +462,13 @@ static int run(struct agent *a)
 		struct etcd_watch_resp wr;
 		int r = etcd_watch_next(w, WATCH_WAIT_MS, wake_pipe[0], &wr);
 		if (r == 1) {
+			if (wr.created && !created && wr.revision < a->rev && store_went_back(a)) {
+				etcd_watch_resp_free(&wr);
+				etcd_watch_close(w);
+				w = NULL;
+				need_load = true;
+				continue;
+			}
 			if (wr.created && !created) {
 				/* the member confirmed the watch: said only now */
 				logf_("%s from revision %" PRId64 " on %s%s", resumed ? "resumed watching" : "watching",
@@ -440,6 +499,10 @@ static int run(struct agent *a)
 		}
 		if (stopping)
 			break;
+		if (now_ns(CLOCK_MONOTONIC) >= next_tick) {
+			next_tick = now_ns(CLOCK_MONOTONIC) + TICK_MS * 1000000ull;
+			tick(a);
+		}
 		char err[512], why[700];
 		uint64_t unanswered, silent = probe_silence_ms(&a->probe, &unanswered, err, sizeof err);
 		if (unanswered >= SUSPECT_MS && silent < LIVENESS_MS && !a->out_of_sync) {
@@ -465,6 +528,20 @@ static int run(struct agent *a)
 	}
 	etcd_watch_close(w);
 	return 0;
+}
+
+/* A segment that followed another cluster: its cluster layer becomes this
+ * one's (a mistyped --cluster would reset it: say so, once). */
+static void warn_other_cluster(struct seg *s, const char *cluster)
+{
+	shmcfg_sync_info si;
+	if (shmcfg_sync_get(s->h, &si) || !*si.cluster || !strcmp(si.cluster, cluster))
+		return;
+	char was[sizeof si.cluster * 4];
+	printable(si.cluster, was, sizeof was);
+	logf_("%s: warning: the segment followed cluster '%s' (its record); it now follows '%s', whose values "
+	      "replace its cluster layer",
+	      s->name, was, cluster);
 }
 
 static void usage(FILE *f)
@@ -540,7 +617,9 @@ int main(int argc, char **argv)
 	else if (!valid_name(host))
 		bad = "bad host name: 1 to 63 bytes, no '/', space or control character";
 	if (bad) {
-		fprintf(stderr, "%s: %s\n", prog, bad);
+		char shown[sizeof conf_err];
+		printable(bad, shown, sizeof shown); /* the environment's bytes: one line */
+		fprintf(stderr, "%s: %s\n", prog, shown);
 		if (!cr) /* the configuration's own messages are one line */
 			usage(stderr);
 		cluster_conf_free(&conf);
@@ -576,7 +655,10 @@ int main(int argc, char **argv)
 			logf_("error: segment '%s': %s", s->name,
 			      *shmcfg_errdetail() ? shmcfg_errdetail() : shmcfg_strerror(r));
 			status = 1;
-		} else if ((r = seg_index_knobs(s))) {
+			continue;
+		}
+		warn_other_cluster(s, cluster);
+		if ((r = seg_index_knobs(s))) {
 			logf_("error: segment '%s': reading its schema: %s", s->name, shmcfg_strerror(r));
 			status = 1;
 		} else if (asprintf(&s->status_key, "%sstatus/%s/%s", a.prefix, host, s->name) < 0) {

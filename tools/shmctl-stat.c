@@ -63,6 +63,18 @@ static bool agent_alive(const shmcfg_sync_info *s)
 	return s->pid > 0 && (kill(s->pid, 0) == 0 || errno == EPERM);
 }
 
+/* A running agent rewrites its record every second (shmcfg-sync's tick):
+ * one that stopped moving belongs to an agent that hangs. */
+#define SYNC_STALE_NS (10 * 1000000000ull)
+
+static bool sync_stale(const shmcfg_sync_info *s)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return now > s->updated_ns && now - s->updated_ns > SYNC_STALE_NS;
+}
+
 static json_t *sync_json(const shmcfg_sync_info *s)
 {
 	json_t *o = json_object();
@@ -76,7 +88,10 @@ static json_t *sync_json(const shmcfg_sync_info *s)
 	time_utc(s->updated_ns, ts, sizeof ts);
 	json_object_set_new(o, "updated", json_string(ts));
 	json_object_set_new(o, "updated_ns", json_integer((json_int_t)s->updated_ns));
-	json_object_set_new(o, "in_sync", json_boolean(s->out_of_sync_ns == 0));
+	/* in sync: the agent runs, answers (its record moves), and says so */
+	bool alive = agent_alive(s), stale = sync_stale(s);
+	json_object_set_new(o, "stale", json_boolean(stale));
+	json_object_set_new(o, "in_sync", json_boolean(s->out_of_sync_ns == 0 && alive && !stale));
 	if (s->out_of_sync_ns) {
 		time_utc(s->out_of_sync_ns, ts, sizeof ts);
 		json_object_set_new(o, "out_of_sync_since", json_string(ts));
@@ -106,6 +121,10 @@ static void print_sync(const shmcfg_sync_info *s, uint64_t cluster_rev)
 	if (!alive) {
 		time_local(s->updated_ns, ts, sizeof ts);
 		snprintf(line, sizeof line, "not running (pid %d, last seen %s)", s->pid, ts);
+		kv("sync agent", line, C_RED);
+	} else if (sync_stale(s)) {
+		time_local(s->updated_ns, ts, sizeof ts);
+		snprintf(line, sizeof line, "pid %d, NOT RESPONDING: its record has not moved since %s", s->pid, ts);
 		kv("sync agent", line, C_RED);
 	} else if (s->out_of_sync_ns) {
 		time_local(s->out_of_sync_ns, ts, sizeof ts);

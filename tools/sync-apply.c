@@ -379,7 +379,7 @@ static void seg_error(struct seg *s, const char *fmt, ...)
 
 /* The plan as one transaction: 0 or the error of the step that failed
  * (*bad: the item refused, if one was). */
-static int txn_of(struct seg *s, struct plan *p, int64_t rev, const char *who, bool newer, shmcfg_txn **ret,
+static int txn_of(struct seg *s, struct plan *p, uint64_t origin, const char *who, shmcfg_txn **ret,
 		  size_t *bad, size_t *nset)
 {
 	shmcfg_txn *t;
@@ -389,7 +389,10 @@ static int txn_of(struct seg *s, struct plan *p, int64_t rev, const char *who, b
 	*nset = 0;
 	if (r)
 		return r;
-	if (newer && (r = shmcfg_txn_origin(t, (uint64_t)rev, who))) {
+	/* every commit of the agent carries an origin, a new revision or the
+	 * one the segment has: the layer cells it writes are then the
+	 * cluster's (META_BY_CLUSTER), also in a load's commit */
+	if (origin && (r = shmcfg_txn_origin(t, origin, who))) {
 		shmcfg_txn_abort(t);
 		return r;
 	}
@@ -419,13 +422,16 @@ static int txn_of(struct seg *s, struct plan *p, int64_t rev, const char *who, b
  */
 static void commit_plan(struct seg *s, struct plan *p, int64_t rev, const char *who, bool force)
 {
-	bool newer = rev > 0 && (uint64_t)rev > shmcfg_cluster_revision(s->h);
+	uint64_t have = shmcfg_cluster_revision(s->h);
+	/* a new revision; or, after etcd was replaced (s->rebase), any */
+	bool newer = rev > 0 && ((uint64_t)rev > have || (s->rebase && (uint64_t)rev != have));
+	uint64_t origin = newer ? (uint64_t)rev : have;
 	shmcfg_snapshot_release(p->snap);
 	p->snap = NULL;
 	for (;;) {
 		shmcfg_txn *t;
 		size_t bad, nset;
-		int r = txn_of(s, p, rev, who, newer, &t, &bad, &nset);
+		int r = txn_of(s, p, origin, who, &t, &bad, &nset);
 		if (r && bad != SIZE_MAX) {
 			p->it[bad].dropped = true;
 			reject(s, p->it[bad].key, "%s", lib_err(r));
@@ -433,6 +439,7 @@ static void commit_plan(struct seg *s, struct plan *p, int64_t rev, const char *
 		}
 		if (r) {
 			seg_error(s, "revision %" PRId64 ": %s", rev, lib_err(r));
+			s->need_full = true;
 			return;
 		}
 		if (!nset && !(force && newer)) {
@@ -462,10 +469,13 @@ static void commit_plan(struct seg *s, struct plan *p, int64_t rev, const char *
 			}
 		}
 		if (r) {
+			/* its keys are not applied: the whole mirror goes in next, and
+			 * the segment is out of sync until it did */
 			seg_error(s, "revision %" PRId64 ": committing: %s", rev, lib_err(r));
+			s->need_full = true;
 			return;
 		}
-		logf_("%s: applied revision %" PRId64 " (generation %" PRIu64 ", %zu change%s%s%s)", s->name, rev, gen,
+		logf_("%s: applied revision %" PRIu64 " (generation %" PRIu64 ", %zu change%s%s%s)", s->name, origin, gen,
 		      nset, nset == 1 ? "" : "s", who && *who ? ", by " : "", who && *who ? who : "");
 		seg_error(s, "%s", "");
 		return;
@@ -503,6 +513,15 @@ void apply_all(struct seg *s, const struct mirror *m, int64_t rev, bool force)
 	kmap_each(&m->map, k)
 	if (!r && !strncmp(k->key, "opt/", 4))
 		plan_unknown(s, k->key, false);
+	if (r) {
+		seg_error(s, "revision %" PRId64 ": reading the segment: %s", rev, lib_err(r));
+		s->need_full = true;
+	} else {
+		s->need_full = false;
+		commit_plan(s, &p, rev, "", force); /* sets it again if it fails */
+		if (!s->need_full)
+			s->rebase = false;
+	}
 	s->prev_rejects = NULL;
 	s->status_dirty |= old.n != s->rejects.n;
 	for (struct kent *k = old.first, *next; k; k = next) {
@@ -510,10 +529,6 @@ void apply_all(struct seg *s, const struct mirror *m, int64_t rev, bool force)
 		reject_free((struct reject *)k);
 	}
 	kmap_free(&old);
-	if (r)
-		seg_error(s, "revision %" PRId64 ": reading the segment: %s", rev, lib_err(r));
-	else
-		commit_plan(s, &p, rev, "", force);
 	plan_free(&p);
 	seg_refresh(s);
 }
@@ -538,10 +553,12 @@ void apply_revision(struct seg *s, const struct mirror *m, const struct kchange 
 				r = plan_knob(s, &p, m, ko, key);
 		}
 	}
-	if (r)
+	if (r) {
 		seg_error(s, "revision %" PRId64 ": reading the segment: %s", rev, lib_err(r));
-	else
+		s->need_full = true;
+	} else {
 		commit_plan(s, &p, rev, who, true);
+	}
 	plan_free(&p);
 	seg_refresh(s);
 }

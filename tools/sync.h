@@ -81,6 +81,8 @@ struct seg {
 	uint64_t heap_bytes, heap_used;
 	char error[256];       /* the last apply's error, "" if none */
 	uint64_t failing_since; /* CLOCK_REALTIME of the first failed apply in a row; 0: none */
+	bool need_full;        /* a commit failed: its keys are not in; the next apply is a whole one */
+	bool rebase;           /* etcd was replaced: the next load's revision may be below the segment's */
 	bool status_dirty;     /* the status key needs a put */
 	bool status_urgent;    /* ... at once: whether it is in sync changed */
 };
@@ -92,7 +94,8 @@ void seg_free(struct seg *s);
  * if nothing changes, when rev is new to the segment. */
 void apply_all(struct seg *s, const struct mirror *m, int64_t rev, bool force);
 /* Applies the keys one revision changed, as one commit (always: one
- * revision, one commit). */
+ * revision, one commit). Not after a failed commit (need_full): the caller
+ * applies it all then. */
 void apply_revision(struct seg *s, const struct mirror *m, const struct kchange *ch, size_t n, int64_t rev,
 		    const char *who);
 /* The segment's applied revision, generation, hash and heap, re-read. */

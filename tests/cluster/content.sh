@@ -62,7 +62,47 @@ pass "... the knob deleted meanwhile is reset" wait_get 10 "$K" app.n 1
 t_json "... to its default" "j['source'] == 'default'" $SHMCTL describe "$K" app.n --json
 pass "... a local knob value stays" test "$(get "$K" app.flag)" = false
 t_json "... as a knob value" "j['source'] == 'knob'" $SHMCTL describe "$K" app.flag --json
+# a knob key's value put back by a load over a local one is the cluster's
+# again: its key deleted later resets it
 agent_stop k2
+eput knob/app/n 5
+$SHMCTL set -q --knob "$K" app.n=7
+sync_start k3 "$K" --host h2
+pass "a knob key over a local value: the load puts it back" wait_get 10 "$K" app.n 5
+edel knob/app/n
+pass "... and its key deleted then resets it" wait_get 10 "$K" app.n 1
+agent_stop k3
+
+# ---- a commit that fails: another process holds the writer lock past the
+# agent's commit timeout; the revision must not be lost, and the host says
+# it is out of sync until it is in
+sync_start l "$K" --host h2
+pass "lock: agent watching" wait_log 10 l "watching from revision"
+"$PYTHON" - "$K" "$T_TMP/release" >"$T_TMP/holder.out" 2>&1 <<'PY' &
+import fcntl, glob, os, sys, time
+f = open(glob.glob("/dev/shm/shmcfg-lock.%s.*" % sys.argv[1])[0], "r+")
+fcntl.lockf(f, fcntl.LOCK_EX, 1, 0)   # the writer lock's byte (POSIX and OFD locks conflict)
+print("locked", flush=True)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.02)
+PY
+HOLDER=$!
+until_true 10 grep -q locked "$T_TMP/holder.out"
+eput opt/app.limit 55
+# (the agent cannot write its record either: shmctl stat finds it stale)
+pass "a commit that cannot take the lock: the host is shown out of sync" \
+	wait_stat 30 "$K" "not j['sync']['in_sync']"
+status_k() {
+	ectl get "${P}status/h2/$K" --print-value-only >"$T_TMP/stk.json" && jcheck "$T_TMP/stk.json" "$1" >/dev/null
+}
+pass "... its status key says why" until_true 15 status_k "not j['in_sync'] and 'lock' in j['error']"
+eput opt/app.mode '"safe"'
+touch "$T_TMP/release"
+wait $HOLDER
+pass "the lock released: both revisions' values applied" wait_get 15 "$K" app.limit 55
+pass "... the later one too" wait_get 5 "$K" app.mode '"safe"'
+pass "... at the last revision, in sync" wait_stat 10 "$K" "j['sync']['in_sync'] and j['cluster_revision'] == $REV"
+agent_stop l
 
 # ---- 4: junk keys. Each rejection logged once, one key a revision:
 # (before: every rejection again at every revision, N^2/2 lines)
@@ -77,5 +117,5 @@ pass "... 1000 rejections logged, once each ($N lines)" test "$N" = 1000
 t_json "... all counted" "j['sync']['rejected'] == 1000" $SHMCTL stat "$J" --json
 agent_stop j
 
-if [ "$T_FAILED" != 0 ]; then for n in a k k2 j; do diag_log $n; done; fi
+if [ "$T_FAILED" != 0 ]; then for n in a k k2 k3 l j; do diag_log $n; done; fi
 t_done

@@ -58,6 +58,31 @@ pass "... converges, at the newest key's revision" \
 pass "... the deleted key's layer reset" wait_get 1 "$S" app.limit 10
 pass "... the new key applied" wait_get 1 "$S" app.mode '"safe"'
 
+# ---- etcd replaced: its data wiped, started again empty (the same
+# cluster id: same name, token and peers). The agent must see the store's
+# revision go back, load again and follow the new revisions (before: it
+# resumed from its old revision and applied nothing, in sync)
+OLD=$(commit_field "$S" cluster_rev)
+etcd_stop
+rm -rf "$ETCD_DIR/data"
+etcd_run
+eput opt/app.limit 7
+pass "etcd wiped and started again: the agent notices" wait_log 20 a "revision went back"
+pass "... applies the new store's values" wait_get 15 "$S" app.limit 7
+pass "... the key the old store had is gone" wait_get 5 "$S" app.mode '"fast"'
+pass "... and carries the new store's revision ($REV; it had $OLD)" wait_stat 10 "$S" \
+	"j['cluster_revision'] == $REV and j['sync']['in_sync']"
+
+# ---- an agent that hangs (SIGSTOP) cannot say so: its record stops
+# moving (it rewrites it every second), and shmctl stat calls it stale
+kill -STOP "$AGENT_PID_a"
+pass "a stopped agent: stat no longer says in sync" wait_stat 20 "$S" \
+	"not j['sync']['in_sync'] and j['sync']['stale'] and j['sync']['agent_alive']"
+run shmctl stat "$S"
+pass "... stat says it does not respond" sh -c "echo \"\$1\" | grep -q 'NOT RESPONDING'" sh "$OUT"
+kill -CONT "$AGENT_PID_a"
+pass "... continued: in sync again" wait_stat 10 "$S" "j['sync']['in_sync'] and not j['sync']['stale']"
+
 # ---- a new agent on a synced segment: loads, commits nothing
 agent_stop a
 pass "agent stopped: exit 0" test "$RC" = 0

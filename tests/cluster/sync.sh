@@ -136,6 +136,11 @@ chmod 620 "$T_TMP/sync.conf"
 SHMCFG_CLUSTER_CONF=$T_TMP/sync.conf $SHMCFG_SYNC --once --host hostA "$S" 2>"$T_TMP/once.err"
 pass "... a group-writable file: refused, exit 2" test $? = 2
 pass "... in one line naming it" sh -c "test \$(wc -l <'$T_TMP/once.err') = 1 && grep -q 'sync.conf' '$T_TMP/once.err'"
+# a cluster name with a newline in it (from the environment): refused in
+# one line, the byte shown as \x0a
+SHMCFG_CLUSTER="$(printf 'ab\ncd: a fake second line')" $SHMCFG_SYNC --once --endpoints "$ETCD_EP" "$S" 2>"$T_TMP/once.err"
+pass "a cluster name with a newline: refused, exit 2, in one line" sh -c "test \$? = 0; test \$(wc -l <'$T_TMP/once.err') = 1 && grep -q 'x0a' '$T_TMP/once.err'"
+
 # an endpoint with a space in it (a comment after the value, say): refused
 # at once in one line, not retried as if etcd were down
 $SHMCFG_SYNC --once --endpoints "$ETCD_EP # the local one" --cluster "$CLUSTER" "$S" 2>"$T_TMP/once.err"
