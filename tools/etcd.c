@@ -176,50 +176,42 @@ static int b64_decode(const char *in, size_t len, char **ret, size_t *ret_len)
 
 /* ---- JSON fields ---- */
 
-/* The gateway writes int64 as a JSON string (and leaves out zero values). */
-static bool get_i64(json_t *o, const char *name, int64_t *ret)
+/* A number as the gateway writes it: int64 and uint64 as a JSON string (a
+ * JSON integer taken too), zero values left out (0). */
+static bool get_num(json_t *o, const char *name, bool is_signed, uint64_t *ret)
 {
 	json_t *v = json_object_get(o, name);
 	*ret = 0;
 	if (!v)
 		return true;
 	if (json_is_integer(v)) {
-		*ret = json_integer_value(v);
-		return true;
+		*ret = (uint64_t)json_integer_value(v);
+		return is_signed || json_integer_value(v) >= 0;
 	}
 	if (!json_is_string(v))
 		return false;
 	const char *s = json_string_value(v);
 	char *end;
 	errno = 0;
-	long long x = strtoll(s, &end, 10);
-	if (errno || end == s || *end)
-		return false;
-	*ret = x;
-	return true;
+	*ret = is_signed ? (uint64_t)strtoll(s, &end, 10) : strtoull(s, &end, 10);
+	return !errno && end != s && !*end && (is_signed || *s != '-');
 }
 
-/* An unsigned one (member IDs use all 64 bits). */
+static bool get_i64(json_t *o, const char *name, int64_t *ret)
+{
+	uint64_t x;
+	bool ok = get_num(o, name, true, &x);
+	*ret = ok ? (int64_t)x : 0;
+	return ok;
+}
+
+/* Member IDs use all 64 bits. */
 static bool get_u64(json_t *o, const char *name, uint64_t *ret)
 {
-	json_t *v = json_object_get(o, name);
-	*ret = 0;
-	if (!v)
-		return true;
-	if (json_is_integer(v) && json_integer_value(v) >= 0) {
-		*ret = (uint64_t)json_integer_value(v);
-		return true;
-	}
-	if (!json_is_string(v))
-		return false;
-	const char *s = json_string_value(v);
-	char *end;
-	errno = 0;
-	unsigned long long x = strtoull(s, &end, 10);
-	if (errno || end == s || *end || *s == '-')
-		return false;
-	*ret = x;
-	return true;
+	bool ok = get_num(o, name, false, ret);
+	if (!ok)
+		*ret = 0;
+	return ok;
 }
 
 static bool get_bool(json_t *o, const char *name)

@@ -328,27 +328,24 @@ def faults():
         ok_w = [w for i, w in enumerate(worst) if c.member_of[i] not in hit]
         rows.append((name, c.first_ack, max(hit_w) if hit_w else None, max(ok_w) if ok_w else None))
 
+    def stopped(k, name):
+        nonlocal t_fault
+        t_fault = time.time_ns()
+        c.procs[k].send_signal(signal.SIGSTOP)
+        c.down.add(k)
+        row(name, {k})
+        c.procs[k].send_signal(signal.SIGCONT)
+        c.down.discard(k)
+        c.settle(1, 30)
+
     try:
         lead = c.leader()
         follower = next(k for k in range(3) if k != lead)
         # a follower stopped: its hosts' watch hangs behind a live stream
-        t_fault = time.time_ns()
-        c.procs[follower].send_signal(signal.SIGSTOP)
-        c.down.add(follower)
-        row("a member stopped (SIGSTOP)", {follower})
-        c.procs[follower].send_signal(signal.SIGCONT)
-        c.down.discard(follower)
-        c.settle(1, 30)
+        stopped(follower, "a member stopped (SIGSTOP)")
         # the leader stopped: an election; the other hosts must not stall
         c.restart_agents()
-        lead = c.leader()
-        t_fault = time.time_ns()
-        c.procs[lead].send_signal(signal.SIGSTOP)
-        c.down.add(lead)
-        row("the leader stopped (SIGSTOP)", {lead})
-        c.procs[lead].send_signal(signal.SIGCONT)
-        c.down.discard(lead)
-        c.settle(1, 30)
+        stopped(c.leader(), "the leader stopped (SIGSTOP)")
         # a member killed, then restarted on its data
         c.restart_agents()
         lead = c.leader()
