@@ -368,7 +368,9 @@ static void events(struct agent *a, struct etcd_watch_resp *wr)
 			a->rev = a->tag = rev;
 			for (size_t k = 0; k < a->nsegs; k++) {
 				struct seg *s = &a->segs[k];
-				if (s->need_full) /* a commit failed before: all of it */
+				if (seg_follow(s) < 0)
+					continue;
+				if (s->need_full) /* a commit failed before, or a new segment: all of it */
 					apply_all(s, &a->m, rev, true);
 				else
 					apply_revision(s, &a->m, ch, n, rev, who);
@@ -406,13 +408,18 @@ static bool store_went_back(struct agent *a)
 	return true;
 }
 
-/* Every second: the sync records rewritten (their time says the agent
- * lives: shmctl stat calls a record that stopped moving stale), and the
- * segments whose last commit failed tried again, whole. */
+/* Every second: a segment replaced followed, the sync records rewritten
+ * (their time says the agent lives: shmctl stat calls a record that stopped
+ * moving stale), and the segments whose last commit failed tried again,
+ * whole. */
 static void tick(struct agent *a)
 {
 	for (size_t i = 0; i < a->nsegs; i++) {
 		struct seg *s = &a->segs[i];
+		if (seg_follow(s) < 0) {
+			s->status_dirty = true;
+			continue; /* no segment to write: its status key says why */
+		}
 		if (s->need_full)
 			apply_all(s, &a->m, a->tag, true);
 		if (!s->status_dirty)

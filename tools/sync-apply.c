@@ -86,6 +86,9 @@ void mirror_clear(struct mirror *m)
 	kmap_free(&m->map);
 }
 
+static void seg_error(struct seg *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *lib_err(int r);
+
 /* ---- a segment's knobs and rejections ---- */
 
 /* The options of each knob name, found once: a knob/ key then costs the
@@ -124,7 +127,7 @@ static void reject_free(struct reject *x)
 	free(x);
 }
 
-void seg_free(struct seg *s)
+static void knobs_clear(struct seg *s)
 {
 	for (struct kent *k = s->knobs.first, *next; k; k = next) {
 		next = k->next;
@@ -133,6 +136,34 @@ void seg_free(struct seg *s)
 		free(k);
 	}
 	kmap_free(&s->knobs);
+}
+
+int seg_follow(struct seg *s)
+{
+	if (!shmcfg_retired(s->h))
+		return 0;
+	int r = shmcfg_reattach(&s->h);
+	if (r) {
+		seg_error(s, "the segment was removed or replaced, and the one of that name cannot be attached: %s",
+			  lib_err(r));
+		return r;
+	}
+	/* another schema, perhaps: its knobs anew; its generations anew */
+	knobs_clear(s);
+	if ((r = seg_index_knobs(s))) {
+		seg_error(s, "the new segment's schema: %s", shmcfg_strerror(r));
+		return r;
+	}
+	logf_("%s: the segment was replaced: following the new one", s->name);
+	s->generation = 0;
+	s->hash[0] = 0;
+	s->need_full = true;
+	return 1;
+}
+
+void seg_free(struct seg *s)
+{
+	knobs_clear(s);
 	for (struct kent *k = s->rejects.first, *next; k; k = next) {
 		next = k->next;
 		reject_free((struct reject *)k);
@@ -364,12 +395,14 @@ static void seg_error(struct seg *s, const char *fmt, ...)
 	vsnprintf(raw, sizeof raw, fmt, ap);
 	va_end(ap);
 	printable(raw, msg, sizeof msg);
-	if (strcmp(msg, s->error)) {
+	bool changed = strcmp(msg, s->error) != 0;
+	if (changed) {
 		snprintf(s->error, sizeof s->error, "%s", msg);
 		s->status_dirty = s->status_urgent = true; /* in sync or not: shown at once */
 	}
 	if (*msg) {
-		logf_("%s: error: %s", s->name, msg);
+		if (changed) /* once, not at every retry */
+			logf_("%s: error: %s", s->name, msg);
 		if (!s->failing_since)
 			s->failing_since = now_ns(CLOCK_REALTIME);
 	} else {

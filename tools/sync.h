@@ -88,6 +88,11 @@ struct seg {
 };
 
 int seg_index_knobs(struct seg *s);
+/* A segment removed or replaced (shmctl create --force): the agent attaches
+ * the one now of that name, and applies the whole mirror to it
+ * (need_full). 0 (not replaced), 1 (followed), or an error (recorded in
+ * s->error: out of sync until a segment of that name can be attached). */
+int seg_follow(struct seg *s);
 void seg_free(struct seg *s);
 /* Applies the whole mirror (a load, or a reload): every option's cluster
  * layer and every knob layer the cluster feeds or fed; force: commit even

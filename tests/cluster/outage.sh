@@ -83,6 +83,22 @@ pass "... stat says it does not respond" sh -c "echo \"\$1\" | grep -q 'NOT RESP
 kill -CONT "$AGENT_PID_a"
 pass "... continued: in sync again" wait_stat 10 "$S" "j['sync']['in_sync'] and not j['sync']['stale']"
 
+# ---- the segment replaced under the agent (shmctl create --force, as a
+# restarted job does): the agent follows the new one, applies the cluster
+# values to it and records itself there; removed, it says so, and follows
+# the next one of that name
+eput opt/app.limit 8
+pass "before the replacement: applied" wait_get 10 "$S" app.limit 8
+$SHMCTL create -q --force --no-env --schema "$top_srcdir/tests/cluster/schema.yaml" "$S" 2>/dev/null
+pass "segment replaced: the agent follows the new one" wait_log 10 a "the segment was replaced: following the new one"
+pass "... the cluster value in the new segment" wait_get 10 "$S" app.limit 8
+pass "... its record there, in sync at the revision" wait_stat 10 "$S" \
+	"j['sync']['in_sync'] and j['cluster_revision'] == $REV and j['sync']['pid'] == $AGENT_PID_a"
+$SHMCTL rm -f "$S"
+eput opt/app.limit 9
+$SHMCTL create -q --no-env --schema "$top_srcdir/tests/cluster/schema.yaml" "$S"
+pass "removed, then created again: followed, the later value applied" wait_get 10 "$S" app.limit 9
+
 # ---- a new agent on a synced segment: loads, commits nothing
 agent_stop a
 pass "agent stopped: exit 0" test "$RC" = 0
