@@ -106,3 +106,45 @@ int shmcfg_sync_get(const shmcfg *h, shmcfg_sync_info *ret)
 	ret->out_of_sync_ns = u.r.out_of_sync_ns;
 	return 0;
 }
+
+/*
+ * One agent per segment. The claim is an OFD write lock on LOCK_AGENT_BYTE
+ * of the segment's lock object: it ends when the handle closes or its
+ * process dies (kill -9 included), so a stale claim cannot outlive its
+ * agent, and a record whose pid lived on in another process (pid reuse)
+ * cannot pass for a live agent. Only writers can open the lock object
+ * read-write, so only they can claim; anyone who can open it can test it.
+ */
+int shmcfg_sync_claim(shmcfg *h, int timeout_ms)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && timeout_ms >= 0, -EINVAL);
+	if (h->rdonly || h->lock_fd < 0)
+		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot claim it for an agent", h->name);
+	if (h->agent_claim)
+		return 0;
+	int r = shmcfg__ofd_lock(h->lock_fd, LOCK_AGENT_BYTE, true, timeout_ms);
+	if (r == -EAGAIN) {
+		shmcfg_sync_info si;
+		if (shmcfg_sync_get(h, &si) == 0 && si.pid > 0)
+			return shmcfg__err(-EBUSY, "%s: already synced by shmcfg-sync pid %d (cluster '%.63s', endpoints %.255s)",
+					   h->name, (int)si.pid, si.cluster, si.endpoints);
+		return shmcfg__err(-EBUSY, "%s: already claimed by another cluster agent", h->name);
+	}
+	if (r)
+		return shmcfg__err(r, "%s: cannot claim it for an agent: %s", h->name, strerror(-r));
+	h->agent_claim = true;
+	return 0;
+}
+
+int shmcfg_sync_claimed(const shmcfg *h)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h, -EINVAL);
+	if (h->agent_claim)
+		return 1;
+	if (h->lock_fd < 0)
+		return shmcfg__err(-EACCES, "%s: no access to its lock object: cannot tell whether an agent runs", h->name);
+	int r = shmcfg__ofd_held(h->lock_fd, LOCK_AGENT_BYTE);
+	return r < 0 ? shmcfg__err(r, "%s: cannot test the agent's claim: %s", h->name, strerror(-r)) : r;
+}

@@ -70,9 +70,10 @@
 #define STAMP_GEN(st) ((st) & ~SLOT_BUSY)
 
 /* Bytes of the lock object that carry OFD locks: the writer lock, then one
- * per reader entry. */
+ * per reader entry; far past them, the cluster agent's claim (cluster.c). */
 #define LOCK_WRITER_BYTE 0
 #define LOCK_ENTRY_BYTE(i) ((off_t)1 + (off_t)(i))
+#define LOCK_AGENT_BYTE ((off_t)1 << 32)
 
 /* The layers a slot stores for each option, lowest precedence first. They
  * are the sources SHMCFG_SRC_KNOB..SHMCFG_SRC_ENV_FORCE; layer_of() and
@@ -321,6 +322,7 @@ struct shmcfg {
 	uint64_t strings_size;
 	/* reader table */
 	int reader;              /* our entry, -1 if none (not claimed yet, read-only, table full) */
+	bool agent_claim;        /* this handle holds the cluster agent's claim (shmcfg_sync_claim) */
 	uint64_t claim_after_ns; /* table found full: no new claim before this (reclaim.c) */
 	bool counted_fallback;   /* counted in the header's copy_fallbacks */
 	pthread_mutex_t view_lock; /* serialises view replacement */
@@ -586,6 +588,7 @@ int shmcfg__remove_segment(const char *name, const char *path, bool quiet_enoent
 /* readers.c: the reader table and the OFD lock primitives */
 int shmcfg__ofd_lock(int fd, off_t byte, bool write, int timeout_ms);
 void shmcfg__ofd_unlock(int fd, off_t byte);
+int shmcfg__ofd_held(int fd, off_t byte);
 int shmcfg__reader_claim(shmcfg *h);
 uint32_t shmcfg__readers_hwm(const shmcfg *h);
 void shmcfg__reader_release(shmcfg *h);

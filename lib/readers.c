@@ -67,6 +67,14 @@ void shmcfg__ofd_unlock(int fd, off_t byte)
 	(void)ofd_op(fd, F_OFD_SETLK, F_UNLCK, byte, NULL);
 }
 
+/* Whether another open file description holds a lock on byte: 1, 0, -errno. */
+int shmcfg__ofd_held(int fd, off_t byte)
+{
+	struct flock fl;
+	int r = ofd_op(fd, F_OFD_GETLK, F_WRLCK, byte, &fl);
+	return r < 0 ? r : fl.l_type != F_UNLCK;
+}
+
 /*
  * The high-water mark of claimed entries: scans (the writer's pin check,
  * reaping, listing) stop there, so a big table costs only what was used.
@@ -87,10 +95,8 @@ static bool entry_alive(const shmcfg *h, uint32_t i)
 {
 	if ((int)i == h->reader)
 		return true;
-	struct flock fl;
-	if (h->lock_fd < 0 || ofd_op(h->lock_fd, F_OFD_GETLK, F_WRLCK, LOCK_ENTRY_BYTE(i), &fl) < 0)
-		return true; /* cannot tell: assume alive, never reap wrongly */
-	return fl.l_type != F_UNLCK;
+	/* cannot tell: assume alive, never reap wrongly */
+	return h->lock_fd < 0 || shmcfg__ofd_held(h->lock_fd, LOCK_ENTRY_BYTE(i)) != 0;
 }
 
 uint64_t shmcfg__proc_start_time(pid_t pid)

@@ -7,7 +7,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "internal.h"
@@ -299,6 +302,65 @@ static void test_layer_by_cluster(void **state)
 	shmcfg_snapshot_release(s);
 }
 
+/* One agent per segment: a second claim (another handle, even of this
+ * process) is refused and named from the record; a read-only handle sees
+ * the claim and cannot take it; a holder killed with SIGKILL frees it. */
+static void test_sync_claim(void **state)
+{
+	struct fx *f = *state;
+	shmcfg *ro, *other;
+	assert_int_equal(shmcfg_attach(test_name("origin"), SHMCFG_ATTACH_RDONLY, NULL, &ro), 0);
+	assert_int_equal(shmcfg_attach(test_name("origin"), 0, NULL, &other), 0);
+	assert_int_equal(shmcfg_sync_claimed(ro), 0);
+	assert_int_equal(shmcfg_sync_claim(ro, 0), SHMCFG_E_READONLY);
+	assert_int_equal(shmcfg_sync_claim(f->h, 0), 0);
+	assert_int_equal(shmcfg_sync_claim(f->h, 0), 0); /* again: still ours */
+	assert_int_equal(shmcfg_sync_claimed(f->h), 1);
+	assert_int_equal(shmcfg_sync_claimed(ro), 1);
+	shmcfg_sync_info in = {.pid = 4242};
+	snprintf(in.cluster, sizeof in.cluster, "prod");
+	snprintf(in.endpoints, sizeof in.endpoints, "unix:/run/etcd.sock");
+	assert_int_equal(shmcfg_sync_set(f->h, &in), 0);
+	assert_int_equal(shmcfg_sync_claim(other, 0), -EBUSY);
+	assert_non_null(strstr(shmcfg_errdetail(), "pid 4242 (cluster 'prod', endpoints unix:/run/etcd.sock)"));
+	shmcfg_close(f->h); /* the claim ends with its handle */
+	f->h = NULL;
+	assert_int_equal(shmcfg_sync_claimed(ro), 0);
+	/* a holder that dies at once frees it */
+	int pfd[2];
+	char name[64];
+	snprintf(name, sizeof name, "%s", test_name("origin")); /* the parent's pid in it */
+	assert_int_equal(pipe(pfd), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		shmcfg *c;
+		int r = shmcfg_attach(name, 0, NULL, &c);
+		if (!r)
+			r = shmcfg_sync_claim(c, 0);
+		if (r)
+			fprintf(stderr, "# child: %s: %s\n", shmcfg_strerror(r), shmcfg_errdetail());
+		char ok = r == 0;
+		(void)!write(pfd[1], &ok, 1);
+		pause();
+		_exit(0);
+	}
+	char ok = 0;
+	assert_int_equal(read(pfd[0], &ok, 1), 1);
+	if (!ok)
+		kill(pid, SIGKILL);
+	assert_true(ok);
+	assert_int_equal(shmcfg_sync_claimed(ro), 1);
+	assert_int_equal(shmcfg_sync_claim(other, 0), -EBUSY);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	assert_int_equal(shmcfg_sync_claim(other, 0), 0);
+	assert_int_equal(shmcfg_sync_claimed(ro), 1);
+	close(pfd[0]);
+	close(pfd[1]);
+	shmcfg_close(other);
+	shmcfg_close(ro);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -307,6 +369,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_who_truncated_and_readonly, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sync_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sync_record_scribbled, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sync_claim, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_value_from_json_and_check, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_layer_by_cluster, setup, teardown),
 	};

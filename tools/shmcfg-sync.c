@@ -57,6 +57,7 @@ enum {
 	REQUEST_MS = 3000,    /* a load's request */
 	BACKOFF_BASE_MS = 100,
 	BACKOFF_CAP_MS = 2000,
+	TAKE_OVER_MS = 10000, /* --take-over: the agent it stops has this long to let go */
 };
 
 static const char *prog = "shmcfg-sync";
@@ -136,6 +137,8 @@ static const char *seg_errtext(const struct agent *a, const struct seg *s)
 
 static void record_sync(struct agent *a, struct seg *s)
 {
+	if (!s->claimed)
+		return; /* the record is the claiming agent's */
 	shmcfg_sync_info si;
 	memset(&si, 0, sizeof si);
 	snprintf(si.endpoints, sizeof si.endpoints, "%s", etcd_endpoints(a->e));
@@ -323,7 +326,8 @@ static int load(struct agent *a)
 	for (size_t i = 0; i < a->nsegs; i++)
 		/* a commit if anything differs, or if a write the segment has not
 		 * seen is in the mirror (its revision must show) */
-		apply_all(&a->segs[i], &a->m, a->tag, true);
+		if (seg_follow(&a->segs[i]) >= 0)
+			apply_all(&a->segs[i], &a->m, a->tag, true);
 	publish(a, false);
 	return 0;
 }
@@ -537,6 +541,40 @@ static int run(struct agent *a)
 	return 0;
 }
 
+/* Whether pid runs shmcfg-sync (libtool's wrapper runs it as lt-shmcfg-sync). */
+static bool is_agent(pid_t pid)
+{
+	char path[64], comm[32] = "";
+	snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	bool ok = fgets(comm, sizeof comm, f) != NULL;
+	fclose(f);
+	comm[strcspn(comm, "\n")] = 0;
+	return ok && (!strcmp(comm, "shmcfg-sync") || !strcmp(comm, "lt-shmcfg-sync"));
+}
+
+/* One agent per segment (shmcfg_sync_claim). --take-over asks the agent that
+ * holds the claim to stop (SIGTERM; only to a process that runs
+ * shmcfg-sync: the pid comes from the segment's record, which any writer
+ * can write) and waits for its claim to end. */
+static int claim(struct seg *s, bool take_over)
+{
+	int r = shmcfg_sync_claim(s->h, 0);
+	if (r != -EBUSY || !take_over)
+		goto done;
+	shmcfg_sync_info si;
+	if (shmcfg_sync_get(s->h, &si) == 0 && si.pid > 0 && si.pid != getpid() && is_agent(si.pid)) {
+		logf_("%s: taking over from shmcfg-sync pid %d (cluster '%.63s')", s->name, (int)si.pid, si.cluster);
+		kill(si.pid, SIGTERM);
+	}
+	r = shmcfg_sync_claim(s->h, TAKE_OVER_MS);
+done:
+	s->claimed = r == 0;
+	return r;
+}
+
 /* A segment that followed another cluster: its cluster layer becomes this
  * one's (a mistyped --cluster would reset it: say so, once). */
 static void warn_other_cluster(struct seg *s, const char *cluster)
@@ -561,10 +599,12 @@ static void usage(FILE *f)
 		   "                       (default: $SHMCFG_CLUSTER, else " CLUSTER_CONF_PATH ")\n"
 		   "  --host NAME          this host's name in the status keys (default: the hostname)\n"
 		   "  --once               apply the current state as one commit and exit\n"
+		   "  --take-over          stop the agent that syncs a SEGMENT now and take its place\n"
 		   "  -h, --help           print this help\n"
 		   "Runs in the foreground, one line per applied revision and per error on\n"
-		   "stderr. Exit status: 0 on SIGTERM/SIGINT (or --once done), 1 failure,\n"
-		   "2 usage error. See shmcfg-sync(1).\n",
+		   "stderr. One agent per segment: a SEGMENT another agent syncs is refused.\n"
+		   "Exit status: 0 on SIGTERM/SIGINT (or --once done), 1 failure, 2 usage\n"
+		   "error, 3 another agent syncs a SEGMENT. See shmcfg-sync(1).\n",
 		prog);
 }
 
@@ -583,10 +623,11 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"endpoints", required_argument, NULL, 'e'}, {"cluster", required_argument, NULL, 'c'},
 		{"host", required_argument, NULL, 'H'},      {"once", no_argument, NULL, '1'},
-		{"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
+		{"take-over", no_argument, NULL, 'T'},       {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	const char *endpoints = NULL, *cluster = NULL, *host = NULL;
-	bool once = false;
+	bool once = false, take_over = false;
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -595,6 +636,7 @@ int main(int argc, char **argv)
 		case 'c': cluster = optarg; break;
 		case 'H': host = optarg; break;
 		case '1': once = true; break;
+		case 'T': take_over = true; break;
 		case 'h': usage(stdout); return 0;
 		default:
 			if (optopt)
@@ -662,6 +704,12 @@ int main(int argc, char **argv)
 			logf_("error: segment '%s': %s", s->name,
 			      *shmcfg_errdetail() ? shmcfg_errdetail() : shmcfg_strerror(r));
 			status = 1;
+			continue;
+		}
+		if ((r = claim(s, take_over))) {
+			logf_("error: %s%s", *shmcfg_errdetail() ? shmcfg_errdetail() : shmcfg_strerror(r),
+			      r == -EBUSY ? "; stop it first, or --take-over" : "");
+			status = r == -EBUSY ? 3 : 1;
 			continue;
 		}
 		warn_other_cluster(s, cluster);

@@ -56,10 +56,15 @@ static char *changed_names(shmcfg *h, const shmcfg_commit *c)
 	return s;
 }
 
-/* The cluster agent's record, and whether the agent is still there (its
- * pid, in the agent's pid namespace: shmctl run elsewhere may not see it). */
-static bool agent_alive(const shmcfg_sync_info *s)
+/* The cluster agent's record, and whether the agent is still there: its
+ * claim on the segment (held while it runs, shmcfg_sync_claim), or, for
+ * those who cannot open the lock object to tell, its pid (in the agent's pid
+ * namespace: shmctl run elsewhere may not see it). */
+static bool agent_alive(const shmcfg *h, const shmcfg_sync_info *s)
 {
+	int claimed = shmcfg_sync_claimed(h);
+	if (claimed >= 0)
+		return claimed == 1;
 	return s->pid > 0 && (kill(s->pid, 0) == 0 || errno == EPERM);
 }
 
@@ -75,7 +80,7 @@ static bool sync_stale(const shmcfg_sync_info *s)
 	return now > s->updated_ns && now - s->updated_ns > SYNC_STALE_NS;
 }
 
-static json_t *sync_json(const shmcfg_sync_info *s)
+static json_t *sync_json(const shmcfg *h, const shmcfg_sync_info *s)
 {
 	json_t *o = json_object();
 	char ts[48];
@@ -83,13 +88,13 @@ static json_t *sync_json(const shmcfg_sync_info *s)
 	json_object_set_new(o, "cluster", json_string(s->cluster));
 	json_object_set_new(o, "host", json_string(s->host));
 	json_object_set_new(o, "pid", json_integer(s->pid));
-	json_object_set_new(o, "agent_alive", json_boolean(agent_alive(s)));
+	json_object_set_new(o, "agent_alive", json_boolean(agent_alive(h, s)));
 	json_object_set_new(o, "applied_revision", json_integer((json_int_t)s->applied_rev));
 	time_utc(s->updated_ns, ts, sizeof ts);
 	json_object_set_new(o, "updated", json_string(ts));
 	json_object_set_new(o, "updated_ns", json_integer((json_int_t)s->updated_ns));
 	/* in sync: the agent runs, answers (its record moves), and says so */
-	bool alive = agent_alive(s), stale = sync_stale(s);
+	bool alive = agent_alive(h, s), stale = sync_stale(s);
 	json_object_set_new(o, "stale", json_boolean(stale));
 	json_object_set_new(o, "in_sync", json_boolean(s->out_of_sync_ns == 0 && alive && !stale));
 	if (s->out_of_sync_ns) {
@@ -103,7 +108,7 @@ static json_t *sync_json(const shmcfg_sync_info *s)
 	return o;
 }
 
-static void print_sync(const shmcfg_sync_info *s, uint64_t cluster_rev)
+static void print_sync(const shmcfg *h, const shmcfg_sync_info *s, uint64_t cluster_rev)
 {
 	char line[1400], ts[40];
 	if (!s) {
@@ -114,7 +119,7 @@ static void print_sync(const shmcfg_sync_info *s, uint64_t cluster_rev)
 		}
 		return;
 	}
-	bool alive = agent_alive(s);
+	bool alive = agent_alive(h, s);
 	snprintf(line, sizeof line, "%.63s, revision %llu, host %.63s, etcd %.255s", s->cluster[0] ? s->cluster : "?",
 		 (unsigned long long)cluster_rev, s->host[0] ? s->host : "?", s->endpoints[0] ? s->endpoints : "?");
 	kv("cluster", line, NULL);
@@ -279,7 +284,7 @@ int cmd_stat(int argc, char **argv)
 		}
 		json_object_set_new(o, "commits", cj);
 		json_object_set_new(o, "cluster_revision", json_integer((json_int_t)cluster_rev));
-		json_object_set_new(o, "sync", have_sync ? sync_json(&sync) : json_null());
+		json_object_set_new(o, "sync", have_sync ? sync_json(h, &sync) : json_null());
 		rc = json_print(o, false);
 	} else {
 		char size[32], heap[32], used[32], line[640];
@@ -324,7 +329,7 @@ int cmd_stat(int argc, char **argv)
 			 (unsigned long long)info->copy_fallbacks, info->copy_fallbacks == 1 ? "" : "es",
 			 info->copy_fallbacks == 1 ? "copies its" : "copy their");
 		kv("copy fallback", line, info->copy_fallbacks ? C_YELLOW : NULL);
-		print_sync(have_sync ? &sync : NULL, cluster_rev);
+		print_sync(h, have_sync ? &sync : NULL, cluster_rev);
 
 		printf("\n%sslots%s (%u)\n", color(C_BOLD), color(C_RESET), info->nslots);
 		static const char *const sh_[] = {"SLOT", "GENERATION", "PINS", "STATE"};

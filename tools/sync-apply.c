@@ -140,25 +140,35 @@ static void knobs_clear(struct seg *s)
 
 int seg_follow(struct seg *s)
 {
-	if (!shmcfg_retired(s->h))
-		return 0;
-	int r = shmcfg_reattach(&s->h);
-	if (r) {
-		seg_error(s, "the segment was removed or replaced, and the one of that name cannot be attached: %s",
-			  lib_err(r));
-		return r;
+	int r, followed = 0;
+	if (shmcfg_retired(s->h)) {
+		if ((r = shmcfg_reattach(&s->h))) {
+			seg_error(s, "the segment was removed or replaced, and the one of that name cannot be attached: %s",
+				  lib_err(r));
+			return r;
+		}
+		s->claimed = false; /* the claim was the old segment's */
+		/* another schema, perhaps: its knobs anew; its generations anew */
+		knobs_clear(s);
+		if ((r = seg_index_knobs(s))) {
+			seg_error(s, "the new segment's schema: %s", shmcfg_strerror(r));
+			return r;
+		}
+		logf_("%s: the segment was replaced: following the new one", s->name);
+		s->generation = 0;
+		s->hash[0] = 0;
+		s->need_full = true;
+		followed = 1;
 	}
-	/* another schema, perhaps: its knobs anew; its generations anew */
-	knobs_clear(s);
-	if ((r = seg_index_knobs(s))) {
-		seg_error(s, "the new segment's schema: %s", shmcfg_strerror(r));
-		return r;
+	/* one agent per segment: never write one that another agent syncs */
+	if (!s->claimed) {
+		if ((r = shmcfg_sync_claim(s->h, 0))) {
+			seg_error(s, "%s", lib_err(r));
+			return r;
+		}
+		s->claimed = true;
 	}
-	logf_("%s: the segment was replaced: following the new one", s->name);
-	s->generation = 0;
-	s->hash[0] = 0;
-	s->need_full = true;
-	return 1;
+	return followed;
 }
 
 void seg_free(struct seg *s)

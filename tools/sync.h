@@ -85,13 +85,15 @@ struct seg {
 	bool rebase;           /* etcd was replaced: the next load's revision may be below the segment's */
 	bool status_dirty;     /* the status key needs a put */
 	bool status_urgent;    /* ... at once: whether it is in sync changed */
+	bool claimed;          /* this agent holds the segment's claim (shmcfg_sync_claim) */
 };
 
 int seg_index_knobs(struct seg *s);
 /* A segment removed or replaced (shmctl create --force): the agent attaches
- * the one now of that name, and applies the whole mirror to it
+ * the one now of that name, claims it, and applies the whole mirror to it
  * (need_full). 0 (not replaced), 1 (followed), or an error (recorded in
- * s->error: out of sync until a segment of that name can be attached). */
+ * s->error: out of sync until a segment of that name can be attached and
+ * claimed). */
 int seg_follow(struct seg *s);
 void seg_free(struct seg *s);
 /* Applies the whole mirror (a load, or a reload): every option's cluster
