@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,20 +59,44 @@ enum {
 	BACKOFF_BASE_MS = 100,
 	BACKOFF_CAP_MS = 2000,
 	TAKE_OVER_MS = 10000, /* --take-over: the agent it stops has this long to let go */
+	SUMMARY_MS = 60000,   /* errors while out of sync: one line this often */
 };
 
 static const char *prog = "shmcfg-sync";
 static volatile sig_atomic_t stopping;
 static int wake_pipe[2] = {-1, -1};
 
+/* Under systemd, journald stamps each line itself (JOURNAL_STREAM names
+ * the stream stderr is, systemd.exec(5)): elsewhere the agent does. */
+static bool log_stamped(void)
+{
+	static int stamped = -1;
+	if (stamped < 0) {
+		const char *js = getenv("JOURNAL_STREAM");
+		unsigned long long dev, ino;
+		struct stat st;
+		stamped = !(js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && fstat(2, &st) == 0 &&
+			    (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino);
+	}
+	return stamped;
+}
+
 void logf_(const char *fmt, ...)
 {
-	char line[2048];
+	char line[2048], stamp[40] = "";
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof line, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "%s: %s\n", prog, line);
+	if (log_stamped()) {
+		struct timespec ts;
+		struct tm tm;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		size_t n = strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+		snprintf(stamp + n, sizeof stamp - n, ".%03ldZ ", ts.tv_nsec / 1000000);
+	}
+	fprintf(stderr, "%s%s: %s\n", stamp, prog, line);
 }
 
 uint64_t now_ns(clockid_t c)
@@ -119,6 +144,11 @@ struct agent {
 	char **status_keys;   /* the segments', for the probe */
 	uint64_t out_of_sync; /* CLOCK_REALTIME since when it is not in sync; 0: in sync */
 	char error[256];      /* the agent's last etcd error, "" when in sync */
+	/* errors while out of sync: the first logged, the rest counted and
+	 * summed up once a minute (an outage must not flood the log) */
+	unsigned unlogged;
+	uint64_t summary_ns;  /* CLOCK_MONOTONIC of the last line about them */
+	uint64_t summary_ms;  /* how often: SHMCFG_SYNC_LOG_SUMMARY_S, default SUMMARY_MS */
 };
 
 /* The state of a segment as its sync record and status key say it: out of
@@ -212,18 +242,40 @@ static void set_agent_state(struct agent *a, uint64_t out_of_sync, const char *m
 	publish(a, changed);
 }
 
-/* Lost the member (why): out of sync since it last answered. */
+/* Lost the member (why): out of sync since it last answered. Said once
+ * (the state changed), then once a minute while it lasts. */
 static void went_offline(struct agent *a, const char *why, uint64_t silent_ms)
 {
 	char msg[sizeof a->error];
 	printable(why, msg, sizeof msg);
-	logf_("error: %s", msg);
-	uint64_t since = a->out_of_sync;
+	uint64_t since = a->out_of_sync, now = now_ns(CLOCK_MONOTONIC);
 	if (!since) {
+		logf_("error: %s", msg);
 		since = now_ns(CLOCK_REALTIME) - silent_ms * 1000000ull;
 		logf_("out of sync since %.3f s ago", (double)silent_ms / 1e3);
+		a->unlogged = 0;
+		a->summary_ns = now;
+	} else if (++a->unlogged, now - a->summary_ns >= a->summary_ms * 1000000ull) {
+		logf_("still out of sync, for %.0f s: %u more error%s in the last minute, the last: %s",
+		      (double)(now_ns(CLOCK_REALTIME) - since) / 1e9, a->unlogged, a->unlogged == 1 ? "" : "s", msg);
+		a->unlogged = 0;
+		a->summary_ns = now;
 	}
 	set_agent_state(a, since, msg);
+}
+
+/* The member answers again: in sync. */
+static void back_in_sync(struct agent *a)
+{
+	if (a->out_of_sync) {
+		char more[64] = "";
+		if (a->unlogged)
+			snprintf(more, sizeof more, "; %u error%s since the last line", a->unlogged, a->unlogged == 1 ? "" : "s");
+		logf_("in sync again (out of sync for %.3f s%s)", (double)(now_ns(CLOCK_REALTIME) - a->out_of_sync) / 1e9,
+		      more);
+	}
+	a->unlogged = 0;
+	set_agent_state(a, 0, "");
 }
 
 /* Sleeps ms, or until a signal. */
@@ -486,10 +538,7 @@ static int run(struct agent *a)
 				      a->rev + 1, etcd_endpoint(a->e, a->member), resumed ? " (no reload)" : "");
 				created = true;
 				failures = 0;
-				if (a->out_of_sync)
-					logf_("in sync again (out of sync for %.3f s)",
-					      (double)(now_ns(CLOCK_REALTIME) - a->out_of_sync) / 1e9);
-				set_agent_state(a, 0, "");
+				back_in_sync(a);
 			}
 			events(a, &wr);
 			etcd_watch_resp_free(&wr);
@@ -524,8 +573,7 @@ static int run(struct agent *a)
 				 (double)unanswered / 1e3, *err ? ": " : "", err);
 			went_offline(a, why, unanswered);
 		} else if (unanswered < SUSPECT_MS && silent < SUSPECT_MS && a->out_of_sync && created) {
-			logf_("in sync again (out of sync for %.3f s)", (double)(now_ns(CLOCK_REALTIME) - a->out_of_sync) / 1e9);
-			set_agent_state(a, 0, "");
+			back_in_sync(a);
 		}
 		if (silent >= LIVENESS_MS) {
 			snprintf(why, sizeof why, "etcd %s: no answer for %.1f s%s%s", etcd_endpoint(a->e, a->member),
@@ -681,6 +729,18 @@ int main(int argc, char **argv)
 	memset(&a, 0, sizeof a);
 	a.cluster = cluster;
 	a.host = host;
+	a.summary_ms = SUMMARY_MS;
+	const char *sum = getenv("SHMCFG_SYNC_LOG_SUMMARY_S");
+	if (sum && *sum) {
+		char *end;
+		unsigned long v = strtoul(sum, &end, 10);
+		if (*end || v < 1 || v > 86400) {
+			fprintf(stderr, "%s: SHMCFG_SYNC_LOG_SUMMARY_S: '%.40s' is not a number of seconds (1 to 86400)\n", prog, sum);
+			cluster_conf_free(&conf);
+			return 2;
+		}
+		a.summary_ms = v * 1000;
+	}
 	if (asprintf(&a.prefix, "/shmcfg/v1/%s/", cluster) < 0) {
 		cluster_conf_free(&conf);
 		return 1;

@@ -99,6 +99,24 @@ eput opt/app.limit 9
 $SHMCTL create -q --no-env --schema "$top_srcdir/tests/cluster/schema.yaml" "$S"
 pass "removed, then created again: followed, the later value applied" wait_get 10 "$S" app.limit 9
 
+# ---- etcd down for a while (refused at once: the agent retries several
+# times a second): one error line, then a summary per period (here 2 s:
+# SHMCFG_SYNC_LOG_SUMMARY_S), every line stamped with the time
+new_seg L log
+SHMCFG_SYNC_LOG_SUMMARY_S=2 sync_start l "$L" --host h1
+pass "a second agent, summing up each 2 s: watching" wait_log 10 l "watching from revision"
+etcd_stop
+pass "etcd down: out of sync" wait_log 15 l "out of sync since"
+pass "... a summary after 2 s, counting the errors not shown" \
+	wait_log 15 l "still out of sync, for [0-9]+ s: [0-9]+ more errors? in the last minute, the last: "
+N=$(grep -c "error: " "$T_TMP/l.log")
+pass "... one error line so far, not one per retry ($N)" test "$N" = 1
+etcd_run
+pass "etcd back: in sync again, the errors since the summary counted" wait_log 20 l "in sync again \(out of sync for"
+pass "every line starts with its UTC time (ms)" sh -c \
+	"! grep -Evq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z shmcfg-sync: ' '$T_TMP/l.log'"
+agent_stop l
+
 # ---- a new agent on a synced segment: loads, commits nothing
 agent_stop a
 pass "agent stopped: exit 0" test "$RC" = 0
