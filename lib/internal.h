@@ -625,6 +625,8 @@ struct shmcfg_txn {
 	char who[SHMCFG_WHO_MAX];
 };
 int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const shmcfg_value *v);
+/* Poison t with a refused change r (kept for the commit), unless already: r. */
+int shmcfg__txn_refuse(shmcfg_txn *t, int r);
 
 /* publish.c: commits */
 int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret, bool *published);
