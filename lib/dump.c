@@ -337,13 +337,14 @@ static int load_unknown_names(const shmcfg *h, json_t *values)
 	return shmcfg__err(SHMCFG_E_NOOPT, "%zu unknown option%s: %s", n, n == 1 ? "" : "s", list);
 }
 
-int shmcfg_load_ex(shmcfg *h, const char *text, size_t len, unsigned flags, shmcfg_warn_fn *warn, void *ud,
-		   uint64_t *gen_ret, bool *published)
+/*
+ * A load's checks, then each value set in *t (begun here when NULL, after
+ * the checks that need none): the body of shmcfg_load_ex() and
+ * shmcfg_txn_load(). On error *t holds what was set so far.
+ */
+static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, unsigned flags,
+		     shmcfg_warn_fn *warn, void *ud)
 {
-	SHMCFG_API_ENTRY;
-	if (published)
-		*published = false;
-	assert_return(h && text, -EINVAL);
 	if ((flags & ~(unsigned)(SHMCFG_LOAD_STRICT | SHMCFG_LOAD_PARTIAL)) ||
 	    (flags & SHMCFG_LOAD_STRICT && flags & SHMCFG_LOAD_PARTIAL))
 		return shmcfg__err(-EINVAL, "shmcfg_load_ex: bad flags %#x", flags);
@@ -373,9 +374,8 @@ int shmcfg_load_ex(shmcfg *h, const char *text, size_t len, unsigned flags, shmc
 			  mine);
 	if (!r && flags & SHMCFG_LOAD_STRICT)
 		r = load_unknown_names(h, values);
-	shmcfg_txn *t = NULL;
-	if (!r)
-		r = shmcfg_txn_begin(h, &t);
+	if (!r && !*t)
+		r = shmcfg_txn_begin(h, t);
 	const char *key;
 	json_t *j;
 	json_object_foreach(r ? NULL : values, key, j) {
@@ -391,7 +391,7 @@ int shmcfg_load_ex(shmcfg *h, const char *text, size_t len, unsigned flags, shmc
 			/* partial: a value the set would refuse is skipped; a
 			 * refused set would poison the transaction */
 			if (!partial || !(r = shmcfg_value_check(h, opt, &v)))
-				r = shmcfg_txn_set(t, opt, &v);
+				r = shmcfg_txn_set(*t, opt, &v);
 			shmcfg_value_clear(&v);
 		}
 		if (r && partial && r != -ENOMEM) {
@@ -402,11 +402,31 @@ int shmcfg_load_ex(shmcfg *h, const char *text, size_t len, unsigned flags, shmc
 			break;
 	}
 	json_decref(root);
+	return r;
+}
+
+int shmcfg_load_ex(shmcfg *h, const char *text, size_t len, unsigned flags, shmcfg_warn_fn *warn, void *ud,
+		   uint64_t *gen_ret, bool *published)
+{
+	SHMCFG_API_ENTRY;
+	if (published)
+		*published = false;
+	assert_return(h && text, -EINVAL);
+	shmcfg_txn *t = NULL;
+	int r = load_into(h, &t, text, len, flags, warn, ud);
 	if (r) {
 		shmcfg_txn_abort(t);
 		return r;
 	}
 	return shmcfg_txn_commit_ex(t, gen_ret, published);
+}
+
+int shmcfg_txn_load(shmcfg_txn *t, const char *text, size_t len, unsigned flags, shmcfg_warn_fn *warn, void *ud)
+{
+	SHMCFG_API_ENTRY;
+	if (!t || !text)
+		return shmcfg__txn_refuse(t, shmcfg__err(-EINVAL, "shmcfg_txn_load: invalid argument"));
+	return shmcfg__txn_refuse(t, load_into(t->h, &t, text, len, flags, warn, ud));
 }
 
 int shmcfg_load(shmcfg *h, const char *text, size_t len, shmcfg_warn_fn *warn, void *ud, uint64_t *gen_ret)

@@ -620,14 +620,14 @@ struct change {
 struct shmcfg_txn {
 	shmcfg *h;
 	enum layer layer;   /* what shmcfg_txn_set() writes */
-	struct change *ch;
-	size_t n, cap;
+	struct change *ch; size_t n, cap;
 	uint32_t *idx; size_t idx_cap; /* (opt, layer) -> change + 1, once n is large (txn.c) */
 	int err; char *err_detail; /* the first refused change (the commit fails with it), its detail */
 	uint64_t cluster_rev;           /* shmcfg_txn_origin(), 0 = none */
 	char who[SHMCFG_WHO_MAX];
 };
 int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const shmcfg_value *v);
+int shmcfg__txn_refuse(shmcfg_txn *t, int r); /* t poisoned by refusal r (the first is kept): r */
 
 /* publish.c: commits */
 int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret, bool *published);

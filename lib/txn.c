@@ -12,7 +12,7 @@
 /* A refused change poisons its transaction, which then commits nothing (all
  * or nothing, as the README promises): keep the first refusal for
  * shmcfg_txn_commit(). Returns r. */
-static int txn_refuse(shmcfg_txn *t, int r)
+int shmcfg__txn_refuse(shmcfg_txn *t, int r)
 {
 	if (r && t && !t->err) {
 		t->err = r;
@@ -22,11 +22,11 @@ static int txn_refuse(shmcfg_txn *t, int r)
 }
 
 /* assert_return for the calls that change a transaction: poisons it too */
-#define txn_assert_return(t, expr)                                                          \
-	do {                                                                                \
-		if (__builtin_expect(!(expr), 0))                                           \
-			return txn_refuse((t), shmcfg__err(-EINVAL, "%s: invalid argument (%s)", \
-							   __func__, #expr));               \
+#define txn_assert_return(t, expr)                                                              \
+	do {                                                                                    \
+		if (__builtin_expect(!(expr), 0))                                               \
+			return shmcfg__txn_refuse((t), shmcfg__err(-EINVAL, "%s: invalid argument (%s)", \
+								   __func__, #expr));                  \
 	} while (0)
 
 int shmcfg_txn_begin(shmcfg *h, shmcfg_txn **ret)
@@ -63,7 +63,7 @@ int shmcfg_txn_layer(shmcfg_txn *t, shmcfg_source layer)
 	txn_assert_return(t, t);
 	/* the environment's layers come from the environment only */
 	if (layer != SHMCFG_SRC_USER && layer != SHMCFG_SRC_KNOB && layer != SHMCFG_SRC_CLUSTER)
-		return txn_refuse(t, shmcfg__err(-EINVAL,
+		return shmcfg__txn_refuse(t, shmcfg__err(-EINVAL,
 						 "transactions write the user, cluster or knob layer, not %s",
 						 shmcfg_source_name(layer)));
 	t->layer = layer_of(layer);
@@ -184,7 +184,7 @@ int shmcfg_txn_set(shmcfg_txn *t, shmcfg_opt opt, const shmcfg_value *v)
 {
 	SHMCFG_API_ENTRY;
 	txn_assert_return(t, t && v);
-	return txn_refuse(t, shmcfg__txn_set_layer(t, opt, t->layer, v));
+	return shmcfg__txn_refuse(t, shmcfg__txn_set_layer(t, opt, t->layer, v));
 }
 
 int shmcfg_txn_set_text(shmcfg_txn *t, shmcfg_opt opt, const char *text)
@@ -194,7 +194,7 @@ int shmcfg_txn_set_text(shmcfg_txn *t, shmcfg_opt opt, const char *text)
 	shmcfg_value v;
 	int r = shmcfg__parse_for(t->h, opt, text, &v);
 	if (r)
-		return txn_refuse(t, r);
+		return shmcfg__txn_refuse(t, r);
 	r = shmcfg_txn_set(t, opt, &v); /* poisons t itself */
 	shmcfg_value_clear(&v);
 	return r;
@@ -233,9 +233,9 @@ int shmcfg_txn_reset(shmcfg_txn *t, shmcfg_opt opt)
 	shmcfg_opt f;
 	int r = target_of(t, opt, t->layer, &f);
 	if (r)
-		return txn_refuse(t, r);
+		return shmcfg__txn_refuse(t, r);
 	shmcfg_value none = {.type = opt_d(t->h, f)->type, .is_null = true};
-	return txn_refuse(t, txn_put(t, f, t->layer, true, &none));
+	return shmcfg__txn_refuse(t, txn_put(t, f, t->layer, true, &none));
 }
 
 void shmcfg_set_commit_timeout(shmcfg *h, int timeout_ms)

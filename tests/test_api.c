@@ -403,6 +403,36 @@ static void test_load_all_or_nothing(void **state)
 	assert_int_equal(get_i(h, T_A), 4243);
 }
 
+/* Several loads in one transaction: one commit, a later load's value wins;
+ * a refused load poisons the transaction, which then publishes nothing. */
+static void test_txn_load(void **state)
+{
+	struct fx *f = *state;
+	shmcfg *h = f->h;
+	uint64_t g0 = shmcfg_generation(h), gen;
+	const char *first = "{\"t.a\": 1, \"t.b\": 2}", *second = "{\"t.a\": 3}";
+	shmcfg_txn *t;
+	assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+	assert_int_equal(shmcfg_txn_load(t, first, strlen(first), SHMCFG_LOAD_STRICT, NULL, NULL), 0);
+	assert_int_equal(shmcfg_txn_load(t, second, strlen(second), SHMCFG_LOAD_STRICT, NULL, NULL), 0);
+	assert_int_equal(shmcfg_generation(h), g0);
+	assert_int_equal(shmcfg_txn_commit(t, &gen), 0);
+	assert_int_equal(gen, g0 + 1);
+	assert_int_equal(get_i(h, T_A), 3);
+	assert_int_equal(get_i(h, T_B), 2);
+	const char *bad = "{\"t.ratio\": 7.5}";
+	assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+	assert_int_equal(shmcfg_txn_load(t, second, strlen(second), 0, NULL, NULL), 0);
+	assert_int_equal(shmcfg_txn_load(t, bad, strlen(bad), 0, NULL, NULL), SHMCFG_E_RANGE);
+	assert_int_equal(shmcfg_txn_commit(t, NULL), SHMCFG_E_RANGE);
+	assert_non_null(strstr(shmcfg_errdetail(), "t.ratio"));
+	assert_int_equal(shmcfg_generation(h), g0 + 1);
+	assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+	assert_int_equal(shmcfg_txn_load(t, "{", 1, 0, NULL, NULL), SHMCFG_E_PARSE);
+	assert_int_equal(shmcfg_txn_commit(t, NULL), SHMCFG_E_PARSE);
+	assert_int_equal(shmcfg_generation(h), g0 + 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -411,6 +441,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_txn_all_or_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_txn_first_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_load_all_or_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_txn_load, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

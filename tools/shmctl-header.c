@@ -63,12 +63,10 @@ struct gen {
 /* The schema: a segment, or a private one made from a schema          */
 /* ------------------------------------------------------------------ */
 
-/*
- * A private segment of @p schema (NULL: the embedded default), already
- * unlinked: only this process has it. Signals that would end the process
- * wait while the object has a name, so that none is left in /dev/shm.
- */
-static int private_segment(const shmcfg_schema *schema, shmcfg **ret)
+/* A private segment of a schema: shmctl.h. Signals that would end the
+ * process wait while the object has a name, so that none is left in
+ * /dev/shm. */
+int private_segment(const shmcfg_schema *schema, shmcfg **ret)
 {
 	shmcfg_create_opts o = {.slots = 2, .readers = 1, .mode = 0600, .flags = SHMCFG_CREATE_NO_ENV};
 	sigset_t block, old;

@@ -1,11 +1,14 @@
 /*
  * shmctl: the commands that change segments: create, rm, set, reset, load,
- * gc. set, reset and load are one transaction each: one commit, one
- * generation, or nothing.
+ * gc; and save, which writes the user layer to a file that create --load
+ * reads back. set, reset and load (of any number of files) are one
+ * transaction each: one commit, one generation, or nothing.
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
 #include <stdlib.h>
@@ -15,6 +18,128 @@
 #include <unistd.h>
 
 #include "shmctl.h"
+
+/* ------------------------------------------------------------------ */
+/* The files a load reads: load, create --load, --load-dir, --conf    */
+/* ------------------------------------------------------------------ */
+
+/* A file to load: its name in messages and its text. */
+struct source {
+	char *label;
+	char *text;
+	size_t len;
+};
+
+struct sources {
+	struct source *v;
+	size_t n, cap;
+};
+
+static void sources_free(struct sources *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		free(s->v[i].label);
+		free(s->v[i].text);
+	}
+	free(s->v);
+	*s = (struct sources){0};
+}
+
+/*
+ * Read FILE ("-": standard input) onto the list. A file found in a
+ * directory (@p listed) must be a regular file (a symbolic link to one is
+ * followed): a directory or device planted there is refused, not read. 0,
+ * or EXIT_FAIL with the error printed.
+ */
+static int add_file(struct sources *s, const char *path, bool listed)
+{
+	const char *label = strcmp(path, "-") ? path : "<stdin>";
+	struct stat st;
+	if (listed && stat(path, &st))
+		return fail("%s: %s", path, strerror(errno));
+	if (listed && !S_ISREG(st.st_mode))
+		return fail("%s: not a regular file (%s)", path, S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket");
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 4;
+		struct source *v = realloc(s->v, cap * sizeof *v);
+		if (!v)
+			return fail("out of memory");
+		s->v = v;
+		s->cap = cap;
+	}
+	struct source *src = &s->v[s->n];
+	int r = read_file(path, &src->text, &src->len);
+	if (r)
+		return fail("%s: %s", label, strerror(-r));
+	if (!(src->label = strdup(label))) {
+		free(src->text);
+		return fail("out of memory");
+	}
+	s->n++;
+	return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * A configuration directory, as sysctl.d: its files whose name ends in
+ * .json and does not begin with a dot (an editor's backups and temporary
+ * files, save's own, are left alone), in byte order of their names, so
+ * that a later one overrides an earlier one. A directory that does not
+ * exist adds nothing when @p missing_ok. 0, or EXIT_FAIL (printed).
+ */
+static int add_dir(struct sources *s, const char *dir, bool missing_ok)
+{
+	DIR *d = opendir(dir);
+	if (!d && errno == ENOENT && missing_ok)
+		return 0;
+	if (!d)
+		return fail("%s: %s", dir, strerror(errno));
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	struct dirent *e;
+	while (!rc && (e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		if (e->d_name[0] == '.' || len <= 5 || strcmp(e->d_name + len - 5, ".json"))
+			continue;
+		if (n == cap) {
+			char **nn = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *nn);
+			if (!nn) {
+				rc = fail("out of memory");
+				break;
+			}
+			names = nn;
+		}
+		if (!(names[n] = strdup(e->d_name)))
+			rc = fail("out of memory");
+		else
+			n++;
+	}
+	closedir(d);
+	if (n)
+		qsort(names, n, sizeof *names, by_name);
+	size_t dl = strlen(dir);
+	for (size_t i = 0; !rc && i < n; i++) {
+		char *path;
+		if (asprintf(&path, "%.*s/%s", (int)(dl > 1 && dir[dl - 1] == '/' ? dl - 1 : dl), dir, names[i]) < 0)
+			rc = fail("out of memory");
+		else {
+			rc = add_file(s, path, true);
+			free(path);
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return rc;
+}
+
+static int load_sources(shmcfg *h, struct sources *s, bool partial, const char *outcome, uint64_t *gen,
+			bool *published, size_t *skipped);
 
 /* ------------------------------------------------------------------ */
 /* create, rm                                                         */
@@ -37,6 +162,41 @@ static void print_env_applied(shmcfg *h)
 	}
 }
 
+/* --conf: $SHMCFG_CONF_DIR, else /etc/shmcfg (as the sync unit's env file) */
+static const char *conf_dir(void)
+{
+	const char *d = secure_getenv("SHMCFG_CONF_DIR");
+	return d && *d ? d : "/etc/shmcfg";
+}
+
+/*
+ * create --exist-ok found segment NAME: keep it if its schema is @p
+ * schema's (NULL: the default). The schema's hash is a segment's: read
+ * from a private one (as header does). 0 and *h attached read-write, or
+ * EXIT_FAIL (printed).
+ */
+static int keep_existing(const char *seg, const shmcfg_schema *schema, const char *schema_label, shmcfg **h)
+{
+	shmcfg *p;
+	int r = private_segment(schema, &p);
+	if (r)
+		return fail_lib(r, schema_label);
+	uint8_t want[16], have[16];
+	shmcfg_schema_hash(p, want);
+	shmcfg_close(p);
+	if (open_segment(seg, false, h))
+		return EXIT_FAIL;
+	shmcfg_schema_hash(*h, have);
+	if (!memcmp(want, have, sizeof want))
+		return 0;
+	char w[33], hv[33];
+	hex16(want, w);
+	hex16(have, hv);
+	*h = shmcfg_close(*h);
+	return fail("segment '%s' exists with schema %s, not %s (%s): kept (create --force replaces it: its "
+		    "processes learn it)", seg, hv, w, schema_label);
+}
+
 int cmd_create(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -49,16 +209,26 @@ int cmd_create(int argc, char **argv)
 		{"group", required_argument, NULL, 'g'},
 		{"no-env", no_argument, NULL, 'E'},
 		{"force", no_argument, NULL, 'f'},
+		{"load", required_argument, NULL, 'l'},
+		{"load-dir", required_argument, NULL, 'D'},
+		{"conf", no_argument, NULL, 'c'},
+		{"exist-ok", no_argument, NULL, 'e'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	shmcfg_create_opts o = {0};
 	const char *schema_path = NULL;
-	bool quiet = false;
+	bool quiet = false, conf = false, exist_ok = false;
+	/* --load and --load-dir in the order given: c is 'l' or 'D' */
+	struct {
+		int c;
+		const char *path;
+	} loads[argc];
+	size_t nloads = 0;
 	uint64_t u;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hs:k:m:g:fq", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, ":hs:k:m:g:fl:ceq", opts, &ec)) != -1) {
 		switch (c) {
 		case -2:
 			return ec;
@@ -111,39 +281,81 @@ int cmd_create(int argc, char **argv)
 		case 'f':
 			o.flags |= SHMCFG_CREATE_FORCE;
 			break;
+		case 'l':
+		case 'D':
+			loads[nloads].c = c;
+			loads[nloads++].path = optarg;
+			break;
+		case 'c':
+			conf = true;
+			break;
+		case 'e':
+			exist_ok = true;
+			break;
 		case 'q':
 			quiet = true;
 			break;
 		}
 	}
-	if (optind >= argc)
-		return usage_error("missing segment NAME");
-	if (argc - optind > 1)
-		return usage_error("unexpected argument '%s'", argv[optind + 1]);
-	const char *seg = argv[optind];
+	const char *pos[1];
+	if (take_positionals(argc, argv, pos, 1, &ec))
+		return ec;
+	if (exist_ok && o.flags & SHMCFG_CREATE_FORCE)
+		return usage_error("--exist-ok keeps a segment, --force replaces it: not both");
+	const char *seg = pos[0];
+	/* everything is read before the segment is made: a missing or
+	 * malformed file changes nothing */
+	struct sources src = {0};
+	char *conf_schema = NULL, *conf_d = NULL;
+	int rc = EXIT_OK, r;
+	if (conf && (asprintf(&conf_schema, "%s/%s.yaml", conf_dir(), seg) < 0 ||
+		     asprintf(&conf_d, "%s/%s.d", conf_dir(), seg) < 0))
+		rc = fail("out of memory");
+	if (!rc && conf && !schema_path && access(conf_schema, F_OK) == 0)
+		schema_path = conf_schema;
+	if (!rc && conf)
+		rc = add_dir(&src, conf_d, true);
+	for (size_t i = 0; !rc && i < nloads; i++)
+		rc = loads[i].c == 'l' ? add_file(&src, loads[i].path, false) : add_dir(&src, loads[i].path, false);
 	shmcfg_schema *schema = NULL;
-	int r;
 	/* the detail names the file, or the directories a named schema was
 	 * looked for in */
-	if (schema_path && (r = shmcfg_schema_load(schema_path, &schema)))
-		return fail_lib(r, schema_path);
-	shmcfg *h;
-	/* --force: the library retires and removes the old segment (or says
-	 * why it cannot: another user's object); name who is attached first */
-	if (o.flags & SHMCFG_CREATE_FORCE)
-		warn_attached(seg, "replaced");
-	r = shmcfg_create(seg, schema, &o, &h);
+	if (!rc && schema_path && (r = shmcfg_schema_load(schema_path, &schema)))
+		rc = fail_lib(r, schema_path);
+	shmcfg *h = NULL;
+	bool created = false;
+	if (!rc) {
+		/* --force: the library retires and removes the old segment (or
+		 * says why it cannot: another user's object); name who is
+		 * attached first */
+		if (o.flags & SHMCFG_CREATE_FORCE)
+			warn_attached(seg, "replaced");
+		r = shmcfg_create(seg, schema, &o, &h);
+		const char *det = shmcfg_errdetail();
+		created = r == 0;
+		if (r == -EEXIST && exist_ok)
+			rc = keep_existing(seg, schema, schema_path ? schema_path : "the default schema", &h);
+		else if (r == -EEXIST)
+			rc = fail("segment '%s' exists (remove it with shmctl rm, or use --force)", seg);
+		else if (r == -EACCES && !(det && strstr(det, "cannot remove")))
+			rc = fail("segment '%s': permission denied", seg);
+		else if (schema_path && (r == SHMCFG_E_SCHEMADEF || r == SHMCFG_E_CYCLE))
+			rc = fail_lib(r, schema_path); /* "FILE:LINE: ...", as a parse error */
+		else if (r)
+			rc = fail_lib(r, seg);
+	}
 	shmcfg_schema_free(schema);
-	if (r == -EEXIST)
-		return fail("segment '%s' exists (remove it with shmctl rm, or use --force)", seg);
-	const char *det = shmcfg_errdetail();
-	if (r == -EACCES && !(det && strstr(det, "cannot remove")))
-		return fail("segment '%s': permission denied", seg);
-	if (schema_path && (r == SHMCFG_E_SCHEMADEF || r == SHMCFG_E_CYCLE))
-		return fail_lib(r, schema_path); /* "FILE:LINE: ...", as a parse error */
-	if (r)
-		return fail_lib(r, seg);
-	if (!quiet) {
+	/* the files, as one commit; a segment made here that they cannot be
+	 * loaded into is removed: create --load makes it loaded, or not */
+	char *outcome = NULL;
+	if (!rc && src.n && asprintf(&outcome, created ? "segment '%s' not created" : "nothing loaded into '%s'", seg) < 0)
+		rc = fail("out of memory");
+	uint64_t gen = 0;
+	bool published = false;
+	size_t skipped;
+	if (!rc && src.n)
+		rc = load_sources(h, &src, false, outcome, &gen, &published, &skipped);
+	if (!rc && !quiet && created) {
 		shmcfg_info *info = malloc(sizeof *info);
 		if (info && shmcfg_stat(h, info) == 0) {
 			char size[32];
@@ -153,9 +365,19 @@ int cmd_create(int argc, char **argv)
 		}
 		free(info);
 		print_env_applied(h);
-	}
+	} else if (!rc && !quiet)
+		printf("segment '%s' exists, of that schema: kept\n", seg);
+	if (!rc && !quiet && src.n)
+		printf("loaded %zu file%s into '%s'%s (generation %llu)\n", src.n, src.n == 1 ? "" : "s", seg,
+		       published ? "" : ": nothing changed", (unsigned long long)gen);
 	shmcfg_close(h);
-	return EXIT_OK;
+	if (rc && created)
+		(void)shmcfg_unlink(seg);
+	free(outcome);
+	free(conf_schema);
+	free(conf_d);
+	sources_free(&src);
+	return rc;
 }
 
 int cmd_rm(int argc, char **argv)
@@ -605,7 +827,7 @@ int cmd_reset(int argc, char **argv)
 }
 
 /* ------------------------------------------------------------------ */
-/* load, gc                                                           */
+/* load                                                               */
 /* ------------------------------------------------------------------ */
 
 struct load_report {
@@ -652,7 +874,8 @@ static int load_full_names(shmcfg *h, struct load_report *lr, bool partial, char
 		if (found == 1)
 			name = opt_name(h, opt);
 		if (found == -1 && !partial) {
-			rc = resolve_option(h, key, &opt); /* says which options it could be */
+			/* the detail says which options it could be */
+			rc = fail_lib(shmcfg_resolve(h, key, &opt), lr->label);
 			break;
 		}
 		if (found == -1) {
@@ -688,6 +911,49 @@ static int load_full_names(shmcfg *h, struct load_report *lr, bool partial, char
 	return rc;
 }
 
+/*
+ * Load the sources into the segment as one commit: each file in turn
+ * (shmcfg_txn_load), so that a later file's value of an option overrides an
+ * earlier one's, and an error names its file. @p outcome ends the line of
+ * an error (NULL: load's own words). EXIT_OK, or EXIT_FAIL (printed:
+ * nothing changed).
+ */
+static int load_sources(shmcfg *h, struct sources *s, bool partial, const char *outcome, uint64_t *gen,
+			bool *published, size_t *skipped)
+{
+	shmcfg_txn *t;
+	int r = shmcfg_txn_begin(h, &t);
+	if (r)
+		return fail_lib(r, shmcfg_name(h));
+	*skipped = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		struct source *src = &s->v[i];
+		struct load_report lr = {src->label, 0};
+		int rc = load_full_names(h, &lr, partial, &src->text, &src->len);
+		if (!rc && (r = shmcfg_txn_load(t, src->text, src->len,
+						partial ? SHMCFG_LOAD_PARTIAL : SHMCFG_LOAD_STRICT, load_warn, &lr))) {
+			if (outcome)
+				rc = fail("%s: %s; %s", lr.label, shmcfg_errdetail(), outcome);
+			else if (r == SHMCFG_E_NOOPT || r == SHMCFG_E_SCHEMA)
+				rc = fail("%s: %s; nothing loaded (load --partial loads what fits)", lr.label,
+					  shmcfg_errdetail());
+			else
+				rc = fail_lib(r, lr.label);
+		}
+		*skipped += lr.skipped;
+		if (rc) {
+			shmcfg_txn_abort(t);
+			return rc;
+		}
+	}
+	/* a commit's refusal (a conflict of implications, a full heap) is
+	 * the whole load's */
+	const char *what = s->n == 1 ? s->v[0].label : shmcfg_name(h);
+	if ((r = shmcfg_txn_commit_ex(t, gen, published)) && outcome)
+		return fail("%s: %s; %s", what, shmcfg_errdetail(), outcome);
+	return r ? fail_lib(r, what) : EXIT_OK;
+}
+
 int cmd_load(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -713,44 +979,181 @@ int cmd_load(int argc, char **argv)
 	if (argc - optind > 2)
 		return usage_error("unexpected argument '%s'", argv[optind + 2]);
 	const char *seg = argv[optind], *path = argv[optind + 1];
-	struct load_report lr = {strcmp(path, "-") ? path : "<stdin>", 0};
 	/* attached before the input is read: a load from a pipe is listed as
 	 * an attached process while it waits */
 	shmcfg *h;
 	if (open_segment(seg, false, &h))
 		return EXIT_FAIL;
-	char *text;
-	size_t len;
-	int r = read_file(path, &text, &len);
-	if (r) {
-		shmcfg_close(h);
-		return fail("%s: %s", lr.label, strerror(-r));
-	}
+	struct sources s = {0};
 	uint64_t gen = 0;
 	bool published = false;
-	int rc = load_full_names(h, &lr, partial, &text, &len);
+	size_t skipped = 0;
+	int rc = add_file(&s, path, false);
 	if (!rc)
-		r = shmcfg_load_ex(h, text, len, partial ? SHMCFG_LOAD_PARTIAL : SHMCFG_LOAD_STRICT, load_warn, &lr,
-				   &gen, &published);
-	free(text);
+		rc = load_sources(h, &s, partial, NULL, &gen, &published, &skipped);
 	shmcfg_close(h);
-	if (rc)
-		return rc;
-	if (r == SHMCFG_E_NOOPT || r == SHMCFG_E_SCHEMA)
-		return fail("%s: %s; nothing loaded (load --partial loads what fits)", lr.label, shmcfg_errdetail());
-	if (r)
-		return fail_lib(r, lr.label);
-	if (quiet)
-		return EXIT_OK;
-	if (!published)
-		printf("%s: nothing changed (generation %llu)", lr.label, (unsigned long long)gen);
-	else
-		printf("%s: loaded into '%s', generation %llu", lr.label, seg, (unsigned long long)gen);
-	if (lr.skipped)
-		printf(" (%zu skipped)", lr.skipped);
-	printf("\n");
-	return EXIT_OK;
+	if (!rc && !quiet) {
+		if (!published)
+			printf("%s: nothing changed (generation %llu)", s.v[0].label, (unsigned long long)gen);
+		else
+			printf("%s: loaded into '%s', generation %llu", s.v[0].label, seg, (unsigned long long)gen);
+		if (skipped)
+			printf(" (%zu skipped)", skipped);
+		printf("\n");
+	}
+	sources_free(&s);
+	return rc;
 }
+
+/* ------------------------------------------------------------------ */
+/* save                                                               */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Write @p text to @p path through a hidden temporary file in the same
+ * directory, fsync'd, then renamed over it, the directory fsync'd: a
+ * reader, or the next boot, finds the old file or the new one, never a
+ * part. Only a regular file is replaced (not a symbolic link, a directory,
+ * a device); the new file keeps the old one's permission bits, else 0666
+ * less the umask. 0, or EXIT_FAIL (printed).
+ */
+static int write_atomic(const char *path, const char *text)
+{
+	struct stat st;
+	mode_t mode;
+	if (lstat(path, &st) == 0) {
+		if (!S_ISREG(st.st_mode))
+			return fail("%s: not a regular file (%s); not replaced", path,
+				    S_ISLNK(st.st_mode) ? "a symbolic link" :
+				    S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket");
+		mode = st.st_mode & 07777;
+	} else if (errno == ENOENT) {
+		mode = umask(0);
+		umask(mode);
+		mode = 0666 & ~mode;
+	} else
+		return fail("%s: %s", path, strerror(errno));
+	const char *base = strrchr(path, '/');
+	int dl = base ? (int)(base - path) : 0;
+	base = base ? base + 1 : path;
+	char *tmp = NULL;
+	if (asprintf(&tmp, "%.*s%s.%s.XXXXXX", dl, path, base == path ? "" : "/", base) < 0)
+		return fail("out of memory");
+	int fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		free(tmp);
+		return fail("%s: cannot create a file beside it: %s", path, strerror(e));
+	}
+	size_t len = strlen(text), done = 0;
+	int e = fchmod(fd, mode) ? errno : 0;
+	while (!e && done < len) {
+		ssize_t k = write(fd, text + done, len - done);
+		if (k < 0 && errno != EINTR)
+			e = errno;
+		else if (k > 0)
+			done += (size_t)k;
+	}
+	if (!e && fsync(fd))
+		e = errno;
+	if (close(fd) && !e)
+		e = errno;
+	if (!e && rename(tmp, path))
+		e = errno;
+	if (e) {
+		unlink(tmp);
+		free(tmp);
+		return fail("%s: %s", path, strerror(e));
+	}
+	free(tmp);
+	char *dir = dl ? strndup(path, (size_t)dl) : strdup(base == path ? "." : "/");
+	int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (dfd >= 0) {
+		(void)fsync(dfd);
+		close(dfd);
+	}
+	free(dir);
+	return 0;
+}
+
+/*
+ * The user layer (what set and load wrote) as a dump that load and create
+ * --load read back. It names no schema hash: the file is configuration an
+ * operator keeps, and loads into a segment of a later schema as long as its
+ * options are there with their types (a strict load names any that is
+ * not). Every option set is saved, save-ignored and private ones too: the
+ * operator set them.
+ */
+int cmd_save(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool quiet = false;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":hq", opts, &ec)) != -1) {
+		if (c == -2)
+			return ec;
+		if (c == 'q')
+			quiet = true;
+	}
+	if (optind >= argc)
+		return usage_error("missing segment NAME");
+	if (optind + 1 >= argc)
+		return usage_error("missing FILE (or - for standard output)");
+	if (argc - optind > 2)
+		return usage_error("unexpected argument '%s'", argv[optind + 2]);
+	const char *seg = argv[optind], *path = argv[optind + 1];
+	shmcfg *h;
+	if (open_segment(seg, true, &h))
+		return EXIT_FAIL;
+	shmcfg_snapshot *snap;
+	int r = shmcfg_snapshot_acquire(h, &snap);
+	if (r) {
+		shmcfg_close(h);
+		return fail_lib(r, seg);
+	}
+	json_t *values = json_object();
+	int rc = values ? EXIT_OK : fail("out of memory");
+	for (uint32_t i = 0; !rc && i < shmcfg_count(h); i++) {
+		shmcfg_optinfo oi;
+		shmcfg_value v;
+		if ((r = shmcfg_opt_info(h, i, &oi)))
+			rc = fail_lib(r, seg);
+		else if (oi.alias == SHMCFG_NO_OPT && shmcfg_snapshot_layer(snap, i, SHMCFG_SRC_USER, &v) == 0 &&
+			 json_object_set_new(values, oi.name, value_json(&v)))
+			rc = fail("out of memory");
+	}
+	uint64_t gen = shmcfg_snapshot_generation(snap);
+	shmcfg_snapshot_release(snap);
+	shmcfg_close(h);
+	size_t n = json_object_size(values);
+	json_t *root = rc ? NULL : json_pack("{s:s, s:s, s:I, s:o}", "format", "shmcfg-dump/1", "layer", "user",
+					      "generation", (json_int_t)gen, "values", values);
+	if (rc)
+		json_decref(values);
+	char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) : NULL;
+	json_decref(root);
+	char *line = NULL;
+	if (!rc && (!text || asprintf(&line, "%s\n", text) < 0))
+		rc = fail("out of memory");
+	free(text);
+	if (!rc && !strcmp(path, "-"))
+		fputs(line, stdout);
+	else if (!rc)
+		rc = write_atomic(path, line);
+	free(line);
+	if (!rc && !quiet && strcmp(path, "-"))
+		printf("saved %zu option%s of '%s' (user layer, generation %llu) to %s\n", n, n == 1 ? "" : "s", seg,
+		       (unsigned long long)gen, path);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* gc                                                                 */
+/* ------------------------------------------------------------------ */
 
 static void gc_cb(const shmcfg_reader *r, void *ud)
 {

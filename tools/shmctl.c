@@ -26,7 +26,8 @@ uid_t owner_uid;
 static const struct command commands[] = {
 	{"create", cmd_create,
 	 "create NAME [--schema FILE] [--slots K] [--size BYTES] [--readers N]\n"
-	 "       [--history N] [--mode OCTAL] [--group GROUP] [--no-env] [--force] [--quiet]",
+	 "       [--history N] [--mode OCTAL] [--group GROUP] [--no-env] [--force|--exist-ok]\n"
+	 "       [--conf] [--load FILE]... [--load-dir DIR]... [--quiet]",
 	 "create a segment (the embedded default schema unless --schema)",
 	 "  -s, --schema FILE   schema file (YAML, format 1); default: the embedded\n"
 	 "                      torch.compiler.config schema\n"
@@ -39,9 +40,19 @@ static const struct command commands[] = {
 	 "      --no-env        leave the environment layers empty\n"
 	 "  -f, --force         replace a segment of that name (its processes learn it:\n"
 	 "                      a warning names those attached)\n"
+	 "  -e, --exist-ok      keep a segment of that name and schema (its other\n"
+	 "                      settings too) and load the files into it\n"
+	 "  -c, --conf          the segment's configuration directory, $SHMCFG_CONF_DIR\n"
+	 "                      or /etc/shmcfg: NAME.yaml as the schema (unless\n"
+	 "                      --schema), NAME.d as a --load-dir (each if it exists)\n"
+	 "  -l, --load FILE     load a dump, as shmctl load (- reads standard input)\n"
+	 "      --load-dir DIR  load DIR's *.json files in the order of their names\n"
 	 "  -q, --quiet         print nothing on success\n"
 	 "The creating process's environment fills the env_default and env_force layers;\n"
-	 "each variable applied is printed: VAR=value -> option (layer).\n", false},
+	 "each variable applied is printed: VAR=value -> option (layer).\n"
+	 "The files load strictly, in order (--conf's first), as one commit: a later\n"
+	 "file's value of an option overrides an earlier one's. If one fails, a segment\n"
+	 "created here is removed, an existing one is left unchanged.\n", false},
 	{"rm", cmd_rm, "rm [--force] NAME...", "remove segments",
 	 "  -f, --force   ignore segments that do not exist\n"
 	 "Attached processes keep the old segment (their last values) and learn it was\n"
@@ -111,6 +122,11 @@ static const struct command commands[] = {
 	 "FILE holds a dump (its \"values\") or a plain {name: value} object; - reads\n"
 	 "standard input. Names resolve as in set. Without --partial a dump of another\n"
 	 "schema, or any unknown name (all are listed), fails the load: nothing changes.\n", true},
+	{"save", cmd_save, "save NAME FILE|- [--quiet]", "write the user layer to a file that load reads back",
+	 "  -q, --quiet   print nothing on success\n"
+	 "Writes what set and load wrote (the user layer) as a dump without a schema\n"
+	 "hash; - writes standard output. FILE is replaced at once (a temporary file,\n"
+	 "then a rename), and only if it is a regular file.\n", true},
 	{"diff", cmd_diff, "diff NAME [--format python|shell|json] [--json]\n       shmctl diff NAME G1 [G2] [--json]",
 	 "print the non-default settings as code, or what changed between generations",
 	 "  -f, --format FMT   python (default: as codegen_config()), shell (shmctl set\n"

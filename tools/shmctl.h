@@ -7,7 +7,7 @@
  *                   text and JSON
  *   shmctl-read.c   ls, show, get, describe
  *   shmctl-stat.c   stat, hash, check, dump, diff, watch
- *   shmctl-write.c  create, rm, set, reset, load, gc
+ *   shmctl-write.c  create, rm, set, reset, load, save, gc
  *   shmctl-header.c header (a C header of accessors for a schema)
  *   shmctl-cluster.c cluster set, reset, show, log, rollback, status (etcd)
  *   shmctl-history.c log, rollback, diff G1 [G2], show/get --generation
@@ -207,6 +207,13 @@ void warn_attached(const char *name, const char *what);
 /* "  key           value" (coloured), for describe and stat. */
 void kv(const char *key, const char *val, const char *col);
 
+/* ---- shmctl-header.c ---------------------------------------------------- */
+
+/* A private segment of @p schema (NULL: the embedded default), already
+ * unlinked: only this process has it. What the library says of a schema
+ * that is in no segment (its hash, its options) is read through one. */
+int private_segment(const shmcfg_schema *schema, shmcfg **ret);
+
 /* ---- shmctl-write.c: what set shares with cluster set ------------------ */
 
 /* Every argv[first..] is OPTION=VALUE with a name: 0, or a usage error. */
@@ -232,6 +239,7 @@ int cmd_stat(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_load(int argc, char **argv);
+int cmd_save(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_hash(int argc, char **argv);
 int cmd_check(int argc, char **argv);
