@@ -33,6 +33,7 @@ int shmcfg_sync_set(shmcfg *h, const shmcfg_sync_info *info)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && info, -EINVAL);
+	SHMCFG_FOLLOW(h);
 	if (h->rdonly)
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot write", h->name);
 	union {
@@ -68,6 +69,7 @@ int shmcfg_sync_get(const shmcfg *h, shmcfg_sync_info *ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
+	SHMCFG_FOLLOW(h);
 	const struct seg_header *hd = h->hdr;
 	union {
 		struct sync_rec r;
@@ -119,6 +121,7 @@ int shmcfg_sync_claim(shmcfg *h, int timeout_ms)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && timeout_ms >= 0, -EINVAL);
+	SHMCFG_FOLLOW(h);
 	if (h->rdonly || h->lock_fd < 0)
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot claim it for an agent", h->name);
 	if (h->agent_claim)
@@ -141,6 +144,7 @@ int shmcfg_sync_claimed(const shmcfg *h)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
+	SHMCFG_FOLLOW(h);
 	if (h->agent_claim)
 		return 1;
 	if (h->lock_fd < 0)

@@ -113,6 +113,7 @@ int shmcfg_get_stored(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
+	SHMCFG_FOLLOW(h);
 	int r = shmcfg__opt_use(h, opt);
 	if (r)
 		return r;
@@ -140,6 +141,7 @@ int shmcfg_dump(const shmcfg *h, unsigned flags, char **ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
+	SHMCFG_FOLLOW(h);
 	shmcfg_snapshot *s;
 	int r = shmcfg_snapshot_acquire((shmcfg *)h, &s);
 	if (r)

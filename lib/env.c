@@ -54,14 +54,11 @@ int shmcfg_env_applied(const shmcfg *h, size_t i, shmcfg_env_use *ret)
  * first set variable of each list wins). A bad value fails the creation with
  * an error naming the variable.
  */
-int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env)
+int shmcfg__env_changes(shmcfg_txn *t, char *const *envp)
 {
-	shmcfg_txn *t = shmcfg__calloc(1, sizeof *t);
-	if (!t)
-		return shmcfg__nomem();
-	t->h = h;
+	shmcfg *h = t->h;
 	int r = 0;
-	for (uint32_t i = 0; use_env && envp && !r && i < h->lay.nopts; i++) {
+	for (uint32_t i = 0; envp && !r && i < h->lay.nopts; i++) {
 		if ((r = shmcfg__opt_use(h, i)))
 			break;
 		const struct opt_desc *d = opt_d(h, i);
@@ -102,8 +99,5 @@ int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env)
 			}
 		}
 	}
-	if (!r)
-		r = shmcfg__commit(t, true, NULL, NULL);
-	shmcfg_txn_abort(t);
 	return r;
 }

@@ -196,7 +196,7 @@ static uint32_t put_changes(struct wbuf *w, const struct change *ch, size_t n, c
 }
 
 /* Copy bytes into the ring at position pos, wrapping. */
-static void ring_write(shmcfg *h, uint64_t pos, const char *src, uint64_t len)
+void shmcfg__hist_ring_write(shmcfg *h, uint64_t pos, const char *src, uint64_t len)
 {
 	char *ring = h->base + h->lay.hist_ring_off;
 	uint64_t size = h->lay.hist_ring_size, at = pos % size, first = len < size - at ? len : size - at;
@@ -245,7 +245,7 @@ int shmcfg__hist_write(shmcfg *h, uint64_t gen, const struct change *ch, size_t 
 	/* (H1): the head moves before a byte is written (see the top) */
 	__atomic_store_n(&hd->hist_head, pos + bytes, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	ring_write(h, pos, h->hist_buf, bytes);
+	shmcfg__hist_ring_write(h, pos, h->hist_buf, bytes);
 	shmcfg__fault("history.record");
 	e->time_ns = now_ns(CLOCK_REALTIME);
 	e->pos = pos;
@@ -261,12 +261,9 @@ int shmcfg__hist_write(shmcfg *h, uint64_t gen, const struct change *ch, size_t 
 
 /* ---- reading ---- */
 
-/*
- * Copy the entry of `gen` and its record (malloc'd in *rec, NULL when its
- * bytes were overwritten or it keeps no values) under the seqlock.
- * 0, -ENOENT (not in the history), -ENOMEM.
- */
-static int hist_copy(const shmcfg *h, uint64_t gen, struct hist_ent *e, char **rec, uint32_t *rec_len)
+/* The entry of `gen` and its record (NULL when its bytes were overwritten
+ * or it keeps no values), copied under the seqlock (history.h). */
+int shmcfg__hist_entry(const shmcfg *h, uint64_t gen, struct hist_ent *e, char **rec, uint32_t *rec_len)
 {
 	*rec = NULL;
 	*rec_len = 0;
@@ -462,7 +459,7 @@ static int history_get(const shmcfg *h, uint64_t gen, shmcfg_history_entry **ret
 	struct hist_ent se;
 	char *rec;
 	uint32_t len;
-	int r = hist_copy(h, gen, &se, &rec, &len);
+	int r = shmcfg__hist_entry(h, gen, &se, &rec, &len);
 	if (spent)
 		*spent += len;
 	if (r)
@@ -504,6 +501,7 @@ int shmcfg_history_get(const shmcfg *h, uint64_t gen, shmcfg_history_entry **ret
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
+	SHMCFG_FOLLOW(h);
 	return history_get(h, gen, ret, NULL);
 }
 
@@ -529,6 +527,7 @@ uint64_t shmcfg_history_range(const shmcfg *h, uint64_t *oldest, uint64_t *rebui
 	SHMCFG_API_ENTRY;
 	if (!h)
 		return 0;
+	h = shmcfg__live(h);
 	uint64_t cur = shmcfg_generation(h), old = cur, reb = cur;
 	uint64_t stop = cur > h->lay.hist_n ? cur - h->lay.hist_n : 0;
 	bool all = true; /* every commit from cur down to g can be undone */
@@ -647,3 +646,4 @@ int shmcfg__hist_undo(const shmcfg *h, uint64_t from, uint64_t to, struct change
 	*nret = n;
 	return 0;
 }
+

@@ -16,6 +16,7 @@ int shmcfg_snapshot_at(shmcfg *h, uint64_t gen, shmcfg_snapshot **ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
+	SHMCFG_FOLLOW(h);
 	shmcfg_snapshot *cur;
 	if (gen == 0)
 		return shmcfg__err(-ENOENT, "%s: there is no generation 0", h->name);
@@ -81,6 +82,7 @@ int shmcfg_rollback(shmcfg *h, uint64_t gen, unsigned flags, const char *who, ui
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && !(flags & ~SHMCFG_ROLLBACK_KNOB), -EINVAL);
+	SHMCFG_FOLLOW(h);
 	if (h->rdonly)
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot write", h->name);
 	shmcfg_snapshot *at = NULL;

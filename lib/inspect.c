@@ -43,6 +43,7 @@ int shmcfg_stat(const shmcfg *h, shmcfg_info *ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
+	SHMCFG_FOLLOW(h);
 	memset(ret, 0, sizeof *ret);
 	ret->layout_version = h->lay.layout_version;
 	ret->size = h->size;
@@ -92,6 +93,7 @@ int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, voi
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
+	SHMCFG_FOLLOW(h);
 	int bad = 0;
 	char msg[320];
 #define PROBLEM(...)                                    \
@@ -123,7 +125,7 @@ int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, voi
 	if (sb < 0) /* no verdict on the schema: not a problem of the segment */
 		return sb;
 	bad += sb;
-	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	uint64_t cur = seq_current(h); /* of a frozen segment, its last */
 	if (cur_slot(cur) >= h->lay.nslots || cur_gen(cur) == 0)
 		PROBLEM("current (%llx) names slot %u of %u", (unsigned long long)cur, cur_slot(cur),
 			h->lay.nslots);

@@ -146,7 +146,7 @@ struct seg_header {
 	 * `current`. */
 	_Alignas(64) uint64_t current; /* (generation << 8) | slot; release-stored by commits */
 	_Alignas(64) uint32_t futex;   /* bumped after every publication, then FUTEX_WAKE */
-	uint32_t retired;        /* non-zero once removed or replaced (shmcfg_unlink) */
+	uint32_t retired;        /* non-zero once removed (shmcfg_unlink) or replaced: RETIRED_* */
 	uint32_t readers_hwm;    /* entries ever claimed: scans stop here (readers.c) */
 	uint32_t pad2;
 	uint64_t copy_fallbacks; /* processes that found the reader table full */
@@ -323,6 +323,13 @@ struct shmcfg {
 	/* reader table */
 	int reader;              /* our entry, -1 if none (not claimed yet, read-only, table full) */
 	bool agent_claim;        /* this handle holds the cluster agent's claim (shmcfg_sync_claim) */
+	/* Following a replacement (follow.c): the successor (set once), how
+	 * to attach it (segment.c's), when to try again, why it failed */
+	struct shmcfg *next;
+	int (*attach_next)(struct shmcfg *h, struct shmcfg **ret);
+	uint64_t follow_after_ns;
+	int follow_err;
+	uint64_t poison_cur; char *poison_slot; /* the view of a handle that cannot follow */
 	uint64_t claim_after_ns; /* table found full: no new claim before this (reclaim.c) */
 	bool counted_fallback;   /* counted in the header's copy_fallbacks */
 	pthread_mutex_t view_lock; /* serialises view replacement */
@@ -331,6 +338,7 @@ struct shmcfg {
 	unsigned retired;        /* views awaiting a grace period (under reclaim.c's rq_lock) */
 	bool uses_reclaimer; void (*close_deferred)(shmcfg *h); /* in rq_users; the end of a close, deferred */
 	int commit_timeout_ms;
+	bool no_growth;          /* shmcfg_set_heap_growth(false): a full heap fails the commit */
 	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
 	uid_t uid;               /* getuid() at attach: for the commit log */
 	char *hist_buf; size_t hist_cap; /* a commit's history record, built here (history.c) */
@@ -561,30 +569,6 @@ int shmcfg__prepare_value(const shmcfg *h, shmcfg_opt final, const shmcfg_value 
 int shmcfg__parse_for(const shmcfg *h, shmcfg_opt opt, const char *text, shmcfg_value *out);
 void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt);
 
-/* objects.c: /dev/shm objects, trust, the lock object, removal */
-#define PATH_BYTES (sizeof SHM_DIR + sizeof LOCK_PREFIX + SEG_NAME_MAX + 34)
-int shmcfg__name_check(const char *name, char path[static PATH_BYTES]);
-/* A name for a message: one line, <= 80 bytes, non-printable bytes as \xNN (len >= 6). */
-void shmcfg__name_text(const char *name, char *out, size_t len);
-/* The lock object's path: the name and the segment's random instance id, so nobody can
- * plant it before the creator (who makes it before any process can read the id). */
-static inline void shmcfg__lock_path(const char *name, const uint8_t instance[16], char out[static PATH_BYTES])
-{
-	int n = snprintf(out, PATH_BYTES, SHM_DIR LOCK_PREFIX "%s.", name);
-	for (int i = 0; i < 16 && n > 0 && n + 2 < (int)PATH_BYTES; i++, n += 2)
-		snprintf(out + n, 3, "%02x", instance[i]);
-}
-struct stat;
-int shmcfg__open_regular(const char *path, const char *name, int flags, int *fd_ret, struct stat *st);
-int shmcfg__owner_check(const char *name, const struct stat *st, const shmcfg_attach_opts *o);
-void shmcfg__user_text(uid_t uid, char *buf, size_t len);
-void shmcfg__open_add(shmcfg *h);
-void shmcfg__open_remove(shmcfg *h);
-int shmcfg__lock_create(shmcfg *h, const uint8_t instance[16], mode_t seg_mode, gid_t gid);
-int shmcfg__lock_open(shmcfg *h, const struct stat *seg_st);
-void shmcfg__lock_remove(const char *name, const uint8_t instance[16]);
-int shmcfg__remove_segment(const char *name, const char *path, bool quiet_enoent);
-
 /* readers.c: the reader table and the OFD lock primitives */
 int shmcfg__ofd_lock(int fd, off_t byte, bool write, int timeout_ms);
 void shmcfg__ofd_unlock(int fd, off_t byte);
@@ -615,6 +599,7 @@ struct change {
 	shmcfg_opt opt;   /* final alias target */
 	enum layer layer;
 	bool reset;
+	bool by_cluster;  /* a layer the cluster agent wrote, copied as such (replace.c) */
 	shmcfg_value v;   /* owned */
 };
 struct shmcfg_txn {
@@ -630,14 +615,16 @@ int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const
 int shmcfg__txn_refuse(shmcfg_txn *t, int r); /* t poisoned by refusal r (the first is kept): r */
 
 /* publish.c: commits */
-int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret, bool *published);
+int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published);
+int shmcfg__commit_first(shmcfg_txn *t, uint64_t gen, uint64_t cluster_rev, bool record);
 /* the writer lock (OFD lock of the lock object, and the handle's mutex) */
 int shmcfg__lock_writer(shmcfg *h);
 void shmcfg__unlock_writer(shmcfg *h);
 bool shmcfg__mode_wakes(unsigned mode);
 
-/* env.c: the environment into generation 1 */
-int shmcfg__commit_env(shmcfg *h, char *const *envp, bool use_env);
+
+/* env.c: the environment's layers into a transaction (the first generation's) */
+int shmcfg__env_changes(shmcfg_txn *t, char *const *envp);
 void shmcfg__env_used_free(shmcfg *h);
 
 /* patch.c: thread-local patches; the calling thread's patched cell of opt */
@@ -649,5 +636,8 @@ bool shmcfg__patched_slot(const shmcfg *h, const char **slot, uint64_t *gen, int
 void shmcfg__patch_forget(const shmcfg *h);
 /* ... the value its innermost patch of opt (a final target) gives, while the frames stay */
 bool shmcfg__patch_value(const shmcfg *h, shmcfg_opt opt, const shmcfg_value **v);
+
+#include "objects.h" /* objects.c: names, trust, the lock object */
+#include "replace.h" /* segments replaced, and followed */
 
 #endif

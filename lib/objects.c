@@ -310,7 +310,7 @@ int shmcfg__remove_segment(const char *name, const char *path, bool quiet_enoent
 		if (m != MAP_FAILED) {
 			/* release: pairs with the acquire load in shmcfg_retired();
 			 * the futex bump wakes waiters as a commit does */
-			__atomic_store_n(&m->retired, 1, __ATOMIC_RELEASE);
+			__atomic_store_n(&m->retired, RETIRED_REMOVED, __ATOMIC_RELEASE);
 			__atomic_fetch_add(&m->futex, 1, __ATOMIC_SEQ_CST);
 			syscall(SYS_futex, &m->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 			munmap(m, SEG_HEADER_BYTES);

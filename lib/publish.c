@@ -173,11 +173,20 @@ static void wake(shmcfg *h)
 		syscall(SYS_futex, &h->hdr->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Generation 1 of a new segment in slot 0: every option resolved; the
- * other slots are filled with it too, so that no commit copies a slot whole. */
-static int commit_first(shmcfg_txn *t)
+/*
+ * The first generation of a new segment, in slot 0: every option resolved;
+ * the other slots are filled with it too, so that no commit copies a slot
+ * whole. It is 1, or for the incarnation that replaces a segment one more
+ * than that segment's last (replace.c: generations go on, so that no stamp
+ * of one incarnation equals one of the other). The history records the
+ * transaction's changes, or none (record false: a replacement that keeps
+ * every layer changes nothing).
+ */
+int shmcfg__commit_first(shmcfg_txn *t, uint64_t gen, uint64_t cluster_rev, bool record)
 {
 	shmcfg *h = t->h;
+	if (t->n)
+		qsort(t->ch, t->n, sizeof *t->ch, cmp_change);
 	struct slot_hdr *sl = slot_at(h, 0);
 	struct build b = {.h = h, .cells = slot_cells(h, sl), .lrefs = slot_lrefs(h, sl), .heap = seg_heap(h),
 			  .heap_size = h->lay.heap_size, .shared = true};
@@ -189,22 +198,22 @@ static int commit_first(shmcfg_txn *t)
 	if (r)
 		goto out;
 	shmcfg__hash_final(sl->hash_sum, sl->config_hash);
-	sl->base = 1;
-	sl->cluster_rev = 0;
-	if ((r = shmcfg__hist_write(h, 1, t->ch, t->n, NULL, &b, 0, NULL)))
+	sl->base = gen;
+	sl->cluster_rev = cluster_rev;
+	if ((r = shmcfg__hist_write(h, gen, record ? t->ch : NULL, record ? t->n : 0, NULL, &b, cluster_rev, t)))
 		goto out;
-	write_log(h, 1, b.changed.ids, b.changed.n, NULL);
+	write_log(h, gen, b.changed.ids, record ? b.changed.n : 0, t);
 	for (uint32_t s = 1; !r && s < h->lay.nslots; s++) {
 		struct slot_hdr *o = slot_at(h, s);
 		struct build c = {.h = h, .cells = slot_cells(h, o), .lrefs = slot_lrefs(h, o), .heap = seg_heap(h),
 				  .heap_size = h->lay.heap_size, .shared = true};
-		r = sync_slot(&c, o, sl, 0, 1);
-		o->base = 1; /* stamp 0: no reader takes it; a writer knows what it holds */
+		r = sync_slot(&c, o, sl, 0, gen);
+		o->base = gen; /* stamp 0: no reader takes it; a writer knows what it holds */
 		shmcfg__build_free(&c);
 	}
 	if (!r) {
-		seq_write_end(&sl->gen, 1); /* (D) */
-		seq_publish(h, 1, 0); /* (E) */
+		seq_write_end(&sl->gen, gen); /* (D) */
+		seq_publish(h, gen, 0); /* (E) */
 	}
 out:
 	shmcfg__build_free(&b);
@@ -299,10 +308,10 @@ void shmcfg__unlock_writer(shmcfg *h)
 }
 
 /*
- * The commit proper. With first, this is generation 1 of a new segment: no
- * old slot, no lock (nobody can attach before `ready`).
+ * The commit proper. SHMCFG_E_RETIRED (no detail): the segment was replaced
+ * (replace.c) while we waited for its lock; the caller follows it.
  */
-int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret, bool *published)
+int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 {
 	shmcfg *h = t->h;
 	int r;
@@ -311,16 +320,20 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret, bool *published
 				   h->name);
 	if (t->n)
 		qsort(t->ch, t->n, sizeof *t->ch, cmp_change);
-	if (first)
-		return commit_first(t);
 	if ((r = shmcfg__lock_writer(h)))
 		return r;
 	shmcfg__fault("commit.locked");
 	struct seg_header *hd = h->hdr;
+	struct build b = {.h = h, .heap = seg_heap(h), .heap_size = h->lay.heap_size, .shared = true};
+	/* acquire: pairs with the release store in shmcfg__retire_replaced();
+	 * a replaced segment is frozen (its readers rely on it) */
+	if (__atomic_load_n(&hd->retired, __ATOMIC_ACQUIRE) == RETIRED_REPLACED) {
+		r = SHMCFG_E_RETIRED;
+		goto out;
+	}
 	uint64_t cur = __atomic_load_n(&hd->current, __ATOMIC_ACQUIRE);
 	uint32_t cur_s = cur_slot(cur), s = 0;
 	uint64_t cur_g = cur_gen(cur), gen = cur_g + 1, old_stamp = 0;
-	struct build b = {.h = h, .heap = seg_heap(h), .heap_size = h->lay.heap_size, .shared = true};
 	/* under the lock the current slot cannot change; check it anyway */
 	if (cur_s >= h->lay.nslots || __atomic_load_n(&slot_at(h, cur_s)->gen, __ATOMIC_ACQUIRE) != cur_g) {
 		r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: current slot %u does not hold generation %llu", h->name,
@@ -406,28 +419,5 @@ int shmcfg__commit(shmcfg_txn *t, bool first, uint64_t *gen_ret, bool *published
 out:
 	shmcfg__unlock_writer(h);
 	shmcfg__build_free(&b);
-	return r;
-}
-
-int shmcfg_txn_commit(shmcfg_txn *t, uint64_t *gen_ret)
-{
-	SHMCFG_API_ENTRY;
-	return shmcfg_txn_commit_ex(t, gen_ret, NULL);
-}
-
-int shmcfg_txn_commit_ex(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
-{
-	SHMCFG_API_ENTRY;
-	if (published)
-		*published = false;
-	assert_return(t, -EINVAL);
-	if (t->err) { /* a change was refused: publish none, and say which */
-		int r = t->err_detail ? shmcfg__err(t->err, "%s", t->err_detail)
-				      : shmcfg__err(t->err, "a change was refused: %s", shmcfg_strerror(t->err));
-		shmcfg_txn_abort(t);
-		return r;
-	}
-	int r = shmcfg__commit(t, false, gen_ret, published);
-	shmcfg_txn_abort(t);
 	return r;
 }

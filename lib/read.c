@@ -36,6 +36,7 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 		*bits = pc.val;
 		return (pc.meta & META_NULL) ? SHMCFG_NULL : 0;
 	}
+	SHMCFG_FOLLOW(h); /* after the thread's patches: they belong to the handle it patched */
 	for (int tries = 0;;) {
 		uint64_t cur;
 		int r = 0;
@@ -99,6 +100,7 @@ int shmcfg__get_slow_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const 
 		*gen_ret = pgen;
 		return 0;
 	}
+	SHMCFG_FOLLOW(h); /* after the thread's patches: they belong to the handle it patched */
 	for (int tries = 0;;) {
 		uint64_t cur;
 		int r = 0;
@@ -144,6 +146,7 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 			perr = shmcfg__cell_value(h, &pc, pheap, psize, &v);
 		return perr ? perr : shmcfg__value_copy(&v, ret);
 	}
+	SHMCFG_FOLLOW(h); /* after the thread's patches: they belong to the handle it patched */
 	for (int tries = 0;;) {
 		uint64_t cur;
 		int r = 0;
@@ -205,6 +208,7 @@ static uint64_t slot_hdr_words(const shmcfg *h, size_t off, uint64_t *w, int n)
 uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
 {
 	SHMCFG_API_ENTRY;
+	h = shmcfg__live(h);
 	uint64_t w[2];
 	uint64_t gen = slot_hdr_words(h, offsetof(struct slot_hdr, config_hash), w, 2);
 	memcpy(out, w, 16);
@@ -214,6 +218,7 @@ uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
 uint64_t shmcfg_cluster_revision(const shmcfg *h)
 {
 	SHMCFG_API_ENTRY;
+	h = shmcfg__live(h);
 	uint64_t rev;
 	slot_hdr_words(h, offsetof(struct slot_hdr, cluster_rev), &rev, 1);
 	return rev;

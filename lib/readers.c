@@ -267,6 +267,7 @@ int shmcfg_gc(shmcfg *h, void (*fn)(const shmcfg_reader *r, void *userdata), voi
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
+	SHMCFG_FOLLOW(h);
 	if (h->rdonly)
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: gc needs write access", h->name);
 	return shmcfg__reap(h, fn, userdata);
@@ -277,6 +278,7 @@ int shmcfg_readers(const shmcfg *h, void (*fn)(const shmcfg_reader *r, void *use
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
+	SHMCFG_FOLLOW(h);
 	int n = 0;
 	uint32_t hwm = shmcfg__readers_hwm(h);
 	for (uint32_t i = 0; i < hwm; i++) {

@@ -345,6 +345,7 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
+	SHMCFG_FOLLOW(h);
 	if (h->rdonly)
 		return shmcfg__copy_snapshot(h, ret);
 	/* a child must not use the parent's view or its reader entry (the

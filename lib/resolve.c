@@ -193,7 +193,7 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 		own[l] = had ? old[l].meta & META_BY_CLUSTER : 0;
 		if (c) {
 			uint64_t s = b->patch ? SHMCFG_SRC_PATCH : source_of(l);
-			uint64_t o = b->by_cluster ? META_BY_CLUSTER : 0;
+			uint64_t o = b->by_cluster || c->by_cluster ? META_BY_CLUSTER : 0;
 			same = same && had == !c->reset &&
 			       (!had || (s == src[l] && o == own[l] && shmcfg_value_equal(&val[l], &c->v)));
 			if (c->reset) {

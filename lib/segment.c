@@ -22,8 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
-
 #define READY_WAIT_MS 1000
 
 static uint64_t align64(uint64_t x)
@@ -50,6 +48,7 @@ static void handle_free(shmcfg *h)
 	shmcfg__free(h->name);
 	shmcfg__env_used_free(h);
 	shmcfg__free(h->hist_buf);
+	shmcfg__free(h->poison_slot);
 	shmcfg__free(h);
 }
 
@@ -202,6 +201,8 @@ static int handle_map(shmcfg *h, const uint8_t *expect_hash)
 	return handle_setup(h, &st, expect_hash);
 }
 
+static int attach_next(shmcfg *h, shmcfg **ret);
+
 static shmcfg *handle_new(const char *name, bool rdonly)
 {
 	shmcfg *h = shmcfg__calloc(1, sizeof *h);
@@ -214,6 +215,7 @@ static shmcfg *handle_new(const char *name, bool rdonly)
 	h->pid = getpid();
 	h->uid = getuid(); /* for the commit log: no getuid() per commit */
 	h->commit_timeout_ms = 2000;
+	h->attach_next = attach_next;
 	pthread_mutex_init(&h->view_lock, NULL);
 	pthread_mutex_init(&h->commit_lock, NULL);
 	pthread_mutex_init(&h->entry_lock, NULL);
@@ -302,6 +304,7 @@ shmcfg *shmcfg_close(shmcfg *h)
 	SHMCFG_API_KEEP;
 	if (!h)
 		return NULL;
+	shmcfg_close(__atomic_load_n(&h->next, __ATOMIC_ACQUIRE)); /* the successors it followed */
 	shmcfg__open_remove(h);
 	shmcfg__patch_forget(h);
 	if (shmcfg__view_close(h, handle_destroy))
@@ -314,6 +317,27 @@ void shmcfg_closep(shmcfg **h)
 	SHMCFG_API_KEEP;
 	if (h)
 		*h = shmcfg_close(*h);
+}
+
+/* A replaced segment's successor (follow.c): the segment now of h's name,
+ * of h's schema, another incarnation; -EAGAIN while the replacer has not
+ * put it in place yet. */
+static int attach_next(shmcfg *h, shmcfg **ret)
+{
+	uint8_t hash[16];
+	memcpy(hash, h->lay.schema_hash, 16);
+	shmcfg_attach_opts o = h->opts;
+	o.expect_schema_hash = hash;
+	shmcfg *n;
+	int r = shmcfg_attach_with(h->name, &o, &n);
+	if (r)
+		return r;
+	if (!memcmp(n->lay.instance, h->lay.instance, 16)) {
+		shmcfg_close(n);
+		return -EAGAIN;
+	}
+	*ret = n;
+	return 0;
 }
 
 int shmcfg_reattach(shmcfg **hp)
@@ -329,114 +353,107 @@ int shmcfg_reattach(shmcfg **hp)
 	return 0;
 }
 
-int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_create_opts *opts,
-		  shmcfg **ret)
+/* The sizes a creation may ask for, checked; zeroes become the defaults. */
+int shmcfg__create_opts_check(shmcfg_create_opts *o)
 {
-	SHMCFG_API_ENTRY;
-	assert_return(ret, -EINVAL);
-	char path[PATH_BYTES];
-	int r = shmcfg__name_check(name, path);
-	if (r)
-		return r;
-	shmcfg_create_opts o = opts ? *opts : (shmcfg_create_opts){0};
-	if (!o.slots)
-		o.slots = SEG_DEFAULT_SLOTS;
-	if (!o.readers)
-		o.readers = SEG_DEFAULT_READERS;
-	if (!o.mode)
-		o.mode = 0600;
-	if (o.slots < 2 || o.slots > SEG_MAX_SLOTS)
-		return shmcfg__err(-EINVAL, "slots must be 2-%u, not %u", SEG_MAX_SLOTS, o.slots);
-	if (!o.history)
-		o.history = SEG_DEFAULT_HISTORY;
-	if (o.history < SEG_MIN_HISTORY || o.history > SEG_MAX_HISTORY)
+	if (!o->slots)
+		o->slots = SEG_DEFAULT_SLOTS;
+	if (!o->readers)
+		o->readers = SEG_DEFAULT_READERS;
+	if (!o->mode)
+		o->mode = 0600;
+	if (!o->history)
+		o->history = SEG_DEFAULT_HISTORY;
+	if (o->slots < 2 || o->slots > SEG_MAX_SLOTS)
+		return shmcfg__err(-EINVAL, "slots must be 2-%u, not %u", SEG_MAX_SLOTS, o->slots);
+	if (o->history < SEG_MIN_HISTORY || o->history > SEG_MAX_HISTORY)
 		return shmcfg__err(-EINVAL, "history must be %u-%u commits, not %u", SEG_MIN_HISTORY,
-				   SEG_MAX_HISTORY, o.history);
-	if (o.readers > SEG_MAX_READERS)
-		return shmcfg__err(-EINVAL, "readers must be 1-%u, not %u", SEG_MAX_READERS, o.readers);
-	if (o.mode & ~0777u)
-		return shmcfg__err(-EINVAL, "mode %o has bits beyond 0777", (unsigned)o.mode);
+				   SEG_MAX_HISTORY, o->history);
+	if (o->readers > SEG_MAX_READERS)
+		return shmcfg__err(-EINVAL, "readers must be 1-%u, not %u", SEG_MAX_READERS, o->readers);
+	if (o->mode & ~0777u)
+		return shmcfg__err(-EINVAL, "mode %o has bits beyond 0777", (unsigned)o->mode);
+	if (o->heap_bytes && (o->heap_bytes > SEG_MAX_HEAP_BYTES || o->heap_bytes < 1024))
+		return shmcfg__err(-EINVAL, "value heap of %llu bytes is out of range (1 KiB to 4 GiB)",
+				   (unsigned long long)o->heap_bytes);
+	return 0;
+}
 
-	shmcfg_schema *own = NULL;
-	if (!schema) {
-		r = shmcfg__default_schema(&own);
-		if (r)
-			return r;
-		schema = own;
-	}
-	struct built_schema *b = NULL;
-	r = shmcfg__schema_build(schema, &b);
-	if (r) {
-		shmcfg_schema_free(own);
-		return r;
-	}
-	uint64_t n = shmcfg__schema_nopts(b);
-	/* The value heap holds the layers that are set, not names or docs:
-	 * 16 KiB, 32 bytes per option (a chunk of one scalar layer each), and
-	 * for every string, list and set option room for its layers in each
-	 * slot's version and one more (shmcfg__schema_value_bytes). */
-	uint64_t slots = o.slots;
-	uint64_t heap = o.heap_bytes ? o.heap_bytes
-				     : align64(16384 + n * 32 + (slots + 1) * shmcfg__schema_value_bytes(b));
-	if (heap > SEG_MAX_HEAP_BYTES || heap < 1024) {
-		shmcfg__schema_built_free(b);
-		shmcfg_schema_free(own);
+/*
+ * The layout of a segment of n options whose schema region takes
+ * schema_size bytes, from the checked sizes of o. The value heap holds the
+ * layers that are set, not names or docs: unless o gives its size, 16 KiB,
+ * 32 bytes per option (a chunk of one scalar layer each), and room for
+ * every string, list and set option's layers in each slot's version and
+ * one more (value_bytes: shmcfg__schema_value_bytes).
+ */
+int shmcfg__layout(uint32_t n, uint64_t schema_size, uint64_t value_bytes, const shmcfg_create_opts *o,
+		   struct seg_header *lay)
+{
+	uint64_t heap = o->heap_bytes ? o->heap_bytes : align64(16384 + (uint64_t)n * 32 + (o->slots + 1ull) * value_bytes);
+	if (heap > SEG_MAX_HEAP_BYTES)
 		return shmcfg__err(-EINVAL, "value heap of %llu bytes is out of range (1 KiB to 4 GiB)",
 				   (unsigned long long)heap);
-	}
 	/* the ring lists a slot's lag of changes: a quarter of the options
 	 * covers commits of up to an eighth of them each */
 	uint32_t ring = SEG_MIN_RING;
 	while (ring < n / 4 && ring < SEG_MAX_RING)
 		ring *= 2;
-	struct seg_header lay = {
+	*lay = (struct seg_header){
 		.magic = SEG_MAGIC,
 		.layout_version = SEG_LAYOUT_VERSION,
 		.header_size = sizeof(struct seg_header),
-		.nopts = (uint32_t)n,
+		.nopts = n,
 		.schema_off = SEG_HEADER_BYTES,
-		.schema_size = shmcfg__schema_bytes(b),
-		.nreaders = o.readers,
-		.nslots = o.slots,
+		.schema_size = schema_size,
+		.nreaders = o->readers,
+		.nslots = o->slots,
 		.cells_off = SLOT_CELLS_OFF,
-		.create_time_ns = now_ns(CLOCK_REALTIME),
-		.create_uid = getuid(),
-		.create_pid = getpid(),
 	};
-	if (getrandom(lay.instance, sizeof lay.instance, 0) != (ssize_t)sizeof lay.instance) {
-		/* no entropy yet (early boot): time and pid still tell incarnations apart */
-		uint64_t w[2] = {lay.create_time_ns, (uint64_t)getpid()};
-		memcpy(lay.instance, w, 16);
-	}
-	lay.log_off = align64(lay.schema_off + lay.schema_size);
-	lay.ring_off = align64(lay.log_off + SEG_LOG_ENTRIES * sizeof(struct log_ent));
-	lay.ring_size = ring;
+	lay->log_off = align64(lay->schema_off + lay->schema_size);
+	lay->ring_off = align64(lay->log_off + SEG_LOG_ENTRIES * sizeof(struct log_ent));
+	lay->ring_size = ring;
 	/* the history: its index, then its records' ring (history.c) */
-	lay.hist_n = o.history;
-	lay.hist_off = align64(lay.ring_off + (uint64_t)ring * 4);
-	lay.hist_ring_off = lay.hist_off + (uint64_t)o.history * sizeof(struct hist_ent);
-	lay.hist_ring_size = (uint64_t)o.history * HIST_BYTES_PER_ENTRY;
-	if (lay.hist_ring_size < HIST_MIN_RING)
-		lay.hist_ring_size = HIST_MIN_RING;
-	lay.readers_off = align64(lay.hist_ring_off + lay.hist_ring_size);
-	lay.slots_off = align64(lay.readers_off + (uint64_t)o.readers * sizeof(struct reader_ent));
-	lay.lrefs_off = lay.cells_off + n * sizeof(struct shmcfg__cell);
-	lay.slot_size = align64(lay.lrefs_off + n * sizeof(uint32_t));
-	lay.heap_off = lay.slots_off + lay.slot_size * o.slots;
-	lay.heap_size = heap;
-	lay.total_size = align64(lay.heap_off + heap);
-	shmcfg__heap_init(&lay);
+	lay->hist_n = o->history;
+	lay->hist_off = align64(lay->ring_off + (uint64_t)ring * 4);
+	lay->hist_ring_off = lay->hist_off + (uint64_t)o->history * sizeof(struct hist_ent);
+	lay->hist_ring_size = (uint64_t)o->history * HIST_BYTES_PER_ENTRY;
+	if (lay->hist_ring_size < HIST_MIN_RING)
+		lay->hist_ring_size = HIST_MIN_RING;
+	lay->readers_off = align64(lay->hist_ring_off + lay->hist_ring_size);
+	lay->slots_off = align64(lay->readers_off + (uint64_t)o->readers * sizeof(struct reader_ent));
+	lay->lrefs_off = lay->cells_off + (uint64_t)n * sizeof(struct shmcfg__cell);
+	lay->slot_size = align64(lay->lrefs_off + (uint64_t)n * sizeof(uint32_t));
+	lay->heap_off = lay->slots_off + lay->slot_size * o->slots;
+	lay->heap_size = heap;
+	lay->total_size = align64(lay->heap_off + heap);
+	shmcfg__heap_init(lay);
+	return 0;
+}
 
-	shmcfg *h = handle_new(name, false);
-	if (!h) {
-		r = shmcfg__nomem();
-		goto fail_built;
+/*
+ * A new object at path (O_EXCL: nothing planted there is reused) for the
+ * segment `name`, laid out as lay (its schema hash set) with the schema
+ * region's bytes, its first generation made by first(h, ctx), then `ready`.
+ * On failure nothing of it is left.
+ */
+int shmcfg__create_object(const char *name, const char *path, struct seg_header *lay, const void *schema_bytes,
+			  mode_t mode, gid_t gid, int (*first)(shmcfg *h, void *ctx), void *ctx, shmcfg **ret)
+{
+	lay->create_time_ns = now_ns(CLOCK_REALTIME);
+	lay->create_uid = getuid();
+	lay->create_pid = getpid();
+	if (getrandom(lay->instance, sizeof lay->instance, 0) != (ssize_t)sizeof lay->instance) {
+		/* no entropy yet (early boot): time and pid still tell incarnations apart */
+		uint64_t w[2] = {lay->create_time_ns, (uint64_t)getpid()};
+		memcpy(lay->instance, w, 16);
 	}
-	/* --force: the old segment is retired (its processes learn it) and removed */
-	if ((o.flags & SHMCFG_CREATE_FORCE) && (r = shmcfg__remove_segment(name, path, true)))
-		goto fail_handle;
+	shmcfg *h = handle_new(name, false);
+	if (!h)
+		return shmcfg__nomem();
+	int r;
 	/* O_EXCL|O_NOFOLLOW: nothing planted under the name is followed or reused */
-	h->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, o.mode);
+	h->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
 	if (h->fd < 0) {
 		r = -errno;
 		shmcfg__err(r, "%s: %s", name,
@@ -445,35 +462,26 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 	}
 	shmcfg__fault("create.opened");
 	/* the umask must not narrow the mode the caller asked for */
-	if (fchmod(h->fd, o.mode) < 0 ||
-	    (o.gid != 0 && o.gid != (gid_t)-1 && fchown(h->fd, (uid_t)-1, o.gid) < 0)) {
-		r = shmcfg__err(-errno, "%s: cannot set mode %o / group %d: %s", name,
-				(unsigned)o.mode, (int)o.gid, strerror(errno));
+	if (fchmod(h->fd, mode) < 0 || (gid != 0 && gid != (gid_t)-1 && fchown(h->fd, (uid_t)-1, gid) < 0)) {
+		r = shmcfg__err(-errno, "%s: cannot set mode %o / group %d: %s", name, (unsigned)mode, (int)gid,
+				strerror(errno));
 		goto fail_unlink;
 	}
 	/* reserve every page now: a full /dev/shm fails here, not later with SIGBUS */
-	r = -shmcfg__posix_fallocate(h->fd, 0, (off_t)lay.total_size);
+	r = -shmcfg__posix_fallocate(h->fd, 0, (off_t)lay->total_size);
 	if (r) {
 		shmcfg__err(r, "%s: cannot allocate %llu bytes in /dev/shm: %s", name,
-			    (unsigned long long)lay.total_size, strerror(-r));
+			    (unsigned long long)lay->total_size, strerror(-r));
 		goto fail_unlink;
 	}
 	shmcfg__fault("create.allocated");
 	/* the lock object before the instance id is written where others can
 	 * read it: nobody can plant its name first */
-	if ((r = shmcfg__lock_create(h, lay.instance, o.mode, o.gid)))
+	if ((r = shmcfg__lock_create(h, lay->instance, mode, gid)))
 		goto fail_unlink;
 	shmcfg__fault("create.locked"); /* a lock object, and a header not yet written */
-	void *schema_bytes = shmcfg__malloc(lay.schema_size);
-	if (!schema_bytes) {
-		r = shmcfg__nomem();
-		goto fail_unlink;
-	}
-	shmcfg__schema_write(b, schema_bytes, lay.schema_hash);
-	bool written = pwrite(h->fd, schema_bytes, lay.schema_size, (off_t)lay.schema_off) == (ssize_t)lay.schema_size &&
-		       pwrite(h->fd, &lay, sizeof lay, 0) == (ssize_t)sizeof lay;
-	shmcfg__free(schema_bytes);
-	if (!written) {
+	if (pwrite(h->fd, schema_bytes, lay->schema_size, (off_t)lay->schema_off) != (ssize_t)lay->schema_size ||
+	    pwrite(h->fd, lay, sizeof *lay, 0) != (ssize_t)sizeof *lay) {
 		r = shmcfg__err(-errno, "%s: cannot write the segment: %s", name, strerror(errno));
 		goto fail_unlink;
 	}
@@ -485,30 +493,21 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		goto fail_unlink;
 	}
 	h->owner = st.st_uid;
-	r = handle_setup(h, &st, NULL);
-	if (!r)
-		r = shmcfg__commit_env(h, o.flags & SHMCFG_CREATE_NO_ENV ? NULL : o.envp ? o.envp : environ,
-				       !(o.flags & SHMCFG_CREATE_NO_ENV));
-	if (r)
+	if ((r = handle_setup(h, &st, NULL)) || (r = first(h, ctx)))
 		goto fail_unlink;
 	shmcfg__fault("create.gen1");
 	/* Pairs with the acquire load of `ready` in handle_map(): an attacher
-	 * that sees SEG_READY sees the whole header, schema and generation 1. */
+	 * that sees SEG_READY sees the whole header, schema and first generation. */
 	__atomic_store_n(&h->hdr->ready, SEG_READY, __ATOMIC_RELEASE);
 	h->lay.ready = SEG_READY;
-	shmcfg__schema_built_free(b);
-	shmcfg_schema_free(own);
 	shmcfg__open_add(h);
 	*ret = h;
 	return 0;
 fail_unlink:
 	unlink(path);
 	if (h->lock_fd >= 0)
-		shmcfg__lock_remove(name, lay.instance);
+		shmcfg__lock_remove(name, lay->instance);
 fail_handle:
 	handle_free(h);
-fail_built:
-	shmcfg__schema_built_free(b);
-	shmcfg_schema_free(own);
 	return r;
 }

@@ -39,7 +39,7 @@ void AnnotateIgnoreReadsEnd(const char *file, int line);
 int shmcfg__seq_retry(const shmcfg *h, uint64_t cur, int *tries)
 {
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	if (__atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE) == cur)
+	if (seq_current(h) == cur)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: slot %u does not hold generation %llu that `current` names",
 				   h->name, cur_slot(cur), (unsigned long long)cur_gen(cur));
 	if (++*tries >= SEQ_MAX_TRIES)
@@ -77,4 +77,22 @@ bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst, char *heap, uint
 	RACY_COPY_END();
 	*top = used;
 	return seq_valid(&sl->gen, cur_gen(cur)); /* (B) */
+}
+
+/*
+ * The last generation of a replaced segment, whose `current` says FROZEN_SLOT
+ * (seqlock.h): the slot stamped with the generation before the one it
+ * names. Frozen: no writer touches it again. Anything else (a hostile
+ * `current`) is returned as it is, for seq_slot to refuse.
+ */
+uint64_t shmcfg__frozen_current(const shmcfg *h, uint64_t cur)
+{
+	/* acquire: pairs with the release store in replace.c's freeze() */
+	if (__atomic_load_n(&h->hdr->retired, __ATOMIC_ACQUIRE) != RETIRED_REPLACED || cur_gen(cur) < 2)
+		return cur;
+	uint64_t g = cur_gen(cur) - 1;
+	for (uint32_t s = 0; s < h->lay.nslots; s++)
+		if (__atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE) == g)
+			return g << SHMCFG__SLOT_BITS | s;
+	return cur;
 }

@@ -31,10 +31,20 @@
 
 #include "internal.h"
 
-/* (A): the generation and slot to read. */
+/* A replaced segment's `current` names the successor's first generation
+ * in slot FROZEN_SLOT, which no segment has (SEG_MAX_SLOTS is 255): its
+ * inline readers and the caches keyed by the word (the Python binding's)
+ * see a change and take the slow path, which follows (replace.c). */
+#define FROZEN_SLOT 0xffu
+uint64_t shmcfg__frozen_current(const shmcfg *h, uint64_t cur);
+
+/* (A): the generation and slot to read: of a frozen segment, its last. */
 static inline uint64_t seq_current(const shmcfg *h)
 {
-	return __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(cur_slot(cur) == FROZEN_SLOT, 0))
+		cur = shmcfg__frozen_current(h, cur);
+	return cur;
 }
 
 /* (A), and the slot that `current` names; NULL with *err SHMCFG_E_CORRUPT

@@ -33,6 +33,7 @@ int shmcfg_txn_begin(shmcfg *h, shmcfg_txn **ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
+	SHMCFG_FOLLOW(h);
 	if (h->rdonly)
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot write", h->name);
 	shmcfg_txn *t = shmcfg__calloc(1, sizeof *t);
@@ -154,7 +155,7 @@ static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, 
 		size_t p = idx_slot(t, opt, layer, &i);
 		t->idx[p] = (uint32_t)t->n + 1;
 	}
-	t->ch[t->n++] = (struct change){opt, layer, reset, *v};
+	t->ch[t->n++] = (struct change){.opt = opt, .layer = layer, .reset = reset, .v = *v};
 	return 0;
 }
 
@@ -243,4 +244,11 @@ void shmcfg_set_commit_timeout(shmcfg *h, int timeout_ms)
 	SHMCFG_API_KEEP;
 	if (h)
 		h->commit_timeout_ms = timeout_ms < 0 ? 0 : timeout_ms;
+}
+
+void shmcfg_set_heap_growth(shmcfg *h, bool on)
+{
+	SHMCFG_API_KEEP;
+	if (h)
+		h->no_growth = !on;
 }

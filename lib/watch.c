@@ -66,11 +66,26 @@ static uint32_t *count_map(const shmcfg *h, void **map)
 	return *map ? &((struct seg_header *)*map)->waiters : NULL;
 }
 
+static int wait_one(const shmcfg *h, uint64_t after, int timeout_ms, uint64_t deadline, uint64_t *gen_ret);
+
 int shmcfg_wait(const shmcfg *h, uint64_t after, int timeout_ms, uint64_t *gen_ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms * 1000000ull;
+	for (;;) {
+		const shmcfg *live = shmcfg__live(h);
+		int r = wait_one(live, after, timeout_ms, deadline, gen_ret);
+		/* replaced while we waited: wait on its successor (generations go
+		 * on across incarnations, so `after` still means what it meant) */
+		if (r != SHMCFG_E_RETIRED || shmcfg__live(h) == live)
+			return r;
+		shmcfg__clear_err();
+	}
+}
+
+static int wait_one(const shmcfg *h, uint64_t after, int timeout_ms, uint64_t deadline, uint64_t *gen_ret)
+{
 	/* A wait that will not sleep (passed already, or no time) counts nowhere. */
 	if (cur_gen(__atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE)) > after || timeout_ms == 0)
 		return wait_counted(h, after, deadline, false, gen_ret);
@@ -122,6 +137,7 @@ int shmcfg_commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
+	SHMCFG_FOLLOW(h);
 	/* a record beyond the current generation belongs to a writer that died
 	 * before publishing */
 	if (gen == 0 || gen > shmcfg_generation(h))
@@ -155,6 +171,7 @@ int shmcfg_changes(const shmcfg *h, uint64_t from, uint64_t to, bool *changed)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && changed && from < to, -EINVAL);
+	SHMCFG_FOLLOW(h);
 	memset(changed, 0, h->lay.nopts * sizeof *changed);
 	/* every commit in between must still be in the log with its full list */
 	for (uint64_t g = from + 1; g <= to; g++) {

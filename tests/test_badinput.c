@@ -44,6 +44,7 @@ static int setup(void **state)
 	snprintf(seg, sizeof seg, "%s", test_name("badinput"));
 	h = test_create(seg, &(shmcfg_create_opts){.heap_bytes = 4096});
 	shmcfg_set_commit_timeout(h, 500);
+	shmcfg_set_heap_growth(h, false); /* a full heap must fail, changing nothing */
 	return 0;
 }
 

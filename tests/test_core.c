@@ -827,9 +827,10 @@ static void test_readonly_and_heap(void **state)
 	shmcfg_snapshot_release(s);
 	shmcfg_close(ro);
 
-	/* a full heap rejects the commit and changes nothing */
+	/* told not to grow, a full heap rejects the commit and changes nothing */
 	const char *name = test_name("heap");
 	shmcfg *h = test_create(name, &(shmcfg_create_opts){.heap_bytes = 1024});
+	shmcfg_set_heap_growth(h, false);
 	char big[2000];
 	memset(big, 'x', sizeof big - 1);
 	big[sizeof big - 1] = 0;
@@ -839,6 +840,19 @@ static void test_readonly_and_heap(void **state)
 	assert_int_equal(shmcfg_generation(h), g);
 	assert_value(h, T_C, "\"0\"", SHMCFG_SRC_DEFAULT);
 	assert_int_equal(set_and_commit(h, T_C, "fits", NULL), 0);
+	assert_int_equal(shmcfg_check(h, true, print_problem, NULL), 0);
+	/* a cluster revision's commit never grows it */
+	shmcfg_set_heap_growth(h, true);
+	shmcfg_txn *ct;
+	assert_int_equal(shmcfg_txn_begin(h, &ct), 0);
+	assert_int_equal(shmcfg_txn_layer(ct, SHMCFG_SRC_CLUSTER), 0);
+	assert_int_equal(shmcfg_txn_origin(ct, 7, "agent"), 0);
+	assert_int_equal(shmcfg_txn_set_str(ct, T_C, big), 0);
+	assert_int_equal(shmcfg_txn_commit(ct, NULL), SHMCFG_E_FULL);
+	assert_false(shmcfg_retired(h));
+	/* by default it grows: a new incarnation, followed */
+	assert_int_equal(set_and_commit(h, T_C, big, NULL), 0);
+	assert_true(shmcfg_retired(h));
 	assert_int_equal(shmcfg_check(h, true, print_problem, NULL), 0);
 	shmcfg_close(h);
 	shmcfg_unlink(name);

@@ -197,6 +197,35 @@ static int keep_existing(const char *seg, const shmcfg_schema *schema, const cha
 		    "processes learn it)", seg, hv, w, schema_label);
 }
 
+/* The sizes create and resize take: --slots, --size, --readers, --history. */
+static int size_opt(int c, const char *arg, shmcfg_create_opts *o)
+{
+	uint64_t u;
+	switch (c) {
+	case 'k':
+		if (!parse_u64(arg, &u) || u < 2 || u > 255)
+			return usage_error("--slots takes a number 2-255, not '%s'", arg);
+		o->slots = (uint32_t)u;
+		break;
+	case 'S':
+		if (!parse_size(arg, &u) || u == 0)
+			return usage_error("--size takes a positive byte count (suffixes K, M, G), not '%s'", arg);
+		o->heap_bytes = u;
+		break;
+	case 'R':
+		if (!parse_u64(arg, &u) || u == 0 || u > 65536)
+			return usage_error("--readers takes a number 1-65536, not '%s'", arg);
+		o->readers = (uint32_t)u;
+		break;
+	case 'H':
+		if (!parse_u64(arg, &u) || u < 8 || u > 1048576)
+			return usage_error("--history takes a number of commits 8-1048576, not '%s'", arg);
+		o->history = (uint32_t)u;
+		break;
+	}
+	return 0;
+}
+
 int cmd_create(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -209,6 +238,7 @@ int cmd_create(int argc, char **argv)
 		{"group", required_argument, NULL, 'g'},
 		{"no-env", no_argument, NULL, 'E'},
 		{"force", no_argument, NULL, 'f'},
+		{"fresh", no_argument, NULL, 'F'},
 		{"load", required_argument, NULL, 'l'},
 		{"load-dir", required_argument, NULL, 'D'},
 		{"conf", no_argument, NULL, 'c'},
@@ -219,7 +249,7 @@ int cmd_create(int argc, char **argv)
 	};
 	shmcfg_create_opts o = {0};
 	const char *schema_path = NULL;
-	bool quiet = false, conf = false, exist_ok = false;
+	bool quiet = false, conf = false, exist_ok = false, fresh = false;
 	/* --load and --load-dir in the order given: c is 'l' or 'D' */
 	struct {
 		int c;
@@ -236,25 +266,11 @@ int cmd_create(int argc, char **argv)
 			schema_path = optarg;
 			break;
 		case 'k':
-			if (!parse_u64(optarg, &u) || u < 2 || u > 255)
-				return usage_error("--slots takes a number 2-255, not '%s'", optarg);
-			o.slots = (uint32_t)u;
-			break;
 		case 'S':
-			if (!parse_size(optarg, &u) || u == 0)
-				return usage_error("--size takes a positive byte count (suffixes K, M, G), not '%s'",
-						   optarg);
-			o.heap_bytes = u;
-			break;
 		case 'R':
-			if (!parse_u64(optarg, &u) || u == 0 || u > 65536)
-				return usage_error("--readers takes a number 1-65536, not '%s'", optarg);
-			o.readers = (uint32_t)u;
-			break;
 		case 'H':
-			if (!parse_u64(optarg, &u) || u < 8 || u > 1048576)
-				return usage_error("--history takes a number of commits 8-1048576, not '%s'", optarg);
-			o.history = (uint32_t)u;
+			if ((ec = size_opt(c, optarg, &o)))
+				return ec;
 			break;
 		case 'm': {
 			char *end;
@@ -281,6 +297,9 @@ int cmd_create(int argc, char **argv)
 		case 'f':
 			o.flags |= SHMCFG_CREATE_FORCE;
 			break;
+		case 'F':
+			fresh = true;
+			break;
 		case 'l':
 		case 'D':
 			loads[nloads].c = c;
@@ -302,6 +321,12 @@ int cmd_create(int argc, char **argv)
 		return ec;
 	if (exist_ok && o.flags & SHMCFG_CREATE_FORCE)
 		return usage_error("--exist-ok keeps a segment, --force replaces it: not both");
+	if (fresh && !(o.flags & SHMCFG_CREATE_FORCE))
+		return usage_error("--fresh is for --force: what a replaced segment held is kept unless it is given");
+	/* a segment replaced keeps its layers and history when its schema is
+	 * the same; its processes follow the new one */
+	if ((o.flags & SHMCFG_CREATE_FORCE) && !fresh)
+		o.flags |= SHMCFG_CREATE_KEEP;
 	const char *seg = pos[0];
 	/* everything is read before the segment is made: a missing or
 	 * malformed file changes nothing */
@@ -1262,4 +1287,52 @@ int cmd_gc(int argc, char **argv)
 	json_decref(arr);
 	json_decref(g.arr);
 	return g.rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* resize                                                             */
+/* ------------------------------------------------------------------ */
+
+int cmd_resize(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"slots", required_argument, NULL, 'k'},   {"size", required_argument, NULL, 'S'},
+		{"readers", required_argument, NULL, 'R'}, {"history", required_argument, NULL, 'H'},
+		{"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	shmcfg_create_opts o = {0};
+	bool quiet = false;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, ":hk:q", opts, &ec)) != -1) {
+		if (c == -2)
+			return ec;
+		if (c == 'q')
+			quiet = true;
+		else if ((ec = size_opt(c, optarg, &o)))
+			return ec;
+	}
+	const char *pos[1];
+	if (take_positionals(argc, argv, pos, 1, &ec))
+		return ec;
+	if (!o.slots && !o.heap_bytes && !o.readers && !o.history)
+		return usage_error("nothing to change: give --size, --history, --readers or --slots");
+	shmcfg *h = NULL;
+	int r = shmcfg_resize(pos[0], &o, &h);
+	if (r == -ENOENT)
+		return fail("no such segment '%s'", pos[0]);
+	if (r)
+		return fail_lib(r, pos[0]);
+	shmcfg_info *info = malloc(sizeof *info);
+	if (!quiet && info && shmcfg_stat(h, info) == 0) {
+		char size[32], heap[32];
+		human_size(info->size, size, sizeof size);
+		human_size(info->heap_bytes, heap, sizeof heap);
+		printf("resized segment '%s': %u slots, %u readers, heap %s, %s in all, generation %llu\n",
+		       pos[0], info->nslots, info->nreaders, heap, size,
+		       (unsigned long long)info->generation);
+	}
+	free(info);
+	shmcfg_close(h);
+	return EXIT_OK;
 }

@@ -26,7 +26,8 @@ uid_t owner_uid;
 static const struct command commands[] = {
 	{"create", cmd_create,
 	 "create NAME [--schema FILE] [--slots K] [--size BYTES] [--readers N]\n"
-	 "       [--history N] [--mode OCTAL] [--group GROUP] [--no-env] [--force|--exist-ok]\n"
+	 "       [--history N] [--mode OCTAL] [--group GROUP] [--no-env]\n"
+	 "       [--force [--fresh]|--exist-ok]\n"
 	 "       [--conf] [--load FILE]... [--load-dir DIR]... [--quiet]",
 	 "create a segment (the embedded default schema unless --schema)",
 	 "  -s, --schema FILE   schema file (YAML, format 1); default: the embedded\n"
@@ -38,8 +39,11 @@ static const struct command commands[] = {
 	 "  -m, --mode OCTAL    permission bits (default 0600)\n"
 	 "  -g, --group GROUP   group of the object (name or number)\n"
 	 "      --no-env        leave the environment layers empty\n"
-	 "  -f, --force         replace a segment of that name (its processes learn it:\n"
-	 "                      a warning names those attached)\n"
+	 "  -f, --force         replace a segment of that name: of the same schema, it\n"
+	 "                      keeps its values, layers and history; its processes\n"
+	 "                      follow the new one by themselves\n"
+	 "      --fresh         with --force: keep nothing of it (defaults, this\n"
+	 "                      environment's layers, a history of its own)\n"
 	 "  -e, --exist-ok      keep a segment of that name and schema (its other\n"
 	 "                      settings too) and load the files into it\n"
 	 "  -c, --conf          the segment's configuration directory, $SHMCFG_CONF_DIR\n"
@@ -53,6 +57,16 @@ static const struct command commands[] = {
 	 "The files load strictly, in order (--conf's first), as one commit: a later\n"
 	 "file's value of an option overrides an earlier one's. If one fails, a segment\n"
 	 "created here is removed, an existing one is left unchanged.\n", false},
+	{"resize", cmd_resize, "resize NAME [--size BYTES] [--history N] [--readers N] [--slots K] [--quiet]",
+	 "give a segment other sizes; it keeps everything else",
+	 "      --size BYTES    value heap (K, M, G)\n"
+	 "      --history N     commits the history keeps, 8-1048576\n"
+	 "      --readers N     reader table entries, 1-65536\n"
+	 "  -k, --slots K       snapshot slots, 2-255\n"
+	 "  -q, --quiet         print nothing on success\n"
+	 "A new incarnation of the segment, with the same schema, values, layers,\n"
+	 "history, mode and group, takes its place; every process attached to it\n"
+	 "follows it by itself. A size not given stays as it is.\n", true},
 	{"rm", cmd_rm, "rm [--force] NAME...", "remove segments",
 	 "  -f, --force   ignore segments that do not exist\n"
 	 "Attached processes keep the old segment (their last values) and learn it was\n"

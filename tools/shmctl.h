@@ -229,6 +229,7 @@ int fail_set(int r, const char *full, const char *value);
 
 int cmd_create(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
+int cmd_resize(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_get(int argc, char **argv);

@@ -24,6 +24,7 @@ pass "the object exists in /dev/shm with mode 0600" \
 t_errmatch "create of an existing segment fails" 1 "segment '$D' exists" shmctl create "$D"
 t_rc "create --force replaces it" 0 shmctl create --force --quiet "$D"
 pass "create --quiet prints nothing" test -z "$OUT"
+t_json "... its generations go on: the replacement is generation 2" 'j["generation"] == 2' shmctl stat "$D" --json
 
 # --- show --------------------------------------------------------------
 run shmctl show "$D"
@@ -91,9 +92,9 @@ pass "set: exit 0, old -> new per option" test "$RC" = 0 -a "$OUT" = "$DYN.recom
 $CMP.job_id: null -> \"abc\"
 $DYN.reorderable_logging_functions: [] -> [\"a\",\"b\"]
 $DYN.verbose: false -> true
-generation 2"
+generation 3"
 pass "set: nothing on stderr" test -z "$ERR"
-t_json "set: one commit for four options (generation 2)" 'j["generation"] == 2' shmctl stat "$D" --json
+t_json "set: one commit for four options (generation 3)" 'j["generation"] == 3' shmctl stat "$D" --json
 t_out "get after set: int" 16 shmctl get "$D" recompile_limit
 t_out "get after set: the alias follows" 16 shmctl get "$D" "$CMP.recompile_limit"
 t_out "get after set: a string, raw" abc shmctl get "$D" job_id
@@ -298,8 +299,15 @@ t_out "env_force still wins" true shmctl get "$E" force_disable_caches
 t_out "user beats env_default" mine shmctl get "$E" job_id
 t_json "the user value is stored under env_force" 'j["layers"]["user"] == {"value": False} and j["source"] == "env_force"' \
 	shmctl describe "$E" force_disable_caches --json
+run env TORCH_COMPILE_JOB_ID=other $SHMCTL create -q --force "$E"
+t_json "create --force keeps the user layer, takes this environment's layers" \
+	'j["layers"]["user"] == {"value": "mine"} and j["layers"]["env_default"] == {"value": "other"}' \
+	shmctl describe "$E" job_id --json
 run shmctl create -q --force --no-env "$E"
-t_out "create --no-env ignores the environment" null env TORCH_COMPILE_JOB_ID=x $SHMCTL get "$E" job_id
+t_json "create --force --no-env: the env layers reset, the user layer kept" \
+	'j["layers"]["env_default"] is None and j["layers"]["user"] == {"value": "mine"}' shmctl describe "$E" job_id --json
+run shmctl create -q --force --fresh --no-env "$E"
+t_out "create --force --fresh --no-env: nothing kept, the environment ignored" null env TORCH_COMPILE_JOB_ID=x $SHMCTL get "$E" job_id
 run env TORCHDYNAMO_VERBOSE=maybe $SHMCTL create --force "$E"
 pass "create with a bad environment value fails naming the variable" test "$RC" = 1 -a -z "$OUT" &&
 	pyeval 'a[0].startswith("shmctl: ") and "TORCHDYNAMO_VERBOSE" in a[0] and "maybe" in a[0] and len(a[0].splitlines()) == 1' "$ERR"

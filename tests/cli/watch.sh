@@ -355,5 +355,21 @@ len(e) == 1 and m[0] is not None and a[2] in m[0].group(1).split(", ")' \
 }
 watch_retired removed shmctl rm "$W"
 run shmctl create -q "$W"
-watch_retired replaced shmctl create -q --force "$W"
+# --- replaced (create --force): the watcher follows the new segment by itself
+# and prints the next commit to it
+$SHMCTL watch "$W" recompile_limit >"$T_TMP/wf" 2>"$T_TMP/wf.err" &
+WPID=$!
+wait_watching "$T_TMP/wf.err"
+run shmctl create -q --force "$W"
+pass "create --force: names the watcher, which follows the new segment" pyeval '
+import re
+m = re.fullmatch(r"shmctl: %s is attached by pids? ([0-9, ]+): (it follows|they follow) the new segment by (itself|themselves)" % re.escape(a[1]), a[0].strip())
+m is not None and a[2] in m.group(1).split(", ")' "$ERR" "$W" "$WPID"
+run shmctl set -q "$W" recompile_limit=33
+pass "the watcher prints the commit to the new segment" wait_lines "$T_TMP/wf" 1
+pass "... that commit" grep -q "recompile_limit: 8 -> 33" "$T_TMP/wf"
+pass "... and watches on" kill -0 "$WPID"
+kill "$WPID"
+wait "$WPID"
+pass "... nothing else on stderr" test "$(cat "$T_TMP/wf.err")" = "shmctl: watching '$W' from generation 1"
 t_done

@@ -1,0 +1,147 @@
+/*
+ * Following a segment that was replaced (lib/replace.c says how a
+ * replacement is made and why readers may mix its incarnations safely).
+ *
+ * At its next call, a handle whose segment is RETIRED_REPLACED attaches the
+ * segment now of its name, with the same schema hash, and keeps it as its
+ * successor: h->next, set once (release) and read with acquire; the old
+ * mapping stays until shmcfg_close(), as other threads may still be inside
+ * it. Every entry point works on the live handle (SHMCFG_FOLLOW). The
+ * user's handle's view, what the inline getters read, is then pointed at
+ * the successor's, pointer by pointer (relaxed: any mix of the two fails
+ * the stamp check). A successor of another schema is not followed: the
+ * program's option handles are indices into its own; its reads fail with
+ * SHMCFG_E_SCHEMA, naming it, never returning the frozen values.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FOLLOW_RETRY_NS (20 * 1000000ull) /* a failed follow is tried again after 20 ms */
+
+/* Attach the segment now of h's name as h's successor (one thread at a
+ * time; a failure is tried again FOLLOW_RETRY_NS later). The attach is
+ * segment.c's (h->attach_next): below it in the library's layers, this
+ * file reaches it through the handle. */
+static shmcfg *follow(shmcfg *h)
+{
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	if (now < __atomic_load_n(&h->follow_after_ns, __ATOMIC_RELAXED))
+		return NULL;
+	pthread_mutex_lock(&h->view_lock);
+	shmcfg *n = h->next;
+	if (!n && now >= h->follow_after_ns) {
+		int r = h->attach_next(h, &n);
+		if (!r) {
+			n->commit_timeout_ms = h->commit_timeout_ms;
+			n->no_growth = h->no_growth;
+			__atomic_store_n(&h->follow_err, 0, __ATOMIC_RELAXED);
+			/* release: pairs with the acquire load in shmcfg__live_slow:
+			 * who sees the successor sees it whole */
+			__atomic_store_n(&h->next, n, __ATOMIC_RELEASE);
+		} else {
+			__atomic_store_n(&h->follow_after_ns, now + FOLLOW_RETRY_NS, __ATOMIC_RELAXED);
+			__atomic_store_n(&h->follow_err, r, __ATOMIC_RELAXED);
+			shmcfg__clear_err(); /* said by shmcfg__stale(), for the reads that must fail */
+			n = NULL;
+		}
+	}
+	pthread_mutex_unlock(&h->view_lock);
+	return n;
+}
+
+/* Point the user's handle's view (the inline getters') at the live one's. */
+static void view_switch(shmcfg *h, const shmcfg *live)
+{
+	if (__atomic_load_n(&h->view.current, __ATOMIC_RELAXED) == live->view.current)
+		return;
+	pthread_mutex_lock(&h->view_lock);
+	for (unsigned s = 0; s < 256; s++)
+		__atomic_store_n(&h->view.slot[s], live->view.slot[s], __ATOMIC_RELAXED);
+	__atomic_store_n(&h->view.current, live->view.current, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&h->view_lock);
+}
+
+/*
+ * A successor that cannot be followed (another schema, no access): the
+ * user's handle's view names generation 0 and, for every slot index, a
+ * zeroed slot of its own whose stamp no generation has. Its inline reads
+ * then fail their stamp check and take the slow path, which says why, and
+ * shmcfg_generation() says 0, so that nothing cached by generation (the
+ * Python binding's reads) outlives the replacement. A later follow points
+ * the view at the successor as usual.
+ */
+static void view_poison(shmcfg *h)
+{
+	if (__atomic_load_n(&h->view.current, __ATOMIC_RELAXED) == &h->poison_cur)
+		return;
+	pthread_mutex_lock(&h->view_lock);
+	if (!h->poison_slot && (h->poison_slot = shmcfg__calloc(1, h->lay.slot_size)))
+		*(uint64_t *)h->poison_slot = UINT64_MAX;
+	if (h->poison_slot) { /* else its reads still fail, by their slow path */
+		for (unsigned s = 0; s < 256; s++)
+			__atomic_store_n(&h->view.slot[s], h->poison_slot, __ATOMIC_RELAXED);
+		__atomic_store_n(&h->view.current, &h->poison_cur, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&h->view_lock);
+}
+
+/* Whether a follow failed for good (not: the successor not in place yet,
+ * or the name removed since, when the frozen values are the last). */
+static bool follow_failed(int e)
+{
+	return e != 0 && e != -EAGAIN && e != -ENOENT;
+}
+
+shmcfg *shmcfg__live_slow(const shmcfg *h0)
+{
+	shmcfg *h = (shmcfg *)h0;
+	for (;;) {
+		shmcfg *n = __atomic_load_n(&h->next, __ATOMIC_ACQUIRE);
+		if (!n && (__atomic_load_n(&h->hdr->retired, __ATOMIC_ACQUIRE) != RETIRED_REPLACED || !(n = follow(h))))
+			break;
+		h = n;
+	}
+	if (follow_failed(__atomic_load_n(&h->follow_err, __ATOMIC_RELAXED)))
+		view_poison((shmcfg *)h0);
+	else if (h != h0)
+		view_switch((shmcfg *)h0, h);
+	return h;
+}
+
+int shmcfg__stale(const shmcfg *h)
+{
+	int e = __atomic_load_n(&h->follow_err, __ATOMIC_RELAXED);
+	if (!follow_failed(e))
+		return 0;
+	if (e == SHMCFG_E_SCHEMA)
+		return shmcfg__err(e, "%s: the segment was replaced by one of another schema: attach again (shmcfg_reattach)",
+				   h->name);
+	return shmcfg__err(e, "%s: the segment was replaced, and its successor cannot be attached: %s", h->name,
+			   shmcfg_strerror(e));
+}
+
+bool shmcfg__follow_txn(shmcfg_txn *t)
+{
+	/* between the freeze and the rename (replace.c) the successor is not in
+	 * place yet: wait for it, within the commit's bound */
+	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + (uint64_t)t->h->commit_timeout_ms * 1000000ull;
+	for (;;) {
+		shmcfg *n = shmcfg__live(t->h);
+		if (n != t->h) {
+			t->h = n; /* the same schema: its option handles and values hold */
+			shmcfg__clear_err();
+			return true;
+		}
+		if (__atomic_load_n(&n->follow_err, __ATOMIC_RELAXED) != -EAGAIN ||
+		    now_ns(CLOCK_MONOTONIC) >= deadline) {
+			(void)shmcfg__stale(n);
+			return false;
+		}
+		usleep(2000);
+	}
+}

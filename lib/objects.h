@@ -1,0 +1,32 @@
+/*
+ * The objects of /dev/shm (objects.c): names, trust checks, the lock
+ * object, removal. Included by internal.h.
+ */
+#ifndef SHMCFG_OBJECTS_H
+#define SHMCFG_OBJECTS_H
+
+/* objects.c: /dev/shm objects, trust, the lock object, removal */
+#define PATH_BYTES (sizeof SHM_DIR + sizeof LOCK_PREFIX + SEG_NAME_MAX + 34)
+int shmcfg__name_check(const char *name, char path[static PATH_BYTES]);
+/* A name for a message: one line, <= 80 bytes, non-printable bytes as \xNN (len >= 6). */
+void shmcfg__name_text(const char *name, char *out, size_t len);
+/* The lock object's path: the name and the segment's random instance id, so nobody can
+ * plant it before the creator (who makes it before any process can read the id). */
+static inline void shmcfg__lock_path(const char *name, const uint8_t instance[16], char out[static PATH_BYTES])
+{
+	int n = snprintf(out, PATH_BYTES, SHM_DIR LOCK_PREFIX "%s.", name);
+	for (int i = 0; i < 16 && n > 0 && n + 2 < (int)PATH_BYTES; i++, n += 2)
+		snprintf(out + n, 3, "%02x", instance[i]);
+}
+struct stat;
+int shmcfg__open_regular(const char *path, const char *name, int flags, int *fd_ret, struct stat *st);
+int shmcfg__owner_check(const char *name, const struct stat *st, const shmcfg_attach_opts *o);
+void shmcfg__user_text(uid_t uid, char *buf, size_t len);
+void shmcfg__open_add(shmcfg *h);
+void shmcfg__open_remove(shmcfg *h);
+int shmcfg__lock_create(shmcfg *h, const uint8_t instance[16], mode_t seg_mode, gid_t gid);
+int shmcfg__lock_open(shmcfg *h, const struct stat *seg_st);
+void shmcfg__lock_remove(const char *name, const uint8_t instance[16]);
+int shmcfg__remove_segment(const char *name, const char *path, bool quiet_enoent);
+
+#endif

@@ -1,0 +1,55 @@
+/*
+ * Segments replaced and followed: creation's parts (segment.c), the
+ * replacement (replace.c) and following it (follow.c). Included by
+ * internal.h.
+ */
+#ifndef SHMCFG_REPLACE_H
+#define SHMCFG_REPLACE_H
+
+/* seg_header.retired: removed (its name unlinked; writers may still commit),
+ * or replaced by a new incarnation (replace.c): frozen for good, every slot
+ * marked busy over the generation it holds, so that inline readers take the
+ * slow path, which follows the successor. */
+#define RETIRED_REMOVED 1u
+#define RETIRED_REPLACED 2u
+
+/* segment.c: creation, its parts (replace.c makes segments too) */
+int shmcfg__create_opts_check(shmcfg_create_opts *o);
+int shmcfg__layout(uint32_t n, uint64_t schema_size, uint64_t value_bytes, const shmcfg_create_opts *o,
+		   struct seg_header *lay);
+int shmcfg__create_object(const char *name, const char *path, struct seg_header *lay, const void *schema_bytes,
+			  mode_t mode, gid_t gid, int (*first)(shmcfg *h, void *ctx), void *ctx, shmcfg **ret);
+
+/* replace.c: a segment of that name replaced by the one laid out (1: there
+ * is none this library can replace: the caller removes and creates) */
+int shmcfg__replace(const char *name, const char *path, struct seg_header *lay, const void *schema_bytes,
+		    const shmcfg_create_opts *o, char *const *envp, shmcfg **ret);
+
+/* follow.c: the handle of the incarnation that serves h now */
+shmcfg *shmcfg__live_slow(const shmcfg *h);
+/* h itself, unless its segment was replaced: two relaxed loads while it was not */
+static inline shmcfg *shmcfg__live(const shmcfg *h)
+{
+	if (__builtin_expect(!__atomic_load_n(&h->next, __ATOMIC_RELAXED) &&
+				     __atomic_load_n(&h->hdr->retired, __ATOMIC_RELAXED) != RETIRED_REPLACED, 1))
+		return (shmcfg *)h;
+	return shmcfg__live_slow(h);
+}
+/* 0, or the error of a replaced handle that cannot follow (another schema) */
+int shmcfg__stale(const shmcfg *h);
+/* a commit whose segment was replaced: to the successor (false: none) */
+bool shmcfg__follow_txn(shmcfg_txn *t);
+/* Every entry point that reads or writes a segment's values works on the
+ * live handle; one whose segment was replaced by one it cannot follow
+ * fails, never returning the frozen values. */
+#define SHMCFG_FOLLOW(h)                                                                          \
+	do {                                                                                      \
+		(h) = shmcfg__live(h);                                                            \
+		if (__builtin_expect(__atomic_load_n(&(h)->follow_err, __ATOMIC_RELAXED) != 0, 0)) { \
+			int fr_ = shmcfg__stale(h);                                               \
+			if (fr_)                                                                  \
+				return fr_;                                                       \
+		}                                                                                 \
+	} while (0)
+
+#endif

@@ -1,0 +1,392 @@
+/*
+ * A segment replaced (shmctl resize, create --force) is followed by the
+ * processes attached to it, by themselves (lib/replace.c): inline reads,
+ * the slow path, waits and commits of a process that only holds its old
+ * handle; the values, layers (with who wrote them), history, cluster
+ * revision and generations kept; a replacement of another schema refused
+ * at the next read, never read as stale values; threads that read inline
+ * while the segment is replaced under them (also run under TSan).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "common.h"
+
+static uint64_t ms_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- a follower: another process, attached once, told what to do ---- */
+
+struct msg {
+	char op;       /* 'w' wait to read v inline, 's' slow read, 'c' commit v, 'g' wait after v, 'q' quit */
+	int64_t v;
+};
+struct reply {
+	int r;         /* 0 or the error */
+	int64_t v;     /* the value read, the generation */
+};
+
+struct follower {
+	pid_t pid;
+	int to, from;
+};
+
+static void serve(const char *name, int in, int out)
+{
+	shmcfg *ro, *rw;
+	struct reply rp = {0};
+	rp.r = shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &ro);
+	if (!rp.r)
+		rp.r = shmcfg_attach(name, 0, NULL, &rw);
+	(void)!write(out, &rp, sizeof rp);
+	if (rp.r)
+		_exit(1);
+	struct msg m;
+	while (read(in, &m, sizeof m) == (ssize_t)sizeof m && m.op != 'q') {
+		rp = (struct reply){0};
+		uint64_t until = ms_now() + 10000;
+		switch (m.op) {
+		case 'w': /* nothing but inline reads: no call that could follow by itself */
+			do
+				rp.r = shmcfg_get_int(ro, T_A, &rp.v);
+			while (!rp.r && rp.v != m.v && ms_now() < until);
+			break;
+		case 's': {
+			shmcfg_value v;
+			if (!(rp.r = shmcfg_get(ro, T_A, &v)))
+				rp.v = v.u.i;
+			break;
+		}
+		case 'c': {
+			uint64_t g = 0;
+			rp.r = commit_int(rw, T_A, m.v, &g);
+			rp.v = (int64_t)g;
+			break;
+		}
+		case 'g': {
+			uint64_t g = 0;
+			rp.r = shmcfg_wait(ro, (uint64_t)m.v, 10000, &g);
+			rp.v = (int64_t)g;
+			break;
+		}
+		}
+		(void)!write(out, &rp, sizeof rp);
+	}
+	_exit(0);
+}
+
+static struct follower start_follower(const char *name)
+{
+	int a[2], b[2];
+	assert_int_equal(pipe(a), 0);
+	assert_int_equal(pipe(b), 0);
+	struct follower f = {.pid = fork()};
+	assert_true(f.pid >= 0);
+	if (f.pid == 0) {
+		close(a[1]);
+		close(b[0]);
+		serve(name, a[0], b[1]);
+	}
+	close(a[0]);
+	close(b[1]);
+	f.to = a[1];
+	f.from = b[0];
+	struct reply rp;
+	assert_int_equal(read(f.from, &rp, sizeof rp), (ssize_t)sizeof rp);
+	assert_int_equal(rp.r, 0);
+	return f;
+}
+
+static struct reply ask(struct follower *f, char op, int64_t v)
+{
+	struct msg m = {op, v};
+	struct reply rp = {.r = -EPIPE};
+	assert_int_equal(write(f->to, &m, sizeof m), (ssize_t)sizeof m);
+	assert_int_equal(read(f->from, &rp, sizeof rp), (ssize_t)sizeof rp);
+	return rp;
+}
+
+static void stop_follower(struct follower *f)
+{
+	struct msg m = {'q', 0};
+	(void)!write(f->to, &m, sizeof m);
+	int st;
+	assert_int_equal(waitpid(f->pid, &st, 0), f->pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(f->to);
+	close(f->from);
+}
+
+/* A layer written as the cluster agent writes it. */
+static void cluster_set(shmcfg *h, shmcfg_opt o, shmcfg_source layer, const char *text, uint64_t rev)
+{
+	shmcfg_txn *t;
+	assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+	assert_int_equal(shmcfg_txn_layer(t, layer), 0);
+	assert_int_equal(shmcfg_txn_origin(t, rev, "agent@h1"), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, o, text), 0);
+	assert_int_equal(shmcfg_txn_commit(t, NULL), 0);
+}
+
+static void assert_layers_kept(shmcfg *h)
+{
+	shmcfg_snapshot *s;
+	shmcfg_value v;
+	assert_int_equal(shmcfg_snapshot_acquire(h, &s), 0);
+	assert_int_equal(shmcfg_snapshot_layer(s, T_B, SHMCFG_SRC_CLUSTER, &v), 0);
+	assert_int_equal(v.u.i, 5);
+	assert_int_equal(shmcfg_snapshot_layer_by_cluster(s, T_B, SHMCFG_SRC_CLUSTER), 1);
+	assert_int_equal(shmcfg_snapshot_layer(s, T_KNOBBED, SHMCFG_SRC_KNOB, &v), 0);
+	assert_true(v.u.b);
+	assert_int_equal(shmcfg_snapshot_layer_by_cluster(s, T_KNOBBED, SHMCFG_SRC_KNOB), 1);
+	assert_int_equal(shmcfg_snapshot_layer(s, T_A, SHMCFG_SRC_USER, &v), 0); /* a local value */
+	assert_int_equal(shmcfg_snapshot_layer_by_cluster(s, T_A, SHMCFG_SRC_USER), 0);
+	assert_int_equal(shmcfg_snapshot_cluster_revision(s), 41);
+	shmcfg_snapshot_release(s);
+}
+
+static void test_follow_resize_and_force(void **state)
+{
+	(void)state;
+	const char *name = test_name("replace");
+	shmcfg *h = test_create(name, NULL);
+	uint64_t g;
+	assert_int_equal(commit_int(h, T_A, 1, &g), 0);
+	cluster_set(h, T_B, SHMCFG_SRC_CLUSTER, "5", 41);
+	cluster_set(h, T_KNOBBED, SHMCFG_SRC_KNOB, "true", 41);
+	g = shmcfg_generation(h);
+	struct follower f = start_follower(name);
+	struct reply rp = ask(&f, 'w', 1);
+	assert_int_equal(rp.r, 0);
+	assert_int_equal(rp.v, 1);
+
+	/* a resize: the same values, layers, history; generations go on */
+	shmcfg *h2;
+	shmcfg_create_opts o = {.heap_bytes = 1 << 20, .slots = 4};
+	assert_int_equal(shmcfg_resize(name, &o, &h2), 0);
+	assert_true(shmcfg_retired(h));
+	assert_int_equal(shmcfg_generation(h2), g + 1);
+	assert_int_equal(get_i(h2, T_A), 1);
+	assert_layers_kept(h2);
+	shmcfg_history_entry *e;
+	assert_int_equal(shmcfg_history_get(h2, 2, &e), 0); /* A's commit */
+	assert_int_equal(e->nchanges, 1);
+	assert_int_equal(e->changes[0].opt, T_A);
+	shmcfg_history_free(e);
+	shmcfg_info info;
+	assert_int_equal(shmcfg_stat(h2, &info), 0);
+	assert_int_equal(info.nslots, 4);
+	assert_int_equal(info.heap_bytes, 1 << 20);
+	/* the old handle follows: its calls work on the new segment */
+	assert_int_equal(get_i(h, T_A), 1);
+	assert_int_equal(commit_int(h2, T_A, 7, &g), 0);
+	assert_int_equal(get_i(h, T_A), 7); /* inline, on the old handle */
+
+	/* the follower, reading inline only, sees the new segment's values */
+	rp = ask(&f, 'w', 7);
+	assert_int_equal(rp.r, 0);
+	assert_int_equal(rp.v, 7);
+	/* its commit through its old read-write handle lands in the new one */
+	rp = ask(&f, 'c', 9);
+	assert_int_equal(rp.r, 0);
+	assert_int_equal(get_i(h2, T_A), 9);
+	assert_int_equal(shmcfg_generation(h2), (uint64_t)rp.v);
+
+	/* create --force, keeping: the same again */
+	shmcfg *h3;
+	shmcfg_schema *s = test_schema();
+	o = (shmcfg_create_opts){.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_KEEP | SHMCFG_CREATE_NO_ENV};
+	assert_int_equal(shmcfg_create(name, s, &o, &h3), 0);
+	assert_int_equal(shmcfg_generation(h3), (uint64_t)rp.v + 1);
+	assert_int_equal(get_i(h3, T_A), 9);
+	assert_layers_kept(h3);
+	assert_int_equal(commit_int(h3, T_A, 11, NULL), 0);
+	rp = ask(&f, 'w', 11);
+	assert_int_equal(rp.v, 11);
+	rp = ask(&f, 's', 0); /* the slow path */
+	assert_int_equal(rp.r, 0);
+	assert_int_equal(rp.v, 11);
+
+	/* a wait across a replacement: woken by it, on the new generation */
+	uint64_t g3 = shmcfg_generation(h3);
+	struct msg m = {'g', (int64_t)g3};
+	assert_int_equal(write(f.to, &m, sizeof m), (ssize_t)sizeof m);
+	shmcfg *h4;
+	o = (shmcfg_create_opts){.history = 50};
+	assert_int_equal(shmcfg_resize(name, &o, &h4), 0);
+	assert_int_equal(read(f.from, &rp, sizeof rp), (ssize_t)sizeof rp);
+	assert_int_equal(rp.r, 0);
+	assert_int_equal(rp.v, g3 + 1);
+
+	/* without KEEP: the defaults, followed all the same */
+	shmcfg *h5;
+	o = (shmcfg_create_opts){.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV};
+	assert_int_equal(shmcfg_create(name, s, &o, &h5), 0);
+	assert_int_equal(shmcfg_generation(h5), g3 + 2);
+	assert_int_equal(get_i(h5, T_A), 0);
+	rp = ask(&f, 'w', 0);
+	assert_int_equal(rp.r, 0);
+	assert_int_equal(rp.v, 0);
+
+	/* another schema: the next read fails, naming why; never the old value */
+	shmcfg_schema *other;
+	assert_int_equal(shmcfg_schema_new(&other), 0);
+	assert_int_equal(shmcfg_schema_add(other, &(shmcfg_optdef){.name = "x.only", .type = SHMCFG_INT, .def = "3"}), 0);
+	shmcfg *h6;
+	assert_int_equal(shmcfg_create(name, other, &o, &h6), 0);
+	rp = ask(&f, 'w', 0);
+	assert_int_equal(rp.r, SHMCFG_E_SCHEMA);
+	rp = ask(&f, 's', 0);
+	assert_int_equal(rp.r, SHMCFG_E_SCHEMA);
+	rp = ask(&f, 'c', 1);
+	assert_int_equal(rp.r, SHMCFG_E_SCHEMA);
+	int64_t v;
+	assert_int_equal(shmcfg_get_int(h, T_A, &v), SHMCFG_E_SCHEMA);
+	assert_non_null(strstr(shmcfg_errdetail(), "replaced by one of another schema"));
+	assert_int_equal(shmcfg_reattach(&h), 0); /* the program's move: the new schema */
+	assert_int_equal(shmcfg_count(h), 1);
+	stop_follower(&f);
+	shmcfg_schema_free(other);
+	shmcfg_schema_free(s);
+	shmcfg_close(h6);
+	shmcfg_close(h5);
+	shmcfg_close(h4);
+	shmcfg_close(h3);
+	shmcfg_close(h2);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
+/* A resize whose heap cannot hold the values fails, and changes nothing. */
+static void test_resize_too_small(void **state)
+{
+	(void)state;
+	const char *name = test_name("small");
+	shmcfg *h = test_create(name, NULL);
+	char big[3000];
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = 0;
+	assert_int_equal(commit_str(h, T_C, big, NULL), 0);
+	uint64_t g = shmcfg_generation(h);
+	shmcfg *n = NULL;
+	assert_int_equal(shmcfg_resize(name, &(shmcfg_create_opts){.heap_bytes = 2048}, &n), SHMCFG_E_FULL);
+	assert_null(n);
+	assert_false(shmcfg_retired(h));
+	assert_int_equal(shmcfg_generation(h), g);
+	assert_int_equal(commit_int(h, T_A, 3, NULL), 0); /* still the live segment */
+	assert_int_equal(shmcfg_resize(name, &(shmcfg_create_opts){.flags = 1}, &n), -EINVAL);
+	assert_int_equal(shmcfg_resize("test-nosuch-segment", NULL, &n), -ENOENT);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+	/* nothing left behind: no temporary object, no lock object */
+	char cmd[200];
+	snprintf(cmd, sizeof cmd, "ls /dev/shm | grep -q -e '%s'", name);
+	assert_int_not_equal(system(cmd), 0);
+}
+
+/* A commit that does not fit the value heap grows the segment (a resize
+ * to twice the heap) and lands in the new incarnation; its readers follow. */
+static void test_heap_grows(void **state)
+{
+	(void)state;
+	const char *name = test_name("grow");
+	shmcfg *h = test_create(name, &(shmcfg_create_opts){.heap_bytes = 4096});
+	struct follower f = start_follower(name);
+	char big[6000];
+	memset(big, 'y', sizeof big - 1);
+	big[sizeof big - 1] = 0;
+	uint64_t g0 = shmcfg_generation(h), g;
+	assert_int_equal(commit_str(h, T_C, big, &g), 0);
+	assert_true(shmcfg_retired(h)); /* the one attached was replaced */
+	assert_int_equal(g, g0 + 2);    /* the resize's generation, then the commit's */
+	shmcfg_info info;
+	assert_int_equal(shmcfg_stat(h, &info), 0); /* of the live incarnation */
+	assert_true(info.heap_bytes >= 8192);
+	shmcfg_value v;
+	assert_int_equal(shmcfg_get(h, T_C, &v), 0);
+	assert_int_equal(v.u.str.len, sizeof big - 1);
+	shmcfg_value_clear(&v);
+	assert_int_equal(commit_int(h, T_A, 5, NULL), 0);
+	struct reply rp = ask(&f, 'w', 5);
+	assert_int_equal(rp.r, 0);
+	stop_follower(&f);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
+/* Threads reading inline through one handle while a writer commits rising
+ * values and the segment is resized three times: no value ever goes back,
+ * and every thread ends on the last one. */
+struct race {
+	shmcfg *h;
+	int64_t last;
+	int bad;
+};
+
+static void *reader(void *arg)
+{
+	struct race *x = arg;
+	int64_t prev = 0, v = 0;
+	while (prev < __atomic_load_n(&x->last, __ATOMIC_ACQUIRE) || prev == 0) {
+		int r = shmcfg_get_int(x->h, T_A, &v);
+		if (r || v < prev) {
+			__atomic_store_n(&x->bad, r ? r : 1, __ATOMIC_RELAXED);
+			break;
+		}
+		prev = v;
+		if (__atomic_load_n(&x->last, __ATOMIC_ACQUIRE) > 0 && v == __atomic_load_n(&x->last, __ATOMIC_ACQUIRE))
+			break;
+	}
+	return NULL;
+}
+
+static void test_threads_follow(void **state)
+{
+	(void)state;
+	const char *name = test_name("threads");
+	shmcfg *h = test_create(name, NULL);
+	shmcfg *w;
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &w), 0);
+	struct race x = {.h = h};
+	assert_int_equal(commit_int(w, T_A, 1, NULL), 0);
+	pthread_t th[3];
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, reader, &x), 0);
+	int64_t v = 1;
+	shmcfg *n[3];
+	for (int k = 0; k < 3; k++) {
+		for (int i = 0; i < 50; i++)
+			assert_int_equal(commit_int(w, T_A, ++v, NULL), 0); /* w follows too */
+		assert_int_equal(shmcfg_resize(name, &(shmcfg_create_opts){.slots = (uint32_t)(3 + k)}, &n[k]), 0);
+	}
+	assert_int_equal(commit_int(w, T_A, ++v, NULL), 0);
+	__atomic_store_n(&x.last, v, __ATOMIC_RELEASE);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	assert_int_equal(x.bad, 0);
+	assert_int_equal(get_i(h, T_A), v);
+	for (int k = 0; k < 3; k++)
+		shmcfg_close(n[k]);
+	shmcfg_close(w);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_follow_resize_and_force),
+		cmocka_unit_test(test_resize_too_small),
+		cmocka_unit_test(test_heap_grows),
+		cmocka_unit_test(test_threads_follow),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
