@@ -46,11 +46,13 @@ import multiprocessing
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from multiprocessing.connection import wait as wait_any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(HERE)
@@ -78,11 +80,12 @@ def say(line):
     os.write(sys.stdout.fileno(), (line + "\n").encode())
 
 
-def worker(rank, segname, steps, step_s, results, progress=None, stop=None):
+def worker(rank, segname, steps, step_s, conn, stop=None):
     """Attach, then run steps: read the options, work, and between steps wait
     for a commit (the rest of the step's time). Runs `steps` steps, and with
     `stop` (the demo) until it is set. Every new generation is printed and
-    put in `progress` as (rank, generation, config hash)."""
+    sent to the launcher on `conn` as ("generation", generation, config
+    hash); at the end ("done", generation, config hash, generations seen)."""
     seg = shmcfg.attach(segname)
     dynamo = seg.module("torch._dynamo.config")
     compiler = seg.module("torch.compiler.config")
@@ -101,8 +104,7 @@ def worker(rank, segname, steps, step_s, results, progress=None, stop=None):
             f"recompile_limit={dynamo.recompile_limit}, "
             f"cache_key_tag={compiler.cache_key_tag!r}, "
             f"dynamic_shapes={compiler.dynamic_shapes}, config hash {short(cur.config_hash)}")
-        if progress is not None:
-            progress.put((rank, cur.generation, cur.config_hash.hex()))
+        conn.send(("generation", cur.generation, cur.config_hash.hex()))
 
     step = 0
     while step < steps or (stop is not None and not stop.is_set()):
@@ -128,7 +130,8 @@ def worker(rank, segname, steps, step_s, results, progress=None, stop=None):
                     report(step)
         step += 1
     g, h = seg.current()
-    results.put((rank, g, h.hex(), seen))
+    conn.send(("done", g, h.hex(), seen))
+    conn.close()
 
 
 def reattach(seg, rank, step, deadline):
@@ -331,22 +334,129 @@ def demo_replace(segname):
     return "shmcfg.create(%r, force=True)" % segname
 
 
-def await_all(progress, nworkers, want, timeout):
-    """Until every worker reported a generation that `want(generation,
-    hash)` accepts (bounded: False after `timeout` seconds)."""
+class RankFailed(Exception):
+    """A rank ended before it finished: killed by a signal, exited with an
+    error, or exited without its final report. str() names it, its pid and
+    how it ended."""
+
+    def __init__(self, rank, proc):
+        code = proc.exitcode
+        if code is not None and code < 0:
+            try:
+                how = "was killed by " + signal.Signals(-code).name
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        elif code:
+            how = f"exited with status {code}"
+        else:
+            how = "exited before it finished"
+        super().__init__(f"rank {rank} (pid {proc.pid}) {how}")
+        self.rank = rank
+
+
+class Ranks:
+    """The launcher's view of its worker processes. Each rank has a pipe of
+    its own to the launcher, and recv() waits on those pipes and on the
+    processes' sentinels together (multiprocessing.connection.wait): a rank
+    that dies is seen at once, not after a timeout, and stop() ends the
+    others."""
+
+    def __init__(self, ctx, target, args, n):
+        """Start n processes of target(rank, *args(rank, conn))."""
+        self.procs, self.conns, self.done = [], {}, set()
+        try:
+            for r in range(n):
+                rd, wr = ctx.Pipe(duplex=False)
+                p = ctx.Process(target=target, args=(r,) + args(r, wr), name=f"rank {r}")
+                try:
+                    p.start()
+                finally:
+                    wr.close()  # the rank's end (ranks started later never hold it)
+                self.procs.append(p)
+                self.conns[rd] = r
+        except BaseException:
+            self.stop()
+            raise
+        self.running = {p.sentinel: r for r, p in enumerate(self.procs)}
+
+    def recv(self, timeout=None):
+        """The next message of a rank, as (rank, message); None once
+        `timeout` seconds passed without one. Raises RankFailed when a rank
+        ends before its ("done", ...) message or with a non-zero status (its
+        messages sent before are received first)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.conns or self.running:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = wait_any(list(self.conns) + list(self.running), left)
+            conns = [c for c in ready if c in self.conns]
+            if conns:
+                c = conns[0]
+                rank = self.conns[c]
+                try:
+                    msg = c.recv()
+                except EOFError:  # the rank exited: its sentinel tells how
+                    del self.conns[c]
+                    c.close()
+                    continue
+                if msg[0] == "done":
+                    self.done.add(rank)
+                return rank, msg
+            for s in ready:  # processes that ended, their pipes drained
+                rank = self.running.pop(s)
+                p = self.procs[rank]
+                p.join()
+                if p.exitcode != 0 or rank not in self.done:
+                    raise RankFailed(rank, p)
+            if not ready and left is not None and left <= 0:
+                return None
+        return None  # every rank ended, every message received
+
+    def stop(self, grace=1.0):
+        """End the ranks still running: SIGTERM, then SIGKILL to those that
+        still run after `grace` seconds; reap them all."""
+        alive = [p for p in self.procs if p.exitcode is None and p.is_alive()]
+        for p in alive:
+            p.terminate()
+        deadline = time.monotonic() + grace
+        while any(p.is_alive() for p in alive):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            wait_any([p.sentinel for p in alive if p.is_alive()], left)
+        for p in alive:
+            if p.is_alive():
+                p.kill()
+        for p in self.procs:
+            p.join()
+        for c in self.conns:
+            c.close()
+        self.conns = {}
+        self.running = {}
+
+    def pids(self):
+        return [p.pid for p in self.procs]
+
+
+def await_all(ranks, want, timeout):
+    """Until every rank reported a generation that `want(generation, hash)`
+    accepts (bounded: False after `timeout` seconds). RankFailed when a rank
+    dies meanwhile."""
     done = set()
     deadline = time.monotonic() + timeout
-    while len(done) < nworkers:
-        left = deadline - time.monotonic()
-        if left <= 0:
+    while len(done) < len(ranks.procs):
+        got = ranks.recv(max(0.0, deadline - time.monotonic()))
+        if got is None:
             return False
-        try:
-            rank, g, h = progress.get(timeout=left)
-        except queue.Empty:
-            return False
-        if want(g, h):
+        rank, msg = got
+        if msg[0] == "generation" and want(msg[1], msg[2]):
             done.add(rank)
     return True
+
+
+def err(line):
+    """say() on stderr."""
+    sys.stdout.flush()
+    os.write(sys.stderr.fileno(), (line + "\n").encode())
 
 
 def main(argv=None):
@@ -372,7 +482,7 @@ def main(argv=None):
     name = a.segment or f"trainer-{os.getpid()}"
     seg = shmcfg.create(name, force=True)
     status = 0
-    procs = []
+    ranks = None
     try:
         say(f"launcher: segment '{name}' created, generation {seg.generation}, "
             f"config hash {short(seg.config_hash)}")
@@ -386,27 +496,21 @@ def main(argv=None):
             f"  {tool} create --force {name}    (the workers reattach)")
 
         ctx = multiprocessing.get_context(a.start_method)
-        results = ctx.Queue()
-        progress = ctx.Queue() if a.demo else None
         stop = ctx.Event() if a.demo else None
         step_s = a.step_ms / 1000.0
-        procs = [ctx.Process(target=worker,
-                             args=(r, name, a.steps, step_s, results, progress, stop))
-                 for r in range(a.workers)]
-        for p in procs:
-            p.start()
+        ranks = Ranks(ctx, worker, lambda r, conn: (name, a.steps, step_s, conn, stop), a.workers)
+        say(f"launcher: worker pids {' '.join(map(str, ranks.pids()))}")
         ok = True
         if a.demo:
             # each change once every worker reported the state before it
             # (generations, not sleeps: bounded waits on the workers' reports)
-            ok = await_all(progress, a.workers, lambda g, h: True, 60)
+            ok = await_all(ranks, lambda g, h: True, 60)
             if ok:
                 how = demo_set(name, seg, DEMO_CHANGES)
                 demo_gen, demo_hash = seg.current()
                 say(f"launcher: {how} -> generation {demo_gen}, "
                     f"config hash {short(demo_hash)}")
-                ok = await_all(progress, a.workers,
-                               lambda g, h: (g, h) == (demo_gen, demo_hash.hex()), 60)
+                ok = await_all(ranks, lambda g, h: (g, h) == (demo_gen, demo_hash.hex()), 60)
                 if ok:
                     say(f"launcher: every worker saw generation {demo_gen} (the change)")
             if ok:
@@ -416,7 +520,7 @@ def main(argv=None):
                 final = seg.current()
                 say(f"launcher: {how}, then {how2} -> a new segment, generation "
                     f"{final.generation}, config hash {short(final.config_hash)}")
-                ok = await_all(progress, a.workers,
+                ok = await_all(ranks,
                                lambda g, h: (g, h) == (final.generation, final.config_hash.hex()),
                                60)
                 if ok:
@@ -425,26 +529,40 @@ def main(argv=None):
             if not ok:
                 say("launcher: the workers did not all report within 60 s")
             stop.set()
-        reports = sorted(results.get(timeout=a.steps * step_s + 60) for _ in procs)
-        for p in procs:
-            p.join()
+        # every worker's last report; a worker that dies raises RankFailed at once
+        reports = {}
+        bound = (0 if a.demo else a.steps * step_s) + 60
+        deadline = time.monotonic() + bound
+        while len(reports) < a.workers:
+            got = ranks.recv(max(0.0, deadline - time.monotonic()))
+            if got is None:
+                err(f"launcher: the workers did not finish within {bound:g} s; stopping them")
+                return 1
+            rank, msg = got
+            if msg[0] == "done":
+                reports[rank] = msg[1:]
+        while ranks.recv(max(0.0, deadline - time.monotonic())) is not None:
+            pass  # they exit after their report (RankFailed if one fails to)
         final = seg.current()
-        ok = (ok and {r[1] for r in reports} == {final.generation} and
-              {r[2] for r in reports} == {final.config_hash.hex()})
+        ends = {(g, h) for g, h, seen in reports.values()}
+        ok = ok and ends == {(final.generation, final.config_hash.hex())}
         if ok:
-            say(f"launcher: all {len(reports)} workers agree: generation "
-                f"{final.generation}, config hash {final.config_hash.hex()}")
+            g, h = ends.pop()
+            say(f"launcher: all {len(reports)} workers agree: generation {g}, config hash {h}")
         else:
             status = 1
-            for rank, g, h, seen in reports:
+            for rank, (g, h, seen) in sorted(reports.items()):
                 say(f"launcher: worker {rank} ended on generation {g}, hash {h}")
             say("launcher: MISMATCH: the workers do not agree")
+    except RankFailed as e:
+        # one line, no traceback: the finally ends the other ranks
+        err(f"launcher: {e}; stopping the other ranks")
+        status = 1
     except KeyboardInterrupt:
         status = 130
     finally:
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
+        if ranks is not None:
+            ranks.stop()
         if not a.keep:
             seg.close()
             shmcfg.unlink(name, missing_ok=True)
