@@ -19,8 +19,12 @@ and every worker reports the new generation at once, with the same config
 hash. Replace the segment (tools/shmctl create --force NAME): every worker's
 wait raises shmcfg.RetiredError, and the worker reattaches (seg.reattach())
 and goes on with the new segment's values. At the end the launcher checks
-that all workers finished on the same generation and hash (exit status 1 if
-not).
+that all workers finished on the same generation and hash as the segment now
+of that name (exit status 1 if not).
+
+The launcher watches its workers: one that dies (kill -9) or fails makes it
+print which (rank, pid, signal or status), stop the others and exit 1, at
+once.
 
 --demo makes the launcher do both itself (with tools/shmctl when it is there,
 else with the Python API), each once every worker has reported the
@@ -129,6 +133,8 @@ def worker(rank, segname, steps, step_s, conn, stop=None):
                 if reattach(seg, rank, step, deadline):
                     report(step)
         step += 1
+    if seg.retired:  # replaced after the last wait: end on the segment now of that name
+        reattach(seg, rank, step, time.monotonic())
     g, h = seg.current()
     conn.send(("done", g, h.hex(), seen))
     conn.close()
@@ -543,9 +549,23 @@ def main(argv=None):
                 reports[rank] = msg[1:]
         while ranks.recv(max(0.0, deadline - time.monotonic())) is not None:
             pass  # they exit after their report (RankFailed if one fails to)
-        final = seg.current()
+        # the segment now of that name, which the workers followed if it was
+        # replaced while they ran (shmctl create --force): not the launcher's
+        # own retired handle
+        final = None
+        if seg.retired:
+            try:
+                seg.reattach()
+                say("launcher: the segment was replaced during the run: comparing with "
+                    "the new one")
+            except shmcfg.NotFoundError:
+                say("launcher: the segment was removed during the run: comparing the "
+                    "workers with each other")
+        if not seg.retired:
+            final = seg.current()
         ends = {(g, h) for g, h, seen in reports.values()}
-        ok = ok and ends == {(final.generation, final.config_hash.hex())}
+        ok = ok and len(ends) == 1 and (final is None or
+                                        ends == {(final.generation, final.config_hash.hex())})
         if ok:
             g, h = ends.pop()
             say(f"launcher: all {len(reports)} workers agree: generation {g}, config hash {h}")
@@ -553,6 +573,9 @@ def main(argv=None):
             status = 1
             for rank, (g, h, seen) in sorted(reports.items()):
                 say(f"launcher: worker {rank} ended on generation {g}, hash {h}")
+            if final is not None:
+                say(f"launcher: segment '{name}' is at generation {final.generation}, "
+                    f"hash {final.config_hash.hex()}")
             say("launcher: MISMATCH: the workers do not agree")
     except RankFailed as e:
         # one line, no traceback: the finally ends the other ranks
