@@ -420,24 +420,32 @@ class Ranks:
     def stop(self, grace=1.0):
         """End the ranks still running: SIGTERM, then SIGKILL to those that
         still run after `grace` seconds; reap them all."""
-        alive = [p for p in self.procs if p.exitcode is None and p.is_alive()]
-        for p in alive:
+        alive = {p.sentinel: p for p in self.procs if p.exitcode is None}
+        for p in alive.values():
             p.terminate()
-        deadline = time.monotonic() + grace
-        while any(p.is_alive() for p in alive):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            wait_any([p.sentinel for p in alive if p.is_alive()], left)
-        for p in alive:
-            if p.is_alive():
-                p.kill()
+        self._until_ended(alive, grace)
+        for p in alive.values():  # those still running
+            p.kill()
         for p in self.procs:
             p.join()
         for c in self.conns:
             c.close()
         self.conns = {}
         self.running = {}
+
+    @staticmethod
+    def _until_ended(procs, timeout):
+        """Wait until the processes of `procs` ({sentinel: process}) ended,
+        at most `timeout` seconds; those ended are taken out of it. (Their
+        sentinels say so: is_alive() may still be true for an instant after
+        a process closed them, before it can be reaped.)"""
+        deadline = time.monotonic() + timeout
+        while procs:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            for s in wait_any(list(procs), left):
+                del procs[s]
 
     def pids(self):
         return [p.pid for p in self.procs]
