@@ -29,7 +29,7 @@ once.
 --demo makes the launcher do both itself (with tools/shmctl when it is there,
 else with the Python API), each once every worker has reported the
 generation before, and end the workers once they all report the replaced
-segment's: it runs unattended, and tests/test_python.py runs it that way.
+segment's: it runs unattended, and tests/test_trainer_demo.py runs it that way.
 
 Many hosts (doc/cluster.md): with --cluster, the launcher simulates --hosts
 hosts on this machine, each with its own segment and its own shmcfg-sync
@@ -48,7 +48,6 @@ minimum and the maximum, as torch.distributed.all_reduce would):
 import argparse
 import multiprocessing
 import os
-import queue
 import shutil
 import signal
 import subprocess
@@ -158,7 +157,7 @@ def reattach(seg, rank, step, deadline):
 def work(limit, tag, dynamic):
     """The training step (it uses the options it read)."""
 
-def cluster_worker(rank, segname, step_s, revs, barrier, progress, stop):
+def cluster_worker(rank, segname, step_s, revs, barrier, conn, stop):
     """A rank of a job that spans hosts: it reads its own host's segment, and
     adopts what the cluster layer brings only at a step boundary where every
     rank's host has applied the same cluster revision. `revs` and `barrier`
@@ -166,7 +165,9 @@ def cluster_worker(rank, segname, step_s, revs, barrier, progress, stop):
 
         t = torch.tensor([rev, -rev]); dist.all_reduce(t, op=dist.ReduceOp.MIN)
         lo, hi = t[0].item(), -t[1].item()
-    """
+
+    Each switch is sent to the launcher on `conn` as ("switch", step,
+    revision, recompile_limit); at the end ("done",)."""
     seg = shmcfg.attach(segname)
     dynamo = seg.module("torch._dynamo.config")
     active_rev = None
@@ -188,12 +189,14 @@ def cluster_worker(rank, segname, step_s, revs, barrier, progress, stop):
                 active_rev = rev
                 say(f"rank {rank}: step {step}: every rank has cluster revision {rev}: "
                     f"switching, recompile_limit={limit}")
-                progress.put((rank, step, rev, limit))
+                conn.send(("switch", step, rev, limit))
             time.sleep(step_s)            # the training step, on the active values
             step += 1
     except threading.BrokenBarrierError:
         pass                              # the launcher ended the job
     seg.close()
+    conn.send(("done",))
+    conn.close()
 
 
 def find_sync():
@@ -214,11 +217,12 @@ def run_cluster(a):
         return 2
     base = a.segment or f"trainer-{os.getpid()}"
     names = [f"{base}-h{k}" for k in range(a.hosts)]
-    segs, agents, procs = [], [], []
+    segs, agents, ranks = [], [], None
+    failed = False
     logdir = tempfile.mkdtemp(prefix="trainer-agents.")
     status = 1
     ctx = multiprocessing.get_context(a.start_method)
-    stop, progress = ctx.Event(), ctx.Queue()
+    stop = ctx.Event()
     barrier = ctx.Barrier(a.workers)
     try:
         for k, n in enumerate(names):
@@ -231,28 +235,27 @@ def run_cluster(a):
             f"  {tool or 'shmctl'} cluster set {names[0]} torch._dynamo.config.recompile_limit=16 "
             f"--endpoints {endpoints} --cluster {base}")
         revs = ctx.Array("q", a.workers, lock=False)
-        procs = [ctx.Process(target=cluster_worker,
-                             args=(r, names[r % a.hosts], a.step_ms / 1000.0, revs, barrier,
-                                   progress, stop)) for r in range(a.workers)]
-        for p in procs:
-            p.start()
+        ranks = Ranks(ctx, cluster_worker,
+                      lambda r, conn: (names[r % a.hosts], a.step_ms / 1000.0, revs, barrier,
+                                       conn, stop), a.workers)
+        say(f"launcher: rank pids {' '.join(map(str, ranks.pids()))}")
 
         def switches(want, timeout):
             """Until every rank switched to a revision `want` accepts: {rank: (step, rev, limit)}."""
             got, deadline = {}, time.monotonic() + timeout
-            while len(got) < a.workers and time.monotonic() < deadline:
-                try:
-                    rank, step, rev, limit = progress.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
+            while len(got) < a.workers:
+                msg = ranks.recv(max(0.0, deadline - time.monotonic()))  # RankFailed: one died
+                if msg is None:
                     break
-                if want(rev):
-                    got[rank] = (step, rev, limit)
+                rank, (kind, *rest) = msg
+                if kind == "switch" and want(rest[1]):
+                    got[rank] = tuple(rest)
             return got
 
         first = switches(lambda rev: True, 60)  # the ranks' first agreement
         if not a.demo:
-            for p in procs:
-                p.join()
+            while ranks.recv() is not None:  # until interrupted, or a rank dies
+                pass
             return 0
         ok = len(first) == a.workers
         if ok:
@@ -273,20 +276,25 @@ def run_cluster(a):
             else:
                 say(f"launcher: MISMATCH: the ranks' switches: {sorted(got.items())}")
         status = 0 if ok else 1
+    except RankFailed as e:
+        err(f"launcher: {e}; stopping the other ranks")
+        status, failed = 1, True
     except KeyboardInterrupt:
         status = 130
     finally:
         stop.set()
-        barrier.abort()
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.terminate()
+        if ranks is not None:
+            if not failed:
+                # they end at their next step (a dead rank may have died
+                # holding the barrier's lock: then they are only stopped)
+                barrier.abort()
+                ranks.join(10)
+            ranks.stop()
         for ag, log in agents:
             ag.terminate()
             ag.wait(10)
             log.close()
-        if status not in (0, 130):
+        if status not in (0, 130) and not failed:  # a MISMATCH: what the agents said
             for k in range(len(agents)):
                 with open(os.path.join(logdir, f"h{k}.log")) as f:
                     for line in f.read().splitlines()[-5:]:
@@ -432,6 +440,10 @@ class Ranks:
             c.close()
         self.conns = {}
         self.running = {}
+
+    def join(self, timeout):
+        """Until every rank ended, at most `timeout` seconds (no signal)."""
+        self._until_ended({p.sentinel: p for p in self.procs if p.exitcode is None}, timeout)
 
     @staticmethod
     def _until_ended(procs, timeout):
