@@ -19,13 +19,17 @@ and every worker reports the new generation at once, with the same config
 hash. Replace the segment (tools/shmctl create --force NAME): every worker's
 wait raises shmcfg.RetiredError, and the worker reattaches (seg.reattach())
 and goes on with the new segment's values. At the end the launcher checks
-that all workers finished on the same generation and hash (exit status 1 if
-not).
+that all workers finished on the same generation and hash as the segment now
+of that name (exit status 1 if not).
+
+The launcher watches its workers: one that dies (kill -9) or fails makes it
+print which (rank, pid, signal or status), stop the others and exit 1, at
+once.
 
 --demo makes the launcher do both itself (with tools/shmctl when it is there,
 else with the Python API), each once every worker has reported the
 generation before, and end the workers once they all report the replaced
-segment's: it runs unattended, and tests/test_python.py runs it that way.
+segment's: it runs unattended, and tests/test_trainer_demo.py runs it that way.
 
 Many hosts (doc/cluster.md): with --cluster, the launcher simulates --hosts
 hosts on this machine, each with its own segment and its own shmcfg-sync
@@ -44,13 +48,14 @@ minimum and the maximum, as torch.distributed.all_reduce would):
 import argparse
 import multiprocessing
 import os
-import queue
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from multiprocessing.connection import wait as wait_any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(HERE)
@@ -78,11 +83,12 @@ def say(line):
     os.write(sys.stdout.fileno(), (line + "\n").encode())
 
 
-def worker(rank, segname, steps, step_s, results, progress=None, stop=None):
+def worker(rank, segname, steps, step_s, conn, stop=None):
     """Attach, then run steps: read the options, work, and between steps wait
     for a commit (the rest of the step's time). Runs `steps` steps, and with
     `stop` (the demo) until it is set. Every new generation is printed and
-    put in `progress` as (rank, generation, config hash)."""
+    sent to the launcher on `conn` as ("generation", generation, config
+    hash); at the end ("done", generation, config hash, generations seen)."""
     seg = shmcfg.attach(segname)
     dynamo = seg.module("torch._dynamo.config")
     compiler = seg.module("torch.compiler.config")
@@ -101,8 +107,7 @@ def worker(rank, segname, steps, step_s, results, progress=None, stop=None):
             f"recompile_limit={dynamo.recompile_limit}, "
             f"cache_key_tag={compiler.cache_key_tag!r}, "
             f"dynamic_shapes={compiler.dynamic_shapes}, config hash {short(cur.config_hash)}")
-        if progress is not None:
-            progress.put((rank, cur.generation, cur.config_hash.hex()))
+        conn.send(("generation", cur.generation, cur.config_hash.hex()))
 
     step = 0
     while step < steps or (stop is not None and not stop.is_set()):
@@ -127,8 +132,11 @@ def worker(rank, segname, steps, step_s, results, progress=None, stop=None):
                 if reattach(seg, rank, step, deadline):
                     report(step)
         step += 1
+    if seg.retired:  # replaced after the last wait: end on the segment now of that name
+        reattach(seg, rank, step, time.monotonic())
     g, h = seg.current()
-    results.put((rank, g, h.hex(), seen))
+    conn.send(("done", g, h.hex(), seen))
+    conn.close()
 
 
 def reattach(seg, rank, step, deadline):
@@ -149,7 +157,7 @@ def reattach(seg, rank, step, deadline):
 def work(limit, tag, dynamic):
     """The training step (it uses the options it read)."""
 
-def cluster_worker(rank, segname, step_s, revs, barrier, progress, stop):
+def cluster_worker(rank, segname, step_s, revs, barrier, conn, stop):
     """A rank of a job that spans hosts: it reads its own host's segment, and
     adopts what the cluster layer brings only at a step boundary where every
     rank's host has applied the same cluster revision. `revs` and `barrier`
@@ -157,7 +165,9 @@ def cluster_worker(rank, segname, step_s, revs, barrier, progress, stop):
 
         t = torch.tensor([rev, -rev]); dist.all_reduce(t, op=dist.ReduceOp.MIN)
         lo, hi = t[0].item(), -t[1].item()
-    """
+
+    Each switch is sent to the launcher on `conn` as ("switch", step,
+    revision, recompile_limit); at the end ("done",)."""
     seg = shmcfg.attach(segname)
     dynamo = seg.module("torch._dynamo.config")
     active_rev = None
@@ -179,12 +189,14 @@ def cluster_worker(rank, segname, step_s, revs, barrier, progress, stop):
                 active_rev = rev
                 say(f"rank {rank}: step {step}: every rank has cluster revision {rev}: "
                     f"switching, recompile_limit={limit}")
-                progress.put((rank, step, rev, limit))
+                conn.send(("switch", step, rev, limit))
             time.sleep(step_s)            # the training step, on the active values
             step += 1
     except threading.BrokenBarrierError:
         pass                              # the launcher ended the job
     seg.close()
+    conn.send(("done",))
+    conn.close()
 
 
 def find_sync():
@@ -205,11 +217,12 @@ def run_cluster(a):
         return 2
     base = a.segment or f"trainer-{os.getpid()}"
     names = [f"{base}-h{k}" for k in range(a.hosts)]
-    segs, agents, procs = [], [], []
+    segs, agents, ranks = [], [], None
+    failed = False
     logdir = tempfile.mkdtemp(prefix="trainer-agents.")
     status = 1
     ctx = multiprocessing.get_context(a.start_method)
-    stop, progress = ctx.Event(), ctx.Queue()
+    stop = ctx.Event()
     barrier = ctx.Barrier(a.workers)
     try:
         for k, n in enumerate(names):
@@ -222,28 +235,27 @@ def run_cluster(a):
             f"  {tool or 'shmctl'} cluster set {names[0]} torch._dynamo.config.recompile_limit=16 "
             f"--endpoints {endpoints} --cluster {base}")
         revs = ctx.Array("q", a.workers, lock=False)
-        procs = [ctx.Process(target=cluster_worker,
-                             args=(r, names[r % a.hosts], a.step_ms / 1000.0, revs, barrier,
-                                   progress, stop)) for r in range(a.workers)]
-        for p in procs:
-            p.start()
+        ranks = Ranks(ctx, cluster_worker,
+                      lambda r, conn: (names[r % a.hosts], a.step_ms / 1000.0, revs, barrier,
+                                       conn, stop), a.workers)
+        say(f"launcher: rank pids {' '.join(map(str, ranks.pids()))}")
 
         def switches(want, timeout):
             """Until every rank switched to a revision `want` accepts: {rank: (step, rev, limit)}."""
             got, deadline = {}, time.monotonic() + timeout
-            while len(got) < a.workers and time.monotonic() < deadline:
-                try:
-                    rank, step, rev, limit = progress.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
+            while len(got) < a.workers:
+                msg = ranks.recv(max(0.0, deadline - time.monotonic()))  # RankFailed: one died
+                if msg is None:
                     break
-                if want(rev):
-                    got[rank] = (step, rev, limit)
+                rank, (kind, *rest) = msg
+                if kind == "switch" and want(rest[1]):
+                    got[rank] = tuple(rest)
             return got
 
         first = switches(lambda rev: True, 60)  # the ranks' first agreement
         if not a.demo:
-            for p in procs:
-                p.join()
+            while ranks.recv() is not None:  # until interrupted, or a rank dies
+                pass
             return 0
         ok = len(first) == a.workers
         if ok:
@@ -264,20 +276,25 @@ def run_cluster(a):
             else:
                 say(f"launcher: MISMATCH: the ranks' switches: {sorted(got.items())}")
         status = 0 if ok else 1
+    except RankFailed as e:
+        err(f"launcher: {e}; stopping the other ranks")
+        status, failed = 1, True
     except KeyboardInterrupt:
         status = 130
     finally:
         stop.set()
-        barrier.abort()
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.terminate()
+        if ranks is not None:
+            if not failed:
+                # they end at their next step (a dead rank may have died
+                # holding the barrier's lock: then they are only stopped)
+                barrier.abort()
+                ranks.join(10)
+            ranks.stop()
         for ag, log in agents:
             ag.terminate()
             ag.wait(10)
             log.close()
-        if status not in (0, 130):
+        if status not in (0, 130) and not failed:  # a MISMATCH: what the agents said
             for k in range(len(agents)):
                 with open(os.path.join(logdir, f"h{k}.log")) as f:
                     for line in f.read().splitlines()[-5:]:
@@ -331,22 +348,141 @@ def demo_replace(segname):
     return "shmcfg.create(%r, force=True)" % segname
 
 
-def await_all(progress, nworkers, want, timeout):
-    """Until every worker reported a generation that `want(generation,
-    hash)` accepts (bounded: False after `timeout` seconds)."""
+class RankFailed(Exception):
+    """A rank ended before it finished: killed by a signal, exited with an
+    error, or exited without its final report. str() names it, its pid and
+    how it ended."""
+
+    def __init__(self, rank, proc):
+        code = proc.exitcode
+        if code is not None and code < 0:
+            try:
+                how = "was killed by " + signal.Signals(-code).name
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        elif code:
+            how = f"exited with status {code}"
+        else:
+            how = "exited before it finished"
+        super().__init__(f"rank {rank} (pid {proc.pid}) {how}")
+        self.rank = rank
+
+
+class Ranks:
+    """The launcher's view of its worker processes. Each rank has a pipe of
+    its own to the launcher, and recv() waits on those pipes and on the
+    processes' sentinels together (multiprocessing.connection.wait): a rank
+    that dies is seen at once, not after a timeout, and stop() ends the
+    others."""
+
+    def __init__(self, ctx, target, args, n):
+        """Start n processes of target(rank, *args(rank, conn))."""
+        self.procs, self.conns, self.done = [], {}, set()
+        try:
+            for r in range(n):
+                rd, wr = ctx.Pipe(duplex=False)
+                p = ctx.Process(target=target, args=(r,) + args(r, wr), name=f"rank {r}")
+                try:
+                    p.start()
+                finally:
+                    wr.close()  # the rank's end (ranks started later never hold it)
+                self.procs.append(p)
+                self.conns[rd] = r
+        except BaseException:
+            self.stop()
+            raise
+        self.running = {p.sentinel: r for r, p in enumerate(self.procs)}
+
+    def recv(self, timeout=None):
+        """The next message of a rank, as (rank, message); None once
+        `timeout` seconds passed without one. Raises RankFailed when a rank
+        ends before its ("done", ...) message or with a non-zero status (its
+        messages sent before are received first)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.conns or self.running:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = wait_any(list(self.conns) + list(self.running), left)
+            conns = [c for c in ready if c in self.conns]
+            if conns:
+                c = conns[0]
+                rank = self.conns[c]
+                try:
+                    msg = c.recv()
+                except EOFError:  # the rank exited: its sentinel tells how
+                    del self.conns[c]
+                    c.close()
+                    continue
+                if msg[0] == "done":
+                    self.done.add(rank)
+                return rank, msg
+            for s in ready:  # processes that ended, their pipes drained
+                rank = self.running.pop(s)
+                p = self.procs[rank]
+                p.join()
+                if p.exitcode != 0 or rank not in self.done:
+                    raise RankFailed(rank, p)
+            if not ready and left is not None and left <= 0:
+                return None
+        return None  # every rank ended, every message received
+
+    def stop(self, grace=1.0):
+        """End the ranks still running: SIGTERM, then SIGKILL to those that
+        still run after `grace` seconds; reap them all."""
+        alive = {p.sentinel: p for p in self.procs if p.exitcode is None}
+        for p in alive.values():
+            p.terminate()
+        self._until_ended(alive, grace)
+        for p in alive.values():  # those still running
+            p.kill()
+        for p in self.procs:
+            p.join()
+        for c in self.conns:
+            c.close()
+        self.conns = {}
+        self.running = {}
+
+    def join(self, timeout):
+        """Until every rank ended, at most `timeout` seconds (no signal)."""
+        self._until_ended({p.sentinel: p for p in self.procs if p.exitcode is None}, timeout)
+
+    @staticmethod
+    def _until_ended(procs, timeout):
+        """Wait until the processes of `procs` ({sentinel: process}) ended,
+        at most `timeout` seconds; those ended are taken out of it. (Their
+        sentinels say so: is_alive() may still be true for an instant after
+        a process closed them, before it can be reaped.)"""
+        deadline = time.monotonic() + timeout
+        while procs:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            for s in wait_any(list(procs), left):
+                del procs[s]
+
+    def pids(self):
+        return [p.pid for p in self.procs]
+
+
+def await_all(ranks, want, timeout):
+    """Until every rank reported a generation that `want(generation, hash)`
+    accepts (bounded: False after `timeout` seconds). RankFailed when a rank
+    dies meanwhile."""
     done = set()
     deadline = time.monotonic() + timeout
-    while len(done) < nworkers:
-        left = deadline - time.monotonic()
-        if left <= 0:
+    while len(done) < len(ranks.procs):
+        got = ranks.recv(max(0.0, deadline - time.monotonic()))
+        if got is None:
             return False
-        try:
-            rank, g, h = progress.get(timeout=left)
-        except queue.Empty:
-            return False
-        if want(g, h):
+        rank, msg = got
+        if msg[0] == "generation" and want(msg[1], msg[2]):
             done.add(rank)
     return True
+
+
+def err(line):
+    """say() on stderr."""
+    sys.stdout.flush()
+    os.write(sys.stderr.fileno(), (line + "\n").encode())
 
 
 def main(argv=None):
@@ -372,7 +508,7 @@ def main(argv=None):
     name = a.segment or f"trainer-{os.getpid()}"
     seg = shmcfg.create(name, force=True)
     status = 0
-    procs = []
+    ranks = None
     try:
         say(f"launcher: segment '{name}' created, generation {seg.generation}, "
             f"config hash {short(seg.config_hash)}")
@@ -386,27 +522,21 @@ def main(argv=None):
             f"  {tool} create --force {name}    (the workers reattach)")
 
         ctx = multiprocessing.get_context(a.start_method)
-        results = ctx.Queue()
-        progress = ctx.Queue() if a.demo else None
         stop = ctx.Event() if a.demo else None
         step_s = a.step_ms / 1000.0
-        procs = [ctx.Process(target=worker,
-                             args=(r, name, a.steps, step_s, results, progress, stop))
-                 for r in range(a.workers)]
-        for p in procs:
-            p.start()
+        ranks = Ranks(ctx, worker, lambda r, conn: (name, a.steps, step_s, conn, stop), a.workers)
+        say(f"launcher: worker pids {' '.join(map(str, ranks.pids()))}")
         ok = True
         if a.demo:
             # each change once every worker reported the state before it
             # (generations, not sleeps: bounded waits on the workers' reports)
-            ok = await_all(progress, a.workers, lambda g, h: True, 60)
+            ok = await_all(ranks, lambda g, h: True, 60)
             if ok:
                 how = demo_set(name, seg, DEMO_CHANGES)
                 demo_gen, demo_hash = seg.current()
                 say(f"launcher: {how} -> generation {demo_gen}, "
                     f"config hash {short(demo_hash)}")
-                ok = await_all(progress, a.workers,
-                               lambda g, h: (g, h) == (demo_gen, demo_hash.hex()), 60)
+                ok = await_all(ranks, lambda g, h: (g, h) == (demo_gen, demo_hash.hex()), 60)
                 if ok:
                     say(f"launcher: every worker saw generation {demo_gen} (the change)")
             if ok:
@@ -416,7 +546,7 @@ def main(argv=None):
                 final = seg.current()
                 say(f"launcher: {how}, then {how2} -> a new segment, generation "
                     f"{final.generation}, config hash {short(final.config_hash)}")
-                ok = await_all(progress, a.workers,
+                ok = await_all(ranks,
                                lambda g, h: (g, h) == (final.generation, final.config_hash.hex()),
                                60)
                 if ok:
@@ -425,26 +555,57 @@ def main(argv=None):
             if not ok:
                 say("launcher: the workers did not all report within 60 s")
             stop.set()
-        reports = sorted(results.get(timeout=a.steps * step_s + 60) for _ in procs)
-        for p in procs:
-            p.join()
-        final = seg.current()
-        ok = (ok and {r[1] for r in reports} == {final.generation} and
-              {r[2] for r in reports} == {final.config_hash.hex()})
+        # every worker's last report; a worker that dies raises RankFailed at once
+        reports = {}
+        bound = (0 if a.demo else a.steps * step_s) + 60
+        deadline = time.monotonic() + bound
+        while len(reports) < a.workers:
+            got = ranks.recv(max(0.0, deadline - time.monotonic()))
+            if got is None:
+                err(f"launcher: the workers did not finish within {bound:g} s; stopping them")
+                return 1
+            rank, msg = got
+            if msg[0] == "done":
+                reports[rank] = msg[1:]
+        while ranks.recv(max(0.0, deadline - time.monotonic())) is not None:
+            pass  # they exit after their report (RankFailed if one fails to)
+        # the segment now of that name, which the workers followed if it was
+        # replaced while they ran (shmctl create --force): not the launcher's
+        # own retired handle
+        final = None
+        if seg.retired:
+            try:
+                seg.reattach()
+                say("launcher: the segment was replaced during the run: comparing with "
+                    "the new one")
+            except shmcfg.NotFoundError:
+                say("launcher: the segment was removed during the run: comparing the "
+                    "workers with each other")
+        if not seg.retired:
+            final = seg.current()
+        ends = {(g, h) for g, h, seen in reports.values()}
+        ok = ok and len(ends) == 1 and (final is None or
+                                        ends == {(final.generation, final.config_hash.hex())})
         if ok:
-            say(f"launcher: all {len(reports)} workers agree: generation "
-                f"{final.generation}, config hash {final.config_hash.hex()}")
+            g, h = ends.pop()
+            say(f"launcher: all {len(reports)} workers agree: generation {g}, config hash {h}")
         else:
             status = 1
-            for rank, g, h, seen in reports:
+            for rank, (g, h, seen) in sorted(reports.items()):
                 say(f"launcher: worker {rank} ended on generation {g}, hash {h}")
+            if final is not None:
+                say(f"launcher: segment '{name}' is at generation {final.generation}, "
+                    f"hash {final.config_hash.hex()}")
             say("launcher: MISMATCH: the workers do not agree")
+    except RankFailed as e:
+        # one line, no traceback: the finally ends the other ranks
+        err(f"launcher: {e}; stopping the other ranks")
+        status = 1
     except KeyboardInterrupt:
         status = 130
     finally:
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
+        if ranks is not None:
+            ranks.stop()
         if not a.keep:
             seg.close()
             shmcfg.unlink(name, missing_ok=True)

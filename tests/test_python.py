@@ -1867,7 +1867,8 @@ class TestSavedValues(SegTest):
 
 
 class TestExample(unittest.TestCase):
-    # examples/trainer.py --demo: tests/test_trainer_demo.py (make regtest)
+    # examples/trainer.py --demo: tests/test_trainer_demo.py (make regtest); a killed
+    # worker and a replaced segment: tests/test_trainer_failures.py (make check)
 
     def test_bench(self):
         from shmcfg import bench
