@@ -66,6 +66,12 @@ int shmcfg_stat(const shmcfg *h, shmcfg_info *ret)
 	return 0;
 }
 
+uint32_t shmcfg_waiters(const shmcfg *h)
+{
+	SHMCFG_API_KEEP;
+	return h ? __atomic_load_n(&shmcfg__live(h)->hdr->waiters, __ATOMIC_RELAXED) : 0;
+}
+
 /* Option i's cell and layers in a copy of a slot decode, with its type. */
 static bool slot_opt_decodes(const shmcfg *h, const char *slot, const char *heap, uint64_t top, uint32_t i)
 {

@@ -15,7 +15,7 @@ KEEP=" shmcfg_value_clear shmcfg_schema_free shmcfg_close shmcfg_closep shmcfg_s
  shmcfg_source_name shmcfg_schema_count shmcfg_name shmcfg_count shmcfg_readonly
  shmcfg_schema_hash shmcfg_snapshot_generation shmcfg_snapshot_hash shmcfg_snapshot_cluster_revision
  shmcfg_set_commit_timeout shmcfg_set_heap_growth shmcfg_history_free
- shmcfg_set_log shmcfg_retired "
+ shmcfg_set_log shmcfg_retired shmcfg_waiters "
 KEEP=" $(echo $KEEP) "
 
 names=$(sed -n 's/^SHMCFG_EXPORT[^(]*[ *]\([a-z_0-9]*\)(.*/\1/p' include/shmcfg.h.in)

@@ -36,6 +36,8 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -47,6 +49,7 @@
 #include <unistd.h>
 
 #include "cluster-conf.h"
+#include "metrics.h"
 #include "sync.h"
 
 enum {
@@ -149,6 +152,11 @@ struct agent {
 	unsigned unlogged;
 	uint64_t summary_ns;  /* CLOCK_MONOTONIC of the last line about them */
 	uint64_t summary_ms;  /* how often: SHMCFG_SYNC_LOG_SUMMARY_S, default SUMMARY_MS */
+	/* --metrics-file */
+	const char *metrics_path;
+	uint64_t start_ns;    /* CLOCK_REALTIME */
+	uint64_t etcd_errors, loads;
+	char metrics_err[300]; /* the last failure to write it, said once */
 };
 
 /* The state of a segment as its sync record and status key say it: out of
@@ -249,6 +257,7 @@ static void went_offline(struct agent *a, const char *why, uint64_t silent_ms)
 	char msg[sizeof a->error];
 	printable(why, msg, sizeof msg);
 	uint64_t since = a->out_of_sync, now = now_ns(CLOCK_MONOTONIC);
+	a->etcd_errors++;
 	if (!since) {
 		logf_("error: %s", msg);
 		since = now_ns(CLOCK_REALTIME) - silent_ms * 1000000ull;
@@ -368,6 +377,7 @@ static int load(struct agent *a)
 	a->m = m;
 	a->rev = rev;
 	a->member = etcd_current(a->e);
+	a->loads++;
 	logf_("loaded %zu keys of %s at revision %" PRId64, m.map.n, a->prefix, rev);
 	/* tagged with the revision of the newest write in the mirror, not the
 	 * store's (which other hosts' status writes move): hosts that loaded
@@ -464,6 +474,68 @@ static bool store_went_back(struct agent *a)
 	return true;
 }
 
+/*
+ * --metrics-file: every segment's metrics and the agent's (tools/metrics.c)
+ * in node_exporter's textfile format, written to a temporary file in the
+ * same directory and renamed over PATH: a scrape reads a whole file, the
+ * old or the new. A failure is logged once, until it changes.
+ */
+static void write_metrics(struct agent *a)
+{
+	if (!a->metrics_path)
+		return;
+	struct agent_metrics *am = calloc(a->nsegs, sizeof *am);
+	struct seg_metrics *m = calloc(a->nsegs, sizeof *m);
+	char *dir = strdup(a->metrics_path), *base = strdup(a->metrics_path);
+	char tmp[PATH_MAX], err[sizeof a->metrics_err] = "";
+	FILE *f = NULL;
+	int fd = -1;
+	if (!am || !m || !dir || !base) {
+		snprintf(err, sizeof err, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < a->nsegs; i++) {
+		struct seg *s = &a->segs[i];
+		am[i] = (struct agent_metrics){
+			.etcd_up = !a->out_of_sync, .out_of_sync_ns = a->out_of_sync, .start_ns = a->start_ns,
+			.etcd_errors = a->etcd_errors, .loads = a->loads, .watch_rev = (uint64_t)a->tag,
+			.applied = s->napplied, .apply_errors = s->nfailed,
+		};
+		m[i].agent = &am[i];
+		/* a segment gone (and none of its name to follow yet) is down */
+		if (shmcfg_retired(s->h) || metrics_read(s->h, s->name, &m[i]))
+			m[i] = (struct seg_metrics){.name = s->name};
+	}
+	/* a dot file without .prom at its end: the textfile collector skips it */
+	snprintf(tmp, sizeof tmp, "%s/.%s.XXXXXX", dirname(dir), basename(base));
+	if ((fd = mkstemp(tmp)) < 0 || fchmod(fd, 0644) || !(f = fdopen(fd, "w"))) {
+		snprintf(err, sizeof err, "creating a file in its directory: %s", strerror(errno));
+	} else {
+		int bad = metrics_write(f, m, a->nsegs);
+		if (fclose(f) || bad)
+			snprintf(err, sizeof err, "writing: %s", strerror(errno ? errno : EIO));
+		else if (rename(tmp, a->metrics_path))
+			snprintf(err, sizeof err, "renaming the new file over it: %s", strerror(errno));
+		fd = -1; /* fclose closed it */
+	}
+	if (*err && strcmp(tmp + strlen(tmp) - 6, "XXXXXX"))
+		unlink(tmp); /* made, not renamed */
+out:
+	if (fd >= 0)
+		close(fd);
+	if (strcmp(err, a->metrics_err)) {
+		if (*err)
+			logf_("error: --metrics-file %s: %s", a->metrics_path, err);
+		else
+			logf_("--metrics-file %s: written again", a->metrics_path);
+		snprintf(a->metrics_err, sizeof a->metrics_err, "%s", err);
+	}
+	free(dir);
+	free(base);
+	free(am);
+	free(m);
+}
+
 /* Every second: a segment replaced followed, the sync records rewritten
  * (their time says the agent lives: shmctl stat calls a record that stopped
  * moving stale), and the segments whose last commit failed tried again,
@@ -491,11 +563,16 @@ static int run(struct agent *a)
 	snprintf(hi, sizeof hi, "%sopt0", a->prefix); /* just past opt/ */
 	struct etcd_watch *w = NULL;
 	bool need_load = true, created = false, resumed = false;
-	uint64_t next_tick = 0;
+	uint64_t next_tick = 0, next_metrics = 0;
 	unsigned failures = 0; /* in a row: a round over every endpoint backs off */
 	size_t nep = etcd_nendpoints(a->e);
 
 	while (!stopping) {
+		/* here, not in tick(): also while no watch reaches etcd */
+		if (now_ns(CLOCK_MONOTONIC) >= next_metrics) {
+			next_metrics = now_ns(CLOCK_MONOTONIC) + TICK_MS * 1000000ull;
+			write_metrics(a);
+		}
 		if (!w) {
 			if (failures >= nep) {
 				/* full jitter: a uniform wait in [0, min(cap, base * 2^n)) */
@@ -639,7 +716,8 @@ static void warn_other_cluster(struct seg *s, const char *cluster)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: %s [--endpoints URL[,URL]] [--cluster NAME] [--host NAME] [--once] SEGMENT...\n"
+	fprintf(f, "usage: %s [--endpoints URL[,URL]] [--cluster NAME] [--host NAME] [--once]\n"
+		   "       [--take-over] [--metrics-file PATH] SEGMENT...\n"
 		   "Keeps the cluster layer of each SEGMENT in step with etcd (see doc/cluster.md).\n"
 		   "  --endpoints URL,...  etcd endpoints, http://HOST:PORT or unix:PATH\n"
 		   "                       (default: $SHMCFG_ETCD_ENDPOINTS, else " CLUSTER_CONF_PATH ")\n"
@@ -648,12 +726,34 @@ static void usage(FILE *f)
 		   "  --host NAME          this host's name in the status keys (default: the hostname)\n"
 		   "  --once               apply the current state as one commit and exit\n"
 		   "  --take-over          stop the agent that syncs a SEGMENT now and take its place\n"
+		   "  --metrics-file PATH  write metrics there every second (node_exporter's textfile\n"
+		   "                       format: PATH ends in .prom), rewritten by a rename\n"
 		   "  -h, --help           print this help\n"
 		   "Runs in the foreground, one line per applied revision and per error on\n"
 		   "stderr. One agent per segment: a SEGMENT another agent syncs is refused.\n"
 		   "Exit status: 0 on SIGTERM/SIGINT (or --once done), 1 failure, 2 usage\n"
 		   "error, 3 another agent syncs a SEGMENT. See shmcfg-sync(1).\n",
 		prog);
+}
+
+/* --metrics-file PATH: its directory exists and may be written, and PATH,
+ * if it exists, is a regular file (rename() would replace anything else);
+ * "" if so, else why not. */
+static void check_metrics_path(const char *path, char *why, size_t len)
+{
+	char *copy = strdup(path);
+	const char *dir = copy ? dirname(copy) : ".";
+	struct stat st;
+	*why = 0;
+	if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+		snprintf(why, len, "directory %s does not exist", dir);
+	else if (access(dir, W_OK | X_OK))
+		snprintf(why, len, "directory %s is not writable: %s", dir, strerror(errno));
+	else if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		snprintf(why, len, "%s exists and is not a regular file", path);
+	else if (!*path || path[strlen(path) - 1] == '/')
+		snprintf(why, len, "'%s' names no file", path);
+	free(copy);
 }
 
 static bool valid_name(const char *s)
@@ -672,9 +772,10 @@ int main(int argc, char **argv)
 		{"endpoints", required_argument, NULL, 'e'}, {"cluster", required_argument, NULL, 'c'},
 		{"host", required_argument, NULL, 'H'},      {"once", no_argument, NULL, '1'},
 		{"take-over", no_argument, NULL, 'T'},       {"help", no_argument, NULL, 'h'},
+		{"metrics-file", required_argument, NULL, 'M'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *endpoints = NULL, *cluster = NULL, *host = NULL;
+	const char *endpoints = NULL, *cluster = NULL, *host = NULL, *metrics = NULL;
 	bool once = false, take_over = false;
 	int c;
 	opterr = 0;
@@ -685,11 +786,12 @@ int main(int argc, char **argv)
 		case 'H': host = optarg; break;
 		case '1': once = true; break;
 		case 'T': take_over = true; break;
+		case 'M': metrics = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default:
 			if (optopt)
 				fprintf(stderr, "%s: option '-%c' %s\n", prog, optopt,
-					strchr("ecH", optopt) ? "needs an argument" : "is unknown");
+					strchr("ecHM", optopt) ? "needs an argument" : "is unknown");
 			else
 				fprintf(stderr, "%s: option '%s' is unknown or needs an argument\n", prog, argv[optind - 1]);
 			usage(stderr);
@@ -704,7 +806,9 @@ int main(int argc, char **argv)
 		host = hostname;
 	}
 	const char *bad = NULL;
-	char conf_err[1200];
+	char conf_err[1200], metrics_err[PATH_MAX + 100] = "";
+	if (metrics)
+		check_metrics_path(metrics, metrics_err, sizeof metrics_err);
 	struct cluster_conf conf = {0};
 	int cr = 0;
 	if (optind >= argc)
@@ -713,6 +817,13 @@ int main(int argc, char **argv)
 		bad = conf_err;
 	else if (!valid_name(host))
 		bad = "bad host name: 1 to 63 bytes, no '/', space or control character";
+	if (!bad && *metrics_err) {
+		char shown[sizeof metrics_err];
+		printable(metrics_err, shown, sizeof shown);
+		fprintf(stderr, "%s: --metrics-file: %s\n", prog, shown);
+		cluster_conf_free(&conf);
+		return 2;
+	}
 	if (bad) {
 		char shown[sizeof conf_err];
 		printable(bad, shown, sizeof shown); /* the environment's bytes: one line */
@@ -730,6 +841,11 @@ int main(int argc, char **argv)
 	a.cluster = cluster;
 	a.host = host;
 	a.summary_ms = SUMMARY_MS;
+	a.metrics_path = metrics;
+	a.start_ns = now_ns(CLOCK_REALTIME);
+	if (metrics && (strlen(metrics) < 5 || strcmp(metrics + strlen(metrics) - 5, ".prom")))
+		logf_("warning: --metrics-file %s: node_exporter's textfile collector reads only files named *.prom",
+		      metrics);
 	const char *sum = getenv("SHMCFG_SYNC_LOG_SUMMARY_S");
 	if (sum && *sum) {
 		char *end;
@@ -812,6 +928,7 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < a.nsegs; i++)
 			if (*a.segs[i].error)
 				status = 1;
+		write_metrics(&a); /* once, and left: what this run did */
 	} else if (!keys || (r = probe_start(&a.probe, endpoints, keys, a.nsegs))) {
 		logf_("error: starting the probe: %s", r == ETCD_E_NOMEM || !keys ? "out of memory" : strerror(-r));
 		status = 1;
@@ -819,6 +936,9 @@ int main(int argc, char **argv)
 		publish(&a, true); /* the segments' state as found, before the first load */
 		status = run(&a);
 		logf_("stopping");
+		/* a stopped agent exports nothing: no metrics of a state gone */
+		if (metrics && unlink(metrics) && errno != ENOENT)
+			logf_("error: --metrics-file %s: %s", metrics, strerror(errno));
 	}
 out:
 	probe_stop(&a.probe);

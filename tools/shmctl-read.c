@@ -33,6 +33,36 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+int list_segments(char ***ret, size_t *nret)
+{
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	DIR *d = opendir(SHM_DIR);
+	if (!d && errno != ENOENT)
+		return fail("%s: %s", SHM_DIR, strerror(errno));
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (strncmp(e->d_name, SHM_PREFIX, strlen(SHM_PREFIX)) || !e->d_name[strlen(SHM_PREFIX)])
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			char **nn = realloc(names, cap * sizeof *nn);
+			if (!nn)
+				break;
+			names = nn;
+		}
+		names[n] = strdup(e->d_name + strlen(SHM_PREFIX));
+		if (names[n])
+			n++;
+	}
+	if (d)
+		closedir(d);
+	if (n)
+		qsort(names, n, sizeof *names, cmp_str);
+	*ret = names;
+	*nret = n;
+	return EXIT_OK;
+}
+
 /* What an entry of /dev/shm named like a segment is. */
 enum kind {
 	KIND_SEGMENT,     /* a segment (maybe one that cannot be read: err) */
@@ -244,28 +274,9 @@ int cmd_ls(int argc, char **argv)
 	if (simple_args(argc, argv, &json, NULL, 0, &ec))
 		return ec;
 	char **names = NULL;
-	size_t n = 0, cap = 0;
-	DIR *d = opendir(SHM_DIR);
-	if (!d && errno != ENOENT)
-		return fail("%s: %s", SHM_DIR, strerror(errno));
-	for (struct dirent *e; d && (e = readdir(d));) {
-		if (strncmp(e->d_name, SHM_PREFIX, strlen(SHM_PREFIX)) || !e->d_name[strlen(SHM_PREFIX)])
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			char **nn = realloc(names, cap * sizeof *nn);
-			if (!nn)
-				break;
-			names = nn;
-		}
-		names[n] = strdup(e->d_name + strlen(SHM_PREFIX));
-		if (names[n])
-			n++;
-	}
-	if (d)
-		closedir(d);
-	if (n)
-		qsort(names, n, sizeof *names, cmp_str);
+	size_t n = 0;
+	if (list_segments(&names, &n))
+		return EXIT_FAIL;
 
 	static const char *const hdr[] = {"NAME", "SIZE", "GENERATION", "OPTIONS", "ATTACHED", "OWNER", "MODE", "CREATED"};
 	/* every segment first, before any output is built */

@@ -10,10 +10,12 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "metrics.h"
 #include "shmctl.h"
 
 /* ------------------------------------------------------------------ */
@@ -56,28 +58,11 @@ static char *changed_names(shmcfg *h, const shmcfg_commit *c)
 	return s;
 }
 
-/* The cluster agent's record, and whether the agent is still there: its
- * claim on the segment (held while it runs, shmcfg_sync_claim), or, for
- * those who cannot open the lock object to tell, its pid (in the agent's pid
- * namespace: shmctl run elsewhere may not see it). */
-static bool agent_alive(const shmcfg *h, const shmcfg_sync_info *s)
-{
-	int claimed = shmcfg_sync_claimed(h);
-	if (claimed >= 0)
-		return claimed == 1;
-	return s->pid > 0 && (kill(s->pid, 0) == 0 || errno == EPERM);
-}
-
-/* A running agent rewrites its record every second (shmcfg-sync's tick):
- * one that stopped moving belongs to an agent that hangs. */
-#define SYNC_STALE_NS (10 * 1000000000ull)
-
-static bool sync_stale(const shmcfg_sync_info *s)
+static uint64_t realtime_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	return now > s->updated_ns && now - s->updated_ns > SYNC_STALE_NS;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static json_t *sync_json(const shmcfg *h, const shmcfg_sync_info *s)
@@ -88,15 +73,14 @@ static json_t *sync_json(const shmcfg *h, const shmcfg_sync_info *s)
 	json_object_set_new(o, "cluster", json_string(s->cluster));
 	json_object_set_new(o, "host", json_string(s->host));
 	json_object_set_new(o, "pid", json_integer(s->pid));
-	json_object_set_new(o, "agent_alive", json_boolean(agent_alive(h, s)));
+	json_object_set_new(o, "agent_alive", json_boolean(sync_agent_alive(h, s)));
 	json_object_set_new(o, "applied_revision", json_integer((json_int_t)s->applied_rev));
 	time_utc(s->updated_ns, ts, sizeof ts);
 	json_object_set_new(o, "updated", json_string(ts));
 	json_object_set_new(o, "updated_ns", json_integer((json_int_t)s->updated_ns));
-	/* in sync: the agent runs, answers (its record moves), and says so */
-	bool alive = agent_alive(h, s), stale = sync_stale(s);
+	bool alive = sync_agent_alive(h, s), stale = sync_stale(s, realtime_ns());
 	json_object_set_new(o, "stale", json_boolean(stale));
-	json_object_set_new(o, "in_sync", json_boolean(s->out_of_sync_ns == 0 && alive && !stale));
+	json_object_set_new(o, "in_sync", json_boolean(sync_in_sync(alive, stale, s)));
 	if (s->out_of_sync_ns) {
 		time_utc(s->out_of_sync_ns, ts, sizeof ts);
 		json_object_set_new(o, "out_of_sync_since", json_string(ts));
@@ -119,7 +103,7 @@ static void print_sync(const shmcfg *h, const shmcfg_sync_info *s, uint64_t clus
 		}
 		return;
 	}
-	bool alive = agent_alive(h, s);
+	bool alive = sync_agent_alive(h, s);
 	snprintf(line, sizeof line, "%.63s, revision %llu, host %.63s, etcd %.255s", s->cluster[0] ? s->cluster : "?",
 		 (unsigned long long)cluster_rev, s->host[0] ? s->host : "?", s->endpoints[0] ? s->endpoints : "?");
 	kv("cluster", line, NULL);
@@ -127,7 +111,7 @@ static void print_sync(const shmcfg *h, const shmcfg_sync_info *s, uint64_t clus
 		time_local(s->updated_ns, ts, sizeof ts);
 		snprintf(line, sizeof line, "not running (pid %d, last seen %s)", s->pid, ts);
 		kv("sync agent", line, C_RED);
-	} else if (sync_stale(s)) {
+	} else if (sync_stale(s, realtime_ns())) {
 		time_local(s->updated_ns, ts, sizeof ts);
 		snprintf(line, sizeof line, "pid %d, NOT RESPONDING: its record has not moved since %s", s->pid, ts);
 		kv("sync agent", line, C_RED);
@@ -147,15 +131,59 @@ static void print_sync(const shmcfg *h, const shmcfg_sync_info *s, uint64_t clus
 	}
 }
 
+/*
+ * stat --format prometheus: the metrics of the segments named, or of every
+ * segment of the host (all), in one exposition (tools/metrics.c). A segment
+ * that cannot be read has shmcfg_segment_up 0: named, that is a failure
+ * (exit 1); found in /dev/shm, a warning (one scrape covers the rest).
+ */
+static int stat_metrics(char **names, size_t n, bool all)
+{
+	struct seg_metrics *m = calloc(n ? n : 1, sizeof *m);
+	if (!m)
+		return fail("out of memory");
+	int rc = EXIT_OK;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		char path[512];
+		struct stat st;
+		shmcfg *h;
+		snprintf(path, sizeof path, "/dev/shm/shmcfg.%s", names[i]);
+		/* found there: what is no segment of ours is left out, as ls notes it */
+		if (all && (lstat(path, &st) || !S_ISREG(st.st_mode)))
+			continue;
+		int r = attach_segment(names[i], true, &h);
+		if (all && (r == -ENOENT || r == SHMCFG_E_MAGIC || r == SHMCFG_E_OWNER))
+			continue;
+		if (!r) {
+			r = metrics_read(h, names[i], &m[k]);
+			shmcfg_close(h);
+			if (r)
+				rc = fail_lib(r, names[i]);
+		} else if (all) {
+			const char *det = shmcfg_errdetail();
+			warn_msg("segment '%s' cannot be read: %s", names[i], *det ? det : shmcfg_strerror(r));
+		} else {
+			rc = attach_error(r, names[i], true, shmcfg_errdetail());
+		}
+		m[k++].name = names[i]; /* up or not */
+	}
+	if (metrics_write(stdout, m, k) || fflush(stdout))
+		rc = fail("writing the metrics: %s", strerror(errno));
+	free(m);
+	return rc;
+}
+
 int cmd_stat(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"commits", required_argument, NULL, 'c'},
+		{"format", required_argument, NULL, 'f'},
 		{"json", no_argument, NULL, 'J'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	bool json = false;
+	bool json = false, prom = false;
 	uint64_t ncommits = 10;
 	int c, ec = 0;
 	while ((c = next_opt(argc, argv, ":hc:", opts, &ec)) != -1) {
@@ -163,13 +191,35 @@ int cmd_stat(int argc, char **argv)
 			return ec;
 		if (c == 'J')
 			json = true;
+		if (c == 'f') {
+			if (strcmp(optarg, "text") && strcmp(optarg, "json") && strcmp(optarg, "prometheus"))
+				return usage_error("--format takes text, json or prometheus, not '%s'", optarg);
+			prom = !strcmp(optarg, "prometheus");
+			json |= !strcmp(optarg, "json");
+		}
 		if (c == 'c' && (!parse_u64(optarg, &ncommits) || ncommits > 1000))
 			return usage_error("--commits takes a number 0-1000, not '%s'", optarg);
 	}
+	if (prom && json)
+		return usage_error("--json and --format prometheus: choose one");
+	if (prom && optind >= argc) {
+		/* every segment of the host: one scrape covers them all */
+		char **names;
+		size_t n;
+		if (list_segments(&names, &n))
+			return EXIT_FAIL;
+		int rc = stat_metrics(names, n, true);
+		for (size_t i = 0; i < n; i++)
+			free(names[i]);
+		free(names);
+		return rc;
+	}
+	if (prom)
+		return stat_metrics(argv + optind, (size_t)(argc - optind), false);
 	if (optind >= argc)
 		return usage_error("missing segment NAME");
 	if (argc - optind > 1)
-		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+		return usage_error("unexpected argument '%s' (several segments: --format prometheus)", argv[optind + 1]);
 	const char *seg = argv[optind];
 	shmcfg *h;
 	if (open_segment(seg, true, &h))

@@ -114,10 +114,13 @@ static const struct command commands[] = {
 	 "      --knob    clear the knob layer instead of the user layer\n"
 	 "  -q, --quiet   print nothing on success\n"
 	 "      --json    print {generation, changes}, as set does\n", true},
-	{"stat", cmd_stat, "stat NAME [--commits N] [--json]",
+	{"stat", cmd_stat, "stat NAME [--commits N] [--json | --format text|json]\n       stat [NAME...] --format prometheus",
 	 "show the segment's header, attached processes, slots, readers and last commits",
 	 "  -c, --commits N   how many recent commits to list (default 10)\n"
-	 "      --json        print a JSON object\n", true},
+	 "      --json        print a JSON object (--format json)\n"
+	 "      --format FMT  text (the default), json, or prometheus: metrics of the\n"
+	 "                    NAMEs, or of every segment without one, in Prometheus'\n"
+	 "                    text format (node_exporter's textfile collector reads it)\n", true},
 	{"watch", cmd_watch, "watch NAME [OPTION...] [--count N] [--timeout DURATION] [--json] [--quiet]",
 	 "print one line per commit",
 	 "  OPTION                  only commits that touch these options (and only\n"

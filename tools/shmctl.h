@@ -225,6 +225,13 @@ int resolve_final(shmcfg *h, const char *text, shmcfg_opt *opt, shmcfg_opt *fina
  * one line naming the option and the value. EXIT_FAIL. */
 int fail_set(int r, const char *full, const char *value);
 
+/* ---- shmctl-read.c ----------------------------------------------------- */
+
+/* The names of /dev/shm's entries named like segments (shmcfg.NAME), sorted:
+ * ls and stat --format prometheus list them. Each and the array are the
+ * caller's to free. EXIT_OK or EXIT_FAIL (said). */
+int list_segments(char ***names, size_t *n);
+
 /* ---- the subcommands --------------------------------------------------- */
 
 int cmd_create(int argc, char **argv);

@@ -411,6 +411,7 @@ static void seg_error(struct seg *s, const char *fmt, ...)
 		s->status_dirty = s->status_urgent = true; /* in sync or not: shown at once */
 	}
 	if (*msg) {
+		s->nfailed++;
 		if (changed) /* once, not at every retry */
 			logf_("%s: error: %s", s->name, msg);
 		if (!s->failing_since)
@@ -518,6 +519,7 @@ static void commit_plan(struct seg *s, struct plan *p, int64_t rev, const char *
 			s->need_full = true;
 			return;
 		}
+		s->napplied++;
 		logf_("%s: applied revision %" PRIu64 " (generation %" PRIu64 ", %zu change%s%s%s)", s->name, origin, gen,
 		      nset, nset == 1 ? "" : "s", who && *who ? ", by " : "", who && *who ? who : "");
 		seg_error(s, "%s", "");

@@ -86,6 +86,8 @@ struct seg {
 	bool status_dirty;     /* the status key needs a put */
 	bool status_urgent;    /* ... at once: whether it is in sync changed */
 	bool claimed;          /* this agent holds the segment's claim (shmcfg_sync_claim) */
+	uint64_t napplied;     /* revisions committed (--metrics-file) */
+	uint64_t nfailed;      /* commits that failed, each try (--metrics-file) */
 };
 
 int seg_index_knobs(struct seg *s);
