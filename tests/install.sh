@@ -37,7 +37,8 @@ for f in "$bindir/shmctl" "$bindir/shmcfg-import" "$bindir/shmcfg-sync" \
 	"$docdir/reliability.md" "$docdir/benchmarks.md" \
 	"$docdir/examples/README.md" "$docdir/examples/trainer.py" \
 	"$bashcompletiondir/shmctl" "$unitdir/shmcfg-sync@.service" \
-	"$pkgpythondir/__init__.py" "$pkgpythondir/_lib.py" "$pkgpythondir/_paths.py"; do
+	"$pkgpythondir/__init__.py" "$pkgpythondir/_lib.py" "$pkgpythondir/_paths.py" \
+	"$pkgpythondir/py.typed"; do
 	if [ -f "$D$f" ]; then ok "installed $f"; else not_ok "installed $f"; fi
 done
 # every module of the source package is installed (a new one not listed in

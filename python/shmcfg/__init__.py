@@ -70,6 +70,8 @@ the canonical encoding of values (the config hash's), ``segment`` attach(),
 create(), unlink(), Segment and Transaction, ``config`` the config modules.
 """
 
+from typing import Optional
+
 from . import _lib as _L
 from .config import ConfigModule, ContextDecorator, SubConfigProxy
 from .errors import (ConfigLoadError, Error, ExistsError, InvalidArgumentError, NotFoundError,
@@ -85,14 +87,15 @@ __all__ = [
     "OwnerError", "RetiredError",
     "InvalidArgumentError", "UnknownOptionError", "OptionTypeError", "OptionValueError",
     "ConfigLoadError", "PatchArgumentError", "CommittingList", "CommittingSet",
-    "library_version", "library_path", "fast_extension",
+    "library_version", "library_path", "fast_extension", "Current", "OptionInfo",
+    "ContextDecorator",
 ]
 
 _ver = _L.version(None, None, None)
-library_version = _ver.decode() if _ver else "?"
-library_path = _L.path
+library_version: str = _ver.decode() if _ver else "?"
+library_path: str = _L.path
 # the path of shmcfg._fast (attribute reads in C), or None: reads through ctypes
-fast_extension = _L.fast_info if _L.fast is not None else None
+fast_extension: Optional[str] = _L.fast_info if _L.fast is not None else None
 __version__ = library_version
 
 # The public classes and functions keep the name they had before the package

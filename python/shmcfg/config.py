@@ -5,6 +5,8 @@ patchers, get_hash(), save/load, codegen), its nested namespaces
 ``shmcfg`` re-exports the public names).
 """
 
+from __future__ import annotations
+
 import builtins
 import contextlib
 import ctypes
@@ -18,6 +20,8 @@ import threading
 import types
 import unittest
 import warnings
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Set, Type, TypeVar, Union
 
 from . import _lib as _L
 from . import canon
@@ -26,15 +30,24 @@ from .errors import (ConfigLoadError, Error, PatchArgumentError, UnknownOptionEr
 from .values import _convert, _py_literal, _typename
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
 class ContextDecorator(contextlib.ContextDecorator):
     """contextlib.ContextDecorator that also decorates unittest.TestCase
     classes (patch for the whole class), as the seed's does."""
 
-    def __call__(self, func):
+    if TYPE_CHECKING:  # what a subclass provides, for type checkers
+        def __enter__(self) -> None: ...
+
+        def __exit__(self, exc_type: Optional[Type[BaseException]],
+                     exc: Optional[BaseException], tb: Optional[TracebackType]) -> None: ...
+
+    def __call__(self, func: _F) -> _F:  # type: ignore[override]
         if isinstance(func, type) and issubclass(func, unittest.TestCase):
             patch = self
 
-            class _TestCase(func):
+            class _TestCase(func):  # type: ignore[valid-type, misc]
                 @classmethod
                 def setUpClass(cls):
                     patch.__enter__()
@@ -54,7 +67,7 @@ class ContextDecorator(contextlib.ContextDecorator):
             _TestCase.__name__ = func.__name__
             _TestCase.__qualname__ = func.__qualname__
             _TestCase.__module__ = func.__module__
-            return _TestCase
+            return _TestCase  # type: ignore[return-value]
         return super().__call__(func)
 
 
@@ -67,10 +80,11 @@ class _Patch(ContextDecorator):
         self._pairs = pairs
         self.changes = {o.name: None for o, _ in pairs}
 
-    def __enter__(self):
+    def __enter__(self) -> None:
         self._seg._push(self._pairs)
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
         self._seg._pop()
 
 
@@ -139,7 +153,7 @@ class _Patcher:
 # can skip to the fetch for the others): a deprecation warning, a name
 # hidden by unittest.mock, a list or set value whose changes commit.
 
-_warned = set()  # full names of the deprecated options warned of (once per process)
+_warned: Set[str] = set()  # full names of the deprecated options warned of (once per process)
 _warned_lock = threading.Lock()
 
 
@@ -343,7 +357,7 @@ class ConfigModule(types.ModuleType):
     # __getattr__ (PEP 562) that _make_module() puts in the module's dict: a
     # __getattr__ method on the class would slow every read down.
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         d = self.__dict__
         o = d["_shmcfg_opts"].get(name)
         if o is None:
@@ -357,7 +371,7 @@ class ConfigModule(types.ModuleType):
             unhide(self, name)
         d["_shmcfg_seg"]._commit([(o, cv)])
 
-    def __delattr__(self, name):
+    def __delattr__(self, name: str) -> None:
         """Clear the option's user layer (one commit). From unittest.mock's
         patch exit, which sets the original value back when hasattr() is
         false afterwards, hide the option instead (PyTorch's hide flag):
@@ -414,7 +428,7 @@ class ConfigModule(types.ModuleType):
 
     # the seed's interface -----------------------------------------------
 
-    def get_type(self, config_name):
+    def get_type(self, config_name: str) -> Any:
         """The option's Python type: bool, int, float, str, list, set, or
         typing.Optional[T] for a nullable option."""
         return self._o(config_name).python_type()
@@ -425,7 +439,8 @@ class ConfigModule(types.ModuleType):
         patches."""
         return self.__dict__["_shmcfg_seg"]._is_default(self._o(name))
 
-    def patch(self, arg1=None, arg2=None, **kwargs):
+    def patch(self, arg1: Union[str, Mapping[str, Any], None] = None, arg2: Any = None,
+              **kwargs: Any) -> ContextDecorator:
         """Temporary changes for the calling thread, as a context manager or
         a decorator (also of a unittest.TestCase class)::
 
@@ -454,7 +469,7 @@ class ConfigModule(types.ModuleType):
         p = _Patcher(self.__dict__["_shmcfg_seg"], self._changes(changes))
         return p.apply
 
-    def get_hash(self):
+    def get_hash(self) -> bytes:
         """A 16-byte digest of this module's options that are not hash-ignored
         (aliases left out), as the calling thread sees them (its patches
         included): BLAKE2b-128 over the library's canonical encoding
@@ -475,7 +490,7 @@ class ConfigModule(types.ModuleType):
             seg._hashcache[key] = (g, digest)
         return digest
 
-    def get_config_copy(self):
+    def get_config_copy(self) -> Dict[str, Any]:
         """A dict of every option of this module (aliases left out), by
         relative name, with stored values as the seed's (an option an active
         implication overrides gives what its layers hold); lists and sets
@@ -490,21 +505,21 @@ class ConfigModule(types.ModuleType):
         return self._values(self._items(lambda o: o.flags & _L.F_SAVE_IGNORED or
                                         self._rel(o) in ignored))
 
-    def to_dict(self):
+    def to_dict(self) -> Dict[str, Any]:
         """Deprecated in PyTorch (a FutureWarning): get_config_copy()."""
         warnings.warn("`config.to_dict()` has been deprecated. It no longer changes the "
                       "underlying config. use `config.get_config_copy()` instead",
                       FutureWarning, stacklevel=2)
         return self.get_config_copy()
 
-    def shallow_copy_dict(self):
+    def shallow_copy_dict(self) -> Dict[str, Any]:
         """Deprecated in PyTorch (a FutureWarning): get_config_copy()."""
         warnings.warn("`config.shallow_copy_dict()` has been deprecated. It no longer changes "
                       "the underlying config. use `config.get_config_copy()` instead",
                       FutureWarning, stacklevel=2)
         return self.get_config_copy()
 
-    def get_serializable_config_copy(self):
+    def get_serializable_config_copy(self) -> Dict[str, Any]:
         """get_config_copy() without the save-ignored options."""
         return self._serializable()
 
@@ -522,7 +537,8 @@ class ConfigModule(types.ModuleType):
                     (ignore_private_configs and o.flags & _L.F_PRIVATE))
         return self._values(self._items(skip))
 
-    def save_config_portable(self, *, ignore_private_configs=True, readonly_values=False):
+    def save_config_portable(self, *, ignore_private_configs: bool = True,
+                             readonly_values: bool = False) -> Dict[str, Any]:
         """get_config_copy() without private options (a ``_`` name or the
         schema's private flag) unless ignore_private_configs is False, nor
         names under a prefix of a ``_cache_config_ignore_prefix`` option or
@@ -530,7 +546,7 @@ class ConfigModule(types.ModuleType):
         signature (every value returned here is a fresh copy)."""
         return self._portable(ignore_private_configs)
 
-    def save_config(self):
+    def save_config(self) -> bytes:
         """PyTorch's format: a pickle (protocol 2) of the dict of this
         module's values by relative name (aliases and save-ignored options
         left out), as this thread sees them. load_config() of any module of
@@ -538,7 +554,7 @@ class ConfigModule(types.ModuleType):
         the whole segment."""
         return pickle.dumps(self._serializable(), protocol=2)
 
-    def load_config(self, maybe_pickled_config):
+    def load_config(self, maybe_pickled_config: Union[bytes, str, Mapping[str, Any]]) -> int:
         """Apply, as ONE commit, what save_config() returned (a pickled dict:
         only builtin containers and scalars are unpickled), a dict of values,
         or the JSON of a dump (``seg.dump()``, ``shmctl dump``; bytes or
@@ -561,7 +577,7 @@ class ConfigModule(types.ModuleType):
             changes.append((o, _convert(o, v, o.name)))
         return seg._commit(changes)
 
-    def codegen_config(self):
+    def codegen_config(self) -> str:
         """Python statements that reproduce this module's non-default
         settings (``torch._dynamo.config.recompile_limit = 16``), sets as
         set literals; aliases and save-ignored options left out."""
@@ -580,20 +596,20 @@ class SubConfigProxy:
 
     __slots__ = ("_config", "_prefix")
 
-    def __init__(self, config, prefix):
+    def __init__(self, config: ConfigModule, prefix: str) -> None:
         object.__setattr__(self, "_config", config)
         object.__setattr__(self, "_prefix", prefix)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._config, self._prefix + name)
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         setattr(self._config, self._prefix + name, value)
 
-    def __delattr__(self, name):
+    def __delattr__(self, name: str) -> None:
         delattr(self._config, self._prefix + name)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<shmcfg.SubConfigProxy {self._config.__name__}.{self._prefix[:-1]}>"
 
 

@@ -4,6 +4,8 @@ Transaction (private to the package; ``shmcfg`` re-exports the public
 names).
 """
 
+from __future__ import annotations
+
 import ctypes
 import errno
 import math
@@ -13,6 +15,9 @@ import struct
 import threading
 import time
 from collections import namedtuple
+from types import TracebackType
+from typing import (TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, NamedTuple, Optional,
+                    Tuple, Type, Union)
 
 from . import _lib as _L
 from .config import _make_module, _transplant, warn_deprecated
@@ -27,8 +32,17 @@ _STALE = 1 << 42  # the getters of a handle that reattach() replaced
 _PATCHES = _NO_FAST - 1  # the low bits count the patches open
 
 
-Current = namedtuple("Current", "generation config_hash")
-Current.__doc__ = "A generation and its config hash, read together."
+class Current(NamedTuple):
+    """A generation and its config hash, read together."""
+    generation: int
+    config_hash: bytes
+
+
+if TYPE_CHECKING:
+    from .config import ConfigModule
+
+# what a segment name or schema path may be given as
+StrPath = Union[str, "os.PathLike[str]"]
 
 
 class Segment:
@@ -44,22 +58,26 @@ class Segment:
     multiprocessing's spawn start method attaches again in the child.
     """
 
-    def __init__(self, handle, name, fast_reads=None, owner=None):
-        self._h = handle
-        self._hp = ctypes.c_void_p(handle)
+    name: str
+    readonly: bool
+
+    def __init__(self, handle: int, name: str, fast_reads: Optional[bool] = None,
+                 owner: Optional[int] = None) -> None:
+        self._h: Optional[int] = handle
+        self._hp: Optional[ctypes.c_void_p] = ctypes.c_void_p(handle)
         self._pid = os.getpid()
         self._child = None  # (pid, handle) attached again after fork
         self._owner = owner  # the uid named at attach, or None
         self._fast_arg = fast_reads
         self._incarnation = 0  # bumped by reattach()
-        self._reattach_hooks = []  # called after reattach() (the torch bridge)
+        self._reattach_hooks: List[Any] = []  # called after reattach() (the torch bridge)
         self.name = name
         self._lock = threading.Lock()
         self._modlock = threading.Lock()
         self._state = [0]
         self._tl = threading.local()
-        self._modules = {}
-        self._hashcache = {}
+        self._modules: Dict[str, ConfigModule] = {}
+        self._hashcache: Dict[str, Tuple[int, bytes]] = {}
         self._byindex, self._opts = self._load_options(handle)
         self.readonly = bool(_L.readonly(handle))
         self._setup_view(fast_reads)
@@ -107,7 +125,7 @@ class Segment:
             self._state[0] |= _NO_FAST
 
     @property
-    def fast_reads(self):
+    def fast_reads(self) -> bool:
         """Whether attribute reads are served from the per-generation cache
         now (False while a thread has a patch open on this segment)."""
         return not self._state[0]
@@ -146,7 +164,7 @@ class Segment:
     # -- reading -----------------------------------------------------------
 
     @property
-    def generation(self):
+    def generation(self) -> int:
         """The current generation (1 after creation)."""
         cur = self._cur
         if cur is not None and self._h is not None:
@@ -158,25 +176,25 @@ class Segment:
         return info.generation
 
     @property
-    def cluster_revision(self):
+    def cluster_revision(self) -> int:
         """The etcd revision of the cluster layer this host has applied (0 if
         none): a trainer switches at a step boundary once every rank reports
         at least the revision it waits for (examples/trainer.py)."""
         return _L.cluster_revision(self._handle())
 
-    def current(self):
+    def current(self) -> Current:
         """The current generation and its config hash, read together."""
         out = (ctypes.c_uint8 * 16)()
         g = _L.config_hash(self._handle(), out)
         return Current(g, bytes(out))
 
     @property
-    def config_hash(self):
+    def config_hash(self) -> bytes:
         """The segment's config hash (16 bytes; ``shmctl hash`` prints it as hex)."""
         return self.current().config_hash
 
     @property
-    def schema_hash(self):
+    def schema_hash(self) -> bytes:
         out = (ctypes.c_uint8 * 16)()
         _L.schema_hash(self._handle(), out)
         return bytes(out)
@@ -359,7 +377,7 @@ class Segment:
         g.slow = o.deprecated is not None
         return g
 
-    def get(self, name):
+    def get(self, name: str) -> Any:
         """The value of an option by its full name or a unique suffix
         of it (honours this thread's
         patches; a plain list or set). A deprecated option warns (once per
@@ -368,11 +386,11 @@ class Segment:
         warn_deprecated(o)
         return self._read(o)
 
-    def options(self):
+    def options(self) -> List[str]:
         """The full names of every option, in declaration order."""
         return [o.name for o in self._byindex]
 
-    def describe(self, name):
+    def describe(self, name: str) -> OptionInfo:
         """An OptionInfo for an option's full name or a unique suffix of it."""
         o = self._lookup(name)
         return OptionInfo(o.name, o.opt, _PYTYPE[o.kind], o.nullable, o.flags, o.doc,
@@ -406,7 +424,7 @@ class Segment:
         finally:
             _L.value_clear(ctypes.byref(v))
 
-    def is_default(self, name):
+    def is_default(self, name: str) -> bool:
         o = self._lookup(name)
         return self._is_default(o)
 
@@ -418,7 +436,7 @@ class Segment:
 
     # -- modules -----------------------------------------------------------
 
-    def module(self, name=""):
+    def module(self, name: str = "") -> ConfigModule:
         """The config module of the options named ``NAME.*``, e.g.
         ``seg.module("torch._dynamo.config")``; ``module("")`` holds every
         option under its full name. The same object is returned each time."""
@@ -468,20 +486,23 @@ class Segment:
             raise _error(r, f"segment '{self.name}'")
         return gen.value
 
-    def set(self, values, **kw):
+    def set(self, values: Mapping[str, Any], *, layer: str = "user",
+            origin: Optional[Tuple[int, Optional[str]]] = None) -> int:
         """Set options by full name (or unique suffix), all in one commit:
         ``seg.set({"a.b": 1})``.
         Returns the generation published (or the current one if nothing changed)."""
-        return self.transaction(**kw).update(values).commit()
+        return self.transaction(layer, origin).update(values).commit()
 
-    def reset(self, *names, **kw):
+    def reset(self, *names: str, layer: str = "user",
+              origin: Optional[Tuple[int, Optional[str]]] = None) -> int:
         """Clear the user layer of options, in one commit."""
-        t = self.transaction(**kw)
+        t = self.transaction(layer, origin)
         for n in names:
             t.reset(n)
         return t.commit()
 
-    def transaction(self, layer="user", origin=None):
+    def transaction(self, layer: str = "user",
+                    origin: Optional[Tuple[int, Optional[str]]] = None) -> Transaction:
         """A Transaction: collect sets and resets, commit them as one
         generation. As a context manager it commits on success. layer:
         "user", "knob" or "cluster"; origin: (cluster revision, who) for the
@@ -519,7 +540,7 @@ class Segment:
 
     # -- waiting and history ---------------------------------------------
 
-    def wait(self, after=None, timeout=None):
+    def wait(self, after: Optional[int] = None, timeout: Optional[float] = None) -> Optional[int]:
         """Block until the generation is greater than ``after`` (default: the
         current one), or ``timeout`` seconds pass (None: forever). Returns the
         new generation, or None on timeout. A futex on the segment: commits
@@ -545,7 +566,8 @@ class Segment:
             if deadline is not None and time.monotonic() >= deadline:
                 return None
 
-    def changes(self, from_gen, to_gen=None, values=False):
+    def changes(self, from_gen: int, to_gen: Optional[int] = None,
+                values: bool = False) -> Union[List[str], Dict[str, Tuple[Any, Any]], None]:
         """The full names of the options that changed between two generations,
         or None when the library no longer knows (commits were missed).
         With values: a dict name -> (value at from_gen, value at to_gen) of
@@ -570,7 +592,7 @@ class Segment:
             raise _error(r, self.name)
         return [self._byindex[i].name for i in range(n) if arr[i]]
 
-    def commit_info(self, gen):
+    def commit_info(self, gen: int) -> Optional[Dict[str, Any]]:
         """Who committed a recent generation: a dict (generation, time,
         pid, uid, changed names, nchanged), or None if no longer logged."""
         c = _L.Commit()
@@ -617,7 +639,8 @@ class Segment:
         finally:
             _L.history_free(p)
 
-    def history(self, n=None, options=None):
+    def history(self, n: Optional[int] = None,
+                options: Union[str, Iterable[str], None] = None) -> List[Dict[str, Any]]:
         """The segment's history, newest first: one dict per commit
         (generation, time, time_ns, pid, uid, user, process, origin, who,
         cluster_rev, nchanges, values_kept, and changes: a list of
@@ -632,7 +655,7 @@ class Segment:
             finals = {self._byindex[self._lookup(name).final].name for name in options}
         oldest = ctypes.c_uint64()
         cur = _L.history_range(self._handle(), ctypes.byref(oldest), None)
-        out = []
+        out: List[Dict[str, Any]] = []
         g = cur
         while g >= max(oldest.value, 1) and (n is None or len(out) < n):
             e = self._entry(g)
@@ -643,14 +666,14 @@ class Segment:
             g -= 1
         return out
 
-    def history_range(self):
+    def history_range(self) -> Tuple[int, int, int]:
         """(oldest, rebuildable, current): the oldest generation the history
         holds, the oldest whose values values_at() can rebuild, the current one."""
         oldest, reb = ctypes.c_uint64(), ctypes.c_uint64()
         cur = _L.history_range(self._handle(), ctypes.byref(oldest), ctypes.byref(reb))
         return oldest.value, reb.value, cur
 
-    def values_at(self, gen):
+    def values_at(self, gen: int) -> Dict[str, Any]:
         """Every option's value (full name -> value) as of generation gen,
         rebuilt from the history. NotFoundError, naming the oldest generation
         that can be rebuilt, when gen is too old (or not committed yet)."""
@@ -670,7 +693,7 @@ class Segment:
         finally:
             _L.snapshot_release(snap)
 
-    def rollback(self, gen, knob=False, who=None):
+    def rollback(self, gen: int, knob: bool = False, who: Optional[str] = None) -> int:
         """One commit restoring the user layer (and with knob the knob layer)
         to what it held at generation gen. Returns the generation published
         (the current one when nothing differed)."""
@@ -684,7 +707,7 @@ class Segment:
 
     # -- dump, load, codegen ---------------------------------------------
 
-    def dump(self, all=False):
+    def dump(self, all: bool = False) -> str:
         """The portable JSON text that ``shmctl dump`` prints."""
         p = ctypes.c_void_p()
         r = _L.dump(self._wh(), _L.DUMP_ALL if all else 0, ctypes.byref(p))
@@ -692,12 +715,12 @@ class Segment:
             raise _error(r, self.name)
         return _L.take_string(p)
 
-    def load(self, data):
+    def load(self, data: Union[str, bytes, Mapping[str, Any]]) -> int:
         """Load a dump (text, bytes or dict) or a {full name: value} dict as
         one commit; unknown names warn. Returns the generation."""
         return self.module("").load_config(data)
 
-    def codegen(self, format="python"):
+    def codegen(self, format: str = "python") -> str:
         """The non-default settings as code: "python", "shell" (shmctl
         commands) or "json" (the library's codegen, without thread patches)."""
         fmt = {"python": _L.CODEGEN_PYTHON, "shell": _L.CODEGEN_SHELL,
@@ -712,20 +735,20 @@ class Segment:
 
     # -- lifetime ------------------------------------------------------------
 
-    def unlink(self):
+    def unlink(self) -> None:
         """Remove the segment (see shmcfg.unlink()): this Segment, as every
         process attached to it, keeps its last values and is retired."""
         unlink(self.name)
 
     @property
-    def retired(self):
+    def retired(self) -> bool:
         """Whether the segment was removed or replaced since it was attached
         (``shmctl rm``, ``shmctl create --force``, unlink()): reads keep
         answering its last values, wait() raises RetiredError, reattach()
         moves to the segment now of that name. One fstat(2)."""
         return bool(_L.retired(self._handle()))
 
-    def reattach(self):
+    def reattach(self) -> Segment:
         """Attach the segment now of this name (with the options of the first
         attach: read-only, owner) and move this Segment to it; returns self.
 
@@ -789,7 +812,7 @@ class Segment:
             hook()
         return self
 
-    def close(self):
+    def close(self) -> None:
         """Detach. Modules of this segment then raise Error. Call it when no
         other thread of the process reads through this segment."""
         h = self._h
@@ -813,16 +836,16 @@ class Segment:
         except Exception:
             pass
 
-    def __enter__(self):
+    def __enter__(self) -> Segment:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __reduce__(self):
         return (_attach_pickled, (self.name, self.readonly, self._owner))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "closed" if self._h is None else f"generation {self.generation}"
         return f"<shmcfg.Segment '{self.name}' {len(self._byindex)} options, {state}>"
 
@@ -837,16 +860,17 @@ class Transaction:
     checks ranges and choices at commit, where one bad value fails all.
     """
 
-    def __init__(self, seg, layer="user", origin=None):
+    def __init__(self, seg: Segment, layer: str = "user",
+                 origin: Optional[Tuple[int, Optional[str]]] = None) -> None:
         if layer not in ("user", "knob", "cluster"):
             raise ValueError(f"layer must be 'user', 'knob' or 'cluster', not {layer!r}")
         self._seg = seg
         self._layer = {"user": _L.SRC_USER, "knob": _L.SRC_KNOB, "cluster": _L.SRC_CLUSTER}[layer]
         self._origin = origin
-        self._changes = []
+        self._changes: List[Any] = []
         self._done = False
 
-    def set(self, name, value):
+    def set(self, name: str, value: Any) -> Transaction:
         o = self._seg._lookup(name)
         warn_deprecated(o)
         self._changes.append((o, _convert(o, value, o.name)))
@@ -854,32 +878,33 @@ class Transaction:
 
     __setitem__ = set
 
-    def update(self, values):
+    def update(self, values: Mapping[str, Any]) -> Transaction:
         for k, v in dict(values).items():
             self.set(k, v)
         return self
 
-    def reset(self, name):
+    def reset(self, name: str) -> Transaction:
         self._changes.append((self._seg._lookup(name), None))
         return self
 
     __delitem__ = reset
 
-    def commit(self):
+    def commit(self) -> int:
         """Publish; returns the generation (the current one if nothing changed)."""
         if self._done:
             raise RuntimeError("transaction already committed or aborted")
         self._done = True
         return self._seg._commit(self._changes, self._layer, self._origin)
 
-    def abort(self):
+    def abort(self) -> None:
         self._done = True
         self._changes = []
 
-    def __enter__(self):
+    def __enter__(self) -> Transaction:
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
         if exc_type is None and not self._done:
             self.commit()
         else:
@@ -891,7 +916,8 @@ class Transaction:
 # ---------------------------------------------------------------------------
 
 
-def attach(name, readonly=False, fast_reads=None, *, owner=None):
+def attach(name: str, readonly: bool = False, fast_reads: Optional[bool] = None, *,
+           owner: Union[str, int, None] = None) -> Segment:
     """Attach an existing segment. Raises NotFoundError (a FileNotFoundError)
     when there is none, PermissionDeniedError, OwnerError (owned by another
     user than you or root, or than ``owner``), or Error (SHMCFG_E_MAGIC,
@@ -937,8 +963,11 @@ def _attach_opts(readonly, uid, expect_schema_hash=None):
     return ctypes.byref(o)
 
 
-def create(name, schema=None, *, force=False, no_env=False, env=None, schema_text=None,
-           slots=0, readers=0, heap_bytes=0, mode=0, fast_reads=None, history=0):
+def create(name: str, schema: Optional[StrPath] = None, *, force: bool = False,
+           no_env: bool = False, env: Optional[Mapping[str, str]] = None,
+           schema_text: Union[str, bytes, None] = None, slots: int = 0, readers: int = 0,
+           heap_bytes: int = 0, mode: int = 0, fast_reads: Optional[bool] = None,
+           history: int = 0) -> Segment:
     """Create a segment and attach it.
 
     ``schema``: None for the embedded default (torch.compiler.config and the
@@ -990,7 +1019,7 @@ def create(name, schema=None, *, force=False, no_env=False, env=None, schema_tex
     return _wrap(h.value, name, fast_reads)
 
 
-def unlink(name, missing_ok=False):
+def unlink(name: str, missing_ok: bool = False) -> None:
     """Remove a segment. It is retired first: attached processes keep their
     mapping and last values, and learn it (Segment.retired, RetiredError from
     wait()). Another user's object raises PermissionDeniedError."""

@@ -85,7 +85,7 @@ class DeclarationError(Error):
 
 
 _lock = threading.RLock()
-_pending = {}  # module name -> (Segment, exclude, strict) to bridge it with once imported
+_pending: dict = {}  # module name -> (Segment, exclude, strict) to bridge it with once imported
 
 
 def install(seg, modules=None, exclude=EXCLUDE, strict=False):
@@ -380,7 +380,7 @@ def _set_env_default(entry, v):
     entry.__dict__["_shmcfg_env_default"] = v
 
 
-_entry_classes = {}
+_entry_classes: dict = {}
 
 
 def _serve(entry, seg, o, unset):

@@ -5,10 +5,12 @@ Python form of a value that codegen writes (private to the
 package; ``shmcfg`` re-exports OptionInfo).
 """
 
+from __future__ import annotations
+
 import ctypes
 import math
 import typing
-from collections import namedtuple
+from typing import Any, NamedTuple, Optional, Type
 
 from . import _lib as _L
 from .errors import OptionTypeError, OptionValueError, _error, _opt_error
@@ -19,26 +21,33 @@ _PYTYPE = {_L.BOOL: bool, _L.INT: int, _L.FLOAT: float, _L.STR: str, _L.LIST: li
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
 
 
-class OptionInfo(namedtuple("OptionInfo", "name handle type nullable flags doc alias "
-                            "deprecated knob")):
+class OptionInfo(NamedTuple):
     """What the schema says of one option (``Segment.describe()``).
 
     ``type`` is the Python type (bool, int, float, str, list, set); ``alias``
     the full name of the option this one forwards to, or None.
     """
 
-    __slots__ = ()
+    name: str
+    handle: int
+    type: Type[Any]
+    nullable: bool
+    flags: int
+    doc: str
+    alias: Optional[str]
+    deprecated: Optional[str]
+    knob: Optional[str]
 
     @property
-    def hash_ignored(self):
+    def hash_ignored(self) -> bool:
         return bool(self.flags & _L.F_HASH_IGNORED)
 
     @property
-    def save_ignored(self):
+    def save_ignored(self) -> bool:
         return bool(self.flags & _L.F_SAVE_IGNORED)
 
     @property
-    def private(self):
+    def private(self) -> bool:
         return bool(self.flags & _L.F_PRIVATE)
 
 
