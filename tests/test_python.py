@@ -1663,13 +1663,12 @@ class TestLifecycle(SegTest):
                  "app.config.triton.cudagraphs": False})
         self.assertIs(seg.retired, True)
         t0 = time.monotonic()
-        with self.assertRaises(shmcfg.RetiredError) as cm:
+        with self.assertRaises(shmcfg.Error) as cm:
             seg.wait(g, timeout=10)
         self.assertLess(time.monotonic() - t0, PROMPT_S)
         e = cm.exception
-        self.assertIsInstance(e, shmcfg.Error)
-        self.assertEqual(e.errname, "SHMCFG_E_RETIRED")
-        self.assertIn("removed or replaced", str(e))
+        self.assertEqual(e.errname, "SHMCFG_E_SCHEMA")
+        self.assertIn("replaced by one of another schema", str(e))
         self.assertIn(seg.name, str(e))
         # replaced by another schema: reads fail, saying so, never the old
         # segment's values (one of the same schema is followed by itself)
@@ -1692,9 +1691,33 @@ class TestLifecycle(SegTest):
         self.assertEqual(m.get_hash(), nm.get_hash())
         self.assertNotEqual(m.get_hash(), old_hash)
         self.assertEqual(seg.wait(seg.generation, timeout=0), None)  # waits work again
+        gn = new.generation
         m.steps = 31  # and commits go to the new segment
-        self.assertEqual((nm.steps, new.generation), (31, 3))
-        self.assertEqual(seg.wait(2, timeout=0), 3)
+        self.assertEqual((nm.steps, new.generation), (31, gn + 1))
+        self.assertEqual(seg.wait(gn, timeout=0), gn + 1)
+
+    @unittest.skipUnless(SHMCTL, "tools/shmctl is not built")
+    def test_resize_and_force_followed(self):
+        """shmctl resize and create --force: the Segment, its modules and
+        its waits follow the new segment by themselves, with its values."""
+        seg, m = self.app()
+        m.steps = 20
+        g = seg.generation
+        run_shmctl("resize", seg.name, "--size", "1M", "-q")
+        self.assertIs(seg.retired, True)
+        self.assertEqual((m.steps, seg.generation), (20, g + 1))  # kept; generations go on
+        run_shmctl("set", "-q", seg.name, "app.config.steps=21")
+        self.assertEqual((m.steps, seg.get("app.config.steps"), seg.generation), (21, 21, g + 2))
+        m.steps = 22  # a commit through the old Segment lands in the new segment
+        self.assertEqual(run_shmctl("get", seg.name, "app.config.steps").strip(), "22")
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            f.write(SCHEMA)
+            f.flush()  # the same schema: the values are kept too
+            run_shmctl("create", "-q", "--force", "--no-env", "--schema", f.name, seg.name)
+        self.assertEqual(seg.wait(g + 3, timeout=10), g + 4)  # woken by the replacement
+        run_shmctl("set", "-q", seg.name, "app.config.steps=23")
+        self.assertEqual((m.steps, seg.generation), (23, g + 5))
 
     def test_unlink_retires(self):
         seg, m = self.app()

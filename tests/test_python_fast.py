@@ -292,15 +292,18 @@ class TestSameValues(SegTest):
         self.addCleanup(new.close)
         new.set({"app.config.steps": 30, "app.config.tags": ["n"]})
         self.assertTrue(seg.retired)
-        # the retired segment's last values, still through the C read
-        self.assertEqual((m.steps, m.tags), (20, ["b", "a"]))
+        # the C read follows the new segment by itself (lib/follow.c), and
+        # keeps following it: nothing cached for the old one is handed out
+        self.assertEqual((m.steps, m.tags), (30, ["n"]))
+        new.set({"app.config.steps": 32})
+        self.assertEqual((m.steps, seg.generation), (32, new.generation))
         self.assertFalse(old_getter.slow)
         seg.reattach()
-        self.assertEqual((m.steps, m.tags, m.steps_alias2), (30, ["n"], 30))
+        self.assertEqual((m.steps, m.tags, m.steps_alias2), (32, ["n"], 32))
         self.assertIsInstance(type(m).__dict__["steps"], _lib.fast.Getter)
         self.assertIsNot(type(m).__dict__["steps"], old_getter)
         # a getter of the old class goes to its fallback, which reads the new handle
-        self.assertEqual(old_getter.__get__(m, type(m)), 30)
+        self.assertEqual(old_getter.__get__(m, type(m)), 32)
         new.set({"app.config.steps": 31})
         self.assertEqual((m.steps, old_getter.__get__(m, type(m))), (31, 31))
         self.check_all(seg)
@@ -369,7 +372,7 @@ class TestGetter(SegTest):
 
     def getter(self, seg, name, fallback, state=None):
         o = seg._opts[name]
-        return _lib.fast.Getter(seg._h, _lib.View.from_address(seg._h).current,
+        return _lib.fast.Getter(seg._h, seg._h + _lib.View.current.offset,
                                 state if state is not None else [0], fallback, o.opt, o.kind)
 
     def test_slow_flag_state_and_failure_call_the_fallback(self):
@@ -394,7 +397,7 @@ class TestGetter(SegTest):
         self.assertEqual(calls, [obj, obj])
         self.assertIs(g.__get__(None, object), g)  # the class's attribute: itself
         # a read the library refuses (a handle past the option table)
-        bad = _lib.fast.Getter(seg._h, _lib.View.from_address(seg._h).current, [0], fallback,
+        bad = _lib.fast.Getter(seg._h, seg._h + _lib.View.current.offset, [0], fallback,
                                len(seg.options()) + 5, _lib.INT)
         self.assertEqual(bad.__get__(obj), "fallback")
         # a fallback's exception propagates
@@ -416,7 +419,7 @@ class TestGetter(SegTest):
 
         g = self.getter(seg, "app.config.tags", len)
         o = seg._opts["app.config.tags"]
-        c = _lib.fast.Getter(seg._h, _lib.View.from_address(seg._h).current, [0], len, o.opt,
+        c = _lib.fast.Getter(seg._h, seg._h + _lib.View.current.offset, [0], len, o.opt,
                              o.kind, None, copy)
         self.assertEqual(c.__get__(1), ("copy", ["x", "y"]))
         self.assertEqual(c.__get__(1), ("copy", ["x", "y"]))
@@ -427,7 +430,7 @@ class TestGetter(SegTest):
 
     def test_bad_arguments(self):
         seg = self.make(SCHEMA, no_env=True)
-        cur = _lib.View.from_address(seg._h).current
+        cur = seg._h + _lib.View.current.offset
         for args in [(0, cur, [0], len, 0, 1), (seg._h, 0, [0], len, 0, 1),
                      (seg._h, cur, [0, 1], len, 0, 1), (seg._h, cur, [0], 5, 0, 1),
                      (seg._h, cur, [0], len, 0, 7), (seg._h, cur, [0], len, 0, 0),

@@ -5,7 +5,7 @@
  * One Getter per option is a data descriptor on the module's class, where
  * the ctypes binding puts a property. Its read is the Python getter's
  * (segment.py, Segment._getter) without the Python frame: while nothing
- * asks for the slow path, it loads the segment header's `current` word and
+ * asks for the slow path, it loads the word `current` its view names and
  * returns the value it cached under that word (a published generation
  * never changes); otherwise it reads the option through libshmcfg (the
  * inline getters of shmcfg.h for bool/int/float, shmcfg_get() for the
@@ -30,7 +30,7 @@
 typedef struct {
 	PyObject_HEAD
 	const shmcfg *h;          /* the segment's handle (valid while state is 0) */
-	const uint64_t *current;  /* (generation << 8) | slot, in the segment header */
+	const uint64_t *const *current; /* the view's pointer to the word `current` */
 	PyObject *state;          /* Segment._state: a list of one int, 0 = fast reads */
 	PyObject *fallback;       /* the Python getter: fallback(module) -> value */
 	PyObject *doc;
@@ -140,12 +140,20 @@ static PyObject *Getter_get(PyObject *self, PyObject *obj, PyObject *type)
 	/* Pairs with the writer's seq_cst store of `current` (lib/publish.c):
 	 * the word is read before the library read, so a commit racing it can
 	 * only make the cached entry unused, never wrong. */
-	uint64_t cur = __atomic_load_n(g->current, __ATOMIC_ACQUIRE);
+	uint64_t cur = __atomic_load_n(__atomic_load_n(g->current, __ATOMIC_RELAXED), __ATOMIC_ACQUIRE);
 	if (g->cached && cur == g->cached_cur)
 		return hand_out(g, g->cached);
 	PyObject *v = read_value(g);
 	if (!v)
 		return PyObject_CallOneArg(g->fallback, obj);
+	/* a replaced segment's word names slot 0xff (FROZEN_SLOT, lib/seqlock.h):
+	 * the library read followed the new segment, whose word the view names
+	 * now; nothing is cached under the old one */
+	if ((cur & 0xff) == 0xff) {
+		PyObject *out = hand_out(g, v);
+		Py_DECREF(v);
+		return out;
+	}
 	Py_XSETREF(g->cached, v);
 	g->cached_cur = cur;
 	return hand_out(g, v);
@@ -178,7 +186,7 @@ static int Getter_init(PyObject *self, PyObject *args, PyObject *kw)
 		return -1;
 	}
 	g->h = (const shmcfg *)(uintptr_t)h;
-	g->current = (const uint64_t *)(uintptr_t)current;
+	g->current = (const uint64_t *const *)(uintptr_t)current;
 	Py_XSETREF(g->state, Py_NewRef(state));
 	Py_XSETREF(g->fallback, Py_NewRef(fallback));
 	Py_XSETREF(g->doc, Py_NewRef(doc));

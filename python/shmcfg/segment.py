@@ -30,6 +30,9 @@ _NO_FAST = 1 << 40  # bits of Segment._state[0]: reasons to call the library
 _CLOSED = 1 << 41
 _STALE = 1 << 42  # the getters of a handle that reattach() replaced
 _PATCHES = _NO_FAST - 1  # the low bits count the patches open
+# the slot index of the word `current` of a replaced segment: no slot has it
+# (lib/seqlock.h, FROZEN_SLOT); the library follows the new one
+_FROZEN = 0xFF
 
 
 class Current(NamedTuple):
@@ -112,17 +115,32 @@ class Segment:
 
     def _setup_view(self, fast):
         v = _L.View.from_address(self._h)
+        self._view = v
         self._cur = None
+        self._curbox = [None]
         if v.abi != _L.VIEW_ABI or not v.current:
             self._state[0] |= _NO_FAST
             return
-        word = (ctypes.c_int64 * 1).from_address(v.current)
-        self._cur = memoryview(word).cast("B").cast("q")
-        self._word = word
+        self._resolve_word()
         if fast is None:
             fast = os.environ.get("SHMCFG_PYTHON_FAST", "1") != "0"
         if not fast:
             self._state[0] |= _NO_FAST
+
+    def _resolve_word(self):
+        """The word ``current`` this handle's view names now: the library
+        points the view at a new incarnation when it follows a replacement
+        (lib/follow.c), whose old word then names no slot (FROZEN)."""
+        word = (ctypes.c_int64 * 1).from_address(self._view.current)
+        self._cur = memoryview(word).cast("B").cast("q")
+        self._word = word
+        self._curbox[0] = self._cur
+
+    def _refollow(self):
+        """The segment was replaced: let the library follow it (any call
+        that reads does), then read the word its view names now."""
+        _L.cluster_revision(self._handle())
+        self._resolve_word()
 
     @property
     def fast_reads(self) -> bool:
@@ -168,7 +186,11 @@ class Segment:
         """The current generation (1 after creation)."""
         cur = self._cur
         if cur is not None and self._h is not None:
-            return cur[0] >> _L.SLOT_BITS
+            c = cur[0]
+            if c & _FROZEN == _FROZEN:
+                self._refollow()
+                c = self._cur[0]
+            return c >> _L.SLOT_BITS
         info = _L.Info()
         r = _L.stat(self._handle(), ctypes.byref(info))
         if r < 0:
@@ -320,7 +342,8 @@ class Segment:
         """
         read = self._read
         state = self._state
-        cur = self._cur
+        box = self._curbox
+        refollow = self._refollow
         k = o.kind
         if k > _L.STR and copy is not None:
             plain_read = read
@@ -328,18 +351,23 @@ class Segment:
             def read(o):
                 v = plain_read(o)
                 return None if v is None else copy(v)
-        if cur is None:
+        if box[0] is None:
             return lambda _obj: read(o)
         cache = [(-1, None)]
+        # a word that names FROZEN: the segment was replaced; the library
+        # read follows it, and the word to key on is the new one's
         if k <= _L.STR:  # immutable values
             def get(_obj):
                 if not state[0]:
-                    c = cur[0]
+                    c = box[0][0]
                     e = cache[0]
                     if e[0] == c:
                         return e[1]
                     v = read(o)
-                    cache[0] = (c, v)
+                    if c & _FROZEN == _FROZEN:
+                        refollow()
+                    else:
+                        cache[0] = (c, v)
                     return v
                 return read(o)
             return get
@@ -349,11 +377,14 @@ class Segment:
 
         def get_copy(_obj):
             if not state[0]:
-                c = cur[0]
+                c = box[0][0]
                 e = cache[0]
                 if e[0] != c:
                     v = read(o)
-                    cache[0] = (c, None if v is None else freeze(v))
+                    if c & _FROZEN == _FROZEN:
+                        refollow()
+                    else:
+                        cache[0] = (c, None if v is None else freeze(v))
                     return v
                 v = e[1]
                 return None if v is None else copy(v)
@@ -372,7 +403,9 @@ class Segment:
         if _L.fast is None or self._cur is None:
             return property(get, doc=doc)
         copy = self._committing_copy(o) if o.kind > _L.STR else None
-        g = _L.fast.Getter(self._h, ctypes.addressof(self._word), self._state, get, o.opt,
+        # the address of the view's pointer to the word: the Getter reads the
+        # word the view names at each read (a replacement moves it)
+        g = _L.fast.Getter(self._h, self._h + _L.View.current.offset, self._state, get, o.opt,
                            o.kind, doc, copy)
         g.slow = o.deprecated is not None
         return g
