@@ -16,9 +16,11 @@ the config hash. Change an option from another terminal while it runs:
         torch.compiler.config.cache_key_tag=v2
 
 and every worker reports the new generation at once, with the same config
-hash. Replace the segment (tools/shmctl create --force NAME): every worker's
-wait raises shmcfg.RetiredError, and the worker reattaches (seg.reattach())
-and goes on with the new segment's values. At the end the launcher checks
+hash. Replace the segment (tools/shmctl create --force NAME, or resize it):
+every worker follows the new one by itself (the library does, at its next
+read) and goes on with its values. Remove it and create it anew (shmctl rm,
+then create): every worker's wait raises shmcfg.RetiredError, and the
+worker reattaches (seg.reattach()). At the end the launcher checks
 that all workers finished on the same generation and hash as the segment now
 of that name (exit status 1 if not).
 
@@ -127,19 +129,21 @@ def worker(rank, segname, steps, step_s, conn, stop=None):
                 if seg.wait(after=last.generation, timeout=left) is not None:
                     report(step)
             except shmcfg.RetiredError:
-                # removed or replaced (shmctl rm / create --force): this
-                # process still reads the old values; move to the new segment
+                # removed (shmctl rm), perhaps created anew: this process
+                # still reads the old values; move to the new segment (one
+                # replaced by shmctl create --force or resize is followed by
+                # the library itself)
                 if reattach(seg, rank, step, deadline):
                     report(step)
         step += 1
-    if seg.retired:  # replaced after the last wait: end on the segment now of that name
-        reattach(seg, rank, step, time.monotonic())
+    if seg.retired:  # removed after the last wait: end on the segment now of that name
+        reattach(seg, rank, step, time.monotonic(), quiet=True)
     g, h = seg.current()
     conn.send(("done", g, h.hex(), seen))
     conn.close()
 
 
-def reattach(seg, rank, step, deadline):
+def reattach(seg, rank, step, deadline, quiet=False):
     """Attach the segment now of that name; until `deadline`, while there is
     none yet (between the removal and the creation of a replacement)."""
     while True:
@@ -150,7 +154,8 @@ def reattach(seg, rank, step, deadline):
                 return False
             time.sleep(0.005)  # the name is free for an instant: try again
             continue
-        say(f"worker {rank}: step {step}: the segment was removed or replaced: reattached")
+        if not quiet:
+            say(f"worker {rank}: step {step}: the segment was removed or replaced: reattached")
         return True
 
 
@@ -335,16 +340,16 @@ def demo_replace(segname):
     the API); return how it was done."""
     tool = find_shmctl()
     if tool:
-        cmd = [tool, "create", "--force", "--quiet", segname]
+        cmd = [tool, "create", "--force", "--fresh", "--quiet", segname]
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            universal_newlines=True)
         if p.returncode == 0:
-            for line in p.stderr.splitlines():  # its warning: who is attached
+            for line in p.stderr.splitlines():  # its note: who is attached, and follows
                 say(f"launcher: {line}")
             return " ".join(["shmctl"] + cmd[1:])
         say(f"launcher: {' '.join(cmd)} failed ({p.stderr.strip()}); "
               f"using the Python API")
-    shmcfg.create(segname, force=True).close()
+    shmcfg.create(segname, force=True).close()  # fresh, as --fresh
     return "shmcfg.create(%r, force=True)" % segname
 
 
@@ -519,7 +524,7 @@ def main(argv=None):
             f"try, from another terminal:\n"
             f"  {tool} set {name} torch._dynamo.config.recompile_limit=16 "
             f"torch.compiler.config.cache_key_tag=v2\n"
-            f"  {tool} create --force {name}    (the workers reattach)")
+            f"  {tool} create --force {name}    (the workers follow it)")
 
         ctx = multiprocessing.get_context(a.start_method)
         stop = ctx.Event() if a.demo else None
@@ -550,7 +555,7 @@ def main(argv=None):
                                lambda g, h: (g, h) == (final.generation, final.config_hash.hex()),
                                60)
                 if ok:
-                    say(f"launcher: every worker reattached and saw the new segment's "
+                    say(f"launcher: every worker followed it and saw the new segment's "
                         f"generation {final.generation}")
             if not ok:
                 say("launcher: the workers did not all report within 60 s")

@@ -248,7 +248,15 @@ static int open_old(const char *name, shmcfg **ret)
 	}
 	if (r)
 		return r;
-	if ((r = shmcfg__lock_writer(old))) {
+	/* only its owner (or root) may put another object under the name: in
+	 * /dev/shm, sticky, the rename would fail, after the work */
+	uid_t me = geteuid();
+	if (me != 0 && old->owner != me) {
+		char who[300];
+		shmcfg__user_text(old->owner, who, sizeof who);
+		r = shmcfg__err(-EPERM, "%s: only its owner (uid %s) or root may replace it", name, who);
+	}
+	if (r || (r = shmcfg__lock_writer(old))) {
 		shmcfg_close(old);
 		return r;
 	}

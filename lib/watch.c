@@ -74,7 +74,8 @@ int shmcfg_wait(const shmcfg *h, uint64_t after, int timeout_ms, uint64_t *gen_r
 	assert_return(h, -EINVAL);
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms * 1000000ull;
 	for (;;) {
-		const shmcfg *live = shmcfg__live(h);
+		const shmcfg *live = h;
+		SHMCFG_FOLLOW(live); /* replaced by another schema: says so */
 		int r = wait_one(live, after, timeout_ms, deadline, gen_ret);
 		/* replaced while we waited: wait on its successor (generations go
 		 * on across incarnations, so `after` still means what it meant) */

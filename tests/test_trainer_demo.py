@@ -39,28 +39,29 @@ class TestTrainerDemo(unittest.TestCase):
         out = p.stdout
         self.assertEqual(p.returncode, 0, out + p.stderr)
         self.assertIn("every worker saw generation 2 (the change)", out)
-        self.assertIn("every worker reattached and saw the new segment's generation 2", out)
-        self.assertIn("all 2 workers agree: generation 2", out)
+        # the replacement (fresh: generation 3) and the change to it (4)
+        self.assertIn("every worker followed it and saw the new segment's generation 4", out)
+        self.assertIn("all 2 workers agree: generation 4", out)
         for rank in (0, 1):
             self.assertRegex(out, rf"worker {rank}: step \d+: generation 2, recompile_limit=16, "
                                   rf"cache_key_tag='demo'")
-            # the replacement: the worker's wait raised RetiredError, it
-            # reattached and read the new segment
-            self.assertRegex(out, rf"worker {rank}: step \d+: the segment was removed or "
-                                  rf"replaced: reattached\n(.*\n)*worker {rank}: step \d+: "
-                                  rf"generation 2, recompile_limit=32, cache_key_tag='replaced'")
+            # the replacement: the worker followed the new segment by itself
+            # (no reattach of its own) and read its values
+            self.assertRegex(out, rf"worker {rank}: step \d+: generation 4, recompile_limit=32, "
+                                  rf"cache_key_tag='replaced'")
+            self.assertNotRegex(out, rf"worker {rank}: step \d+: the segment was removed")
         hashes = set(re.findall(r"worker \d+: step \d+: generation 2, .*'demo'.*config hash (\w+)",
                                 out))
         self.assertEqual(len(hashes), 1, out)
-        new = set(re.findall(r"worker \d+: step \d+: generation 2, .*'replaced'.*config hash (\w+)",
+        new = set(re.findall(r"worker \d+: step \d+: generation 4, .*'replaced'.*config hash (\w+)",
                              out))
         self.assertEqual(len(new), 1, out)
         self.assertNotEqual(hashes, new)
-        final = re.search(r"workers agree: generation 2, config hash (\w+)", out).group(1)
+        final = re.search(r"workers agree: generation 4, config hash (\w+)", out).group(1)
         self.assertTrue(final.startswith(new.pop()), out)
         if SHMCTL:  # shmctl create --force named the processes attached
-            m = re.search(rf"launcher: shmctl: warning: {name} is attached by pids "
-                          rf"([\d, ]+): they keep the old segment", out)
+            m = re.search(rf"launcher: shmctl: {name} is attached by pids "
+                          rf"([\d, ]+): they follow the new segment", out)
             self.assertIsNotNone(m, out)
             # the launcher and the two workers (and a `shmctl ls` alongside, maybe)
             self.assertGreaterEqual(len(m.group(1).split(", ")), 3, out)

@@ -875,6 +875,42 @@ static int squat_lock_main(void *p)
 	return 0;
 }
 
+/* A writer that may not replace the segment (another user, with write
+ * access through the mode): its commit that does not fit the heap fails,
+ * naming the resize to run; nothing changes, nothing is left behind. */
+static int grow_refused_main(void *p)
+{
+	struct other_arg *a = p;
+	int e = drop_to(a->uid, a->gid);
+	CHECK(e == 0, 2, "drop privileges: %s", strerror(e));
+	shmcfg *h;
+	int r = shmcfg_attach(a->name, 0, NULL, &h);
+	CHECK(r == 0, 3, "attach: %s", shmcfg_strerror(r));
+	char big[6000], want[200];
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = 0;
+	uint64_t g = shmcfg_generation(h);
+	r = commit_str(h, T_C, big, NULL);
+	CHECK(r == SHMCFG_E_FULL, 4, "commit: %s", shmcfg_strerror(r));
+	snprintf(want, sizeof want, "run `shmctl resize %s --size 8192`", a->name);
+	CHECK(strstr(shmcfg_errdetail(), want) && strstr(shmcfg_errdetail(), "only its owner"), 5, "detail");
+	CHECK(!shmcfg_retired(h) && shmcfg_generation(h) == g, 6, "the segment changed");
+	shmcfg_close(h);
+	return 0;
+}
+
+static void test_heap_growth_refused_to_other_users(void **state)
+{
+	(void)state;
+	const char *name = new_name("trust-grow");
+	keep(test_create(name, &(shmcfg_create_opts){.mode = 0666, .heap_bytes = 4096}));
+	struct other_arg a = {name, NOBODY, NOBODY, -1, -1, 0};
+	assert_child_ok(spawn(grow_refused_main, &a));
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "ls /dev/shm | grep -q 'shmcfg-new.%s'", name);
+	assert_int_not_equal(system(cmd), 0);
+}
+
 static void test_squatted_names_do_not_capture_creation(void **state)
 {
 	(void)state;
@@ -1822,6 +1858,7 @@ static const struct {
 	CASE(test_readonly_handle_keeps_no_write_access, ROOT_ONLY),
 	CASE(test_foreign_owned_segment_refused_unless_expected, ROOT_ONLY),
 	CASE(test_squatted_names_do_not_capture_creation, ROOT_ONLY),
+	CASE(test_heap_growth_refused_to_other_users, ROOT_ONLY),
 #undef CASE
 };
 

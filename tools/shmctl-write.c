@@ -385,8 +385,11 @@ int cmd_create(int argc, char **argv)
 		if (info && shmcfg_stat(h, info) == 0) {
 			char size[32];
 			human_size(info->size, size, sizeof size);
-			printf("created segment '%s': %u options, %u slots, %s, generation %llu\n", seg,
-			       info->nopts, info->nslots, size, (unsigned long long)info->generation);
+			/* a replacement's generations go on from the old segment's */
+			bool replaced = (o.flags & SHMCFG_CREATE_FORCE) && info->generation > 1;
+			printf("%s segment '%s': %u options, %u slots, %s, generation %llu\n",
+			       replaced ? "replaced" : "created", seg, info->nopts, info->nslots, size,
+			       (unsigned long long)info->generation);
 		}
 		free(info);
 		print_env_applied(h);
