@@ -18,10 +18,12 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#define FOLLOW_RETRY_NS (20 * 1000000ull) /* a failed follow is tried again after 20 ms */
+#define FOLLOW_RETRY_NS (5 * 1000000ull) /* a failed follow is tried again after 5 ms */
 
 /* Attach the segment now of h's name as h's successor (one thread at a
  * time; a failure is tried again FOLLOW_RETRY_NS later). The attach is
@@ -94,7 +96,8 @@ static void view_poison(shmcfg *h)
  * or the name removed since, when the frozen values are the last). */
 static bool follow_failed(int e)
 {
-	return e != 0 && e != -EAGAIN && e != -ENOENT;
+	/* out of descriptors or memory: no verdict on the successor */
+	return e != 0 && e != -EAGAIN && e != -ENOENT && e != -EMFILE && e != -ENFILE && e != -ENOMEM;
 }
 
 shmcfg *shmcfg__live_slow(const shmcfg *h0)
@@ -144,4 +147,12 @@ bool shmcfg__follow_txn(shmcfg_txn *t)
 		}
 		usleep(2000);
 	}
+}
+
+bool shmcfg__at_name(const shmcfg *h)
+{
+	char path[PATH_BYTES];
+	struct stat a, b;
+	snprintf(path, sizeof path, SHM_DIR SEG_PREFIX "%s", h->name); /* checked at attach */
+	return stat(path, &a) == 0 && fstat(h->fd, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
 }

@@ -42,7 +42,7 @@
 #include "shmcfg.h"
 
 #define SEG_MAGIC 0x3147464343d48535ULL /* bytes 35 85 d4 43 43 46 47 31 */
-#define SEG_LAYOUT_VERSION 6u
+#define SEG_LAYOUT_VERSION 7u
 #define SEG_READY 0x52454459u           /* "REDY" */
 #define SEG_HEADER_BYTES 4096u
 #define SEG_PREFIX "/shmcfg."
@@ -140,6 +140,12 @@ struct seg_header {
 	uint64_t hist_off;       /* hist_n struct hist_ent (history.c) */
 	uint64_t hist_ring_off, hist_ring_size; /* the records' byte ring */
 	uint32_t hist_n, pad4;   /* entries of the history index; padding */
+	/* layout 7: the segment's lineage (random at a creation, kept by each
+	 * replacement, replace.c) and its first generation; a handle follows a
+	 * segment of its lineage whose first generation is past its own last
+	 * (follow.c), never one created anew under the name */
+	uint8_t lineage[16];
+	uint64_t first_gen;
 	/* Everything above is immutable after creation (shmcfg_check compares
 	 * it with the attach-time copy). The hot words, each on its own cache
 	 * line so that commits bumping the futex do not disturb readers of

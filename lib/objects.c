@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -64,6 +65,38 @@ static const char *file_kind(mode_t m)
  * may a symlink lead us elsewhere. Anything but a regular file is refused at
  * once as "not a segment".
  */
+/*
+ * Why a segment may be missing here though it exists: this process sees
+ * another /dev/shm than the host's (a container's private one, Docker's 64
+ * MiB default; another mount or IPC namespace than init's). "" when
+ * nothing says so. doc/deployment.md.
+ */
+static void shm_elsewhere(char *buf, size_t len)
+{
+	char self[64] = "", init[64] = "";
+	bool other_ns = false;
+	const char *ns[] = {"mnt", "ipc"};
+	for (int i = 0; i < 2 && !other_ns; i++) {
+		char p[32];
+		snprintf(p, sizeof p, "/proc/self/ns/%s", ns[i]);
+		ssize_t a = readlink(p, self, sizeof self - 1);
+		snprintf(p, sizeof p, "/proc/1/ns/%s", ns[i]);
+		ssize_t b = readlink(p, init, sizeof init - 1); /* not ours to read: no verdict */
+		other_ns = a > 0 && b > 0 && (a != b || memcmp(self, init, (size_t)a) != 0);
+	}
+	struct statvfs vs;
+	uint64_t mib = statvfs(SHM_DIR, &vs) == 0 ? (uint64_t)vs.f_blocks * vs.f_frsize >> 20 : 0;
+	/* in a container whose init we cannot compare with (we are in its
+	 * namespaces): Docker's private /dev/shm is 64 MiB unless --shm-size */
+	bool container = mib && mib <= 64 &&
+			 (access("/.dockerenv", F_OK) == 0 || access("/run/.containerenv", F_OK) == 0 || getenv("container"));
+	buf[0] = 0;
+	if (other_ns || container)
+		snprintf(buf, len, " in this process's /dev/shm (%llu MiB): it runs in %s, whose /dev/shm is its own; "
+			 "share the host's (doc/deployment.md)", (unsigned long long)mib,
+			 other_ns ? "another mount or IPC namespace than init" : "a container");
+}
+
 int shmcfg__open_regular(const char *path, const char *name, int flags, int *fd_ret, struct stat *st)
 {
 	int fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -72,8 +105,12 @@ int shmcfg__open_regular(const char *path, const char *name, int flags, int *fd_
 		if (e == ENXIO || e == EISDIR) /* a socket; a directory opened for writing */
 			return shmcfg__err(SHMCFG_E_MAGIC, "%s: %s is %s, not a segment", name, path,
 					   e == ENXIO ? "a socket" : "a directory");
-		return shmcfg__err(-e, "%s: %s", name,
-				   e == ENOENT ? "no such segment" : e == ELOOP ? "is a symbolic link, not a segment" : strerror(e));
+		char where[300] = "";
+		if (e == ENOENT)
+			shm_elsewhere(where, sizeof where);
+		return shmcfg__err(-e, "%s: %s%s", name,
+				   e == ENOENT ? "no such segment" : e == ELOOP ? "is a symbolic link, not a segment" : strerror(e),
+				   where);
 	}
 	if (fstat(fd, st) < 0) {
 		int e = errno;
@@ -310,7 +347,9 @@ int shmcfg__remove_segment(const char *name, const char *path, bool quiet_enoent
 		if (m != MAP_FAILED) {
 			/* release: pairs with the acquire load in shmcfg_retired();
 			 * the futex bump wakes waiters as a commit does */
-			__atomic_store_n(&m->retired, RETIRED_REMOVED, __ATOMIC_RELEASE);
+			uint32_t zero = 0; /* a replaced (frozen) one stays so */
+			__atomic_compare_exchange_n(&m->retired, &zero, RETIRED_REMOVED, false, __ATOMIC_RELEASE,
+						    __ATOMIC_RELAXED);
 			__atomic_fetch_add(&m->futex, 1, __ATOMIC_SEQ_CST);
 			syscall(SYS_futex, &m->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 			munmap(m, SEG_HEADER_BYTES);

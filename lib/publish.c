@@ -328,8 +328,13 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	/* acquire: pairs with the release store in shmcfg__retire_replaced();
 	 * a replaced segment is frozen (its readers rely on it) */
 	if (__atomic_load_n(&hd->retired, __ATOMIC_ACQUIRE) == RETIRED_REPLACED) {
-		r = SHMCFG_E_RETIRED;
-		goto out;
+		if (!shmcfg__at_name(h)) {
+			r = SHMCFG_E_RETIRED;
+			goto out;
+		}
+		/* ours, and still at its name: its replacer died before its
+		 * rename (a live one holds this lock past it) */
+		shmcfg__thaw(h);
 	}
 	uint64_t cur = __atomic_load_n(&hd->current, __ATOMIC_ACQUIRE);
 	uint32_t cur_s = cur_slot(cur), s = 0;

@@ -187,7 +187,7 @@ static int first_from(shmcfg *h, void *ctx)
 {
 	const struct keep_first *k = ctx;
 	shmcfg *old = k->old;
-	uint64_t g0 = cur_gen(__atomic_load_n(&old->hdr->current, __ATOMIC_ACQUIRE)), cluster_rev = 0;
+	uint64_t cluster_rev = 0;
 	shmcfg_txn *t = shmcfg__calloc(1, sizeof *t);
 	if (!t)
 		return shmcfg__nomem();
@@ -195,11 +195,11 @@ static int first_from(shmcfg *h, void *ctx)
 	snprintf(t->who, sizeof t->who, "%s", k->who);
 	int r = k->keep ? copy_layers(t, old, &cluster_rev) : shmcfg__env_changes(t, k->envp);
 	if (!r && k->keep)
-		r = hist_copy(h, old, g0);
+		r = hist_copy(h, old, cur_gen(seq_current(old))); /* its last (a frozen one's too) */
 	/* the same values: a generation that changes nothing (its record
 	 * says who replaced the segment); or a fresh one's env layers */
 	if (!r)
-		r = shmcfg__commit_first(t, g0 + 1, cluster_rev, !k->keep);
+		r = shmcfg__commit_first(t, h->lay.first_gen, cluster_rev, !k->keep);
 	shmcfg_txn_abort(t);
 	shmcfg_sync_info si;
 	if (!r && k->keep && shmcfg_sync_get(old, &si) == 0)
@@ -233,16 +233,26 @@ static void freeze(shmcfg *old, uint64_t *saved, bool on)
 /* The old segment, attached read-write and locked, or 1: none that can be
  * replaced (no segment, or one this library cannot attach: removed and
  * created anew by the caller), or an error that must stop the replacement. */
+static int open_old_once(const char *name, shmcfg **ret);
+
 static int open_old(const char *name, shmcfg **ret)
+{
+	for (int tries = 0;; tries++) {
+		int r = open_old_once(name, ret);
+		/* another replacer was first: replace what it put there */
+		if (r != -EAGAIN || tries == 8)
+			return r == -EAGAIN ? shmcfg__err(SHMCFG_E_LOCKED, "%s: replaced by others again and again", name) : r;
+	}
+}
+
+static int open_old_once(const char *name, shmcfg **ret)
 {
 	shmcfg *old;
 	int r = shmcfg_attach(name, 0, NULL, &old);
-	if (r == -ENOENT || r == SHMCFG_E_MAGIC || r == SHMCFG_E_VERSION || r == SHMCFG_E_CORRUPT ||
-	    r == SHMCFG_E_NOTREADY) {
-		shmcfg__clear_err();
-		return 1;
-	}
-	if (r == -EACCES || r == SHMCFG_E_OWNER) { /* not ours: remove_segment says whose it is */
+	/* nothing there, or nothing this library attaches (damaged, another
+	 * layout, a symlink or FIFO planted, another user's: remove_segment
+	 * removes it or says why not); a failure of our own stops here */
+	if (r && r != -ENOMEM && r != -EMFILE && r != -ENFILE && r != -EINTR) {
 		shmcfg__clear_err();
 		return 1;
 	}
@@ -260,6 +270,14 @@ static int open_old(const char *name, shmcfg **ret)
 		shmcfg_close(old);
 		return r;
 	}
+	/* under the lock: replaced meanwhile (its successor at the name), or
+	 * frozen by a replacer that died before its rename (still at the name:
+	 * replaced again, from its last generation) */
+	if (__atomic_load_n(&old->hdr->retired, __ATOMIC_ACQUIRE) && !shmcfg__at_name(old)) {
+		shmcfg__unlock_writer(old);
+		shmcfg_close(old);
+		return -EAGAIN;
+	}
 	*ret = old;
 	return 0;
 }
@@ -275,6 +293,10 @@ static int replace_with(shmcfg *old, const char *name, const char *path, struct 
 		rnd = now_ns(CLOCK_MONOTONIC) ^ (uint64_t)getpid() << 40;
 	snprintf(tmp, sizeof tmp, SHM_DIR "/shmcfg-new.%s.%016llx", name, (unsigned long long)rnd);
 	shmcfg *h;
+	/* the old one's lineage; generations go on (a segment frozen by a
+	 * replacer that died names one past its last already: past that) */
+	memcpy(lay->lineage, old->lay.lineage, 16);
+	lay->first_gen = cur_gen(__atomic_load_n(&old->hdr->current, __ATOMIC_ACQUIRE)) + 1;
 	int r = shmcfg__create_object(name, tmp, lay, schema_bytes, mode, gid, first_from, k, &h);
 	if (r)
 		return r;
@@ -380,7 +402,7 @@ static int first_env(shmcfg *h, void *ctx)
 	t->h = h;
 	int r = shmcfg__env_changes(t, e->envp);
 	if (!r)
-		r = shmcfg__commit_first(t, 1, 0, true);
+		r = shmcfg__commit_first(t, h->lay.first_gen, 0, true);
 	shmcfg_txn_abort(t);
 	return r;
 }
@@ -395,8 +417,11 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 	if (r)
 		return r;
 	shmcfg_create_opts o = opts ? *opts : (shmcfg_create_opts){0};
-	if (o.flags & ~(unsigned)(SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV | SHMCFG_CREATE_KEEP))
+	if (o.flags & ~(unsigned)(SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV | SHMCFG_CREATE_KEEP |
+				  SHMCFG_CREATE_EXIST_OK))
 		return shmcfg__err(-EINVAL, "create flags %#x: unknown bits", o.flags);
+	if ((o.flags & SHMCFG_CREATE_EXIST_OK) && (o.flags & SHMCFG_CREATE_FORCE))
+		return shmcfg__err(-EINVAL, "SHMCFG_CREATE_EXIST_OK keeps a segment, SHMCFG_CREATE_FORCE replaces it: not both");
 	if ((o.flags & SHMCFG_CREATE_KEEP) && !(o.flags & SHMCFG_CREATE_FORCE))
 		return shmcfg__err(-EINVAL, "SHMCFG_CREATE_KEEP keeps what a replaced segment held: it needs SHMCFG_CREATE_FORCE");
 	if ((r = shmcfg__create_opts_check(&o)))
@@ -432,6 +457,17 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		r = shmcfg__replace(name, path, &lay, schema_bytes, &o, env.envp, ret);
 	if (r == 1 && (!(o.flags & SHMCFG_CREATE_FORCE) || !(r = shmcfg__remove_segment(name, path, true))))
 		r = shmcfg__create_object(name, path, &lay, schema_bytes, o.mode, o.gid, first_env, &env, ret);
+	/* create-or-attach: the first rank creates, the others attach what it
+	 * made (its `ready` waited for), of this schema; one removed meanwhile
+	 * is created again */
+	for (int tries = 0; r == -EEXIST && (o.flags & SHMCFG_CREATE_EXIST_OK) && tries < 8; tries++) {
+		shmcfg__clear_err();
+		r = shmcfg_attach_with(name, &(shmcfg_attach_opts){.expect_schema_hash = lay.schema_hash}, ret);
+		if (r == -ENOENT) {
+			shmcfg__clear_err();
+			r = shmcfg__create_object(name, path, &lay, schema_bytes, o.mode, o.gid, first_env, &env, ret);
+		}
+	}
 	shmcfg__free(schema_bytes);
 out:
 	shmcfg__schema_built_free(b);
@@ -456,6 +492,8 @@ static int grow(shmcfg_txn *t, int full)
 	uint64_t want = h->lay.heap_size * 2;
 	if (want > SEG_MAX_HEAP_BYTES)
 		want = SEG_MAX_HEAP_BYTES;
+	if (__atomic_load_n(&h->hdr->retired, __ATOMIC_ACQUIRE))
+		return 0; /* replaced meanwhile (another process grew it): the commit follows */
 	shmcfg *n = NULL;
 	int r = want > h->lay.heap_size ? shmcfg_resize(h->name, &(shmcfg_create_opts){.heap_bytes = want}, &n) : full;
 	if (!r) {

@@ -39,6 +39,8 @@ static inline shmcfg *shmcfg__live(const shmcfg *h)
 int shmcfg__stale(const shmcfg *h);
 /* a commit whose segment was replaced: to the successor (false: none) */
 bool shmcfg__follow_txn(shmcfg_txn *t);
+/* whether the object h attached is the one at its name now */
+bool shmcfg__at_name(const shmcfg *h);
 /* Every entry point that reads or writes a segment's values works on the
  * live handle; one whose segment was replaced by one it cannot follow
  * fails, never returning the frozen values. */

@@ -336,6 +336,15 @@ static int attach_next(shmcfg *h, shmcfg **ret)
 		shmcfg_close(n);
 		return -EAGAIN;
 	}
+	/* another segment under the name (this one's successor removed, and one
+	 * created anew): not followed, as for a removal; the frozen values are
+	 * the last this handle's segment had. Of its lineage, past its frozen
+	 * word's generation (its last + 1), a successor's successor is. */
+	uint64_t frozen = cur_gen(__atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE));
+	if (memcmp(n->lay.lineage, h->lay.lineage, 16) || n->lay.first_gen < frozen) {
+		shmcfg_close(n);
+		return shmcfg__err(-ENOENT, "%s: the segment now of that name is not the one that replaced it", h->name);
+	}
 	*ret = n;
 	return 0;
 }
@@ -447,6 +456,10 @@ int shmcfg__create_object(const char *name, const char *path, struct seg_header 
 		/* no entropy yet (early boot): time and pid still tell incarnations apart */
 		uint64_t w[2] = {lay->create_time_ns, (uint64_t)getpid()};
 		memcpy(lay->instance, w, 16);
+	}
+	if (!lay->first_gen) { /* a creation, not a replacement: a lineage of its own */
+		lay->first_gen = 1;
+		memcpy(lay->lineage, lay->instance, 16);
 	}
 	shmcfg *h = handle_new(name, false);
 	if (!h)

@@ -81,18 +81,39 @@ bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst, char *heap, uint
 
 /*
  * The last generation of a replaced segment, whose `current` says FROZEN_SLOT
- * (seqlock.h): the slot stamped with the generation before the one it
- * names. Frozen: no writer touches it again. Anything else (a hostile
- * `current`) is returned as it is, for seq_slot to refuse.
+ * (seqlock.h): the newest the slots hold (frozen: no writer touches them
+ * again; a replacer that died and another that froze it again each named
+ * one more, so it is below the word's, not just before it). Anything else
+ * (a hostile `current`) is returned as it is, for seq_slot to refuse.
  */
 uint64_t shmcfg__frozen_current(const shmcfg *h, uint64_t cur)
 {
 	/* acquire: pairs with the release store in replace.c's freeze() */
-	if (__atomic_load_n(&h->hdr->retired, __ATOMIC_ACQUIRE) != RETIRED_REPLACED || cur_gen(cur) < 2)
-		return cur;
-	uint64_t g = cur_gen(cur) - 1;
-	for (uint32_t s = 0; s < h->lay.nslots; s++)
-		if (__atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE) == g)
-			return g << SHMCFG__SLOT_BITS | s;
-	return cur;
+	if (!__atomic_load_n(&h->hdr->retired, __ATOMIC_ACQUIRE)) /* thawed since (or a hostile word) */
+		return __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	uint64_t best = 0, last = cur;
+	for (uint32_t s = 0; s < h->lay.nslots; s++) {
+		uint64_t st = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
+		if (!(st & SLOT_BUSY) && st > best && st < cur_gen(cur)) {
+			best = st;
+			last = st << SHMCFG__SLOT_BITS | s;
+		}
+	}
+	return last;
+}
+
+/*
+ * A segment frozen by a replacer that died between its freeze and its
+ * rename (the caller holds the writer lock, which a live replacer holds
+ * past its rename, and found the segment still at its name): as it was.
+ * `current` first, then `retired`: a reader that saw the frozen word finds
+ * `retired` 0 and loads `current` again (shmcfg__frozen_current).
+ */
+void shmcfg__thaw(shmcfg *h)
+{
+	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	uint64_t last = cur_slot(cur) == FROZEN_SLOT ? shmcfg__frozen_current(h, cur) : cur;
+	if (cur_slot(last) != FROZEN_SLOT)
+		__atomic_store_n(&h->hdr->current, last, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&h->hdr->retired, 0, __ATOMIC_RELEASE);
 }

@@ -37,6 +37,7 @@
  * see a change and take the slow path, which follows (replace.c). */
 #define FROZEN_SLOT 0xffu
 uint64_t shmcfg__frozen_current(const shmcfg *h, uint64_t cur);
+void shmcfg__thaw(shmcfg *h);
 
 /* (A): the generation and slot to read: of a frozen segment, its last. */
 static inline uint64_t seq_current(const shmcfg *h)

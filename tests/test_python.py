@@ -1696,6 +1696,43 @@ class TestLifecycle(SegTest):
         self.assertEqual((nm.steps, new.generation), (31, gn + 1))
         self.assertEqual(seg.wait(gn, timeout=0), gn + 1)
 
+    def test_create_or_attach(self):
+        """exist_ok: the ranks of a job all call create(); the first makes the
+        segment, the others attach it (of this schema; another raises), and
+        a restarted job attaches what is there, values and all."""
+        name = segname("ranks")
+        self.addCleanup(shmcfg.unlink, name, missing_ok=True)
+        ctx = multiprocessing.get_context("fork")
+        q = ctx.Queue()
+
+        def rank(i):
+            s = shmcfg.create(name, schema_text=SCHEMA, exist_ok=True, no_env=True)
+            q.put((i, s.schema_hash, s.module("app.config").steps))
+            s.close()
+
+        procs = [ctx.Process(target=rank, args=(i,)) for i in range(4)]
+        for p in procs:
+            p.start()
+        got = [q.get(timeout=30) for _ in procs]
+        for p in procs:
+            p.join(30)
+            self.assertEqual(p.exitcode, 0)
+        self.assertEqual(len({(h, v) for _, h, v in got}), 1, got)  # one segment, seen by all
+        s = shmcfg.create(name, schema_text=SCHEMA, exist_ok=True, no_env=True)
+        self.addCleanup(s.close)
+        self.assertEqual(s.generation, 1)  # nobody replaced it
+        s.module("app.config").steps = 7
+        again = shmcfg.create(name, schema_text=SCHEMA, exist_ok=True)  # a restarted job
+        self.addCleanup(again.close)
+        self.assertEqual(again.module("app.config").steps, 7)
+        with self.assertRaises(shmcfg.Error) as cm:
+            shmcfg.create(name, schema_text=SCHEMA_MORE, exist_ok=True)
+        self.assertEqual(cm.exception.errname, "SHMCFG_E_SCHEMA")
+        with self.assertRaises(shmcfg.InvalidArgumentError):
+            shmcfg.create(name, schema_text=SCHEMA, exist_ok=True, force=True)
+        shmcfg.resize(name, heap_bytes=1 << 20)  # the API's resize: followed here too
+        self.assertEqual((s.module("app.config").steps, s.generation), (7, 3))
+
     @unittest.skipUnless(SHMCTL, "tools/shmctl is not built")
     def test_resize_and_force_followed(self):
         """shmctl resize and create --force: the Segment, its modules and

@@ -322,6 +322,128 @@ static void test_heap_grows(void **state)
 	shmcfg_unlink(name);
 }
 
+/* Only a segment's own successor is followed: one replaced, its successor
+ * removed and another created under the name is not (that one has another
+ * lineage), as for a removal: the handle keeps its last values. */
+static void test_not_followed_into_another_lineage(void **state)
+{
+	(void)state;
+	const char *name = test_name("lineage");
+	shmcfg *h = test_create(name, NULL);
+	assert_int_equal(commit_int(h, T_A, 4, NULL), 0);
+	shmcfg *b;
+	assert_int_equal(shmcfg_resize(name, &(shmcfg_create_opts){.slots = 3}, &b), 0); /* h has not read since */
+	shmcfg_close(b);
+	assert_int_equal(shmcfg_unlink(name), 0);
+	shmcfg *c = test_create(name, NULL);
+	for (int i = 0; i < 20; i++) /* its generations past h's */
+		assert_int_equal(commit_int(c, T_A, 50 + i, NULL), 0);
+	assert_int_equal(get_i(h, T_A), 4);
+	shmcfg_value v;
+	assert_int_equal(shmcfg_get(h, T_A, &v), 0);
+	assert_int_equal(v.u.i, 4);
+	assert_int_equal(shmcfg_reattach(&h), 0); /* the program's move */
+	assert_int_equal(get_i(h, T_A), 69);
+	shmcfg_close(c);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
+/* A replacer killed between its freeze and its rename: readers still read
+ * the last values, the next writer finds the segment still at its name and
+ * thaws it (its commit lands), `shmctl create --force` still replaces it,
+ * and a removal of the frozen segment leaves its readers their values. */
+static void test_replacer_killed_after_freeze(void **state)
+{
+	(void)state;
+	const char *name = test_name("frozen");
+	shmcfg *h = test_create(name, NULL);
+	assert_int_equal(commit_int(h, T_A, 6, NULL), 0);
+	for (int round = 0; round < 2; round++) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			setenv("SHMCFG_FAULT", "replace.frozen", 1);
+			shmcfg *n;
+			if (shmcfg_resize(name, &(shmcfg_create_opts){.slots = 4}, &n) == 0)
+				_exit(1); /* not reached */
+			_exit(0); /* not reached */
+		}
+		int st;
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+		assert_int_equal(get_i(h, T_A), 6 + round); /* frozen: its last values */
+		if (round == 0) {
+			assert_int_equal(commit_int(h, T_A, 7, NULL), 0); /* thawed by the writer */
+			assert_int_equal(get_i(h, T_A), 7);
+		}
+	}
+	shmcfg *r; /* frozen again: replaced, followed */
+	shmcfg_schema *s = test_schema();
+	assert_int_equal(shmcfg_create(name, s, &(shmcfg_create_opts){.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_KEEP |
+										SHMCFG_CREATE_NO_ENV}, &r), 0);
+	shmcfg_schema_free(s);
+	assert_int_equal(get_i(r, T_A), 7);
+	assert_int_equal(commit_int(r, T_A, 8, NULL), 0);
+	uint64_t until = ms_now() + 5000; /* a follow that failed is tried again a few ms later */
+	while (get_i(h, T_A) != 8 && ms_now() < until)
+		usleep(1000);
+	assert_int_equal(get_i(h, T_A), 8);
+	/* frozen, then removed: its readers keep its values, no error */
+	pid_t pid = fork();
+	if (pid == 0) {
+		setenv("SHMCFG_FAULT", "replace.frozen", 1);
+		shmcfg *n;
+		if (shmcfg_resize(name, NULL, &n) == 0)
+			_exit(1); /* not reached */
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	assert_int_equal(shmcfg_unlink(name), 0);
+	assert_int_equal(get_i(h, T_A), 8);
+	assert_int_equal(get_i(r, T_A), 8);
+	shmcfg_close(r);
+	shmcfg_close(h);
+	/* the temporary objects of the killed replacers are gone with gc */
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -f /dev/shm/shmcfg-new.%s.* /dev/shm/shmcfg-lock.%s.*", name, name);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* Two replacers at once and a writer: no commit is lost (the writer's
+ * handle always ends on the segment at the name), nothing is left behind. */
+static void test_concurrent_replacers(void **state)
+{
+	(void)state;
+	const char *name = test_name("racers");
+	shmcfg *h = test_create(name, NULL);
+	pid_t kid[2];
+	for (int k = 0; k < 2; k++)
+		if ((kid[k] = fork()) == 0) {
+			for (int i = 0; i < 40; i++) {
+				shmcfg *n;
+				if (shmcfg_resize(name, &(shmcfg_create_opts){.slots = (uint32_t)(3 + (i + k) % 5)}, &n) == 0)
+					shmcfg_close(n);
+			}
+			_exit(0);
+		}
+	for (int64_t v = 1; v <= 400; v++)
+		assert_int_equal(commit_int(h, T_A, v, NULL), 0);
+	for (int k = 0; k < 2; k++) {
+		int st;
+		assert_int_equal(waitpid(kid[k], &st, 0), kid[k]);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	shmcfg *now;
+	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &now), 0);
+	assert_int_equal(get_i(now, T_A), 400);
+	shmcfg_close(now);
+	shmcfg_close(h);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "test $(ls /dev/shm | grep -c -e 'shmcfg-lock.%s\\.' -e 'shmcfg-new.%s\\.') = 1", name, name);
+	assert_int_equal(system(cmd), 0);
+	shmcfg_unlink(name);
+}
+
 /* Threads reading inline through one handle while a writer commits rising
  * values and the segment is resized three times: no value ever goes back,
  * and every thread ends on the last one. */
@@ -386,6 +508,9 @@ int main(void)
 		cmocka_unit_test(test_follow_resize_and_force),
 		cmocka_unit_test(test_resize_too_small),
 		cmocka_unit_test(test_heap_grows),
+		cmocka_unit_test(test_not_followed_into_another_lineage),
+		cmocka_unit_test(test_replacer_killed_after_freeze),
+		cmocka_unit_test(test_concurrent_replacers),
 		cmocka_unit_test(test_threads_follow),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

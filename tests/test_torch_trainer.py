@@ -238,38 +238,38 @@ class TestTorchTrainer(unittest.TestCase):
         got = rank_lines(job, 3)
         self.assertEqual(got, {r: (s3, h3[:12], 0.05) for r in range(RANKS)}, job.output())
 
-        # (d) the segment replaced (same schema: generation 1, the defaults),
-        # followed by every rank at the same step
-        _, err = shmctl("create", "--force", name, "--schema", SCHEMA)
+        # (d) the segment replaced (same schema, --fresh: the defaults;
+        # generations go on: 4), followed by every rank at the same step
+        _, err = shmctl("create", "--force", "--fresh", name, "--schema", SCHEMA)
         m = re.search(rf"{name} is attached by pids ([\d, ]+):", err)
         self.assertIsNotNone(m, err)
         self.assertTrue(set(pids.values()) <= {int(p) for p in m.group(1).split(", ")}, err)
         h1 = shmctl("hash", name)[0].strip()
-        [m] = job.wait_for(r"step (\d+): segment replaced, following generation 1")
+        [m] = job.wait_for(r"step (\d+): segment replaced, following generation 4")
         s1 = int(m.group(1))
         self.assertGreater(s1, s3)
-        job.wait_for(rf"step {s1}: generation 1: app.config.lr 0.05 -> 0.1")
-        job.wait_for(rf"step {s1}: generation 1: app.config.pause_ms 200 -> 100")
-        got = rank_lines(job, 1)
+        job.wait_for(rf"step {s1}: generation 4: app.config.lr 0.05 -> 0.1")
+        job.wait_for(rf"step {s1}: generation 4: app.config.pause_ms 200 -> 100")
+        got = rank_lines(job, 4)
         self.assertEqual(got, {r: (s1, h1[:12], 0.1) for r in range(RANKS)}, job.output())
 
         # a change in the new segment (and the rest of the steps at full speed)
         out, _ = shmctl("set", name, "app.config.pause_ms=0",
                         "torch._dynamo.config.recompile_limit=4")
-        self.assertIn("generation 2", out)
-        [m] = job.wait_for(r"step (\d+): generation 2: torch._dynamo.config.recompile_limit 8 -> 4")
+        self.assertIn("generation 5", out)
+        [m] = job.wait_for(r"step (\d+): generation 5: torch._dynamo.config.recompile_limit 8 -> 4")
         s2 = int(m.group(1))
         self.assertGreater(s2, s1)
-        self.assertRegex(job.output(), rf"step {s2}: generation 2: app.config.pause_ms 100 -> 0")
+        self.assertRegex(job.output(), rf"step {s2}: generation 5: app.config.pause_ms 100 -> 0")
         # torch itself reads the segment's value: the ranks print what
         # torch._dynamo.config.recompile_limit gave
-        job.wait_for(rf"rank \d+: step {s2}: generation 2, config hash {h1[:12]}\.\.\., lr 0.1, "
+        job.wait_for(rf"rank \d+: step {s2}: generation 5, config hash {h1[:12]}\.\.\., lr 0.1, "
                      rf"recompile_limit 4", EVENT_S, RANKS)
 
         rc = job.finish(EVENT_S)
         self.assertEqual(rc, 0, job.output())
         done = self.finished(job, steps)
-        self.assertEqual(set(done.values()), {(2, shmctl("hash", name)[0].strip())}, job.output())
+        self.assertEqual(set(done.values()), {(5, shmctl("hash", name)[0].strip())}, job.output())
         # one report per change, no other
         reports = [ln for ln in job.lines if re.fullmatch(r"step \d+: (generation|segment) .*", ln)]
         self.assertEqual(len(reports), 7, "\n".join(reports))

@@ -1322,10 +1322,8 @@ int cmd_resize(int argc, char **argv)
 		return usage_error("nothing to change: give --size, --history, --readers or --slots");
 	shmcfg *h = NULL;
 	int r = shmcfg_resize(pos[0], &o, &h);
-	if (r == -ENOENT)
-		return fail("no such segment '%s'", pos[0]);
 	if (r)
-		return fail_lib(r, pos[0]);
+		return attach_error(r, pos[0], false, shmcfg_errdetail());
 	shmcfg_info *info = malloc(sizeof *info);
 	if (!quiet && info && shmcfg_stat(h, info) == 0) {
 		char size[32], heap[32];

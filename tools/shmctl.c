@@ -511,8 +511,10 @@ int next_opt(int argc, char **argv, const char *shortopts, const struct option *
 
 int attach_error(int r, const char *name, bool rdonly, const char *detail)
 {
-	if (r == -ENOENT)
-		return fail("no such segment '%s'", name);
+	if (r == -ENOENT) { /* the library's hint: another /dev/shm than the host's */
+		const char *elsewhere = detail ? strstr(detail, " in this process's /dev/shm") : NULL;
+		return fail("no such segment '%s'%s", name, elsewhere ? elsewhere : "");
+	}
 	if (r == -EACCES || r == -EPERM)
 		return fail("segment '%s': permission denied (%s access)", name,
 			    rdonly ? "read" : "write");

@@ -78,11 +78,11 @@ from .errors import (ConfigLoadError, Error, ExistsError, InvalidArgumentError, 
                      OptionTypeError, OptionValueError, OwnerError, PatchArgumentError,
                      PermissionDeniedError, RetiredError, UnknownOptionError)
 from .mutable import CommittingList, CommittingSet
-from .segment import Current, Segment, Transaction, attach, create, unlink
+from .segment import Current, Segment, Transaction, attach, create, resize, unlink
 from .values import OptionInfo
 
 __all__ = [
-    "attach", "create", "unlink", "Segment", "ConfigModule", "SubConfigProxy",
+    "attach", "create", "resize", "unlink", "Segment", "ConfigModule", "SubConfigProxy",
     "Transaction", "Error", "NotFoundError", "ExistsError", "PermissionDeniedError",
     "OwnerError", "RetiredError",
     "InvalidArgumentError", "UnknownOptionError", "OptionTypeError", "OptionValueError",

@@ -55,6 +55,8 @@ F_PRIVATE = 1 << 4
 
 CREATE_FORCE = 1 << 0
 CREATE_NO_ENV = 1 << 1
+CREATE_KEEP = 1 << 2
+CREATE_EXIST_OK = 1 << 3
 ATTACH_RDONLY = 1 << 0
 ATTACH_OWNER = 1 << 1
 DUMP_ALL = 1 << 0
@@ -229,6 +231,7 @@ schema_free = _fn("shmcfg_schema_free", c_void_p, c_void_p)
 schema_new = _fn("shmcfg_schema_new", c_int, POINTER(c_void_p))
 schema_add = _fn("shmcfg_schema_add", c_int, c_void_p, POINTER(OptDef))
 create = _fn("shmcfg_create", c_int, c_char_p, c_void_p, POINTER(CreateOpts), POINTER(_H))
+resize = _fn("shmcfg_resize", c_int, c_char_p, POINTER(CreateOpts), POINTER(_H))
 attach = _fn("shmcfg_attach", c_int, c_char_p, c_uint, c_void_p, POINTER(_H))
 attach_with = _fn("shmcfg_attach_with", c_int, c_char_p, POINTER(AttachOpts), POINTER(_H))
 retired = _fn("shmcfg_retired", c_bool, _H)

@@ -997,6 +997,7 @@ def _attach_opts(readonly, uid, expect_schema_hash=None):
 
 
 def create(name: str, schema: Optional[StrPath] = None, *, force: bool = False,
+           keep: bool = False, exist_ok: bool = False,
            no_env: bool = False, env: Optional[Mapping[str, str]] = None,
            schema_text: Union[str, bytes, None] = None, slots: int = 0, readers: int = 0,
            heap_bytes: int = 0, mode: int = 0, fast_reads: Optional[bool] = None,
@@ -1009,7 +1010,11 @@ def create(name: str, schema: Optional[StrPath] = None, *, force: bool = False,
     ("torch": torch.yaml in $SHMCFG_SCHEMA_PATH's directories, then the
     installed ones; shmcfg_schema_load()); ``schema_text``: a schema as
     YAML text. ``force``
-    replaces a segment of that name (else ExistsError). ``env``: a mapping
+    replaces a segment of that name (else ExistsError): its processes follow
+    the new one; with ``keep``, one of the same schema keeps its layers
+    (but the env layers) and history. ``exist_ok``: a segment of that name
+    and schema is attached instead (create-or-attach, for the ranks of a
+    job; another schema raises). ``env``: a mapping
     to fill the environment layers from instead of os.environ; ``no_env``
     leaves them empty. ``slots``, ``readers``, ``heap_bytes``, ``mode``,
     ``history`` (commits the history keeps): see shmcfg_create_opts (0: the
@@ -1035,12 +1040,13 @@ def create(name: str, schema: Optional[StrPath] = None, *, force: bool = False,
     opts.heap_bytes = heap_bytes
     opts.history = history
     opts.mode = mode
-    opts.flags = (_L.CREATE_FORCE if force else 0) | (_L.CREATE_NO_ENV if no_env else 0)
-    keep = None
+    opts.flags = ((_L.CREATE_FORCE if force else 0) | (_L.CREATE_NO_ENV if no_env else 0) |
+                  (_L.CREATE_KEEP if keep else 0) | (_L.CREATE_EXIST_OK if exist_ok else 0))
+    envp = None
     if env is not None:
         items = [f"{k}={v}".encode() for k, v in env.items()]
-        keep = (ctypes.c_char_p * (len(items) + 1))(*items, None)
-        opts.envp = ctypes.cast(keep, ctypes.c_void_p)
+        envp = (ctypes.c_char_p * (len(items) + 1))(*items, None)
+        opts.envp = ctypes.cast(envp, ctypes.c_void_p)
     h = _L.c_void_p()
     try:
         r = _L.create(_segname(name), sch, ctypes.byref(opts), ctypes.byref(h))
@@ -1048,8 +1054,22 @@ def create(name: str, schema: Optional[StrPath] = None, *, force: bool = False,
             raise _error(r, f"segment '{name}'")
     finally:
         _L.schema_free(sch)
-    del keep
+    del envp
     return _wrap(h.value, name, fast_reads)
+
+
+def resize(name: str, *, heap_bytes: int = 0, history: int = 0, readers: int = 0,
+           slots: int = 0) -> None:
+    """Give a segment other sizes (0 keeps one): a new incarnation with the
+    same values, layers and history takes its place, and every process
+    attached to it, this one's Segments too, follows it by itself."""
+    opts = _L.CreateOpts()
+    opts.heap_bytes, opts.history, opts.readers, opts.slots = heap_bytes, history, readers, slots
+    h = _L.c_void_p()
+    r = _L.resize(_segname(name), ctypes.byref(opts), ctypes.byref(h))
+    if r < 0:
+        raise _error(r, f"segment '{name}'")
+    _L.close(h)
 
 
 def unlink(name: str, missing_ok: bool = False) -> None:
