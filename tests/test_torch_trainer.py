@@ -35,11 +35,11 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from linejob import LineJob  # noqa: E402
 from test_python import SHMCTL, SRCDIR, segname, shmcfg  # noqa: E402
 
 TRAINER = os.path.join(SRCDIR, "examples", "torch_trainer.py")
@@ -77,8 +77,11 @@ def shmctl(*args):
     return p.stdout, p.stderr
 
 
-class Job:
+class Job(LineJob):
     """torchrun running the trainer; its output read line by line."""
+
+    what = "the job"
+    err_tail = 60
 
     def __init__(self, test, name, steps, *args):
         env = dict(os.environ)
@@ -86,55 +89,8 @@ class Job:
         env.pop("TORCHELASTIC_ERROR_FILE", None)
         self.cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(RANKS),
                     "--standalone", TRAINER, "--segment", name, "--steps", str(steps)] + list(args)
-        self.lines, self.err = [], []
-        self.cond = threading.Condition()
         self.started = time.monotonic()
-        self.p = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  universal_newlines=True, env=env, cwd=SRCDIR)
-        self.readers = [threading.Thread(target=self._read, args=(f, dst), daemon=True)
-                        for f, dst in ((self.p.stdout, self.lines), (self.p.stderr, self.err))]
-        for t in self.readers:
-            t.start()
-        test.addCleanup(self.stop)
-
-    def _read(self, f, dst):
-        for line in f:
-            with self.cond:
-                dst.append(line.rstrip("\n"))
-                self.cond.notify_all()
-        with self.cond:
-            self.cond.notify_all()
-
-    def output(self):
-        with self.cond:
-            return ("stdout:\n" + "\n".join(self.lines) + "\nstderr (last 60 lines):\n"
-                    + "\n".join(self.err[-60:]))
-
-    def wait_for(self, pattern, timeout=EVENT_S, count=1):
-        """The matches of `pattern` (a regex, anchored to whole lines) once
-        there are `count` of them in the output; fails when the job ends or
-        `timeout` passes first."""
-        rx = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                found = [m for m in map(rx.fullmatch, self.lines) if m]
-                if len(found) >= count:
-                    return found
-                if self.p.poll() is not None and not any(t.is_alive() for t in self.readers):
-                    raise AssertionError(f"the job ended (exit {self.p.returncode}) before "
-                                         f"{count} lines /{pattern}/\n{self.output()}")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no {count} lines /{pattern}/ within {timeout} s\n"
-                                         f"{self.output()}")
-                self.cond.wait(min(left, 1.0))
-
-    def finish(self, timeout=EVENT_S):
-        self.p.wait(timeout)
-        for t in self.readers:
-            t.join(10)
-        return self.p.returncode
+        super().__init__(test, self.cmd, env=env, cwd=SRCDIR)
 
     def worker_pids(self):
         return {int(m.group(1)): int(m.group(2)) for m in

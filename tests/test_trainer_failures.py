@@ -26,11 +26,11 @@ if __name__ == "__main__" and os.environ.get("SHMCFG_SANITIZERS"):
 import re
 import signal
 import subprocess
-import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from linejob import LineJob  # noqa: E402
 from test_python import SHMCTL, TRAINER, segname, shmcfg  # noqa: E402
 
 # The promise: the launcher exits within 5 s of a rank's death. It sees the
@@ -42,59 +42,13 @@ KILL_S = 5
 EVENT_S = 60
 
 
-class Trainer:
+class Trainer(LineJob):
     """examples/trainer.py running; its output read line by line."""
 
+    what = "the trainer"
+
     def __init__(self, test, *args):
-        self.lines, self.err = [], []
-        self.cond = threading.Condition()
-        self.p = subprocess.Popen([sys.executable, TRAINER] + list(args),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  universal_newlines=True)
-        self.readers = [threading.Thread(target=self._read, args=(f, dst), daemon=True)
-                        for f, dst in ((self.p.stdout, self.lines), (self.p.stderr, self.err))]
-        for t in self.readers:
-            t.start()
-        test.addCleanup(self.stop)
-
-    def _read(self, f, dst):
-        for line in f:
-            with self.cond:
-                dst.append(line.rstrip("\n"))
-                self.cond.notify_all()
-        with self.cond:
-            self.cond.notify_all()
-
-    def output(self):
-        with self.cond:
-            return ("stdout:\n" + "\n".join(self.lines) + "\nstderr:\n" + "\n".join(self.err))
-
-    def wait_for(self, pattern, count=1, timeout=EVENT_S):
-        """The matches of `pattern` (a regex matching whole lines of stdout)
-        once there are `count` of them; fails when the trainer ends or
-        `timeout` passes first."""
-        rx = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                found = [m for m in map(rx.fullmatch, self.lines) if m]
-                if len(found) >= count:
-                    return found
-                if self.p.poll() is not None and not any(t.is_alive() for t in self.readers):
-                    raise AssertionError(f"the trainer ended (exit {self.p.returncode}) before "
-                                         f"{count} lines /{pattern}/\n{self.output()}")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no {count} lines /{pattern}/ within {timeout} s\n"
-                                         f"{self.output()}")
-                self.cond.wait(min(left, 1.0))
-
-    def finish(self, timeout=EVENT_S):
-        """The exit status, once the trainer ended and its output is read."""
-        self.p.wait(timeout)
-        for t in self.readers:
-            t.join(10)
-        return self.p.returncode
+        super().__init__(test, [sys.executable, TRAINER] + list(args))
 
     def stop(self):
         """Cleanup: a trainer still running is killed, with its workers."""
@@ -127,8 +81,8 @@ def running(pid):
 def step_lines(job, workers, generation, rest=""):
     """Once every worker printed it: the lines of each worker reporting
     `generation` (followed by `rest`, a regex)."""
-    return job.wait_for(rf"worker (\d+): step \d+: generation {generation}, {rest}.*",
-                        count=workers)
+    return job.wait_for(rf"worker (\d+): step \d+: generation {generation}, {rest}.*", EVENT_S,
+                        workers)
 
 
 class TestTrainerFailures(unittest.TestCase):
@@ -143,7 +97,7 @@ class TestTrainerFailures(unittest.TestCase):
         workers, victim = 4, 2
         name = self.segment()
         job = Trainer(self, "--workers", str(workers), "--steps", "100000", "--segment", name)
-        m = job.wait_for(r"launcher: worker pids ([\d ]+)")[0]
+        m = job.wait_for(r"launcher: worker pids ([\d ]+)", EVENT_S)[0]
         pids = [int(x) for x in m.group(1).split()]
         self.assertEqual(len(pids), workers, job.output())
         step_lines(job, workers, 1)  # every worker attached and runs its steps
@@ -187,7 +141,7 @@ class TestTrainerFailures(unittest.TestCase):
         self.assertIn("they follow the new segment by themselves", err)
         shmctl("set", name, "torch.compiler.config.cache_key_tag=after")
         job.wait_for(r"worker \d+: step \d+: generation \d+, recompile_limit=8, cache_key_tag='after'.*",
-                     count=workers)
+                     EVENT_S, workers)
         new = shmctl("hash", name)[0].strip()
         gen = json.loads(shmctl("stat", name, "--json")[0])["generation"]
         rc = job.finish()
