@@ -403,10 +403,44 @@ static void test_replacer_killed_after_freeze(void **state)
 	assert_int_equal(get_i(r, T_A), 8);
 	shmcfg_close(r);
 	shmcfg_close(h);
-	/* the temporary objects of the killed replacers are gone with gc */
+	/* what the killed replacers left (their new objects, their lock
+	 * objects, the removed segment's) goes with gc (shmctl gc), and nothing
+	 * else: a replacement under way is never taken */
+	assert_true(shmcfg_orphans(name, SHMCFG_ORPHANS_REMOVE, NULL, NULL) >= 3);
 	char cmd[300];
-	snprintf(cmd, sizeof cmd, "rm -f /dev/shm/shmcfg-new.%s.* /dev/shm/shmcfg-lock.%s.*", name, name);
-	assert_int_equal(system(cmd), 0);
+	snprintf(cmd, sizeof cmd, "ls /dev/shm | grep -q -e 'shmcfg-new.%s\\.' -e 'shmcfg-lock.%s\\.'", name, name);
+	assert_int_not_equal(system(cmd), 0);
+}
+
+/* gc while a replacement stands between its freeze and its rename (the
+ * replacer stopped there): its new object and their lock objects are not
+ * orphans; the replacement then completes, and is followed. */
+static void test_gc_spares_a_replacement_under_way(void **state)
+{
+	(void)state;
+	const char *name = test_name("gcrace");
+	shmcfg *h = test_create(name, NULL);
+	assert_int_equal(commit_int(h, T_A, 3, NULL), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		setenv("SHMCFG_FAULT", "replace.frozen:stop", 1);
+		shmcfg *n;
+		_exit(shmcfg_resize(name, &(shmcfg_create_opts){.slots = 5}, &n) == 0 ? 0 : 1);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+	assert_true(WIFSTOPPED(st));
+	assert_int_equal(shmcfg_orphans(name, SHMCFG_ORPHANS_REMOVE, NULL, NULL), 0);
+	assert_int_equal(get_i(h, T_A), 3); /* frozen meanwhile: its last values */
+	kill(pid, SIGCONT);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(commit_int(h, T_A, 4, NULL), 0); /* lands in the new one */
+	shmcfg_info info;
+	assert_int_equal(shmcfg_stat(h, &info), 0);
+	assert_int_equal(info.nslots, 5);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
 }
 
 /* Two replacers at once and a writer: no commit is lost (the writer's
@@ -510,6 +544,7 @@ int main(void)
 		cmocka_unit_test(test_heap_grows),
 		cmocka_unit_test(test_not_followed_into_another_lineage),
 		cmocka_unit_test(test_replacer_killed_after_freeze),
+		cmocka_unit_test(test_gc_spares_a_replacement_under_way),
 		cmocka_unit_test(test_concurrent_replacers),
 		cmocka_unit_test(test_threads_follow),
 	};
