@@ -248,12 +248,16 @@ static void orphan_row(const shmcfg_orphan *o, void *ud)
 {
 	struct orphan_rows *rows = ud;
 	char note[600], owner[64];
-	snprintf(note, sizeof note, "orphaned lock object %s: its segment is gone (shmctl gc removes it)", o->path);
+	/* or the new segment a replacement killed before its rename left */
+	bool unfinished = strstr(o->path, "/shmcfg-new.") != NULL;
+	const char *kind = unfinished ? "unfinished replacement" : "orphaned lock object";
+	snprintf(note, sizeof note, "%s %s: %s (shmctl gc removes it)", kind, o->path,
+		 unfinished ? "its replacer is gone" : "its segment is gone");
 	if (rows->arr) {
 		/* the fields of every entry, null where a segment would have a
 		 * value (as for one that cannot be read), and its path */
 		json_t *j = json_pack("{s:s, s:s, s:s, s:n, s:i, s:n, s:n, s:n, s:n, s:n, s:[], s:n, s:n, s:s}",
-				      "name", o->name, "kind", "orphaned lock object", "path", o->path, "size",
+				      "name", o->name, "kind", kind, "path", o->path, "size",
 				      "uid", (int)o->uid, "mode", "generation", "options", "attached",
 				      "attached_exact", "pids", "readers", "created_ns", "error", note);
 		if (j)

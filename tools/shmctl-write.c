@@ -1207,14 +1207,17 @@ struct gc_orphans {
 static void gc_orphan(const shmcfg_orphan *o, void *ud)
 {
 	struct gc_orphans *g = ud;
+	/* or the new segment a replacement killed before its rename left */
+	const char *what = strstr(o->path, "/shmcfg-new.") ? "unfinished replacement" : "orphaned lock object";
 	if (!o->removed) {
-		g->rc = fail("cannot remove orphaned lock object %s: %s", o->path, strerror(-o->error));
+		g->rc = fail("cannot remove %s %s: %s", what, o->path, strerror(-o->error));
 		return;
 	}
 	json_array_append_new(g->arr, json_pack("{s:s, s:s, s:i}", "name", o->name, "path", o->path, "uid",
 						(int)o->uid));
 	if (!g->json)
-		printf("removed orphaned lock object %s (its segment '%s' is gone)\n", o->path, o->name);
+		printf("removed %s %s (%s '%s' is gone)\n", what, o->path,
+		       what[0] == 'u' ? "the replacer of" : "its segment", o->name);
 }
 
 int cmd_gc(int argc, char **argv)
