@@ -7,9 +7,9 @@
 #define SHMCFG_REPLACE_H
 
 /* seg_header.retired: removed (its name unlinked; writers may still commit),
- * or replaced by a new incarnation (replace.c): frozen for good, every slot
- * marked busy over the generation it holds, so that inline readers take the
- * slow path, which follows the successor. */
+ * or replaced by a new incarnation (replace.c): frozen for good, `current`
+ * naming FROZEN_SLOT (seqlock.h), so that inline readers take the slow path,
+ * which follows the successor. */
 #define RETIRED_REMOVED 1u
 #define RETIRED_REPLACED 2u
 
