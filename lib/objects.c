@@ -528,81 +528,6 @@ static bool our_lock_file(const char *path, const uint8_t inst[16], uid_t euid, 
 	return ours;
 }
 
-/*
- * A replacement's new incarnation, built under /dev/shm/shmcfg-new.NAME.RANDOM
- * (replace.c) before its rename: its header (instance, creator) once
- * written. Its creator alive: a replacement under way, whose lock object no
- * scan may take; dead: what a replacer killed before its rename left.
- */
-#define TEMP_PREFIX "shmcfg-new."
-
-static bool temp_header(const char *path, struct seg_header *hd)
-{
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	struct stat st;
-	bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, hd, sizeof *hd, 0) == (ssize_t)sizeof *hd &&
-		  hd->magic == SEG_MAGIC && hd->layout_version == SEG_LAYOUT_VERSION;
-	close(fd);
-	return ok;
-}
-
-static bool creator_alive(const struct seg_header *hd)
-{
-	return hd->create_pid > 0 && (kill(hd->create_pid, 0) == 0 || errno == EPERM);
-}
-
-/* Whether a replacement of segment `name` with instance inst is under way. */
-static bool replacement_under_way(const char *name, const uint8_t inst[16])
-{
-	DIR *d = opendir(SHM_DIR);
-	bool found = false;
-	size_t plen = strlen(TEMP_PREFIX), nlen = strlen(name);
-	for (struct dirent *e; d && !found && (e = readdir(d));) {
-		char path[PATH_BYTES + 40];
-		struct seg_header hd;
-		if (strncmp(e->d_name, TEMP_PREFIX, plen) || strncmp(e->d_name + plen, name, nlen) ||
-		    e->d_name[plen + nlen] != '.')
-			continue;
-		snprintf(path, sizeof path, SHM_DIR "/%s", e->d_name);
-		found = temp_header(path, &hd) && !memcmp(hd.instance, inst, 16) && creator_alive(&hd);
-	}
-	if (d)
-		closedir(d);
-	return found;
-}
-
-/* A replacer's leftover (its creator dead): the object and its lock
- * object, as one orphan. */
-static bool temp_orphan(const char *dname, const char *name, uid_t euid, unsigned flags, shmcfg_orphan *o,
-			char path[static PATH_BYTES + 40])
-{
-	size_t plen = strlen(TEMP_PREFIX);
-	const char *dot = strrchr(dname + plen, '.');
-	struct seg_header hd;
-	struct stat st;
-	if (strncmp(dname, TEMP_PREFIX, plen) || !dot || (size_t)(dot - dname - plen) > SEG_NAME_MAX)
-		return false;
-	static __thread char seg[SEG_NAME_MAX + 1];
-	memcpy(seg, dname + plen, (size_t)(dot - dname - plen));
-	seg[dot - dname - plen] = 0;
-	snprintf(path, PATH_BYTES + 40, SHM_DIR "/%s", dname);
-	if ((name && strcmp(seg, name)) || lstat(path, &st) < 0 || (euid != 0 && st.st_uid != euid) ||
-	    !temp_header(path, &hd) || creator_alive(&hd))
-		return false;
-	*o = (shmcfg_orphan){.name = seg, .path = path, .uid = st.st_uid};
-	if (flags & SHMCFG_ORPHANS_REMOVE) {
-		if (unlink(path) == 0) {
-			o->removed = true;
-			shmcfg__lock_remove(seg, hd.instance);
-		} else {
-			o->error = -errno;
-		}
-	}
-	return true;
-}
-
 int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orphan *o, void *userdata),
 		   void *userdata)
 {
@@ -623,8 +548,17 @@ int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orp
 		char seg[SEG_NAME_MAX + 1], tpath[PATH_BYTES + 40];
 		uint8_t inst[16];
 		uid_t uid = 0;
-		shmcfg_orphan t;
-		if (temp_orphan(e->d_name, name, euid, flags, &t, tpath)) {
+		uint8_t tinst[16];
+		if (shmcfg__replacement_left(e->d_name, name, euid, seg, tpath, &uid, tinst)) {
+			shmcfg_orphan t = {.name = seg, .path = tpath, .uid = uid};
+			if (flags & SHMCFG_ORPHANS_REMOVE) {
+				if (unlink(tpath) == 0) {
+					t.removed = true;
+					shmcfg__lock_remove(seg, tinst);
+				} else {
+					t.error = -errno;
+				}
+			}
 			n++;
 			if (fn)
 				fn(&t, userdata);
@@ -635,7 +569,7 @@ int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orp
 			continue;
 		shmcfg__lock_path(seg, inst, path); /* the same name: only lower-case hex parsed */
 		if (!our_lock_file(path, inst, euid, &uid) || !segment_gone(seg, inst) ||
-		    replacement_under_way(seg, inst))
+		    shmcfg__replacement_under_way(seg, inst))
 			continue;
 		shmcfg_orphan o = {.name = seg, .path = path, .uid = uid};
 		if (flags & SHMCFG_ORPHANS_REMOVE) {

@@ -29,4 +29,14 @@ int shmcfg__lock_open(shmcfg *h, const struct stat *seg_st);
 void shmcfg__lock_remove(const char *name, const uint8_t instance[16]);
 int shmcfg__remove_segment(const char *name, const char *path, bool quiet_enoent);
 
+/* unfinished.c: a replacement's new object (/dev/shm/shmcfg-new.NAME.RANDOM,
+ * replace.c) whose creator lives, for the instance a lock object names; one
+ * whose creator is dead (readdir's name dname, of segment `name` or of any
+ * if NULL; the caller's or, for root, anyone's): its segment, path, owner,
+ * instance */
+#define TEMP_PREFIX "shmcfg-new."
+bool shmcfg__replacement_under_way(const char *name, const uint8_t inst[16]);
+bool shmcfg__replacement_left(const char *dname, const char *name, uid_t euid, char seg[static SEG_NAME_MAX + 1],
+			      char path[static PATH_BYTES + 40], uid_t *uid, uint8_t inst[16]);
+
 #endif

@@ -291,7 +291,7 @@ static int replace_with(shmcfg *old, const char *name, const char *path, struct 
 	uint64_t rnd = 0;
 	if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
 		rnd = now_ns(CLOCK_MONOTONIC) ^ (uint64_t)getpid() << 40;
-	snprintf(tmp, sizeof tmp, SHM_DIR "/shmcfg-new.%s.%016llx", name, (unsigned long long)rnd);
+	snprintf(tmp, sizeof tmp, SHM_DIR "/" TEMP_PREFIX "%s.%016llx", name, (unsigned long long)rnd);
 	shmcfg *h;
 	/* the old one's lineage; generations go on (a segment frozen by a
 	 * replacer that died names one past its last already: past that) */
