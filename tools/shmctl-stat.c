@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "metrics.h"
+#include "schema-text.h"
 #include "shmctl.h"
 
 /* ------------------------------------------------------------------ */
@@ -469,6 +470,25 @@ int cmd_hash(int argc, char **argv)
 	if (json)
 		return json_print(json_pack("{s:I, s:s}", "generation", (json_int_t)gen, "config_hash", hex), false);
 	puts(hex);
+	return EXIT_OK;
+}
+
+int cmd_schema(int argc, char **argv)
+{
+	const char *pos[1];
+	int ec = 0;
+	if (take_positionals(argc, argv, pos, 1, &ec))
+		return ec;
+	shmcfg *h;
+	if (open_segment(pos[0], true, &h))
+		return EXIT_FAIL;
+	char *text = NULL;
+	int r = schema_text(h, &text);
+	shmcfg_close(h);
+	if (r)
+		return fail_lib(r, pos[0]);
+	fputs(text, stdout);
+	free(text);
 	return EXIT_OK;
 }
 

@@ -165,6 +165,10 @@ static const struct command commands[] = {
 	 "  -q, --quiet   print nothing on success\n"
 	 "Prints the changes the new commit made. G must still be rebuildable from\n"
 	 "the history (shmctl log; exit 1 names the oldest one otherwise).\n", true},
+	{"schema", cmd_schema, "schema NAME", "print the segment's schema as a schema file",
+	 "Writes YAML (format 1) that create --schema reads back to the same schema\n"
+	 "hash: the segment's options, types, defaults, bounds, choices, variables,\n"
+	 "knobs, aliases, implications and docs.\n", true},
 	{"hash", cmd_hash, "hash NAME [--json]", "print the config hash",
 	 "      --json    print {\"generation\": N, \"config_hash\": \"hex\"}\n", true},
 	{"check", cmd_check, "check NAME [--json]",

@@ -246,6 +246,7 @@ int cmd_reset(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
+int cmd_schema(int argc, char **argv);
 int cmd_load(int argc, char **argv);
 int cmd_save(int argc, char **argv);
 int cmd_diff(int argc, char **argv);

@@ -3,7 +3,9 @@
 # directories of $SHMCFG_SCHEMA_PATH, then the installed schema directory
 # (shmcfg_schema_load(), lib/schemafile.c); the shipped schemas/torch.yaml
 # loads; a name found nowhere is one line listing where it was looked for;
-# the Python binding's create(schema=NAME) resolves the same way.
+# the Python binding's create(schema=NAME) resolves the same way. shmctl
+# schema writes a segment's schema back as a file of the same schema hash
+# (what each cluster agent keeps in etcd, for hosts without the segment).
 . "$(dirname "$0")/lib.sh"
 
 mkdir "$T_TMP/none" "$T_TMP/d1" "$T_TMP/d2" "$T_TMP/here"
@@ -91,5 +93,28 @@ print("ok")' "$P" "$T_TMP/here"
 		diag_run
 	fi
 fi
+
+# --- shmctl schema: the segment's schema, written back --------------------------
+shash() {
+	shmctl stat --json "$1" | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["schema_hash"])'
+}
+seg R1 rt1
+seg R2 rt2
+for s in default "$top_srcdir/schemas/torch.yaml" "$top_srcdir/tests/cli/all-attributes.yaml"; do
+	shmctl rm "$R1" >/dev/null 2>&1
+	shmctl rm "$R2" >/dev/null 2>&1
+	if [ "$s" = default ]; then shmctl create "$R1" >/dev/null; else shmctl create "$R1" --schema "$s" >/dev/null; fi
+	run shmctl schema "$R1"
+	printf '%s\n' "$OUT" >"$T_TMP/back.yaml"
+	shmctl create "$R2" --schema "$T_TMP/back.yaml" >/dev/null 2>"$T_TMP/err"
+	pass "schema of a segment of schema $(basename "$s"): exit 0, loads back to the same schema hash" \
+		test "$RC" = 0 -a -n "$(shash "$R1")" -a "$(shash "$R1" 2>/dev/null)" = "$(shash "$R2" 2>/dev/null)"
+done
+pass "... every attribute written (alias, implies, choices, bounds, variables, knob, flags)" pyeval '
+t = a[0]
+all(k in t for k in ("alias: a.level", "implies: {a.level: 3", "choices:", "min: -.inf", "env_force:",
+                     "knob: \"flag_knob\"", "hash_ignored: true", "private: true", "deprecated:"))' "$OUT"
+t_errmatch "schema of no segment: one line" 1 "no such segment" shmctl schema "$P.none"
+t_usage "schema without NAME: usage" shmctl schema
 
 t_done
