@@ -209,6 +209,17 @@ static char *status_json(struct agent *a, struct seg *s)
 		printable(k->key, key, sizeof key);
 		json_array_append_new(rej, json_pack("{s:s, s:s}", "key", key, "error", ((struct reject *)k)->why));
 	}
+	json_t *ov = json_array();
+	n = 0;
+	kmap_each(&s->overrides, k)
+	{
+		if (n++ == STATUS_REJECTED_MAX)
+			break;
+		const struct override *x = (const struct override *)k;
+		json_t *v = json_loads(x->value, JSON_DECODE_ANY, NULL);
+		json_array_append_new(ov, json_pack("{s:s, s:s, s:o}", "option", x->k.key, "layer",
+						    shmcfg_source_name(x->layer), "value", v ? v : json_string(x->value)));
+	}
 	uint64_t oos = seg_out_of_sync(a, s);
 	json_t *j = json_pack("{s:s, s:s, s:i, s:I, s:I, s:s, s:b, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I}", "host",
 			      a->host, "segment", s->name, "pid", (int)getpid(), "revision", (json_int_t)s->applied_rev,
@@ -217,6 +228,9 @@ static char *status_json(struct agent *a, struct seg *s)
 			      "nrejected", (json_int_t)s->rejects.n, "heap_bytes", (json_int_t)s->heap_bytes, "heap_used",
 			      (json_int_t)s->heap_used, "time_ns", (json_int_t)now_ns(CLOCK_REALTIME),
 			      "out_of_sync_since_ns", (json_int_t)oos);
+	json_object_set_new(j, "schema_hash", json_string(s->schema_hash));
+	json_object_set_new(j, "overrides", ov);
+	json_object_set_new(j, "noverrides", json_integer((json_int_t)s->overrides.n));
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	return text;
@@ -229,6 +243,13 @@ static void publish(struct agent *a, bool all)
 {
 	for (size_t i = 0; i < a->nsegs; i++) {
 		struct seg *s = &a->segs[i];
+		char *schema = NULL, *key = NULL;
+		/* a segment replaced by one of another schema: that one is kept too */
+		if (a->probe.nthreads == 2 && !seg_schema(s, &schema) && schema &&
+		    asprintf(&key, "%sschema/%s", a->prefix, s->schema_hash) > 0)
+			probe_schema(&a->probe, i, key, schema);
+		else
+			free(schema);
 		if (!all && !s->status_dirty)
 			continue;
 		record_sync(a, s);
@@ -550,6 +571,10 @@ static void tick(struct agent *a)
 		}
 		if (s->need_full)
 			apply_all(s, &a->m, a->tag, true);
+		/* a local commit (shmctl set) may hide a cluster value, or uncover one */
+		seg_refresh(s);
+		if (s->generation != s->ov_gen)
+			seg_overrides(s, &a->m, NULL, 0);
 		if (!s->status_dirty)
 			record_sync(a, s); /* the heartbeat (publish() writes the others) */
 	}
@@ -777,6 +802,7 @@ int main(int argc, char **argv)
 	};
 	const char *endpoints = NULL, *cluster = NULL, *host = NULL, *metrics = NULL;
 	bool once = false, take_over = false;
+	char **roster = NULL; /* this host's roster keys, then their values */
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -907,6 +933,18 @@ int main(int argc, char **argv)
 	for (size_t i = 0; keys && i < a.nsegs; i++)
 		keys[i] = a.segs[i].status_key;
 	a.status_keys = keys;
+	/* this host in the roster: expected from now on, until cluster forget */
+	roster = calloc(2 * a.nsegs, sizeof *roster);
+	bool roster_ok = roster != NULL;
+	for (size_t i = 0; roster && i < a.nsegs; i++) {
+		json_t *j = json_pack("{s:s, s:s, s:I}", "host", host, "segment", a.segs[i].name, "registered_ns",
+				      (json_int_t)now_ns(CLOCK_REALTIME));
+		roster[a.nsegs + i] = j ? json_dumps(j, JSON_COMPACT) : NULL;
+		json_decref(j);
+		if (asprintf(&roster[i], "%sroster/%s/%s", a.prefix, host, a.segs[i].name) < 0)
+			roster[i] = NULL;
+		roster_ok &= roster[i] && roster[a.nsegs + i];
+	}
 
 	rnd_state = now_ns(CLOCK_MONOTONIC) ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
 	if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK)) {
@@ -929,8 +967,9 @@ int main(int argc, char **argv)
 			if (*a.segs[i].error)
 				status = 1;
 		write_metrics(&a); /* once, and left: what this run did */
-	} else if (!keys || (r = probe_start(&a.probe, endpoints, keys, a.nsegs))) {
-		logf_("error: starting the probe: %s", r == ETCD_E_NOMEM || !keys ? "out of memory" : strerror(-r));
+	} else if (!keys || !roster_ok || (r = probe_start(&a.probe, endpoints, keys, roster, roster + a.nsegs, a.nsegs))) {
+		logf_("error: starting the probe: %s",
+		      r == ETCD_E_NOMEM || r == -ENOMEM || !keys || !roster_ok ? "out of memory" : strerror(-r));
 		status = 1;
 	} else {
 		publish(&a, true); /* the segments' state as found, before the first load */
@@ -942,6 +981,9 @@ int main(int argc, char **argv)
 	}
 out:
 	probe_stop(&a.probe);
+	for (size_t i = 0; roster && i < 2 * a.nsegs; i++)
+		free(roster[i]);
+	free(roster);
 	for (size_t i = 0; a.segs && i < a.nsegs; i++)
 		seg_free(&a.segs[i]);
 	free(a.segs);

@@ -32,9 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cluster-conf.h"
-#include "etcd.h"
-#include "shmctl.h"
+#include "shmctl-cluster.h"
 
 #define ETCD_TIMEOUT_MS 5000
 #define ETCD_MAX_TXN_OPS 128 /* etcd's default --max-txn-ops */
@@ -49,20 +47,8 @@
 /* Arguments, connection                                              */
 /* ------------------------------------------------------------------ */
 
-/* Every option of every subcommand; each takes those of its table. */
-struct args {
-	const char *endpoints, *cluster, *reason;
-	bool json, force, knob, wait;
-	double wait_s, timeout_s;
-};
-
-#define OPT_COMMON \
-	{"endpoints", required_argument, NULL, 'E'}, {"cluster", required_argument, NULL, 'C'}, \
-	{"timeout", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'}
-#define OPT_WRITE {"reason", required_argument, NULL, 'r'}, {"wait", optional_argument, NULL, 'w'}
-
 /* Parse the options; the positionals are argv[optind..]. 0, or -1 with *ec. */
-static int parse_args(int argc, char **argv, const struct option *opts, struct args *a, int *ec)
+int parse_args(int argc, char **argv, const struct option *opts, struct args *a, int *ec)
 {
 	*a = (struct args){.wait_s = WAIT_DEFAULT_S, .timeout_s = TIMEOUT_DEFAULT_S};
 	int c;
@@ -83,10 +69,17 @@ static int parse_args(int argc, char **argv, const struct option *opts, struct a
 		case 'r':
 			a->reason = optarg;
 			break;
-		case 'w':
+		case 'w': /* --wait[=DURATION], --wait=all[:DURATION] */
 			a->wait = true;
+			if (optarg && !strncmp(optarg, "all", 3) && (!optarg[3] || optarg[3] == ':')) {
+				a->wait_all = true;
+				optarg = optarg[3] ? optarg + 4 : NULL;
+			}
 			if (optarg && (*ec = duration_arg("--wait", optarg, &a->wait_s)))
 				return -1;
+			break;
+		case 'S':
+			a->schema = optarg;
 			break;
 		case 'f':
 			a->force = true;
@@ -106,32 +99,18 @@ static int parse_args(int argc, char **argv, const struct option *opts, struct a
 	return 0;
 }
 
-/* An open cluster: the segment (read-only), the etcd client, the prefix,
- * and the retrying of transient errors. */
-struct cl {
-	const char *seg;
-	shmcfg *h;
-	struct etcd *e;
-	const char *cluster;
-	char prefix[128];
-	struct cluster_conf conf;
-	double start, deadline; /* CLOCK_MONOTONIC s: retries end at the deadline */
-	int ntransient;         /* transient errors so far */
-	char last_err[600];     /* the last one's message */
-};
-
-static void cl_close(struct cl *c)
+void cl_close(struct cl *c)
 {
 	if (c->e)
 		etcd_close(c->e);
+	if (c->sh && c->sh != c->h)
+		shmcfg_close(c->sh);
 	if (c->h)
 		shmcfg_close(c->h);
 	cluster_conf_free(&c->conf);
 }
 
-static char *printable(const char *p, size_t n);
-
-static double mono_now(void)
+double mono_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -139,23 +118,33 @@ static double mono_now(void)
 }
 
 /*
- * Attach the segment read-only (an operator may have no more), resolve the
+ * Attach the segment read-only (an operator may have no more) if this host
+ * has it (a bastion host has none: the cluster commands work without), resolve the
  * endpoints and cluster (flags, environment, configuration file) and open
  * the client. A segment whose agent follows another cluster is refused to
  * a write (its schema is not that cluster's, --wait would never end) and
  * warned about otherwise. 0 or EXIT_FAIL (printed).
  */
-static int cl_open(const struct args *a, const char *seg, bool write, struct cl *c)
+int cl_open(const struct args *a, const char *seg, bool write, struct cl *c)
 {
 	*c = (struct cl){.seg = seg};
-	if (open_segment(seg, true, &c->h))
-		return EXIT_FAIL;
+	int r = attach_segment(seg, true, &c->h);
+	if (r == -EACCES && !a->schema)
+		warn_msg("segment '%s' is here, but you may not read it: the schema kept in etcd is used", seg);
+	else if (r && r != -ENOENT && r != -EACCES)
+		return attach_error(r, seg, true, shmcfg_errdetail());
+	if (r)
+		c->h = NULL;
 	char err[2200];
 	if (cluster_conf(a->endpoints, a->cluster, &c->conf, err, sizeof err))
 		return fail("%s", err);
 	c->cluster = c->conf.cluster;
 	shmcfg_sync_info sync;
-	if (shmcfg_sync_get(c->h, &sync) == 0 && *sync.cluster) {
+	if (write && a->wait && !a->wait_all && !c->h)
+		return fail("--wait waits for this host's segment '%s', which is not here: --wait=all waits for every "
+			    "host the cluster expects",
+			    seg);
+	if (c->h && shmcfg_sync_get(c->h, &sync) == 0 && *sync.cluster) {
 		sync.cluster[sizeof sync.cluster - 1] = 0;
 		if (strcmp(sync.cluster, c->cluster)) {
 			/* anyone who may write the segment wrote these bytes */
@@ -183,6 +172,95 @@ static int cl_open(const struct args *a, const char *seg, bool write, struct cl 
 	return 0;
 }
 
+/* The schema hash most status keys report (malloc'd), else that of the
+ * newest schema key, else NULL. */
+static char *etcd_schema_hash(struct cl *c, int *rc)
+{
+	struct etcd_kvs st = {0};
+	char *best = NULL;
+	if ((*rc = range(c, "status/", &st)))
+		return NULL;
+	json_t *counts = json_object();
+	size_t best_n = 0;
+	for (size_t i = 0; counts && i < st.n; i++) {
+		json_t *j = parse_bytes(st.kv[i].value, st.kv[i].value_len, NULL);
+		const char *h = json_string_value(json_object_get(j, "schema_hash"));
+		if (h && *h && strlen(h) == 32 && strspn(h, "0123456789abcdef") == 32) {
+			size_t n = (size_t)jint(counts, h, 0) + 1;
+			json_object_set_new(counts, h, json_integer((json_int_t)n));
+			if (n > best_n) {
+				best_n = n;
+				free(best);
+				best = strdup(h);
+			}
+		}
+		json_decref(j);
+	}
+	json_decref(counts);
+	etcd_kvs_free(&st);
+	if (best || (*rc = range(c, "schema/", &st)))
+		return best;
+	int64_t newest = 0;
+	for (size_t i = 0; i < st.n; i++)
+		if (st.kv[i].mod_rev > newest) {
+			newest = st.kv[i].mod_rev;
+			free(best);
+			best = strdup(rel_of(c, &st.kv[i]) + strlen("schema/"));
+		}
+	etcd_kvs_free(&st);
+	return best;
+}
+
+int cl_schema(struct cl *c, const struct args *a, bool needed)
+{
+	if (c->sh)
+		return 0;
+	if (!a->schema && c->h) {
+		c->sh = c->h;
+		return 0;
+	}
+	shmcfg_schema *s = NULL;
+	int r, rc = 0;
+	if (a->schema) {
+		if ((r = shmcfg_schema_load(a->schema, &s)))
+			return fail("%s", *shmcfg_errdetail() ? shmcfg_errdetail() : shmcfg_strerror(r));
+	} else {
+		char *hash = etcd_schema_hash(c, &rc), *rel = NULL, *key = NULL;
+		if (rc)
+			return rc;
+		if (!hash && !needed)
+			return 0;
+		if (!hash)
+			return fail("cluster '%s': this host has no segment '%s' and etcd keeps no schema (no agent has "
+				    "registered one): give --schema FILE",
+				    c->cluster, c->seg);
+		struct etcd_kvs kvs = {0};
+		if (asprintf(&rel, "schema/%s", hash) < 0 || !(key = key_of(c, rel)))
+			rc = fail("out of memory");
+		else if ((r = get_retry(c, key, false, 0, &kvs)))
+			rc = fail_etcd(c, r);
+		else if (!kvs.n)
+			rc = fail("cluster '%s': no key %s: the schema a host reports is not kept in etcd", c->cluster,
+				  key);
+		else if ((r = shmcfg_schema_load_text(kvs.kv[0].value, kvs.kv[0].value_len, key, &s)))
+			rc = fail("%s", *shmcfg_errdetail() ? shmcfg_errdetail() : shmcfg_strerror(r));
+		if (kvs.kv)
+			etcd_kvs_free(&kvs);
+		free(hash);
+		free(rel);
+		free(key);
+		if (rc)
+			return rc;
+	}
+	r = private_segment(s, &c->sh);
+	shmcfg_schema_free(s);
+	if (r) {
+		c->sh = NULL;
+		return fail_lib(r, a->schema ? a->schema : "the schema kept in etcd");
+	}
+	return 0;
+}
+
 /* A request's time limit: etcd.c's, or less near the deadline (at least a
  * second: the last try gets a fair chance). */
 static void req_timeout(struct cl *c)
@@ -197,7 +275,7 @@ static void req_timeout(struct cl *c)
  * 1 s, at most what is left) and return true to try again, or false once
  * the deadline has passed.
  */
-static bool backoff(struct cl *c)
+bool backoff(struct cl *c)
 {
 	snprintf(c->last_err, sizeof c->last_err, "%s", etcd_errmsg(c->e));
 	int k = c->ntransient++;
@@ -218,7 +296,7 @@ static bool backoff(struct cl *c)
 /* A failed etcd request: one line, etcd.c's message (it names the endpoint
  * and the request); after retries, for how long and the last error; and
  * the note (text after it, or ""). */
-static int fail_etcd_note(const struct cl *c, int r, const char *note)
+int fail_etcd_note(const struct cl *c, int r, const char *note)
 {
 	if (r == ETCD_E_NOMEM)
 		return fail("out of memory");
@@ -234,14 +312,14 @@ static int fail_etcd_note(const struct cl *c, int r, const char *note)
 	return fail("cluster '%s': %s%s", c->cluster, etcd_errmsg(c->e), note);
 }
 
-static int fail_etcd(const struct cl *c, int r)
+int fail_etcd(const struct cl *c, int r)
 {
 	return fail_etcd_note(c, r, "");
 }
 
 /* etcd_get, retrying transient errors until the deadline. 0 or the error
  * (for fail_etcd). */
-static int get_retry(struct cl *c, const char *key, bool prefix, int64_t rev, struct etcd_kvs *kvs)
+int get_retry(struct cl *c, const char *key, bool prefix, int64_t rev, struct etcd_kvs *kvs)
 {
 	for (;;) {
 		req_timeout(c);
@@ -252,17 +330,28 @@ static int get_retry(struct cl *c, const char *key, bool prefix, int64_t rev, st
 }
 
 /* P + rel, malloc'd. */
-static char *key_of(const struct cl *c, const char *rel)
+char *key_of(const struct cl *c, const char *rel)
 {
 	char *k;
 	return asprintf(&k, "%s%s", c->prefix, rel) < 0 ? NULL : k;
 }
 
 /* A key of a range under P, without P. */
-static const char *rel_of(const struct cl *c, const struct etcd_kv *kv)
+const char *rel_of(const struct cl *c, const struct etcd_kv *kv)
 {
 	size_t n = strlen(c->prefix);
 	return kv->key_len >= n ? kv->key + n : kv->key;
+}
+
+/* Every key under P + rel. 0 or EXIT_FAIL (printed). */
+int range(struct cl *c, const char *rel, struct etcd_kvs *kvs)
+{
+	char *k = key_of(c, rel);
+	if (!k)
+		return fail("out of memory");
+	int r = get_retry(c, k, true, 0, kvs);
+	free(k);
+	return r ? fail_etcd(c, r) : 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -274,7 +363,7 @@ static const char *rel_of(const struct cl *c, const struct etcd_kv *kv)
  * safe on a terminal and in JSON (valid UTF-8, no control characters;
  * others as \xNN). malloc'd; NULL on ENOMEM.
  */
-static char *printable(const char *p, size_t n)
+char *printable(const char *p, size_t n)
 {
 	json_t *s = json_stringn(p, n); /* NULL: not UTF-8 */
 	bool utf8 = s != NULL;
@@ -295,33 +384,33 @@ static char *printable(const char *p, size_t n)
 
 /* Parse a value's bytes as JSON (any JSON value); NULL if they are not, with
  * the reason in err. */
-static json_t *parse_bytes(const char *p, size_t n, json_error_t *err)
+json_t *parse_bytes(const char *p, size_t n, json_error_t *err)
 {
 	return json_loadb(p, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, err);
 }
 
 /* Compact JSON text of a jansson value (for tables and messages). */
-static char *json_text(const json_t *j)
+char *json_text(const json_t *j)
 {
 	char *t = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
 	return t ? t : strdup("?");
 }
 
 /* An integer field of an object, or dflt. */
-static json_int_t jint(const json_t *o, const char *k, json_int_t dflt)
+json_int_t jint(const json_t *o, const char *k, json_int_t dflt)
 {
 	json_t *v = json_object_get(o, k);
 	return json_is_integer(v) ? json_integer_value(v) : dflt;
 }
 
 /* A string field of an object as printable text (malloc'd), or NULL. */
-static char *jstr(const json_t *o, const char *k)
+char *jstr(const json_t *o, const char *k)
 {
 	json_t *v = json_object_get(o, k);
 	return json_is_string(v) ? printable(json_string_value(v), json_string_length(v)) : NULL;
 }
 
-static uint64_t now_ns(void)
+uint64_t now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -767,7 +856,7 @@ static int commit_plan(struct cl *c, struct plan *p, int64_t *rev, uint64_t *seq
 }
 
 /* "opt/x" -> "x", "knob/k" -> "knob k": how changes are named to people. */
-static const char *label(const char *rel, char *buf, size_t len)
+const char *label(const char *rel, char *buf, size_t len)
 {
 	if (!strncmp(rel, "opt/", 4))
 		return rel + 4;
@@ -778,9 +867,48 @@ static const char *label(const char *rel, char *buf, size_t len)
 	return buf;
 }
 
+/* This host's status key (its agent's record names the host) says rev:
+ * cluster status shows the change the moment --wait returns. */
+static int wait_status(struct cl *c, int64_t rev, double end)
+{
+	shmcfg_sync_info si;
+	char *key = NULL;
+	if (shmcfg_sync_get(c->h, &si) || !*si.host)
+		return 0; /* no agent recorded itself: no status key to wait for */
+	si.host[sizeof si.host - 1] = 0;
+	if (asprintf(&key, "%sstatus/%s/%s", c->prefix, si.host, c->seg) < 0)
+		return fail("out of memory");
+	int rc = EXIT_OK;
+	for (unsigned round = 0;; round++) {
+		struct etcd_kvs kvs = {0};
+		int r = get_retry(c, key, false, 0, &kvs);
+		json_t *j = !r && kvs.n ? parse_bytes(kvs.kv[0].value, kvs.kv[0].value_len, NULL) : NULL;
+		json_int_t have = jint(j, "revision", -1);
+		json_decref(j);
+		if (kvs.kv)
+			etcd_kvs_free(&kvs);
+		if (r) {
+			rc = fail_etcd(c, r);
+			break;
+		}
+		if (have >= rev)
+			break;
+		if (mono_now() >= end) {
+			rc = fail("segment '%s' applied cluster revision %lld, but its status key in etcd does not say so "
+				  "yet (its agent cannot put it?)",
+				  c->seg, (long long)rev);
+			break;
+		}
+		struct timespec ts = {0, (round < 4 ? 10000000L << round : 160000000L)};
+		nanosleep(&ts, NULL);
+	}
+	free(key);
+	return rc;
+}
+
 /* Wait until the segment applied cluster revision rev (its agent commits
- * it like on every host). */
-static int wait_applied(const struct cl *c, int64_t rev, double secs)
+ * it like on every host), then until its status key says so. */
+static int wait_applied(struct cl *c, int64_t rev, double secs)
 {
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -788,7 +916,7 @@ static int wait_applied(const struct cl *c, int64_t rev, double secs)
 		uint64_t gen = shmcfg_generation(c->h);
 		uint64_t have = shmcfg_cluster_revision(c->h);
 		if ((int64_t)have >= rev)
-			return 0;
+			return wait_status(c, rev, mono_now() + secs - (mono_now() - ((double)t0.tv_sec + (double)t0.tv_nsec / 1e9)));
 		struct timespec t;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		double left = secs - ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9);
@@ -828,6 +956,16 @@ static int run_plan(struct cl *c, const struct args *a, struct plan *p)
 		       (long long)rev);
 	else
 		printf("cluster '%s': nothing changed\n", c->cluster);
+	if (a->wait && rev > 0 && a->wait_all) {
+		const char **keys = calloc(p->n ? p->n : 1, sizeof *keys);
+		if (!keys)
+			return fail("out of memory");
+		for (size_t i = 0; i < p->n; i++)
+			keys[i] = p->ch[i].rel;
+		rc = wait_all(c, rev, a->wait_s, keys, p->n);
+		free(keys);
+		return rc;
+	}
 	if (a->wait && rev > 0)
 		return wait_applied(c, rev, a->wait_s);
 	return EXIT_OK;
@@ -838,7 +976,7 @@ static int option_key(const struct cl *c, shmcfg_opt final, bool knob, const cha
 		      char *buf, size_t len)
 {
 	shmcfg_optinfo fi;
-	int r = shmcfg_opt_info(c->h, final, &fi);
+	int r = shmcfg_opt_info(c->sh, final, &fi);
 	if (r)
 		return fail_lib(r, full);
 	if (knob && !fi.knob)
@@ -928,6 +1066,8 @@ static int cl_set(int argc, char **argv)
 	struct cl c;
 	struct plan p = {.reason = a.reason};
 	int rc = cl_open(&a, argv[optind], true, &c);
+	if (rc == EXIT_OK)
+		rc = cl_schema(&c, &a, true);
 	/* every value checked against this segment's schema before etcd hears
 	 * of any: a bad one writes nothing */
 	for (int i = optind + 1; rc == EXIT_OK && i < argc; i++) {
@@ -938,16 +1078,16 @@ static int cl_set(int argc, char **argv)
 			rc = fail("out of memory");
 			break;
 		}
-		rc = resolve_final(c.h, name, &opt, &final);
+		rc = resolve_final(c.sh, name, &opt, &final);
 		free(name);
 		if (rc)
 			break;
-		const char *full = opt_name(c.h, opt);
+		const char *full = opt_name(c.sh, opt);
 		shmcfg_value v = {0};
 		char *json = NULL, rel[300];
-		int r = shmcfg_value_parse_opt(c.h, opt, value, &v);
+		int r = shmcfg_value_parse_opt(c.sh, opt, value, &v);
 		if (!r)
-			r = shmcfg_value_check(c.h, opt, &v);
+			r = shmcfg_value_check(c.sh, opt, &v);
 		if (!r)
 			r = shmcfg_value_json(&v, &json);
 		uint64_t need = heap_need(&v);
@@ -997,11 +1137,13 @@ static int cl_reset(int argc, char **argv)
 	struct cl c;
 	struct plan p = {.reason = a.reason};
 	int rc = cl_open(&a, argv[optind], true, &c);
+	if (rc == EXIT_OK)
+		rc = cl_schema(&c, &a, true);
 	for (int i = optind + 1; rc == EXIT_OK && i < argc; i++) {
 		shmcfg_opt opt, final;
 		char rel[300];
-		if (!(rc = resolve_final(c.h, argv[i], &opt, &final)) &&
-		    !(rc = option_key(&c, final, a.knob, opt_name(c.h, opt), NULL, rel, sizeof rel)))
+		if (!(rc = resolve_final(c.sh, argv[i], &opt, &final)) &&
+		    !(rc = option_key(&c, final, a.knob, opt_name(c.sh, opt), NULL, rel, sizeof rel)))
 			rc = plan_add(&p, rel, NULL);
 	}
 	if (rc == EXIT_OK)
@@ -1124,438 +1266,6 @@ static int cl_rollback(int argc, char **argv)
 }
 
 /* ------------------------------------------------------------------ */
-/* show, log, status                                                  */
-/* ------------------------------------------------------------------ */
-
-/* Every key under P + rel. 0 or EXIT_FAIL (printed). */
-static int range(struct cl *c, const char *rel, struct etcd_kvs *kvs)
-{
-	char *k = key_of(c, rel);
-	if (!k)
-		return fail("out of memory");
-	int r = get_retry(c, k, true, 0, kvs);
-	free(k);
-	return r ? fail_etcd(c, r) : 0;
-}
-
-/*
- * What this host makes of a value under opt/: NULL if it takes it, else
- * why not (malloc'd): not JSON, no such option, or the schema's refusal.
- */
-static char *judge(const struct cl *c, const char *rel, const struct etcd_kv *kv)
-{
-	json_error_t err;
-	json_t *j = parse_bytes(kv->value, kv->value_len, &err);
-	char *why = NULL;
-	if (!j) {
-		if (asprintf(&why, "not valid JSON (%s)", err.text) < 0)
-			why = NULL;
-		return why;
-	}
-	json_decref(j);
-	if (strncmp(rel, "opt/", 4))
-		return NULL; /* a knob: the agent knows the knob names */
-	shmcfg_opt opt;
-	if (shmcfg_lookup(c->h, rel + 4, &opt)) {
-		if (asprintf(&why, "no such option in segment '%s'", c->seg) < 0)
-			why = NULL;
-		return why;
-	}
-	shmcfg_value v = {0};
-	int r = shmcfg_value_from_json(c->h, opt, kv->value, kv->value_len, &v);
-	if (!r)
-		r = shmcfg_value_check(c->h, opt, &v);
-	shmcfg_value_clear(&v);
-	if (r) {
-		const char *d = shmcfg_errdetail();
-		why = printable(d && *d ? d : shmcfg_strerror(r), strlen(d && *d ? d : shmcfg_strerror(r)));
-	}
-	return why;
-}
-
-static int cl_show(int argc, char **argv)
-{
-	static const struct option opts[] = {OPT_COMMON, {"json", no_argument, NULL, 'J'}, {NULL, 0, NULL, 0}};
-	struct args a;
-	int ec = 0;
-	if (parse_args(argc, argv, opts, &a, &ec))
-		return ec;
-	if (argc - optind > 1)
-		return usage_error("unexpected argument '%s'", argv[optind + 1]);
-	struct cl c;
-	int rc = cl_open(&a, argv[optind], false, &c);
-	struct etcd_kvs kvs[2] = {0};
-	if (rc == EXIT_OK)
-		rc = range(&c, "opt/", &kvs[0]);
-	if (rc == EXIT_OK)
-		rc = range(&c, "knob/", &kvs[1]);
-	if (rc == EXIT_OK) {
-		static const char *const hdr[] = {"KEY", "VALUE", "REVISION"};
-		struct table *t = a.json ? NULL : table_new(3, hdr);
-		json_t *arr = json_array();
-		for (int g = 0; g < 2; g++)
-			for (size_t i = 0; i < kvs[g].n; i++) {
-				const struct etcd_kv *kv = &kvs[g].kv[i];
-				const char *rel = rel_of(&c, kv);
-				char *name = printable(rel, strlen(rel)), *val = printable(kv->value, kv->value_len);
-				char *why = judge(&c, rel, kv), rev[24];
-				snprintf(rev, sizeof rev, "%lld", (long long)kv->mod_rev);
-				if (t) {
-					table_row(t, (const char *const[]){name, val, rev});
-					if (why) {
-						table_color(t, 1, C_RED);
-						table_note(t, why);
-					}
-				} else {
-					json_t *o = json_pack("{s:s, s:I, s:I, s:I}", "key", name, "mod_revision",
-							      (json_int_t)kv->mod_rev, "create_revision",
-							      (json_int_t)kv->create_rev, "version", (json_int_t)kv->version);
-					json_t *v = parse_bytes(kv->value, kv->value_len, NULL);
-					json_object_set_new(o, v ? "value" : "raw", v ? v : json_string(val));
-					if (why)
-						json_object_set_new(o, "error", json_string(why));
-					json_array_append_new(arr, o);
-				}
-				free(name);
-				free(val);
-				free(why);
-			}
-		if (t) {
-			if (!table_rows(t)) { /* the message, not an empty table's header */
-				printf("cluster '%s' holds no values\n", c.cluster);
-				table_free(t);
-			} else
-				table_print(t);
-			json_decref(arr);
-		} else
-			rc = json_print(json_pack("{s:s, s:I, s:o}", "cluster", c.cluster, "revision",
-						  (json_int_t)kvs[0].revision, "keys", arr),
-					false);
-	}
-	for (int g = 0; g < 2; g++)
-		if (kvs[g].kv)
-			etcd_kvs_free(&kvs[g]);
-	cl_close(&c);
-	return rc;
-}
-
-/* "x: 1 -> 2; y: (unset) -> 3" of a record's changes (malloc'd; NULL on
- * ENOMEM). Appended to one stream: a record may hold many changes. */
-static char *changes_text(const json_t *changes)
-{
-	char *out = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&out, &len);
-	if (!f)
-		return NULL;
-	for (size_t i = 0; i < json_array_size(changes); i++) {
-		json_t *ch = json_array_get(changes, i);
-		json_t *b = json_object_get(ch, "before"), *af = json_object_get(ch, "after");
-		char *k = jstr(ch, "key"), buf[300];
-		char *bt = b ? json_text(b) : jstr(ch, "before_raw"), *at = af ? json_text(af) : NULL;
-		fprintf(f, "%s%s: %s -> %s", i ? "; " : "", k ? label(k, buf, sizeof buf) : "?", bt ? bt : "(unset)",
-			at ? at : "(unset)");
-		free(k);
-		free(bt);
-		free(at);
-	}
-	if (fclose(f)) {
-		free(out);
-		return NULL;
-	}
-	return out;
-}
-
-static int cl_log(int argc, char **argv)
-{
-	static const struct option opts[] = {OPT_COMMON, {"json", no_argument, NULL, 'J'}, {NULL, 0, NULL, 0}};
-	struct args a;
-	int ec = 0;
-	if (parse_args(argc, argv, opts, &a, &ec))
-		return ec;
-	if (argc - optind > 1)
-		return usage_error("unexpected argument '%s'", argv[optind + 1]);
-	struct cl c;
-	int rc = cl_open(&a, argv[optind], false, &c);
-	struct etcd_kvs kvs = {0};
-	if (rc == EXIT_OK)
-		rc = range(&c, "audit/", &kvs);
-	if (rc == EXIT_OK) {
-		static const char *const hdr[] = {"SEQ", "REVISION", "TIME", "WHO", "REASON"};
-		struct table *t = a.json ? NULL : table_new(5, hdr);
-		table_shrink(t, 4, 10);
-		json_t *arr = json_array();
-		for (size_t i = 0; i < kvs.n; i++) {
-			const struct etcd_kv *kv = &kvs.kv[i];
-			const char *rel = rel_of(&c, kv) + strlen("audit/");
-			json_error_t err;
-			json_t *rec = parse_bytes(kv->value, kv->value_len, &err);
-			char *why = NULL, rev[24], seq[24], when[48] = "-";
-			if (!rec || !json_is_object(rec)) {
-				if (asprintf(&why, rec ? "not a JSON object" : "not valid JSON (%s)", err.text) < 0)
-					why = NULL;
-				json_decref(rec);
-				rec = NULL;
-			}
-			/* the key's number when the record does not say */
-			char *keyseq = printable(rel, strlen(rel));
-			json_int_t s = rec ? jint(rec, "seq", -1) : -1;
-			if (s >= 0)
-				snprintf(seq, sizeof seq, "%lld", (long long)s);
-			else
-				snprintf(seq, sizeof seq, "%s", keyseq ? keyseq + strspn(keyseq, "0") : "?");
-			snprintf(rev, sizeof rev, "%lld", (long long)kv->mod_rev);
-			json_int_t tn = rec ? jint(rec, "time_ns", 0) : 0;
-			if (tn > 0)
-				time_local((uint64_t)tn, when, sizeof when);
-			if (t) {
-				char *who = rec ? jstr(rec, "who") : NULL, *reason = rec ? jstr(rec, "reason") : NULL;
-				table_row(t, (const char *const[]){seq, rev, when, who ? who : "-", reason ? reason : ""});
-				char *ct = rec ? changes_text(json_object_get(rec, "changes")) : NULL;
-				long long rb = rec ? jint(rec, "rollback_of", 0) : 0;
-				char *note = NULL;
-				if (why) {
-					table_color(t, 0, C_RED);
-					note = strdup(why);
-				} else if (rb) {
-					if (asprintf(&note, "rollback of %lld: %s", rb, ct ? ct : "") < 0)
-						note = NULL;
-				} else
-					note = ct ? strdup(ct) : NULL;
-				table_note(t, note);
-				free(note);
-				free(ct);
-				free(who);
-				free(reason);
-			} else {
-				json_t *o = rec ? json_deep_copy(rec) : json_object();
-				json_object_set_new(o, "key", json_string(keyseq ? keyseq : "?"));
-				json_object_set_new(o, "revision", json_integer((json_int_t)kv->mod_rev));
-				if (why) {
-					char *raw = printable(kv->value, kv->value_len);
-					json_object_set_new(o, "raw", json_string(raw ? raw : ""));
-					json_object_set_new(o, "error", json_string(why));
-					free(raw);
-				}
-				json_array_append_new(arr, o);
-			}
-			json_decref(rec);
-			free(keyseq);
-			free(why);
-		}
-		if (t) {
-			if (!table_rows(t)) { /* the message, not an empty table's header */
-				printf("cluster '%s' has no audit records\n", c.cluster);
-				table_free(t);
-			} else
-				table_print(t);
-			json_decref(arr);
-		} else
-			rc = json_print(json_pack("{s:s, s:o}", "cluster", c.cluster, "records", arr), false);
-	}
-	if (kvs.kv)
-		etcd_kvs_free(&kvs);
-	cl_close(&c);
-	return rc;
-}
-
-/* "3.2s", "5m10s", "2h5m", "3d4h" */
-static void age_text(double s, char *buf, size_t len)
-{
-	if (s < 0)
-		s = 0;
-	if (s < 60)
-		snprintf(buf, len, "%.1fs", s);
-	else if (s < 3600)
-		snprintf(buf, len, "%dm%02ds", (int)s / 60, (int)s % 60);
-	else if (s < 86400)
-		snprintf(buf, len, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
-	else
-		snprintf(buf, len, "%lldd%02dh", (long long)(s / 86400), (int)((long long)s % 86400 / 3600));
-}
-
-static int cl_status(int argc, char **argv)
-{
-	static const struct option opts[] = {OPT_COMMON, {"json", no_argument, NULL, 'J'}, {NULL, 0, NULL, 0}};
-	struct args a;
-	int ec = 0;
-	if (parse_args(argc, argv, opts, &a, &ec))
-		return ec;
-	if (argc - optind > 1)
-		return usage_error("unexpected argument '%s'", argv[optind + 1]);
-	struct cl c;
-	int rc = cl_open(&a, argv[optind], false, &c);
-	struct etcd_kvs st = {0}, vals[3] = {{0}};
-	if (rc == EXIT_OK)
-		rc = range(&c, "status/", &st);
-	/* the newest change: a host that applied less is behind */
-	for (int g = 0; rc == EXIT_OK && g < 3; g++)
-		rc = range(&c, g == 0 ? "opt/" : g == 1 ? "knob/" : "head", &vals[g]);
-	if (rc != EXIT_OK)
-		goto out;
-	int64_t newest = 0;
-	for (int g = 0; g < 3; g++)
-		for (size_t i = 0; i < vals[g].n; i++)
-			if (vals[g].kv[i].mod_rev > newest)
-				newest = vals[g].kv[i].mod_rev;
-	/* an agent applies every revision of its watch (deletes too, which
-	 * leave no key behind): one that some host applied is newer still */
-	json_t **recs = calloc(st.n ? st.n : 1, sizeof *recs);
-	if (!recs) {
-		rc = fail("out of memory");
-		goto out;
-	}
-	/* the hash most hosts have */
-	const char *major = NULL;
-	size_t major_n = 0, nhashes = 0;
-	for (size_t i = 0; i < st.n; i++) {
-		recs[i] = parse_bytes(st.kv[i].value, st.kv[i].value_len, NULL);
-		if (!json_is_object(recs[i])) {
-			json_decref(recs[i]);
-			recs[i] = NULL;
-		} else if (jint(recs[i], "revision", 0) > newest)
-			newest = jint(recs[i], "revision", 0);
-	}
-	/* hosts per hash (a hash map: thousands of hosts), then the first of
-	 * the most frequent in key order */
-	json_t *counts = json_object();
-	if (!counts) {
-		free(recs);
-		rc = fail("out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < st.n; i++) {
-		const char *h = json_string_value(json_object_get(recs[i], "config_hash"));
-		if (h)
-			json_object_set_new(counts, h, json_integer(jint(counts, h, 0) + 1));
-	}
-	for (size_t i = 0; i < st.n; i++) {
-		const char *h = json_string_value(json_object_get(recs[i], "config_hash"));
-		size_t n = h ? (size_t)jint(counts, h, 0) : 0;
-		if (n > major_n) {
-			major = h;
-			major_n = n;
-		}
-	}
-	nhashes = json_object_size(counts);
-	json_decref(counts);
-	bool disagree = nhashes > 1;
-	uint64_t now = now_ns();
-	static const char *const hdr[] = {"HOST", "SEGMENT", "REVISION", "GENERATION", "CONFIG HASH", "AGE", "ERROR"};
-	struct table *t = a.json ? NULL : table_new(7, hdr);
-	table_shrink(t, 6, 12);
-	json_t *arr = json_array();
-	size_t nbehind = 0, ndiffer = 0, nbad = 0;
-	for (size_t i = 0; i < st.n; i++) {
-		json_t *r = recs[i];
-		const char *rel = rel_of(&c, &st.kv[i]) + strlen("status/");
-		char *where = printable(rel, strlen(rel));
-		char *host = r ? jstr(r, "host") : NULL, *segn = r ? jstr(r, "segment") : NULL;
-		char *hash = r ? jstr(r, "config_hash") : NULL, *err = r ? jstr(r, "error") : NULL;
-		json_int_t rev = r ? jint(r, "revision", -1) : -1, gen = r ? jint(r, "generation", -1) : -1;
-		json_int_t tn = r ? jint(r, "time_ns", 0) : 0, oos = r ? jint(r, "out_of_sync_since_ns", 0) : 0;
-		bool differs = disagree && hash && strcmp(json_string_value(json_object_get(r, "config_hash")), major);
-		bool behind = r && rev < newest;
-		double age = tn > 0 ? ((double)now - (double)tn) / 1e9 : -1;
-		nbehind += behind;
-		ndiffer += differs;
-		nbad += !r;
-		if (t) {
-			char revs[40] = "?", gens[24] = "?", ages[32] = "?", notes[600] = "";
-			if (rev >= 0)
-				snprintf(revs, sizeof revs, "%lld%s", (long long)rev, behind ? " (behind)" : "");
-			if (gen >= 0)
-				snprintf(gens, sizeof gens, "%lld", (long long)gen);
-			if (age >= 0)
-				age_text(age, ages, sizeof ages);
-			char *slash = where ? strchr(where, '/') : NULL;
-			if (slash && !host)
-				*slash = 0;
-			char hashs[64]; /* an agent's hash is 32 hex digits; another's text is cut */
-			snprintf(hashs, sizeof hashs, "%.40s%s", hash ? hash : "?", differs ? " (differs)" : "");
-			table_row(t, (const char *const[]){host ? host : where, segn ? segn : slash ? slash + 1 : "?", revs,
-							  gens, hashs, ages, err && *err ? err : r ? "" : "status not valid JSON"});
-			if (behind)
-				table_color(t, 2, C_YELLOW);
-			if (differs)
-				table_color(t, 4, C_RED);
-			if ((err && *err) || !r)
-				table_color(t, 6, C_RED);
-			json_t *rej = json_object_get(r, "rejected");
-			size_t used = 0;
-			for (size_t k = 0; k < json_array_size(rej) && used < sizeof notes; k++) {
-				char *rk = jstr(json_array_get(rej, k), "key"), *re = jstr(json_array_get(rej, k), "error");
-				int w = snprintf(notes + used, sizeof notes - used, "%s%s: %s", used ? "; " : "rejects ",
-						 rk ? rk : "?", re ? re : "?");
-				if (w > 0)
-					used += (size_t)w;
-				free(rk);
-				free(re);
-			}
-			if (oos > 0 && used < sizeof notes) {
-				char since[48];
-				time_local((uint64_t)oos, since, sizeof since);
-				snprintf(notes + used, sizeof notes - used, "%sout of sync since %s", used ? "; " : "", since);
-			}
-			if (*notes)
-				table_note(t, notes);
-		} else {
-			json_t *o = r ? json_deep_copy(r) : json_object();
-			json_object_set_new(o, "key", json_string(where ? where : "?"));
-			if (!r) {
-				char *raw = printable(st.kv[i].value, st.kv[i].value_len);
-				json_object_set_new(o, "raw", json_string(raw ? raw : ""));
-				json_object_set_new(o, "error", json_string("status not valid JSON"));
-				free(raw);
-			}
-			if (age >= 0)
-				json_object_set_new(o, "age_s", json_real(age));
-			json_object_set_new(o, "behind", json_boolean(behind));
-			json_object_set_new(o, "hash_differs", json_boolean(differs));
-			json_array_append_new(arr, o);
-		}
-		free(where);
-		free(host);
-		free(segn);
-		free(hash);
-		free(err);
-	}
-	if (t) {
-		if (!table_rows(t)) { /* the message, not an empty table's header */
-			printf("cluster '%s': no host reports a status\n", c.cluster);
-			table_free(t);
-		} else
-			table_print(t);
-		if (st.n) {
-			printf("%zu host%s, newest revision %lld", st.n, st.n == 1 ? "" : "s", (long long)newest);
-			if (nbehind)
-				printf(", %zu behind", nbehind);
-			if (ndiffer)
-				printf(", %zu with a config hash other than the majority's", ndiffer);
-			if (nbad)
-				printf(", %zu unreadable", nbad);
-			printf("\n");
-		}
-		json_decref(arr);
-	} else
-		rc = json_print(json_pack("{s:s, s:I, s:s?, s:o}", "cluster", c.cluster, "newest_revision",
-					  (json_int_t)newest, "majority_config_hash", major, "hosts",
-					  arr),
-				false);
-	for (size_t i = 0; i < st.n; i++)
-		json_decref(recs[i]);
-	free(recs);
-out:
-	if (st.kv)
-		etcd_kvs_free(&st);
-	for (int g = 0; g < 3; g++)
-		if (vals[g].kv)
-			etcd_kvs_free(&vals[g]);
-	cl_close(&c);
-	return rc;
-}
-
-/* ------------------------------------------------------------------ */
 /* The subcommands                                                    */
 /* ------------------------------------------------------------------ */
 
@@ -1570,39 +1280,53 @@ out:
 	"The configuration file is /etc/shmcfg/cluster.conf, or $SHMCFG_CLUSTER_CONF:\n" \
 	"lines 'endpoints = URL[,URL]' and 'cluster = NAME', owned by root or you and\n" \
 	"writable by nobody else. The segment's agent record is never used for them.\n"
+#define SCHEMA_HELP \
+	"      --schema FILE          check values against this schema file instead of\n" \
+	"                             segment NAME's (without --schema, a host that has\n" \
+	"                             no segment NAME uses the schema the agents keep in\n" \
+	"                             etcd: the one most hosts report)\n"
 #define WRITE_HELP \
 	"      --reason TEXT          recorded in the audit record\n" \
 	"      --wait[=DURATION]      return once this host's segment has applied the\n" \
-	"                             change (default 10s; 500ms, 5s, 2m, 1h or seconds;\n" \
-	"                             exit 1 if it has not)\n"
+	"                             change and its status key says so (default 10s;\n" \
+	"                             500ms, 5s, 2m, 1h or seconds; exit 1 if not)\n" \
+	"      --wait=all[:DURATION]  return once every host of the roster (cluster\n" \
+	"                             status) has applied it; exit 1 naming those that\n" \
+	"                             have not, or that rejected a value of it\n" SCHEMA_HELP
 #define CONNECT_SYN " [--endpoints URL[,URL]] [--cluster NAME] [--timeout DURATION]"
 
 static const struct command subs[] = {
 	{"cluster set", cl_set,
-	 "cluster set NAME OPTION=VALUE... [--knob] [--reason TEXT] [--wait[=DURATION]]\n"
+	 "cluster set NAME OPTION=VALUE... [--knob] [--reason TEXT] [--wait[=all|DURATION]] [--schema FILE]\n"
 	 "       " CONNECT_SYN,
 	 "set cluster values: one audited etcd transaction",
 	 "      --knob                 write knob/<the option's knob> instead of opt/\n" WRITE_HELP CONNECT_HELP
 	 "Every value is checked against segment NAME's schema first (as shmctl set\n"
-	 "parses it); nothing is written if one is refused. The segment itself is not\n"
-	 "written: its agent (shmcfg-sync) applies the change, as on every host.\n",
+	 "parses it; see --schema for a host without it); nothing is written if one is\n"
+	 "refused. The segment itself is not written: its agent (shmcfg-sync) applies\n"
+	 "the change, as on every host.\n",
 	 true},
 	{"cluster reset", cl_reset,
-	 "cluster reset NAME OPTION... [--knob] [--reason TEXT] [--wait[=DURATION]]\n"
+	 "cluster reset NAME OPTION... [--knob] [--reason TEXT] [--wait[=all|DURATION]] [--schema FILE]\n"
 	 "       " CONNECT_SYN,
 	 "delete cluster values: one audited etcd transaction",
 	 "      --knob                 delete knob/<the option's knob> instead of opt/\n" WRITE_HELP CONNECT_HELP,
 	 true},
-	{"cluster show", cl_show, "cluster show NAME [--json]" CONNECT_SYN,
+	{"cluster show", cl_show, "cluster show NAME [--schema FILE] [--json]" CONNECT_SYN,
 	 "print what etcd holds: every opt/ and knob/ key",
-	 "      --json                 print a JSON object\n" CONNECT_HELP
+	 "      --json                 print a JSON object\n" SCHEMA_HELP CONNECT_HELP
 	 "A value that is not JSON, or that segment NAME's schema refuses, is marked.\n",
+	 true},
+	{"cluster diff", cl_diff, "cluster diff NAME SEQ1 [SEQ2] [--json]" CONNECT_SYN,
+	 "print the cluster values that differ after audit record SEQ1 and SEQ2 (or now)",
+	 "      --json                 print a JSON object\n" CONNECT_HELP
+	 "Reads etcd at the revisions of the two records: exit 1 if one was compacted.\n",
 	 true},
 	{"cluster log", cl_log, "cluster log NAME [--json]" CONNECT_SYN,
 	 "print the audit records: who changed what, when and why",
 	 "      --json                 print a JSON object\n" CONNECT_HELP, true},
 	{"cluster rollback", cl_rollback,
-	 "cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=DURATION]]\n"
+	 "cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=all|DURATION]] [--schema FILE]\n"
 	 "       " CONNECT_SYN,
 	 "apply an audit record's before values as a new audited change",
 	 "      --force                roll back keys that changed since the record too\n" WRITE_HELP CONNECT_HELP
@@ -1612,8 +1336,17 @@ static const struct command subs[] = {
 	{"cluster status", cl_status, "cluster status NAME [--json]" CONNECT_SYN,
 	 "print every host's applied revision, generation, config hash and error",
 	 "      --json                 print a JSON object\n" CONNECT_HELP
-	 "Hosts behind the newest revision and hosts whose config hash differs from\n"
-	 "the majority's are marked.\n",
+	 "Every host the cluster expects (its roster: each agent adds its host) is\n"
+	 "listed. Marked: hosts missing (no status: the agent stopped or cannot reach\n"
+	 "etcd), behind the newest revision, out of sync, with a config hash other\n"
+	 "than the majority's, and hosts whose local layers override a cluster value\n"
+	 "(each option, layer and value, hash-ignored options included).\n",
+	 true},
+	{"cluster forget", cl_forget, "cluster forget NAME HOST... [--force]" CONNECT_SYN,
+	 "take hosts out of the roster: the cluster no longer expects them",
+	 "      --force                also a host whose agent still reports a status\n" CONNECT_HELP
+	 "An agent puts its host (and segment NAME) in the roster when it starts; only\n"
+	 "forget takes it out. A running agent puts it back with its next lease.\n",
 	 true},
 };
 
@@ -1622,7 +1355,7 @@ static const struct command subs[] = {
 int cmd_cluster(int argc, char **argv)
 {
 	if (argc < 2)
-		return usage_error("missing subcommand: set, reset, show, log, rollback or status");
+		return usage_error("missing subcommand: set, reset, show, log, diff, rollback, status or forget");
 	const char *name = argv[1];
 	if (!strcmp(name, "-h") || !strcmp(name, "--help"))
 		return print_help();
@@ -1638,5 +1371,5 @@ int cmd_cluster(int argc, char **argv)
 	const char *near = closest_word(name, names, NSUBS);
 	if (near)
 		return usage_line("unknown subcommand '%s'; did you mean '%s'?", name, near);
-	return usage_line("unknown subcommand '%s' (set, reset, show, log, rollback, status)", name);
+	return usage_line("unknown subcommand '%s' (set, reset, show, log, diff, rollback, status, forget)", name);
 }

@@ -184,20 +184,26 @@ static const struct command commands[] = {
 	 "                \"orphans\": [{\"name\", \"path\", \"uid\"}...]}\n"
 	 "With NAME: its dead readers' entries, then its orphaned lock objects.\n", true},
 	{"cluster", cmd_cluster,
-	 "cluster set NAME OPTION=VALUE... [--knob] [--reason TEXT] [--wait[=DURATION]]\n"
-	 "       cluster reset NAME OPTION... [--knob] [--reason TEXT] [--wait[=DURATION]]\n"
+	 "cluster set NAME OPTION=VALUE... [--knob] [--reason TEXT] [--wait[=all|DURATION]]\n"
+	 "       cluster reset NAME OPTION... [--knob] [--reason TEXT] [--wait[=all|DURATION]]\n"
 	 "       cluster show|log|status NAME [--json]\n"
-	 "       cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=DURATION]]",
-	 "the cluster layer kept in etcd: set, reset, show, log, rollback, status",
+	 "       cluster diff NAME SEQ1 [SEQ2] [--json]\n"
+	 "       cluster forget NAME HOST... [--force]\n"
+	 "       cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=all|DURATION]]",
+	 "the cluster layer kept in etcd: set, reset, show, log, diff, rollback, status",
 	 "Each subcommand takes --endpoints URL[,URL] and --cluster NAME (defaults:\n"
-	 "$SHMCFG_ETCD_ENDPOINTS and $SHMCFG_CLUSTER, else what segment NAME's agent,\n"
-	 "shmcfg-sync, recorded). 'shmctl cluster SUBCOMMAND --help' for each.\n"
+	 "$SHMCFG_ETCD_ENDPOINTS and $SHMCFG_CLUSTER, else /etc/shmcfg/cluster.conf).\n"
+	 "None needs segment NAME on this host: set and reset then check values\n"
+	 "against the schema the agents keep in etcd, or --schema FILE.\n"
+	 "'shmctl cluster SUBCOMMAND --help' for each.\n"
 	 "  set       set cluster values: one audited etcd transaction\n"
 	 "  reset     delete cluster values: one audited etcd transaction\n"
 	 "  show      print what etcd holds: every opt/ and knob/ key\n"
 	 "  log       print the audit records: who changed what, when and why\n"
+	 "  diff      print the values that differ between two audit records\n"
 	 "  rollback  apply an audit record's before values as a new audited change\n"
-	 "  status    print every host's applied revision, generation, config hash, error\n",
+	 "  status    print every expected host's revision, hash, overrides, errors\n"
+	 "  forget    take hosts out of the roster of expected hosts\n",
 	 false},
 	{"header", cmd_header,
 	 "header [NAME | --schema FILE] [--prefix P] [--strip PREFIX] [--only GLOB]...\n"

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "schema-text.h"
 #include "sync.h"
 
 /* ---- the mirror ---- */
@@ -171,9 +172,27 @@ int seg_follow(struct seg *s)
 	return followed;
 }
 
+static void override_free(struct override *x)
+{
+	free(x->k.key);
+	free(x->value);
+	free(x);
+}
+
+static void overrides_clear(struct seg *s)
+{
+	for (struct kent *k = s->overrides.first, *next; k; k = next) {
+		next = k->next;
+		override_free((struct override *)k);
+	}
+	kmap_free(&s->overrides);
+	memset(&s->overrides, 0, sizeof s->overrides);
+}
+
 void seg_free(struct seg *s)
 {
 	knobs_clear(s);
+	overrides_clear(s);
 	for (struct kent *k = s->rejects.first, *next; k; k = next) {
 		next = k->next;
 		reject_free((struct reject *)k);
@@ -576,6 +595,7 @@ void apply_all(struct seg *s, const struct mirror *m, int64_t rev, bool force)
 	kmap_free(&old);
 	plan_free(&p);
 	seg_refresh(s);
+	seg_overrides(s, m, NULL, 0);
 }
 
 void apply_revision(struct seg *s, const struct mirror *m, const struct kchange *ch, size_t n, int64_t rev,
@@ -606,6 +626,105 @@ void apply_revision(struct seg *s, const struct mirror *m, const struct kchange 
 	}
 	plan_free(&p);
 	seg_refresh(s);
+	seg_overrides(s, m, ch, n);
+}
+
+/* ---- what this host overrides ---- */
+
+/* Option o: fed by the cluster (its cluster layer set, else its knob layer
+ * written by the agent) and won by a local layer above that? Recorded in
+ * s->overrides, or dropped from them. */
+static void ov_eval(struct seg *s, shmcfg_snapshot *sn, shmcfg_opt o)
+{
+	shmcfg_optinfo oi;
+	if (shmcfg_opt_info(s->h, o, &oi) || oi.alias != SHMCFG_NO_OPT)
+		return;
+	shmcfg_value v = {0};
+	int fed = shmcfg_snapshot_layer(sn, o, SHMCFG_SRC_CLUSTER, &v) == 0			? SHMCFG_SRC_CLUSTER
+		  : shmcfg_snapshot_layer_by_cluster(sn, o, SHMCFG_SRC_KNOB) == 1 ? SHMCFG_SRC_KNOB
+										    : -1;
+	shmcfg_value_clear(&v);
+	char *json = NULL;
+	shmcfg_source layer = SHMCFG_SRC_DEFAULT;
+	/* a knob value under the cluster's own option value is not local */
+	if (fed >= 0 && !shmcfg_snapshot_get(sn, o, &v) && (int)v.source > fed && v.source != SHMCFG_SRC_CLUSTER &&
+	    shmcfg_value_json(&v, &json) == 0)
+		layer = v.source;
+	shmcfg_value_clear(&v);
+	struct override *x = (struct override *)kmap_find(&s->overrides, oi.name);
+	if (!json) {
+		if (x) {
+			kmap_remove(&s->overrides, &x->k);
+			override_free(x);
+			s->status_dirty = true;
+		}
+		return;
+	}
+	if (x && x->layer == layer && !strcmp(x->value, json)) {
+		free(json);
+		return;
+	}
+	if (!x) {
+		if (!(x = calloc(1, sizeof *x)) || !(x->k.key = strdup(oi.name)) || kmap_insert(&s->overrides, &x->k)) {
+			if (x)
+				free(x->k.key);
+			free(x);
+			free(json);
+			return; /* out of memory: left out of the status */
+		}
+	}
+	free(x->value);
+	x->value = json;
+	x->layer = layer;
+	s->status_dirty = true;
+}
+
+/* The options a key feeds: opt/NAME's, or every option of knob/NAME. */
+static void ov_key(struct seg *s, shmcfg_snapshot *sn, const char *key)
+{
+	shmcfg_opt o;
+	if (!strncmp(key, "opt/", 4)) {
+		if (!shmcfg_lookup(s->h, key + 4, &o))
+			ov_eval(s, sn, o);
+	} else if (!strncmp(key, "knob/", 5)) {
+		const struct knob_opts *ko = (const struct knob_opts *)kmap_find(&s->knobs, key + 5);
+		for (size_t i = 0; ko && i < ko->n; i++)
+			ov_eval(s, sn, ko->opts[i]);
+	}
+}
+
+void seg_overrides(struct seg *s, const struct mirror *m, const struct kchange *ch, size_t n)
+{
+	shmcfg_snapshot *sn;
+	if (shmcfg_snapshot_acquire(s->h, &sn))
+		return;
+	if (ch) {
+		for (size_t i = 0; i < n; i++)
+			ov_key(s, sn, ch[i].key);
+	} else {
+		/* options no key feeds any more are dropped: start over */
+		s->status_dirty |= s->overrides.n > 0;
+		overrides_clear(s);
+		kmap_each(&m->map, k) ov_key(s, sn, k->key);
+		s->ov_gen = shmcfg_snapshot_generation(sn);
+	}
+	shmcfg_snapshot_release(sn);
+}
+
+int seg_schema(struct seg *s, char **text)
+{
+	uint8_t h[16];
+	char hex[33];
+	*text = NULL;
+	shmcfg_schema_hash(s->h, h);
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", h[i]);
+	if (!strcmp(hex, s->schema_hash))
+		return 0;
+	int r = schema_text(s->h, text);
+	if (!r)
+		memcpy(s->schema_hash, hex, sizeof hex);
+	return r;
 }
 
 void seg_refresh(struct seg *s)
@@ -632,6 +751,9 @@ void seg_refresh(struct seg *s)
 		s->status_dirty = true;
 	}
 	if (s->applied_rev != shmcfg_cluster_revision(s->h) || s->generation != gen) {
+		/* a revision applied goes out at once: cluster set --wait=all
+		 * reads the status keys (a wave of small puts, one per host) */
+		s->status_urgent |= s->applied_rev != shmcfg_cluster_revision(s->h);
 		s->applied_rev = shmcfg_cluster_revision(s->h);
 		s->generation = gen;
 		s->status_dirty = true;

@@ -14,8 +14,13 @@
  *    puts the status texts the main loop hands it with each keepalive (a
  *    change of whether the host is in sync at once), through any member
  *    (the watch's first). A write stalled by an election stalls this thread
- *    only (problem 2). One put a second at most keeps a write's fan-out to
- *    hundreds of hosts from meeting hundreds of status puts.
+ *    only (problem 2). A text that says a revision was applied, or that
+ *    whether the host is in sync changed, goes at once (cluster set
+ *    --wait=all and cluster status read them); the rest with the next
+ *    keepalive. A put in flight coalesces the texts that arrive meanwhile.
+ *    With the first lease, and each new one (etcd lost it), the thread
+ *    also puts this host's roster entries and the segments' schemas, each
+ *    only if etcd has no key of that name (issue 23, item 3).
  *
  * Both share struct probe's fields under its mutex; each waits on the
  * condition variable for its next round, a new member or a status text.
@@ -35,6 +40,7 @@ enum {
 	KEEPALIVE_MS = 1000,     /* the lease, every second */
 	REQUEST_MS = 3000,       /* a member that has not answered in 3 s is not answering */
 	LEASE_TTL_S = 10,        /* the status keys outlive a missed keepalive or two */
+	STOP_DELETE_MS = 1000,   /* a stopping agent's status keys: deleted, if etcd answers soon */
 };
 
 static void deadline_in(struct timespec *t, uint64_t ms)
@@ -121,16 +127,46 @@ static int put_status(struct probe *p, bool all, char **last)
 	return 0;
 }
 
+/* Key := value unless the key exists: one transaction. */
+static int put_absent(struct etcd *e, const char *key, const char *value)
+{
+	struct etcd_cmp c = {.key = key, .mod_rev = 0};
+	struct etcd_op op = {.kind = ETCD_OP_PUT, .key = key, .value = value, .value_len = strlen(value)};
+	bool done;
+	return etcd_txn(e, &c, 1, &op, 1, &done, NULL);
+}
+
+/* The roster entries, then the schemas: 0 or the first error (all of them
+ * go again with the next round). */
+static int put_registration(struct probe *p)
+{
+	int r = 0;
+	for (size_t i = 0; !r && i < p->nsegs; i++) {
+		r = put_absent(p->se, p->roster_key[i], p->roster_val[i]);
+		char *key = NULL, *text = NULL;
+		pthread_mutex_lock(&p->mu);
+		if (p->schema_key[i] && (!(key = strdup(p->schema_key[i])) || !(text = strdup(p->schema_text[i]))))
+			r = r ? r : ETCD_E_NOMEM;
+		pthread_mutex_unlock(&p->mu);
+		if (!r && key)
+			r = put_absent(p->se, key, text);
+		free(key);
+		free(text);
+	}
+	return r;
+}
+
 static void *lease_main(void *arg)
 {
 	struct probe *p = arg;
 	char **last = calloc(p->nsegs, sizeof *last); /* the texts put last: again under a new lease */
 	uint64_t next_keepalive = 0;
 	size_t member = SIZE_MAX;
+	bool reg_failed = false; /* tried again with the next keepalive */
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop) {
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
-		bool keep = now >= next_keepalive, put = p->urgent;
+		bool keep = now >= next_keepalive, put = p->urgent || p->reg_due;
 		if (!keep && !put) {
 			struct timespec until;
 			deadline_in(&until, ms_until(next_keepalive));
@@ -159,6 +195,12 @@ static void *lease_main(void *arg)
 		if (!r)
 			r = last ? put_status(p, all, last) : ETCD_E_NOMEM;
 		pthread_mutex_lock(&p->mu);
+		bool reg = p->reg_due || all || (keep && reg_failed);
+		p->reg_due = false;
+		pthread_mutex_unlock(&p->mu);
+		if (reg)
+			reg_failed = r || (r = put_registration(p));
+		pthread_mutex_lock(&p->mu);
 		if (r) /* what was not put waits for the next keepalive */
 			p->urgent = false;
 	}
@@ -171,14 +213,18 @@ static void *lease_main(void *arg)
 
 /* ---- the main loop's side ---- */
 
-int probe_start(struct probe *p, const char *endpoints, char **status_keys, size_t nsegs)
+int probe_start(struct probe *p, const char *endpoints, char **status_keys, char **roster_keys, char **roster_vals,
+		size_t nsegs)
 {
 	pthread_condattr_t ca;
 	memset(p, 0, sizeof *p);
 	p->nsegs = nsegs;
 	p->status_key = status_keys;
+	p->roster_key = roster_keys;
+	p->roster_val = roster_vals;
 	p->last_ok = p->last_answer = now_ns(CLOCK_MONOTONIC);
-	if (!(p->status = calloc(nsegs, sizeof *p->status)))
+	if (!(p->status = calloc(nsegs, sizeof *p->status)) || !(p->schema_key = calloc(nsegs, sizeof(char *))) ||
+	    !(p->schema_text = calloc(nsegs, sizeof(char *))))
 		return -ENOMEM;
 	int r = etcd_open(endpoints, REQUEST_MS, &p->le);
 	if (!r)
@@ -207,16 +253,30 @@ void probe_stop(struct probe *p)
 		pthread_cond_broadcast(&p->cv);
 		pthread_mutex_unlock(&p->mu);
 		pthread_join(p->liveness, NULL);
-		if (p->nthreads > 1)
+		if (p->nthreads > 1) {
 			pthread_join(p->leaser, NULL);
+			/* a host whose agent stopped is missing at once, not when
+			 * its lease runs out (the roster keeps it expected) */
+			etcd_set_timeout(p->se, STOP_DELETE_MS);
+			for (size_t i = 0; i < p->nsegs; i++)
+				if (etcd_delete(p->se, p->status_key[i], false, NULL))
+					break;
+		}
 		pthread_cond_destroy(&p->cv);
 		pthread_mutex_destroy(&p->mu);
 		p->nthreads = 0;
 	}
-	for (size_t i = 0; p->status && i < p->nsegs; i++)
+	for (size_t i = 0; p->status && i < p->nsegs; i++) {
 		free(p->status[i]);
+		if (p->schema_key)
+			free(p->schema_key[i]);
+		if (p->schema_text)
+			free(p->schema_text[i]);
+	}
 	free(p->status);
-	p->status = NULL;
+	free(p->schema_key);
+	free(p->schema_text);
+	p->status = p->schema_key = p->schema_text = NULL;
 	etcd_close(p->le);
 	etcd_close(p->se);
 	p->le = p->se = NULL;
@@ -228,6 +288,18 @@ void probe_member(struct probe *p, size_t i)
 	p->member = i;
 	p->last_ok = p->last_answer = now_ns(CLOCK_MONOTONIC); /* its grace starts now */
 	p->err[0] = 0;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+void probe_schema(struct probe *p, size_t seg, char *key, char *text)
+{
+	pthread_mutex_lock(&p->mu);
+	free(p->schema_key[seg]);
+	free(p->schema_text[seg]);
+	p->schema_key[seg] = key;
+	p->schema_text[seg] = text;
+	p->reg_due = true;
 	pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 }

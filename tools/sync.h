@@ -86,6 +86,9 @@ struct seg {
 	bool status_dirty;     /* the status key needs a put */
 	bool status_urgent;    /* ... at once: whether it is in sync changed */
 	bool claimed;          /* this agent holds the segment's claim (shmcfg_sync_claim) */
+	struct kmap overrides; /* struct override: cluster values a local layer hides, by option */
+	uint64_t ov_gen;       /* the generation at which every cluster key was last looked at */
+	char schema_hash[33];  /* the segment's, hex: its schema is kept in etcd under it */
 	uint64_t napplied;     /* revisions committed (--metrics-file) */
 	uint64_t nfailed;      /* commits that failed, each try (--metrics-file) */
 };
@@ -110,6 +113,22 @@ void apply_revision(struct seg *s, const struct mirror *m, const struct kchange 
 /* The segment's applied revision, generation, hash and heap, re-read. */
 void seg_refresh(struct seg *s);
 
+/* A cluster value (an option's cluster layer, or a knob layer the cluster
+ * wrote) that a local layer above it hides: the status key names each, so
+ * that cluster status shows the host differs even where the config hash
+ * cannot (hash-ignored options). */
+struct override {
+	struct kent k;        /* the option's name */
+	shmcfg_source layer;  /* the layer that wins */
+	char *value;          /* the value it gives, as JSON */
+};
+/* Looks again at the options the keys ch[0..n) feed (ch NULL: every key of
+ * the mirror, and ov_gen set); status_dirty if what is overridden changed. */
+void seg_overrides(struct seg *s, const struct mirror *m, const struct kchange *ch, size_t n);
+/* The segment's schema hash into s->schema_hash; *text its schema file when
+ * the hash is new (malloc()ed), else NULL. 0 or an error. */
+int seg_schema(struct seg *s, char **text);
+
 /* ---- the helper threads (sync-probe.c) ---- */
 
 struct probe {
@@ -125,7 +144,11 @@ struct probe {
 	char err[512];           /* why the last probe failed, "" if it answered */
 	char **status;           /* per segment: a status text to put, or NULL */
 	bool urgent;             /* one of them is to be put at once */
+	char **schema_key, **schema_text; /* per segment: its schema, to keep in etcd */
+	bool reg_due;            /* the roster entries and schemas are to be put if absent */
 	size_t nsegs;
+	/* the main loop's, read-only here: */
+	char **roster_key, **roster_val; /* per segment: this host in the cluster's roster */
 	/* each thread's own: */
 	struct etcd *le;         /* the liveness probe's, pinned to member */
 	struct etcd *se;         /* the lease thread's */
@@ -133,13 +156,17 @@ struct probe {
 	int64_t lease;
 };
 
-int probe_start(struct probe *p, const char *endpoints, char **status_keys, size_t nsegs);
+int probe_start(struct probe *p, const char *endpoints, char **status_keys, char **roster_keys, char **roster_vals,
+		size_t nsegs);
 void probe_stop(struct probe *p);
 /* Probe member i from now on (the watch moved there): its grace starts now. */
 void probe_member(struct probe *p, size_t i);
 /* Hands a status text (malloc()ed) over for a put: at once (urgent), or
  * with the next keepalive (a burst of revisions makes one put a second). */
 void probe_status(struct probe *p, size_t seg, char *text, bool urgent);
+/* Hands a segment's schema (key and text, malloc()ed) over: put at once if
+ * etcd has no key of that name (schemas are kept by hash). */
+void probe_schema(struct probe *p, size_t seg, char *key, char *text);
 /* How long ago (ms) the member last answered with a leader (and, in
  * *unanswered_ms, answered at all), and the failure if any. */
 uint64_t probe_silence_ms(struct probe *p, uint64_t *unanswered_ms, char *err, size_t errlen);

@@ -104,7 +104,7 @@ t_errmatch "endpoint text that is not a URL" 1 "ftp://x" \
 	shmctl cluster show "$S" --endpoints "ftp://x" --cluster c1
 t_usage "cluster without a subcommand" shmctl cluster
 t_err "an unknown subcommand: one line" 2 \
-	"shmctl: cluster: unknown subcommand 'frob' (set, reset, show, log, rollback, status)" shmctl cluster frob "$S"
+	"shmctl: cluster: unknown subcommand 'frob' (set, reset, show, log, diff, rollback, status, forget)" shmctl cluster frob "$S"
 t_err "a mistyped subcommand: did you mean" 2 "shmctl: cluster: unknown subcommand 'stauts'; did you mean 'status'?" \
 	shmctl cluster stauts "$S"
 t_usage "cluster set without OPTION=VALUE" shmctl cluster set "$S"
