@@ -114,7 +114,7 @@ pass "... every attribute written (alias, implies, choices, bounds, variables, k
 t = a[0]
 all(k in t for k in ("alias: a.level", "implies: {a.level: 3", "choices:", "min: -.inf", "env_force:",
                      "knob: \"flag_knob\"", "hash_ignored: true", "private: true", "deprecated:"))' "$OUT"
-t_errmatch "schema of no segment: one line" 1 "no such segment" shmctl schema "$P.none"
+t_errmatch "schema of no segment: one line" 1 "no such segment" shmctl schema "cli-$$-none"
 t_usage "schema without NAME: usage" shmctl schema
 
 t_done
