@@ -216,9 +216,19 @@ static char *status_json(struct agent *a, struct seg *s)
 		if (n++ == STATUS_REJECTED_MAX)
 			break;
 		const struct override *x = (const struct override *)k;
-		json_t *v = json_loads(x->value, JSON_DECODE_ANY, NULL);
+		size_t len = strlen(x->value);
+		json_t *v = len <= STATUS_VALUE_MAX ? json_loads(x->value, JSON_DECODE_ANY, NULL) : NULL;
+		if (!v) { /* its beginning, as text, and its size */
+			char cut[STATUS_VALUE_MAX + 1];
+			size_t c = len < STATUS_VALUE_MAX ? len : STATUS_VALUE_MAX;
+			while (c < len && c > 0 && ((unsigned char)x->value[c] & 0xC0) == 0x80)
+				c--; /* not within a UTF-8 character */
+			memcpy(cut, x->value, c);
+			cut[c] = 0;
+			v = json_sprintf("%s... (%zu bytes)", cut, len);
+		}
 		json_array_append_new(ov, json_pack("{s:s, s:s, s:o}", "option", x->k.key, "layer",
-						    shmcfg_source_name(x->layer), "value", v ? v : json_string(x->value)));
+						    shmcfg_source_name(x->layer), "value", v ? v : json_null()));
 	}
 	uint64_t oos = seg_out_of_sync(a, s);
 	json_t *j = json_pack("{s:s, s:s, s:i, s:I, s:I, s:s, s:b, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I}", "host",
@@ -245,11 +255,16 @@ static void publish(struct agent *a, bool all)
 		struct seg *s = &a->segs[i];
 		char *schema = NULL, *key = NULL;
 		/* a segment replaced by one of another schema: that one is kept too */
-		if (a->probe.nthreads == 2 && !seg_schema(s, &schema) && schema &&
-		    asprintf(&key, "%sschema/%s", a->prefix, s->schema_hash) > 0)
-			probe_schema(&a->probe, i, key, schema);
-		else
+		if (a->probe.nthreads == 2 && !seg_schema(s, &schema) && schema && strlen(schema) > SCHEMA_KEPT_MAX) {
+			logf_("%s: its schema (%zu bytes) is too big to keep in etcd: cluster commands on hosts without "
+			      "the segment need --schema FILE",
+			      s->name, strlen(schema));
 			free(schema);
+		} else if (schema && asprintf(&key, "%sschema/%s", a->prefix, s->schema_hash) > 0) {
+			probe_schema(&a->probe, i, key, schema);
+		} else {
+			free(schema);
+		}
 		if (!all && !s->status_dirty)
 			continue;
 		record_sync(a, s);

@@ -21,6 +21,10 @@
 
 enum {
 	STATUS_REJECTED_MAX = 32, /* rejections listed in a status key (all are counted) */
+	STATUS_VALUE_MAX = 256,   /* bytes of an override's value shown there (a status
+				   * key must stay far below etcd's request limit) */
+	SCHEMA_KEPT_MAX = 1 << 20, /* a schema text bigger than this is not kept in etcd
+				    * (etcd refuses requests over 1.5 MiB by default) */
 };
 
 void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -98,6 +98,10 @@ pass "... the table names them, and counts the hosts" pyeval '
 "2 overriding cluster values locally" in a[0]' "$OUT"
 $SHMCTL reset -q "$C" app.label
 pass "... a reset override is gone from the status" wait_st 10 "h['hostC']['noverrides'] == 0"
+cl set "$A" app.note=short --wait=all >/dev/null
+$SHMCTL set -q "$B" app.note="$("$PYTHON" -c 'print("x" * 5000)')"
+pass "... a long value: its beginning and its size (a status key stays small)" wait_st 10 \
+	"any(o['option'] == 'app.note' and o['value'] == chr(34) + 'x' * 255 + '... (5002 bytes)' for o in h['hostB']['overrides'])"
 
 # ---- a host that rejects the change: --wait=all says which and why
 seg D other
