@@ -50,6 +50,21 @@ static size_t laggards(const struct cl *c, const struct etcd_kvs *ro, const stru
 		json_t *s = json_object_get(status, hs);
 		json_int_t have = s ? jint(s, "revision", -1) : -1;
 		if (have >= rev) {
+			json_t *ovs = json_object_get(s, "overrides");
+			for (size_t k = 0; warn && k < json_array_size(ovs); k++)
+				for (size_t m = 0; m < nkeys; m++) {
+					json_t *x = json_array_get(ovs, k);
+					const char *on = json_string_value(json_object_get(x, "option"));
+					if (!on || strncmp(keys[m], "opt/", 4) || strcmp(on, keys[m] + 4))
+						continue;
+					char *who = printable(hs, strlen(hs)), *layer = jstr(x, "layer");
+					char *val = json_object_get(x, "value") ? json_text(json_object_get(x, "value")) : NULL;
+					warn_msg("host %s applied it, but overrides %s locally (%s: %s)", who ? who : "?", on,
+						 layer ? layer : "?", val ? val : "?");
+					free(who);
+					free(layer);
+					free(val);
+				}
 			json_t *rej = json_object_get(s, "rejected");
 			for (size_t k = 0; k < json_array_size(rej); k++)
 				for (size_t m = 0; m < nkeys; m++) {
@@ -86,6 +101,8 @@ static size_t laggards(const struct cl *c, const struct etcd_kvs *ro, const stru
 int wait_all(struct cl *c, int64_t rev, double secs, const char *const *keys, size_t nkeys)
 {
 	double end = mono_now() + secs;
+	if (c->deadline < end) /* etcd's transient errors are retried as long as the wait lasts */
+		c->deadline = end;
 	for (unsigned round = 0;; round++) {
 		struct etcd_kvs ro = {0}, st = {0};
 		int rc = range(c, "roster/", &ro);
@@ -185,7 +202,7 @@ static json_t *values_at(struct cl *c, uint64_t seq, int64_t *rev)
 			for (size_t i = 0; i < kvs.n; i++)
 				json_object_set_new_nocheck(o, rel_of(c, &kvs.kv[i]),
 							    json_stringn_nocheck(kvs.kv[i].value, kvs.kv[i].value_len));
-			*rev = kvs.revision;
+			*rev = at ? at : kvs.revision;
 			etcd_kvs_free(&kvs);
 			continue;
 		}
@@ -282,7 +299,7 @@ int cl_diff(int argc, char **argv)
 
 /* forget NAME HOST...: out of the roster (the host is not expected any
  * more). A host whose agent reports a status is refused unless --force:
- * its agent would put it back with its next lease anyway. */
+ * its agent puts it back within 30 s anyway. */
 int cl_forget(int argc, char **argv)
 {
 	static const struct option opts[] = {OPT_COMMON, {"force", no_argument, NULL, 'f'}, {NULL, 0, NULL, 0}};
@@ -316,7 +333,7 @@ int cl_forget(int argc, char **argv)
 				rc = fail_etcd(&c, r);
 			else if (kvs.n)
 				rc = fail("host '%s' reports a status for segment '%s': its agent runs (stop it first, or "
-					  "--force; it puts the host back with its next lease)",
+					  "--force; it puts the host back within 30 s)",
 					  host, c.seg);
 			if (kvs.kv)
 				etcd_kvs_free(&kvs);

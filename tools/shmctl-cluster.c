@@ -211,6 +211,18 @@ static char *etcd_schema_hash(struct cl *c, int *rc)
 	return best;
 }
 
+/* c->sh := a private segment of schema s (taken). 0 or EXIT_FAIL. */
+static int private_schema(struct cl *c, const struct args *a, shmcfg_schema *s)
+{
+	int r = private_segment(s, &c->sh);
+	shmcfg_schema_free(s);
+	if (r) {
+		c->sh = NULL;
+		return fail_lib(r, a->schema ? a->schema : "the schema kept in etcd");
+	}
+	return 0;
+}
+
 int cl_schema(struct cl *c, const struct args *a, bool needed)
 {
 	if (c->sh)
@@ -243,22 +255,27 @@ int cl_schema(struct cl *c, const struct args *a, bool needed)
 			rc = fail("cluster '%s': no key %s: the schema a host reports is not kept in etcd", c->cluster,
 				  key);
 		else if ((r = shmcfg_schema_load_text(kvs.kv[0].value, kvs.kv[0].value_len, key, &s)))
-			rc = fail("%s", *shmcfg_errdetail() ? shmcfg_errdetail() : shmcfg_strerror(r));
+			rc = fail("%s (delete the key: an agent puts it again when it starts; or give --schema FILE)",
+				  *shmcfg_errdetail() ? shmcfg_errdetail() : shmcfg_strerror(r));
 		if (kvs.kv)
 			etcd_kvs_free(&kvs);
+		if (!rc && (rc = private_schema(c, a, s)) == EXIT_OK) {
+			/* anyone who may write the prefix may have written that key */
+			uint8_t h[16];
+			char hex[33];
+			shmcfg_schema_hash(c->sh, h);
+			hex16(h, hex);
+			if (strcmp(hex, hash))
+				rc = fail("cluster '%s': %s holds a schema of hash %s, not %s: not trusted (delete the key: "
+					  "an agent puts it again when it starts; or give --schema FILE)",
+					  c->cluster, key, hex, hash);
+		}
 		free(hash);
 		free(rel);
 		free(key);
-		if (rc)
-			return rc;
+		return rc;
 	}
-	r = private_segment(s, &c->sh);
-	shmcfg_schema_free(s);
-	if (r) {
-		c->sh = NULL;
-		return fail_lib(r, a->schema ? a->schema : "the schema kept in etcd");
-	}
-	return 0;
+	return private_schema(c, a, s);
 }
 
 /* A request's time limit: etcd.c's, or less near the deadline (at least a
@@ -871,6 +888,8 @@ const char *label(const char *rel, char *buf, size_t len)
  * cluster status shows the change the moment --wait returns. */
 static int wait_status(struct cl *c, int64_t rev, double end)
 {
+	if (c->deadline < end) /* etcd's transient errors are retried as long as the wait lasts */
+		c->deadline = end;
 	shmcfg_sync_info si;
 	char *key = NULL;
 	if (shmcfg_sync_get(c->h, &si) || !*si.host)
@@ -1346,7 +1365,7 @@ static const struct command subs[] = {
 	 "take hosts out of the roster: the cluster no longer expects them",
 	 "      --force                also a host whose agent still reports a status\n" CONNECT_HELP
 	 "An agent puts its host (and segment NAME) in the roster when it starts; only\n"
-	 "forget takes it out. A running agent puts it back with its next lease.\n",
+	 "forget takes it out. A running agent puts it back within 30 s.\n",
 	 true},
 };
 

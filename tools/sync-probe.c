@@ -41,6 +41,7 @@ enum {
 	REQUEST_MS = 3000,       /* a member that has not answered in 3 s is not answering */
 	LEASE_TTL_S = 10,        /* the status keys outlive a missed keepalive or two */
 	STOP_DELETE_MS = 1000,   /* a stopping agent's status keys: deleted, if etcd answers soon */
+	ROSTER_EVERY_MS = 30000, /* the roster entries (not the schemas), put again if absent */
 };
 
 static void deadline_in(struct timespec *t, uint64_t ms)
@@ -136,24 +137,27 @@ static int put_absent(struct etcd *e, const char *key, const char *value)
 	return etcd_txn(e, &c, 1, &op, 1, &done, NULL);
 }
 
-/* The roster entries, then the schemas: 0 or the first error (all of them
- * go again with the next round). */
-static int put_registration(struct probe *p)
+/* Each segment's roster entry and (with_schema) schema: 0 or the first
+ * error (one segment's failure keeps no other out; all go again with the
+ * next round). */
+static int put_registration(struct probe *p, bool with_schema)
 {
-	int r = 0;
-	for (size_t i = 0; !r && i < p->nsegs; i++) {
-		r = put_absent(p->se, p->roster_key[i], p->roster_val[i]);
+	int first = 0;
+	for (size_t i = 0; i < p->nsegs; i++) {
+		int r = put_absent(p->se, p->roster_key[i], p->roster_val[i]);
 		char *key = NULL, *text = NULL;
 		pthread_mutex_lock(&p->mu);
-		if (p->schema_key[i] && (!(key = strdup(p->schema_key[i])) || !(text = strdup(p->schema_text[i]))))
+		if (with_schema && p->schema_key[i] &&
+		    (!(key = strdup(p->schema_key[i])) || !(text = strdup(p->schema_text[i]))))
 			r = r ? r : ETCD_E_NOMEM;
 		pthread_mutex_unlock(&p->mu);
 		if (!r && key)
 			r = put_absent(p->se, key, text);
 		free(key);
 		free(text);
+		first = first ? first : r;
 	}
-	return r;
+	return first;
 }
 
 static void *lease_main(void *arg)
@@ -163,6 +167,8 @@ static void *lease_main(void *arg)
 	uint64_t next_keepalive = 0;
 	size_t member = SIZE_MAX;
 	bool reg_failed = false; /* tried again with the next keepalive */
+	uint64_t next_roster = 0; /* again now and then: cluster forget of a live host is undone */
+	char said[512] = "";      /* the failure logged last: said once per change */
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop) {
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
@@ -195,11 +201,28 @@ static void *lease_main(void *arg)
 		if (!r)
 			r = last ? put_status(p, all, last) : ETCD_E_NOMEM;
 		pthread_mutex_lock(&p->mu);
-		bool reg = p->reg_due || all || (keep && reg_failed);
+		bool schemas = p->reg_due || all || (keep && reg_failed);
+		bool reg = schemas || (keep && now >= next_roster);
 		p->reg_due = false;
 		pthread_mutex_unlock(&p->mu);
-		if (reg)
-			reg_failed = r || (r = put_registration(p));
+		if (reg) { /* also when the status put failed: a status too big must not keep the host out */
+			int rr = put_registration(p, schemas);
+			reg_failed = rr != 0;
+			if (!rr)
+				next_roster = now + ROSTER_EVERY_MS * 1000000ull;
+			r = r ? r : rr;
+		}
+		/* a put that fails for good (etcd's request limit, a role that may
+		 * not write) must show in the log; a member that is down shows there
+		 * already, through the probe */
+		const char *msg = r ? etcd_errmsg(p->se) : "";
+		if (strcmp(msg, said)) {
+			if (r)
+				logf_("error: putting the status keys and roster entries: %s", msg);
+			else
+				logf_("status keys and roster entries put again");
+			snprintf(said, sizeof said, "%s", msg);
+		}
 		pthread_mutex_lock(&p->mu);
 		if (r) /* what was not put waits for the next keepalive */
 			p->urgent = false;

@@ -92,6 +92,9 @@ pass "status: an override of a cluster value is named (option, layer, value)" wa
 	"{'option': 'app.limit', 'layer': 'user', 'value': 99} in h['hostB']['overrides'] and h['hostB']['noverrides'] == 1"
 pass "... a hash-ignored one too (the hashes agree)" wait_st 10 \
 	"{'option': 'app.label', 'layer': 'user', 'value': 'red'} in h['hostC']['overrides'] and h['hostA']['config_hash'] == h['hostC']['config_hash'] and h['hostA']['noverrides'] == 0"
+run cl set "$A" app.limit=98 --wait=all
+pass "--wait=all: a host that overrides the value is named (exit 0: it applied it)" pyeval '
+a[0] == "0" and "host hostB/" in a[1] and "applied it, but overrides app.limit locally (user: 99)" in a[1]' "$RC" "$ERR"
 run cl status "$NONE"
 pass "... the table names them, and counts the hosts" pyeval '
 "overrides app.limit (user): 99" in a[0] and "overrides app.label (user): \"red\"" in a[0] and
@@ -154,6 +157,7 @@ pass "reset without a local segment: exit 0" test "$RC" = 0
 run cl log "$NONE" --json
 pass "log without a local segment: every audit record" jcheck "$T_TMP/out" 'len(j["records"]) >= 8'
 SEQ1=$("$PYTHON" -c 'import json,sys; r=json.load(open(sys.argv[1]))["records"]; print(r[0]["seq"])' "$T_TMP/out")
+REV1=$("$PYTHON" -c 'import json,sys; r=json.load(open(sys.argv[1]))["records"]; print(r[0]["revision"])' "$T_TMP/out")
 ectl put "${P}opt/app.ratio" '"not a float"' >/dev/null
 run cl show "$NONE" --json
 pass "show without a local segment: judged by etcd's schema" jcheck "$T_TMP/out" '
@@ -165,8 +169,15 @@ a[0] == "0" and "app.limit: 7 -> 13" in a[1] and "app.label: (unset) -> \"blue\"
 	"$RC" "$OUT"
 run cl diff "$NONE" "$SEQ1" $((SEQ1 + 1)) --json
 pass "diff SEQ1 SEQ2 --json: the change between them" jcheck "$T_TMP/out" '
-j["changes"] == [{"key": "opt/app.limit", "before": 7, "after": 8}] and j["from"]["seq"] < j["to"]["seq"]'
+j["changes"] == [{"key": "opt/app.limit", "before": 7, "after": 8}] and j["from"]["seq"] < j["to"]["seq"] and
+j["from"]["revision"] == '"$REV1"' and j["from"]["revision"] < j["to"]["revision"]'
 t_errmatch "diff of no such record: one line" 1 "has no audit record 999999" cl diff "$NONE" 999999
+ectl get "${P}schema/$HASH" --print-value-only >"$T_TMP/saved.yaml"
+ectl put "${P}schema/$HASH" "$(cat "$top_srcdir/tests/cluster/schema.yaml")" >/dev/null
+t_errmatch "a schema key whose text is another schema: not trusted, nothing written" 1 \
+	"holds a schema of hash [0-9a-f]*, not $HASH: not trusted" cl set "$NONE" app.limit=5
+ectl put "${P}schema/$HASH" "$(cat "$T_TMP/saved.yaml")" >/dev/null
+t_out "... (nothing was written)" 13 $SHMCTL get "$A" app.limit
 run cl status "$NONE"
 pass "status without a local segment: exit 0, the 3 hosts" pyeval 'a[0] == "0" and "3 hosts" in a[1]' "$RC" "$OUT"
 
