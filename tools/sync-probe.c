@@ -169,6 +169,8 @@ static void *lease_main(void *arg)
 	bool reg_failed = false; /* tried again with the next keepalive */
 	uint64_t next_roster = 0; /* again now and then: cluster forget of a live host is undone */
 	char said[512] = "";      /* the failure logged last: said once per change */
+	char failing[512] = "";   /* the last round's failure, and how many rounds in a row */
+	unsigned nfailing = 0;
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop) {
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
@@ -213,10 +215,15 @@ static void *lease_main(void *arg)
 			r = r ? r : rr;
 		}
 		/* a put that fails for good (etcd's request limit, a role that may
-		 * not write) must show in the log; a member that is down shows there
-		 * already, through the probe */
-		const char *msg = r ? etcd_errmsg(p->se) : "";
-		if (strcmp(msg, said)) {
+		 * not write) must show in the log: the same answer three rounds in a
+		 * row. A member that is down or stopping shows there already, through
+		 * the probe, and is left to it. */
+		const char *msg = r && !etcd_transient(r) ? etcd_errmsg(p->se) : "";
+		if (!*msg || strcmp(msg, failing))
+			nfailing = 0;
+		snprintf(failing, sizeof failing, "%s", msg);
+		nfailing += *msg != 0;
+		if (strcmp(msg, said) && ((*msg && nfailing == 3) || !r)) {
 			if (r)
 				logf_("error: putting the status keys and roster entries: %s", msg);
 			else
