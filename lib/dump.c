@@ -46,7 +46,8 @@ int shmcfg_snapshot_is_default(const shmcfg_snapshot *snap, shmcfg_opt opt)
 	bool mutable_type;
 	shmcfg_value def;
 	shmcfg_opt f;
-	return default_in(snap->h, snap, opt, &mutable_type, &def, &f);
+	/* of the caller's schema (snapshot_layer maps it) */
+	return default_in(snap->origin ? snap->origin : snap->h, snap, opt, &mutable_type, &def, &f);
 }
 
 int shmcfg_is_default(const shmcfg *h, shmcfg_opt opt)
@@ -113,7 +114,7 @@ int shmcfg_get_stored(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
-	SHMCFG_FOLLOW(h);
+	SHMCFG_FOLLOW_OPT(h, opt);
 	int r = shmcfg__opt_use(h, opt);
 	if (r)
 		return r;

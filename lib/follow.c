@@ -9,9 +9,19 @@
  * it. Every entry point works on the live handle (SHMCFG_FOLLOW). The
  * user's handle's view, what the inline getters read, is then pointed at
  * the successor's, pointer by pointer (relaxed: any mix of the two fails
- * the stamp check). A successor of another schema is not followed: the
- * program's option handles are indices into its own; its reads fail with
- * SHMCFG_E_SCHEMA, naming it, never returning the frozen values.
+ * the stamp check).
+ *
+ * A successor of another schema (of the same lineage: a create --force) is
+ * followed too, unless the handle was attached for one schema hash
+ * (shmcfg_attach_opts.expect_schema_hash, a generated header's attach): the
+ * program's option handles are indices into its own schema, which the
+ * handle keeps, so h->next_map maps each to the successor's option of that
+ * name, where the type is the same and null is no new value (NO_OPT
+ * elsewhere); every entry point that takes an option maps it
+ * (SHMCFG_FOLLOW_OPT), and an option the successor lacks fails with
+ * SHMCFG_E_SCHEMA naming it, never with the frozen value. The inline view
+ * then names the successor's current word but slots of its own whose stamp
+ * no generation has: every inline read takes the slow path, which maps.
  */
 #include "internal.h"
 
@@ -29,6 +39,22 @@
  * time; a failure is tried again FOLLOW_RETRY_NS later). The attach is
  * segment.c's (h->attach_next): below it in the library's layers, this
  * file reaches it through the handle. */
+uint32_t *shmcfg__opt_map(const shmcfg *h, const shmcfg *n)
+{
+	uint32_t *m = shmcfg__malloc((h->lay.nopts + 1) * sizeof *m);
+	for (uint32_t o = 0; m && o < h->lay.nopts; o++) {
+		shmcfg_opt j;
+		m[o] = SHMCFG_NO_OPT;
+		if (shmcfg__opt_use(h, o) || shmcfg__lookup(n, sstr(h, opt_d(h, o)->name), &j))
+			continue;
+		const struct opt_desc *a = opt_d(h, o), *b = opt_d(n, j);
+		if (a->type == b->type && (!(b->flags & SHMCFG_F_NULLABLE) || (a->flags & SHMCFG_F_NULLABLE)))
+			m[o] = j;
+	}
+	shmcfg__clear_err();
+	return m;
+}
+
 static shmcfg *follow(shmcfg *h)
 {
 	uint64_t now = now_ns(CLOCK_MONOTONIC);
@@ -37,8 +63,9 @@ static shmcfg *follow(shmcfg *h)
 	pthread_mutex_lock(&h->view_lock);
 	shmcfg *n = h->next;
 	if (!n && now >= h->follow_after_ns) {
-		int r = h->attach_next(h, &n);
+		int r = h->attach_next(h, &n); /* sets h->next_map for another schema */
 		if (!r) {
+			n->mapped = h->mapped || h->next_map;
 			n->commit_timeout_ms = h->commit_timeout_ms;
 			n->no_growth = h->no_growth;
 			__atomic_store_n(&h->follow_err, 0, __ATOMIC_RELAXED);
@@ -56,15 +83,28 @@ static shmcfg *follow(shmcfg *h)
 	return n;
 }
 
-/* Point the user's handle's view (the inline getters') at the live one's. */
-static void view_switch(shmcfg *h, const shmcfg *live)
+/* A zeroed slot of h's size whose stamp no generation has (under view_lock). */
+static char *poison_slot(shmcfg *h)
+{
+	if (!h->poison_slot && (h->poison_slot = shmcfg__calloc(1, h->lay.slot_size)))
+		*(uint64_t *)h->poison_slot = UINT64_MAX;
+	return h->poison_slot;
+}
+
+/* Point the user's handle's view (the inline getters') at the live one's:
+ * its slots, or, where the chain maps options (mapped), slots that send
+ * every inline read to the slow path. */
+static void view_switch(shmcfg *h, const shmcfg *live, bool mapped)
 {
 	if (__atomic_load_n(&h->view.current, __ATOMIC_RELAXED) == live->view.current)
 		return;
 	pthread_mutex_lock(&h->view_lock);
-	for (unsigned s = 0; s < 256; s++)
-		__atomic_store_n(&h->view.slot[s], live->view.slot[s], __ATOMIC_RELAXED);
-	__atomic_store_n(&h->view.current, live->view.current, __ATOMIC_RELAXED);
+	char *poison = mapped ? poison_slot(h) : NULL;
+	if (!mapped || poison) { /* else its reads still map, by their slow path */
+		for (unsigned s = 0; s < 256; s++)
+			__atomic_store_n(&h->view.slot[s], mapped ? poison : live->view.slot[s], __ATOMIC_RELAXED);
+		__atomic_store_n(&h->view.current, live->view.current, __ATOMIC_RELAXED);
+	}
 	pthread_mutex_unlock(&h->view_lock);
 }
 
@@ -82,9 +122,7 @@ static void view_poison(shmcfg *h)
 	if (__atomic_load_n(&h->view.current, __ATOMIC_RELAXED) == &h->poison_cur)
 		return;
 	pthread_mutex_lock(&h->view_lock);
-	if (!h->poison_slot && (h->poison_slot = shmcfg__calloc(1, h->lay.slot_size)))
-		*(uint64_t *)h->poison_slot = UINT64_MAX;
-	if (h->poison_slot) { /* else its reads still fail, by their slow path */
+	if (poison_slot(h)) { /* else its reads still fail, by their slow path */
 		for (unsigned s = 0; s < 256; s++)
 			__atomic_store_n(&h->view.slot[s], h->poison_slot, __ATOMIC_RELAXED);
 		__atomic_store_n(&h->view.current, &h->poison_cur, __ATOMIC_RELAXED);
@@ -103,17 +141,49 @@ static bool follow_failed(int e)
 shmcfg *shmcfg__live_slow(const shmcfg *h0)
 {
 	shmcfg *h = (shmcfg *)h0;
+	bool mapped = false;
 	for (;;) {
 		shmcfg *n = __atomic_load_n(&h->next, __ATOMIC_ACQUIRE);
 		if (!n && (__atomic_load_n(&h->hdr->retired, __ATOMIC_ACQUIRE) != RETIRED_REPLACED || !(n = follow(h))))
 			break;
+		mapped |= h->next_map != NULL; /* written before next, which was read with acquire */
 		h = n;
 	}
 	if (follow_failed(__atomic_load_n(&h->follow_err, __ATOMIC_RELAXED)))
 		view_poison((shmcfg *)h0);
 	else if (h != h0)
-		view_switch((shmcfg *)h0, h);
+		view_switch((shmcfg *)h0, h, mapped);
 	return h;
+}
+
+int shmcfg__map_opt(const shmcfg *from, const shmcfg *to, shmcfg_opt *opt)
+{
+	int r = shmcfg__opt_use(from, *opt); /* in range of the handle the program holds */
+	for (const shmcfg *x = from; !r && x && x != to; x = __atomic_load_n(&x->next, __ATOMIC_ACQUIRE)) {
+		if (!x->next_map)
+			continue;
+		shmcfg_opt m = x->next_map[*opt];
+		if (m == SHMCFG_NO_OPT)
+			return shmcfg__err(SHMCFG_E_SCHEMA,
+					   "%s: the segment was replaced by one of another schema, without option %s (of "
+					   "its type): attach again (shmcfg_reattach)",
+					   from->name, sstr(x, opt_d(x, *opt)->name));
+		*opt = m;
+	}
+	return r;
+}
+
+bool shmcfg__unmap_opt(const shmcfg *h0, const shmcfg *live, shmcfg_opt *opt)
+{
+	shmcfg_opt i = SHMCFG_NO_OPT, j = SHMCFG_NO_OPT;
+	bool ok = !shmcfg__opt_use(live, *opt) && !shmcfg__lookup(h0, sstr(live, opt_d(live, *opt)->name), &i);
+	if (ok) { /* not: of that name, but of another type */
+		j = i;
+		ok = !shmcfg__map_opt(h0, live, &j) && j == *opt;
+	}
+	shmcfg__clear_err();
+	*opt = ok ? i : SHMCFG_NO_OPT;
+	return ok;
 }
 
 int shmcfg__stale(const shmcfg *h)
@@ -128,7 +198,7 @@ int shmcfg__stale(const shmcfg *h)
 			   shmcfg_strerror(e));
 }
 
-bool shmcfg__follow_txn(shmcfg_txn *t)
+int shmcfg__follow_txn(shmcfg_txn *t)
 {
 	/* between the freeze and the rename (replace.c) the successor is not in
 	 * place yet: wait for it, within the commit's bound */
@@ -136,14 +206,21 @@ bool shmcfg__follow_txn(shmcfg_txn *t)
 	for (;;) {
 		shmcfg *n = shmcfg__live(t->h);
 		if (n != t->h) {
+			/* its changes name options of its schema: not another's */
+			for (const shmcfg *x = t->h; x != n; x = __atomic_load_n(&x->next, __ATOMIC_ACQUIRE))
+				if (x->next_map)
+					return shmcfg__err(SHMCFG_E_SCHEMA,
+							   "%s: the segment was replaced by one of another schema during "
+							   "the transaction: begin it again",
+							   t->h->name);
 			t->h = n; /* the same schema: its option handles and values hold */
 			shmcfg__clear_err();
-			return true;
+			return 0;
 		}
 		if (__atomic_load_n(&n->follow_err, __ATOMIC_RELAXED) != -EAGAIN ||
 		    now_ns(CLOCK_MONOTONIC) >= deadline) {
 			(void)shmcfg__stale(n);
-			return false;
+			return SHMCFG_E_RETIRED;
 		}
 		usleep(2000);
 	}

@@ -7,15 +7,11 @@
  * Layout: an index of N struct hist_ent (entry g % N holds generation g), a
  * seqlock each, and a byte ring holding each entry's record. Ring positions
  * grow forever (hist_head in the writer state); a record's bytes are at
- * pos % size, wrapping. A record is
- *
- *   u8 ulen, user name; u8 wlen, who;
- *   then, unless the entry says HIST_NO_VALUES, per layer change:
- *   u32 option, u8 layer, u8 type, old value, new value
- *
- * where a value is u8 state (0 unset, 1 null, 2 set) and, when set, 8 bytes
- * (bool, int, float) or u32 length + bytes (str) or u32 count + u32 bytes +
- * the NUL-ended items (list, set).
+ * pos % size, wrapping. A record is: u8 ulen, user name; u8 wlen, who; then,
+ * unless the entry says HIST_NO_VALUES, per layer change: u32 option, u8
+ * layer, u8 type, old value, new value; where a value is u8 state (0 unset,
+ * 1 null, 2 set) and, when set, 8 bytes (bool, int, float) or u32 length +
+ * bytes (str) or u32 count + u32 bytes + the NUL-ended items (list, set).
  *
  * Memory ordering. The writer (under the writer lock) stores the entry's
  * stamp 0 and a release fence (seq_write_begin, (C)); moves hist_head past
@@ -501,8 +497,12 @@ int shmcfg_history_get(const shmcfg *h, uint64_t gen, shmcfg_history_entry **ret
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
+	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h);
-	return history_get(h, gen, ret, NULL);
+	int r = history_get(h, gen, ret, NULL);
+	for (uint32_t i = 0; !r && h != h0 && h->mapped && i < (*ret)->nchanges; i++) /* another schema: */
+		shmcfg__unmap_opt(h0, h, &(*ret)->changes[i].opt); /* the caller's options (follow.c) */
+	return r;
 }
 
 /* Whether generation g's commit can be undone: its entry and values are there. */

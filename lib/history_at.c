@@ -12,11 +12,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int snapshot_at(shmcfg *h, uint64_t gen, shmcfg_snapshot **ret);
+
 int shmcfg_snapshot_at(shmcfg *h, uint64_t gen, shmcfg_snapshot **ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
+	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h);
+	int r = snapshot_at(h, gen, ret);
+	if (!r && h != h0 && h->mapped) /* a copy: the caller's options are mapped to its schema */
+		(*ret)->origin = h0;
+	return r;
+}
+
+static int snapshot_at(shmcfg *h, uint64_t gen, shmcfg_snapshot **ret)
+{
 	shmcfg_snapshot *cur;
 	if (gen == 0)
 		return shmcfg__err(-ENOENT, "%s: there is no generation 0", h->name);
@@ -67,7 +78,7 @@ int shmcfg_snapshot_at(shmcfg *h, uint64_t gen, shmcfg_snapshot **ret)
 		shmcfg__hash_final(b.hash_sum, sh->config_hash);
 		sh->gen = sh->base = gen;
 		sh->cluster_rev = cluster_rev;
-		*s = (struct shmcfg_snapshot){h, gen, slot, heap, cap, true, -1};
+		*s = (struct shmcfg_snapshot){h, NULL, gen, slot, heap, cap, true, -1};
 		*ret = s;
 	} else {
 		shmcfg__free(s);

@@ -276,7 +276,7 @@ _Static_assert(sizeof(struct slot_hdr) <= SLOT_CELLS_OFF, "slot header fits");
 /* The process's view of one pinned generation: the snapshot of a read-write
  * handle. Replaced views are unpinned after an RCU grace period. */
 struct shmcfg_snapshot {
-	shmcfg *h;
+	shmcfg *h; const shmcfg *origin; /* acquired on: its options are mapped to h's; NULL: h's own */
 	uint64_t gen;
 	const char *slot;   /* slot memory: in the segment, or a private copy */
 	const char *heap;   /* the value heap: the segment's, or the copy's */
@@ -329,9 +329,9 @@ struct shmcfg {
 	/* reader table */
 	int reader;              /* our entry, -1 if none (not claimed yet, read-only, table full) */
 	bool agent_claim;        /* this handle holds the cluster agent's claim (shmcfg_sync_claim) */
-	/* Following a replacement (follow.c): the successor (set once), how
-	 * to attach it (segment.c's), when to try again, why it failed */
-	struct shmcfg *next;
+	/* Following a replacement (follow.c): the successor (set once), its options' map (NULL: the same
+	 * schema), whether one led here, how to attach it (segment.c's), when to try again, why it failed */
+	struct shmcfg *next; uint32_t *next_map; bool mapped;
 	int (*attach_next)(struct shmcfg *h, struct shmcfg **ret);
 	uint64_t follow_after_ns;
 	int follow_err;
@@ -574,6 +574,7 @@ int shmcfg__target_of(const shmcfg *h, shmcfg_opt opt, shmcfg_opt *final);
 int shmcfg__prepare_value(const shmcfg *h, shmcfg_opt final, const shmcfg_value *v, shmcfg_value *out);
 int shmcfg__parse_for(const shmcfg *h, shmcfg_opt opt, const char *text, shmcfg_value *out);
 void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt);
+int shmcfg__lookup(const shmcfg *h, const char *name, shmcfg_opt *ret); /* shmcfg_lookup, no warning */
 
 /* readers.c: the reader table and the OFD lock primitives */
 int shmcfg__ofd_lock(int fd, off_t byte, bool write, int timeout_ms);
@@ -609,7 +610,7 @@ struct change {
 	shmcfg_value v;   /* owned */
 };
 struct shmcfg_txn {
-	shmcfg *h;
+	shmcfg *h; const shmcfg *origin; /* begun on: its options are mapped to h's; NULL: h's own */
 	enum layer layer;   /* what shmcfg_txn_set() writes */
 	struct change *ch; size_t n, cap;
 	uint32_t *idx; size_t idx_cap; /* (opt, layer) -> change + 1, once n is large (txn.c) */

@@ -15,6 +15,14 @@ int shmcfg_lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && name && ret, -EINVAL);
+	int r = shmcfg__lookup(h, name, ret);
+	if (!r)
+		shmcfg__warn_deprecated(h, *ret);
+	return r;
+}
+
+int shmcfg__lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
+{
 	size_t len = strlen(name);
 	uint32_t mask = h->sch->index_size - 1;
 	uint64_t hv = shmcfg__name_hash(name, len);
@@ -35,7 +43,6 @@ int shmcfg_lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
 		if (d->name.len == len && memcmp(sstr(h, d->name), name, len) == 0) {
 			if (d->alias != SHMCFG_NO_OPT && (r = shmcfg__opt_use(h, id)))
 				return r;
-			shmcfg__warn_deprecated(h, id);
 			*ret = id;
 			return 0;
 		}

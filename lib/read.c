@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int type_error(const shmcfg *h, shmcfg_opt opt, shmcfg_type want)
 {
@@ -36,7 +37,7 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 		*bits = pc.val;
 		return (pc.meta & META_NULL) ? SHMCFG_NULL : 0;
 	}
-	SHMCFG_FOLLOW(h); /* after the thread's patches: they belong to the handle it patched */
+	SHMCFG_FOLLOW_OPT(h, opt); /* after the thread's patches: they belong to the handle it patched */
 	for (int tries = 0;;) {
 		uint64_t cur;
 		int r = 0;
@@ -68,6 +69,38 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
  * handles and types are checked here, although the header's schema hash
  * proved them: this path is cold.
  */
+/* The seqlock read of n options of one generation (get_slow_n). */
+static int read_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const shmcfg_type *types, uint64_t *bits,
+		  bool *nulls, uint64_t *gen_ret)
+{
+	for (int tries = 0;;) {
+		uint64_t cur;
+		int r = 0;
+		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
+		if (!sl)
+			return r;
+		const struct shmcfg__cell *c = slot_cells(h, sl);
+		size_t bad = n;
+		for (size_t i = 0; i < n; i++) {
+			uint64_t meta = __atomic_load_n(&c[opts[i]].meta, __ATOMIC_RELAXED);
+			bits[i] = __atomic_load_n(&c[opts[i]].val, __ATOMIC_RELAXED);
+			nulls[i] = (meta & META_NULL) != 0;
+			if (META_TYPE(meta) != (unsigned)types[i] && bad == n)
+				bad = i;
+		}
+		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
+			if ((r = shmcfg__seq_retry(h, cur, &tries)))
+				return r;
+			continue;
+		}
+		if (bad < n)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
+					   sstr(h, opt_d(h, opts[bad])->name));
+		*gen_ret = cur_gen(cur);
+		return 0;
+	}
+}
+
 int shmcfg__get_slow_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const shmcfg_type *types,
 		       uint64_t *bits, bool *nulls, uint64_t *gen_ret)
 {
@@ -100,33 +133,23 @@ int shmcfg__get_slow_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const 
 		*gen_ret = pgen;
 		return 0;
 	}
+	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h); /* after the thread's patches: they belong to the handle it patched */
-	for (int tries = 0;;) {
-		uint64_t cur;
-		int r = 0;
-		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
-		if (!sl)
-			return r;
-		const struct shmcfg__cell *c = slot_cells(h, sl);
-		size_t bad = n;
-		for (size_t i = 0; i < n; i++) {
-			uint64_t meta = __atomic_load_n(&c[opts[i]].meta, __ATOMIC_RELAXED);
-			bits[i] = __atomic_load_n(&c[opts[i]].val, __ATOMIC_RELAXED);
-			nulls[i] = (meta & META_NULL) != 0;
-			if (META_TYPE(meta) != (unsigned)types[i] && bad == n)
-				bad = i;
-		}
-		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
-			if ((r = shmcfg__seq_retry(h, cur, &tries)))
-				return r;
-			continue;
-		}
-		if (bad < n)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
-					   sstr(h, opt_d(h, opts[bad])->name));
-		*gen_ret = cur_gen(cur);
-		return 0;
+	if (__builtin_expect(h == h0 || !h->mapped, 1))
+		return read_n(h, n, opts, types, bits, nulls, gen_ret);
+	/* followed into another schema: the options as the live handle's (follow.c) */
+	shmcfg_opt *mopts = shmcfg__malloc((n + 1) * sizeof *mopts);
+	if (!mopts)
+		return shmcfg__nomem();
+	int r = 0;
+	for (size_t i = 0; !r && i < n; i++) {
+		mopts[i] = opts[i];
+		r = shmcfg__map_opt(h0, h, &mopts[i]);
 	}
+	if (!r)
+		r = read_n(h, n, mopts, types, bits, nulls, gen_ret);
+	shmcfg__free(mopts);
+	return r;
 }
 
 int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
@@ -146,7 +169,7 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 			perr = shmcfg__cell_value(h, &pc, pheap, psize, &v);
 		return perr ? perr : shmcfg__value_copy(&v, ret);
 	}
-	SHMCFG_FOLLOW(h); /* after the thread's patches: they belong to the handle it patched */
+	SHMCFG_FOLLOW_OPT(h, opt); /* after the thread's patches: they belong to the handle it patched */
 	for (int tries = 0;;) {
 		uint64_t cur;
 		int r = 0;
@@ -238,7 +261,7 @@ int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)
 			return r;
 		}
 		if (shmcfg__seq_copy(h, cur, copy, heap, &top)) {
-			*s = (struct shmcfg_snapshot){h, cur_gen(cur), copy, heap, top, true, -1};
+			*s = (struct shmcfg_snapshot){h, NULL, cur_gen(cur), copy, heap, top, true, -1};
 			*ret = s;
 			return 0;
 		}

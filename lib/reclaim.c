@@ -308,7 +308,7 @@ static int pin_current(shmcfg *h, struct pview *pv)
 			return r;
 		__atomic_store_n(&e->pins[pin], cur_gen(cur), __ATOMIC_SEQ_CST); /* (G) */
 		if (__atomic_load_n(&sl->gen, __ATOMIC_SEQ_CST) == cur_gen(cur)) {
-			pv->snap = (struct shmcfg_snapshot){h, cur_gen(cur), (const char *)sl, seg_heap(h),
+			pv->snap = (struct shmcfg_snapshot){h, NULL, cur_gen(cur), (const char *)sl, seg_heap(h),
 							    h->lay.heap_size, false, pin};
 			return 0;
 		}
@@ -345,7 +345,16 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
+	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h);
+	if (__builtin_expect(h != h0 && h->mapped, 0)) {
+		/* followed into another schema: a copy of its own, whose calls
+		 * map the caller's options (the pinned views are shared) */
+		int r = shmcfg__copy_snapshot(h, ret);
+		if (!r)
+			(*ret)->origin = h0;
+		return r;
+	}
 	if (h->rdonly)
 		return shmcfg__copy_snapshot(h, ret);
 	/* a child must not use the parent's view or its reader entry (the

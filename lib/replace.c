@@ -528,7 +528,7 @@ int shmcfg_txn_commit_ex(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	for (int grown = 0;;) {
 		r = shmcfg__commit(t, gen_ret, published);
 		/* the segment replaced meanwhile: the commit goes to its successor */
-		if (r == SHMCFG_E_RETIRED && shmcfg__follow_txn(t))
+		if (r == SHMCFG_E_RETIRED && !(r = shmcfg__follow_txn(t)))
 			continue;
 		/* a full heap grows, unless told not to or a cluster revision's */
 		if (r != SHMCFG_E_FULL || t->h->no_growth || t->cluster_rev || grown++ == 3 || (r = grow(t, r)))

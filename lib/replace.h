@@ -25,6 +25,9 @@ int shmcfg__create_object(const char *name, const char *path, struct seg_header 
 int shmcfg__replace(const char *name, const char *path, struct seg_header *lay, const void *schema_bytes,
 		    const shmcfg_create_opts *o, char *const *envp, shmcfg **ret);
 
+/* follow.c: h's options in n's schema, by name, where the type is the same
+ * and null no new value (else SHMCFG_NO_OPT); NULL on ENOMEM */
+uint32_t *shmcfg__opt_map(const shmcfg *h, const shmcfg *n);
 /* follow.c: the handle of the incarnation that serves h now */
 shmcfg *shmcfg__live_slow(const shmcfg *h);
 /* h itself, unless its segment was replaced: two relaxed loads while it was not */
@@ -37,8 +40,9 @@ static inline shmcfg *shmcfg__live(const shmcfg *h)
 }
 /* 0, or the error of a replaced handle that cannot follow (another schema) */
 int shmcfg__stale(const shmcfg *h);
-/* a commit whose segment was replaced: to the successor (false: none) */
-bool shmcfg__follow_txn(shmcfg_txn *t);
+/* a commit whose segment was replaced: to the successor (0), or an error
+ * (SHMCFG_E_RETIRED: none to follow; SHMCFG_E_SCHEMA: another schema) */
+int shmcfg__follow_txn(shmcfg_txn *t);
 /* whether the object h attached is the one at its name now */
 bool shmcfg__at_name(const shmcfg *h);
 /* Every entry point that reads or writes a segment's values works on the
@@ -51,6 +55,29 @@ bool shmcfg__at_name(const shmcfg *h);
 			int fr_ = shmcfg__stale(h);                                               \
 			if (fr_)                                                                  \
 				return fr_;                                                       \
+		}                                                                                 \
+	} while (0)
+
+/* opt, an option of h's schema, as the live handle's: h becomes the live
+ * handle, opt its option; an option its schema lacks fails (follow.c) */
+int shmcfg__map_opt(const shmcfg *from, const shmcfg *to, shmcfg_opt *opt);
+/* opt, an option of the live handle's schema, as h0's (the inverse):
+ * false, and SHMCFG_NO_OPT, if h0's schema has no option that maps to it */
+bool shmcfg__unmap_opt(const shmcfg *h0, const shmcfg *live, shmcfg_opt *opt);
+/* the same for a snapshot or a transaction acquired or begun on a handle
+ * whose live one has another schema (origin: that handle; NULL: none) */
+static inline int shmcfg__map_origin(const shmcfg *origin, const shmcfg *h, shmcfg_opt *opt)
+{
+	return __builtin_expect(origin == NULL, 1) ? 0 : shmcfg__map_opt(origin, h, opt);
+}
+#define SHMCFG_FOLLOW_OPT(h, opt)                                                                 \
+	do {                                                                                      \
+		const shmcfg *h0_ = (h);                                                          \
+		SHMCFG_FOLLOW(h);                                                                 \
+		if (__builtin_expect(h0_ != (h), 0)) {                                            \
+			int mr_ = shmcfg__map_opt(h0_, (h), &(opt));                              \
+			if (mr_)                                                                  \
+				return mr_;                                                       \
 		}                                                                                 \
 	} while (0)
 

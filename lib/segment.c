@@ -49,6 +49,7 @@ static void handle_free(shmcfg *h)
 	shmcfg__env_used_free(h);
 	shmcfg__free(h->hist_buf);
 	shmcfg__free(h->poison_slot);
+	shmcfg__free(h->next_map);
 	shmcfg__free(h);
 }
 
@@ -324,12 +325,10 @@ void shmcfg_closep(shmcfg **h)
  * put it in place yet. */
 static int attach_next(shmcfg *h, shmcfg **ret)
 {
-	uint8_t hash[16];
-	memcpy(hash, h->lay.schema_hash, 16);
-	shmcfg_attach_opts o = h->opts;
-	o.expect_schema_hash = hash;
+	/* of another schema too (follow.c maps the options), unless the handle
+	 * was attached for one schema hash: h->opts keeps it */
 	shmcfg *n;
-	int r = shmcfg_attach_with(h->name, &o, &n);
+	int r = shmcfg_attach_with(h->name, &h->opts, &n);
 	if (r)
 		return r;
 	if (!memcmp(n->lay.instance, h->lay.instance, 16)) {
@@ -344,6 +343,11 @@ static int attach_next(shmcfg *h, shmcfg **ret)
 	if (memcmp(n->lay.lineage, h->lay.lineage, 16) || n->lay.first_gen < frozen) {
 		shmcfg_close(n);
 		return shmcfg__err(-ENOENT, "%s: the segment now of that name is not the one that replaced it", h->name);
+	}
+	/* of another schema: the program's options mapped to its (follow.c) */
+	if (memcmp(n->lay.schema_hash, h->lay.schema_hash, 16) && !(h->next_map = shmcfg__opt_map(h, n))) {
+		shmcfg_close(n);
+		return shmcfg__nomem();
 	}
 	*ret = n;
 	return 0;

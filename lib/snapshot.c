@@ -31,6 +31,9 @@ int shmcfg_snapshot_get(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_valu
 	SHMCFG_API_ENTRY;
 	assert_return(snap && ret, -EINVAL);
 	const shmcfg *h = snap->h;
+	int mr = shmcfg__map_origin(snap->origin, h, &opt); /* another schema: follow.c */
+	if (mr)
+		return mr;
 	int ur = shmcfg__opt_use(h, opt);
 	if (ur)
 		return ur;
@@ -46,6 +49,9 @@ int shmcfg_snapshot_layer_by_cluster(const shmcfg_snapshot *snap, shmcfg_opt opt
 	SHMCFG_API_ENTRY;
 	assert_return(snap, -EINVAL);
 	const shmcfg *h = snap->h;
+	int mr = shmcfg__map_origin(snap->origin, h, &opt); /* another schema: follow.c */
+	if (mr)
+		return mr;
 	int r = shmcfg__opt_use(h, opt);
 	if (r)
 		return r;
@@ -64,6 +70,9 @@ int shmcfg_snapshot_layer(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_so
 	SHMCFG_API_ENTRY;
 	assert_return(snap && ret, -EINVAL);
 	const shmcfg *h = snap->h;
+	int mr = shmcfg__map_origin(snap->origin, h, &opt); /* another schema: follow.c */
+	if (mr)
+		return mr;
 	int ur = shmcfg__opt_use(h, opt);
 	if (ur)
 		return ur;

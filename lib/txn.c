@@ -33,6 +33,7 @@ int shmcfg_txn_begin(shmcfg *h, shmcfg_txn **ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
+	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h);
 	if (h->rdonly)
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot write", h->name);
@@ -40,6 +41,7 @@ int shmcfg_txn_begin(shmcfg *h, shmcfg_txn **ret)
 	if (!t)
 		return shmcfg__nomem();
 	t->h = h;
+	t->origin = h != h0 && h->mapped ? h0 : NULL; /* followed into another schema: map (follow.c) */
 	t->layer = LAYER_USER;
 	*ret = t;
 	return 0;
@@ -185,7 +187,8 @@ int shmcfg_txn_set(shmcfg_txn *t, shmcfg_opt opt, const shmcfg_value *v)
 {
 	SHMCFG_API_ENTRY;
 	txn_assert_return(t, t && v);
-	return shmcfg__txn_refuse(t, shmcfg__txn_set_layer(t, opt, t->layer, v));
+	int r = shmcfg__map_origin(t->origin, t->h, &opt);
+	return shmcfg__txn_refuse(t, r ? r : shmcfg__txn_set_layer(t, opt, t->layer, v));
 }
 
 int shmcfg_txn_set_text(shmcfg_txn *t, shmcfg_opt opt, const char *text)
@@ -193,10 +196,12 @@ int shmcfg_txn_set_text(shmcfg_txn *t, shmcfg_opt opt, const char *text)
 	SHMCFG_API_ENTRY;
 	txn_assert_return(t, t && text);
 	shmcfg_value v;
-	int r = shmcfg__parse_for(t->h, opt, text, &v);
+	int r = shmcfg__map_origin(t->origin, t->h, &opt);
+	if (!r)
+		r = shmcfg__parse_for(t->h, opt, text, &v);
 	if (r)
 		return shmcfg__txn_refuse(t, r);
-	r = shmcfg_txn_set(t, opt, &v); /* poisons t itself */
+	r = shmcfg__txn_refuse(t, shmcfg__txn_set_layer(t, opt, t->layer, &v));
 	shmcfg_value_clear(&v);
 	return r;
 }
@@ -232,7 +237,9 @@ int shmcfg_txn_reset(shmcfg_txn *t, shmcfg_opt opt)
 	SHMCFG_API_ENTRY;
 	txn_assert_return(t, t);
 	shmcfg_opt f;
-	int r = target_of(t, opt, t->layer, &f);
+	int r = shmcfg__map_origin(t->origin, t->h, &opt);
+	if (!r)
+		r = target_of(t, opt, t->layer, &f);
 	if (r)
 		return shmcfg__txn_refuse(t, r);
 	shmcfg_value none = {.type = opt_d(t->h, f)->type, .is_null = true};

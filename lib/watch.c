@@ -138,7 +138,9 @@ int shmcfg_commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
+	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h);
+	bool mapped = h != h0 && h->mapped; /* ids of the caller's schema (follow.c) */
 	/* a record beyond the current generation belongs to a writer that died
 	 * before publishing */
 	if (gen == 0 || gen > shmcfg_generation(h))
@@ -160,19 +162,48 @@ int shmcfg_commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
 		memcpy(ret->who, copy.who, sizeof ret->who);
 		ret->who[sizeof ret->who - 1] = 0; /* the segment's bytes: anyone with write access wrote them */
 		ret->nids = 0;
-		for (uint32_t k = 0; k < copy.nids && k < SHMCFG_LOG_IDS; k++)
-			if (copy.ids[k] < h->lay.nopts)
-				ret->ids[ret->nids++] = copy.ids[k];
+		for (uint32_t k = 0; k < copy.nids && k < SHMCFG_LOG_IDS; k++) {
+			shmcfg_opt id = copy.ids[k];
+			/* one the caller's schema lacks is left out: nids < nchanged */
+			if (id < h->lay.nopts && (!mapped || shmcfg__unmap_opt(h0, h, &id)))
+				ret->ids[ret->nids++] = id;
+		}
 		return 0;
 	}
 	return -ENOENT;
+}
+
+/* shmcfg_changes on a handle followed into another schema: the live
+ * one's, as options of the caller's schema (changed[] has its count); an
+ * option the live schema lacks counts as changed. */
+static int changes_mapped(const shmcfg *h0, const shmcfg *h, uint64_t from, uint64_t to, bool *changed)
+{
+	bool *live = shmcfg__calloc(h->lay.nopts + 1, sizeof *live);
+	if (!live)
+		return shmcfg__nomem();
+	int r = shmcfg_changes(h, from, to, live);
+	for (shmcfg_opt i = 0; r >= 0 && i < h0->lay.nopts; i++) {
+		shmcfg_opt j = i;
+		changed[i] = shmcfg__map_opt(h0, h, &j) ? true : live[j];
+	}
+	shmcfg__free(live);
+	shmcfg__clear_err();
+	if (r < 0)
+		return r;
+	r = 0;
+	for (shmcfg_opt i = 0; i < h0->lay.nopts; i++)
+		r += changed[i];
+	return r;
 }
 
 int shmcfg_changes(const shmcfg *h, uint64_t from, uint64_t to, bool *changed)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && changed && from < to, -EINVAL);
+	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h);
+	if (__builtin_expect(h != h0 && h->mapped, 0))
+		return changes_mapped(h0, h, from, to, changed);
 	memset(changed, 0, h->lay.nopts * sizeof *changed);
 	/* every commit in between must still be in the log with its full list */
 	for (uint64_t g = from + 1; g <= to; g++) {

@@ -1657,26 +1657,33 @@ class TestLifecycle(SegTest):
         with self.assertRaises(AttributeError):
             m.aaa
         new = self.replace(seg, SCHEMA_MORE)
-        nm = new.module("app.config")
         # generation 2 in slot 1 again: the same header word as the old one's
         new.set({"app.config.steps": 30, "app.config.mode": "slow",
                  "app.config.triton.cudagraphs": False})
         self.assertIs(seg.retired, True)
+        # replaced by another schema that still has these options: followed by
+        # itself, the handle keeping its own schema (a new option: reattach)
         t0 = time.monotonic()
-        with self.assertRaises(shmcfg.Error) as cm:
-            seg.wait(g, timeout=10)
+        self.assertGreater(seg.wait(g, timeout=10), g)
         self.assertLess(time.monotonic() - t0, PROMPT_S)
-        e = cm.exception
-        self.assertEqual(e.errname, "SHMCFG_E_SCHEMA")
-        self.assertIn("replaced by one of another schema", str(e))
-        self.assertIn(seg.name, str(e))
-        # replaced by another schema: reads fail, saying so, never the old
-        # segment's values (one of the same schema is followed by itself)
-        for read in (lambda: m.steps, lambda: seg.get("app.config.steps"), lambda: triton.cudagraphs):
+        self.assertEqual((seg.generation, m.steps, m.mode, triton.cudagraphs), (new.generation, 30, "slow", False))
+        self.assertEqual(seg.get("app.config.steps"), 30)
+        with self.assertRaises(AttributeError):
+            m.aaa
+        # then one where mode has another type: its reads fail, saying so,
+        # never the old segment's value; the other options are followed
+        other = self.replace(seg, SCHEMA_MORE.replace(
+            'app.config.mode:\n    type: str\n    default: "fast"\n    choices: ["fast", "slow"]\n',
+            "app.config.mode:\n    type: int\n    default: 1\n"))
+        nm = other.module("app.config")
+        other.set({"app.config.steps": 30, "app.config.triton.cudagraphs": False})
+        for read in (lambda: m.mode, lambda: seg.get("app.config.mode")):
             with self.assertRaises(shmcfg.Error) as cm:
                 read()
             self.assertEqual(cm.exception.errname, "SHMCFG_E_SCHEMA")
-            self.assertIn("replaced by one of another schema", str(cm.exception))
+            self.assertIn("replaced by one of another schema, without option app.config.mode", str(cm.exception))
+            self.assertIn(seg.name, str(cm.exception))
+        self.assertEqual((m.steps, triton.cudagraphs), (30, False))
         self.assertIs(seg.reattach(), seg)
         self.assertIs(seg.retired, False)
         # the same module and proxy objects read the new segment: nothing
@@ -1684,14 +1691,14 @@ class TestLifecycle(SegTest):
         self.assertIs(seg.module("app.config"), m)
         # generations go on across a replacement
         self.assertEqual((seg.generation, m.steps, m.mode, triton.cudagraphs),
-                         (new.generation, 30, "slow", False))
+                         (other.generation, 30, 1, False))
         self.assertEqual(seg.get("app.config.steps"), 30)
         self.assertEqual((m.aaa, seg.get("app.config.aaa")), (5, 5))  # option handles anew
-        self.assertEqual(seg.config_hash, new.config_hash)
+        self.assertEqual(seg.config_hash, other.config_hash)
         self.assertEqual(m.get_hash(), nm.get_hash())
         self.assertNotEqual(m.get_hash(), old_hash)
         self.assertEqual(seg.wait(seg.generation, timeout=0), None)  # waits work again
-        gn = new.generation
+        gn = other.generation
         m.steps = 31  # and commits go to the new segment
         self.assertEqual((nm.steps, new.generation), (31, gn + 1))
         self.assertEqual(seg.wait(gn, timeout=0), gn + 1)

@@ -3,8 +3,9 @@
  * processes attached to it, by themselves (lib/replace.c): inline reads,
  * the slow path, waits and commits of a process that only holds its old
  * handle; the values, layers (with who wrote them), history, cluster
- * revision and generations kept; a replacement of another schema refused
- * at the next read, never read as stale values; threads that read inline
+ * revision and generations kept; a replacement of another schema followed
+ * where the options still exist, refused at the next read of one that does
+ * not, never read as stale values; threads that read inline
  * while the segment is replaced under them (also run under TSan).
  */
 #include <errno.h>
@@ -262,6 +263,136 @@ static void test_follow_resize_and_force(void **state)
 	shmcfg_close(h3);
 	shmcfg_close(h2);
 	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
+/* A schema of the options given as {name, type, default} (NULL-ended). */
+static shmcfg_schema *schema_of(const shmcfg_optdef *defs)
+{
+	shmcfg_schema *s;
+	assert_int_equal(shmcfg_schema_new(&s), 0);
+	for (; defs->name; defs++)
+		assert_int_equal(shmcfg_schema_add(s, defs), 0);
+	return s;
+}
+
+/*
+ * A replacement of another schema (create --force with a new schema) is
+ * followed: the handle keeps its own schema and option handles, and its
+ * reads (inline ones through the slow path), snapshots, transactions and
+ * change lists reach the new segment's options of the same name and type;
+ * an option the new schema lacks, or has with another type, fails naming
+ * it, never with the old value. A handle attached for one schema hash, or
+ * a transaction begun before the replacement, does not follow.
+ */
+static void test_follow_another_schema(void **state)
+{
+	(void)state;
+	const char *name = test_name("reschema");
+	shmcfg_schema *sx = schema_of((const shmcfg_optdef[]){{.name = "a.keep", .type = SHMCFG_INT, .def = "1"},
+							       {.name = "a.gone", .type = SHMCFG_INT, .def = "2"},
+							       {.name = "a.retyped", .type = SHMCFG_INT, .def = "3"},
+							       {.name = "a.text", .type = SHMCFG_STR, .def = "x"},
+							       {0}});
+	/* another order, more options (a change list sized by the old count
+	 * must not overflow), one gone, one of another type */
+	shmcfg_schema *sy = schema_of((const shmcfg_optdef[]){{.name = "b.new", .type = SHMCFG_BOOL},
+							       {.name = "a.text", .type = SHMCFG_STR, .def = "y"},
+							       {.name = "a.retyped", .type = SHMCFG_STR, .def = "s"},
+							       {.name = "b.more", .type = SHMCFG_INT},
+							       {.name = "b.most", .type = SHMCFG_INT},
+							       {.name = "a.keep", .type = SHMCFG_INT, .def = "10"},
+							       {0}});
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_NO_ENV};
+	shmcfg *hx, *h, *pinned, *hy;
+	assert_int_equal(shmcfg_create(name, sx, &o, &hx), 0);
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &h), 0);
+	uint8_t hash[16];
+	shmcfg_schema_hash(h, hash);
+	assert_int_equal(shmcfg_attach(name, 0, hash, &pinned), 0);
+	shmcfg_opt keep = opt_named(h, "a.keep"), gone = opt_named(h, "a.gone"), retyped = opt_named(h, "a.retyped"),
+		   text = opt_named(h, "a.text");
+	assert_int_equal(commit_int(h, keep, 5, NULL), 0);
+	assert_int_equal(get_i(h, keep), 5);
+	shmcfg_txn *early;
+	assert_int_equal(shmcfg_txn_begin(h, &early), 0);
+	assert_int_equal(shmcfg_txn_set_int(early, keep, 6), 0);
+
+	o.flags |= SHMCFG_CREATE_FORCE;
+	assert_int_equal(shmcfg_create(name, sy, &o, &hy), 0);
+	shmcfg_opt ykeep = opt_named(hy, "a.keep");
+	uint64_t g0 = shmcfg_generation(hy), g1;
+	assert_int_equal(commit_int(hy, ykeep, 42, &g1), 0);
+
+	/* reads: inline (the slow path maps), the new generation */
+	int64_t v;
+	assert_int_equal(shmcfg_get_int(h, keep, &v), 0);
+	assert_int_equal(v, 42);
+	assert_int_equal(shmcfg_generation(h), g1);
+	shmcfg_value sv;
+	assert_int_equal(shmcfg_get(h, text, &sv), 0);
+	assert_string_equal(sv.u.str.ptr, "y");
+	shmcfg_value_clear(&sv);
+	assert_int_equal(shmcfg_get_int(h, gone, &v), SHMCFG_E_SCHEMA);
+	assert_non_null(strstr(shmcfg_errdetail(), "replaced by one of another schema, without option a.gone"));
+	/* several at once, of one generation (what generated headers call) */
+	shmcfg_opt two[2] = {keep, keep};
+	const shmcfg_type ints[2] = {SHMCFG_INT, SHMCFG_INT};
+	uint64_t bits[2], gen;
+	bool nulls[2];
+	assert_int_equal(shmcfg__get_slow_n(h, 2, two, ints, bits, nulls, &gen), 0);
+	assert_true(bits[0] == 42 && bits[1] == 42 && gen == g1);
+	two[1] = gone;
+	assert_int_equal(shmcfg__get_slow_n(h, 2, two, ints, bits, nulls, &gen), SHMCFG_E_SCHEMA);
+	assert_int_equal(shmcfg_get_int(h, retyped, &v), SHMCFG_E_SCHEMA);
+	assert_non_null(strstr(shmcfg_errdetail(), "a.retyped"));
+	/* the handle keeps its schema */
+	assert_int_equal(shmcfg_count(h), 4);
+	assert_int_equal(opt_named(h, "a.keep"), keep);
+	shmcfg_opt none;
+	assert_int_equal(shmcfg_lookup(h, "b.new", &none), SHMCFG_E_NOOPT);
+
+	/* a snapshot, and a change list of the handle's own count */
+	shmcfg_snapshot *sn;
+	assert_int_equal(shmcfg_snapshot_acquire(h, &sn), 0);
+	assert_int_equal(shmcfg_snapshot_get(sn, keep, &sv), 0);
+	assert_int_equal(sv.u.i, 42);
+	assert_int_equal(shmcfg_snapshot_get(sn, gone, &sv), SHMCFG_E_SCHEMA);
+	assert_int_equal(shmcfg_snapshot_is_default(sn, keep), 0);
+	shmcfg_snapshot_release(sn);
+	bool *changed = calloc(shmcfg_count(h), sizeof *changed);
+	assert_non_null(changed);
+	/* the options the new schema lacks count as changed: a re-read says why */
+	assert_int_equal(shmcfg_changes(h, g0, g1, changed), 3);
+	assert_true(changed[keep] && changed[gone] && changed[retyped] && !changed[text]);
+	free(changed);
+	shmcfg_commit ci;
+	assert_int_equal(shmcfg_commit_info(h, g1, &ci), 0);
+	assert_int_equal(ci.nids, 1);
+	assert_int_equal(ci.ids[0], keep);
+
+	/* transactions begun now map too; one begun before does not follow */
+	assert_int_equal(commit_int(h, keep, 7, NULL), 0);
+	assert_int_equal(get_i(hy, ykeep), 7);
+	shmcfg_txn *t;
+	assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+	assert_int_equal(shmcfg_txn_set_int(t, gone, 1), SHMCFG_E_SCHEMA);
+	shmcfg_txn_abort(t);
+	assert_int_equal(shmcfg_txn_commit(early, NULL), SHMCFG_E_SCHEMA);
+	assert_non_null(strstr(shmcfg_errdetail(), "during the transaction"));
+	assert_int_equal(get_i(hy, ykeep), 7);
+
+	/* attached for one schema: not followed, said */
+	assert_int_equal(shmcfg_get_int(pinned, keep, &v), SHMCFG_E_SCHEMA);
+	assert_non_null(strstr(shmcfg_errdetail(), "replaced by one of another schema"));
+	assert_int_equal(shmcfg_reattach(&h), 0); /* the program's move to the new schema */
+	assert_int_equal(shmcfg_count(h), 6);
+	shmcfg_close(pinned);
+	shmcfg_close(h);
+	shmcfg_close(hy);
+	shmcfg_close(hx);
+	shmcfg_schema_free(sx);
+	shmcfg_schema_free(sy);
 	shmcfg_unlink(name);
 }
 
@@ -540,6 +671,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_follow_resize_and_force),
+		cmocka_unit_test(test_follow_another_schema),
 		cmocka_unit_test(test_resize_too_small),
 		cmocka_unit_test(test_heap_grows),
 		cmocka_unit_test(test_not_followed_into_another_lineage),
