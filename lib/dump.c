@@ -30,12 +30,15 @@ static int default_in(const shmcfg *h, const shmcfg_snapshot *s, shmcfg_opt opt,
 	shmcfg_value v;
 	(void)shmcfg__value_from_cell(&d->def, h->strings, h->strings_size, def);
 	*mutable_type = d->type == SHMCFG_LIST || d->type == SHMCFG_SET;
-	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_ENV_DEFAULT, &v) == 0 && !shmcfg_value_equal(&v, def))
-		return 0;
-	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_ENV_FORCE, &v) == 0 && !shmcfg_value_equal(&v, def))
-		return 0;
-	if (shmcfg_snapshot_layer(s, f, SHMCFG_SRC_USER, &v) == 0 && !(*mutable_type && shmcfg_value_equal(&v, def)))
-		return 0;
+	static const shmcfg_source layers[] = {SHMCFG_SRC_ENV_DEFAULT, SHMCFG_SRC_ENV_FORCE, SHMCFG_SRC_USER};
+	for (int k = 0; k < 3; k++) {
+		int r = shmcfg_snapshot_layer(s, f, layers[k], &v);
+		if (r < 0) /* an option a successor of another schema lacks, say */
+			return r;
+		/* an env value other than the default; any user value, but a list or set equal to it */
+		if (r == 0 && (k < 2 ? !shmcfg_value_equal(&v, def) : !(*mutable_type && shmcfg_value_equal(&v, def))))
+			return 0;
+	}
 	return 1;
 }
 
@@ -393,8 +396,8 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 		if (!(r = from_json(h, opt, j, &v))) {
 			/* partial: a value the set would refuse is skipped; a
 			 * refused set would poison the transaction */
-			if (!partial || !(r = shmcfg_value_check(h, opt, &v)))
-				r = shmcfg_txn_set(*t, opt, &v);
+			if (!partial || !(r = shmcfg_value_check(h, opt, &v))) /* h's option: not mapped */
+				r = shmcfg__txn_refuse(*t, shmcfg__txn_set_layer(*t, opt, (*t)->layer, &v));
 			shmcfg_value_clear(&v);
 		}
 		if (r && partial && r != -ENOMEM) {
@@ -415,6 +418,7 @@ int shmcfg_load_ex(shmcfg *h, const char *text, size_t len, unsigned flags, shmc
 	if (published)
 		*published = false;
 	assert_return(h && text, -EINVAL);
+	SHMCFG_FOLLOW(h); /* names, and the schema hash, of the segment now (as a dump's) */
 	shmcfg_txn *t = NULL;
 	int r = load_into(h, &t, text, len, flags, warn, ud);
 	if (r) {

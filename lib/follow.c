@@ -15,8 +15,9 @@
  * followed too, unless the handle was attached for one schema hash
  * (shmcfg_attach_opts.expect_schema_hash, a generated header's attach): the
  * program's option handles are indices into its own schema, which the
- * handle keeps, so h->next_map maps each to the successor's option of that
- * name, where the type is the same and null is no new value (NO_OPT
+ * handle keeps, so each successor of another schema than the program's
+ * handle (its root) has root_map: each of the root's options to its option
+ * of that name, where the type is the same and null is no new value (NO_OPT
  * elsewhere); every entry point that takes an option maps it
  * (SHMCFG_FOLLOW_OPT), and an option the successor lacks fails with
  * SHMCFG_E_SCHEMA naming it, never with the frozen value. The inline view
@@ -39,18 +40,35 @@
  * time; a failure is tried again FOLLOW_RETRY_NS later). The attach is
  * segment.c's (h->attach_next): below it in the library's layers, this
  * file reaches it through the handle. */
+/* n's option for h's option o by its name, or NO_OPT: an option maps to the
+ * end of n's alias chain (n renamed it: the old name an alias), an alias of
+ * h to n's option of its name, else where its own target maps. */
+static shmcfg_opt map_one(const shmcfg *h, const shmcfg *n, shmcfg_opt o, const uint32_t *m)
+{
+	shmcfg_opt j;
+	const struct opt_desc *a = opt_d(h, o);
+	if (shmcfg__lookup(n, sstr(h, a->name), &j))
+		return a->alias != SHMCFG_NO_OPT ? m[a->alias_final] : SHMCFG_NO_OPT;
+	if (a->alias == SHMCFG_NO_OPT)
+		j = opt_d(n, j)->alias_final;
+	const struct opt_desc *b = opt_d(n, j);
+	bool same = a->type == b->type && (!(b->flags & SHMCFG_F_NULLABLE) || (a->flags & SHMCFG_F_NULLABLE));
+	return same ? j : SHMCFG_NO_OPT;
+}
+
 uint32_t *shmcfg__opt_map(const shmcfg *h, const shmcfg *n)
 {
 	uint32_t *m = shmcfg__malloc((h->lay.nopts + 1) * sizeof *m);
-	for (uint32_t o = 0; m && o < h->lay.nopts; o++) {
-		shmcfg_opt j;
-		m[o] = SHMCFG_NO_OPT;
-		if (shmcfg__opt_use(h, o) || shmcfg__lookup(n, sstr(h, opt_d(h, o)->name), &j))
-			continue;
-		const struct opt_desc *a = opt_d(h, o), *b = opt_d(n, j);
-		if (a->type == b->type && (!(b->flags & SHMCFG_F_NULLABLE) || (a->flags & SHMCFG_F_NULLABLE)))
-			m[o] = j;
-	}
+	/* the options, then the aliases (which may fall back on their targets') */
+	for (int aliases = 0; m && aliases < 2; aliases++)
+		for (uint32_t o = 0; o < h->lay.nopts; o++) {
+			if (shmcfg__opt_use(h, o)) {
+				m[o] = SHMCFG_NO_OPT;
+				continue;
+			}
+			if ((opt_d(h, o)->alias != SHMCFG_NO_OPT) == aliases)
+				m[o] = map_one(h, n, o, m);
+		}
 	shmcfg__clear_err();
 	return m;
 }
@@ -63,9 +81,8 @@ static shmcfg *follow(shmcfg *h)
 	pthread_mutex_lock(&h->view_lock);
 	shmcfg *n = h->next;
 	if (!n && now >= h->follow_after_ns) {
-		int r = h->attach_next(h, &n); /* sets h->next_map for another schema */
+		int r = h->attach_next(h, &n); /* sets n->root, and n->root_map for another schema */
 		if (!r) {
-			n->mapped = h->mapped || h->next_map;
 			n->commit_timeout_ms = h->commit_timeout_ms;
 			n->no_growth = h->no_growth;
 			__atomic_store_n(&h->follow_err, 0, __ATOMIC_RELAXED);
@@ -141,49 +158,68 @@ static bool follow_failed(int e)
 shmcfg *shmcfg__live_slow(const shmcfg *h0)
 {
 	shmcfg *h = (shmcfg *)h0;
-	bool mapped = false;
 	for (;;) {
 		shmcfg *n = __atomic_load_n(&h->next, __ATOMIC_ACQUIRE);
 		if (!n && (__atomic_load_n(&h->hdr->retired, __ATOMIC_ACQUIRE) != RETIRED_REPLACED || !(n = follow(h))))
 			break;
-		mapped |= h->next_map != NULL; /* written before next, which was read with acquire */
 		h = n;
 	}
 	if (follow_failed(__atomic_load_n(&h->follow_err, __ATOMIC_RELAXED)))
 		view_poison((shmcfg *)h0);
 	else if (h != h0)
-		view_switch((shmcfg *)h0, h, mapped);
+		view_switch((shmcfg *)h0, h, h->root_map != NULL);
 	return h;
 }
 
+/* A successor's root_map is written before the handle is stored as its
+ * predecessor's next with release (follow()); the caller found `to` through
+ * next loaded with acquire: the map read is whole. It maps the program's
+ * schema to the live one's directly, whatever schemas came between. */
 int shmcfg__map_opt(const shmcfg *from, const shmcfg *to, shmcfg_opt *opt)
 {
 	int r = shmcfg__opt_use(from, *opt); /* in range of the handle the program holds */
-	for (const shmcfg *x = from; !r && x && x != to; x = __atomic_load_n(&x->next, __ATOMIC_ACQUIRE)) {
-		if (!x->next_map)
-			continue;
-		shmcfg_opt m = x->next_map[*opt];
-		if (m == SHMCFG_NO_OPT)
-			return shmcfg__err(SHMCFG_E_SCHEMA,
-					   "%s: the segment was replaced by one of another schema, without option %s (of "
-					   "its type): attach again (shmcfg_reattach)",
-					   from->name, sstr(x, opt_d(x, *opt)->name));
-		*opt = m;
-	}
-	return r;
+	if (r || from == to || !to->root_map)
+		return r;
+	shmcfg_opt m = to->root_map[*opt];
+	if (m == SHMCFG_NO_OPT)
+		return shmcfg__err(SHMCFG_E_SCHEMA,
+				   "%s: the segment was replaced by one of another schema, without option %s (of its "
+				   "type): attach again (shmcfg_reattach)",
+				   from->name, sstr(from, opt_d(from, *opt)->name));
+	*opt = m;
+	return 0;
 }
 
 bool shmcfg__unmap_opt(const shmcfg *h0, const shmcfg *live, shmcfg_opt *opt)
 {
-	shmcfg_opt i = SHMCFG_NO_OPT, j = SHMCFG_NO_OPT;
-	bool ok = !shmcfg__opt_use(live, *opt) && !shmcfg__lookup(h0, sstr(live, opt_d(live, *opt)->name), &i);
-	if (ok) { /* not: of that name, but of another type */
-		j = i;
-		ok = !shmcfg__map_opt(h0, live, &j) && j == *opt;
-	}
+	shmcfg_opt i = SHMCFG_NO_OPT;
+	if (!live->root_map)
+		return true;
+	/* by its name first, else whichever of h0's options maps to it (a rename) */
+	if (!shmcfg__opt_use(live, *opt) && !shmcfg__lookup(h0, sstr(live, opt_d(live, *opt)->name), &i) &&
+	    live->root_map[i] != *opt)
+		i = SHMCFG_NO_OPT;
+	for (shmcfg_opt k = 0; i == SHMCFG_NO_OPT && k < h0->lay.nopts; k++)
+		if (live->root_map[k] == *opt && opt_d(h0, k)->alias == SHMCFG_NO_OPT)
+			i = k;
 	shmcfg__clear_err();
-	*opt = ok ? i : SHMCFG_NO_OPT;
-	return ok;
+	*opt = i;
+	return i != SHMCFG_NO_OPT;
+}
+
+void shmcfg__unmap_changes(const shmcfg *h0, const shmcfg *live, shmcfg_history_entry *e)
+{
+	uint32_t kept = 0;
+	for (uint32_t k = 0; k < e->nchanges; k++) {
+		shmcfg_layer_change *c = &e->changes[k];
+		if (shmcfg__unmap_opt(h0, live, &c->opt)) {
+			e->changes[kept++] = *c;
+			continue;
+		}
+		shmcfg_value_clear(&c->old_value);
+		shmcfg_value_clear(&c->new_value);
+	}
+	e->nchanges = kept;
 }
 
 int shmcfg__stale(const shmcfg *h)
@@ -207,12 +243,11 @@ int shmcfg__follow_txn(shmcfg_txn *t)
 		shmcfg *n = shmcfg__live(t->h);
 		if (n != t->h) {
 			/* its changes name options of its schema: not another's */
-			for (const shmcfg *x = t->h; x != n; x = __atomic_load_n(&x->next, __ATOMIC_ACQUIRE))
-				if (x->next_map)
-					return shmcfg__err(SHMCFG_E_SCHEMA,
-							   "%s: the segment was replaced by one of another schema during "
-							   "the transaction: begin it again",
-							   t->h->name);
+			if (memcmp(n->lay.schema_hash, t->h->lay.schema_hash, 16))
+				return shmcfg__err(SHMCFG_E_SCHEMA,
+						   "%s: the segment was replaced by one of another schema during the "
+						   "transaction: begin it again",
+						   t->h->name);
 			t->h = n; /* the same schema: its option handles and values hold */
 			shmcfg__clear_err();
 			return 0;

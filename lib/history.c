@@ -500,8 +500,8 @@ int shmcfg_history_get(const shmcfg *h, uint64_t gen, shmcfg_history_entry **ret
 	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h);
 	int r = history_get(h, gen, ret, NULL);
-	for (uint32_t i = 0; !r && h != h0 && h->mapped && i < (*ret)->nchanges; i++) /* another schema: */
-		shmcfg__unmap_opt(h0, h, &(*ret)->changes[i].opt); /* the caller's options (follow.c) */
+	if (!r && h != h0 && h->root_map) /* another schema: the caller's options (follow.c) */
+		shmcfg__unmap_changes(h0, h, *ret);
 	return r;
 }
 

@@ -21,7 +21,7 @@ int shmcfg_snapshot_at(shmcfg *h, uint64_t gen, shmcfg_snapshot **ret)
 	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h);
 	int r = snapshot_at(h, gen, ret);
-	if (!r && h != h0 && h->mapped) /* a copy: the caller's options are mapped to its schema */
+	if (!r && h != h0 && h->root_map) /* a copy: the caller's options are mapped to its schema */
 		(*ret)->origin = h0;
 	return r;
 }

@@ -329,9 +329,9 @@ struct shmcfg {
 	/* reader table */
 	int reader;              /* our entry, -1 if none (not claimed yet, read-only, table full) */
 	bool agent_claim;        /* this handle holds the cluster agent's claim (shmcfg_sync_claim) */
-	/* Following a replacement (follow.c): the successor (set once), its options' map (NULL: the same
-	 * schema), whether one led here, how to attach it (segment.c's), when to try again, why it failed */
-	struct shmcfg *next; uint32_t *next_map; bool mapped;
+	/* Following a replacement (follow.c): the successor (set once); a successor's program handle
+	 * and map of its options (NULL: same schema); how to attach, when to retry, why it failed */
+	struct shmcfg *next; const struct shmcfg *root; uint32_t *root_map;
 	int (*attach_next)(struct shmcfg *h, struct shmcfg **ret);
 	uint64_t follow_after_ns;
 	int follow_err;

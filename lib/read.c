@@ -135,7 +135,7 @@ int shmcfg__get_slow_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const 
 	}
 	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h); /* after the thread's patches: they belong to the handle it patched */
-	if (__builtin_expect(h == h0 || !h->mapped, 1))
+	if (__builtin_expect(h == h0 || !h->root_map, 1))
 		return read_n(h, n, opts, types, bits, nulls, gen_ret);
 	/* followed into another schema: the options as the live handle's (follow.c) */
 	shmcfg_opt *mopts = shmcfg__malloc((n + 1) * sizeof *mopts);

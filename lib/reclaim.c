@@ -347,7 +347,7 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 	assert_return(h && ret, -EINVAL);
 	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h);
-	if (__builtin_expect(h != h0 && h->mapped, 0)) {
+	if (__builtin_expect(h != h0 && h->root_map, 0)) {
 		/* followed into another schema: a copy of its own, whose calls
 		 * map the caller's options (the pinned views are shared) */
 		int r = shmcfg__copy_snapshot(h, ret);

@@ -463,6 +463,8 @@ int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 	for (int tries = 0; r == -EEXIST && (o.flags & SHMCFG_CREATE_EXIST_OK) && tries < 8; tries++) {
 		shmcfg__clear_err();
 		r = shmcfg_attach_with(name, &(shmcfg_attach_opts){.expect_schema_hash = lay.schema_hash}, ret);
+		if (!r) /* checked once: it follows replacements as the creator's handle does */
+			(*ret)->opts.expect_schema_hash = NULL;
 		if (r == -ENOENT) {
 			shmcfg__clear_err();
 			r = shmcfg__create_object(name, path, &lay, schema_bytes, o.mode, o.gid, first_env, &env, ret);

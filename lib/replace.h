@@ -64,6 +64,9 @@ int shmcfg__map_opt(const shmcfg *from, const shmcfg *to, shmcfg_opt *opt);
 /* opt, an option of the live handle's schema, as h0's (the inverse):
  * false, and SHMCFG_NO_OPT, if h0's schema has no option that maps to it */
 bool shmcfg__unmap_opt(const shmcfg *h0, const shmcfg *live, shmcfg_opt *opt);
+/* a history entry of the live handle as h0's: the changes of options h0's
+ * schema lacks are left out */
+void shmcfg__unmap_changes(const shmcfg *h0, const shmcfg *live, shmcfg_history_entry *e);
 /* the same for a snapshot or a transaction acquired or begun on a handle
  * whose live one has another schema (origin: that handle; NULL: none) */
 static inline int shmcfg__map_origin(const shmcfg *origin, const shmcfg *h, shmcfg_opt *opt)

@@ -49,7 +49,7 @@ static void handle_free(shmcfg *h)
 	shmcfg__env_used_free(h);
 	shmcfg__free(h->hist_buf);
 	shmcfg__free(h->poison_slot);
-	shmcfg__free(h->next_map);
+	shmcfg__free(h->root_map);
 	shmcfg__free(h);
 }
 
@@ -344,8 +344,10 @@ static int attach_next(shmcfg *h, shmcfg **ret)
 		shmcfg_close(n);
 		return shmcfg__err(-ENOENT, "%s: the segment now of that name is not the one that replaced it", h->name);
 	}
-	/* of another schema: the program's options mapped to its (follow.c) */
-	if (memcmp(n->lay.schema_hash, h->lay.schema_hash, 16) && !(h->next_map = shmcfg__opt_map(h, n))) {
+	/* of another schema than the program's: its options mapped (follow.c) */
+	const shmcfg *root = h->root ? h->root : h;
+	n->root = root;
+	if (memcmp(n->lay.schema_hash, root->lay.schema_hash, 16) && !(n->root_map = shmcfg__opt_map(root, n))) {
 		shmcfg_close(n);
 		return shmcfg__nomem();
 	}

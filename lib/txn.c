@@ -41,7 +41,7 @@ int shmcfg_txn_begin(shmcfg *h, shmcfg_txn **ret)
 	if (!t)
 		return shmcfg__nomem();
 	t->h = h;
-	t->origin = h != h0 && h->mapped ? h0 : NULL; /* followed into another schema: map (follow.c) */
+	t->origin = h != h0 && h->root_map ? h0 : NULL; /* followed into another schema: map (follow.c) */
 	t->layer = LAYER_USER;
 	*ret = t;
 	return 0;

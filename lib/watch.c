@@ -140,7 +140,7 @@ int shmcfg_commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
 	assert_return(h && ret, -EINVAL);
 	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h);
-	bool mapped = h != h0 && h->mapped; /* ids of the caller's schema (follow.c) */
+	bool mapped = h != h0 && h->root_map; /* ids of the caller's schema (follow.c) */
 	/* a record beyond the current generation belongs to a writer that died
 	 * before publishing */
 	if (gen == 0 || gen > shmcfg_generation(h))
@@ -202,7 +202,7 @@ int shmcfg_changes(const shmcfg *h, uint64_t from, uint64_t to, bool *changed)
 	assert_return(h && changed && from < to, -EINVAL);
 	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h);
-	if (__builtin_expect(h != h0 && h->mapped, 0))
+	if (__builtin_expect(h != h0 && h->root_map, 0))
 		return changes_mapped(h0, h, from, to, changed);
 	memset(changed, 0, h->lay.nopts * sizeof *changed);
 	/* every commit in between must still be in the log with its full list */

@@ -370,6 +370,22 @@ static void test_follow_another_schema(void **state)
 	assert_int_equal(shmcfg_commit_info(h, g1, &ci), 0);
 	assert_int_equal(ci.nids, 1);
 	assert_int_equal(ci.ids[0], keep);
+	shmcfg_history_entry *he;
+	assert_int_equal(shmcfg_history_get(h, g1, &he), 0);
+	assert_true(he->nchanges == 1 && he->changes[0].opt == keep);
+	shmcfg_history_free(he);
+	assert_int_equal(shmcfg_is_default(h, keep), 0);
+	assert_int_equal(shmcfg_is_default(h, gone), SHMCFG_E_SCHEMA);
+	/* a load names the segment's options as a dump does: by name, once */
+	shmcfg_txn *lt;
+	assert_int_equal(shmcfg_txn_begin(h, &lt), 0);
+	assert_int_equal(shmcfg_txn_load(lt, "{\"a.keep\": 11}", 14, 0, NULL, NULL), 0);
+	assert_int_equal(shmcfg_txn_commit(lt, NULL), 0);
+	assert_int_equal(get_i(hy, ykeep), 11);
+	char *dump;
+	assert_int_equal(shmcfg_dump(h, 0, &dump), 0);
+	assert_int_equal(shmcfg_load_ex(h, dump, strlen(dump), SHMCFG_LOAD_STRICT, NULL, NULL, NULL, NULL), 0);
+	free(dump);
 
 	/* transactions begun now map too; one begun before does not follow */
 	assert_int_equal(commit_int(h, keep, 7, NULL), 0);
@@ -382,11 +398,37 @@ static void test_follow_another_schema(void **state)
 	assert_non_null(strstr(shmcfg_errdetail(), "during the transaction"));
 	assert_int_equal(get_i(hy, ykeep), 7);
 
-	/* attached for one schema: not followed, said */
+	/* attached for one schema: not followed, said; create-or-attach's
+	 * handle is checked once, then follows as the creator's does */
 	assert_int_equal(shmcfg_get_int(pinned, keep, &v), SHMCFG_E_SCHEMA);
 	assert_non_null(strstr(shmcfg_errdetail(), "replaced by one of another schema"));
-	assert_int_equal(shmcfg_reattach(&h), 0); /* the program's move to the new schema */
-	assert_int_equal(shmcfg_count(h), 6);
+	shmcfg *rank;
+	shmcfg_create_opts eo = {.flags = SHMCFG_CREATE_EXIST_OK | SHMCFG_CREATE_NO_ENV};
+	assert_int_equal(shmcfg_create(name, sy, &eo, &rank), 0);
+
+	/* then a schema where a.keep was renamed (its old name an alias), then
+	 * the first schema again: the maps go from the program's schema to the
+	 * live one's, whatever came between */
+	shmcfg_schema *sz = schema_of((const shmcfg_optdef[]){{.name = "c.kept", .type = SHMCFG_INT, .def = "20"},
+							       {.name = "a.keep", .type = SHMCFG_INT, .alias = "c.kept"},
+							       {.name = "b.new", .type = SHMCFG_INT},
+							       {0}});
+	shmcfg *hz, *hx2;
+	assert_int_equal(shmcfg_create(name, sz, &o, &hz), 0);
+	assert_int_equal(commit_int(h, keep, 21, NULL), 0);
+	assert_int_equal(get_i(hz, opt_named(hz, "c.kept")), 21);
+	assert_int_equal(shmcfg_is_default(h, keep), 0);
+	assert_int_equal(get_i(rank, opt_named(rank, "a.keep")), 21); /* the rank's handle followed */
+	assert_int_equal(shmcfg_create(name, sx, &o, &hx2), 0);
+	assert_int_equal(get_i(h, gone), 2); /* the first schema's again: all of it */
+	assert_int_equal(commit_int(hx2, gone, 3, NULL), 0);
+	assert_int_equal(get_i(h, gone), 3);
+	shmcfg_close(hx2);
+	shmcfg_close(hz);
+	shmcfg_close(rank);
+	shmcfg_schema_free(sz);
+	assert_int_equal(shmcfg_reattach(&pinned), 0); /* the program's move to the schema now */
+	assert_int_equal(get_i(pinned, gone), 3);
 	shmcfg_close(pinned);
 	shmcfg_close(h);
 	shmcfg_close(hy);
