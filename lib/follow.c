@@ -36,10 +36,6 @@
 
 #define FOLLOW_RETRY_NS (5 * 1000000ull) /* a failed follow is tried again after 5 ms */
 
-/* Attach the segment now of h's name as h's successor (one thread at a
- * time; a failure is tried again FOLLOW_RETRY_NS later). The attach is
- * segment.c's (h->attach_next): below it in the library's layers, this
- * file reaches it through the handle. */
 /* n's option for h's option o by its name, or NO_OPT: an option maps to the
  * end of n's alias chain (n renamed it: the old name an alias), an alias of
  * h to n's option of its name, else where its own target maps. */
@@ -73,6 +69,10 @@ uint32_t *shmcfg__opt_map(const shmcfg *h, const shmcfg *n)
 	return m;
 }
 
+/* Attach the segment now of h's name as h's successor (one thread at a
+ * time; a failure is tried again FOLLOW_RETRY_NS later). The attach is
+ * segment.c's (h->attach_next): below it in the library's layers, this
+ * file reaches it through the handle. */
 static shmcfg *follow(shmcfg *h)
 {
 	uint64_t now = now_ns(CLOCK_MONOTONIC);
