@@ -9,10 +9,14 @@
 #include "schema.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#define SCHEMA_FILE_MAX (64 << 20) /* bytes of a schema file: the torch schema is 100 KiB */
 
 #include <jansson.h>
 #include <yaml.h>
@@ -446,33 +450,40 @@ int shmcfg_schema_load(const char *path, shmcfg_schema **ret)
 		}
 		return r;
 	}
-	FILE *f = fopen(path, "re");
-	if (!f)
+	/* a regular file of at most SCHEMA_FILE_MAX bytes: never a FIFO that
+	 * blocks (opened non-blocking, refused), nor /dev/zero's endless bytes */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
 		return shmcfg__err(-errno, "%s: %s", path, strerror(errno));
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	for (;;) {
-		if (len + 65536 > cap) {
-			char *nb = shmcfg__realloc(buf, cap = cap * 2 + 65536);
-			if (!nb) {
-				shmcfg__free(buf);
-				fclose(f);
-				return shmcfg__nomem();
-			}
-			buf = nb;
-		}
-		size_t n = fread(buf + len, 1, cap - len, f);
-		len += n;
-		if (n == 0)
+	struct stat st;
+	int r = fstat(fd, &st) ? -errno : 0;
+	if (!r && !S_ISREG(st.st_mode))
+		r = shmcfg__err(-EINVAL, "%s: is %s, not a schema file", path,
+				S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
+	else if (!r && st.st_size > SCHEMA_FILE_MAX)
+		r = shmcfg__err(-EFBIG, "%s: %lld bytes: a schema file is at most %d MiB", path, (long long)st.st_size,
+				SCHEMA_FILE_MAX >> 20);
+	else if (r)
+		r = shmcfg__err(r, "%s: %s", path, strerror(-r));
+	char *buf = r ? NULL : shmcfg__malloc((size_t)st.st_size + 1);
+	if (!r && !buf)
+		r = shmcfg__nomem();
+	size_t len = 0;
+	while (!r && len <= (size_t)st.st_size) { /* one byte more: a file that grew is refused */
+		ssize_t n = read(fd, buf + len, (size_t)st.st_size + 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			r = shmcfg__err(-errno, "%s: read: %s", path, strerror(errno));
+		else if (n == 0)
 			break;
+		len += (size_t)(n > 0 ? n : 0);
 	}
-	int rerr = ferror(f);
-	fclose(f);
-	if (rerr) {
-		shmcfg__free(buf);
-		return shmcfg__err(-EIO, "%s: read error", path);
-	}
-	int r = shmcfg_schema_load_text(buf, len, path, ret);
+	close(fd);
+	if (!r && len > (size_t)st.st_size)
+		r = shmcfg__err(-EAGAIN, "%s: grew while it was read", path);
+	if (!r)
+		r = shmcfg_schema_load_text(buf, len, path, ret);
 	shmcfg__free(buf);
 	return r;
 }

@@ -146,17 +146,36 @@ void time_utc(uint64_t ns, char *buf, size_t len)
 	snprintf(buf, len, "%s.%03uZ", base, (unsigned)(ns % 1000000000ull / 1000000ull));
 }
 
+const char *read_file_error(int r)
+{
+	return r == READ_NOT_REGULAR ? "not a regular file (a FIFO, a device or a socket)"
+	       : r == READ_TOO_BIG   ? "over 256 MiB: not a configuration"
+				     : strerror(-r);
+}
+
 int read_file(const char *path, char **ret, size_t *len)
 {
-	int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
+	/* a file, never a FIFO that blocks (opened non-blocking, refused) */
+	int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) : STDIN_FILENO;
 	if (fd < 0)
 		return -errno;
+	struct stat st;
+	int e = fd == STDIN_FILENO ? 0 : fstat(fd, &st) ? -errno : S_ISDIR(st.st_mode) ? -EISDIR
+							   : !S_ISREG(st.st_mode) ? READ_NOT_REGULAR : 0;
+	if (e) {
+		close(fd);
+		return e;
+	}
 	size_t cap = 4096, n = 0;
 	char *buf = malloc(cap);
 	int r = 0;
 	for (;;) {
 		if (!buf) {
 			r = -ENOMEM;
+			break;
+		}
+		if (n >= READ_FILE_MAX) { /* /dev/stdin of /dev/zero, say */
+			r = READ_TOO_BIG;
 			break;
 		}
 		if (n + 1 >= cap) {

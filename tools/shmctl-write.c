@@ -70,7 +70,7 @@ static int add_file(struct sources *s, const char *path, bool listed)
 	struct source *src = &s->v[s->n];
 	int r = read_file(path, &src->text, &src->len);
 	if (r)
-		return fail("%s: %s", label, strerror(-r));
+		return fail("%s: %s", label, read_file_error(r));
 	if (!(src->label = strdup(label))) {
 		free(src->text);
 		return fail("out of memory");

@@ -169,6 +169,12 @@ size_t table_rows(const struct table *t);
 
 /* Read a whole file ("-" = stdin). 0, or -errno. */
 int read_file(const char *path, char **ret, size_t *len);
+/* read_file's own errors: not a regular file (a FIFO, a device), over READ_FILE_MAX */
+#define READ_NOT_REGULAR (-10001)
+#define READ_TOO_BIG (-10002)
+#define READ_FILE_MAX ((size_t)256 << 20)
+/* read_file's error as text */
+const char *read_file_error(int r);
 
 /* Parse "[--json] [--help]" and npos positionals into pos[]: 0, or -1 with
  * *exit_code set (help printed, or a usage error). */

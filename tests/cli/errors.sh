@@ -235,4 +235,20 @@ t_usage "hash: too many arguments" shmctl hash "$S" x
 t_usage "check: no NAME" shmctl check
 t_err "gc: an unknown flag" 2 "shmctl: gc: unknown option '-x' (see 'shmctl gc --help')" shmctl gc "$S" -x
 pass "(no segment was created by the usage errors)" test ! -e "/dev/shm/shmcfg.$B"
+
+# ---- files that are no schema or dump: refused at once, one line each
+# (issue 24: --schema /dev/zero grew to 2 GB, --schema FIFO blocked forever)
+mkfifo "$T_TMP/fifo"
+truncate -s 100M "$T_TMP/huge.yaml"
+t_errmatch "create --schema /dev/zero: refused, not read" 1 "/dev/zero: is a device or socket, not a schema file" \
+	timeout 20 $SHMCTL create "$B" --schema /dev/zero
+t_errmatch "create --schema FIFO: refused, no wait for a writer" 1 "fifo: is a FIFO, not a schema file" \
+	timeout 20 $SHMCTL create "$B" --schema "$T_TMP/fifo"
+t_errmatch "create --schema DIR: refused" 1 ": is a directory, not a schema file" \
+	timeout 20 $SHMCTL create "$B" --schema "$T_TMP"
+t_errmatch "create --schema of 100 MB: refused by its size, unread" 1 "104857600 bytes: a schema file is at most 64 MiB" \
+	timeout 20 $SHMCTL create "$B" --schema "$T_TMP/huge.yaml"
+pass "(none of them created the segment)" test ! -e "/dev/shm/shmcfg.$B"
+t_errmatch "load FIFO: refused, no wait for a writer" 1 "fifo: not a regular file" timeout 20 $SHMCTL load "$S" "$T_TMP/fifo"
+t_errmatch "load /dev/zero: refused" 1 "/dev/zero: not a regular file" timeout 20 $SHMCTL load "$S" /dev/zero
 t_done
