@@ -36,7 +36,12 @@ bool shmcfg_readonly(const shmcfg *h)
 void shmcfg_schema_hash(const shmcfg *h, uint8_t out[16])
 {
 	SHMCFG_API_KEEP;
-	memcpy(out, h->lay.schema_hash, 16);
+	if (h && out)
+		memcpy(out, h->lay.schema_hash, 16);
+	else if (out) /* no handle: zeroes, which no schema hashes to by chance */
+		memset(out, 0, 16);
+	if (!h || !out)
+		shmcfg__err(-EINVAL, "%s: invalid argument (h && out)", __func__);
 }
 
 int shmcfg_stat(const shmcfg *h, shmcfg_info *ret)

@@ -231,6 +231,11 @@ static uint64_t slot_hdr_words(const shmcfg *h, size_t off, uint64_t *w, int n)
 uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
 {
 	SHMCFG_API_ENTRY;
+	if (!h || !out) { /* no generation is 0: the error, as the getters of values say it */
+		if (out)
+			memset(out, 0, 16);
+		return (void)shmcfg__err(-EINVAL, "%s: invalid argument (h && out)", __func__), 0;
+	}
 	h = shmcfg__live(h);
 	uint64_t w[2];
 	uint64_t gen = slot_hdr_words(h, offsetof(struct slot_hdr, config_hash), w, 2);
@@ -241,6 +246,8 @@ uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
 uint64_t shmcfg_cluster_revision(const shmcfg *h)
 {
 	SHMCFG_API_ENTRY;
+	if (!h)
+		return (void)shmcfg__err(-EINVAL, "%s: invalid argument (h)", __func__), 0;
 	h = shmcfg__live(h);
 	uint64_t rev;
 	slot_hdr_words(h, offsetof(struct slot_hdr, cluster_rev), &rev, 1);

@@ -8,21 +8,31 @@
 #include <errno.h>
 #include <string.h>
 
+/* A NULL snapshot (or out): 0, zeroes, and the error detail; no generation is 0. */
 uint64_t shmcfg_snapshot_generation(const shmcfg_snapshot *snap)
 {
 	SHMCFG_API_KEEP;
+	if (!snap)
+		return (void)shmcfg__err(-EINVAL, "%s: invalid argument (snap)", __func__), 0;
 	return snap->gen;
 }
 
 void shmcfg_snapshot_hash(const shmcfg_snapshot *snap, uint8_t out[16])
 {
 	SHMCFG_API_KEEP;
-	memcpy(out, ((const struct slot_hdr *)snap->slot)->config_hash, 16);
+	if (snap && out)
+		memcpy(out, ((const struct slot_hdr *)snap->slot)->config_hash, 16);
+	else if (out)
+		memset(out, 0, 16);
+	if (!snap || !out)
+		shmcfg__err(-EINVAL, "%s: invalid argument (snap && out)", __func__);
 }
 
 uint64_t shmcfg_snapshot_cluster_revision(const shmcfg_snapshot *snap)
 {
 	SHMCFG_API_KEEP;
+	if (!snap)
+		return (void)shmcfg__err(-EINVAL, "%s: invalid argument (snap)", __func__), 0;
 	return ((const struct slot_hdr *)snap->slot)->cluster_rev;
 }
 

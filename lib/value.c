@@ -410,6 +410,8 @@ int shmcfg__parse_name_list(const char *text, shmcfg_value *ret)
 bool shmcfg_value_equal(const shmcfg_value *a, const shmcfg_value *b)
 {
 	SHMCFG_API_KEEP;
+	if (!a || !b) /* not a value: equal to none */
+		return false;
 	if (a->type != b->type || a->is_null != b->is_null)
 		return false;
 	if (a->is_null)
