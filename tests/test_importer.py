@@ -64,9 +64,9 @@ REGEN = ("regenerate with: tools/shmcfg-import --module torch.compiler.config "
          "SEED --merge schemas/torch_dynamo_aliased.yaml [--format c] -o FILE")
 
 
-def run(*args, cwd=None):
+def run(*args, cwd=None, timeout=None):
     return subprocess.run([TOOL] + list(args), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, cwd=cwd)
+                          stderr=subprocess.PIPE, cwd=cwd, timeout=timeout)
 
 
 def run_ok(test, *args, cwd=None):
@@ -519,6 +519,36 @@ install_config_module(sys.modules[__name__])
 SYN_SKIPPED = ["weird", "fn", "computed", "tup", "nothing", "ints", "bad_default",
                "bad_choice", "truthy", "mixed", "unknown_field", "alias_default",
                "mutated", "changed", "conditional"]
+
+
+FOLDS = """\
+x = (((9**128)**128)**128)**128
+y = ((9**128)**128)**128
+z = 2**10 * 3
+w = (1 << 100) * 3
+"""
+
+
+class FoldBoundTest(unittest.TestCase):
+    """Constant folding bounded by what it produces (issue 24): a power past
+    the 64-bit range of an int option is refused at once, as a FILE:LINE
+    line, not folded for minutes nor a ValueError traceback."""
+
+    def test_powers_past_int64_refused_at_once(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        path = os.path.join(tmp, "folds.py")
+        with open(path, "w") as f:
+            f.write(FOLDS)
+        p = run("--module", "f.c", path, "--format", "json", timeout=60)
+        err = p.stderr.decode()
+        self.assertEqual(p.returncode, 0, err)
+        self.assertNotIn("Traceback", err)
+        for n, name in ((1, "x"), (2, "y"), (4, "w")):
+            self.assertRegex(err, r"skipped f\.c\.%s \(%s:%d\): .*out of the 64-bit range" %
+                             (name, re.escape(path), n))
+        opts = {o["name"]: o for o in json.loads(p.stdout.decode())["options"]}
+        self.assertEqual(opts["f.c.z"]["default"], 3072)
 
 
 class SyntheticTest(unittest.TestCase):
