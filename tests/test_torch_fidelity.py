@@ -352,6 +352,22 @@ class TestSaveLoad(SegTest):
                 print(e)
             """)
         self.assertIn("memo index 2147483648", out)
+        # shared references (BINGET): half a megabyte of pickle naming one
+        # 500 kB string 3,000 times is 1.5 GB as stored; refused before any
+        # of it is encoded, in a child with 1 GiB of address space (issue 24)
+        out = child("""
+            import pickle, resource, sys, shmcfg
+            from shmcfg.config import parse_config, ConfigLoadError
+            data = pickle.dumps({"tags": ["x" * 500_000] * 3000}, protocol=2)
+            resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+            try:
+                parse_config(data)
+            except ConfigLoadError as e:
+                print(len(data), e)
+            """)
+        self.assertRegex(out, r"^5\d{5} load_config: the pickle holds over 64 MiB or \d+ items as stored")
+        with self.assertRaises(pickle.UnpicklingError):
+            m.load_config(pickle.dumps({"tags": ["x" * 500_000] * 3000}, protocol=2))
         for bad in (b"\x80\x02garbage", pickle.dumps([1, 2], protocol=2), b"not json"):
             with self.assertRaises(pickle.UnpicklingError):
                 m.load_config(bad)

@@ -272,6 +272,37 @@ def _check_memo(data):
                                   f"in a pickle of {len(data)} bytes)")
 
 
+STORED_MAX = 64 << 20  # bytes a loaded config may take as stored (a torch config: a few KiB)
+NODES_MAX = 1 << 20      # containers and items it may hold
+
+
+def _check_stored(config, what):
+    """A config's values as they would be stored, each shared reference
+    counted each time (a pickle's BINGET repeats an object for a few bytes:
+    half a megabyte could ask for gigabytes): refused past STORED_MAX bytes
+    or NODES_MAX items, before anything is encoded."""
+    total = nodes = 0
+    stack = [config]
+    while stack:
+        x = stack.pop()
+        nodes += 1
+        if isinstance(x, (str, bytes, bytearray)):
+            total += len(x) + 1
+        elif isinstance(x, dict):
+            total += 16 * len(x)
+            stack.extend(x.keys())
+            stack.extend(x.values())
+        elif isinstance(x, (list, tuple, set, frozenset)):
+            total += 8 * len(x)
+            stack.extend(x)
+        else:
+            total += 8
+        if total > STORED_MAX or nodes > NODES_MAX:
+            raise ConfigLoadError(f"load_config: {what} holds over {STORED_MAX >> 20} MiB or "
+                                  f"{NODES_MAX} items as stored (a shared reference counts each "
+                                  f"time): not a config")
+
+
 def parse_config(maybe_config):
     """The dict of values of what load_config() takes: a dict; PyTorch's
     save_config() bytes (a pickled dict); the JSON of ``shmctl dump`` or
@@ -291,6 +322,7 @@ def parse_config(maybe_config):
             if not isinstance(config, dict):
                 raise ConfigLoadError(f"load_config: the pickle holds a "
                                       f"{_typename(config)}, not a dict")
+            _check_stored(config, "the pickle")
             return config
     elif not isinstance(maybe_config, str):
         raise TypeError(f"load_config takes a dict, the bytes of save_config() or the JSON "
