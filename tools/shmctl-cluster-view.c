@@ -238,9 +238,8 @@ int cl_diff(int argc, char **argv)
 		return usage_error("unexpected argument '%s'", argv[optind + 3]);
 	uint64_t seq[2] = {0, 0};
 	for (int k = 0; k < 2 && optind + 1 + k < argc; k++)
-		if (!parse_u64(argv[optind + 1 + k], &seq[k]) || !seq[k])
-			return fail("'%s' is not an audit record's number (1, 2, ...: see shmctl cluster log)",
-				    argv[optind + 1 + k]);
+		if (seq_arg(argv[optind + 1 + k], &seq[k]))
+			return EXIT_FAIL;
 	struct cl c;
 	int rc = cl_open(&a, argv[optind], false, &c);
 	int64_t rev[2] = {0, 0};

@@ -1205,6 +1205,13 @@ static int rollback_check(const struct cl *c, const struct plan *p, void *ud)
 	return 0;
 }
 
+int seq_arg(const char *text, uint64_t *seq)
+{
+	if (parse_u64(text, seq) && *seq)
+		return 0;
+	return fail("'%s' is not an audit record's number (1, 2, ...: see shmctl cluster log)", text);
+}
+
 /* A key an audit record may name: opt/ or knob/ and a name (knob names
  * may hold slashes: "pytorch/compiler:x"). */
 static bool rel_ok(const char *s)
@@ -1225,8 +1232,8 @@ static int cl_rollback(int argc, char **argv)
 	if (argc - optind > 2)
 		return usage_error("unexpected argument '%s'", argv[optind + 2]);
 	uint64_t seq;
-	if (!parse_u64(argv[optind + 1], &seq) || seq == 0)
-		return fail("'%s' is not an audit record's number (1, 2, ...: see shmctl cluster log)", argv[optind + 1]);
+	if (seq_arg(argv[optind + 1], &seq))
+		return EXIT_FAIL;
 	struct cl c;
 	struct plan p = {.reason = a.reason, .rollback_of = seq};
 	struct rollback rb = {.seq = seq, .force = a.force};

@@ -71,6 +71,8 @@ json_t *parse_bytes(const char *p, size_t n, json_error_t *err);
 char *json_text(const json_t *j);
 json_int_t jint(const json_t *o, const char *k, json_int_t dflt);
 char *jstr(const json_t *o, const char *k);
+/* An audit record's number (cluster rollback, diff): 0, or EXIT_FAIL (printed). */
+int seq_arg(const char *text, uint64_t *seq);
 /* "opt/x" -> "x", "knob/k" -> "knob k" */
 const char *label(const char *rel, char *buf, size_t len);
 
