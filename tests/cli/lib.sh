@@ -45,7 +45,7 @@ t_cleanup() {
 	rm -rf "$T_TMP"
 }
 trap t_cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT TERM HUP # a hangup (make's job killed) cleans up too
 
 shmctl() {
 	$SHMCTL "$@"
