@@ -19,6 +19,7 @@ static int type_error(const shmcfg *h, shmcfg_opt opt, shmcfg_type want)
 
 int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t *bits)
 {
+	assert_return(h && bits, -EINVAL);
 	int ur = shmcfg__opt_use(h, opt); /* the handle in range, the option validated */
 	if (ur)
 		return ur;
@@ -104,6 +105,7 @@ static int read_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const shmcf
 int shmcfg__get_slow_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const shmcfg_type *types,
 		       uint64_t *bits, bool *nulls, uint64_t *gen_ret)
 {
+	assert_return(h && gen_ret && (!n || (opts && types && bits && nulls)), -EINVAL);
 	for (size_t i = 0; i < n; i++) {
 		/* as shmcfg__get_slow: a handle out of range or a spoiled option
 		 * says so (opt_d alone would give a spoiled option's inert
