@@ -245,6 +245,33 @@ static inline uint64_t lean_c(const shmcfg *h, shmcfg_opt o)
 	}
 }
 
+/* nonull: shmcfg_get_int as it was before the NULL rule (issue 24): the
+ * read of shmcfg.h without its `!h` test. */
+static inline int nonull_int(const shmcfg *h, shmcfg_opt o, int64_t *ret)
+{
+	const struct shmcfg_view *v = (const struct shmcfg_view *)h;
+	if (__builtin_expect(shmcfg__tls_patched != 0 || o >= v->nopts, 0))
+		return shmcfg__get_slow(h, o, SHMCFG_INT, (uint64_t *)ret);
+	for (int spin = 0; spin < SHMCFG__SPIN; spin++) {
+		uint64_t cur;
+		const char *slot = shmcfg__seq_begin(v, &cur);
+		uint64_t val = shmcfg__seq_val(slot, o);
+		uint64_t meta = shmcfg__seq_meta(slot, o);
+		if (!shmcfg__seq_end(slot, cur))
+			continue;
+		if (__builtin_expect((meta & 0x1ff) != (uint64_t)SHMCFG_INT, 0))
+			break;
+		*ret = (int64_t)val;
+		return 0;
+	}
+	return shmcfg__get_slow(h, o, SHMCFG_INT, (uint64_t *)ret);
+}
+
+LOOP(loop_nonull, {
+	int64_t v;
+	if (nonull_int(g_h, g_opt_x, &v) == 0)
+		acc += (uint64_t)v;
+})
 LOOP(loop_lean_a, {
 	uint64_t b;
 	acc += lean_a(g_h, bench_x_opt, &b) == 0 ? b : 7;
@@ -431,8 +458,9 @@ struct cand cands[] = {
 	C("batch8", "generated batched read, one stamp check", loop_batch8, 0, NULL),
 	C("acc8", "8 generated accessor reads", loop_acc8, 0, NULL),
 	C("snap8", "snapshot acquire + 8 gets + release", loop_snap8, 0, NULL),
-	C("lean_a", "accessor without per-read range/type/null checks", loop_lean_a, VALUE,
+	C("nonull", "shmcfg_get_int inline without its NULL-handle test", loop_nonull, VALUE,
 	  "experiments on the same segment (not API): what the checks cost"),
+	C("lean_a", "accessor without per-read range/type/null checks", loop_lean_a, VALUE, NULL),
 	C("lean_c", "... and without the patch flag: bare slot seqlock", loop_lean_c, VALUE, NULL),
 	C("seqlock", "seqlock in shared memory", loop_seqlock, VALUE, "what users would otherwise pick"),
 	C("rwlock", "pthread_rwlock (process-shared) in shm", loop_rwlock, VALUE, NULL),
