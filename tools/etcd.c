@@ -50,6 +50,9 @@ struct buf {
 /* Keys a page of a range asks for: halved while an answer is over
  * ANSWER_MAX (values of up to etcd's request limit, 1.5 MiB by default). */
 #define RANGE_PAGE 1000
+/* The most keys a range may hold: 4x the most options a segment has
+ * (2^22); a range holds a key per option or knob. */
+#define RANGE_KEYS_MAX (16 << 20)
 
 static int set_err(struct etcd *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int set_err(struct etcd *e, int code, const char *fmt, ...)
@@ -557,11 +560,20 @@ char *etcd_prefix_end(const char *prefix)
 	return end;
 }
 
+/* Byte order of keys, as etcd sorts them. */
+static int key_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+	return c ? c : (alen > blen) - (alen < blen);
+}
+
 /*
  * In pages of at most `limit` keys, all at the revision of the first (the
  * whole range is one state), each starting just past the last key of the
  * one before (its bytes and a NUL); a page whose answer is over ANSWER_MAX
- * is asked again with half the keys.
+ * is asked again with half the keys. A page whose keys are not in order
+ * from where it was asked, or a range of more than RANGE_KEYS_MAX keys, is
+ * refused: an answer that never advances would page for ever.
  */
 int etcd_range(struct etcd *e, const char *key, const char *range_end, int64_t rev, struct etcd_kvs *ret)
 {
@@ -596,6 +608,16 @@ int etcd_range(struct etcd *e, const char *key, const char *range_end, int64_t r
 			ret->revision = first;
 		if (!rev)
 			rev = ret->revision;
+		for (size_t i = before; !r && i < ret->n; i++) {
+			const struct etcd_kv *k = &ret->kv[i], *prev = i > before ? k - 1 : NULL;
+			if (prev ? key_cmp(k->key, k->key_len, prev->key, prev->key_len) <= 0
+				 : key_cmp(k->key, k->key_len, from, from_len) < 0)
+				r = set_err(e, ETCD_E_PROTO, "etcd %s: a range page whose keys are not in order",
+					    e->ep[e->cur].text);
+		}
+		if (!r && ret->n > RANGE_KEYS_MAX)
+			r = set_err(e, ETCD_E_PROTO, "etcd %s: a range of more than %d keys",
+				    e->ep[e->cur].text, RANGE_KEYS_MAX);
 		if (r || !more)
 			break;
 		if (ret->n == before) {

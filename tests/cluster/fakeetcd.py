@@ -7,6 +7,8 @@ usage: fakeetcd.py SOCKET MODE
   revision 5), and /v3/watch as MODE says:
   newlines  a 200 stream of empty lines, without end, as fast as it can
   nonl      a 200 stream of one message that never ends (no newline)
+  samepage  range answers one key (0xff 0xff, past any prefix) with more
+            to come, every time: a client that pages on would never end
 
 usage: fakeetcd.py SOCKET inject UPSTREAM PATH N HOW LOG
   a proxy in front of the etcd whose client socket is UPSTREAM: every
@@ -118,6 +120,9 @@ def serve(c):
                 while True:
                     c.sendall(chunk)
             body = ANSWERS.get(target, b'{"error":"nope","message":"nope","code":5}')
+            if mode == "samepage" and target == "/v3/kv/range":
+                body = (b'{"header":{"revision":"5"},"kvs":[{"key":"//8=","value":"e30=",'
+                        b'"mod_revision":"5"}],"more":true,"count":"2"}')
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                       % (len(body), body))
     except OSError:

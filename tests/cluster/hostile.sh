@@ -4,7 +4,7 @@
 # etcd's request limit, or the agent never syncs again), audit records whose
 # who holds escape sequences or is cut mid-character, and a watch stream
 # that never ends its message (tests/cluster/fakeetcd.py; the agent's memory
-# must stay bounded).
+# must stay bounded), and range pages that never advance.
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cluster/lib.sh"
 
 etcd_start
@@ -59,6 +59,17 @@ RSS=$(awk '/^VmRSS/ { print $2 }' "/proc/$_p/status")
 pass "... the agent's memory stays bounded (RSS ${RSS} kB < 300 MB)" test "${RSS:-0}" -lt 300000
 agent_stop b
 pass "... and it stops on SIGTERM, exit 0" test "$RC" = 0
+kill "$FAKE_PID" 2>/dev/null
+wait "$FAKE_PID" 2>/dev/null
+
+# ---- a range whose pages never advance (the same key, "more" every time)
+"$PYTHON" "$top_srcdir/tests/cluster/fakeetcd.py" "$T_TMP/fake2.sock" samepage &
+FAKE_PID=$!
+until_true 5 test -S "$T_TMP/fake2.sock"
+run timeout 60 $SHMCTL cluster status "$S" --endpoints "unix:$T_TMP/fake2.sock" --cluster c
+pass "range pages that never advance: refused, one line (exit $RC)" \
+	sh -c "[ $RC = 1 ] && grep -q 'a range page whose keys are not in order' '$T_TMP/err' && [ \$(wc -l <'$T_TMP/err') = 1 ]"
+[ "$T_FAILED" = 0 ] || diag_run
 kill "$FAKE_PID" 2>/dev/null
 wait "$FAKE_PID" 2>/dev/null
 
