@@ -55,12 +55,23 @@ struct buf {
 #define RANGE_KEYS_MAX (16 << 20)
 
 static int set_err(struct etcd *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The message, one line of printable ASCII: it quotes what a server sent
+ * (error texts, endpoint names), which goes to logs and terminals; any
+ * other byte is written \xNN. */
 static int set_err(struct etcd *e, int code, const char *fmt, ...)
 {
+	char raw[sizeof e->err];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(e->err, sizeof e->err, fmt, ap);
+	vsnprintf(raw, sizeof raw, fmt, ap);
 	va_end(ap);
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)raw; *p && o + 5 <= sizeof e->err; p++)
+		if (*p >= 0x20 && *p < 0x7f)
+			e->err[o++] = (char)*p;
+		else
+			o += (size_t)snprintf(e->err + o, 5, "\\x%02x", *p);
+	e->err[o] = 0;
 	return code;
 }
 
