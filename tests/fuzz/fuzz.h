@@ -56,9 +56,12 @@ static inline void fuzz_clean_stale(void)
 	if (!d)
 		return;
 	static const char *const forms[] = {"shmcfg.fuzz-load-", "shmcfg.fuzz-env-",
-					    "shmcfg.fuzz-schema-", "shmcfg.fuzz-",
+					    "shmcfg.fuzz-schema-", "shmcfg.fuzz-etcd-",
+					    "shmcfg.fuzz-dump-", "shmcfg.fuzz-dump2-", "shmcfg.fuzz-",
 					    "shmcfg-lock.fuzz-load-", "shmcfg-lock.fuzz-env-",
-					    "shmcfg-lock.fuzz-schema-", "shmcfg-lock.fuzz-"};
+					    "shmcfg-lock.fuzz-schema-", "shmcfg-lock.fuzz-etcd-",
+					    "shmcfg-lock.fuzz-dump-", "shmcfg-lock.fuzz-dump2-",
+					    "shmcfg-lock.fuzz-"};
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {

@@ -1,10 +1,13 @@
 /*
  * mkseeds: writes the seed inputs of the fuzz targets, made by the library
- * itself, into DIR/fuzz_segment and DIR/fuzz_load:
+ * itself, into DIR/fuzz_segment, DIR/fuzz_load and DIR/fuzz_dump:
  *  - segment images (the bytes of /dev/shm/shmcfg.NAME) of the fuzz schema
  *    and of the embedded default schema, fresh and after commits, with a
  *    pinned reader entry, and with the harness's fix-up flags set;
- *  - dumps and codegen output of those segments, and value texts.
+ *  - dumps and codegen output of those segments, and value texts;
+ *  - dump documents (fuzz_dump): the dumps of the fuzz schema's segments,
+ *    and dumps edited to be refused or skipped in part (another schema
+ *    hash, unknown names, values of the wrong type or out of range).
  * The fuzz_schema seeds are files: the schemas/ YAML files and hand-written ones.
  *
  * Usage: tests/fuzz/mkseeds DIR  (`make fuzz-seeds`; the committed corpora
@@ -72,7 +75,43 @@ static void text_seed(shmcfg *h, const char *file, int which)
 	if (r)
 		die("dump", r);
 	put("fuzz_load", file, text, strlen(text));
+	/* the fuzz schema's dumps are fuzz_dump's seeds too */
+	if (which < 0 && shmcfg_count(h) == F_COUNT)
+		put("fuzz_dump", file, text, strlen(text));
 	free(text);
+}
+
+/* Dumps of the fuzz schema written by hand around its schema hash: a load
+ * refuses or skips some of each in one mode or another. */
+static void dump_seeds(shmcfg *h)
+{
+	uint8_t b[16];
+	char sh[33], text[1024];
+	shmcfg_schema_hash(h, b);
+	for (int i = 0; i < 16; i++)
+		snprintf(sh + 2 * i, 3, "%02x", b[i]);
+	static const char *const values[] = {
+		"\"t.a\": 1, \"t.alias2\": 2",
+		"\"t.ratio\": 2, \"t.c\": \"ok\"",
+		"\"t.b\": \"x\", \"t.mode\": \"slow\", \"nope\": 1",
+		"\"t.opt_int\": null, \"t.flag\": null, \"t.tags\": [\"b\", 1]",
+		"\"t.debug\": true, \"t.safe\": true",
+		"\"t.env_x\": \"-inf\", \"t._nfloat\": \"nan\", \"t.env_t\": [\"a\", \"a\"]",
+		"\"t.items\": [\"\\u0000\"], \"t.c\": \"\\u00e9\"",
+	};
+	for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+		char file[32];
+		int n = snprintf(text, sizeof text,
+				 "{\"format\": \"shmcfg-dump/1\", \"generation\": %zu, \"config_hash\": "
+				 "\"00000000000000000000000000000000\", \"schema_hash\": \"%s\", \"values\": {%s}}",
+				 i + 2, i % 2 ? "0123456789abcdef0123456789abcdef" : sh, values[i]);
+		snprintf(file, sizeof file, "edited-%02zu.json", i);
+		put("fuzz_dump", file, text, (size_t)n);
+	}
+	int n = snprintf(text, sizeof text, "{\"values\": {\"t.a\": 3, \"unknown\": true}}");
+	put("fuzz_dump", "values-only.json", text, (size_t)n);
+	n = snprintf(text, sizeof text, "{\"format\": \"shmcfg-dump/1\", \"schema_hash\": 7, \"values\": {}}");
+	put("fuzz_dump", "hash-not-string.json", text, (size_t)n);
 }
 
 static void commit(shmcfg *h, const char *const *sets)
@@ -106,7 +145,7 @@ int main(int argc, char **argv)
 	shmcfg_schema *s = fuzz_schema_new();
 	char *env[] = {"T_ENVD2=7", "T_ENVF=1", "T_ENVS=from env", "T_ENVL=[\"p\",\"q\"]",
 		       "T_ENVX=-1.5", "T_ENVT=z,y,z", "T_ENVN=2", NULL};
-	shmcfg_create_opts o = {.slots = 2, .readers = 2, .heap_bytes = 512,
+	shmcfg_create_opts o = {.slots = 2, .readers = 2, .heap_bytes = 1024,
 				.flags = SHMCFG_CREATE_FORCE, .envp = env};
 	shmcfg *h = NULL;
 	int r = shmcfg_create(name, s, &o, &h);
@@ -114,6 +153,7 @@ int main(int argc, char **argv)
 		die("create", r);
 	image(h, "test-gen1", 0);
 	text_seed(h, "dump-gen1.json", -1);
+	dump_seeds(h);
 	commit(h, (const char *const[]){"t.a", "5", "t.b", "-5", "t.c", "5", "t.debug", "true",
 					"t.items", "[\"one\",\"two\",\"\"]", "t.tags", "b,a,b",
 					"t.opt_int", "null", "t._nfloat", "nan", NULL});
