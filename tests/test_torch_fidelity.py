@@ -374,6 +374,69 @@ class TestSaveLoad(SegTest):
         self.assertEqual(seg.generation, g)
 
 
+    def hostile(self, name, cases):
+        """load_config() of each hostile input of ``cases`` (Python code
+        that makes it, with ``sys``, ``pickle``, ``S`` the full name of a
+        list option and ``deep`` a list nested 5,000 deep in scope), in a
+        child with 1 GiB of address space over what it has at start (a
+        SIGSEGV or a hang fails the test, not the runner): {case: "Type:
+        message"}, the warnings included (a ``W`` line)."""
+        out = child("""
+            import pickle, resource, sys, warnings, shmcfg
+            m = shmcfg.attach(sys.argv[1]).module("app.config")
+            S = "app.config.tags"
+            deep = []
+            for _ in range(5000):
+                deep = [deep]
+            with open("/proc/self/status") as f:
+                vm = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize:"))
+            resource.setrlimit(resource.RLIMIT_AS, (vm + (1 << 30), vm + (1 << 30)))
+            for line in sys.stdin:
+                case, code = line.rstrip("\\n").split(" ", 1)
+                data = eval(code)
+                with warnings.catch_warnings(record=True) as w:
+                    warnings.simplefilter("always")
+                    try:
+                        if case.startswith("set_"):
+                            setattr(m, case[4:], data)
+                            r = "set"
+                        else:
+                            r = f"ok {m.load_config(data)}"
+                    except Exception as e:
+                        r = f"{type(e).__name__}: {e}"
+                r = r[:300].replace("\\n", " ")
+                print(case, r, *(f"W {x.message}"[:300] for x in w), flush=True)
+            """, name, stdin="".join(f"{k} {v}\n" for k, v in cases.items()))
+        return {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in out.splitlines()}
+
+    def test_hostile_values_in_messages(self):
+        # a value put in an error or a warning is shown bounded (values.py:
+        # _brief): repr() of a deep list recursed, str() of an int of over
+        # 4300 digits raised ValueError
+        seg, m = self.app()
+        g = seg.generation
+        out = self.hostile(seg.name, {
+            "unknown_deep": "{'zz': deep}",
+            "tags_deep": "{'tags': deep}",
+            "steps_huge": "{'steps': 10 ** 5000}",
+            "json_steps_huge": "'{\"steps\": ' + '9' * 4000 + '}'",
+            "set_tags": "deep",
+            "set_steps": "-10 ** 5000",
+            "set_mode": "[deep] * 1000",
+        })
+        self.assertRegex(out["unknown_deep"], r"^ok \d+ W key zz with value \[\[\[\[\.\.\.\]\]\]\] is not")
+        self.assertRegex(out["tags_deep"],
+                         r"^OptionTypeError: .*item 0 is a list \(\[\[\[\[\.\.\.\]\]\]\]\)")
+        self.assertRegex(out["steps_huge"],
+                         r"^OptionValueError: .*value an int of 16610 bits does not fit in 64 bits")
+        self.assertRegex(out["json_steps_huge"],
+                         r"^OptionValueError: .*value an int of 13288 bits does not fit")
+        self.assertRegex(out["set_tags"], r"^OptionTypeError: .*item 0 is a list")
+        self.assertRegex(out["set_steps"], r"^OptionValueError: .*an int of 16610 bits")
+        self.assertRegex(out["set_mode"], r"^OptionTypeError: .*expected str, got list \(\[\[\[\[")
+        self.assertLess(max(len(v) for v in out.values()), 300)
+
+
 # ---------------------------------------------------------------------------
 
 

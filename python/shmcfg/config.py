@@ -27,7 +27,7 @@ from . import _lib as _L
 from . import canon
 from .errors import (ConfigLoadError, Error, PatchArgumentError, UnknownOptionError, _error,
                      _opt_error, _unknown)
-from .values import _convert, _py_literal, _typename
+from .values import _brief, _convert, _py_literal, _typename
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -600,7 +600,8 @@ class ConfigModule(types.ModuleType):
         for k, v in config.items():
             o = opts.get(k) or seg._opts.get(k)
             if o is None:
-                warnings.warn(f"key {k} with value {v!r} is not understood by this config",
+                warnings.warn(f"key {_brief(k) if type(k) is not str or len(k) > 200 else k} "
+                              f"with value {_brief(v)} is not understood by this config",
                               stacklevel=2)
                 continue
             if (o.kind == _L.FLOAT and isinstance(v, str) and v in ("nan", "inf", "-inf")):

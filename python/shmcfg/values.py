@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import reprlib
 import typing
 from typing import Any, NamedTuple, Optional, Type
 
@@ -81,6 +82,29 @@ def _typename(v):
     return type(v).__name__
 
 
+class _BriefRepr(reprlib.Repr):
+    """repr() for a value put in an error or a warning: bounded in depth,
+    items and length. A value is whatever a caller, a pickle or a JSON text
+    gave: repr() of a deeply nested list recurses past the interpreter's
+    limit (RecursionError), repr() builds all of a long one before a
+    format's precision cuts it, and str() of an int of over 4300 digits
+    raises ValueError."""
+
+    def __init__(self):
+        super().__init__()
+        self.maxlevel = 3
+        self.maxstring = self.maxother = 80
+        self.maxlong = 80
+
+    def repr1(self, x, level):
+        if isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > 128:
+            return f"an int of {x.bit_length()} bits"
+        return super().repr1(x, level)
+
+
+_brief = _BriefRepr().repr
+
+
 def _convert(o, v, label):
     """Check a Python value against option o and make its shmcfg_value."""
     k = o.kind
@@ -97,29 +121,29 @@ def _convert(o, v, label):
     if k == _L.BOOL:
         if type(v) is not bool:
             raise _opt_error(OptionTypeError, "TYPE",
-                             f"{label}: expected bool, got {_typename(v)} ({v!r:.80})")
+                             f"{label}: expected bool, got {_typename(v)} ({_brief(v)})")
         c.u.b = v
     elif k == _L.INT:
         if not isinstance(v, int) or isinstance(v, bool):
             raise _opt_error(OptionTypeError, "TYPE",
-                             f"{label}: expected int, got {_typename(v)} ({v!r:.80})")
+                             f"{label}: expected int, got {_typename(v)} ({_brief(v)})")
         if not _INT_MIN <= v <= _INT_MAX:
             raise _opt_error(OptionValueError, "RANGE",
-                             f"{label}: value {v} does not fit in 64 bits")
+                             f"{label}: value {_brief(v)} does not fit in 64 bits")
         c.u.i = v
     elif k == _L.FLOAT:
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             raise _opt_error(OptionTypeError, "TYPE",
-                             f"{label}: expected float, got {_typename(v)} ({v!r:.80})")
+                             f"{label}: expected float, got {_typename(v)} ({_brief(v)})")
         try:
             c.u.f = float(v)
         except OverflowError:
             raise _opt_error(OptionValueError, "RANGE",
-                             f"{label}: value {v} is too large for a float") from None
+                             f"{label}: value {_brief(v)} is too large for a float") from None
     elif k == _L.STR:
         if not isinstance(v, str):
             raise _opt_error(OptionTypeError, "TYPE",
-                             f"{label}: expected str, got {_typename(v)} ({v!r:.80})")
+                             f"{label}: expected str, got {_typename(v)} ({_brief(v)})")
         b = _encode(v, label)
         buf = ctypes.create_string_buffer(b, len(b) + 1)
         cv.keep = buf
@@ -129,12 +153,12 @@ def _convert(o, v, label):
         if not isinstance(v, (list, tuple, set, frozenset)):
             raise _opt_error(OptionTypeError, "TYPE",
                              f"{label}: expected {_PYTYPE[k].__name__} of str, got "
-                             f"{_typename(v)} ({v!r:.80})")
+                             f"{_typename(v)} ({_brief(v)})")
         items = list(v)
         for i, it in enumerate(items):
             if not isinstance(it, str):
                 raise _opt_error(OptionTypeError, "TYPE",
-                                 f"{label}: item {i} is a {_typename(it)} ({it!r:.80}), "
+                                 f"{label}: item {i} is a {_typename(it)} ({_brief(it)}), "
                                  f"not a str")
         if isinstance(v, (set, frozenset)):
             items.sort(key=lambda s: s.encode("utf-8", "surrogatepass"))
