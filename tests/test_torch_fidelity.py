@@ -409,6 +409,52 @@ class TestSaveLoad(SegTest):
             """, name, stdin="".join(f"{k} {v}\n" for k, v in cases.items()))
         return {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in out.splitlines()}
 
+    def test_hostile_pickles(self):
+        # what load_config() refuses before the unpickler makes anything
+        # (config.py: _check_pickle), each of which crashed, hung or blew
+        # the memory up before
+        seg, m = self.app()
+        g = seg.generation
+        out = self.hostile(seg.name, {
+            # a dict key that is a tuple nested 200,000 deep: hash() of it
+            # recursed in C (SIGSEGV)
+            "tuple_key": r"b'\x80\x02}' + b')' + b'\x85' * 200000 + b'Ns.'",
+            # ints whose hashes collide: 40,000 took the unpickler 22 s
+            "int_keys": "pickle.dumps({k * ((1 << 61) - 1): None "
+                        "for k in range(1, 4001)}, protocol=2)",
+            "int_set": "pickle.dumps({'names': {k * ((1 << 61) - 1) "
+                       "for k in range(1, 4001)}}, protocol=4)",
+            # a list nested 2,000 deep: repr() of it in the warning recursed
+            "deep_list": r"b'\x80\x02}X\x02\x00\x00\x00zz' + b']' * 2000 + "
+                         r"b'a' * 1999 + b's.'",
+            # a sparse memo: a PUT at index 1,000,000 made the unpickler
+            # allocate a memo of 1,000,000 slots for one object
+            "sparse_memo": r"b'\x80\x02X' + (10**6).to_bytes(4, 'little') + b'a' * 10**6 "
+                           r"+ b'0}r' + (10**6).to_bytes(4, 'little') + b'.'",
+            # over STORED_MAX bytes: refused unread (the unpickler stops
+            # at STOP and took the dict before)
+            "too_long": r"b'\x80\x02}.' + b' ' * (64 << 20)",
+            # a cycle: a list that is its own item
+            "cycle": r"b'\x80\x02}X\x02\x00\x00\x00zz]q\x00h\x00as.'",
+        })
+        self.assertRegex(out["tuple_key"], r"^ConfigLoadError: .*nested over 8 deep")
+        self.assertRegex(out["int_keys"], r"^ConfigLoadError: .*a dict key that is not a str")
+        self.assertRegex(out["int_set"], r"^ConfigLoadError: .*a set item that is not a str")
+        self.assertRegex(out["deep_list"], r"^ConfigLoadError: .*nested over 8 deep")
+        self.assertRegex(out["sparse_memo"],
+                         r"^ConfigLoadError: .*memo index 1000000 where the next is 0")
+        self.assertRegex(out["too_long"], r"^ConfigLoadError: load_config: 67108868 bytes, over 64 Mi")
+        self.assertRegex(out["cycle"], r"^ConfigLoadError: .*changed after another container")
+        self.assertEqual(seg.generation, g)
+        # what save_config() writes, of every protocol, still loads
+        for proto in range(2, 6):
+            m.load_config(pickle.dumps({"steps": 3, "tags": ["a", "b"], "names": {"c", "d"},
+                                        "triton.level": 3}, protocol=proto))
+            self.assertEqual((m.steps, m.tags, m.names), (3, ["a", "b"], {"c", "d"}))
+            m.load_config(pickle.dumps({"names": frozenset({"e"}), "tags": ("f",)},
+                                       protocol=proto))
+            self.assertEqual((m.tags, m.names), (["f"], {"e"}))
+
     def test_hostile_values_in_messages(self):
         # a value put in an error or a warning is shown bounded (values.py:
         # _brief): repr() of a deep list recursed, str() of an int of over

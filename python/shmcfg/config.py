@@ -259,74 +259,259 @@ class _ValuesUnpickler(pickle.Unpickler):
                               "holds only bool, int, float, str, None, lists and sets")
 
 
-_MEMO_OPS = ("PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET")
-
-
-def _check_memo(data):
-    """CPython's unpickler sizes its memo from a PUT's index: nine bytes can
-    ask for gigabytes before find_class() is ever called. A pickle stores at
-    most one object per opcode, so an index past its length is no config."""
-    for op, arg, _ in pickletools.genops(data):
-        if op.name in _MEMO_OPS and isinstance(arg, int) and not 0 <= arg <= len(data):
-            raise ConfigLoadError(f"load_config: not a pickled config (memo index {arg} "
-                                  f"in a pickle of {len(data)} bytes)")
-
-
 STORED_MAX = 64 << 20  # bytes a loaded config may take as stored (a torch config: a few KiB)
-NODES_MAX = 1 << 20      # containers and items it may hold
+NODES_MAX = 1 << 20      # containers and items it may hold; opcodes its pickle may have
+DEPTH_MAX = 8            # nesting of containers (a config: dict -> list or set -> str is 2)
+
+
+def _refuse(why):
+    return ConfigLoadError(f"load_config: not a pickled config ({why})")
+
+
+class _Node:
+    """What the pre-scan knows of an object the unpickler would make."""
+
+    __slots__ = ("kind", "depth", "sealed", "allstr", "text", "items")
+
+    def __init__(self, kind, depth=0, text=None):
+        self.kind = kind      # "str", "scalar", "list", "tuple", "dict", "set", "mark", "global"
+        self.depth = depth    # containers nested in it, itself included
+        self.sealed = False   # an item of another container: never changed again
+        self.allstr = True    # every item is a str
+        self.text = text      # a str's value (short ones: a STACK_GLOBAL's names)
+        self.items = None     # a tuple's items (REDUCE's arguments)
+
+
+_SCALAR_OPS = frozenset(("NONE", "NEWTRUE", "NEWFALSE", "INT", "BININT", "BININT1", "BININT2",
+                         "LONG", "LONG1", "LONG4", "FLOAT", "BINFLOAT", "BINBYTES",
+                         "SHORT_BINBYTES", "BINBYTES8"))
+_STR_OPS = frozenset(("STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "BINUNICODE",
+                      "SHORT_BINUNICODE", "BINUNICODE8"))
+_EMPTY_OPS = {"EMPTY_DICT": "dict", "EMPTY_LIST": "list", "EMPTY_TUPLE": "tuple",
+              "EMPTY_SET": "set"}
+_PUT_OPS = frozenset(("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"))
+_GET_OPS = frozenset(("GET", "BINGET", "LONG_BINGET"))
+
+
+def _check_global(module, name):
+    """find_class()'s rule, applied before anything is unpickled."""
+    if module in ("builtins", "__builtin__") and name in ("set", "frozenset"):
+        return
+    raise ConfigLoadError(f"load_config: the pickle names {module}.{name}; a saved config "
+                          "holds only bool, int, float, str, None, lists and sets")
+
+
+def _check_pickle(data):
+    """Run a pickle's opcodes (pickletools.genops) on a model of the
+    unpickler's stack and memo before the unpickler makes anything, and
+    refuse what no saved config (pickle.dumps of a dict of scalars, lists,
+    tuples and sets) has but what makes the unpickler, or what it made,
+    take unbounded time or memory:
+      - over NODES_MAX opcodes (each makes at most one object);
+      - a memo index that is not the next one (CPython's picklers number
+        their PUTs 0, 1, 2... and MEMOIZE is the next one by definition):
+        the unpickler sizes its memo from the index, nine bytes could ask
+        for gigabytes;
+      - containers nested over DEPTH_MAX deep (hash() and repr() of them
+        recurse in C: a 200,000-deep tuple is a SIGSEGV);
+      - a dict key or a set item that is not a str (an int's hash is its
+        value: 40,000 colliding keys take the unpickler 20 s);
+      - a container changed after it became an item of another (picklers
+        finish each container before its parent takes it; this keeps the
+        depths above exact and makes cycles impossible);
+      - other globals than set and frozenset, and any opcode a config's
+        pickle has no use for (objects, extensions, buffers, DUP)."""
+    stack = []
+    memo = []
+    ops = 0
+
+    def pop_mark():
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i].kind == "mark":
+                items = stack[i + 1:]
+                del stack[i:]
+                return items
+        raise _refuse("no MARK")
+
+    def pop():
+        if not stack or stack[-1].kind == "mark":
+            raise _refuse("stack underflow")
+        return stack.pop()
+
+    def container(kind, items):
+        n = _Node(kind, 1)
+        add(n, items)
+        return n
+
+    def add(target, items):
+        for it in items:
+            if it.kind in ("mark", "global"):
+                raise _refuse(f"a {it.kind} as an item")
+            it.sealed = True  # (first: a container added to itself is refused below)
+            if it.depth + 1 > target.depth:
+                target.depth = it.depth + 1
+            if it.kind != "str":
+                target.allstr = False
+        if target.sealed:
+            raise _refuse(f"a {target.kind} changed after another container took it")
+        if target.depth > DEPTH_MAX:
+            raise _refuse(f"containers nested over {DEPTH_MAX} deep")
+
+    def top(kind):
+        if not stack or stack[-1].kind != kind:
+            raise _refuse(f"no {kind} to add items to")
+        return stack[-1]
+
+    for op, arg, _ in pickletools.genops(data):
+        name = op.name
+        ops += 1
+        if ops > NODES_MAX:
+            raise _refuse(f"over {NODES_MAX} opcodes")
+        if name in _STR_OPS:
+            stack.append(_Node("str", text=arg if len(arg) <= 256 else None))
+        elif name in _SCALAR_OPS:
+            stack.append(_Node("scalar"))
+        elif name in _PUT_OPS:
+            if name != "MEMOIZE" and arg != len(memo):
+                raise _refuse(f"memo index {arg} where the next is {len(memo)}")
+            if not stack or stack[-1].kind == "mark":
+                raise _refuse("nothing to memoize")
+            memo.append(stack[-1])
+        elif name in _GET_OPS:
+            if not 0 <= arg < len(memo):
+                raise _refuse(f"memo index {arg} of {len(memo)}")
+            stack.append(memo[arg])
+        elif name in _EMPTY_OPS:
+            stack.append(_Node(_EMPTY_OPS[name], 1))
+        elif name == "MARK":
+            stack.append(_Node("mark"))
+        elif name in ("APPEND", "APPENDS"):
+            items = [pop()] if name == "APPEND" else pop_mark()
+            add(top("list"), items)
+        elif name in ("SETITEM", "SETITEMS"):
+            items = [pop(), pop()][::-1] if name == "SETITEM" else pop_mark()
+            if len(items) % 2 or any(k.kind != "str" for k in items[::2]):
+                raise _refuse("a dict key that is not a str")
+            add(top("dict"), items)
+        elif name == "ADDITEMS":
+            items = pop_mark()
+            add(top("set"), items)
+            if not stack[-1].allstr:
+                raise _refuse("a set item that is not a str")
+        elif name in ("LIST", "TUPLE", "DICT", "FROZENSET"):
+            items = pop_mark()
+            if name == "DICT" and (len(items) % 2 or
+                                   any(k.kind != "str" for k in items[::2])):
+                raise _refuse("a dict key that is not a str")
+            n = container({"LIST": "list", "TUPLE": "tuple", "DICT": "dict",
+                           "FROZENSET": "set"}[name], items)
+            if name == "FROZENSET" and not n.allstr:
+                raise _refuse("a set item that is not a str")
+            if name == "TUPLE":
+                n.items = items
+            stack.append(n)
+        elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
+            items = [pop() for _ in range(int(name[-1]))][::-1]
+            n = container("tuple", items)
+            n.items = items
+            stack.append(n)
+        elif name == "POP":
+            if not stack:
+                raise _refuse("stack underflow")
+            stack.pop()
+        elif name == "POP_MARK":
+            pop_mark()
+        elif name in ("GLOBAL", "STACK_GLOBAL"):
+            if name == "GLOBAL":
+                module, _, attr = arg.partition(" ")
+            else:
+                attr, module = pop().text, pop().text
+            _check_global(module, attr)
+            stack.append(_Node("global"))
+        elif name == "REDUCE":
+            # set(list) and frozenset(list): how protocols 2 and 3 write sets
+            args, func = pop(), pop()
+            if func.kind != "global" or args.kind != "tuple":
+                raise _refuse("REDUCE of no set")
+            if args.items is None:
+                args.items = []  # EMPTY_TUPLE: set()
+            if len(args.items) > 1 or any(x.kind not in ("list", "tuple") or not x.allstr
+                                          for x in args.items):
+                raise _refuse("a set item that is not a str")
+            stack.append(_Node("set", 1))
+        elif name in ("PROTO", "FRAME", "STOP"):
+            pass
+        else:
+            raise _refuse(f"opcode {name}")
+
+
 
 
 def _check_stored(config, what):
     """A config's values as they would be stored, each shared reference
     counted each time (a pickle's BINGET repeats an object for a few bytes:
-    half a megabyte could ask for gigabytes): refused past STORED_MAX bytes
-    or NODES_MAX items, before anything is encoded."""
+    half a megabyte could ask for gigabytes): refused past STORED_MAX bytes,
+    NODES_MAX items or DEPTH_MAX levels of containers, before anything is
+    encoded. Iterative: a deep or cyclic value costs at most NODES_MAX
+    steps."""
     total = nodes = 0
-    stack = [config]
+    stack = [(config, 1)]
     while stack:
-        x = stack.pop()
+        x, depth = stack.pop()
         nodes += 1
         if isinstance(x, (str, bytes, bytearray)):
             total += len(x) + 1
         elif isinstance(x, dict):
             total += 16 * len(x)
-            stack.extend(x.keys())
-            stack.extend(x.values())
+            stack.extend((k, depth + 1) for k in x.keys())
+            stack.extend((v, depth + 1) for v in x.values())
         elif isinstance(x, (list, tuple, set, frozenset)):
             total += 8 * len(x)
-            stack.extend(x)
+            stack.extend((v, depth + 1) for v in x)
         else:
             total += 8
         if total > STORED_MAX or nodes > NODES_MAX:
             raise ConfigLoadError(f"load_config: {what} holds over {STORED_MAX >> 20} MiB or "
                                   f"{NODES_MAX} items as stored (a shared reference counts each "
                                   f"time): not a config")
+        if depth > DEPTH_MAX and isinstance(x, (dict, list, tuple, set, frozenset)):
+            raise ConfigLoadError(f"load_config: {what} nests containers over {DEPTH_MAX} "
+                                  f"deep: not a config")
+
+
+def _load_pickle(data):
+    try:
+        _check_pickle(data)
+        config = _ValuesUnpickler(io.BytesIO(data)).load()
+    except ConfigLoadError:
+        raise
+    except Exception as e:  # (MemoryError and RecursionError too: no bound let them happen)
+        raise ConfigLoadError(f"load_config: not a pickled config ({e})") from None
+    if not isinstance(config, dict):
+        raise ConfigLoadError(f"load_config: the pickle holds a "
+                              f"{_typename(config)}, not a dict")
+    _check_stored(config, "the pickle")
+    return config
 
 
 def parse_config(maybe_config):
     """The dict of values of what load_config() takes: a dict; PyTorch's
     save_config() bytes (a pickled dict); the JSON of ``shmctl dump`` or
-    ``seg.dump()`` (bytes or str; its "values")."""
+    ``seg.dump()`` (bytes or str; its "values"). Bytes and text over
+    STORED_MAX are refused before they are read."""
     if isinstance(maybe_config, dict):
         return maybe_config
     if isinstance(maybe_config, (bytes, bytearray, memoryview)):
-        data = bytes(maybe_config)
-        if data[:1] == b"\x80":  # a pickle of protocol 2 or later
-            try:
-                _check_memo(data)
-                config = _ValuesUnpickler(io.BytesIO(data)).load()
-            except ConfigLoadError:
-                raise
-            except Exception as e:
-                raise ConfigLoadError(f"load_config: not a pickled config ({e})") from None
-            if not isinstance(config, dict):
-                raise ConfigLoadError(f"load_config: the pickle holds a "
-                                      f"{_typename(config)}, not a dict")
-            _check_stored(config, "the pickle")
-            return config
+        maybe_config = bytes(maybe_config)
     elif not isinstance(maybe_config, str):
         raise TypeError(f"load_config takes a dict, the bytes of save_config() or the JSON "
                         f"of a dump, not {_typename(maybe_config)}")
+    if len(maybe_config) > STORED_MAX:
+        unit = "characters" if isinstance(maybe_config, str) else "bytes"
+        raise ConfigLoadError(f"load_config: {len(maybe_config)} {unit}, over "
+                              f"{STORED_MAX >> 20} Mi: not a config")
+    if isinstance(maybe_config, bytes) and maybe_config[:1] == b"\x80":
+        return _load_pickle(maybe_config)  # a pickle of protocol 2 or later
     try:
         config = json.loads(maybe_config)
     except ValueError as e:

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """fuzz_pickle: load_config() of any bytes (PyTorch's save_config() pickle,
 or the JSON of a dump) is a commit or a documented error, within a bound of
-time and memory (python/shmcfg/config.py: _ValuesUnpickler, _check_memo,
-_check_stored; issue 24).
+time and memory (python/shmcfg/config.py: _ValuesUnpickler, _check_pickle,
+_load_json, _check_stored; issue 24).
 
 The input goes to ConfigModule.load_config() of a segment of a schema of
 every value type, as bytes and, when it is UTF-8, as str. Each call
