@@ -455,6 +455,25 @@ class TestSaveLoad(SegTest):
                                        protocol=proto))
             self.assertEqual((m.tags, m.names), (["f"], {"e"}))
 
+    def test_hostile_json(self):
+        # the JSON of a dump is bounded as a pickle is (config.py: _load_json)
+        seg, m = self.app()
+        g = seg.generation
+        out = self.hostile(seg.name, {
+            # 2,000,000 items in 8 MB: json.loads made them all, and
+            # load_config committed them (10 million: 26 s and 1.4 GB)
+            "many_items": "'{\"' + S + '\": [' + ','.join(['\"a\"'] * 2_000_000) + ']}'",
+            # nested past the interpreter's limit: RecursionError before
+            "deep": "'[' * 100000",
+            "nested_9": "'{\"zz\": ' + '[' * 9 + ']' * 9 + '}'",
+            "too_long": "' ' * (64 << 20) + '{}'",
+        })
+        self.assertRegex(out["many_items"], r"^ConfigLoadError: .*over 1048576 items")
+        self.assertRegex(out["deep"], r"^ConfigLoadError: .*nests containers over 8 deep")
+        self.assertRegex(out["nested_9"], r"^ConfigLoadError: .*nests containers over 8 deep")
+        self.assertRegex(out["too_long"], r"^ConfigLoadError: load_config: 67108866 characters, over 64 Mi")
+        self.assertEqual(seg.generation, g)
+
     def test_hostile_values_in_messages(self):
         # a value put in an error or a warning is shown bounded (values.py:
         # _brief): repr() of a deep list recursed, str() of an int of over

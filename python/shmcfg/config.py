@@ -494,6 +494,34 @@ def _load_pickle(data):
     return config
 
 
+def _load_json(text):
+    # json.loads makes every value before anything can be checked: a value
+    # can be 3 bytes of text ("[],") and 60 of object, so the values are
+    # bounded first by the commas that separate them (those in strings too)
+    if text.count("," if isinstance(text, str) else b",") > NODES_MAX:
+        raise ConfigLoadError(f"load_config: the JSON holds over {NODES_MAX} items (commas): "
+                              f"not a config")
+    deep = False
+    try:
+        config = json.loads(text)
+    except RecursionError:
+        # the C decoder guards its recursion (Py_EnterRecursiveCall): a
+        # clean refusal of a text nested deeper than the interpreter's limit
+        deep = True
+    except (ValueError, MemoryError) as e:
+        raise ConfigLoadError(f"load_config: neither a pickled config nor the JSON of a "
+                              f"dump ({e})") from None
+    if deep:  # (raised here, not chained to the RecursionError)
+        raise ConfigLoadError(f"load_config: the JSON nests containers over {DEPTH_MAX} "
+                              f"deep: not a config")
+    if not isinstance(config, dict):
+        raise ConfigLoadError("load_config: the JSON is not an object")
+    _check_stored(config, "the JSON")
+    if isinstance(config.get("values"), dict) and ("format" in config or len(config) == 1):
+        config = config["values"]
+    return config
+
+
 def parse_config(maybe_config):
     """The dict of values of what load_config() takes: a dict; PyTorch's
     save_config() bytes (a pickled dict); the JSON of ``shmctl dump`` or
@@ -512,16 +540,7 @@ def parse_config(maybe_config):
                               f"{STORED_MAX >> 20} Mi: not a config")
     if isinstance(maybe_config, bytes) and maybe_config[:1] == b"\x80":
         return _load_pickle(maybe_config)  # a pickle of protocol 2 or later
-    try:
-        config = json.loads(maybe_config)
-    except ValueError as e:
-        raise ConfigLoadError(f"load_config: neither a pickled config nor the JSON of a "
-                              f"dump ({e})") from None
-    if not isinstance(config, dict):
-        raise ConfigLoadError("load_config: the JSON is not an object")
-    if isinstance(config.get("values"), dict) and ("format" in config or len(config) == 1):
-        config = config["values"]
-    return config
+    return _load_json(maybe_config)
 
 
 def patch_changes(arg1, arg2, kwargs):
