@@ -443,7 +443,8 @@ class TestSaveLoad(SegTest):
         self.assertRegex(out["deep_list"], r"^ConfigLoadError: .*nested over 8 deep")
         self.assertRegex(out["sparse_memo"],
                          r"^ConfigLoadError: .*memo index 1000000 where the next is 0")
-        self.assertRegex(out["too_long"], r"^ConfigLoadError: load_config: 67108868 bytes, over 64 Mi")
+        self.assertRegex(out["too_long"],
+                         r"^ConfigLoadError: load_config: 67108868 bytes, over 64 Mi")
         self.assertRegex(out["cycle"], r"^ConfigLoadError: .*changed after another container")
         self.assertEqual(seg.generation, g)
         # what save_config() writes, of every protocol, still loads
@@ -471,7 +472,8 @@ class TestSaveLoad(SegTest):
         self.assertRegex(out["many_items"], r"^ConfigLoadError: .*over 1048576 items")
         self.assertRegex(out["deep"], r"^ConfigLoadError: .*nests containers over 8 deep")
         self.assertRegex(out["nested_9"], r"^ConfigLoadError: .*nests containers over 8 deep")
-        self.assertRegex(out["too_long"], r"^ConfigLoadError: load_config: 67108866 characters, over 64 Mi")
+        self.assertRegex(out["too_long"],
+                         r"^ConfigLoadError: load_config: 67108866 characters, over 64 Mi")
         self.assertEqual(seg.generation, g)
 
     def test_hostile_values_in_messages(self):
@@ -489,7 +491,8 @@ class TestSaveLoad(SegTest):
             "set_steps": "-10 ** 5000",
             "set_mode": "[deep] * 1000",
         })
-        self.assertRegex(out["unknown_deep"], r"^ok \d+ W key zz with value \[\[\[\[\.\.\.\]\]\]\] is not")
+        self.assertRegex(out["unknown_deep"],
+                         r"^ok \d+ W key zz with value \[\[\[\[\.\.\.\]\]\]\] is not")
         self.assertRegex(out["tags_deep"],
                          r"^OptionTypeError: .*item 0 is a list \(\[\[\[\[\.\.\.\]\]\]\]\)")
         self.assertRegex(out["steps_huge"],
