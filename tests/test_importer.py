@@ -18,6 +18,7 @@ import inspect
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -549,6 +550,76 @@ class FoldBoundTest(unittest.TestCase):
                              (name, re.escape(path), n))
         opts = {o["name"]: o for o in json.loads(p.stdout.decode())["options"]}
         self.assertEqual(opts["f.c.z"]["default"], 3072)
+
+
+def run_bounded(test, *args, cwd=None):
+    """The tool on a hostile input, bounded: 60 s (a hang fails the test, not
+    the run) and 1 GiB of address space (a runaway read or fold fails fast)."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    try:
+        return subprocess.run([TOOL] + list(args), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, cwd=cwd, timeout=60, preexec_fn=limit)
+    except subprocess.TimeoutExpired:
+        test.fail("%s hangs" % " ".join(args))
+
+
+class ReliabilityTest(unittest.TestCase):
+    """Issue "Reliability III": whatever the input, a failure is one line
+    naming FILE[:LINE] (exit 1), never a traceback, a hang or a runaway
+    memory; an expression too deep or too big to evaluate is skipped."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp)
+
+    def write(self, name, text):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def assert_error(self, p, path, line=None):
+        """Exit 1, and stderr one line "shmcfg-import: PATH[:LINE]: reason"."""
+        err = p.stderr.decode("utf-8", "replace")
+        self.assertNotIn("Traceback", err)
+        self.assertEqual(p.returncode, 1, err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        place = re.escape(path) + (":%d" % line if line is not None else "")
+        self.assertRegex(err, r"\Ashmcfg-import: %s: \S" % place)
+
+    def assert_skipped(self, p, path, line, reason):
+        """Exit 0, stderr one `skipped` line for x at PATH:LINE."""
+        err = p.stderr.decode("utf-8", "replace")
+        self.assertNotIn("Traceback", err)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertRegex(err, r"\Askipped t\.x \(%s:%d\): .*%s" % (re.escape(path), line, reason))
+        self.assertEqual(json.loads(p.stdout.decode())["options"], [])
+
+    def test_fifo_refused_not_waited_for(self):
+        fifo = os.path.join(self.tmp, "f.py")
+        os.mkfifo(fifo)
+        self.assert_error(run_bounded(self, fifo), fifo)
+        self.assert_error(run_bounded(self, "--merge", fifo), fifo)
+
+    def test_device_refused_not_read_for_ever(self):
+        self.assert_error(run_bounded(self, "/dev/zero"), "/dev/zero")
+        self.assert_error(run_bounded(self, "--merge", "/dev/zero"), "/dev/zero")
+
+    def test_sizes_capped(self):
+        big = os.path.join(self.tmp, "big.py")
+        with open(big, "w") as f:
+            f.truncate((16 << 20) + 1)
+        p = run_bounded(self, big)
+        self.assert_error(p, big)
+        self.assertIn("at most 16 MiB", p.stderr.decode())
+        yml = os.path.join(self.tmp, "big.yaml")
+        with open(yml, "w") as f:
+            f.truncate((64 << 20) + 1)
+        p = run_bounded(self, "--merge", yml)
+        self.assert_error(p, yml)
+        self.assertIn("at most 64 MiB", p.stderr.decode())
 
 
 class SyntheticTest(unittest.TestCase):
