@@ -597,6 +597,18 @@ class ReliabilityTest(unittest.TestCase):
         self.assertRegex(err, r"\Askipped t\.x \(%s:%d\): .*%s" % (re.escape(path), line, reason))
         self.assertEqual(json.loads(p.stdout.decode())["options"], [])
 
+    def test_too_deep_for_the_parser(self):
+        # RecursionError "during ast construction", the parser's MemoryError
+        for n, text in enumerate(("x = " + "+".join(["1"] * 3000),
+                                  "x = " + "-" * 3000 + "1",
+                                  "x = " + "-" * 100000 + "1",
+                                  "x = " + "not " * 5000 + "True",
+                                  "x: " + "|".join(["int"] * 20000) + " = 1")):
+            path = self.write("deep%d.py" % n, "a = 1\nb = [\n  'c']\n" + text + "\n")
+            p = run_bounded(self, "--module", "t", path)
+            self.assert_error(p, path, 4)
+            self.assertIn("nested too deeply", p.stderr.decode())
+
     def test_fifo_refused_not_waited_for(self):
         fifo = os.path.join(self.tmp, "f.py")
         os.mkfifo(fifo)
