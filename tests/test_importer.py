@@ -622,6 +622,25 @@ class ReliabilityTest(unittest.TestCase):
         p = run_bounded(self, "--strict", "--module", "t", path)
         self.assertEqual(p.returncode, 1)
 
+    def test_int_constants_past_64_bits_skipped(self):
+        # str() of them raised ValueError (Python's int digit limit)
+        big = "0x" + "f" * 5000
+        cfg = "from torch.utils._config_module import Config\n"
+        for n, text in enumerate(("x = %s" % big, "x: int = %s" % big, "x: str = %s" % big,
+                                  "x = [%s]" % big, "x = -%s" % big,
+                                  "x: int = Config(default=1, min=%s)" % big,
+                                  "x: str = Config(default='a', choices=['a', %s])" % big,
+                                  "x: Literal[%s, 1] = 1" % big)):
+            path = self.write("big%d.py" % n, cfg + "from typing import Literal\n" + text + "\n")
+            p = run_bounded(self, "--module", "t", path, "--format", "json")
+            self.assert_skipped(p, path, 3, "an int constant of 20000 bits is out of the "
+                                            "64-bit range")
+        path = self.write("env.py", "import os\nx = int(os.environ.get('X', '%s'))\n"
+                          % ("9" * 4000))
+        p = run_bounded(self, "--module", "t", path, "--format", "json")
+        self.assert_skipped(p, path, 2, "out of the 64-bit range")
+        self.assertLess(len(p.stderr), 200)
+
     def test_fifo_refused_not_waited_for(self):
         fifo = os.path.join(self.tmp, "f.py")
         os.mkfifo(fifo)
