@@ -641,6 +641,13 @@ class ReliabilityTest(unittest.TestCase):
         self.assert_skipped(p, path, 2, "out of the 64-bit range")
         self.assertLess(len(p.stderr), 200)
 
+    def test_complex_fold_skipped(self):
+        # untyped, it reached c_value(): TypeError
+        for n, text in enumerate(("x = (-8) ** 0.5", "x: float = (-8.0) ** 0.5")):
+            path = self.write("c%d.py" % n, "a = 1\nb = 2\n" + text + "\n")
+            p = run_bounded(self, "--module", "t", path, "--format", "json")
+            self.assert_skipped(p, path, 3, "is a complex number")
+
     def test_fifo_refused_not_waited_for(self):
         fifo = os.path.join(self.tmp, "f.py")
         os.mkfifo(fifo)
