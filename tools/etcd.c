@@ -54,6 +54,14 @@ struct buf {
  * (2^22); a range holds a key per option or knob. */
 #define RANGE_KEYS_MAX (16 << 20)
 
+/* The most a fragmented watch response may gather (its events' keys and
+ * values, and events): each fragment is under ANSWER_MAX, but a server
+ * that sends fragments without the last one would otherwise grow it for
+ * ever. etcd fragments a response over its request limit (1.5 MiB by
+ * default); a backlog of big revisions takes a few tens of them. */
+#define FRAGMENTED_BYTES_MAX ((size_t)64 << 20)
+#define FRAGMENTED_EVENTS_MAX ((size_t)1 << 20)
+
 static int set_err(struct etcd *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The message, one line of printable ASCII: it quotes what a server sent
  * (error texts, endpoint names), which goes to logs and terminals; any
@@ -818,6 +826,7 @@ struct etcd_watch {
 	const char *ep; /* the endpoint's text */
 	bool fragmented; /* the last response was a fragment: the next ones add to it */
 	struct etcd_watch_resp part; /* ... the events so far */
+	size_t part_bytes;           /* ... their keys' and values' bytes */
 	CURLM *multi;
 	CURL *curl;
 	struct curl_slist *hdr;
@@ -902,12 +911,24 @@ void etcd_watch_resp_free(struct etcd_watch_resp *r)
 static int join_fragment(struct etcd_watch *w, struct etcd_watch_resp *ret, bool more)
 {
 	struct etcd_watch_resp *p = &w->part;
+	size_t bytes = 0;
+	for (size_t i = 0; i < ret->n; i++)
+		bytes += ret->ev[i].kv.key_len + ret->ev[i].kv.value_len;
+	if (p->n + ret->n > FRAGMENTED_EVENTS_MAX || w->part_bytes + bytes > FRAGMENTED_BYTES_MAX) {
+		etcd_watch_resp_free(p);
+		w->part_bytes = 0;
+		w->fragmented = false;
+		return set_err(w->e, ETCD_E_PROTO,
+			       "etcd %s: watch: a fragmented response of more than %zu events or %zu MiB", w->ep,
+			       FRAGMENTED_EVENTS_MAX, FRAGMENTED_BYTES_MAX >> 20);
+	}
 	struct etcd_event *ev = realloc(p->ev, (p->n + ret->n + 1) * sizeof *ev);
 	if (!ev)
 		return set_err(w->e, ETCD_E_NOMEM, "out of memory");
 	p->ev = ev;
 	memcpy(p->ev + p->n, ret->ev, ret->n * sizeof *ev);
 	p->n += ret->n;
+	w->part_bytes += bytes;
 	p->revision = ret->revision;
 	p->created |= ret->created;
 	free(ret->ev); /* the kvs now belong to p */
@@ -916,6 +937,7 @@ static int join_fragment(struct etcd_watch *w, struct etcd_watch_resp *ret, bool
 		return 0;
 	*ret = *p;
 	memset(p, 0, sizeof *p);
+	w->part_bytes = 0;
 	return 1;
 }
 

@@ -9,6 +9,9 @@ usage: fakeetcd.py SOCKET MODE
   nonl      a 200 stream of one message that never ends (no newline)
   samepage  range answers one key (0xff 0xff, past any prefix) with more
             to come, every time: a client that pages on would never end
+  fragments the watch confirmed, then fragments of one response (500 events
+            of 2 kB each) without end, as fast as it can
+  Every request is appended to $FAKE_LOG (if set) as one line: PATH BODY.
 
 usage: fakeetcd.py SOCKET inject UPSTREAM PATH N HOW LOG
   a proxy in front of the etcd whose client socket is UPSTREAM: every
@@ -18,7 +21,7 @@ usage: fakeetcd.py SOCKET inject UPSTREAM PATH N HOW LOG
   503   instead of forwarding them (nothing happened)
   lost  after forwarding them (etcd applied it; the answer is lost)
   One line per request to PATH is appended to LOG: 503, lost or ok."""
-import http.client, os, socket, sys, threading
+import base64, http.client, os, socket, sys, threading
 
 path, mode = sys.argv[1], sys.argv[2]
 ANSWERS = {
@@ -32,6 +35,7 @@ ANSWERS = {
     "/v3/maintenance/status": b'{"header":{"revision":"5","member_id":"1"},"leader":"1"}',
     "/v3/kv/txn": b'{"header":{"revision":"6"},"succeeded":true}',
 }
+CREATED = b'{"result":{"header":{"revision":"5"},"created":true,"compact_revision":"0"}}\n'
 LEADER_CHANGED = b'{"error":"etcdserver: leader changed","code":14,"message":"etcdserver: leader changed"}'
 
 if mode == "inject":
@@ -84,6 +88,26 @@ def answer(target, body):
         return result
 
 
+def b64(b):
+    return base64.b64encode(b).decode()
+
+
+def log_request(target, body):
+    if os.environ.get("FAKE_LOG"):
+        with open(os.environ["FAKE_LOG"], "a") as f:
+            f.write("%s %s\n" % (target, body.decode(errors="replace").replace("\n", " ")))
+
+
+def watch_fragments(c):
+    ev = '{"type":"PUT","kv":{"key":"%s","value":"%s","mod_revision":"6"}}' % (
+        b64(b"/shmcfg/v1/c/opt/zz"), b64(b"1" * 2000))
+    msg = ('{"result":{"header":{"revision":"6"},"compact_revision":"0","fragment":true,"events":[%s]}}\n'
+           % ",".join([ev] * 500)).encode()
+    c.sendall(CREATED)
+    while True:
+        c.sendall(msg)
+
+
 def serve(c):
     f = c.makefile("rb")
     try:
@@ -106,6 +130,7 @@ def serve(c):
             if expect:  # curl waits for it before a large body
                 c.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
             body = f.read(n)
+            log_request(target, body)
             if mode == "inject":
                 status, reason, out = answer(target, body)
                 c.sendall(b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
@@ -113,6 +138,8 @@ def serve(c):
                 continue
             if target == "/v3/watch":
                 c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n")
+                if mode == "fragments":
+                    watch_fragments(c)
                 chunk = b"\n" * 65536 if mode == "newlines" else b'{"result":' + b" " * 65536
                 if mode == "nonl":
                     c.sendall(b'{"result":')

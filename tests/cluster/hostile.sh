@@ -7,6 +7,44 @@
 # must stay bounded), and range pages that never advance.
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cluster/lib.sh"
 
+# fake_start SOCK MODE: tests/cluster/fakeetcd.py on $T_TMP/SOCK (its
+# requests in $T_TMP/SOCK.req), pid in FAKE_PID; fake_stop.
+fake_start() {
+	FAKE_LOG="$T_TMP/$1.req" "$PYTHON" "$top_srcdir/tests/cluster/fakeetcd.py" "$T_TMP/$1" "$2" &
+	FAKE_PID=$!
+	until_true 5 test -S "$T_TMP/$1"
+}
+fake_stop() {
+	kill "$FAKE_PID" 2>/dev/null
+	wait "$FAKE_PID" 2>/dev/null
+}
+
+# gone PID: it ran and ended (a zombie counts: not yet waited for)
+gone() {
+	! kill -0 "$1" 2>/dev/null || grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+}
+
+# agent_stop_within SECS NAME: SIGTERM; its exit status in RC if it ends
+# within SECS seconds, else it is killed and RC is "running"
+agent_stop_within() {
+	eval "_p=\${AGENT_PID_$2:-}"
+	kill "$_p" 2>/dev/null
+	if until_true "$1" gone "$_p"; then
+		wait "$_p"
+		RC=$?
+	else
+		kill -9 "$_p" 2>/dev/null
+		wait "$_p" 2>/dev/null
+		RC=running
+	fi
+	eval "AGENT_PID_$2="
+}
+
+# rss PID: its resident memory in kB
+rss() {
+	awk '/^VmRSS/ { print $2 }' "/proc/$1/status"
+}
+
 etcd_start
 new_seg S one
 
@@ -73,5 +111,16 @@ pass "range pages that never advance: refused, one line (exit $RC)" \
 kill "$FAKE_PID" 2>/dev/null
 wait "$FAKE_PID" 2>/dev/null
 
-if [ "$T_FAILED" != 0 ]; then diag_log a; diag_log b; fi
+# ---- a watch response in fragments that never ends (no last fragment)
+fake_start frag.sock fragments
+agent_start c --endpoints "unix:$T_TMP/frag.sock" --cluster c --host h "$S"
+pass "endless fragments: refused at the limit" wait_log 30 c "watch: a fragmented response of more than"
+eval "_p=\$AGENT_PID_c"
+RSS=$(rss "$_p")
+pass "... the agent's memory stays bounded (RSS ${RSS} kB < 300 MB)" test "${RSS:-0}" -lt 300000
+agent_stop_within 5 c
+pass "... and it stops on SIGTERM, exit 0 ($RC)" test "$RC" = 0
+fake_stop
+
+if [ "$T_FAILED" != 0 ]; then diag_log a; diag_log b; diag_log c; fi
 t_done
