@@ -31,6 +31,8 @@ struct etcd {
 	size_t nep, cur; /* cur: the endpoint that last answered */
 	bool pinned;     /* requests go to cur only */
 	int timeout_ms;
+	int64_t deadline; /* etcd_now_ms(); 0: none */
+	const volatile sig_atomic_t *cancel;
 	bool too_big;    /* the last request's answer was over ANSWER_MAX */
 	CURL *curl;
 	char err[512];
@@ -53,6 +55,11 @@ struct buf {
 /* The most keys a range may hold: 4x the most options a segment has
  * (2^22); a range holds a key per option or knob. */
 #define RANGE_KEYS_MAX (16 << 20)
+/* ... and the most bytes of keys and values: an eighth of etcd's default
+ * backend quota (2 GiB), far more than a prefix of options and knobs holds;
+ * a server that pages without end reaches it long before the memory runs
+ * out. */
+#define RANGE_BYTES_MAX ((size_t)256 << 20)
 
 /* The most a fragmented watch response may gather (its events' keys and
  * values, and events): each fragment is under ANSWER_MAX, but a server
@@ -118,6 +125,23 @@ void etcd_pin(struct etcd *e, size_t i)
 void etcd_set_timeout(struct etcd *e, int timeout_ms)
 {
 	e->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
+}
+
+int64_t etcd_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void etcd_set_deadline(struct etcd *e, int64_t deadline_ms)
+{
+	e->deadline = deadline_ms;
+}
+
+void etcd_set_cancel(struct etcd *e, const volatile sig_atomic_t *flag)
+{
+	e->cancel = flag;
 }
 
 /* ---- base64 (RFC 4648, with padding), as the gateway encodes bytes ---- */
@@ -412,6 +436,16 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
 	return len;
 }
 
+/* A transfer stops once the cancel flag is set (libcurl calls this at
+ * least once a second, and whenever data moves; a signal also wakes its
+ * poll). */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	const volatile sig_atomic_t *cancel = ud;
+	return *cancel != 0;
+}
+
 static void setup(CURL *c, const struct endpoint *ep, const char *path, const char *body, struct buf *out,
 		  struct curl_slist *hdr)
 {
@@ -489,11 +523,35 @@ static int request(struct etcd *e, const char *path, json_t *body, json_t **ret)
 	size_t tries = e->pinned ? 1 : e->nep;
 	for (size_t k = 0; k < tries; k++) {
 		size_t i = (e->cur + k) % e->nep;
+		if (e->cancel && *e->cancel) {
+			r = set_err(e, ETCD_E_CANCELED, "etcd %s: %s: canceled", e->ep[i].text, path);
+			break;
+		}
+		long ms = e->timeout_ms;
+		if (e->deadline) {
+			int64_t left = e->deadline - etcd_now_ms();
+			if (left <= 0) {
+				r = set_err(e, ETCD_E_UNREACHABLE, "etcd %s: %s: out of time (the deadline passed)",
+					    e->ep[i].text, path);
+				break;
+			}
+			if (left < ms)
+				ms = (long)left;
+		}
 		out.len = 0;
 		setup(e->curl, &e->ep[i], path, text, &out, hdr);
-		curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms);
-		curl_easy_setopt(e->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)e->timeout_ms);
+		curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, ms);
+		curl_easy_setopt(e->curl, CURLOPT_CONNECTTIMEOUT_MS, ms);
+		if (e->cancel) {
+			curl_easy_setopt(e->curl, CURLOPT_NOPROGRESS, 0L);
+			curl_easy_setopt(e->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+			curl_easy_setopt(e->curl, CURLOPT_XFERINFODATA, (void *)e->cancel);
+		}
 		CURLcode c = curl_easy_perform(e->curl);
+		if (c == CURLE_ABORTED_BY_CALLBACK) {
+			r = set_err(e, ETCD_E_CANCELED, "etcd %s: %s: canceled", e->ep[i].text, path);
+			break;
+		}
 		if (c == CURLE_WRITE_ERROR && out.too_big) {
 			e->too_big = true;
 			r = set_err(e, ETCD_E_PROTO, "etcd %s: %s: an answer over %zu MiB", e->ep[i].text, path,
@@ -591,8 +649,10 @@ static int key_cmp(const char *a, size_t alen, const char *b, size_t blen)
  * whole range is one state), each starting just past the last key of the
  * one before (its bytes and a NUL); a page whose answer is over ANSWER_MAX
  * is asked again with half the keys. A page whose keys are not in order
- * from where it was asked, or a range of more than RANGE_KEYS_MAX keys, is
- * refused: an answer that never advances would page for ever.
+ * from where it was asked, or a range of more than RANGE_KEYS_MAX keys or
+ * RANGE_BYTES_MAX bytes, is refused: an answer that never advances would
+ * page for ever. The client's deadline and cancel flag bound all the pages
+ * (request() checks them before each).
  */
 int etcd_range(struct etcd *e, const char *key, const char *range_end, int64_t rev, struct etcd_kvs *ret)
 {
@@ -600,6 +660,7 @@ int etcd_range(struct etcd *e, const char *key, const char *range_end, int64_t r
 	char *from = strdup(key);
 	size_t from_len = strlen(key);
 	int64_t limit = range_end ? RANGE_PAGE : 0;
+	size_t bytes = 0;
 	int r = from ? 0 : set_err(e, ETCD_E_NOMEM, "out of memory");
 	for (bool more = true; !r && more;) {
 		json_t *b = json_object();
@@ -629,6 +690,7 @@ int etcd_range(struct etcd *e, const char *key, const char *range_end, int64_t r
 			rev = ret->revision;
 		for (size_t i = before; !r && i < ret->n; i++) {
 			const struct etcd_kv *k = &ret->kv[i], *prev = i > before ? k - 1 : NULL;
+			bytes += k->key_len + k->value_len;
 			if (prev ? key_cmp(k->key, k->key_len, prev->key, prev->key_len) <= 0
 				 : key_cmp(k->key, k->key_len, from, from_len) < 0)
 				r = set_err(e, ETCD_E_PROTO, "etcd %s: a range page whose keys are not in order",
@@ -637,6 +699,9 @@ int etcd_range(struct etcd *e, const char *key, const char *range_end, int64_t r
 		if (!r && ret->n > RANGE_KEYS_MAX)
 			r = set_err(e, ETCD_E_PROTO, "etcd %s: a range of more than %d keys",
 				    e->ep[e->cur].text, RANGE_KEYS_MAX);
+		if (!r && bytes > RANGE_BYTES_MAX)
+			r = set_err(e, ETCD_E_PROTO, "etcd %s: a range of more than %zu MiB of keys and values",
+				    e->ep[e->cur].text, RANGE_BYTES_MAX >> 20);
 		if (r || !more)
 			break;
 		if (ret->n == before) {
@@ -1016,17 +1081,10 @@ out:
 	return r;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int etcd_watch_next(struct etcd_watch *w, int timeout_ms, int wake_fd, struct etcd_watch_resp *ret)
 {
 	struct etcd *e = w->e;
-	int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	int64_t deadline = etcd_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	memset(ret, 0, sizeof *ret);
 	for (;;) {
 		/* a whole line already received? (the gateway ends each message with \n) */
@@ -1077,7 +1135,7 @@ int etcd_watch_next(struct etcd_watch *w, int timeout_ms, int wake_fd, struct et
 			}
 		if (w->done || memchr(w->in.p ? w->in.p : "", '\n', w->in.len))
 			continue;
-		int64_t left_ms = deadline - now_ms();
+		int64_t left_ms = deadline - etcd_now_ms();
 		if (left_ms <= 0)
 			return 0;
 		struct curl_waitfd extra = {.fd = wake_fd, .events = CURL_WAIT_POLLIN};

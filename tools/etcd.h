@@ -20,6 +20,7 @@
 #ifndef SHMCFG_ETCD_H
 #define SHMCFG_ETCD_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,6 +35,7 @@ enum {
 	ETCD_E_NOMEM = -1007,
 	ETCD_E_UNAVAILABLE = -1008, /* etcd answered, but cannot serve now (no leader, leader
 				     * changed, timed out, overloaded): a later try may succeed */
+	ETCD_E_CANCELED = -1009,    /* the cancel flag was set (etcd_set_cancel) */
 };
 
 /* Whether an error may go away by itself (a retry, another endpoint): the
@@ -76,10 +78,21 @@ size_t etcd_current(const struct etcd *e);
 void etcd_pin(struct etcd *e, size_t i);
 /* The time one request may take (connect included), in ms. */
 void etcd_set_timeout(struct etcd *e, int timeout_ms);
+/* CLOCK_MONOTONIC in ms, the clock of etcd_set_deadline(). */
+int64_t etcd_now_ms(void);
+/* A time (etcd_now_ms()) by which whatever the client does must end: a
+ * request, and a range with all its pages, fails past it with
+ * ETCD_E_UNREACHABLE (transient, as a request timing out); 0: none, each
+ * request is bounded by the timeout alone. */
+void etcd_set_deadline(struct etcd *e, int64_t deadline_ms);
+/* A flag (a signal handler's) that stops a request or range in progress
+ * once it is nonzero: it fails with ETCD_E_CANCELED. NULL: none. */
+void etcd_set_cancel(struct etcd *e, const volatile sig_atomic_t *flag);
 
 /* One key (prefix false), or every key that starts with key (prefix true),
  * at revision rev (0: the newest). Ranges are read in pages at one
- * revision, so that no answer-size cap stops a large one. */
+ * revision, so that no answer-size cap stops a large one; a range of more
+ * than 16M keys or 256 MiB of keys and values is refused (ETCD_E_PROTO). */
 int etcd_get(struct etcd *e, const char *key, bool prefix, int64_t rev, struct etcd_kvs *ret);
 /* Every key in [key, range_end) at revision rev (0: the newest). */
 int etcd_range(struct etcd *e, const char *key, const char *range_end, int64_t rev, struct etcd_kvs *ret);

@@ -628,6 +628,8 @@ static int run(struct agent *a)
 				etcd_pin(a->e, a->member);
 				r = etcd_watch_open(a->e, lo, hi, a->rev + 1, &w);
 			}
+			if (r == ETCD_E_CANCELED)
+				break; /* stopping */
 			if (r) {
 				failures++;
 				went_offline(a, etcd_errmsg(a->e), 0);
@@ -904,6 +906,9 @@ int main(int argc, char **argv)
 	}
 	a.prefix_len = strlen(a.prefix);
 	int r = etcd_open(endpoints, REQUEST_MS, &a.e);
+	/* SIGTERM stops a load in progress too (a range's pages, a request) */
+	if (!r)
+		etcd_set_cancel(a.e, &stopping);
 	if (r) {
 		logf_("error: %s", etcd_errmsg(a.e));
 		etcd_close(a.e);

@@ -340,6 +340,7 @@ int cl_forget(int argc, char **argv)
 		for (;;) {
 			if (rc != EXIT_OK)
 				break;
+			req_timeout(&c);
 			r = etcd_delete(c.e, rk, false, NULL);
 			if (!r) {
 				printf("cluster '%s': host '%s' (segment '%s') is not expected any more\n", c.cluster, host, c.seg);

@@ -279,12 +279,14 @@ int cl_schema(struct cl *c, const struct args *a, bool needed)
 }
 
 /* A request's time limit: etcd.c's, or less near the deadline (at least a
- * second: the last try gets a fair chance). */
-static void req_timeout(struct cl *c)
+ * second: the last try gets a fair chance); and the deadline, or that last
+ * second, bounds all of it: a range's pages, however many a server sends. */
+void req_timeout(struct cl *c)
 {
 	double left = c->deadline - mono_now();
 	int ms = left >= ETCD_TIMEOUT_MS / 1000.0 ? ETCD_TIMEOUT_MS : left > 1.0 ? (int)(left * 1000) : 1000;
 	etcd_set_timeout(c->e, ms);
+	etcd_set_deadline(c->e, etcd_now_ms() + (left > 1.0 ? (int64_t)(left * 1000) : 1000));
 }
 
 /*

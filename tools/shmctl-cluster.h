@@ -53,6 +53,8 @@ int cl_open(const struct args *a, const char *seg, bool write, struct cl *c);
 int cl_schema(struct cl *c, const struct args *a, bool needed);
 void cl_close(struct cl *c);
 double mono_now(void);
+/* Before an etcd request: its timeout, and the deadline of all it does. */
+void req_timeout(struct cl *c);
 /* After a transient error: a jittered wait and true, or false past the deadline. */
 bool backoff(struct cl *c);
 uint64_t now_ns(void);

@@ -11,6 +11,9 @@ usage: fakeetcd.py SOCKET MODE
             to come, every time: a client that pages on would never end
   fragments the watch confirmed, then fragments of one response (500 events
             of 2 kB each) without end, as fast as it can
+  rangeforever  range pages of as many keys as asked (under the key asked),
+            each with a value of $FAKE_VAL bytes (20000), more to come, every
+            time: they advance, but never end
   Every request is appended to $FAKE_LOG (if set) as one line: PATH BODY.
 
 usage: fakeetcd.py SOCKET inject UPSTREAM PATH N HOW LOG
@@ -21,7 +24,7 @@ usage: fakeetcd.py SOCKET inject UPSTREAM PATH N HOW LOG
   503   instead of forwarding them (nothing happened)
   lost  after forwarding them (etcd applied it; the answer is lost)
   One line per request to PATH is appended to LOG: 503, lost or ok."""
-import base64, http.client, os, socket, sys, threading
+import base64, http.client, itertools, json, os, socket, sys, threading
 
 path, mode = sys.argv[1], sys.argv[2]
 ANSWERS = {
@@ -98,6 +101,20 @@ def log_request(target, body):
             f.write("%s %s\n" % (target, body.decode(errors="replace").replace("\n", " ")))
 
 
+counter = itertools.count()
+
+
+def range_forever(body):
+    req = json.loads(body)
+    if "limit" not in req:  # one key: none
+        return ANSWERS["/v3/kv/range"]
+    base = base64.b64decode(req["key"]).split(b"zz")[0]
+    val = b64(b"1" * int(os.environ.get("FAKE_VAL", "20000")))
+    kvs = ",".join('{"key":"%s","value":"%s","mod_revision":"5"}' % (b64(base + b"zz%012d" % next(counter)), val)
+                   for _ in range(int(req["limit"])))
+    return ('{"header":{"revision":"5"},"kvs":[%s],"more":true,"count":"99999999999"}' % kvs).encode()
+
+
 def watch_fragments(c):
     ev = '{"type":"PUT","kv":{"key":"%s","value":"%s","mod_revision":"6"}}' % (
         b64(b"/shmcfg/v1/c/opt/zz"), b64(b"1" * 2000))
@@ -146,7 +163,9 @@ def serve(c):
                     chunk = b" " * 65536
                 while True:
                     c.sendall(chunk)
-            body = ANSWERS.get(target, b'{"error":"nope","message":"nope","code":5}')
+            request, body = body, ANSWERS.get(target, b'{"error":"nope","message":"nope","code":5}')
+            if mode == "rangeforever" and target == "/v3/kv/range":
+                body = range_forever(request)
             if mode == "samepage" and target == "/v3/kv/range":
                 body = (b'{"header":{"revision":"5"},"kvs":[{"key":"//8=","value":"e30=",'
                         b'"mod_revision":"5"}],"more":true,"count":"2"}')

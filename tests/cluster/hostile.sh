@@ -122,5 +122,20 @@ agent_stop_within 5 c
 pass "... and it stops on SIGTERM, exit 0 ($RC)" test "$RC" = 0
 fake_stop
 
-if [ "$T_FAILED" != 0 ]; then diag_log a; diag_log b; diag_log c; fi
+# ---- range pages that advance but never end
+fake_start forever.sock rangeforever
+agent_start d --endpoints "unix:$T_TMP/forever.sock" --cluster c --host h "$S"
+pass "a range without end: the agent's load pages it" \
+	until_true 10 sh -c "[ \$(grep -c '^/v3/kv/range ' '$T_TMP/forever.sock.req') -ge 3 ]"
+agent_stop_within 3 d
+pass "... SIGTERM stops the load: the agent ends within 3 s, exit 0 ($RC)" test "$RC" = 0
+T0=$(date +%s)
+run timeout 30 $SHMCTL cluster show "$S" --endpoints "unix:$T_TMP/forever.sock" --cluster c --timeout 2s
+T1=$(date +%s)
+pass "... shmctl --timeout 2s bounds all its pages: exit 1 after $((T1 - T0)) s, one line" \
+	sh -c "[ $RC = 1 ] && [ $((T1 - T0)) -le 6 ] && grep -q 'out of time' '$T_TMP/err' && [ \$(wc -l <'$T_TMP/err') = 1 ]"
+[ "$T_FAILED" = 0 ] || diag_run
+fake_stop
+
+if [ "$T_FAILED" != 0 ]; then diag_log a; diag_log b; diag_log c; diag_log d; fi
 t_done

@@ -406,7 +406,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static bool is_etcd_error(int r)
 {
 	return r == ETCD_E_UNREACHABLE || r == ETCD_E_PROTO || r == ETCD_E_SERVER || r == ETCD_E_COMPACTED ||
-	       r == ETCD_E_TOO_MANY_OPS || r == ETCD_E_ARG || r == ETCD_E_NOMEM || r == ETCD_E_UNAVAILABLE;
+	       r == ETCD_E_TOO_MANY_OPS || r == ETCD_E_ARG || r == ETCD_E_NOMEM || r == ETCD_E_UNAVAILABLE ||
+	       r == ETCD_E_CANCELED;
 }
 
 /* r is 0 or an error with a message: one line of printable ASCII (etcd.h;
