@@ -33,15 +33,23 @@ struct etcd {
 	int timeout_ms;
 	int64_t deadline; /* etcd_now_ms(); 0: none */
 	const volatile sig_atomic_t *cancel;
-	bool too_big;    /* the last request's answer was over ANSWER_MAX */
+	bool too_big;    /* the last request's answer was over ANSWER_MAX or JSON_COST_MAX */
 	CURL *curl;
 	char err[512];
 };
 
-/* The most an answer (or one watch message) may take: far over etcd's own
- * limits (1.5 MiB a request by default; a watch response batches at most
- * 1000 revisions), so only a server that sends without end reaches it. */
-#define ANSWER_MAX ((size_t)64 << 20)
+/* The most an answer (or one watch message) may take: 10x etcd's limit of
+ * a request (1.5 MiB by default; a value is at most that, 2 MiB as base64,
+ * and the watch asks for responses over it in fragments), and above the
+ * 10 MiB etcd suggests as its highest. A range page over it is asked again
+ * with half the keys, down to one. Lower than it used to be (64 MiB):
+ * jansson spends up to ~80x an answer's bytes on it ({"x":[{},{},...]}). */
+#define ANSWER_MAX ((size_t)16 << 20)
+
+/* ... and the most jansson may spend on one, as json_cost() estimates it:
+ * ~9x the bytes of the costliest answer etcd sends (a watch message of
+ * delete events) of 14 MiB, 1M empty objects of 3 MiB. */
+#define JSON_COST_MAX ((size_t)128 << 20)
 
 struct buf {
 	char *p;
@@ -505,6 +513,59 @@ static int server_error(struct etcd *e, const char *ep, const char *path, long s
 	return set_err(e, code, "etcd %s: %s: %s", ep, path, msg ? msg : "(no message)");
 }
 
+/* Roughly what jansson spends on the values of a JSON text of n bytes (its
+ * strings aside, which take their length): an object with its hash table
+ * ~240 bytes, an array ~130, a member ~60, a value ~40 (6M empty objects
+ * took 1.4 GB). Counted outside strings, without parsing. */
+static size_t json_cost(const char *p, size_t n)
+{
+	size_t cost = 0;
+	bool in_str = false;
+	for (size_t i = 0; i < n; i++) {
+		char c = p[i];
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = false;
+			continue;
+		}
+		switch (c) {
+		case '"': in_str = true; break;
+		case '{': cost += 240; break;
+		case '[': cost += 130; break;
+		case ':': cost += 60; break;
+		case ',': cost += 40; break;
+		}
+	}
+	return cost;
+}
+
+/* Parses an answer (or a watch message) of etcd's as JSON: NULL and an
+ * error set (ETCD_E_PROTO; ETCD_E_NOMEM if jansson ran out of memory) if
+ * it is not JSON or would cost more than JSON_COST_MAX (*costly then). */
+static json_t *parse_answer(struct etcd *e, const char *ep, const char *what, const char *p, size_t n, bool *costly,
+			    int *r)
+{
+	json_error_t je;
+	size_t cost = json_cost(p, n);
+	*costly = cost > JSON_COST_MAX;
+	if (*costly) {
+		*r = set_err(e, ETCD_E_PROTO, "etcd %s: %s: an answer of %zu bytes with too many JSON values (~%zu MiB "
+			     "to parse, over %zu MiB)", ep, what, n, cost >> 20, JSON_COST_MAX >> 20);
+		return NULL;
+	}
+	json_t *j = json_loadb(p, n, 0, &je);
+	if (!j) {
+		if (json_error_code(&je) == json_error_out_of_memory)
+			*r = set_err(e, ETCD_E_NOMEM, "etcd %s: %s: out of memory parsing an answer of %zu bytes", ep,
+				     what, n);
+		else
+			*r = set_err(e, ETCD_E_PROTO, "etcd %s: %s: an answer that is not JSON: %s", ep, what, je.text);
+	}
+	return j;
+}
+
 /* POST body to path; *ret the answer's JSON object. Falls over to the next
  * endpoint on a transport error or a transient answer, trying each once
  * (the pinned one only, if pinned); the message is the last endpoint's. */
@@ -571,8 +632,14 @@ static int request(struct etcd *e, const char *path, json_t *body, json_t **ret)
 		e->cur = i;
 		long status = 0;
 		curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &status);
-		json_error_t je;
-		json_t *j = out.p ? json_loadb(out.p, out.len, 0, &je) : NULL;
+		bool costly = false;
+		int pr = 0;
+		json_t *j = out.p ? parse_answer(e, e->ep[i].text, path, out.p, out.len, &costly, &pr) : NULL;
+		if (costly || pr == ETCD_E_NOMEM) {
+			e->too_big = costly; /* a range asks for fewer keys */
+			r = pr;
+			break;
+		}
 		if (!json_is_object(j)) {
 			json_decref(j);
 			r = set_err(e, status == 503 || status == 504 ? ETCD_E_UNAVAILABLE : ETCD_E_PROTO,
@@ -1011,12 +1078,13 @@ static int join_fragment(struct etcd_watch *w, struct etcd_watch_resp *ret, bool
 static int watch_message(struct etcd_watch *w, const char *line, size_t len, struct etcd_watch_resp *ret)
 {
 	struct etcd *e = w->e;
-	json_error_t je;
-	json_t *j = json_loadb(line, len, 0, &je);
+	bool costly;
 	int r = 0;
+	json_t *j = parse_answer(e, w->ep, "watch", line, len, &costly, &r);
+	if (!j)
+		goto out;
 	if (!json_is_object(j)) {
-		r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: a message that is not a JSON object: %s", w->ep,
-			    je.text);
+		r = set_err(e, ETCD_E_PROTO, "etcd %s: watch: a message that is not a JSON object", w->ep);
 		goto out;
 	}
 	if (json_object_get(j, "error")) {
@@ -1112,8 +1180,12 @@ int etcd_watch_next(struct etcd_watch *w, int timeout_ms, int wake_fd, struct et
 			long status = 0;
 			curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &status);
 			if (w->result == CURLE_OK && status != 200 && w->in.len) {
-				json_t *j = json_loadb(w->in.p, w->in.len, 0, NULL);
-				int r = j ? server_error(e, w->ep, "watch", status, j)
+				bool costly;
+				int r = 0;
+				json_t *j = parse_answer(e, w->ep, "watch", w->in.p, w->in.len, &costly, &r);
+				if (costly || r == ETCD_E_NOMEM)
+					return r;
+				r = j ? server_error(e, w->ep, "watch", status, j)
 					  : set_err(e, ETCD_E_PROTO, "etcd %s: watch: HTTP %ld", w->ep, status);
 				json_decref(j);
 				return r;

@@ -14,6 +14,8 @@ usage: fakeetcd.py SOCKET MODE
   rangeforever  range pages of as many keys as asked (under the key asked),
             each with a value of $FAKE_VAL bytes (20000), more to come, every
             time: they advance, but never end
+  emptyobjs range answers {"header":...,"x":[{},{},...]}: $FAKE_NOBJ
+            (4000000) empty objects, 12 MB that jansson makes ~1 GB of
   Every request is appended to $FAKE_LOG (if set) as one line: PATH BODY.
 
 usage: fakeetcd.py SOCKET inject UPSTREAM PATH N HOW LOG
@@ -166,6 +168,8 @@ def serve(c):
             request, body = body, ANSWERS.get(target, b'{"error":"nope","message":"nope","code":5}')
             if mode == "rangeforever" and target == "/v3/kv/range":
                 body = range_forever(request)
+            if mode == "emptyobjs" and target == "/v3/kv/range":
+                body = b'{"header":{"revision":"5"},"x":[' + b"{}," * int(os.environ.get("FAKE_NOBJ", "4000000")) + b"{}]}"
             if mode == "samepage" and target == "/v3/kv/range":
                 body = (b'{"header":{"revision":"5"},"kvs":[{"key":"//8=","value":"e30=",'
                         b'"mod_revision":"5"}],"more":true,"count":"2"}')

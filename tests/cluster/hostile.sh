@@ -91,7 +91,7 @@ agent_stop a
 FAKE_PID=$!
 until_true 5 test -S "$T_TMP/fake.sock"
 agent_start b --endpoints "unix:$T_TMP/fake.sock" --cluster c --host h "$S"
-pass "endless watch message: refused at the limit" wait_log 30 b "watch: a message over 64 MiB"
+pass "endless watch message: refused at the limit" wait_log 30 b "watch: a message over 16 MiB"
 eval "_p=\$AGENT_PID_b"
 RSS=$(awk '/^VmRSS/ { print $2 }' "/proc/$_p/status")
 pass "... the agent's memory stays bounded (RSS ${RSS} kB < 300 MB)" test "${RSS:-0}" -lt 300000
@@ -134,6 +134,14 @@ run timeout 30 $SHMCTL cluster show "$S" --endpoints "unix:$T_TMP/forever.sock" 
 T1=$(date +%s)
 pass "... shmctl --timeout 2s bounds all its pages: exit 1 after $((T1 - T0)) s, one line" \
 	sh -c "[ $RC = 1 ] && [ $((T1 - T0)) -le 6 ] && grep -q 'out of time' '$T_TMP/err' && [ \$(wc -l <'$T_TMP/err') = 1 ]"
+[ "$T_FAILED" = 0 ] || diag_run
+fake_stop
+
+# ---- an answer of 12 MB that jansson would make ~1 GB of
+fake_start objs.sock emptyobjs
+run sh -c "ulimit -v 800000; exec timeout 30 $SHMCTL cluster show '$S' --endpoints 'unix:$T_TMP/objs.sock' --cluster c"
+pass "4M empty objects in an answer: refused before parsing, in 800 MB of address space (exit $RC)" \
+	sh -c "[ $RC = 1 ] && grep -q 'with too many JSON values' '$T_TMP/err' && [ \$(wc -l <'$T_TMP/err') = 1 ]"
 [ "$T_FAILED" = 0 ] || diag_run
 fake_stop
 
