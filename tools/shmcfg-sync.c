@@ -369,6 +369,34 @@ static const char *rel_key(const struct agent *a, const struct etcd_kv *kv)
 	return kv->key + a->prefix_len;
 }
 
+/* A key under the prefix whose opt/ or knob/ name holds a NUL byte (a
+ * name is text: it names nothing, but is rejected like any key that names
+ * nothing here, not dropped unseen): its relative key escaped, every byte
+ * that is not printable ASCII, and the backslash, as \xNN (two keys, two
+ * texts), malloc'd; NULL if not such a key, or on ENOMEM (logged). */
+static char *nul_key(const struct agent *a, const struct etcd_kv *kv)
+{
+	if (strlen(kv->key) == kv->key_len || kv->key_len < a->prefix_len ||
+	    memcmp(kv->key, a->prefix, a->prefix_len))
+		return NULL;
+	const unsigned char *rel = (const unsigned char *)kv->key + a->prefix_len;
+	size_t n = kv->key_len - a->prefix_len;
+	if (!(n > 4 && !memcmp(rel, "opt/", 4)) && !(n > 5 && !memcmp(rel, "knob/", 5)))
+		return NULL;
+	char *out = malloc(4 * n + 1), *o = out;
+	if (!out) {
+		logf_("error: out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (rel[i] >= 0x20 && rel[i] < 0x7f && rel[i] != '\\')
+			*o++ = (char)rel[i];
+		else
+			o += sprintf(o, "\\x%02x", rel[i]);
+	*o = 0;
+	return out;
+}
+
 /* Loads the mirror at one revision: opt/ at the newest, then knob/ and head
  * at the same revision (paged: no answer-size cap stops a load), and
  * applies it to every segment. */
@@ -391,8 +419,13 @@ static int load(struct agent *a)
 		for (size_t i = 0; i < kvs.n && !r; i++) {
 			struct etcd_kv *kv = &kvs.kv[i];
 			const char *rel = rel_key(a, kv);
-			if (!rel)
+			if (!rel) {
+				char *bad = nul_key(a, kv);
+				if (bad)
+					r = mirror_bad_put(&m, bad);
+				free(bad);
 				continue;
+			}
 			r = mirror_put(&m, rel, kv->value, kv->value_len, kv->mod_rev); /* takes the value */
 			kv->value = NULL;
 			if (kv->mod_rev > newest)
@@ -446,6 +479,17 @@ static void events(struct agent *a, struct etcd_watch_resp *wr)
 		for (; j < wr->n && wr->ev[j].kv.mod_rev == rev; j++) {
 			struct etcd_kv *kv = &wr->ev[j].kv;
 			const char *rel = rel_key(a, kv);
+			char *bad = rev > a->rev && !rel ? nul_key(a, kv) : NULL;
+			if (bad) {
+				bool deleted = wr->ev[j].type == ETCD_EV_DELETE;
+				if (deleted)
+					mirror_bad_delete(&a->m, bad);
+				else if (mirror_bad_put(&a->m, bad))
+					logf_("error: revision %" PRId64 ": out of memory", rev);
+				for (size_t k = 0; k < a->nsegs; k++)
+					seg_bad_key(&a->segs[k], bad, deleted);
+				free(bad);
+			}
 			if (rev <= a->rev || !rel)
 				continue; /* already applied (a resumed watch), or not ours */
 			if (!strncmp(rel, "audit/", 6) && wr->ev[j].type == ETCD_EV_PUT)

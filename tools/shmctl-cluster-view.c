@@ -199,9 +199,14 @@ static json_t *values_at(struct cl *c, uint64_t seq, int64_t *rev)
 		} else if (r) {
 			fail_etcd(c, r);
 		} else {
-			for (size_t i = 0; i < kvs.n; i++)
-				json_object_set_new_nocheck(o, rel_of(c, &kvs.kv[i]),
-							    json_stringn_nocheck(kvs.kv[i].value, kvs.kv[i].value_len));
+			for (size_t i = 0; i < kvs.n; i++) {
+				/* printable: a key with a NUL is not another's */
+				char *k = printable(rel_of(c, &kvs.kv[i]), rel_len(c, &kvs.kv[i]));
+				if (k)
+					json_object_set_new_nocheck(o, k, json_stringn_nocheck(kvs.kv[i].value,
+											      kvs.kv[i].value_len));
+				free(k);
+			}
 			*rev = at ? at : kvs.revision;
 			etcd_kvs_free(&kvs);
 			continue;
@@ -375,6 +380,8 @@ static char *judge(const struct cl *c, const char *rel, const struct etcd_kv *kv
 		return why;
 	}
 	json_decref(j);
+	if (strlen(rel) != rel_len(c, kv))
+		return strdup("a NUL byte in the key: it names no option or knob");
 	if (strncmp(rel, "opt/", 4) || !c->sh)
 		return NULL; /* a knob: the agent knows the knob names; or no schema to judge by */
 	shmcfg_opt opt;
@@ -421,7 +428,7 @@ int cl_show(int argc, char **argv)
 			for (size_t i = 0; i < kvs[g].n; i++) {
 				const struct etcd_kv *kv = &kvs[g].kv[i];
 				const char *rel = rel_of(&c, kv);
-				char *name = printable(rel, strlen(rel)), *val = printable(kv->value, kv->value_len);
+				char *name = printable(rel, rel_len(&c, kv)), *val = printable(kv->value, kv->value_len);
 				char *why = judge(&c, rel, kv), rev[24];
 				snprintf(rev, sizeof rev, "%lld", (long long)kv->mod_rev);
 				if (t) {

@@ -362,6 +362,11 @@ const char *rel_of(const struct cl *c, const struct etcd_kv *kv)
 	return kv->key_len >= n ? kv->key + n : kv->key;
 }
 
+size_t rel_len(const struct cl *c, const struct etcd_kv *kv)
+{
+	return kv->key_len - (size_t)(rel_of(c, kv) - kv->key);
+}
+
 /* Every key under P + rel. 0 or EXIT_FAIL (printed). */
 int range(struct cl *c, const char *rel, struct etcd_kvs *kvs)
 {

@@ -65,6 +65,8 @@ int get_retry(struct cl *c, const char *key, bool prefix, int64_t rev, struct et
 /* P + rel (malloc'd); a key of a range under P, without P. */
 char *key_of(const struct cl *c, const char *rel);
 const char *rel_of(const struct cl *c, const struct etcd_kv *kv);
+/* ... its bytes: a key may hold a NUL (printable() shows it as \x00) */
+size_t rel_len(const struct cl *c, const struct etcd_kv *kv);
 /* Every key under P + rel. 0 or EXIT_FAIL (printed). */
 int range(struct cl *c, const char *rel, struct etcd_kvs *kvs);
 /* Bytes from etcd: as printable text (malloc'd), as JSON. */

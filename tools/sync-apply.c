@@ -85,6 +85,34 @@ void mirror_clear(struct mirror *m)
 		mentry_free((struct mentry *)k);
 	}
 	kmap_free(&m->map);
+	for (struct kent *k = m->bad.first, *next; k; k = next) {
+		next = k->next;
+		mentry_free((struct mentry *)k);
+	}
+	kmap_free(&m->bad);
+}
+
+int mirror_bad_put(struct mirror *m, const char *key)
+{
+	if (kmap_find(&m->bad, key))
+		return 0;
+	struct mentry *e = calloc(1, sizeof *e);
+	if (!e || !(e->k.key = strdup(key)) || kmap_insert(&m->bad, &e->k)) {
+		if (e)
+			free(e->k.key);
+		free(e);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void mirror_bad_delete(struct mirror *m, const char *key)
+{
+	struct mentry *e = (struct mentry *)kmap_find(&m->bad, key);
+	if (e) {
+		kmap_remove(&m->bad, &e->k);
+		mentry_free(e);
+	}
 }
 
 static void seg_error(struct seg *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -415,6 +443,14 @@ static void plan_unknown(struct seg *s, const char *key, bool deleted)
 		reject(s, key, "'%s' is an alias; the key must name its option", name);
 }
 
+void seg_bad_key(struct seg *s, const char *key, bool deleted)
+{
+	if (deleted)
+		accept_key(s, key);
+	else
+		reject(s, key, "a NUL byte in the key (shown as \\x00): it names no option or knob");
+}
+
 static void seg_error(struct seg *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void seg_error(struct seg *s, const char *fmt, ...)
 {
@@ -577,6 +613,8 @@ void apply_all(struct seg *s, const struct mirror *m, int64_t rev, bool force)
 	kmap_each(&m->map, k)
 	if (!r && !strncmp(k->key, "opt/", 4))
 		plan_unknown(s, k->key, false);
+	kmap_each(&m->bad, k)
+	seg_bad_key(s, k->key, false);
 	if (r) {
 		seg_error(s, "revision %" PRId64 ": reading the segment: %s", rev, lib_err(r));
 		s->need_full = true;

@@ -43,6 +43,10 @@ struct mentry {
 
 struct mirror {
 	struct kmap map;
+	/* opt/ and knob/ keys with a NUL byte, escaped (nul_key() of
+	 * shmcfg-sync.c; values NULL): they name nothing, and every segment
+	 * rejects them */
+	struct kmap bad;
 };
 
 struct mentry *mirror_get(const struct mirror *m, const char *key);
@@ -50,6 +54,9 @@ struct mentry *mirror_get(const struct mirror *m, const char *key);
 int mirror_put(struct mirror *m, const char *key, char *value, size_t len, int64_t mod_rev);
 void mirror_delete(struct mirror *m, const char *key);
 void mirror_clear(struct mirror *m);
+/* A key of m->bad (copied): 0 or -ENOMEM; its deletion. */
+int mirror_bad_put(struct mirror *m, const char *key);
+void mirror_bad_delete(struct mirror *m, const char *key);
 
 /* A key changed by a revision. */
 struct kchange {
@@ -114,6 +121,9 @@ void apply_all(struct seg *s, const struct mirror *m, int64_t rev, bool force);
  * applies it all then. */
 void apply_revision(struct seg *s, const struct mirror *m, const struct kchange *ch, size_t n, int64_t rev,
 		    const char *who);
+/* A key of the mirror's bad ones put (rejected: its reason says why) or
+ * deleted (its rejection goes). */
+void seg_bad_key(struct seg *s, const char *key, bool deleted);
 /* The segment's applied revision, generation, hash and heap, re-read. */
 void seg_refresh(struct seg *s);
 

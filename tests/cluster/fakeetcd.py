@@ -16,6 +16,8 @@ usage: fakeetcd.py SOCKET MODE
             time: they advance, but never end
   emptyobjs range answers {"header":...,"x":[{},{},...]}: $FAKE_NOBJ
             (4000000) empty objects, 12 MB that jansson makes ~1 GB of
+  nulkey    range of opt/ answers opt/app.limit (43) and opt/app.limit NUL x
+            (44): a key with a NUL byte; the watch is confirmed, then quiet
   Every request is appended to $FAKE_LOG (if set) as one line: PATH BODY.
 
 usage: fakeetcd.py SOCKET inject UPSTREAM PATH N HOW LOG
@@ -117,6 +119,17 @@ def range_forever(body):
     return ('{"header":{"revision":"5"},"kvs":[%s],"more":true,"count":"99999999999"}' % kvs).encode()
 
 
+def range_nulkey(body):
+    req = json.loads(body)
+    key = base64.b64decode(req["key"])
+    kvs = [b"/shmcfg/v1/c/opt/app.limit", b"/shmcfg/v1/c/opt/app.limit\0x"]
+    if not key.startswith(b"/shmcfg/v1/c/opt/") or "range_end" not in req:
+        return ANSWERS["/v3/kv/range"]
+    kvs = ",".join('{"key":"%s","value":"%s","mod_revision":"5"}' % (b64(k), b64(b"%d" % (43 + i)))
+                   for i, k in enumerate(kvs) if k >= key)
+    return ('{"header":{"revision":"5"},"kvs":[%s],"count":"2"}' % kvs).encode()
+
+
 def watch_fragments(c):
     ev = '{"type":"PUT","kv":{"key":"%s","value":"%s","mod_revision":"6"}}' % (
         b64(b"/shmcfg/v1/c/opt/zz"), b64(b"1" * 2000))
@@ -159,6 +172,9 @@ def serve(c):
                 c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n")
                 if mode == "fragments":
                     watch_fragments(c)
+                if mode == "nulkey":
+                    c.sendall(CREATED)
+                    threading.Event().wait()
                 chunk = b"\n" * 65536 if mode == "newlines" else b'{"result":' + b" " * 65536
                 if mode == "nonl":
                     c.sendall(b'{"result":')
@@ -168,6 +184,8 @@ def serve(c):
             request, body = body, ANSWERS.get(target, b'{"error":"nope","message":"nope","code":5}')
             if mode == "rangeforever" and target == "/v3/kv/range":
                 body = range_forever(request)
+            if mode == "nulkey" and target == "/v3/kv/range":
+                body = range_nulkey(request)
             if mode == "emptyobjs" and target == "/v3/kv/range":
                 body = b'{"header":{"revision":"5"},"x":[' + b"{}," * int(os.environ.get("FAKE_NOBJ", "4000000")) + b"{}]}"
             if mode == "samepage" and target == "/v3/kv/range":

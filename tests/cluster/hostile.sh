@@ -145,5 +145,30 @@ pass "4M empty objects in an answer: refused before parsing, in 800 MB of addres
 [ "$T_FAILED" = 0 ] || diag_run
 fake_stop
 
-if [ "$T_FAILED" != 0 ]; then diag_log a; diag_log b; diag_log c; diag_log d; fi
+# ---- a key with a NUL byte: shown escaped, and rejected by the agent
+fake_start nul.sock nulkey
+t_json "cluster show: a key with a NUL byte shown escaped, apart from the key it starts with, and judged" \
+	"[k['key'] for k in j['keys']] == ['opt/app.limit', 'opt/app.limit\\\\x00x'] and 'NUL' in j['keys'][1]['error'] and 'error' not in j['keys'][0]" \
+	$SHMCTL cluster show "$S" --endpoints "unix:$T_TMP/nul.sock" --cluster c --json
+agent_start e --endpoints "unix:$T_TMP/nul.sock" --cluster c --host h "$S"
+pass "agent: the key with a NUL byte is rejected, saying why" \
+	wait_log 15 e 'rejected opt/app\.limit\\x00x: a NUL byte in the key'
+pass "... the other one applied" wait_get 15 "$S" app.limit 43
+pass "... its status lists the rejection" until_true 15 "$PYTHON" -c '
+import base64, json, sys
+st = None
+for line in open(sys.argv[1]):
+    path, _, body = line.partition(" ")
+    if path == "/v3/kv/put":
+        b = json.loads(body)
+        if base64.b64decode(b["key"]).startswith(b"/shmcfg/v1/c/status/h/"):
+            st = json.loads(base64.b64decode(b["value"]))
+assert st["nrejected"] == 1 and st["rejected"][0]["key"] == "opt/app.limit\\x00x", st
+assert "NUL" in st["rejected"][0]["error"], st
+' "$T_TMP/nul.sock.req"
+agent_stop_within 5 e
+pass "... and it stops on SIGTERM, exit 0 ($RC)" test "$RC" = 0
+fake_stop
+
+if [ "$T_FAILED" != 0 ]; then diag_log a; diag_log b; diag_log c; diag_log d; diag_log e; fi
 t_done
