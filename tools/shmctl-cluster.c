@@ -1309,7 +1309,8 @@ static int cl_rollback(int argc, char **argv)
 	"      --cluster NAME         the cluster (default: $SHMCFG_CLUSTER, else the\n" \
 	"                             configuration file's cluster)\n" \
 	"      --timeout DURATION     retry etcd's transient errors (leader changes,\n" \
-	"                             timeouts) this long (default 10s)\n" \
+	"                             timeouts) this long, and end all etcd reads\n" \
+	"                             by then (default 10s)\n" \
 	"The configuration file is /etc/shmcfg/cluster.conf, or $SHMCFG_CLUSTER_CONF:\n" \
 	"lines 'endpoints = URL[,URL]' and 'cluster = NAME', owned by root or you and\n" \
 	"writable by nobody else. The segment's agent record is never used for them.\n"
