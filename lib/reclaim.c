@@ -287,9 +287,10 @@ static void retire(shmcfg *h, struct pview *pv)
  *   writer: store stamp of s = busy mark (seq_cst); load every pin (seq_cst)
  * In the single total order of seq_cst operations one of the two stores comes
  * first, so either the reader sees stamp != g (it unpins and retries) or the
- * writer sees pin == g (it restores the stamp and picks another slot). Never
- * both miss: a slot whose stamp a pinning reader saw equal to g is not
- * rewritten while the pin stands.
+ * writer sees pin == g (it restores the stamp and picks another slot). This
+ * check only saves a round: the writer skips entries whose `active` is 0, so
+ * what protects the slot is shmcfg_snapshot_acquire's increment and stamp
+ * re-check after it (tests/model: the model verifies without this check).
  */
 static int pin_current(shmcfg *h, struct pview *pv)
 {

@@ -1,0 +1,231 @@
+#!/bin/sh
+# The model of the concurrency protocol (tests/model/shmcfg.pml), checked by
+# spin: the correct model verifies with no error in each configuration (safety
+# and non-progress cycles), reaches every coverage probe, and each mutant (a
+# deliberate bug the code must not have) fails. Prints TAP, with each run's
+# states and time as comments. Skips (77) without spin or a C compiler, unless
+# SHMCFG_REQUIRE_SPIN=1. doc/reliability.md, "The protocol's model".
+#
+# Environment: top_srcdir (where tests/model/shmcfg.pml is; default .), SPIN,
+# CC, MODEL_JOBS (parallel runs, default 2), MODEL_TIMEOUT (seconds per run,
+# default 300), MODEL_KEEP=1 (keep the work directory and its trails),
+# MODEL_FULL=1 (also the harmless variants: 10 s more).
+set -u
+: "${top_srcdir:=.}" "${SPIN:=spin}" "${CC:=cc}" "${MODEL_JOBS:=2}" "${MODEL_TIMEOUT:=300}" "${MODEL_FULL:=0}"
+pml="$top_srcdir/tests/model/shmcfg.pml"
+
+# the model does not depend on how the library was built: the sanitizer
+# builds of CI leave it to the plain one
+if [ -n "${SHMCFG_SANITIZERS:-}" ]; then
+	echo "1..0 # SKIP the model is checked by the plain build's run"
+	exit 77
+fi
+have() { command -v "$1" >/dev/null 2>&1; }
+# $CC may carry flags ("gcc -m32"): look up its first word
+cc_word=${CC%% *}
+if ! have "$SPIN" || ! have "$cc_word"; then
+	if [ "${SHMCFG_REQUIRE_SPIN:-0}" = 1 ]; then
+		echo "1..1"
+		echo "not ok 1 - spin ($SPIN) and a C compiler ($CC) are required (SHMCFG_REQUIRE_SPIN=1)"
+		exit 1
+	fi
+	echo "1..0 # SKIP spin ($SPIN) or a C compiler ($CC) not found"
+	exit 77
+fi
+if [ ! -r "$pml" ]; then
+	echo "1..1"
+	echo "not ok 1 - $pml: not found (set top_srcdir)"
+	exit 1
+fi
+pml=$(cd "$(dirname "$pml")" && pwd)/shmcfg.pml
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/shmcfg-model.XXXXXX") || exit 1
+if [ "${MODEL_KEEP:-0}" = 1 ]; then
+	trap 'echo "# kept $tmp"' EXIT
+else
+	trap 'rm -rf "$tmp"' EXIT
+fi
+trap 'exit 130' INT TERM
+
+# Long runs are compiled with optimisation, short ones without (pan.c takes
+# seconds to optimise, more than most runs last). GCC spends most of -O1 in
+# dead-store elimination over pan's big transition function: skip it.
+fast="-O1"
+if echo 'int main(void){return 0;}' > "$tmp/probe.c" &&
+	$CC -O1 -fno-dse -fno-tree-dse -o "$tmp/probe" "$tmp/probe.c" >/dev/null 2>&1; then
+	fast="-O1 -fno-dse -fno-tree-dse"
+fi
+# --foreground: pan stays in our process group, and an interrupt reaches it
+timeout_cmd=
+if have timeout; then
+	if timeout --foreground 1 true 2>/dev/null; then
+		timeout_cmd="timeout --foreground $MODEL_TIMEOUT"
+	else
+		timeout_cmd="timeout $MODEL_TIMEOUT"
+	fi
+fi
+
+# The runs, fields separated by @: name, expect, spin -D flags, optimisation,
+# mode, pattern, title
+#   expect: pass (no error), fail (an error whose text matches pattern),
+#   xpass (pass, run only with MODEL_FULL=1: the harmless variants)
+#   mode: safety (assertions, invalid end states) or np (non-progress
+#   cycles under weak fairness; assertions too)
+# The configurations: V2 nested snapshots and plain reads, a reader that
+# dies at any step; V3 writer and reader deaths at any step; L1 four
+# generations, a reader that may die holding two pins (liveness); L2
+# liveness with a writer that dies at any step. V1: V2 without deaths;
+# V1S: V1 with snapshots only.
+V1="-DS0=3 -DS1=4 -DWDEATHS=0 -DRDEATHS=0"
+V1S="-DS0=3 -DS1=2 -DWDEATHS=0 -DRDEATHS=0"
+V2="-DS0=3 -DS1=4 -DWDEATHS=0 -DRDEATHS=1"
+V3="-DS0=2 -DS1=1 -DWDEATHS=1 -DRDEATHS=1"
+L1="-DMAXGEN=4 -DS0=3 -DS1=0 -DWDEATHS=0 -DRDEATHS=1"
+L2="-DS0=2 -DS1=0 -DWDEATHS=1 -DRDEATHS=0"
+P1='assertion violated .*(use\[|pubval)'
+P2='assertion violated .*pubval'
+cat > "$tmp/runs" <<EOF
+L1@pass@$L1@$fast@np@@correct model, liveness with a reader dying holding two pins (L1, 4 generations): no non-progress cycle, no assertion
+V3@pass@$V3@$fast@safety@@correct model, writer and reader deaths at any step (V3): no assertion, no invalid end state
+V2@pass@$V2@$fast@safety@@correct model, nested snapshots and reads, a reader dying at any step (V2): no assertion, no invalid end state
+L2@pass@$L2@$fast@np@@correct model, liveness with a writer dying at any step (L2): no non-progress cycle, no assertion
+harmless@xpass@$V1S -DHARMLESS_PIN_AFTER_ACTIVE@$fast@safety@@variant: the pin stored after the active increment is harmless (V1, snapshots only): no error
+harmless2@xpass@$V1S -DHARMLESS_NO_PIN_CHECK@$fast@safety@@variant: pin_current without its stamp check is harmless (V1, snapshots only): no error
+no_recheck@fail@$V3 -DMUTANT_NO_RECHECK@-O0@safety@$P2@mutant: the stamp checked before the cells and not re-loaded after them: a mixed read (P2)
+no_grace@fail@$V1 -DMUTANT_NO_GRACE@-O0@safety@$P1@mutant: a retired view unpinned without a grace period: a held snapshot's slot rewritten (P1)
+busy_no_gen@fail@$V3 -DMUTANT_BUSY_NO_GEN@-O0@safety@$P1@mutant: the busy mark without the old generation: after a writer's death, a held snapshot's slot rewritten (P1)
+stamp_before_active@fail@$V1 -DMUTANT_STAMP_BEFORE_ACTIVE@-O0@safety@$P1@mutant: the reader's stamp load before its active increment (store-load reordering): a slot rewritten in use (P1)
+mark_after_check@fail@$V1 -DMUTANT_MARK_AFTER_CHECK@-O0@safety@$P1@mutant: the writer's busy mark after its pin check (store-load reordering): a slot rewritten in use (P1)
+snap_no_check@fail@$V1 -DMUTANT_SNAP_NO_CHECK@-O0@safety@$P1@mutant: a snapshot's view taken without the stamp re-check after the increment (P1)
+publish_early@fail@$V1 -DMUTANT_PUBLISH_EARLY@-O0@safety@$P2@mutant: (D) and (E) before the rewrite: a read of the new generation gets old values (P2)
+e_before_d@fail@$V1 -DMUTANT_E_BEFORE_D@-O0@safety@assertion violated .*current!=c@mutant: (E) before (D): a reader fails validation while current stays (the seq_retry rule)
+no_sweep@fail@$V3 -DMUTANT_NO_SWEEP@-O0@safety@assertion violated .*stamp\[0\]&127@mutant: the successor does not unstamp a dead writer's unpublished slot: two slots carry one generation
+no_reap@fail@$L1 -DMUTANT_NO_REAP@-O0@np@non-progress cycle@mutant: dead readers never reaped: the writer waits for ever (P3)
+EOF
+nruns=$(wc -l < "$tmp/runs")
+echo "1..$((nruns + 1))"
+
+# One run, by its line number in $tmp/runs: its verdict in $tmp/<name>.res.
+cat > "$tmp/one.sh" <<'EOF'
+set -u
+line=$(sed -n "${1}p" "$tmp/runs")
+IFS='@' read -r name expect dflags opt mode pattern title <<LINE
+$line
+LINE
+d="$tmp/$name"
+mkdir "$d" && cd "$d" || exit 1
+res="$tmp/$name.res"
+if [ "$expect" = xpass ]; then
+	if [ "${MODEL_FULL:-0}" != 1 ]; then
+		echo skip > "$res"
+		exit 0
+	fi
+	expect=pass
+fi
+# statement merging off (-o3): pan's list of unreached statements is then
+# exact, for the coverage probes
+if ! $SPIN -o3 $dflags -a "$pml" > spin.out 2>&1; then
+	{ echo "fail"; echo "spin -a failed:"; sed 's/^/  /' spin.out; } > "$res"
+	exit 0
+fi
+if [ "$mode" = np ]; then
+	cflags="-DNP -DNFAIR=3"; pflags="-l -f"
+else
+	cflags="-DSAFETY"; pflags=""
+fi
+if ! $CC $opt -w $cflags -DMEMLIM=4096 -o pan pan.c > cc.out 2>&1; then
+	{ echo "fail"; echo "$CC failed:"; sed 's/^/  /' cc.out | head -20; } > "$res"
+	exit 0
+fi
+start=$(date +%s)
+$timeout_cmd ./pan -m20000 -w23 $pflags > pan.out 2>&1
+rc=$?
+end=$(date +%s)
+errors=$(sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p' pan.out | head -1)
+stored=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' pan.out | head -1)
+visited=$(sed -n 's/.*states, stored (\([0-9.e+]*\) visited).*/\1/p' pan.out | head -1)
+elapsed=$(sed -n 's/^pan: elapsed time \([0-9.e+]*\) seconds.*/\1/p' pan.out | head -1)
+first=$(grep -m1 -E '^pan:[0-9]+:' pan.out)
+note="${stored:-?} states stored${visited:+ ($visited visited)}, pan ${elapsed:-?} s (wall $((end - start)) s; compiled $opt)"
+verdict=fail why=
+if [ $rc -ge 124 ] && [ -z "$errors" ]; then
+	why="timed out or killed (rc $rc)"
+elif [ -z "$errors" ]; then
+	why="no verdict from pan (rc $rc)"
+elif grep -q 'max search depth too small' pan.out; then
+	why="search depth exceeded (raise -m)"
+elif grep -qE 'out of memory|hash table is full' pan.out; then
+	why="ran out of memory"
+elif [ "$expect" = pass ]; then
+	if [ "$errors" = 0 ]; then verdict=ok; else why="$errors error(s): $first"; fi
+else
+	if [ "$errors" != 0 ] && printf '%s\n' "$first" | grep -qE "$pattern"; then
+		verdict=ok; note="$note; found: $first"
+	elif [ "$errors" != 0 ]; then
+		why="an error, but not the one expected ($pattern): $first"
+	else
+		why="no error: the mutant went unnoticed"
+	fi
+fi
+{
+	echo "$verdict"
+	echo "$title"
+	echo "$name: $note"
+	[ -n "$why" ] && echo "$why"
+	# probes never reached
+	sed -n 's/.*"cov = \([0-9][0-9]*\)".*/unreached \1/p' pan.out
+} > "$res"
+[ "${MODEL_KEEP:-0}" = 1 ] || rm -f pan pan.c pan.h pan.m pan.b pan.p pan.t
+exit 0
+EOF
+
+export tmp pml SPIN CC timeout_cmd MODEL_KEEP MODEL_FULL
+seq 1 "$nruns" | xargs -P "$MODEL_JOBS" -n 1 sh "$tmp/one.sh"
+
+n=0 fails=0
+while IFS='@' read -r name expect dflags opt mode pattern title; do
+	n=$((n + 1))
+	res="$tmp/$name.res"
+	if [ ! -s "$res" ]; then
+		echo "not ok $n - $title"
+		echo "# $name: no result"
+		fails=$((fails + 1))
+		continue
+	fi
+	verdict=$(sed -n 1p "$res")
+	if [ "$verdict" = skip ]; then
+		echo "ok $n - $title # SKIP MODEL_FULL=1 runs it"
+		continue
+	elif [ "$verdict" = ok ]; then
+		echo "ok $n - $title"
+	else
+		echo "not ok $n - $(sed -n 2p "$res")"
+		fails=$((fails + 1))
+	fi
+	sed -n '3,$p' "$res" | grep -v '^unreached ' | sed 's/^/# /'
+done < "$tmp/runs"
+
+# Coverage: each probe of the model reached by some run of the correct model.
+n=$((n + 1))
+probes=$(sed -n 's/.*COVER(\([0-9][0-9]*\)).*/\1/p' "$pml" | sort -un)
+missing=
+for p in $probes; do
+	reached=no
+	for r in V2 V3 L1 L2; do
+		if [ -s "$tmp/$r.res" ] && [ "$(sed -n 1p "$tmp/$r.res")" = ok ] &&
+			! grep -qx "unreached $p" "$tmp/$r.res"; then
+			reached=yes
+		fi
+	done
+	[ $reached = yes ] || missing="$missing $p"
+done
+if [ -z "$probes" ]; then
+	echo "not ok $n - coverage: no probe found in the model"
+	fails=$((fails + 1))
+elif [ -z "$missing" ]; then
+	echo "ok $n - coverage: the correct model's runs reach each of its $(echo $probes | wc -w) probes"
+else
+	echo "not ok $n - coverage: probes never reached:$missing"
+	fails=$((fails + 1))
+fi
+[ $fails = 0 ]
