@@ -324,11 +324,45 @@ static int option(struct ctx *c, shmcfg_schema *s, yaml_node_t *key, yaml_node_t
 	return r;
 }
 
+/*
+ * Aliases are refused: libyaml resolves each one to the node it names, which
+ * option() then reads once per alias, so 180 KB of aliases of one long string
+ * made gigabytes of texts. A schema needs none. This first pass reads the
+ * events (bounded memory) and stops at the first alias; malformed YAML is
+ * left to yaml_parser_load, which says where. 0 or the error.
+ */
+static int refuse_aliases(struct ctx *c, const char *text, size_t len)
+{
+	yaml_parser_t p;
+	if (!yaml_parser_initialize(&p))
+		return shmcfg__nomem();
+	yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+	int r = 0;
+	for (bool done = false; !done && !r;) {
+		yaml_event_t e;
+		if (!yaml_parser_parse(&p, &e)) {
+			r = p.error == YAML_MEMORY_ERROR ? shmcfg__nomem() : 0;
+			break;
+		}
+		if (e.type == YAML_ALIAS_EVENT)
+			r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s:%zu: YAML aliases are not allowed in a schema (*%.40s)",
+					c->label, e.start_mark.line + 1, (const char *)e.data.alias.anchor);
+		/* the first document: what yaml_parser_load reads */
+		done = e.type == YAML_DOCUMENT_END_EVENT || e.type == YAML_STREAM_END_EVENT;
+		yaml_event_delete(&e);
+	}
+	yaml_parser_delete(&p);
+	return r;
+}
+
 int shmcfg_schema_load_text(const char *text, size_t len, const char *label, shmcfg_schema **ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(text && ret, -EINVAL);
 	struct ctx c = {.label = label ? label : "<schema>"};
+	int ar = refuse_aliases(&c, text, len);
+	if (ar)
+		return ar;
 	yaml_parser_t parser;
 	if (!yaml_parser_initialize(&parser))
 		return shmcfg__nomem();
