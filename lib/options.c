@@ -122,6 +122,8 @@ int shmcfg_verify_handles(const shmcfg *h, const char *const *names, const shmcf
 		return shmcfg__err(SHMCFG_E_SCHEMA, "%s: has %u options, the program expects %zu",
 				   h->name, h->lay.nopts, n);
 	for (size_t i = 0; i < n; i++) {
+		if (!names[i])
+			return shmcfg__err(-EINVAL, "shmcfg_verify_handles: names[%zu] is NULL", i);
 		int r = shmcfg__opt_use(h, (shmcfg_opt)i);
 		if (r)
 			return r;

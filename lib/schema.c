@@ -147,6 +147,13 @@ int shmcfg__check_value(const char *name, shmcfg_type type, unsigned flags,
 			       ? 0
 			       : shmcfg__err(SHMCFG_E_NULLVAL, "%s: null is not allowed (not nullable)",
 					     name);
+	/* a hand-built value's pointer: NULL only for no bytes at all */
+	if (type == SHMCFG_STR && !v->u.str.ptr && v->u.str.len)
+		return shmcfg__err(-EINVAL, "%s: string of %zu bytes at NULL", name, v->u.str.len);
+	if ((type == SHMCFG_LIST || type == SHMCFG_SET) && !v->u.list.items &&
+	    (v->u.list.bytes || v->u.list.count))
+		return shmcfg__err(-EINVAL, "%s: list of %zu items (%zu bytes) at NULL", name,
+				   v->u.list.count, v->u.list.bytes);
 	if (type == SHMCFG_INT) {
 		if (min && !min->is_null && v->u.i < min->u.i)
 			return shmcfg__err(SHMCFG_E_RANGE, "%s: value %lld is below the minimum %lld",

@@ -424,13 +424,17 @@ bool shmcfg_value_equal(const shmcfg_value *a, const shmcfg_value *b)
 	case SHMCFG_FLOAT:
 		/* bitwise, so that NaN equals itself and -0.0 differs from 0.0 */
 		return memcmp(&a->u.f, &b->u.f, sizeof(double)) == 0;
+	/* bytes at NULL are not a value: equal to none, as a NULL argument */
 	case SHMCFG_STR:
 		return a->u.str.len == b->u.str.len &&
-		       memcmp(a->u.str.ptr, b->u.str.ptr, a->u.str.len) == 0;
+		       (!a->u.str.len || (a->u.str.ptr && b->u.str.ptr &&
+					  memcmp(a->u.str.ptr, b->u.str.ptr, a->u.str.len) == 0));
 	case SHMCFG_LIST:
 	case SHMCFG_SET:
 		return a->u.list.count == b->u.list.count && a->u.list.bytes == b->u.list.bytes &&
-		       memcmp(a->u.list.items, b->u.list.items, a->u.list.bytes) == 0;
+		       ((!a->u.list.bytes && !a->u.list.count) ||
+			(a->u.list.items && b->u.list.items &&
+			 memcmp(a->u.list.items, b->u.list.items, a->u.list.bytes) == 0));
 	}
 	return false;
 }

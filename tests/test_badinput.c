@@ -1203,6 +1203,88 @@ static void test_schema_aliases_refused(void **state)
 	shmcfg_schema_free(s);
 }
 
+/* A generated option list, for its inline schema builder (below). */
+#define TB_OPTIONS(X) X(tb_n, "tb.n", INT, .def = "4")
+SHMCFG_DEFINE_OPTIONS(tb, TB_OPTIONS)
+
+#define CHILD_CHECK(cond, ...)                                                \
+	do {                                                                  \
+		if (!(cond)) {                                                \
+			fprintf(stderr, __VA_ARGS__);                         \
+			fprintf(stderr, " (detail: %s)\n", shmcfg_errdetail()); \
+			return 1;                                             \
+		}                                                             \
+	} while (0)
+
+/* In a child (a crash fails the test): values whose bytes are at NULL. */
+static int null_pointer_values(void)
+{
+	const shmcfg_value str = {.type = SHMCFG_STR, .u.str = {NULL, 5}};
+	const shmcfg_value list = {.type = SHMCFG_LIST, .u.list = {NULL, 3, 6}};
+	const shmcfg_value set = {.type = SHMCFG_SET, .u.list = {NULL, 3, 0}};
+	const struct {
+		shmcfg_opt opt;
+		const shmcfg_value *v;
+	} cases[] = {{T_C, &str}, {T_ITEMS, &list}, {T_TAGS, &set}};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		shmcfg_opt opt = cases[i].opt;
+		const shmcfg_value *v = cases[i].v;
+		const char *name = test_opts[opt].name;
+		int r = shmcfg_value_check(h, opt, v);
+		CHILD_CHECK(r == -EINVAL || r == SHMCFG_E_PARSE, "value_check %zu: %d", i, r);
+		CHILD_CHECK(strstr(shmcfg_errdetail(), name), "value_check %zu: detail", i);
+		shmcfg_txn *t;
+		CHILD_CHECK(shmcfg_txn_begin(h, &t) == 0, "txn_begin");
+		r = shmcfg_txn_set(t, opt, v);
+		shmcfg_txn_abort(t);
+		CHILD_CHECK(r == -EINVAL || r == SHMCFG_E_PARSE, "txn_set %zu: %d", i, r);
+		CHILD_CHECK(shmcfg_patch_push(h) == 0, "patch_push");
+		r = shmcfg_patch_set(h, opt, v);
+		CHILD_CHECK(shmcfg_patch_pop(h) == 0, "patch_pop");
+		CHILD_CHECK(r == -EINVAL || r == SHMCFG_E_PARSE, "patch_set %zu: %d", i, r);
+		shmcfg_patcher *p;
+		CHILD_CHECK(shmcfg_patcher_new(h, &p) == 0, "patcher_new");
+		r = shmcfg_patcher_set(p, opt, v);
+		shmcfg_patcher_free(p);
+		CHILD_CHECK(r == -EINVAL || r == SHMCFG_E_PARSE, "patcher_set %zu: %d", i, r);
+		shmcfg_value copy = *v;
+		CHILD_CHECK(!shmcfg_value_equal(v, &copy), "value_equal %zu: bytes at NULL are a value", i);
+	}
+	/* no bytes at NULL is the empty value, equal to itself */
+	const shmcfg_value empty = {.type = SHMCFG_STR, .u.str = {NULL, 0}};
+	CHILD_CHECK(shmcfg_value_equal(&empty, &empty), "the empty string at NULL");
+	const char *names[] = {test_opts[0].name, NULL};
+	const shmcfg_type types[] = {test_opts[0].type, test_opts[1].type};
+	int r = shmcfg_verify_handles(h, names, types, 2);
+	CHILD_CHECK(r == -EINVAL && strstr(shmcfg_errdetail(), "names[1]"), "verify_handles: %d", r);
+	CHILD_CHECK(tb_schema(NULL) == -EINVAL, "the generated schema builder of NULL");
+	shmcfg_schema *s;
+	CHILD_CHECK(shmcfg_schema_new(&s) == 0, "schema_new");
+	r = shmcfg_schema_add(s, &(shmcfg_optdef){.type = SHMCFG_INT});
+	shmcfg_schema_free(s);
+	CHILD_CHECK(r == SHMCFG_E_SCHEMADEF, "schema_add of a NULL name: %d", r);
+	return 0;
+}
+
+/*
+ * NULL pointers inside a hand-built argument are errors, not crashes: a
+ * string or list value whose bytes are at NULL is refused by every door
+ * that takes a value (-EINVAL, the detail naming the option) and is equal
+ * to nothing; shmcfg_verify_handles refuses a NULL name; the inline schema
+ * builder of SHMCFG_DEFINE_OPTIONS takes a NULL ret as every function does.
+ * (E42: each of them crashed with SIGSEGV.)
+ */
+static void test_null_pointers_in_arguments_refused(void **state)
+{
+	(void)state;
+	struct state before = now();
+	int st = in_child(null_pointer_values, 10000);
+	if (st)
+		fail_msg("the child %s %d (its stderr says which check)", st > 128 ? "died of signal" : "failed check",
+			 st > 128 ? st - 128 : st);
+	assert_unchanged(&before, "values at NULL");
+}
+
 /* ------------------------------------------------------------------ */
 
 int main(void)
@@ -1236,6 +1318,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_implicit_defaults_respect_range_and_choices, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_implication_refused_without_leak, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_schema_aliases_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_null_pointers_in_arguments_refused, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("test_badinput", tests, NULL, NULL);
 }
