@@ -24,9 +24,11 @@
 #define SYNC_WORDS (sizeof(struct sync_rec) / sizeof(uint64_t))
 _Static_assert(sizeof(struct sync_rec) % sizeof(uint64_t) == 0, "the record is copied in words");
 
-static void copy_str(char *dst, size_t n, const char *src)
+/* A field of the caller's record into ours: read within the field, which
+ * need not end in a NUL (truncated to ours, as the header says). */
+static void copy_str(char *dst, size_t n, const char *src, size_t src_size)
 {
-	snprintf(dst, n, "%s", src);
+	snprintf(dst, n, "%.*s", (int)strnlen(src, src_size), src);
 }
 
 int shmcfg_sync_set(shmcfg *h, const shmcfg_sync_info *info)
@@ -41,10 +43,10 @@ int shmcfg_sync_set(shmcfg *h, const shmcfg_sync_info *info)
 		uint64_t w[SYNC_WORDS];
 	} u;
 	memset(&u, 0, sizeof u);
-	copy_str(u.r.endpoints, sizeof u.r.endpoints, info->endpoints);
-	copy_str(u.r.cluster, sizeof u.r.cluster, info->cluster);
-	copy_str(u.r.host, sizeof u.r.host, info->host);
-	copy_str(u.r.error, sizeof u.r.error, info->error);
+	copy_str(u.r.endpoints, sizeof u.r.endpoints, info->endpoints, sizeof info->endpoints);
+	copy_str(u.r.cluster, sizeof u.r.cluster, info->cluster, sizeof info->cluster);
+	copy_str(u.r.host, sizeof u.r.host, info->host, sizeof info->host);
+	copy_str(u.r.error, sizeof u.r.error, info->error, sizeof info->error);
 	u.r.pid = info->pid;
 	u.r.nrejected = info->nrejected;
 	u.r.updated_ns = info->updated_ns;

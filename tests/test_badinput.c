@@ -25,6 +25,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -1285,6 +1286,42 @@ static void test_null_pointers_in_arguments_refused(void **state)
 	assert_unchanged(&before, "values at NULL");
 }
 
+/* In a child: a record of no NULs, ending where readable memory ends. */
+static int unterminated_sync_record(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	char *m = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHILD_CHECK(m != MAP_FAILED && mprotect(m + page, (size_t)page, PROT_NONE) == 0, "mmap");
+	shmcfg_sync_info *in = (shmcfg_sync_info *)(m + page - sizeof *in);
+	memset(in, 'A', sizeof *in);
+	in->pid = 1;
+	shmcfg *own; /* a child's own handle: the parent's writer lock is not its */
+	CHILD_CHECK(shmcfg_attach(seg, 0, NULL, &own) == 0, "attach");
+	int r = shmcfg_sync_set(own, in);
+	CHILD_CHECK(r == 0, "sync_set: %d", r);
+	shmcfg_sync_info out;
+	CHILD_CHECK(shmcfg_sync_get(own, &out) == 0, "sync_get");
+	shmcfg_close(own);
+	CHILD_CHECK(strlen(out.endpoints) == sizeof out.endpoints - 1 && strlen(out.error) == sizeof out.error - 1 &&
+			    strspn(out.host, "A") == sizeof out.host - 1,
+		    "the fields were not truncated to theirs: %zu %zu", strlen(out.endpoints), strlen(out.error));
+	return 0;
+}
+
+/*
+ * shmcfg_sync_set reads each string field of the caller's record within
+ * the field: one without a NUL is truncated, never read past (E43: snprintf
+ * "%s" ran on through the next fields and past the record; here into a
+ * page that cannot be read).
+ */
+static void test_sync_record_fields_without_nul(void **state)
+{
+	(void)state;
+	int st = in_child(unterminated_sync_record, 10000);
+	if (st)
+		fail_msg("the child %s %d", st > 128 ? "died of signal" : "failed check", st > 128 ? st - 128 : st);
+}
+
 /* ------------------------------------------------------------------ */
 
 int main(void)
@@ -1319,6 +1356,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_implication_refused_without_leak, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_schema_aliases_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_null_pointers_in_arguments_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sync_record_fields_without_nul, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("test_badinput", tests, NULL, NULL);
 }
