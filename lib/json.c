@@ -120,8 +120,7 @@ void shmcfg__float_text(double f, char *buf)
 int shmcfg_value_format(const shmcfg_value *v, char **ret)
 {
 	SHMCFG_API_ENTRY;
-	if (!v || !ret)
-		return -EINVAL;
+	assert_return(v && ret, -EINVAL);
 	if (!v->is_null && v->type == SHMCFG_FLOAT && isfinite(v->u.f)) {
 		char t[32];
 		shmcfg__float_text(v->u.f, t);
@@ -147,10 +146,37 @@ int shmcfg__format_canon(const shmcfg_value *v, char **ret)
 	return shmcfg_value_format(v, ret);
 }
 
+/* A caller's value that has no JSON form: -EINVAL with a detail, or 0. Then
+ * only an allocation can fail (jansson writes no invalid UTF-8). */
+static int not_a_value(const shmcfg_value *v)
+{
+	if (!shmcfg_type_name(v->type))
+		return shmcfg__err(-EINVAL, "a value of unknown type %d", (int)v->type);
+	if (v->is_null)
+		return 0;
+	if (v->type == SHMCFG_STR && !v->u.str.ptr && v->u.str.len)
+		return shmcfg__err(-EINVAL, "a string of %zu bytes at NULL", v->u.str.len);
+	if (v->type == SHMCFG_STR && !shmcfg__utf8_valid(v->u.str.ptr, v->u.str.len))
+		return shmcfg__err(-EINVAL, "a string that is not valid UTF-8");
+	if (v->type < SHMCFG_LIST)
+		return 0;
+	/* a count that disagrees with the bytes is written as the bytes say: a
+	 * snapshot's items may be rewritten meanwhile (test_races) */
+	if (!v->u.list.items && (v->u.list.count || v->u.list.bytes))
+		return shmcfg__err(-EINVAL, "a %s of %zu items (%zu bytes) at NULL", shmcfg_type_name(v->type),
+				   v->u.list.count, v->u.list.bytes);
+	if (!shmcfg__utf8_valid(v->u.list.items, v->u.list.bytes))
+		return shmcfg__err(-EINVAL, "a %s item that is not valid UTF-8", shmcfg_type_name(v->type));
+	return 0;
+}
+
 int shmcfg_value_json(const shmcfg_value *v, char **ret)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(v && ret, -EINVAL);
+	int bad = not_a_value(v);
+	if (bad)
+		return bad;
 	json_t *j = shmcfg__value_json(v);
 	if (!j)
 		return shmcfg__nomem();

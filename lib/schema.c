@@ -193,8 +193,9 @@ int shmcfg__check_value(const char *name, shmcfg_type type, unsigned flags,
 	}
 	if (choices && choices->u.list.count) {
 		char *text;
-		if (shmcfg__format_canon(v, &text))
-			return shmcfg__nomem();
+		int fr = shmcfg__format_canon(v, &text);
+		if (fr)
+			return fr;
 		bool found = false;
 		for (const char *c = NULL; !found && (c = shmcfg_list_next(choices, c));)
 			found = strcmp(c, text) == 0;

@@ -1322,6 +1322,44 @@ static void test_sync_record_fields_without_nul(void **state)
 		fail_msg("the child %s %d", st > 128 ? "died of signal" : "failed check", st > 128 ? st - 128 : st);
 }
 
+/*
+ * shmcfg_value_json and shmcfg_value_format of something that is not a
+ * value (invalid UTF-8 in a string or an item, bytes at NULL, an unknown
+ * type) return -EINVAL with a detail saying what. (E44: every one was
+ * -ENOMEM, "out of memory"; the values at NULL crashed.)
+ */
+static void test_value_json_of_bad_values(void **state)
+{
+	(void)state;
+	const struct {
+		shmcfg_value v;
+		const char *why;
+	} bad[] = {
+		{{.type = SHMCFG_STR, .u.str = {"\xff\xfe", 2}}, "not valid UTF-8"},
+		{{.type = SHMCFG_LIST, .u.list = {"ok\0\xc3\0", 2, 5}}, "not valid UTF-8"},
+		{{.type = SHMCFG_STR, .u.str = {NULL, 5}}, "at NULL"},
+		{{.type = SHMCFG_SET, .u.list = {NULL, 3, 6}}, "at NULL"},
+		{{.type = (shmcfg_type)42}, "unknown type 42"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		for (int fmt = 0; fmt < 2; fmt++) {
+			char *text = NULL;
+			int r = fmt ? shmcfg_value_format(&bad[i].v, &text) : shmcfg_value_json(&bad[i].v, &text);
+			if (r != -EINVAL)
+				fail_msg("value %zu: %s gave %d (%s: %s)", i, fmt ? "value_format" : "value_json", r,
+					 shmcfg_errname(r), shmcfg_errdetail());
+			assert_null(text);
+			assert_detail_names("a bad value", bad[i].why);
+		}
+	}
+	/* a good value still is one */
+	const shmcfg_value ok = {.type = SHMCFG_LIST, .u.list = {"a\0\xc3\xa9\0", 2, 5}};
+	char *text = NULL;
+	assert_int_equal(shmcfg_value_json(&ok, &text), 0);
+	assert_string_equal(text, "[\"a\",\"\xc3\xa9\"]");
+	free(text);
+}
+
 /* ------------------------------------------------------------------ */
 
 int main(void)
@@ -1357,6 +1395,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_schema_aliases_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_null_pointers_in_arguments_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sync_record_fields_without_nul, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_value_json_of_bad_values, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("test_badinput", tests, NULL, NULL);
 }
