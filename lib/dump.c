@@ -11,6 +11,12 @@
 
 #include <jansson.h>
 
+/* The JSON values a text may hold (shmcfg__json_parse): one value's, at most
+ * as many items as bytes; a load's, each option's key and value and the
+ * items of two values of the greatest size */
+#define JSON_MAX_VALUE (SEG_MAX_VALUE_BYTES + 2)
+#define JSON_MAX_LOAD(h) (64 + 4 * (size_t)(h)->lay.nopts + 2 * (size_t)SEG_MAX_VALUE_BYTES)
+
 /*
  * The seed's _is_default(): an env layer holding a value other than the
  * default makes an option non-default; a user value does too, except that
@@ -271,7 +277,7 @@ int shmcfg_value_from_json(const shmcfg *h, shmcfg_opt opt, const char *json, si
 				   sstr(h, opt_d(h, opt)->name), (int)((size_t)(nul - json) < 80 ? nul - json : 80), json,
 				   (size_t)(nul - json));
 	json_error_t e;
-	json_t *j = shmcfg__json_loadb(json, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);
+	json_t *j = shmcfg__json_parse(json, len, JSON_MAX_VALUE, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);
 	if (!j && shmcfg__json_oom(&e))
 		return shmcfg__nomem();
 	if (!j)
@@ -356,7 +362,7 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 		return shmcfg__err(-EINVAL, "shmcfg_load_ex: bad flags %#x", flags);
 	bool partial = flags & SHMCFG_LOAD_PARTIAL;
 	json_error_t e;
-	json_t *root = shmcfg__json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
+	json_t *root = shmcfg__json_parse(text, len, JSON_MAX_LOAD(h), JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
 	if (!root && shmcfg__json_oom(&e))
 		return shmcfg__nomem();
 	if (!root)

@@ -518,6 +518,7 @@ int shmcfg__parse_env(shmcfg_type type, const char *var, const char *text, shmcf
 int shmcfg__parse_name_list(const char *text, shmcfg_value *ret);
 struct json_error_t;
 bool shmcfg__json_oom(const struct json_error_t *e);
+struct json_t *shmcfg__json_parse(const char *text, size_t len, size_t max, size_t flags, struct json_error_t *e);
 
 /* cell.c: values as the segment stores them */
 int shmcfg__value_from_cell(const struct shmcfg__cell *c, const char *heap, uint64_t heap_size,
@@ -529,7 +530,6 @@ int shmcfg__cell_value(const shmcfg *h, const struct shmcfg__cell *c, const char
 		       shmcfg_value *ret);
 
 /* json.c: the one JSON form of a value, and text */
-struct json_t;
 struct json_t *shmcfg__value_json(const shmcfg_value *v);
 int shmcfg__json_text(const struct json_t *j, size_t flags, char **ret);
 int shmcfg__format_canon(const shmcfg_value *v, char **ret);

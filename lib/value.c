@@ -8,11 +8,15 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include <jansson.h>
+
+/* The JSON values of one value: a list has at most as many items as bytes */
+#define JSON_MAX_VALUE (SEG_MAX_VALUE_BYTES + 2)
 
 static const char *const type_names[] = {NULL, "bool", "int", "float", "str", "list", "set"};
 static const char *const source_names[] = {"default",   "knob",    "env_default", "cluster", "user",
@@ -242,6 +246,40 @@ bool shmcfg__json_oom(const json_error_t *e)
 	return json_error_code(e) == json_error_out_of_memory || !e->text[0];
 }
 
+/*
+ * Untrusted JSON text parsed by jansson, which takes some 200 bytes a value:
+ * text of more than max values is refused before it is parsed, so that what
+ * a parse takes is bounded by what its caller can keep. Values are counted
+ * as '{', '[', ',' and ':' outside strings (plus one), at least one for each
+ * value jansson would make. e as json_loadb's, the place the limit was
+ * passed for a refusal.
+ */
+json_t *shmcfg__json_parse(const char *text, size_t len, size_t max, size_t flags, json_error_t *e)
+{
+	size_t n = 1, line = 1, line_start = 0;
+	bool in_str = false;
+	for (size_t i = 0; i < len; i++) {
+		char c = text[i];
+		if (in_str) {
+			i += c == '\\'; /* an escaped character, a quote too */
+			in_str = c != '"';
+		} else if (c == '"')
+			in_str = true;
+		else if (c == '\n')
+			line++, line_start = i + 1;
+		else if ((c == '{' || c == '[' || c == ',' || c == ':') && ++n > max) {
+			memset(e, 0, sizeof *e);
+			e->line = (int)(line < INT_MAX ? line : INT_MAX);
+			e->column = (int)(i - line_start + 1 < INT_MAX ? i - line_start + 1 : INT_MAX);
+			e->position = (int)(i < INT_MAX ? i : INT_MAX);
+			snprintf(e->text, sizeof e->text, "more than %zu values: refused before parsing", max);
+			e->text[JSON_ERROR_TEXT_LENGTH - 1] = (char)json_error_invalid_format; /* json_error_code() */
+			return NULL;
+		}
+	}
+	return shmcfg__json_loadb(text, len, flags, e);
+}
+
 /* A JSON array of strings, or comma-separated text. */
 static int parse_list(shmcfg_type type, const char *text, shmcfg_value *ret)
 {
@@ -250,7 +288,7 @@ static int parse_list(shmcfg_type type, const char *text, shmcfg_value *ret)
 		t++;
 	if (*t == '[') {
 		json_error_t e;
-		json_t *a = shmcfg__json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+		json_t *a = shmcfg__json_parse(text, strlen(text), JSON_MAX_VALUE, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
 		if (!a && shmcfg__json_oom(&e))
 			return shmcfg__nomem();
 		if (!a || !json_is_array(a)) {
@@ -317,7 +355,7 @@ static int parse_str(const char *text, shmcfg_value *ret)
 	json_t *j = NULL;
 	if (text[0] == '"') {
 		json_error_t e;
-		j = shmcfg__json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+		j = shmcfg__json_parse(text, strlen(text), JSON_MAX_VALUE, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
 		if (!j && shmcfg__json_oom(&e))
 			return shmcfg__nomem();
 		if (!j || !json_is_string(j)) {

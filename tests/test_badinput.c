@@ -1360,6 +1360,64 @@ static void test_value_json_of_bad_values(void **state)
 	free(text);
 }
 
+/* JSON text: prefix, then n times item, then suffix (malloc()ed). */
+static char *repeated(const char *prefix, const char *item, size_t n, const char *suffix, size_t *len)
+{
+	size_t pl = strlen(prefix), il = strlen(item), sl = strlen(suffix);
+	char *t = malloc(pl + il * n + sl + 1);
+	assert_non_null(t);
+	memcpy(t, prefix, pl);
+	for (size_t i = 0; i < n; i++)
+		memcpy(t + pl + i * il, item, il);
+	memcpy(t + pl + il * n, suffix, sl + 1);
+	*len = pl + il * n + sl;
+	return t;
+}
+
+/*
+ * JSON text is refused before jansson parses it when it holds more values
+ * than its use can (SHMCFG_E_PARSE, "more than N values"): a value, at most
+ * one per byte of the largest value; a load, a few per option and the items
+ * of two such values. (E45: an 18 MB load of 6 million empty objects took
+ * 1.44 GB in jansson before it was found to be no configuration.)
+ */
+static void test_json_too_many_values_refused(void **state)
+{
+	(void)state;
+	struct state before = now();
+	size_t len;
+	char *text = repeated("{\"t.items\": [", "{},", 3u << 20, "{}]}", &len);
+	int r = shmcfg_load(h, text, len, NULL, NULL, NULL);
+	if (r != SHMCFG_E_PARSE)
+		fail_msg("a load of 3 Mi objects: %d (%s: %s)", r, shmcfg_errname(r), shmcfg_errdetail());
+	assert_detail_names("a load of 3 Mi objects", "values: refused before parsing");
+	free(text);
+	assert_unchanged(&before, "a load of 3 Mi objects");
+	text = repeated("[", "\"\",", SEG_MAX_VALUE_BYTES + 8, "\"\"]", &len);
+	shmcfg_value v;
+	r = shmcfg_value_from_json(h, T_ITEMS, text, len, &v);
+	if (r != SHMCFG_E_PARSE)
+		fail_msg("value_from_json of a list of 1 Mi items: %d (%s: %s)", r, shmcfg_errname(r),
+			 shmcfg_errdetail());
+	assert_detail_names("value_from_json", "values: refused before parsing");
+	shmcfg_txn *t;
+	assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+	r = shmcfg_txn_set_text(t, T_ITEMS, text);
+	shmcfg_txn_abort(t);
+	if (r != SHMCFG_E_PARSE)
+		fail_msg("txn_set_text of a list of 1 Mi items: %d (%s)", r, shmcfg_errname(r));
+	assert_detail_names("txn_set_text", "values: refused before parsing");
+	free(text);
+	/* commas and brackets inside strings are no values */
+	text = repeated("{\"t.c\": \"", "[,:{", 4096, "\\\"\"}", &len);
+	r = shmcfg_value_from_json(h, T_C, text + 8, len - 9, &v);
+	if (r)
+		fail_msg("a string of brackets: %d (%s)", r, shmcfg_errdetail());
+	assert_int_equal(v.u.str.len, 4 * 4096 + 1);
+	shmcfg_value_clear(&v);
+	free(text);
+}
+
 /* ------------------------------------------------------------------ */
 
 int main(void)
@@ -1396,6 +1454,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_null_pointers_in_arguments_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sync_record_fields_without_nul, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_value_json_of_bad_values, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_json_too_many_values_refused, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("test_badinput", tests, NULL, NULL);
 }
