@@ -514,8 +514,10 @@ int shmcfg_schema_load(const char *path, shmcfg_schema **ret)
 		len += (size_t)(n > 0 ? n : 0);
 	}
 	close(fd);
+	/* /proc and /sys files say 0 bytes and have more */
 	if (!r && len > (size_t)st.st_size)
-		r = shmcfg__err(-EAGAIN, "%s: grew while it was read", path);
+		r = st.st_size ? shmcfg__err(-EAGAIN, "%s: grew while it was read", path)
+			       : shmcfg__err(-EINVAL, "%s: not a file of known size (it says 0 bytes)", path);
 	if (!r)
 		r = shmcfg_schema_load_text(buf, len, path, ret);
 	shmcfg__free(buf);

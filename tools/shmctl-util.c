@@ -161,7 +161,8 @@ int read_file(const char *path, char **ret, size_t *len)
 		return -errno;
 	struct stat st;
 	int e = fd == STDIN_FILENO ? 0 : fstat(fd, &st) ? -errno : S_ISDIR(st.st_mode) ? -EISDIR
-							   : !S_ISREG(st.st_mode) ? READ_NOT_REGULAR : 0;
+							   : !S_ISREG(st.st_mode) ? READ_NOT_REGULAR
+							   : (uint64_t)st.st_size > READ_FILE_MAX ? READ_TOO_BIG : 0;
 	if (e) {
 		close(fd);
 		return e;
@@ -174,20 +175,23 @@ int read_file(const char *path, char **ret, size_t *len)
 			r = -ENOMEM;
 			break;
 		}
-		if (n >= READ_FILE_MAX) { /* /dev/stdin of /dev/zero, say */
+		if (n > READ_FILE_MAX) { /* /dev/stdin of /dev/zero, a file that grew */
 			r = READ_TOO_BIG;
 			break;
 		}
-		if (n + 1 >= cap) {
-			char *nb = realloc(buf, cap * 2);
+		if (n + 1 >= cap) { /* never past the limit and a byte to see it passed */
+			size_t ncap = cap * 2 < READ_FILE_MAX + 2 ? cap * 2 : READ_FILE_MAX + 2;
+			char *nb = realloc(buf, ncap);
 			if (!nb) {
 				r = -ENOMEM;
 				break;
 			}
 			buf = nb;
-			cap *= 2;
+			cap = ncap;
 		}
-		ssize_t k = read(fd, buf + n, cap - n - 1);
+		/* at most one byte past the limit */
+		size_t want = cap - n - 1 < READ_FILE_MAX + 1 - n ? cap - n - 1 : READ_FILE_MAX + 1 - n;
+		ssize_t k = read(fd, buf + n, want);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0) {

@@ -251,4 +251,20 @@ t_errmatch "create --schema of 100 MB: refused by its size, unread" 1 "104857600
 pass "(none of them created the segment)" test ! -e "/dev/shm/shmcfg.$B"
 t_errmatch "load FIFO: refused, no wait for a writer" 1 "fifo: not a regular file" timeout 20 $SHMCTL load "$S" "$T_TMP/fifo"
 t_errmatch "load /dev/zero: refused" 1 "/dev/zero: not a regular file" timeout 20 $SHMCTL load "$S" /dev/zero
+# a /proc file says 0 bytes and has more: no "grew while it was read"
+t_errmatch "create --schema /proc/self/status: not a file of known size" 1 \
+	"/proc/self/status: not a file of known size" timeout 20 $SHMCTL create "$B" --schema /proc/self/status
+# a file over the limit is refused by its size, unread: within 128 MiB of
+# address space (it read 256 MiB first, in a buffer grown to 512 MiB)
+truncate -s 10G "$T_TMP/huge.json"
+case "${SHMCFG_SANITIZERS:-}$SHMCTL" in
+*-fsanitize* | *valgrind*)
+	t_errmatch "load of a 10 GB file: refused by its size" 1 "huge.json: over 256 MiB: not a configuration" \
+		timeout 20 $SHMCTL load "$S" "$T_TMP/huge.json" ;;
+*)
+	t_errmatch "load of a 10 GB file: refused by its size, unread (128 MiB of address space)" 1 \
+		"huge.json: over 256 MiB: not a configuration" \
+		timeout 20 sh -c 'ulimit -v 131072 && exec "$@"' sh $SHMCTL load "$S" "$T_TMP/huge.json" ;;
+esac
+rm -f "$T_TMP/huge.json"
 t_done
