@@ -18,7 +18,7 @@ pml="$top_srcdir/tests/model/shmcfg.pml"
 # builds of CI leave it to the plain one
 if [ -n "${SHMCFG_SANITIZERS:-}" ]; then
 	echo "1..0 # SKIP the model is checked by the plain build's run"
-	exit 77
+	exit 0
 fi
 have() { command -v "$1" >/dev/null 2>&1; }
 # $CC may carry flags ("gcc -m32"): look up its first word
@@ -30,7 +30,7 @@ if ! have "$SPIN" || ! have "$cc_word"; then
 		exit 1
 	fi
 	echo "1..0 # SKIP spin ($SPIN) or a C compiler ($CC) not found"
-	exit 77
+	exit 0
 fi
 if [ ! -r "$pml" ]; then
 	echo "1..1"
