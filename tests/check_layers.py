@@ -5,8 +5,13 @@
    file B when A's object refers to a symbol that B's object defines (nm).
    A cycle is reported with the symbols that make each edge.
 2. lib/internal.h's index is true: every function declared under a
-   "/* name.c ... */" heading is defined in lib/name.c (or name.h).
-3. No file of lib/ is longer than LIMIT lines (the issue asks for ~600).
+   "/* name.c ... */" heading is defined in lib/LAYER/name.c (or name.h).
+3. No file of lib/ is longer than LIMIT lines.
+4. doc/design.md's table of files names every lib file, and a file uses
+   only files listed before it there.
+5. The layers: every file of lib/ is in a folder that lib/README.md's table
+   of layers lists, and uses only files of its own layer or of the layers
+   listed before it.
 
 Run by make check with top_builddir/top_srcdir set; exit 0 or 1, TAP output.
 """
@@ -19,20 +24,39 @@ LIMIT = 650
 
 build = os.environ.get("top_builddir", ".")
 src = os.environ.get("top_srcdir", ".")
-objdir = os.path.join(build, "lib", ".libs")
+libdir = os.path.join(src, "lib")
+
+
+def layers():
+    """[layer folder], lowest first, from lib/README.md's table."""
+    text = open(os.path.join(libdir, "README.md")).read()
+    return re.findall(r"^\| `([a-z]+)/` \|", text, re.M)
+
+
+def sources():
+    """{file name: layer} of every .c and .h under lib/ (one level of folders)."""
+    out = {}
+    for layer in sorted(os.listdir(libdir)):
+        d = os.path.join(libdir, layer)
+        if os.path.isdir(d) and not layer.startswith("."):
+            for name in sorted(os.listdir(d)):
+                if name.endswith(".c") or name.endswith(".h"):
+                    out[name] = layer
+    return out
 
 
 def objects():
     """{file stem: object path}: the test copy's objects (the same sources,
     with the fault points compiled in), else the installed library's."""
     out = {}
-    names = sorted(os.listdir(objdir))
-    prefix = "libshmcfg_test_la-" if any(n.startswith("libshmcfg_test_la-") for n in names) else "libshmcfg_la-"
-    for name in names:
-        m = re.fullmatch(re.escape(prefix) + r"(.+)\.o", name)
-        # objects of sources that no longer exist are left-overs of a build
-        if m and os.path.exists(os.path.join(src, "lib", m.group(1) + ".c")):
-            out[m.group(1)] = os.path.join(objdir, name)
+    srcs = sources()
+    for prefix in ("libshmcfg_test_la-", "libshmcfg_la-"):
+        for stem, layer in ((n[:-2], l) for n, l in srcs.items() if n.endswith(".c")):
+            p = os.path.join(build, "lib", layer, ".libs", prefix + stem + ".o")
+            if os.path.exists(p):
+                out[stem] = p
+        if out:
+            return out
     return out
 
 
@@ -85,7 +109,7 @@ def main():
     results = []
     objs = objects()
     if not objs:
-        print("1..0 # SKIP no library objects in %s" % objdir)
+        print("1..0 # SKIP no library objects in %s/lib/*/.libs" % build)
         return 0
     syms = {f: symbols(p) for f, p in objs.items()}
     owner = {}
@@ -109,8 +133,9 @@ def main():
                     detail.append("%s.c -> %s.c (%s)" % (a, b, ", ".join(sorted(why[(a, b)])[:4])))
     results.append(("no circular dependencies between lib files", not found, detail))
 
-    # the index of lib/internal.h and lib/commit.h
-    header = "\n".join(open(os.path.join(src, "lib", h)).read() for h in ("internal.h", "commit.h"))
+    srcs = sources()
+    # the index of lib/internal.h and lib/slot/slot.h
+    header = "\n".join(open(os.path.join(src, "lib", h)).read() for h in ("internal.h", "handle.h", "slot/slot.h"))
     wrong = []
     section = None
     for line in header.splitlines():
@@ -123,7 +148,7 @@ def main():
             name = m.group(1)
             where = owner.get(name)
             if where is None:
-                hdr = os.path.join(src, "lib", section + ".h")
+                hdr = os.path.join(src, "lib", srcs.get(section + ".h", "-"), section + ".h")
                 if os.path.exists(hdr) and name in open(hdr).read():
                     continue
                 # macros and inline helpers of internal.h itself
@@ -132,30 +157,43 @@ def main():
                 wrong.append("%s is declared under %s.c but defined nowhere" % (name, section))
             elif where != section:
                 wrong.append("%s is declared under %s.c but defined in %s.c" % (name, section, where))
-    results.append(("the index of lib/internal.h and lib/commit.h names the file that defines each function", not wrong, wrong))
+    results.append(("the index of lib/internal.h and lib/slot/slot.h names the file that defines each function", not wrong, wrong))
+
+    def path(name):
+        return "lib/%s/%s" % (srcs[name], name) if name in srcs else "lib/" + name
 
     long_files = []
-    libdir = os.path.join(src, "lib")
-    for name in sorted(os.listdir(libdir)):
-        if name.endswith(".c") or name.endswith(".h"):
-            n = sum(1 for _ in open(os.path.join(libdir, name)))
-            if n > LIMIT and name != "default_schema.c":
-                long_files.append("lib/%s: %d lines" % (name, n))
+    top = sorted(n for n in os.listdir(libdir) if n.endswith(".h"))
+    for name in sorted(srcs) + top:
+        n = sum(1 for _ in open(os.path.join(src, path(name))))
+        if n > LIMIT and name != "default_schema.c":
+            long_files.append("%s: %d lines" % (path(name), n))
     results.append(("no file of lib/ is over %d lines" % LIMIT, not long_files, long_files))
 
     design = open(os.path.join(src, "doc", "design.md")).read()
-    missing = ["lib/%s" % n for n in sorted(os.listdir(libdir))
-               if (n.endswith(".c") or n.endswith(".h")) and "`lib/%s`" % n not in design]
+    missing = [path(n) for n in sorted(srcs) + top if "`%s`" % path(n) not in design]
     results.append(("doc/design.md's file table names every lib file", not missing, missing))
 
     # the layering: a file uses only files above it in design.md's table
     order = {}
-    for m in re.finditer(r"`lib/([a-z_]+)\.c`", design[design.find("## Files"):]):
+    for m in re.finditer(r"`lib/(?:[a-z]+/)?([a-z_]+)\.c`", design[design.find("## Files"):]):
         order.setdefault(m.group(1), len(order))
     upward = ["%s.c uses %s.c (%s), which the table lists below it" % (a, b, ", ".join(sorted(why[(a, b)])[:3]))
               for a in sorted(graph) for b in sorted(graph[a])
               if a in order and b in order and order[b] > order[a]]
     results.append(("each lib file uses only the files above it in doc/design.md's table", not upward, upward))
+
+    # the layers of lib/README.md
+    order = {layer: i for i, layer in enumerate(layers())}
+    stray = ["%s: its folder is not a layer of lib/README.md" % path(n) for n in sorted(srcs)
+             if srcs[n] not in order]
+    stems = {n[:-2]: l for n, l in srcs.items() if n.endswith(".c")}
+    back = ["%s (%s) uses %s (%s): %s" % (path(a + ".c"), stems[a], path(b + ".c"), stems[b],
+                                          ", ".join(sorted(why[(a, b)])[:3]))
+            for a in sorted(graph) for b in sorted(graph[a])
+            if stems.get(a) in order and stems.get(b) in order and order[stems[b]] > order[stems[a]]]
+    results.append(("each lib file uses only its own layer and the layers before it in lib/README.md",
+                    not stray and not back and len(order) > 1, stray + back))
 
     print("1..%d" % len(results))
     bad = 0

@@ -34,7 +34,7 @@
 
 #include "common.h"
 #include "internal.h"
-#include "commit.h"
+#include "slot.h"
 
 static char seg[64];
 static shmcfg *h;

@@ -20,7 +20,7 @@
 #include <time.h>
 
 #include "internal.h"
-#include "commit.h" /* shmcfg__heap_verify */
+#include "slot.h" /* shmcfg__heap_verify */
 
 #include "common.h"
 #include "proc.h"

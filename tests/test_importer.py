@@ -38,7 +38,7 @@ SRCDIR = os.path.abspath(os.environ.get("srcdir") or
 TOOL = os.path.join(SRCDIR, "tools", "shmcfg-import")
 ALIASED = os.path.join(SRCDIR, "schemas", "torch_dynamo_aliased.yaml")
 COMMITTED_YAML = os.path.join(SRCDIR, "schemas", "torch_compiler.yaml")
-COMMITTED_C = os.path.join(SRCDIR, "lib", "default_schema.c")
+COMMITTED_C = os.path.join(SRCDIR, "lib", "schema", "default_schema.c")
 HEADER = os.path.join(SRCDIR, "include", "shmcfg.h.in")
 BUILDDIR = os.path.abspath(os.environ.get("top_builddir") or SRCDIR)
 if "SHMCFG_LIBRARY" not in os.environ:
@@ -351,7 +351,7 @@ class SeedTest(unittest.TestCase):
     def test_committed_c_is_current(self):
         p = run_ok(self, *(SEED_ARGS + ["--format", "c"]))
         with open(COMMITTED_C, "rb") as f:
-            self.assertEqual(p.stdout, f.read(), "lib/default_schema.c is stale; " + REGEN)
+            self.assertEqual(p.stdout, f.read(), "lib/schema/default_schema.c is stale; " + REGEN)
 
     def test_c_header_line(self):
         with open(COMMITTED_C) as f:

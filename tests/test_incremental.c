@@ -13,7 +13,7 @@
  * ring (so that a slot is copied whole).
  */
 #include "internal.h"
-#include "commit.h"
+#include "slot.h"
 #include "seqlock.h"
 
 #include <inttypes.h>

@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 
 #include "internal.h"
-#include "commit.h" /* slot cells, reader entries */
+#include "slot.h" /* slot cells, reader entries */
 
 #include "common.h"
 #include "proc.h"

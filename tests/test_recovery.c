@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 
 #include "internal.h"
-#include "commit.h" /* the slot, reader entry and heap internals */
+#include "slot.h" /* the slot, reader entry and heap internals */
 
 #include "common.h"
 #include "faultsim.h"

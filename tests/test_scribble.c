@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 
 #include "internal.h"
-#include "commit.h"
+#include "slot.h"
 
 #include "common.h"
 #include "proc.h"

@@ -260,7 +260,7 @@ wait $F2 2>/dev/null
 
 # --- check -----------------------------------------------------------------------
 t_out "check of a sound segment" "$W: sound (generation 9)" shmctl check "$W"
-# the header as lib/internal.h lays it out (layout versions 1 to 7): slots_off
+# the header as lib/layout.h lays it out (layout versions 1 to 7): slots_off
 # at byte 72, slot_size at 80, cells_off at 88, nslots at 68
 corrupt_cells() {
 	"$PYTHON" - "/dev/shm/shmcfg.$1" <<'EOF'

@@ -135,3 +135,19 @@ int shmcfg__cell_value(const shmcfg *h, const struct shmcfg__cell *c, const char
 		return shmcfg__value_from_cell(c, h->strings, h->strings_size, ret);
 	return shmcfg__value_from_cell(c, heap, size, ret);
 }
+
+/* Whether two cells hold the same value from the same source, compared
+ * raw: scalars by their bits, strings and lists by their bytes (each in its
+ * own heap, ha[0, sa) and hb[0, sb)). */
+bool shmcfg__cells_equal(const shmcfg *h, const struct shmcfg__cell *a, const char *ha, uint64_t sa,
+			 const struct shmcfg__cell *b, const char *hb, uint64_t sb)
+{
+	if ((a->meta & 0x1fff) != (b->meta & 0x1fff))
+		return false; /* type, null, source, set */
+	if ((a->meta & META_NULL) || META_TYPE(a->meta) < SHMCFG_STR)
+		return (a->meta & META_NULL) || a->val == b->val;
+	shmcfg_value va, vb;
+	if (shmcfg__cell_value(h, a, ha, sa, &va) || shmcfg__cell_value(h, b, hb, sb, &vb))
+		return false;
+	return shmcfg_value_equal(&va, &vb);
+}

@@ -19,7 +19,7 @@
  * before use: a damaged heap gives SHMCFG_E_CORRUPT, never a stray write.
  */
 #include "internal.h"
-#include "commit.h"
+#include "slot.h"
 #include "seqlock.h"
 
 #include <errno.h>

@@ -3,7 +3,7 @@
  * Taking and releasing one is the pin protocol: reclaim.c.
  */
 #include "internal.h"
-#include "commit.h"
+#include "slot.h"
 
 #include <errno.h>
 #include <string.h>

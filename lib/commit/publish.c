@@ -13,7 +13,7 @@
  * heap's counts (shmcfg__heap_sweep) and copies any half-written slot whole.
  */
 #include "internal.h"
-#include "commit.h"
+#include "slot.h"
 #include "history.h"
 #include "seqlock.h"
 

@@ -4,7 +4,6 @@
  * of two generations.
  */
 #include "internal.h"
-#include "commit.h"
 #include "seqlock.h"
 
 #include <errno.h>

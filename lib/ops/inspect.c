@@ -5,7 +5,7 @@
  * (every published slot's checksum and cells).
  */
 #include "internal.h"
-#include "commit.h"
+#include "slot.h"
 #include "seqlock.h"
 
 #include <errno.h>

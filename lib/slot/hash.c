@@ -17,7 +17,7 @@
  * the process.
  */
 #include "internal.h"
-#include "commit.h"
+#include "slot.h"
 
 #include <errno.h>
 #include <stdlib.h>

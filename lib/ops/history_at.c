@@ -5,7 +5,7 @@
  * (and knob) layer of such a generation.
  */
 #include "internal.h"
-#include "commit.h"
+#include "slot.h"
 #include "history.h"
 
 #include <errno.h>

@@ -9,7 +9,7 @@
  * generation or the frames change. Patches never touch the segment.
  */
 #include "internal.h"
-#include "commit.h"
+#include "slot.h"
 #include "seqlock.h"
 
 #include <errno.h>

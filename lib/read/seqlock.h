@@ -7,7 +7,7 @@
  * A stamp word says which generation the protected bytes hold: 0 when empty,
  * the generation when valid, SLOT_BUSY | old generation while a writer
  * rewrites them (the busy mark keeps the old generation for the writer's pin
- * check: lib/reclaim.c).
+ * check: lib/read/reclaim.c).
  *
  * Reader                                    Writer
  *   cur = load_acquire(current)      (A)      store stamp = busy mark      (seq_cst)

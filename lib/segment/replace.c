@@ -38,7 +38,7 @@
  * value of one incarnation, or retries.
  */
 #include "internal.h"
-#include "commit.h"
+#include "slot.h"
 #include "history.h"
 #include "seqlock.h"
 

@@ -4,7 +4,7 @@
  * and validated on first use), reattach and close.
  */
 #include "internal.h"
-#include "commit.h"
+#include "slot.h"
 #include "history.h"
 
 #include <dirent.h>

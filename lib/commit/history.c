@@ -28,7 +28,7 @@
  * as untrusted bytes: a writer may scribble anything here.
  */
 #include "internal.h"
-#include "commit.h"
+#include "slot.h"
 #include "history.h"
 #include "seqlock.h"
 

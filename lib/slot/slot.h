@@ -1,12 +1,12 @@
 /*
- * The commit core (doc/design.md, "A commit"): the value heap's chunks
+ * A slot's contents, the core of a commit (doc/design.md, "A commit"): the value heap's chunks
  * (heap.c), building a slot's effective values from what changed
  * (resolve.c) and the sums of the config hash and the checksum (hash.c).
  * Used by commits (publish.c), patched views (patch.c), snapshots and the
- * check; lib/internal.h holds the layout they share.
+ * check; lib/layout.h holds the layout they share.
  */
-#ifndef SHMCFG_COMMIT_H
-#define SHMCFG_COMMIT_H
+#ifndef SHMCFG_SLOT_H
+#define SHMCFG_SLOT_H
 
 #include "internal.h"
 
@@ -69,8 +69,6 @@ int shmcfg__apply_changes(struct build *b, const struct change *ch, size_t n);
 int shmcfg__resolve(struct build *b);
 int shmcfg__resolve_all(struct build *b);
 void shmcfg__build_free(struct build *b);
-bool shmcfg__cells_equal(const shmcfg *h, const struct shmcfg__cell *a, const char *ha, uint64_t sa,
-			 const struct shmcfg__cell *b, const char *hb, uint64_t sb);
 int shmcfg__resolve_patched(shmcfg *h, char *copy, char *heap, uint64_t top, uint64_t heap_size,
 			    const shmcfg_opt *opts, const shmcfg_value *vals, size_t n, bool dependents);
 

@@ -1,7 +1,7 @@
 /*
  * The history's place in the segment (doc/design.md, "The history"): an
  * index of hist_n entries, one per commit (entry g % hist_n holds generation
- * g), then a byte ring of their records. lib/history.c reads and writes it.
+ * g), then a byte ring of their records. lib/commit/history.c reads and writes it.
  */
 #ifndef SHMCFG_HISTORY_H
 #define SHMCFG_HISTORY_H

@@ -1,0 +1,206 @@
+/*
+ * The process's side of a segment: a handle (struct shmcfg), its snapshots,
+ * the pointers into its mapping and the schema's accessors. Included by
+ * lib/internal.h.
+ */
+#ifndef SHMCFG_HANDLE_H
+#define SHMCFG_HANDLE_H
+
+#include <pthread.h>
+#include <time.h>
+
+#include "layout.h"
+
+/* The process's view of one pinned generation: the snapshot of a read-write
+ * handle. Replaced views are unpinned after an RCU grace period. */
+struct shmcfg_snapshot {
+	shmcfg *h; const shmcfg *origin; /* acquired on: its options are mapped to h's; NULL: h's own */
+	uint64_t gen;
+	const char *slot;   /* slot memory: in the segment, or a private copy */
+	const char *heap;   /* the value heap: the segment's, or the copy's */
+	uint64_t heap_size;
+	bool is_copy;       /* read-only handles and pin overflow: freed on release */
+	int pin;            /* index in our reader entry's pins, -1 if none */
+};
+
+struct pview; /* reclaim.c */
+
+struct shmcfg {
+	struct shmcfg_view view; /* first: the inline getters read it */
+	char *name;
+	int fd;
+	int lock_fd;             /* the lock object, read-write handles only; -1 otherwise */
+	bool rdonly;
+	shmcfg_attach_opts opts; /* as attached, for shmcfg_reattach() */
+	uint8_t expect_hash[16]; /* opts.expect_schema_hash points here */
+	uid_t owner;             /* the object's owner at attach */
+	struct shmcfg *next_open;  /* in segment.c's list of open handles (fork) */
+	pid_t pid;               /* the attaching process (fork detection) */
+	char *base;              /* mapping of the whole object */
+	size_t size;
+	struct seg_header *hdr;  /* shared: `ready`, the hot words, the writer state; the rest from lay */
+	struct seg_header lay;   /* private copy of the header, validated at attach */
+	/*
+	 * The schema (validate.c, doc/design.md "Creation and attach"): its
+	 * header copied and checked at attach; the region mapped privately
+	 * (MAP_PRIVATE), each page copied by the kernel the first time it is
+	 * used (shmcfg__schema_pin) and never read from the shared object
+	 * again; each option validated on that copy the first time it is used
+	 * (opt_d, shmcfg__opt_use). The pointers below point into the private
+	 * copy; only validated parts may be read.
+	 */
+	struct schema_hdr sch_copy;
+	const struct schema_hdr *sch;      /* &sch_copy */
+	char *priv;                        /* private mapping of [0, schema end) */
+	size_t priv_size;
+	unsigned page_shift;
+	unsigned char *opt_ok;             /* per option: 1 once validated (opt_d) */
+	unsigned char *page_ok;            /* per page of priv: 1 once copied */
+	unsigned char *whole_ok;           /* WHOLE_*: checked whole once; all three: __atomic_* only */
+	const struct opt_desc *desc;       /* raw: read only through opt_d() */
+	const struct implies_ent *implies; /* entries of validated options only */
+	const uint32_t *rdeps;             /* runs of validated options only */
+	const uint32_t *index_raw;         /* raw: through validate.c */
+	uint32_t *topo;                    /* implication order, from the ranks: shmcfg__schema_topo */
+	const char *strings;               /* what validated references name */
+	uint64_t strings_size;
+	/* reader table */
+	int reader;              /* our entry, -1 if none (not claimed yet, read-only, table full) */
+	bool agent_claim;        /* this handle holds the cluster agent's claim (shmcfg_sync_claim) */
+	/* Following a replacement (follow.c): the successor (set once); a successor's program handle
+	 * and map of its options (NULL: same schema); how to attach, when to retry, why it failed */
+	struct shmcfg *next; const struct shmcfg *root; uint32_t *root_map;
+	int (*attach_next)(struct shmcfg *h, struct shmcfg **ret);
+	uint64_t follow_after_ns;
+	int follow_err;
+	uint64_t poison_cur; char *poison_slot; /* the view of a handle that cannot follow */
+	uint64_t claim_after_ns; /* table found full: no new claim before this (reclaim.c) */
+	bool counted_fallback;   /* counted in the header's copy_fallbacks */
+	pthread_mutex_t view_lock; /* serialises view replacement */
+	pthread_mutex_t commit_lock, entry_lock; /* threads share the OFD locks: commits, claims/reaping */
+	struct pview *pview;     /* RCU-protected current view */
+	unsigned retired;        /* views awaiting a grace period (under reclaim.c's rq_lock) */
+	bool uses_reclaimer; void (*close_deferred)(shmcfg *h); /* in rq_users; the end of a close, deferred */
+	int commit_timeout_ms;
+	bool no_growth;          /* shmcfg_set_heap_growth(false): a full heap fails the commit */
+	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
+	uid_t uid;               /* getuid() at attach: for the commit log */
+	char *hist_buf; size_t hist_cap; /* a commit's history record, built here (history.c) */
+	uint32_t *waiters;       /* the header's count of waiters (read-write handles; watch.c) */
+	bool wake_always; uint64_t mode_ns; /* readers may not count themselves (as of mode_ns: wake()) */
+	shmcfg_env_use *env_used; size_t n_env_used; /* the creator's: the variables that filled the env layers (env.c) */
+};
+
+/* Pointers into the mapping. */
+static inline struct slot_hdr *slot_at(const shmcfg *h, uint32_t s)
+{
+	return (struct slot_hdr *)(h->base + h->lay.slots_off + (uint64_t)s * h->lay.slot_size);
+}
+static inline struct shmcfg__cell *slot_cells(const shmcfg *h, const void *slot)
+{
+	return (struct shmcfg__cell *)((char *)slot + h->lay.cells_off);
+}
+static inline uint32_t *slot_lrefs(const shmcfg *h, const void *slot)
+{
+	return (uint32_t *)((char *)slot + h->lay.lrefs_off);
+}
+static inline char *seg_heap(const shmcfg *h)
+{
+	return h->base + h->lay.heap_off;
+}
+static inline struct reader_ent *reader_at(const shmcfg *h, uint32_t i)
+{
+	return (struct reader_ent *)(h->base + h->lay.readers_off) + i;
+}
+static inline struct log_ent *log_at(const shmcfg *h, uint64_t gen)
+{
+	return (struct log_ent *)(h->base + h->lay.log_off) + gen % SEG_LOG_ENTRIES;
+}
+/*
+ * The schema's accessors (validate.c). Options are validated on first use:
+ *
+ * shmcfg__opt_use(h, opt) is the fallible door: the handle in range
+ * (SHMCFG_E_NOOPT), then the option and its alias's final target validated
+ * (SHMCFG_E_CORRUPT with a one-line detail; -ENOMEM, or another errno, when
+ * the private copy could not be made: no verdict, a later call tries
+ * again). Every entry point that takes an option handle, and every full
+ * scan, passes it before opt_d().
+ *
+ * opt_d(h, i) is option i's validated descriptor (i < nopts). Its fast path
+ * is one acquire load. It validates an option nobody validated yet, but it
+ * cannot fail: if the option is corrupt (or its copy cannot be made now) it
+ * returns an inert descriptor (type 0, which every type check refuses, empty
+ * strings, no alias, no implications, alias_final = i): safe, never used
+ * for a result, because the callers that can fail have passed
+ * shmcfg__opt_use() or a whole-schema accessor first.
+ *
+ * sstr(h, r) is the string of a reference of a validated descriptor:
+ * NUL-terminated, in bounds, in the private copy; an empty reference (the
+ * inert descriptor's, an empty list's) reads nothing of it. h->strings with
+ * h->strings_size is what the cells of validated descriptors and
+ * implications decode against (shmcfg__value_from_cell).
+ *
+ * Whole-schema accessors, for full scans (generation 1 at creation): every
+ * option validated (shmcfg__schema_all) and the implication order (made
+ * from the ranks: each once, impliers before their targets), each checked
+ * once, on first use. A name index entry is read through schema_index_at
+ * (range-checked).
+ *
+ * A field added to struct opt_desc is checked in shmcfg__opt_check
+ * (validate.c, on first use; whatever it references pinned before it is
+ * read); one added to struct schema_hdr in shmcfg__schema_open (at attach:
+ * constant work only); a new array used whole gets an accessor in
+ * validate_all.c, checked when first used whole, and a line in
+ * shmcfg__schema_validate (shmcfg_check).
+ */
+/* validate.c: one option validated on first use; the name index */
+int shmcfg__opt_use(const shmcfg *h, shmcfg_opt opt);
+const struct opt_desc *shmcfg__opt_slow(const shmcfg *h, uint32_t i);
+int shmcfg__schema_index(const shmcfg *h, uint32_t slot, uint32_t *id);
+/* Name index entry `slot` (< index_size) in *id: UINT32_MAX (empty) or an
+ * option id, range-checked; inline when its page was copied already. */
+static inline int schema_index_at(const shmcfg *h, uint32_t slot, uint32_t *id)
+{
+	uint64_t pos = h->lay.schema_off + h->sch->index_off + (uint64_t)slot * 4;
+	/* acquire: pairs with the release store of page_ok in shmcfg__schema_pin */
+	if (!__atomic_load_n(&h->page_ok[pos >> h->page_shift], __ATOMIC_ACQUIRE))
+		return shmcfg__schema_index(h, slot, id);
+	uint32_t v = h->index_raw[slot];
+	if (__builtin_expect(v != UINT32_MAX && v >= h->lay.nopts, 0))
+		return shmcfg__schema_index(h, slot, id); /* says so */
+	*id = v;
+	return 0;
+}
+/* validate_all.c: the schema used whole */
+enum { WHOLE_ALL, WHOLE_N }; /* h->whole_ok[] */
+int shmcfg__schema_all(const shmcfg *h);
+int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo);
+static inline const struct opt_desc *opt_d(const shmcfg *h, uint32_t i)
+{
+	/* acquire: pairs with the release store of opt_ok[i] in validate.c
+	 * (opt_validate): the descriptor and everything it references were
+	 * copied and checked before it */
+	if (__builtin_expect(__atomic_load_n(&h->opt_ok[i], __ATOMIC_ACQUIRE), 1))
+		return &h->desc[i];
+	return shmcfg__opt_slow(h, i);
+}
+static inline const char *sstr(const shmcfg *h, struct sref r)
+{
+	return r.len ? h->strings + r.off : "";
+}
+static inline uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+static inline uint64_t cur_gen(uint64_t cur)
+{
+	return cur >> SHMCFG__SLOT_BITS;
+}
+static inline uint32_t cur_slot(uint64_t cur)
+{
+	return (uint32_t)(cur & ((1u << SHMCFG__SLOT_BITS) - 1));
+}
+
+#endif /* SHMCFG_HANDLE_H */
