@@ -65,6 +65,11 @@ void shmcfg__log(int level, const char *fmt, ...) __attribute__((format(printf, 
 
 #include "fault.h" /* fault.c: crash points and the resource seam */
 
+/* sized.c: structs that grow (the caller's size of a public struct) */
+int shmcfg__sized_in(void *dst, size_t full, const void *src, size_t size, size_t min, const char *what);
+int shmcfg__sized_out(size_t size, size_t min, const char *what);
+void shmcfg__sized_copy(void *dst, size_t size, const void *src, size_t full);
+
 /* value.c: values, parsing, comparison */
 int shmcfg__value_copy(const shmcfg_value *src, shmcfg_value *dst);
 int shmcfg__canon_set(shmcfg_value *v);

@@ -433,6 +433,75 @@ static void test_txn_load(void **state)
 	assert_int_equal(shmcfg_generation(h), g0 + 1);
 }
 
+/* ------------------------------------------------------------------ */
+/* Structs that grow (include/shmcfg.h.in)                            */
+/* ------------------------------------------------------------------ */
+
+/* A caller built against a newer header: its structs are longer. */
+struct newer_info { shmcfg_info info; uint64_t later[4]; };
+struct newer_create { shmcfg_create_opts o; uint64_t later[2]; };
+
+static void test_sized_structs(void **state)
+{
+	struct fx *f = *state;
+	shmcfg_info ref;
+	assert_int_equal(shmcfg_stat(f->h, &ref), 0);
+
+	/* filled: the fields both know, the newer caller's extra bytes zeroed */
+	struct newer_info n;
+	memset(&n, 0xa5, sizeof n);
+	assert_int_equal(shmcfg_stat_sized(f->h, &n.info, sizeof n), 0);
+	assert_int_equal(n.info.generation, ref.generation);
+	assert_memory_equal(n.info.schema_hash, ref.schema_hash, 16);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(n.later[i], 0);
+	/* the functions of the macros' names, for programs built before 0.7 */
+	shmcfg_info old;
+	assert_int_equal((shmcfg_stat)(f->h, &old), 0);
+	assert_int_equal(old.generation, ref.generation);
+	assert_memory_equal(old.config_hash, ref.config_hash, 16);
+	shmcfg_commit c1, c2;
+	assert_int_equal(shmcfg_commit_info(f->h, ref.generation, &c1), 0);
+	assert_int_equal((shmcfg_commit_info)(f->h, ref.generation, &c2), 0);
+	assert_int_equal(c1.generation, c2.generation);
+	assert_int_equal(c1.pid, c2.pid);
+
+	/* shorter than any release under this soname: refused, untouched */
+	memset(&old, 0xa5, sizeof old);
+	assert_int_equal(shmcfg_stat_sized(f->h, &old, sizeof old - 8), -EINVAL);
+	assert_non_null(strstr(shmcfg_errdetail(), "shmcfg_info"));
+	assert_int_equal(old.generation, 0xa5a5a5a5a5a5a5a5ull);
+	shmcfg_sync_info si;
+	assert_int_equal(shmcfg_sync_get_sized(f->h, &si, 16), -EINVAL);
+
+	/* read: a newer caller's fields this library lacks must be zero */
+	char name[64];
+	snprintf(name, sizeof name, "%s", test_name("apisized"));
+	shmcfg_schema *s = test_schema();
+	struct newer_create nc = {.o = {.flags = SHMCFG_CREATE_NO_ENV}};
+	nc.later[1] = 1;
+	shmcfg *h = NULL;
+	assert_int_equal(shmcfg_create_sized(name, s, &nc.o, &h, sizeof nc), -E2BIG);
+	assert_non_null(strstr(shmcfg_errdetail(), "shmcfg_create_opts: byte"));
+	assert_null(h);
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &h), -ENOENT); /* nothing was created */
+	struct { shmcfg_attach_opts o; uint32_t later; } na = {.later = 7};
+	assert_int_equal(shmcfg_attach_with_sized(f->name, &na.o, &h, sizeof na), -E2BIG);
+	assert_null(h);
+	nc.later[1] = 0;
+	nc.o.slots = 3;
+	assert_int_equal(shmcfg_create_sized(name, s, &nc.o, &h, sizeof nc), 0);
+	assert_int_equal(shmcfg_stat(h, &ref), 0);
+	assert_int_equal(ref.nslots, 3); /* the fields both know were read */
+	na.later = 0;
+	shmcfg *h2 = NULL;
+	assert_int_equal(shmcfg_attach_with_sized(name, &na.o, &h2, sizeof na), 0);
+	shmcfg_close(h2);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+	shmcfg_schema_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -442,6 +511,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_txn_first_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_load_all_or_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_txn_load, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sized_structs, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,9 +31,8 @@ static void copy_str(char *dst, size_t n, const char *src, size_t src_size)
 	snprintf(dst, n, "%.*s", (int)strnlen(src, src_size), src);
 }
 
-int shmcfg_sync_set(shmcfg *h, const shmcfg_sync_info *info)
+static int sync_set(shmcfg *h, const shmcfg_sync_info *info)
 {
-	SHMCFG_API_ENTRY;
 	assert_return(h && info, -EINVAL);
 	SHMCFG_FOLLOW(h);
 	if (h->rdonly)
@@ -67,9 +66,8 @@ int shmcfg_sync_set(shmcfg *h, const shmcfg_sync_info *info)
 	return 0;
 }
 
-int shmcfg_sync_get(const shmcfg *h, shmcfg_sync_info *ret)
+static int sync_get(const shmcfg *h, shmcfg_sync_info *ret)
 {
-	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	SHMCFG_FOLLOW(h);
 	const struct seg_header *hd = h->hdr;
@@ -153,4 +151,36 @@ int shmcfg_sync_claimed(const shmcfg *h)
 		return shmcfg__err(-EACCES, "%s: no access to its lock object: cannot tell whether an agent runs", h->name);
 	int r = shmcfg__ofd_held(h->lock_fd, LOCK_AGENT_BYTE);
 	return r < 0 ? shmcfg__err(r, "%s: cannot test the agent's claim: %s", h->name, strerror(-r)) : r;
+}
+
+/* The caller's struct at its size (lib/base/sized.c); the names of releases
+ * before 0.7, whose struct was this one. */
+int shmcfg_sync_set_sized(shmcfg *h, const shmcfg_sync_info *info, size_t info_size)
+{
+	SHMCFG_API_ENTRY;
+	shmcfg_sync_info full;
+	int r = info ? shmcfg__sized_in(&full, sizeof full, info, info_size, sizeof full, "shmcfg_sync_info") : 0;
+	return r ? r : sync_set(h, info ? &full : NULL);
+}
+
+int (shmcfg_sync_set)(shmcfg *h, const shmcfg_sync_info *info)
+{
+	SHMCFG_API_ENTRY;
+	return shmcfg_sync_set_sized(h, info, sizeof *info);
+}
+
+int shmcfg_sync_get_sized(const shmcfg *h, shmcfg_sync_info *ret, size_t ret_size)
+{
+	SHMCFG_API_ENTRY;
+	shmcfg_sync_info full;
+	int r = ret ? shmcfg__sized_out(ret_size, sizeof full, "shmcfg_sync_info") : 0;
+	if (!r && !(r = sync_get(h, ret ? &full : NULL)))
+		shmcfg__sized_copy(ret, ret_size, &full, sizeof full);
+	return r;
+}
+
+int (shmcfg_sync_get)(const shmcfg *h, shmcfg_sync_info *ret)
+{
+	SHMCFG_API_ENTRY;
+	return shmcfg_sync_get_sized(h, ret, sizeof *ret);
 }

@@ -379,17 +379,18 @@ static int get_value(struct rbuf *r, shmcfg_type t, shmcfg_source src, bool *set
 	return 0;
 }
 
-void shmcfg_history_free(shmcfg_history_entry *e)
+shmcfg_history_entry *shmcfg_history_free(shmcfg_history_entry *e)
 {
 	SHMCFG_API_KEEP;
 	if (!e)
-		return;
+		return NULL;
 	for (uint32_t k = 0; e->changes && k < e->nchanges; k++) {
 		shmcfg_value_clear(&e->changes[k].old_value);
 		shmcfg_value_clear(&e->changes[k].new_value);
 	}
 	shmcfg__free(e->changes);
 	shmcfg__free(e);
+	return NULL;
 }
 
 /* A record's bytes decoded into e (whose metadata is set): 0, or

@@ -47,17 +47,18 @@ int shmcfg_txn_begin(shmcfg *h, shmcfg_txn **ret)
 	return 0;
 }
 
-void shmcfg_txn_abort(shmcfg_txn *t)
+shmcfg_txn *shmcfg_txn_abort(shmcfg_txn *t)
 {
 	SHMCFG_API_KEEP;
 	if (!t)
-		return;
+		return NULL;
 	for (size_t i = 0; i < t->n; i++)
 		shmcfg_value_clear(&t->ch[i].v);
 	shmcfg__free(t->ch);
 	shmcfg__free(t->idx);
 	shmcfg__free(t->err_detail);
 	shmcfg__free(t);
+	return NULL;
 }
 
 int shmcfg_txn_layer(shmcfg_txn *t, shmcfg_source layer)

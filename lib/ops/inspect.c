@@ -44,9 +44,8 @@ void shmcfg_schema_hash(const shmcfg *h, uint8_t out[16])
 		shmcfg__err(-EINVAL, "%s: invalid argument (h && out)", __func__);
 }
 
-int shmcfg_stat(const shmcfg *h, shmcfg_info *ret)
+static int stat_full(const shmcfg *h, shmcfg_info *ret)
 {
-	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	SHMCFG_FOLLOW(h);
 	memset(ret, 0, sizeof *ret);
@@ -175,4 +174,22 @@ int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, voi
 	shmcfg__free(copy);
 	return bad;
 #undef PROBLEM
+}
+
+/* The caller's struct at its size (lib/base/sized.c); the name of releases
+ * before 0.7, whose struct was this one. */
+int shmcfg_stat_sized(const shmcfg *h, shmcfg_info *ret, size_t ret_size)
+{
+	SHMCFG_API_ENTRY;
+	shmcfg_info full;
+	int r = ret ? shmcfg__sized_out(ret_size, sizeof full, "shmcfg_info") : 0;
+	if (!r && !(r = stat_full(h, ret ? &full : NULL)))
+		shmcfg__sized_copy(ret, ret_size, &full, sizeof full);
+	return r;
+}
+
+int (shmcfg_stat)(const shmcfg *h, shmcfg_info *ret)
+{
+	SHMCFG_API_ENTRY;
+	return shmcfg_stat_sized(h, ret, sizeof *ret);
 }

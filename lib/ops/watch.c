@@ -133,9 +133,8 @@ static int wait_counted(const shmcfg *h, uint64_t after, uint64_t deadline, bool
 	}
 }
 
-int shmcfg_commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
+static int commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
 {
-	SHMCFG_API_ENTRY;
 	assert_return(h && ret, -EINVAL);
 	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h);
@@ -249,4 +248,22 @@ count : {
 		n += changed[i];
 	return n;
 }
+}
+
+/* The caller's struct at its size (lib/base/sized.c); the name of releases
+ * before 0.7, whose struct was this one. */
+int shmcfg_commit_info_sized(const shmcfg *h, uint64_t gen, shmcfg_commit *ret, size_t ret_size)
+{
+	SHMCFG_API_ENTRY;
+	shmcfg_commit full;
+	int r = ret ? shmcfg__sized_out(ret_size, sizeof full, "shmcfg_commit") : 0;
+	if (!r && !(r = commit_info(h, gen, ret ? &full : NULL)))
+		shmcfg__sized_copy(ret, ret_size, &full, sizeof full);
+	return r;
+}
+
+int (shmcfg_commit_info)(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
+{
+	SHMCFG_API_ENTRY;
+	return shmcfg_commit_info_sized(h, gen, ret, sizeof *ret);
 }

@@ -453,16 +453,17 @@ int shmcfg_patcher_restore(shmcfg_patcher *p)
 	return pop(p->h, p);
 }
 
-void shmcfg_patcher_free(shmcfg_patcher *p)
+shmcfg_patcher *shmcfg_patcher_free(shmcfg_patcher *p)
 {
 	SHMCFG_API_KEEP;
 	if (!p)
-		return;
+		return NULL;
 	for (size_t i = 0; i < p->n; i++)
 		shmcfg_value_clear(&p->vals[i]);
 	shmcfg__free(p->opts);
 	shmcfg__free(p->vals);
 	shmcfg__free(p);
+	return NULL;
 }
 
 /* At close: drop the calling thread's frames and overlay of h, so that a

@@ -421,24 +421,25 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 	return shmcfg__copy_snapshot(h, ret);
 }
 
-void shmcfg_snapshot_release(shmcfg_snapshot *snap)
+shmcfg_snapshot *shmcfg_snapshot_release(shmcfg_snapshot *snap)
 {
 	SHMCFG_API_KEEP;
 	if (!snap)
-		return;
+		return NULL;
 	if (snap->is_copy) {
 		shmcfg__free(snap);
-		return;
+		return NULL;
 	}
 	if (snap->h->pid != self_pid) {
 		/* a snapshot inherited across fork(): the reader entry and its
 		 * count are the parent's; only our read-side section is ours */
 		read_unlock();
-		return;
+		return NULL;
 	}
 	/* release: our reads of the slot happen before a writer sees us idle */
 	__atomic_fetch_sub(&reader_at(snap->h, (uint32_t)snap->h->reader)->active, 1, __ATOMIC_RELEASE); /* (H) */
 	read_unlock();
+	return NULL;
 }
 
 /*

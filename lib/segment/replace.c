@@ -341,9 +341,8 @@ int shmcfg__replace(const char *name, const char *path, struct seg_header *lay, 
 	return r;
 }
 
-int shmcfg_resize(const char *name, const shmcfg_create_opts *opts, shmcfg **ret)
+static int resize(const char *name, const shmcfg_create_opts *opts, shmcfg **ret)
 {
-	SHMCFG_API_ENTRY;
 	assert_return(ret, -EINVAL);
 	char path[PATH_BYTES];
 	int r = shmcfg__name_check(name, path);
@@ -407,10 +406,8 @@ static int first_env(shmcfg *h, void *ctx)
 	return r;
 }
 
-int shmcfg_create(const char *name, const shmcfg_schema *schema, const shmcfg_create_opts *opts,
-		  shmcfg **ret)
+static int create(const char *name, const shmcfg_schema *schema, const shmcfg_create_opts *opts, shmcfg **ret)
 {
-	SHMCFG_API_ENTRY;
 	assert_return(ret, -EINVAL);
 	char path[PATH_BYTES];
 	int r = shmcfg__name_check(name, path);
@@ -540,4 +537,35 @@ int shmcfg_txn_commit_ex(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 		shmcfg__err(r, "%s: the segment was replaced, and its successor cannot be attached", t->h->name);
 	shmcfg_txn_abort(t);
 	return r;
+}
+
+/* The public entry points: the caller's opts at its size (lib/base/sized.c),
+ * and the names of releases before 0.7, whose struct was this one. */
+int shmcfg_resize_sized(const char *name, const shmcfg_create_opts *opts, shmcfg **ret, size_t opts_size)
+{
+	SHMCFG_API_ENTRY;
+	shmcfg_create_opts o;
+	int r = opts ? shmcfg__sized_in(&o, sizeof o, opts, opts_size, sizeof o, "shmcfg_create_opts") : 0;
+	return r ? r : resize(name, opts ? &o : NULL, ret);
+}
+
+int (shmcfg_resize)(const char *name, const shmcfg_create_opts *opts, shmcfg **ret)
+{
+	SHMCFG_API_ENTRY;
+	return shmcfg_resize_sized(name, opts, ret, sizeof *opts);
+}
+
+int shmcfg_create_sized(const char *name, const shmcfg_schema *schema, const shmcfg_create_opts *opts,
+			shmcfg **ret, size_t opts_size)
+{
+	SHMCFG_API_ENTRY;
+	shmcfg_create_opts o;
+	int r = opts ? shmcfg__sized_in(&o, sizeof o, opts, opts_size, sizeof o, "shmcfg_create_opts") : 0;
+	return r ? r : create(name, schema, opts ? &o : NULL, ret);
+}
+
+int (shmcfg_create)(const char *name, const shmcfg_schema *schema, const shmcfg_create_opts *opts, shmcfg **ret)
+{
+	SHMCFG_API_ENTRY;
+	return shmcfg_create_sized(name, schema, opts, ret, sizeof *opts);
 }

@@ -274,9 +274,8 @@ static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **r
 	return 0;
 }
 
-int shmcfg_attach_with(const char *name, const shmcfg_attach_opts *opts, shmcfg **ret)
+static int attach_with(const char *name, const shmcfg_attach_opts *opts, shmcfg **ret)
 {
-	SHMCFG_API_ENTRY;
 	assert_return(ret, -EINVAL);
 	shmcfg_attach_opts o = opts ? *opts : (shmcfg_attach_opts){0};
 	if (o.flags & ~(unsigned)(SHMCFG_ATTACH_RDONLY | SHMCFG_ATTACH_OWNER))
@@ -529,4 +528,20 @@ fail_unlink:
 fail_handle:
 	handle_free(h);
 	return r;
+}
+
+/* The caller's opts at its size (lib/base/sized.c); the name of releases
+ * before 0.7, whose struct was this one. */
+int shmcfg_attach_with_sized(const char *name, const shmcfg_attach_opts *opts, shmcfg **ret, size_t opts_size)
+{
+	SHMCFG_API_ENTRY;
+	shmcfg_attach_opts o;
+	int r = opts ? shmcfg__sized_in(&o, sizeof o, opts, opts_size, sizeof o, "shmcfg_attach_opts") : 0;
+	return r ? r : attach_with(name, opts ? &o : NULL, ret);
+}
+
+int (shmcfg_attach_with)(const char *name, const shmcfg_attach_opts *opts, shmcfg **ret)
+{
+	SHMCFG_API_ENTRY;
+	return shmcfg_attach_with_sized(name, opts, ret, sizeof *opts);
 }
