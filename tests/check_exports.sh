@@ -110,7 +110,7 @@ fi
 # right before the first '(' or ';' after SHMCFG_EXPORT (functions, and
 # variables such as shmcfg__tls_patched, before their __attribute__); the
 # #define lines name none
-grep -o 'SHMCFG_EXPORT[^;(]*' "$header" | sed 's/[[:space:]]*__attribute__$//' |
+cat "$header" "$top_srcdir"/include/shmcfg/*.h | grep -o 'SHMCFG_EXPORT[^;(]*' | sed 's/[[:space:]]*__attribute__$//' |
 	grep -o 'shmcfg_[A-Za-z0-9_]*$' | sort -u > "$tmp/declared"
 comm -23 "$tmp/declared" "$tmp/want" > "$tmp/undeclared_missing"
 comm -13 "$tmp/declared" "$tmp/want" > "$tmp/unlisted_decl"

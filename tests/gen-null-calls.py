@@ -21,6 +21,7 @@ pointers are either refused or documented as optional.
 
 usage: gen-null-calls.py include/shmcfg.h lib/libshmcfg.sym OUT.c
 """
+import os
 import re
 import sys
 
@@ -177,9 +178,23 @@ def gen_function(fn, ret, params):
     return lines
 
 
+def with_includes(path):
+    """The header's text with its #include "shmcfg/X.h" lines replaced by
+    those files (beside it, or in $top_srcdir/include in a VPATH build)."""
+    dirs = [os.path.dirname(path), os.path.join(os.environ.get("top_srcdir", "."), "include")]
+
+    def expand(m):
+        for d in dirs:
+            p = os.path.join(d, m.group(1))
+            if os.path.exists(p):
+                return open(p).read()
+        sys.exit(f"gen-null-calls.py: {m.group(1)}, included by {path}, not found in {dirs}")
+    return re.sub(r'^#include "(shmcfg/[a-z_]+\.h)".*$', expand, open(path).read(), flags=re.M)
+
+
 def main():
     header_path, exports_path, out_path = sys.argv[1:4]
-    decls = declarations(open(header_path).read())
+    decls = declarations(with_includes(header_path))
     script = re.sub(r"/\*.*?\*/", "", open(exports_path).read(), flags=re.S)
     exports = [n for body in re.findall(r"\{\s*global:(.*?)\}", script, re.S)
                for n in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*;", body)]

@@ -29,7 +29,7 @@ run $MAKE -C "$top_builddir" install DESTDIR="$D"
 if [ "$RC" = 0 ]; then ok "make install DESTDIR=..."; else not_ok "make install DESTDIR=..."; diag_run; t_done; fi
 
 for f in "$bindir/shmctl" "$bindir/shmcfg-import" "$bindir/shmcfg-sync" \
-	"$libdir/libshmcfg.so.3" "$libdir/libshmcfg.so" "$includedir/shmcfg.h" \
+	"$libdir/libshmcfg.so.3" "$libdir/libshmcfg.so" "$includedir/shmcfg.h" "$includedir/shmcfg/read.h" \
 	"$pkgconfigdir/shmcfg.pc" \
 	"$mandir/man1/shmctl.1" "$mandir/man1/shmcfg-import.1" "$mandir/man1/shmcfg-sync.1" \
 	"$mandir/man3/shmcfg.3" \

@@ -1,0 +1,140 @@
+/*
+ * The inline read's machinery: the part of a handle it reads (struct
+ * shmcfg_view), the slot seqlock's read side and the checked read of one
+ * cell (shmcfg__read_cell), behind shmcfg_get_bool/_int/_float.
+ * Included by <shmcfg.h>: do not include it, nor use what it declares,
+ * directly; it is not the API, and changes with SHMCFG_VIEW_ABI and
+ * SHMCFG_GEN_ABI.
+ */
+#ifndef SHMCFG_READ_H
+#define SHMCFG_READ_H
+#ifndef SHMCFG_H
+#error "include <shmcfg.h>, not <shmcfg/read.h>"
+#endif
+
+/**
+ * The part of a handle that the inline getters read: it is the first member
+ * of every `shmcfg`. Versioned by @ref abi (fields are only ever appended);
+ * everything else is opaque.
+ *
+ * A slot is a snapshot of one generation. Its first 8 bytes are its
+ * generation stamp (SLOT_BUSY | the old generation while a writer rewrites
+ * it: never a generation a reader looks for), followed by the 16-byte
+ * config hash; at SHMCFG__CELLS_OFF starts an array of `nopts` cells.
+ */
+struct shmcfg_view {
+	uint32_t abi;              /**< SHMCFG_VIEW_ABI */
+	uint32_t nopts;
+	uint32_t nslots;
+	uint32_t cells_off;        /**< SHMCFG__CELLS_OFF */
+	const uint64_t *current;   /**< (generation << 8) | slot, in the segment header */
+	const char *slots;         /**< slot 0 */
+	uint64_t slot_size;
+	/* ABI 2 */
+	const char *slot[256];     /**< address of slot i; indices >= nslots name slot 0 */
+};
+#define SHMCFG_VIEW_ABI 2
+#define SHMCFG__CELLS_OFF 64
+
+/** One value cell of a slot: the value bits and their metadata. */
+struct shmcfg__cell {
+	uint64_t val;  /**< bool/int: the value; float: its bits; str/list: heap offset | count << 32 */
+	uint64_t meta; /**< bits 0-7 type, 8 null, 9-12 source, 13 set, 32-63 byte length */
+};
+
+#define SHMCFG_NULL 1 /**< getter result: the value is null */
+#define SHMCFG__SLOT_BITS 8
+#define SHMCFG__SPIN 64
+
+/** Non-zero while the thread has patches: its reads take the slow path. */
+extern SHMCFG_EXPORT __thread int shmcfg__tls_patched __attribute__((tls_model("initial-exec")));
+
+/** Do not use directly: the out-of-line read behind the inline getters
+ * (patched threads, bad handles, null values, retries). Cold, so that
+ * compilers move the call out of the inline read's straight line. */
+SHMCFG_EXPORT int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type,
+				   uint64_t *bits) __attribute__((cold));
+
+/*
+ * The read side of the slot seqlock, in three steps. The writer (lib/
+ * publish.c, its steps in lib/seqlock.h) that reuses a slot stores the busy
+ * mark (the top bit over the old generation, seq_cst), issues a release
+ * fence (C), rewrites the cells, stores the new stamp (release, D), then
+ * `current` (seq_cst, E). A reader:
+ *
+ *   slot = shmcfg__seq_begin(v, &cur)  (A) acquire load of `current`
+ *   val  = shmcfg__seq_val(slot, opt)      relaxed loads of cells: any number
+ *   ok   = shmcfg__seq_end(slot, cur)  (B) acquire fence, then the stamp
+ *
+ *  - (A) pairs with (E): a reader that sees generation g in `current` sees
+ *    every store that built g's slot, so its cell loads return g's values
+ *    or later ones.
+ *  - (B) pairs with (C): if any cell load saw a byte of a later rewrite, the
+ *    fences synchronise, and the stamp load (after B) sees the busy mark
+ *    (stored before C) or a later generation, never the one taken from
+ *    `current`.
+ * Generations only grow, so a stamp equal to the one in `current` proves
+ * that the slot held that generation for the whole read: every cell loaded
+ * between the two steps, one or many, belongs to it. Otherwise, retry.
+ * The slot comes from the view's table of 256 addresses: an index past
+ * `nslots` (a hostile segment) names slot 0, which is mapped, so at worst
+ * the read returns values that slot 0 validly holds.
+ */
+static inline const char *shmcfg__seq_begin(const struct shmcfg_view *v, uint64_t *cur)
+{
+	/* the view's pointers move to a new incarnation when the segment is
+	 * replaced (lib/replace.c: any mix of old and new fails the stamp check) */
+	*cur = __atomic_load_n(__atomic_load_n(&v->current, __ATOMIC_RELAXED), __ATOMIC_ACQUIRE); /* (A) */
+	return __atomic_load_n(&v->slot[*cur & ((1u << SHMCFG__SLOT_BITS) - 1)], __ATOMIC_RELAXED);
+}
+
+static inline uint64_t shmcfg__seq_val(const char *slot, shmcfg_opt opt)
+{
+	const struct shmcfg__cell *c = (const struct shmcfg__cell *)(slot + SHMCFG__CELLS_OFF) + opt;
+	return __atomic_load_n(&c->val, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t shmcfg__seq_meta(const char *slot, shmcfg_opt opt)
+{
+	const struct shmcfg__cell *c = (const struct shmcfg__cell *)(slot + SHMCFG__CELLS_OFF) + opt;
+	return __atomic_load_n(&c->meta, __ATOMIC_RELAXED);
+}
+
+static inline bool shmcfg__seq_end(const char *slot, uint64_t cur)
+{
+	__atomic_thread_fence(__ATOMIC_ACQUIRE); /* (B) */
+	return __atomic_load_n((const uint64_t *)slot, __ATOMIC_RELAXED) == cur >> SHMCFG__SLOT_BITS;
+}
+
+/*
+ * The validated read: the seqlock above over one cell. The handle is
+ * checked against `nopts`; one compare checks both the type and "not null".
+ * A null value, a wrong type, a patched thread (its reads show its patches)
+ * and a handle out of range go to the cold slow path, which says which; so
+ * does a read that did not validate SHMCFG__SPIN times (a hostile segment
+ * cannot hang a reader).
+ */
+static inline int shmcfg__read_cell(const shmcfg *h, shmcfg_opt opt, shmcfg_type type,
+				    bool has_ret, uint64_t *bits)
+{
+	const struct shmcfg_view *v = (const struct shmcfg_view *)h;
+	/* a NULL handle or out-pointer: -EINVAL from the slow path (a caller's
+	 * &local folds has_ret away; !h is one predicted branch) */
+	if (__builtin_expect(shmcfg__tls_patched != 0 || !h || !has_ret || opt >= v->nopts, 0))
+		return shmcfg__get_slow(h, opt, type, has_ret ? bits : NULL);
+	for (int spin = 0; spin < SHMCFG__SPIN; spin++) {
+		uint64_t cur;
+		const char *slot = shmcfg__seq_begin(v, &cur);
+		uint64_t val = shmcfg__seq_val(slot, opt);
+		uint64_t meta = shmcfg__seq_meta(slot, opt);
+		if (!shmcfg__seq_end(slot, cur))
+			continue;
+		if (__builtin_expect((meta & 0x1ff) != (uint64_t)type, 0))
+			break; /* null, or the wrong type: the slow path says which */
+		*bits = val;
+		return 0;
+	}
+	return shmcfg__get_slow(h, opt, type, bits);
+}
+
+#endif /* SHMCFG_READ_H */
