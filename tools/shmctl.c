@@ -370,8 +370,8 @@ const struct command shmctl_commands[] = {
 	{"log", cmd_log, "log NAME [OPTION...] [-n N] [--json]", "the segment's history: who changed what, newest first",
 	 {log_flags},
 	 "Each commit: generation, time, user, process and pid, origin, and each layer\n"
-	 "it changed (old -> new). The segment keeps the last N commits (create\n"
-	 "--history N).\n",
+	 "it changed (old -> new). The segment keeps the last N commits (shmctl\n"
+	 "create --history N).\n",
 	 true, "segment option...", NULL},
 	{"rollback", cmd_rollback, "rollback NAME G [--knob] [--quiet]",
 	 "restore the user layer as it was at generation G, in one commit", {rollback_flags},
