@@ -458,32 +458,10 @@ int resolve_option(shmcfg *h, const char *text, shmcfg_opt *ret)
 /* Values                                                             */
 /* ------------------------------------------------------------------ */
 
-/*
- * A float as the shortest text that reads back the same (Python's repr:
- * 0.1, 5.0, 1e+300), which is also a JSON number when finite.
- * shmcfg_value_format() writes 17 significant digits (0.10000000000000001).
- */
-static char *float_text(double f)
-{
-	char t[40];
-	if (isnan(f))
-		return strdup("nan");
-	if (isinf(f))
-		return strdup(f > 0 ? "inf" : "-inf");
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(t, sizeof t, "%.*g", prec, f);
-		if (strtod(t, NULL) == f)
-			break;
-	}
-	if (!strpbrk(t, ".e"))
-		strcat(t, ".0");
-	return strdup(t);
-}
-
+/* The library's display form (shmcfg_value_format): floats as the shortest
+ * text that reads back the same (0.1, 5.0, 1e+300, nan, inf). */
 char *value_text(const shmcfg_value *v)
 {
-	if (!v->is_null && v->type == SHMCFG_FLOAT)
-		return float_text(v->u.f);
 	char *t = NULL;
 	if (shmcfg_value_format(v, &t))
 		return NULL;

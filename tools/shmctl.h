@@ -188,7 +188,8 @@ int find_option(shmcfg *h, const char *text, shmcfg_opt *ret);
 /* The option's name and the final target's descriptor. */
 const char *opt_name(shmcfg *h, shmcfg_opt opt);
 
-/* A value as JSON text (strings quoted), malloc'd; NULL on ENOMEM. */
+/* A value as shmcfg_value_format() writes it (JSON; nan, inf as words),
+ * malloc'd; NULL on ENOMEM. */
 char *value_text(const shmcfg_value *v);
 /* As value_text() but strings raw (`get --raw`). */
 char *value_raw(const shmcfg_value *v);

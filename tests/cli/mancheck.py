@@ -1,8 +1,9 @@
 """shmctl(1)'s SYNOPSIS against shmctl's command table (tests/cli/manpage.sh).
 
 Usage: mancheck.py MANPAGE SHMCTL... (the command that runs shmctl).
-Prints one line per disagreement (nothing when they agree): a command or subcommand of the table the SYNOPSIS does not
-show, or one it shows that the table lacks; a flag of a command's table entry
+Prints one line per disagreement (nothing when they agree): a command or
+subcommand of the table the SYNOPSIS does not show, or one it shows that
+the table lacks; a flag of a command's table entry
 (as its --help lists it) that the command's SYNOPSIS lines do not name, or
 one they name that the table does not have. A flag counts as named when its
 long or its short form is. --help, and --owner of the commands that attach,
