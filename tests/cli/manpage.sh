@@ -19,4 +19,11 @@ sed 's/^\.RB \[ \\-\\-orphans \]$/.RB [ \\-\\-orphans ] [ \\-\\-frob ]/' "$MANPA
 run "$PYTHON" "$top_srcdir/tests/cli/mancheck.py" "$T_TMP/frob.1" $SHMCTL
 pass "(a flag the table does not have is found)" \
 	test "$RC" = 0 -a "$OUT" = "gc: SYNOPSIS names --frob, which the table does not have"
+
+# the pages installed say the version configure was given, in the footer
+version=$($SHMCTL --version | sed 's/.* //')
+for m in shmctl.1 shmcfg-sync.1 shmcfg-import.1 shmcfg.3; do
+	pass "man/$m: the footer says shmcfg $version" \
+		grep -q "^\.TH .* \"shmcfg $version\" " "$top_builddir/man/$m"
+done
 t_done
