@@ -1,7 +1,10 @@
 /*
- * shmctl: helpers shared by the subcommands: number parsing, argument
- * parsing of the read commands, option names (resolved by the library:
- * shmcfg_resolve), values as text and JSON, and aligned tables.
+ * shmctl: what the commands share (they call nothing of shmctl.c nor of
+ * each other's files): numbers, sizes and times; files; option names
+ * (resolved by the library: shmcfg_resolve); values as text and JSON;
+ * aligned tables; processes attached; messages; the option parser and
+ * --help, made from the running command's entry of the table (shmctl.c);
+ * attaching segments; what set shares with cluster set; generations.
  */
 #include "config.h"
 
