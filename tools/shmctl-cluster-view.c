@@ -232,10 +232,9 @@ static json_t *bytes_json(const json_t *bytes, char **text)
 
 int cl_diff(int argc, char **argv)
 {
-	static const struct option opts[] = {OPT_COMMON, {"json", no_argument, NULL, 'J'}, {NULL, 0, NULL, 0}};
 	struct args a;
 	int ec = 0;
-	if (parse_args(argc, argv, opts, &a, &ec))
+	if (parse_args(argc, argv, &a, &ec))
 		return ec;
 	if (optind + 1 >= argc)
 		return usage_error("missing SEQ (an audit record's number: shmctl cluster log)");
@@ -306,10 +305,9 @@ int cl_diff(int argc, char **argv)
  * its agent puts it back within 30 s anyway. */
 int cl_forget(int argc, char **argv)
 {
-	static const struct option opts[] = {OPT_COMMON, {"force", no_argument, NULL, 'f'}, {NULL, 0, NULL, 0}};
 	struct args a;
 	int ec = 0;
-	if (parse_args(argc, argv, opts, &a, &ec))
+	if (parse_args(argc, argv, &a, &ec))
 		return ec;
 	if (optind + 1 >= argc)
 		return usage_error("missing HOST (as cluster status names it)");
@@ -404,10 +402,9 @@ static char *judge(const struct cl *c, const char *rel, const struct etcd_kv *kv
 
 int cl_show(int argc, char **argv)
 {
-	static const struct option opts[] = {OPT_COMMON, OPT_SCHEMA, {"json", no_argument, NULL, 'J'}, {NULL, 0, NULL, 0}};
 	struct args a;
 	int ec = 0;
-	if (parse_args(argc, argv, opts, &a, &ec))
+	if (parse_args(argc, argv, &a, &ec))
 		return ec;
 	if (argc - optind > 1)
 		return usage_error("unexpected argument '%s'", argv[optind + 1]);
@@ -499,10 +496,9 @@ static char *changes_text(const json_t *changes)
 
 int cl_log(int argc, char **argv)
 {
-	static const struct option opts[] = {OPT_COMMON, {"json", no_argument, NULL, 'J'}, {NULL, 0, NULL, 0}};
 	struct args a;
 	int ec = 0;
-	if (parse_args(argc, argv, opts, &a, &ec))
+	if (parse_args(argc, argv, &a, &ec))
 		return ec;
 	if (argc - optind > 1)
 		return usage_error("unexpected argument '%s'", argv[optind + 1]);
@@ -607,10 +603,9 @@ static void age_text(double s, char *buf, size_t len)
 
 int cl_status(int argc, char **argv)
 {
-	static const struct option opts[] = {OPT_COMMON, {"json", no_argument, NULL, 'J'}, {NULL, 0, NULL, 0}};
 	struct args a;
 	int ec = 0;
-	if (parse_args(argc, argv, opts, &a, &ec))
+	if (parse_args(argc, argv, &a, &ec))
 		return ec;
 	if (argc - optind > 1)
 		return usage_error("unexpected argument '%s'", argv[optind + 1]);

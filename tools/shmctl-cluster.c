@@ -48,11 +48,11 @@
 /* ------------------------------------------------------------------ */
 
 /* Parse the options; the positionals are argv[optind..]. 0, or -1 with *ec. */
-int parse_args(int argc, char **argv, const struct option *opts, struct args *a, int *ec)
+int parse_args(int argc, char **argv, struct args *a, int *ec)
 {
 	*a = (struct args){.wait_s = WAIT_DEFAULT_S, .timeout_s = TIMEOUT_DEFAULT_S};
 	int c;
-	while ((c = next_opt(argc, argv, ":h", opts, ec)) != -1) {
+	while ((c = next_opt(argc, argv, ec)) != -1) {
 		switch (c) {
 		case -2:
 			return -1;
@@ -1078,12 +1078,11 @@ static void heap_warn(const struct cl *c, const struct plan *p, void *ud)
 		warn_msg("... and %zu more values that hosts have no room for in their value heap", more);
 }
 
-static int cl_set(int argc, char **argv)
+int cl_set(int argc, char **argv)
 {
-	static const struct option opts[] = {OPT_COMMON, OPT_WRITE, {"knob", no_argument, NULL, 'K'}, {NULL, 0, NULL, 0}};
 	struct args a;
 	int ec = 0;
-	if (parse_args(argc, argv, opts, &a, &ec))
+	if (parse_args(argc, argv, &a, &ec))
 		return ec;
 	if (optind + 1 >= argc)
 		return usage_error("missing OPTION=VALUE");
@@ -1151,12 +1150,11 @@ static int cl_set(int argc, char **argv)
 	return rc;
 }
 
-static int cl_reset(int argc, char **argv)
+int cl_reset(int argc, char **argv)
 {
-	static const struct option opts[] = {OPT_COMMON, OPT_WRITE, {"knob", no_argument, NULL, 'K'}, {NULL, 0, NULL, 0}};
 	struct args a;
 	int ec = 0;
-	if (parse_args(argc, argv, opts, &a, &ec))
+	if (parse_args(argc, argv, &a, &ec))
 		return ec;
 	if (optind + 1 >= argc)
 		return usage_error("missing OPTION");
@@ -1227,12 +1225,11 @@ static bool rel_ok(const char *s)
 	return n && *n;
 }
 
-static int cl_rollback(int argc, char **argv)
+int cl_rollback(int argc, char **argv)
 {
-	static const struct option opts[] = {OPT_COMMON, OPT_WRITE, {"force", no_argument, NULL, 'f'}, {NULL, 0, NULL, 0}};
 	struct args a;
 	int ec = 0;
-	if (parse_args(argc, argv, opts, &a, &ec))
+	if (parse_args(argc, argv, &a, &ec))
 		return ec;
 	if (optind + 1 >= argc)
 		return usage_error("missing SEQ (an audit record's number: shmctl cluster log)");
@@ -1296,114 +1293,4 @@ static int cl_rollback(int argc, char **argv)
 	free_plan(&p);
 	cl_close(&c);
 	return rc;
-}
-
-/* ------------------------------------------------------------------ */
-/* The subcommands                                                    */
-/* ------------------------------------------------------------------ */
-
-#define CONNECT_HELP \
-	"      --endpoints URL[,URL]  etcd: http://HOST:PORT or unix:PATH (default:\n" \
-	"                             $SHMCFG_ETCD_ENDPOINTS, else the configuration\n" \
-	"                             file's endpoints)\n" \
-	"      --cluster NAME         the cluster (default: $SHMCFG_CLUSTER, else the\n" \
-	"                             configuration file's cluster)\n" \
-	"      --timeout DURATION     retry etcd's transient errors (leader changes,\n" \
-	"                             timeouts) this long, and end all etcd reads\n" \
-	"                             by then (default 10s)\n" \
-	"The configuration file is /etc/shmcfg/cluster.conf, or $SHMCFG_CLUSTER_CONF:\n" \
-	"lines 'endpoints = URL[,URL]' and 'cluster = NAME', owned by root or you and\n" \
-	"writable by nobody else. The segment's agent record is never used for them.\n"
-#define SCHEMA_HELP \
-	"      --schema FILE          check values against this schema file instead of\n" \
-	"                             segment NAME's (without --schema, a host that has\n" \
-	"                             no segment NAME uses the schema the agents keep in\n" \
-	"                             etcd: the one most hosts report)\n"
-#define WRITE_HELP \
-	"      --reason TEXT          recorded in the audit record\n" \
-	"      --wait[=DURATION]      return once this host's segment has applied the\n" \
-	"                             change and its status key says so (default 10s;\n" \
-	"                             500ms, 5s, 2m, 1h or seconds; exit 1 if not)\n" \
-	"      --wait=all[:DURATION]  return once every host of the roster (cluster\n" \
-	"                             status) has applied it; exit 1 naming those that\n" \
-	"                             have not, or that rejected a value of it\n" SCHEMA_HELP
-#define CONNECT_SYN " [--endpoints URL[,URL]] [--cluster NAME] [--timeout DURATION]"
-
-static const struct command subs[] = {
-	{"cluster set", cl_set,
-	 "cluster set NAME OPTION=VALUE... [--knob] [--reason TEXT] [--wait[=all|DURATION]] [--schema FILE]\n"
-	 "       " CONNECT_SYN,
-	 "set cluster values: one audited etcd transaction",
-	 "      --knob                 write knob/<the option's knob> instead of opt/\n" WRITE_HELP CONNECT_HELP
-	 "Every value is checked against segment NAME's schema first (as shmctl set\n"
-	 "parses it; see --schema for a host without it); nothing is written if one is\n"
-	 "refused. The segment itself is not written: its agent (shmcfg-sync) applies\n"
-	 "the change, as on every host.\n",
-	 true},
-	{"cluster reset", cl_reset,
-	 "cluster reset NAME OPTION... [--knob] [--reason TEXT] [--wait[=all|DURATION]] [--schema FILE]\n"
-	 "       " CONNECT_SYN,
-	 "delete cluster values: one audited etcd transaction",
-	 "      --knob                 delete knob/<the option's knob> instead of opt/\n" WRITE_HELP CONNECT_HELP,
-	 true},
-	{"cluster show", cl_show, "cluster show NAME [--schema FILE] [--json]" CONNECT_SYN,
-	 "print what etcd holds: every opt/ and knob/ key",
-	 "      --json                 print a JSON object\n" SCHEMA_HELP CONNECT_HELP
-	 "A value that is not JSON, or that segment NAME's schema refuses, is marked.\n",
-	 true},
-	{"cluster diff", cl_diff, "cluster diff NAME SEQ1 [SEQ2] [--json]" CONNECT_SYN,
-	 "print the cluster values that differ after audit record SEQ1 and SEQ2 (or now)",
-	 "      --json                 print a JSON object\n" CONNECT_HELP
-	 "Reads etcd at the revisions of the two records: exit 1 if one was compacted.\n",
-	 true},
-	{"cluster log", cl_log, "cluster log NAME [--json]" CONNECT_SYN,
-	 "print the audit records: who changed what, when and why",
-	 "      --json                 print a JSON object\n" CONNECT_HELP, true},
-	{"cluster rollback", cl_rollback,
-	 "cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=all|DURATION]] [--schema FILE]\n"
-	 "       " CONNECT_SYN,
-	 "apply an audit record's before values as a new audited change",
-	 "      --force                roll back keys that changed since the record too\n" WRITE_HELP CONNECT_HELP
-	 "Without --force a key whose value is no longer the record's after value is\n"
-	 "refused, and nothing is written.\n",
-	 true},
-	{"cluster status", cl_status, "cluster status NAME [--json]" CONNECT_SYN,
-	 "print every host's applied revision, generation, config hash and error",
-	 "      --json                 print a JSON object\n" CONNECT_HELP
-	 "Every host the cluster expects (its roster: each agent adds its host) is\n"
-	 "listed. Marked: hosts missing (no status: the agent stopped or cannot reach\n"
-	 "etcd), behind the newest revision, out of sync, with a config hash other\n"
-	 "than the majority's, and hosts whose local layers override a cluster value\n"
-	 "(each option, layer and value, hash-ignored options included).\n",
-	 true},
-	{"cluster forget", cl_forget, "cluster forget NAME HOST... [--force]" CONNECT_SYN,
-	 "take hosts out of the roster: the cluster no longer expects them",
-	 "      --force                also a host whose agent still reports a status\n" CONNECT_HELP
-	 "An agent puts its host (and segment NAME) in the roster when it starts; only\n"
-	 "forget takes it out. A running agent puts it back within 30 s.\n",
-	 true},
-};
-
-#define NSUBS (sizeof subs / sizeof subs[0])
-
-int cmd_cluster(int argc, char **argv)
-{
-	if (argc < 2)
-		return usage_error("missing subcommand: set, reset, show, log, diff, rollback, status or forget");
-	const char *name = argv[1];
-	if (!strcmp(name, "-h") || !strcmp(name, "--help"))
-		return print_help();
-	for (size_t k = 0; k < NSUBS; k++)
-		if (!strcmp(subs[k].name + strlen("cluster "), name)) {
-			cur_cmd = &subs[k];
-			optind = 1;
-			return subs[k].run(argc - 1, argv + 1);
-		}
-	const char *names[NSUBS];
-	for (size_t k = 0; k < NSUBS; k++)
-		names[k] = subs[k].name + strlen("cluster ");
-	const char *near = closest_word(name, names, NSUBS);
-	if (near)
-		return usage_line("unknown subcommand '%s'; did you mean '%s'?", name, near);
-	return usage_line("unknown subcommand '%s' (set, reset, show, log, diff, rollback, status, forget)", name);
 }

@@ -7,7 +7,6 @@
  */
 #ifndef SHMCFG_SHMCTL_CLUSTER_H
 #define SHMCFG_SHMCTL_CLUSTER_H
-#include <getopt.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -16,18 +15,14 @@
 #include "etcd.h"
 #include "shmctl.h"
 
-/* Every option of every subcommand; each takes those of its table. */
+/* Every option of every subcommand; each takes those of its entry of the
+ * command table (tools/shmctl.c). */
 struct args {
 	const char *endpoints, *cluster, *reason, *schema;
 	bool json, force, knob, wait, wait_all;
 	double wait_s, timeout_s;
 };
 
-#define OPT_COMMON \
-	{"endpoints", required_argument, NULL, 'E'}, {"cluster", required_argument, NULL, 'C'}, \
-	{"timeout", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'}
-#define OPT_SCHEMA {"schema", required_argument, NULL, 'S'}
-#define OPT_WRITE {"reason", required_argument, NULL, 'r'}, {"wait", optional_argument, NULL, 'w'}, OPT_SCHEMA
 
 /* An open cluster: this host's segment, if it has one, the etcd client,
  * the prefix, and the retrying of transient errors. */
@@ -45,7 +40,9 @@ struct cl {
 	char last_err[600];     /* the last one's message */
 };
 
-int parse_args(int argc, char **argv, const struct option *opts, struct args *a, int *ec);
+/* Parse the options of the running subcommand (next_opt); the positionals
+ * are argv[optind..]. 0, or -1 with *ec. */
+int parse_args(int argc, char **argv, struct args *a, int *ec);
 /* Opens the client; the segment NAME if this host has it. 0 or EXIT_FAIL (printed). */
 int cl_open(const struct args *a, const char *seg, bool write, struct cl *c);
 /* c->sh: the schema to check values against (see struct cl). 0 or EXIT_FAIL;
@@ -84,9 +81,4 @@ const char *label(const char *rel, char *buf, size_t len);
  * (none of keys[0..nkeys) rejected), or names those that have not. */
 int wait_all(struct cl *c, int64_t rev, double secs, const char *const *keys, size_t nkeys);
 
-int cl_show(int argc, char **argv);
-int cl_log(int argc, char **argv);
-int cl_diff(int argc, char **argv);
-int cl_status(int argc, char **argv);
-int cl_forget(int argc, char **argv);
 #endif

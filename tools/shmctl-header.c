@@ -63,35 +63,6 @@ struct gen {
 /* The schema: a segment, or a private one made from a schema          */
 /* ------------------------------------------------------------------ */
 
-/* A private segment of a schema: shmctl.h. Signals that would end the
- * process wait while the object has a name, so that none is left in
- * /dev/shm. */
-int private_segment(const shmcfg_schema *schema, shmcfg **ret)
-{
-	shmcfg_create_opts o = {.slots = 2, .readers = 1, .mode = 0600, .flags = SHMCFG_CREATE_NO_ENV};
-	sigset_t block, old;
-	sigemptyset(&block);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGHUP);
-	sigaddset(&block, SIGQUIT);
-	sigaddset(&block, SIGPIPE);
-	int r = -EEXIST;
-	for (int attempt = 0; r == -EEXIST && attempt < 16; attempt++) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		char name[96];
-		snprintf(name, sizeof name, "shmctl-header-%ld-%llx", (long)getpid(),
-			 (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec);
-		sigprocmask(SIG_BLOCK, &block, &old);
-		r = shmcfg_create(name, schema, &o, ret);
-		if (r == 0)
-			(void)shmcfg_unlink(name);
-		sigprocmask(SIG_SETMASK, &old, NULL);
-	}
-	return r;
-}
-
 /* ------------------------------------------------------------------ */
 /* Names                                                              */
 /* ------------------------------------------------------------------ */
@@ -721,15 +692,6 @@ static int write_atomically(const char *path, const char *text, size_t len)
 
 int cmd_header(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"prefix", required_argument, NULL, 'p'},
-		{"strip", required_argument, NULL, 'S'},
-		{"only", required_argument, NULL, 'n'},
-		{"output", required_argument, NULL, 'o'},
-		{"schema", required_argument, NULL, 's'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	struct gen g = {.prefix = "cfg"};
 	const char *out_path = NULL, *schema_path = NULL;
 	const char **only = calloc((size_t)argc + 1, sizeof *only);
@@ -742,7 +704,7 @@ int cmd_header(int argc, char **argv)
 		return fail("out of memory");
 	}
 	char *file_base = NULL;
-	while ((c = next_opt(argc, argv, ":hp:o:s:", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
 		switch (c) {
 		case -2:
 			r = ec;

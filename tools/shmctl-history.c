@@ -1,6 +1,6 @@
 /*
  * shmctl's history commands (the segment's own history: lib/history.c):
- * log, rollback, the generations of diff, and --generation of show and get.
+ * log, rollback and diff (as code, or between generations).
  */
 #include "config.h"
 
@@ -11,41 +11,6 @@
 #include <string.h>
 
 #include "shmctl.h"
-
-int parse_generation(const char *text, uint64_t *gen, int *exit_code)
-{
-	if (parse_u64(text, gen) && *gen > 0)
-		return 0;
-	*exit_code = usage_error("bad generation '%s' (a number from 1)", text);
-	return -1;
-}
-
-int snapshot_of(shmcfg *h, uint64_t gen, shmcfg_snapshot **snap)
-{
-	return gen ? shmcfg_snapshot_at(h, gen, snap) : shmcfg_snapshot_acquire(h, snap);
-}
-
-int generation_args(int argc, char **argv, bool *json, uint64_t *gen, const char **pos, int npos,
-		    int *exit_code)
-{
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'J'},
-		{"generation", required_argument, NULL, 'G'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	int c;
-	*gen = 0;
-	while ((c = next_opt(argc, argv, ":hG:", opts, exit_code)) != -1) {
-		if (c == -2)
-			return -1;
-		if (c == 'J')
-			*json = true;
-		if (c == 'G' && parse_generation(optarg, gen, exit_code))
-			return -1;
-	}
-	return take_positionals(argc, argv, pos, npos, exit_code);
-}
 
 /* ---- one change, one entry -------------------------------------------- */
 
@@ -156,16 +121,10 @@ static bool touches(const shmcfg_history_entry *e, const shmcfg_opt *filter, siz
 
 int cmd_log(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"max-count", required_argument, NULL, 'n'},
-		{"json", no_argument, NULL, 'J'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	bool json = false;
 	uint64_t max = UINT64_MAX;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hn:", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
 		if (c == -2)
 			return ec;
 		if (c == 'J')
@@ -222,15 +181,9 @@ int cmd_log(int argc, char **argv)
 
 int cmd_rollback(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"knob", no_argument, NULL, 'K'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	bool knob = false, quiet = false;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hq", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
 		if (c == -2)
 			return ec;
 		if (c == 'K')
@@ -274,7 +227,7 @@ int cmd_rollback(int argc, char **argv)
 
 /* Every option whose value or layers differ between generations g1 and g2
  * (0: the current one): name, value at each, and each layer that moved. */
-int diff_generations(const char *seg, const char *g1_text, const char *g2_text, bool json)
+static int diff_generations(const char *seg, const char *g1_text, const char *g2_text, bool json)
 {
 	uint64_t g1, g2 = 0;
 	int ec = 0;
@@ -367,4 +320,48 @@ out:
 	shmcfg_snapshot_release(b);
 	shmcfg_close(h);
 	return rc;
+}
+
+/* diff NAME: the non-default settings as code; diff NAME G1 [G2]: above */
+int cmd_diff(int argc, char **argv)
+{
+	shmcfg_codegen_format fmt = SHMCFG_CODEGEN_PYTHON;
+	int c, ec = 0;
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
+		if (c == -2)
+			return ec;
+		if (c == 'J')
+			fmt = SHMCFG_CODEGEN_JSON;
+		if (c == 'f') {
+			if (!strcmp(optarg, "python"))
+				fmt = SHMCFG_CODEGEN_PYTHON;
+			else if (!strcmp(optarg, "shell"))
+				fmt = SHMCFG_CODEGEN_SHELL;
+			else if (!strcmp(optarg, "json"))
+				fmt = SHMCFG_CODEGEN_JSON;
+			else
+				return usage_error("--format takes python, shell or json, not '%s'", optarg);
+		}
+	}
+	if (optind >= argc)
+		return usage_error("missing segment NAME");
+	if (argc - optind > 3)
+		return usage_error("unexpected argument '%s'", argv[optind + 3]);
+	if (argc - optind > 1) /* diff NAME G1 [G2] */
+		return diff_generations(argv[optind], argv[optind + 1], argc - optind > 2 ? argv[optind + 2] : NULL,
+					fmt == SHMCFG_CODEGEN_JSON);
+	shmcfg *h;
+	if (open_segment(argv[optind], true, &h))
+		return EXIT_FAIL;
+	char *text = NULL;
+	int r = shmcfg_codegen(h, fmt, &text);
+	shmcfg_close(h);
+	if (r)
+		return fail_lib(r, argv[optind]);
+	size_t l = strlen(text);
+	fputs(text, stdout);
+	if (l && text[l - 1] != '\n')
+		putchar('\n');
+	free(text);
+	return EXIT_OK;
 }

@@ -20,48 +20,11 @@
 
 #include "shmctl.h"
 
-#define SHM_DIR "/dev/shm"
-#define SHM_PREFIX "shmcfg."
 #define PROBE_TIMEOUT_MS 10000
 
 /* ------------------------------------------------------------------ */
 /* ls                                                                 */
 /* ------------------------------------------------------------------ */
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-int list_segments(char ***ret, size_t *nret)
-{
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	DIR *d = opendir(SHM_DIR);
-	if (!d && errno != ENOENT)
-		return fail("%s: %s", SHM_DIR, strerror(errno));
-	for (struct dirent *e; d && (e = readdir(d));) {
-		if (strncmp(e->d_name, SHM_PREFIX, strlen(SHM_PREFIX)) || !e->d_name[strlen(SHM_PREFIX)])
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			char **nn = realloc(names, cap * sizeof *nn);
-			if (!nn)
-				break;
-			names = nn;
-		}
-		names[n] = strdup(e->d_name + strlen(SHM_PREFIX));
-		if (names[n])
-			n++;
-	}
-	if (d)
-		closedir(d);
-	if (n)
-		qsort(names, n, sizeof *names, cmp_str);
-	*ret = names;
-	*nret = n;
-	return EXIT_OK;
-}
 
 /* What an entry of /dev/shm named like a segment is. */
 enum kind {
@@ -483,19 +446,10 @@ static int snapshot_with_defaults(shmcfg *h, uint64_t at, shmcfg_snapshot **snap
 
 int cmd_show(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"non-default", no_argument, NULL, 'n'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"json", no_argument, NULL, 'J'},
-		{"names", no_argument, NULL, 'N'}, /* hidden: for bash completion */
-		{"generation", required_argument, NULL, 'G'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	bool nondef = false, verbose = false, json = false, names_only = false;
 	uint64_t gen = 0;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hnvG:", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
 		switch (c) {
 		case -2:
 			return ec;
@@ -663,17 +617,10 @@ int cmd_show(int argc, char **argv)
 
 int cmd_get(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'J'},
-		{"raw", no_argument, NULL, 'r'},
-		{"generation", required_argument, NULL, 'G'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	bool json = false, raw = false;
 	uint64_t gen = 0;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hrG:", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
 		if (c == -2)
 			return ec;
 		if (c == 'J')
@@ -1003,17 +950,15 @@ int cmd_describe(int argc, char **argv)
  * (and nothing, exit 1, for a name that does not resolve: a completion
  * prints no errors). One attach: fast enough for each TAB.
  */
-int cmd_complete(int argc, char **argv)
+int complete_values(const char *seg, const char *option)
 {
-	if (argc != 4 || strcmp(argv[1], "values"))
-		return EXIT_USAGE;
 	shmcfg *h;
 	shmcfg_opt opt;
 	shmcfg_optinfo oi, fi;
-	if (attach_segment(argv[2], true, &h))
+	if (attach_segment(seg, true, &h))
 		return EXIT_FAIL;
 	int rc = EXIT_FAIL;
-	if (shmcfg_resolve(h, argv[3], &opt) || shmcfg_opt_info(h, opt, &oi) ||
+	if (shmcfg_resolve(h, option, &opt) || shmcfg_opt_info(h, opt, &oi) ||
 	    shmcfg_opt_info(h, oi.alias_final, &fi))
 		goto out;
 	if (fi.type == SHMCFG_BOOL)

@@ -177,17 +177,10 @@ static int stat_metrics(char **names, size_t n, bool all)
 
 int cmd_stat(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"commits", required_argument, NULL, 'c'},
-		{"format", required_argument, NULL, 'f'},
-		{"json", no_argument, NULL, 'J'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	bool json = false, prom = false;
 	uint64_t ncommits = 10;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hc:", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
 		if (c == -2)
 			return ec;
 		if (c == 'J')
@@ -476,8 +469,9 @@ int cmd_hash(int argc, char **argv)
 int cmd_schema(int argc, char **argv)
 {
 	const char *pos[1];
+	bool json = false; /* (schema takes no --json: its table has none) */
 	int ec = 0;
-	if (take_positionals(argc, argv, pos, 1, &ec))
+	if (simple_args(argc, argv, &json, pos, 1, &ec))
 		return ec;
 	shmcfg *h;
 	if (open_segment(pos[0], true, &h))
@@ -655,15 +649,9 @@ int cmd_check(int argc, char **argv)
 
 int cmd_dump(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"all", no_argument, NULL, 'a'},
-		{"json", no_argument, NULL, 'J'}, /* accepted: a dump is JSON */
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	unsigned flags = 0;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":ha", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
 		if (c == -2)
 			return ec;
 		if (c == 'a')
@@ -684,55 +672,6 @@ int cmd_dump(int argc, char **argv)
 	size_t l = strlen(text);
 	fputs(text, stdout);
 	if (!l || text[l - 1] != '\n')
-		putchar('\n');
-	free(text);
-	return EXIT_OK;
-}
-
-int cmd_diff(int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{"format", required_argument, NULL, 'f'},
-		{"json", no_argument, NULL, 'J'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	shmcfg_codegen_format fmt = SHMCFG_CODEGEN_PYTHON;
-	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hf:", opts, &ec)) != -1) {
-		if (c == -2)
-			return ec;
-		if (c == 'J')
-			fmt = SHMCFG_CODEGEN_JSON;
-		if (c == 'f') {
-			if (!strcmp(optarg, "python"))
-				fmt = SHMCFG_CODEGEN_PYTHON;
-			else if (!strcmp(optarg, "shell"))
-				fmt = SHMCFG_CODEGEN_SHELL;
-			else if (!strcmp(optarg, "json"))
-				fmt = SHMCFG_CODEGEN_JSON;
-			else
-				return usage_error("--format takes python, shell or json, not '%s'", optarg);
-		}
-	}
-	if (optind >= argc)
-		return usage_error("missing segment NAME");
-	if (argc - optind > 3)
-		return usage_error("unexpected argument '%s'", argv[optind + 3]);
-	if (argc - optind > 1) /* diff NAME G1 [G2] */
-		return diff_generations(argv[optind], argv[optind + 1], argc - optind > 2 ? argv[optind + 2] : NULL,
-					fmt == SHMCFG_CODEGEN_JSON);
-	shmcfg *h;
-	if (open_segment(argv[optind], true, &h))
-		return EXIT_FAIL;
-	char *text = NULL;
-	int r = shmcfg_codegen(h, fmt, &text);
-	shmcfg_close(h);
-	if (r)
-		return fail_lib(r, argv[optind]);
-	size_t l = strlen(text);
-	fputs(text, stdout);
-	if (l && text[l - 1] != '\n')
 		putchar('\n');
 	free(text);
 	return EXIT_OK;
@@ -832,19 +771,11 @@ static bool listed(const shmcfg_opt *watched, size_t nwatched, shmcfg_opt i)
 
 int cmd_watch(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"count", required_argument, NULL, 'c'},
-		{"timeout", required_argument, NULL, 't'},
-		{"json", no_argument, NULL, 'J'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	bool json = false, have_count = false, have_timeout = false, quiet = false;
 	uint64_t count = 0;
 	double timeout = 0;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hc:t:q", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
 		switch (c) {
 		case -2:
 			return ec;

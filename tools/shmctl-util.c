@@ -1,7 +1,10 @@
 /*
- * shmctl: helpers shared by the subcommands: number parsing, argument
- * parsing of the read commands, option names (resolved by the library:
- * shmcfg_resolve), values as text and JSON, and aligned tables.
+ * shmctl: what the commands share (they call nothing of shmctl.c nor of
+ * each other's files): numbers, sizes and times; files; option names
+ * (resolved by the library: shmcfg_resolve); values as text and JSON;
+ * aligned tables; processes attached; messages; the option parser and
+ * --help, made from the running command's entry of the table (shmctl.c);
+ * attaching segments; what set shares with cluster set; generations.
  */
 #include "config.h"
 
@@ -10,6 +13,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -218,17 +222,11 @@ int read_file(const char *path, char **ret, size_t *len)
 /* Shared by the read commands                                        */
 /* ------------------------------------------------------------------ */
 
-static const struct option json_only_opts[] = {
-	{"json", no_argument, NULL, 'J'},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
-};
-
-/* Parse "[--json] [--help]" and @p npos positionals into pos[]. */
+/* The running command's flags (--json acted on) and @p npos positionals. */
 int simple_args(int argc, char **argv, bool *json, const char **pos, int npos, int *exit_code)
 {
 	int c;
-	while ((c = next_opt(argc, argv, ":h", json_only_opts, exit_code)) != -1) {
+	while ((c = next_opt(argc, argv, exit_code)) != -1) {
 		if (c == -2)
 			return -1;
 		if (c == 'J')
@@ -463,32 +461,10 @@ int resolve_option(shmcfg *h, const char *text, shmcfg_opt *ret)
 /* Values                                                             */
 /* ------------------------------------------------------------------ */
 
-/*
- * A float as the shortest text that reads back the same (Python's repr:
- * 0.1, 5.0, 1e+300), which is also a JSON number when finite.
- * shmcfg_value_format() writes 17 significant digits (0.10000000000000001).
- */
-static char *float_text(double f)
-{
-	char t[40];
-	if (isnan(f))
-		return strdup("nan");
-	if (isinf(f))
-		return strdup(f > 0 ? "inf" : "-inf");
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(t, sizeof t, "%.*g", prec, f);
-		if (strtod(t, NULL) == f)
-			break;
-	}
-	if (!strpbrk(t, ".e"))
-		strcat(t, ".0");
-	return strdup(t);
-}
-
+/* The library's display form (shmcfg_value_format): floats as the shortest
+ * text that reads back the same (0.1, 5.0, 1e+300, nan, inf). */
 char *value_text(const shmcfg_value *v)
 {
-	if (!v->is_null && v->type == SHMCFG_FLOAT)
-		return float_text(v->u.f);
 	char *t = NULL;
 	if (shmcfg_value_format(v, &t))
 		return NULL;
@@ -796,4 +772,579 @@ void table_free(struct table *t)
 	free(t->rows);
 	free(t->min_width);
 	free(t);
+}
+
+/* ------------------------------------------------------------------ */
+/* Messages                                                           */
+/* ------------------------------------------------------------------ */
+
+const struct command *cur_cmd;
+bool use_color;
+bool have_owner;
+uid_t owner_uid;
+
+/* Every message is one line: control characters (from a name or a value
+ * someone else chose) are shown as \xNN, never sent to the terminal. */
+static void vmsg(const char *prefix, const char *fmt, va_list ap)
+{
+	char *text = NULL;
+	if (vasprintf(&text, fmt, ap) < 0)
+		text = NULL;
+	fflush(stdout);
+	fputs("shmctl: ", stderr);
+	if (prefix)
+		fputs(prefix, stderr);
+	for (const unsigned char *p = (const unsigned char *)(text ? text : "out of memory"); *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			fprintf(stderr, "\\x%02x", *p);
+		else
+			fputc(*p, stderr);
+	fputc('\n', stderr);
+	free(text);
+}
+
+void err_msg(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg(NULL, fmt, ap);
+	va_end(ap);
+}
+
+int fail(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg(NULL, fmt, ap);
+	va_end(ap);
+	return EXIT_FAIL;
+}
+
+void warn_msg(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg("warning: ", fmt, ap);
+	va_end(ap);
+}
+
+int fail_lib(int r, const char *what)
+{
+	const char *detail = shmcfg_errdetail();
+	if (!detail || !*detail)
+		detail = shmcfg_strerror(r);
+	if (!what || !*what)
+		err_msg("%s", detail);
+	else if (strstr(detail, what))
+		err_msg("%s", detail);
+	else
+		err_msg("%s: %s", what, detail);
+	return EXIT_FAIL;
+}
+
+/* Edits, and swaps of neighbours ("shw", "sohw"), between two short words;
+ * SIZE_MAX past 64 bytes. Three rows of the optimal string alignment table. */
+static size_t word_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la > 64 || lb > 64)
+		return SIZE_MAX;
+	size_t rows[3][65], *pp = rows[0], *p = rows[1], *c = rows[2];
+	for (size_t j = 0; j <= lb; j++)
+		p[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		c[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t best = p[j - 1] + (a[i - 1] != b[j - 1]);
+			if (p[j] + 1 < best)
+				best = p[j] + 1;
+			if (c[j - 1] + 1 < best)
+				best = c[j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && pp[j - 2] + 1 < best)
+				best = pp[j - 2] + 1;
+			c[j] = best;
+		}
+		size_t *t = pp;
+		pp = p;
+		p = c;
+		c = t;
+	}
+	return p[lb];
+}
+
+const char *closest_word(const char *typed, const char *const *words, size_t n)
+{
+	size_t tl = strlen(typed), limit = tl < 4 ? 1 : tl < 9 ? 2 : 3, best = SIZE_MAX;
+	const char *pick = NULL;
+	for (size_t i = 0; i < n; i++) {
+		size_t d = word_distance(typed, words[i]);
+		/* a word the text begins (an abbreviation) is close too */
+		if (d > limit && tl >= 2 && !strncmp(words[i], typed, tl))
+			d = limit;
+		if (d <= limit && d < best) {
+			best = d;
+			pick = words[i];
+		}
+	}
+	return pick;
+}
+
+static void print_synopsis(FILE *f, const struct command *c)
+{
+	fprintf(f, "usage: shmctl %s\n", c->synopsis);
+}
+
+int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char prefix[64]; /* the text may quote an argument: escaped as every message */
+	snprintf(prefix, sizeof prefix, "%s%s", cur_cmd ? cur_cmd->name : "", cur_cmd ? ": " : "");
+	vmsg(prefix, fmt, ap);
+	va_end(ap);
+	if (cur_cmd) {
+		print_synopsis(stderr, cur_cmd);
+		fprintf(stderr, "Try 'shmctl %s --help' for more information.\n", cur_cmd->name);
+	} else
+		fprintf(stderr, "Try 'shmctl --help' for more information.\n");
+	return EXIT_USAGE;
+}
+
+int usage_line(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *text = NULL;
+	if (vasprintf(&text, fmt, ap) < 0)
+		text = NULL;
+	va_end(ap);
+	err_msg("%s%s%s", cur_cmd ? cur_cmd->name : "", cur_cmd ? ": " : "", text ? text : "out of memory");
+	free(text);
+	return EXIT_USAGE;
+}
+
+/* ------------------------------------------------------------------ */
+/* Flags and --help, from the running command's table entry           */
+/* ------------------------------------------------------------------ */
+
+int set_color(const char *when)
+{
+	if (!strcmp(when, "always"))
+		use_color = true;
+	else if (!strcmp(when, "never"))
+		use_color = false;
+	else if (!strcmp(when, "auto")) {
+		const char *term = getenv("TERM");
+		use_color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR") && !(term && !strcmp(term, "dumb"));
+	} else {
+		err_msg("--color takes auto, always or never, not '%s'", when);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+int parse_owner(const char *user)
+{
+	struct passwd *pw = *user ? getpwnam(user) : NULL;
+	uint64_t u;
+	if (pw)
+		owner_uid = pw->pw_uid;
+	else if (parse_u64(user, &u) && u < (uid_t)-1)
+		owner_uid = (uid_t)u;
+	else
+		return fail("no such user '%s' (--owner takes a user name or a uid)", user);
+	have_owner = true;
+	return 0;
+}
+
+/* The flags every command takes, after its own: their keys are no
+ * command's (a command's keys are letters). */
+enum { KEY_HELP = 'h', KEY_COLOR = 0x10c0, KEY_OWNER };
+static const struct flag help_flag[] = {
+	{KEY_HELP, "help", NULL, F_SHORT, NULL, "print this help"},
+	{KEY_COLOR, "color", "[=WHEN]", F_OPTARG | F_NOHELP, "auto always never", NULL},
+	{KEY_COLOR, "colour", "[=WHEN]", F_OPTARG | F_HIDDEN, NULL, NULL},
+	{0},
+};
+static const struct flag owner_flag[] = {
+	{KEY_OWNER, "owner", "USER", 0, "@user",
+	 "trust the segment only if USER (a name or uid) owns it;\nwithout it, only segments of yours or root's"},
+	{0},
+};
+
+int command_flags(const struct command *c, int (*fn)(const struct flag *f, void *ud), void *ud)
+{
+	const struct flag *lists[5] = {help_flag, c->flags[0], c->flags[1], c->flags[2], c->attaches ? owner_flag : NULL};
+	for (size_t l = 0; l < 5; l++)
+		for (const struct flag *f = lists[l]; f && f->name; f++) {
+			int r = fn(f, ud);
+			if (r)
+				return r;
+		}
+	return 0;
+}
+
+/* The left column of a flag's --help line: "  -s, --schema FILE". */
+static void flag_label(const struct flag *f, char *buf, size_t len)
+{
+	if (f->flags & F_ARG) {
+		snprintf(buf, len, "  %s", f->name);
+		return;
+	}
+	const char *m = f->metavar ? f->metavar : "";
+	snprintf(buf, len, "  %c%c%s--%s%s%s", f->flags & F_SHORT ? '-' : ' ', f->flags & F_SHORT ? f->key : ' ',
+		 f->flags & F_SHORT ? ", " : "  ", f->name, *m && *m != '[' ? " " : "", m);
+}
+
+static bool in_help(const struct flag *f)
+{
+	return f->help && !(f->flags & (F_NOHELP | F_HIDDEN));
+}
+
+struct help_layout {
+	size_t width; /* of the left column */
+	bool print;
+};
+
+static int help_row(const struct flag *f, void *ud)
+{
+	struct help_layout *l = ud;
+	if (!in_help(f))
+		return 0;
+	char label[96];
+	flag_label(f, label, sizeof label);
+	size_t w = strlen(label) + 2;
+	if (!l->print) {
+		if (w > l->width)
+			l->width = w;
+		return 0;
+	}
+	printf("%-*s", (int)l->width, label);
+	for (const char *p = f->help; *p;) {
+		size_t n = strcspn(p, "\n");
+		printf("%.*s\n", (int)n, p);
+		p += n;
+		if (*p == '\n' && *++p)
+			printf("%*s", (int)l->width, "");
+	}
+	return 0;
+}
+
+int print_help(const struct command *c)
+{
+	print_synopsis(stdout, c);
+	printf("\n%c%s.\n\n", c->summary[0] - ('a' <= c->summary[0] && c->summary[0] <= 'z' ? 32 : 0),
+	       c->summary + 1);
+	struct help_layout l = {.width = 14};
+	command_flags(c, help_row, &l);
+	l.print = true;
+	/* --help, the positionals, the command's flags, --owner */
+	help_row(&help_flag[0], &l);
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t k = 0; k < 3; k++)
+			for (const struct flag *f = c->flags[k]; f && f->name; f++)
+				if ((f->flags & F_ARG) ? pass == 0 : pass == 1)
+					help_row(f, &l);
+	if (c->attaches)
+		help_row(&owner_flag[0], &l);
+	if (c->notes)
+		printf("%s", c->notes);
+	if (c->subs) {
+		size_t plen = strlen(c->name) + 1, w = 0;
+		for (const struct command *s = c->subs; s->name; s++)
+			if (strlen(s->name) - plen + 4 > w)
+				w = strlen(s->name) - plen + 4;
+		printf("\n");
+		for (const struct command *s = c->subs; s->name; s++)
+			printf("  %-*s%s\n", (int)w, s->name + plen, s->summary);
+		printf("\n'shmctl %s SUBCOMMAND --help' for each.\n", c->name);
+	}
+	printf("\nExit status: 0 success, 1 failure, 2 usage error. See shmctl(1).\n");
+	return EXIT_OK;
+}
+
+/* An unknown or ambiguous option of the running command: one line, with
+ * the closest long option when one is close. */
+static int unknown_option(const struct option *lo, const char *arg, int optchar)
+{
+	if (optchar)
+		return usage_line("unknown option '-%c' (see 'shmctl %s --help')", optchar, cur_cmd->name);
+	char typed[80];
+	snprintf(typed, sizeof typed, "%s", arg + strspn(arg, "-"));
+	typed[strcspn(typed, "=")] = 0;
+	const char *names[64];
+	size_t n = 0, nprefix = 0;
+	for (; lo[n].name && n < 64; n++) {
+		names[n] = lo[n].name;
+		nprefix += *typed && !strncmp(lo[n].name, typed, strlen(typed));
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(names[i], typed) && strchr(arg, '='))
+			return usage_line("option '--%s' takes no value", typed);
+	if (nprefix > 1)
+		return usage_line("option '--%s' is ambiguous (see 'shmctl %s --help')", typed, cur_cmd->name);
+	const char *near = closest_word(typed, names, n);
+	if (near)
+		return usage_line("unknown option '%s'; did you mean '--%s'?", arg, near);
+	return usage_line("unknown option '%s' (see 'shmctl %s --help')", arg, cur_cmd->name);
+}
+
+/* The getopt_long tables of a command, built from its flags. */
+struct getopt_tables {
+	char shortopts[80];
+	struct option longopts[64];
+};
+
+static int add_getopt(const struct flag *f, void *ud)
+{
+	struct getopt_tables *t = ud;
+	if (f->flags & (F_ARG | F_DOC))
+		return 0;
+	int has_arg = !f->metavar ? no_argument : f->flags & F_OPTARG ? optional_argument : required_argument;
+	size_t n = 0;
+	while (t->longopts[n].name)
+		n++;
+	if (n + 1 >= sizeof t->longopts / sizeof t->longopts[0])
+		return -1;
+	t->longopts[n] = (struct option){f->name, has_arg, NULL, f->key};
+	if (f->flags & F_SHORT) {
+		size_t l = strlen(t->shortopts);
+		if (l + 4 >= sizeof t->shortopts)
+			return -1;
+		snprintf(t->shortopts + l, sizeof t->shortopts - l, "%c%s", f->key,
+			 has_arg == required_argument ? ":" : has_arg == optional_argument ? "::" : "");
+	}
+	return 0;
+}
+
+int next_opt(int argc, char **argv, int *exit_code)
+{
+	static const struct command *built_for;
+	static struct getopt_tables t;
+	if (built_for != cur_cmd) {
+		memset(&t, 0, sizeof t);
+		t.shortopts[0] = ':'; /* a missing argument is ':', not '?' */
+		if (command_flags(cur_cmd, add_getopt, &t)) {
+			/* a table too big for these arrays: a bug of the table */
+			*exit_code = fail("%s: too many flags", cur_cmd->name);
+			return -2;
+		}
+		built_for = cur_cmd;
+	}
+	for (;;) {
+		opterr = 0;
+		int c = getopt_long(argc, argv, t.shortopts, t.longopts, NULL);
+		switch (c) {
+		case KEY_HELP:
+			*exit_code = print_help(cur_cmd);
+			return -2;
+		case '?':
+			/* glibc: optopt is the val of a long option given a value it
+			 * does not take, the character of an unknown short one */
+			*exit_code = unknown_option(t.longopts, argv[optind - 1],
+						    strncmp(argv[optind - 1], "--", 2) && optopt < 0x100 ? optopt : 0);
+			return -2;
+		case ':':
+			if (optopt && (optopt < 0x100) && strncmp(argv[optind - 1], "--", 2))
+				*exit_code = usage_error("option '-%c' needs an argument", optopt);
+			else
+				*exit_code = usage_error("option '%s' needs an argument", argv[optind - 1]);
+			return -2;
+		case KEY_COLOR:
+			if ((*exit_code = set_color(optarg ? optarg : "always")))
+				return -2;
+			continue;
+		case KEY_OWNER:
+			if ((*exit_code = parse_owner(optarg)))
+				return -2;
+			continue;
+		default:
+			return c;
+		}
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Segments                                                           */
+/* ------------------------------------------------------------------ */
+
+int attach_error(int r, const char *name, bool rdonly, const char *detail)
+{
+	if (r == -ENOENT) { /* the library's hint: another /dev/shm than the host's */
+		const char *elsewhere = detail ? strstr(detail, " in this process's /dev/shm") : NULL;
+		return fail("no such segment '%s'%s", name, elsewhere ? elsewhere : "");
+	}
+	if (r == -EACCES || r == -EPERM)
+		return fail("segment '%s': permission denied (%s access)", name,
+			    rdonly ? "read" : "write");
+	if (detail && *detail)
+		return strstr(detail, name) ? fail("%s", detail) : fail("%s: %s", name, detail);
+	return fail("%s: %s", name, shmcfg_strerror(r));
+}
+
+int attach_segment(const char *name, bool rdonly, shmcfg **ret)
+{
+	shmcfg_attach_opts o = {
+		.flags = (rdonly ? SHMCFG_ATTACH_RDONLY : 0) | (have_owner ? SHMCFG_ATTACH_OWNER : 0),
+		.owner = owner_uid,
+	};
+	return shmcfg_attach_with(name, &o, ret);
+}
+
+int open_segment(const char *name, bool rdonly, shmcfg **ret)
+{
+	int r = attach_segment(name, rdonly, ret);
+	if (r == 0)
+		return 0;
+	return attach_error(r, name, rdonly, shmcfg_errdetail());
+}
+
+/* A private segment of a schema: shmctl.h. Signals that would end the
+ * process wait while the object has a name, so that none is left in
+ * /dev/shm. */
+int private_segment(const shmcfg_schema *schema, shmcfg **ret)
+{
+	shmcfg_create_opts o = {.slots = 2, .readers = 1, .mode = 0600, .flags = SHMCFG_CREATE_NO_ENV};
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGQUIT);
+	sigaddset(&block, SIGPIPE);
+	int r = -EEXIST;
+	for (int attempt = 0; r == -EEXIST && attempt < 16; attempt++) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		char name[96];
+		snprintf(name, sizeof name, "shmctl-header-%ld-%llx", (long)getpid(),
+			 (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec);
+		sigprocmask(SIG_BLOCK, &block, &old);
+		r = shmcfg_create(name, schema, &o, ret);
+		if (r == 0)
+			(void)shmcfg_unlink(name);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+	}
+	return r;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int list_segments(char ***ret, size_t *nret)
+{
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	DIR *d = opendir(SHM_DIR);
+	if (!d && errno != ENOENT)
+		return fail("%s: %s", SHM_DIR, strerror(errno));
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (strncmp(e->d_name, SHM_PREFIX, strlen(SHM_PREFIX)) || !e->d_name[strlen(SHM_PREFIX)])
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			char **nn = realloc(names, cap * sizeof *nn);
+			if (!nn)
+				break;
+			names = nn;
+		}
+		names[n] = strdup(e->d_name + strlen(SHM_PREFIX));
+		if (names[n])
+			n++;
+	}
+	if (d)
+		closedir(d);
+	if (n)
+		qsort(names, n, sizeof *names, cmp_str);
+	*ret = names;
+	*nret = n;
+	return EXIT_OK;
+}
+
+const char *color(const char *code)
+{
+	static char buf[8][16];
+	static int next;
+	if (!use_color)
+		return "";
+	char *b = buf[next++ % 8];
+	snprintf(b, sizeof buf[0], "\033[%sm", code);
+	return b;
+}
+
+/* ------------------------------------------------------------------ */
+/* Assignments (set, cluster set), generations (show, get, describe)  */
+/* ------------------------------------------------------------------ */
+
+int check_assignments(int argc, char **argv, int first)
+{
+	for (int i = first; i < argc; i++) {
+		const char *eq = strchr(argv[i], '=');
+		if (!eq)
+			return usage_error("'%s' is not OPTION=VALUE", argv[i]);
+		if (eq == argv[i])
+			return usage_error("'%s' has no option name", argv[i]);
+	}
+	return 0;
+}
+
+int resolve_final(shmcfg *h, const char *text, shmcfg_opt *opt, shmcfg_opt *final)
+{
+	int rc = resolve_option(h, text, opt);
+	if (rc)
+		return rc;
+	shmcfg_optinfo oi;
+	*final = shmcfg_opt_info(h, *opt, &oi) == 0 ? oi.alias_final : *opt;
+	return 0;
+}
+
+int fail_set(int r, const char *full, const char *value)
+{
+	const char *d = shmcfg_errdetail();
+	if (!d || !*d)
+		d = shmcfg_strerror(r);
+	size_t nl = strlen(full);
+	if (!strncmp(d, full, nl) && d[nl] == ':' && d[nl + 1] == ' ')
+		d += nl + 2;
+	if (r == SHMCFG_E_LAYER)
+		return fail("%s=%s: the option declares no knob (--knob)", full, value);
+	/* an unquoted none/null for a string that cannot be null (the library
+	 * refuses it): say how to write the text */
+	if (r == SHMCFG_E_NULLVAL && (!strcasecmp(value, "none") || !strcasecmp(value, "null")))
+		return fail("%s=%s: the option is not nullable; to store the text %s, quote it: '%s=\"%s\"'", full,
+			    value, value, full, value);
+	if (*value && strstr(d, value))
+		return fail("%s: %s", full, d);
+	return fail("%s=%s: %s", full, value, d);
+}
+
+int parse_generation(const char *text, uint64_t *gen, int *exit_code)
+{
+	if (parse_u64(text, gen) && *gen > 0)
+		return 0;
+	*exit_code = usage_error("bad generation '%s' (a number from 1)", text);
+	return -1;
+}
+
+int snapshot_of(shmcfg *h, uint64_t gen, shmcfg_snapshot **snap)
+{
+	return gen ? shmcfg_snapshot_at(h, gen, snap) : shmcfg_snapshot_acquire(h, snap);
+}
+
+int generation_args(int argc, char **argv, bool *json, uint64_t *gen, const char **pos, int npos,
+		    int *exit_code)
+{
+	int c;
+	*gen = 0;
+	while ((c = next_opt(argc, argv, exit_code)) != -1) {
+		if (c == -2)
+			return -1;
+		if (c == 'J')
+			*json = true;
+		if (c == 'G' && parse_generation(optarg, gen, exit_code))
+			return -1;
+	}
+	return take_positionals(argc, argv, pos, npos, exit_code);
 }

@@ -228,25 +228,6 @@ static int size_opt(int c, const char *arg, shmcfg_create_opts *o)
 
 int cmd_create(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"schema", required_argument, NULL, 's'},
-		{"slots", required_argument, NULL, 'k'},
-		{"size", required_argument, NULL, 'S'},
-		{"readers", required_argument, NULL, 'R'},
-		{"history", required_argument, NULL, 'H'},
-		{"mode", required_argument, NULL, 'm'},
-		{"group", required_argument, NULL, 'g'},
-		{"no-env", no_argument, NULL, 'E'},
-		{"force", no_argument, NULL, 'f'},
-		{"fresh", no_argument, NULL, 'F'},
-		{"load", required_argument, NULL, 'l'},
-		{"load-dir", required_argument, NULL, 'D'},
-		{"conf", no_argument, NULL, 'c'},
-		{"exist-ok", no_argument, NULL, 'e'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	shmcfg_create_opts o = {0};
 	const char *schema_path = NULL;
 	bool quiet = false, conf = false, exist_ok = false, fresh = false;
@@ -258,7 +239,7 @@ int cmd_create(int argc, char **argv)
 	size_t nloads = 0;
 	uint64_t u;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hs:k:m:g:fl:ceq", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
 		switch (c) {
 		case -2:
 			return ec;
@@ -410,14 +391,9 @@ int cmd_create(int argc, char **argv)
 
 int cmd_rm(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"force", no_argument, NULL, 'f'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	bool force = false;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hf", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
 		if (c == -2)
 			return ec;
 		if (c == 'f')
@@ -445,28 +421,6 @@ int cmd_rm(int argc, char **argv)
 /* set, reset                                                         */
 /* ------------------------------------------------------------------ */
 
-int check_assignments(int argc, char **argv, int first)
-{
-	for (int i = first; i < argc; i++) {
-		const char *eq = strchr(argv[i], '=');
-		if (!eq)
-			return usage_error("'%s' is not OPTION=VALUE", argv[i]);
-		if (eq == argv[i])
-			return usage_error("'%s' has no option name", argv[i]);
-	}
-	return 0;
-}
-
-int resolve_final(shmcfg *h, const char *text, shmcfg_opt *opt, shmcfg_opt *final)
-{
-	int rc = resolve_option(h, text, opt);
-	if (rc)
-		return rc;
-	shmcfg_optinfo oi;
-	*final = shmcfg_opt_info(h, *opt, &oi) == 0 ? oi.alias_final : *opt;
-	return 0;
-}
-
 struct change {
 	shmcfg_opt opt;   /* as named */
 	shmcfg_opt final; /* end of its alias chain: what is written */
@@ -492,26 +446,6 @@ static int values_before(shmcfg *h, struct change *ch, size_t n, shmcfg_source l
 	}
 	shmcfg_snapshot_release(snap);
 	return 0;
-}
-
-int fail_set(int r, const char *full, const char *value)
-{
-	const char *d = shmcfg_errdetail();
-	if (!d || !*d)
-		d = shmcfg_strerror(r);
-	size_t nl = strlen(full);
-	if (!strncmp(d, full, nl) && d[nl] == ':' && d[nl + 1] == ' ')
-		d += nl + 2;
-	if (r == SHMCFG_E_LAYER)
-		return fail("%s=%s: the option declares no knob (--knob)", full, value);
-	/* an unquoted none/null for a string that cannot be null (the library
-	 * refuses it): say how to write the text */
-	if (r == SHMCFG_E_NULLVAL && (!strcasecmp(value, "none") || !strcasecmp(value, "null")))
-		return fail("%s=%s: the option is not nullable; to store the text %s, quote it: '%s=\"%s\"'", full,
-			    value, value, full, value);
-	if (*value && strstr(d, value))
-		return fail("%s: %s", full, d);
-	return fail("%s=%s: %s", full, value, d);
 }
 
 /* "TORCH_A or TORCH_B" */
@@ -693,16 +627,9 @@ static void free_changes(struct change *ch, size_t n)
 
 int cmd_set(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"knob", no_argument, NULL, 'K'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"json", no_argument, NULL, 'J'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	bool knob = false, quiet = false, json = false;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hq", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
 		if (c == -2)
 			return ec;
 		if (c == 'K')
@@ -764,17 +691,9 @@ int cmd_set(int argc, char **argv)
 
 int cmd_reset(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"all", no_argument, NULL, 'a'},
-		{"knob", no_argument, NULL, 'K'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"json", no_argument, NULL, 'J'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	bool all = false, knob = false, quiet = false, json = false;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":haq", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
 		if (c == -2)
 			return ec;
 		if (c == 'a')
@@ -984,15 +903,9 @@ static int load_sources(shmcfg *h, struct sources *s, bool partial, const char *
 
 int cmd_load(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"partial", no_argument, NULL, 'p'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	bool quiet = false, partial = false;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hpq", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
 		if (c == -2)
 			return ec;
 		if (c == 'q')
@@ -1114,14 +1027,9 @@ static int write_atomic(const char *path, const char *text)
  */
 int cmd_save(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	bool quiet = false;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hq", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
 		if (c == -2)
 			return ec;
 		if (c == 'q')
@@ -1222,15 +1130,9 @@ static void gc_orphan(const shmcfg_orphan *o, void *ud)
 
 int cmd_gc(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'J'},
-		{"orphans", no_argument, NULL, 'O'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	bool json = false, orphans_only = false;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":h", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
 		if (c == -2)
 			return ec;
 		if (c == 'J')
@@ -1301,16 +1203,10 @@ int cmd_gc(int argc, char **argv)
 
 int cmd_resize(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"slots", required_argument, NULL, 'k'},   {"size", required_argument, NULL, 'S'},
-		{"readers", required_argument, NULL, 'R'}, {"history", required_argument, NULL, 'H'},
-		{"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	shmcfg_create_opts o = {0};
 	bool quiet = false;
 	int c, ec = 0;
-	while ((c = next_opt(argc, argv, ":hk:q", opts, &ec)) != -1) {
+	while ((c = next_opt(argc, argv, &ec)) != -1) {
 		if (c == -2)
 			return ec;
 		if (c == 'q')

@@ -1,16 +1,17 @@
 /*
  * shmctl: inspect and control shmcfg segments.
  *
- * This file: main, the subcommand table, usage and help, error lines,
- * attaching a segment, colour. See shmctl.h for the others and shmctl.1 for
- * the user's documentation.
+ * This file: main and the command table. Each command is declared once
+ * here, with its synopsis, summary, flags and help; the option parser
+ * (next_opt), --help, the command list and the words the bash completion
+ * offers (shmctl __complete) are made from it, and tests/cli/manpage.sh
+ * checks shmctl.1 against it. Adding a command: doc/design.md. The
+ * commands' files and the helpers they share: shmctl.h.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <getopt.h>
-#include <pwd.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,548 +19,414 @@
 
 #include "shmctl.h"
 
-const struct command *cur_cmd;
-bool use_color;
-bool have_owner;
-uid_t owner_uid;
+/* ---- flags that several commands take, with the same help ---------------- */
 
-static const struct command commands[] = {
+#define FLAG_JSON(what) {'J', "json", NULL, 0, NULL, what}
+#define FLAG_QUIET {'q', "quiet", NULL, F_SHORT, NULL, "print nothing on success"}
+#define FLAG_KNOB(what) {'K', "knob", NULL, 0, NULL, what}
+#define FLAG_GENERATION(what) {'G', "generation", "G", F_SHORT, NULL, what}
+
+/* ---- the local commands ------------------------------------------------- */
+
+static const struct flag create_flags[] = {
+	{'s', "schema", "FILE", F_SHORT, "@file",
+	 "schema file (YAML, format 1); default: the embedded\ntorch.compiler.config schema"},
+	{'k', "slots", "K", F_SHORT, NULL, "snapshot slots, 2-255 (default 8)"},
+	{'S', "size", "BYTES", 0, NULL, "value heap: the layers set, all versions (K, M, G)"},
+	{'R', "readers", "N", 0, NULL, "reader table entries (default 1024)"},
+	{'H', "history", "N", 0, NULL, "commits the history keeps, 8-1048576 (default 1000)"},
+	{'m', "mode", "OCTAL", F_SHORT, NULL, "permission bits (default 0600)"},
+	{'g', "group", "GROUP", F_SHORT, "@group", "group of the object (name or number)"},
+	{'E', "no-env", NULL, 0, NULL, "leave the environment layers empty"},
+	{'f', "force", NULL, F_SHORT, NULL,
+	 "replace a segment of that name: of the same schema, it\nkeeps its values, layers and history; its processes\n"
+	 "follow the new one by themselves"},
+	{'F', "fresh", NULL, 0, NULL,
+	 "with --force: keep nothing of it (defaults, this\nenvironment's layers, a history of its own)"},
+	{'e', "exist-ok", NULL, F_SHORT, NULL,
+	 "keep a segment of that name and schema (its other\nsettings too) and load the files into it"},
+	{'c', "conf", NULL, F_SHORT, NULL,
+	 "the segment's configuration directory, $SHMCFG_CONF_DIR\nor /etc/shmcfg: NAME.yaml as the schema (unless\n"
+	 "--schema), NAME.d as a --load-dir (each if it exists)"},
+	{'l', "load", "FILE", F_SHORT, "@file", "load a dump, as shmctl load (- reads standard input)"},
+	{'D', "load-dir", "DIR", 0, "@dir", "load DIR's *.json files in the order of their names"},
+	FLAG_QUIET,
+	{0},
+};
+
+static const struct flag resize_flags[] = {
+	{'S', "size", "BYTES", 0, NULL, "value heap (K, M, G)"},
+	{'H', "history", "N", 0, NULL, "commits the history keeps, 8-1048576"},
+	{'R', "readers", "N", 0, NULL, "reader table entries, 1-65536"},
+	{'k', "slots", "K", F_SHORT, NULL, "snapshot slots, 2-255"},
+	FLAG_QUIET,
+	{0},
+};
+
+static const struct flag rm_flags[] = {
+	{'f', "force", NULL, F_SHORT, NULL, "ignore segments that do not exist"},
+	{0},
+};
+
+static const struct flag ls_flags[] = {FLAG_JSON("print a JSON array"), {0}};
+
+static const struct flag show_flags[] = {
+	{0, "PATTERN", NULL, F_ARG, NULL,
+	 "a glob (fnmatch) on the full name or a dotted suffix\nof it, or else a substring of the name"},
+	{'n', "non-default", NULL, F_SHORT, NULL, "only options that do not hold their default"},
+	{'v', "verbose", NULL, F_SHORT, NULL, "print each option's doc under it"},
+	FLAG_GENERATION("the values as of generation G (shmctl log)"),
+	FLAG_JSON("print a JSON array of objects"),
+	{'N', "names", NULL, F_HIDDEN, NULL, NULL}, /* the completion's option names */
+	{0},
+};
+
+static const struct flag get_flags[] = {
+	FLAG_GENERATION("the value as of generation G (shmctl log)"),
+	FLAG_JSON("print the value as JSON (strings quoted)"),
+	{'r', "raw", NULL, F_SHORT, NULL, "print a string exactly as it is"},
+	{0},
+};
+
+static const struct flag describe_flags[] = {
+	FLAG_GENERATION("the value as of generation G (shmctl log)"),
+	FLAG_JSON("print a JSON object"),
+	{0},
+};
+
+static const struct flag set_flags[] = {
+	FLAG_KNOB("write the knob layer (options that declare a knob) instead\nof the user layer"),
+	FLAG_QUIET,
+	FLAG_JSON("print {generation, changes: [{name, layer, old, new}]}"),
+	{0},
+};
+
+static const struct flag reset_flags[] = {
+	{'a', "all", NULL, F_SHORT, NULL, "every option"},
+	FLAG_KNOB("clear the knob layer instead of the user layer"),
+	FLAG_QUIET,
+	FLAG_JSON("print {generation, changes}, as set does"),
+	{0},
+};
+
+static const struct flag stat_flags[] = {
+	{'c', "commits", "N", F_SHORT, NULL, "how many recent commits to list (default 10)"},
+	FLAG_JSON("print a JSON object (--format json)"),
+	{'f', "format", "FMT", 0, "text json prometheus",
+	 "text (the default), json, or prometheus: metrics of the\nNAMEs, or of every segment without one, in Prometheus'\n"
+	 "text format (node_exporter's textfile collector reads it)"},
+	{0},
+};
+
+static const struct flag watch_flags[] = {
+	{0, "OPTION", NULL, F_ARG, NULL, "only commits that touch these options (and only\ntheir changes)"},
+	{'c', "count", "N", F_SHORT, NULL, "stop after N commits shown (exit 0)"},
+	{'t', "timeout", "DURATION", F_SHORT, NULL,
+	 "stop after that long: 500ms, 5s, 2m, 1h or seconds\n(exit 1 if --count was given and not reached, else 0)"},
+	FLAG_JSON("print one JSON object per commit"),
+	{'q', "quiet", NULL, F_SHORT, NULL, "do not say on stderr when watching starts"},
+	{0},
+};
+
+static const struct flag dump_flags[] = {
+	{'a', "all", NULL, F_SHORT, NULL, "also save-ignored and private options"},
+	{'J', "json", NULL, F_HIDDEN, NULL, NULL}, /* taken: a dump is JSON */
+	{0},
+};
+
+static const struct flag load_flags[] = {
+	{'p', "partial", NULL, F_SHORT, NULL,
+	 "apply what fits: skip (with a warning each) unknown or\nambiguous names and refused values; load another schema's dump"},
+	FLAG_QUIET,
+	{0},
+};
+
+static const struct flag save_flags[] = {FLAG_QUIET, {0}};
+
+static const struct flag diff_flags[] = {
+	{'f', "format", "FMT", F_SHORT, "python shell json",
+	 "python (default: as codegen_config()), shell (shmctl set\ncommands) or json"},
+	FLAG_JSON("the same as --format json; with G1, a JSON object"),
+	{0},
+};
+
+static const struct flag log_flags[] = {
+	{0, "OPTION", NULL, F_ARG, NULL, "only commits that changed these options (names as set)"},
+	{'n', "max-count", "N", F_SHORT, NULL, "at most N commits"},
+	FLAG_JSON("print a JSON array: every field of each commit"),
+	{0},
+};
+
+static const struct flag rollback_flags[] = {FLAG_KNOB("restore the knob layer too"), FLAG_QUIET, {0}};
+
+static const struct flag hash_flags[] = {FLAG_JSON("print {\"generation\": N, \"config_hash\": \"hex\"}"), {0}};
+
+static const struct flag check_flags[] = {
+	FLAG_JSON("print {\"ok\": bool, \"problems\": [...], \"notes\": [...]}"),
+	{0},
+};
+
+static const struct flag gc_flags[] = {
+	{'O', "orphans", NULL, 0, NULL,
+	 "remove only the lock objects whose segment is gone (of NAME,\nor of every name): what a segment removed with "
+	 "rm(1) or\nunlink(2) leaves; gc with no NAME does the same"},
+	FLAG_JSON("print {\"name\", \"reclaimed\": [{\"index\", \"pid\"}...],\n\"orphans\": [{\"name\", \"path\", \"uid\"}...]}"),
+	{0},
+};
+
+static const struct flag header_flags[] = {
+	{0, "NAME", NULL, F_ARG, NULL, "a segment: its schema"},
+	{'s', "schema", "FILE", F_SHORT, "@file",
+	 "a schema file (YAML, format 1); without NAME or --schema,\nthe embedded default schema"},
+	{'p', "prefix", "P", F_SHORT, NULL, "prefix of every name the header defines (default cfg)"},
+	{'S', "strip", "PREFIX", 0, NULL, "leave PREFIX. out of the options' C names"},
+	{'n', "only", "GLOB", 0, NULL,
+	 "only the options whose full name matches GLOB (fnmatch;\nrepeatable; each must match one)"},
+	{'o', "output", "FILE", F_SHORT, "@file", "write FILE (replaced only on success) instead of stdout"},
+	{0},
+};
+
+/* ---- cluster: its subcommands ------------------------------------------ */
+
+/* every subcommand: where etcd is */
+static const struct flag cluster_connect_flags[] = {
+	{'E', "endpoints", "URL[,URL]", 0, NULL,
+	 "etcd: http://HOST:PORT or unix:PATH (default:\n$SHMCFG_ETCD_ENDPOINTS, else the configuration\nfile's endpoints)"},
+	{'C', "cluster", "NAME", 0, NULL, "the cluster (default: $SHMCFG_CLUSTER, else the\nconfiguration file's cluster)"},
+	{'T', "timeout", "DURATION", 0, NULL,
+	 "retry etcd's transient errors (leader changes,\ntimeouts) this long, and end all etcd reads\nby then (default 10s)"},
+	{0},
+};
+#define CLUSTER_SCHEMA_FLAG \
+	{'S', "schema", "FILE", 0, "@file", \
+	 "check values against this schema file instead of\nsegment NAME's (without --schema, a host that has\n" \
+	 "no segment NAME uses the schema the agents keep in\netcd: the one most hosts report)"}
+/* set, reset, rollback: the audited writes */
+static const struct flag cluster_write_flags[] = {
+	{'r', "reason", "TEXT", 0, NULL, "recorded in the audit record"},
+	{'w', "wait", "[=DURATION]", F_OPTARG, NULL,
+	 "return once this host's segment has applied the\nchange and its status key says so (default 10s;\n"
+	 "500ms, 5s, 2m, 1h or seconds; exit 1 if not)"},
+	{'w', "wait=all", "[:DURATION]", F_DOC, NULL,
+	 "return once every host of the roster (cluster\nstatus) has applied it; exit 1 naming those that\n"
+	 "have not, or that rejected a value of it"},
+	CLUSTER_SCHEMA_FLAG,
+	{0},
+};
+static const struct flag cluster_set_flags[] = {
+	FLAG_KNOB("write knob/<the option's knob> instead of opt/"),
+	{0},
+};
+static const struct flag cluster_reset_flags[] = {
+	FLAG_KNOB("delete knob/<the option's knob> instead of opt/"),
+	{0},
+};
+static const struct flag cluster_show_flags[] = {FLAG_JSON("print a JSON object"), CLUSTER_SCHEMA_FLAG, {0}};
+static const struct flag cluster_json_flags[] = {FLAG_JSON("print a JSON object"), {0}};
+static const struct flag cluster_rollback_flags[] = {
+	{'f', "force", NULL, 0, NULL, "roll back keys that changed since the record too"},
+	{0},
+};
+static const struct flag cluster_forget_flags[] = {
+	{'f', "force", NULL, 0, NULL, "also a host whose agent still reports a status"},
+	{0},
+};
+
+#define CONNECT_SYN " [--endpoints URL[,URL]] [--cluster NAME] [--timeout DURATION]"
+#define CONNECT_NOTES \
+	"The configuration file is /etc/shmcfg/cluster.conf, or $SHMCFG_CLUSTER_CONF:\n" \
+	"lines 'endpoints = URL[,URL]' and 'cluster = NAME', owned by root or you and\n" \
+	"writable by nobody else. The segment's agent record is never used for them.\n"
+
+static const struct command cluster_subs[] = {
+	{"cluster set", cl_set,
+	 "cluster set NAME OPTION=VALUE... [--knob] [--reason TEXT] [--wait[=all|DURATION]] [--schema FILE]\n"
+	 "       " CONNECT_SYN,
+	 "set cluster values: one audited etcd transaction",
+	 {cluster_set_flags, cluster_write_flags, cluster_connect_flags},
+	 CONNECT_NOTES
+	 "Every value is checked against segment NAME's schema first (as shmctl set\n"
+	 "parses it; see --schema for a host without it); nothing is written if one is\n"
+	 "refused. The segment itself is not written: its agent (shmcfg-sync) applies\n"
+	 "the change, as on every host.\n",
+	 true, "segment assign...", NULL},
+	{"cluster reset", cl_reset,
+	 "cluster reset NAME OPTION... [--knob] [--reason TEXT] [--wait[=all|DURATION]] [--schema FILE]\n"
+	 "       " CONNECT_SYN,
+	 "delete cluster values: one audited etcd transaction",
+	 {cluster_reset_flags, cluster_write_flags, cluster_connect_flags}, CONNECT_NOTES, true, "segment option...", NULL},
+	{"cluster show", cl_show, "cluster show NAME [--schema FILE] [--json]" CONNECT_SYN,
+	 "print what etcd holds: every opt/ and knob/ key", {cluster_show_flags, cluster_connect_flags},
+	 CONNECT_NOTES "A value that is not JSON, or that segment NAME's schema refuses, is marked.\n", true, "segment", NULL},
+	{"cluster log", cl_log, "cluster log NAME [--json]" CONNECT_SYN,
+	 "print the audit records: who changed what, when and why", {cluster_json_flags, cluster_connect_flags},
+	 CONNECT_NOTES, true, "segment", NULL},
+	{"cluster diff", cl_diff, "cluster diff NAME SEQ1 [SEQ2] [--json]" CONNECT_SYN,
+	 "print the cluster values that differ after audit record SEQ1 and SEQ2 (or now)",
+	 {cluster_json_flags, cluster_connect_flags},
+	 CONNECT_NOTES "Reads etcd at the revisions of the two records: exit 1 if one was compacted.\n", true,
+	 "segment - -", NULL},
+	{"cluster rollback", cl_rollback,
+	 "cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=all|DURATION]] [--schema FILE]\n"
+	 "       " CONNECT_SYN,
+	 "apply an audit record's before values as a new audited change",
+	 {cluster_rollback_flags, cluster_write_flags, cluster_connect_flags},
+	 CONNECT_NOTES "Without --force a key whose value is no longer the record's after value is\n"
+		       "refused, and nothing is written.\n",
+	 true, "segment -", NULL},
+	{"cluster status", cl_status, "cluster status NAME [--json]" CONNECT_SYN,
+	 "print every host's applied revision, generation, config hash and error",
+	 {cluster_json_flags, cluster_connect_flags},
+	 CONNECT_NOTES "Every host the cluster expects (its roster: each agent adds its host) is\n"
+		       "listed. Marked: hosts missing (no status: the agent stopped or cannot reach\n"
+		       "etcd), behind the newest revision, out of sync, with a config hash other\n"
+		       "than the majority's, and hosts whose local layers override a cluster value\n"
+		       "(each option, layer and value, hash-ignored options included).\n",
+	 true, "segment", NULL},
+	{"cluster forget", cl_forget, "cluster forget NAME HOST... [--force]" CONNECT_SYN,
+	 "take hosts out of the roster: the cluster no longer expects them",
+	 {cluster_forget_flags, cluster_connect_flags},
+	 CONNECT_NOTES "An agent puts its host (and segment NAME) in the roster when it starts; only\n"
+		       "forget takes it out. A running agent puts it back within 30 s.\n",
+	 true, "segment -...", NULL},
+	{0},
+};
+
+/* ---- the table ------------------------------------------------------------ */
+
+const struct command shmctl_commands[] = {
 	{"create", cmd_create,
 	 "create NAME [--schema FILE] [--slots K] [--size BYTES] [--readers N]\n"
 	 "       [--history N] [--mode OCTAL] [--group GROUP] [--no-env]\n"
 	 "       [--force [--fresh]|--exist-ok]\n"
 	 "       [--conf] [--load FILE]... [--load-dir DIR]... [--quiet]",
-	 "create a segment (the embedded default schema unless --schema)",
-	 "  -s, --schema FILE   schema file (YAML, format 1); default: the embedded\n"
-	 "                      torch.compiler.config schema\n"
-	 "  -k, --slots K       snapshot slots, 2-255 (default 8)\n"
-	 "      --size BYTES    value heap: the layers set, all versions (K, M, G)\n"
-	 "      --readers N     reader table entries (default 1024)\n"
-	 "      --history N     commits the history keeps, 8-1048576 (default 1000)\n"
-	 "  -m, --mode OCTAL    permission bits (default 0600)\n"
-	 "  -g, --group GROUP   group of the object (name or number)\n"
-	 "      --no-env        leave the environment layers empty\n"
-	 "  -f, --force         replace a segment of that name: of the same schema, it\n"
-	 "                      keeps its values, layers and history; its processes\n"
-	 "                      follow the new one by themselves\n"
-	 "      --fresh         with --force: keep nothing of it (defaults, this\n"
-	 "                      environment's layers, a history of its own)\n"
-	 "  -e, --exist-ok      keep a segment of that name and schema (its other\n"
-	 "                      settings too) and load the files into it\n"
-	 "  -c, --conf          the segment's configuration directory, $SHMCFG_CONF_DIR\n"
-	 "                      or /etc/shmcfg: NAME.yaml as the schema (unless\n"
-	 "                      --schema), NAME.d as a --load-dir (each if it exists)\n"
-	 "  -l, --load FILE     load a dump, as shmctl load (- reads standard input)\n"
-	 "      --load-dir DIR  load DIR's *.json files in the order of their names\n"
-	 "  -q, --quiet         print nothing on success\n"
+	 "create a segment (the embedded default schema unless --schema)", {create_flags},
 	 "The creating process's environment fills the env_default and env_force layers;\n"
 	 "each variable applied is printed: VAR=value -> option (layer).\n"
 	 "The files load strictly, in order (--conf's first), as one commit: a later\n"
 	 "file's value of an option overrides an earlier one's. If one fails, a segment\n"
-	 "created here is removed, an existing one is left unchanged.\n", false},
+	 "created here is removed, an existing one is left unchanged.\n",
+	 false, "new", NULL},
 	{"resize", cmd_resize, "resize NAME [--size BYTES] [--history N] [--readers N] [--slots K] [--quiet]",
-	 "give a segment other sizes; it keeps everything else",
-	 "      --size BYTES    value heap (K, M, G)\n"
-	 "      --history N     commits the history keeps, 8-1048576\n"
-	 "      --readers N     reader table entries, 1-65536\n"
-	 "  -k, --slots K       snapshot slots, 2-255\n"
-	 "  -q, --quiet         print nothing on success\n"
+	 "give a segment other sizes; it keeps everything else", {resize_flags},
 	 "A new incarnation of the segment, with the same schema, values, layers,\n"
 	 "history, mode and group, takes its place; every process attached to it\n"
-	 "follows it by itself. A size not given stays as it is.\n", true},
-	{"rm", cmd_rm, "rm [--force] NAME...", "remove segments",
-	 "  -f, --force   ignore segments that do not exist\n"
+	 "follows it by itself. A size not given stays as it is.\n",
+	 true, "segment", NULL},
+	{"rm", cmd_rm, "rm [--force] NAME...", "remove segments", {rm_flags},
 	 "Attached processes keep the old segment (their last values) and learn it was\n"
-	 "removed; a warning on stderr names them.\n", false},
-	{"ls", cmd_ls, "ls [--json]", "list the segments of this host",
-	 "      --json    print a JSON array\n"
+	 "removed; a warning on stderr names them.\n",
+	 false, "segment...", NULL},
+	{"ls", cmd_ls, "ls [--json]", "list the segments of this host", {ls_flags},
 	 "Lists /dev/shm/shmcfg.* with size, generation, options and attached processes\n"
 	 "(those that have it mapped; N+ when processes of other users may be hidden).\n"
 	 "A segment that cannot be read is listed with its error; an entry that is not\n"
 	 "a segment (a FIFO, socket, directory, sparse object, another user's object)\n"
-	 "with the reason.\n", true},
+	 "with the reason.\n",
+	 true, "", NULL},
 	{"show", cmd_show, "show NAME [PATTERN] [--non-default] [-v] [--generation G] [--json]",
-	 "show options: name, value, type, source, default",
-	 "  PATTERN              a glob (fnmatch) on the full name or a dotted suffix\n"
-	 "                       of it, or else a substring of the name\n"
-	 "  -n, --non-default    only options that do not hold their default\n"
-	 "  -v, --verbose        print each option's doc under it\n"
-	 "  -G, --generation G   the values as of generation G (shmctl log)\n"
-	 "      --json           print a JSON array of objects\n", true},
-	{"get", cmd_get, "get NAME OPTION [--generation G] [--json|--raw]", "print one option's value",
-	 "  -G, --generation G   the value as of generation G (shmctl log)\n"
-	 "      --json           print the value as JSON (strings quoted)\n"
-	 "  -r, --raw            print a string exactly as it is\n"
+	 "show options: name, value, type, source, default", {show_flags}, NULL, true, "segment option", NULL},
+	{"get", cmd_get, "get NAME OPTION [--generation G] [--json|--raw]", "print one option's value", {get_flags},
 	 "Null prints as null. A string prints as it is, unless set would not read\n"
 	 "it back as itself (none or null in any case, or a leading double quote):\n"
-	 "then it prints as a JSON string (\"None\").\n", true},
-	{"describe", cmd_describe, "describe NAME OPTION [--json]",
-	 "print every attribute of an option and its doc",
-	 "      --json    print a JSON object\n", true},
-	{"set", cmd_set, "set NAME OPTION=VALUE... [--knob] [--quiet] [--json]",
-	 "set options, all in one commit",
-	 "      --knob    write the knob layer (options that declare a knob) instead\n"
-	 "                of the user layer\n"
-	 "  -q, --quiet   print nothing on success\n"
-	 "      --json    print {generation, changes: [{name, layer, old, new}]}\n"
+	 "then it prints as a JSON string (\"None\").\n",
+	 true, "segment option", NULL},
+	{"describe", cmd_describe, "describe NAME OPTION [--generation G] [--json]",
+	 "print every attribute of an option and its doc", {describe_flags}, NULL, true, "segment option", NULL},
+	{"set", cmd_set, "set NAME OPTION=VALUE... [--knob] [--quiet] [--json]", "set options, all in one commit",
+	 {set_flags},
 	 "VALUE is parsed by the option's type: bool true/false/1/0; int; float;\n"
 	 "none or null for a nullable option (refused, unquoted, for a string that\n"
 	 "cannot be null); list and set as a JSON array or comma-separated text; a\n"
 	 "value in double quotes is a JSON string literal ('opt=\"None\"' is the text).\n"
-	 "Prints each change, then the generation.\n", true},
+	 "Prints each change, then the generation.\n",
+	 true, "segment assign...", NULL},
 	{"reset", cmd_reset,
 	 "reset NAME OPTION... [--knob] [--quiet] [--json]\n       reset NAME --all [--knob] [--quiet] [--json]",
-	 "clear the user (or knob) layer of options",
-	 "  -a, --all     every option\n"
-	 "      --knob    clear the knob layer instead of the user layer\n"
-	 "  -q, --quiet   print nothing on success\n"
-	 "      --json    print {generation, changes}, as set does\n", true},
-	{"stat", cmd_stat, "stat NAME [--commits N] [--json | --format text|json]\n       stat [NAME...] --format prometheus",
-	 "show the segment's header, attached processes, slots, readers and last commits",
-	 "  -c, --commits N   how many recent commits to list (default 10)\n"
-	 "      --json        print a JSON object (--format json)\n"
-	 "      --format FMT  text (the default), json, or prometheus: metrics of the\n"
-	 "                    NAMEs, or of every segment without one, in Prometheus'\n"
-	 "                    text format (node_exporter's textfile collector reads it)\n", true},
+	 "clear the user (or knob) layer of options", {reset_flags}, NULL, true, "segment option...", NULL},
+	{"stat", cmd_stat,
+	 "stat NAME [--commits N] [--json | --format text|json]\n       stat [NAME...] --format prometheus",
+	 "show the segment's header, attached processes, slots, readers and last commits", {stat_flags}, NULL, true,
+	 "segment...", NULL},
 	{"watch", cmd_watch, "watch NAME [OPTION...] [--count N] [--timeout DURATION] [--json] [--quiet]",
-	 "print one line per commit",
-	 "  OPTION                  only commits that touch these options (and only\n"
-	 "                          their changes)\n"
-	 "  -c, --count N           stop after N commits shown (exit 0)\n"
-	 "  -t, --timeout DURATION  stop after that long: 500ms, 5s, 2m, 1h or seconds\n"
-	 "                          (exit 1 if --count was given and not reached, else 0)\n"
-	 "      --json              print one JSON object per commit\n"
-	 "  -q, --quiet             do not say on stderr when watching starts\n", true},
-	{"dump", cmd_dump, "dump NAME [--all]", "print the configuration as JSON",
-	 "  -a, --all     also save-ignored and private options\n", true},
-	{"load", cmd_load, "load NAME FILE|- [--partial] [--quiet]", "load a JSON dump as one commit",
-	 "  -p, --partial apply what fits: skip (with a warning each) unknown or\n"
-	 "                ambiguous names and refused values; load another schema's dump\n"
-	 "  -q, --quiet   print nothing on success\n"
+	 "print one line per commit", {watch_flags}, NULL, true, "segment option...", NULL},
+	{"dump", cmd_dump, "dump NAME [--all]", "print the configuration as JSON", {dump_flags}, NULL, true, "segment", NULL},
+	{"load", cmd_load, "load NAME FILE|- [--partial] [--quiet]", "load a JSON dump as one commit", {load_flags},
 	 "FILE holds a dump (its \"values\") or a plain {name: value} object; - reads\n"
 	 "standard input. Names resolve as in set. Without --partial a dump of another\n"
-	 "schema, or any unknown name (all are listed), fails the load: nothing changes.\n", true},
+	 "schema, or any unknown name (all are listed), fails the load: nothing changes.\n",
+	 true, "segment file", NULL},
 	{"save", cmd_save, "save NAME FILE|- [--quiet]", "write the user layer to a file that load reads back",
-	 "  -q, --quiet   print nothing on success\n"
+	 {save_flags},
 	 "Writes what set and load wrote (the user layer) as a dump without a schema\n"
 	 "hash; - writes standard output. FILE is replaced at once (a temporary file,\n"
-	 "then a rename), and only if it is a regular file.\n", true},
+	 "then a rename), and only if it is a regular file.\n",
+	 true, "segment file", NULL},
 	{"diff", cmd_diff, "diff NAME [--format python|shell|json] [--json]\n       shmctl diff NAME G1 [G2] [--json]",
-	 "print the non-default settings as code, or what changed between generations",
-	 "  -f, --format FMT   python (default: as codegen_config()), shell (shmctl set\n"
-	 "                     commands) or json\n"
-	 "      --json         the same as --format json; with G1, a JSON object\n"
+	 "print the non-default settings as code, or what changed between generations", {diff_flags},
 	 "With G1: every option whose value or layers differ between generation G1 and\n"
-	 "G2 (default: the current one), each layer that moved under it.\n", true},
-	{"log", cmd_log, "log NAME [OPTION...] [-n N] [--json]",
-	 "the segment's history: who changed what, newest first",
-	 "  OPTION               only commits that changed these options (names as set)\n"
-	 "  -n, --max-count N    at most N commits\n"
-	 "      --json           print a JSON array: every field of each commit\n"
+	 "G2 (default: the current one), each layer that moved under it.\n",
+	 true, "segment - -", NULL},
+	{"log", cmd_log, "log NAME [OPTION...] [-n N] [--json]", "the segment's history: who changed what, newest first",
+	 {log_flags},
 	 "Each commit: generation, time, user, process and pid, origin, and each layer\n"
-	 "it changed (old -> new). The segment keeps the last N commits (create\n"
-	 "--history N).\n", true},
+	 "it changed (old -> new). The segment keeps the last N commits (shmctl\n"
+	 "create --history N).\n",
+	 true, "segment option...", NULL},
 	{"rollback", cmd_rollback, "rollback NAME G [--knob] [--quiet]",
-	 "restore the user layer as it was at generation G, in one commit",
-	 "      --knob    restore the knob layer too\n"
-	 "  -q, --quiet   print nothing on success\n"
+	 "restore the user layer as it was at generation G, in one commit", {rollback_flags},
 	 "Prints the changes the new commit made. G must still be rebuildable from\n"
-	 "the history (shmctl log; exit 1 names the oldest one otherwise).\n", true},
-	{"schema", cmd_schema, "schema NAME", "print the segment's schema as a schema file",
+	 "the history (shmctl log; exit 1 names the oldest one otherwise).\n",
+	 true, "segment -", NULL},
+	{"schema", cmd_schema, "schema NAME", "print the segment's schema as a schema file", {NULL},
 	 "Writes YAML (format 1) that create --schema reads back to the same schema\n"
 	 "hash: the segment's options, types, defaults, bounds, choices, variables,\n"
-	 "knobs, aliases, implications and docs.\n", true},
-	{"hash", cmd_hash, "hash NAME [--json]", "print the config hash",
-	 "      --json    print {\"generation\": N, \"config_hash\": \"hex\"}\n", true},
-	{"check", cmd_check, "check NAME [--json]",
-	 "verify header, bounds, checksums and the reader table",
-	 "      --json    print {\"ok\": bool, \"problems\": [...], \"notes\": [...]}\n"
-	 "Exit status 0 if the segment is sound, 1 with the problems listed.\n", true},
+	 "knobs, aliases, implications and docs.\n",
+	 true, "segment", NULL},
+	{"hash", cmd_hash, "hash NAME [--json]", "print the config hash", {hash_flags}, NULL, true, "segment", NULL},
+	{"check", cmd_check, "check NAME [--json]", "verify header, bounds, checksums and the reader table",
+	 {check_flags}, "Exit status 0 if the segment is sound, 1 with the problems listed.\n", true, "segment", NULL},
 	{"gc", cmd_gc, "gc [NAME] [--orphans] [--json]",
-	 "reclaim the reader entries of dead processes; remove orphaned lock objects",
-	 "      --orphans remove only the lock objects whose segment is gone (of NAME,\n"
-	 "                or of every name): what a segment removed with rm(1) or\n"
-	 "                unlink(2) leaves; gc with no NAME does the same\n"
-	 "      --json    print {\"name\", \"reclaimed\": [{\"index\", \"pid\"}...],\n"
-	 "                \"orphans\": [{\"name\", \"path\", \"uid\"}...]}\n"
-	 "With NAME: its dead readers' entries, then its orphaned lock objects.\n", true},
-	{"cluster", cmd_cluster,
+	 "reclaim the reader entries of dead processes; remove orphaned lock objects", {gc_flags},
+	 "With NAME: its dead readers' entries, then its orphaned lock objects.\n", true, "segment", NULL},
+	{"cluster", NULL,
 	 "cluster set NAME OPTION=VALUE... [--knob] [--reason TEXT] [--wait[=all|DURATION]]\n"
 	 "       cluster reset NAME OPTION... [--knob] [--reason TEXT] [--wait[=all|DURATION]]\n"
 	 "       cluster show|log|status NAME [--json]\n"
 	 "       cluster diff NAME SEQ1 [SEQ2] [--json]\n"
 	 "       cluster forget NAME HOST... [--force]\n"
 	 "       cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=all|DURATION]]",
-	 "the cluster layer kept in etcd: set, reset, show, log, diff, rollback, status",
+	 "the cluster layer kept in etcd: set, reset, show, log, diff, rollback, status", {NULL},
 	 "Each subcommand takes --endpoints URL[,URL] and --cluster NAME (defaults:\n"
 	 "$SHMCFG_ETCD_ENDPOINTS and $SHMCFG_CLUSTER, else /etc/shmcfg/cluster.conf).\n"
 	 "None needs segment NAME on this host: set and reset then check values\n"
-	 "against the schema the agents keep in etcd, or --schema FILE.\n"
-	 "'shmctl cluster SUBCOMMAND --help' for each.\n"
-	 "  set       set cluster values: one audited etcd transaction\n"
-	 "  reset     delete cluster values: one audited etcd transaction\n"
-	 "  show      print what etcd holds: every opt/ and knob/ key\n"
-	 "  log       print the audit records: who changed what, when and why\n"
-	 "  diff      print the values that differ between two audit records\n"
-	 "  rollback  apply an audit record's before values as a new audited change\n"
-	 "  status    print every expected host's revision, hash, overrides, errors\n"
-	 "  forget    take hosts out of the roster of expected hosts\n",
-	 false},
+	 "against the schema the agents keep in etcd, or --schema FILE.\n",
+	 false, NULL, cluster_subs},
 	{"header", cmd_header,
 	 "header [NAME | --schema FILE] [--prefix P] [--strip PREFIX] [--only GLOB]...\n"
 	 "       [-o FILE]",
-	 "print a C header of inline accessors for a schema",
-	 "  NAME                a segment: its schema\n"
-	 "  -s, --schema FILE   a schema file (YAML, format 1); without NAME or --schema,\n"
-	 "                      the embedded default schema\n"
-	 "  -p, --prefix P      prefix of every name the header defines (default cfg)\n"
-	 "      --strip PREFIX  leave PREFIX. out of the options' C names\n"
-	 "      --only GLOB     only the options whose full name matches GLOB (fnmatch;\n"
-	 "                      repeatable; each must match one)\n"
-	 "  -o, --output FILE   write FILE (replaced only on success) instead of stdout\n"
+	 "print a C header of inline accessors for a schema", {header_flags},
 	 "The header holds the schema hash, P_attach() (which refuses a segment of\n"
 	 "another schema), a handle per option, an inline accessor P_NAME() per bool, int\n"
 	 "and float option, and P_read(), which reads them all from one generation.\n"
-	 "Names: dots become underscores (torch.x.y -> P_torch_x_y).\n", true},
+	 "Names: dots become underscores (torch.x.y -> P_torch_x_y).\n",
+	 true, "segment|schema", NULL},
 };
 
-#define NCOMMANDS (sizeof commands / sizeof commands[0])
+const size_t shmctl_ncommands = sizeof shmctl_commands / sizeof shmctl_commands[0];
 
-/* Every message is one line: control characters (from a name or a value
- * someone else chose) are shown as \xNN, never sent to the terminal. */
-static void vmsg(const char *prefix, const char *fmt, va_list ap)
-{
-	char *text = NULL;
-	if (vasprintf(&text, fmt, ap) < 0)
-		text = NULL;
-	fflush(stdout);
-	fputs("shmctl: ", stderr);
-	if (prefix)
-		fputs(prefix, stderr);
-	for (const unsigned char *p = (const unsigned char *)(text ? text : "out of memory"); *p; p++)
-		if (*p < 0x20 || *p == 0x7f)
-			fprintf(stderr, "\\x%02x", *p);
-		else
-			fputc(*p, stderr);
-	fputc('\n', stderr);
-	free(text);
-}
-
-void err_msg(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vmsg(NULL, fmt, ap);
-	va_end(ap);
-}
-
-int fail(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vmsg(NULL, fmt, ap);
-	va_end(ap);
-	return EXIT_FAIL;
-}
-
-void warn_msg(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vmsg("warning: ", fmt, ap);
-	va_end(ap);
-}
-
-int fail_lib(int r, const char *what)
-{
-	const char *detail = shmcfg_errdetail();
-	if (!detail || !*detail)
-		detail = shmcfg_strerror(r);
-	if (!what || !*what)
-		err_msg("%s", detail);
-	else if (strstr(detail, what))
-		err_msg("%s", detail);
-	else
-		err_msg("%s: %s", what, detail);
-	return EXIT_FAIL;
-}
-
-/* Edits, and swaps of neighbours ("shw", "sohw"), between two short words;
- * SIZE_MAX past 64 bytes. Three rows of the optimal string alignment table. */
-static size_t word_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	if (la > 64 || lb > 64)
-		return SIZE_MAX;
-	size_t rows[3][65], *pp = rows[0], *p = rows[1], *c = rows[2];
-	for (size_t j = 0; j <= lb; j++)
-		p[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		c[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t best = p[j - 1] + (a[i - 1] != b[j - 1]);
-			if (p[j] + 1 < best)
-				best = p[j] + 1;
-			if (c[j - 1] + 1 < best)
-				best = c[j - 1] + 1;
-			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && pp[j - 2] + 1 < best)
-				best = pp[j - 2] + 1;
-			c[j] = best;
-		}
-		size_t *t = pp;
-		pp = p;
-		p = c;
-		c = t;
-	}
-	return p[lb];
-}
-
-const char *closest_word(const char *typed, const char *const *words, size_t n)
-{
-	size_t tl = strlen(typed), limit = tl < 4 ? 1 : tl < 9 ? 2 : 3, best = SIZE_MAX;
-	const char *pick = NULL;
-	for (size_t i = 0; i < n; i++) {
-		size_t d = word_distance(typed, words[i]);
-		/* a word the text begins (an abbreviation) is close too */
-		if (d > limit && tl >= 2 && !strncmp(words[i], typed, tl))
-			d = limit;
-		if (d <= limit && d < best) {
-			best = d;
-			pick = words[i];
-		}
-	}
-	return pick;
-}
-
-static void print_synopsis(FILE *f, const struct command *c)
-{
-	fprintf(f, "usage: shmctl %s\n", c->synopsis);
-}
-
-int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	char prefix[64]; /* the text may quote an argument: escaped as every message */
-	snprintf(prefix, sizeof prefix, "%s%s", cur_cmd ? cur_cmd->name : "", cur_cmd ? ": " : "");
-	vmsg(prefix, fmt, ap);
-	va_end(ap);
-	if (cur_cmd) {
-		print_synopsis(stderr, cur_cmd);
-		fprintf(stderr, "Try 'shmctl %s --help' for more information.\n", cur_cmd->name);
-	} else
-		fprintf(stderr, "Try 'shmctl --help' for more information.\n");
-	return EXIT_USAGE;
-}
-
-int usage_line(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	char *text = NULL;
-	if (vasprintf(&text, fmt, ap) < 0)
-		text = NULL;
-	va_end(ap);
-	err_msg("%s%s%s", cur_cmd ? cur_cmd->name : "", cur_cmd ? ": " : "", text ? text : "out of memory");
-	free(text);
-	return EXIT_USAGE;
-}
-
-int print_help(void)
-{
-	const struct command *c = cur_cmd;
-	print_synopsis(stdout, c);
-	printf("\n%c%s.\n\n", c->summary[0] - ('a' <= c->summary[0] && c->summary[0] <= 'z' ? 32 : 0),
-	       c->summary + 1);
-	printf("  -h, --help    print this help\n");
-	if (c->help && *c->help)
-		printf("%s", c->help);
-	if (c->attaches)
-		printf("      --owner USER  trust the segment only if USER (a name or uid) owns it;\n"
-		       "                    without it, only segments of yours or root's\n");
-	printf("\nExit status: 0 success, 1 failure, 2 usage error. See shmctl(1).\n");
-	return EXIT_OK;
-}
-
-/* --color=WHEN (auto, always, never): 0, or -1 for another WHEN. */
-static int set_color(const char *when)
-{
-	if (!strcmp(when, "always"))
-		use_color = true;
-	else if (!strcmp(when, "never"))
-		use_color = false;
-	else if (!strcmp(when, "auto")) {
-		const char *term = getenv("TERM");
-		use_color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR") && !(term && !strcmp(term, "dumb"));
-	} else
-		return -1;
-	return 0;
-}
-
-static int bad_color(const char *when)
-{
-	err_msg("--color takes auto, always or never, not '%s'", when);
-	return EXIT_USAGE;
-}
-
-/* --owner USER: a user name or a uid. */
-static int parse_owner(const char *arg, int *exit_code)
-{
-	struct passwd *pw = *arg ? getpwnam(arg) : NULL;
-	uint64_t u;
-	if (pw)
-		owner_uid = pw->pw_uid;
-	else if (parse_u64(arg, &u) && u < (uid_t)-1)
-		owner_uid = (uid_t)u;
-	else {
-		*exit_code = fail("no such user '%s' (--owner takes a user name or a uid)", arg);
-		return -2;
-	}
-	have_owner = true;
-	return 0;
-}
-
-/* The global flags a command also takes after its name, parsed here. */
-enum { OPT_COLOR = 0x10c0 };
-
-/*
- * The command's long options, with the global ones added: --color (and
- * --colour) for every command, --owner when the command attaches. Built
- * once per table (the commands call next_opt() with the same one each time).
- */
-static const struct option *with_common(const struct option *longopts)
-{
-	static const struct option *for_opts;
-	static struct option *merged;
-	if (for_opts == longopts && merged)
-		return merged;
-	size_t n = 0;
-	while (longopts[n].name)
-		n++;
-	struct option *m = calloc(n + 4, sizeof *m);
-	if (!m)
-		return longopts;
-	memcpy(m, longopts, n * sizeof *m);
-	m[n++] = (struct option){"color", optional_argument, NULL, OPT_COLOR};
-	m[n++] = (struct option){"colour", optional_argument, NULL, OPT_COLOR};
-	if (cur_cmd && cur_cmd->attaches)
-		m[n++] = (struct option){"owner", required_argument, NULL, 'O'};
-	free(merged);
-	merged = m;
-	for_opts = longopts;
-	return merged;
-}
-
-/* An unknown or ambiguous option of the running command: one line, with
- * the closest long option when one is close. */
-static int unknown_option(const struct option *lo, const char *arg, int optchar)
-{
-	if (optchar)
-		return usage_line("unknown option '-%c' (see 'shmctl %s --help')", optchar, cur_cmd->name);
-	char typed[80];
-	snprintf(typed, sizeof typed, "%s", arg + strspn(arg, "-"));
-	typed[strcspn(typed, "=")] = 0;
-	const char *names[64];
-	size_t n = 0, nprefix = 0;
-	for (; lo[n].name && n < 64; n++) {
-		names[n] = lo[n].name;
-		nprefix += *typed && !strncmp(lo[n].name, typed, strlen(typed));
-	}
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(names[i], typed) && strchr(arg, '='))
-			return usage_line("option '--%s' takes no value", typed);
-	if (nprefix > 1)
-		return usage_line("option '--%s' is ambiguous (see 'shmctl %s --help')", typed, cur_cmd->name);
-	const char *near = closest_word(typed, names, n);
-	if (near)
-		return usage_line("unknown option '%s'; did you mean '--%s'?", arg, near);
-	return usage_line("unknown option '%s' (see 'shmctl %s --help')", arg, cur_cmd->name);
-}
-
-int next_opt(int argc, char **argv, const char *shortopts, const struct option *longopts,
-	     int *exit_code)
-{
-	const struct option *lo = with_common(longopts);
-	for (;;) {
-		int longidx = -1;
-		opterr = 0;
-		int c = getopt_long(argc, argv, shortopts, lo, &longidx);
-		switch (c) {
-		case 'h':
-			*exit_code = print_help();
-			return -2;
-		case '?':
-			/* glibc: optopt is the val of a long option given a value it
-			 * does not take, the character of an unknown short one */
-			*exit_code = unknown_option(lo, argv[optind - 1],
-						    strncmp(argv[optind - 1], "--", 2) && optopt < 0x100 ? optopt : 0);
-			return -2;
-		case OPT_COLOR:
-			if (set_color(optarg ? optarg : "always")) {
-				*exit_code = bad_color(optarg);
-				return -2;
-			}
-			continue;
-		case ':':
-			if (optopt && (optopt < 0x100))
-				*exit_code = usage_error("option '-%c' needs an argument", optopt);
-			else
-				*exit_code = usage_error("option '%s' needs an argument", argv[optind - 1]);
-			return -2;
-		case 'O':
-			if (lo != longopts && longidx >= 0 && !strcmp(lo[longidx].name, "owner")) {
-				if (parse_owner(optarg, exit_code))
-					return -2;
-				continue;
-			}
-			return c;
-		default:
-			return c;
-		}
-	}
-}
-
-int attach_error(int r, const char *name, bool rdonly, const char *detail)
-{
-	if (r == -ENOENT) { /* the library's hint: another /dev/shm than the host's */
-		const char *elsewhere = detail ? strstr(detail, " in this process's /dev/shm") : NULL;
-		return fail("no such segment '%s'%s", name, elsewhere ? elsewhere : "");
-	}
-	if (r == -EACCES || r == -EPERM)
-		return fail("segment '%s': permission denied (%s access)", name,
-			    rdonly ? "read" : "write");
-	if (detail && *detail)
-		return strstr(detail, name) ? fail("%s", detail) : fail("%s: %s", name, detail);
-	return fail("%s: %s", name, shmcfg_strerror(r));
-}
-
-int attach_segment(const char *name, bool rdonly, shmcfg **ret)
-{
-	shmcfg_attach_opts o = {
-		.flags = (rdonly ? SHMCFG_ATTACH_RDONLY : 0) | (have_owner ? SHMCFG_ATTACH_OWNER : 0),
-		.owner = owner_uid,
-	};
-	return shmcfg_attach_with(name, &o, ret);
-}
-
-int open_segment(const char *name, bool rdonly, shmcfg **ret)
-{
-	int r = attach_segment(name, rdonly, ret);
-	if (r == 0)
-		return 0;
-	return attach_error(r, name, rdonly, shmcfg_errdetail());
-}
-
-const char *color(const char *code)
-{
-	static char buf[8][16];
-	static int next;
-	if (!use_color)
-		return "";
-	char *b = buf[next++ % 8];
-	snprintf(b, sizeof buf[0], "\033[%sm", code);
-	return b;
-}
+/* The flags before the command (main parses them: they end at the command).
+ * --color, --json and --owner are taken after it too (next_opt; --json is
+ * handed to the command as its first flag). */
+static const struct flag global_flags[] = {
+	{'c', "color", "[=WHEN]", F_OPTARG, "auto always never", NULL},
+	{'c', "colour", "[=WHEN]", F_OPTARG | F_HIDDEN, NULL, NULL},
+	{'J', "json", NULL, 0, NULL, NULL},
+	{'O', "owner", "USER", 0, "@user", NULL},
+	{'h', "help", NULL, F_SHORT, NULL, NULL},
+	{'V', "version", NULL, F_SHORT, NULL, NULL},
+	{0},
+};
 
 static void main_usage(FILE *f)
 {
@@ -568,8 +435,8 @@ static void main_usage(FILE *f)
 		   "       shmctl --version\n\n"
 		   "Inspect and control shmcfg segments (configuration in shared memory).\n\n"
 		   "Commands:\n");
-	for (size_t i = 0; i < NCOMMANDS; i++)
-		fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+	for (size_t i = 0; i < shmctl_ncommands; i++)
+		fprintf(f, "  %-9s %s\n", shmctl_commands[i].name, shmctl_commands[i].summary);
 	fprintf(f, "\nNAME is a segment's name; OPTION a full dotted option name or a unique\n"
 		   "suffix of it after a dot. Read commands take --json. --color, --json and\n"
 		   "--owner go before or after COMMAND. A DURATION is 500ms, 5s, 2m, 1h or plain\n"
@@ -583,31 +450,153 @@ static void log_cb(int level, const char *msg, void *ud)
 		warn_msg("%s", msg);
 }
 
-/* Global flags before the command: --color[=WHEN], --json (passed to the
- * command), --owner USER, --help, --version. Each is taken after the command
- * too (next_opt). */
-static const char *const global_flags[] = {"color", "colour", "json", "owner", "help", "version"};
-
-static const struct command *find_command(const char *name)
+/* The name of a subcommand without its command's ("cluster set" -> "set"). */
+static const char *sub_name(const struct command *s)
 {
-	for (size_t k = 0; k < NCOMMANDS; k++)
-		if (!strcmp(commands[k].name, name))
-			return &commands[k];
+	const char *sp = strrchr(s->name, ' ');
+	return sp ? sp + 1 : s->name;
+}
+
+/* The command (or subcommand of @p parent) named @p name; NULL if none. */
+static const struct command *find_command(const struct command *parent, const char *name)
+{
+	if (parent) {
+		for (const struct command *s = parent->subs; s->name; s++)
+			if (!strcmp(sub_name(s), name))
+				return s;
+		return NULL;
+	}
+	for (size_t k = 0; k < shmctl_ncommands; k++)
+		if (!strcmp(shmctl_commands[k].name, name))
+			return &shmctl_commands[k];
 	return NULL;
 }
 
 /* An unknown command: one line, with the closest command when one is close. */
 static int unknown_command(const char *name)
 {
-	const char *names[NCOMMANDS + 1];
-	for (size_t k = 0; k < NCOMMANDS; k++)
-		names[k] = commands[k].name;
-	names[NCOMMANDS] = "help";
-	const char *near = closest_word(name, names, NCOMMANDS + 1);
+	const char *names[shmctl_ncommands + 1];
+	for (size_t k = 0; k < shmctl_ncommands; k++)
+		names[k] = shmctl_commands[k].name;
+	names[shmctl_ncommands] = "help";
+	const char *near = closest_word(name, names, shmctl_ncommands + 1);
 	if (near)
 		err_msg("unknown command '%s'; did you mean '%s'?", name, near);
 	else
 		err_msg("unknown command '%s' (see 'shmctl --help')", name);
+	return EXIT_USAGE;
+}
+
+/* The subcommands of @p c as "set, reset, ... or forget" (last "or" when
+ * @p or), in buf. */
+static const char *sub_list(const struct command *c, bool or, char *buf, size_t len)
+{
+	size_t used = 0, n = 0;
+	buf[0] = 0;
+	while (c->subs[n].name)
+		n++;
+	for (size_t k = 0; k < n && used < len; k++) {
+		int w = snprintf(buf + used, len - used, "%s%s", k == 0 ? "" : or && k + 1 == n ? " or " : ", ",
+				 sub_name(&c->subs[k]));
+		if (w > 0)
+			used += (size_t)w;
+	}
+	return buf;
+}
+
+/* A command of subcommands (cluster): the subcommand runs argv[1..]. */
+static int run_subcommand(int argc, char **argv)
+{
+	const struct command *parent = cur_cmd;
+	char list[256];
+	if (argc < 2)
+		return usage_error("missing subcommand: %s", sub_list(parent, true, list, sizeof list));
+	const char *name = argv[1];
+	if (!strcmp(name, "-h") || !strcmp(name, "--help"))
+		return print_help(parent);
+	const struct command *s = find_command(parent, name);
+	if (s) {
+		cur_cmd = s;
+		optind = 1;
+		return s->run(argc - 1, argv + 1);
+	}
+	const char *names[32];
+	size_t n = 0;
+	for (; parent->subs[n].name && n < 32; n++)
+		names[n] = sub_name(&parent->subs[n]);
+	const char *near = closest_word(name, names, n);
+	if (near)
+		return usage_line("unknown subcommand '%s'; did you mean '%s'?", name, near);
+	return usage_line("unknown subcommand '%s' (%s)", name, sub_list(parent, false, list, sizeof list));
+}
+
+/* ---- shmctl __complete: what the bash completion asks ------------------- */
+
+/* One flag as the completion reads it: "--name KIND [WORDS...]", KIND none,
+ * optional, text, file, dir, user, group or words. */
+static int complete_flag(const struct flag *f, void *ud)
+{
+	(void)ud;
+	if (f->flags & (F_HIDDEN | F_ARG))
+		return 0;
+	const char *kind = !f->metavar || (f->flags & F_DOC) ? "none"
+			   : f->flags & F_OPTARG		    ? "optional"
+			   : !f->complete			    ? "text"
+			   : f->complete[0] == '@'		    ? f->complete + 1
+								    : "words";
+	printf("--%s %s%s%s\n", f->name, kind, !strcmp(kind, "words") ? " " : "",
+	       !strcmp(kind, "words") ? f->complete : "");
+	if ((f->flags & F_SHORT) && f->metavar && !(f->flags & F_OPTARG))
+		printf("-%c %s%s%s\n", f->key, kind, !strcmp(kind, "words") ? " " : "",
+		       !strcmp(kind, "words") ? f->complete : "");
+	return 0;
+}
+
+/*
+ * shmctl __complete commands [CMD]: the commands (or CMD's subcommands);
+ * __complete flags [CMD [SUB]]: the flags (before a command: the global
+ * ones), one a line as complete_flag() prints them (the flags that take an
+ * argument also by their short name, so that the completion can skip it);
+ * __complete args CMD [SUB]: the positional arguments (struct command.args);
+ * __complete values NAME OPTION: the values of an option. Exit 2, silently,
+ * for anything else.
+ */
+static int cmd_complete(int argc, char **argv)
+{
+	if (argc == 4 && !strcmp(argv[1], "values"))
+		return complete_values(argv[2], argv[3]);
+	if (argc < 2 || argc > 4)
+		return EXIT_USAGE;
+	const char *what = argv[1];
+	const struct command *c = argc > 2 ? find_command(NULL, argv[2]) : NULL;
+	if (argc > 2 && !c)
+		return EXIT_USAGE;
+	if (argc > 3 && !(c->subs && (c = find_command(c, argv[3]))))
+		return EXIT_USAGE;
+	if (!strcmp(what, "commands") && argc <= 3) {
+		if (c && c->subs)
+			for (const struct command *s = c->subs; s->name; s++)
+				puts(sub_name(s));
+		else if (!c) {
+			for (size_t k = 0; k < shmctl_ncommands; k++)
+				puts(shmctl_commands[k].name);
+			puts("help");
+		}
+		return EXIT_OK;
+	}
+	if (!strcmp(what, "flags")) {
+		if (!c)
+			for (const struct flag *f = global_flags; f->name; f++)
+				complete_flag(f, NULL);
+		else if (!c->subs)
+			command_flags(c, complete_flag, NULL);
+		return EXIT_OK;
+	}
+	if (!strcmp(what, "args") && c) {
+		if (c->args && *c->args)
+			puts(c->args);
+		return EXIT_OK;
+	}
 	return EXIT_USAGE;
 }
 
@@ -632,13 +621,12 @@ int main(int argc, char **argv)
 			json = true;
 		} else if (!strncmp(a, "--owner=", 8) || !strcmp(a, "--owner")) {
 			const char *user = a[7] == '=' ? a + 8 : i + 1 < argc ? argv[++i] : NULL;
-			int ec = EXIT_USAGE;
 			if (!user) {
 				err_msg("option '--owner' needs an argument");
 				return EXIT_USAGE;
 			}
-			if (parse_owner(user, &ec))
-				return ec;
+			if (parse_owner(user))
+				return EXIT_FAIL;
 		} else if (!strcmp(a, "--")) {
 			i++;
 			break;
@@ -646,8 +634,11 @@ int main(int argc, char **argv)
 			char typed[80];
 			snprintf(typed, sizeof typed, "%s", a + strspn(a, "-"));
 			typed[strcspn(typed, "=")] = 0;
-			const char *near = closest_word(typed, global_flags,
-							sizeof global_flags / sizeof global_flags[0]);
+			const char *names[16];
+			size_t n = 0;
+			for (const struct flag *f = global_flags; f->name && n < 16; f++)
+				names[n++] = f->name;
+			const char *near = closest_word(typed, names, n);
 			if (near)
 				err_msg("unknown option '%s'; did you mean '--%s'?", a, near);
 			else
@@ -656,7 +647,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (set_color(when))
-		return bad_color(when);
+		return EXIT_USAGE;
 	if (i >= argc) {
 		fprintf(stderr, "shmctl: no command given\n");
 		main_usage(stderr);
@@ -668,22 +659,22 @@ int main(int argc, char **argv)
 			main_usage(stdout);
 			return EXIT_OK;
 		}
-		if (!(cur_cmd = find_command(argv[i + 1])))
+		if (!(cur_cmd = find_command(NULL, argv[i + 1])))
 			return unknown_command(argv[i + 1]);
-		return print_help();
+		return print_help(cur_cmd);
 	}
 	if (!strcmp(name, "__complete")) /* hidden: the bash completion's helper */
 		return cmd_complete(argc - i, argv + i);
-	if (!(cur_cmd = find_command(name)))
+	if (!(cur_cmd = find_command(NULL, name)))
 		return unknown_command(name);
 	shmcfg_set_log(log_cb, NULL);
-	/* the subcommand parses argv[i..]: argv[0] of its getopt is its name;
+	/* the command parses argv[i..]: argv[0] of its getopt is its name;
 	 * a --json given before the command is its first flag (after the
-	 * subcommand of cluster) */
+	 * subcommand of a command of subcommands) */
 	int sub_argc = argc - i;
 	char **sub_argv = argv + i;
 	if (json) {
-		int at = cur_cmd->run == cmd_cluster && sub_argc > 1 ? 2 : 1;
+		int at = cur_cmd->subs && sub_argc > 1 ? 2 : 1;
 		sub_argv = calloc((size_t)sub_argc + 2, sizeof *sub_argv);
 		if (!sub_argv)
 			return fail("out of memory");
@@ -693,7 +684,7 @@ int main(int argc, char **argv)
 		sub_argc++;
 	}
 	optind = 1;
-	int r = cur_cmd->run(sub_argc, sub_argv);
+	int r = cur_cmd->subs ? run_subcommand(sub_argc, sub_argv) : cur_cmd->run(sub_argc, sub_argv);
 	if (sub_argv != argv + i)
 		free(sub_argv);
 	if (fflush(stdout) == EOF || ferror(stdout)) {

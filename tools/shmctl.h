@@ -1,22 +1,28 @@
 /*
  * shmctl: inspect and control shmcfg segments. Declarations shared by the
- * files of tools/shmctl*.c.
+ * files of tools/shmctl*.c, which depend in one direction:
  *
- *   shmctl.c        main, subcommand table, usage, errors, attach, colour
- *   shmctl-util.c   argument parsing, option names, tables, values as
- *                   text and JSON
- *   shmctl-read.c   ls, show, get, describe
- *   shmctl-stat.c   stat, hash, check, dump, diff, watch
- *   shmctl-write.c  create, rm, set, reset, load, save, gc
- *   shmctl-header.c header (a C header of accessors for a schema)
- *   shmctl-cluster.c cluster set, reset, show, log, rollback, status (etcd)
- *   shmctl-history.c log, rollback, diff G1 [G2], show/get --generation
+ *   shmctl.c          main and the command table (every command, its flags
+ *                     and help: the parser, --help and the completion's
+ *                     words come from it)
+ *     -> the commands  (none calls another's file)
+ *        shmctl-read.c    ls, show, get, describe (and the completion's values)
+ *        shmctl-stat.c    stat, hash, schema, check, dump, watch
+ *        shmctl-write.c   create, resize, rm, set, reset, load, save, gc
+ *        shmctl-history.c log, rollback, diff
+ *        shmctl-header.c  header (a C header of accessors for a schema)
+ *        shmctl-cluster.c, shmctl-cluster-view.c  cluster SUBCOMMAND (etcd)
+ *     -> shmctl-util.c     what they share: messages, the option parser and
+ *                          --help (driven by the running command's table
+ *                          entry), attaching, option names, values as text,
+ *                          tables
  *
  * Exit status: 0 success, 1 failure, 2 usage error.
  */
 #ifndef SHMCTL_H
 #define SHMCTL_H
 
+#include <getopt.h> /* next_opt() sets optarg and optind */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,20 +35,54 @@
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
-/* ---- shmctl.c ---------------------------------------------------------- */
+/* ---- the command table (shmctl.c; doc/design.md "Adding a shmctl command") */
 
-/* One subcommand. */
-struct command {
-	const char *name;
-	int (*run)(int argc, char **argv);
-	const char *synopsis; /* the lines after "usage: shmctl " (several separated by \n) */
-	const char *summary;  /* one line for the command list */
-	const char *help;     /* the options, for --help */
-	bool attaches;        /* attaches a segment: takes --owner */
+/* struct flag.flags */
+#define F_SHORT 0x1  /* -KEY is taken too (KEY a letter) */
+#define F_OPTARG 0x2 /* the argument is optional: --flag[=ARG] */
+#define F_NOHELP 0x4 /* parsed and completed, not in --help (--color) */
+#define F_HIDDEN 0x8 /* parsed only: neither in --help nor completed (helpers) */
+#define F_DOC 0x10   /* a line of --help (and a word of the completion) only,
+		      * parsed as the flag it spells (--wait=all) */
+#define F_ARG 0x20   /* a positional argument's line of --help ("  PATTERN") */
+
+/* One flag of a command (or one line of its --help). */
+struct flag {
+	int key;              /* what next_opt() returns for it */
+	const char *name;     /* long name without "--" (F_ARG: the argument) */
+	const char *metavar;  /* its argument ("FILE"; "[=WHEN]" with F_OPTARG); NULL: none */
+	unsigned flags;       /* F_* */
+	const char *complete; /* the completion of its argument: "@file", "@dir",
+			       * "@user", "@group", or words ("python shell json");
+			       * NULL: nothing to offer */
+	const char *help;     /* its --help text; a \n starts an indented line */
 };
 
-extern const struct command *cur_cmd; /* the running subcommand */
+/* One command, or one subcommand of a command that has them (cluster). */
+struct command {
+	const char *name;     /* as typed ("cluster set" for a subcommand) */
+	int (*run)(int argc, char **argv); /* NULL for a command of subcommands */
+	const char *synopsis; /* the lines after "usage: shmctl " (several separated by \n) */
+	const char *summary;  /* one line for the command list */
+	const struct flag *flags[3]; /* its flags and lines of --help, each list {0}-terminated */
+	const char *notes;    /* --help text after the flags */
+	bool attaches;        /* attaches a segment: takes --owner */
+	/* the positional arguments, for the completion: words of "segment",
+	 * "new" (a name not yet used), "option", "assign" (OPTION=VALUE),
+	 * "file", "-" (anything); a last word ending in "..." repeats;
+	 * "segment|schema": a segment unless -s/--schema is given */
+	const char *args;
+	const struct command *subs; /* its subcommands (cluster), NULL-name-terminated */
+};
+
+/* The command table and its number of entries (shmctl.c). */
+extern const struct command shmctl_commands[];
+extern const size_t shmctl_ncommands;
+
+extern const struct command *cur_cmd; /* the running (sub)command */
 extern bool use_color;               /* colour on stdout */
+
+/* ---- shmctl-util.c ----------------------------------------------------- */
 
 /* Print "shmctl: ...\n" to stderr. */
 void err_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -64,18 +104,26 @@ int usage_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The word of words[] closest to @p typed (a typo: a few edits or swapped
  * neighbours, or an abbreviation), NULL if none is close. */
 const char *closest_word(const char *typed, const char *const *words, size_t n);
-/* Print the running subcommand's --help to stdout; returns EXIT_OK. */
-int print_help(void);
+/* Calls fn for each flag of @p c: --help, --color, its own, --owner if it
+ * attaches; the lines of --help only (F_ARG, F_DOC) too. Stops at, and
+ * returns, a nonzero return of fn. */
+int command_flags(const struct command *c, int (*fn)(const struct flag *f, void *ud), void *ud);
+/* Print @p c's --help to stdout (generated from its table entry); EXIT_OK. */
+int print_help(const struct command *c);
+/* --color=WHEN (auto, always, never): 0, or the usage error (EXIT_USAGE). */
+int set_color(const char *when);
+/* --owner USER (a name or a uid): 0, or the error (EXIT_FAIL). */
+int parse_owner(const char *user);
 
 /*
- * Parse the options shared by every subcommand (--help, --json) along with
- * the subcommand's own: a getopt_long loop. Returns the option character,
- * -1 at the end, or -2 after it printed help (exit 0) / a usage error
- * (*exit_code set).
+ * The option parser of every command: getopt_long over the running
+ * command's flags (cur_cmd->flags) and the ones every command takes
+ * (--help, --color, and --owner when it attaches, which it handles).
+ * Returns a flag's key (optarg its argument), -1 at the end (the
+ * positionals are argv[optind..]), or -2 after it printed the help (exit 0)
+ * or a usage error (*exit_code set).
  */
-struct option;
-int next_opt(int argc, char **argv, const char *shortopts, const struct option *longopts,
-	     int *exit_code);
+int next_opt(int argc, char **argv, int *exit_code);
 
 /*
  * --owner USER of the commands that attach (parsed by next_opt()): the uid
@@ -90,6 +138,16 @@ int attach_segment(const char *name, bool rdonly, shmcfg **ret);
 int open_segment(const char *name, bool rdonly, shmcfg **ret);
 /* Print the error of a failed attach (code r, the library's detail); EXIT_FAIL. */
 int attach_error(int r, const char *name, bool rdonly, const char *detail);
+/* A private segment of @p schema (NULL: the embedded default), already
+ * unlinked: only this process has it. What the library says of a schema
+ * that is in no segment (its hash, its options) is read through one. */
+int private_segment(const shmcfg_schema *schema, shmcfg **ret);
+/* The names of /dev/shm's entries named like segments (shmcfg.NAME), sorted:
+ * ls and stat --format prometheus list them. Each and the array are the
+ * caller's to free. EXIT_OK or EXIT_FAIL (said). */
+int list_segments(char ***names, size_t *n);
+#define SHM_DIR "/dev/shm"
+#define SHM_PREFIX "shmcfg."
 
 /* ANSI colour of a span: empty when colour is off. */
 const char *color(const char *code);
@@ -102,8 +160,6 @@ const char *color(const char *code);
 #define C_BLUE "34"
 #define C_MAGENTA "35"
 #define C_CYAN "36"
-
-/* ---- shmctl-util.c ----------------------------------------------------- */
 
 /* strtoull/strtoll with full-string and range checks. */
 bool parse_u64(const char *s, uint64_t *ret);
@@ -132,7 +188,8 @@ int find_option(shmcfg *h, const char *text, shmcfg_opt *ret);
 /* The option's name and the final target's descriptor. */
 const char *opt_name(shmcfg *h, shmcfg_opt opt);
 
-/* A value as JSON text (strings quoted), malloc'd; NULL on ENOMEM. */
+/* A value as shmcfg_value_format() writes it (JSON; nan, inf as words),
+ * malloc'd; NULL on ENOMEM. */
 char *value_text(const shmcfg_value *v);
 /* As value_text() but strings raw (`get --raw`). */
 char *value_raw(const shmcfg_value *v);
@@ -176,7 +233,8 @@ int read_file(const char *path, char **ret, size_t *len);
 /* read_file's error as text */
 const char *read_file_error(int r);
 
-/* Parse "[--json] [--help]" and npos positionals into pos[]: 0, or -1 with
+/* Parse the running command's flags (of which only --json is acted on:
+ * ls, hash, check, schema) and npos positionals into pos[]: 0, or -1 with
  * *exit_code set (help printed, or a usage error). */
 int simple_args(int argc, char **argv, bool *json, const char **pos, int npos, int *exit_code);
 /* The npos positionals after the options (argv[optind..]) into pos[]: 0, or
@@ -213,15 +271,6 @@ void warn_attached(const char *name, const char *what);
 /* "  key           value" (coloured), for describe and stat. */
 void kv(const char *key, const char *val, const char *col);
 
-/* ---- shmctl-header.c ---------------------------------------------------- */
-
-/* A private segment of @p schema (NULL: the embedded default), already
- * unlinked: only this process has it. What the library says of a schema
- * that is in no segment (its hash, its options) is read through one. */
-int private_segment(const shmcfg_schema *schema, shmcfg **ret);
-
-/* ---- shmctl-write.c: what set shares with cluster set ------------------ */
-
 /* Every argv[first..] is OPTION=VALUE with a name: 0, or a usage error. */
 int check_assignments(int argc, char **argv, int first);
 /* resolve_option(), and the end of the option's alias chain (what a set
@@ -231,42 +280,6 @@ int resolve_final(shmcfg *h, const char *text, shmcfg_opt *opt, shmcfg_opt *fina
  * one line naming the option and the value. EXIT_FAIL. */
 int fail_set(int r, const char *full, const char *value);
 
-/* ---- shmctl-read.c ----------------------------------------------------- */
-
-/* The names of /dev/shm's entries named like segments (shmcfg.NAME), sorted:
- * ls and stat --format prometheus list them. Each and the array are the
- * caller's to free. EXIT_OK or EXIT_FAIL (said). */
-int list_segments(char ***names, size_t *n);
-
-/* ---- the subcommands --------------------------------------------------- */
-
-int cmd_create(int argc, char **argv);
-int cmd_rm(int argc, char **argv);
-int cmd_resize(int argc, char **argv);
-int cmd_ls(int argc, char **argv);
-int cmd_show(int argc, char **argv);
-int cmd_get(int argc, char **argv);
-int cmd_describe(int argc, char **argv);
-int cmd_set(int argc, char **argv);
-int cmd_reset(int argc, char **argv);
-int cmd_stat(int argc, char **argv);
-int cmd_watch(int argc, char **argv);
-int cmd_dump(int argc, char **argv);
-int cmd_schema(int argc, char **argv);
-int cmd_load(int argc, char **argv);
-int cmd_save(int argc, char **argv);
-int cmd_diff(int argc, char **argv);
-int cmd_hash(int argc, char **argv);
-int cmd_check(int argc, char **argv);
-int cmd_gc(int argc, char **argv);
-int cmd_header(int argc, char **argv);
-int cmd_complete(int argc, char **argv); /* hidden: shmctl __complete (bash completion) */
-int cmd_cluster(int argc, char **argv); /* shmctl-cluster.c */
-int cmd_log(int argc, char **argv);     /* shmctl-history.c */
-int cmd_rollback(int argc, char **argv);
-
-/* ---- shmctl-history.c: --generation of show and get, diff G1 [G2] ------ */
-
 /* A generation argument (a number from 1): 0, or -1 with a usage error. */
 int parse_generation(const char *text, uint64_t *gen, int *exit_code);
 /* A snapshot of generation gen (0: the current one): a library code. */
@@ -274,7 +287,40 @@ int snapshot_of(shmcfg *h, uint64_t gen, shmcfg_snapshot **snap);
 /* simple_args() that also takes --generation G (*gen 0 without it). */
 int generation_args(int argc, char **argv, bool *json, uint64_t *gen, const char **pos, int npos,
 		    int *exit_code);
-/* diff NAME G1 [G2]: what changed between two generations. An exit status. */
-int diff_generations(const char *seg, const char *g1, const char *g2, bool json);
+
+/* ---- the commands: the handlers of the table --------------------------- */
+
+int cmd_create(int argc, char **argv); /* shmctl-write.c */
+int cmd_resize(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+int cmd_set(int argc, char **argv);
+int cmd_reset(int argc, char **argv);
+int cmd_load(int argc, char **argv);
+int cmd_save(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
+int cmd_ls(int argc, char **argv); /* shmctl-read.c */
+int cmd_show(int argc, char **argv);
+int cmd_get(int argc, char **argv);
+int cmd_describe(int argc, char **argv);
+/* shmctl __complete values NAME OPTION: the values the completion offers */
+int complete_values(const char *seg, const char *option);
+int cmd_stat(int argc, char **argv); /* shmctl-stat.c */
+int cmd_hash(int argc, char **argv);
+int cmd_schema(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
+int cmd_log(int argc, char **argv); /* shmctl-history.c */
+int cmd_rollback(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_header(int argc, char **argv); /* shmctl-header.c */
+int cl_set(int argc, char **argv);     /* shmctl-cluster.c */
+int cl_reset(int argc, char **argv);
+int cl_rollback(int argc, char **argv);
+int cl_show(int argc, char **argv); /* shmctl-cluster-view.c */
+int cl_log(int argc, char **argv);
+int cl_diff(int argc, char **argv);
+int cl_status(int argc, char **argv);
+int cl_forget(int argc, char **argv);
 
 #endif

@@ -208,6 +208,43 @@ else
 	t_complete "a mistyped-command start completes commands" "shmctl wa" "watch"
 	t_complete "watch NAME: option names" "shmctl watch $S app.mo" "app.mode"
 	t_complete "global flags" "shmctl --j" "--json"
+	# flags and their arguments: from the command table (shmctl __complete)
+	t_complete "a command's flags" "shmctl create x --lo" "--load --load-dir"
+	t_complete "a flag's argument: its words" "shmctl stat $S --format p" "prometheus"
+	t_complete "... by its short name" "shmctl diff $S -f " "json python shell"
+	t_complete "a flag's argument that is free text: nothing" "shmctl watch $S --count " ""
+	t_complete "a flag's argument skipped when counting positionals" "shmctl get --generation 2 $S app.mo" "app.mode"
+	t_complete "... by its short name" "shmctl show -G 2 $S app.mo" "app.mode"
+	t_complete "a flag without an argument is not skipped" "shmctl reset --knob $S app.mo" "app.mode"
+	t_complete "a hidden flag is not offered" "shmctl show $S --na" ""
+	t_complete "--owner of a command that attaches" "shmctl hash $S --ow" "--owner"
+	t_complete "(not of one that does not)" "shmctl rm --ow" ""
+	t_complete "cluster: its subcommands" "shmctl cluster s" "set show status"
+	t_complete "cluster SUB: its flags" "shmctl cluster set $S --wa" "--wait --wait=all"
+	t_complete "cluster SUB: the connection flags" "shmctl cluster log $S --end" "--endpoints"
+	t_complete "cluster rollback: no option names after NAME" "shmctl cluster rollback $S " ""
+	t_complete "help: the commands" "shmctl help st" "stat"
+	t_complete "header --schema: no segment after it" "shmctl header --schema x " ""
+	t_complete "load: a file after NAME" "shmctl load $S $T_TMP/bi" "$T_TMP/bin"
+	# every command's flags as the completion offers them are those its
+	# --help lists (both made from the table), --color and --help added
+	_bad=""
+	for c in $(shmctl __complete commands); do
+		[ "$c" = help ] && continue
+		subs=$(shmctl __complete commands "$c")
+		for sub in ${subs:-""}; do
+			_help=$(shmctl $c $sub --help | grep -o -- '^ *\(-., \)\?--[a-z=-]*' | sed 's/.*--/--/' | sort -u | tr '\n' ' ')
+			_comp=$(complete_line "shmctl $c $sub $S --" | grep -v -- '^--colou\?r$' | sort -u | tr '\n' ' ')
+			[ "$_help" = "$_comp" ] || _bad="$_bad [$c $sub: help: $_help completion: $_comp]"
+		done
+	done
+	pass "every command: the completion offers the flags its --help lists" test -z "$_bad"
+	[ -z "$_bad" ] || diag "$_bad"
+	t_out "__complete flags: a flag, its argument and words" "--format words python shell json" \
+		sh -c "$SHMCTL __complete flags diff | grep -- '^--format'"
+	t_out "__complete args: the positionals" "segment assign..." shmctl __complete args cluster set
+	t_rc "__complete of an unknown command: exit 2" 2 shmctl __complete flags frob
+	pass "(and silently)" test -z "$OUT" -a -z "$ERR"
 	# the helper the completion asks, directly
 	t_out "__complete values: choices and none" "$(printf 'auto\non\noff')" shmctl __complete values "$S" mode
 	t_rc "__complete values: an unknown option, exit 1" 1 shmctl __complete values "$S" nosuch

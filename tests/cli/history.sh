@@ -151,8 +151,12 @@ pass "--help lists log and rollback" pyeval '
 import re
 any(re.match(r"\s+log\s", l) for l in a[0].splitlines()) and any(re.match(r"\s+rollback\s", l) for l in a[0].splitlines())' "$OUT"
 if command -v bash >/dev/null 2>&1; then
-	complete_words() { # the completions bash offers for a command line
-		bash -c '. "$1"; COMP_LINE=$2; COMP_POINT=${#2}; _shmctl; printf "%s\n" "${COMPREPLY[@]}"' \
+	# the completions bash offers for a command line (the commands, flags and
+	# option names come from shmctl __complete: shmctl is on PATH, as when a
+	# user types it)
+	complete_words() {
+		PATH="$top_builddir/tools:$PATH" bash -c \
+			'. "$1"; COMP_LINE=$2; COMP_POINT=${#2}; _shmctl; printf "%s\n" "${COMPREPLY[@]}"' \
 			sh "$top_srcdir/tools/shmctl.bash-completion" "$1"
 	}
 	pass "completion: log and rollback among the commands" pyeval '
@@ -162,7 +166,7 @@ a[0].split() == ["--max-count"] and "--knob" in a[1].split() and "--generation" 
 "--history" in a[3].split()' "$(complete_words "shmctl log $H --max")" "$(complete_words "shmctl rollback $H 2 --")" \
 		"$(complete_words "shmctl get $H recompile_limit --")" "$(complete_words "shmctl create x --")"
 	pass "completion: log completes option names" pyeval '
-"recompile_limit" in a[0].split()' "$(PATH="$top_builddir/tools:$PATH" complete_words "shmctl log $H recompile_l")"
+"recompile_limit" in a[0].split()' "$(complete_words "shmctl log $H recompile_l")"
 else
 	skip "bash is needed to test the completion"
 fi
