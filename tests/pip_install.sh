@@ -48,11 +48,12 @@ libdir=${pc%/pkgconfig/shmcfg.pc}
 # The source tree's binding as a release tarball or a checkout has it (not
 # this build's products: python/shmcfg/.libs, _paths.py)
 S=$T_TMP/src
-mkdir -p "$S/python/shmcfg" && cp "$top_srcdir/configure.ac" "$S/" &&
+mkdir -p "$S/python/shmcfg/importer" && cp "$top_srcdir/configure.ac" "$S/" &&
 	cp "$top_srcdir/python/pyproject.toml" "$top_srcdir/python/setup.py" \
 		"$top_srcdir/python/README.md" "$S/python/" &&
 	cp "$top_srcdir"/python/shmcfg/*.py "$top_srcdir/python/shmcfg/_fast.c" \
 		"$top_srcdir/python/shmcfg/py.typed" "$S/python/shmcfg/" &&
+	cp "$top_srcdir"/python/shmcfg/importer/*.py "$S/python/shmcfg/importer/" &&
 	rm -f "$S/python/shmcfg/_paths.py" || exit 99
 
 # pip wheel DIR [ENV...]: build the wheel of $S/python into DIR
@@ -72,7 +73,8 @@ whl=$(ls "$T_TMP"/wheel/shmcfg-*.whl 2>/dev/null)
 if [ "$RC" = 0 ] && [ -n "$whl" ]; then ok "pip wheel python/ (pkg-config finds the installed library)"
 else not_ok "pip wheel python/ (pkg-config finds the installed library)"; diag_run; t_done; fi
 files=$(wheel_files "$whl")
-for f in 'shmcfg/_fast\.cpython-[^/]*\.so' 'shmcfg/py\.typed' 'shmcfg/_paths\.py' 'shmcfg/segment\.py'; do
+for f in 'shmcfg/_fast\.cpython-[^/]*\.so' 'shmcfg/py\.typed' 'shmcfg/_paths\.py' 'shmcfg/segment\.py' \
+	'shmcfg/importer/__main__\.py'; do
 	if printf '%s\n' "$files" | grep -qx "$f"; then ok "the wheel holds $f"
 	else not_ok "the wheel holds $f"; diag "$files"; fi
 done
@@ -109,6 +111,13 @@ if [ "$RC" = 0 ] && [ "$OUT" = 16 ]; then
 else
 	not_ok "the venv's shmcfg reads the segment through the installed library and its C read"; diag_run
 fi
+# the importer, as a module of the venv's package
+printf 'retries: int = 3\n' >"$T_TMP/app_config.py"
+run env -u LD_LIBRARY_PATH "$V/bin/python" -m shmcfg.importer --module app.config "$T_TMP/app_config.py" --format json
+case $RC$OUT in
+0*'"name": "app.config.retries"'*) ok "python -m shmcfg.importer in the venv" ;;
+*) not_ok "python -m shmcfg.importer in the venv"; diag_run ;;
+esac
 run "$V/bin/python" -c 'import os, shmcfg; print(os.path.isfile(os.path.join(os.path.dirname(shmcfg.__file__), "py.typed")))'
 t_name="py.typed installed (PEP 561)"
 if [ "$OUT" = True ]; then ok "$t_name"; else not_ok "$t_name"; diag_run; fi

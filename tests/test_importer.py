@@ -241,6 +241,52 @@ class ToolTest(unittest.TestCase):
         with open(TOOL, "rb") as f:
             self.assertEqual(f.readline(), b"#!/usr/bin/env python3\n")
 
+    def test_module(self):
+        # python3 -m shmcfg.importer is the same command as the script
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "config.py")
+            with open(src, "w") as f:
+                f.write("retries: int = 3\nname = 'x'  # @compile_ignored\nbad = f()\n")
+            env = dict(os.environ, PYTHONPATH=os.path.join(SRCDIR, "python"))
+            for fmt in ("yaml", "c", "json"):
+                args = ["--module", "app.config", src, "--format", fmt]
+                script = run(*args)
+                module = subprocess.run([sys.executable, "-m", "shmcfg.importer"] + args,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                self.assertEqual(script.returncode, 0, script.stderr.decode())
+                self.assertEqual((module.returncode, module.stdout, module.stderr),
+                                 (script.returncode, script.stdout, script.stderr), fmt)
+            usage = subprocess.run([sys.executable, "-m", "shmcfg.importer"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            self.assertEqual(usage.returncode, 2)
+            self.assertIn(b"shmcfg-import: error: give a config module", usage.stderr)
+
+    def test_public_api_only(self):
+        # the importer uses the binding as any program would: the names the
+        # package exports (shmcfg.__all__), nothing private, no ctypes
+        pkg = os.path.join(SRCDIR, "python", "shmcfg", "importer")
+        sys.path.insert(0, os.path.join(SRCDIR, "python"))
+        try:
+            import shmcfg
+        finally:
+            sys.path.pop(0)
+        files = sorted(f for f in os.listdir(pkg) if f.endswith(".py"))
+        self.assertIn("__main__.py", files)
+        for f in files + [os.path.join(os.pardir, os.pardir, os.pardir, "tools",
+                                       "shmcfg-import")]:
+            with open(os.path.join(pkg, f), encoding="utf-8") as fh:
+                text = fh.read()
+            for m in re.finditer(r"^\s*(?:from\s+(\S+)\s+)?import\s+(.+)$", text, re.M):
+                mod, names = m.group(1), m.group(2)
+                self.assertNotIn("ctypes", names, f)
+                self.assertNotRegex(names, r"\b_", "%s: %s" % (f, m.group(0)))
+                if mod in ("..", "shmcfg"):
+                    for n in re.split(r"[\s,()]+", names):
+                        if n:
+                            self.assertIn(n, shmcfg.__all__, "%s imports shmcfg.%s" % (f, n))
+                elif mod and (mod.startswith("..") or mod.startswith("shmcfg")):
+                    self.assertIn(mod, ("shmcfg.importer",), "%s: %s" % (f, m.group(0)))
+
 
 @unittest.skipIf(SEED is None, "seed/torch_compiler_config.py not found")
 class SeedTest(unittest.TestCase):

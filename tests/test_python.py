@@ -1234,10 +1234,11 @@ def _bits_float(bits):
 
 @unittest.skipUnless(XXH3_128, "libxxhash.so.0 cannot be loaded")
 class TestCanonicalEncoding(SegTest):
-    """get_hash() encodes values with shmcfg.canon, a copy in Python of
-    lib/hash.c's canonical encoding. Here the config hash of a segment is
-    computed again from what the binding encodes (the same option selection,
-    reads and encoder as get_hash(), framed as lib/hash.c frames it) and
+    """get_hash() encodes values with shmcfg.canon, which asks the library
+    for each option's record (shmcfg_value_record(), lib/hash.c's encoder).
+    Here the config hash of a segment is computed again from what the
+    binding encodes (the same option selection, reads, conversion of values
+    and records as get_hash(), framed as lib/hash.c frames them) and
     digested with XXH3-128 from libxxhash: it must equal the library's,
     value for value, on every type."""
 
@@ -1325,6 +1326,165 @@ class TestCanonicalEncoding(SegTest):
 # ---------------------------------------------------------------------------
 # Processes, generations, waiting
 # ---------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------
+# Schemas as Python values: shmcfg.Schema, SchemaOption, schema_yaml()
+# ---------------------------------------------------------------------------
+
+
+def _opt(name, type_, **fields):
+    o = shmcfg.SchemaOption(name, type_)
+    for k, v in fields.items():
+        setattr(o, k, v)
+    return o
+
+
+# every attribute a schema file has, and values that need care in YAML
+SCHEMA_OPTIONS = [
+    _opt("m.flag", "bool", default=False, implies=[("m.n", 5), ("m.s", "x")],
+         doc="Turns it on.\n\n  Indented."),
+    _opt("m.n", "int", default=3, min=1, max=9, env_default=["M_N"], env_force=["yes"],
+         knob="pytorch/m:n", hash_ignored=True),
+    _opt("m.f", "float", default=1e-05, choices=[1e-05, 0.5], save_ignored=True),
+    _opt("m.s", "str", nullable=True, default=None, deprecated="use \"m.t\"",
+         doc=" a leading space, a tab\t"),
+    _opt("m.t", "str", default="h\u00e9 \"q\" \\ \n"),
+    _opt("m.l", "list", default=["b", "a", ""], private=True),
+    _opt("m.set", "set", default={"y", "x"}),
+    _opt("m.z", "int"),  # no default: the type's zero
+    _opt("m.alias", "int", alias="m.n", doc="Old name."),
+]
+
+SCHEMA_OPTIONS_YAML = """\
+# shmcfg schema (format 1)
+# a comment
+format: 1
+options:
+  m.flag:
+    type: bool
+    default: false
+    implies: {m.n: 5, m.s: "x"}
+    doc: |-
+      Turns it on.
+
+        Indented.
+  m.n:
+    type: int
+    default: 3
+    env_default: [M_N]
+    env_force: ["yes"]
+    knob: "pytorch/m:n"
+    hash_ignored: true
+    min: 1
+    max: 9
+  m.f:
+    type: float
+    default: 1.0e-05
+    save_ignored: true
+    choices: [1.0e-05, 0.5]
+  m.s:
+    type: str
+    nullable: true
+    default: null
+    deprecated: "use \\"m.t\\""
+    doc: " a leading space, a tab\\t"
+  m.t:
+    type: str
+    default: "h\u00e9 \\"q\\" \\\\ \\n"
+  m.l:
+    type: list
+    default: ["b", "a", ""]
+    private: true
+  m.set:
+    type: set
+    default: ["x", "y"]
+  m.z:
+    type: int
+  m.alias:
+    type: int
+    alias: m.n
+    doc: |-
+      Old name.
+"""
+
+
+class TestSchema(unittest.TestCase):
+    """The binding's schemas: declared and checked by the library, read back
+    from a segment of them, and written as a schema file by the one writer
+    (shmcfg-import's too)."""
+
+    FIELDS = ("type", "nullable", "default", "env_default", "env_force", "knob", "alias",
+              "implies", "deprecated", "hash_ignored", "save_ignored", "private", "min",
+              "max", "choices", "doc")
+
+    def fields(self, o):
+        return {k: getattr(o, k) for k in self.FIELDS}
+
+    def test_yaml_text(self):
+        self.assertEqual(shmcfg.schema_yaml(SCHEMA_OPTIONS, ["a comment"]), SCHEMA_OPTIONS_YAML)
+        self.assertEqual(shmcfg.schema_yaml([]),
+                         "# shmcfg schema (format 1)\nformat: 1\noptions: {}\n")
+
+    def test_yaml_read_back(self):
+        # what the writer writes, the library reads back to the same options
+        with shmcfg.Schema.from_text(shmcfg.schema_yaml(SCHEMA_OPTIONS), "t.yaml") as s:
+            back = s.options()
+        self.assertEqual([o.name for o in back], [o.name for o in SCHEMA_OPTIONS])
+        for want, got in zip(SCHEMA_OPTIONS, back):
+            w = self.fields(want)
+            if w["type"] == "int" and w["default"] is None and not w["nullable"] \
+                    and w["alias"] is None:
+                w["default"] = 0
+            self.assertEqual(self.fields(got), w, want.name)
+
+    def test_declared_one_by_one(self):
+        # add() declares each as the C table would (optdef()): the same options
+        with shmcfg.Schema() as s:
+            for o in SCHEMA_OPTIONS:
+                s.add(o)
+            back = s.options()
+        with shmcfg.Schema.from_text(shmcfg.schema_yaml(SCHEMA_OPTIONS)) as s:
+            self.assertEqual([self.fields(o) for o in back],
+                             [self.fields(o) for o in s.options()])
+
+    def test_add_refuses(self):
+        cases = [
+            (_opt("a.b", "int", default=20, max=9), "a.b: default: value 20 is above the maximum 9"),
+            (_opt("a.b", "float", default=0.0, doc="x\0y"), "a.b: doc holds a NUL character"),
+            (_opt("a.b", "str", default="\udc80"), "a.b: default: value"),
+            (_opt("a.b", "str", default="x", doc="\udc80"), "a.b: doc is not valid UTF-8"),
+            (_opt("a.b", "tuple", default=()), "a.b: type 'tuple' is not one of bool, int"),
+            (_opt("a.b", "int", default=1, min=5, max=2), "a.b: min 5 is above max 2"),
+            (_opt("a b", "int", default=1), "option name 'a b' is invalid"),
+        ]
+        for o, text in cases:
+            with shmcfg.Schema() as s:
+                with self.assertRaises(shmcfg.OptionValueError, msg=text) as cm:
+                    s.add(o)
+                self.assertTrue(str(cm.exception).startswith(text), (str(cm.exception), text))
+                s.add(_opt("ok.x", "int", default=1))  # the refused one left nothing
+                self.assertEqual([x.name for x in s.options()], ["ok.x"])
+
+    def test_unsound_schema_refused(self):
+        before = set(os.listdir("/dev/shm"))
+        with shmcfg.Schema() as s:
+            s.add(_opt("a.x", "int", alias="a.y"))
+            with self.assertRaises(shmcfg.OptionValueError) as cm:
+                s.options()
+        self.assertIn("a.x: alias target a.y is not declared", str(cm.exception))
+        self.assertFalse({n for n in os.listdir("/dev/shm") if "shmcfg-schema." in n} - before)
+        with self.assertRaises(shmcfg.Error) as cm:
+            shmcfg.Schema.load(os.path.join(SRCDIR, "no-such-schema.yaml"))
+        with self.assertRaises(shmcfg.OptionValueError) as cm:
+            shmcfg.Schema.from_text("format: 1\noptions:\n  a:\n    type: nope\n", "x.yaml")
+        self.assertIn("x.yaml:4", cm.exception.detail)
+        s = shmcfg.Schema()
+        s.close()
+        with self.assertRaises(ValueError):
+            s.add(_opt("a.b", "int", default=1))
+        with self.assertRaises(ValueError):
+            s.options()
 
 
 class TestProcesses(SegTest):

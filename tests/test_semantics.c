@@ -8,7 +8,8 @@
 #include "common.h"
 
 /* golden config hashes of the embedded default (encoding v2; the default one
- * computed again by shmcfg.canon in Python with libxxhash, which agreed) */
+ * computed again, when it was set, by an encoder written in Python apart from
+ * lib/ with libxxhash, which agreed) */
 #define GOLDEN_DEFAULT "24b6dc0466eef313cc0423a1f26bff8b"
 #define GOLDEN_TAGGED "5a7cf0858a03d083026d301469daa855"
 
@@ -582,6 +583,86 @@ static void test_golden_hash(void **state)
 	shmcfg_unlink(test_name("gold"));
 }
 
+/* The bytes of one option's record (the config hash's canonical encoding,
+ * doc/design.md), as the design spells them, and the call's checks. */
+static void expect_record(const char *name, const shmcfg_value *v, const void *want, size_t n)
+{
+	unsigned char buf[128];
+	size_t needed = 0;
+	assert_int_equal(shmcfg_value_record(name, v, buf, sizeof buf, &needed), 0);
+	assert_int_equal(needed, n);
+	assert_memory_equal(buf, want, n);
+}
+
+static void test_value_record(void **state)
+{
+	(void)state;
+	/* "ab": u32le 2, "ab", then type and null flag */
+#define REC(...) ((const unsigned char[]){2, 0, 0, 0, 'a', 'b', __VA_ARGS__})
+	shmcfg_value v = {.type = SHMCFG_BOOL, .u.b = true};
+	expect_record("ab", &v, REC(1, 0, 1), 9);
+	v = (shmcfg_value){.type = SHMCFG_INT, .u.i = -2};
+	expect_record("ab", &v, REC(2, 0, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff), 16);
+	v = (shmcfg_value){.type = SHMCFG_FLOAT, .u.f = 1.5};
+	expect_record("ab", &v, REC(3, 0, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f), 16);
+	uint64_t nan_bits = 0xfff0000000000001ull; /* negative, signalling, a payload */
+	memcpy(&v.u.f, &nan_bits, sizeof v.u.f);
+	expect_record("ab", &v, REC(3, 0, 0, 0, 0, 0, 0, 0, 0xf8, 0x7f), 16);
+	v = (shmcfg_value){.type = SHMCFG_STR, .u.str = {"h\xc3\xa9", 3}};
+	expect_record("ab", &v, REC(4, 0, 3, 0, 0, 0, 'h', 0xc3, 0xa9), 15);
+	v = (shmcfg_value){.type = SHMCFG_LIST, .is_null = true};
+	expect_record("ab", &v, REC(5, 1), 8);
+	const char *items[] = {"y", "", "x"};
+	assert_int_equal(shmcfg_value_list(SHMCFG_SET, items, 3, &v), 0);
+	expect_record("ab", &v, REC(6, 0, 3, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'x', 1, 0, 0, 0, 'y'), 26);
+	shmcfg_value_clear(&v);
+	assert_int_equal(shmcfg_value_list(SHMCFG_LIST, items, 3, &v), 0);
+	expect_record("ab", &v, REC(5, 0, 3, 0, 0, 0, 1, 0, 0, 0, 'y', 0, 0, 0, 0, 1, 0, 0, 0, 'x'), 26);
+
+	/* too small: -ENOSPC, the length needed, nothing written */
+	unsigned char small[25];
+	memset(small, 0xaa, sizeof small);
+	size_t needed = 0;
+	assert_int_equal(shmcfg_value_record("ab", &v, small, sizeof small, &needed), -ENOSPC);
+	assert_int_equal(needed, 26);
+	for (size_t i = 0; i < sizeof small; i++)
+		assert_int_equal(small[i], 0xaa);
+	assert_int_equal(shmcfg_value_record("ab", &v, NULL, 0, &needed), -ENOSPC);
+	assert_int_equal(needed, 26);
+	shmcfg_value_clear(&v);
+
+	/* what is not a record: -EINVAL with a detail naming it */
+	struct {
+		const char *name;
+		shmcfg_value v;
+		const char *detail;
+	} bad[] = {
+		{"", {.type = SHMCFG_INT}, "no option name"},
+		{"a\xff", {.type = SHMCFG_INT}, "not UTF-8"},
+		{"ab", {.type = 9}, "ab: unknown type"},
+		{"ab", {.type = SHMCFG_STR, .u.str = {NULL, 2}}, "ab: a string at NULL"},
+		{"ab", {.type = SHMCFG_STR, .u.str = {"\xc3", 1}}, "ab: a string not UTF-8"},
+		{"ab", {.type = SHMCFG_SET, .u.list = {"b\0a", 2, 4}}, "ab: a set not sorted"},
+		{"ab", {.type = SHMCFG_SET, .u.list = {"a\0a", 2, 4}}, "ab: a set not sorted"},
+		{"ab", {.type = SHMCFG_LIST, .u.list = {"a\0b", 3, 4}}, "ab: a list whose count"},
+		{"ab", {.type = SHMCFG_LIST, .u.list = {"ab", 1, 2}}, "ab: a list item without its NUL"},
+		{"ab", {.type = SHMCFG_LIST, .u.list = {NULL, 1, 2}}, "ab: list items at NULL"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		unsigned char buf[64];
+		needed = 99;
+		assert_int_equal(shmcfg_value_record(bad[i].name, &bad[i].v, buf, sizeof buf, &needed), -EINVAL);
+		assert_int_equal(needed, 0);
+		assert_non_null(strstr(shmcfg_errdetail(), bad[i].detail));
+	}
+	v = (shmcfg_value){.type = SHMCFG_INT};
+	assert_int_equal(shmcfg_value_record(NULL, &v, NULL, 0, NULL), -EINVAL);
+	assert_int_equal(shmcfg_value_record("ab", NULL, NULL, 0, NULL), -EINVAL);
+	assert_int_equal(shmcfg_value_record("ab", &v, NULL, 16, NULL), -EINVAL);
+	assert_non_null(strstr(shmcfg_errdetail(), "no buffer for 16 bytes"));
+#undef REC
+}
+
 static int warnings;
 static char last_warning[256];
 static void log_cb(int level, const char *msg, void *ud)
@@ -664,6 +745,7 @@ int main(void)
 		cmocka_unit_test(test_precedence_table), cmocka_unit_test(test_patches),
 		cmocka_unit_test(test_patch_threads), cmocka_unit_test(test_is_default_dump_load),
 		cmocka_unit_test(test_codegen), cmocka_unit_test(test_golden_hash),
+		cmocka_unit_test(test_value_record),
 		cmocka_unit_test(test_deprecated), cmocka_unit_test(test_typed_accessors),
 		cmocka_unit_test(test_env_floats),
 	};

@@ -14,7 +14,8 @@
  *   "shmcfg config hash v2\n", u64le low sum, u64le high sum
  * written big-endian (XXH128_canonical_t). A sum does not depend on the
  * order of its terms: the hash depends on neither the declaration order nor
- * the process.
+ * the process. shmcfg_value_record() gives one option's bytes, from the
+ * same encoder (put_record()).
  */
 #include "internal.h"
 #include "slot.h"
@@ -27,19 +28,157 @@
 
 #define HASH_PREFIX "shmcfg config hash v2\n"
 
-static void upd_u32(XXH3_state_t *st, uint32_t x)
+/*
+ * Where an option's record goes: into a digest (st), or into buf (the bytes
+ * past len only counted). n counts the record's bytes either way.
+ */
+struct rec_out {
+	XXH3_state_t *st;
+	unsigned char *buf;
+	size_t len, n;
+};
+
+static void put(struct rec_out *o, const void *p, size_t n)
+{
+	if (o->st)
+		XXH3_128bits_update(o->st, p, n);
+	else if (o->buf && o->n <= o->len && n <= o->len - o->n)
+		memcpy(o->buf + o->n, p, n);
+	o->n += n;
+}
+
+static void put_u32(struct rec_out *o, uint32_t x)
 {
 	unsigned char le[4] = {(unsigned char)x, (unsigned char)(x >> 8), (unsigned char)(x >> 16),
 			       (unsigned char)(x >> 24)};
-	XXH3_128bits_update(st, le, 4);
+	put(o, le, 4);
 }
 
-static void upd_u64(XXH3_state_t *st, uint64_t x)
+static void put_u64(struct rec_out *o, uint64_t x)
 {
 	unsigned char le[8];
 	for (int i = 0; i < 8; i++)
 		le[i] = (unsigned char)(x >> (8 * i));
-	XXH3_128bits_update(st, le, 8);
+	put(o, le, 8);
+}
+
+/*
+ * The one encoder of an option's record (encoding version 2), for the
+ * digests of a slot and for shmcfg_value_record(). A list is walked within
+ * its bytes whatever they say now (a snapshot's items may be in shared
+ * memory that changes under us): at most count items.
+ */
+static void put_record(struct rec_out *o, const char *name, uint32_t name_len,
+		       const shmcfg_value *v)
+{
+	put_u32(o, name_len);
+	put(o, name, name_len);
+	unsigned char tn[2] = {(unsigned char)v->type, v->is_null};
+	put(o, tn, 2);
+	if (v->is_null)
+		return;
+	switch (v->type) {
+	case SHMCFG_BOOL: {
+		unsigned char b = v->u.b != 0;
+		put(o, &b, 1);
+		break;
+	}
+	case SHMCFG_INT:
+		put_u64(o, (uint64_t)v->u.i);
+		break;
+	case SHMCFG_FLOAT: {
+		uint64_t bits;
+		memcpy(&bits, &v->u.f, sizeof bits);
+		if ((bits & 0x7ff0000000000000ull) == 0x7ff0000000000000ull &&
+		    (bits & 0x000fffffffffffffull))
+			bits = 0x7ff8000000000000ull; /* every NaN alike */
+		put_u64(o, bits);
+		break;
+	}
+	case SHMCFG_STR:
+		put_u32(o, (uint32_t)v->u.str.len);
+		put(o, v->u.str.ptr, v->u.str.len);
+		break;
+	default: { /* list, set: count, then each item's length and bytes */
+		put_u32(o, (uint32_t)v->u.list.count);
+		const char *end = v->u.list.items + v->u.list.bytes;
+		uint32_t left = (uint32_t)v->u.list.count;
+		for (const char *it = NULL; left && (it = shmcfg_list_next(v, it)); left--) {
+			uint32_t l = (uint32_t)strnlen(it, (size_t)(end - it));
+			put_u32(o, l);
+			put(o, it, l);
+		}
+	}
+	}
+}
+
+/* Why v cannot be encoded as a record by shmcfg_value_record(), or NULL. */
+static const char *record_value_error(const shmcfg_value *v)
+{
+	if (v->type < SHMCFG_BOOL || v->type > SHMCFG_SET)
+		return "unknown type";
+	if (v->is_null || v->type == SHMCFG_BOOL || v->type == SHMCFG_INT ||
+	    v->type == SHMCFG_FLOAT)
+		return NULL;
+	if (v->type == SHMCFG_STR) {
+		if (v->u.str.len && !v->u.str.ptr)
+			return "a string at NULL";
+		if (v->u.str.len > UINT32_MAX)
+			return "a string of more than 4 GiB";
+		return shmcfg__utf8_valid(v->u.str.ptr, v->u.str.len) ? NULL : "a string not UTF-8";
+	}
+	if ((v->u.list.count || v->u.list.bytes) && !v->u.list.items)
+		return "list items at NULL";
+	if (v->u.list.count > UINT32_MAX)
+		return "a list of more than 2^32 items";
+	const char *end = v->u.list.items + v->u.list.bytes, *prev = NULL;
+	size_t n = 0;
+	for (const char *it = v->u.list.items; it && it < end; n++) {
+		size_t l = strnlen(it, (size_t)(end - it));
+		if (it + l == end)
+			return "a list item without its NUL";
+		if (l > UINT32_MAX)
+			return "a list item of more than 4 GiB";
+		if (!shmcfg__utf8_valid(it, l))
+			return "a list item not UTF-8";
+		if (v->type == SHMCFG_SET && prev && strcmp(prev, it) >= 0)
+			return "a set not sorted bytewise without duplicates (as shmcfg_value_list() "
+			       "builds one)";
+		prev = it;
+		it += l + 1;
+	}
+	return n == v->u.list.count ? NULL : "a list whose count is not its items'";
+}
+
+int shmcfg_value_record(const char *name, const shmcfg_value *v, void *buf, size_t len,
+			size_t *needed)
+{
+	SHMCFG_API_ENTRY;
+	if (needed)
+		*needed = 0;
+	if (!name || !*name)
+		return shmcfg__err(-EINVAL, "shmcfg_value_record: no option name");
+	size_t name_len = strlen(name);
+	if (name_len > UINT32_MAX || !shmcfg__utf8_valid(name, name_len))
+		return shmcfg__err(-EINVAL, "shmcfg_value_record: the name is not UTF-8");
+	if (!v)
+		return shmcfg__err(-EINVAL, "shmcfg_value_record: %s: no value", name);
+	if (!buf && len)
+		return shmcfg__err(-EINVAL, "shmcfg_value_record: %s: no buffer for %zu bytes",
+				   name, len);
+	const char *why = record_value_error(v);
+	if (why)
+		return shmcfg__err(-EINVAL, "shmcfg_value_record: %s: %s", name, why);
+	struct rec_out count = {0};
+	put_record(&count, name, (uint32_t)name_len, v);
+	if (needed)
+		*needed = count.n;
+	if (count.n > len)
+		return shmcfg__err(-ENOSPC, "shmcfg_value_record: %s: the record is %zu bytes, the "
+					    "buffer %zu", name, count.n, len);
+	struct rec_out out = {.buf = buf, .len = len};
+	put_record(&out, name, (uint32_t)name_len, v);
+	return 0;
 }
 
 /*
@@ -54,45 +193,14 @@ int shmcfg__opt_digest(const shmcfg *h, uint32_t i, const struct shmcfg__cell *c
 	out[0] = out[1] = 0;
 	if (d->alias != SHMCFG_NO_OPT || (d->flags & SHMCFG_F_HASH_IGNORED))
 		return 0;
-	unsigned type = META_TYPE(c->meta);
-	bool null = c->meta & META_NULL;
+	shmcfg_value v;
+	int r = shmcfg__cell_value(h, c, heap, heap_size, &v);
+	if (r)
+		return r;
 	XXH3_state_t st;
 	XXH3_128bits_reset(&st);
-	upd_u32(&st, d->name.len);
-	XXH3_128bits_update(&st, sstr(h, d->name), d->name.len);
-	unsigned char tn[2] = {(unsigned char)type, null};
-	XXH3_128bits_update(&st, tn, 2);
-	if (null) {
-	} else if (type == SHMCFG_BOOL) {
-		unsigned char v = c->val != 0;
-		XXH3_128bits_update(&st, &v, 1);
-	} else if (type == SHMCFG_INT || type == SHMCFG_FLOAT) {
-		uint64_t bits = c->val;
-		if (type == SHMCFG_FLOAT && (bits & 0x7ff0000000000000ull) == 0x7ff0000000000000ull &&
-		    (bits & 0x000fffffffffffffull))
-			bits = 0x7ff8000000000000ull; /* every NaN alike */
-		upd_u64(&st, bits);
-	} else {
-		shmcfg_value v;
-		int r = shmcfg__cell_value(h, c, heap, heap_size, &v);
-		if (r)
-			return r;
-		if (v.type == SHMCFG_STR) {
-			upd_u32(&st, (uint32_t)v.u.str.len);
-			XXH3_128bits_update(&st, v.u.str.ptr, v.u.str.len);
-		} else {
-			/* count, then each item's length and bytes, bounded by
-			 * the value's length whatever the bytes say now */
-			upd_u32(&st, (uint32_t)v.u.list.count);
-			const char *end = v.u.list.items + v.u.list.bytes;
-			uint32_t left = (uint32_t)v.u.list.count;
-			for (const char *it = NULL; left && (it = shmcfg_list_next(&v, it)); left--) {
-				uint32_t l = (uint32_t)strnlen(it, (size_t)(end - it));
-				upd_u32(&st, l);
-				XXH3_128bits_update(&st, it, l);
-			}
-		}
-	}
+	struct rec_out o = {.st = &st};
+	put_record(&o, sstr(h, d->name), d->name.len, &v);
 	XXH128_hash_t hh = XXH3_128bits_digest(&st);
 	out[0] = hh.low64;
 	out[1] = hh.high64;

@@ -66,8 +66,12 @@ the installed ``libdir``, the dynamic loader).
 Modules (private; everything public is re-exported here): ``_lib`` the
 ctypes declarations, ``errors`` the exceptions and the error-code mapping,
 ``values`` options and value conversion to and from the C struct, ``canon``
-the canonical encoding of values (the config hash's), ``segment`` attach(),
-create(), unlink(), Segment and Transaction, ``config`` the config modules.
+the canonical encoding of values (the config hash's, from the library),
+``segment`` attach(), create(), unlink(), Segment and Transaction, ``config``
+the config modules, ``schema`` schemas as Python values (Schema,
+SchemaOption) and the one schema file writer (schema_yaml()). The package
+``shmcfg.importer`` is the shmcfg-import command (``python3 -m
+shmcfg.importer``).
 """
 
 from typing import Optional
@@ -78,6 +82,7 @@ from .errors import (ConfigLoadError, Error, ExistsError, InvalidArgumentError, 
                      OptionTypeError, OptionValueError, OwnerError, PatchArgumentError,
                      PermissionDeniedError, RetiredError, UnknownOptionError)
 from .mutable import CommittingList, CommittingSet
+from .schema import Schema, SchemaOption, schema_yaml
 from .segment import Current, Segment, Transaction, attach, create, resize, unlink
 from .values import OptionInfo
 
@@ -88,7 +93,7 @@ __all__ = [
     "InvalidArgumentError", "UnknownOptionError", "OptionTypeError", "OptionValueError",
     "ConfigLoadError", "PatchArgumentError", "CommittingList", "CommittingSet",
     "library_version", "library_path", "fast_extension", "Current", "OptionInfo",
-    "ContextDecorator",
+    "ContextDecorator", "Schema", "SchemaOption", "schema_yaml",
 ]
 
 _ver = _L.version(None, None, None)
@@ -105,6 +110,6 @@ for _o in (ConfigModule, ContextDecorator, SubConfigProxy, ConfigLoadError, Patc
            CommittingList, CommittingSet, Error, ExistsError,
            InvalidArgumentError, NotFoundError, OptionTypeError, OptionValueError, OwnerError,
            PermissionDeniedError, RetiredError, UnknownOptionError, Current, Segment,
-           Transaction, attach, create, unlink, OptionInfo):
+           Transaction, attach, create, unlink, OptionInfo, Schema, SchemaOption, schema_yaml):
     _o.__module__ = __name__
 del _o

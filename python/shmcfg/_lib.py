@@ -224,6 +224,8 @@ errdetail = _fn("shmcfg_errdetail", c_char_p)
 value_clear = _fn("shmcfg_value_clear", None, POINTER(Value))
 value_list = _fn("shmcfg_value_list", c_int, c_int, POINTER(c_char_p), c_size_t, POINTER(Value))
 value_format = _fn("shmcfg_value_format", c_int, POINTER(Value), POINTER(c_void_p))
+value_record = _fn("shmcfg_value_record", c_int, c_char_p, POINTER(Value), c_void_p, c_size_t,
+                   POINTER(c_size_t))
 schema_load = _fn("shmcfg_schema_load", c_int, c_char_p, POINTER(c_void_p))
 schema_load_text = _fn("shmcfg_schema_load_text", c_int, c_char_p, c_size_t, c_char_p,
                        POINTER(c_void_p))

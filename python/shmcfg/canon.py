@@ -1,8 +1,9 @@
-"""The canonical encoding of option values: the one Python implementation of
-it (private to the package).
+"""The canonical encoding of option values, as the library writes it
+(private to the package).
 
 lib/hash.c (doc/design.md, "The config hash", encoding version 2) digests,
-with XXH3-128, each option that is neither an alias nor hash-ignored::
+with XXH3-128, one record of each option that is neither an alias nor
+hash-ignored::
 
     u32le name length, name bytes, u8 type (1 bool .. 6 set), u8 null (0/1),
     and if not null:
@@ -10,29 +11,28 @@ with XXH3-128, each option that is neither an alias nor hash-ignored::
     as 0x7ff8000000000000 | str: u32le length + bytes |
     list, set: u32le count, then per item u32le length + bytes
 
-(config_records()), sums the digests' low and high 64-bit halves modulo
-2**64, and digests ``"shmcfg config hash v2\\n"`` + u64le low sum + u64le
-high sum (config_final()). ConfigModule.get_hash() digests, with BLAKE2b-128, the
-same option records of a module's own options by relative name, after a
-header of its own (module_encoding()). The library exposes only the digest
-of a whole segment, so the binding encodes; tests/test_python.py proves this
-encoder equal to lib/hash.c's by digesting config_encoding() of a segment
-with XXH3-128 and comparing it with the segment's config hash, on every
-type.
+sums the digests' low and high 64-bit halves modulo 2**64, and digests
+``"shmcfg config hash v2\\n"`` + u64le low sum + u64le high sum
+(config_final()). The records come from the library's one encoder,
+shmcfg_value_record() (record()): ConfigModule.get_hash() digests, with
+BLAKE2b-128, the records of a module's own options by relative name, after
+a header of its own (module_encoding()). tests/test_python.py digests
+config_records() of a segment with XXH3-128 and compares the result with the
+segment's config hash, on every type.
 """
 
-import math
+import ctypes
+import errno
 import struct
 
 from . import _lib as _L
+from .errors import _error
+from .values import _convert
 
 CONFIG_HEADER = b"shmcfg config hash v2\n"  # lib/hash.c HASH_PREFIX
 MODULE_HEADER = b"shmcfg module hash v1\n"  # get_hash(), then the module's name
 
 _u32 = struct.Struct("<I").pack
-_i64 = struct.Struct("<q").pack
-_f64 = struct.Struct("<d").pack
-_NAN_BITS = struct.pack("<Q", 0x7FF8000000000000)
 
 
 def hashed(o):
@@ -40,35 +40,29 @@ def hashed(o):
     return o.alias is None and not o.flags & _L.F_HASH_IGNORED
 
 
-def value(kind, v):
-    """The encoding of a value of an option of type ``kind`` (a Python value
-    as the binding reads it; None for null): type, null flag and value."""
-    if v is None:
-        return bytes((kind, 1))
-    out = [bytes((kind, 0))]
-    if kind == _L.BOOL:
-        out.append(b"\1" if v else b"\0")
-    elif kind == _L.INT:
-        out.append(_i64(v))
-    elif kind == _L.FLOAT:
-        out.append(_NAN_BITS if math.isnan(v) else _f64(v))
-    elif kind == _L.STR:
-        b = v.encode("utf-8")
-        out += (_u32(len(b)), b)
-    else:
-        items = [s.encode("utf-8") for s in v]
-        if kind == _L.SET:
-            items.sort()
-        out.append(_u32(len(items)))
-        for b in items:
-            out += (_u32(len(b)), b)
-    return b"".join(out)
+class _Kind:
+    """What _convert() needs of an option: its type, and null allowed."""
+    __slots__ = ("kind", "nullable")
+
+    def __init__(self, kind):
+        self.kind, self.nullable = kind, True
 
 
 def record(name, kind, v):
-    """One option's record: u32le name length, name bytes, then value()."""
+    """One option's record (shmcfg_value_record()): option ``name`` of type
+    ``kind`` holding ``v`` (a Python value as the binding reads it; None for
+    null)."""
+    cv = _convert(_Kind(kind), v, name)
     b = name.encode("utf-8")
-    return _u32(len(b)) + b + value(kind, v)
+    need = ctypes.c_size_t()
+    buf = ctypes.create_string_buffer(64)
+    r = _L.value_record(b, ctypes.byref(cv.c), buf, len(buf), ctypes.byref(need))
+    if r == -errno.ENOSPC:
+        buf = ctypes.create_string_buffer(need.value)
+        r = _L.value_record(b, ctypes.byref(cv.c), buf, len(buf), ctypes.byref(need))
+    if r < 0:
+        raise _error(r, name)
+    return buf.raw[:need.value]
 
 
 def records(items):

@@ -1,0 +1,7 @@
+"""python3 -m shmcfg.importer: the shmcfg-import command."""
+
+import sys
+
+from .cli import run
+
+sys.exit(run())
