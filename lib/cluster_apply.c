@@ -364,16 +364,29 @@ static int plan(struct shmcfg_cluster_apply *a)
 	}
 	free(has);
 	/* knobs: by option, each option's knob key looked up */
-	char buf[KNOB_DIR_LEN + 512];
+	char *key = NULL;
+	size_t cap = 0;
 	for (shmcfg_opt o = 0; (all || a->nknobs) && !r && o < n; o++) {
 		shmcfg_optinfo oi;
 		if ((r = shmcfg_opt_info(a->h, o, &oi)) || !oi.knob || oi.alias != SHMCFG_NO_OPT)
 			continue;
-		int len = snprintf(buf, sizeof buf, "%s%s", KNOB_DIR, oi.knob);
-		const struct ckey *kc = len < (int)sizeof buf ? find(a, buf, (size_t)len) : NULL;
+		size_t len = KNOB_DIR_LEN + strlen(oi.knob);
+		if (len >= cap) {
+			char *k = realloc(key, len + 1);
+			if (!k) {
+				r = shmcfg__nomem();
+				break;
+			}
+			key = k;
+			cap = len + 1;
+		}
+		memcpy(key, KNOB_DIR, KNOB_DIR_LEN);
+		memcpy(key + KNOB_DIR_LEN, oi.knob, len - KNOB_DIR_LEN + 1);
+		const struct ckey *kc = find(a, key, len);
 		if (kc || all)
 			r = plan_knob(a, o, kc);
 	}
+	free(key);
 	return r;
 }
 

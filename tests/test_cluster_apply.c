@@ -148,6 +148,20 @@ static int setup(void **state)
 	return 0;
 }
 
+/* A segment whose value heap is small (and never grown by the apply). */
+static int setup_heap(void **state)
+{
+	*state = app_segment("capply-heap", 16384);
+	return 0;
+}
+
+static int teardown_heap(void **state)
+{
+	shmcfg_close(*state);
+	shmcfg_unlink(test_name("capply-heap"));
+	return 0;
+}
+
 /* A load: one generation, tagged, every key told; a second load without a
  * key resets what that key set. */
 static void test_load(void **state)
@@ -314,8 +328,7 @@ static void test_rejections(void **state)
  * the commit tried again with the rest; the heap is not grown. */
 static void test_heap_full(void **state)
 {
-	(void)state;
-	shmcfg *h = app_segment("capply-heap", 16384);
+	shmcfg *h = *state;
 	struct verdicts v;
 	shmcfg_cluster_apply_result res;
 	size_t big = 100000;
@@ -350,8 +363,6 @@ static void test_heap_full(void **state)
 	assert_int_equal(res.nchanged, 1);
 	free(note);
 	free(mid);
-	shmcfg_close(h);
-	shmcfg_unlink(test_name("capply-heap"));
 }
 
 /* The same keys again commit nothing; a new revision that changes nothing
@@ -452,7 +463,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_revision, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_knob_ownership, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rejections, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_heap_full, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_heap_full, setup_heap, teardown_heap),
 		cmocka_unit_test_setup_teardown(test_idempotent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revision_tag, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_calls, setup, teardown),
