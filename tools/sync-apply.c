@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster-keys.h"
 #include "schema-text.h"
 #include "sync.h"
 
@@ -455,11 +456,12 @@ static void ov_eval(struct seg *s, shmcfg_snapshot *sn, shmcfg_opt o)
 static void ov_key(struct seg *s, shmcfg_snapshot *sn, const char *key)
 {
 	shmcfg_opt o;
-	if (!strncmp(key, "opt/", 4)) {
-		if (!shmcfg_lookup(s->h, key + 4, &o))
+	const char *name;
+	if ((name = ck_in(key, CK_OPT))) {
+		if (!shmcfg_lookup(s->h, name, &o))
 			ov_eval(s, sn, o);
-	} else if (!strncmp(key, "knob/", 5)) {
-		const struct knob_opts *ko = (const struct knob_opts *)kmap_find(&s->knobs, key + 5);
+	} else if ((name = ck_in(key, CK_KNOB))) {
+		const struct knob_opts *ko = (const struct knob_opts *)kmap_find(&s->knobs, name);
 		for (size_t i = 0; ko && i < ko->n; i++)
 			ov_eval(s, sn, ko->opts[i]);
 	}
