@@ -11,7 +11,7 @@ cd "$top_srcdir" || exit 99
 EXEMPT=" shmcfg_errdetail shmcfg_strerror shmcfg_errname shmcfg_version shmcfg__get_slow shmcfg__get_slow_n "
 # the functions that cannot fail: releasers and accessors without a status
 KEEP=" shmcfg_value_clear shmcfg_schema_free shmcfg_close shmcfg_closep shmcfg_snapshot_release
- shmcfg_txn_abort shmcfg_patcher_free shmcfg_value_equal shmcfg_list_next shmcfg_type_name
+ shmcfg_txn_abort shmcfg_cluster_apply_abort shmcfg_patcher_free shmcfg_value_equal shmcfg_list_next shmcfg_type_name
  shmcfg_source_name shmcfg_schema_count shmcfg_name shmcfg_count shmcfg_readonly
  shmcfg_schema_hash shmcfg_snapshot_generation shmcfg_snapshot_hash shmcfg_snapshot_cluster_revision
  shmcfg_set_commit_timeout shmcfg_set_heap_growth shmcfg_history_free
@@ -29,7 +29,7 @@ for f in $names; do
 	case "$KEEP" in *" $f "*) want=SHMCFG_API_KEEP ;; esac
 	# the first line of the body of the definition: "file:line: text"
 	first=$(awk -v f="$f" '
-		!body && $0 ~ "^[a-z].*[ *]" f "\\(" && $0 !~ /;[ \t]*$/ { head = FILENAME ":" FNR; body = 1; next }
+		!body && ($0 ~ "^[a-z].*[ *]" f "\\(" || $0 ~ "^[a-z].*[ *]\\(" f "\\)\\(") && $0 !~ /;[ \t]*$/ { head = FILENAME ":" FNR; body = 1; next }
 		body == 1 && $0 == "{" { body = 2; next }
 		body == 2 { print head ": " $0; exit }
 	' lib/*/*.c)

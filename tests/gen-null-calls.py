@@ -13,11 +13,11 @@ process (a crash or a hang is reported, not suffered):
   - once more for each pointer parameter, with that one NULL.
 
 The rule checked (include/shmcfg.h.in, "Errors"): no call crashes or hangs;
-a NULL object (the handle, snapshot, transaction, patcher, history entry or
-schema a call works on) is an error, as the function reports errors: a
-negative int, a NULL pointer, 0 for a count, generation or revision; a NULL
-`ret` out-pointer of a function returning int is a negative int. Other NULL
-pointers are either refused or documented as optional.
+a NULL object (the handle, snapshot, transaction, patcher, history entry,
+schema or cluster apply a call works on) is an error, as the function
+reports errors: a negative int, a NULL pointer, 0 for a count, generation or
+revision; a NULL `ret` out-pointer of a function returning int is a negative
+int. Other NULL pointers are either refused or documented as optional.
 
 usage: gen-null-calls.py include/shmcfg.h lib/libshmcfg.sym OUT.c
 """
@@ -33,6 +33,7 @@ OBJECTS = {
     "shmcfg_patcher": "fx.pat",
     "shmcfg_history_entry": "fx.hist",
     "shmcfg_schema": "fx.schema",
+    "shmcfg_cluster_apply": "fx.capply",
 }
 # Segment names: the test's segment, except where the call would create,
 # grow, unlink or reap one (then a name no segment has; the parent unlinks
@@ -48,7 +49,8 @@ OPTIONAL = {"prev", "userdata", "expect_schema_hash"}
 NULL_OK = {"shmcfg_close", "shmcfg_closep", "shmcfg_schema_free", "shmcfg_snapshot_release",
            "shmcfg_txn_abort", "shmcfg_patcher_free", "shmcfg_history_free",
            "shmcfg_value_clear", "shmcfg_set_log", "shmcfg_set_commit_timeout",
-           "shmcfg_set_heap_growth", "shmcfg_schema_hash", "shmcfg_snapshot_hash"}
+           "shmcfg_set_heap_growth", "shmcfg_schema_hash", "shmcfg_snapshot_hash",
+           "shmcfg_cluster_apply_abort"}
 
 
 def strip_comments(s):

@@ -54,6 +54,10 @@ static const char *set_up(void)
 		return "shmcfg_history_get";
 	if (!(fx.schema = schema_of_tests()))
 		return "the test schema";
+	if (shmcfg_cluster_apply_begin(fx.h, 0, &fx.capply) ||
+	    shmcfg_cluster_apply_key(fx.capply, SHMCFG_CLUSTER_KEY_OPT "t.a", "3", 1) ||
+	    shmcfg_cluster_apply_key(fx.capply, SHMCFG_CLUSTER_KEY_KNOB "team/flag:knobbed", "true", 4))
+		return "shmcfg_cluster_apply_begin";
 	return NULL;
 }
 

@@ -21,6 +21,7 @@ struct null_fixture {
 	shmcfg_patcher *pat;
 	shmcfg_history_entry *hist;
 	shmcfg_schema *schema;
+	shmcfg_cluster_apply *capply; /* with a key of each kind */
 	shmcfg_value val;        /* an int, for option `opt` */
 	shmcfg_opt opt;          /* an int option; and a bool and a float one */
 	shmcfg_opt opt_bool, opt_float;

@@ -7,8 +7,8 @@
  *
  * A mirror of the prefix's opt/, knob/ and head keys is loaded by paged
  * range reads at one revision R, then kept by a watch of [P"audit/",
- * P"opt0") from R+1 (audit/ < head < knob/ < opt/ < status/: the other
- * hosts' status writes stay out of it). Every etcd revision seen becomes
+ * P"opt0") from R+1 (cluster-keys.h: the other hosts' status writes stay
+ * out of it). Every etcd revision seen becomes
  * exactly one commit of each segment, tagged with the revision and the
  * "who" of the audit record written in it (sync-apply.c: a load applies the
  * whole mirror, a revision only its own keys).
@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "cluster-conf.h"
+#include "cluster-keys.h"
 #include "metrics.h"
 #include "sync.h"
 
@@ -260,7 +261,7 @@ static void publish(struct agent *a, bool all)
 			      "the segment need --schema FILE",
 			      s->name, strlen(schema));
 			free(schema);
-		} else if (schema && asprintf(&key, "%sschema/%s", a->prefix, s->schema_hash) > 0) {
+		} else if (schema && (key = ck_key(a->prefix, CK_SCHEMA, s->schema_hash, NULL))) {
 			probe_schema(&a->probe, i, key, schema);
 		} else {
 			free(schema);
@@ -357,7 +358,7 @@ static void audit_who(const char *value, size_t len, char *who, size_t size)
  * audit records, keys of no meaning) only names who made a revision. */
 static bool mirrored(const char *rel)
 {
-	return !strncmp(rel, "opt/", 4) || !strncmp(rel, "knob/", 5) || !strcmp(rel, "head");
+	return ck_in(rel, CK_OPT) || ck_in(rel, CK_KNOB) || !strcmp(rel, CK_HEAD);
 }
 
 /* A key of ours, relative to the prefix; NULL if not (a NUL in it names
@@ -381,7 +382,8 @@ static char *nul_key(const struct agent *a, const struct etcd_kv *kv)
 		return NULL;
 	const unsigned char *rel = (const unsigned char *)kv->key + a->prefix_len;
 	size_t n = kv->key_len - a->prefix_len;
-	if (!(n > 4 && !memcmp(rel, "opt/", 4)) && !(n > 5 && !memcmp(rel, "knob/", 5)))
+	if (!(n > strlen(CK_OPT) && !memcmp(rel, CK_OPT, strlen(CK_OPT))) &&
+	    !(n > strlen(CK_KNOB) && !memcmp(rel, CK_KNOB, strlen(CK_KNOB))))
 		return NULL;
 	char *out = malloc(4 * n + 1), *o = out;
 	if (!out) {
@@ -402,7 +404,7 @@ static char *nul_key(const struct agent *a, const struct etcd_kv *kv)
  * applies it to every segment. */
 static int load(struct agent *a)
 {
-	static const char *const parts[] = {"opt/", "knob/", "head"};
+	static const char *const parts[] = {CK_OPT, CK_KNOB, CK_HEAD};
 	struct mirror m = {0};
 	int64_t rev = 0, newest = 0;
 	char key[512];
@@ -458,7 +460,7 @@ static int load(struct agent *a)
 		/* a commit if anything differs, or if a write the segment has not
 		 * seen is in the mirror (its revision must show) */
 		if (seg_follow(&a->segs[i]) >= 0)
-			apply_all(&a->segs[i], &a->m, a->tag, true);
+			apply_all(&a->segs[i], &a->m, a->tag);
 	publish(a, false);
 	return 0;
 }
@@ -492,7 +494,7 @@ static void events(struct agent *a, struct etcd_watch_resp *wr)
 			}
 			if (rev <= a->rev || !rel)
 				continue; /* already applied (a resumed watch), or not ours */
-			if (!strncmp(rel, "audit/", 6) && wr->ev[j].type == ETCD_EV_PUT)
+			if (ck_in(rel, CK_AUDIT) && wr->ev[j].type == ETCD_EV_PUT)
 				audit_who(kv->value, kv->value_len, who, sizeof who);
 			if (!mirrored(rel))
 				continue;
@@ -517,7 +519,7 @@ static void events(struct agent *a, struct etcd_watch_resp *wr)
 				if (seg_follow(s) < 0)
 					continue;
 				if (s->need_full) /* a commit failed before, or a new segment: all of it */
-					apply_all(s, &a->m, rev, true);
+					apply_all(s, &a->m, rev);
 				else
 					apply_revision(s, &a->m, ch, n, rev, who);
 			}
@@ -539,7 +541,7 @@ static bool store_went_back(struct agent *a)
 {
 	struct etcd_kvs kvs;
 	char key[512];
-	snprintf(key, sizeof key, "%shead", a->prefix);
+	snprintf(key, sizeof key, "%s" CK_HEAD, a->prefix);
 	etcd_pin(a->e, a->member);
 	if (etcd_get(a->e, key, false, 0, &kvs))
 		return false; /* no answer: the probe will tell */
@@ -629,7 +631,7 @@ static void tick(struct agent *a)
 			continue; /* no segment to write: its status key says why */
 		}
 		if (s->need_full)
-			apply_all(s, &a->m, a->tag, true);
+			apply_all(s, &a->m, a->tag);
 		/* a local commit (shmctl set) may hide a cluster value, or uncover one */
 		seg_refresh(s);
 		if (s->generation != s->ov_gen)
@@ -643,8 +645,8 @@ static void tick(struct agent *a)
 static int run(struct agent *a)
 {
 	char lo[512], hi[512];
-	snprintf(lo, sizeof lo, "%saudit/", a->prefix);
-	snprintf(hi, sizeof hi, "%sopt0", a->prefix); /* just past opt/ */
+	snprintf(lo, sizeof lo, "%s" CK_WATCH_FROM, a->prefix);
+	snprintf(hi, sizeof hi, "%s" CK_WATCH_END, a->prefix);
 	struct etcd_watch *w = NULL;
 	bool need_load = true, created = false, resumed = false;
 	uint64_t next_tick = 0, next_metrics = 0;
@@ -807,7 +809,7 @@ static void usage(FILE *f)
 		   "Keeps the cluster layer of each SEGMENT in step with etcd (see doc/cluster.md).\n"
 		   "  --endpoints URL,...  etcd endpoints, http://HOST:PORT or unix:PATH\n"
 		   "                       (default: $SHMCFG_ETCD_ENDPOINTS, else " CLUSTER_CONF_PATH ")\n"
-		   "  --cluster NAME       the cluster's name: keys under /shmcfg/v1/NAME/\n"
+		   "  --cluster NAME       the cluster's name: keys under " CK_ROOT "NAME/\n"
 		   "                       (default: $SHMCFG_CLUSTER, else " CLUSTER_CONF_PATH ")\n"
 		   "  --host NAME          this host's name in the status keys (default: the hostname)\n"
 		   "  --once               apply the current state as one commit and exit\n"
@@ -944,7 +946,7 @@ int main(int argc, char **argv)
 		}
 		a.summary_ms = v * 1000;
 	}
-	if (asprintf(&a.prefix, "/shmcfg/v1/%s/", cluster) < 0) {
+	if (asprintf(&a.prefix, CK_ROOT "%s/", cluster) < 0) {
 		cluster_conf_free(&conf);
 		return 1;
 	}
@@ -982,8 +984,7 @@ int main(int argc, char **argv)
 		if ((r = seg_index_knobs(s))) {
 			logf_("error: segment '%s': reading its schema: %s", s->name, shmcfg_strerror(r));
 			status = 1;
-		} else if (asprintf(&s->status_key, "%sstatus/%s/%s", a.prefix, host, s->name) < 0) {
-			s->status_key = NULL;
+		} else if (!(s->status_key = ck_key(a.prefix, CK_STATUS, host, s->name))) {
 			status = 1;
 		} else {
 			seg_refresh(s);
@@ -1005,8 +1006,7 @@ int main(int argc, char **argv)
 				      (json_int_t)now_ns(CLOCK_REALTIME));
 		roster[a.nsegs + i] = j ? json_dumps(j, JSON_COMPACT) : NULL;
 		json_decref(j);
-		if (asprintf(&roster[i], "%sroster/%s/%s", a.prefix, host, a.segs[i].name) < 0)
-			roster[i] = NULL;
+		roster[i] = ck_key(a.prefix, CK_ROSTER, host, a.segs[i].name);
 		roster_ok &= roster[i] && roster[a.nsegs + i];
 	}
 

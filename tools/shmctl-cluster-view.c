@@ -25,7 +25,7 @@ static json_t *roster_of(const struct cl *c, const struct etcd_kvs *ro)
 {
 	json_t *o = json_object();
 	for (size_t i = 0; o && i < ro->n; i++)
-		json_object_set_new_nocheck(o, rel_of(c, &ro->kv[i]) + strlen("roster/"), json_true());
+		json_object_set_new_nocheck(o, rel_of(c, &ro->kv[i]) + strlen(CK_ROSTER), json_true());
 	return o;
 }
 
@@ -40,13 +40,13 @@ static size_t laggards(const struct cl *c, const struct etcd_kvs *ro, const stru
 	for (size_t i = 0; status && i < st->n; i++) {
 		json_t *j = parse_bytes(st->kv[i].value, st->kv[i].value_len, NULL);
 		if (json_is_object(j))
-			json_object_set_new_nocheck(status, rel_of(c, &st->kv[i]) + strlen("status/"), j);
+			json_object_set_new_nocheck(status, rel_of(c, &st->kv[i]) + strlen(CK_STATUS), j);
 		else
 			json_decref(j);
 	}
 	*nrejected = 0;
 	for (size_t i = 0; i < ro->n; i++) {
-		const char *hs = rel_of(c, &ro->kv[i]) + strlen("roster/");
+		const char *hs = rel_of(c, &ro->kv[i]) + strlen(CK_ROSTER);
 		json_t *s = json_object_get(status, hs);
 		json_int_t have = s ? jint(s, "revision", -1) : -1;
 		if (have >= rev) {
@@ -55,7 +55,7 @@ static size_t laggards(const struct cl *c, const struct etcd_kvs *ro, const stru
 				for (size_t m = 0; m < nkeys; m++) {
 					json_t *x = json_array_get(ovs, k);
 					const char *on = json_string_value(json_object_get(x, "option"));
-					if (!on || strncmp(keys[m], "opt/", 4) || strcmp(on, keys[m] + 4))
+					if (!on || !ck_in(keys[m], CK_OPT) || strcmp(on, ck_in(keys[m], CK_OPT)))
 						continue;
 					char *who = printable(hs, strlen(hs)), *layer = jstr(x, "layer");
 					char *val = json_object_get(x, "value") ? json_text(json_object_get(x, "value")) : NULL;
@@ -105,9 +105,9 @@ int wait_all(struct cl *c, int64_t rev, double secs, const char *const *keys, si
 		c->deadline = end;
 	for (unsigned round = 0;; round++) {
 		struct etcd_kvs ro = {0}, st = {0};
-		int rc = range(c, "roster/", &ro);
+		int rc = range(c, CK_ROSTER, &ro);
 		if (!rc)
-			rc = range(c, "status/", &st);
+			rc = range(c, CK_STATUS, &st);
 		char *lag = NULL;
 		size_t laglen = 0, nrej = 0, nlag = 0;
 		FILE *f = rc ? NULL : open_memstream(&lag, &laglen);
@@ -169,7 +169,7 @@ static json_t *values_at(struct cl *c, uint64_t seq, int64_t *rev)
 	struct etcd_kvs kvs = {0};
 	if (seq) {
 		char rel[40], *key;
-		snprintf(rel, sizeof rel, "audit/%020llu", (unsigned long long)seq);
+		ck_audit(rel, sizeof rel, seq);
 		if (!(key = key_of(c, rel))) {
 			fail("out of memory");
 			return NULL;
@@ -189,7 +189,7 @@ static json_t *values_at(struct cl *c, uint64_t seq, int64_t *rev)
 	}
 	json_t *o = json_object();
 	for (int g = 0; o && g < 2; g++) {
-		char *key = key_of(c, g ? "knob/" : "opt/");
+		char *key = key_of(c, g ? CK_KNOB : CK_OPT);
 		r = key ? get_retry(c, key, true, at, &kvs) : ETCD_E_NOMEM;
 		free(key);
 		if (r == ETCD_E_COMPACTED) {
@@ -320,8 +320,8 @@ int cl_forget(int argc, char **argv)
 		int r = 0;
 		if (!*host || strchr(host, '/'))
 			rc = fail("'%s' is not a host name (cluster status lists them)", host);
-		else if (asprintf(&rk, "%sroster/%s/%s", c.prefix, host, c.seg) < 0 ||
-			 asprintf(&sk, "%sstatus/%s/%s", c.prefix, host, c.seg) < 0)
+		else if (!(rk = ck_key(c.prefix, CK_ROSTER, host, c.seg)) ||
+			 !(sk = ck_key(c.prefix, CK_STATUS, host, c.seg)))
 			rc = fail("out of memory");
 		else if ((r = get_retry(&c, rk, false, 0, &kvs)))
 			rc = fail_etcd(&c, r);
@@ -380,10 +380,11 @@ static char *judge(const struct cl *c, const char *rel, const struct etcd_kv *kv
 	json_decref(j);
 	if (strlen(rel) != rel_len(c, kv))
 		return strdup("a NUL byte in the key: it names no option or knob");
-	if (strncmp(rel, "opt/", 4) || !c->sh)
+	const char *name = ck_in(rel, CK_OPT);
+	if (!name || !c->sh)
 		return NULL; /* a knob: the agent knows the knob names; or no schema to judge by */
 	shmcfg_opt opt;
-	if (shmcfg_lookup(c->sh, rel + 4, &opt)) {
+	if (shmcfg_lookup(c->sh, name, &opt)) {
 		if (asprintf(&why, "no such option in segment '%s'", c->seg) < 0)
 			why = NULL;
 		return why;
@@ -414,9 +415,9 @@ int cl_show(int argc, char **argv)
 		rc = cl_schema(&c, &a, false);
 	struct etcd_kvs kvs[2] = {0};
 	if (rc == EXIT_OK)
-		rc = range(&c, "opt/", &kvs[0]);
+		rc = range(&c, CK_OPT, &kvs[0]);
 	if (rc == EXIT_OK)
-		rc = range(&c, "knob/", &kvs[1]);
+		rc = range(&c, CK_KNOB, &kvs[1]);
 	if (rc == EXIT_OK) {
 		static const char *const hdr[] = {"KEY", "VALUE", "REVISION"};
 		struct table *t = a.json ? NULL : table_new(3, hdr);
@@ -506,7 +507,7 @@ int cl_log(int argc, char **argv)
 	int rc = cl_open(&a, argv[optind], false, &c);
 	struct etcd_kvs kvs = {0};
 	if (rc == EXIT_OK)
-		rc = range(&c, "audit/", &kvs);
+		rc = range(&c, CK_AUDIT, &kvs);
 	if (rc == EXIT_OK) {
 		static const char *const hdr[] = {"SEQ", "REVISION", "TIME", "WHO", "REASON"};
 		struct table *t = a.json ? NULL : table_new(5, hdr);
@@ -514,7 +515,7 @@ int cl_log(int argc, char **argv)
 		json_t *arr = json_array();
 		for (size_t i = 0; i < kvs.n; i++) {
 			const struct etcd_kv *kv = &kvs.kv[i];
-			const char *rel = rel_of(&c, kv) + strlen("audit/");
+			const char *rel = rel_of(&c, kv) + strlen(CK_AUDIT);
 			json_error_t err;
 			json_t *rec = parse_bytes(kv->value, kv->value_len, &err);
 			char *why = NULL, rev[24], seq[24], when[48] = "-";
@@ -613,12 +614,12 @@ int cl_status(int argc, char **argv)
 	int rc = cl_open(&a, argv[optind], false, &c);
 	struct etcd_kvs st = {0}, ro = {0}, vals[3] = {{0}};
 	if (rc == EXIT_OK)
-		rc = range(&c, "roster/", &ro);
+		rc = range(&c, CK_ROSTER, &ro);
 	if (rc == EXIT_OK)
-		rc = range(&c, "status/", &st);
+		rc = range(&c, CK_STATUS, &st);
 	/* the newest change: a host that applied less is behind */
 	for (int g = 0; rc == EXIT_OK && g < 3; g++)
-		rc = range(&c, g == 0 ? "opt/" : g == 1 ? "knob/" : "head", &vals[g]);
+		rc = range(&c, g == 0 ? CK_OPT : g == 1 ? CK_KNOB : CK_HEAD, &vals[g]);
 	if (rc != EXIT_OK)
 		goto out;
 	int64_t newest = 0;
@@ -677,7 +678,7 @@ int cl_status(int argc, char **argv)
 	json_t *roster = roster_of(&c, &ro); /* "HOST/SEGMENT": still to be seen (true) */
 	for (size_t i = 0; i < st.n; i++) {
 		json_t *r = recs[i];
-		const char *rel = rel_of(&c, &st.kv[i]) + strlen("status/");
+		const char *rel = rel_of(&c, &st.kv[i]) + strlen(CK_STATUS);
 		char *where = printable(rel, strlen(rel));
 		char *host = r ? jstr(r, "host") : NULL, *segn = r ? jstr(r, "segment") : NULL;
 		char *hash = r ? jstr(r, "config_hash") : NULL, *err = r ? jstr(r, "error") : NULL;

@@ -12,15 +12,9 @@
  * are retried with full-jitter backoff until a deadline (--timeout); a
  * transaction whose answer was lost is looked for before it is sent again.
  *
- * Keys under P = /shmcfg/v1/<cluster>/:
- *   P opt/<option>      a value as JSON (shmcfg_value_json's encoding)
- *   P knob/<knob>       a knob value as JSON
- *   P head              {"seq", "time_ns", "who"}: the newest audit record;
- *                       every writer compares its mod_revision
- *   P audit/<%020 seq>  {"seq", "time_ns", "user", "uid", "host", "who",
- *                       "reason", "changes": [{"key", "before", "after"}],
- *                       ["rollback_of"]}; a missing before/after: absent
- *   P status/<host>/<segment>   each agent's state, under a lease
+ * The keys: tools/cluster-keys.h (their layout), doc/cluster.md ("What
+ * etcd holds": their values). Every writer compares the head's
+ * mod_revision; an audit record's missing before/after means absent.
  */
 #include "config.h"
 
@@ -162,7 +156,7 @@ int cl_open(const struct args *a, const char *seg, bool write, struct cl *c)
 			free(shown);
 		}
 	}
-	snprintf(c->prefix, sizeof c->prefix, "/shmcfg/v1/%s/", c->cluster);
+	ck_prefix(c->prefix, sizeof c->prefix, c->cluster);
 	c->start = mono_now();
 	c->deadline = c->start + a->timeout_s;
 	srandom((unsigned)((uint64_t)time(NULL) ^ (uint64_t)getpid() << 16 ^ (uint64_t)(c->start * 1e9)));
@@ -178,7 +172,7 @@ static char *etcd_schema_hash(struct cl *c, int *rc)
 {
 	struct etcd_kvs st = {0};
 	char *best = NULL;
-	if ((*rc = range(c, "status/", &st)))
+	if ((*rc = range(c, CK_STATUS, &st)))
 		return NULL;
 	json_t *counts = json_object();
 	size_t best_n = 0;
@@ -198,14 +192,14 @@ static char *etcd_schema_hash(struct cl *c, int *rc)
 	}
 	json_decref(counts);
 	etcd_kvs_free(&st);
-	if (best || (*rc = range(c, "schema/", &st)))
+	if (best || (*rc = range(c, CK_SCHEMA, &st)))
 		return best;
 	int64_t newest = 0;
 	for (size_t i = 0; i < st.n; i++)
 		if (st.kv[i].mod_rev > newest) {
 			newest = st.kv[i].mod_rev;
 			free(best);
-			best = strdup(rel_of(c, &st.kv[i]) + strlen("schema/"));
+			best = strdup(rel_of(c, &st.kv[i]) + strlen(CK_SCHEMA));
 		}
 	etcd_kvs_free(&st);
 	return best;
@@ -247,7 +241,7 @@ int cl_schema(struct cl *c, const struct args *a, bool needed)
 				    "registered one): give --schema FILE",
 				    c->cluster, c->seg);
 		struct etcd_kvs kvs = {0};
-		if (asprintf(&rel, "schema/%s", hash) < 0 || !(key = key_of(c, rel)))
+		if (!(rel = ck_key("", CK_SCHEMA, hash, NULL)) || !(key = key_of(c, rel)))
 			rc = fail("out of memory");
 		else if ((r = get_retry(c, key, false, 0, &kvs)))
 			rc = fail_etcd(c, r);
@@ -577,7 +571,7 @@ static int64_t head_seq(const struct cl *c, const struct etcd_kvs *kvs)
 	json_int_t s = j ? jint(j, "seq", -1) : -1;
 	json_decref(j);
 	if (s < 0) {
-		fail("cluster '%s': key %shead is not {\"seq\": N, ...}; fix or delete it", c->cluster, c->prefix);
+		fail("cluster '%s': key %s" CK_HEAD " is not {\"seq\": N, ...}; fix or delete it", c->cluster, c->prefix);
 		return -1;
 	}
 	return s;
@@ -659,7 +653,7 @@ static int commit_plan(struct cl *c, struct plan *p, int64_t *rev, uint64_t *seq
 			    c->cluster, p->n, p->n + 2, ETCD_MAX_TXN_OPS, ETCD_MAX_TXN_OPS - 2);
 	struct who w;
 	who_am_i(&w);
-	char *head_key = key_of(c, "head");
+	char *head_key = key_of(c, CK_HEAD);
 	char **keys = calloc(p->n ? p->n : 1, sizeof *keys);
 	struct etcd_cmp *cmps = calloc(p->n + 2, sizeof *cmps); /* the head, the audit key, each key */
 	struct etcd_op *ops = calloc(p->n + 2, sizeof *ops);
@@ -702,7 +696,7 @@ static int commit_plan(struct cl *c, struct plan *p, int64_t *rev, uint64_t *seq
 			}
 			if (sent[i].seq <= (uint64_t)hs) {
 				char rel[40], *ak;
-				snprintf(rel, sizeof rel, "audit/%020llu", (unsigned long long)sent[i].seq);
+				ck_audit(rel, sizeof rel, sent[i].seq);
 				if (!(ak = key_of(c, rel))) {
 					rc = fail("out of memory");
 					break;
@@ -788,7 +782,7 @@ static int commit_plan(struct cl *c, struct plan *p, int64_t *rev, uint64_t *seq
 		uint64_t t = now_ns();
 		char *rec = audit_record(p, (uint64_t)hs + 1, t, &w);
 		char *head = NULL, *audit_key = NULL, rel[40];
-		snprintf(rel, sizeof rel, "audit/%020llu", (unsigned long long)hs + 1);
+		ck_audit(rel, sizeof rel, (uint64_t)hs + 1);
 		json_t *hj = json_pack("{s:I, s:I, s:s}", "seq", (json_int_t)hs + 1, "time_ns", (json_int_t)t, "who",
 				       w.who);
 		if (hj)
@@ -804,7 +798,7 @@ static int commit_plan(struct cl *c, struct plan *p, int64_t *rev, uint64_t *seq
 		bool compacted = false;
 		if (rc == EXIT_OK && !(r = get_retry(c, audit_key, false, at, &kvs))) {
 			if (kvs.n)
-				rc = fail("cluster '%s': audit record %llu exists, but the head (%shead) names %lld as the "
+				rc = fail("cluster '%s': audit record %llu exists, but the head (%s" CK_HEAD ") names %lld as the "
 					  "newest: the head was set back; set its seq to the newest record's",
 					  c->cluster, (unsigned long long)hs + 1, c->prefix, (long long)hs);
 			etcd_kvs_free(&kvs);
@@ -882,8 +876,8 @@ static int commit_plan(struct cl *c, struct plan *p, int64_t *rev, uint64_t *seq
 /* "opt/x" -> "x", "knob/k" -> "knob k": how changes are named to people. */
 const char *label(const char *rel, char *buf, size_t len)
 {
-	if (!strncmp(rel, "opt/", 4))
-		return rel + 4;
+	if (ck_in(rel, CK_OPT))
+		return ck_in(rel, CK_OPT);
 	snprintf(buf, len, "%s", rel);
 	char *s = strchr(buf, '/');
 	if (s)
@@ -902,7 +896,7 @@ static int wait_status(struct cl *c, int64_t rev, double end)
 	if (shmcfg_sync_get(c->h, &si) || !*si.host)
 		return 0; /* no agent recorded itself: no status key to wait for */
 	si.host[sizeof si.host - 1] = 0;
-	if (asprintf(&key, "%sstatus/%s/%s", c->prefix, si.host, c->seg) < 0)
+	if (!(key = ck_key(c->prefix, CK_STATUS, si.host, c->seg)))
 		return fail("out of memory");
 	int rc = EXIT_OK;
 	for (unsigned round = 0;; round++) {
@@ -1007,7 +1001,7 @@ static int option_key(const struct cl *c, shmcfg_opt final, bool knob, const cha
 		return fail_lib(r, full);
 	if (knob && !fi.knob)
 		return fail_set(SHMCFG_E_LAYER, full, value ? value : "");
-	snprintf(buf, len, "%s/%s", knob ? "knob" : "opt", knob ? fi.knob : fi.name);
+	snprintf(buf, len, "%s%s", knob ? CK_KNOB : CK_OPT, knob ? fi.knob : fi.name);
 	return 0;
 }
 
@@ -1054,7 +1048,7 @@ static void heap_warn(const struct cl *c, const struct plan *p, void *ud)
 				continue;
 			}
 			if (!host) { /* status/<host>/<segment>, when the record does not say */
-				const char *rel = rel_of(c, &st->kv[i]) + strlen("status/");
+				const char *rel = rel_of(c, &st->kv[i]) + strlen(CK_STATUS);
 				const char *slash = strchr(rel, '/');
 				host = jstr(r, "host");
 				segn = jstr(r, "segment");
@@ -1130,7 +1124,7 @@ int cl_set(int argc, char **argv)
 	/* the hosts' heaps, for the warnings before the write; a role that may
 	 * not read them does not stop the write */
 	struct etcd_kvs st = {0};
-	char *sk = rc == EXIT_OK ? key_of(&c, "status/") : NULL;
+	char *sk = rc == EXIT_OK ? key_of(&c, CK_STATUS) : NULL;
 	if (rc == EXIT_OK && !sk)
 		rc = fail("out of memory");
 	int r = sk ? get_retry(&c, sk, true, 0, &st) : 0;
@@ -1221,7 +1215,7 @@ int seq_arg(const char *text, uint64_t *seq)
  * may hold slashes: "pytorch/compiler:x"). */
 static bool rel_ok(const char *s)
 {
-	const char *n = !strncmp(s, "opt/", 4) ? s + 4 : !strncmp(s, "knob/", 5) ? s + 5 : NULL;
+	const char *n = ck_in(s, CK_OPT) ? ck_in(s, CK_OPT) : ck_in(s, CK_KNOB);
 	return n && *n;
 }
 
@@ -1243,7 +1237,7 @@ int cl_rollback(int argc, char **argv)
 	struct rollback rb = {.seq = seq, .force = a.force};
 	int rc = cl_open(&a, argv[optind], true, &c);
 	char rel[40], *key = NULL;
-	snprintf(rel, sizeof rel, "audit/%020llu", (unsigned long long)seq);
+	ck_audit(rel, sizeof rel, seq);
 	if (rc == EXIT_OK && !(key = key_of(&c, rel)))
 		rc = fail("out of memory");
 	struct etcd_kvs kvs = {0};

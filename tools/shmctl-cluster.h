@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cluster-conf.h"
+#include "cluster-keys.h"
 #include "etcd.h"
 #include "shmctl.h"
 

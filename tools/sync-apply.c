@@ -1,27 +1,19 @@
 /*
  * shmcfg-sync's mirror of the prefix and its application to a segment
  * (tools/sync.h). Two ways in, one way out:
- *   apply_all()      a load: every option's cluster layer, and every knob
- *                    layer the cluster feeds or fed, from the whole mirror
- *                    (O(options + keys));
- *   apply_revision() one revision: only the options its keys name (work in
+ *   apply_all()      a load: the whole mirror (every option's cluster layer,
+ *                    and every knob layer the cluster feeds or fed);
+ *   apply_revision() one revision: only the keys it changed (work in
  *                    proportion to what changed, however many keys lie
  *                    under the prefix);
- * both build a plan of layer changes (only those that differ from what the
- * segment holds) and commit it as one generation, tagged with the revision.
- *
- * What this host cannot take is left out and the rest applied, with the key
- * and the reason in the segment's rejections (its status key lists them):
- * an unknown option, an alias, bytes that are not JSON, a value of the
- * wrong type or out of range, and a value the value heap has no room for
- * (the commit says SHMCFG_E_FULL: the biggest new value goes, and the
- * commit is tried again). A rejected key keeps the option's previous
- * cluster value, and is tried again when it changes, or at the next load.
- *
- * Which knob values are the cluster's is in the segment itself
- * (shmcfg_snapshot_layer_by_cluster): an agent that restarts resets the
- * knob layers whose key was deleted while it was down, and leaves those a
- * local `shmctl set --knob` wrote.
+ * both hand the keys to the library's cluster apply step
+ * (shmcfg_cluster_apply_*, lib/cluster_apply.c), which diffs them against
+ * the segment and commits the difference as one generation, tagged with
+ * the revision, and says which keys this host refuses and why. Here the
+ * refusals become the segment's rejections (its status key lists them,
+ * each logged once per change of its key), a failed commit the segment's
+ * error (out of sync; the whole mirror goes in next), and what a local
+ * layer hides its overrides.
  */
 #include "config.h"
 
@@ -32,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster-keys.h"
 #include "schema-text.h"
 #include "sync.h"
 
@@ -120,8 +113,8 @@ static const char *lib_err(int r);
 
 /* ---- a segment's knobs and rejections ---- */
 
-/* The options of each knob name, found once: a knob/ key then costs the
- * options that declare it. */
+/* The options of each knob name, found once: the overrides a knob/ key
+ * may hide (seg_overrides) then cost the options that declare it. */
 int seg_index_knobs(struct seg *s)
 {
 	for (shmcfg_opt o = 0; o < shmcfg_count(s->h); o++) {
@@ -287,161 +280,7 @@ static const char *lib_err(int r)
 	return *d ? d : shmcfg_strerror(r);
 }
 
-/* ---- plans ---- */
-
-struct item {
-	shmcfg_opt opt;
-	shmcfg_source layer;
-	bool reset;
-	shmcfg_value v;    /* owned */
-	char *key;         /* the key that asked for it */
-	size_t bytes;      /* what the value takes in the heap, about */
-	bool dropped;      /* refused at commit */
-};
-
-struct plan {
-	struct item *it;
-	size_t n, cap;
-	shmcfg_snapshot *snap; /* what the segment holds: changes are against it */
-};
-
-static void plan_free(struct plan *p)
-{
-	for (size_t i = 0; i < p->n; i++) {
-		shmcfg_value_clear(&p->it[i].v);
-		free(p->it[i].key);
-	}
-	free(p->it);
-	shmcfg_snapshot_release(p->snap);
-	memset(p, 0, sizeof *p);
-}
-
-static size_t value_bytes(const shmcfg_value *v)
-{
-	if (v->is_null)
-		return 8;
-	if (v->type == SHMCFG_STR)
-		return v->u.str.len + 1;
-	if (v->type == SHMCFG_LIST || v->type == SHMCFG_SET)
-		return v->u.list.bytes + 8;
-	return 8;
-}
-
-/* Sets (v non-NULL, taken over) or resets the option's layer, if that
- * differs from what the segment holds. 0 or an error. */
-static int plan_add(struct plan *p, shmcfg_opt opt, shmcfg_source layer, shmcfg_value *v, const char *key)
-{
-	shmcfg_value cur;
-	int r = shmcfg_snapshot_layer(p->snap, opt, layer, &cur);
-	if (r < 0)
-		goto out;
-	bool set = r == 0;
-	r = 0;
-	if (v ? set && shmcfg_value_equal(&cur, v) : !set)
-		goto out;
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 16;
-		struct item *it = realloc(p->it, cap * sizeof *it);
-		if (!it) {
-			r = -ENOMEM;
-			goto out;
-		}
-		p->it = it;
-		p->cap = cap;
-	}
-	char *k = strdup(key);
-	if (!k) {
-		r = -ENOMEM;
-		goto out;
-	}
-	struct item *it = &p->it[p->n++];
-	*it = (struct item){.opt = opt, .layer = layer, .reset = !v, .key = k};
-	if (v) {
-		it->v = *v;
-		it->bytes = value_bytes(v);
-		memset(v, 0, sizeof *v);
-	}
-	return 0;
-out:
-	if (v)
-		shmcfg_value_clear(v);
-	return r;
-}
-
-/*
- * The value a key gives an option, parsed and checked against this schema:
- * 0 and *v, or 1 (refused: the reason in *why).
- */
-static int key_value(shmcfg *h, shmcfg_opt opt, const struct mentry *en, shmcfg_value *v, char *why, size_t len)
-{
-	int r = shmcfg_value_from_json(h, opt, en->value, en->value_len, v);
-	if (!r && (r = shmcfg_value_check(h, opt, v)))
-		shmcfg_value_clear(v);
-	if (r)
-		snprintf(why, len, "%s", lib_err(r));
-	return r ? 1 : 0;
-}
-
-/* The plan for one option's cluster layer from its opt/ key (absent: reset). */
-static int plan_cluster(struct seg *s, struct plan *p, const struct mirror *m, shmcfg_opt o, const char *key)
-{
-	const struct mentry *en = mirror_get(m, key);
-	if (!en) {
-		accept_key(s, key);
-		return plan_add(p, o, SHMCFG_SRC_CLUSTER, NULL, key);
-	}
-	shmcfg_value v;
-	char why[512];
-	if (key_value(s->h, o, en, &v, why, sizeof why)) {
-		reject(s, key, "%s", why); /* the previous cluster value stays */
-		return 0;
-	}
-	accept_key(s, key);
-	return plan_add(p, o, SHMCFG_SRC_CLUSTER, &v, en->k.key);
-}
-
-/* The plan for the knob layers of a knob's options from its knob/ key: set
- * where the value fits, reset (absent) where the value was the cluster's. */
-static int plan_knob(struct seg *s, struct plan *p, const struct mirror *m, const struct knob_opts *ko,
-		     const char *key)
-{
-	const struct mentry *en = mirror_get(m, key);
-	char why[512] = "";
-	for (size_t i = 0; i < ko->n; i++) {
-		shmcfg_opt o = ko->opts[i];
-		int r;
-		if (!en) {
-			/* a knob value a local tool wrote (shmctl set --knob) stays */
-			r = shmcfg_snapshot_layer_by_cluster(p->snap, o, SHMCFG_SRC_KNOB);
-			if (r == 1)
-				r = plan_add(p, o, SHMCFG_SRC_KNOB, NULL, key);
-		} else {
-			shmcfg_value v;
-			r = key_value(s->h, o, en, &v, why, sizeof why) ? 0 : plan_add(p, o, SHMCFG_SRC_KNOB, &v, en->k.key);
-		}
-		if (r < 0)
-			return r;
-	}
-	if (*why)
-		reject(s, key, "%s", why);
-	else
-		accept_key(s, key);
-	return 0;
-}
-
-/* What a key names that no canonical option of this schema is. */
-static void plan_unknown(struct seg *s, const char *key, bool deleted)
-{
-	shmcfg_opt o;
-	shmcfg_optinfo oi;
-	const char *name = key + 4;
-	if (deleted)
-		accept_key(s, key);
-	else if (shmcfg_lookup(s->h, name, &o))
-		reject(s, key, "unknown option '%s'", name);
-	else if (!shmcfg_opt_info(s->h, o, &oi) && oi.alias != SHMCFG_NO_OPT)
-		reject(s, key, "'%s' is an alias; the key must name its option", name);
-}
+/* ---- applying the mirror: the library's cluster apply step ---- */
 
 void seg_bad_key(struct seg *s, const char *key, bool deleted)
 {
@@ -451,7 +290,6 @@ void seg_bad_key(struct seg *s, const char *key, bool deleted)
 		reject(s, key, "a NUL byte in the key (shown as \\x00): it names no option or knob");
 }
 
-static void seg_error(struct seg *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void seg_error(struct seg *s, const char *fmt, ...)
 {
 	char raw[sizeof s->error], msg[sizeof s->error];
@@ -476,154 +314,75 @@ static void seg_error(struct seg *s, const char *fmt, ...)
 	}
 }
 
-/* The plan as one transaction: 0 or the error of the step that failed
- * (*bad: the item refused, if one was). */
-static int txn_of(struct seg *s, struct plan *p, uint64_t origin, const char *who, shmcfg_txn **ret,
-		  size_t *bad, size_t *nset)
+/* The library's word on a key: the segment's rejections follow it. */
+static void verdict(void *userdata, const char *key, const char *reason)
 {
-	shmcfg_txn *t;
-	int r = shmcfg_txn_begin(s->h, &t);
-	*ret = NULL;
-	*bad = SIZE_MAX;
-	*nset = 0;
-	if (r)
-		return r;
-	/* every commit of the agent carries an origin, a new revision or the
-	 * one the segment has: the layer cells it writes are then the
-	 * cluster's (META_BY_CLUSTER), also in a load's commit */
-	if (origin && (r = shmcfg_txn_origin(t, origin, who))) {
-		shmcfg_txn_abort(t);
-		return r;
-	}
-	for (size_t i = 0; i < p->n; i++) {
-		struct item *it = &p->it[i];
-		if (it->dropped)
-			continue;
-		if (!(r = shmcfg_txn_layer(t, it->layer)))
-			r = it->reset ? shmcfg_txn_reset(t, it->opt) : shmcfg_txn_set(t, it->opt, &it->v);
-		if (r) {
-			*bad = i;
-			shmcfg_txn_abort(t);
-			return r;
-		}
-		(*nset)++;
-	}
-	*ret = t;
-	return 0;
+	struct seg *s = userdata;
+	if (reason)
+		reject(s, key, "%s", reason);
+	else
+		accept_key(s, key);
 }
 
 /*
- * Commits the plan, tagged with rev (if new to the segment) and who. What
- * the segment refuses is dropped, its key rejected, and the rest committed:
- * a value refused by the transaction (it names the item), or, for a full
- * value heap, the biggest value being set. force: commit the revision even
- * if no layer changes.
+ * One commit of the keys (ch NULL: the whole mirror; else the n keys a
+ * revision changed), tagged with rev and who: shmcfg_cluster_apply_*
+ * diffs them against the segment, leaves out what this host refuses and
+ * tells which (verdict()). A failed commit leaves its keys out: the whole
+ * mirror goes in next (need_full), and the segment is out of sync until
+ * it did.
  */
-static void commit_plan(struct seg *s, struct plan *p, int64_t rev, const char *who, bool force)
+static void apply(struct seg *s, const struct mirror *m, const struct kchange *ch, size_t n, int64_t rev,
+		  const char *who)
 {
-	uint64_t have = shmcfg_cluster_revision(s->h);
-	/* a new revision; or, after etcd was replaced (s->rebase), any */
-	bool newer = rev > 0 && ((uint64_t)rev > have || (s->rebase && (uint64_t)rev != have));
-	uint64_t origin = newer ? (uint64_t)rev : have;
-	shmcfg_snapshot_release(p->snap);
-	p->snap = NULL;
-	for (;;) {
-		shmcfg_txn *t;
-		size_t bad, nset;
-		int r = txn_of(s, p, origin, who, &t, &bad, &nset);
-		if (r && bad != SIZE_MAX) {
-			p->it[bad].dropped = true;
-			reject(s, p->it[bad].key, "%s", lib_err(r));
-			continue;
+	unsigned flags = (ch ? 0 : SHMCFG_CLUSTER_APPLY_ALL) | (s->rebase ? SHMCFG_CLUSTER_APPLY_REBASE : 0);
+	shmcfg_cluster_apply *ap;
+	int r = shmcfg_cluster_apply_begin(s->h, flags, &ap);
+	if (!ch) {
+		kmap_each(&m->map, k)
+		{
+			const struct mentry *en = (const struct mentry *)k;
+			if (!r)
+				r = shmcfg_cluster_apply_key(ap, k->key, en->value, en->value_len);
 		}
-		if (r) {
-			seg_error(s, "revision %" PRId64 ": %s", rev, lib_err(r));
-			s->need_full = true;
-			return;
-		}
-		if (!nset && !(force && newer)) {
-			shmcfg_txn_abort(t);
-			seg_error(s, "%s", "");
-			return;
-		}
-		uint64_t gen = 0;
-		r = shmcfg_txn_commit(t, &gen);
-		if (r == SHMCFG_E_FULL) {
-			char detail[512];
-			snprintf(detail, sizeof detail, "%s", lib_err(r));
-			struct item *big = NULL;
-			for (size_t i = 0; i < p->n; i++)
-				if (!p->it[i].dropped && !p->it[i].reset && (!big || p->it[i].bytes > big->bytes))
-					big = &p->it[i];
-			if (big) {
-				shmcfg_info si;
-				if (shmcfg_stat(s->h, &si))
-					memset(&si, 0, sizeof si);
-				big->dropped = true;
-				reject(s, big->key,
-				       "does not fit this host's value heap (about %zu bytes; the heap has %" PRIu64
-				       " of %" PRIu64 " bytes in use)",
-				       big->bytes, si.heap_used, si.heap_bytes);
-				continue;
-			}
-		}
-		if (r) {
-			/* its keys are not applied: the whole mirror goes in next, and
-			 * the segment is out of sync until it did */
-			seg_error(s, "revision %" PRId64 ": committing: %s", rev, lib_err(r));
-			s->need_full = true;
-			return;
-		}
-		s->napplied++;
-		logf_("%s: applied revision %" PRIu64 " (generation %" PRIu64 ", %zu change%s%s%s)", s->name, origin, gen,
-		      nset, nset == 1 ? "" : "s", who && *who ? ", by " : "", who && *who ? who : "");
-		seg_error(s, "%s", "");
+	}
+	for (size_t i = 0; ch && !r && i < n; i++) {
+		const struct mentry *en = ch[i].deleted ? NULL : mirror_get(m, ch[i].key);
+		r = shmcfg_cluster_apply_key(ap, ch[i].key, en ? en->value : NULL, en ? en->value_len : 0);
+	}
+	if (r) {
+		shmcfg_cluster_apply_abort(ap);
+		seg_error(s, "revision %" PRId64 ": %s", rev, lib_err(r));
+		s->need_full = true;
 		return;
 	}
+	shmcfg_cluster_apply_result res;
+	r = shmcfg_cluster_apply_commit(ap, rev > 0 ? (uint64_t)rev : 0, who, verdict, s, &res);
+	if (r) {
+		seg_error(s, "revision %" PRId64 ": %s", rev, lib_err(r));
+		s->need_full = true;
+		return;
+	}
+	s->need_full = false;
+	if (res.published) {
+		s->napplied++;
+		logf_("%s: applied revision %" PRIu64 " (generation %" PRIu64 ", %" PRIu32 " change%s%s%s)", s->name,
+		      res.revision, res.generation, res.nchanged, res.nchanged == 1 ? "" : "s", who && *who ? ", by " : "",
+		      who && *who ? who : "");
+	}
+	seg_error(s, "%s", "");
 }
 
-static int plan_begin(struct seg *s, struct plan *p)
+void apply_all(struct seg *s, const struct mirror *m, int64_t rev)
 {
-	memset(p, 0, sizeof *p);
-	return shmcfg_snapshot_acquire(s->h, &p->snap);
-}
-
-void apply_all(struct seg *s, const struct mirror *m, int64_t rev, bool force)
-{
-	struct plan p;
-	char key[1100];
-	int r = plan_begin(s, &p);
 	/* the rejections are found anew: those of keys gone or now taken go */
 	struct kmap old = s->rejects;
 	memset(&s->rejects, 0, sizeof s->rejects);
 	s->prev_rejects = &old;
-	for (shmcfg_opt o = 0; !r && o < shmcfg_count(s->h); o++) {
-		shmcfg_optinfo oi;
-		if ((r = shmcfg_opt_info(s->h, o, &oi)) || oi.alias != SHMCFG_NO_OPT)
-			continue;
-		snprintf(key, sizeof key, "opt/%s", oi.name);
-		r = plan_cluster(s, &p, m, o, key);
-	}
-	kmap_each(&s->knobs, k)
-	{
-		snprintf(key, sizeof key, "knob/%s", k->key);
-		if (!r)
-			r = plan_knob(s, &p, m, (const struct knob_opts *)k, key);
-	}
-	kmap_each(&m->map, k)
-	if (!r && !strncmp(k->key, "opt/", 4))
-		plan_unknown(s, k->key, false);
-	kmap_each(&m->bad, k)
-	seg_bad_key(s, k->key, false);
-	if (r) {
-		seg_error(s, "revision %" PRId64 ": reading the segment: %s", rev, lib_err(r));
-		s->need_full = true;
-	} else {
-		s->need_full = false;
-		commit_plan(s, &p, rev, "", force); /* sets it again if it fails */
-		if (!s->need_full)
-			s->rebase = false;
-	}
+	apply(s, m, NULL, 0, rev, "");
+	kmap_each(&m->bad, k) seg_bad_key(s, k->key, false);
+	if (!s->need_full)
+		s->rebase = false;
 	s->prev_rejects = NULL;
 	s->status_dirty |= old.n != s->rejects.n;
 	for (struct kent *k = old.first, *next; k; k = next) {
@@ -631,7 +390,6 @@ void apply_all(struct seg *s, const struct mirror *m, int64_t rev, bool force)
 		reject_free((struct reject *)k);
 	}
 	kmap_free(&old);
-	plan_free(&p);
 	seg_refresh(s);
 	seg_overrides(s, m, NULL, 0);
 }
@@ -639,30 +397,7 @@ void apply_all(struct seg *s, const struct mirror *m, int64_t rev, bool force)
 void apply_revision(struct seg *s, const struct mirror *m, const struct kchange *ch, size_t n, int64_t rev,
 		    const char *who)
 {
-	struct plan p;
-	int r = plan_begin(s, &p);
-	for (size_t i = 0; !r && i < n; i++) {
-		const char *key = ch[i].key;
-		if (!strncmp(key, "opt/", 4)) {
-			shmcfg_opt o;
-			shmcfg_optinfo oi;
-			if (shmcfg_lookup(s->h, key + 4, &o) || shmcfg_opt_info(s->h, o, &oi) || oi.alias != SHMCFG_NO_OPT)
-				plan_unknown(s, key, ch[i].deleted);
-			else
-				r = plan_cluster(s, &p, m, o, key);
-		} else if (!strncmp(key, "knob/", 5)) {
-			const struct knob_opts *ko = (const struct knob_opts *)kmap_find(&s->knobs, key + 5);
-			if (ko)
-				r = plan_knob(s, &p, m, ko, key);
-		}
-	}
-	if (r) {
-		seg_error(s, "revision %" PRId64 ": reading the segment: %s", rev, lib_err(r));
-		s->need_full = true;
-	} else {
-		commit_plan(s, &p, rev, who, true);
-	}
-	plan_free(&p);
+	apply(s, m, ch, n, rev, who);
 	seg_refresh(s);
 	seg_overrides(s, m, ch, n);
 }
@@ -721,11 +456,12 @@ static void ov_eval(struct seg *s, shmcfg_snapshot *sn, shmcfg_opt o)
 static void ov_key(struct seg *s, shmcfg_snapshot *sn, const char *key)
 {
 	shmcfg_opt o;
-	if (!strncmp(key, "opt/", 4)) {
-		if (!shmcfg_lookup(s->h, key + 4, &o))
+	const char *name;
+	if ((name = ck_in(key, CK_OPT))) {
+		if (!shmcfg_lookup(s->h, name, &o))
 			ov_eval(s, sn, o);
-	} else if (!strncmp(key, "knob/", 5)) {
-		const struct knob_opts *ko = (const struct knob_opts *)kmap_find(&s->knobs, key + 5);
+	} else if ((name = ck_in(key, CK_KNOB))) {
+		const struct knob_opts *ko = (const struct knob_opts *)kmap_find(&s->knobs, name);
 		for (size_t i = 0; ko && i < ko->n; i++)
 			ov_eval(s, sn, ko->opts[i]);
 	}

@@ -1,7 +1,9 @@
 /*
  * shmcfg-sync's parts (tools/shmcfg-sync.c has the agent's design):
  *   sync-apply.c  the mirror of the prefix's keys, and their application to
- *                 a segment: all of it (a load) or one revision's keys
+ *                 a segment (all of it, a load, or one revision's keys)
+ *                 through the library's shmcfg_cluster_apply_*; the
+ *                 segment's rejections and overrides
  *   sync-probe.c  the helper threads: the liveness probe of the member the
  *                 watch is on, and the lease and status keys
  *   shmcfg-sync.c the main loop: load, watch, fail-over, the sync record
@@ -72,7 +74,8 @@ struct reject {
 	char *why;
 };
 
-/* The options that declare a knob, by knob name. */
+/* The options that declare a knob, by knob name (for the overrides: the
+ * library's apply step finds them itself). */
 struct knob_opts {
 	struct kent k;
 	shmcfg_opt *opts;
@@ -113,9 +116,9 @@ int seg_index_knobs(struct seg *s);
 int seg_follow(struct seg *s);
 void seg_free(struct seg *s);
 /* Applies the whole mirror (a load, or a reload): every option's cluster
- * layer and every knob layer the cluster feeds or fed; force: commit even
- * if nothing changes, when rev is new to the segment. */
-void apply_all(struct seg *s, const struct mirror *m, int64_t rev, bool force);
+ * layer and every knob layer the cluster feeds or fed, as one commit (also
+ * when nothing changes, if rev is new to the segment: its revision shows). */
+void apply_all(struct seg *s, const struct mirror *m, int64_t rev);
 /* Applies the keys one revision changed, as one commit (always: one
  * revision, one commit). Not after a failed commit (need_full): the caller
  * applies it all then. */
