@@ -846,7 +846,15 @@ int main(void)
 		cmocka_unit_test_teardown(test_wait_across_processes, teardown),
 		cmocka_unit_test_teardown(test_wait_timeout_and_past_generation, teardown),
 		cmocka_unit_test_teardown(test_noop_commit_wakes_nobody, teardown),
+#if !defined(__SANITIZE_THREAD__)
+		/* ThreadSanitizer cannot follow a child that starts a thread
+		 * after a fork of a multithreaded process ("starting new threads
+		 * after multi-threaded fork is not supported"; with
+		 * die_after_fork=0, "dup thread with used id"): the plain and
+		 * ASan builds run it. Left out, not skipped: cmocka's skip()
+		 * prints "not ok # SKIP", a failure to automake's TAP driver. */
 		cmocka_unit_test_teardown(test_fork_after_parent_snapshots, teardown),
+#endif
 		cmocka_unit_test_teardown(test_inherited_handle, teardown),
 		cmocka_unit_test_teardown(test_close_with_snapshot_held, teardown),
 	};

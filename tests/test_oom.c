@@ -24,7 +24,9 @@
  * load, dump, codegen, patches, schema files) the sweep covers the deep
  * check and shmcfg_changes' slot comparison, which had the same kind of bug,
  * and (issue 12) the first use of every option and a first commit on a
- * handle that has used none: the schema is copied and validated then.
+ * handle that has used none: the schema is copied and validated then; and
+ * the calls of 0.4: the history (shmcfg_history_range, _get, _free),
+ * shmcfg_snapshot_at, shmcfg_rollback, shmcfg_resolve and shmcfg_short_name.
  *
  * Not covered: libyaml allocates with malloc(3) directly, so
  * shmcfg_schema_load_text's parse itself cannot be failed (what the library
@@ -34,6 +36,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <sys/stat.h>
 
 #include "common.h"
@@ -93,6 +96,8 @@ struct ctx {
 	int count;           /* a count returned by the operation */
 	int expect_count;    /* ... by an undisturbed run */
 	uint64_t from, to;   /* generations compared */
+	char got[1024];      /* what the operation found, as text */
+	char want[1024];     /* ... and what an undisturbed run finds */
 };
 
 struct op {
@@ -583,6 +588,185 @@ static void verify_schema_load(struct ctx *c)
 }
 
 /* ------------------------------------------------------------------ */
+/* The calls of 0.4: history, snapshot_at, rollback, names            */
+/* ------------------------------------------------------------------ */
+
+/* Append to c->got (a result as text, compared with an undisturbed run's). */
+static void got(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void got(struct ctx *c, const char *fmt, ...)
+{
+	size_t n = strlen(c->got);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->got + n, sizeof c->got - n, fmt, ap);
+	va_end(ap);
+}
+
+/* Configuration 1 at generation 2, configuration 2 at generation 3 (the
+ * history's entries of both commits; c->from = 2). */
+static void setup_history(struct ctx *c)
+{
+	setup_segment(c);
+	c->from = shmcfg_generation(c->h);
+	assert_int_equal(commit_changes(c->h, 2), 0);
+}
+
+/* shmcfg_history_get of every entry, newest first, as shmctl log reads
+ * them, from the range that shmcfg_history_range gave unarmed (c->to down
+ * to c->from). The range itself is not swept: it has no error to return,
+ * and under a failed allocation it reports a shorter history (oldest =
+ * current) instead of the real one. */
+static int history_of(struct ctx *c, const shmcfg *h)
+{
+	for (uint64_t g = c->to; g >= c->from && g > 0; g--) {
+		shmcfg_history_entry *e;
+		int r = shmcfg_history_get(h, g, &e);
+		if (r)
+			return r;
+		got(c, " %llu: %u changes, %s, who '%s'", (unsigned long long)e->generation, e->nchanges,
+		    e->values_kept ? "values" : "no values", e->who);
+		for (uint32_t k = 0; e->values_kept && k < e->nchanges; k++) {
+			char *t = NULL;
+			if (e->changes[k].new_set && (r = shmcfg_value_format(&e->changes[k].new_value, &t)) != 0) {
+				shmcfg_history_free(e);
+				return r;
+			}
+			got(c, " %u/%d=%s", e->changes[k].opt, e->changes[k].layer, t ? t : "unset");
+			app_free(t);
+		}
+		shmcfg_history_free(e);
+	}
+	return 0;
+}
+
+static void setup_history_get(struct ctx *c)
+{
+	setup_history(c);
+	uint64_t oldest, rebuildable;
+	c->to = shmcfg_history_range(c->h, &oldest, &rebuildable);
+	assert_int_equal(oldest, 1);
+	assert_int_equal(rebuildable, 1);
+	c->from = oldest;
+	assert_int_equal(history_of(c, c->h), 0);
+	memcpy(c->want, c->got, sizeof c->want);
+	c->got[0] = 0;
+}
+
+static int run_history_get(struct ctx *c)
+{
+	return history_of(c, c->h);
+}
+
+static void verify_got(struct ctx *c)
+{
+	verify_snapshot(c); /* c->bad */
+	assert_string_equal(c->got, c->want);
+}
+
+/* shmcfg_snapshot_at of generation 2 (configuration 1), rebuilt by undoing
+ * generation 3, read as snapshot_of reads a current one */
+static int snapshot_at_of(struct ctx *c, shmcfg *h, uint64_t gen, int k)
+{
+	shmcfg_snapshot *s;
+	int r = shmcfg_snapshot_at(h, gen, &s);
+	if (r)
+		return r;
+	if (shmcfg_snapshot_generation(s) != gen)
+		c->bad = "the generation of the snapshot";
+	shmcfg_value v;
+	char want[32];
+	snprintf(want, sizeof want, "value %d", k);
+	if ((r = shmcfg_snapshot_get(s, T_C, &v)) == 0 &&
+	    (v.u.str.len != strlen(want) || memcmp(v.u.str.ptr, want, v.u.str.len)))
+		c->bad = "t.c read from the rebuilt snapshot";
+	snprintf(want, sizeof want, "p%d", k);
+	if (!r && (r = shmcfg_snapshot_get(s, T_ITEMS, &v)) == 0 &&
+	    (v.u.list.count != 10 || strcmp(shmcfg_list_next(&v, NULL), want)))
+		c->bad = "t.items read from the rebuilt snapshot";
+	if (!r && (r = shmcfg_snapshot_get(s, T_A, &v)) == 0 && v.u.i != 40 + k)
+		c->bad = "t.a read from the rebuilt snapshot";
+	shmcfg_snapshot_release(s);
+	return r;
+}
+
+static int run_snapshot_at(struct ctx *c)
+{
+	return snapshot_at_of(c, c->h, c->from, 1);
+}
+
+/* ... on a read-only handle that has read nothing yet */
+static void setup_snapshot_at_ro(struct ctx *c)
+{
+	setup_history(c);
+	assert_int_equal(shmcfg_attach(c->name, SHMCFG_ATTACH_RDONLY, NULL, &c->made), 0);
+}
+
+static int run_snapshot_at_ro(struct ctx *c)
+{
+	return snapshot_at_of(c, c->made, c->from, 1);
+}
+
+/* shmcfg_rollback to generation 2: one commit that restores configuration
+ * 1's user layer */
+static int run_rollback(struct ctx *c)
+{
+	bool published = false;
+	int r = shmcfg_rollback(c->h, c->from, 0, "oom test", &c->to, &published);
+	if (!r && !published)
+		c->bad = "the rollback published nothing";
+	return r;
+}
+
+static void verify_rollback(struct ctx *c)
+{
+	verify_snapshot(c); /* c->bad */
+	assert_int_equal(c->to, shmcfg_generation(c->h));
+	expect_changes(c->h, 1);
+}
+
+/* shmcfg_resolve of full names, suffixes, aliases, and of unknown names
+ * (their "did you mean" detail), then shmcfg_short_name of every option: on
+ * a handle that has used none, so the schema is copied and validated too.
+ * (lib/optname.c's scratch arrays are malloc(3)'d, past the seam: only
+ * the schema's copy is failed today.) */
+static const char *const resolve_names[] = {"t.a", "opt_int", "alias2", "t.alias_a", "items", "mdoe", "t.nosuch", "", "tags"};
+
+static int names_of(struct ctx *c, const shmcfg *h)
+{
+	for (size_t i = 0; i < sizeof resolve_names / sizeof *resolve_names; i++) {
+		shmcfg_opt o;
+		int r = shmcfg_resolve(h, resolve_names[i], &o);
+		if (r == SHMCFG_E_NOOPT)
+			got(c, "'%s': %s; ", resolve_names[i], shmcfg_errdetail());
+		else if (r)
+			return r;
+		else
+			got(c, "'%s': %u; ", resolve_names[i], o);
+	}
+	for (shmcfg_opt i = 0; i < T_COUNT; i++) {
+		const char *s = shmcfg_short_name(h, i);
+		if (!s) /* the call has no error code: its detail says which */
+			return strcmp(shmcfg_errdetail(), "out of memory") ? SHMCFG_E_CORRUPT : -ENOMEM;
+		got(c, "%s ", s);
+	}
+	return 0;
+}
+
+static void setup_names(struct ctx *c)
+{
+	setup_segment(c);
+	assert_int_equal(names_of(c, c->h), 0);
+	memcpy(c->want, c->got, sizeof c->want);
+	c->got[0] = 0;
+	assert_int_equal(shmcfg_attach(c->name, SHMCFG_ATTACH_RDONLY, NULL, &c->made), 0);
+}
+
+static int run_names(struct ctx *c)
+{
+	return names_of(c, c->made);
+}
+
+/* ------------------------------------------------------------------ */
 /* The sweep                                                          */
 /* ------------------------------------------------------------------ */
 
@@ -729,6 +913,11 @@ static const struct op ops[] = {
 	{.name = "schema_load_text", .run = run_schema_load, .verify = verify_schema_load},
 	{.name = "first use", .setup = setup_first_use, .run = run_first_use, .verify = verify_first_use, .keeps_config = true, .makes_view = true},
 	{.name = "first commit", .setup = setup_first_commit, .run = run_first_commit, .verify = verify_first_commit, .keeps_config = true},
+	{.name = "history_get", .setup = setup_history_get, .run = run_history_get, .verify = verify_got, .keeps_config = true},
+	{.name = "snapshot_at", .setup = setup_history, .run = run_snapshot_at, .verify = verify_snapshot, .keeps_config = true},
+	{.name = "snapshot_at (read-only)", .setup = setup_snapshot_at_ro, .run = run_snapshot_at_ro, .verify = verify_snapshot, .keeps_config = true},
+	{.name = "rollback", .setup = setup_history, .run = run_rollback, .verify = verify_rollback, .keeps_config = true},
+	{.name = "resolve, short_name", .setup = setup_names, .run = run_names, .verify = verify_got, .keeps_config = true},
 };
 
 #define OP_TEST(fn, i)                   \
@@ -755,6 +944,11 @@ OP_TEST(test_check, 13)
 OP_TEST(test_changes, 14)
 OP_TEST(test_first_use, 16)
 OP_TEST(test_first_commit, 17)
+OP_TEST(test_history_get, 18)
+OP_TEST(test_snapshot_at, 19)
+OP_TEST(test_snapshot_at_ro, 20)
+OP_TEST(test_rollback, 21)
+OP_TEST(test_names, 22)
 
 /* The seam itself: the Nth call fails, transient or persistent, and the
  * table counts what is allocated and freed. */
@@ -872,6 +1066,11 @@ int main(void)
 		cmocka_unit_test_teardown(test_check, teardown),
 		cmocka_unit_test_teardown(test_changes, teardown),
 		cmocka_unit_test_teardown(test_schema_load_text, teardown),
+		cmocka_unit_test_teardown(test_history_get, teardown),
+		cmocka_unit_test_teardown(test_snapshot_at, teardown),
+		cmocka_unit_test_teardown(test_snapshot_at_ro, teardown),
+		cmocka_unit_test_teardown(test_rollback, teardown),
+		cmocka_unit_test_teardown(test_names, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, summary);
 }

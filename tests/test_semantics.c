@@ -81,27 +81,11 @@ static void test_yaml_is_default(void **state)
 	shmcfg_schema_free(d);
 }
 
-static void yaml_bad(const char *text, const char *detail)
-{
-	shmcfg_schema *s = NULL;
-	int r = shmcfg_schema_load_text(text, strlen(text), "bad.yaml", &s);
-	if (r != SHMCFG_E_SCHEMADEF || !strstr(shmcfg_errdetail(), detail))
-		fail_msg("%s / %s: expected '%s'", shmcfg_errname(r), shmcfg_errdetail(), detail);
-	assert_null(s);
-}
-
+/* (Schema files the library refuses, each with its detail: the cases of
+ * tests/cases/schema-error, run by tests/test_cases.c.) */
 static void test_yaml_errors(void **state)
 {
 	(void)state;
-	yaml_bad("format: 1\noptions:\n  a.b:\n    type: int\n    colour: red\n", "bad.yaml:5: option a.b: unknown attribute 'colour'");
-	yaml_bad("format: 1\noptions:\n  a.b:\n    type: integer\n", "bad.yaml:4:");
-	yaml_bad("format: 1\noptions:\n  a.b:\n    type: int\n    default: abc\n", "bad.yaml:3:");
-	yaml_bad("format: 2\noptions: {}\n", "format 2 is not supported");
-	yaml_bad("format: 1\noptions:\n  a.b: [1, 2\n", "bad.yaml:");
-	yaml_bad("format: 1\noptions:\n  a.b:\n    default: 1\n", "no type");
-	yaml_bad("format: 1\noptions:\n  a.b:\n    type: int\n  a.b:\n    type: int\n", "twice");
-	yaml_bad("format: 1\noptions:\n  a.b:\n    type: bool\n    nullable: maybe\n", "true or false");
-	yaml_bad("- 1\n", "top level");
 	shmcfg_schema *s;
 	assert_int_equal(shmcfg_schema_load("/nonexistent/schema.yaml", &s), -ENOENT);
 	assert_non_null(strstr(shmcfg_errdetail(), "/nonexistent/schema.yaml"));

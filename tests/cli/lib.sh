@@ -30,6 +30,9 @@ if ! command -v "$PYTHON" >/dev/null 2>&1; then
 	echo "1..0 # SKIP python3 is needed to check JSON output"
 	exit 0
 fi
+# The interpreter itself, not a wrapper that finds it (a pyenv shim costs a
+# shell and 0.2 s of CPU a call): the checks below run it dozens of times.
+PYTHON=$("$PYTHON" -c 'import sys; print(sys.executable)' 2>/dev/null) || PYTHON=${PYTHON3:-python3}
 
 # Segments created by the test, removed at exit: seg VAR SUFFIX sets VAR to
 # a unique name.
@@ -241,8 +244,10 @@ if not good:
 EOF
 
 # jcheck FILE CHECK: python3 parses FILE as JSON into j; CHECK must hold.
+# (-S: a check needs the standard library only, and site's imports cost
+# more than the check)
 jcheck() {
-	"$PYTHON" "$T_TMP/check.py" json "$2" "$1"
+	"$PYTHON" -S "$T_TMP/check.py" json "$2" "$1"
 }
 
 # t_json DESC EXPR CMD...: exit 0 and stdout is JSON for which EXPR holds.
@@ -262,7 +267,7 @@ t_json() {
 pyeval() {
 	_e=$1
 	shift
-	"$PYTHON" "$T_TMP/check.py" args "$_e" "$@"
+	"$PYTHON" -S "$T_TMP/check.py" args "$_e" "$@"
 }
 
 t_done() {
