@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A torchrun job whose ranks share one configuration through shmcfg.
 
     python3 -m torch.distributed.run --nproc-per-node 4 --standalone \\

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A launcher and N worker ranks sharing one configuration through shmcfg.
 
     python3 examples/trainer.py --workers 4 --steps 200 [--segment NAME]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The process's side of a segment: a handle (struct shmcfg), its snapshots,
  * the pointers into its mapping and the schema's accessors. Included by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmcfg internals, shared by the files of lib/ (lib/README.md): the
  * segment's layout (layout.h), the handle (handle.h), and the index of the

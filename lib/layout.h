@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The segment's layout: what a segment holds where, the same for every
  * process and every version of the library of one SEG_LAYOUT_VERSION.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Builds the shmcfg binding for pip (pyproject.toml): pip install ./python
 
 The package is pure Python (ctypes over libshmcfg) plus its C read,

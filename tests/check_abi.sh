@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The ABI: the built library against the ABI of each release under this
 # soname, as abidw recorded it (abi/libshmcfg-VERSION.abi, one per release:
 # `make abi-dump` writes the current one). abidiff must find nothing but

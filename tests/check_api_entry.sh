@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Every exported function of include/shmcfg.h.in begins with SHMCFG_API_ENTRY
 # (those that cannot fail with SHMCFG_API_KEEP): the outermost public call
 # clears the error detail (lib/internal.h). Exempt: the error functions, the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # lib/libshmcfg.sym is the one list of the library's exported symbols: the
 # library exports exactly its names, each in the version node that lists it;
 # include/shmcfg.h.in declares SHMCFG_EXPORT exactly those; the Debian

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The inline getters, and the accessors and batched read that shmctl header
 # generates, compile to a straight line with no call, no locked instruction,
 # no fence and no syscall; their slow paths are cold and out of line. The

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """lib/ by concern, no circles: checks the library's objects.
 
 1. No circular dependencies between the files of lib/: file A depends on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the C tests: unique segment names and a schema exercising
  * every type and attribute. */
 #ifndef SHMCFG_TEST_COMMON_H

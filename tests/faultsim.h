@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The control of the resource seam (lib/internal.h, lib/fault.c): fail the
  * Nth allocation, mmap, ftruncate or fallocate of the library, and count

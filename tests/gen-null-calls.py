@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Writes tests/gen/null_calls.c: a test that calls every function of the
 public API with NULL arguments (issue 24).
 

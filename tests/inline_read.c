@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Compiled at -O2 and disassembled by tests/check_inline.sh: the inline
  * getters' straight line must hold no call, no locked instruction and no
  * syscall (the slow path is cold and lives in a .cold part). */

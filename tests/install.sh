@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # make install puts everything the README points to in place, and what it
 # installed works from there: `make install DESTDIR=TMP` of this build tree,
 # then each file is checked, and the installed shmctl, shmcfg-import and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A process whose output a test reads line by line as it comes, and waits
 on (tests/test_trainer_failures.py, tests/test_torch_trainer.py)."""
 import re

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Stands for the C tests in a build configured --without-cmocka, which
 # builds none of them: reports each test of the tier (make regtest sets
 # SHMCFG_TIER=regtest) as a skip, so that the summary counts them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Every function of the public API called with NULL arguments (issue 24):
  * the calls are generated from the header and the export list

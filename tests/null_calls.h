@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fixture of the generated NULL-argument test (tests/gen-null-calls.py
  * writes the calls, tests/null_calls.c runs them). */
 #ifndef SHMCFG_TEST_NULL_CALLS_H

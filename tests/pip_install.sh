@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # pip installs the Python binding from the source tree (python/pyproject.toml,
 # python/setup.py), with its C read built against the installed libshmcfg
 # that pkg-config finds: this build's library is installed into a temporary

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the tests that fork processes (test_multiproc, test_crash):
  * children with bounded waits, pipes, and a teardown that kills and unlinks
  * whatever a failed test left. Include after common.h. */

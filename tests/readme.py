@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The examples of README.md and tools/shmctl.1 do what they show.
 
 Shell examples. In README.md, a code block (indented or fenced) whose first

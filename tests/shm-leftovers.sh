@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # make check leaves /dev/shm as it found it (tests/Makefile.inc):
 #   shm-leftovers.sh before FILE   the names in /dev/shm, into FILE
 #   shm-leftovers.sh after FILE    fail naming each object that is there now

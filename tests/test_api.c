@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Contracts that span calls: the error detail belongs to the last call, and a
  * transaction commits all of its changes or none. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Attach reads no option; the schema is copied and validated on first use
  * (issue 12; lib/validate.c, doc/design.md "Creation and attach").

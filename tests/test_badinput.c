@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Bad input through every door of the API, and hostile segments.
  *
  * Every bad value is refused with its own error code and a detail naming the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The library's data-driven cases (tests/cases/README): each directory of
  * tests/cases/value and tests/cases/schema-error is one test, run here.

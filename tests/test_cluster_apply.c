@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The cluster apply step (shmcfg_cluster_apply_*, lib/cluster_apply.c) on
  * real shared memory, without etcd: the keys shmcfg-sync would have read,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Library calls that touch no shared handle, from several threads at once:
  * building schemas and creating segments (also run under TSan). */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The core API in one process: reads, transactions, validation, layers,
  * aliases, implications, snapshots, the commit log, hashes and waiting. */
 #include <errno.h>

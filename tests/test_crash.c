@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Processes that die: readers killed with -9 while they pin a generation,
  * readers stopped while they pin one, writers killed at every point of a
  * commit, creators killed at every point of a creation, and reader tables

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Generated accessors (shmctl header, issue 12), compiled from the headers
  * that the build writes with tools/shmctl (tests/Makefile.inc):
  * tests/gen/tc.h for the embedded default schema, tests/gen/hdr.h for

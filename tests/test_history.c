@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The history (lib/history.c): every commit of the last N kept in the
  * segment with its committer and each layer change's old and new value;

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Tests of tools/shmcfg-import, the config-module importer.
 
 Runs the real tool as a subprocess. Standard library only; PyYAML and a C
@@ -214,7 +215,7 @@ SEED_ORDER = [
     "enable_cpp_symbolic_shape_guards", "wrap_top_frame", "reorderable_logging_functions",
 ]
 ALIASES = SEED_ORDER[8:]
-# name: (type, default, env_default, hash_ignored), from DESIGN.md
+# name: (type, default, env_default, hash_ignored), from doc/design.md
 DYNAMO_EXPECT = {
     "dynamic_shapes": ("bool", True, None, False),
     "assume_static_by_default": ("bool", True, None, False),

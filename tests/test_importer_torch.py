@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Tests of tools/shmcfg-import on module names, against the installed
 PyTorch (the slow tier: each run imports torch in child processes): the five
 compiler config modules by name, schemas/torch.yaml current, computed

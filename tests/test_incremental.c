@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Commits resolve only what changed (lib/resolve.c) and bring the slot they
  * take up to date from the commit log's ring (lib/publish.c). Here an oracle

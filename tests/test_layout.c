@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Attach validation: truncated objects, bad magic, another layout version,
  * another schema, uninitialised objects, forged schemas (refused when the
  * option, index entry or order they spoil is first used), and bytes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Several real processes on one real segment: forked readers and writers,
  * each with its own handle. Checks that readers in other processes see whole
  * generations that never go backwards, that read-only processes take copying

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Option names as people type them (shmcfg_resolve, shmcfg_short_name): a
  * unique suffix, ambiguity listing the candidates, did-you-mean by edit
  * distance, an exact name winning over a suffix, aliases as one option, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Resource exhaustion (issue 11): every operation of the library, with its
  * Nth allocation, mmap, ftruncate or fallocate failing, for N = 1, 2, ...

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The library's side of the cluster layer: commits tagged with their origin
  * (cluster revision, who), the applied cluster revision of each generation,

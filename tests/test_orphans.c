@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Lock objects go with their segments (doc/reliability.md, "Orphaned lock
  * objects"): every removal the library makes takes the lock object with it,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Permissions, names, symlinks, and readers that the pid does not describe.
  *
  *  1. Names: '/', '..', a leading '.', other characters and over-long names

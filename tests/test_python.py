@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Tests of the Python binding (python/shmcfg); examples/trainer.py --demo is
 tests/test_trainer_demo.py (make regtest).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Tests of shmcfg._fast, the attribute read in C (python/shmcfg/_fast.c),
 against the ctypes read it stands in for (the Python getter, which stays the
 fallback): the same values and types for every option type, across commits

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Races inside one process and against a scribbling writer:
  *
  *  - a thread that reclaims dead reader entries (shmcfg_gc, or a commit

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Recovery from dead and failing writers, as the value heap (layout 3) makes
  * it: what the next writer's sweep (`wip`) may and may not free, what a
  * slot left behind by a dead writer looks like to shmcfg_check(), and what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A segment replaced (shmctl resize, create --force) is followed by the
  * processes attached to it, by themselves (lib/replace.c): inline reads,

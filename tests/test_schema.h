@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The test schema: every type and attribute. Shared by the cmocka tests
  * (common.h) and the fuzz targets (fuzz.h, which build without cmocka). */
 #ifndef SHMCFG_TEST_SCHEMA_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A member of the writers' group scribbles on the segment: every field of
  * the writer state (wip, the heap's top, use and free lists, the ring's
  * head), of the slots (stamps, bases, cells, layer references), of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The seed's rules (PyTorch's torch/utils/_config_module.py) where a custom
  * schema showed shmcfg drifting: a dump keeps stored values under an active
  * implication, so a dump and load round trip is exact; cycles are named

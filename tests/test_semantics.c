@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The seed's semantics: schema files, precedence of every layer for every
  * type, patches, is_default, save/load, codegen, the config hash and
  * deprecation warnings. */
@@ -53,7 +54,7 @@ static void test_yaml_is_default(void **state)
 	shmcfg_schema_hash(a, ha);
 	shmcfg_schema_hash(b, hb);
 	assert_memory_equal(ha, hb, 16);
-	/* the defaults DESIGN.md lists */
+	/* the defaults doc/design.md lists */
 	int64_t i;
 	bool bl;
 	assert_int_equal(shmcfg_get_int(a, opt(a, "torch._dynamo.config.recompile_limit"), &i), 0);

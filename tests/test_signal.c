@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The async-signal-safe subset: the inline getters and shmcfg_generation(),
  * called from a signal handler that interrupts a thread (without patches)
  * in the middle of snapshots, commits and reads. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The soak: many processes reading, committing, attaching and detaching at
  * random while a supervisor kills some of them (SIGKILL, often in the middle
  * of a commit or while they hold snapshots), stalls others (SIGSTOP for a

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The torch bridge (python/shmcfg/torch.py) on the real PyTorch (issue 21):
 torch's five compiler config modules served by a segment of the shipped
 schema (schemas/torch.yaml), compared with torch's own modules in processes

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The Python binding where ported PyTorch code meets it (issue 15):
 unittest.mock and monkeypatch restores, in-place changes of lists and sets,
 PyTorch's save_config()/load_config() format, PyTorch's exception types,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """examples/torch_trainer.py under the real torchrun: 4 ranks (gloo, CPU)
 training a torch.compile'd model, one configuration in a shmcfg segment.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """examples/trainer.py --demo: a launcher and two worker processes share a
 segment; a change reaches every worker, a replaced segment is followed, and
 all agree on the config hash. Run by `make regtest` (exit status), or by hand

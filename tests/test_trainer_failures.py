@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """examples/trainer.py when something goes wrong under it (issue 23, item 6):
 a worker killed with SIGKILL makes the launcher stop the others and exit
 non-zero within 5 s, naming the rank, without a traceback; a segment

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Trust boundaries and lifecycle: what other users, strangers, forks, crowds
  * and removals may and may not do to the processes of a segment.
  *

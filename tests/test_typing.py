@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The Python binding's type hints (PEP 561): the package carries py.typed,
 mypy finds its own code consistent with its hints, and a user's program
 written against the public API passes ``mypy --strict`` (which rejects a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Values: canonical sets, equality, error names (parsing and formatting:
  * the cases of tests/cases/value). */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Endpoints and cluster of the cluster tools: flags, environment, or a
  * configuration file that only root or the caller can have written

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Where the cluster tools (shmctl cluster, shmcfg-sync) find etcd and the
  * cluster's name (issue 22): each of the two from its flag, else the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The cluster's key layout in etcd (doc/cluster.md, "What etcd holds"),
  * declared once for shmctl's cluster commands and shmcfg-sync. Every key

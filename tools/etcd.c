@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The etcd v3 JSON-gateway client (tools/etcd.h): libcurl for HTTP (one easy
  * handle per client, so its connection is reused; one more per watch),

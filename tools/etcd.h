@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A small client of etcd v3's JSON gateway (the grpc-gateway etcd 3.4 serves
  * itself on its client URLs: POST /v3/kv/range, /v3/kv/txn, /v3/lease/...,

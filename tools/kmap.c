@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The string-keyed map of tools/kmap.h: chained buckets, doubled at a load
  * of 1. The keys come from etcd, where any writer chooses them: the hash is
  * XXH3 with a seed drawn at random per process, so that nobody can make

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A map of NUL-terminated string keys to entries the caller embeds struct
  * kent in (first member), with O(1) find, insert and remove, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Segments' state as Prometheus metrics (tools/metrics.h): one table of
  * families, read by shmctl stat --format prometheus and by shmcfg-sync's

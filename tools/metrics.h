@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Segments' state as Prometheus metrics (the text exposition format 0.0.4,
  * which node_exporter's textfile collector reads too): written by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A segment's schema written back as a schema file (YAML, format 1), for
  * `shmctl schema` and for the copy each agent keeps in etcd (P schema/<hash>),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A segment's schema as a schema file (tools/schema-text.c). */
 #ifndef SHMCFG_SCHEMA_TEXT_H
 #define SHMCFG_SCHEMA_TEXT_H

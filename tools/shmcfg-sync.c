@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmcfg-sync: keeps this host's segments in step with a cluster's etcd
  * prefix (issues 13 and 22; doc/cluster.md has the key layout and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmctl cluster show, log, diff and status, the roster of the hosts a
  * cluster expects (forget) and --wait=all: what is read from etcd

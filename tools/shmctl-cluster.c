@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmctl cluster: the cluster layer kept in etcd (issue 13, doc/cluster.md).
  * These commands talk to etcd only: a change is one etcd transaction, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmctl cluster (doc/cluster.md): what its two files share.
  * tools/shmctl-cluster.c: the arguments, the connection to etcd and its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmctl header: a C header of accessors for a schema (issue 12).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmctl's history commands (the segment's own history: lib/history.c):
  * log, rollback and diff (as code, or between generations).

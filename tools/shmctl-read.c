@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmctl: the read commands about options: ls, show, get, describe. Each
  * attaches read-only, so a user who may only read a segment can use them.

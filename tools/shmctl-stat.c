@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmctl: the read commands about a segment as a whole: stat, hash, check,
  * dump, diff, and watch. Each attaches read-only.

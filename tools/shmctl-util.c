@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmctl: what the commands share (they call nothing of shmctl.c nor of
  * each other's files): numbers, sizes and times; files; option names

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmctl: the commands that change segments: create, rm, set, reset, load,
  * gc; and save, which writes the user layer to a file that create --load

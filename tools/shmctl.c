@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmctl: inspect and control shmcfg segments.
  *

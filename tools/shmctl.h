@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmctl: inspect and control shmcfg segments. Declarations shared by the
  * files of tools/shmctl*.c, which depend in one direction:

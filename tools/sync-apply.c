@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmcfg-sync's mirror of the prefix and its application to a segment
  * (tools/sync.h). Two ways in, one way out:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The two helper threads of shmcfg-sync (tools/sync.h), each on an etcd
  * client of its own, so that the main loop never waits for an answer other

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmcfg-sync's parts (tools/shmcfg-sync.c has the agent's design):
  *   sync-apply.c  the mirror of the prefix's keys, and their application to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The parts of SHMCFG_DEFINE_OPTIONS (<shmcfg.h>): the accessors it
  * defines and the X-macro columns it reads.

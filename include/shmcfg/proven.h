@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The reads proven at attach, for the accessors that `shmctl header`
  * generates, and their out-of-line slow paths.

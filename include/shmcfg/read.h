@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The inline read's machinery: the part of a handle it reads (struct
  * shmcfg_view), the slot seqlock's read side and the checked read of one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Error codes, the per-thread detail text and the log callback. */
 #include "internal.h"
 

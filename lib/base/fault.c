@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Test-only fault injection, compiled only into the test copy of the library
  * (SHMCFG_WITH_FAULTS): never in the installed library or tools. Two kinds:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The test-only crash points and the resource seam (fault.c), included by
  * lib/internal.h: every file of lib/ allocates through these names.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Structs that grow (doc/design.md, "The ABI"): the calls that read or fill
  * a public struct take the size of the struct as the caller's header

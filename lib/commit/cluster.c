@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The cluster agent's record in the segment (shmcfg_sync_set/get): where
  * shmcfg-sync gets its values from and how far it is, for shmctl and for

@@ -1,6 +1,7 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The environment, read once at creation into the env layers of generation
- * 1, so that every process shares it (DESIGN.md: the first set variable of
+ * 1, so that every process shares it (doc/design.md: the first set variable of
  * each list wins; a bad value fails the creation naming the variable).
  */
 #include "internal.h"
@@ -50,7 +51,7 @@ int shmcfg_env_applied(const shmcfg *h, size_t i, shmcfg_env_use *ret)
 }
 
 /*
- * Generation 1 of a new segment: the env layers from envp (DESIGN.md: the
+ * Generation 1 of a new segment: the env layers from envp (doc/design.md: the
  * first set variable of each list wins). A bad value fails the creation with
  * an error naming the variable.
  */

@@ -1,5 +1,5 @@
-/*
- * The history (doc/design.md, "The history"): every commit of the last N,
+/* SPDX-License-Identifier: MIT */
+/* The history (doc/design.md, "The history"): every commit of the last N,
  * with who made it and each layer it changed, old and new value, and the
  * changes that undo the commits after a generation (history_at.c rebuilds
  * its values and rolls back).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The history's place in the segment (doc/design.md, "The history"): an
  * index of hist_n entries, one per commit (entry g % hist_n holds generation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Commits. A commit never modifies a published slot. Under the writer lock
  * (an OFD lock on the lock object) it picks a free slot (reclaim.c) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Transactions: the changes a commit will publish. Every change is checked
  * as it is recorded (options.c prepares the value); a refused change poisons

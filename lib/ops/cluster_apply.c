@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The cluster apply step (shmcfg_cluster_apply_*): a cluster's keys, read
  * from etcd by the caller (shmcfg-sync), diffed against the segment's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The seed's whole-configuration operations: is_default, save (dump), load
  * and codegen. Dumps are portable JSON written with jansson.

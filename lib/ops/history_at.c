@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The values as of an older generation (a private snapshot: the current
  * generation's layers with the later commits undone, history.c, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Looking at a segment: its facts (shmcfg_stat) and the consistency check,
  * shallow (the header against the object and the attach-time copy, the

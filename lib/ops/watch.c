@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Waiting for commits and asking what they changed: the futex wait (bounded,
  * so that a stolen wake-up costs little), the commit log and the comparison

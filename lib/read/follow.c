@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Following a segment that was replaced (lib/replace.c says how a
  * replacement is made and why readers may mix its incarnations safely).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Thread-local patches (the seed's config.patch() and closure patcher).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Reads beyond the inline getters: the slow path behind them, copying reads,
  * the config hash, and the copy of a whole generation that read-only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Reclamation: when may a writer reuse a slot, and when may a process stop
  * protecting one. Both sides of the pin protocol are here, with the argument

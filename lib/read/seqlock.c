@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The out-of-line half of the slot seqlock (seqlock.h): copying a whole slot
  * under it, and the rule for a failed validation.

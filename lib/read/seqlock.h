@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The slot seqlock: the one place where a reader validates what it read of a
  * slot (or of a commit record) and a writer makes its rewrite detectable.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What a snapshot gives: its generation, config hash, values and layers.
  * Taking and releasing one is the pin protocol: reclaim.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Options of an attached segment: lookup by name, descriptions, and the
  * checks every written value passes (type, null, range, choices), the same

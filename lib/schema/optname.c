@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Option names as people type them: a full dotted name or a unique suffix
  * of one after a dot, with the ambiguity and did-you-mean rules that shmctl,

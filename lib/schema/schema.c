@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Declaring options: the schema builder behind shmcfg_schema_add(), with
  * the checks of each declaration, and the one value check (type, null,

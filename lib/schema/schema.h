@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The schema builder's private types, shared by schema.c (declaring options)
  * and schema_build.c (laying them out in a segment).

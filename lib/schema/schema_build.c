@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A schema into a segment: the built form (ids in declaration order, the
  * name index, ranks in implication order, dependents) and its serialisation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Schema files: YAML, format 1 (doc/schema-format.md), read with libyaml's
  * document API. Each option's attributes are turned into the text fields of

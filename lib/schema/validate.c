@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What attach checks before it trusts a segment, and the schema's copy and
  * validation on first use.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The schema validated whole: once, the first time a full scan needs it
  * (every option validated; the ranks an implication order that puts

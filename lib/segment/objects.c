@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The objects of /dev/shm and who may be trusted with them: names and paths,
  * opening (regular files only, never blocking, never following a link),

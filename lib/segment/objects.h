@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The objects of /dev/shm (objects.c): names, trust checks, the lock
  * object, removal. Included by internal.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Replacing a segment (shmcfg_create with SHMCFG_CREATE_FORCE, shmcfg_resize)
  * and following one that was replaced (doc/design.md, "Replacement").

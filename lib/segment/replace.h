@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Segments replaced and followed: creation's parts (segment.c), the
  * replacement (replace.c) and following it (follow.c). Included by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Handles of segments: creation, attach (the trust checks of objects.c, the
  * validation of validate.c, a private copy of the header, the schema copied

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The new segment of a replacement (replace.c), built under
  * /dev/shm/shmcfg-new.NAME.RANDOM before its rename: under way while its

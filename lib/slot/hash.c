@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The config hash and the slot checksum, both kept as sums over the options
  * so that a commit updates them for the options it changes (subtract the old

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The value heap: chunks that hold one option's layer cells and the bytes of
  * their strings. A slot refers to an option's chunk by offset / 16 (its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Building a slot: a transaction's layer changes become new chunks (heap.c),
  * then the effective values of the changed options and of their dependents

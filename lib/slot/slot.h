@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A slot's contents, the core of a commit (doc/design.md, "A commit"): the value heap's chunks
  * (heap.c), building a slot's effective values from what changed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Cells: a value as the segment stores it (16 bytes, strings and lists in a
  * heap), encoded by writers and decoded, bounds-checked, by every reader.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Values as text: the one JSON encoding of a value, the shortest float text
  * that reads back equal, and the display form (shmcfg_value_format()).

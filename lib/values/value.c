@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Values: type and source names, parsing from text and the environment,
  * equality, copies and canonical sets. Cells are in cell.c, text and JSON
@@ -415,7 +416,7 @@ int shmcfg_value_parse(shmcfg_type type, bool nullable, const char *text, shmcfg
 }
 
 /*
- * An environment variable's text (DESIGN.md): bools "1"/"0" as the seed,
+ * An environment variable's text (doc/design.md): bools "1"/"0" as the seed,
  * and true/false in any case; strings keep their text exactly; ints and
  * floats parsed; lists and sets as shmcfg_value_parse(). Never null.
  */

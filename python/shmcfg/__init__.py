@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """shmcfg: a program's configuration in POSIX shared memory, for Python.
 
 A ctypes binding of libshmcfg (standard library only). A *segment* holds a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmcfg._fast: the attribute read of a config module in C (optional; the
  * package falls back to its ctypes getters without it, python/README.md).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """ctypes declarations of libshmcfg (include/shmcfg.h).
 
 Private to the shmcfg package. Every structure mirrors the C declaration

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Cost of one attribute read of a config module, next to a plain Python
 attribute read, measured in the same run (``make bench`` runs it after the C
 benchmark).

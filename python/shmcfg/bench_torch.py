@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What the torch bridge costs (issue 21), side by side in one run:
 
     python3 -m shmcfg.bench_torch [--rounds R] [--json]

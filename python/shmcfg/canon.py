@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The canonical encoding of option values, as the library writes it
 (private to the package).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Config modules: the namespace of a segment with the interface of a
 PyTorch config module (``ConfigModule``: attributes, patch(), closure
 patchers, get_hash(), save/load, codegen), its nested namespaces

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The exceptions of the shmcfg package and the mapping of libshmcfg's
 error codes to them (private to the package; ``shmcfg`` re-exports the
 exception types).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The list and set values an attribute read returns: in-place changes
 commit (private to the package).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Schemas as Python values: the options of a schema (``SchemaOption``), a
 schema the library reads or declares and checks (``Schema``), and the one
 writer of schema files (``schema_yaml()``; ``shmcfg`` re-exports the three).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Segments: attach(), create(), unlink(), the Segment object (reads,
 commits, patches' bookkeeping, waiting, dump/load/codegen, lifetime) and
 Transaction (private to the package; ``shmcfg`` re-exports the public

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """torch's own config modules, their values read from a segment.
 
     import shmcfg, shmcfg.torch

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Options and their values: what the schema says of an option (``_Opt``,
 ``OptionInfo``), and the conversion of Python values to and from the C
 ``shmcfg_value`` (``_convert()``: type-checked, ``_decode()``), with the

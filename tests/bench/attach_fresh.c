@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Attach in a fresh process (issue 12): `make bench-attach`.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Declarations shared by the benchmark's files (bench_*.c, one concern each:
  * see bench_main.c) and its helpers: the -fPIC shared library (plainlib.c,

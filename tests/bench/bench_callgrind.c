@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmcfg benchmark, --callgrind (make bench-callgrind): instructions per read
  * of the read loops of bench_read.c, and per call of a lookup and of commits,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmcfg benchmark, section 3: commits of 1, 10 and 100 changed options of a
  * schema of 1,000, each paired with LMDB's write transaction of as many keys

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmcfg benchmark, section 4: growth. Schemas of 10, 1,000, 10,000, 100,000
  * and (if the machine has the room) 1,000,000 int options, and at each size:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmcfg benchmark: `make bench` runs it and prints one table, measured in
  * one run on one machine; `make bench-callgrind` (tests/bench/bench

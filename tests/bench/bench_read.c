@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmcfg benchmark, section 1: the things read (the hot-read segment and the
  * competitors: a plain global, a seqlock and a pthread_rwlock in shared

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmcfg benchmark, section 2: scaling. Reads/s of 1 and 2 threads running
  * the same read loop (bench_read.c), and of 2 reader processes with and

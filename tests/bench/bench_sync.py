@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """make bench-sync: how long a cluster change takes to reach every host, and
 how long a host stalls under each fault of issue 22.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmcfg benchmark: the helpers of every section (bench.h): time, failing,
  * numbers as text, order statistics, the segments to unlink at exit, shared

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The floor for any non-inline getter: an exported function of a -fPIC
  * shared library that only loads a global. Every getter that is not inline

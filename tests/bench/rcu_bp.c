@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* urcu-bp (the flavour libshmcfg uses for snapshots), read side inline. */
 #define _LGPL_SOURCE
 #include <urcu/urcu-bp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* urcu-bp through liburcu-bp's exported functions (no _LGPL_SOURCE): what
  * libshmcfg's snapshot path does (lib/reclaim.c). */
 #include <urcu/urcu-bp.h>

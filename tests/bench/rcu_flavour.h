@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One liburcu flavour's read side, as a reader of a configuration would use
  * it: a read-side section around rcu_dereference() of a global pointer and

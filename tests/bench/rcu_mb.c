@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* urcu-mb (full memory barriers; readers must register), read side inline. */
 #define _LGPL_SOURCE
 #include <urcu/urcu-mb.h>

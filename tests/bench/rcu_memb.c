@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* urcu-memb (sys_membarrier; readers must register), read side inline. */
 #define _LGPL_SOURCE
 #include <urcu/urcu-memb.h>

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # shmctl on the embedded default schema: create, show, get, describe, set,
 # reset, hash, stat, dump, load, diff, ls, rm; the JSON contract; the
 # environment layers, the knob layer, aliases and suffixes.

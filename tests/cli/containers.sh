@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Containers, as namespaces on this machine (doc/deployment.md): a process
 # whose /dev/shm is its own (a container's private tmpfs: a mount and IPC
 # namespace with a tmpfs of 64 MiB on /dev/shm) does not see the host's

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # shmctl's error paths that need more than a command line: what a segment
 # holds after good values and warnings, files that are no schema or dump.
 # The errors of one command line each (a bad value of each type, option

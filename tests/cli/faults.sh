@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The fault points (SHMCFG_FAULT, lib/error.c) exist only in the test copy of
 # the library that the test programs link: the installed library and shmctl
 # ignore SHMCFG_FAULT and carry none of it.

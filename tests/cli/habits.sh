@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The operator's habits (issue 14): a mistyped command or flag suggests the
 # closest (exit 2, one line); global flags before or after the command;
 # durations (500ms, 5s, 2m, 1h, seconds) wherever a time is taken; watch NAME

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # shmctl header: the C header of accessors for a schema. Its output is the
 # same from a schema file and from a segment of that schema, depends on
 # nothing but the schema and the arguments, compiles as C and C++ without

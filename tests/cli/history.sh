@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The segment's history through the real shmctl: log (text, --json, option
 # filters, -n), show and get --generation, diff G1 [G2], rollback (--knob),
 # create --history, and their errors (a generation too old or not yet

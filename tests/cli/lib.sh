@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Helpers of the shmctl shell tests (POSIX sh), sourced by tests/cli/*.sh.
 #
 # Each test prints TAP: "ok N - what", "not ok N - what" with the command's

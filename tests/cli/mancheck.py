@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """shmctl(1)'s SYNOPSIS against shmctl's command table (tests/cli/manpage.sh).
 
 Usage: mancheck.py MANPAGE SHMCTL... (the command that runs shmctl).

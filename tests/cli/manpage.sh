@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # shmctl(1) against the command table (tools/shmctl.c): the SYNOPSIS shows
 # every command and subcommand, and the flags of each as its --help lists
 # them, and no other (tests/cli/mancheck.py compares). A flag added to the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # shmctl stat --format prometheus (issue 23, item 8): the text exposition
 # format, read strictly (tests/cli/promcheck.py) and by prometheus_client's
 # parser; its values against stat --json and the commits made; several

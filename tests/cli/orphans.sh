@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Orphaned lock objects from the command line: shmctl rm (--force) of a
 # damaged segment takes its lock object too; a segment removed by hand leaves
 # one, which ls lists and gc removes (gc with no NAME, gc --orphans [NAME],

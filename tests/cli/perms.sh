@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Permissions: a user who may only read a segment (mode 0644, another user)
 # uses every read command, and every write command fails with exit 1 and a
 # permission error. As root the other user is nobody (setpriv); as another

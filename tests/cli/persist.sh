@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Persistence (issue 23, item 4): create --load, --load-dir and --conf (a
 # configuration directory applied in name order, as sysctl.d), --exist-ok,
 # and save, whose file create --load reads back. A create whose load fails

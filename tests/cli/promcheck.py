@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Reads Prometheus metrics as shmcfg writes them (shmctl stat --format
 prometheus, shmcfg-sync --metrics-file), strictly, and prints them as JSON
 for the shell tests' checks:

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Named schemas: --schema NAME (no '/' and no '.') is NAME.yaml in the
 # directories of $SHMCFG_SCHEMA_PATH, then the installed schema directory
 # (shmcfg_schema_load(), lib/schemafile.c); the shipped schemas/torch.yaml

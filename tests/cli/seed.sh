@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The seed's rules with custom schemas, through the real shmctl: a dump keeps
 # stored values, so dump | load is exact under an active implication; get of
 # a deprecated option warns; cycles are named whole and every error of a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A test child of the shell tests (tests/cli): attach a segment read-write
  * and take one snapshot, which claims the process's entry in the reader

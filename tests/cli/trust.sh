@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Trust: --owner on the commands that attach, a segment of another user
 # (refused unless its owner is named), and ls of entries of /dev/shm that are
 # named like segments but are not (a FIFO, a socket, a directory, a sparse

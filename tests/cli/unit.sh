@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The boot unit, tools/shmcfg@.service (issue 23, item 4): systemd-analyze
 # verify accepts it, and its commands, taken from the built unit with %i
 # filled in and run by hand in an empty environment against a configuration

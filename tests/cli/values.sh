@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Loads and values that say what they did: strict and partial loads, null
 # versus the text "None", set's generation and --json, the environment
 # variables create applied (issue 14).

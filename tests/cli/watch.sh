@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # watch (lines, JSON, --count, --timeout, missed commits, a segment removed
 # while watched), attached processes and the reader table in stat and ls, gc
 # of dead readers, and check of sound and damaged segments.

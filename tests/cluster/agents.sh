@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # One agent per segment (issue 23): a second shmcfg-sync on a synced
 # segment, or --once beside a running agent, is refused (exit 3) with the
 # running agent's pid, cluster and endpoints, and changes nothing (a

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # shmcfg-sync under a prefix full of keys (issue 22; the slow tier): with
 # 40,000 junk keys a revision costs what it costs with none and a load is
 # linear (CPU time measured side by side: ratios, not times), and more than

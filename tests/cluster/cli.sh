@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # shmctl cluster against a real etcd (tests/cluster/lib.sh starts one on
 # unix sockets): set is one etcd transaction (one revision) with its audit
 # record and head; a refused value writes nothing; the errors are set's;

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # shmcfg-sync against what a cluster writer can put under the prefix
 # (issue 22): a value too big for this host's value heap (left out, the
 # rest applied, rejected in the status, never wedging later revisions),

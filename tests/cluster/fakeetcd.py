@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A hostile stand-in for etcd's JSON gateway on a unix socket (tests/cluster
 hostile.sh, retry.sh).
 

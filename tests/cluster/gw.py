@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Writes many keys to etcd quickly, through its JSON gateway on a unix
 socket (etcdctl costs a process start a call): the cluster tests' bulk
 writer.

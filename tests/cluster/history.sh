@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # A history check (tests/cluster/history_check.py) on a real 3-member etcd
 # (tests/cluster/lib3.sh): three writers (shmctl cluster set, each write a
 # value of its own) and four simulated hosts (an agent and a segment each,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The history checker of tests/cluster/history.sh: writers, samplers, and
 a check of what they saw against etcd's own history of the prefix.
 

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # shmcfg-sync against what a hostile cluster writer or server can send: a
 # prefix full of keys this host rejects (the status key must stay under
 # etcd's request limit, or the agent never syncs again), audit records whose

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Eight simulated hosts (a segment and an agent each, --host h1..h8) on one
 # etcd: every one converges on each change, with one commit per revision;
 # a local override on one host stays there only; every host's status key

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The cluster's key layout is declared once (issue 25): tools/cluster-keys.h
 # (and, for the value folders, include/shmcfg.h.in). No other source of
 # shmctl or shmcfg-sync spells a key of the layout as a string literal; a

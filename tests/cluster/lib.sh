@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Helpers of the cluster tests (POSIX sh), sourced by tests/cluster/*.sh on
 # top of the shmctl tests' TAP helpers (tests/cli/lib.sh: ok, not_ok, run,
 # jcheck, seg, t_done...).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # A real 3-member etcd cluster for the cluster tests (POSIX sh), sourced by
 # tests/cluster/members.sh, history.sh and partition.sh on top of
 # tests/cluster/lib.sh (sourced here if it was not: the TAP helpers, agents,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # shmcfg-sync on a real 3-member etcd cluster (tests/cluster/lib3.sh, unix
 # sockets), one segment and agent per simulated host (--host):
 #

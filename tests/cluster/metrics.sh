@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # shmcfg-sync --metrics-file (issue 23, item 8): a PATH that cannot be one
 # refused at startup (exit 2, one line); the file, node_exporter's textfile
 # format (tests/cli/promcheck.py), mode 0644, rewritten every second with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Test hosts in network namespaces (POSIX sh), sourced by
 # tests/cluster/partition.sh after tests/cluster/lib3.sh (sourced here if it
 # was not). Root only, with ip (iproute2), nft (nftables), unshare and

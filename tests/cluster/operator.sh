@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Three simulated hosts driven only through `shmctl cluster` and shmcfg-sync
 # (issue 13's "done means"): they converge on every change, keep a local
 # override, survive an etcd restart, a silent partition (etcd SIGSTOPped)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # shmcfg-sync through etcd's outages: a restart (the agent resumes from its
 # revision without a reload), a silent partition (etcd SIGSTOPped: out of
 # sync reported within 5 s, the segment keeps its values, converges after

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # shmcfg-sync through network partitions (tests/cluster/netns.sh: root,
 # ip, nft; else a skip): etcd's three members on TCP in one network
 # namespace, two hosts in their own, each with its own /dev/shm, a segment

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # shmctl cluster against etcd's transient errors (issue 22): a proxy in front
 # of the test's etcd (tests/cluster/fakeetcd.py inject) answers requests
 # with HTTP 503 "etcdserver: leader changed", as etcd does during an

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # shmcfg-sync against a real etcd: the initial load, one etcd transaction as
 # one commit tagged with its revision and who, a deleted key resetting the
 # layer, a local user override kept, values this host rejects and bytes

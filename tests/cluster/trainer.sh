@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # examples/trainer.py --cluster --demo against a real etcd: three simulated
 # hosts with their agents, six ranks; a `shmctl cluster set` reaches the
 # hosts milliseconds apart, and every rank switches to it at the same step

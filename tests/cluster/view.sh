@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The cluster-wide view (issue 23, item 3): every agent puts its host in the
 # cluster's roster (P roster/HOST/SEGMENT) and its segment's schema in etcd
 # (P schema/HASH); cluster status lists every expected host, and marks those

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Shared by the fuzz targets (tests/fuzz/fuzz_*.c), their corpus replay
  * (replay.c) and the seed generator (mkseeds.c). No cmocka here: the targets

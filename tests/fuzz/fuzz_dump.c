@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_dump: a dump document (shmcfg_dump()'s JSON: "format", "generation",
  * "config_hash", "schema_hash", "values") through every way a load reads

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_etcd: what etcd's JSON gateway answers never crashes the client
  * (tools/etcd.c) or the agent (tools/shmcfg-sync.c, tools/sync-apply.c and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_load: bad input through the value doors never crashes and never
  * changes the configuration unless it is accepted whole.

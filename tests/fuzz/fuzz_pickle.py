@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """fuzz_pickle: load_config() of any bytes (PyTorch's save_config() pickle,
 or the JSON of a dump) is a commit or a documented error, within a bound of
 time and memory (python/shmcfg/config.py: _ValuesUnpickler, _check_pickle,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_schema: the schema-file parser (libyaml, lib/schemafile.c) and the
  * schema builder never crash on any text; a schema that parses builds a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_segment: a reader never crashes, hangs or reads out of bounds,
  * whatever bytes the segment holds.

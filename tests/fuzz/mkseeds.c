@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mkseeds: writes the seed inputs of the fuzz targets, made by the library
  * itself, into DIR/fuzz_segment, DIR/fuzz_load and DIR/fuzz_dump:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Corpus replay: feeds every file of a fuzz target's committed corpus to its
  * LLVMFuzzerTestOneInput() once, so that `make check` runs the corpus with

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The model of the concurrency protocol (tests/model/shmcfg.pml), checked by
 # spin: the correct model verifies with no error in each configuration (safety
 # and non-progress cycles), reaches every coverage probe, and each mutant (a

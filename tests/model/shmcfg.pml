@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shmcfg's concurrency protocol, as a Promela model for spin. Run by
  * tests/model/check.sh; described in doc/reliability.md, "The protocol's

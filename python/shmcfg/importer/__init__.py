@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """shmcfg.importer: turn PyTorch-style config modules into a shmcfg schema
 (the shmcfg-import command; `python3 -m shmcfg.importer` runs it too).
 

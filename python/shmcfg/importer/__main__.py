@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """python3 -m shmcfg.importer: the shmcfg-import command."""
 
 import sys

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The command line of shmcfg-import: arguments, the inputs read and merged,
 the library's check of the schema written, and the output."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Input files, read whole and bounded: a Python source or a schema file is
 a regular file of at most SOURCE_MAX or SCHEMA_FILE_MAX bytes."""
 

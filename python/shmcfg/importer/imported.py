@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Module names: the source found (as the import system finds it, without
 running a package's code) and parsed, and the module imported in a child
 Python with a clean environment, twice, whose `_config` gives the defaults

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The library's part: libshmcfg reads, checks and resolves schemas; the
 importer only translates Python. Through the binding's public schema API
 (shmcfg.Schema): each option is checked as it is declared, --merge files

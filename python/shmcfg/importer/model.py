@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The importer's option model: an Option (a shmcfg.SchemaOption with where
 it was found), what cannot become one (Skip, Computed), what fails the run
 (InputError), and the checks and conversions of Python values that only the

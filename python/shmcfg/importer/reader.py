@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Reading a config module's source, parsed with `ast` and never executed,
 and the evaluation of what can be told without running it (literals,
 folds, annotations, Config(...), os.environ.get): ModuleReader turns each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The outputs: the schema file (YAML, through the binding's one writer,
 shmcfg.schema_yaml()), the C table of shmcfg_optdef the library embeds, and
 JSON for scripts and tests.
