@@ -10,13 +10,16 @@
  * record, makes it even again; a reader copies the record between two equal
  * even loads of the sequence. Both sides copy word by word with relaxed
  * atomics, so the race on the words is no data race.
- *   writer: seq = odd (relaxed); fence release (S1); words; seq = even (release, S2)
- *   reader: s1 = seq (acquire, pairs with S2); words; fence acquire (pairs
- *           with S1); s2 = seq (relaxed); valid if s1 == s2 and even
+ *   writer: seq = odd (relaxed); fence release (sync-S1); words; seq = even
+ *           (release, sync-S2)
+ *   reader: s1 = seq (acquire, pairs with sync-S2); words; seq_valid: fence
+ *           acquire (pairs with sync-S1), s2 = seq (relaxed); valid if
+ *           s1 == s2 and even
  * A writer that dies mid-record leaves the sequence odd: readers report no
  * stable record until the next writer (under the lock) writes a whole one.
  */
 #include "internal.h"
+#include "seqlock.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -58,11 +61,11 @@ static int sync_set(shmcfg *h, const shmcfg_sync_info *info)
 	struct seg_header *hd = h->hdr;
 	uint64_t seq = __atomic_load_n(&hd->sync_seq, __ATOMIC_RELAXED);
 	__atomic_store_n(&hd->sync_seq, seq | 1, __ATOMIC_RELAXED); /* odd (even after a death: stays odd) */
-	__atomic_thread_fence(__ATOMIC_RELEASE);                      /* (S1) */
+	__atomic_thread_fence(__ATOMIC_RELEASE);                      /* (sync-S1) */
 	uint64_t *dst = (uint64_t *)&hd->sync;
 	for (size_t i = 0; i < SYNC_WORDS; i++)
 		__atomic_store_n(&dst[i], u.w[i], __ATOMIC_RELAXED);
-	__atomic_store_n(&hd->sync_seq, (seq | 1) + 1, __ATOMIC_RELEASE); /* (S2) */
+	__atomic_store_n(&hd->sync_seq, (seq | 1) + 1, __ATOMIC_RELEASE); /* (sync-S2) */
 	shmcfg__unlock_writer(h);
 	return 0;
 }
@@ -77,18 +80,17 @@ static int sync_get(const shmcfg *h, shmcfg_sync_info *ret)
 		uint64_t w[SYNC_WORDS];
 	} u;
 	for (int tries = 0;; tries++) {
-		uint64_t s1 = __atomic_load_n(&hd->sync_seq, __ATOMIC_ACQUIRE); /* pairs with (S2) */
+		uint64_t s1 = __atomic_load_n(&hd->sync_seq, __ATOMIC_ACQUIRE); /* pairs with (sync-S2) */
 		if (s1 == 0)
 			return -ENOENT;
 		const uint64_t *src = (const uint64_t *)&hd->sync;
 		for (size_t i = 0; i < SYNC_WORDS; i++)
 			u.w[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE); /* pairs with (S1) */
-		if (!(s1 & 1) && __atomic_load_n(&hd->sync_seq, __ATOMIC_RELAXED) == s1)
+		if (!(s1 & 1) && seq_valid(&hd->sync_seq, s1)) /* fence: pairs with (sync-S1) */
 			break;
-		if (tries >= 1000) /* a writer died mid-record, or writes without end */
+		if (tries >= SYNC_MAX_TRIES) /* a writer died mid-record, or writes without end */
 			return shmcfg__err(-EAGAIN, "%s: the cluster agent's record is being rewritten", h->name);
-		if (tries > 3)
+		if (tries > SYNC_SPIN_TRIES)
 			sched_yield();
 	}
 	memset(ret, 0, sizeof *ret);

@@ -14,17 +14,17 @@
  * bytes (str) or u32 count + u32 bytes + the NUL-ended items (list, set).
  *
  * Memory ordering. The writer (under the writer lock) stores the entry's
- * stamp 0 and a release fence (seq_write_begin, (C)); moves hist_head past
- * the record's end and issues a release fence (H1); writes the record's
- * bytes; fills the entry; stores the stamp = gen with release (D). A reader
- * loads the stamp with acquire (pairs with (D): the entry and its record as
- * written), copies the entry and the record, issues an acquire fence (B,
- * seq_valid) and loads the stamp and hist_head. If a byte it copied came
- * from a later record's write, that write followed (H1) of a writer whose
- * head store the reader's head load must then see (fence to fence), so a
- * head of at most pos + size proves that no byte of [pos, pos + len) was
- * rewritten after the record was; a stamp still equal to gen proves the
- * entry's fields were that generation's. Everything copied is then checked
+ * stamp 0, a release fence (seq_write_begin, hist-C); moves hist_head past
+ * the record's end, a release fence (hist-H1); writes the record's bytes;
+ * fills the entry; stores the stamp = gen with release (hist-D). A reader
+ * loads the stamp with acquire (pairs with hist-D), copies the entry and
+ * the record, an acquire fence (hist-B, seq_valid), loads the stamp and
+ * hist_head. If a byte it copied came from a later record's write, that
+ * write followed hist-H1 of a writer whose head store the reader's head
+ * load must then see (fence to fence), so a head of at most pos + size
+ * proves that no byte of [pos, pos + len) was rewritten after the record
+ * was; a stamp still equal to gen proves the entry's fields were that
+ * generation's. Everything copied is then checked
  * as untrusted bytes: a writer may scribble anything here.
  */
 #include "internal.h"
@@ -235,10 +235,10 @@ int shmcfg__hist_write(shmcfg *h, uint64_t gen, const struct change *ch, size_t 
 		len = (uint32_t)head_len | HIST_NO_VALUES;
 	struct hist_ent *e = hist_at(h, gen);
 	struct seg_header *hd = h->hdr;
-	seq_write_begin(&e->gen, 0); /* (C) */
+	seq_write_begin(&e->gen, 0); /* (hist-C) */
 	shmcfg__fault("history.begun");
 	uint64_t pos = hd->hist_head, bytes = len & ~HIST_NO_VALUES;
-	/* (H1): the head moves before a byte is written (see the top) */
+	/* (hist-H1): the head moves before a byte is written (see the top) */
 	__atomic_store_n(&hd->hist_head, pos + bytes, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	shmcfg__hist_ring_write(h, pos, h->hist_buf, bytes);
@@ -251,7 +251,7 @@ int shmcfg__hist_write(shmcfg *h, uint64_t gen, const struct change *ch, size_t 
 	e->pid = (int32_t)shmcfg__self_pid;
 	e->uid = h->uid;
 	memcpy(e->comm, comm, sizeof e->comm);
-	seq_write_end(&e->gen, gen); /* (D) */
+	seq_write_end(&e->gen, gen); /* (hist-D) */
 	return 0;
 }
 
@@ -267,7 +267,7 @@ int shmcfg__hist_entry(const shmcfg *h, uint64_t gen, struct hist_ent *e, char *
 		return -ENOENT;
 	const struct hist_ent *se = hist_at(h, gen);
 	uint64_t size = h->lay.hist_ring_size;
-	for (int tries = 0; tries < 100; tries++) {
+	for (int tries = 0; tries < HIST_MAX_TRIES; tries++) {
 		if (__atomic_load_n(&se->gen, __ATOMIC_ACQUIRE) != gen)
 			return -ENOENT;
 		memcpy(e, se, sizeof *e);
@@ -278,7 +278,7 @@ int shmcfg__hist_entry(const shmcfg *h, uint64_t gen, struct hist_ent *e, char *
 				return shmcfg__nomem();
 			ring_read(h, e->pos, buf, len);
 		}
-		if (!seq_valid(&se->gen, gen)) { /* (B) */
+		if (!seq_valid(&se->gen, gen)) { /* (hist-B) */
 			shmcfg__free(buf);
 			continue;
 		}

@@ -3,7 +3,10 @@
  * The slot seqlock: the one place where a reader validates what it read of a
  * slot (or of a commit record) and a writer makes its rewrite detectable.
  * doc/design.md ("Reads") gives the argument; the labels (A)-(E) are its
- * names, so each pairing is found by grep.
+ * names, so each pairing is found by grep. The library's other seqlocks
+ * prefix theirs: (hist-B)-(hist-D) and (hist-H1) for a history entry
+ * (history.c), (sync-S1) and (sync-S2) for the cluster agent's record
+ * (cluster.c); the pin protocol is (F)-(H) (reclaim.c).
  *
  * A stamp word says which generation the protected bytes hold: 0 when empty,
  * the generation when valid, SLOT_BUSY | old generation while a writer
@@ -91,8 +94,23 @@ static inline void seq_publish(shmcfg *h, uint64_t gen, uint32_t slot)
 	__atomic_store_n(&h->hdr->current, gen << SHMCFG__SLOT_BITS | slot, __ATOMIC_SEQ_CST);
 }
 
-/* Retries of a read while `current` keeps moving, before giving up. */
+/*
+ * The retry bounds of the library's seqlocks, in one place: a reader that
+ * never sees a stable copy gives up rather than spin for ever (a writer may
+ * have died mid-rewrite, or a hostile one rewrites without end).
+ *   SEQ_MAX_TRIES   a slot (A)-(E), while `current` keeps moving; the
+ *                   reader yields between tries (shmcfg__seq_retry)
+ *   HIST_MAX_TRIES  a history entry (hist-B)-(hist-D): -ENOENT after it,
+ *                   as if the entry were gone (history.c)
+ *   SYNC_MAX_TRIES  the cluster agent's record (sync-S1)-(sync-S2),
+ *                   yielding after SYNC_SPIN_TRIES (cluster.c)
+ * The inline getters' bound, SHMCFG__SPIN, is public (include/shmcfg/read.h):
+ * past it they take the slow path, which counts SEQ_MAX_TRIES again.
+ */
 #define SEQ_MAX_TRIES 10000
+#define HIST_MAX_TRIES 100
+#define SYNC_MAX_TRIES 1000
+#define SYNC_SPIN_TRIES 3
 
 /* A validation failed: retry (0) or give up (SHMCFG_E_CORRUPT): seqlock.c. */
 int shmcfg__seq_retry(const shmcfg *h, uint64_t cur, int *tries);
