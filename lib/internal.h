@@ -71,6 +71,11 @@ int shmcfg__sized_in(void *dst, size_t full, const void *src, size_t size, size_
 int shmcfg__sized_out(size_t size, size_t min, const char *what);
 void shmcfg__sized_copy(void *dst, size_t size, const void *src, size_t full);
 
+/* process.c: this process (its pid, start time, names) */
+extern pid_t shmcfg__self_pid;
+uint64_t shmcfg__proc_start_time(pid_t pid);
+void shmcfg__self_identity(uid_t uid, char user[SHMCFG_USER_MAX], char comm[SHMCFG_PROCESS_MAX]);
+
 /* value.c: values, parsing, comparison */
 int shmcfg__value_copy(const shmcfg_value *src, shmcfg_value *dst);
 int shmcfg__canon_set(shmcfg_value *v);
@@ -149,7 +154,6 @@ uint32_t shmcfg__readers_hwm(const shmcfg *h);
 void shmcfg__reader_release(shmcfg *h);
 int shmcfg__reap(shmcfg *h, void (*fn)(const shmcfg_reader *, void *), void *ud);
 void shmcfg__pin_holders(const shmcfg *h, char *buf, size_t len);
-uint64_t shmcfg__proc_start_time(pid_t pid);
 
 /* seqlock.c (and seqlock.h): the slot seqlock */
 bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst, char *heap, uint64_t *top);
@@ -163,7 +167,9 @@ bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen);
 bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp);
 int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret, uint64_t *old_stamp);
 bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h));
-extern pid_t shmcfg__self_pid;
+void shmcfg__reclaim_prepare_fork(void);
+void shmcfg__reclaim_after_fork_parent(void);
+void shmcfg__reclaim_after_fork_child(void);
 
 /* txn.c: transactions */
 struct change {

@@ -39,44 +39,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- who commits: cached per process ---- */
-
-static struct {
-	pthread_mutex_t lock;
-	pid_t pid;          /* the process the cache is of: a fork reads again */
-	uid_t uid;
-	char user[SHMCFG_USER_MAX], comm[SHMCFG_PROCESS_MAX];
-} self_id = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static void self_identity(uid_t uid, char user[SHMCFG_USER_MAX], char comm[SHMCFG_PROCESS_MAX])
-{
-	pthread_mutex_lock(&self_id.lock);
-	if (self_id.pid != shmcfg__self_pid) {
-		memset(self_id.comm, 0, sizeof self_id.comm);
-		int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
-		ssize_t n = fd >= 0 ? read(fd, self_id.comm, sizeof self_id.comm - 1) : -1;
-		if (fd >= 0)
-			close(fd);
-		if (n > 0 && self_id.comm[n - 1] == '\n')
-			self_id.comm[n - 1] = 0;
-		self_id.pid = shmcfg__self_pid;
-		self_id.uid = (uid_t)-1;
-	}
-	if (self_id.uid != uid) {
-		/* the name as the committer resolves it; a name too long for the
-		 * record (or none) leaves the number to the reader */
-		struct passwd pw, *res = NULL;
-		char tmp[1024];
-		memset(self_id.user, 0, sizeof self_id.user);
-		if (getpwuid_r(uid, &pw, tmp, sizeof tmp, &res) == 0 && res && strlen(res->pw_name) < SHMCFG_USER_MAX)
-			strcpy(self_id.user, res->pw_name);
-		self_id.uid = uid;
-	}
-	memcpy(user, self_id.user, SHMCFG_USER_MAX);
-	memcpy(comm, self_id.comm, SHMCFG_PROCESS_MAX);
-	pthread_mutex_unlock(&self_id.lock);
-}
-
 /* ---- writing a record ---- */
 
 struct wbuf {
@@ -218,7 +180,7 @@ int shmcfg__hist_write(shmcfg *h, uint64_t gen, const struct change *ch, size_t 
 		       const struct build *b, uint64_t cluster_rev, const shmcfg_txn *origin)
 {
 	char user[SHMCFG_USER_MAX], comm[SHMCFG_PROCESS_MAX];
-	self_identity(h->uid, user, comm);
+	shmcfg__self_identity(h->uid, user, comm);
 	const char *who = origin ? origin->who : "";
 	struct wbuf w = {.h = h};
 	size_t ulen = strlen(user), wlen = strnlen(who, SHMCFG_WHO_MAX - 1);

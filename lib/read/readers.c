@@ -100,27 +100,6 @@ static bool entry_alive(const shmcfg *h, uint32_t i)
 	return h->lock_fd < 0 || shmcfg__ofd_held(h->lock_fd, LOCK_ENTRY_BYTE(i)) != 0;
 }
 
-uint64_t shmcfg__proc_start_time(pid_t pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	/* field 2 (comm) may hold spaces and parens: count from the last ')' */
-	char *p = strrchr(buf, ')');
-	unsigned long long start = 0;
-	for (int field = 2; p && *p; p++)
-		if (*p == ' ' && ++field == 22) {
-			start = strtoull(p + 1, NULL, 10);
-			break;
-		}
-	return start;
-}
-
 static void entry_clear(struct reader_ent *e)
 {
 	__atomic_store_n(&e->active, 0, __ATOMIC_RELEASE);

@@ -79,7 +79,6 @@ static unsigned rq_users;     /* handles that retired a view: the thread ends wi
 static bool rq_stop;
 static unsigned rq_in_gp;    /* grace periods in progress (reclaimer, retire()) */
 static bool rcu_unusable;    /* forked mid-grace-period: no RCU views (fork handlers) */
-pid_t shmcfg__self_pid;       /* this process: set at load and in the fork child */
 #define self_pid shmcfg__self_pid
 
 #define CLAIM_RETRY_NS 1000000000ull /* a full reader table is tried again after 1 s */
@@ -215,7 +214,7 @@ static void *reclaimer(void *arg)
 		}
 		struct pview *batch = rq_head;
 		rq_head = NULL;
-		rq_in_gp++; /* under rq_lock: before_fork() sees it (see there) */
+		rq_in_gp++; /* under rq_lock: shmcfg__reclaim_prepare_fork() sees it */
 		pthread_mutex_unlock(&rq_lock);
 		/* every read-side section that could see these views has ended */
 		grace_period();
@@ -511,7 +510,7 @@ bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h))
  * so it never retires a view.
  */
 static bool urcu_hooks;
-static void before_fork(void)
+void shmcfg__reclaim_prepare_fork(void)
 {
 	pthread_mutex_lock(&rq_lock);
 	urcu_hooks = !rq_in_gp && !urcu_bp_read_ongoing();
@@ -519,21 +518,20 @@ static void before_fork(void)
 		urcu_bp_before_fork();
 }
 
-static void after_fork_parent(void)
+void shmcfg__reclaim_after_fork_parent(void)
 {
 	if (urcu_hooks)
 		urcu_bp_after_fork_parent();
 	pthread_mutex_unlock(&rq_lock);
 }
 
-static void after_fork_child(void)
+void shmcfg__reclaim_after_fork_child(void)
 {
-	self_pid = getpid();
 	if (urcu_hooks)
 		urcu_bp_after_fork_child();
 	else
 		rcu_unusable = true;
-	/* the forking thread, the child's only one, holds it (before_fork):
+	/* the forking thread, the child's only one, holds it (prepare):
 	 * unlocked, not re-initialised, so that ThreadSanitizer sees it free */
 	pthread_mutex_unlock(&rq_lock);
 	pthread_cond_init(&rq_cond, NULL);
@@ -545,8 +543,3 @@ static void after_fork_child(void)
 	rq_in_gp = 0;
 }
 
-__attribute__((constructor)) static void register_atfork(void)
-{
-	self_pid = getpid();
-	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
-}

@@ -190,30 +190,26 @@ void shmcfg__open_remove(shmcfg *h)
 	pthread_mutex_unlock(&open_lock);
 }
 
-static void open_before_fork(void)
+void shmcfg__objects_prepare_fork(void)
 {
 	pthread_mutex_lock(&open_lock);
 }
 
-static void open_after_fork_parent(void)
+void shmcfg__objects_after_fork_parent(void)
 {
 	pthread_mutex_unlock(&open_lock);
 }
 
-static void open_after_fork_child(void)
+void shmcfg__objects_after_fork_child(void)
 {
 	for (shmcfg *h = open_handles; h; h = h->next_open)
 		if (h->lock_fd >= 0) {
 			close(h->lock_fd);
 			h->lock_fd = -1;
 		}
-	pthread_mutex_unlock(&open_lock); /* held by the forking thread (open_before_fork) */
+	pthread_mutex_unlock(&open_lock); /* held by the forking thread (prepare) */
 }
 
-__attribute__((constructor)) static void open_register_atfork(void)
-{
-	pthread_atfork(open_before_fork, open_after_fork_parent, open_after_fork_child);
-}
 
 /*
  * The writer lock and the reader entries' liveness locks are OFD locks on a

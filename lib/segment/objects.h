@@ -40,4 +40,12 @@ bool shmcfg__replacement_under_way(const char *name, const uint8_t inst[16]);
 bool shmcfg__replacement_left(const char *dname, const char *name, uid_t euid, char seg[static SEG_NAME_MAX + 1],
 			      char path[static PATH_BYTES + 40], uid_t *uid, uint8_t inst[16]);
 
+/* fork.c: the one fork registration, made by the first create or attach */
+void shmcfg__fork_init(void);
+
+/* objects.c: the open handles across fork (called by fork.c) */
+void shmcfg__objects_prepare_fork(void);
+void shmcfg__objects_after_fork_parent(void);
+void shmcfg__objects_after_fork_child(void);
+
 #endif

@@ -409,6 +409,7 @@ static int first_env(shmcfg *h, void *ctx)
 
 static int create(const char *name, const shmcfg_schema *schema, const shmcfg_create_opts *opts, shmcfg **ret)
 {
+	shmcfg__fork_init();
 	assert_return(ret, -EINVAL);
 	char path[PATH_BYTES];
 	int r = shmcfg__name_check(name, path);

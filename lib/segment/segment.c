@@ -277,6 +277,7 @@ static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **r
 
 static int attach_with(const char *name, const shmcfg_attach_opts *opts, shmcfg **ret)
 {
+	shmcfg__fork_init();
 	assert_return(ret, -EINVAL);
 	shmcfg_attach_opts o = opts ? *opts : (shmcfg_attach_opts){0};
 	if (o.flags & ~(unsigned)(SHMCFG_ATTACH_RDONLY | SHMCFG_ATTACH_OWNER))
