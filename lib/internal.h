@@ -126,7 +126,6 @@ uint32_t shmcfg__schema_nopts(const struct built_schema *b);
  * [off, off + len) of the region copied, before they are read); one option's
  * checks (0, 1 with the problem in msg, or a negative error: no verdict)
  * (and above, opt_d) */
-int shmcfg__header_check(const struct seg_header *hd, uint64_t real_size, const char *name);
 int shmcfg__schema_open(shmcfg *h);
 void shmcfg__schema_close(shmcfg *h);
 int shmcfg__schema_pin(const shmcfg *h, uint64_t off, uint64_t len);
@@ -213,6 +212,11 @@ bool shmcfg__patched_slot(const shmcfg *h, const char **slot, uint64_t *gen, int
 void shmcfg__patch_forget(const shmcfg *h);
 /* ... the value its innermost patch of opt (a final target) gives, while the frames stay */
 bool shmcfg__patch_value(const shmcfg *h, shmcfg_opt opt, const shmcfg_value **v);
+
+/* layout.c: the region arithmetic of a new segment, and its check at attach */
+int shmcfg__layout(uint32_t n, uint64_t schema_size, uint64_t value_bytes, const shmcfg_create_opts *o,
+		   struct seg_header *lay);
+int shmcfg__header_check(const struct seg_header *hd, uint64_t real_size, const char *name);
 
 #include "objects.h" /* objects.c: names, trust, the lock object */
 #include "replace.h" /* segments replaced, and followed */

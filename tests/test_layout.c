@@ -491,9 +491,38 @@ static void test_proven_reads_agree_with_seqlock(void **state)
 	shmcfg_unlink(name);
 }
 
+/* The layout module's two halves agree: every layout shmcfg__layout makes,
+ * over the range of sizes creation accepts, passes the attach-time check of
+ * a header against an object of its size; one byte less does not. */
+static void test_layout_passes_its_check(void **state)
+{
+	(void)state;
+	const uint32_t opts[] = {1, 2, 63, 1000, 100000, SEG_MAX_OPTS};
+	const uint32_t slots[] = {2, 8, SEG_MAX_SLOTS};
+	const uint32_t readers[] = {1, 1024, SEG_MAX_READERS};
+	const uint32_t history[] = {8, 1000, 1u << 20};
+	int checked = 0;
+	for (size_t a = 0; a < sizeof opts / sizeof *opts; a++)
+		for (size_t b = 0; b < sizeof slots / sizeof *slots; b++)
+			for (size_t c = 0; c < sizeof readers / sizeof *readers; c++)
+				for (size_t d = 0; d < sizeof history / sizeof *history; d++) {
+					shmcfg_create_opts o = {.slots = slots[b], .readers = readers[c],
+								.history = history[d]};
+					struct seg_header lay;
+					assert_int_equal(shmcfg__layout(opts[a], 4096 + 64ull * opts[a], 256, &o, &lay), 0);
+					if (shmcfg__header_check(&lay, lay.total_size, "layout"))
+						fail_msg("options %u slots %u readers %u history %u: %s", opts[a],
+							 slots[b], readers[c], history[d], shmcfg_errdetail());
+					assert_int_not_equal(shmcfg__header_check(&lay, lay.total_size - 1, "layout"), 0);
+					checked++;
+				}
+	assert_int_equal(checked, 6 * 3 * 3 * 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_layout_passes_its_check),
 		cmocka_unit_test(test_missing),     cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_bad_magic),   cmocka_unit_test(test_other_version),
 		cmocka_unit_test(test_other_schema), cmocka_unit_test(test_not_ready),

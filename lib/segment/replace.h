@@ -16,8 +16,6 @@
 
 /* segment.c: creation, its parts (replace.c makes segments too) */
 int shmcfg__create_opts_check(shmcfg_create_opts *o);
-int shmcfg__layout(uint32_t n, uint64_t schema_size, uint64_t value_bytes, const shmcfg_create_opts *o,
-		   struct seg_header *lay);
 int shmcfg__create_object(const char *name, const char *path, struct seg_header *lay, const void *schema_bytes,
 			  mode_t mode, gid_t gid, int (*first)(shmcfg *h, void *ctx), void *ctx, shmcfg **ret);
 

@@ -25,11 +25,6 @@
 
 #define READY_WAIT_MS 1000
 
-static uint64_t align64(uint64_t x)
-{
-	return (x + 63) & ~63ull;
-}
-
 static void handle_free(shmcfg *h)
 {
 	if (!h)
@@ -392,58 +387,6 @@ int shmcfg__create_opts_check(shmcfg_create_opts *o)
 	if (o->heap_bytes && (o->heap_bytes > SEG_MAX_HEAP_BYTES || o->heap_bytes < 1024))
 		return shmcfg__err(-EINVAL, "value heap of %llu bytes is out of range (1 KiB to 4 GiB)",
 				   (unsigned long long)o->heap_bytes);
-	return 0;
-}
-
-/*
- * The layout of a segment of n options whose schema region takes
- * schema_size bytes, from the checked sizes of o. The value heap holds the
- * layers that are set, not names or docs: unless o gives its size, 16 KiB,
- * 32 bytes per option (a chunk of one scalar layer each), and room for
- * every string, list and set option's layers in each slot's version and
- * one more (value_bytes: shmcfg__schema_value_bytes).
- */
-int shmcfg__layout(uint32_t n, uint64_t schema_size, uint64_t value_bytes, const shmcfg_create_opts *o,
-		   struct seg_header *lay)
-{
-	uint64_t heap = o->heap_bytes ? o->heap_bytes : align64(16384 + (uint64_t)n * 32 + (o->slots + 1ull) * value_bytes);
-	if (heap > SEG_MAX_HEAP_BYTES)
-		return shmcfg__err(-EINVAL, "value heap of %llu bytes is out of range (1 KiB to 4 GiB)",
-				   (unsigned long long)heap);
-	/* the ring lists a slot's lag of changes: a quarter of the options
-	 * covers commits of up to an eighth of them each */
-	uint32_t ring = SEG_MIN_RING;
-	while (ring < n / 4 && ring < SEG_MAX_RING)
-		ring *= 2;
-	*lay = (struct seg_header){
-		.magic = SEG_MAGIC,
-		.layout_version = SEG_LAYOUT_VERSION,
-		.header_size = sizeof(struct seg_header),
-		.nopts = n,
-		.schema_off = SEG_HEADER_BYTES,
-		.schema_size = schema_size,
-		.nreaders = o->readers,
-		.nslots = o->slots,
-		.cells_off = SLOT_CELLS_OFF,
-	};
-	lay->log_off = align64(lay->schema_off + lay->schema_size);
-	lay->ring_off = align64(lay->log_off + SEG_LOG_ENTRIES * sizeof(struct log_ent));
-	lay->ring_size = ring;
-	/* the history: its index, then its records' ring (history.c) */
-	lay->hist_n = o->history;
-	lay->hist_off = align64(lay->ring_off + (uint64_t)ring * 4);
-	lay->hist_ring_off = lay->hist_off + (uint64_t)o->history * sizeof(struct hist_ent);
-	lay->hist_ring_size = (uint64_t)o->history * HIST_BYTES_PER_ENTRY;
-	if (lay->hist_ring_size < HIST_MIN_RING)
-		lay->hist_ring_size = HIST_MIN_RING;
-	lay->readers_off = align64(lay->hist_ring_off + lay->hist_ring_size);
-	lay->slots_off = align64(lay->readers_off + (uint64_t)o->readers * sizeof(struct reader_ent));
-	lay->lrefs_off = lay->cells_off + (uint64_t)n * sizeof(struct shmcfg__cell);
-	lay->slot_size = align64(lay->lrefs_off + (uint64_t)n * sizeof(uint32_t));
-	lay->heap_off = lay->slots_off + lay->slot_size * o->slots;
-	lay->heap_size = heap;
-	lay->total_size = align64(lay->heap_off + heap);
-	shmcfg__heap_init(lay);
 	return 0;
 }
 
