@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "distance.h"
 #include "shmctl.h"
 
 /* ------------------------------------------------------------------ */
@@ -843,42 +844,12 @@ int fail_lib(int r, const char *what)
 	return EXIT_FAIL;
 }
 
-/* Edits, and swaps of neighbours ("shw", "sohw"), between two short words;
- * SIZE_MAX past 64 bytes. Three rows of the optimal string alignment table. */
-static size_t word_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	if (la > 64 || lb > 64)
-		return SIZE_MAX;
-	size_t rows[3][65], *pp = rows[0], *p = rows[1], *c = rows[2];
-	for (size_t j = 0; j <= lb; j++)
-		p[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		c[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t best = p[j - 1] + (a[i - 1] != b[j - 1]);
-			if (p[j] + 1 < best)
-				best = p[j] + 1;
-			if (c[j - 1] + 1 < best)
-				best = c[j - 1] + 1;
-			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && pp[j - 2] + 1 < best)
-				best = pp[j - 2] + 1;
-			c[j] = best;
-		}
-		size_t *t = pp;
-		pp = p;
-		p = c;
-		c = t;
-	}
-	return p[lb];
-}
-
 const char *closest_word(const char *typed, const char *const *words, size_t n)
 {
 	size_t tl = strlen(typed), limit = tl < 4 ? 1 : tl < 9 ? 2 : 3, best = SIZE_MAX;
 	const char *pick = NULL;
 	for (size_t i = 0; i < n; i++) {
-		size_t d = word_distance(typed, words[i]);
+		size_t d = edit_distance(typed, words[i]);
 		/* a word the text begins (an abbreviation) is close too */
 		if (d > limit && tl >= 2 && !strncmp(words[i], typed, tl))
 			d = limit;

@@ -7,6 +7,7 @@
  * exact, hashed lookup of hot code.
  */
 #include "internal.h"
+#include "distance.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -105,37 +106,14 @@ const char *shmcfg_short_name(const shmcfg *h, shmcfg_opt opt)
 		r = shmcfg__schema_all(h);
 	if (r)
 		return NULL;
-	uint32_t *c = malloc((h->lay.nopts ? h->lay.nopts : 1) * sizeof *c);
+	uint32_t *c = shmcfg__malloc((h->lay.nopts ? h->lay.nopts : 1) * sizeof *c);
 	if (!c) {
 		shmcfg__nomem();
 		return NULL;
 	}
 	const char *s = short_name(h, opt, c);
-	free(c);
+	shmcfg__free(c);
 	return s;
-}
-
-/* Edit distance; SIZE_MAX for texts too long to be a typo of a name. */
-static size_t levenshtein(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	if (la > 256 || lb > 256)
-		return SIZE_MAX;
-	size_t row[257];
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t prev = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t cur = row[j];
-			size_t sub = prev + (a[i - 1] != b[j - 1]);
-			size_t del = row[j] + 1, ins = row[j - 1] + 1;
-			row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-			prev = cur;
-		}
-	}
-	return row[lb];
 }
 
 static const char *last_part(const char *name)
@@ -164,7 +142,7 @@ static size_t suggest(const shmcfg *h, const char *text, struct near best[3])
 	size_t nb = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		const char *cand = dotted ? name_of(h, i) : last_part(name_of(h, i));
-		size_t d = levenshtein(text, cand);
+		size_t d = edit_distance(text, cand);
 		if (d > limit && tl >= 4 && strstr(cand, text))
 			d = limit;
 		if (d > limit)
@@ -256,7 +234,7 @@ int shmcfg_resolve(const shmcfg *h, const char *name, shmcfg_opt *ret)
 		return r;
 	if ((r = shmcfg__schema_all(h)))
 		return r;
-	uint32_t *c = malloc((h->lay.nopts ? h->lay.nopts : 1) * sizeof *c);
+	uint32_t *c = shmcfg__malloc((h->lay.nopts ? h->lay.nopts : 1) * sizeof *c);
 	if (!c)
 		return shmcfg__nomem();
 	size_t k = candidates(h, name, c);
@@ -268,6 +246,6 @@ int shmcfg_resolve(const shmcfg *h, const char *name, shmcfg_opt *ret)
 		r = 0;
 	} else
 		r = k > 1 ? ambiguous(h, name, c, k) : unknown(h, name, c);
-	free(c);
+	shmcfg__free(c);
 	return r;
 }
