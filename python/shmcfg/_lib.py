@@ -218,6 +218,20 @@ def _fn(name, restype, *argtypes):
     return f
 
 
+def _sized(name, restype, struct, *argtypes):
+    """A call whose struct grows by release (include/shmcfg.h.in, "The ABI"):
+    the library's NAME_sized, told the size of the struct this binding
+    declares, as the header's NAME macro does for C programs."""
+    f = _fn(name + "_sized", restype, *argtypes, c_size_t)
+    size = ctypes.sizeof(struct)
+
+    def call(*args):
+        return f(*args, size)
+
+    call.__name__ = name
+    return call
+
+
 version = _fn("shmcfg_version", c_char_p, POINTER(c_int), POINTER(c_int), POINTER(c_int))
 strerror = _fn("shmcfg_strerror", c_char_p, c_int)
 errname = _fn("shmcfg_errname", c_char_p, c_int)
@@ -233,10 +247,10 @@ schema_load_text = _fn("shmcfg_schema_load_text", c_int, c_char_p, c_size_t, c_c
 schema_free = _fn("shmcfg_schema_free", c_void_p, c_void_p)
 schema_new = _fn("shmcfg_schema_new", c_int, POINTER(c_void_p))
 schema_add = _fn("shmcfg_schema_add", c_int, c_void_p, POINTER(OptDef))
-create = _fn("shmcfg_create", c_int, c_char_p, c_void_p, POINTER(CreateOpts), POINTER(_H))
-resize = _fn("shmcfg_resize", c_int, c_char_p, POINTER(CreateOpts), POINTER(_H))
+create = _sized("shmcfg_create", c_int, CreateOpts, c_char_p, c_void_p, POINTER(CreateOpts), POINTER(_H))
+resize = _sized("shmcfg_resize", c_int, CreateOpts, c_char_p, POINTER(CreateOpts), POINTER(_H))
 attach = _fn("shmcfg_attach", c_int, c_char_p, c_uint, c_void_p, POINTER(_H))
-attach_with = _fn("shmcfg_attach_with", c_int, c_char_p, POINTER(AttachOpts), POINTER(_H))
+attach_with = _sized("shmcfg_attach_with", c_int, AttachOpts, c_char_p, POINTER(AttachOpts), POINTER(_H))
 retired = _fn("shmcfg_retired", c_bool, _H)
 reattach = _fn("shmcfg_reattach", c_int, POINTER(_H))
 close = _fn("shmcfg_close", c_void_p, _H)
@@ -263,7 +277,7 @@ txn_commit = _fn("shmcfg_txn_commit", c_int, c_void_p, POINTER(c_uint64))
 txn_abort = _fn("shmcfg_txn_abort", None, c_void_p)
 set_commit_timeout = _fn("shmcfg_set_commit_timeout", None, _H, c_int)
 wait = _fn("shmcfg_wait", c_int, _H, c_uint64, c_int, POINTER(c_uint64))
-commit_info = _fn("shmcfg_commit_info", c_int, _H, c_uint64, POINTER(Commit))
+commit_info = _sized("shmcfg_commit_info", c_int, Commit, _H, c_uint64, POINTER(Commit))
 cluster_revision = _fn("shmcfg_cluster_revision", c_uint64, _H)
 changes = _fn("shmcfg_changes", c_int, _H, c_uint64, c_uint64, POINTER(c_bool))
 history_get = _fn("shmcfg_history_get", c_int, _H, c_uint64, POINTER(POINTER(HistoryEntry)))
@@ -286,7 +300,7 @@ patcher_set = _fn("shmcfg_patcher_set", c_int, c_void_p, c_uint32, POINTER(Value
 patcher_apply = _fn("shmcfg_patcher_apply", c_int, c_void_p)
 patcher_restore = _fn("shmcfg_patcher_restore", c_int, c_void_p)
 patcher_free = _fn("shmcfg_patcher_free", None, c_void_p)
-stat = _fn("shmcfg_stat", c_int, _H, POINTER(Info))
+stat = _sized("shmcfg_stat", c_int, Info, _H, POINTER(Info))
 
 # The read path without argtypes (about half the cost of a call): pass the
 # handle as a c_void_p, the option and type as ints, byref() out values.
