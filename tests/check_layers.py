@@ -13,6 +13,9 @@
 5. The layers: every file of lib/ is in a folder that lib/README.md's table
    of layers lists, and uses only files of its own layer or of the layers
    listed before it.
+6. shmctl's files depend one way (tools/shmctl.h): shmctl.c -> the command
+   files (shmctl-NAME.c) -> what they share (the *-util.c files and the
+   other tools/ files); no command file uses another's.
 
 Run by make check with top_builddir/top_srcdir set; exit 0 or 1, TAP output.
 """
@@ -106,6 +109,40 @@ def cycles(graph):
     return out
 
 
+def tool_layers():
+    """Check 6, over the objects of tools/shmctl (tools/shmctl-FILE.o)."""
+    what = "shmctl's files depend one way: shmctl.c -> command files -> shared files"
+    objs = {}
+    tools = os.path.join(build, "tools")
+    for name in sorted(os.listdir(tools)) if os.path.isdir(tools) else []:
+        if name.startswith("shmctl-") and name.endswith(".o"):
+            objs[name[len("shmctl-"):-2] + ".c"] = os.path.join(tools, name)
+    if "shmctl.c" not in objs:
+        return (what + " (tools not built)", False, ["no tools/shmctl-*.o in " + tools])
+
+    def rank(f):
+        if f == "shmctl.c":
+            return 0
+        if f.startswith("shmctl-") and not f.endswith("-util.c"):
+            return 1
+        return 2
+
+    syms = {f: symbols(p) for f, p in objs.items()}
+    owner = {s: f for f, (d, _) in syms.items() for s in d}
+    bad = set()
+    graph = {f: set() for f in syms}
+    for f, (_, u) in syms.items():
+        for s in u:
+            g = owner.get(s)
+            if g and g != f:
+                graph[f].add(g)
+                # shared files may use one another, without a circle
+                if rank(g) < rank(f) or (rank(g) == rank(f) < 2):
+                    bad.add("tools/%s uses tools/%s (%s)" % (f, g, s))
+    bad.update("a circle: " + " <-> ".join("tools/" + f for f in comp) for comp in cycles(graph))
+    return (what, not bad, sorted(bad)[:20])
+
+
 def main():
     results = []
     objs = objects()
@@ -195,6 +232,8 @@ def main():
             if stems.get(a) in order and stems.get(b) in order and order[stems[b]] > order[stems[a]]]
     results.append(("each lib file uses only its own layer and the layers before it in lib/README.md",
                     not stray and not back and len(order) > 1, stray + back))
+
+    results.append(tool_layers())
 
     print("1..%d" % len(results))
     bad = 0

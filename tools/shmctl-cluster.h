@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * shmctl cluster (doc/cluster.md): what its two files share.
- * tools/shmctl-cluster.c: the arguments, the connection to etcd and its
- * retries, the writes (set, reset, rollback: one audited transaction each)
- * and --wait; tools/shmctl-cluster-view.c: what is read (show, log, diff,
- * status, the roster of expected hosts and forget, --wait=all).
+ * shmctl cluster (doc/cluster.md), in three files that depend one way:
+ * tools/shmctl-cluster.c, the writes (set, reset, rollback: one audited
+ * transaction each) and --wait; tools/shmctl-cluster-view.c, what is read
+ * (show, log, diff, status, forget); both call tools/shmctl-cluster-util.c,
+ * what they share: the arguments, the connection to etcd and its retries,
+ * keys and bytes as text, the roster of expected hosts and --wait=all.
  */
 #ifndef SHMCFG_SHMCTL_CLUSTER_H
 #define SHMCFG_SHMCTL_CLUSTER_H
@@ -79,6 +80,8 @@ int seq_arg(const char *text, uint64_t *seq);
 /* "opt/x" -> "x", "knob/k" -> "knob k" */
 const char *label(const char *rel, char *buf, size_t len);
 
+/* The roster (P roster/HOST/SEGMENT) as a JSON object "HOST/SEGMENT": true. */
+json_t *roster_of(const struct cl *c, const struct etcd_kvs *ro);
 /* --wait=all: until every host of the roster has applied revision rev
  * (none of keys[0..nkeys) rejected), or names those that have not. */
 int wait_all(struct cl *c, int64_t rev, double secs, const char *const *keys, size_t nkeys);

@@ -12,7 +12,8 @@
  *        shmctl-write.c   create, resize, rm, set, reset, load, save, gc
  *        shmctl-history.c log, rollback, diff
  *        shmctl-header.c  header (a C header of accessors for a schema)
- *        shmctl-cluster.c, shmctl-cluster-view.c  cluster SUBCOMMAND (etcd)
+ *        shmctl-cluster.c, shmctl-cluster-view.c  cluster SUBCOMMAND (etcd),
+ *                         writes and reads, both over shmctl-cluster-util.c
  *     -> shmctl-util.c     what they share: messages, the option parser and
  *                          --help (driven by the running command's table
  *                          entry), attaching, option names, values as text,
