@@ -620,6 +620,13 @@ static int request(struct etcd *e, const char *path, json_t *body, json_t **ret)
 				    ANSWER_MAX >> 20);
 			break;
 		}
+		if (c == CURLE_OPERATION_TIMEDOUT && e->deadline && etcd_now_ms() >= e->deadline) {
+			/* cut short by the caller's deadline, not by this endpoint's
+			 * own timeout: said as the check before the request says it */
+			r = set_err(e, ETCD_E_UNREACHABLE, "etcd %s: %s: out of time (the deadline passed)",
+				    e->ep[i].text, path);
+			break;
+		}
 		if (c == CURLE_URL_MALFORMAT || c == CURLE_UNSUPPORTED_PROTOCOL) {
 			/* the endpoint's text, not the network: no retry helps */
 			r = set_err(e, ETCD_E_ARG, "etcd %s: %s", e->ep[i].text, curl_easy_strerror(c));
