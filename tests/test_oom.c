@@ -612,14 +612,19 @@ static void setup_history(struct ctx *c)
 	assert_int_equal(commit_changes(c->h, 2), 0);
 }
 
-/* shmcfg_history_get of every entry, newest first, as shmctl log reads
- * them, from the range that shmcfg_history_range gave unarmed (c->to down
- * to c->from). The range itself is not swept: it has no error to return,
- * and under a failed allocation it reports a shorter history (oldest =
- * current) instead of the real one. */
+/* What shmctl log reads: shmcfg_history_range, then shmcfg_history_get of
+ * every entry it names, newest first. The range has no error code: a
+ * failed allocation makes it return 0 (a shorter history would be a wrong
+ * answer), its detail saying why. */
 static int history_of(struct ctx *c, const shmcfg *h)
 {
-	for (uint64_t g = c->to; g >= c->from && g > 0; g--) {
+	uint64_t oldest, rebuildable;
+	uint64_t cur = shmcfg_history_range(h, &oldest, &rebuildable);
+	if (!cur)
+		return strcmp(shmcfg_errdetail(), "out of memory") ? SHMCFG_E_CORRUPT : -ENOMEM;
+	got(c, "generations %llu to %llu, rebuildable from %llu;", (unsigned long long)oldest,
+	    (unsigned long long)cur, (unsigned long long)rebuildable);
+	for (uint64_t g = cur; g >= oldest && g > 0; g--) {
 		shmcfg_history_entry *e;
 		int r = shmcfg_history_get(h, g, &e);
 		if (r)
@@ -644,10 +649,9 @@ static void setup_history_get(struct ctx *c)
 {
 	setup_history(c);
 	uint64_t oldest, rebuildable;
-	c->to = shmcfg_history_range(c->h, &oldest, &rebuildable);
+	assert_int_equal(shmcfg_history_range(c->h, &oldest, &rebuildable), shmcfg_generation(c->h));
 	assert_int_equal(oldest, 1);
 	assert_int_equal(rebuildable, 1);
-	c->from = oldest;
 	assert_int_equal(history_of(c, c->h), 0);
 	memcpy(c->want, c->got, sizeof c->want);
 	c->got[0] = 0;
@@ -727,9 +731,7 @@ static void verify_rollback(struct ctx *c)
 
 /* shmcfg_resolve of full names, suffixes, aliases, and of unknown names
  * (their "did you mean" detail), then shmcfg_short_name of every option: on
- * a handle that has used none, so the schema is copied and validated too.
- * (lib/optname.c's scratch arrays are malloc(3)'d, past the seam: only
- * the schema's copy is failed today.) */
+ * a handle that has used none, so the schema is copied and validated too. */
 static const char *const resolve_names[] = {"t.a", "opt_int", "alias2", "t.alias_a", "items", "mdoe", "t.nosuch", "", "tags"};
 
 static int names_of(struct ctx *c, const shmcfg *h)
@@ -914,7 +916,7 @@ static const struct op ops[] = {
 	{.name = "schema_load_text", .run = run_schema_load, .verify = verify_schema_load},
 	{.name = "first use", .setup = setup_first_use, .run = run_first_use, .verify = verify_first_use, .keeps_config = true, .makes_view = true},
 	{.name = "first commit", .setup = setup_first_commit, .run = run_first_commit, .verify = verify_first_commit, .keeps_config = true},
-	{.name = "history_get", .setup = setup_history_get, .run = run_history_get, .verify = verify_got, .keeps_config = true},
+	{.name = "history_range, _get", .setup = setup_history_get, .run = run_history_get, .verify = verify_got, .keeps_config = true},
 	{.name = "snapshot_at", .setup = setup_history, .run = run_snapshot_at, .verify = verify_snapshot, .keeps_config = true},
 	{.name = "snapshot_at (read-only)", .setup = setup_snapshot_at_ro, .run = run_snapshot_at_ro, .verify = verify_snapshot, .keeps_config = true},
 	{.name = "rollback", .setup = setup_history, .run = run_rollback, .verify = verify_rollback, .keeps_config = true},

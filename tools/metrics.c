@@ -51,7 +51,8 @@ int metrics_read(shmcfg *h, const char *name, struct seg_metrics *m)
 	m->now_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	m->waiters = shmcfg_waiters(h);
 	shmcfg_readers(h, count_reader, &m->readers_used);
-	shmcfg_history_range(h, &m->history_oldest, NULL);
+	if (!shmcfg_history_range(h, &m->history_oldest, NULL))
+		return -ENOMEM; /* the one way it fails on a handle */
 	m->cluster_rev = shmcfg_cluster_revision(h);
 	m->have_sync = shmcfg_sync_get(h, &m->sync) == 0;
 	if (m->have_sync) {

@@ -149,6 +149,8 @@ int cmd_log(int argc, char **argv)
 	json_t *arr = json ? json_array() : NULL;
 	uint64_t oldest, shown = 0;
 	uint64_t cur = rc == EXIT_OK ? shmcfg_history_range(h, &oldest, NULL) : 0;
+	if (rc == EXIT_OK && !cur)
+		rc = fail_lib(-ENOMEM, seg); /* the one way it fails on a handle */
 	for (uint64_t g = cur; rc == EXIT_OK && g >= oldest && g > 0 && shown < max; g--) {
 		shmcfg_history_entry *e;
 		int r = shmcfg_history_get(h, g, &e);

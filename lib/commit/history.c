@@ -468,36 +468,47 @@ int shmcfg_history_get(const shmcfg *h, uint64_t gen, shmcfg_history_entry **ret
 	return r;
 }
 
-/* Whether generation g's commit can be undone: its entry and values are there. */
-static bool undoable(const shmcfg *h, uint64_t g, bool *present, uint64_t *spent)
+/* Whether generation g's commit can be undone (*ok: its values are kept):
+ * 0 when its entry is there, -ENOENT when it is not (overwritten, or past
+ * the walk's budget: see HIST_WALK_BUDGET), -ENOMEM. */
+static int undoable(const shmcfg *h, uint64_t g, bool *ok, uint64_t *spent)
 {
 	shmcfg_history_entry *e;
-	*present = false;
-	if (history_get(h, g, &e, spent))
-		return false;
-	if (*spent > HIST_WALK_BUDGET(h)) { /* as if overwritten: see HIST_WALK_BUDGET */
+	*ok = false;
+	int r = history_get(h, g, &e, spent);
+	if (r == -ENOMEM)
+		return r;
+	if (r)
+		return -ENOENT; /* a record that does not decode is no entry either */
+	if (*spent > HIST_WALK_BUDGET(h)) {
 		shmcfg_history_free(e);
-		return false;
+		return -ENOENT;
 	}
-	*present = true;
-	bool ok = e->values_kept;
+	*ok = e->values_kept;
 	shmcfg_history_free(e);
-	return ok;
+	return 0;
 }
 
 uint64_t shmcfg_history_range(const shmcfg *h, uint64_t *oldest, uint64_t *rebuildable)
 {
 	SHMCFG_API_ENTRY;
+	if (oldest)
+		*oldest = 0;
+	if (rebuildable)
+		*rebuildable = 0;
 	if (!h)
-		return 0;
+		return (void)shmcfg__err(-EINVAL, "%s: invalid argument (h)", __func__), 0;
 	h = shmcfg__live(h);
 	uint64_t cur = shmcfg_generation(h), old = cur, reb = cur;
 	uint64_t stop = cur > h->lay.hist_n ? cur - h->lay.hist_n : 0;
 	bool all = true; /* every commit from cur down to g can be undone */
 	uint64_t spent = 0;
 	for (uint64_t g = cur; g > stop && g >= 1; g--) {
-		bool present, ok = undoable(h, g, &present, &spent);
-		if (!present)
+		bool ok;
+		int r = undoable(h, g, &ok, &spent);
+		if (r == -ENOMEM) /* not a shorter history: no answer */
+			return 0;
+		if (r)
 			break;
 		old = g;
 		if (all && ok && g > 1) /* generation 1 has no generation before it */
@@ -590,9 +601,11 @@ int shmcfg__hist_undo(const shmcfg *h, uint64_t from, uint64_t to, struct change
 	}
 	if (r == -ENOENT) {
 		uint64_t reb;
-		shmcfg_history_range(h, NULL, &reb);
-		r = shmcfg__err(-ENOENT, "%s: generation %llu is too old: the oldest the history can rebuild is %llu",
-				h->name, (unsigned long long)to, (unsigned long long)reb);
+		if (!shmcfg_history_range(h, NULL, &reb))
+			r = -ENOMEM; /* its detail stands */
+		else
+			r = shmcfg__err(-ENOENT, "%s: generation %llu is too old: the oldest the history can rebuild is %llu",
+					h->name, (unsigned long long)to, (unsigned long long)reb);
 	}
 	if (r) {
 		shmcfg__hist_undo_free(ch, n);

@@ -689,6 +689,8 @@ class Segment:
             finals = {self._byindex[self._lookup(name).final].name for name in options}
         oldest = ctypes.c_uint64()
         cur = _L.history_range(self._handle(), ctypes.byref(oldest), None)
+        if not cur:  # out of memory: no answer, not an empty history
+            raise _error(-errno.ENOMEM, self.name)
         out: List[Dict[str, Any]] = []
         g = cur
         while g >= max(oldest.value, 1) and (n is None or len(out) < n):
@@ -705,6 +707,8 @@ class Segment:
         holds, the oldest whose values values_at() can rebuild, the current one."""
         oldest, reb = ctypes.c_uint64(), ctypes.c_uint64()
         cur = _L.history_range(self._handle(), ctypes.byref(oldest), ctypes.byref(reb))
+        if not cur:  # out of memory
+            raise _error(-errno.ENOMEM, self.name)
         return oldest.value, reb.value, cur
 
     def values_at(self, gen: int) -> Dict[str, Any]:
