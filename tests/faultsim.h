@@ -28,6 +28,10 @@ enum {
 	SHMCFG_FAULTSIM_FTRUNCATE = 4u, /* ftruncate(2) */
 	SHMCFG_FAULTSIM_FALLOCATE = 8u, /* posix_fallocate(3) */
 	SHMCFG_FAULTSIM_ALL = 15u,
+	/* pthread_create(3) (the reclaimer: lib/read/reclaim.c). Not in ALL: its
+	 * failure is no error a call returns, the library waits itself instead
+	 * (tests/test_concurrency.c) */
+	SHMCFG_FAULTSIM_THREAD = 16u,
 };
 
 /*

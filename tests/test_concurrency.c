@@ -1,10 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* Library calls that touch no shared handle, from several threads at once:
- * building schemas and creating segments (also run under TSan). */
+/* Library calls from several threads at once: building schemas, creating
+ * segments, and one handle's views without a reclaimer thread (also run
+ * under TSan). */
+#define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common.h"
+#include "faultsim.h"
 
 #define THREADS 4
 #define CREATES 50
@@ -220,11 +229,130 @@ static void test_concurrent_schema_loads(void **state)
 			fail_msg("thread %d: %s", k, b[k].err);
 }
 
+/*
+ * Without a reclaimer thread (pthread_create failed), the thread that
+ * replaces a stale view waits for the grace period itself. It used to wait
+ * holding the handle's view_lock, which a reader inside its read-side
+ * section takes when it acquires a snapshot of a newer generation: the
+ * grace period waited for the reader, the reader for the lock, for ever.
+ */
+struct no_reclaimer {
+	shmcfg *h;
+	atomic_int stage; /* 1: the reader holds a snapshot; 2: the replacer acquires */
+	atomic_int replacer_tid;
+	const char *err;
+};
+
+/* The state letter of a thread of ours (R, S, D, ...), '?' if unknown. */
+static char task_state(int tid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void *nr_reader(void *arg)
+{
+	struct no_reclaimer *n = arg;
+	shmcfg_snapshot *s1, *s2;
+	if (shmcfg_snapshot_acquire(n->h, &s1)) {
+		n->err = "the first snapshot";
+		atomic_store(&n->stage, 1);
+		return NULL;
+	}
+	atomic_store(&n->stage, 1);
+	while (atomic_load(&n->stage) < 2)
+		sched_yield();
+	/* until the replacer sleeps in its grace period, which waits for us
+	 * (bounded: going on early only makes the test weaker, never wrong) */
+	for (double end = mono_s() + 10; mono_s() < end && task_state(atomic_load(&n->replacer_tid)) != 'S';)
+		sched_yield();
+	uint64_t gen;
+	if (commit_int(n->h, T_A, 2, &gen))
+		n->err = "the reader's commit";
+	else if (shmcfg_snapshot_acquire(n->h, &s2)) /* a newer generation: the slow path */
+		n->err = "the second snapshot";
+	else {
+		if (shmcfg_snapshot_generation(s2) != gen)
+			n->err = "the second snapshot's generation";
+		shmcfg_snapshot_release(s2);
+	}
+	shmcfg_snapshot_release(s1); /* the replacer's grace period ends */
+	return NULL;
+}
+
+static void *nr_replacer(void *arg)
+{
+	struct no_reclaimer *n = arg;
+	atomic_store(&n->replacer_tid, (int)syscall(SYS_gettid));
+	while (atomic_load(&n->stage) < 1)
+		sched_yield();
+	shmcfg_snapshot *s;
+	if (commit_int(n->h, T_A, 1, NULL)) { /* the process's view is now stale */
+		n->err = "the replacer's commit";
+		atomic_store(&n->stage, 2);
+		return NULL;
+	}
+	atomic_store(&n->stage, 2);
+	if (shmcfg_snapshot_acquire(n->h, &s)) /* replaces the view, waits for the reader */
+		n->err = "the replacer's snapshot";
+	else
+		shmcfg_snapshot_release(s);
+	return NULL;
+}
+
+static void join_or_die(pthread_t t, const char *who)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 60;
+	if (pthread_timedjoin_np(t, NULL, &ts)) {
+		/* stuck threads: cmocka cannot go on, nor can close */
+		fprintf(stderr, "not ok: the %s is stuck after 60 s: a deadlock without a reclaimer\n", who);
+		_exit(1);
+	}
+}
+
+static void test_no_reclaimer_no_deadlock(void **state)
+{
+	(void)state;
+	const char *name = test_name("noreclaimer");
+	struct no_reclaimer n = {.h = test_create(name, NULL)};
+	shmcfg__faultsim(SHMCFG_FAULTSIM_THREAD, 1, true); /* every pthread_create of the library fails */
+	pthread_t r, w;
+	assert_int_equal(pthread_create(&r, NULL, nr_reader, &n), 0);
+	assert_int_equal(pthread_create(&w, NULL, nr_replacer, &n), 0);
+	join_or_die(r, "reader");
+	join_or_die(w, "replacer");
+	unsigned long failed = shmcfg__faultsim_failures();
+	shmcfg__faultsim(0, 0, false);
+	if (n.err)
+		fail_msg("%s failed: %s", n.err, shmcfg_errdetail());
+	assert_true(failed >= 1); /* the path without a reclaimer was taken */
+	assert_int_equal(get_i(n.h, T_A), 2);
+	shmcfg_close(n.h);
+	shmcfg_unlink(name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_concurrent_creates),
 		cmocka_unit_test(test_concurrent_schema_loads),
+		cmocka_unit_test(test_no_reclaimer_no_deadlock),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 
 #ifdef SHMCFG_WITH_FAULTS
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -287,6 +288,13 @@ int shmcfg__posix_fallocate(int fd, off_t off, off_t len)
 	if (fs_fail(SHMCFG_FAULTSIM_FALLOCATE))
 		return ENOSPC; /* posix_fallocate returns the error, errno untouched */
 	return posix_fallocate(fd, off, len);
+}
+
+int shmcfg__pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	if (fs_fail(SHMCFG_FAULTSIM_THREAD))
+		return EAGAIN; /* as pthread_create says it: the error returned */
+	return pthread_create(t, attr, fn, arg);
 }
 
 /* jansson's parser: one call of the seam, that fails whole as jansson

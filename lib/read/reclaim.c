@@ -243,8 +243,10 @@ static void *reclaimer(void *arg)
 	return NULL;
 }
 
-/* Queue a replaced view for unpinning after a grace period. Caller holds
- * h->view_lock. Without a reclaimer thread, wait for the grace period here. */
+/* Queue a replaced view for unpinning after a grace period. Without a
+ * reclaimer thread, wait for the grace period here: so the caller must not
+ * hold h->view_lock, which a reader inside its read-side section may be
+ * waiting for (its snapshot_acquire's slow path) while we wait for it. */
 static void retire(shmcfg *h, struct pview *pv)
 {
 	pthread_mutex_lock(&rq_lock);
@@ -253,7 +255,7 @@ static void retire(shmcfg *h, struct pview *pv)
 		h->uses_reclaimer = true;
 		rq_users++;
 	}
-	if (rq_pid != getpid() && pthread_create(&rq_thread, NULL, reclaimer, NULL) == 0)
+	if (rq_pid != getpid() && shmcfg__pthread_create(&rq_thread, NULL, reclaimer, NULL) == 0)
 		rq_pid = getpid();
 	if (rq_pid == getpid()) {
 		pv->next = rq_head;
@@ -413,10 +415,11 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 				return r == -EAGAIN ? shmcfg__copy_snapshot(h, ret) : r;
 			}
 			__atomic_store_n(&h->pview, nv, __ATOMIC_RELEASE);
-			if (old)
-				retire(h, old);
-		}
+		} else
+			old = NULL; /* another thread replaced it meanwhile */
 		pthread_mutex_unlock(&h->view_lock);
+		if (old)
+			retire(h, old); /* not under view_lock: see retire() */
 	}
 	return shmcfg__copy_snapshot(h, ret);
 }
@@ -464,9 +467,9 @@ bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h))
 	pthread_mutex_lock(&h->view_lock);
 	struct pview *pv = h->pview;
 	__atomic_store_n(&h->pview, NULL, __ATOMIC_RELEASE);
-	if (pv)
-		retire(h, pv);
 	pthread_mutex_unlock(&h->view_lock);
+	if (pv)
+		retire(h, pv); /* not under view_lock: see retire() */
 	pthread_mutex_lock(&rq_lock);
 	/* without a reclaimer thread (it could not be started) retire() left
 	 * the view pinned and uncounted, and a snapshot of it may be the one
