@@ -118,7 +118,7 @@ else
 fi
 # the header is valid C++
 if printf '#include "shmcfg.h"\nint main() { shmcfg *h = 0; int64_t v; return shmcfg_get_int(h, 0, &v) > 99; }\n' > "$tmp/t.cpp" &&
-	$CXX -std=c++11 -Wall -Wextra -I"$top_builddir/include" -c "$tmp/t.cpp" -o "$tmp/t.o"; then
+	$CXX -std=c++11 -Wall -Wextra -I"$top_builddir/include" -I"$top_srcdir/include" -c "$tmp/t.cpp" -o "$tmp/t.o"; then
 	ok "shmcfg.h compiles as C++"
 else
 	notok "shmcfg.h compiles as C++"
