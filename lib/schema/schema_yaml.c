@@ -333,6 +333,8 @@ static void put_implied(struct buf *b, const shmcfg_schema *s, const char *targe
 		b->err = r;
 		return;
 	}
+	if (r && (t || *vt == '"' || *vt == '['))
+		shmcfg__clear_err(); /* a refusal written as it is: not this call's error */
 	if (!r) {
 		put_value(b, &v);
 		shmcfg_value_clear(&v);
