@@ -44,7 +44,7 @@ ABSENT_NAME = {"shmcfg_create", "shmcfg_resize", "shmcfg_unlink", "shmcfg_orphan
 TEXT = {"text": '"1"', "json": '"{}"', "label": '"x"', "who": '"x"', "v": '"s"',
         "path": "fx.schema_path"}
 # Pointers whose valid value is NULL (optional by the documentation).
-OPTIONAL = {"prev", "userdata", "expect_schema_hash"}
+OPTIONAL = {"prev", "userdata", "expect_schema_hash", "comment"}
 # Functions whose NULL object is a no-op by design rather than an error:
 # the releasers (free(NULL)), and calls whose every answer is valid.
 NULL_OK = {"shmcfg_close", "shmcfg_closep", "shmcfg_schema_free", "shmcfg_snapshot_release",

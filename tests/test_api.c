@@ -120,6 +120,11 @@ static void test_errdetail_cleared(void **state)
 	FRESH(h, 0, shmcfg_schema_load_text(yaml, strlen(yaml), "mem", &y));
 	shmcfg_schema *none = NULL;
 	FRESH(h, -ENOENT, shmcfg_schema_load("/nonexistent/schema.yaml", &none));
+	FRESH(h, 0, shmcfg_schema_write_yaml(y, "a comment", &text));
+	free(text);
+	shmcfg_schema *of = NULL;
+	FRESH(h, 0, shmcfg_schema_of(h, &of));
+	shmcfg_schema_free(of);
 
 	/* segments */
 	const char *other = test_name("api2");

@@ -27,7 +27,9 @@
  * and (issue 12) the first use of every option and a first commit on a
  * handle that has used none: the schema is copied and validated then; and
  * the calls of 0.4: the history (shmcfg_history_range, _get, _free),
- * shmcfg_snapshot_at, shmcfg_rollback, shmcfg_resolve and shmcfg_short_name.
+ * shmcfg_snapshot_at, shmcfg_rollback, shmcfg_resolve and shmcfg_short_name;
+ * and of 0.7, the schema file writer (shmcfg_schema_write_yaml) and a
+ * segment's schema declared again (shmcfg_schema_of).
  *
  * Not covered: libyaml allocates with malloc(3) directly, so
  * shmcfg_schema_load_text's parse itself cannot be failed (what the library
@@ -588,6 +590,43 @@ static void verify_schema_load(struct ctx *c)
 	assert_int_equal(shmcfg_schema_count(c->schema), 8);
 }
 
+/* shmcfg_schema_write_yaml of that schema */
+static void setup_schema_write(struct ctx *c)
+{
+	assert_int_equal(run_schema_load(c), 0);
+	assert_int_equal(shmcfg_schema_write_yaml(c->schema, "oom\nsweep", &c->expect), 0);
+}
+
+static int run_schema_write(struct ctx *c)
+{
+	return shmcfg_schema_write_yaml(c->schema, "oom\nsweep", &c->out);
+}
+
+/* shmcfg_schema_of a segment of the test schema: what it gives is written
+ * (unarmed) as an undisturbed run's is */
+static void setup_schema_of(struct ctx *c)
+{
+	setup_segment(c);
+	shmcfg_schema *s;
+	assert_int_equal(shmcfg_schema_of(c->h, &s), 0);
+	assert_int_equal(shmcfg_schema_write_yaml(s, NULL, &c->expect), 0);
+	shmcfg_schema_free(s);
+}
+
+static int run_schema_of(struct ctx *c)
+{
+	return shmcfg_schema_of(c->h, &c->schema);
+}
+
+static void verify_schema_of(struct ctx *c)
+{
+	assert_non_null(c->schema);
+	assert_int_equal(shmcfg_schema_write_yaml(c->schema, NULL, &c->out), 0);
+	assert_string_equal(c->out, c->expect);
+	app_free(c->out);
+	c->out = NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* The calls of 0.4: history, snapshot_at, rollback, names            */
 /* ------------------------------------------------------------------ */
@@ -842,7 +881,7 @@ static void sweep(const struct op *op, bool persistent, struct tally *t)
 			    op->run == run_attach_rw || op->run == run_attach_ro)
 				if (c.made)
 					SWEEP_FAIL("a failed call returned a handle");
-			if (op->run == run_schema_load && c.schema)
+			if ((op->run == run_schema_load || op->run == run_schema_of) && c.schema)
 				SWEEP_FAIL("a failed call returned a schema");
 			if (c.out)
 				SWEEP_FAIL("a failed call returned text");
@@ -921,6 +960,8 @@ static const struct op ops[] = {
 	{.name = "snapshot_at (read-only)", .setup = setup_snapshot_at_ro, .run = run_snapshot_at_ro, .verify = verify_snapshot, .keeps_config = true},
 	{.name = "rollback", .setup = setup_history, .run = run_rollback, .verify = verify_rollback, .keeps_config = true},
 	{.name = "resolve, short_name", .setup = setup_names, .run = run_names, .verify = verify_got, .keeps_config = true},
+	{.name = "schema_write_yaml", .setup = setup_schema_write, .run = run_schema_write, .verify = verify_text},
+	{.name = "schema_of", .setup = setup_schema_of, .run = run_schema_of, .verify = verify_schema_of, .keeps_config = true},
 };
 
 #define OP_TEST(fn, i)                   \
@@ -952,6 +993,8 @@ OP_TEST(test_snapshot_at, 19)
 OP_TEST(test_snapshot_at_ro, 20)
 OP_TEST(test_rollback, 21)
 OP_TEST(test_names, 22)
+OP_TEST(test_schema_write, 23)
+OP_TEST(test_schema_of, 24)
 
 /* The seam itself: the Nth call fails, transient or persistent, and the
  * table counts what is allocated and freed. */
@@ -1074,6 +1117,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_snapshot_at_ro, teardown),
 		cmocka_unit_test_teardown(test_rollback, teardown),
 		cmocka_unit_test_teardown(test_names, teardown),
+		cmocka_unit_test_teardown(test_schema_write, teardown),
+		cmocka_unit_test_teardown(test_schema_of, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, summary);
 }

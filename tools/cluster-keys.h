@@ -64,4 +64,24 @@ static inline void ck_audit(char *buf, size_t size, uint64_t seq)
 	snprintf(buf, size, CK_AUDIT "%020" PRIu64, seq);
 }
 
+/* The value of CK_SCHEMA <schema hash>, as `shmctl schema` prints it: the
+ * segment's schema file (the library's writer), malloc'd. 0, or a library
+ * error / -ENOMEM. */
+static inline int ck_schema_text(const shmcfg *h, char **text)
+{
+	uint8_t hash[16];
+	char comment[400], *c = comment;
+	shmcfg_schema_hash(h, hash);
+	c += snprintf(c, 300, "Written by shmctl from segment \"%.255s\", schema hash ", shmcfg_name(h));
+	for (int i = 0; i < 16; i++)
+		c += snprintf(c, 3, "%02x", hash[i]);
+	strcpy(c, ".");
+	shmcfg_schema *s;
+	int r = shmcfg_schema_of(h, &s);
+	if (!r)
+		r = shmcfg_schema_write_yaml(s, comment, text);
+	shmcfg_schema_free(s);
+	return r;
+}
+
 #endif

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "metrics.h"
-#include "schema-text.h"
+#include "cluster-keys.h"
 #include "shmctl.h"
 
 /* ------------------------------------------------------------------ */
@@ -478,7 +478,7 @@ int cmd_schema(int argc, char **argv)
 	if (open_segment(pos[0], true, &h))
 		return EXIT_FAIL;
 	char *text = NULL;
-	int r = schema_text(h, &text);
+	int r = ck_schema_text(h, &text);
 	shmcfg_close(h);
 	if (r)
 		return fail_lib(r, pos[0]);

@@ -26,7 +26,6 @@
 #include <string.h>
 
 #include "cluster-keys.h"
-#include "schema-text.h"
 #include "sync.h"
 
 /* ---- the mirror ---- */
@@ -496,7 +495,7 @@ int seg_schema(struct seg *s, char **text)
 		snprintf(hex + 2 * i, 3, "%02x", h[i]);
 	if (!strcmp(hex, s->schema_hash))
 		return 0;
-	int r = schema_text(s->h, text);
+	int r = ck_schema_text(s->h, text);
 	if (!r)
 		memcpy(s->schema_hash, hex, sizeof hex);
 	return r;

@@ -399,6 +399,7 @@ int shmcfg_schema_add(shmcfg_schema *s, const shmcfg_optdef *d)
 	if (!r && d->choices)
 		r = parse_choices(d, &o.choices);
 	if (!r) {
+		o.has_def = d->def != NULL;
 		if (d->def)
 			r = parse_field(d, "default", d->def, d->type, nullable, &o.def);
 		else

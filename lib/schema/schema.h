@@ -14,6 +14,7 @@ struct sopt {
 	shmcfg_type type;
 	unsigned flags;
 	shmcfg_value def, min, max, choices, env_default, env_force;
+	bool has_def; /* a default was declared: the writer of schema files writes it */
 	uint32_t line; /* of its declaration in the schema file, 0 if none */
 };
 

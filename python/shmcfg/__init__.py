@@ -70,7 +70,7 @@ ctypes declarations, ``errors`` the exceptions and the error-code mapping,
 the canonical encoding of values (the config hash's, from the library),
 ``segment`` attach(), create(), unlink(), Segment and Transaction, ``config``
 the config modules, ``schema`` schemas as Python values (Schema,
-SchemaOption) and the one schema file writer (schema_yaml()). The package
+SchemaOption) and the schema file writer (schema_yaml(), the library's). The package
 ``shmcfg.importer`` is the shmcfg-import command (``python3 -m
 shmcfg.importer``).
 """

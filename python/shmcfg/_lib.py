@@ -247,6 +247,7 @@ schema_load_text = _fn("shmcfg_schema_load_text", c_int, c_char_p, c_size_t, c_c
 schema_free = _fn("shmcfg_schema_free", c_void_p, c_void_p)
 schema_new = _fn("shmcfg_schema_new", c_int, POINTER(c_void_p))
 schema_add = _fn("shmcfg_schema_add", c_int, c_void_p, POINTER(OptDef))
+schema_write_yaml = _fn("shmcfg_schema_write_yaml", c_int, c_void_p, c_char_p, POINTER(c_void_p))
 create = _sized("shmcfg_create", c_int, CreateOpts, c_char_p, c_void_p, POINTER(CreateOpts), POINTER(_H))
 resize = _sized("shmcfg_resize", c_int, CreateOpts, c_char_p, POINTER(CreateOpts), POINTER(_H))
 attach = _fn("shmcfg_attach", c_int, c_char_p, c_uint, c_void_p, POINTER(_H))

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Schemas as Python values: the options of a schema (``SchemaOption``), a
-schema the library reads or declares and checks (``Schema``), and the one
-writer of schema files (``schema_yaml()``; ``shmcfg`` re-exports the three).
+schema the library reads or declares and checks (``Schema``), and the
+writer of schema files (``schema_yaml()``, a call of the library's one
+writer, shmcfg_schema_write_yaml(); ``shmcfg`` re-exports the three).
 
 A ``SchemaOption`` holds what a schema file says of an option
 (doc/schema-format.md) as Python values: ``type`` one of ``TYPES``, values
@@ -16,9 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import json
-import math
 import os
-import re
 from typing import Any, Iterable, List, Optional, Tuple
 
 from . import _lib as _L
@@ -218,6 +217,18 @@ class Schema:
         finally:
             _L.close(h)
 
+    def yaml(self, comments: Iterable[str] = ()) -> str:
+        """The schema as a schema file (shmcfg_schema_write_yaml()):
+        ``comments`` are the lines of its header comment."""
+        if self._s is None:
+            raise ValueError("the schema is closed")
+        text = "\n".join(comments).encode("utf-8")
+        out = ctypes.c_void_p()
+        r = _L.schema_write_yaml(self._s, text or None, ctypes.byref(out))
+        if r < 0:
+            raise _error(r)
+        return _L.take_string(out)
+
     def close(self) -> None:
         if self._s is not None:
             _L.schema_free(self._s)
@@ -291,131 +302,17 @@ def _read_options(h: ctypes.c_void_p) -> List[SchemaOption]:
 
 # -- the schema file writer ---------------------------------------------
 
-_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
-_YAML11_WORDS = {"y", "yes", "n", "no", "true", "false", "on", "off", "null", "~"}
-
-
-def _y_name(s: str) -> str:
-    """A name or env variable: plain when it cannot be misread."""
-    if _NAME_RE.match(s) and s.lower() not in _YAML11_WORDS:
-        return s
-    return _y_dq(s)
-
-
-def _y_dq(s: str) -> str:
-    out = ['"']
-    for ch in s:
-        c = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif c < 0x20 or 0x7F <= c <= 0x9F:
-            out.append("\\x%02x" % c)
-        elif c in (0x2028, 0x2029, 0xFEFF, 0xFFFE, 0xFFFF) or 0xD800 <= c <= 0xDFFF:
-            out.append("\\u%04x" % c)
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def _y_float(v: float) -> str:
-    if math.isnan(v):
-        return ".nan"
-    if math.isinf(v):
-        return ".inf" if v > 0 else "-.inf"
-    r = repr(v)
-    if "e" in r and "." not in r:  # 1e-05 -> 1.0e-05: a float in YAML 1.1 too
-        mant, exp = r.split("e")
-        r = mant + ".0e" + exp
-    return r
-
-
-def _y_value(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return _y_float(v)
-    if isinstance(v, str):
-        return _y_dq(v)
-    if isinstance(v, (list, set)):
-        items = sorted(v) if isinstance(v, set) else v
-        return "[" + ", ".join(_y_value(x) for x in items) + "]"
-    raise TypeError(v)
-
-
-def _literal_ok(doc: str) -> bool:
-    """Whether a `|-` literal block gives back exactly this text."""
-    if not doc or doc[0] in " \n" or doc.endswith("\n"):
-        return False
-    for ch in doc:
-        c = ord(ch)
-        if (c < 0x20 and ch != "\n") or 0x7F <= c <= 0x9F or c in (0x2028, 0x2029, 0xFEFF) \
-                or 0xD800 <= c <= 0xDFFF or c in (0xFFFE, 0xFFFF):
-            return False
-    return all(ln == ln.rstrip(" ") for ln in doc.split("\n"))
-
 
 def schema_yaml(options: Iterable[SchemaOption], comments: Iterable[str] = ()) -> str:
     """A schema file (YAML, format 1) of these options, in their order, that
-    the library reads back to the same options: names plain where YAML
-    cannot misread them, strings double-quoted, floats exact (repr), docs
-    as literal blocks where one gives the text back exactly. ``comments``:
-    lines of the header comment, after "# shmcfg schema (format 1)"."""
-    out = ["# shmcfg schema (format 1)"]
-    out.extend("# " + c for c in comments)
-    out.append("format: 1")
-    options = list(options)
-    if not options:
-        out.append("options: {}")
-        return "\n".join(out) + "\n"
-    out.append("options:")
-    for o in options:
-        out.append("  %s:" % _y_name(o.name))
-        a = [("type", o.type)]
-        if o.nullable:
-            a.append(("nullable", "true"))
-        if o.alias is None:
-            if o._has_default():
-                a.append(("default", _y_value(o.default)))
-            if o.env_default:
-                a.append(("env_default", "[" + ", ".join(_y_name(x) for x in o.env_default)
-                          + "]"))
-            if o.env_force:
-                a.append(("env_force", "[" + ", ".join(_y_name(x) for x in o.env_force) + "]"))
-            if o.knob is not None:
-                a.append(("knob", _y_dq(o.knob)))
-        else:
-            a.append(("alias", _y_name(o.alias)))
-        if o.alias is None:
-            if o.implies:
-                a.append(("implies", "{" + ", ".join("%s: %s" % (_y_name(k), _y_value(v))
-                                                     for k, v in o.implies) + "}"))
-            if o.deprecated is not None:
-                a.append(("deprecated", _y_dq(o.deprecated)))
-            for f in ("hash_ignored", "save_ignored", "private"):
-                if getattr(o, f):
-                    a.append((f, "true"))
-            for f in ("min", "max", "choices"):
-                if getattr(o, f) is not None:
-                    a.append((f, _y_value(getattr(o, f))))
-        for k, v in a:
-            out.append("    %s: %s" % (k, v))
-        if o.doc:
-            if _literal_ok(o.doc):
-                out.append("    doc: |-")
-                out.extend(("      " + ln) if ln else "" for ln in o.doc.split("\n"))
-            else:
-                out.append("    doc: " + _y_dq(o.doc))
-    return "\n".join(out) + "\n"
+    the library reads back to the same options: the library's one writer
+    (shmcfg_schema_write_yaml(), as ``shmctl schema`` writes): names plain
+    where YAML cannot misread them, strings double-quoted, floats exact (as
+    repr), docs as literal blocks where one gives the text back exactly.
+    ``comments``: lines of the header comment, after "# shmcfg schema
+    (format 1)". The options are declared first (``Schema.add()``), and an
+    unsound set of them (references, cycles) raises the library's refusal."""
+    with Schema() as s:
+        for o in options:
+            s.add(o)
+        return s.yaml(comments)
