@@ -88,7 +88,7 @@ import time
 SRC = os.path.abspath(os.environ.get("top_srcdir") or os.path.join(os.path.dirname(__file__), ".."))
 BUILD = os.path.abspath(os.environ.get("top_builddir") or SRC)
 SHOW = "--show" in sys.argv
-MARK_MD = re.compile(r"<!--\s*example:\s*(.*?)\s*(-->|$)")
+MARK_MD = re.compile(r"^<!--\s*example:\s*(.*?)\s*(-->|$)")
 MARK_MAN = re.compile(r'^\.\\"\s*example:\s*(.*)$')
 # how long a background command may take to print what a block shows, or to end
 BACKGROUND_S = 60
@@ -209,7 +209,7 @@ def markdown_blocks(text):
     opts = {}
     while i < len(lines):
         line = lines[i]
-        m = MARK_MD.search(line)
+        m = MARK_MD.match(line)
         if m:
             opts = marks(m.group(1))
             i += 1
@@ -227,7 +227,8 @@ def markdown_blocks(text):
             opts = {}
             i = j + 1
             continue
-        if line.startswith("    ") and (i == 0 or lines[i - 1].strip() == ""):
+        if line.startswith("    ") and (i == 0 or lines[i - 1].strip() == "" or
+                                         MARK_MD.match(lines[i - 1])):
             j = i
             while j < len(lines) and (lines[j].startswith("    ") or
                                       (lines[j].strip() == "" and j + 1 < len(lines)
@@ -549,6 +550,14 @@ def run_c(doc, cblocks, failures):
 
 
 def main():
+    try:
+        check()
+    except ValueError as e:  # a marker this script does not know
+        print(f"FAIL: {e}")
+        sys.exit(1)
+
+
+def check():
     in_private_shm()
     mount_private_shm()
     failures = []
@@ -561,7 +570,7 @@ def main():
         examples = sessions(markdown_blocks(f.read())[0])
     if not readme or not man or not examples:
         failures.append("no shell examples found in README.md, tools/shmctl.1 or examples/README.md")
-    run_sessions("README.md", readme, failures)
+    run_sessions("README.md", readme, failures, tree=True)
     run_sessions("tools/shmctl.1", man, failures)
     run_sessions("examples/README.md", examples, failures, tree=True)
     run_c("README.md", cblocks, failures)
