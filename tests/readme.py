@@ -368,9 +368,9 @@ class Background:
         self.doc, self.lineno, self.cmd = doc, lineno, cmd
         self.expect, self.any_order, self.failed = [], False, False
         self.out = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(["bash", "-c", cmd], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                     stdout=self.out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(["bash", "-c", cmd], cwd=cwd, env=env,
+                                     stdin=subprocess.DEVNULL, stdout=self.out,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
 
     def lines(self):
         """The complete lines it printed so far."""
@@ -395,9 +395,12 @@ class Background:
         deadline = time.monotonic() + BACKGROUND_S
         while not self.fits(False):
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                if self.fits(False):  # it printed that, and ended, since
+                    break
                 how = (f"it ended with exit status {self.proc.returncode}"
                        if self.proc.poll() is not None else f"still running after {BACKGROUND_S} s")
-                failures.append(mismatch(self.doc, self.lineno, self.cmd + "    (in the background)",
+                failures.append(mismatch(self.doc, self.lineno,
+                                         self.cmd + "    (in the background)",
                                          self.expect + ["..."], self.lines(),
                                          f"by the block of line {lineno}: {how}"))
                 self.failed = True
@@ -494,7 +497,8 @@ def run_sessions(doc, found, failures, tree=False):
                 r = run(cmd, work, env)
                 if r is None:
                     failures.append(f"{doc}:{lineno}: $ {cmd}\n  still running after 30 s: killed "
-                                    "(mark a block that needs another terminal: see tests/readme.py)")
+                                    "(mark a block that needs another terminal: "
+                                    "see tests/readme.py)")
                     continue
                 got = (r.stdout + r.stderr).rstrip("\n")
                 got_lines = got.split("\n") if got else []
@@ -569,7 +573,8 @@ def check():
     with open(os.path.join(SRC, "examples", "README.md")) as f:
         examples = sessions(markdown_blocks(f.read())[0])
     if not readme or not man or not examples:
-        failures.append("no shell examples found in README.md, tools/shmctl.1 or examples/README.md")
+        failures.append("no shell examples found in README.md, tools/shmctl.1 or "
+                        "examples/README.md")
     run_sessions("README.md", readme, failures, tree=True)
     run_sessions("tools/shmctl.1", man, failures)
     run_sessions("examples/README.md", examples, failures, tree=True)
