@@ -25,7 +25,9 @@ page, options separated by ";" (an unknown one is an error):
   comment, for the reader of the source);
 - "any order": the lines printed may come in any order (processes that
   print concurrently): every expected line must match a printed line of its
-  own, and a line "..." anywhere allows any other lines;
+  own, and a line "..." anywhere allows any other lines (a background
+  command's output is compared so, all of it, if any of its blocks says
+  so);
 - "background": the block's one command starts, and runs on while the
   blocks after it run, as in a first terminal while the next blocks are
   typed in a second one. Before going on, the test waits (BACKGROUND_S at
@@ -47,9 +49,9 @@ with the built shmctl, shmcfg-sync and shmcfg-import first on PATH, python/
 on PYTHONPATH, no TORCH_* or SHMCFG_* variable nor SHMCTL, and a private
 /dev/shm (a mount namespace of our own, so that the examples' segment names,
 "job", "demo", "trainer", are theirs, and whatever they leave there goes
-with it; the test also empties it after each document). examples/README.md
-runs "from a built source tree": its directory has examples/ and python/ of
-the source and tools/ and lib/ of the build (symbolic links), so that
+with it; the test also empties it after each document). The Markdown files
+run "from a built source tree": their directory has examples/ and python/
+of the source and tools/ and lib/ of the build (symbolic links), so that
 "python3 examples/trainer.py" and "tools/shmctl" run as written, in a
 VPATH build too. A command's exit status is not checked: what it prints is.
 
