@@ -227,6 +227,16 @@ else
 	t_complete "help: the commands" "shmctl help st" "stat"
 	t_complete "header --schema: no segment after it" "shmctl header --schema x " ""
 	t_complete "load: a file after NAME" "shmctl load $S $T_TMP/bi" "$T_TMP/bin"
+	# /dev/shm is anyone's to write: a file name there is neither run
+	# (compgen -W would expand it) nor put on the command line unless it
+	# is a segment name
+	_evil1="/dev/shm/shmcfg.${S}evil\$(echo\${IFS}PWNED>&2)"
+	_evil2="/dev/shm/shmcfg.${S}evil;id"
+	: >"$_evil1"
+	: >"$_evil2"
+	: >"/dev/shm/shmcfg.${S}evil-ok"
+	t_complete "hostile names in /dev/shm: not run, not offered" "shmctl get ${S}ev" "${S}evil-ok"
+	rm -f "$_evil1" "$_evil2" "/dev/shm/shmcfg.${S}evil-ok"
 	# every command's flags as the completion offers them are those its
 	# --help lists (both made from the table), --color and --help added
 	_bad=""
