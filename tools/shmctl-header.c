@@ -5,9 +5,12 @@
  * The header holds the schema hash, compile-time option handles, an attach
  * helper that passes the hash to shmcfg_attach_with() (so a handle it
  * returns has exactly this schema: every handle, type and nullability below
- * is proven once, at attach), one inline accessor per bool, int and float
- * option on shmcfg.h's proven reads, and a batched read of all of them under
- * one stamp check. doc/design.md ("Generated accessors") gives the argument.
+ * is proven once, at attach), its options as an X-macro (P_OPTIONS) in
+ * SHMCFG_DEFINE_OPTIONS's columns, one inline accessor per bool, int and
+ * float option expanded from it by shmcfg.h's macros (shmcfg/options.h, the
+ * ones SHMCFG_DEFINE_OPTIONS expands: one definition of an accessor) on the
+ * proven reads, and a batched read of all of them under one stamp check.
+ * doc/design.md ("Generated accessors") gives the argument.
  *
  * The schema comes from a segment, a schema file or the embedded default.
  * The library has no introspection of a schema that is not in a segment, and
@@ -149,7 +152,7 @@ static int check_idents(struct gen *g)
 		return fail("out of memory");
 	static const char *const fixed[] = {"schema_hash", "nopts", "values", "defaults", "read",
 					    "_read_slow", "attach", "attach_with", "check"};
-	static const char *const fixed_upper[] = {"SCHEMA_HASH", "ACCESSORS", "HEADER_H"};
+	static const char *const fixed_upper[] = {"SCHEMA_HASH", "ACCESSORS", "OPTIONS", "HEADER_H"};
 	int r = EXIT_OK;
 #define ADD(what_, fmt, ...)                                                          \
 	do {                                                                          \
@@ -214,7 +217,20 @@ static const char *ctype(shmcfg_type t)
 
 static const char *tname(shmcfg_type t)
 {
-	return t == SHMCFG_BOOL ? "BOOL" : t == SHMCFG_INT ? "INT" : "FLOAT";
+	switch (t) {
+	case SHMCFG_BOOL:
+		return "BOOL";
+	case SHMCFG_INT:
+		return "INT";
+	case SHMCFG_FLOAT:
+		return "FLOAT";
+	case SHMCFG_STR:
+		return "STR";
+	case SHMCFG_LIST:
+		return "LIST";
+	default:
+		return "SET";
+	}
 }
 
 /* A double as a C literal that reads back exactly (the shortest such). */
@@ -381,8 +397,8 @@ static void emit_banner(struct gen *g)
 		"#include <stdbool.h>\n"
 		"#include <stdint.h>\n\n"
 		"#include \"shmcfg.h\"\n\n"
-		"#if !defined(SHMCFG_GEN_ABI) || SHMCFG_GEN_ABI != 1 || SHMCFG_VIEW_ABI != 2\n"
-		"#error \"generated for shmcfg.h's SHMCFG_GEN_ABI 1 and SHMCFG_VIEW_ABI 2: regenerate with this shmcfg's shmctl header\"\n"
+		"#if !defined(SHMCFG_GEN_ABI) || SHMCFG_GEN_ABI != 2 || SHMCFG_VIEW_ABI != 2\n"
+		"#error \"generated for shmcfg.h's SHMCFG_GEN_ABI 2 and SHMCFG_VIEW_ABI 2: regenerate with this shmcfg's shmctl header\"\n"
 		"#endif\n\n"
 		"#ifdef __cplusplus\n"
 		"extern \"C\" {\n"
@@ -408,12 +424,12 @@ static void emit_handles(struct gen *g)
 	fprintf(f, "};\n\n");
 }
 
+/* An accessor's comment (the option, its doc) and its prototype: the
+ * definition is shmcfg.h's, from the P_OPTIONS list (emit_options). */
 static void emit_accessor(struct gen *g, const struct gopt *o)
 {
 	FILE *f = g->f;
 	const char *p = g->prefix, *T = ctype(o->info.type);
-	char def[64];
-	c_default(def, sizeof def, o);
 	fprintf(f, "/* %s: ", o->info.name);
 	describe(f, o);
 	if (o->info.doc && *o->info.doc) {
@@ -425,36 +441,48 @@ static void emit_accessor(struct gen *g, const struct gopt *o)
 		comment_text(f, o->info.deprecated, 80);
 	}
 	fputs(" */\n", f);
-	if (!o->nullable) {
-		fprintf(f, "static inline %s %s_%s(const shmcfg *h)\n{\n\tuint64_t bits;\n", T, p, o->cname);
-		fprintf(f, "\tif (__builtin_expect(shmcfg__read_proven(h, %s_%s_opt, &bits), 1))", p, o->cname);
-		if (o->info.type == SHMCFG_FLOAT)
-			fprintf(f, "\n\t\treturn shmcfg__f64(bits);\n");
-		else if (o->info.type == SHMCFG_BOOL)
-			fprintf(f, "\n\t\treturn bits != 0;\n");
-		else
-			fprintf(f, "\n\t\treturn (int64_t)bits;\n");
-		fprintf(f, "\treturn shmcfg__proven_slow_%s(h, %s_%s_opt, %s);\n}\n\n",
-			o->info.type == SHMCFG_BOOL ? "bool" : o->info.type == SHMCFG_INT ? "int" : "float", p,
-			o->cname, def);
-		return;
-	}
-	fprintf(f,
-		"static inline int %s_%s(const shmcfg *h, %s *ret)\n{\n"
-		"\tuint64_t bits;\n"
-		"\tint r = shmcfg__read_proven_nullable(h, %s_%s_opt, &bits);\n"
-		"\tif (__builtin_expect(r < 0, 0))\n"
-		"\t\treturn shmcfg__proven_slow_%s_n(h, %s_%s_opt, ret);\n"
-		"\tif (r == 0)\n",
-		p, o->cname, T, p, o->cname,
-		o->info.type == SHMCFG_BOOL ? "bool" : o->info.type == SHMCFG_INT ? "int" : "float", p, o->cname);
-	if (o->info.type == SHMCFG_FLOAT)
-		fprintf(f, "\t\t*ret = shmcfg__f64(bits);\n");
-	else if (o->info.type == SHMCFG_BOOL)
-		fprintf(f, "\t\t*ret = bits != 0;\n");
+	if (!o->nullable)
+		fprintf(f, "static inline %s %s_%s(const shmcfg *h);\n\n", T, p, o->cname);
 	else
-		fprintf(f, "\t\t*ret = (int64_t)bits;\n");
-	fprintf(f, "\treturn r;\n}\n\n");
+		fprintf(f, "static inline int %s_%s(const shmcfg *h, %s *ret);\n\n", p, o->cname, T);
+}
+
+/* The options as an X-macro in SHMCFG_DEFINE_OPTIONS's columns, with what
+ * the hash gives in place of its designators, and the accessors expanded
+ * from it by the macros that SHMCFG_DEFINE_OPTIONS uses too
+ * (shmcfg/options.h): one definition of a handle's accessor. */
+static void emit_options(struct gen *g)
+{
+	FILE *f = g->f;
+	fprintf(f,
+		"/* X(id, \"name\", TYPE, nullable, default) per option: the columns of\n"
+		" * SHMCFG_DEFINE_OPTIONS (shmcfg.h) with what the schema hash proves in\n"
+		" * place of its schema designators; TYPE as in SHMCFG_##TYPE, nullable 0\n"
+		" * or 1, default the schema default as a C expression (0 for str, list\n"
+		" * and set: no accessor). */\n"
+		"#define %s_OPTIONS(X)",
+		g->upper);
+	for (size_t i = 0; i < g->n; i++) {
+		const struct gopt *o = &g->o[i];
+		char def[64] = "0";
+		if (o->scalar)
+			c_default(def, sizeof def, o);
+		fprintf(f, " \\\n\tX(%s_%s, \"%s\", %s, %d, %s)", g->prefix, o->cname, o->info.name,
+			tname(o->info.type), o->nullable, def);
+	}
+	fprintf(f, "\n\n");
+}
+
+static void emit_accessors(struct gen *g)
+{
+	FILE *f = g->f;
+	for (size_t i = 0; i < g->n; i++)
+		if (g->o[i].scalar)
+			emit_accessor(g, &g->o[i]);
+	fprintf(f, "/* The accessors declared above: the proven reads of shmcfg.h's\n"
+		   " * SHMCFG__ACC_PROVEN_0 (the value, or the default) and _1 (nullable). */\n"
+		   "%s_OPTIONS(SHMCFG__X_PROVEN_ACC)\n\n",
+		g->upper);
 }
 
 /* The value of bits @p b (an expression) as the option's C type. */
@@ -855,9 +883,8 @@ int cmd_header(int argc, char **argv)
 	}
 	emit_banner(&g);
 	emit_handles(&g);
-	for (size_t i = 0; i < g.n; i++)
-		if (g.o[i].scalar)
-			emit_accessor(&g, &g.o[i]);
+	emit_options(&g);
+	emit_accessors(&g);
 	emit_batch(&g);
 	emit_attach(&g);
 	emit_xmacro(&g);

@@ -26,7 +26,7 @@
  * cells, or past the slots: use them only as a generated header does.
  * SHMCFG_GEN_ABI versions what a generated header uses of this section.
  */
-#define SHMCFG_GEN_ABI 1
+#define SHMCFG_GEN_ABI 2 /* 2: accessors from shmcfg/options.h's macros */
 
 /* A float's bits as the double. */
 static inline double shmcfg__f64(uint64_t bits)

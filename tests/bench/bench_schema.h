@@ -33,8 +33,8 @@
 
 #include "shmcfg.h"
 
-#if !defined(SHMCFG_GEN_ABI) || SHMCFG_GEN_ABI != 1 || SHMCFG_VIEW_ABI != 2
-#error "generated for shmcfg.h's SHMCFG_GEN_ABI 1 and SHMCFG_VIEW_ABI 2: regenerate with this shmcfg's shmctl header"
+#if !defined(SHMCFG_GEN_ABI) || SHMCFG_GEN_ABI != 2 || SHMCFG_VIEW_ABI != 2
+#error "generated for shmcfg.h's SHMCFG_GEN_ABI 2 and SHMCFG_VIEW_ABI 2: regenerate with this shmcfg's shmctl header"
 #endif
 
 #ifdef __cplusplus
@@ -59,80 +59,51 @@ enum {
 	bench_filler_a08_opt = 8, /* bench.filler.a08: bool, default true */
 };
 
+/* X(id, "name", TYPE, nullable, default) per option: the columns of
+ * SHMCFG_DEFINE_OPTIONS (shmcfg.h) with what the schema hash proves in
+ * place of its schema designators; TYPE as in SHMCFG_##TYPE, nullable 0
+ * or 1, default the schema default as a C expression (0 for str, list
+ * and set: no accessor). */
+#define BENCH_OPTIONS(X) \
+	X(bench_x, "bench.x", INT, 0, INT64_C(7)) \
+	X(bench_enabled, "bench.enabled", BOOL, 0, false) \
+	X(bench_ratio, "bench.ratio", FLOAT, 0, 0.25) \
+	X(bench_filler_a04, "bench.filler.a04", INT, 0, INT64_C(4)) \
+	X(bench_filler_a05, "bench.filler.a05", INT, 0, INT64_C(5)) \
+	X(bench_filler_a06, "bench.filler.a06", INT, 0, INT64_C(6)) \
+	X(bench_filler_a07, "bench.filler.a07", INT, 0, INT64_C(7)) \
+	X(bench_filler_a08, "bench.filler.a08", BOOL, 0, true)
+
 /* bench.x: int, default 7.
  * the option the hot reads read */
-static inline int64_t bench_x(const shmcfg *h)
-{
-	uint64_t bits;
-	if (__builtin_expect(shmcfg__read_proven(h, bench_x_opt, &bits), 1))
-		return (int64_t)bits;
-	return shmcfg__proven_slow_int(h, bench_x_opt, INT64_C(7));
-}
+static inline int64_t bench_x(const shmcfg *h);
 
 /* bench.enabled: bool, default false.
  * a feature flag */
-static inline bool bench_enabled(const shmcfg *h)
-{
-	uint64_t bits;
-	if (__builtin_expect(shmcfg__read_proven(h, bench_enabled_opt, &bits), 1))
-		return bits != 0;
-	return shmcfg__proven_slow_bool(h, bench_enabled_opt, false);
-}
+static inline bool bench_enabled(const shmcfg *h);
 
 /* bench.ratio: float, default 0.25.
  * a float option */
-static inline double bench_ratio(const shmcfg *h)
-{
-	uint64_t bits;
-	if (__builtin_expect(shmcfg__read_proven(h, bench_ratio_opt, &bits), 1))
-		return shmcfg__f64(bits);
-	return shmcfg__proven_slow_float(h, bench_ratio_opt, 0.25);
-}
+static inline double bench_ratio(const shmcfg *h);
 
 /* bench.filler.a04: int, default 4 */
-static inline int64_t bench_filler_a04(const shmcfg *h)
-{
-	uint64_t bits;
-	if (__builtin_expect(shmcfg__read_proven(h, bench_filler_a04_opt, &bits), 1))
-		return (int64_t)bits;
-	return shmcfg__proven_slow_int(h, bench_filler_a04_opt, INT64_C(4));
-}
+static inline int64_t bench_filler_a04(const shmcfg *h);
 
 /* bench.filler.a05: int, default 5 */
-static inline int64_t bench_filler_a05(const shmcfg *h)
-{
-	uint64_t bits;
-	if (__builtin_expect(shmcfg__read_proven(h, bench_filler_a05_opt, &bits), 1))
-		return (int64_t)bits;
-	return shmcfg__proven_slow_int(h, bench_filler_a05_opt, INT64_C(5));
-}
+static inline int64_t bench_filler_a05(const shmcfg *h);
 
 /* bench.filler.a06: int, default 6 */
-static inline int64_t bench_filler_a06(const shmcfg *h)
-{
-	uint64_t bits;
-	if (__builtin_expect(shmcfg__read_proven(h, bench_filler_a06_opt, &bits), 1))
-		return (int64_t)bits;
-	return shmcfg__proven_slow_int(h, bench_filler_a06_opt, INT64_C(6));
-}
+static inline int64_t bench_filler_a06(const shmcfg *h);
 
 /* bench.filler.a07: int, default 7 */
-static inline int64_t bench_filler_a07(const shmcfg *h)
-{
-	uint64_t bits;
-	if (__builtin_expect(shmcfg__read_proven(h, bench_filler_a07_opt, &bits), 1))
-		return (int64_t)bits;
-	return shmcfg__proven_slow_int(h, bench_filler_a07_opt, INT64_C(7));
-}
+static inline int64_t bench_filler_a07(const shmcfg *h);
 
 /* bench.filler.a08: bool, default true */
-static inline bool bench_filler_a08(const shmcfg *h)
-{
-	uint64_t bits;
-	if (__builtin_expect(shmcfg__read_proven(h, bench_filler_a08_opt, &bits), 1))
-		return bits != 0;
-	return shmcfg__proven_slow_bool(h, bench_filler_a08_opt, true);
-}
+static inline bool bench_filler_a08(const shmcfg *h);
+
+/* The accessors declared above: the proven reads of shmcfg.h's
+ * SHMCFG__ACC_PROVEN_0 (the value, or the default) and _1 (nullable). */
+BENCH_OPTIONS(SHMCFG__X_PROVEN_ACC)
 
 /* The options above, read together by bench_read(). A nullable option's
  * field means nothing while its _null field is true. */
