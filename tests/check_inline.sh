@@ -8,7 +8,7 @@ set -u
 : "${top_srcdir:=.}" "${top_builddir:=.}" "${CC:=cc}" "${CXX:=c++}"
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..13"
+echo "1..14"
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 notok() { n=$((n + 1)); echo "not ok $n - $1"; fails=1; }
@@ -122,6 +122,25 @@ if printf '#include "shmcfg.h"\nint main() { shmcfg *h = 0; int64_t v; return sh
 	ok "shmcfg.h compiles as C++"
 else
 	notok "shmcfg.h compiles as C++"
+fi
+# the macros a program expands declare no name its own globals would shadow
+cat > "$tmp/shadow.c" <<'EOF_C'
+#include "shmcfg.h"
+int h, ret, bits, r, v, def;
+#define APP_OPTIONS(X) \
+	X(app_n, "app.n", INT, .def = "4") \
+	X(app_on, "app.on", BOOL) \
+	X(app_s, "app.s", STR)
+SHMCFG_DEFINE_OPTIONS(app, APP_OPTIONS)
+int use(const shmcfg *p);
+int use(const shmcfg *p) { return (int)app_n(p) + app_on(p) + app_verify(p); }
+EOF_C
+if $CC -std=gnu11 -Wall -Wextra -Wshadow -Werror -I"$top_builddir/include" -I"$top_srcdir/include" \
+	-c "$tmp/shadow.c" -o "$tmp/shadow.o" 2> "$tmp/shadow.err"; then
+	ok "SHMCFG_DEFINE_OPTIONS shadows no global of the program (-Wshadow)"
+else
+	notok "SHMCFG_DEFINE_OPTIONS shadows no global of the program (-Wshadow)"
+	sed 's/^/# /' "$tmp/shadow.err" | head -20
 fi
 # (what the library exports: tests/check_exports.sh)
 exit $fails

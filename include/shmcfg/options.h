@@ -47,19 +47,19 @@
  *    SHMCFG_NULL or an error); str, list and set options get no accessor.
  */
 #define SHMCFG__ACC_SCALAR(id, TY)                                              \
-	static inline SHMCFG__T_##TY id(const shmcfg *h)                        \
+	static inline SHMCFG__T_##TY id(const shmcfg *_h)                        \
 	{                                                                       \
 		SHMCFG__T_##TY _v = 0;                                          \
-		return SHMCFG__GET_##TY(h, SHMCFG__HANDLE(id), &_v) == 0 ? _v : (SHMCFG__T_##TY)0; \
+		return SHMCFG__GET_##TY(_h, SHMCFG__HANDLE(id), &_v) == 0 ? _v : (SHMCFG__T_##TY)0; \
 	}                                                                       \
-	static inline int id##_get(const shmcfg *h, SHMCFG__T_##TY *ret)        \
+	static inline int id##_get(const shmcfg *_h, SHMCFG__T_##TY *_ret)        \
 	{                                                                       \
-		return SHMCFG__GET_##TY(h, SHMCFG__HANDLE(id), ret);            \
+		return SHMCFG__GET_##TY(_h, SHMCFG__HANDLE(id), _ret);            \
 	}
 #define SHMCFG__ACC_COPY(id)                                                    \
-	static inline int id(const shmcfg *h, shmcfg_value *ret)                \
+	static inline int id(const shmcfg *_h, shmcfg_value *_ret)                \
 	{                                                                       \
-		return shmcfg_get(h, SHMCFG__HANDLE(id), ret);                  \
+		return shmcfg_get(_h, SHMCFG__HANDLE(id), _ret);                  \
 	}
 #define SHMCFG__ACC_BOOL(id) SHMCFG__ACC_SCALAR(id, BOOL)
 #define SHMCFG__ACC_INT(id) SHMCFG__ACC_SCALAR(id, INT)
@@ -70,23 +70,23 @@
 
 /* proven, not nullable (0) and nullable (1) */
 #define SHMCFG__ACC_PROVEN_0(id, TY, def)                                       \
-	static inline SHMCFG__T_##TY id(const shmcfg *h)                        \
+	static inline SHMCFG__T_##TY id(const shmcfg *_h)                        \
 	{                                                                       \
-		uint64_t bits;                                                  \
-		if (__builtin_expect(shmcfg__read_proven(h, SHMCFG__HANDLE(id), &bits), 1)) \
-			return SHMCFG__VAL_##TY(bits);                          \
-		return SHMCFG__SLOW_##TY(h, SHMCFG__HANDLE(id), def);           \
+		uint64_t _bits;                                                  \
+		if (__builtin_expect(shmcfg__read_proven(_h, SHMCFG__HANDLE(id), &_bits), 1)) \
+			return SHMCFG__VAL_##TY(_bits);                          \
+		return SHMCFG__SLOW_##TY(_h, SHMCFG__HANDLE(id), def);           \
 	}
 #define SHMCFG__ACC_PROVEN_1(id, TY, def)                                       \
-	static inline int id(const shmcfg *h, SHMCFG__T_##TY *ret)              \
+	static inline int id(const shmcfg *_h, SHMCFG__T_##TY *_ret)              \
 	{                                                                       \
-		uint64_t bits;                                                  \
-		int r = shmcfg__read_proven_nullable(h, SHMCFG__HANDLE(id), &bits); \
-		if (__builtin_expect(r < 0, 0))                                 \
-			return SHMCFG__SLOW_##TY##_n(h, SHMCFG__HANDLE(id), ret); \
-		if (r == 0)                                                     \
-			*ret = SHMCFG__VAL_##TY(bits);                          \
-		return r;                                                       \
+		uint64_t _bits;                                                  \
+		int _r = shmcfg__read_proven_nullable(_h, SHMCFG__HANDLE(id), &_bits); \
+		if (__builtin_expect(_r < 0, 0))                                 \
+			return SHMCFG__SLOW_##TY##_n(_h, SHMCFG__HANDLE(id), _ret); \
+		if (_r == 0)                                                     \
+			*_ret = SHMCFG__VAL_##TY(_bits);                          \
+		return _r;                                                       \
 	}
 #define SHMCFG__SLOW_BOOL_n shmcfg__proven_slow_bool_n
 #define SHMCFG__SLOW_INT_n shmcfg__proven_slow_int_n
