@@ -369,15 +369,17 @@ class Background:
     def __init__(self, doc, lineno, cmd, cwd, env):
         self.doc, self.lineno, self.cmd = doc, lineno, cmd
         self.expect, self.any_order, self.failed = [], False, False
-        self.out = tempfile.TemporaryFile()
+        # O_APPEND, and read with pread: the command's processes share this
+        # file description, so a seek of ours would move where they write
+        self.out = tempfile.TemporaryFile(mode="a+b")
         self.proc = subprocess.Popen(["bash", "-c", cmd], cwd=cwd, env=env,
                                      stdin=subprocess.DEVNULL, stdout=self.out,
                                      stderr=subprocess.STDOUT, start_new_session=True)
 
     def lines(self):
         """The complete lines it printed so far."""
-        self.out.seek(0)
-        text = self.out.read().decode(errors="replace")
+        fd = self.out.fileno()
+        text = os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
         text = text[:text.rfind("\n") + 1].rstrip("\n")
         return text.split("\n") if text else []
 
