@@ -263,22 +263,13 @@ int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)
 	if (!s)
 		return shmcfg__nomem();
 	char *copy = (char *)(s + 1), *heap = copy + h->lay.slot_size;
-	for (int tries = 0;;) {
-		uint64_t cur, top;
-		int r = 0;
-		if (!seq_slot(h, &cur, &r)) { /* (A) */
-			shmcfg__free(s);
-			return r;
-		}
-		if (shmcfg__seq_copy(h, cur, copy, heap, &top)) {
-			*s = (struct shmcfg_snapshot){h, NULL, cur_gen(cur), copy, heap, top, true, -1};
-			*ret = s;
-			return 0;
-		}
-		r = shmcfg__seq_retry(h, cur, &tries);
-		if (r) {
-			shmcfg__free(s);
-			return r;
-		}
+	uint64_t gen, top;
+	int r = shmcfg__seq_copy_current(h, copy, heap, &top, &gen);
+	if (r) {
+		shmcfg__free(s);
+		return r;
 	}
+	*s = (struct shmcfg_snapshot){h, NULL, gen, copy, heap, top, true, -1};
+	*ret = s;
+	return 0;
 }
