@@ -142,7 +142,7 @@ typedef int (*seq_read_fn)(const shmcfg *h, const struct slot_hdr *sl, uint64_t 
  * a constant read(), so that the compiler inlines that too: no indirect call
  * on the slow path of the getters.
  */
-static inline int seq_read(const shmcfg *h, seq_read_fn read, void *arg)
+static inline __attribute__((always_inline)) int seq_read(const shmcfg *h, seq_read_fn read, void *arg)
 {
 	for (int tries = 0;;) {
 		uint64_t cur;
