@@ -28,8 +28,11 @@
  *
  * The reader's loop is written once, seq_read below: (A), the caller's copy
  * and check ((B), or the pin's seq_cst check: reclaim.c), and on a failed
- * check the library's rule (shmcfg__seq_retry). Every reader of the slot in
- * the library uses it.
+ * check the library's rule (shmcfg__seq_retry). Every read of the current
+ * slot in the library uses it: the slow reads (read.c), the copies of the
+ * current generation (shmcfg__seq_copy_current) and the pin (reclaim.c).
+ * A copy of a slot named otherwise (shmcfg__seq_copy in watch.c, inspect.c)
+ * has nothing to retry: a failed check means that generation is gone.
  *
  * The public inline getter (include/shmcfg.h.in, shmcfg__read_cell) keeps its
  * own copy of the reader's side, since it is compiled into programs; tests
@@ -138,9 +141,10 @@ typedef int (*seq_read_fn)(const shmcfg *h, const struct slot_hdr *sl, uint64_t 
 /*
  * The reader's side of the slot seqlock: (A), then read(), again while it
  * says SEQ_AGAIN and the library's rule allows (shmcfg__seq_retry). Returns
- * read()'s result, or the error of (A) (seq_slot) or of the rule. Inline with
- * a constant read(), so that the compiler inlines that too: no indirect call
- * on the slow path of the getters.
+ * read()'s result, or the error of (A) (seq_slot) or of the rule. Inlined
+ * with its constant read(), which the compiler then inlines too: no indirect
+ * call. always_inline: the getters' slow path is cold, and gcc inlines
+ * nothing into a cold function of its own accord.
  */
 static inline __attribute__((always_inline)) int seq_read(const shmcfg *h, seq_read_fn read, void *arg)
 {
