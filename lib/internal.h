@@ -156,6 +156,7 @@ void shmcfg__pin_holders(const shmcfg *h, char *buf, size_t len);
 
 /* seqlock.c (and seqlock.h): the slot seqlock */
 bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst, char *heap, uint64_t *top);
+int shmcfg__seq_copy_current(const shmcfg *h, void *dst, char *heap, uint64_t *top, uint64_t *gen);
 int shmcfg__seq_retry(const shmcfg *h, uint64_t cur, int *tries);
 
 /* read.c: slow and copying reads */

@@ -105,19 +105,7 @@ static int gather(const shmcfg *h, shmcfg_opt **opts, shmcfg_value **vals, size_
  * verdict (shmcfg__seq_retry) if it never held still. */
 static int copy_current(const shmcfg *h, struct overlay *ov)
 {
-	for (int tries = 0;;) {
-		uint64_t cur;
-		int r = 0;
-		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
-		if (!sl)
-			return r;
-		if (shmcfg__seq_copy(h, cur, ov->copy, ov->copy + h->lay.slot_size, &ov->top)) {
-			ov->gen = cur_gen(cur);
-			return 0;
-		}
-		if ((r = shmcfg__seq_retry(h, cur, &tries)))
-			return r;
-	}
+	return shmcfg__seq_copy_current(h, ov->copy, ov->copy + h->lay.slot_size, &ov->top, &ov->gen);
 }
 
 /*

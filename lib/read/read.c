@@ -18,6 +18,28 @@ static int type_error(const shmcfg *h, shmcfg_opt opt, shmcfg_type want)
 			   shmcfg_type_name(opt_d(h, opt)->type), shmcfg_type_name(want) ?: "?");
 }
 
+struct cell_arg {
+	shmcfg_opt opt;
+	shmcfg_type type;
+	uint64_t *bits;
+};
+
+/* seq_read's read for shmcfg__get_slow: one cell, then (B), then its type. */
+static int cell_read(const shmcfg *h, const struct slot_hdr *sl, uint64_t cur, void *arg)
+{
+	const struct cell_arg *a = arg;
+	const struct shmcfg__cell *c = slot_cells(h, sl) + a->opt;
+	uint64_t val = __atomic_load_n(&c->val, __ATOMIC_RELAXED);
+	uint64_t meta = __atomic_load_n(&c->meta, __ATOMIC_RELAXED);
+	if (!seq_valid(&sl->gen, cur_gen(cur))) /* (B) */
+		return SEQ_AGAIN;
+	if (META_TYPE(meta) != (unsigned)a->type)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has type %u", h->name,
+				   sstr(h, opt_d(h, a->opt)->name), META_TYPE(meta));
+	*a->bits = val;
+	return (meta & META_NULL) ? SHMCFG_NULL : 0;
+}
+
 int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t *bits)
 {
 	assert_return(h && bits, -EINVAL);
@@ -40,26 +62,7 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 		return (pc.meta & META_NULL) ? SHMCFG_NULL : 0;
 	}
 	SHMCFG_FOLLOW_OPT(h, opt); /* after the thread's patches: they belong to the handle it patched */
-	for (int tries = 0;;) {
-		uint64_t cur;
-		int r = 0;
-		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
-		if (!sl)
-			return r;
-		const struct shmcfg__cell *c = slot_cells(h, sl) + opt;
-		uint64_t val = __atomic_load_n(&c->val, __ATOMIC_RELAXED);
-		uint64_t meta = __atomic_load_n(&c->meta, __ATOMIC_RELAXED);
-		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
-			if ((r = shmcfg__seq_retry(h, cur, &tries)))
-				return r;
-			continue;
-		}
-		if (META_TYPE(meta) != (unsigned)type)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has type %u", h->name,
-					   sstr(h, opt_d(h, opt)->name), META_TYPE(meta));
-		*bits = val;
-		return (meta & META_NULL) ? SHMCFG_NULL : 0;
-	}
+	return seq_read(h, cell_read, &(struct cell_arg){opt, type, bits});
 }
 
 /*
@@ -67,40 +70,46 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
  * n cells of one generation. A patched thread reads its overlay, a private
  * copy of one generation with its patches resolved in. Otherwise the
  * seqlock of the inline read over n cells: (A), every cell, then (B) once;
- * a failed validation follows the library's rule (shmcfg__seq_retry). The
- * handles and types are checked here, although the header's schema hash
- * proved them: this path is cold.
+ * a failed validation follows the library's rule (seq_read). The handles
+ * and types are checked here, although the header's schema hash proved
+ * them: this path is cold.
  */
+struct cells_arg {
+	size_t n;
+	const shmcfg_opt *opts;
+	const shmcfg_type *types;
+	uint64_t *bits;
+	bool *nulls;
+	uint64_t *gen_ret;
+};
+
+/* seq_read's read for read_n: every cell, then (B) once, then their types. */
+static int cells_read(const shmcfg *h, const struct slot_hdr *sl, uint64_t cur, void *arg)
+{
+	const struct cells_arg *a = arg;
+	const struct shmcfg__cell *c = slot_cells(h, sl);
+	size_t bad = a->n;
+	for (size_t i = 0; i < a->n; i++) {
+		uint64_t meta = __atomic_load_n(&c[a->opts[i]].meta, __ATOMIC_RELAXED);
+		a->bits[i] = __atomic_load_n(&c[a->opts[i]].val, __ATOMIC_RELAXED);
+		a->nulls[i] = (meta & META_NULL) != 0;
+		if (META_TYPE(meta) != (unsigned)a->types[i] && bad == a->n)
+			bad = i;
+	}
+	if (!seq_valid(&sl->gen, cur_gen(cur))) /* (B) */
+		return SEQ_AGAIN;
+	if (bad < a->n)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
+				   sstr(h, opt_d(h, a->opts[bad])->name));
+	*a->gen_ret = cur_gen(cur);
+	return 0;
+}
+
 /* The seqlock read of n options of one generation (get_slow_n). */
 static int read_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const shmcfg_type *types, uint64_t *bits,
 		  bool *nulls, uint64_t *gen_ret)
 {
-	for (int tries = 0;;) {
-		uint64_t cur;
-		int r = 0;
-		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
-		if (!sl)
-			return r;
-		const struct shmcfg__cell *c = slot_cells(h, sl);
-		size_t bad = n;
-		for (size_t i = 0; i < n; i++) {
-			uint64_t meta = __atomic_load_n(&c[opts[i]].meta, __ATOMIC_RELAXED);
-			bits[i] = __atomic_load_n(&c[opts[i]].val, __ATOMIC_RELAXED);
-			nulls[i] = (meta & META_NULL) != 0;
-			if (META_TYPE(meta) != (unsigned)types[i] && bad == n)
-				bad = i;
-		}
-		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
-			if ((r = shmcfg__seq_retry(h, cur, &tries)))
-				return r;
-			continue;
-		}
-		if (bad < n)
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
-					   sstr(h, opt_d(h, opts[bad])->name));
-		*gen_ret = cur_gen(cur);
-		return 0;
-	}
+	return seq_read(h, cells_read, &(struct cells_arg){n, opts, types, bits, nulls, gen_ret});
 }
 
 int shmcfg__get_slow_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const shmcfg_type *types,
@@ -155,6 +164,45 @@ int shmcfg__get_slow_n(const shmcfg *h, size_t n, const shmcfg_opt *opts, const 
 	return r;
 }
 
+struct value_arg {
+	shmcfg_opt opt;
+	shmcfg_value *ret;
+};
+
+/* seq_read's read for shmcfg_get: the cell's value copied out, then (B),
+ * then its type. A copy that (B) refuses is cleared before the retry. */
+static int value_read(const shmcfg *h, const struct slot_hdr *sl, uint64_t cur, void *arg)
+{
+	const struct value_arg *a = arg;
+	struct shmcfg__cell c = {
+		__atomic_load_n(&slot_cells(h, sl)[a->opt].val, __ATOMIC_RELAXED),
+		__atomic_load_n(&slot_cells(h, sl)[a->opt].meta, __ATOMIC_RELAXED),
+	};
+	shmcfg_value v;
+	int r = shmcfg__cell_value(h, &c, seg_heap(h), h->lay.heap_size, &v);
+	if (!r)
+		r = shmcfg__value_copy(&v, a->ret);
+	/* the bytes were checked in the segment, then copied: a writer that
+	 * rewrote them in between (a scribble: the stamp stays) must not get
+	 * a list past us whose count or last NUL disagree with its bytes */
+	if (!r && !shmcfg__list_ok(a->ret)) {
+		shmcfg_value_clear(a->ret);
+		r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: list cell of %s changed while read", h->name,
+				sstr(h, opt_d(h, a->opt)->name));
+	}
+	if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
+		if (!r)
+			shmcfg_value_clear(a->ret);
+		return SEQ_AGAIN;
+	}
+	if (!r && a->ret->type != opt_d(h, a->opt)->type) {
+		shmcfg_value_clear(a->ret);
+		r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
+				sstr(h, opt_d(h, a->opt)->name));
+	}
+	return r;
+}
+
 int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 {
 	SHMCFG_API_ENTRY;
@@ -173,60 +221,37 @@ int shmcfg_get(const shmcfg *h, shmcfg_opt opt, shmcfg_value *ret)
 		return perr ? perr : shmcfg__value_copy(&v, ret);
 	}
 	SHMCFG_FOLLOW_OPT(h, opt); /* after the thread's patches: they belong to the handle it patched */
-	for (int tries = 0;;) {
-		uint64_t cur;
-		int r = 0;
-		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
-		if (!sl)
-			return r;
-		struct shmcfg__cell c = {
-			__atomic_load_n(&slot_cells(h, sl)[opt].val, __ATOMIC_RELAXED),
-			__atomic_load_n(&slot_cells(h, sl)[opt].meta, __ATOMIC_RELAXED),
-		};
-		shmcfg_value v;
-		r = shmcfg__cell_value(h, &c, seg_heap(h), h->lay.heap_size, &v);
-		if (!r)
-			r = shmcfg__value_copy(&v, ret);
-		/* the bytes were checked in the segment, then copied: a writer that
-		 * rewrote them in between (a scribble: the stamp stays) must not get
-		 * a list past us whose count or last NUL disagree with its bytes */
-		if (!r && !shmcfg__list_ok(ret)) {
-			shmcfg_value_clear(ret);
-			r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: list cell of %s changed while read", h->name,
-					sstr(h, opt_d(h, opt)->name));
-		}
-		if (!seq_valid(&sl->gen, cur_gen(cur))) { /* (B) */
-			if (!r)
-				shmcfg_value_clear(ret);
-			if ((r = shmcfg__seq_retry(h, cur, &tries)))
-				return r;
-			continue;
-		}
-		if (!r && ret->type != opt_d(h, opt)->type) {
-			shmcfg_value_clear(ret);
-			r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has the wrong type", h->name,
-					sstr(h, opt_d(h, opt)->name));
-		}
-		return r;
-	}
+	return seq_read(h, value_read, &(struct value_arg){opt, ret});
+}
+
+struct hdr_arg {
+	size_t off;
+	uint64_t *w;
+	int n;
+	uint64_t gen;
+};
+
+/* seq_read's read for slot_hdr_words: the words, then (B). */
+static int hdr_read(const shmcfg *h, const struct slot_hdr *sl, uint64_t cur, void *arg)
+{
+	struct hdr_arg *a = arg;
+	const uint64_t *p = (const uint64_t *)((const char *)sl + a->off);
+	for (int i = 0; i < a->n; i++)
+		a->w[i] = __atomic_load_n(p + i, __ATOMIC_RELAXED);
+	if (!seq_valid(&sl->gen, cur_gen(cur))) /* (B) */
+		return SEQ_AGAIN;
+	a->gen = cur_gen(cur);
+	return 0;
 }
 
 /* n words of the current slot's header from byte off, read together under
- * the slot's seqlock: the generation they belong to, 0 if none is stable. */
+ * the slot's seqlock: the generation they belong to, 0 if none is stable
+ * (the error detail says why). */
 static uint64_t slot_hdr_words(const shmcfg *h, size_t off, uint64_t *w, int n)
 {
-	for (int tries = 0;;) {
-		uint64_t cur = seq_current(h) /* (A) */;
-		if (cur_slot(cur) >= h->lay.nslots)
-			break;
-		const uint64_t *p = (const uint64_t *)((const char *)slot_at(h, cur_slot(cur)) + off);
-		for (int i = 0; i < n; i++)
-			w[i] = __atomic_load_n(p + i, __ATOMIC_RELAXED);
-		if (seq_valid(&slot_at(h, cur_slot(cur))->gen, cur_gen(cur))) /* (B) */
-			return cur_gen(cur);
-		if (shmcfg__seq_retry(h, cur, &tries))
-			break;
-	}
+	struct hdr_arg a = {off, w, n, 0};
+	if (!seq_read(h, hdr_read, &a))
+		return a.gen;
 	memset(w, 0, (size_t)n * sizeof *w);
 	return 0;
 }
@@ -263,22 +288,13 @@ int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)
 	if (!s)
 		return shmcfg__nomem();
 	char *copy = (char *)(s + 1), *heap = copy + h->lay.slot_size;
-	for (int tries = 0;;) {
-		uint64_t cur, top;
-		int r = 0;
-		if (!seq_slot(h, &cur, &r)) { /* (A) */
-			shmcfg__free(s);
-			return r;
-		}
-		if (shmcfg__seq_copy(h, cur, copy, heap, &top)) {
-			*s = (struct shmcfg_snapshot){h, NULL, cur_gen(cur), copy, heap, top, true, -1};
-			*ret = s;
-			return 0;
-		}
-		r = shmcfg__seq_retry(h, cur, &tries);
-		if (r) {
-			shmcfg__free(s);
-			return r;
-		}
+	uint64_t gen, top;
+	int r = shmcfg__seq_copy_current(h, copy, heap, &top, &gen);
+	if (r) {
+		shmcfg__free(s);
+		return r;
 	}
+	*s = (struct shmcfg_snapshot){h, NULL, gen, copy, heap, top, true, -1};
+	*ret = s;
+	return 0;
 }

@@ -284,7 +284,8 @@ static void retire(shmcfg *h, struct pview *pv)
 }
 
 /*
- * Pin the current generation in our reader entry. The protocol is Dekker's:
+ * seq_read's read for pin_current: pin the generation, then check the slot's
+ * stamp. The protocol is Dekker's:
  *   reader: store pin = g (seq_cst); load stamp of slot s (seq_cst)
  *   writer: store stamp of s = busy mark (seq_cst); load every pin (seq_cst)
  * In the single total order of seq_cst operations one of the two stores comes
@@ -294,6 +295,28 @@ static void retire(shmcfg *h, struct pview *pv)
  * what protects the slot is shmcfg_snapshot_acquire's increment and stamp
  * re-check after it (tests/model: the model verifies without this check).
  */
+struct pin_arg {
+	uint64_t *pin; /* a free pin of our entry */
+	const struct slot_hdr *sl;
+	uint64_t gen;
+};
+
+static int pin_read(const shmcfg *h, const struct slot_hdr *sl, uint64_t cur, void *arg)
+{
+	struct pin_arg *a = arg;
+	__atomic_store_n(a->pin, cur_gen(cur), __ATOMIC_SEQ_CST); /* (G) */
+	if (__atomic_load_n(&sl->gen, __ATOMIC_SEQ_CST) != cur_gen(cur)) {
+		__atomic_store_n(a->pin, 0, __ATOMIC_RELEASE);
+		return SEQ_AGAIN;
+	}
+	a->sl = sl;
+	a->gen = cur_gen(cur);
+	return 0;
+}
+
+/* Pin the current generation in our reader entry (pin_read) and make it
+ * pv's view: 0, -EAGAIN if every pin awaits a grace period, or the
+ * seqlock's verdict. */
 static int pin_current(shmcfg *h, struct pview *pv)
 {
 	struct reader_ent *e = reader_at(h, (uint32_t)h->reader);
@@ -303,22 +326,12 @@ static int pin_current(shmcfg *h, struct pview *pv)
 			pin = (int)k;
 	if (pin < 0)
 		return -EAGAIN; /* every pin awaits a grace period */
-	for (int tries = 0;;) {
-		uint64_t cur;
-		int r = 0;
-		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
-		if (!sl)
-			return r;
-		__atomic_store_n(&e->pins[pin], cur_gen(cur), __ATOMIC_SEQ_CST); /* (G) */
-		if (__atomic_load_n(&sl->gen, __ATOMIC_SEQ_CST) == cur_gen(cur)) {
-			pv->snap = (struct shmcfg_snapshot){h, NULL, cur_gen(cur), (const char *)sl, seg_heap(h),
-							    h->lay.heap_size, false, pin};
-			return 0;
-		}
-		__atomic_store_n(&e->pins[pin], 0, __ATOMIC_RELEASE);
-		if ((r = shmcfg__seq_retry(h, cur, &tries)))
-			return r;
-	}
+	struct pin_arg a = {&e->pins[pin], NULL, 0};
+	int r = seq_read(h, pin_read, &a);
+	if (!r)
+		pv->snap = (struct shmcfg_snapshot){h, NULL, a.gen, (const char *)a.sl, seg_heap(h),
+						    h->lay.heap_size, false, pin};
+	return r;
 }
 
 /*

@@ -80,6 +80,28 @@ bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst, char *heap, uint
 	return seq_valid(&sl->gen, cur_gen(cur)); /* (B) */
 }
 
+struct copy_arg {
+	void *dst;
+	char *heap;
+	uint64_t *top, *gen;
+};
+
+static int copy_read(const shmcfg *h, const struct slot_hdr *sl, uint64_t cur, void *arg)
+{
+	struct copy_arg *a = arg;
+	if (!shmcfg__seq_copy(h, cur, a->dst, a->heap, a->top))
+		return SEQ_AGAIN;
+	*a->gen = cur_gen(cur);
+	return 0;
+}
+
+/* Copy the current generation as shmcfg__seq_copy does, with its generation
+ * in *gen: 0, or the seqlock's verdict if it never held still. */
+int shmcfg__seq_copy_current(const shmcfg *h, void *dst, char *heap, uint64_t *top, uint64_t *gen)
+{
+	return seq_read(h, copy_read, &(struct copy_arg){dst, heap, top, gen});
+}
+
 /*
  * The last generation of a replaced segment, whose `current` says FROZEN_SLOT
  * (seqlock.h): the newest the slots hold (frozen: no writer touches them

@@ -26,6 +26,14 @@
  * or a later generation, never g. Generations only grow, so a stamp equal to g
  * proves the bytes were g's throughout.
  *
+ * The reader's loop is written once, seq_read below: (A), the caller's copy
+ * and check ((B), or the pin's seq_cst check: reclaim.c), and on a failed
+ * check the library's rule (shmcfg__seq_retry). Every read of the current
+ * slot in the library uses it: the slow reads (read.c), the copies of the
+ * current generation (shmcfg__seq_copy_current) and the pin (reclaim.c).
+ * A copy of a slot named otherwise (shmcfg__seq_copy in watch.c, inspect.c)
+ * has nothing to retry: a failed check means that generation is gone.
+ *
  * The public inline getter (include/shmcfg.h.in, shmcfg__read_cell) keeps its
  * own copy of the reader's side, since it is compiled into programs; tests
  * check that the two give the same verdict (tests/test_layout.c).
@@ -34,6 +42,8 @@
 #define SHMCFG_SEQLOCK_H
 
 #include "internal.h"
+
+#include <limits.h>
 
 /* A replaced segment's `current` names the successor's first generation
  * in slot FROZEN_SLOT, which no segment has (SEG_MAX_SLOTS is 255): its
@@ -116,5 +126,39 @@ static inline void seq_publish(shmcfg *h, uint64_t gen, uint32_t slot)
 int shmcfg__seq_retry(const shmcfg *h, uint64_t cur, int *tries);
 /* Copy the slot named by `cur` and the value heap under the seqlock. */
 bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst, char *heap, uint64_t *top);
+/* shmcfg__seq_copy of the current generation, through seq_read. */
+int shmcfg__seq_copy_current(const shmcfg *h, void *dst, char *heap, uint64_t *top, uint64_t *gen);
+
+/* A read's verdict that the slot changed under it (its check failed) and that
+ * it undid what it did: seq_read retries. No errno, no SHMCFG_E_ code and no
+ * result (0, SHMCFG_NULL) is INT_MIN. */
+#define SEQ_AGAIN INT_MIN
+
+/* Copy what a reader wants of slot sl, which `cur` names, and check it: its
+ * result, or SEQ_AGAIN. */
+typedef int (*seq_read_fn)(const shmcfg *h, const struct slot_hdr *sl, uint64_t cur, void *arg);
+
+/*
+ * The reader's side of the slot seqlock: (A), then read(), again while it
+ * says SEQ_AGAIN and the library's rule allows (shmcfg__seq_retry). Returns
+ * read()'s result, or the error of (A) (seq_slot) or of the rule. Inlined
+ * with its constant read(), which the compiler then inlines too: no indirect
+ * call. always_inline: the getters' slow path is cold, and gcc inlines
+ * nothing into a cold function of its own accord.
+ */
+static inline __attribute__((always_inline)) int seq_read(const shmcfg *h, seq_read_fn read, void *arg)
+{
+	for (int tries = 0;;) {
+		uint64_t cur;
+		int r = 0;
+		const struct slot_hdr *sl = seq_slot(h, &cur, &r); /* (A) */
+		if (!sl)
+			return r;
+		if ((r = read(h, sl, cur, arg)) != SEQ_AGAIN)
+			return r;
+		if ((r = shmcfg__seq_retry(h, cur, &tries)))
+			return r;
+	}
+}
 
 #endif
