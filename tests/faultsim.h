@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The control of the resource seam (lib/internal.h, lib/fault.c): fail the
+ * The control of the resource seam (lib/internal.h, lib/base/fault.c): fail the
  * Nth allocation, mmap, ftruncate or fallocate of the library, and count
  * what is still allocated. Only the test copy of the library,
  * lib/libshmcfg-test.la (built with SHMCFG_WITH_FAULTS), defines these; the

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Attach reads no option; the schema is copied and validated on first use
- * (issue 12; lib/validate.c, doc/design.md "Creation and attach").
+ * (issue 12; lib/schema/validate.c, doc/design.md "Creation and attach").
  *
  * Attach copies no page of the schema region and validates no option: each
  * option is copied (madvise(MADV_POPULATE_WRITE) on a MAP_PRIVATE mapping)

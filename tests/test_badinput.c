@@ -1062,7 +1062,7 @@ static void test_yaml_float_specials_load(void **state)
 /*
  * The schema format sets no limit on an option's implications: a bool option
  * with a default and 15, or 40, implications loads. (E7, found by
- * fuzz_schema: lib/schemafile.c kept at most 16 texts per option, so 15
+ * fuzz_schema: lib/schema/schemafile.c kept at most 16 texts per option, so 15
  * failed with -ENOMEM and no detail, 16 or more with "bad implies entry".)
  */
 static void test_many_implications_load(void **state)

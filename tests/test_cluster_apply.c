@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The cluster apply step (shmcfg_cluster_apply_*, lib/cluster_apply.c) on
+ * The cluster apply step (shmcfg_cluster_apply_*, lib/ops/cluster_apply.c) on
  * real shared memory, without etcd: the keys shmcfg-sync would have read,
  * applied as a load (SHMCFG_CLUSTER_APPLY_ALL) or as one revision; what is
  * refused and why; the knob ownership rule; the revision tag; and that the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The history (lib/history.c): every commit of the last N kept in the
+ * The history (lib/commit/history.c): every commit of the last N kept in the
  * segment with its committer and each layer change's old and new value;
  * the values as of an older generation (compared with real snapshots taken
  * then); rollback as one commit; a writer killed in the middle of a record;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Commits resolve only what changed (lib/resolve.c) and bring the slot they
- * take up to date from the commit log's ring (lib/publish.c). Here an oracle
+ * Commits resolve only what changed (lib/slot/resolve.c) and bring the slot they
+ * take up to date from the commit log's ring (lib/commit/publish.c). Here an oracle
  * checks every published generation: a private copy of it is resolved again
  * from scratch, every option, by the code that builds generation 1; every
  * effective cell must equal the published one, and the config hash and
@@ -311,7 +311,7 @@ static void test_ring_overflow(void **state)
 }
 
 /*
- * A transaction of many changes (past the linear search, lib/txn.c's index):
+ * A transaction of many changes (past the linear search, lib/commit/txn.c's index):
  * a later change of an option and layer replaces the earlier one, whatever
  * the order, across the index's growth; the user and knob layers of one
  * option stay two changes.

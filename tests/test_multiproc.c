@@ -726,7 +726,7 @@ static void test_fork_after_parent_snapshots(void **state)
 	 * A child of a process whose reclaimer thread already ran (it took
 	 * snapshots of two generations) takes snapshots of several generations
 	 * itself: the reclaimer's lock and condition variables must be fresh
-	 * in the child (lib/reclaim.c's fork handlers), else its second view
+	 * in the child (lib/read/reclaim.c's fork handlers), else its second view
 	 * replacement hangs in pthread_cond_signal.
 	 */
 	const char *name = new_name("mp-forksnap");

@@ -478,7 +478,7 @@ static void verify_check(struct ctx *c)
 
 /* The first use of every option on a handle that has used none: attach
  * copies no part of the schema, so each lookup, description and read
- * copies and validates what it uses (madvise, lib/validate.c), and the
+ * copies and validates what it uses (madvise, lib/schema/validate.c), and the
  * dump every option. */
 static void setup_first_use(struct ctx *c)
 {
@@ -516,7 +516,7 @@ static void verify_first_use(struct ctx *c)
 }
 
 /* A commit on a handle that has used no option: it validates every one
- * and the orders (lib/validate_all.c) */
+ * and the orders (lib/schema/validate_all.c) */
 static void setup_first_commit(struct ctx *c)
 {
 	setup_segment(c);

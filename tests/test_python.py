@@ -1096,7 +1096,7 @@ class TestHashSaveLoad(SegTest):
 
 
 # ---------------------------------------------------------------------------
-# The canonical encoding: the binding's equals lib/hash.c's
+# The canonical encoding: the binding's equals lib/slot/hash.c's
 # ---------------------------------------------------------------------------
 
 
@@ -1236,10 +1236,10 @@ def _bits_float(bits):
 @unittest.skipUnless(XXH3_128, "libxxhash.so.0 cannot be loaded")
 class TestCanonicalEncoding(SegTest):
     """get_hash() encodes values with shmcfg.canon, which asks the library
-    for each option's record (shmcfg_value_record(), lib/hash.c's encoder).
+    for each option's record (shmcfg_value_record(), lib/slot/hash.c's encoder).
     Here the config hash of a segment is computed again from what the
     binding encodes (the same option selection, reads, conversion of values
-    and records as get_hash(), framed as lib/hash.c frames them) and
+    and records as get_hash(), framed as lib/slot/hash.c frames them) and
     digested with XXH3-128 from libxxhash: it must equal the library's,
     value for value, on every type."""
 

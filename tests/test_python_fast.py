@@ -293,7 +293,7 @@ class TestSameValues(SegTest):
         self.addCleanup(new.close)
         new.set({"app.config.steps": 30, "app.config.tags": ["n"]})
         self.assertTrue(seg.retired)
-        # the C read follows the new segment by itself (lib/follow.c), and
+        # the C read follows the new segment by itself (lib/read/follow.c), and
         # keeps following it: nothing cached for the old one is handed out
         self.assertEqual((m.steps, m.tags), (30, ["n"]))
         new.set({"app.config.steps": 32})

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A segment replaced (shmctl resize, create --force) is followed by the
- * processes attached to it, by themselves (lib/replace.c): inline reads,
+ * processes attached to it, by themselves (lib/segment/replace.c): inline reads,
  * the slow path, waits and commits of a process that only holds its old
  * handle; the values, layers (with who wrote them), history, cluster
  * revision and generations kept; a replacement of another schema followed

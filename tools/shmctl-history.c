@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * shmctl's history commands (the segment's own history: lib/history.c):
+ * shmctl's history commands (the segment's own history: lib/commit/history.c):
  * log, rollback and diff (as code, or between generations).
  */
 #include "config.h"

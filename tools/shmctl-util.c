@@ -406,7 +406,7 @@ void warn_attached(const char *name, const char *what)
 		return;
 	char list[400];
 	pid_list(pids, n < 32 ? (size_t)n : 32, list, sizeof list);
-	if (!strcmp(what, "replaced")) /* a note: they follow it (lib/replace.c) */
+	if (!strcmp(what, "replaced")) /* a note: they follow it (lib/segment/replace.c) */
 		err_msg("%s is attached by pid%s %s%s: %s the new segment by %s", name, n == 1 ? "" : "s", list,
 			n > 32 ? ", ..." : "", n == 1 ? "it follows" : "they follow", n == 1 ? "itself" : "themselves");
 	else

@@ -8,7 +8,7 @@
  *                    proportion to what changed, however many keys lie
  *                    under the prefix);
  * both hand the keys to the library's cluster apply step
- * (shmcfg_cluster_apply_*, lib/cluster_apply.c), which diffs them against
+ * (shmcfg_cluster_apply_*, lib/ops/cluster_apply.c), which diffs them against
  * the segment and commits the difference as one generation, tagged with
  * the revision, and says which keys this host refuses and why. Here the
  * refusals become the segment's rejections (its status key lists them,

@@ -58,7 +58,7 @@ SHMCFG_EXPORT int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type 
 
 /*
  * The read side of the slot seqlock, in three steps. The writer (lib/
- * publish.c, its steps in lib/seqlock.h) that reuses a slot stores the busy
+ * publish.c, its steps in lib/read/seqlock.h) that reuses a slot stores the busy
  * mark (the top bit over the old generation, seq_cst), issues a release
  * fence (C), rewrites the cells, stores the new stamp (release, D), then
  * `current` (seq_cst, E). A reader:
@@ -84,7 +84,7 @@ SHMCFG_EXPORT int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type 
 static inline const char *shmcfg__seq_begin(const struct shmcfg_view *v, uint64_t *cur)
 {
 	/* the view's pointers move to a new incarnation when the segment is
-	 * replaced (lib/replace.c: any mix of old and new fails the stamp check) */
+	 * replaced (lib/segment/replace.c: any mix of old and new fails the stamp check) */
 	*cur = __atomic_load_n(__atomic_load_n(&v->current, __ATOMIC_RELAXED), __ATOMIC_ACQUIRE); /* (A) */
 	return __atomic_load_n(&v->slot[*cur & ((1u << SHMCFG__SLOT_BITS) - 1)], __ATOMIC_RELAXED);
 }

@@ -262,7 +262,7 @@ void *shmcfg__mmap(void *addr, size_t len, int prot, int flags, int fd, off_t of
 int shmcfg__madvise(void *addr, size_t len, int advice)
 {
 	/* SHMCFG_NO_POPULATE_WRITE set: as a kernel before Linux 5.14, which
-	 * does not know the advice (lib/validate.c then takes its fallback) */
+	 * does not know the advice (lib/schema/validate.c then takes its fallback) */
 	if (advice == MADV_POPULATE_WRITE && getenv("SHMCFG_NO_POPULATE_WRITE")) {
 		errno = EINVAL;
 		return -1;

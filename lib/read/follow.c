@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Following a segment that was replaced (lib/replace.c says how a
+ * Following a segment that was replaced (lib/segment/replace.c says how a
  * replacement is made and why readers may mix its incarnations safely).
  *
  * At its next call, a handle whose segment is RETIRED_REPLACED attaches the

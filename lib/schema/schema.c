@@ -427,7 +427,7 @@ int shmcfg_schema_add(shmcfg_schema *s, const shmcfg_optdef *d)
 }
 
 /* The embedded default: torch.compiler.config and the torch._dynamo.config
- * options its aliases point to (lib/default_schema.c, generated). */
+ * options its aliases point to (lib/schema/default_schema.c, generated). */
 int shmcfg__default_schema(shmcfg_schema **ret)
 {
 	shmcfg_schema *s;

@@ -138,7 +138,7 @@ static PyObject *Getter_get(PyObject *self, PyObject *obj, PyObject *type)
 	/* any other object than the cached 0 is a reason for the slow path */
 	if (g->slow || PyList_GET_ITEM(g->state, 0) != zero)
 		return PyObject_CallOneArg(g->fallback, obj);
-	/* Pairs with the writer's seq_cst store of `current` (lib/publish.c):
+	/* Pairs with the writer's seq_cst store of `current` (lib/commit/publish.c):
 	 * the word is read before the library read, so a commit racing it can
 	 * only make the cached entry unused, never wrong. */
 	uint64_t cur = __atomic_load_n(__atomic_load_n(g->current, __ATOMIC_RELAXED), __ATOMIC_ACQUIRE);
@@ -147,7 +147,7 @@ static PyObject *Getter_get(PyObject *self, PyObject *obj, PyObject *type)
 	PyObject *v = read_value(g);
 	if (!v)
 		return PyObject_CallOneArg(g->fallback, obj);
-	/* a replaced segment's word names slot 0xff (FROZEN_SLOT, lib/seqlock.h):
+	/* a replaced segment's word names slot 0xff (FROZEN_SLOT, lib/read/seqlock.h):
 	 * the library read followed the new segment, whose word the view names
 	 * now; nothing is cached under the old one */
 	if ((cur & 0xff) == 0xff) {

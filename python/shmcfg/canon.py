@@ -2,7 +2,7 @@
 """The canonical encoding of option values, as the library writes it
 (private to the package).
 
-lib/hash.c (doc/design.md, "The config hash", encoding version 2) digests,
+lib/slot/hash.c (doc/design.md, "The config hash", encoding version 2) digests,
 with XXH3-128, one record of each option that is neither an alias nor
 hash-ignored::
 
@@ -30,7 +30,7 @@ from . import _lib as _L
 from .errors import _error
 from .values import _convert
 
-CONFIG_HEADER = b"shmcfg config hash v2\n"  # lib/hash.c HASH_PREFIX
+CONFIG_HEADER = b"shmcfg config hash v2\n"  # lib/slot/hash.c HASH_PREFIX
 MODULE_HEADER = b"shmcfg module hash v1\n"  # get_hash(), then the module's name
 
 _u32 = struct.Struct("<I").pack
@@ -74,13 +74,13 @@ def records(items):
 
 
 def config_records(items):
-    """What lib/hash.c digests one by one for a segment whose hashed options
+    """What lib/slot/hash.c digests one by one for a segment whose hashed options
     (hashed()) are the (full name, kind, value) triples ``items``."""
     return [record(n, k, v) for n, k, v in items]
 
 
 def config_final(low_sum, high_sum):
-    """What lib/hash.c digests last: the header and the sums of the
+    """What lib/slot/hash.c digests last: the header and the sums of the
     records' digests (each half modulo 2**64)."""
     return CONFIG_HEADER + struct.pack("<QQ", low_sum % 2**64, high_sum % 2**64)
 

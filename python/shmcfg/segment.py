@@ -32,7 +32,7 @@ _CLOSED = 1 << 41
 _STALE = 1 << 42  # the getters of a handle that reattach() replaced
 _PATCHES = _NO_FAST - 1  # the low bits count the patches open
 # the slot index of the word `current` of a replaced segment: no slot has it
-# (lib/seqlock.h, FROZEN_SLOT); the library follows the new one
+# (lib/read/seqlock.h, FROZEN_SLOT); the library follows the new one
 _FROZEN = 0xFF
 
 
@@ -131,7 +131,7 @@ class Segment:
     def _resolve_word(self):
         """The word ``current`` this handle's view names now: the library
         points the view at a new incarnation when it follows a replacement
-        (lib/follow.c), whose old word then names no slot (FROZEN)."""
+        (lib/read/follow.c), whose old word then names no slot (FROZEN)."""
         word = (ctypes.c_int64 * 1).from_address(self._view.current)
         self._cur = memoryview(word).cast("B").cast("q")
         self._word = word

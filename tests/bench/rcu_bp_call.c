@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* urcu-bp through liburcu-bp's exported functions (no _LGPL_SOURCE): what
- * libshmcfg's snapshot path does (lib/reclaim.c). */
+ * libshmcfg's snapshot path does (lib/read/reclaim.c). */
 #include <urcu/urcu-bp.h>
 
 #define RCU_LOCK() urcu_bp_read_lock()

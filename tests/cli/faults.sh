@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# The fault points (SHMCFG_FAULT, lib/error.c) exist only in the test copy of
+# The fault points (SHMCFG_FAULT, lib/base/fault.c) exist only in the test copy of
 # the library that the test programs link: the installed library and shmctl
 # ignore SHMCFG_FAULT and carry none of it.
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cli/lib.sh"

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Named schemas: --schema NAME (no '/' and no '.') is NAME.yaml in the
 # directories of $SHMCFG_SCHEMA_PATH, then the installed schema directory
-# (shmcfg_schema_load(), lib/schemafile.c); the shipped schemas/torch.yaml
+# (shmcfg_schema_load(), lib/schema/schemafile.c); the shipped schemas/torch.yaml
 # loads; a name found nowhere is one line listing where it was looked for;
 # the Python binding's create(schema=NAME) resolves the same way. shmctl
 # schema writes a segment's schema back as a file of the same schema hash

@@ -5,7 +5,7 @@
  * it, and what is made of it dumps and loads back.
  *
  * fuzz_load feeds text to shmcfg_load() in its default mode and reloads a
- * segment's own dump into it. This target covers the rest of lib/dump.c's
+ * segment's own dump into it. This target covers the rest of lib/ops/dump.c's
  * readers, on a segment of the fuzz schema. The input goes to
  *  - shmcfg_load_ex() in each mode (0, SHMCFG_LOAD_STRICT,
  *    SHMCFG_LOAD_PARTIAL): accepted, with one new generation or none, or
@@ -163,7 +163,7 @@ static struct outcome load_mode(const uint8_t *data, size_t size, unsigned flags
 	return out;
 }
 
-/* The values object a load reads, as lib/dump.c finds it (NULL: none). */
+/* The values object a load reads, as lib/ops/dump.c finds it (NULL: none). */
 static json_t *values_of(json_t *root)
 {
 	json_t *v = json_object_get(root, "values");

@@ -2,7 +2,7 @@
 /*
  * fuzz_etcd: what etcd's JSON gateway answers never crashes the client
  * (tools/etcd.c) or the agent (tools/shmcfg-sync.c, tools/sync-apply.c and
- * the library's cluster apply step, lib/cluster_apply.c),
+ * the library's cluster apply step, lib/ops/cluster_apply.c),
  * and a bad answer is an error with a message, never a success.
  *
  * The input is an answer of the gateway as it arrives on the wire: a JSON

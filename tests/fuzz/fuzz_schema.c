@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fuzz_schema: the schema-file parser (libyaml, lib/schemafile.c) and the
+ * fuzz_schema: the schema-file parser (libyaml, lib/schema/schemafile.c) and the
  * schema builder never crash on any text; a schema that parses builds a
  * segment that reads back whole.
  *

@@ -75,7 +75,7 @@ static void fix_up(uint8_t *img, size_t size)
 	    hd.lrefs_off <= hd.slot_size && (uint64_t)hd.nopts * 4 <= hd.slot_size - hd.lrefs_off &&
 	    (uint64_t)hd.nopts * 16 <= hd.lrefs_off - hd.cells_off &&
 	    (uint64_t)hd.nslots * hd.slot_size <= size - hd.slots_off) {
-		/* the checksum of lib/hash.c: a sum of per-option mixes */
+		/* the checksum of lib/slot/hash.c: a sum of per-option mixes */
 		for (uint32_t s = 0; s < hd.nslots; s++) {
 			uint8_t *slot = img + hd.slots_off + (uint64_t)s * hd.slot_size;
 			struct slot_hdr sl;

@@ -5,30 +5,30 @@
  * model". Each step cites the C function (and label) it stands for.
  *
  * What it models:
- *  - the slot seqlock, labels (A)-(E) (lib/seqlock.h, lib/seqlock.c): the
+ *  - the slot seqlock, labels (A)-(E) (lib/read/seqlock.h: seq_read, lib/read/seqlock.c): the
  *    reader's (A) load of `current`, its relaxed loads of the cells, (B) the
  *    stamp re-check, and shmcfg__seq_retry's rule (a failed validation is
  *    legitimate only if `current` moved); the writer's busy mark (F)/(C),
- *    its rewrite, (D) the stamp and (E) the publication (lib/publish.c
+ *    its rewrite, (D) the stamp and (E) the publication (lib/commit/publish.c
  *    shmcfg__commit). The validated read stands for every seqlock reader:
  *    the inline getters and read_proven (include/shmcfg.h.in), and in
- *    lib/read.c shmcfg__get_slow, read_n, shmcfg_get, slot_hdr_words and
+ *    lib/read/read.c shmcfg__get_slow, read_n, shmcfg_get, slot_hdr_words and
  *    shmcfg__copy_snapshot (a copied snapshot, also the fallback when every
  *    pin awaits a grace period);
- *  - the pin protocol, labels (F)-(H) (lib/reclaim.c): shmcfg_snapshot_acquire
+ *  - the pin protocol, labels (F)-(H) (lib/read/reclaim.c): shmcfg_snapshot_acquire
  *    (the view, the fast path's `active` increment and stamp re-check, the
  *    replacement of a dead view by pin_current, retire()),
  *    shmcfg_snapshot_release, the reclaimer thread and its RCU grace period
  *    before unpin_free, and the writer's side: shmcfg__choose_slot,
  *    shmcfg__claim_slot, shmcfg__gen_pinned, the busy mark that keeps the
  *    old generation;
- *  - the reader table (lib/readers.c): a process's first pinned snapshot
+ *  - the reader table (lib/read/readers.c): a process's first pinned snapshot
  *    claims its entry and raises readers_hwm (try_claim); a writer with no
  *    free slot reaps dead readers' entries (shmcfg__reap);
  *  - death: a writer may die instead of any step it takes while it holds
  *    the writer lock (the kernel then drops the OFD lock), a reader process
  *    (its thread and its reclaimer thread) instead of any step. The
- *    successor writer takes the lock, finds `wip` set and sweeps (lib/heap.c
+ *    successor writer takes the lock, finds `wip` set and sweeps (lib/slot/heap.c
  *    shmcfg__heap_sweep: a slot stamped beyond `current` by a writer that
  *    died between (D) and (E) loses its stamp), and takes a slot left busy
  *    (BUSY | old) as holding the old generation for its pin check.

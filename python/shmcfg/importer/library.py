@@ -22,7 +22,7 @@ from .model import InputError, Option, Skip
 STUB_TYPES = [(t, n) for n in (False, True) for t in SchemaOption.TYPES]
 # The library's details that name such a target ("NAME: alias target T is not
 # declared", "NAME: implies unknown option T") and an alias stub of the wrong
-# type ("NAME: alias of T must have its type ..."); see lib/schema_build.c.
+# type ("NAME: alias of T must have its type ..."); see lib/schema/schema_build.c.
 # Those of an option read from a file start with its place, "FILE:LINE: ".
 PLACE = r"(?:.*?:\d+: )?"
 UNDECLARED_RE = re.compile(PLACE + r"(\S+): (?:alias target|implies unknown option) (\S+?)"
