@@ -682,43 +682,6 @@ static void emit_xmacro(struct gen *g)
 /* The command                                                        */
 /* ------------------------------------------------------------------ */
 
-/* Write @p len bytes to @p path, replacing it only when all are written. */
-static int write_atomically(const char *path, const char *text, size_t len)
-{
-	char *tmp = NULL;
-	if (asprintf(&tmp, "%s.XXXXXX", path) < 0)
-		return fail("out of memory");
-	int fd = mkstemp(tmp);
-	if (fd < 0) {
-		int e = errno;
-		free(tmp);
-		return fail("%s: %s", path, strerror(e));
-	}
-	mode_t mask = umask(0);
-	umask(mask);
-	bool ok = fchmod(fd, 0666 & ~mask) == 0;
-	for (size_t off = 0; ok && off < len;) {
-		ssize_t k = write(fd, text + off, len - off);
-		if (k < 0 && errno == EINTR)
-			continue;
-		ok = k > 0;
-		off += ok ? (size_t)k : 0;
-	}
-	int e = errno;
-	if (close(fd) < 0 && ok) {
-		ok = false;
-		e = errno;
-	}
-	if (ok && rename(tmp, path) < 0) {
-		ok = false;
-		e = errno;
-	}
-	if (!ok)
-		unlink(tmp);
-	free(tmp);
-	return ok ? EXIT_OK : fail("%s: %s", path, strerror(e));
-}
-
 int cmd_header(int argc, char **argv)
 {
 	struct gen g = {.prefix = "cfg"};
@@ -895,7 +858,7 @@ int cmd_header(int argc, char **argv)
 		goto out;
 	}
 	if (out_path)
-		r = write_atomically(out_path, text, len);
+		r = write_file(out_path, text, len);
 	else {
 		fwrite(text, 1, len, stdout);
 		r = EXIT_OK;

@@ -1320,3 +1320,70 @@ int generation_args(int argc, char **argv, bool *json, uint64_t *gen, const char
 	}
 	return take_positionals(argc, argv, pos, npos, exit_code);
 }
+
+/*
+ * Write @p len bytes of @p text to @p path through a hidden temporary file in the same
+ * directory, fsync'd, then renamed over it, the directory fsync'd: a
+ * reader, or the next boot, finds the old file or the new one, never a
+ * part. Only a regular file is replaced (not a symbolic link, a directory,
+ * a device); the new file keeps the old one's permission bits, else 0666
+ * less the umask. 0, or EXIT_FAIL (printed).
+ */
+int write_file(const char *path, const char *text, size_t len)
+{
+	struct stat st;
+	mode_t mode;
+	if (lstat(path, &st) == 0) {
+		if (!S_ISREG(st.st_mode))
+			return fail("%s: not a regular file (%s); not replaced", path,
+				    S_ISLNK(st.st_mode) ? "a symbolic link" :
+				    S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket");
+		mode = st.st_mode & 07777;
+	} else if (errno == ENOENT) {
+		mode = umask(0);
+		umask(mode);
+		mode = 0666 & ~mode;
+	} else
+		return fail("%s: %s", path, strerror(errno));
+	const char *base = strrchr(path, '/');
+	int dl = base ? (int)(base - path) : 0;
+	base = base ? base + 1 : path;
+	char *tmp = NULL;
+	if (asprintf(&tmp, "%.*s%s.%s.XXXXXX", dl, path, base == path ? "" : "/", base) < 0)
+		return fail("out of memory");
+	int fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		free(tmp);
+		return fail("%s: %s", path, strerror(e)); /* its directory: missing, not ours */
+	}
+	size_t done = 0;
+	int e = fchmod(fd, mode) ? errno : 0;
+	while (!e && done < len) {
+		ssize_t k = write(fd, text + done, len - done);
+		if (k < 0 && errno != EINTR)
+			e = errno;
+		else if (k > 0)
+			done += (size_t)k;
+	}
+	if (!e && fsync(fd))
+		e = errno;
+	if (close(fd) && !e)
+		e = errno;
+	if (!e && rename(tmp, path))
+		e = errno;
+	if (e) {
+		unlink(tmp);
+		free(tmp);
+		return fail("%s: %s", path, strerror(e));
+	}
+	free(tmp);
+	char *dir = dl ? strndup(path, (size_t)dl) : strdup(base == path ? "." : "/");
+	int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (dfd >= 0) {
+		(void)fsync(dfd);
+		close(dfd);
+	}
+	free(dir);
+	return 0;
+}

@@ -952,73 +952,6 @@ int cmd_load(int argc, char **argv)
 /* ------------------------------------------------------------------ */
 
 /*
- * Write @p text to @p path through a hidden temporary file in the same
- * directory, fsync'd, then renamed over it, the directory fsync'd: a
- * reader, or the next boot, finds the old file or the new one, never a
- * part. Only a regular file is replaced (not a symbolic link, a directory,
- * a device); the new file keeps the old one's permission bits, else 0666
- * less the umask. 0, or EXIT_FAIL (printed).
- */
-static int write_atomic(const char *path, const char *text)
-{
-	struct stat st;
-	mode_t mode;
-	if (lstat(path, &st) == 0) {
-		if (!S_ISREG(st.st_mode))
-			return fail("%s: not a regular file (%s); not replaced", path,
-				    S_ISLNK(st.st_mode) ? "a symbolic link" :
-				    S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket");
-		mode = st.st_mode & 07777;
-	} else if (errno == ENOENT) {
-		mode = umask(0);
-		umask(mode);
-		mode = 0666 & ~mode;
-	} else
-		return fail("%s: %s", path, strerror(errno));
-	const char *base = strrchr(path, '/');
-	int dl = base ? (int)(base - path) : 0;
-	base = base ? base + 1 : path;
-	char *tmp = NULL;
-	if (asprintf(&tmp, "%.*s%s.%s.XXXXXX", dl, path, base == path ? "" : "/", base) < 0)
-		return fail("out of memory");
-	int fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		free(tmp);
-		return fail("%s: cannot create a file beside it: %s", path, strerror(e));
-	}
-	size_t len = strlen(text), done = 0;
-	int e = fchmod(fd, mode) ? errno : 0;
-	while (!e && done < len) {
-		ssize_t k = write(fd, text + done, len - done);
-		if (k < 0 && errno != EINTR)
-			e = errno;
-		else if (k > 0)
-			done += (size_t)k;
-	}
-	if (!e && fsync(fd))
-		e = errno;
-	if (close(fd) && !e)
-		e = errno;
-	if (!e && rename(tmp, path))
-		e = errno;
-	if (e) {
-		unlink(tmp);
-		free(tmp);
-		return fail("%s: %s", path, strerror(e));
-	}
-	free(tmp);
-	char *dir = dl ? strndup(path, (size_t)dl) : strdup(base == path ? "." : "/");
-	int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-	if (dfd >= 0) {
-		(void)fsync(dfd);
-		close(dfd);
-	}
-	free(dir);
-	return 0;
-}
-
-/*
  * The user layer (what set and load wrote) as a dump that load and create
  * --load read back. It names no schema hash: the file is configuration an
  * operator keeps, and loads into a segment of a later schema as long as its
@@ -1080,7 +1013,7 @@ int cmd_save(int argc, char **argv)
 	if (!rc && !strcmp(path, "-"))
 		fputs(line, stdout);
 	else if (!rc)
-		rc = write_atomic(path, line);
+		rc = write_file(path, line, strlen(line));
 	free(line);
 	if (!rc && !quiet && strcmp(path, "-"))
 		printf("saved %zu option%s of '%s' (user layer, generation %llu) to %s\n", n, n == 1 ? "" : "s", seg,

@@ -98,6 +98,11 @@ void warn_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * When the detail already names @p what, it is printed alone.
  */
 int fail_lib(int r, const char *what);
+/* Replace (or make) the regular file path with len bytes of text, whole or
+ * not at all (a temporary file beside it, fsync, rename); anything but a
+ * regular file (a symbolic link, a device, a FIFO) is refused, untouched.
+ * 0, or EXIT_FAIL (printed). */
+int write_file(const char *path, const char *text, size_t len);
 /* A usage error of the running subcommand: message, synopsis, EXIT_USAGE. */
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A usage error in one line ("shmctl: CMD: ..."), without the synopsis:

@@ -49,6 +49,14 @@ pass "(-o writes what stdout gets, and nothing on stdout)" sh -c "cmp -s '$T_TMP
 t_errmatch "-o into a missing directory fails" 1 "^shmctl: $T_TMP/none/o.h: No such file or directory" \
 	shmctl header --schema "$SCHEMA" -o "$T_TMP/none/o.h"
 echo keep >"$T_TMP/keep.h"
+mkfifo "$T_TMP/o.fifo"
+ln -s "$T_TMP/o.h" "$T_TMP/o.link"
+t_errmatch "-o onto a FIFO: refused, not opened, left a FIFO" 1 "^shmctl: $T_TMP/o.fifo: not a regular file \(a device, FIFO or socket\); not replaced\$" \
+	timeout 20 $SHMCTL header --schema "$SCHEMA" -o "$T_TMP/o.fifo"
+pass "(still a FIFO)" test -p "$T_TMP/o.fifo"
+t_errmatch "-o onto a symbolic link: refused, left a link" 1 "^shmctl: $T_TMP/o.link: not a regular file \(a symbolic link\); not replaced\$" \
+	shmctl header --schema "$SCHEMA" -o "$T_TMP/o.link"
+pass "(still a link)" test -L "$T_TMP/o.link"
 t_rc "a failed run leaves -o's file as it was" 1 shmctl header --schema "$T_TMP/missing.yaml" -o "$T_TMP/keep.h"
 pass "(unchanged)" test "$(cat "$T_TMP/keep.h")" = keep
 
