@@ -25,6 +25,7 @@ if __name__ == "__main__" and os.environ.get("SHMCFG_SANITIZERS"):
     print("# skipped: libshmcfg is built with sanitizers", file=sys.stderr)
     sys.exit(77)
 
+import ctypes
 import gc
 import math
 import struct
@@ -391,8 +392,10 @@ class TestGetter(SegTest):
         g.slow = True
         self.assertEqual(g.__get__(obj), "fallback")
         g.slow = False
-        state[0] = 1
+        state[0] = 1 << 41  # a flag bit (segment.py: _CLOSED)
         self.assertEqual(g.__get__(obj), "fallback")
+        state[0] = 1  # a patch open in some thread: not this one, which reads in C
+        self.assertEqual(g.__get__(obj), 10)
         state[0] = 0
         self.assertEqual(g.__get__(obj), 10)
         self.assertEqual(calls, [obj, obj])
@@ -408,6 +411,35 @@ class TestGetter(SegTest):
             boom.__get__(obj)
         with self.assertRaisesRegex(AttributeError, "through the config module"):
             g.__set__(obj, 1)
+
+    def test_patched_thread_reads_in_c(self):
+        # a thread with a patch open reads its patched value through the
+        # library, in C: the fallback is not called, nothing is cached
+        seg = self.make(SCHEMA, no_env=True)
+        calls = []
+
+        def fallback(obj):
+            calls.append(obj)
+            return "fallback"
+
+        state = [0]
+        g = self.getter(seg, "app.config.steps", fallback, state)
+        obj = object()
+        self.assertEqual(g.__get__(obj), 10)  # cached
+        o = seg._opts["app.config.steps"]
+        v = _lib.Value(type=_lib.INT)
+        v.u.i = 77
+        self.assertEqual(_lib.patch_push(seg._h), 0)
+        try:
+            state[0] = 1
+            self.assertEqual(_lib.patch_set(seg._h, o.opt, ctypes.byref(v)), 0)
+            self.assertEqual((g.__get__(obj), g.__get__(obj)), (77, 77))
+            self.assertEqual(T.in_thread(lambda: g.__get__(obj)), 10)
+        finally:
+            self.assertEqual(_lib.patch_pop(seg._h), 0)
+        state[0] = 0
+        self.assertEqual(g.__get__(obj), 10)
+        self.assertEqual(calls, [])
 
     def test_copy_of_a_container(self):
         seg = self.make(SCHEMA, no_env=True)

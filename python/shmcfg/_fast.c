@@ -12,11 +12,16 @@
  * inline getters of shmcfg.h for bool/int/float, shmcfg_get() for the
  * rest), caches it and returns it.
  *
+ * A patch open in some thread (the low bits of the segment's state word,
+ * Segment._state[0], count them) leaves the cache to the threads without
+ * patches: a thread with patches (the library's shmcfg__tls_patched)
+ * reads through the library, which applies its patches, and caches
+ * nothing.
+ *
  * Policy stays in Python: the Getter calls its `fallback` (the Python
  * getter) whenever
- *  - the segment's state word (Segment._state[0]) is not 0: a patch is
- *    open in some thread (reads must show that thread's patches), or the
- *    handle was closed or replaced by reattach();
+ *  - a flag bit of the state word is set: the handle was closed or replaced
+ *    by reattach(), or reads must call the library (fast_reads=False);
  *  - the Python layer set the Getter's `slow` flag (a name hidden by
  *    mock.patch's delattr, a deprecated option that warns...);
  *  - the library read fails (the fallback raises the binding's exception).
@@ -30,9 +35,9 @@
 
 typedef struct {
 	PyObject_HEAD
-	const shmcfg *h;          /* the segment's handle (valid while state is 0) */
+	const shmcfg *h;          /* the segment's handle (valid while no flag bit of state is set) */
 	const uint64_t *const *current; /* the view's pointer to the word `current` */
-	PyObject *state;          /* Segment._state: a list of one int, 0 = fast reads */
+	PyObject *state;          /* Segment._state: a list of one int, the state word */
 	PyObject *fallback;       /* the Python getter: fallback(module) -> value */
 	PyObject *doc;
 	PyObject *copy;           /* NULL, or copy(frozen) -> what a list/set read returns */
@@ -44,6 +49,29 @@ typedef struct {
 } Getter;
 
 static PyObject *zero; /* the int 0 (a cached small int in CPython) */
+
+/* The bits of Segment._state[0] (segment.py): below STATE_FLAGS, the count
+ * of patches open in the process; from it up, reasons for the slow path. */
+#define STATE_FLAGS (1LL << 40)
+#define STATE_CLOSED (1LL << 41)
+#define STATE_STALE (1LL << 42)
+
+/* The state word of list state, or -1 if it is not a plain int (then the
+ * slow path decides). */
+static long long state_word(PyObject *state)
+{
+	PyObject *w = PyList_GET_ITEM(state, 0);
+	if (w == zero)
+		return 0;
+	if (!PyLong_CheckExact(w))
+		return -1;
+	long long v = PyLong_AsLongLong(w);
+	if (v == -1 && PyErr_Occurred()) {
+		PyErr_Clear();
+		return -1;
+	}
+	return v;
+}
 
 /* A Python value of an option of type kind read through the library, or
  * NULL with no exception set when the read failed (the fallback says why). */
@@ -135,9 +163,24 @@ static PyObject *Getter_get(PyObject *self, PyObject *obj, PyObject *type)
 	Getter *g = (Getter *)self;
 	if (obj == NULL || obj == Py_None)
 		return Py_NewRef(self);
-	/* any other object than the cached 0 is a reason for the slow path */
-	if (g->slow || PyList_GET_ITEM(g->state, 0) != zero)
+	if (g->slow)
 		return PyObject_CallOneArg(g->fallback, obj);
+	if (PyList_GET_ITEM(g->state, 0) != zero) {
+		long long st = state_word(g->state);
+		if (st < 0 || st >= STATE_FLAGS)
+			return PyObject_CallOneArg(g->fallback, obj);
+		/* patches are open: this thread's own, if any, are in what the
+		 * library reads (nothing of it is cached); another thread's
+		 * leave this one to the cache */
+		if (shmcfg__tls_patched) {
+			PyObject *v = read_value(g);
+			if (!v)
+				return PyObject_CallOneArg(g->fallback, obj);
+			PyObject *out = hand_out(g, v);
+			Py_DECREF(v);
+			return out;
+		}
+	}
 	/* Pairs with the writer's seq_cst store of `current` (lib/publish.c):
 	 * the word is read before the library read, so a commit racing it can
 	 * only make the cached entry unused, never wrong. */
