@@ -441,6 +441,32 @@ class TestGetter(SegTest):
         self.assertEqual(g.__get__(obj), 10)
         self.assertEqual(calls, [])
 
+    def test_patch_enter_exit_in_c(self):
+        # patch() of a segment with the extension: the C enter and exit,
+        # counting in the state word, the Python ones never called when
+        # nothing fails; a refused value goes to them, which raise
+        seg, m = self.app()
+        p = m.patch(steps=5)
+        self.assertIsInstance(p, _lib.fast.Patch)
+        self.assertEqual(p.changes, {"app.config.steps": None})
+        with p:
+            self.assertEqual(seg._state[0], 1)
+            with p:
+                self.assertEqual((m.steps, seg._state[0]), (5, 2))
+            self.assertEqual(seg._state[0], 1)
+            self.assertTrue(seg._patched_here())
+            self.assertEqual(T.in_thread(seg._patched_here), False)
+        self.assertEqual((m.steps, seg._state[0], seg._patched_here()), (10, 0, False))
+        bad = m.patch(steps=10 ** 6)  # past the schema's maximum: refused when entered
+        with self.assertRaisesRegex(shmcfg.OptionValueError, "above the maximum 1000"):
+            with bad:
+                pass
+        self.assertEqual((m.steps, seg._state[0]), (10, 0))
+        seg.close()
+        with self.assertRaisesRegex(shmcfg.Error, "closed"):
+            with p:
+                pass
+
     def test_copy_of_a_container(self):
         seg = self.make(SCHEMA, no_env=True)
         seg.set({"app.config.tags": ["x", "y"]})

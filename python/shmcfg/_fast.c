@@ -26,6 +26,14 @@
  *    mock.patch's delattr, a deprecated option that warns...);
  *  - the library read fails (the fallback raises the binding's exception).
  * All of it runs under the GIL, which serialises the cache's updates.
+ *
+ * A Patch is the enter and exit of config.patch() (config.py, _FastPatch):
+ * one library frame pushed and set, or popped, and the state word's count
+ * moved, in one call each. Its values were converted by the Python layer
+ * when the patch was made; the library checks them at each enter, as
+ * before. Whatever is not the common case (a closed or replaced handle, a
+ * refused value) goes to the Python layer's enter or exit, which raises
+ * the binding's exception.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -71,6 +79,23 @@ static long long state_word(PyObject *state)
 		return -1;
 	}
 	return v;
+}
+
+/* Add d to the state word: one step under the GIL, so that it needs no
+ * lock against the other steps (state_add(), state_or(), a Patch's enter
+ * and exit). */
+static int state_add(PyObject *state, long long d)
+{
+	long long v = state_word(state);
+	if (v < 0) {
+		PyErr_SetString(PyExc_RuntimeError, "shmcfg._fast: bad state word");
+		return -1;
+	}
+	PyObject *w = PyLong_FromLongLong(v + d);
+	if (!w)
+		return -1;
+	PyList_SetItem(state, 0, w); /* steals w; the old word has no finaliser */
+	return 0;
 }
 
 /* A Python value of an option of type kind read through the library, or
@@ -296,6 +321,206 @@ static PyTypeObject GetterType = {
 	.tp_members = Getter_members,
 };
 
+typedef struct {
+	PyObject_HEAD
+	shmcfg *h;          /* the segment's handle (valid while state has no flag bit of CLOSED, STALE) */
+	PyObject *state;    /* Segment._state */
+	PyObject *pairs;    /* the Python layer's (option, converted value) pairs: own the values */
+	PyObject *enter;    /* the Python enter: enter(pairs) pushes and raises as the binding does */
+	PyObject *exit;     /* the Python exit: exit() */
+	PyObject *dict;     /* a subclass's attributes (changes) */
+	Py_ssize_t n;
+	shmcfg_opt *opts;
+	const shmcfg_value **vals; /* the pairs' values, owned by pairs */
+} Patch;
+
+static PyObject *Patch_enter(PyObject *self, PyObject *unused)
+{
+	Patch *p = (Patch *)self;
+	long long st = state_word(p->state);
+	if (st < 0 || (st & (STATE_CLOSED | STATE_STALE)))
+		return PyObject_CallOneArg(p->enter, p->pairs);
+	if (shmcfg_patch_push(p->h) != 0)
+		return PyObject_CallOneArg(p->enter, p->pairs);
+	for (Py_ssize_t i = 0; i < p->n; i++)
+		if (shmcfg_patch_set(p->h, p->opts[i], p->vals[i]) != 0) {
+			/* refused: leave as before, and let the Python enter
+			 * refuse it again with the binding's exception */
+			(void)shmcfg_patch_pop(p->h);
+			return PyObject_CallOneArg(p->enter, p->pairs);
+		}
+	if (state_add(p->state, 1) < 0) {
+		(void)shmcfg_patch_pop(p->h);
+		return NULL;
+	}
+	Py_RETURN_NONE;
+}
+
+static PyObject *Patch_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	Patch *p = (Patch *)self;
+	long long st = state_word(p->state);
+	if (st < 0 || (st & (STATE_CLOSED | STATE_STALE)) || shmcfg_patch_pop(p->h) != 0) {
+		/* the Python exit raises why (a closed segment, a patch
+		 * closed out of order) */
+		PyObject *r = PyObject_CallNoArgs(p->exit);
+		if (!r)
+			return NULL;
+		Py_DECREF(r);
+		Py_RETURN_NONE;
+	}
+	if (state_add(p->state, -1) < 0)
+		return NULL;
+	Py_RETURN_NONE; /* exceptions inside go on */
+}
+
+static int Patch_init(PyObject *self, PyObject *args, PyObject *kw)
+{
+	Patch *p = (Patch *)self;
+	static char *names[] = {"handle", "state", "pairs", "opts", "values", "enter", "exit", NULL};
+	unsigned long long h;
+	PyObject *state, *pairs, *opts, *vals, *enter, *exit;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "KO!OO!O!OO", names, &h, &PyList_Type, &state,
+					 &pairs, &PyTuple_Type, &opts, &PyTuple_Type, &vals, &enter,
+					 &exit))
+		return -1;
+	Py_ssize_t n = PyTuple_GET_SIZE(opts);
+	if (!h || PyList_GET_SIZE(state) != 1 || PyTuple_GET_SIZE(vals) != n ||
+	    !PyCallable_Check(enter) || !PyCallable_Check(exit) || p->opts) {
+		PyErr_SetString(PyExc_ValueError, "shmcfg._fast.Patch: bad arguments");
+		return -1;
+	}
+	shmcfg_opt *o = PyMem_Calloc(n ? (size_t)n : 1, sizeof *o);
+	const shmcfg_value **v = PyMem_Calloc(n ? (size_t)n : 1, sizeof *v);
+	if (!o || !v) {
+		PyMem_Free(o);
+		PyMem_Free(v);
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (Py_ssize_t i = 0; i < n; i++) {
+		unsigned long opt = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(opts, i));
+		void *addr = PyLong_AsVoidPtr(PyTuple_GET_ITEM(vals, i));
+		if (PyErr_Occurred() || !addr) {
+			PyMem_Free(o);
+			PyMem_Free(v);
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_ValueError, "shmcfg._fast.Patch: bad arguments");
+			return -1;
+		}
+		o[i] = (shmcfg_opt)opt;
+		v[i] = addr;
+	}
+	p->h = (shmcfg *)(uintptr_t)h;
+	p->n = n;
+	p->opts = o;
+	p->vals = v;
+	Py_XSETREF(p->state, Py_NewRef(state));
+	Py_XSETREF(p->pairs, Py_NewRef(pairs));
+	Py_XSETREF(p->enter, Py_NewRef(enter));
+	Py_XSETREF(p->exit, Py_NewRef(exit));
+	return 0;
+}
+
+static int Patch_traverse(PyObject *self, visitproc visit, void *arg)
+{
+	Patch *p = (Patch *)self;
+	Py_VISIT(p->state);
+	Py_VISIT(p->pairs);
+	Py_VISIT(p->enter);
+	Py_VISIT(p->exit);
+	Py_VISIT(p->dict);
+	return 0; /* a heap subclass's type: its subtype_traverse visits it */
+}
+
+static int Patch_clear(PyObject *self)
+{
+	Patch *p = (Patch *)self;
+	Py_CLEAR(p->state);
+	Py_CLEAR(p->pairs);
+	Py_CLEAR(p->enter);
+	Py_CLEAR(p->exit);
+	Py_CLEAR(p->dict);
+	return 0;
+}
+
+static void Patch_dealloc(PyObject *self)
+{
+	Patch *p = (Patch *)self;
+	PyObject_GC_UnTrack(self);
+	Patch_clear(self);
+	PyMem_Free(p->opts);
+	PyMem_Free(p->vals);
+	/* a heap subclass's type: its subtype_dealloc drops the reference */
+	Py_TYPE(self)->tp_free(self);
+}
+
+static PyMethodDef Patch_methods[] = {
+	{"__enter__", Patch_enter, METH_NOARGS, "open the patch in the calling thread"},
+	{"__exit__", (PyCFunction)(void (*)(void))Patch_exit, METH_FASTCALL,
+	 "close the calling thread's innermost patch"},
+	{NULL}
+};
+
+static PyTypeObject PatchType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "shmcfg._fast.Patch",
+	.tp_doc = "Patch(handle, state, pairs, opts, values, enter, exit): the enter and exit "
+		  "of config.patch() in C (a base class)",
+	.tp_basicsize = sizeof(Patch),
+	.tp_dictoffset = offsetof(Patch, dict),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE,
+	.tp_new = PyType_GenericNew,
+	.tp_init = Patch_init,
+	.tp_dealloc = Patch_dealloc,
+	.tp_traverse = Patch_traverse,
+	.tp_clear = Patch_clear,
+	.tp_methods = Patch_methods,
+};
+
+/* state_add(state, d): add d to the state word in one step (the Python
+ * layer's patch counts, next to those of Patch). */
+static PyObject *state_add_py(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+	long long d;
+	if (nargs != 2 || !PyList_Check(args[0]) || PyList_GET_SIZE(args[0]) != 1) {
+		PyErr_SetString(PyExc_TypeError, "state_add(state, delta)");
+		return NULL;
+	}
+	d = PyLong_AsLongLong(args[1]);
+	if (d == -1 && PyErr_Occurred())
+		return NULL;
+	if (state_add(args[0], d) < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+/* state_or(state, bits): set bits of the state word in one step. */
+static PyObject *state_or_py(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+	long long bits, v;
+	if (nargs != 2 || !PyList_Check(args[0]) || PyList_GET_SIZE(args[0]) != 1) {
+		PyErr_SetString(PyExc_TypeError, "state_or(state, bits)");
+		return NULL;
+	}
+	bits = PyLong_AsLongLong(args[1]);
+	if (bits == -1 && PyErr_Occurred())
+		return NULL;
+	if ((v = state_word(args[0])) < 0) {
+		PyErr_SetString(PyExc_RuntimeError, "shmcfg._fast: bad state word");
+		return NULL;
+	}
+	if (state_add(args[0], (v | bits) - v) < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+/* Whether the calling thread has a patch open (of any handle). */
+static PyObject *thread_patched(PyObject *mod, PyObject *unused)
+{
+	return PyBool_FromLong(shmcfg__tls_patched != 0);
+}
+
 /* The address of the shmcfg_get this module calls: the package compares it
  * with the library it loaded through ctypes, and uses the module only when
  * both are one library (a handle of one copy means nothing to another). */
@@ -307,6 +532,12 @@ static PyObject *library_address(PyObject *mod, PyObject *unused)
 static PyMethodDef fast_methods[] = {
 	{"library_address", library_address, METH_NOARGS,
 	 "the address of shmcfg_get() in the libshmcfg this module is linked with"},
+	{"state_add", (PyCFunction)(void (*)(void))state_add_py, METH_FASTCALL,
+	 "state_add(state, delta): add delta to a segment's state word in one step"},
+	{"state_or", (PyCFunction)(void (*)(void))state_or_py, METH_FASTCALL,
+	 "state_or(state, bits): set bits of a segment's state word in one step"},
+	{"thread_patched", thread_patched, METH_NOARGS,
+	 "whether the calling thread has a patch open (of any segment)"},
 	{NULL}
 };
 
@@ -322,7 +553,7 @@ PyMODINIT_FUNC PyInit__fast(void);
 
 PyMODINIT_FUNC PyInit__fast(void)
 {
-	if (PyType_Ready(&GetterType) < 0)
+	if (PyType_Ready(&GetterType) < 0 || PyType_Ready(&PatchType) < 0)
 		return NULL;
 	if (!zero && !(zero = PyLong_FromLong(0)))
 		return NULL;
@@ -330,6 +561,7 @@ PyMODINIT_FUNC PyInit__fast(void)
 	if (!m)
 		return NULL;
 	if (PyModule_AddObjectRef(m, "Getter", (PyObject *)&GetterType) < 0 ||
+	    PyModule_AddObjectRef(m, "Patch", (PyObject *)&PatchType) < 0 ||
 	    PyModule_AddIntConstant(m, "VIEW_ABI", SHMCFG_VIEW_ABI) < 0) {
 		Py_DECREF(m);
 		return NULL;
