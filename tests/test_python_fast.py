@@ -435,11 +435,54 @@ class TestGetter(SegTest):
             self.assertEqual(_lib.patch_set(seg._h, o.opt, ctypes.byref(v)), 0)
             self.assertEqual((g.__get__(obj), g.__get__(obj)), (77, 77))
             self.assertEqual(T.in_thread(lambda: g.__get__(obj)), 10)
+            # a change of the frame, a frame more, a frame less: each
+            # names the thread's frames anew (no read of the one before)
+            v.u.i = 78
+            self.assertEqual(_lib.patch_set(seg._h, o.opt, ctypes.byref(v)), 0)
+            self.assertEqual(g.__get__(obj), 78)
+            self.assertEqual(_lib.patch_push(seg._h), 0)
+            v.u.i = 79
+            self.assertEqual(_lib.patch_set(seg._h, o.opt, ctypes.byref(v)), 0)
+            self.assertEqual(g.__get__(obj), 79)
+            self.assertEqual(_lib.patch_pop(seg._h), 0)
+            self.assertEqual(g.__get__(obj), 78)
+            seg.set({"app.config.mode": "slow"})  # a commit: a new generation
+            self.assertEqual(g.__get__(obj), 78)
         finally:
             self.assertEqual(_lib.patch_pop(seg._h), 0)
         state[0] = 0
         self.assertEqual(g.__get__(obj), 10)
         self.assertEqual(calls, [])
+
+    def test_patched_threads_take_turns(self):
+        # two threads with patches of their own read one option in turns:
+        # each reads its own value, never the other's
+        seg, m = self.app()
+        turn = [threading.Event(), threading.Event()]
+        seen = []
+
+        def other():
+            with m.patch(steps=41):
+                for _ in range(3):
+                    turn[1].wait(30)
+                    turn[1].clear()
+                    seen.append(("other", m.steps))
+                    turn[0].set()
+
+        t = threading.Thread(target=other)
+        t.start()
+        try:
+            with m.patch(steps=42):
+                for _ in range(3):
+                    seen.append(("main", m.steps))
+                    turn[1].set()
+                    self.assertTrue(turn[0].wait(30))
+                    turn[0].clear()
+        finally:
+            turn[1].set()
+            t.join(30)
+        self.assertEqual(seen, [("main", 42), ("other", 41)] * 3)
+        self.assertEqual(m.steps, 10)
 
     def test_patch_enter_exit_in_c(self):
         # patch() of a segment with the extension: the C enter and exit,

@@ -15,8 +15,10 @@
  * A patch open in some thread (the low bits of the segment's state word,
  * Segment._state[0], count them) leaves the cache to the threads without
  * patches: a thread with patches (the library's shmcfg__tls_patched)
- * reads through the library, which applies its patches, and caches
- * nothing.
+ * reads through the library, which applies its patches, and keeps what it
+ * read in a second entry, under the word `current` and the number the
+ * library gives the thread's frames as they are (shmcfg__tls_patch_id: new
+ * at each change of any thread's frames, so that it names one thread's).
  *
  * Policy stays in Python: the Getter calls its `fallback` (the Python
  * getter) whenever
@@ -54,6 +56,9 @@ typedef struct {
 	int slow;                 /* set by the Python layer: always call fallback */
 	uint64_t cached_cur;      /* the `current` word the cached value was read under */
 	PyObject *cached;         /* NULL, or the value (tuple/frozenset for list/set) */
+	uint64_t pcached_cur;     /* the same of the patched thread that read last: */
+	uint64_t pcached_id;      /* its shmcfg__tls_patch_id, */
+	PyObject *pcached;        /* NULL, or the value it read */
 } Getter;
 
 static PyObject *zero; /* the int 0 (a cached small int in CPython) */
@@ -198,9 +203,19 @@ static PyObject *Getter_get(PyObject *self, PyObject *obj, PyObject *type)
 		 * library reads (nothing of it is cached); another thread's
 		 * leave this one to the cache */
 		if (shmcfg__tls_patched) {
+			uint64_t id = shmcfg__tls_patch_id;
+			uint64_t cur = __atomic_load_n(__atomic_load_n(g->current, __ATOMIC_RELAXED),
+						       __ATOMIC_ACQUIRE);
+			if (g->pcached && id && id == g->pcached_id && cur == g->pcached_cur)
+				return hand_out(g, g->pcached);
 			PyObject *v = read_value(g);
 			if (!v)
 				return PyObject_CallOneArg(g->fallback, obj);
+			if (id && (cur & 0xff) != 0xff) { /* as below */
+				Py_XSETREF(g->pcached, Py_NewRef(v));
+				g->pcached_id = id;
+				g->pcached_cur = cur;
+			}
 			PyObject *out = hand_out(g, v);
 			Py_DECREF(v);
 			return out;
@@ -261,6 +276,7 @@ static int Getter_init(PyObject *self, PyObject *args, PyObject *kw)
 	Py_XSETREF(g->doc, Py_NewRef(doc));
 	Py_XSETREF(g->copy, copy == Py_None ? NULL : Py_NewRef(copy));
 	Py_CLEAR(g->cached);
+	Py_CLEAR(g->pcached);
 	g->opt = opt;
 	g->kind = kind;
 	g->slow = 0;
@@ -275,6 +291,7 @@ static int Getter_traverse(PyObject *self, visitproc visit, void *arg)
 	Py_VISIT(g->doc);
 	Py_VISIT(g->copy);
 	Py_VISIT(g->cached);
+	Py_VISIT(g->pcached);
 	return 0;
 }
 
@@ -286,6 +303,7 @@ static int Getter_clear(PyObject *self)
 	Py_CLEAR(g->doc);
 	Py_CLEAR(g->copy);
 	Py_CLEAR(g->cached);
+	Py_CLEAR(g->pcached);
 	return 0;
 }
 
