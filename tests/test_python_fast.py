@@ -509,6 +509,10 @@ class TestGetter(SegTest):
         with self.assertRaisesRegex(shmcfg.Error, "closed"):
             with p:
                 pass
+        q = m.patch(steps=6)  # made on a closed segment: refused when entered, as before
+        with self.assertRaisesRegex(shmcfg.Error, "closed"):
+            with q:
+                pass
 
     def test_copy_of_a_container(self):
         seg = self.make(SCHEMA, no_env=True)

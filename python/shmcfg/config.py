@@ -89,18 +89,21 @@ class _Patch(ContextDecorator):
         self._seg._pop()
 
 
+_FastPatch: Any = None
 if _L.fast is not None:
-    class _FastPatch(ContextDecorator, _L.fast.Patch):  # type: ignore[misc, name-defined]
+    class _FastPatch(ContextDecorator, _L.fast.Patch):  # type: ignore[misc, name-defined, no-redef]
         """_Patch with its enter and exit in C (shmcfg._fast.Patch): one call
         each, the values converted once, here; the Python enter and exit
         (Segment._push, _pop) serve what is not the common case."""
 
 
 def _make_patch(seg, pairs):
-    """What ConfigModule.patch() returns for segment seg."""
-    if seg._fastmod is None:
+    """What ConfigModule.patch() returns for segment seg (of a closed one:
+    the Python patch, whose enter says so, as before)."""
+    h = seg._h
+    if seg._fastmod is None or _FastPatch is None or h is None:
         return _Patch(seg, pairs)
-    p = _FastPatch(seg._handle(), seg._state, pairs, tuple(o.opt for o, _ in pairs),
+    p = _FastPatch(h, seg._state, pairs, tuple(o.opt for o, _ in pairs),
                    tuple(ctypes.addressof(cv.c) for _, cv in pairs), seg._push, seg._pop)
     p.changes = {o.name: None for o, _ in pairs}
     return p
