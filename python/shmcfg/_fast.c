@@ -200,8 +200,10 @@ static PyObject *Getter_get(PyObject *self, PyObject *obj, PyObject *type)
 		if (st < 0 || st >= STATE_FLAGS)
 			return PyObject_CallOneArg(g->fallback, obj);
 		/* patches are open: this thread's own, if any, are in what the
-		 * library reads (nothing of it is cached); another thread's
-		 * leave this one to the cache */
+		 * library reads, kept in the second entry under the number of
+		 * the thread's frames as they are (new at each change of any
+		 * thread's: it names this thread's); another thread's leave
+		 * this one to the first entry */
 		if (shmcfg__tls_patched) {
 			uint64_t id = shmcfg__tls_patch_id;
 			uint64_t cur = __atomic_load_n(__atomic_load_n(g->current, __ATOMIC_RELAXED),
