@@ -25,6 +25,7 @@ if __name__ == "__main__" and os.environ.get("SHMCFG_SANITIZERS"):
     print("# skipped: libshmcfg is built with sanitizers", file=sys.stderr)
     sys.exit(77)
 
+import ctypes
 import gc
 import math
 import struct
@@ -391,8 +392,10 @@ class TestGetter(SegTest):
         g.slow = True
         self.assertEqual(g.__get__(obj), "fallback")
         g.slow = False
-        state[0] = 1
+        state[0] = 1 << 41  # a flag bit (segment.py: _CLOSED)
         self.assertEqual(g.__get__(obj), "fallback")
+        state[0] = 1  # a patch open in some thread: not this one, which reads in C
+        self.assertEqual(g.__get__(obj), 10)
         state[0] = 0
         self.assertEqual(g.__get__(obj), 10)
         self.assertEqual(calls, [obj, obj])
@@ -408,6 +411,108 @@ class TestGetter(SegTest):
             boom.__get__(obj)
         with self.assertRaisesRegex(AttributeError, "through the config module"):
             g.__set__(obj, 1)
+
+    def test_patched_thread_reads_in_c(self):
+        # a thread with a patch open reads its patched value through the
+        # library, in C: the fallback is not called, nothing is cached
+        seg = self.make(SCHEMA, no_env=True)
+        calls = []
+
+        def fallback(obj):
+            calls.append(obj)
+            return "fallback"
+
+        state = [0]
+        g = self.getter(seg, "app.config.steps", fallback, state)
+        obj = object()
+        self.assertEqual(g.__get__(obj), 10)  # cached
+        o = seg._opts["app.config.steps"]
+        v = _lib.Value(type=_lib.INT)
+        v.u.i = 77
+        self.assertEqual(_lib.patch_push(seg._h), 0)
+        try:
+            state[0] = 1
+            self.assertEqual(_lib.patch_set(seg._h, o.opt, ctypes.byref(v)), 0)
+            self.assertEqual((g.__get__(obj), g.__get__(obj)), (77, 77))
+            self.assertEqual(T.in_thread(lambda: g.__get__(obj)), 10)
+            # a change of the frame, a frame more, a frame less: each
+            # names the thread's frames anew (no read of the one before)
+            v.u.i = 78
+            self.assertEqual(_lib.patch_set(seg._h, o.opt, ctypes.byref(v)), 0)
+            self.assertEqual(g.__get__(obj), 78)
+            self.assertEqual(_lib.patch_push(seg._h), 0)
+            v.u.i = 79
+            self.assertEqual(_lib.patch_set(seg._h, o.opt, ctypes.byref(v)), 0)
+            self.assertEqual(g.__get__(obj), 79)
+            self.assertEqual(_lib.patch_pop(seg._h), 0)
+            self.assertEqual(g.__get__(obj), 78)
+            seg.set({"app.config.mode": "slow"})  # a commit: a new generation
+            self.assertEqual(g.__get__(obj), 78)
+        finally:
+            self.assertEqual(_lib.patch_pop(seg._h), 0)
+        state[0] = 0
+        self.assertEqual(g.__get__(obj), 10)
+        self.assertEqual(calls, [])
+
+    def test_patched_threads_take_turns(self):
+        # two threads with patches of their own read one option in turns:
+        # each reads its own value, never the other's
+        seg, m = self.app()
+        turn = [threading.Event(), threading.Event()]
+        seen = []
+
+        def other():
+            with m.patch(steps=41):
+                for _ in range(3):
+                    turn[1].wait(30)
+                    turn[1].clear()
+                    seen.append(("other", m.steps))
+                    turn[0].set()
+
+        t = threading.Thread(target=other)
+        t.start()
+        try:
+            with m.patch(steps=42):
+                for _ in range(3):
+                    seen.append(("main", m.steps))
+                    turn[1].set()
+                    self.assertTrue(turn[0].wait(30))
+                    turn[0].clear()
+        finally:
+            turn[1].set()
+            t.join(30)
+        self.assertEqual(seen, [("main", 42), ("other", 41)] * 3)
+        self.assertEqual(m.steps, 10)
+
+    def test_patch_enter_exit_in_c(self):
+        # patch() of a segment with the extension: the C enter and exit,
+        # counting in the state word, the Python ones never called when
+        # nothing fails; a refused value goes to them, which raise
+        seg, m = self.app()
+        p = m.patch(steps=5)
+        self.assertIsInstance(p, _lib.fast.Patch)
+        self.assertEqual(p.changes, {"app.config.steps": None})
+        with p:
+            self.assertEqual(seg._state[0], 1)
+            with p:
+                self.assertEqual((m.steps, seg._state[0]), (5, 2))
+            self.assertEqual(seg._state[0], 1)
+            self.assertTrue(seg._patched_here())
+            self.assertEqual(T.in_thread(seg._patched_here), False)
+        self.assertEqual((m.steps, seg._state[0], seg._patched_here()), (10, 0, False))
+        bad = m.patch(steps=10 ** 6)  # past the schema's maximum: refused when entered
+        with self.assertRaisesRegex(shmcfg.OptionValueError, "above the maximum 1000"):
+            with bad:
+                pass
+        self.assertEqual((m.steps, seg._state[0]), (10, 0))
+        seg.close()
+        with self.assertRaisesRegex(shmcfg.Error, "closed"):
+            with p:
+                pass
+        q = m.patch(steps=6)  # made on a closed segment: refused when entered, as before
+        with self.assertRaisesRegex(shmcfg.Error, "closed"):
+            with q:
+                pass
 
     def test_copy_of_a_container(self):
         seg = self.make(SCHEMA, no_env=True)

@@ -412,6 +412,65 @@ static void test_patch_threads(void **state)
 	shmcfg_unlink(name);
 }
 
+static void *push_pop_thread(void *p)
+{
+	struct tharg *a = p;
+	/* the thread's number after a change of its frames (seen: a word) */
+	if (shmcfg_patch_push(a->h) == 0) {
+		a->seen = (int64_t)shmcfg__tls_patch_id;
+		(void)shmcfg_patch_pop(a->h);
+	}
+	return NULL;
+}
+
+/* shmcfg__tls_patch_id: a new number at each change of the thread's frames
+ * (what the Python extension caches a patched thread's reads under), never
+ * one another thread had. */
+static void test_patch_id(void **state)
+{
+	(void)state;
+	const char *name = test_name("pid");
+	shmcfg *h = test_create(name, NULL);
+	uint64_t seen[16];
+	int n = 0;
+	seen[n++] = shmcfg__tls_patch_id;
+	assert_int_equal(shmcfg_patch_push(h), 0);
+	seen[n++] = shmcfg__tls_patch_id;
+	assert_int_equal(shmcfg_patch_set_text(h, T_A, "30"), 0);
+	seen[n++] = shmcfg__tls_patch_id;
+	assert_int_equal(shmcfg_patch_set_text(h, T_DEBUG, "true"), 0);
+	seen[n++] = shmcfg__tls_patch_id;
+	assert_int_equal(shmcfg_patch_set_text(h, T_SAFE, "true"), SHMCFG_E_CONFLICT);
+	seen[n++] = shmcfg__tls_patch_id; /* refused: the frame is as before, its number not */
+	assert_int_equal(shmcfg_patch_pop(h), 0);
+	seen[n++] = shmcfg__tls_patch_id;
+	shmcfg_patcher *p;
+	assert_int_equal(shmcfg_patcher_new(h, &p), 0);
+	assert_int_equal(shmcfg_patcher_set(p, T_A, &(shmcfg_value){.type = SHMCFG_INT, .u.i = 42}), 0);
+	assert_int_equal(shmcfg__tls_patch_id, seen[n - 1]); /* a patcher made: no frame yet */
+	assert_int_equal(shmcfg_patcher_apply(p), 0);
+	seen[n++] = shmcfg__tls_patch_id;
+	assert_int_equal(shmcfg_patcher_restore(p), 0);
+	seen[n++] = shmcfg__tls_patch_id;
+	shmcfg_patcher_free(p);
+	assert_int_equal(shmcfg_patch_push(h), 0);
+	seen[n++] = shmcfg__tls_patch_id;
+	struct tharg a = {h, 0, NULL};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, push_pop_thread, &a), 0);
+	pthread_join(th, NULL);
+	seen[n++] = (uint64_t)a.seen;
+	shmcfg_close(h); /* the frame left open goes with the handle */
+	seen[n++] = shmcfg__tls_patch_id;
+	assert_int_equal(shmcfg__tls_patched, 0);
+	for (int i = 1; i < n; i++) {
+		assert_true(seen[i] != 0);
+		for (int j = 0; j < i; j++)
+			assert_true(seen[i] != seen[j]);
+	}
+	shmcfg_unlink(name);
+}
+
 /* ------------------------------------------------------------------ */
 
 static void count_warning(const char *m, void *ud)
@@ -728,7 +787,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_yaml_is_default), cmocka_unit_test(test_yaml_errors),
 		cmocka_unit_test(test_precedence_table), cmocka_unit_test(test_patches),
-		cmocka_unit_test(test_patch_threads), cmocka_unit_test(test_is_default_dump_load),
+		cmocka_unit_test(test_patch_threads), cmocka_unit_test(test_patch_id),
+		cmocka_unit_test(test_is_default_dump_load),
 		cmocka_unit_test(test_codegen), cmocka_unit_test(test_golden_hash),
 		cmocka_unit_test(test_value_record),
 		cmocka_unit_test(test_deprecated), cmocka_unit_test(test_typed_accessors),

@@ -49,6 +49,10 @@ struct shmcfg__cell {
 
 /** Non-zero while the thread has patches: its reads take the slow path. */
 extern SHMCFG_EXPORT __thread int shmcfg__tls_patched __attribute__((tls_model("initial-exec")));
+/** Do not use directly: a number naming the thread's patch frames as they
+ * are now, new (process-wide) at each change of them, 0 before the first:
+ * what a binding caches a patched thread's reads under. */
+extern SHMCFG_EXPORT __thread uint64_t shmcfg__tls_patch_id __attribute__((tls_model("initial-exec")));
 
 /** Do not use directly: the out-of-line read behind the inline getters
  * (patched threads, bad handles, null values, retries). Cold, so that

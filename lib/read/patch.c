@@ -21,6 +21,11 @@
 /* Non-zero while the thread has patches: its inline reads take the slow
  * path (shmcfg.h). Initial-exec: the inline read tests it without a call. */
 __thread int shmcfg__tls_patched __attribute__((tls_model("initial-exec")));
+/* The number of the thread's frames as they are now: new (process-wide)
+ * at each change of them, so that a binding may cache what a patched
+ * thread reads under (it, the word `current`) (python/shmcfg/_fast.c). */
+__thread uint64_t shmcfg__tls_patch_id __attribute__((tls_model("initial-exec")));
+static uint64_t patch_ids;
 
 struct pframe {
 	shmcfg *h;
@@ -51,6 +56,13 @@ struct shmcfg_patcher {
 static __thread struct pframe *top;
 static __thread struct overlay *overlays;
 static __thread unsigned epoch; /* bumped whenever this thread's frames change */
+
+/* The thread's frames changed: its overlay is old, its patch id too. */
+static void frames_changed(void)
+{
+	epoch++;
+	shmcfg__tls_patch_id = __atomic_add_fetch(&patch_ids, 1, __ATOMIC_RELAXED);
+}
 
 static bool has_frames(const shmcfg *h)
 {
@@ -255,7 +267,7 @@ int shmcfg_patch_push(shmcfg *h)
 	f->h = h;
 	f->prev = top;
 	top = f;
-	epoch++;
+	frames_changed();
 	shmcfg__tls_patched++;
 	return 0;
 }
@@ -322,7 +334,7 @@ int shmcfg_patch_set(shmcfg *h, shmcfg_opt opt, const shmcfg_value *v)
 		shmcfg_value_clear(&before);
 		return r;
 	}
-	epoch++;
+	frames_changed();
 	/* the patched view must resolve: a patch that does not fit or whose
 	 * implications conflict is refused, and the frame is as it was */
 	if ((r = validate(h))) {
@@ -334,7 +346,7 @@ int shmcfg_patch_set(shmcfg *h, shmcfg_opt opt, const shmcfg_value *v)
 		} else {
 			shmcfg_value_clear(&f->vals[--f->n]);
 		}
-		epoch++;
+		frames_changed();
 		return shmcfg__err(r, "patch refused: %s", why);
 	}
 	shmcfg_value_clear(&before);
@@ -377,7 +389,7 @@ static int pop(shmcfg *h, shmcfg_patcher *by)
 		return shmcfg__err(-ENOENT, "%s: no matching patch frame to close in this thread", h->name);
 	*link = f->prev;
 	frame_free(f);
-	epoch++;
+	frames_changed();
 	shmcfg__tls_patched--;
 	drop_overlay(h);
 	return 0;
@@ -430,7 +442,7 @@ int shmcfg_patcher_apply(shmcfg_patcher *p)
 	/* the frame borrows the patcher's checked values: no copy, no check */
 	*f = (struct pframe){p->h, p->opts, p->vals, p->n, p->cap, p, top};
 	top = f;
-	epoch++;
+	frames_changed();
 	shmcfg__tls_patched++;
 	return 0;
 }
@@ -469,7 +481,7 @@ void shmcfg__patch_forget(const shmcfg *h)
 		*link = f->prev;
 		frame_free(f);
 		shmcfg__tls_patched--;
-		epoch++;
+		frames_changed();
 	}
 	drop_overlay(h);
 }

@@ -12,15 +12,30 @@
  * inline getters of shmcfg.h for bool/int/float, shmcfg_get() for the
  * rest), caches it and returns it.
  *
+ * A patch open in some thread (the low bits of the segment's state word,
+ * Segment._state[0], count them) leaves the cache to the threads without
+ * patches: a thread with patches (the library's shmcfg__tls_patched)
+ * reads through the library, which applies its patches, and keeps what it
+ * read in a second entry, under the word `current` and the number the
+ * library gives the thread's frames as they are (shmcfg__tls_patch_id: new
+ * at each change of any thread's frames, so that it names one thread's).
+ *
  * Policy stays in Python: the Getter calls its `fallback` (the Python
  * getter) whenever
- *  - the segment's state word (Segment._state[0]) is not 0: a patch is
- *    open in some thread (reads must show that thread's patches), or the
- *    handle was closed or replaced by reattach();
+ *  - a flag bit of the state word is set: the handle was closed or replaced
+ *    by reattach(), or reads must call the library (fast_reads=False);
  *  - the Python layer set the Getter's `slow` flag (a name hidden by
  *    mock.patch's delattr, a deprecated option that warns...);
  *  - the library read fails (the fallback raises the binding's exception).
  * All of it runs under the GIL, which serialises the cache's updates.
+ *
+ * A Patch is the enter and exit of config.patch() (config.py, _FastPatch):
+ * one library frame pushed and set, or popped, and the state word's count
+ * moved, in one call each. Its values were converted by the Python layer
+ * when the patch was made; the library checks them at each enter, as
+ * before. Whatever is not the common case (a closed or replaced handle, a
+ * refused value) goes to the Python layer's enter or exit, which raises
+ * the binding's exception.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -30,9 +45,9 @@
 
 typedef struct {
 	PyObject_HEAD
-	const shmcfg *h;          /* the segment's handle (valid while state is 0) */
+	const shmcfg *h;          /* the segment's handle (valid while no flag bit of state is set) */
 	const uint64_t *const *current; /* the view's pointer to the word `current` */
-	PyObject *state;          /* Segment._state: a list of one int, 0 = fast reads */
+	PyObject *state;          /* Segment._state: a list of one int, the state word */
 	PyObject *fallback;       /* the Python getter: fallback(module) -> value */
 	PyObject *doc;
 	PyObject *copy;           /* NULL, or copy(frozen) -> what a list/set read returns */
@@ -41,9 +56,52 @@ typedef struct {
 	int slow;                 /* set by the Python layer: always call fallback */
 	uint64_t cached_cur;      /* the `current` word the cached value was read under */
 	PyObject *cached;         /* NULL, or the value (tuple/frozenset for list/set) */
+	uint64_t pcached_cur;     /* the same of the patched thread that read last: */
+	uint64_t pcached_id;      /* its shmcfg__tls_patch_id, */
+	PyObject *pcached;        /* NULL, or the value it read */
 } Getter;
 
 static PyObject *zero; /* the int 0 (a cached small int in CPython) */
+
+/* The bits of Segment._state[0] (segment.py): below STATE_FLAGS, the count
+ * of patches open in the process; from it up, reasons for the slow path. */
+#define STATE_FLAGS (1LL << 40)
+#define STATE_CLOSED (1LL << 41)
+#define STATE_STALE (1LL << 42)
+
+/* The state word of list state, or -1 if it is not a plain int (then the
+ * slow path decides). */
+static long long state_word(PyObject *state)
+{
+	PyObject *w = PyList_GET_ITEM(state, 0);
+	if (w == zero)
+		return 0;
+	if (!PyLong_CheckExact(w))
+		return -1;
+	long long v = PyLong_AsLongLong(w);
+	if (v == -1 && PyErr_Occurred()) {
+		PyErr_Clear();
+		return -1;
+	}
+	return v;
+}
+
+/* Add d to the state word: one step under the GIL, so that it needs no
+ * lock against the other steps (state_add(), state_or(), a Patch's enter
+ * and exit). */
+static int state_add(PyObject *state, long long d)
+{
+	long long v = state_word(state);
+	if (v < 0) {
+		PyErr_SetString(PyExc_RuntimeError, "shmcfg._fast: bad state word");
+		return -1;
+	}
+	PyObject *w = PyLong_FromLongLong(v + d);
+	if (!w)
+		return -1;
+	PyList_SetItem(state, 0, w); /* steals w; the old word has no finaliser */
+	return 0;
+}
 
 /* A Python value of an option of type kind read through the library, or
  * NULL with no exception set when the read failed (the fallback says why). */
@@ -135,9 +193,36 @@ static PyObject *Getter_get(PyObject *self, PyObject *obj, PyObject *type)
 	Getter *g = (Getter *)self;
 	if (obj == NULL || obj == Py_None)
 		return Py_NewRef(self);
-	/* any other object than the cached 0 is a reason for the slow path */
-	if (g->slow || PyList_GET_ITEM(g->state, 0) != zero)
+	if (g->slow)
 		return PyObject_CallOneArg(g->fallback, obj);
+	if (PyList_GET_ITEM(g->state, 0) != zero) {
+		long long st = state_word(g->state);
+		if (st < 0 || st >= STATE_FLAGS)
+			return PyObject_CallOneArg(g->fallback, obj);
+		/* patches are open: this thread's own, if any, are in what the
+		 * library reads, kept in the second entry under the number of
+		 * the thread's frames as they are (new at each change of any
+		 * thread's: it names this thread's); another thread's leave
+		 * this one to the first entry */
+		if (shmcfg__tls_patched) {
+			uint64_t id = shmcfg__tls_patch_id;
+			uint64_t cur = __atomic_load_n(__atomic_load_n(g->current, __ATOMIC_RELAXED),
+						       __ATOMIC_ACQUIRE);
+			if (g->pcached && id && id == g->pcached_id && cur == g->pcached_cur)
+				return hand_out(g, g->pcached);
+			PyObject *v = read_value(g);
+			if (!v)
+				return PyObject_CallOneArg(g->fallback, obj);
+			if (id && (cur & 0xff) != 0xff) { /* as below */
+				Py_XSETREF(g->pcached, Py_NewRef(v));
+				g->pcached_id = id;
+				g->pcached_cur = cur;
+			}
+			PyObject *out = hand_out(g, v);
+			Py_DECREF(v);
+			return out;
+		}
+	}
 	/* Pairs with the writer's seq_cst store of `current` (lib/commit/publish.c):
 	 * the word is read before the library read, so a commit racing it can
 	 * only make the cached entry unused, never wrong. */
@@ -147,7 +232,7 @@ static PyObject *Getter_get(PyObject *self, PyObject *obj, PyObject *type)
 	PyObject *v = read_value(g);
 	if (!v)
 		return PyObject_CallOneArg(g->fallback, obj);
-	/* a replaced segment's word names slot 0xff (FROZEN_SLOT, lib/read/seqlock.h):
+	/* a replaced segment's word names slot 0xff (FROZEN_SLOT, lib/seqlock.h):
 	 * the library read followed the new segment, whose word the view names
 	 * now; nothing is cached under the old one */
 	if ((cur & 0xff) == 0xff) {
@@ -193,6 +278,7 @@ static int Getter_init(PyObject *self, PyObject *args, PyObject *kw)
 	Py_XSETREF(g->doc, Py_NewRef(doc));
 	Py_XSETREF(g->copy, copy == Py_None ? NULL : Py_NewRef(copy));
 	Py_CLEAR(g->cached);
+	Py_CLEAR(g->pcached);
 	g->opt = opt;
 	g->kind = kind;
 	g->slow = 0;
@@ -207,6 +293,7 @@ static int Getter_traverse(PyObject *self, visitproc visit, void *arg)
 	Py_VISIT(g->doc);
 	Py_VISIT(g->copy);
 	Py_VISIT(g->cached);
+	Py_VISIT(g->pcached);
 	return 0;
 }
 
@@ -218,6 +305,7 @@ static int Getter_clear(PyObject *self)
 	Py_CLEAR(g->doc);
 	Py_CLEAR(g->copy);
 	Py_CLEAR(g->cached);
+	Py_CLEAR(g->pcached);
 	return 0;
 }
 
@@ -253,6 +341,206 @@ static PyTypeObject GetterType = {
 	.tp_members = Getter_members,
 };
 
+typedef struct {
+	PyObject_HEAD
+	shmcfg *h;          /* the segment's handle (valid while state has no flag bit of CLOSED, STALE) */
+	PyObject *state;    /* Segment._state */
+	PyObject *pairs;    /* the Python layer's (option, converted value) pairs: own the values */
+	PyObject *enter;    /* the Python enter: enter(pairs) pushes and raises as the binding does */
+	PyObject *exit;     /* the Python exit: exit() */
+	PyObject *dict;     /* a subclass's attributes (changes) */
+	Py_ssize_t n;
+	shmcfg_opt *opts;
+	const shmcfg_value **vals; /* the pairs' values, owned by pairs */
+} Patch;
+
+static PyObject *Patch_enter(PyObject *self, PyObject *unused)
+{
+	Patch *p = (Patch *)self;
+	long long st = state_word(p->state);
+	if (st < 0 || (st & (STATE_CLOSED | STATE_STALE)))
+		return PyObject_CallOneArg(p->enter, p->pairs);
+	if (shmcfg_patch_push(p->h) != 0)
+		return PyObject_CallOneArg(p->enter, p->pairs);
+	for (Py_ssize_t i = 0; i < p->n; i++)
+		if (shmcfg_patch_set(p->h, p->opts[i], p->vals[i]) != 0) {
+			/* refused: leave as before, and let the Python enter
+			 * refuse it again with the binding's exception */
+			(void)shmcfg_patch_pop(p->h);
+			return PyObject_CallOneArg(p->enter, p->pairs);
+		}
+	if (state_add(p->state, 1) < 0) {
+		(void)shmcfg_patch_pop(p->h);
+		return NULL;
+	}
+	Py_RETURN_NONE;
+}
+
+static PyObject *Patch_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	Patch *p = (Patch *)self;
+	long long st = state_word(p->state);
+	if (st < 0 || (st & (STATE_CLOSED | STATE_STALE)) || shmcfg_patch_pop(p->h) != 0) {
+		/* the Python exit raises why (a closed segment, a patch
+		 * closed out of order) */
+		PyObject *r = PyObject_CallNoArgs(p->exit);
+		if (!r)
+			return NULL;
+		Py_DECREF(r);
+		Py_RETURN_NONE;
+	}
+	if (state_add(p->state, -1) < 0)
+		return NULL;
+	Py_RETURN_NONE; /* exceptions inside go on */
+}
+
+static int Patch_init(PyObject *self, PyObject *args, PyObject *kw)
+{
+	Patch *p = (Patch *)self;
+	static char *names[] = {"handle", "state", "pairs", "opts", "values", "enter", "exit", NULL};
+	unsigned long long h;
+	PyObject *state, *pairs, *opts, *vals, *enter, *exit;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "KO!OO!O!OO", names, &h, &PyList_Type, &state,
+					 &pairs, &PyTuple_Type, &opts, &PyTuple_Type, &vals, &enter,
+					 &exit))
+		return -1;
+	Py_ssize_t n = PyTuple_GET_SIZE(opts);
+	if (!h || PyList_GET_SIZE(state) != 1 || PyTuple_GET_SIZE(vals) != n ||
+	    !PyCallable_Check(enter) || !PyCallable_Check(exit) || p->opts) {
+		PyErr_SetString(PyExc_ValueError, "shmcfg._fast.Patch: bad arguments");
+		return -1;
+	}
+	shmcfg_opt *o = PyMem_Calloc(n ? (size_t)n : 1, sizeof *o);
+	const shmcfg_value **v = PyMem_Calloc(n ? (size_t)n : 1, sizeof *v);
+	if (!o || !v) {
+		PyMem_Free(o);
+		PyMem_Free(v);
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (Py_ssize_t i = 0; i < n; i++) {
+		unsigned long opt = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(opts, i));
+		void *addr = PyLong_AsVoidPtr(PyTuple_GET_ITEM(vals, i));
+		if (PyErr_Occurred() || !addr) {
+			PyMem_Free(o);
+			PyMem_Free(v);
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_ValueError, "shmcfg._fast.Patch: bad arguments");
+			return -1;
+		}
+		o[i] = (shmcfg_opt)opt;
+		v[i] = addr;
+	}
+	p->h = (shmcfg *)(uintptr_t)h;
+	p->n = n;
+	p->opts = o;
+	p->vals = v;
+	Py_XSETREF(p->state, Py_NewRef(state));
+	Py_XSETREF(p->pairs, Py_NewRef(pairs));
+	Py_XSETREF(p->enter, Py_NewRef(enter));
+	Py_XSETREF(p->exit, Py_NewRef(exit));
+	return 0;
+}
+
+static int Patch_traverse(PyObject *self, visitproc visit, void *arg)
+{
+	Patch *p = (Patch *)self;
+	Py_VISIT(p->state);
+	Py_VISIT(p->pairs);
+	Py_VISIT(p->enter);
+	Py_VISIT(p->exit);
+	Py_VISIT(p->dict);
+	return 0; /* a heap subclass's type: its subtype_traverse visits it */
+}
+
+static int Patch_clear(PyObject *self)
+{
+	Patch *p = (Patch *)self;
+	Py_CLEAR(p->state);
+	Py_CLEAR(p->pairs);
+	Py_CLEAR(p->enter);
+	Py_CLEAR(p->exit);
+	Py_CLEAR(p->dict);
+	return 0;
+}
+
+static void Patch_dealloc(PyObject *self)
+{
+	Patch *p = (Patch *)self;
+	PyObject_GC_UnTrack(self);
+	Patch_clear(self);
+	PyMem_Free(p->opts);
+	PyMem_Free(p->vals);
+	/* a heap subclass's type: its subtype_dealloc drops the reference */
+	Py_TYPE(self)->tp_free(self);
+}
+
+static PyMethodDef Patch_methods[] = {
+	{"__enter__", Patch_enter, METH_NOARGS, "open the patch in the calling thread"},
+	{"__exit__", (PyCFunction)(void (*)(void))Patch_exit, METH_FASTCALL,
+	 "close the calling thread's innermost patch"},
+	{NULL}
+};
+
+static PyTypeObject PatchType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "shmcfg._fast.Patch",
+	.tp_doc = "Patch(handle, state, pairs, opts, values, enter, exit): the enter and exit "
+		  "of config.patch() in C (a base class)",
+	.tp_basicsize = sizeof(Patch),
+	.tp_dictoffset = offsetof(Patch, dict),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE,
+	.tp_new = PyType_GenericNew,
+	.tp_init = Patch_init,
+	.tp_dealloc = Patch_dealloc,
+	.tp_traverse = Patch_traverse,
+	.tp_clear = Patch_clear,
+	.tp_methods = Patch_methods,
+};
+
+/* state_add(state, d): add d to the state word in one step (the Python
+ * layer's patch counts, next to those of Patch). */
+static PyObject *state_add_py(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+	long long d;
+	if (nargs != 2 || !PyList_Check(args[0]) || PyList_GET_SIZE(args[0]) != 1) {
+		PyErr_SetString(PyExc_TypeError, "state_add(state, delta)");
+		return NULL;
+	}
+	d = PyLong_AsLongLong(args[1]);
+	if (d == -1 && PyErr_Occurred())
+		return NULL;
+	if (state_add(args[0], d) < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+/* state_or(state, bits): set bits of the state word in one step. */
+static PyObject *state_or_py(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+	long long bits, v;
+	if (nargs != 2 || !PyList_Check(args[0]) || PyList_GET_SIZE(args[0]) != 1) {
+		PyErr_SetString(PyExc_TypeError, "state_or(state, bits)");
+		return NULL;
+	}
+	bits = PyLong_AsLongLong(args[1]);
+	if (bits == -1 && PyErr_Occurred())
+		return NULL;
+	if ((v = state_word(args[0])) < 0) {
+		PyErr_SetString(PyExc_RuntimeError, "shmcfg._fast: bad state word");
+		return NULL;
+	}
+	if (state_add(args[0], (v | bits) - v) < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+/* Whether the calling thread has a patch open (of any handle). */
+static PyObject *thread_patched(PyObject *mod, PyObject *unused)
+{
+	return PyBool_FromLong(shmcfg__tls_patched != 0);
+}
+
 /* The address of the shmcfg_get this module calls: the package compares it
  * with the library it loaded through ctypes, and uses the module only when
  * both are one library (a handle of one copy means nothing to another). */
@@ -264,6 +552,12 @@ static PyObject *library_address(PyObject *mod, PyObject *unused)
 static PyMethodDef fast_methods[] = {
 	{"library_address", library_address, METH_NOARGS,
 	 "the address of shmcfg_get() in the libshmcfg this module is linked with"},
+	{"state_add", (PyCFunction)(void (*)(void))state_add_py, METH_FASTCALL,
+	 "state_add(state, delta): add delta to a segment's state word in one step"},
+	{"state_or", (PyCFunction)(void (*)(void))state_or_py, METH_FASTCALL,
+	 "state_or(state, bits): set bits of a segment's state word in one step"},
+	{"thread_patched", thread_patched, METH_NOARGS,
+	 "whether the calling thread has a patch open (of any segment)"},
 	{NULL}
 };
 
@@ -279,7 +573,7 @@ PyMODINIT_FUNC PyInit__fast(void);
 
 PyMODINIT_FUNC PyInit__fast(void)
 {
-	if (PyType_Ready(&GetterType) < 0)
+	if (PyType_Ready(&GetterType) < 0 || PyType_Ready(&PatchType) < 0)
 		return NULL;
 	if (!zero && !(zero = PyLong_FromLong(0)))
 		return NULL;
@@ -287,6 +581,7 @@ PyMODINIT_FUNC PyInit__fast(void)
 	if (!m)
 		return NULL;
 	if (PyModule_AddObjectRef(m, "Getter", (PyObject *)&GetterType) < 0 ||
+	    PyModule_AddObjectRef(m, "Patch", (PyObject *)&PatchType) < 0 ||
 	    PyModule_AddIntConstant(m, "VIEW_ABI", SHMCFG_VIEW_ABI) < 0) {
 		Py_DECREF(m);
 		return NULL;

@@ -18,7 +18,9 @@ instance attribute of a plain object:
 - the same options through the ctypes getters (what reads cost without the
   extension, or with SHMCFG_PYTHON_EXT=0), when the extension is loaded;
 - the int option through the library call (``fast_reads=False``), and while
-  the thread has a patch open (every read then calls the library).
+  the thread has a patch open (every read then calls the library);
+- a ``patch()`` context entered and left (``with p: pass``, p made once),
+  next to a plain setattr/restore context manager on a module object.
 """
 
 import argparse
@@ -31,7 +33,9 @@ import types
 
 
 def measure(number=20000, repeat=50, segment=None):
-    """A list of (label, ns per read, ratio to a plain instance attribute read)."""
+    """A list of (label, ns per read, ratio to a plain instance attribute read;
+    for the last, patch() enter + exit, the ratio to the plain setattr/restore
+    context manager before it)."""
     import shmcfg
     from shmcfg import _lib
 
@@ -55,6 +59,19 @@ def measure(number=20000, repeat=50, segment=None):
 
         class Prop:
             recompile_limit = property(lambda _self: 8)
+
+        class SetAttr:
+            """a plain setattr/restore context manager, as a user writes one"""
+
+            def __init__(self, obj, name, value):
+                self.obj, self.name, self.value = obj, name, value
+
+            def __enter__(self):
+                self.old = getattr(self.obj, self.name)
+                setattr(self.obj, self.name, self.value)
+
+            def __exit__(self, *exc):
+                setattr(self.obj, self.name, self.old)
         option_cases = [
             ("int option", "d.recompile_limit", "d"),
             ("bool option", "d.verbose", "d"),
@@ -84,6 +101,11 @@ def measure(number=20000, repeat=50, segment=None):
             cases += [(label + ", ctypes", stmt, ct) for label, stmt, _ in option_cases]
         cases.append(("int option (library call)", "d.recompile_limit", {"d": dyn_slow}))
         cases.append(("int option, thread has a patch", "d.recompile_limit", {"d": dyn}))
+        patched = len(cases) - 1
+        cases.append(("plain setattr/restore context manager", "with s: pass",
+                      {"s": SetAttr(plain_mod, "recompile_limit", 9)}))
+        cases.append(("patch() enter + exit", "with p: pass",
+                      {"p": dyn.patch(recompile_limit=9)}))
         timers = [timeit.Timer(stmt, globals=g) for _, stmt, g in cases]
         best = [math.inf] * len(cases)
         # round robin in short runs, the best of each: on a shared machine
@@ -91,12 +113,15 @@ def measure(number=20000, repeat=50, segment=None):
         # are the honest ones
         for _ in range(repeat):
             for i, t in enumerate(timers):
-                if i == len(timers) - 1:
+                if i == patched:
                     with dyn.patch(recompile_limit=8):
                         best[i] = min(best[i], t.timeit(number) / number)
                 else:
                     best[i] = min(best[i], t.timeit(number) / number)
-        out = [(label, t * 1e9, t / best[0]) for (label, _, _), t in zip(cases, best)]
+        # the ratio of a patch() context to its peer, the plain context
+        # manager, measured in the same rounds
+        out = [(label, t * 1e9, t / best[-2] if i == len(cases) - 1 else t / best[0])
+               for i, ((label, _, _), t) in enumerate(zip(cases, best))]
         slow.close()
         if ctypes_seg is not None:
             ctypes_seg.close()
@@ -127,6 +152,8 @@ def main(argv=None):
     print(f"{'read':40} {'ns':>8} {'x plain':>8}")
     for label, ns, r in res:
         print(f"{label:40} {ns:8.1f} {r:8.1f}")
+    print("(x plain: to the plain instance attribute; patch() enter + exit: to the plain "
+          "context manager)")
     return 0
 
 

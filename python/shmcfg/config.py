@@ -89,6 +89,26 @@ class _Patch(ContextDecorator):
         self._seg._pop()
 
 
+_FastPatch: Any = None
+if _L.fast is not None:
+    class _FastPatch(ContextDecorator, _L.fast.Patch):  # type: ignore[misc, name-defined, no-redef]
+        """_Patch with its enter and exit in C (shmcfg._fast.Patch): one call
+        each, the values converted once, here; the Python enter and exit
+        (Segment._push, _pop) serve what is not the common case."""
+
+
+def _make_patch(seg, pairs):
+    """What ConfigModule.patch() returns for segment seg (of a closed one:
+    the Python patch, whose enter says so, as before)."""
+    h = seg._h
+    if seg._fastmod is None or _FastPatch is None or h is None:
+        return _Patch(seg, pairs)
+    p = _FastPatch(h, seg._state, pairs, tuple(o.opt for o, _ in pairs),
+                   tuple(ctypes.addressof(cv.c) for _, cv in pairs), seg._push, seg._pop)
+    p.changes = {o.name: None for o, _ in pairs}
+    return p
+
+
 class _Patcher:
     """A prepared patch (the seed's _make_closure_patcher): validated once."""
 
@@ -115,17 +135,16 @@ class _Patcher:
             raise Error(f"segment '{seg.name}': a closure patcher made before reattach(): "
                         "make it again")
         with seg._lock:
-            seg._state[0] += 1
+            seg._count_patch(1)
             self._active += 1
         r = _L.patcher_apply(self._p)
         if r < 0:
             e = _error(r, seg.name)
             with seg._lock:
-                seg._state[0] -= 1
+                seg._count_patch(-1)
                 self._active -= 1
             raise e
-        tl = seg._tl
-        tl.depth = getattr(tl, "depth", 0) + 1
+        seg._thread_patches(1)
         return self.restore
 
     def restore(self):
@@ -133,9 +152,9 @@ class _Patcher:
         r = _L.patcher_restore(self._p)
         if r < 0:
             raise _error(r, f"segment '{seg.name}': closure patch reverted out of order")
-        seg._tl.depth -= 1
+        seg._thread_patches(-1)
         with seg._lock:
-            seg._state[0] -= 1
+            seg._count_patch(-1)
             self._active -= 1
 
     def __del__(self):
@@ -691,7 +710,7 @@ class ConfigModule(types.ModuleType):
         reads its patched value until the patch ends.
         """
         changes = patch_changes(arg1, arg2, kwargs)
-        return _Patch(self.__dict__["_shmcfg_seg"], self._changes(changes))
+        return _make_patch(self.__dict__["_shmcfg_seg"], self._changes(changes))
 
     def _make_closure_patcher(self, **changes):
         """A lower-overhead patch() for the critical path, checked once::

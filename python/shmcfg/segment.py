@@ -27,7 +27,8 @@ from .mutable import committing
 from .values import _PYTYPE, OptionInfo, _convert, _decode, _Opt, _typename
 
 
-_NO_FAST = 1 << 40  # bits of Segment._state[0]: reasons to call the library
+# bits of Segment._state[0] (also shmcfg/_fast.c's STATE_*): reasons to call the library
+_NO_FAST = 1 << 40
 _CLOSED = 1 << 41
 _STALE = 1 << 42  # the getters of a handle that reattach() replaced
 _PATCHES = _NO_FAST - 1  # the low bits count the patches open
@@ -80,6 +81,9 @@ class Segment:
         self._modlock = threading.Lock()
         self._state = [0]
         self._tl = threading.local()
+        # the C module's patch enter/exit and count (config._FastPatch), or
+        # None: the Python ones
+        self._fastmod = _L.fast
         self._modules: Dict[str, ConfigModule] = {}
         self._hashcache: Dict[str, Tuple[int, bytes]] = {}
         self._byindex, self._opts = self._load_options(handle)
@@ -146,7 +150,9 @@ class Segment:
     @property
     def fast_reads(self) -> bool:
         """Whether attribute reads are served from the per-generation cache
-        now (False while a thread has a patch open on this segment)."""
+        now (False while a thread has a patch open on this segment: with
+        shmcfg._fast, the threads without patches still are; that thread
+        reads through the library)."""
         return not self._state[0]
 
     def _handle(self):
@@ -239,7 +245,37 @@ class Segment:
         return self._byindex[opt.value]
 
     def _patched_here(self):
+        """Whether the calling thread may have a patch of this segment open
+        (with shmcfg._fast: a patch of any segment)."""
+        f = self._fastmod
+        if f is not None:
+            return f.thread_patched()
         return getattr(self._tl, "depth", 0) > 0
+
+    def _thread_patches(self, d):
+        """Count the calling thread's patches for _patched_here() (with
+        shmcfg._fast, which asks the library's thread-local count, none)."""
+        if self._fastmod is None:
+            tl = self._tl
+            tl.depth = getattr(tl, "depth", 0) + d
+
+    def _set_flag(self, state, bits):
+        """Set bits of state word state (as _count_patch(), under self._lock)."""
+        f = self._fastmod
+        if f is not None:
+            f.state_or(state, bits)
+        else:
+            state[0] |= bits
+
+    def _count_patch(self, d):
+        """Add d to the count of patches open in the process (the low bits
+        of the state word). Under self._lock; with shmcfg._fast one step
+        under the GIL, as its Patch enter and exit, which take no lock."""
+        f = self._fastmod
+        if f is not None:
+            f.state_add(self._state, d)
+        else:
+            self._state[0] += d
 
     def _read(self, o, _bits=_L.c_uint64, _byref=ctypes.byref, _unpack=struct.Struct("<d").unpack,
               _pack=struct.Struct("<Q").pack):
@@ -548,15 +584,14 @@ class Segment:
     def _push(self, pairs):
         h = self._handle()
         with self._lock:
-            self._state[0] += 1
+            self._count_patch(1)
         r = _L.patch_push(h)
         if r < 0:
             e = _error(r, self.name)
             with self._lock:
-                self._state[0] -= 1
+                self._count_patch(-1)
             raise e
-        tl = self._tl
-        tl.depth = getattr(tl, "depth", 0) + 1
+        self._thread_patches(1)
         for o, cv in pairs:
             r = _L.patch_set(h, o.opt, ctypes.byref(cv.c))
             if r < 0:
@@ -568,9 +603,9 @@ class Segment:
         r = _L.patch_pop(self._handle())
         if r < 0:
             raise _error(r, f"segment '{self.name}': patch closed out of order")
-        self._tl.depth -= 1
+        self._thread_patches(-1)
         with self._lock:
-            self._state[0] -= 1
+            self._count_patch(-1)
 
     # -- waiting and history ---------------------------------------------
 
@@ -814,7 +849,7 @@ class Segment:
         # go to the library through the new handle from now on.
         old_state = self._state
         with self._lock:
-            old_state[0] |= _STALE
+            self._set_flag(old_state, _STALE)
         self._h = hp.value
         self._hp = ctypes.c_void_p(hp.value)
         self._child = None
@@ -857,7 +892,7 @@ class Segment:
         if h is None:
             return
         with self._lock:
-            self._state[0] |= _CLOSED
+            self._set_flag(self._state, _CLOSED)
         self._h = None
         self._hp = None
         self._cur = None
