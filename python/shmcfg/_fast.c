@@ -232,7 +232,7 @@ static PyObject *Getter_get(PyObject *self, PyObject *obj, PyObject *type)
 	PyObject *v = read_value(g);
 	if (!v)
 		return PyObject_CallOneArg(g->fallback, obj);
-	/* a replaced segment's word names slot 0xff (FROZEN_SLOT, lib/seqlock.h):
+	/* a replaced segment's word names slot 0xff (FROZEN_SLOT, lib/read/seqlock.h):
 	 * the library read followed the new segment, whose word the view names
 	 * now; nothing is cached under the old one */
 	if ((cur & 0xff) == 0xff) {
