@@ -58,10 +58,12 @@ static inline void shmcfg__api_leave(int *unused)
 #define SHMCFG_API_ENTRY SHMCFG__API(true)
 #define SHMCFG_API_KEEP SHMCFG__API(false)
 void shmcfg__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-#define assert_return(expr, r)                                                           \
+#define assert_return(expr, r) assert_return_as(__func__, expr, r)
+/* ... in a helper of public calls: the detail names the call, not the helper */
+#define assert_return_as(name, expr, r)                                                  \
 	do {                                                                             \
 		if (__builtin_expect(!(expr), 0))                                        \
-			return shmcfg__err((r), "%s: invalid argument (%s)", __func__, #expr); \
+			return shmcfg__err((r), "%s: invalid argument (%s)", name, #expr); \
 	} while (0)
 
 #include "fault.h" /* fault.c: crash points and the resource seam */

@@ -479,6 +479,18 @@ static void test_sized_structs(void **state)
 	assert_int_equal(old.generation, 0xa5a5a5a5a5a5a5a5ull);
 	shmcfg_sync_info si;
 	assert_int_equal(shmcfg_sync_get_sized(f->h, &si, 16), -EINVAL);
+	/* a size no struct has (a count, SIZE_MAX, garbage): refused before
+	 * any byte past the struct is read or zeroed */
+	assert_int_equal(shmcfg_stat_sized(f->h, &old, SIZE_MAX), -EINVAL);
+	assert_non_null(strstr(shmcfg_errdetail(), "more than any struct"));
+	assert_int_equal(old.generation, 0xa5a5a5a5a5a5a5a5ull);
+	shmcfg_attach_opts ao = {0};
+	shmcfg *hx = NULL;
+	assert_int_equal(shmcfg_attach_with_sized(f->name, &ao, &hx, 1u << 20), -EINVAL);
+	assert_null(hx);
+	/* the detail names the public call, not a helper behind it */
+	assert_int_equal(shmcfg_stat_sized(NULL, &old, sizeof old), -EINVAL);
+	assert_non_null(strstr(shmcfg_errdetail(), "shmcfg_stat: invalid argument"));
 
 	/* read: a newer caller's fields this library lacks must be zero */
 	char name[64];

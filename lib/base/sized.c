@@ -12,11 +12,18 @@
 
 #include <errno.h>
 
+/* More than any struct of shmcfg will grow to: a size past it is a count
+ * or a garbage value, refused before the bytes are scanned or zeroed. */
+#define SIZED_MAX 4096
+
 int shmcfg__sized_in(void *dst, size_t full, const void *src, size_t size, size_t min, const char *what)
 {
 	if (size < min)
 		return shmcfg__err(-EINVAL, "%s of %zu bytes: this library reads at least %zu (a header older "
 					    "than the library's soname?)", what, size, min);
+	if (size > SIZED_MAX)
+		return shmcfg__err(-EINVAL, "%s of %zu bytes: more than any struct of shmcfg (%d)", what, size,
+				   SIZED_MAX);
 	for (size_t i = full; i < size; i++)
 		if (((const unsigned char *)src)[i])
 			return shmcfg__err(-E2BIG, "%s: byte %zu is set, past the %zu bytes this library (%s) "
@@ -33,6 +40,9 @@ int shmcfg__sized_out(size_t size, size_t min, const char *what)
 	if (size < min)
 		return shmcfg__err(-EINVAL, "%s of %zu bytes: this library fills at least %zu (a header older "
 					    "than the library's soname?)", what, size, min);
+	if (size > SIZED_MAX)
+		return shmcfg__err(-EINVAL, "%s of %zu bytes: more than any struct of shmcfg (%d)", what, size,
+				   SIZED_MAX);
 	return 0;
 }
 

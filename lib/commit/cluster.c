@@ -37,7 +37,7 @@ static void copy_str(char *dst, size_t n, const char *src, size_t src_size)
 
 static int sync_set(shmcfg *h, const shmcfg_sync_info *info)
 {
-	assert_return(h && info, -EINVAL);
+	assert_return_as("shmcfg_sync_set", h && info, -EINVAL);
 	SHMCFG_FOLLOW(h);
 	if (h->rdonly)
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot write", h->name);
@@ -72,7 +72,7 @@ static int sync_set(shmcfg *h, const shmcfg_sync_info *info)
 
 static int sync_get(const shmcfg *h, shmcfg_sync_info *ret)
 {
-	assert_return(h && ret, -EINVAL);
+	assert_return_as("shmcfg_sync_get", h && ret, -EINVAL);
 	SHMCFG_FOLLOW(h);
 	const struct seg_header *hd = h->hdr;
 	union {

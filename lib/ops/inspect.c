@@ -47,7 +47,7 @@ void shmcfg_schema_hash(const shmcfg *h, uint8_t out[16])
 
 static int stat_full(const shmcfg *h, shmcfg_info *ret)
 {
-	assert_return(h && ret, -EINVAL);
+	assert_return_as("shmcfg_stat", h && ret, -EINVAL);
 	SHMCFG_FOLLOW(h);
 	memset(ret, 0, sizeof *ret);
 	ret->layout_version = h->lay.layout_version;

@@ -136,7 +136,7 @@ static int wait_counted(const shmcfg *h, uint64_t after, uint64_t deadline, bool
 
 static int commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
 {
-	assert_return(h && ret, -EINVAL);
+	assert_return_as("shmcfg_commit_info", h && ret, -EINVAL);
 	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h);
 	bool mapped = h != h0 && h->root_map; /* ids of the caller's schema (follow.c) */

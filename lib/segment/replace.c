@@ -344,7 +344,7 @@ int shmcfg__replace(const char *name, const char *path, struct seg_header *lay, 
 
 static int resize(const char *name, const shmcfg_create_opts *opts, shmcfg **ret)
 {
-	assert_return(ret, -EINVAL);
+	assert_return_as("shmcfg_resize", ret, -EINVAL);
 	char path[PATH_BYTES];
 	int r = shmcfg__name_check(name, path);
 	if (r)
@@ -410,7 +410,7 @@ static int first_env(shmcfg *h, void *ctx)
 static int create(const char *name, const shmcfg_schema *schema, const shmcfg_create_opts *opts, shmcfg **ret)
 {
 	shmcfg__fork_init();
-	assert_return(ret, -EINVAL);
+	assert_return_as("shmcfg_create", ret, -EINVAL);
 	char path[PATH_BYTES];
 	int r = shmcfg__name_check(name, path);
 	if (r)

@@ -273,7 +273,7 @@ static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **r
 static int attach_with(const char *name, const shmcfg_attach_opts *opts, shmcfg **ret)
 {
 	shmcfg__fork_init();
-	assert_return(ret, -EINVAL);
+	assert_return_as("shmcfg_attach_with", ret, -EINVAL);
 	shmcfg_attach_opts o = opts ? *opts : (shmcfg_attach_opts){0};
 	if (o.flags & ~(unsigned)(SHMCFG_ATTACH_RDONLY | SHMCFG_ATTACH_OWNER))
 		return shmcfg__err(-EINVAL, "attach flags %#x: unknown bits", o.flags);
