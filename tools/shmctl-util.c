@@ -861,9 +861,17 @@ const char *closest_word(const char *typed, const char *const *words, size_t n)
 	return pick;
 }
 
+/* A command of subcommands (cluster) has no synopsis of its own: each
+ * subcommand's first line is its usage, from the one table. */
 static void print_synopsis(FILE *f, const struct command *c)
 {
-	fprintf(f, "usage: shmctl %s\n", c->synopsis);
+	if (c->synopsis) {
+		fprintf(f, "usage: shmctl %s\n", c->synopsis);
+		return;
+	}
+	for (const struct command *sub = c->subs; sub && sub->name; sub++)
+		fprintf(f, "%s%.*s\n", sub == c->subs ? "usage: shmctl " : "       ",
+			(int)strcspn(sub->synopsis, "\n"), sub->synopsis);
 }
 
 int usage_error(const char *fmt, ...)

@@ -73,7 +73,7 @@ static const struct flag ls_flags[] = {FLAG_JSON("print a JSON array"), {0}};
 
 static const struct flag show_flags[] = {
 	{0, "PATTERN", NULL, F_ARG, NULL,
-	 "a glob (fnmatch) on the full name or a dotted suffix\nof it, or else a substring of the name"},
+	 "a glob (fnmatch: * ? [...]) on the full name or on a\ndotted suffix of it; without glob characters, a\nsubstring of the full name"},
 	{'n', "non-default", NULL, F_SHORT, NULL, "only options that do not hold their default"},
 	{'v', "verbose", NULL, F_SHORT, NULL, "print each option's doc under it"},
 	FLAG_GENERATION("the values as of generation G (shmctl log)"),
@@ -256,13 +256,16 @@ static const struct command cluster_subs[] = {
 	 "       " CONNECT_SYN,
 	 "delete cluster values: one audited etcd transaction",
 	 {cluster_reset_flags, cluster_write_flags, cluster_connect_flags}, CONNECT_NOTES, true, "segment option...", NULL},
-	{"cluster show", cl_show, "cluster show NAME [--schema FILE] [--json]" CONNECT_SYN,
+	{"cluster show", cl_show, "cluster show NAME [--schema FILE] [--json]\n"
+	 "       " CONNECT_SYN,
 	 "print what etcd holds: every opt/ and knob/ key", {cluster_show_flags, cluster_connect_flags},
 	 CONNECT_NOTES "A value that is not JSON, or that segment NAME's schema refuses, is marked.\n", true, "segment", NULL},
-	{"cluster log", cl_log, "cluster log NAME [--json]" CONNECT_SYN,
+	{"cluster log", cl_log, "cluster log NAME [--json]\n"
+	 "       " CONNECT_SYN,
 	 "print the audit records: who changed what, when and why", {cluster_json_flags, cluster_connect_flags},
 	 CONNECT_NOTES, true, "segment", NULL},
-	{"cluster diff", cl_diff, "cluster diff NAME SEQ1 [SEQ2] [--json]" CONNECT_SYN,
+	{"cluster diff", cl_diff, "cluster diff NAME SEQ1 [SEQ2] [--json]\n"
+	 "       " CONNECT_SYN,
 	 "print the cluster values that differ after audit record SEQ1 and SEQ2 (or now)",
 	 {cluster_json_flags, cluster_connect_flags},
 	 CONNECT_NOTES "Reads etcd at the revisions of the two records: exit 1 if one was compacted.\n", true,
@@ -275,7 +278,8 @@ static const struct command cluster_subs[] = {
 	 CONNECT_NOTES "Without --force a key whose value is no longer the record's after value is\n"
 		       "refused, and nothing is written.\n",
 	 true, "segment -", NULL},
-	{"cluster status", cl_status, "cluster status NAME [--json]" CONNECT_SYN,
+	{"cluster status", cl_status, "cluster status NAME [--json]\n"
+	 "       " CONNECT_SYN,
 	 "print every host's applied revision, generation, config hash and error",
 	 {cluster_json_flags, cluster_connect_flags},
 	 CONNECT_NOTES "Every host the cluster expects (its roster: each agent adds its host) is\n"
@@ -284,7 +288,8 @@ static const struct command cluster_subs[] = {
 		       "than the majority's, and hosts whose local layers override a cluster value\n"
 		       "(each option, layer and value, hash-ignored options included).\n",
 	 true, "segment", NULL},
-	{"cluster forget", cl_forget, "cluster forget NAME HOST... [--force]" CONNECT_SYN,
+	{"cluster forget", cl_forget, "cluster forget NAME HOST... [--force]\n"
+	 "       " CONNECT_SYN,
 	 "take hosts out of the roster: the cluster no longer expects them",
 	 {cluster_forget_flags, cluster_connect_flags},
 	 CONNECT_NOTES "An agent puts its host (and segment NAME) in the roster when it starts; only\n"
@@ -390,14 +395,8 @@ const struct command shmctl_commands[] = {
 	{"gc", cmd_gc, "gc [NAME] [--orphans] [--json]",
 	 "reclaim the reader entries of dead processes; remove orphaned lock objects", {gc_flags},
 	 "With NAME: its dead readers' entries, then its orphaned lock objects.\n", true, "segment", NULL},
-	{"cluster", NULL,
-	 "cluster set NAME OPTION=VALUE... [--knob] [--reason TEXT] [--wait[=all|DURATION]]\n"
-	 "       cluster reset NAME OPTION... [--knob] [--reason TEXT] [--wait[=all|DURATION]]\n"
-	 "       cluster show|log|status NAME [--json]\n"
-	 "       cluster diff NAME SEQ1 [SEQ2] [--json]\n"
-	 "       cluster forget NAME HOST... [--force]\n"
-	 "       cluster rollback NAME SEQ [--force] [--reason TEXT] [--wait[=all|DURATION]]",
-	 "the cluster layer kept in etcd: set, reset, show, log, diff, rollback, status", {NULL},
+	{"cluster", NULL, NULL, /* the synopsis: each subcommand's (print_synopsis) */
+	 "the cluster layer kept in etcd: set, reset, show, log, diff, rollback, status, forget", {NULL},
 	 "Each subcommand takes --endpoints URL[,URL] and --cluster NAME (defaults:\n"
 	 "$SHMCFG_ETCD_ENDPOINTS and $SHMCFG_CLUSTER, else /etc/shmcfg/cluster.conf).\n"
 	 "None needs segment NAME on this host: set and reset then check values\n"
