@@ -1210,6 +1210,59 @@ class ErrorTest(unittest.TestCase):
         doc, _ = options_json(self, os.path.join(self.tmp, "torch", "_dynamo", "config.py"))
         self.assertEqual(doc["options"][0]["name"], "torch._dynamo.config.x")
 
+    def refused_output(self, out, kind):
+        """-o OUT is refused, one line, exit 1, nothing written anywhere."""
+        src = self.write("ok.py", "a = 1\n")
+        p = run(src, "-o", out)
+        err = p.stderr.decode()
+        self.assertEqual(p.returncode, 1, err)
+        self.assertEqual(p.stdout, b"")
+        self.assertEqual(err, "shmcfg-import: %s: not a regular file (%s); not replaced\n"
+                         % (out, kind))
+
+    def test_output_only_replaces_a_regular_file(self):
+        """-o replaces a regular file atomically, as shmctl save does, and
+        nothing else: a FIFO, a symbolic link (to stdout, to a file) and a
+        directory are refused and stay what they were; - is stdout."""
+        import stat
+        fifo = os.path.join(self.tmp, "fifo")
+        os.mkfifo(fifo)
+        self.refused_output(fifo, "a device, FIFO or socket")
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
+        target = self.write("target.yaml", "kept\n")
+        for dest in ("/proc/self/fd/1", target):
+            link = os.path.join(self.tmp, "link")
+            os.symlink(dest, link)
+            self.refused_output(link, "a symbolic link")
+            self.assertEqual(os.readlink(link), dest)
+            os.unlink(link)
+        with open(target) as f:
+            self.assertEqual(f.read(), "kept\n")
+        self.refused_output(self.tmp, "a directory")
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["fifo", "ok.py", "target.yaml"])
+        # a regular file is replaced; - is stdout
+        src = os.path.join(self.tmp, "ok.py")
+        run_ok(self, src, "-o", target)
+        with open(target) as f:
+            self.assertIn("\n  ok.a:\n", f.read())
+        self.assertIn(b"\n  ok.a:\n", run_ok(self, src, "-o", "-").stdout)
+
+    def test_output_device_not_replaced(self):
+        """-o on a character device (the node of /dev/null, made here: as
+        root, -o /dev/null replaced the system's) is refused."""
+        import stat
+        if os.geteuid() != 0:
+            self.skipTest("making a device node needs root")
+        dev = os.path.join(self.tmp, "devnull")
+        try:
+            os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        except PermissionError:
+            self.skipTest("mknod is not permitted here (no CAP_MKNOD)")
+        self.refused_output(dev, "a device, FIFO or socket")
+        st = os.lstat(dev)
+        self.assertTrue(stat.S_ISCHR(st.st_mode))
+        self.assertEqual(st.st_rdev, os.makedev(1, 3))
+
     def test_several_sources_are_merged(self):
         a = self.write("a.py", "x = 1\n")
         os.makedirs(os.path.join(self.tmp, "pb"))

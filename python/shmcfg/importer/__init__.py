@@ -42,7 +42,8 @@ Exit status: 0 success; 1 an input that does not parse, cannot be read or is
 invalid (a SOURCE is a regular file of at most 16 MiB, a --merge file one of
 at most 64 MiB: a FIFO or a device is refused, not read), a module that cannot be found or imported or is no config module,
 a disagreement with an import (one line each, naming FILE:LINE or the
-module); 2 a usage error. With --strict, any skipped assignment also gives 1.
+module), an output file (-o) that is not a regular file (a symbolic link,
+a device, a FIFO: refused, not replaced); 2 a usage error. With --strict, any skipped assignment also gives 1.
 
 Python standard library, and the library built (lib/.libs of the build
 tree, $SHMCFG_LIBRARY, or where the binding was installed); a module name

@@ -5,6 +5,7 @@ the library's check of the schema written, and the output."""
 import argparse
 import os
 import re
+import stat
 import sys
 import tempfile
 
@@ -51,11 +52,35 @@ def display_name(path):
     return "%s/%s" % (parent, os.path.basename(apath)) if parent else os.path.basename(apath)
 
 
+def output_refusal(path):
+    """Why `path` is not replaced by the output, or None: only a regular file
+    (or nothing) is replaced, as shmctl save does; a symbolic link, a
+    directory, a device or a FIFO is left as it is (-o /dev/null as root
+    would replace the system's)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+    if stat.S_ISREG(st.st_mode):
+        return None
+    return "not a regular file (%s); not replaced" % (
+        "a symbolic link" if stat.S_ISLNK(st.st_mode) else
+        "a directory" if stat.S_ISDIR(st.st_mode) else "a device, FIFO or socket")
+
+
 def write_output(path, text):
+    """The output to stdout (no path, or -), else to the regular file `path`,
+    replaced atomically (a file beside it, renamed over it); anything else
+    at `path` is refused: OSError."""
     if path in (None, "-"):
         sys.stdout.write(text)
         sys.stdout.flush()
         return
+    why = output_refusal(path)
+    if why is not None:
+        raise OSError(why)
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".shmcfg-import.", dir=d)
     try:
@@ -94,7 +119,10 @@ def main(argv=None, search_path=None):
                     help="a config module: a Python source file, or a module name "
                          "(not a file, a dotted name); several are merged. Optional with "
                          "--merge")
-    ap.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+    ap.add_argument("-o", "--output", metavar="FILE",
+                    help="write here: a regular file, replaced atomically; anything else "
+                         "there (a symbolic link, device, FIFO, directory) is refused "
+                         "(default, or -: stdout)")
     ap.add_argument("--module", metavar="PREFIX",
                     help="option name prefix of one SOURCE file (default: from the path, "
                          "torch/_dynamo/config.py -> torch._dynamo.config)")
@@ -114,6 +142,9 @@ def main(argv=None, search_path=None):
                          "to regenerate it")
     args = ap.parse_args(argv)
 
+    def warn(msg):
+        sys.stderr.write(msg + "\n")
+
     if not args.sources and not args.merge:
         ap.error("give a config module, --merge FILE.yaml, or both")
     if args.module is not None and len(args.sources) != 1:
@@ -131,9 +162,11 @@ def main(argv=None, search_path=None):
     if args.module is not None and modules:
         ap.error("--module is for a source file; a module's options are named by its "
                  "__name__")
-
-    def warn(msg):
-        sys.stderr.write(msg + "\n")
+    # at once, before modules are imported; checked again as it is written
+    why = output_refusal(args.output) if args.output not in (None, "-") else None
+    if why is not None:
+        warn("%s: %s: %s" % (PROG, args.output, why))
+        return 1
 
     # where module names are looked up: as python -m would
     importing.SEARCH_PATH = search_path if search_path is not None else \
