@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import unittest
 
 if __name__ == "__main__" and os.environ.get("SHMCFG_SANITIZERS"):
@@ -1141,6 +1142,97 @@ class LibraryTest(unittest.TestCase):
                                                   "x.l": ["a", "b"], "x.n": None, "a.t": 3})
         p = run_ok(self, "--merge", path)
         self.assertEqual(p.stdout.split(b"\n", 2)[2], text.encode().split(b"\n", 2)[2])
+
+
+def running(pid, comm=None):
+    """The process `pid` runs (`comm`, if given; a zombie, which a PID 1
+    that reaps nothing keeps, is not running)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return False
+    name, state = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2]
+    return comm in (None, name) and state != "Z"
+
+
+class ImportChildTest(unittest.TestCase):
+    """The child Python that imports a module name: bounded by
+    --import-timeout, and killed with its process group when it is done,
+    so that nothing the module started outlives the importer or keeps it
+    waiting."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp)
+        self.pids = os.path.join(self.tmp, "pids")
+        self.addCleanup(self.kill_left)
+
+    def kill_left(self):
+        for pid in self.read_pids():
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+
+    def read_pids(self):
+        try:
+            with open(self.pids) as f:
+                return [int(x) for x in f.read().split()]
+        except OSError:
+            return []
+
+    def module(self, name, text):
+        with open(os.path.join(self.tmp, name + ".py"), "w") as f:
+            f.write("import os, subprocess, time\n"
+                    "def note(pid):\n"
+                    "    with open(%r, 'a') as f:\n"
+                    "        f.write('%%d\\n' %% pid)\n" % self.pids + text)
+
+    def assert_gone(self, comm):
+        pids = self.read_pids()
+        self.assertTrue(pids, "the module did not run")
+        for pid in pids:
+            for _ in range(100):  # SIGKILL is delivered at once; allow 1 s
+                if not running(pid, comm):
+                    break
+                time.sleep(0.01)
+            self.assertFalse(running(pid, comm), "%s %d left running" % (comm, pid))
+
+    def test_blocking_module_times_out(self):
+        self.module("shmcfg_slow_mod", "note(os.getpid())\ntime.sleep(600)\n")
+        start = time.monotonic()
+        try:
+            p = run("shmcfg_slow_mod", "--import-timeout", "2", cwd=self.tmp, timeout=60)
+        except subprocess.TimeoutExpired:
+            self.fail("the import of a module that sleeps hangs")
+        self.assertLess(time.monotonic() - start, 30)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(p.stderr.decode(), "shmcfg-import: shmcfg_slow_mod: the import did "
+                         "not finish within 2 s (--import-timeout)\n")
+        self.assertEqual(p.stdout, b"")
+        self.assert_gone(None)  # the child Python
+
+    def test_background_child_neither_waited_for_nor_left(self):
+        # a computed default: imported twice, two children, two sleeps
+        self.module("shmcfg_bg_mod", "p = subprocess.Popen(['sleep', '30'])\nnote(p.pid)\n")
+        start = time.monotonic()
+        try:
+            p = run("shmcfg_bg_mod", cwd=self.tmp, timeout=20)
+        except subprocess.TimeoutExpired:
+            self.fail("the importer waits for what the module left running")
+        self.assertLess(time.monotonic() - start, 15)
+        self.assertEqual(p.stderr.decode().splitlines(), [
+            "shmcfg-import: shmcfg_bg_mod: not a config module: it has no _config dict after "
+            "import (torch.utils._config_module.install_config_module() makes it)"])
+        self.assertEqual(len(self.read_pids()), 2)
+        self.assert_gone("sleep")
+
+    def test_timeout_usage(self):
+        for bad in ("0", "-1", "nan", "inf", "x"):
+            p = run("--import-timeout", bad, "some.module")
+            self.assertEqual(p.returncode, 2, bad)
+            self.assertIn(b"usage:", p.stderr)
 
 
 class ErrorTest(unittest.TestCase):

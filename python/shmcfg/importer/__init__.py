@@ -25,6 +25,9 @@ FILE:LINE and nothing is written; what the import has and a schema cannot
 hold stays torch's, one `skipped` line each. `torch.fx.experimental.config`
 means torch.fx.experimental._config; options are named by the module's
 __name__. Several sources are merged into one schema, as --merge files are.
+The child runs in a process group of its own, killed when it is done (what
+the module started goes with it) or after --import-timeout seconds (default
+120: a module that blocks is an error naming it).
 
 Outputs: the schema file (YAML, format 1; see doc/schema-format.md), the C
 table the library embeds (`--format c`), or JSON (`--format json`, for scripts
@@ -40,7 +43,8 @@ error here, named FILE:LINE.
 
 Exit status: 0 success; 1 an input that does not parse, cannot be read or is
 invalid (a SOURCE is a regular file of at most 16 MiB, a --merge file one of
-at most 64 MiB: a FIFO or a device is refused, not read), a module that cannot be found or imported or is no config module,
+at most 64 MiB: a FIFO or a device is refused, not read), a module that cannot be found or
+imported (within --import-timeout) or is no config module,
 a disagreement with an import (one line each, naming FILE:LINE or the
 module), an output file (-o) that is not a regular file (a symbolic link,
 a device, a FIFO: refused, not replaced); 2 a usage error. With --strict, any skipped assignment also gives 1.

@@ -135,6 +135,10 @@ def main(argv=None, search_path=None):
                     help="C output: define NAME_opts[] and NAME_nopts (default: %(default)s)")
     ap.add_argument("--c-include", metavar="HEADER", default="internal.h",
                     help="C output: the header to include (default: %(default)s)")
+    ap.add_argument("--import-timeout", metavar="SECONDS", type=float,
+                    default=importing.IMPORT_TIMEOUT,
+                    help="module names: the child Pythons that import them are killed, "
+                         "with whatever they started, after SECONDS (default: %(default)g)")
     ap.add_argument("--strict", action="store_true",
                     help="exit 1 if anything was skipped")
     ap.add_argument("--comment", metavar="TEXT", action="append", default=[],
@@ -151,6 +155,8 @@ def main(argv=None, search_path=None):
         ap.error("--module names the options of one SOURCE")
     if args.module is not None and args.module != "" and not NAME_RE.match(args.module):
         ap.error("--module %r is not a dotted name" % args.module)
+    if not 0 < args.import_timeout < 1e9:  # not nan, not inf
+        ap.error("--import-timeout %g is not a number of seconds > 0" % args.import_timeout)
     if not IDENT_RE.match(args.c_symbol):
         ap.error("--c-symbol %r is not a C identifier" % args.c_symbol)
     if not re.match(r'[<"]?[A-Za-z0-9_./+-]+[>"]?\Z', args.c_include):
@@ -190,7 +196,8 @@ def main(argv=None, search_path=None):
             runs = import_modules(sorted({m.name for m in imported.values()}),
                                   set().union(*(env_names(m.reader.tree)
                                                 for m in imported.values())),
-                                  any(m.computed for m in imported.values()))
+                                  any(m.computed for m in imported.values()),
+                                  args.import_timeout)
         for src in args.sources:
             if src in imported:
                 m = imported[src]
