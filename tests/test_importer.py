@@ -1390,6 +1390,30 @@ class ErrorTest(unittest.TestCase):
         self.assertNotIn("deprecated", by["m.c"])
         self.assertEqual(err, "")
 
+    def test_json_non_finite_floats(self):
+        """--format json is JSON: a float that is not finite (a default, a
+        bound, a choice, an implied value) is written as the library's JSON
+        writes it (shmcfg_value_json() in lib/values/json.c: "inf", "-inf",
+        "nan"), not Infinity or NaN."""
+        path = self.write("nf.py", textwrap.dedent("""\
+            a: float = 1e999
+            b: float = -1e999
+            c: float = 1e999 - 1e999
+            d: float = Config(default=1.0, min=-1e999, max=1e999, choices=[1.0, 1e999])
+            e: bool = Config(default=False, implies={"m.a": -1e999, "m.c": 1e999 * 0})
+            """))
+        p = run_ok(self, "--module", "m", path, "--format", "json")
+
+        def refuse(name):
+            raise ValueError("not JSON: %s" % name)
+        doc = json.loads(p.stdout.decode(), parse_constant=refuse)
+        by = by_name(doc)
+        self.assertEqual([by[n]["default"] for n in ("m.a", "m.b", "m.c")],
+                         ["inf", "-inf", "nan"])
+        self.assertEqual((by["m.d"]["min"], by["m.d"]["max"], by["m.d"]["choices"]),
+                         ("-inf", "inf", [1.0, "inf"]))
+        self.assertEqual(by["m.e"]["implies"], {"m.a": "-inf", "m.c": "nan"})
+
     def test_helpers_and_inherited_fields(self):
         """x = f() where f returns one expression the importer reads; the
         fields @inherit_fields_from(P) copies into a class."""
