@@ -1282,6 +1282,32 @@ class ErrorTest(unittest.TestCase):
         p = run("--merge", os.path.join(self.tmp, "nope.yaml"))
         self.assertEqual(p.returncode, 1)
 
+    def test_paths_are_never_module_names(self):
+        """A SOURCE that is a directory entry (a symbolic link loop, a broken
+        link) or ends in .py is a file path: its error is the OS's, and no
+        module is looked up, imported or run (shmcfg_pkg.py, missing, made
+        the importer import the package shmcfg_pkg in its own process)."""
+        os.symlink("loop2", os.path.join(self.tmp, "loop1"))
+        os.symlink("loop1", os.path.join(self.tmp, "loop2"))
+        os.symlink("loop.py", os.path.join(self.tmp, "loop.py"))
+        os.symlink("nowhere", os.path.join(self.tmp, "shmcfg_broken"))
+        marker = os.path.join(self.tmp, "imported")
+        os.makedirs(os.path.join(self.tmp, "shmcfg_pkg"))
+        self.write(os.path.join("shmcfg_pkg", "__init__.py"),
+                   "open(%r, 'w').close()\n" % marker)
+        self.write(os.path.join("shmcfg_pkg", "py.py"), "open(%r, 'w').close()\n" % marker)
+        for arg, why in (("loop1", "Too many levels of symbolic links"),
+                         ("loop.py", "Too many levels of symbolic links"),
+                         ("shmcfg_broken", "No such file or directory"),
+                         ("shmcfg_pkg.py", "No such file or directory"),
+                         ("shmcfg_nope.py", "No such file or directory")):
+            p = run(arg, cwd=self.tmp)
+            self.assertEqual(p.returncode, 1, arg)
+            self.assertEqual(p.stdout, b"", arg)
+            self.assertEqual(p.stderr.decode(), "shmcfg-import: %s: cannot read: %s\n"
+                             % (arg, why))
+            self.assertFalse(os.path.exists(marker), "%s imported shmcfg_pkg" % arg)
+
     def test_duplicate_between_inputs(self):
         path = self.write("m.py", "a = 1\n")
         schema = self.write("s.yaml", "format: 1\noptions:\n  m.a:\n    type: int\n")

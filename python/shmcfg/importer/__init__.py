@@ -10,8 +10,9 @@ with one line on stderr:
 
     skipped NAME (FILE:LINE): REASON
 
-A module name (`torch._inductor.config`: not an existing file, a dotted
-name) is found as the import system finds it, and its source file is parsed
+A module name (`torch._inductor.config`: a dotted name, not ending in .py,
+that names nothing in the file system, not even a broken symbolic link; any
+other SOURCE is a file path, never imported) is found as the import system finds it, and its source file is parsed
 the same way; the module is then also imported, in a child Python (this
 interpreter) whose environment has no TORCH*/PYTORCH* variable and none of
 the variables the source names, and its `_config` (torch.utils.

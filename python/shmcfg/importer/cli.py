@@ -17,8 +17,12 @@ from .reader import ModuleReader
 from .writers import write_c, write_json, write_yaml
 
 def is_module_name(arg):
-    """A SOURCE that names a module: not a file, and a dotted name."""
-    return not os.path.exists(arg) and bool(NAME_RE.match(arg))
+    """A SOURCE that names a module: a dotted name that is no path. A name
+    ending in .py, or one the directory holds (a file, a directory, a
+    symbolic link, even a broken one or a loop), is a file path, read as
+    a file (its error is the OS's), never looked up or imported."""
+    return bool(NAME_RE.match(arg)) and not arg.endswith(".py") and \
+        not os.path.lexists(arg)
 
 
 def derive_prefix(path):
@@ -117,8 +121,8 @@ def main(argv=None, search_path=None):
                     "defaults the source computes and checks the rest.")
     ap.add_argument("sources", nargs="*", metavar="SOURCE",
                     help="a config module: a Python source file, or a module name "
-                         "(not a file, a dotted name); several are merged. Optional with "
-                         "--merge")
+                         "(a dotted name, not ending in .py, that names nothing in the "
+                         "current directory); several are merged. Optional with --merge")
     ap.add_argument("-o", "--output", metavar="FILE",
                     help="write here: a regular file, replaced atomically; anything else "
                          "there (a symbolic link, device, FIFO, directory) is refused "
