@@ -12,15 +12,15 @@ with one line on stderr:
 
 A module name (`torch._inductor.config`: a dotted name, not ending in .py,
 that names nothing in the file system, not even a broken symbolic link; any
-other SOURCE is a file path, never imported) is found as the import system finds it, and its source file is parsed
-the same way; the module is then also imported, in a child Python (this
-interpreter) whose environment has no TORCH*/PYTORCH* variable and none of
-the variables the source names, and its `_config` (torch.utils.
-_config_module) decides: a default the source computes (`f()`, `'1' if
-not is_fbcode() else '0'`) is the import's, when a schema can hold it and
-it is the same in a second import made as on another machine (other
-directories, user and CPU count) and names no directory of the
-installation; every other option must agree with the import (type,
+other SOURCE is a file path, never imported) is found as the import system
+finds it, and its source file is parsed the same way; the module is then
+also imported, in a child Python (this interpreter) whose environment has
+no TORCH*/PYTORCH* variable and none of the variables the source names, and
+its `_config` (torch.utils._config_module) decides: a default the source
+computes (`f()`, `'1' if not is_fbcode() else '0'`) is the import's, when a
+schema can hold it and it is the same in a second import made as on another
+machine (other directories, user and CPU count) and names no directory of
+the installation; every other option must agree with the import (type,
 default, alias, justknob, deprecation), else it is an error at its
 FILE:LINE and nothing is written; what the import has and a schema cannot
 hold stays torch's, one `skipped` line each. `torch.fx.experimental.config`
@@ -44,11 +44,12 @@ error here, named FILE:LINE.
 
 Exit status: 0 success; 1 an input that does not parse, cannot be read or is
 invalid (a SOURCE is a regular file of at most 16 MiB, a --merge file one of
-at most 64 MiB: a FIFO or a device is refused, not read), a module that cannot be found or
-imported (within --import-timeout) or is no config module,
-a disagreement with an import (one line each, naming FILE:LINE or the
-module), an output file (-o) that is not a regular file (a symbolic link,
-a device, a FIFO: refused, not replaced); 2 a usage error. With --strict, any skipped assignment also gives 1.
+at most 64 MiB: a FIFO or a device is refused, not read), a module that
+cannot be found or imported (within --import-timeout) or is no config
+module, a disagreement with an import (one line each, naming FILE:LINE or
+the module), an output file (-o) that is not a regular file (a symbolic
+link, a device, a FIFO: refused, not replaced); 2 a usage error. With
+--strict, any skipped assignment also gives 1.
 
 Python standard library, and the library built (lib/.libs of the build
 tree, $SHMCFG_LIBRARY, or where the binding was installed); a module name
