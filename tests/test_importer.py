@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import unittest
 
 if __name__ == "__main__" and os.environ.get("SHMCFG_SANITIZERS"):
@@ -1143,6 +1144,97 @@ class LibraryTest(unittest.TestCase):
         self.assertEqual(p.stdout.split(b"\n", 2)[2], text.encode().split(b"\n", 2)[2])
 
 
+def running(pid, comm=None):
+    """The process `pid` runs (`comm`, if given; a zombie, which a PID 1
+    that reaps nothing keeps, is not running)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return False
+    name, state = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2]
+    return comm in (None, name) and state != "Z"
+
+
+class ImportChildTest(unittest.TestCase):
+    """The child Python that imports a module name: bounded by
+    --import-timeout, and killed with its process group when it is done,
+    so that nothing the module started outlives the importer or keeps it
+    waiting."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp)
+        self.pids = os.path.join(self.tmp, "pids")
+        self.addCleanup(self.kill_left)
+
+    def kill_left(self):
+        for pid in self.read_pids():
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+
+    def read_pids(self):
+        try:
+            with open(self.pids) as f:
+                return [int(x) for x in f.read().split()]
+        except OSError:
+            return []
+
+    def module(self, name, text):
+        with open(os.path.join(self.tmp, name + ".py"), "w") as f:
+            f.write("import os, subprocess, time\n"
+                    "def note(pid):\n"
+                    "    with open(%r, 'a') as f:\n"
+                    "        f.write('%%d\\n' %% pid)\n" % self.pids + text)
+
+    def assert_gone(self, comm):
+        pids = self.read_pids()
+        self.assertTrue(pids, "the module did not run")
+        for pid in pids:
+            for _ in range(100):  # SIGKILL is delivered at once; allow 1 s
+                if not running(pid, comm):
+                    break
+                time.sleep(0.01)
+            self.assertFalse(running(pid, comm), "%s %d left running" % (comm, pid))
+
+    def test_blocking_module_times_out(self):
+        self.module("shmcfg_slow_mod", "note(os.getpid())\ntime.sleep(600)\n")
+        start = time.monotonic()
+        try:
+            p = run("shmcfg_slow_mod", "--import-timeout", "2", cwd=self.tmp, timeout=60)
+        except subprocess.TimeoutExpired:
+            self.fail("the import of a module that sleeps hangs")
+        self.assertLess(time.monotonic() - start, 30)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(p.stderr.decode(), "shmcfg-import: shmcfg_slow_mod: the import did "
+                         "not finish within 2 s (--import-timeout)\n")
+        self.assertEqual(p.stdout, b"")
+        self.assert_gone(None)  # the child Python
+
+    def test_background_child_neither_waited_for_nor_left(self):
+        # a computed default: imported twice, two children, two sleeps
+        self.module("shmcfg_bg_mod", "p = subprocess.Popen(['sleep', '30'])\nnote(p.pid)\n")
+        start = time.monotonic()
+        try:
+            p = run("shmcfg_bg_mod", cwd=self.tmp, timeout=20)
+        except subprocess.TimeoutExpired:
+            self.fail("the importer waits for what the module left running")
+        self.assertLess(time.monotonic() - start, 15)
+        self.assertEqual(p.stderr.decode().splitlines(), [
+            "shmcfg-import: shmcfg_bg_mod: not a config module: it has no _config dict after "
+            "import (torch.utils._config_module.install_config_module() makes it)"])
+        self.assertEqual(len(self.read_pids()), 2)
+        self.assert_gone("sleep")
+
+    def test_timeout_usage(self):
+        for bad in ("0", "-1", "nan", "inf", "x"):
+            p = run("--import-timeout", bad, "some.module")
+            self.assertEqual(p.returncode, 2, bad)
+            self.assertIn(b"usage:", p.stderr)
+
+
 class ErrorTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp()
@@ -1190,6 +1282,32 @@ class ErrorTest(unittest.TestCase):
         p = run("--merge", os.path.join(self.tmp, "nope.yaml"))
         self.assertEqual(p.returncode, 1)
 
+    def test_paths_are_never_module_names(self):
+        """A SOURCE that is a directory entry (a symbolic link loop, a broken
+        link) or ends in .py is a file path: its error is the OS's, and no
+        module is looked up, imported or run (shmcfg_pkg.py, missing, made
+        the importer import the package shmcfg_pkg in its own process)."""
+        os.symlink("loop2", os.path.join(self.tmp, "loop1"))
+        os.symlink("loop1", os.path.join(self.tmp, "loop2"))
+        os.symlink("loop.py", os.path.join(self.tmp, "loop.py"))
+        os.symlink("nowhere", os.path.join(self.tmp, "shmcfg_broken"))
+        marker = os.path.join(self.tmp, "imported")
+        os.makedirs(os.path.join(self.tmp, "shmcfg_pkg"))
+        self.write(os.path.join("shmcfg_pkg", "__init__.py"),
+                   "open(%r, 'w').close()\n" % marker)
+        self.write(os.path.join("shmcfg_pkg", "py.py"), "open(%r, 'w').close()\n" % marker)
+        for arg, why in (("loop1", "Too many levels of symbolic links"),
+                         ("loop.py", "Too many levels of symbolic links"),
+                         ("shmcfg_broken", "No such file or directory"),
+                         ("shmcfg_pkg.py", "No such file or directory"),
+                         ("shmcfg_nope.py", "No such file or directory")):
+            p = run(arg, cwd=self.tmp)
+            self.assertEqual(p.returncode, 1, arg)
+            self.assertEqual(p.stdout, b"", arg)
+            self.assertEqual(p.stderr.decode(), "shmcfg-import: %s: cannot read: %s\n"
+                             % (arg, why))
+            self.assertFalse(os.path.exists(marker), "%s imported shmcfg_pkg" % arg)
+
     def test_duplicate_between_inputs(self):
         path = self.write("m.py", "a = 1\n")
         schema = self.write("s.yaml", "format: 1\noptions:\n  m.a:\n    type: int\n")
@@ -1209,6 +1327,59 @@ class ErrorTest(unittest.TestCase):
         self.write(os.path.join("torch", "_dynamo", "__init__.py"), "")
         doc, _ = options_json(self, os.path.join(self.tmp, "torch", "_dynamo", "config.py"))
         self.assertEqual(doc["options"][0]["name"], "torch._dynamo.config.x")
+
+    def refused_output(self, out, kind):
+        """-o OUT is refused, one line, exit 1, nothing written anywhere."""
+        src = self.write("ok.py", "a = 1\n")
+        p = run(src, "-o", out)
+        err = p.stderr.decode()
+        self.assertEqual(p.returncode, 1, err)
+        self.assertEqual(p.stdout, b"")
+        self.assertEqual(err, "shmcfg-import: %s: not a regular file (%s); not replaced\n"
+                         % (out, kind))
+
+    def test_output_only_replaces_a_regular_file(self):
+        """-o replaces a regular file atomically, as shmctl save does, and
+        nothing else: a FIFO, a symbolic link (to stdout, to a file) and a
+        directory are refused and stay what they were; - is stdout."""
+        import stat
+        fifo = os.path.join(self.tmp, "fifo")
+        os.mkfifo(fifo)
+        self.refused_output(fifo, "a device, FIFO or socket")
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
+        target = self.write("target.yaml", "kept\n")
+        for dest in ("/proc/self/fd/1", target):
+            link = os.path.join(self.tmp, "link")
+            os.symlink(dest, link)
+            self.refused_output(link, "a symbolic link")
+            self.assertEqual(os.readlink(link), dest)
+            os.unlink(link)
+        with open(target) as f:
+            self.assertEqual(f.read(), "kept\n")
+        self.refused_output(self.tmp, "a directory")
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["fifo", "ok.py", "target.yaml"])
+        # a regular file is replaced; - is stdout
+        src = os.path.join(self.tmp, "ok.py")
+        run_ok(self, src, "-o", target)
+        with open(target) as f:
+            self.assertIn("\n  ok.a:\n", f.read())
+        self.assertIn(b"\n  ok.a:\n", run_ok(self, src, "-o", "-").stdout)
+
+    def test_output_device_not_replaced(self):
+        """-o on a character device (the node of /dev/null, made here: as
+        root, -o /dev/null replaced the system's) is refused."""
+        import stat
+        if os.geteuid() != 0:
+            self.skipTest("making a device node needs root")
+        dev = os.path.join(self.tmp, "devnull")
+        try:
+            os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        except PermissionError:
+            self.skipTest("mknod is not permitted here (no CAP_MKNOD)")
+        self.refused_output(dev, "a device, FIFO or socket")
+        st = os.lstat(dev)
+        self.assertTrue(stat.S_ISCHR(st.st_mode))
+        self.assertEqual(st.st_rdev, os.makedev(1, 3))
 
     def test_several_sources_are_merged(self):
         a = self.write("a.py", "x = 1\n")
@@ -1244,6 +1415,30 @@ class ErrorTest(unittest.TestCase):
         self.assertEqual(by["m.b"]["deprecated"], "")
         self.assertNotIn("deprecated", by["m.c"])
         self.assertEqual(err, "")
+
+    def test_json_non_finite_floats(self):
+        """--format json is JSON: a float that is not finite (a default, a
+        bound, a choice, an implied value) is written as the library's JSON
+        writes it (shmcfg_value_json() in lib/values/json.c: "inf", "-inf",
+        "nan"), not Infinity or NaN."""
+        path = self.write("nf.py", textwrap.dedent("""\
+            a: float = 1e999
+            b: float = -1e999
+            c: float = 1e999 - 1e999
+            d: float = Config(default=1.0, min=-1e999, max=1e999, choices=[1.0, 1e999])
+            e: bool = Config(default=False, implies={"m.a": -1e999, "m.c": 1e999 * 0})
+            """))
+        p = run_ok(self, "--module", "m", path, "--format", "json")
+
+        def refuse(name):
+            raise ValueError("not JSON: %s" % name)
+        doc = json.loads(p.stdout.decode(), parse_constant=refuse)
+        by = by_name(doc)
+        self.assertEqual([by[n]["default"] for n in ("m.a", "m.b", "m.c")],
+                         ["inf", "-inf", "nan"])
+        self.assertEqual((by["m.d"]["min"], by["m.d"]["max"], by["m.d"]["choices"]),
+                         ("-inf", "inf", [1.0, "inf"]))
+        self.assertEqual(by["m.e"]["implies"], {"m.a": "-inf", "m.c": "nan"})
 
     def test_helpers_and_inherited_fields(self):
         """x = f() where f returns one expression the importer reads; the

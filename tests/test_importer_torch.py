@@ -418,7 +418,8 @@ class ModuleNameErrorTest(unittest.TestCase):
         self.fails("shmcfgerr.nope", "shmcfgerr.nope: no such file or module")
         self.fails("no_such_package_at_all.config",
                    "no_such_package_at_all.config: no such file or module")
-        self.fails("missing.py", "missing.py: no such file or module")
+        # a name ending in .py is a file path, never a module
+        self.fails("missing.py", "missing.py: cannot read: No such file or directory")
 
     def test_not_a_config_module(self):
         self.fails("shmcfgerr.plain", "shmcfgerr.plain: not a config module: it has no "

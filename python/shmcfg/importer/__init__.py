@@ -10,21 +10,25 @@ with one line on stderr:
 
     skipped NAME (FILE:LINE): REASON
 
-A module name (`torch._inductor.config`: not an existing file, a dotted
-name) is found as the import system finds it, and its source file is parsed
-the same way; the module is then also imported, in a child Python (this
-interpreter) whose environment has no TORCH*/PYTORCH* variable and none of
-the variables the source names, and its `_config` (torch.utils.
-_config_module) decides: a default the source computes (`f()`, `'1' if
-not is_fbcode() else '0'`) is the import's, when a schema can hold it and
-it is the same in a second import made as on another machine (other
-directories, user and CPU count) and names no directory of the
-installation; every other option must agree with the import (type,
+A module name (`torch._inductor.config`: a dotted name, not ending in .py,
+that names nothing in the file system, not even a broken symbolic link; any
+other SOURCE is a file path, never imported) is found as the import system
+finds it, and its source file is parsed the same way; the module is then
+also imported, in a child Python (this interpreter) whose environment has
+no TORCH*/PYTORCH* variable and none of the variables the source names, and
+its `_config` (torch.utils._config_module) decides: a default the source
+computes (`f()`, `'1' if not is_fbcode() else '0'`) is the import's, when a
+schema can hold it and it is the same in a second import made as on another
+machine (other directories, user and CPU count) and names no directory of
+the installation; every other option must agree with the import (type,
 default, alias, justknob, deprecation), else it is an error at its
 FILE:LINE and nothing is written; what the import has and a schema cannot
 hold stays torch's, one `skipped` line each. `torch.fx.experimental.config`
 means torch.fx.experimental._config; options are named by the module's
 __name__. Several sources are merged into one schema, as --merge files are.
+The child runs in a process group of its own, killed when it is done (what
+the module started goes with it) or after --import-timeout seconds (default
+120: a module that blocks is an error naming it).
 
 Outputs: the schema file (YAML, format 1; see doc/schema-format.md), the C
 table the library embeds (`--format c`), or JSON (`--format json`, for scripts
@@ -40,9 +44,12 @@ error here, named FILE:LINE.
 
 Exit status: 0 success; 1 an input that does not parse, cannot be read or is
 invalid (a SOURCE is a regular file of at most 16 MiB, a --merge file one of
-at most 64 MiB: a FIFO or a device is refused, not read), a module that cannot be found or imported or is no config module,
-a disagreement with an import (one line each, naming FILE:LINE or the
-module); 2 a usage error. With --strict, any skipped assignment also gives 1.
+at most 64 MiB: a FIFO or a device is refused, not read), a module that
+cannot be found or imported (within --import-timeout) or is no config
+module, a disagreement with an import (one line each, naming FILE:LINE or
+the module), an output file (-o) that is not a regular file (a symbolic
+link, a device, a FIFO: refused, not replaced); 2 a usage error. With
+--strict, any skipped assignment also gives 1.
 
 Python standard library, and the library built (lib/.libs of the build
 tree, $SHMCFG_LIBRARY, or where the binding was installed); a module name

@@ -5,6 +5,7 @@ the library's check of the schema written, and the output."""
 import argparse
 import os
 import re
+import stat
 import sys
 import tempfile
 
@@ -16,8 +17,12 @@ from .reader import ModuleReader
 from .writers import write_c, write_json, write_yaml
 
 def is_module_name(arg):
-    """A SOURCE that names a module: not a file, and a dotted name."""
-    return not os.path.exists(arg) and bool(NAME_RE.match(arg))
+    """A SOURCE that names a module: a dotted name that is no path. A name
+    ending in .py, or one the directory holds (a file, a directory, a
+    symbolic link, even a broken one or a loop), is a file path, read as
+    a file (its error is the OS's), never looked up or imported."""
+    return bool(NAME_RE.match(arg)) and not arg.endswith(".py") and \
+        not os.path.lexists(arg)
 
 
 def derive_prefix(path):
@@ -51,11 +56,35 @@ def display_name(path):
     return "%s/%s" % (parent, os.path.basename(apath)) if parent else os.path.basename(apath)
 
 
+def output_refusal(path):
+    """Why `path` is not replaced by the output, or None: only a regular file
+    (or nothing) is replaced, as shmctl save does; a symbolic link, a
+    directory, a device or a FIFO is left as it is (-o /dev/null as root
+    would replace the system's)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+    if stat.S_ISREG(st.st_mode):
+        return None
+    return "not a regular file (%s); not replaced" % (
+        "a symbolic link" if stat.S_ISLNK(st.st_mode) else
+        "a directory" if stat.S_ISDIR(st.st_mode) else "a device, FIFO or socket")
+
+
 def write_output(path, text):
+    """The output to stdout (no path, or -), else to the regular file `path`,
+    replaced atomically (a file beside it, renamed over it); anything else
+    at `path` is refused: OSError."""
     if path in (None, "-"):
         sys.stdout.write(text)
         sys.stdout.flush()
         return
+    why = output_refusal(path)
+    if why is not None:
+        raise OSError(why)
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".shmcfg-import.", dir=d)
     try:
@@ -92,9 +121,12 @@ def main(argv=None, search_path=None):
                     "defaults the source computes and checks the rest.")
     ap.add_argument("sources", nargs="*", metavar="SOURCE",
                     help="a config module: a Python source file, or a module name "
-                         "(not a file, a dotted name); several are merged. Optional with "
-                         "--merge")
-    ap.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+                         "(a dotted name, not ending in .py, that names nothing in the "
+                         "current directory); several are merged. Optional with --merge")
+    ap.add_argument("-o", "--output", metavar="FILE",
+                    help="write here: a regular file, replaced atomically; anything else "
+                         "there (a symbolic link, device, FIFO, directory) is refused "
+                         "(default, or -: stdout)")
     ap.add_argument("--module", metavar="PREFIX",
                     help="option name prefix of one SOURCE file (default: from the path, "
                          "torch/_dynamo/config.py -> torch._dynamo.config)")
@@ -107,6 +139,10 @@ def main(argv=None, search_path=None):
                     help="C output: define NAME_opts[] and NAME_nopts (default: %(default)s)")
     ap.add_argument("--c-include", metavar="HEADER", default="internal.h",
                     help="C output: the header to include (default: %(default)s)")
+    ap.add_argument("--import-timeout", metavar="SECONDS", type=float,
+                    default=importing.IMPORT_TIMEOUT,
+                    help="module names: the child Pythons that import them are killed, "
+                         "with whatever they started, after SECONDS (default: %(default)g)")
     ap.add_argument("--strict", action="store_true",
                     help="exit 1 if anything was skipped")
     ap.add_argument("--comment", metavar="TEXT", action="append", default=[],
@@ -114,12 +150,17 @@ def main(argv=None, search_path=None):
                          "to regenerate it")
     args = ap.parse_args(argv)
 
+    def warn(msg):
+        sys.stderr.write(msg + "\n")
+
     if not args.sources and not args.merge:
         ap.error("give a config module, --merge FILE.yaml, or both")
     if args.module is not None and len(args.sources) != 1:
         ap.error("--module names the options of one SOURCE")
     if args.module is not None and args.module != "" and not NAME_RE.match(args.module):
         ap.error("--module %r is not a dotted name" % args.module)
+    if not 0 < args.import_timeout < 1e9:  # not nan, not inf
+        ap.error("--import-timeout %g is not a number of seconds > 0" % args.import_timeout)
     if not IDENT_RE.match(args.c_symbol):
         ap.error("--c-symbol %r is not a C identifier" % args.c_symbol)
     if not re.match(r'[<"]?[A-Za-z0-9_./+-]+[>"]?\Z', args.c_include):
@@ -131,9 +172,11 @@ def main(argv=None, search_path=None):
     if args.module is not None and modules:
         ap.error("--module is for a source file; a module's options are named by its "
                  "__name__")
-
-    def warn(msg):
-        sys.stderr.write(msg + "\n")
+    # at once, before modules are imported; checked again as it is written
+    why = output_refusal(args.output) if args.output not in (None, "-") else None
+    if why is not None:
+        warn("%s: %s: %s" % (PROG, args.output, why))
+        return 1
 
     # where module names are looked up: as python -m would
     importing.SEARCH_PATH = search_path if search_path is not None else \
@@ -157,7 +200,8 @@ def main(argv=None, search_path=None):
             runs = import_modules(sorted({m.name for m in imported.values()}),
                                   set().union(*(env_names(m.reader.tree)
                                                 for m in imported.values())),
-                                  any(m.computed for m in imported.values()))
+                                  any(m.computed for m in imported.values()),
+                                  args.import_timeout)
         for src in args.sources:
             if src in imported:
                 m = imported[src]

@@ -9,9 +9,11 @@ import ast
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 from .library import check_option
 from .model import PROG, InputError, Skip, coerce_default, join_and, normalize, show
@@ -30,11 +32,18 @@ CLEAN_PREFIXES = ("TORCH", "PYTORCH")
 IMPORT_RUNS = ({"cpus": 1, "other_home": False}, {"cpus": 97, "other_home": True})
 
 SEARCH_PATH = None  # set by cli.main(): the current directory, then sys.path
-# Run by `python -c` in a clean environment; reads a request (JSON) on stdin
-# and writes what it found to the file it names (stdout is the module's).
+# Seconds the imports may take (--import-timeout): torch's config modules
+# take 5 to 20 s on a cold cache; a module that blocks is killed then
+IMPORT_TIMEOUT = 120.0
+# Run by `python -c` in a clean environment, in a process group of its own;
+# reads a request (JSON) from the file named by its argument, writes the name
+# of each module before importing it to req["progress"] and what it found
+# to req["out"] (stdout is the module's; stderr a file, read once it exits).
 IMPORT_CHILD = r'''
 import collections.abc, importlib, json, os, sys, types, typing
-req = json.load(sys.stdin)
+with open(sys.argv[1], encoding="utf-8") as f:
+    req = json.load(f)
+progress = open(req["progress"], "w", encoding="utf-8")
 sys.path[:] = req["path"]
 n = req["cpus"]
 os.cpu_count = lambda: n
@@ -90,6 +99,8 @@ def val(v):
 out = {}
 for name in req["modules"]:
     r = out[name] = {}
+    progress.write(name + "\n")
+    progress.flush()
     try:
         m = importlib.import_module(name)
     except BaseException as e:
@@ -120,6 +131,11 @@ for name in req["modules"]:
         }
 with open(req["out"], "w", encoding="utf-8") as f:
     json.dump(out, f)
+# done: threads the module started (not daemons) and its atexit handlers
+# are not waited for
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
 '''
 
 
@@ -241,43 +257,63 @@ def env_names(tree):
     return names
 
 
-def import_modules(names, variables, twice):
+def import_modules(names, variables, twice, timeout=IMPORT_TIMEOUT):
     """Import each module in a child Python (this interpreter), in an
     environment without `variables` and the variables of CLEAN_PREFIXES;
     with `twice` (a default to take from the import), twice at once
-    (IMPORT_RUNS). Returns [result of run 1, of run 2 (or 1 again)], each
-    {name: what IMPORT_CHILD found}; raises InputError naming the module."""
+    (IMPORT_RUNS). Each child runs in a process group of its own, killed
+    when the child is done (what the module left running goes with it) or
+    when `timeout` seconds have passed. Returns [result of run 1, of run 2
+    (or 1 again)], each {name: what IMPORT_CHILD found}; raises InputError
+    naming the module."""
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(CLEAN_PREFIXES) and k not in variables}
     with tempfile.TemporaryDirectory(prefix="shmcfg-import.") as tmp:
-        procs = []
-        for n, run in enumerate(IMPORT_RUNS if twice else IMPORT_RUNS[:1]):
-            d = os.path.join(tmp, "run%d" % n)
-            os.makedirs(os.path.join(d, "tmp"))
-            env = dict(base)
-            if run["other_home"]:
-                env.update(HOME=d, TMPDIR=os.path.join(d, "tmp"), USER="shmcfg-import",
-                           LOGNAME="shmcfg-import")
-                # and the variables the source names that are no torch's own
-                # set: a default such as bool(os.getenv("CI")) differs then
-                env.update((v, "1") for v in variables if not v.startswith(CLEAN_PREFIXES))
-            req = {"modules": names, "path": SEARCH_PATH, "cpus": run["cpus"],
-                   "out": os.path.join(d, "result.json")}
-            p = subprocess.Popen([sys.executable, "-c", IMPORT_CHILD], cwd=d, env=env,
-                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE)
-            procs.append((p, req))
-            p.stdin.write(json.dumps(req).encode())
-            p.stdin.close()
+        procs, deadline = [], time.monotonic() + timeout
+        try:
+            for n, run in enumerate(IMPORT_RUNS if twice else IMPORT_RUNS[:1]):
+                d = os.path.join(tmp, "run%d" % n)
+                os.makedirs(os.path.join(d, "tmp"))
+                env = dict(base)
+                if run["other_home"]:
+                    env.update(HOME=d, TMPDIR=os.path.join(d, "tmp"), USER="shmcfg-import",
+                               LOGNAME="shmcfg-import")
+                    # and the variables the source names that are no torch's own
+                    # set: a default such as bool(os.getenv("CI")) differs then
+                    env.update((v, "1") for v in variables
+                               if not v.startswith(CLEAN_PREFIXES))
+                req = {"modules": names, "path": SEARCH_PATH, "cpus": run["cpus"],
+                       "out": os.path.join(d, "result.json"),
+                       "progress": os.path.join(d, "progress")}
+                with open(os.path.join(d, "request.json"), "w", encoding="utf-8") as f:
+                    json.dump(req, f)
+                # stderr to a file, not a pipe: a process the module leaves
+                # running holds what the child holds, and reading a pipe to
+                # its end would wait for it
+                with open(os.path.join(d, "stderr"), "wb") as err:
+                    p = subprocess.Popen([sys.executable, "-c", IMPORT_CHILD,
+                                          os.path.join(d, "request.json")],
+                                         cwd=d, env=env, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=err,
+                                         **OWN_GROUP)
+                procs.append((p, req, d))
+            for p, req, d in procs:
+                if not wait_exit(p, deadline):
+                    raise InputError(timed_out(req, names), 0,
+                                     "the import did not finish within %g s "
+                                     "(--import-timeout)" % timeout)
+                end_group(p)
+        finally:
+            for p, _, _ in procs:
+                end_group(p)
         results = []
-        for p, req in procs:
-            err = p.stderr.read().decode("utf-8", "replace")
-            p.wait()
+        for p, req, d in procs:
             try:
                 with open(req["out"], encoding="utf-8") as f:
                     results.append(json.load(f))
             except (OSError, ValueError):
-                last = (err.strip().splitlines() or ["no output"])[-1]
+                last = (tail(os.path.join(d, "stderr")).strip().splitlines()
+                        or ["no output"])[-1]
                 raise InputError(None, 0, "importing %s in a child Python failed (%s): %s"
                                  % (join_and(names), exit_text(p.returncode), last))
     for result in results:
@@ -290,6 +326,63 @@ def import_modules(names, variables, twice):
             if r.get("error"):
                 raise InputError(name, 0, "the import fails: %s" % r["error"])
     return results if twice else results * 2
+
+
+# Popen's arguments that start a child in a process group of its own (in the
+# same session: the terminal's ^C reaches the importer, which kills it)
+OWN_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {
+    "preexec_fn": os.setpgrp}
+
+
+def wait_exit(p, deadline):
+    """Wait for the child `p` to exit, until `deadline` (time.monotonic());
+    False if it has not. The child is not reaped (os.waitid WNOWAIT): its
+    pid, the id of its process group, stays its own until end_group()."""
+    delay = 0.001
+    while True:
+        try:
+            if os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG):
+                return True
+        except ChildProcessError:  # reaped already
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(delay, left))
+        delay = min(delay * 2, 0.05)
+
+
+def end_group(p):
+    """Kill the process group of the child `p` (the child, if it still runs,
+    and whatever it started there), then reap the child."""
+    if p.returncode is not None:
+        return
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except OSError:  # no such group any more
+        pass
+    p.wait()
+
+
+def timed_out(req, names):
+    """The module a child was importing when it was stopped (the last its
+    progress file names), else all of them."""
+    try:
+        with open(req["progress"], encoding="utf-8") as f:
+            started = f.read().split()
+    except OSError:
+        started = []
+    return started[-1] if started and started[-1] in names else join_and(names)
+
+
+def tail(path, size=1 << 16):
+    """The last `size` bytes of a file, as text ("" if it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - size))
+            return f.read(size).decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def exit_text(code):

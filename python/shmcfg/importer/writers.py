@@ -5,6 +5,7 @@ JSON for scripts and tests.
 """
 
 import json
+import math
 
 from .. import schema_yaml
 from .model import TOOL_PATH, join_and
@@ -88,7 +89,21 @@ def write_c(options, sources, symbol, include, notes=()):
     return "\n".join(out) + "\n"
 
 
+def json_value(v):
+    """A value as JSON has it: a float that is not finite as the library's
+    JSON writes it (shmcfg_value_json(): the strings "nan", "inf", "-inf",
+    which a load and Python's float() read back); JSON has no NaN or
+    Infinity."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else "inf" if v > 0 else "-inf"
+    if isinstance(v, dict):
+        return {k: json_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_value(x) for x in v]
+    return v
+
+
 def write_json(options, sources):
-    return json.dumps({"format": 1, "sources": sources,
-                       "options": [o.to_json() for o in options]},
-                      indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(json_value({"format": 1, "sources": sources,
+                                  "options": [o.to_json() for o in options]}),
+                      indent=2, ensure_ascii=False, allow_nan=False) + "\n"
