@@ -325,20 +325,24 @@ static int option(struct ctx *c, shmcfg_schema *s, yaml_node_t *key, yaml_node_t
 	return r;
 }
 
+#define SCHEMA_YAML_MAX_DEPTH 64 /* a schema nests a handful of levels */
+
 /*
  * Aliases are refused: libyaml resolves each one to the node it names, which
  * option() then reads once per alias, so 180 KB of aliases of one long string
  * made gigabytes of texts. A schema needs none. This first pass reads the
  * events (bounded memory) and stops at the first alias; malformed YAML is
- * left to yaml_parser_load, which says where. 0 or the error.
+ * left to yaml_parser_load, which says where. It also refuses nesting past
+ * SCHEMA_YAML_MAX_DEPTH (below). 0 or the error.
  */
+
 static int refuse_aliases(struct ctx *c, const char *text, size_t len)
 {
 	yaml_parser_t p;
 	if (!yaml_parser_initialize(&p))
 		return shmcfg__nomem();
 	yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
-	int r = 0;
+	int r = 0, depth = 0;
 	for (bool done = false; !done && !r;) {
 		yaml_event_t e;
 		if (!yaml_parser_parse(&p, &e)) {
@@ -348,6 +352,14 @@ static int refuse_aliases(struct ctx *c, const char *text, size_t len)
 		if (e.type == YAML_ALIAS_EVENT)
 			r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s:%zu: YAML aliases are not allowed in a schema (*%.40s)",
 					c->label, e.start_mark.line + 1, (const char *)e.data.alias.anchor);
+		/* libyaml's scanner costs the depth of flow nesting per token: a
+		 * file (or an etcd key) of 200 KB of '[' took a minute. A schema
+		 * nests a handful of levels; stop long before that cost. */
+		depth += e.type == YAML_SEQUENCE_START_EVENT || e.type == YAML_MAPPING_START_EVENT;
+		depth -= e.type == YAML_SEQUENCE_END_EVENT || e.type == YAML_MAPPING_END_EVENT;
+		if (!r && depth > SCHEMA_YAML_MAX_DEPTH)
+			r = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s:%zu: nested more than %d levels deep", c->label,
+					e.start_mark.line + 1, SCHEMA_YAML_MAX_DEPTH);
 		/* the first document: what yaml_parser_load reads */
 		done = e.type == YAML_DOCUMENT_END_EVENT || e.type == YAML_STREAM_END_EVENT;
 		yaml_event_delete(&e);
