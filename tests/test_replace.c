@@ -458,6 +458,18 @@ static void test_resize_too_small(void **state)
 	assert_int_equal(commit_int(h, T_A, 3, NULL), 0); /* still the live segment */
 	assert_int_equal(shmcfg_resize(name, &(shmcfg_create_opts){.flags = 1}, &n), -EINVAL);
 	assert_int_equal(shmcfg_resize("test-nosuch-segment", NULL, &n), -ENOENT);
+	/* an object there that is no segment: its attach error, not "none" */
+	char junk[64], jpath[100];
+	snprintf(junk, sizeof junk, "%s-junk", name);
+	snprintf(jpath, sizeof jpath, "/dev/shm/shmcfg.%s", junk);
+	FILE *jf = fopen(jpath, "w");
+	assert_non_null(jf);
+	fputs("not a segment", jf);
+	fclose(jf);
+	int jr = shmcfg_resize(junk, NULL, &n);
+	assert_int_not_equal(jr, -ENOENT);
+	assert_null(strstr(shmcfg_errdetail(), "no segment of that name"));
+	unlink(jpath);
 	shmcfg_close(h);
 	shmcfg_unlink(name);
 	/* nothing left behind: no temporary object, no lock object */

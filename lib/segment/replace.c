@@ -234,22 +234,26 @@ static void freeze(shmcfg *old, uint64_t *saved, bool on)
 /* The old segment, attached read-write and locked, or 1: none that can be
  * replaced (no segment, or one this library cannot attach: removed and
  * created anew by the caller), or an error that must stop the replacement. */
-static int open_old_once(const char *name, shmcfg **ret);
+static int open_old_once(const char *name, shmcfg **ret, int *why);
 
-static int open_old(const char *name, shmcfg **ret)
+/* The segment to replace, attached and write-locked: 0, an error, or 1 when
+ * there is none this library attaches (*why: the attach's error, its
+ * detail cleared). */
+static int open_old(const char *name, shmcfg **ret, int *why)
 {
 	for (int tries = 0;; tries++) {
-		int r = open_old_once(name, ret);
+		int r = open_old_once(name, ret, why);
 		/* another replacer was first: replace what it put there */
 		if (r != -EAGAIN || tries == 8)
 			return r == -EAGAIN ? shmcfg__err(SHMCFG_E_LOCKED, "%s: replaced by others again and again", name) : r;
 	}
 }
 
-static int open_old_once(const char *name, shmcfg **ret)
+static int open_old_once(const char *name, shmcfg **ret, int *why)
 {
 	shmcfg *old;
 	int r = shmcfg_attach(name, 0, NULL, &old);
+	*why = r;
 	/* nothing there, or nothing this library attaches (damaged, another
 	 * layout, a symlink or FIFO planted, another user's: remove_segment
 	 * removes it or says why not); a failure of our own stops here */
@@ -326,7 +330,8 @@ int shmcfg__replace(const char *name, const char *path, struct seg_header *lay, 
 		    const shmcfg_create_opts *o, char *const *envp, shmcfg **ret)
 {
 	shmcfg *old = NULL;
-	int r = open_old(name, &old);
+	int why;
+	int r = open_old(name, &old, &why);
 	if (r)
 		return r;
 	struct keep_first k = {
@@ -353,8 +358,18 @@ static int resize(const char *name, const shmcfg_create_opts *opts, shmcfg **ret
 	if (o.flags || o.mode || o.gid || o.envp)
 		return shmcfg__err(-EINVAL, "%s: a resize takes sizes only (slots, readers, heap_bytes, history)", name);
 	shmcfg *old = NULL;
-	if ((r = open_old(name, &old)) == 1)
-		return shmcfg__err(-ENOENT, "%s: no segment of that name to resize", name);
+	int why;
+	if ((r = open_old(name, &old, &why)) == 1) {
+		if (why == -ENOENT)
+			return shmcfg__err(-ENOENT, "%s: no segment of that name to resize", name);
+		/* there is one, that we may not or cannot attach: say why */
+		shmcfg *h = NULL;
+		if ((r = shmcfg_attach(name, 0, NULL, &h)) == 0) {
+			shmcfg_close(h); /* attached now: it was being replaced */
+			r = shmcfg__err(-EAGAIN, "%s: replaced while we looked: try again", name);
+		}
+		return r;
+	}
 	if (r)
 		return r;
 	struct stat st;
