@@ -485,10 +485,18 @@ char *value_plain(const shmcfg_value *v)
 	if (v->is_null || v->type != SHMCFG_STR)
 		return value_text(v);
 	/* a text that `set` would not read back as itself: the words of null,
-	 * and a JSON literal's opening quote */
+	 * and a JSON literal's opening quote; and one a terminal would act on
+	 * (an escape sequence, a carriage return: whoever may write the value,
+	 * etcd's writers too, would reach the reader's terminal): as JSON,
+	 * escaped. --raw prints the bytes. */
 	char *raw = value_raw(v);
-	if (raw && strlen(raw) == v->u.str.len &&
-	    (!strcasecmp(raw, "none") || !strcasecmp(raw, "null") || raw[0] == '"')) {
+	bool control = false;
+	for (size_t i = 0; raw && i < v->u.str.len; i++) {
+		unsigned char c = (unsigned char)raw[i];
+		control |= (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f;
+	}
+	if (raw && (control || (strlen(raw) == v->u.str.len &&
+				(!strcasecmp(raw, "none") || !strcasecmp(raw, "null") || raw[0] == '"')))) {
 		free(raw);
 		return value_text(v);
 	}

@@ -106,6 +106,9 @@ run shmctl set "$D" 'job_id="none"'
 t_out "set: a double-quoted value is a JSON string literal" '"none"' shmctl get "$D" job_id --json
 run shmctl set "$D" job_id=None
 t_out "set: none is null for a nullable option" null shmctl get "$D" job_id --json
+run shmctl set "$D" 'job_id="\u001b]0;title\u0007x\ry"'
+t_out "get: a string a terminal would act on prints as JSON, escaped" '"\u001B]0;title\u0007x\ry"' shmctl get "$D" job_id
+pass "... and --raw prints its bytes" sh -c "$SHMCTL get '$D' job_id --raw | od -An -c | grep -q '033'"
 run shmctl set "$D" 'cache_key_tag="none"'
 t_out "set: a quoted none is text for a non-nullable string" '"none"' shmctl get "$D" cache_key_tag --json
 run shmctl set "$D" 'reorderable_logging_functions=["x.y","a b"]'
