@@ -151,6 +151,15 @@ static void test_who_truncated_and_readonly(void **state)
 	assert_int_equal(shmcfg_txn_begin(f->h, &t), 0);
 	assert_int_equal(shmcfg_txn_layer(t, SHMCFG_SRC_ENV_DEFAULT), -EINVAL);
 	shmcfg_txn_abort(t);
+	/* a UTF-8 who is cut between characters, never inside one: 40 é
+	 * (2 bytes each) keep 31, 62 bytes, not 31 and a lone lead byte */
+	char utf[100] = "";
+	for (int i = 0; i < 40; i++)
+		strcat(utf, "\xc3\xa9");
+	assert_int_equal(cluster_commit(f->h, T_A, "2", 13, utf, &g), 0);
+	assert_int_equal(shmcfg_commit_info(ro, g, &c), 0);
+	assert_int_equal(strlen(c.who), 62);
+	assert_memory_equal(c.who, utf, 62);
 	shmcfg_close(ro);
 }
 

@@ -81,6 +81,17 @@ int shmcfg_txn_origin(shmcfg_txn *t, uint64_t cluster_rev, const char *who)
 	txn_assert_return(t, t);
 	t->cluster_rev = cluster_rev;
 	snprintf(t->who, sizeof t->who, "%s", who ? who : "");
+	/* cut at a character, not inside one: if the last character's lead
+	 * byte says it is longer than what is left of it, drop it */
+	size_t n = strlen(t->who), k = n;
+	while (k > 0 && ((unsigned char)t->who[k - 1] & 0xc0) == 0x80)
+		k--;
+	if (k > 0) {
+		unsigned char lead = (unsigned char)t->who[k - 1];
+		size_t want = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+		if (n - (k - 1) < want)
+			t->who[k - 1] = 0;
+	}
 	return 0;
 }
 
