@@ -662,6 +662,12 @@ int cmd_set(int argc, char **argv)
 			rc = fail("out of memory");
 		else
 			rc = resolve_final(h, names[i], &ch[i].opt, &ch[i].final);
+		/* one value per option: a second (by name, suffix or alias) is
+		 * a mistake, not a later one that wins */
+		for (size_t k = 0; rc == EXIT_OK && k < i; k++)
+			if (ch[k].final == ch[i].final)
+				rc = usage_error("%s is given twice (%s and %s): one value per option",
+						 opt_name(h, ch[i].final), names[k], names[i]);
 	}
 	shmcfg_txn *t = NULL;
 	int r;
