@@ -1257,6 +1257,15 @@ class TestCanonicalEncoding(SegTest):
                          f"generation {g}: {items!r}")
         return items
 
+    def test_record_refuses_a_nul(self):
+        # a name with a NUL would reach the library cut at it (ctypes):
+        # the record of another option; a string with one, no setter takes
+        with self.assertRaises(ValueError):
+            canon.record("a\0b", _lib.INT, 1)
+        with self.assertRaises((shmcfg.Error, ValueError)):
+            canon.record("ab", _lib.STR, "a\0b")
+        self.assertTrue(canon.record("ab", _lib.STR, "ab").endswith(b"ab"))
+
     def test_every_type(self):
         seg = self.make(CANON_SCHEMA, no_env=True)
         seen = self.assert_encoding_equal(seg)

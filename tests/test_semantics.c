@@ -686,6 +686,7 @@ static void test_value_record(void **state)
 		{"ab", {.type = 9}, "ab: unknown type"},
 		{"ab", {.type = SHMCFG_STR, .u.str = {NULL, 2}}, "ab: a string at NULL"},
 		{"ab", {.type = SHMCFG_STR, .u.str = {"\xc3", 1}}, "ab: a string not UTF-8"},
+		{"ab", {.type = SHMCFG_STR, .u.str = {"a\0b", 3}}, "ab: a string with a NUL byte"},
 		{"ab", {.type = SHMCFG_SET, .u.list = {"b\0a", 2, 4}}, "ab: a set not sorted"},
 		{"ab", {.type = SHMCFG_SET, .u.list = {"a\0a", 2, 4}}, "ab: a set not sorted"},
 		{"ab", {.type = SHMCFG_LIST, .u.list = {"a\0b", 3, 4}}, "ab: a list whose count"},

@@ -126,6 +126,8 @@ static const char *record_value_error(const shmcfg_value *v)
 			return "a string at NULL";
 		if (v->u.str.len > UINT32_MAX)
 			return "a string of more than 4 GiB";
+		if (memchr(v->u.str.ptr, 0, v->u.str.len)) /* as every setter refuses */
+			return "a string with a NUL byte";
 		return shmcfg__utf8_valid(v->u.str.ptr, v->u.str.len) ? NULL : "a string not UTF-8";
 	}
 	if ((v->u.list.count || v->u.list.bytes) && !v->u.list.items)

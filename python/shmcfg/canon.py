@@ -53,6 +53,8 @@ def record(name, kind, v):
     """One option's record (shmcfg_value_record()): option ``name`` of type
     ``kind`` holding ``v`` (a Python value as the binding reads it; None for
     null)."""
+    if "\0" in name:  # ctypes would pass the name up to it: another option's record
+        raise ValueError(f"option name {name!r} holds a NUL character")
     cv = _convert(_Kind(kind), v, name)
     b = name.encode("utf-8")
     need = ctypes.c_size_t()
