@@ -17,14 +17,23 @@
  * hears of every opt/ and knob/ key, taken or refused with its reason: an
  * unknown option, an alias, bytes that are not JSON, a value of the wrong
  * type or out of range, and a value the value heap has no room for (the
- * commit says SHMCFG_E_FULL: the biggest new value goes, and the commit is
- * tried again, so one oversized value never holds back the others).
+ * commit says SHMCFG_E_FULL: the biggest new values go, until the rest fits
+ * the heap's free room, and the commit is tried again, so one oversized
+ * value never holds back the others: drop_for_room). Each reason is one
+ * printable line. Running out of memory is no verdict: the apply fails.
+ *
+ * The plan is made against a snapshot, released before the commit: what it
+ * read may move before the writer lock is taken. So the revision is
+ * compared with the segment's (an older one is refused, -ESTALE, unless
+ * SHMCFG_CLUSTER_APPLY_REBASE) and the knob resets checked for ownership
+ * under the lock, in the commit (lib/commit/publish.c, cluster_checks).
  *
  * Knob ownership: the knob layer is shared with local writers (shmctl set
  * --knob). Every commit here carries an origin (shmcfg_txn_origin), so the
  * cells it writes are marked as the cluster's; a deleted or absent knob key
  * resets only the knob values so marked
- * (shmcfg_snapshot_layer_by_cluster), and a local one stays.
+ * (shmcfg_snapshot_layer_by_cluster, and again under the lock), and a local
+ * one stays.
  *
  * Written on the public calls only (nested: they clear no detail, so each
  * reason is taken from a detail cleared before the call that gave it).
@@ -113,7 +122,7 @@ static struct ckey *find(const struct shmcfg_cluster_apply *a, const char *key, 
 static int index_grow(struct shmcfg_cluster_apply *a)
 {
 	size_t cap = a->index_cap ? a->index_cap * 2 : 64;
-	uint32_t *ix = malloc(cap * sizeof *ix);
+	uint32_t *ix = shmcfg__malloc(cap * sizeof *ix);
 	if (!ix)
 		return shmcfg__nomem();
 	memset(ix, 0xff, cap * sizeof *ix);
@@ -123,7 +132,7 @@ static int index_grow(struct shmcfg_cluster_apply *a)
 			i = (i + 1) & (cap - 1);
 		ix[i] = (uint32_t)k;
 	}
-	free(a->index);
+	shmcfg__free(a->index);
 	a->index = ix;
 	a->index_cap = cap;
 	return 0;
@@ -140,7 +149,7 @@ int shmcfg_cluster_apply_begin(shmcfg *h, unsigned flags, shmcfg_cluster_apply *
 	if (shmcfg_readonly(h))
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot apply the cluster's keys",
 				   shmcfg_name(h));
-	struct shmcfg_cluster_apply *a = calloc(1, sizeof *a);
+	struct shmcfg_cluster_apply *a = shmcfg__calloc(1, sizeof *a);
 	if (!a)
 		return shmcfg__nomem();
 	a->h = h;
@@ -174,20 +183,20 @@ int shmcfg_cluster_apply_key(shmcfg_cluster_apply *a, const char *key, const cha
 		return -ENOMEM;
 	if (a->n == a->cap) {
 		size_t cap = a->cap ? 2 * a->cap : 16;
-		struct ckey *k = realloc(a->keys, cap * sizeof *k);
+		struct ckey *k = shmcfg__realloc(a->keys, cap * sizeof *k);
 		if (!k)
 			return shmcfg__nomem();
 		a->keys = k;
 		a->cap = cap;
 	}
-	struct ckey c = {.key = strdup(key), .len = len, .hash = key_hash(key, klen), .kind = kind};
-	if (value && (c.value = malloc(len + 1))) {
+	struct ckey c = {.key = shmcfg__strdup(key), .len = len, .hash = key_hash(key, klen), .kind = kind};
+	if (value && (c.value = shmcfg__malloc(len + 1))) {
 		memcpy(c.value, value, len);
 		c.value[len] = 0;
 	}
 	if (!c.key || (value && !c.value)) {
-		free(c.key);
-		free(c.value);
+		shmcfg__free(c.key);
+		shmcfg__free(c.value);
 		return shmcfg__nomem();
 	}
 	a->keys[a->n] = c;
@@ -203,7 +212,7 @@ static void items_free(struct shmcfg_cluster_apply *a)
 {
 	for (size_t i = 0; i < a->nit; i++)
 		shmcfg_value_clear(&a->it[i].v);
-	free(a->it);
+	shmcfg__free(a->it);
 	a->it = NULL;
 	a->nit = a->itcap = 0;
 }
@@ -214,15 +223,15 @@ shmcfg_cluster_apply *shmcfg_cluster_apply_abort(shmcfg_cluster_apply *a)
 	if (!a)
 		return NULL;
 	for (size_t i = 0; i < a->n; i++) {
-		free(a->keys[i].key);
-		free(a->keys[i].value);
+		shmcfg__free(a->keys[i].key);
+		shmcfg__free(a->keys[i].value);
 		free(a->keys[i].why);
 	}
-	free(a->keys);
-	free(a->index);
+	shmcfg__free(a->keys);
+	shmcfg__free(a->index);
 	items_free(a);
 	shmcfg_snapshot_release(a->snap);
-	free(a);
+	shmcfg__free(a);
 	return NULL;
 }
 
@@ -276,7 +285,7 @@ static int plan_add(struct shmcfg_cluster_apply *a, shmcfg_opt opt, shmcfg_sourc
 		goto out;
 	if (a->nit == a->itcap) {
 		size_t cap = a->itcap ? a->itcap * 2 : 16;
-		struct item *it = realloc(a->it, cap * sizeof *it);
+		struct item *it = shmcfg__realloc(a->it, cap * sizeof *it);
 		if (!it) {
 			r = shmcfg__nomem();
 			goto out;
@@ -376,7 +385,7 @@ static int plan(struct shmcfg_cluster_apply *a)
 {
 	bool all = a->flags & SHMCFG_CLUSTER_APPLY_ALL;
 	uint32_t n = shmcfg_count(a->h);
-	bool *has = all ? calloc(n ? n : 1, sizeof *has) : NULL;
+	bool *has = all ? shmcfg__calloc(n ? n : 1, sizeof *has) : NULL;
 	int r = all && !has ? shmcfg__nomem() : shmcfg_snapshot_acquire(a->h, &a->snap);
 	for (size_t k = 0; !r && k < a->n; k++)
 		if (a->keys[k].kind == K_OPT)
@@ -387,7 +396,7 @@ static int plan(struct shmcfg_cluster_apply *a)
 		if (!has[o] && !(r = shmcfg_opt_info(a->h, o, &oi)) && oi.alias == SHMCFG_NO_OPT)
 			r = plan_add(a, o, SHMCFG_SRC_CLUSTER, NULL, SIZE_MAX);
 	}
-	free(has);
+	shmcfg__free(has);
 	/* knobs: by option, each option's knob key looked up */
 	char *key = NULL;
 	size_t cap = 0;
@@ -397,7 +406,7 @@ static int plan(struct shmcfg_cluster_apply *a)
 			continue;
 		size_t len = KNOB_DIR_LEN + strlen(oi.knob);
 		if (len >= cap) {
-			char *k = realloc(key, len + 1);
+			char *k = shmcfg__realloc(key, len + 1);
 			if (!k) {
 				r = shmcfg__nomem();
 				break;
@@ -411,7 +420,7 @@ static int plan(struct shmcfg_cluster_apply *a)
 		if (kc || all)
 			r = plan_knob(a, o, kc);
 	}
-	free(key);
+	shmcfg__free(key);
 	return r;
 }
 
@@ -483,7 +492,7 @@ static int drop_for_room(struct shmcfg_cluster_apply *a, struct item ***order, s
 		size_t n = 0;
 		for (size_t i = 0; i < a->nit; i++)
 			n += !a->it[i].dropped && !a->it[i].reset;
-		*order = malloc((n ? n : 1) * sizeof **order);
+		*order = shmcfg__malloc((n ? n : 1) * sizeof **order);
 		if (!*order)
 			return shmcfg__nomem();
 		for (size_t i = 0; i < a->nit; i++)
@@ -565,7 +574,7 @@ static int commit(struct shmcfg_cluster_apply *a, uint64_t rev, const char *who,
 		res->nchanged = res->published ? nset : 0;
 		break;
 	}
-	free(order);
+	shmcfg__free(order);
 	return r;
 }
 
