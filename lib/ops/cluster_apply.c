@@ -208,6 +208,10 @@ int shmcfg_cluster_apply_key(shmcfg_cluster_apply *a, const char *key, const cha
 	return 0;
 }
 
+/* The reason of a key whose own reason could not be copied: refused even so
+ * (a NULL reason would say taken). */
+static char nomem_why[] = "refused (its reason was lost: out of memory)";
+
 static void items_free(struct shmcfg_cluster_apply *a)
 {
 	for (size_t i = 0; i < a->nit; i++)
@@ -225,7 +229,8 @@ shmcfg_cluster_apply *shmcfg_cluster_apply_abort(shmcfg_cluster_apply *a)
 	for (size_t i = 0; i < a->n; i++) {
 		shmcfg__free(a->keys[i].key);
 		shmcfg__free(a->keys[i].value);
-		free(a->keys[i].why);
+		if (a->keys[i].why != nomem_why)
+			free(a->keys[i].why);
 	}
 	shmcfg__free(a->keys);
 	shmcfg__free(a->index);
@@ -254,9 +259,13 @@ static void refuse(struct shmcfg_cluster_apply *a, size_t k, const char *why)
 	char line[WHY_MAX];
 	shmcfg__line_text(why, line, sizeof line);
 	char *w = strdup(line);
-	if (!w)
-		return; /* out of memory: refused all the same, its reason lost */
-	free(a->keys[k].why);
+	if (!w) { /* out of memory: refused all the same, its reason lost */
+		if (!a->keys[k].why)
+			a->keys[k].why = nomem_why;
+		return;
+	}
+	if (a->keys[k].why != nomem_why)
+		free(a->keys[k].why);
 	a->keys[k].why = w;
 }
 
