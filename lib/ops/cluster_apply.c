@@ -168,15 +168,19 @@ int shmcfg_cluster_apply_key(shmcfg_cluster_apply *a, const char *key, const cha
 	if (kind == K_OTHER)
 		return 0; /* head, audit/...: no value of this host's */
 	size_t klen = strnlen(key, KEY_MAX + 1);
+	bool dup = klen <= KEY_MAX && find(a, key, klen);
+	char shown[208]; /* the key in a detail (only then): one printable line */
+	if (dup || klen > KEY_MAX || (value && len > JSON_MAX))
+		shmcfg__line_text(key, shown, klen > KEY_MAX ? 72 : sizeof shown);
 	if (klen > KEY_MAX)
-		return shmcfg__err(-EINVAL, "a cluster key of more than %d bytes: '%.60s...'", KEY_MAX, key);
+		return shmcfg__err(-EINVAL, "a cluster key of more than %d bytes: '%s'", KEY_MAX, shown);
 	if (value && len > JSON_MAX)
 		return shmcfg__err(-EINVAL,
-				   "the value of the cluster key '%.200s' has %zu bytes, more than the %zu any "
+				   "the value of the cluster key '%s' has %zu bytes, more than the %zu any "
 				   "value's JSON takes",
-				   key, len, JSON_MAX);
-	if (find(a, key, klen))
-		return shmcfg__err(-EEXIST, "the cluster key '%.200s' was given twice", key);
+				   shown, len, JSON_MAX);
+	if (dup)
+		return shmcfg__err(-EEXIST, "the cluster key '%s' was given twice", shown);
 	if (a->n >= UINT32_MAX - 1)
 		return shmcfg__err(-E2BIG, "more than %u cluster keys", (unsigned)UINT32_MAX - 2);
 	if (2 * (a->n + 1) > a->index_cap && index_grow(a))
