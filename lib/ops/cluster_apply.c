@@ -39,6 +39,7 @@
  * reason is taken from a detail cleared before the call that gave it).
  */
 #include "internal.h"
+#include "slot.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -77,7 +78,7 @@ struct item {
 	bool reset;
 	shmcfg_value v;   /* owned */
 	size_t key;       /* the key that asked for it: an index into keys */
-	size_t bytes;     /* what the value takes in the heap, about */
+	size_t bytes;     /* what the value takes in the heap: its chunk's size class, at least */
 	bool dropped;     /* refused at commit */
 };
 
@@ -310,7 +311,9 @@ static int plan_add(struct shmcfg_cluster_apply *a, shmcfg_opt opt, shmcfg_sourc
 	*it = (struct item){.opt = opt, .layer = layer, .reset = !v, .key = k};
 	if (v) {
 		it->v = *v;
-		it->bytes = value_bytes(v);
+		/* its chunk (at least), as the heap sizes it */
+		it->bytes = shmcfg__heap_chunk_bytes(CHUNK_HDR_BYTES + sizeof(struct shmcfg__cell) +
+						     value_bytes(v));
 		memset(v, 0, sizeof *v);
 	}
 	return 0;
@@ -491,8 +494,9 @@ static int cmp_bytes_desc(const void *x, const void *y)
 /*
  * The value heap is full: drop the biggest values being set, refused, until
  * what is left fits the room the heap has (its free bytes after the failed
- * commit, which recycled what it could), and at least one; from the third
- * try on, also at least a quarter of the bytes left, so that the number of
+ * commit, which recycled what it could; each value's chunk counted at its
+ * size class), and at least one; from the fourth try on, also at least an
+ * eighth of the bytes left, so that the number of
  * tries is logarithmic whatever the estimate's error. Dropping one value a
  * try and building the whole transaction again was quadratic (122 values of
  * 1 MB: 7 s). *order (the set items, biggest first) is made at the first
@@ -523,7 +527,7 @@ static int drop_for_room(struct shmcfg_cluster_apply *a, struct item ***order, s
 	uint64_t room = si.heap_bytes > si.heap_used ? si.heap_bytes - si.heap_used : 0, left = 0;
 	for (size_t i = *pos; i < *nord; i++)
 		left += (*order)[i]->dropped ? 0 : (*order)[i]->bytes;
-	uint64_t goal = tries >= 2 && left / 4 * 3 < room ? left / 4 * 3 : room;
+	uint64_t goal = tries >= 3 && left / 8 * 7 < room ? left / 8 * 7 : room;
 	char why[WHY_MAX];
 	do {
 		struct item *big = (*order)[(*pos)++];
