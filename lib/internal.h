@@ -82,6 +82,9 @@ void shmcfg__self_identity(uid_t uid, char user[SHMCFG_USER_MAX], char comm[SHMC
 int shmcfg__value_copy(const shmcfg_value *src, shmcfg_value *dst);
 int shmcfg__canon_set(shmcfg_value *v);
 bool shmcfg__utf8_valid(const char *s, size_t len);
+/* s as one printable line for a message: control bytes and invalid UTF-8 as \xNN, valid UTF-8 kept;
+ * cut to fit out (len bytes, >= 8), on a character's boundary (value.c) */
+void shmcfg__line_text(const char *s, char *out, size_t len);
 int shmcfg__parse_env(shmcfg_type type, const char *var, const char *text, shmcfg_value *ret);
 int shmcfg__parse_name_list(const char *text, shmcfg_value *ret);
 struct json_error_t;
@@ -179,6 +182,8 @@ struct change {
 	enum layer layer;
 	bool reset;
 	bool by_cluster;  /* a layer the cluster agent wrote, copied as such (replace.c) */
+	bool if_cluster;  /* a reset made only if the layer is the cluster's when committed (under the
+			   * writer lock: a local value set meanwhile stays; cluster_apply.c) */
 	shmcfg_value v;   /* owned */
 };
 struct shmcfg_txn {
@@ -189,9 +194,16 @@ struct shmcfg_txn {
 	int err; char *err_detail; /* the first refused change (the commit fails with it), its detail */
 	uint64_t cluster_rev;           /* shmcfg_txn_origin(), 0 = none */
 	char who[SHMCFG_WHO_MAX];
+	/* checked under the writer lock (publish.c), for cluster_apply.c:
+	 * cluster_keep: the layers written are the cluster's, and the revision
+	 * is the one the segment has then (cluster_rev is set to it);
+	 * cluster_no_older: a cluster_rev below the segment's is refused (-ESTALE) */
+	bool cluster_keep, cluster_no_older;
 };
 int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const shmcfg_value *v);
 int shmcfg__txn_refuse(shmcfg_txn *t, int r); /* t poisoned by refusal r (the first is kept): r */
+/* shmcfg_txn_reset(), made at commit only if the layer is then the cluster's (if_cluster) */
+int shmcfg__txn_reset_if_cluster(shmcfg_txn *t, shmcfg_opt opt);
 
 /* publish.c: commits */
 int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published);

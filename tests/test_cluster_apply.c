@@ -8,8 +8,14 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/wait.h>
 
 #include "common.h"
+#include "faultsim.h"
 
 enum { A_LIMIT, A_NOTE, A_MODE, A_PCT, A_FLAG, A_ALIAS, A_K1, A_K2, A_K1N, A_COUNT };
 
@@ -404,13 +410,20 @@ static void test_revision_tag(void **state)
 	const struct kv k22[] = {{"opt/app.limit", "22"}, {NULL, NULL}};
 	assert_int_equal(apply(h, 0, 50, "", k20, &v, &res), 0);
 	assert_int_equal(shmcfg_cluster_revision(h), 50);
-	assert_int_equal(apply(h, 0, 40, "", k21, &v, &res), 0);
+	/* an older revision is refused whole: its keys are not written */
+	uint64_t g = shmcfg_generation(h);
+	assert_int_equal(apply(h, 0, 40, "", k21, &v, &res), -ESTALE);
+	assert_non_null(strstr(shmcfg_errdetail(), "cluster revision 40 is older than the revision 50"));
 	assert_int_equal(res.revision, 50);
+	assert_false(res.published);
+	assert_int_equal(shmcfg_generation(h), g);
 	assert_int_equal(shmcfg_cluster_revision(h), 50);
+	assert_int_equal(get_i(h, A_LIMIT), 20);
+	/* 0: the segment's revision, whatever it is when the commit is made */
+	assert_int_equal(apply(h, 0, 0, "", k21, &v, &res), 0);
+	assert_int_equal(res.revision, 50);
 	assert_int_equal(get_i(h, A_LIMIT), 21);
 	assert_int_equal(by_cluster(h, A_LIMIT, SHMCFG_SRC_CLUSTER), 1);
-	assert_int_equal(apply(h, 0, 0, "", k22, &v, &res), 0);
-	assert_int_equal(res.revision, 50);
 	assert_int_equal(shmcfg_cluster_revision(h), 50);
 	assert_int_equal(apply(h, SHMCFG_CLUSTER_APPLY_REBASE, 3, "", k22, &v, &res), 0);
 	assert_true(res.published);
@@ -461,6 +474,262 @@ static void test_bad_calls(void **state)
 	assert_int_equal(shmcfg_cluster_revision(h), 9); /* nothing committed */
 }
 
+/* Lengths that no value or key has are refused before any size is computed
+ * from them (len + 1 wrapped to 0: malloc(0), then a copy past it). */
+static void test_lengths(void **state)
+{
+	shmcfg *h = *state;
+	shmcfg_cluster_apply *a;
+	assert_int_equal(shmcfg_cluster_apply_begin(h, 0, &a), 0);
+	assert_int_equal(shmcfg_cluster_apply_key(a, "opt/app.note", "\"x\"", SIZE_MAX), -EINVAL);
+	assert_non_null(strstr(shmcfg_errdetail(), "opt/app.note"));
+	assert_null(strchr(shmcfg_errdetail(), '\n'));
+	assert_int_equal(shmcfg_cluster_apply_key(a, "opt/app.note", "\"x\"", SIZE_MAX / 2), -EINVAL);
+	size_t kl = 10000;
+	char *key = malloc(kl + 1);
+	assert_non_null(key);
+	memcpy(key, "opt/", 4);
+	memset(key + 4, 'k', kl - 4);
+	key[kl] = 0;
+	assert_int_equal(shmcfg_cluster_apply_key(a, key, "1", 1), -EINVAL);
+	assert_non_null(strstr(shmcfg_errdetail(), "more than"));
+	free(key);
+	/* the apply is still good: a key of a normal length goes in */
+	assert_int_equal(shmcfg_cluster_apply_key(a, "opt/app.limit", "7", 1), 0);
+	shmcfg_cluster_apply_result res;
+	assert_int_equal(shmcfg_cluster_apply_commit(a, 2, NULL, NULL, NULL, &res), 0);
+	assert_int_equal(get_i(h, A_LIMIT), 7);
+}
+
+/* Two appliers interleaved: A begun (revision 20) before B (revision 30)
+ * commits, A committing last: A is refused, and neither the value nor the
+ * revision goes back. */
+static void test_stale_interleaved(void **state)
+{
+	shmcfg *h = *state;
+	shmcfg_cluster_apply *a, *b;
+	shmcfg_cluster_apply_result res;
+	assert_int_equal(shmcfg_cluster_apply_begin(h, 0, &a), 0);
+	assert_int_equal(shmcfg_cluster_apply_key(a, "opt/app.limit", "20", 2), 0);
+	assert_int_equal(shmcfg_cluster_apply_begin(h, 0, &b), 0);
+	assert_int_equal(shmcfg_cluster_apply_key(b, "opt/app.limit", "30", 2), 0);
+	assert_int_equal(shmcfg_cluster_apply_commit(b, 30, "B", NULL, NULL, &res), 0);
+	assert_int_equal(shmcfg_cluster_apply_commit(a, 20, "A", NULL, NULL, &res), -ESTALE);
+	assert_int_equal(shmcfg_cluster_revision(h), 30);
+	assert_int_equal(get_i(h, A_LIMIT), 30);
+	/* etcd replaced: with REBASE an older revision is taken */
+	assert_int_equal(shmcfg_cluster_apply_begin(h, SHMCFG_CLUSTER_APPLY_REBASE, &a), 0);
+	assert_int_equal(shmcfg_cluster_apply_key(a, "opt/app.limit", "20", 2), 0);
+	assert_int_equal(shmcfg_cluster_apply_commit(a, 20, "A", NULL, NULL, &res), 0);
+	assert_int_equal(shmcfg_cluster_revision(h), 20);
+	assert_int_equal(get_i(h, A_LIMIT), 20);
+}
+
+/*
+ * A child applies the keys at rev, stopped (SHMCFG_FAULT ...:stop) between
+ * its plan and its commit; then fn runs here, and the child goes on.
+ * Returns the child's result (its exit status: the negated error code's
+ * low byte, 0 for success).
+ */
+static int apply_stopped(const char *name, unsigned flags, uint64_t rev, const struct kv *kvs,
+			 void (*fn)(void *), void *ud)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("SHMCFG_FAULT", "cluster_apply.planned:stop", 1);
+		shmcfg *h;
+		shmcfg_cluster_apply *a;
+		shmcfg_cluster_apply_result res;
+		if (shmcfg_attach(name, 0, NULL, &h) || shmcfg_cluster_apply_begin(h, flags, &a))
+			_exit(99);
+		for (; kvs->key; kvs++)
+			if (shmcfg_cluster_apply_key(a, kvs->key, kvs->value,
+						     kvs->value ? strlen(kvs->value) : 0))
+				_exit(98);
+		int r = shmcfg_cluster_apply_commit(a, rev, "child", NULL, NULL, &res);
+		_exit(r == -ESTALE ? 1 : r ? 2 : 0);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+	assert_true(WIFSTOPPED(st));
+	fn(ud);
+	kill(pid, SIGCONT);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+static void commit_b30(void *ud)
+{
+	shmcfg_cluster_apply *b;
+	shmcfg_cluster_apply_result res;
+	assert_int_equal(shmcfg_cluster_apply_begin(ud, 0, &b), 0);
+	assert_int_equal(shmcfg_cluster_apply_key(b, "opt/app.limit", "30", 2), 0);
+	assert_int_equal(shmcfg_cluster_apply_commit(b, 30, "B", NULL, NULL, &res), 0);
+}
+
+/* The same, A stopped after its plan (it read the segment at revision 10):
+ * the revision is compared under the writer lock, not before. */
+static void test_stale_race(void **state)
+{
+	shmcfg *h = *state;
+	struct verdicts v;
+	shmcfg_cluster_apply_result res;
+	const struct kv k10[] = {{"opt/app.limit", "10"}, {NULL, NULL}};
+	assert_int_equal(apply(h, 0, 10, "", k10, &v, &res), 0);
+	const struct kv k20[] = {{"opt/app.limit", "20"}, {NULL, NULL}};
+	assert_int_equal(apply_stopped(test_name("capply"), 0, 20, k20, commit_b30, h), 1); /* -ESTALE */
+	assert_int_equal(shmcfg_cluster_revision(h), 30);
+	assert_int_equal(get_i(h, A_LIMIT), 30);
+}
+
+static void set_k2_local(void *ud)
+{
+	local_knob(ud, A_K2, "true");
+}
+
+/* A knob reset planned (the cluster's value, its key deleted), and a local
+ * `shmctl set --knob` made before the commit: the local value stays. */
+static void test_knob_race(void **state)
+{
+	shmcfg *h = *state;
+	struct verdicts v;
+	shmcfg_cluster_apply_result res;
+	const struct kv put2[] = {{"knob/team/k2", "false"}, {NULL, NULL}};
+	assert_int_equal(apply(h, 0, 5, "", put2, &v, &res), 0);
+	assert_int_equal(by_cluster(h, A_K2, SHMCFG_SRC_KNOB), 1);
+	const struct kv del2[] = {{"knob/team/k2", NULL}, {NULL, NULL}};
+	assert_int_equal(apply_stopped(test_name("capply"), 0, 6, del2, set_k2_local, h), 0);
+	assert_layer(h, A_K2, SHMCFG_SRC_KNOB, "true");
+	assert_int_equal(by_cluster(h, A_K2, SHMCFG_SRC_KNOB), 0);
+	assert_int_equal(shmcfg_cluster_revision(h), 6);
+}
+
+/* Many values, none of which fits with the others: refused in a number of
+ * tries that does not grow with them (it was one try per value, each
+ * building the whole transaction again: quadratic). Counted in the
+ * library's allocations. */
+static void test_heap_full_linear(void **state)
+{
+	shmcfg *h = *state;
+	enum { N = 40 };
+	shmcfg_schema *s;
+	assert_int_equal(shmcfg_schema_new(&s), 0);
+	char names[N][32];
+	for (int i = 0; i < N; i++) {
+		snprintf(names[i], sizeof names[i], "big.s%02d", i);
+		assert_int_equal(shmcfg_schema_add(s, &(shmcfg_optdef){.name = names[i], .type = SHMCFG_STR,
+								      .def = "\"\""}),
+				 0);
+	}
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV, .heap_bytes = 65536};
+	shmcfg *b;
+	assert_int_equal(shmcfg_create(test_name("capply-lin"), s, &o, &b), 0);
+	shmcfg_schema_free(s);
+	(void)h;
+	size_t vl = 6000;
+	char *val = malloc(vl + 3);
+	assert_non_null(val);
+	val[0] = '"';
+	memset(val + 1, 'z', vl);
+	strcpy(val + 1 + vl, "\"");
+	shmcfg_cluster_apply *a;
+	assert_int_equal(shmcfg_cluster_apply_begin(b, 0, &a), 0);
+	char key[64];
+	for (int i = 0; i < N; i++) {
+		snprintf(key, sizeof key, "opt/big.s%02d", i);
+		assert_int_equal(shmcfg_cluster_apply_key(a, key, val, vl + 2), 0);
+	}
+	shmcfg_cluster_apply_result res;
+	shmcfg__faultsim(SHMCFG_FAULTSIM_ALLOC, ULONG_MAX, false); /* count only */
+	assert_int_equal(shmcfg_cluster_apply_commit(a, 2, NULL, NULL, NULL, &res), 0);
+	unsigned long calls = shmcfg__faultsim_calls();
+	shmcfg__faultsim(0, 0, false);
+	assert_true(res.published);
+	assert_true(res.nrefused > 0 && res.nrefused < N);
+	assert_int_equal(res.nchanged, N - res.nrefused);
+	/* one build of the transaction makes about 2 allocations a value */
+	if (calls > 20 * N)
+		fail_msg("%lu allocations for %d values: a try per value", calls, N);
+	free(val);
+	shmcfg_close(b);
+	shmcfg_unlink(test_name("capply-lin"));
+}
+
+/* Reasons are one printable line, whatever bytes the key or its value
+ * holds (control bytes, invalid UTF-8). */
+static void test_reason_printable(void **state)
+{
+	shmcfg *h = *state;
+	struct verdicts v;
+	shmcfg_cluster_apply_result res;
+	const struct kv keys[] = {{"opt/app.x\nb\x1b[31m\x07\xff", "1"},
+				  {"opt/app.mode", "\"tu\\nrbo\\u001b\\u0007\""},
+				  {"opt/app.note", "\"a\xff\xfe\""},
+				  {"opt/app.limit", "\"\xc3\xa9\\n\""},
+				  {NULL, NULL}};
+	assert_int_equal(apply(h, 0, 3, "", keys, &v, &res), 0);
+	assert_int_equal(res.nrefused, 4);
+	for (int i = 0; i < v.n; i++) {
+		assert_true(v.refused[i]);
+		for (const unsigned char *p = (const unsigned char *)v.why[i]; *p; p++)
+			if (*p < 0x20 || *p == 0x7f)
+				fail_msg("%s: byte %#x in its reason '%s'", v.key[i], *p, v.why[i]);
+		/* valid UTF-8 */
+		shmcfg_value sv = {.type = SHMCFG_STR, .u.str = {v.why[i], strlen(v.why[i])}};
+		char *json = NULL;
+		if (shmcfg_value_json(&sv, &json))
+			fail_msg("%s: its reason is not UTF-8: %s", v.key[i], shmcfg_errdetail());
+		free(json);
+	}
+	assert_non_null(strstr(verdict_of(&v, "opt/app.x\nb\x1b[31m\x07\xff"), "\\x0a"));
+}
+
+/* An allocation that fails in the commit fails the commit (-ENOMEM): it is
+ * no verdict on a key, and no revision is published without its value. */
+static void test_nomem(void **state)
+{
+	shmcfg *h = *state;
+	const struct kv keys[] = {{"opt/app.limit", "33"},
+				  {"opt/app.note", "\"hello\""},
+				  {"knob/team/k2", "true"},
+				  {NULL, NULL}};
+	for (unsigned long n = 1;; n++) {
+		shmcfg_cluster_apply *a;
+		struct verdicts v = {0};
+		shmcfg_cluster_apply_result res;
+		uint64_t rev = shmcfg_cluster_revision(h);
+		assert_int_equal(shmcfg_cluster_apply_begin(h, 0, &a), 0);
+		for (const struct kv *k = keys; k->key; k++)
+			assert_int_equal(shmcfg_cluster_apply_key(a, k->key, k->value, strlen(k->value)), 0);
+		shmcfg__faultsim(SHMCFG_FAULTSIM_ALLOC, n, false);
+		int r = shmcfg_cluster_apply_commit(a, rev + 1, NULL, on_verdict, &v, &res);
+		unsigned long failures = shmcfg__faultsim_failures();
+		shmcfg__faultsim(0, 0, false);
+		if (r) {
+			assert_int_equal(r, -ENOMEM);
+			assert_int_equal(shmcfg_cluster_revision(h), rev);
+			continue;
+		}
+		/* taken whole: every key, or (the reason lost) refused but not
+		 * published without it */
+		for (int i = 0; i < v.n; i++)
+			if (v.refused[i])
+				fail_msg("allocation %lu: %s refused for '%s'", n, v.key[i], v.why[i]);
+		assert_int_equal(res.nrefused, 0);
+		assert_int_equal(get_i(h, A_LIMIT), 33);
+		if (!failures)
+			break;
+		/* undo for the next round */
+		const struct kv undo[] = {{"opt/app.limit", NULL},
+					  {"opt/app.note", NULL},
+					  {"knob/team/k2", NULL},
+					  {NULL, NULL}};
+		assert_int_equal(apply(h, 0, rev + 2, "", undo, &v, &res), 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -472,6 +741,15 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_idempotent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revision_tag, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_calls, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lengths, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_interleaved, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_race, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_knob_race, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_heap_full_linear, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reason_printable, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_nomem, setup, teardown),
 	};
+	if (getenv("TEST_FILTER"))
+		cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,7 +29,9 @@
  * the calls of 0.4: the history (shmcfg_history_range, _get, _free),
  * shmcfg_snapshot_at, shmcfg_rollback, shmcfg_resolve and shmcfg_short_name;
  * and of 0.7, the schema file writer (shmcfg_schema_write_yaml) and a
- * segment's schema declared again (shmcfg_schema_of).
+ * segment's schema declared again (shmcfg_schema_of); and the cluster apply
+ * (shmcfg_cluster_apply_*), whose failed allocation must fail the apply,
+ * never become a key's verdict.
  *
  * Not covered: libyaml allocates with malloc(3) directly, so
  * shmcfg_schema_load_text's parse itself cannot be failed (what the library
@@ -286,6 +288,48 @@ static int run_commit(struct ctx *c)
 static void verify_commit(struct ctx *c)
 {
 	expect_changes(c->h, 2);
+}
+
+/* shmcfg_cluster_apply_begin, _key, _commit: a failed allocation fails the
+ * apply whole (-ENOMEM), never a key's verdict, and publishes nothing */
+static void cluster_verdict(void *ud, const char *key, const char *reason)
+{
+	struct ctx *c = ud;
+	if (reason && !c->bad)
+		c->bad = "a key was refused";
+	(void)key;
+}
+
+static int run_cluster_apply(struct ctx *c)
+{
+	static const char *const kv[][2] = {{"opt/t.a", "77"},
+					    {"opt/t.c", "\"from etcd\""},
+					    {"opt/t.items", "[\"e\", \"f\"]"},
+					    {"knob/nobody", "1"},
+					    {"head", "{}"}};
+	shmcfg_cluster_apply *a;
+	int r = shmcfg_cluster_apply_begin(c->h, SHMCFG_CLUSTER_APPLY_ALL, &a);
+	for (size_t i = 0; !r && i < sizeof kv / sizeof kv[0]; i++)
+		if ((r = shmcfg_cluster_apply_key(a, kv[i][0], kv[i][1], strlen(kv[i][1]))))
+			shmcfg_cluster_apply_abort(a);
+	shmcfg_cluster_apply_result res;
+	return r ? r : shmcfg_cluster_apply_commit(a, 5, "oom", cluster_verdict, c, &res);
+}
+
+static void verify_cluster_apply(struct ctx *c)
+{
+	if (c->bad)
+		fail_msg("cluster apply: %s", c->bad);
+	assert_int_equal(shmcfg_cluster_revision(c->h), 5);
+	shmcfg_snapshot *s;
+	shmcfg_value v;
+	assert_int_equal(shmcfg_snapshot_acquire(c->h, &s), 0);
+	assert_int_equal(shmcfg_snapshot_layer(s, opt(c->h, "t.a"), SHMCFG_SRC_CLUSTER, &v), 0);
+	assert_int_equal(v.u.i, 77);
+	assert_int_equal(shmcfg_snapshot_layer(s, opt(c->h, "t.items"), SHMCFG_SRC_CLUSTER, &v), 0);
+	assert_int_equal(v.u.list.count, 2);
+	shmcfg_value_clear(&v);
+	shmcfg_snapshot_release(s);
 }
 
 /* shmcfg_snapshot_acquire, get, release: the snapshot must replace the
@@ -962,6 +1006,7 @@ static const struct op ops[] = {
 	{.name = "resolve, short_name", .setup = setup_names, .run = run_names, .verify = verify_got, .keeps_config = true},
 	{.name = "schema_write_yaml", .setup = setup_schema_write, .run = run_schema_write, .verify = verify_text},
 	{.name = "schema_of", .setup = setup_schema_of, .run = run_schema_of, .verify = verify_schema_of, .keeps_config = true},
+	{.name = "cluster apply", .setup = setup_segment, .run = run_cluster_apply, .verify = verify_cluster_apply, .keeps_config = true, .makes_view = true},
 };
 
 #define OP_TEST(fn, i)                   \
@@ -995,6 +1040,7 @@ OP_TEST(test_rollback, 21)
 OP_TEST(test_names, 22)
 OP_TEST(test_schema_write, 23)
 OP_TEST(test_schema_of, 24)
+OP_TEST(test_cluster_apply, 25)
 
 /* The seam itself: the Nth call fails, transient or persistent, and the
  * table counts what is allocated and freed. */
@@ -1119,6 +1165,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_names, teardown),
 		cmocka_unit_test_teardown(test_schema_write, teardown),
 		cmocka_unit_test_teardown(test_schema_of, teardown),
+		cmocka_unit_test_teardown(test_cluster_apply, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, summary);
 }

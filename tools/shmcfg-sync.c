@@ -461,7 +461,7 @@ static int load(struct agent *a)
 		/* a commit if anything differs, or if a write the segment has not
 		 * seen is in the mirror (its revision must show) */
 		if (seg_follow(&a->segs[i]) >= 0)
-			apply_all(&a->segs[i], &a->m, a->tag);
+			apply_all(&a->segs[i], &a->m, a->tag, a->rev);
 	publish(a, false);
 	return 0;
 }
@@ -520,7 +520,7 @@ static void events(struct agent *a, struct etcd_watch_resp *wr)
 				if (seg_follow(s) < 0)
 					continue;
 				if (s->need_full) /* a commit failed before, or a new segment: all of it */
-					apply_all(s, &a->m, rev);
+					apply_all(s, &a->m, rev, rev);
 				else
 					apply_revision(s, &a->m, ch, n, rev, who);
 			}
@@ -632,7 +632,7 @@ static void tick(struct agent *a)
 			continue; /* no segment to write: its status key says why */
 		}
 		if (s->need_full)
-			apply_all(s, &a->m, a->tag);
+			apply_all(s, &a->m, a->tag, a->rev);
 		/* a local commit (shmctl set) may hide a cluster value, or uncover one */
 		seg_refresh(s);
 		if (s->generation != s->ov_gen)

@@ -373,8 +373,23 @@ static void apply(struct seg *s, const struct mirror *m, const struct kchange *c
 	seg_error(s, "%s", "");
 }
 
-void apply_all(struct seg *s, const struct mirror *m, int64_t rev)
+void apply_all(struct seg *s, const struct mirror *m, int64_t rev, int64_t at)
 {
+	/* the tag (the mirror's newest write) may be below the revision the
+	 * segment carries: that of a delete, applied from the watch. The
+	 * mirror, read at `at`, holds what that revision left: tagged with it
+	 * (the library refuses a revision below the segment's, -ESTALE) */
+	uint64_t have = shmcfg_cluster_revision(s->h);
+	if (!s->rebase && have > (uint64_t)(rev > 0 ? rev : 0) && at > 0 && have <= (uint64_t)at)
+		rev = (int64_t)have;
+	/* above even the store's revision: etcd was replaced while no agent
+	 * watched (one agent a segment: shmcfg-sync refuses a second), and its
+	 * revisions become the segment's */
+	if (!s->rebase && at > 0 && have > (uint64_t)at) {
+		logf_("%s: the segment carries revision %" PRIu64 ", above etcd's %" PRId64
+		      " (etcd replaced): taking etcd's revisions", s->name, have, at);
+		s->rebase = true;
+	}
 	/* the rejections are found anew: those of keys gone or now taken go */
 	struct kmap old = s->rejects;
 	memset(&s->rejects, 0, sizeof s->rejects);

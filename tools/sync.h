@@ -118,8 +118,10 @@ int seg_follow(struct seg *s);
 void seg_free(struct seg *s);
 /* Applies the whole mirror (a load, or a reload): every option's cluster
  * layer and every knob layer the cluster feeds or fed, as one commit (also
- * when nothing changes, if rev is new to the segment: its revision shows). */
-void apply_all(struct seg *s, const struct mirror *m, int64_t rev);
+ * when nothing changes, if rev is new to the segment: its revision shows).
+ * at: the revision the mirror was read at (a segment carrying one up to it
+ * is tagged with its own: the library refuses an older one). */
+void apply_all(struct seg *s, const struct mirror *m, int64_t rev, int64_t at);
 /* Applies the keys one revision changed, as one commit (always: one
  * revision, one commit). Not after a failed commit (need_full): the caller
  * applies it all then. */

@@ -28,6 +28,12 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Whether the layers t writes are the cluster's (META_BY_CLUSTER). */
+static bool by_cluster(const shmcfg_txn *t)
+{
+	return t->cluster_rev != 0 || t->cluster_keep;
+}
+
 /* Whether any change differs from what its layer holds in the current slot. */
 static int txn_changes(const shmcfg *h, const char *cur_sl, const struct change *ch, size_t n, uint64_t own,
 		       bool *any)
@@ -248,7 +254,7 @@ static int undo(struct build *b, struct slot_hdr *sl, const struct slot_hdr *cur
 static int build_txn(struct build *b, shmcfg_txn *t, struct slot_hdr *sl)
 {
 	b->track = true;
-	b->by_cluster = t->cluster_rev != 0;
+	b->by_cluster = by_cluster(t);
 	memcpy(b->hash_sum, sl->hash_sum, sizeof b->hash_sum);
 	b->checksum = sl->checksum;
 	shmcfg__ids_free(&b->changed); /* what a sync copied is not this commit's change */
@@ -309,6 +315,45 @@ void shmcfg__unlock_writer(shmcfg *h)
 }
 
 /*
+ * Under the writer lock, against the current slot: a cluster revision older
+ * than the segment's is refused (-ESTALE), unless the apply rebases; a
+ * revision kept is the segment's now; and a knob reset planned because the
+ * cluster had written the value goes if a local writer set it since (the
+ * plan's snapshot was released before the lock was taken).
+ */
+static int cluster_checks(shmcfg *h, shmcfg_txn *t, const char *cur_sl)
+{
+	uint64_t have = ((const struct slot_hdr *)cur_sl)->cluster_rev;
+	if (t->cluster_keep)
+		t->cluster_rev = have;
+	if (t->cluster_no_older && t->cluster_rev < have)
+		return shmcfg__err(-ESTALE,
+				   "%s: cluster revision %llu is older than the revision %llu the segment "
+				   "has: not applied",
+				   h->name, (unsigned long long)t->cluster_rev, (unsigned long long)have);
+	size_t n = 0;
+	for (size_t k = 0; k < t->n; k++) {
+		struct change *c = &t->ch[k];
+		if (c->if_cluster) {
+			struct shmcfg__cell lay[NLAYERS];
+			int r = shmcfg__chunk_read(seg_heap(h), h->lay.heap_size, slot_lrefs(h, cur_sl)[c->opt],
+						   lay);
+			if (r)
+				return r;
+			uint64_t m = lay[c->layer].meta;
+			/* not the cluster's (now): it stays */
+			if (!(m & META_SET) || !(m & META_BY_CLUSTER)) {
+				shmcfg_value_clear(&c->v);
+				continue;
+			}
+		}
+		t->ch[n++] = *c;
+	}
+	t->n = n;
+	return 0;
+}
+
+/*
  * The commit proper. SHMCFG_E_RETIRED (no detail): the segment was replaced
  * (replace.c) while we waited for its lock; the caller follows it.
  */
@@ -351,11 +396,17 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	if (hd->wip && (r = shmcfg__heap_sweep(h, cur)))
 		goto out;
 	hd->wip = 0;
+	/* the cluster apply's checks (cluster_apply.c), here because only under
+	 * the lock does the segment hold still: what a plan read before may
+	 * have moved since */
+	if ((r = cluster_checks(h, t, (const char *)cur_sl)))
+		goto out;
 	/* a transaction that changes no layer publishes nothing, and must not
 	 * take (or wait for) a slot to find that out; one that brings a new
 	 * cluster revision publishes it even so (an agent's waiters see it) */
 	bool any;
-	if ((r = txn_changes(h, (const char *)cur_sl, t->ch, t->n, t->cluster_rev ? META_BY_CLUSTER : 0, &any)))
+	uint64_t own = by_cluster(t) ? META_BY_CLUSTER : 0;
+	if ((r = txn_changes(h, (const char *)cur_sl, t->ch, t->n, own, &any)))
 		goto out;
 	uint64_t cluster_rev = t->cluster_rev ? t->cluster_rev : cur_sl->cluster_rev;
 	if (!any && cluster_rev == cur_sl->cluster_rev) {

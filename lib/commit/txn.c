@@ -150,6 +150,7 @@ static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, 
 	if (i != SIZE_MAX) {
 		shmcfg_value_clear(&t->ch[i].v);
 		t->ch[i].reset = reset;
+		t->ch[i].if_cluster = false;
 		t->ch[i].v = *v;
 		return 0;
 	}
@@ -257,6 +258,15 @@ int shmcfg_txn_reset(shmcfg_txn *t, shmcfg_opt opt)
 		return shmcfg__txn_refuse(t, r);
 	shmcfg_value none = {.type = opt_d(t->h, f)->type, .is_null = true};
 	return shmcfg__txn_refuse(t, txn_put(t, f, t->layer, true, &none));
+}
+
+int shmcfg__txn_reset_if_cluster(shmcfg_txn *t, shmcfg_opt opt)
+{
+	int r = shmcfg_txn_reset(t, opt);
+	size_t i = r ? SIZE_MAX : txn_find(t, opt, t->layer);
+	if (i != SIZE_MAX)
+		t->ch[i].if_cluster = true;
+	return r;
 }
 
 void shmcfg_set_commit_timeout(shmcfg *h, int timeout_ms)

@@ -17,19 +17,29 @@
  * hears of every opt/ and knob/ key, taken or refused with its reason: an
  * unknown option, an alias, bytes that are not JSON, a value of the wrong
  * type or out of range, and a value the value heap has no room for (the
- * commit says SHMCFG_E_FULL: the biggest new value goes, and the commit is
- * tried again, so one oversized value never holds back the others).
+ * commit says SHMCFG_E_FULL: the biggest new values go, until the rest fits
+ * the heap's free room, and the commit is tried again, so one oversized
+ * value never holds back the others: drop_for_room). Each reason is one
+ * printable line. Running out of memory is no verdict: the apply fails.
+ *
+ * The plan is made against a snapshot, released before the commit: what it
+ * read may move before the writer lock is taken. So the revision is
+ * compared with the segment's (an older one is refused, -ESTALE, unless
+ * SHMCFG_CLUSTER_APPLY_REBASE) and the knob resets checked for ownership
+ * under the lock, in the commit (lib/commit/publish.c, cluster_checks).
  *
  * Knob ownership: the knob layer is shared with local writers (shmctl set
  * --knob). Every commit here carries an origin (shmcfg_txn_origin), so the
  * cells it writes are marked as the cluster's; a deleted or absent knob key
  * resets only the knob values so marked
- * (shmcfg_snapshot_layer_by_cluster), and a local one stays.
+ * (shmcfg_snapshot_layer_by_cluster, and again under the lock), and a local
+ * one stays.
  *
  * Written on the public calls only (nested: they clear no detail, so each
  * reason is taken from a detail cleared before the call that gave it).
  */
 #include "internal.h"
+#include "slot.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -42,6 +52,12 @@
 #define OPT_DIR_LEN (sizeof OPT_DIR - 1)
 #define KNOB_DIR_LEN (sizeof KNOB_DIR - 1)
 #define WHY_MAX 512
+/* The longest key and value taken (shmcfg_cluster_apply_key): a value's JSON
+ * is at most its biggest string's bytes each written as \uXXXX, plus quotes,
+ * commas and brackets (a list's); a key is a folder and a name. Checked
+ * first, so that no size below overflows (len + 1). */
+#define KEY_MAX 4096
+#define JSON_MAX (6 * (size_t)SEG_MAX_VALUE_BYTES + 4096)
 
 enum kind { K_OTHER, K_OPT, K_KNOB };
 
@@ -62,7 +78,7 @@ struct item {
 	bool reset;
 	shmcfg_value v;   /* owned */
 	size_t key;       /* the key that asked for it: an index into keys */
-	size_t bytes;     /* what the value takes in the heap, about */
+	size_t bytes;     /* what the value takes in the heap: its chunk's size class, at least */
 	bool dropped;     /* refused at commit */
 };
 
@@ -107,7 +123,7 @@ static struct ckey *find(const struct shmcfg_cluster_apply *a, const char *key, 
 static int index_grow(struct shmcfg_cluster_apply *a)
 {
 	size_t cap = a->index_cap ? a->index_cap * 2 : 64;
-	uint32_t *ix = malloc(cap * sizeof *ix);
+	uint32_t *ix = shmcfg__malloc(cap * sizeof *ix);
 	if (!ix)
 		return shmcfg__nomem();
 	memset(ix, 0xff, cap * sizeof *ix);
@@ -117,7 +133,7 @@ static int index_grow(struct shmcfg_cluster_apply *a)
 			i = (i + 1) & (cap - 1);
 		ix[i] = (uint32_t)k;
 	}
-	free(a->index);
+	shmcfg__free(a->index);
 	a->index = ix;
 	a->index_cap = cap;
 	return 0;
@@ -134,7 +150,7 @@ int shmcfg_cluster_apply_begin(shmcfg *h, unsigned flags, shmcfg_cluster_apply *
 	if (shmcfg_readonly(h))
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot apply the cluster's keys",
 				   shmcfg_name(h));
-	struct shmcfg_cluster_apply *a = calloc(1, sizeof *a);
+	struct shmcfg_cluster_apply *a = shmcfg__calloc(1, sizeof *a);
 	if (!a)
 		return shmcfg__nomem();
 	a->h = h;
@@ -152,29 +168,40 @@ int shmcfg_cluster_apply_key(shmcfg_cluster_apply *a, const char *key, const cha
 								 : K_OTHER;
 	if (kind == K_OTHER)
 		return 0; /* head, audit/...: no value of this host's */
-	size_t klen = strlen(key);
-	if (find(a, key, klen))
-		return shmcfg__err(-EEXIST, "the cluster key '%.200s' was given twice", key);
+	size_t klen = strnlen(key, KEY_MAX + 1);
+	bool dup = klen <= KEY_MAX && find(a, key, klen);
+	char shown[208]; /* the key in a detail (only then): one printable line */
+	if (dup || klen > KEY_MAX || (value && len > JSON_MAX))
+		shmcfg__line_text(key, shown, klen > KEY_MAX ? 72 : sizeof shown);
+	if (klen > KEY_MAX)
+		return shmcfg__err(-EINVAL, "a cluster key of more than %d bytes: '%s'", KEY_MAX, shown);
+	if (value && len > JSON_MAX)
+		return shmcfg__err(-EINVAL,
+				   "the value of the cluster key '%s' has %zu bytes, more than the %zu any "
+				   "value's JSON takes",
+				   shown, len, JSON_MAX);
+	if (dup)
+		return shmcfg__err(-EEXIST, "the cluster key '%s' was given twice", shown);
 	if (a->n >= UINT32_MAX - 1)
 		return shmcfg__err(-E2BIG, "more than %u cluster keys", (unsigned)UINT32_MAX - 2);
 	if (2 * (a->n + 1) > a->index_cap && index_grow(a))
 		return -ENOMEM;
 	if (a->n == a->cap) {
 		size_t cap = a->cap ? 2 * a->cap : 16;
-		struct ckey *k = realloc(a->keys, cap * sizeof *k);
+		struct ckey *k = shmcfg__realloc(a->keys, cap * sizeof *k);
 		if (!k)
 			return shmcfg__nomem();
 		a->keys = k;
 		a->cap = cap;
 	}
-	struct ckey c = {.key = strdup(key), .len = len, .hash = key_hash(key, klen), .kind = kind};
-	if (value && (c.value = malloc(len + 1))) {
+	struct ckey c = {.key = shmcfg__strdup(key), .len = len, .hash = key_hash(key, klen), .kind = kind};
+	if (value && (c.value = shmcfg__malloc(len + 1))) {
 		memcpy(c.value, value, len);
 		c.value[len] = 0;
 	}
 	if (!c.key || (value && !c.value)) {
-		free(c.key);
-		free(c.value);
+		shmcfg__free(c.key);
+		shmcfg__free(c.value);
 		return shmcfg__nomem();
 	}
 	a->keys[a->n] = c;
@@ -186,11 +213,15 @@ int shmcfg_cluster_apply_key(shmcfg_cluster_apply *a, const char *key, const cha
 	return 0;
 }
 
+/* The reason of a key whose own reason could not be copied: refused even so
+ * (a NULL reason would say taken). */
+static char nomem_why[] = "refused (its reason was lost: out of memory)";
+
 static void items_free(struct shmcfg_cluster_apply *a)
 {
 	for (size_t i = 0; i < a->nit; i++)
 		shmcfg_value_clear(&a->it[i].v);
-	free(a->it);
+	shmcfg__free(a->it);
 	a->it = NULL;
 	a->nit = a->itcap = 0;
 }
@@ -201,15 +232,16 @@ shmcfg_cluster_apply *shmcfg_cluster_apply_abort(shmcfg_cluster_apply *a)
 	if (!a)
 		return NULL;
 	for (size_t i = 0; i < a->n; i++) {
-		free(a->keys[i].key);
-		free(a->keys[i].value);
-		free(a->keys[i].why);
+		shmcfg__free(a->keys[i].key);
+		shmcfg__free(a->keys[i].value);
+		if (a->keys[i].why != nomem_why)
+			free(a->keys[i].why);
 	}
-	free(a->keys);
-	free(a->index);
+	shmcfg__free(a->keys);
+	shmcfg__free(a->index);
 	items_free(a);
 	shmcfg_snapshot_release(a->snap);
-	free(a);
+	shmcfg__free(a);
 	return NULL;
 }
 
@@ -227,10 +259,18 @@ static void refuse(struct shmcfg_cluster_apply *a, size_t k, const char *why)
 {
 	if (k == SIZE_MAX)
 		return;
-	char *w = strdup(why);
-	if (!w)
-		return; /* out of memory: refused all the same, its reason lost */
-	free(a->keys[k].why);
+	/* one printable line: a reason may quote the key's bytes (an option's
+	 * name, a value not taken), which may hold anything */
+	char line[WHY_MAX];
+	shmcfg__line_text(why, line, sizeof line);
+	char *w = strdup(line);
+	if (!w) { /* out of memory: refused all the same, its reason lost */
+		if (!a->keys[k].why)
+			a->keys[k].why = nomem_why;
+		return;
+	}
+	if (a->keys[k].why != nomem_why)
+		free(a->keys[k].why);
 	a->keys[k].why = w;
 }
 
@@ -259,7 +299,7 @@ static int plan_add(struct shmcfg_cluster_apply *a, shmcfg_opt opt, shmcfg_sourc
 		goto out;
 	if (a->nit == a->itcap) {
 		size_t cap = a->itcap ? a->itcap * 2 : 16;
-		struct item *it = realloc(a->it, cap * sizeof *it);
+		struct item *it = shmcfg__realloc(a->it, cap * sizeof *it);
 		if (!it) {
 			r = shmcfg__nomem();
 			goto out;
@@ -271,7 +311,9 @@ static int plan_add(struct shmcfg_cluster_apply *a, shmcfg_opt opt, shmcfg_sourc
 	*it = (struct item){.opt = opt, .layer = layer, .reset = !v, .key = k};
 	if (v) {
 		it->v = *v;
-		it->bytes = value_bytes(v);
+		/* its chunk (at least), as the heap sizes it */
+		it->bytes = shmcfg__heap_chunk_bytes(CHUNK_HDR_BYTES + sizeof(struct shmcfg__cell) +
+						     value_bytes(v));
 		memset(v, 0, sizeof *v);
 	}
 	return 0;
@@ -282,13 +324,16 @@ out:
 }
 
 /* The value key k gives an option, parsed and checked against this schema:
- * 0 and *v, or 1 (refused: the reason in why). */
+ * 0 and *v, 1 (refused: the reason in why), or -ENOMEM (no verdict on the
+ * key: the apply fails). */
 static int key_value(struct shmcfg_cluster_apply *a, shmcfg_opt opt, size_t k, shmcfg_value *v, char *why)
 {
 	const struct ckey *c = &a->keys[k];
 	int r = shmcfg_value_from_json(a->h, opt, c->value, c->len, v);
 	if (!r && (r = shmcfg_value_check(a->h, opt, v)))
 		shmcfg_value_clear(v);
+	if (r == -ENOMEM)
+		return r;
 	if (r)
 		why_of(r, why);
 	return r ? 1 : 0;
@@ -322,9 +367,10 @@ static int plan_opt(struct shmcfg_cluster_apply *a, size_t k, bool *has)
 	if (!c->value)
 		return plan_add(a, o, SHMCFG_SRC_CLUSTER, NULL, k);
 	shmcfg_value v;
-	if (key_value(a, o, k, &v, why)) {
-		refuse(a, k, why); /* the previous cluster value stays */
-		return 0;
+	if ((r = key_value(a, o, k, &v, why))) {
+		if (r > 0)
+			refuse(a, k, why); /* the previous cluster value stays */
+		return r < 0 ? r : 0;
 	}
 	return plan_add(a, o, SHMCFG_SRC_CLUSTER, &v, k);
 }
@@ -341,9 +387,11 @@ static int plan_knob(struct shmcfg_cluster_apply *a, shmcfg_opt o, const struct 
 	}
 	shmcfg_value v;
 	char why[WHY_MAX];
-	if (key_value(a, o, k, &v, why)) {
-		refuse(a, k, why);
-		return 0;
+	int r = key_value(a, o, k, &v, why);
+	if (r) {
+		if (r > 0)
+			refuse(a, k, why);
+		return r < 0 ? r : 0;
 	}
 	return plan_add(a, o, SHMCFG_SRC_KNOB, &v, k);
 }
@@ -353,7 +401,7 @@ static int plan(struct shmcfg_cluster_apply *a)
 {
 	bool all = a->flags & SHMCFG_CLUSTER_APPLY_ALL;
 	uint32_t n = shmcfg_count(a->h);
-	bool *has = all ? calloc(n ? n : 1, sizeof *has) : NULL;
+	bool *has = all ? shmcfg__calloc(n ? n : 1, sizeof *has) : NULL;
 	int r = all && !has ? shmcfg__nomem() : shmcfg_snapshot_acquire(a->h, &a->snap);
 	for (size_t k = 0; !r && k < a->n; k++)
 		if (a->keys[k].kind == K_OPT)
@@ -364,7 +412,7 @@ static int plan(struct shmcfg_cluster_apply *a)
 		if (!has[o] && !(r = shmcfg_opt_info(a->h, o, &oi)) && oi.alias == SHMCFG_NO_OPT)
 			r = plan_add(a, o, SHMCFG_SRC_CLUSTER, NULL, SIZE_MAX);
 	}
-	free(has);
+	shmcfg__free(has);
 	/* knobs: by option, each option's knob key looked up */
 	char *key = NULL;
 	size_t cap = 0;
@@ -374,7 +422,7 @@ static int plan(struct shmcfg_cluster_apply *a)
 			continue;
 		size_t len = KNOB_DIR_LEN + strlen(oi.knob);
 		if (len >= cap) {
-			char *k = realloc(key, len + 1);
+			char *k = shmcfg__realloc(key, len + 1);
 			if (!k) {
 				r = shmcfg__nomem();
 				break;
@@ -388,14 +436,14 @@ static int plan(struct shmcfg_cluster_apply *a)
 		if (kc || all)
 			r = plan_knob(a, o, kc);
 	}
-	free(key);
+	shmcfg__free(key);
 	return r;
 }
 
 /* The plan as one transaction: 0 or the error of the step that failed
  * (*bad: the item refused, if one was). */
-static int txn_of(struct shmcfg_cluster_apply *a, uint64_t origin, const char *who, shmcfg_txn **ret, size_t *bad,
-		  uint32_t *nset)
+static int txn_of(struct shmcfg_cluster_apply *a, uint64_t rev, const char *who, shmcfg_txn **ret,
+		  size_t *bad, uint32_t *nset)
 {
 	shmcfg_txn *t;
 	int r = shmcfg_txn_begin(a->h, &t);
@@ -404,18 +452,28 @@ static int txn_of(struct shmcfg_cluster_apply *a, uint64_t origin, const char *w
 	*nset = 0;
 	if (r)
 		return r;
-	/* every commit carries an origin, a new revision or the one the
-	 * segment has: the layer cells it writes are then the cluster's */
-	if (origin && (r = shmcfg_txn_origin(t, origin, who))) {
+	/* every commit carries an origin, the revision given or (0) the one
+	 * the segment has when it commits: the layer cells it writes are then
+	 * the cluster's. The revision is compared with the segment's under the
+	 * writer lock (publish.c, cluster_checks): read here, it could move
+	 * before the commit, and a slower applier take the segment back. */
+	if ((r = shmcfg_txn_origin(t, rev, who))) {
 		shmcfg_txn_abort(t);
 		return r;
 	}
+	t->cluster_keep = rev == 0;
+	t->cluster_no_older = rev && !(a->flags & SHMCFG_CLUSTER_APPLY_REBASE);
 	for (size_t i = 0; i < a->nit; i++) {
 		struct item *it = &a->it[i];
 		if (it->dropped)
 			continue;
 		if (!(r = shmcfg_txn_layer(t, it->layer)))
-			r = it->reset ? shmcfg_txn_reset(t, it->opt) : shmcfg_txn_set(t, it->opt, &it->v);
+			/* a knob reset planned because the cluster wrote the value:
+			 * made only if it still is the cluster's when committed (a
+			 * local `shmctl set --knob` since the plan stays) */
+			r = !it->reset			    ? shmcfg_txn_set(t, it->opt, &it->v)
+			    : it->layer == SHMCFG_SRC_KNOB ? shmcfg__txn_reset_if_cluster(t, it->opt)
+							   : shmcfg_txn_reset(t, it->opt);
 		if (r) {
 			*bad = i;
 			shmcfg_txn_abort(t);
@@ -427,64 +485,114 @@ static int txn_of(struct shmcfg_cluster_apply *a, uint64_t origin, const char *w
 	return 0;
 }
 
+static int cmp_bytes_desc(const void *x, const void *y)
+{
+	const struct item *a = *(struct item *const *)x, *b = *(struct item *const *)y;
+	return (a->bytes < b->bytes) - (a->bytes > b->bytes);
+}
+
+/*
+ * The value heap is full: drop the biggest values being set, refused, until
+ * what is left fits the room the heap has (its free bytes after the failed
+ * commit, which recycled what it could; each value's chunk counted at its
+ * size class), and at least one; from the fourth try on, also at least an
+ * eighth of the bytes left, so that the number of
+ * tries is logarithmic whatever the estimate's error. Dropping one value a
+ * try and building the whole transaction again was quadratic (122 values of
+ * 1 MB: 7 s). *order (the set items, biggest first) is made at the first
+ * call. 0, or SHMCFG_E_FULL (nothing left to drop), -ENOMEM.
+ */
+static int drop_for_room(struct shmcfg_cluster_apply *a, struct item ***order, size_t *nord, size_t *pos,
+			 int tries)
+{
+	if (!*order) {
+		size_t n = 0;
+		for (size_t i = 0; i < a->nit; i++)
+			n += !a->it[i].dropped && !a->it[i].reset;
+		*order = shmcfg__malloc((n ? n : 1) * sizeof **order);
+		if (!*order)
+			return shmcfg__nomem();
+		for (size_t i = 0; i < a->nit; i++)
+			if (!a->it[i].dropped && !a->it[i].reset)
+				(*order)[(*nord)++] = &a->it[i];
+		qsort(*order, *nord, sizeof **order, cmp_bytes_desc);
+	}
+	while (*pos < *nord && (*order)[*pos]->dropped) /* refused since by the transaction */
+		(*pos)++;
+	if (*pos == *nord)
+		return SHMCFG_E_FULL;
+	shmcfg_info si;
+	if (shmcfg_stat(a->h, &si))
+		memset(&si, 0, sizeof si);
+	uint64_t room = si.heap_bytes > si.heap_used ? si.heap_bytes - si.heap_used : 0, left = 0;
+	for (size_t i = *pos; i < *nord; i++)
+		left += (*order)[i]->dropped ? 0 : (*order)[i]->bytes;
+	uint64_t goal = tries >= 3 && left / 8 * 7 < room ? left / 8 * 7 : room;
+	char why[WHY_MAX];
+	do {
+		struct item *big = (*order)[(*pos)++];
+		if (big->dropped)
+			continue;
+		big->dropped = true;
+		left -= big->bytes;
+		snprintf(why, sizeof why,
+			 "does not fit this host's value heap (about %zu bytes; the heap has %" PRIu64
+			 " of %" PRIu64 " bytes in use)",
+			 big->bytes, si.heap_used, si.heap_bytes);
+		refuse(a, big->key, why);
+	} while (*pos < *nord && left > goal);
+	return 0;
+}
+
 /* Commits the plan. What the segment refuses is dropped, its key refused,
  * and the rest committed: a value refused by the transaction (it names the
- * item), or, for a full value heap, the biggest value being set. */
+ * item), or, for a full value heap, the biggest values being set. */
 static int commit(struct shmcfg_cluster_apply *a, uint64_t rev, const char *who, shmcfg_cluster_apply_result *res)
 {
-	uint64_t have = shmcfg_cluster_revision(a->h);
-	/* a new revision; or, after etcd was replaced, any other */
-	bool newer = rev > 0 && (rev > have || ((a->flags & SHMCFG_CLUSTER_APPLY_REBASE) && rev != have));
-	uint64_t origin = newer ? rev : have;
 	char why[WHY_MAX];
-	res->revision = origin;
+	struct item **order = NULL;
+	size_t nord = 0, pos = 0;
+	int r;
+	res->revision = shmcfg_cluster_revision(a->h);
 	shmcfg_snapshot_release(a->snap);
 	a->snap = NULL;
-	for (;;) {
+	for (int tries = 0;; tries++) {
 		shmcfg_txn *t;
 		size_t bad;
 		uint32_t nset;
 		shmcfg__clear_err();
-		int r = txn_of(a, origin, who, &t, &bad, &nset);
-		if (r && bad != SIZE_MAX) {
+		r = txn_of(a, rev, who, &t, &bad, &nset);
+		/* a value the transaction refuses is this key's verdict; running
+		 * out of memory is no verdict on a key: the commit fails whole */
+		if (r && r != -ENOMEM && bad != SIZE_MAX) {
 			a->it[bad].dropped = true;
 			why_of(r, why);
 			refuse(a, a->it[bad].key, why);
 			continue;
 		}
 		if (r)
-			return r;
-		if (!nset && !newer) { /* nothing to write, nor a revision to show */
-			shmcfg_txn_abort(t);
-			res->generation = shmcfg_generation(a->h);
-			return 0;
-		}
+			break;
+		/* a commit also when nothing is to be written: the revision is
+		 * compared under the lock, and a new one published */
 		r = shmcfg_txn_commit_ex(t, &res->generation, &res->published);
 		if (r == SHMCFG_E_FULL) {
-			struct item *big = NULL;
-			for (size_t i = 0; i < a->nit; i++)
-				if (!a->it[i].dropped && !a->it[i].reset && (!big || a->it[i].bytes > big->bytes))
-					big = &a->it[i];
-			if (big) {
-				shmcfg_info si;
-				if (shmcfg_stat(a->h, &si))
-					memset(&si, 0, sizeof si);
-				big->dropped = true;
-				snprintf(why, sizeof why,
-					 "does not fit this host's value heap (about %zu bytes; the heap has %" PRIu64
-					 " of %" PRIu64 " bytes in use)",
-					 big->bytes, si.heap_used, si.heap_bytes);
-				refuse(a, big->key, why);
+			int d = drop_for_room(a, &order, &nord, &pos, tries);
+			if (!d)
 				continue;
-			}
+			if (d != SHMCFG_E_FULL)
+				r = d;
 		}
 		if (r) {
 			why_of(r, why);
-			return shmcfg__err(r, "committing: %s", why);
+			r = shmcfg__err(r, "committing: %s", why);
+			break;
 		}
-		res->nchanged = nset;
-		return 0;
+		res->revision = shmcfg_cluster_revision(a->h);
+		res->nchanged = res->published ? nset : 0;
+		break;
 	}
+	shmcfg__free(order);
+	return r;
 }
 
 int shmcfg_cluster_apply_commit_sized(shmcfg_cluster_apply *a, uint64_t revision, const char *who,
@@ -506,6 +614,7 @@ int shmcfg_cluster_apply_commit_sized(shmcfg_cluster_apply *a, uint64_t revision
 		why_of(r, why);
 		r = shmcfg__err(r, "%s: reading the segment: %s", shmcfg_name(a->h), why);
 	} else {
+		shmcfg__fault("cluster_apply.planned"); /* tests: between the plan and the commit */
 		r = commit(a, revision, who, &out);
 	}
 	/* every opt/ and knob/ key's verdict, also when the commit failed

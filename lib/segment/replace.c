@@ -547,7 +547,8 @@ int shmcfg_txn_commit_ex(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 		if (r == SHMCFG_E_RETIRED && !(r = shmcfg__follow_txn(t)))
 			continue;
 		/* a full heap grows, unless told not to or a cluster revision's */
-		if (r != SHMCFG_E_FULL || t->h->no_growth || t->cluster_rev || grown++ == 3 || (r = grow(t, r)))
+		if (r != SHMCFG_E_FULL || t->h->no_growth || t->cluster_rev || t->cluster_keep || grown++ == 3 ||
+		    (r = grow(t, r)))
 			break;
 	}
 	if (r == SHMCFG_E_RETIRED && !*shmcfg_errdetail())

@@ -52,6 +52,12 @@ static unsigned class_for(uint64_t bytes)
 	return HEAP_CLASSES;
 }
 
+uint64_t shmcfg__heap_chunk_bytes(uint64_t bytes)
+{
+	unsigned c = class_for(bytes);
+	return c == HEAP_CLASSES ? SEG_MAX_HEAP_BYTES : class_bytes(c);
+}
+
 /* The chunk at off, if off names one: inside [HEAP_FIRST, top), aligned,
  * with a plausible tag. */
 #define HEAP_FIRST 64u

@@ -33,6 +33,8 @@ struct chunk {
 /* heap.c: the value heap's chunks */
 int shmcfg__chunk_read(const char *heap, uint64_t size, uint32_t lref, struct shmcfg__cell lay[NLAYERS]);
 int shmcfg__heap_alloc(shmcfg *h, uint64_t bytes, const char *for_opt, uint64_t *off);
+/* What a chunk of that many bytes takes in the heap (its size class; the heap's cap if none holds it) */
+uint64_t shmcfg__heap_chunk_bytes(uint64_t bytes);
 int shmcfg__heap_ref(shmcfg *h, uint32_t lref);
 void shmcfg__heap_unref(shmcfg *h, uint32_t lref);
 uint64_t shmcfg__slot_base(const shmcfg *h, uint32_t s, uint64_t stamp, uint64_t cur_g);

@@ -91,6 +91,35 @@ bool shmcfg__utf8_valid(const char *s, size_t len)
 	return true;
 }
 
+void shmcfg__line_text(const char *s, char *out, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t o = 0;
+	while (*p) {
+		/* a character: its bytes, if valid UTF-8 and not a control (C0, DEL, C1) */
+		size_t n = *p < 0x80		  ? 1
+			   : (*p & 0xe0) == 0xc0 ? 2
+			   : (*p & 0xf0) == 0xe0 ? 3
+			   : (*p & 0xf8) == 0xf0 ? 4
+						 : 0;
+		bool ok = n && strnlen((const char *)p, n) == n && shmcfg__utf8_valid((const char *)p, n) &&
+			  !(n == 1 && (*p < 0x20 || *p == 0x7f)) && !(n == 2 && p[0] == 0xc2 && p[1] < 0xa0);
+		size_t w = ok ? n : 4;
+		if (o + w + 4 > len) { /* room for "..." and the NUL */
+			if (o + 4 <= len)
+				memcpy(out + o, "...", 3), o += 3;
+			break;
+		}
+		if (ok)
+			memcpy(out + o, p, n);
+		else
+			snprintf(out + o, 5, "\\x%02x", *p);
+		o += w;
+		p += ok ? n : 1;
+	}
+	out[o] = 0;
+}
+
 /* Build a list value from n strings given as pointers and lengths. */
 static int list_build(shmcfg_type type, const char *const *items, const size_t *lens, size_t n,
 		      shmcfg_value *ret)
