@@ -73,6 +73,16 @@ int shmcfg__sized_in(void *dst, size_t full, const void *src, size_t size, size_
 int shmcfg__sized_out(size_t size, size_t min, const char *what);
 void shmcfg__sized_copy(void *dst, size_t size, const void *src, size_t full);
 
+/* textbuf.c: a text that grows in the heap; the first failure sticks in err */
+struct shmcfg__text {
+	char *p;
+	size_t len, cap;
+	int err;
+};
+void shmcfg__text_putn(struct shmcfg__text *b, const char *s, size_t n);
+void shmcfg__text_put(struct shmcfg__text *b, const char *s);
+void shmcfg__text_printf(struct shmcfg__text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* process.c: this process (its pid, start time, names) */
 extern pid_t shmcfg__self_pid;
 uint64_t shmcfg__proc_start_time(pid_t pid);

@@ -453,63 +453,31 @@ int shmcfg_load(shmcfg *h, const char *text, size_t len, shmcfg_warn_fn *warn, v
 /* Codegen                                                            */
 /* ------------------------------------------------------------------ */
 
-struct buf {
-	char *p;
-	size_t len, cap;
-	int err;
-};
-
-static void addf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void addf(struct buf *b, const char *fmt, ...)
-{
-	va_list ap;
-	for (;;) {
-		va_start(ap, fmt);
-		int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->err = -EINVAL;
-			return;
-		}
-		if (b->p && b->len + (size_t)n < b->cap) {
-			b->len += (size_t)n;
-			return;
-		}
-		size_t cap = (b->cap + (size_t)n + 1) * 2;
-		char *np = shmcfg__realloc(b->p, cap);
-		if (!np) {
-			b->err = shmcfg__nomem();
-			return;
-		}
-		b->p = np;
-		b->cap = cap;
-	}
-}
 
 /* A Python literal: True/False/None, ints, repr-like floats, str literals,
  * lists, and sets as set literals (set() when empty), as codegen_config(). */
-static void python_literal(struct buf *b, const shmcfg_value *v)
+static void python_literal(struct shmcfg__text *b, const shmcfg_value *v)
 {
 	if (v->is_null) {
-		addf(b, "None");
+		shmcfg__text_printf(b, "None");
 		return;
 	}
 	switch (v->type) {
 	case SHMCFG_BOOL:
-		addf(b, v->u.b ? "True" : "False");
+		shmcfg__text_printf(b, v->u.b ? "True" : "False");
 		return;
 	case SHMCFG_INT:
-		addf(b, "%lld", (long long)v->u.i);
+		shmcfg__text_printf(b, "%lld", (long long)v->u.i);
 		return;
 	case SHMCFG_FLOAT:
 		if (isnan(v->u.f))
-			addf(b, "float('nan')");
+			shmcfg__text_printf(b, "float('nan')");
 		else if (isinf(v->u.f))
-			addf(b, v->u.f > 0 ? "float('inf')" : "float('-inf')");
+			shmcfg__text_printf(b, v->u.f > 0 ? "float('inf')" : "float('-inf')");
 		else {
 			char t[40];
 			shmcfg__float_text(v->u.f, t);
-			addf(b, "%s", t);
+			shmcfg__text_printf(b, "%s", t);
 		}
 		return;
 	case SHMCFG_STR: {
@@ -518,54 +486,54 @@ static void python_literal(struct buf *b, const shmcfg_value *v)
 		 * and control characters; other characters as they are */
 		const char *p = v->u.str.ptr, *end = p + v->u.str.len;
 		char q = memchr(p, '\'', v->u.str.len) && !memchr(p, '"', v->u.str.len) ? '"' : '\'';
-		addf(b, "%c", q);
+		shmcfg__text_printf(b, "%c", q);
 		for (; p < end; p++) {
 			unsigned char c = (unsigned char)*p;
 			if (c == (unsigned char)q || c == '\\')
-				addf(b, "\\%c", c);
+				shmcfg__text_printf(b, "\\%c", c);
 			else if (c == '\n')
-				addf(b, "\\n");
+				shmcfg__text_printf(b, "\\n");
 			else if (c == '\r')
-				addf(b, "\\r");
+				shmcfg__text_printf(b, "\\r");
 			else if (c == '\t')
-				addf(b, "\\t");
+				shmcfg__text_printf(b, "\\t");
 			else if (c < 0x20 || c == 0x7f)
-				addf(b, "\\x%02x", c);
+				shmcfg__text_printf(b, "\\x%02x", c);
 			else
-				addf(b, "%c", c);
+				shmcfg__text_printf(b, "%c", c);
 		}
-		addf(b, "%c", q);
+		shmcfg__text_printf(b, "%c", q);
 		return;
 	}
 	case SHMCFG_LIST:
 	case SHMCFG_SET: {
 		bool set = v->type == SHMCFG_SET;
 		if (set && v->u.list.count == 0) {
-			addf(b, "set()");
+			shmcfg__text_printf(b, "set()");
 			return;
 		}
-		addf(b, set ? "{" : "[");
+		shmcfg__text_printf(b, set ? "{" : "[");
 		int k = 0;
 		const char *end = v->u.list.items + v->u.list.bytes;
 		for (const char *it = NULL; (it = shmcfg_list_next(v, it)); k++) {
 			/* bounded: a snapshot's items are in shared memory */
 			shmcfg_value s = {.type = SHMCFG_STR, .u.str = {it, strnlen(it, (size_t)(end - it))}};
-			addf(b, k ? ", " : "");
+			shmcfg__text_printf(b, k ? ", " : "");
 			python_literal(b, &s);
 		}
-		addf(b, set ? "}" : "]");
+		shmcfg__text_printf(b, set ? "}" : "]");
 		return;
 	}
 	}
 }
 
 /* 'text' for a POSIX shell: single quotes, each ' written as '\'' */
-static void shell_quote(struct buf *b, const char *s)
+static void shell_quote(struct shmcfg__text *b, const char *s)
 {
-	addf(b, "'");
+	shmcfg__text_printf(b, "'");
 	for (; *s; s++)
-		addf(b, *s == '\'' ? "'\\''" : "%c", *s);
-	addf(b, "'");
+		shmcfg__text_printf(b, *s == '\'' ? "'\\''" : "%c", *s);
+	shmcfg__text_printf(b, "'");
 }
 
 int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
@@ -578,11 +546,11 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 	int r = shmcfg_snapshot_acquire((shmcfg *)h, &snap);
 	if (r)
 		return r;
-	struct buf b = {0};
+	struct shmcfg__text b = {0};
 	json_t *obj = fmt == SHMCFG_CODEGEN_JSON ? json_object() : NULL;
 	if (fmt == SHMCFG_CODEGEN_JSON && !obj)
 		r = shmcfg__nomem();
-	addf(&b, "%s", "");
+	shmcfg__text_printf(&b, "%s", "");
 	for (uint32_t i = 0; !r && !b.err && i < h->lay.nopts; i++) {
 		if ((r = shmcfg__opt_use(h, i)))
 			break;
@@ -600,9 +568,9 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 			break;
 		const char *name = sstr(h, opt_d(h, i)->name);
 		if (fmt == SHMCFG_CODEGEN_PYTHON) {
-			addf(&b, "%s = ", name);
+			shmcfg__text_printf(&b, "%s = ", name);
 			python_literal(&b, &v);
-			addf(&b, "\n");
+			shmcfg__text_printf(&b, "\n");
 		} else if (fmt == SHMCFG_CODEGEN_SHELL) {
 			char *text = NULL, *pair = NULL;
 			if (!(r = shmcfg_value_format(&v, &text)) && shmcfg__asprintf(&pair, "%s=%s", name, text) < 0) {
@@ -610,9 +578,9 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 				r = shmcfg__nomem();
 			}
 			if (!r) {
-				addf(&b, "shmctl set %s ", h->name);
+				shmcfg__text_printf(&b, "shmctl set %s ", h->name);
 				shell_quote(&b, pair);
-				addf(&b, "\n");
+				shmcfg__text_printf(&b, "\n");
 			}
 			shmcfg__free(text);
 			shmcfg__free(pair);
@@ -628,7 +596,7 @@ int shmcfg_codegen(const shmcfg *h, shmcfg_codegen_format fmt, char **ret)
 		r = shmcfg__json_text(obj, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17), &t);
 		b.len = 0;
 		if (!r)
-			addf(&b, "%s\n", t);
+			shmcfg__text_printf(&b, "%s\n", t);
 		shmcfg__free(t);
 	}
 	json_decref(obj);

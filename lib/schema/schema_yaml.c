@@ -24,47 +24,6 @@
 /* The text                                                           */
 /* ------------------------------------------------------------------ */
 
-struct buf {
-	char *p;
-	size_t len, cap;
-	int err;
-};
-
-static void putn(struct buf *b, const char *s, size_t n)
-{
-	if (b->err)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = (b->len + n + 1) * 2;
-		char *np = shmcfg__realloc(b->p, cap);
-		if (!np) {
-			b->err = shmcfg__nomem();
-			return;
-		}
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = 0;
-}
-
-static void put(struct buf *b, const char *s)
-{
-	putn(b, s, strlen(s));
-}
-
-static void putf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void putf(struct buf *b, const char *fmt, ...)
-{
-	char t[64]; /* numbers only */
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(t, sizeof t, fmt, ap);
-	va_end(ap);
-	putn(b, t, n > 0 ? (size_t)n : 0);
-}
-
 /* The code point of the UTF-8 sequence at s (valid: the library checked it),
  * and its length in *n. */
 static uint32_t utf8_at(const unsigned char *s, size_t *n)
@@ -88,31 +47,31 @@ static bool unprintable(uint32_t c)
 }
 
 /* A double-quoted scalar: the escapes YAML needs, UTF-8 kept as it is. */
-static void put_dq(struct buf *b, const char *s, size_t len)
+static void put_dq(struct shmcfg__text *b, const char *s, size_t len)
 {
-	put(b, "\"");
+	shmcfg__text_put(b, "\"");
 	for (size_t i = 0, n; i < len; i += n) {
 		uint32_t c = utf8_at((const unsigned char *)s + i, &n);
 		if (n > len - i) /* cut short: not from the library, but never read past */
 			break;
 		if (c == '"' || c == '\\')
-			putf(b, "\\%c", (char)c);
+			shmcfg__text_printf(b, "\\%c", (char)c);
 		else if (c == '\n' || c == '\t' || c == '\r')
-			put(b, c == '\n' ? "\\n" : c == '\t' ? "\\t" : "\\r");
+			shmcfg__text_put(b, c == '\n' ? "\\n" : c == '\t' ? "\\t" : "\\r");
 		else if (c < 0x20 || (c >= 0x7f && c <= 0x9f))
-			putf(b, "\\x%02x", (unsigned)c);
+			shmcfg__text_printf(b, "\\x%02x", (unsigned)c);
 		else if (unprintable(c))
-			putf(b, "\\u%04x", (unsigned)c);
+			shmcfg__text_printf(b, "\\u%04x", (unsigned)c);
 		else
-			putn(b, s + i, n);
+			shmcfg__text_putn(b, s + i, n);
 	}
-	put(b, "\"");
+	shmcfg__text_put(b, "\"");
 }
 
 /* A name or an environment variable: plain when YAML reads it back as that
  * string (a dotted name that is not one of YAML 1.1's booleans or null),
  * else double-quoted. */
-static void put_name(struct buf *b, const char *s)
+static void put_name(struct shmcfg__text *b, const char *s)
 {
 	static const char *const words[] = {"y", "yes", "n", "no", "true", "false", "on", "off", "null"};
 	bool ok = *s != 0, start = true;
@@ -128,7 +87,7 @@ static void put_name(struct buf *b, const char *s)
 	for (size_t i = 0; ok && i < sizeof words / sizeof words[0]; i++)
 		ok = strcasecmp(s, words[i]) != 0;
 	if (ok)
-		put(b, s);
+		shmcfg__text_put(b, s);
 	else
 		put_dq(b, s, strlen(s));
 }
@@ -136,10 +95,10 @@ static void put_name(struct buf *b, const char *s)
 /* A float in the shortest text that reads back as it, spelled as Python's
  * repr() (positional for exponents -4 to 15), with a '.' in the mantissa so
  * that YAML 1.1 readers see a float too; YAML's .nan and .inf. */
-static void put_float(struct buf *b, double f)
+static void put_float(struct shmcfg__text *b, double f)
 {
 	if (isnan(f) || isinf(f)) {
-		put(b, isnan(f) ? ".nan" : f > 0 ? ".inf" : "-.inf");
+		shmcfg__text_put(b, isnan(f) ? ".nan" : f > 0 ? ".inf" : "-.inf");
 		return;
 	}
 	char t[40], digits[24];
@@ -158,58 +117,58 @@ static void put_float(struct buf *b, double f)
 	digits[nd] = 0;
 	int decpt = atoi(e + 1) + 1;
 	if (signbit(f))
-		put(b, "-");
+		shmcfg__text_put(b, "-");
 	if (decpt > -4 && decpt <= 16) {
 		if (decpt <= 0) {
-			put(b, "0.");
+			shmcfg__text_put(b, "0.");
 			for (int i = decpt; i < 0; i++)
-				put(b, "0");
-			put(b, digits);
+				shmcfg__text_put(b, "0");
+			shmcfg__text_put(b, digits);
 		} else if ((size_t)decpt >= nd) {
-			put(b, digits);
+			shmcfg__text_put(b, digits);
 			for (size_t i = nd; i < (size_t)decpt; i++)
-				put(b, "0");
-			put(b, ".0");
+				shmcfg__text_put(b, "0");
+			shmcfg__text_put(b, ".0");
 		} else {
-			putn(b, digits, (size_t)decpt);
-			put(b, ".");
-			put(b, digits + decpt);
+			shmcfg__text_putn(b, digits, (size_t)decpt);
+			shmcfg__text_put(b, ".");
+			shmcfg__text_put(b, digits + decpt);
 		}
 		return;
 	}
-	putn(b, digits, 1);
-	put(b, ".");
-	put(b, nd > 1 ? digits + 1 : "0");
-	putf(b, "e%c%02d", decpt - 1 < 0 ? '-' : '+', abs(decpt - 1));
+	shmcfg__text_putn(b, digits, 1);
+	shmcfg__text_put(b, ".");
+	shmcfg__text_put(b, nd > 1 ? digits + 1 : "0");
+	shmcfg__text_printf(b, "e%c%02d", decpt - 1 < 0 ? '-' : '+', abs(decpt - 1));
 }
 
-static void put_items(struct buf *b, const char *items, size_t n, bool names)
+static void put_items(struct shmcfg__text *b, const char *items, size_t n, bool names)
 {
-	put(b, "[");
+	shmcfg__text_put(b, "[");
 	for (size_t i = 0; i < n; i++) {
-		put(b, i ? ", " : "");
+		shmcfg__text_put(b, i ? ", " : "");
 		if (names)
 			put_name(b, items);
 		else
 			put_dq(b, items, strlen(items));
 		items += strlen(items) + 1;
 	}
-	put(b, "]");
+	shmcfg__text_put(b, "]");
 }
 
 /* A value in the spelling schemafile.c resolves by the option's type. */
-static void put_value(struct buf *b, const shmcfg_value *v)
+static void put_value(struct shmcfg__text *b, const shmcfg_value *v)
 {
 	if (v->is_null) {
-		put(b, "null");
+		shmcfg__text_put(b, "null");
 		return;
 	}
 	switch (v->type) {
 	case SHMCFG_BOOL:
-		put(b, v->u.b ? "true" : "false");
+		shmcfg__text_put(b, v->u.b ? "true" : "false");
 		break;
 	case SHMCFG_INT:
-		putf(b, "%" PRId64, v->u.i);
+		shmcfg__text_printf(b, "%" PRId64, v->u.i);
 		break;
 	case SHMCFG_FLOAT:
 		put_float(b, v->u.f);
@@ -226,20 +185,20 @@ static void put_value(struct buf *b, const shmcfg_value *v)
 
 /* Choices, kept as canonical texts: each as a value of the option's type
  * (a float's text is strtod's, exactly). */
-static void put_choices(struct buf *b, shmcfg_type type, const shmcfg_value *choices)
+static void put_choices(struct shmcfg__text *b, shmcfg_type type, const shmcfg_value *choices)
 {
-	put(b, "[");
+	shmcfg__text_put(b, "[");
 	size_t i = 0;
 	for (const char *c = NULL; (c = shmcfg_list_next(choices, c)); i++) {
-		put(b, i ? ", " : "");
+		shmcfg__text_put(b, i ? ", " : "");
 		if (type == SHMCFG_FLOAT)
 			put_float(b, strtod(c, NULL));
 		else if (type == SHMCFG_INT)
-			put(b, c);
+			shmcfg__text_put(b, c);
 		else
 			put_dq(b, c, strlen(c));
 	}
-	put(b, "]");
+	shmcfg__text_put(b, "]");
 }
 
 /* Whether a `|-` literal block gives back exactly this text: no leading
@@ -262,22 +221,22 @@ static bool literal_ok(const char *doc)
 	return true;
 }
 
-static void put_doc(struct buf *b, const char *doc)
+static void put_doc(struct shmcfg__text *b, const char *doc)
 {
 	if (!literal_ok(doc)) {
-		put(b, "    doc: ");
+		shmcfg__text_put(b, "    doc: ");
 		put_dq(b, doc, strlen(doc));
-		put(b, "\n");
+		shmcfg__text_put(b, "\n");
 		return;
 	}
-	put(b, "    doc: |-\n");
+	shmcfg__text_put(b, "    doc: |-\n");
 	for (const char *p = doc;;) {
 		size_t n = strcspn(p, "\n");
 		if (n) { /* an empty line stays empty: no trailing blanks */
-			put(b, "      ");
-			putn(b, p, n);
+			shmcfg__text_put(b, "      ");
+			shmcfg__text_putn(b, p, n);
 		}
-		put(b, "\n");
+		shmcfg__text_put(b, "\n");
 		if (!p[n])
 			break;
 		p += n + 1;
@@ -320,7 +279,7 @@ static const struct sopt *final_opt(const shmcfg_schema *s, const char *name)
  * list as YAML's, another text plain where YAML gives it back as it is;
  * else double-quoted (a string then: the rare text that cannot round-trip).
  */
-static void put_implied(struct buf *b, const shmcfg_schema *s, const char *target, const char *vt)
+static void put_implied(struct shmcfg__text *b, const shmcfg_schema *s, const char *target, const char *vt)
 {
 	const struct sopt *t = final_opt(s, target);
 	shmcfg_value v;
@@ -339,9 +298,9 @@ static void put_implied(struct buf *b, const shmcfg_schema *s, const char *targe
 		put_value(b, &v);
 		shmcfg_value_clear(&v);
 	} else if (!strcmp(vt, "none")) /* what schemafile.c makes of null */
-		put(b, "null");
+		shmcfg__text_put(b, "null");
 	else if (plain_ok(vt))
-		put(b, vt);
+		shmcfg__text_put(b, vt);
 	else
 		put_dq(b, vt, strlen(vt));
 }
@@ -350,7 +309,7 @@ static void put_implied(struct buf *b, const shmcfg_schema *s, const char *targe
  * shmcfg__schema_build() cuts them (strtok_r: empty items skipped, blanks
  * around the name and before the value dropped); targets as declared (an
  * alias stays one). */
-static void put_implies(struct buf *b, const shmcfg_schema *s, const char *name, const char *spec)
+static void put_implies(struct shmcfg__text *b, const shmcfg_schema *s, const char *name, const char *spec)
 {
 	char *copy = shmcfg__strdup(spec), *save = NULL;
 	if (!copy) {
@@ -366,7 +325,7 @@ static void put_implies(struct buf *b, const shmcfg_schema *s, const char *name,
 			b->err = shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: implies '%s' lacks '='", name, item);
 			break;
 		}
-		put(b, k ? ", " : "    implies: {");
+		shmcfg__text_put(b, k ? ", " : "    implies: {");
 		char *end = eq;
 		while (end > item && isspace((unsigned char)end[-1]))
 			end--;
@@ -375,51 +334,51 @@ static void put_implies(struct buf *b, const shmcfg_schema *s, const char *name,
 		while (isspace((unsigned char)*vt))
 			vt++;
 		put_name(b, item);
-		put(b, ": ");
+		shmcfg__text_put(b, ": ");
 		put_implied(b, s, item, vt);
 	}
-	put(b, k && !b->err ? "}\n" : "");
+	shmcfg__text_put(b, k && !b->err ? "}\n" : "");
 	shmcfg__free(copy);
 }
 
-static void put_option(struct buf *b, const shmcfg_schema *s, uint32_t i)
+static void put_option(struct shmcfg__text *b, const shmcfg_schema *s, uint32_t i)
 {
 	const struct sopt *o = &s->opts[i];
-	put(b, "  ");
+	shmcfg__text_put(b, "  ");
 	put_name(b, o->name);
-	put(b, ":\n    type: ");
-	put(b, shmcfg_type_name(o->type));
-	put(b, o->flags & SHMCFG_F_NULLABLE ? "\n    nullable: true\n" : "\n");
+	shmcfg__text_put(b, ":\n    type: ");
+	shmcfg__text_put(b, shmcfg_type_name(o->type));
+	shmcfg__text_put(b, o->flags & SHMCFG_F_NULLABLE ? "\n    nullable: true\n" : "\n");
 	if (o->alias) { /* it carries type, flags, doc and a deprecation only */
-		put(b, "    alias: ");
+		shmcfg__text_put(b, "    alias: ");
 		put_name(b, o->alias);
-		put(b, "\n");
+		shmcfg__text_put(b, "\n");
 	} else {
 		if (o->has_def) {
-			put(b, "    default: ");
+			shmcfg__text_put(b, "    default: ");
 			put_value(b, &o->def);
-			put(b, "\n");
+			shmcfg__text_put(b, "\n");
 		}
 		const char *lists[] = {"env_default", "env_force"};
 		const shmcfg_value *lv[] = {&o->env_default, &o->env_force};
 		for (int k = 0; k < 2; k++)
 			if (lv[k]->u.list.count) {
-				putf(b, "    %s: ", lists[k]);
+				shmcfg__text_printf(b, "    %s: ", lists[k]);
 				put_items(b, lv[k]->u.list.items, lv[k]->u.list.count, true);
-				put(b, "\n");
+				shmcfg__text_put(b, "\n");
 			}
 		if (o->knob) {
-			put(b, "    knob: ");
+			shmcfg__text_put(b, "    knob: ");
 			put_dq(b, o->knob, strlen(o->knob));
-			put(b, "\n");
+			shmcfg__text_put(b, "\n");
 		}
 	}
 	if (o->implies)
 		put_implies(b, s, o->name, o->implies);
 	if (o->deprecated) {
-		put(b, "    deprecated: ");
+		shmcfg__text_put(b, "    deprecated: ");
 		put_dq(b, o->deprecated, strlen(o->deprecated));
-		put(b, "\n");
+		shmcfg__text_put(b, "\n");
 	}
 	static const struct {
 		unsigned bit;
@@ -429,19 +388,19 @@ static void put_option(struct buf *b, const shmcfg_schema *s, uint32_t i)
 		     {SHMCFG_F_PRIVATE, "    private: true\n"}};
 	for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
 		if (o->flags & flags[k].bit)
-			put(b, flags[k].line);
+			shmcfg__text_put(b, flags[k].line);
 	const char *bounds[] = {"min", "max"};
 	const shmcfg_value *bv[] = {&o->min, &o->max};
 	for (int k = 0; k < 2; k++)
 		if (!bv[k]->is_null) {
-			putf(b, "    %s: ", bounds[k]);
+			shmcfg__text_printf(b, "    %s: ", bounds[k]);
 			put_value(b, bv[k]);
-			put(b, "\n");
+			shmcfg__text_put(b, "\n");
 		}
 	if (o->choices.u.list.count) {
-		put(b, "    choices: ");
+		shmcfg__text_put(b, "    choices: ");
 		put_choices(b, o->type, &o->choices);
-		put(b, "\n");
+		shmcfg__text_put(b, "\n");
 	}
 	if (o->doc && *o->doc)
 		put_doc(b, o->doc);
@@ -449,7 +408,7 @@ static void put_option(struct buf *b, const shmcfg_schema *s, uint32_t i)
 
 /* The header comment, each line after "# ": refused if a line of it could
  * end early (a YAML line break) or hold what YAML cannot. */
-static int put_comment(struct buf *b, const char *comment)
+static int put_comment(struct shmcfg__text *b, const char *comment)
 {
 	size_t len = strlen(comment);
 	if (!shmcfg__utf8_valid(comment, len))
@@ -462,9 +421,9 @@ static int put_comment(struct buf *b, const char *comment)
 	}
 	for (const char *p = comment;;) {
 		size_t n = strcspn(p, "\n");
-		put(b, n ? "# " : "#");
-		putn(b, p, n);
-		put(b, "\n");
+		shmcfg__text_put(b, n ? "# " : "#");
+		shmcfg__text_putn(b, p, n);
+		shmcfg__text_put(b, "\n");
 		if (!p[n])
 			return 0;
 		p += n + 1;
@@ -478,11 +437,11 @@ int shmcfg_schema_write_yaml(const shmcfg_schema *s, const char *comment, char *
 	/* as declared, sound or not: shmcfg-import writes partial schemas, to
 	 * be merged, whose references are checked when one is built */
 	int r = 0;
-	struct buf b = {0};
-	put(&b, "# shmcfg schema (format 1)\n");
+	struct shmcfg__text b = {0};
+	shmcfg__text_put(&b, "# shmcfg schema (format 1)\n");
 	if (comment && *comment)
 		r = put_comment(&b, comment);
-	put(&b, s->n ? "format: 1\noptions:\n" : "format: 1\noptions: {}\n");
+	shmcfg__text_put(&b, s->n ? "format: 1\noptions:\n" : "format: 1\noptions: {}\n");
 	for (uint32_t i = 0; !r && i < s->n; i++)
 		put_option(&b, s, i);
 	if (!r)
@@ -525,7 +484,7 @@ static int names_text(const char *items, size_t n, char **ret)
 /* "target=value;..." of option o's implications (NULL: none) */
 static int implies_text(const shmcfg *h, shmcfg_opt o, size_t n, char **ret)
 {
-	struct buf b = {0};
+	struct shmcfg__text b = {0};
 	int r = 0;
 	for (size_t k = 0; !r && k < n; k++) {
 		shmcfg_opt target;
@@ -534,10 +493,10 @@ static int implies_text(const shmcfg *h, shmcfg_opt o, size_t n, char **ret)
 		char *t = NULL;
 		if (!(r = shmcfg_opt_implies(h, o, k, &target, &v)) && !(r = shmcfg_opt_info(h, target, &ti)) &&
 		    !(r = parse_text(&v, &t))) {
-			put(&b, k ? ";" : "");
-			put(&b, ti.name);
-			put(&b, "=");
-			put(&b, t);
+			shmcfg__text_put(&b, k ? ";" : "");
+			shmcfg__text_put(&b, ti.name);
+			shmcfg__text_put(&b, "=");
+			shmcfg__text_put(&b, t);
 		}
 		shmcfg__free(t);
 	}

@@ -65,39 +65,18 @@ json_t *shmcfg__value_json(const shmcfg_value *v)
  * failed write of an object's key (dump.c, do_dump) and goes on, so that a
  * transient failure gives text with a key missing. Returns 0 or -ENOMEM.
  */
-struct textbuf {
-	char *p;
-	size_t len, cap;
-	bool failed;
-};
-
 static int text_put(const char *bytes, size_t n, void *data)
 {
-	struct textbuf *b = data;
-	if (!b->failed && b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *np = shmcfg__realloc(b->p, cap);
-		if (np) {
-			b->p = np;
-			b->cap = cap;
-		} else
-			b->failed = true;
-	}
-	if (b->failed)
-		return -1;
-	memcpy(b->p + b->len, bytes, n);
-	b->len += n;
-	b->p[b->len] = 0;
-	return 0;
+	struct shmcfg__text *b = data;
+	shmcfg__text_putn(b, bytes, n);
+	return b->err ? -1 : 0;
 }
 
 int shmcfg__json_text(const json_t *j, size_t flags, char **ret)
 {
-	struct textbuf b = {0};
+	struct shmcfg__text b = {0};
 	*ret = NULL;
-	if (json_dump_callback(j, text_put, &b, flags) || b.failed || !b.p) {
+	if (json_dump_callback(j, text_put, &b, flags) || b.err || !b.p) {
 		shmcfg__free(b.p);
 		return shmcfg__nomem();
 	}
