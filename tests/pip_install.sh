@@ -11,7 +11,7 @@
 # installed library and the wheel's C read. Also: without the library,
 # the build fails saying so; SHMCFG_PYTHON_EXT=0 builds the pure binding.
 #
-# Skips where python3 has no venv module or no setuptools, except in CI
+# Skips where python3 has no venv, setuptools or pip module, except in CI
 # (SHMCFG_REQUIRE_PIP=1), where that is a failure. (regtest tier: it runs
 # make install and builds a wheel.)
 
@@ -22,14 +22,14 @@ if [ -n "${SHMCFG_SANITIZERS:-}" ]; then
 	echo "1..0 # SKIP libshmcfg is built with sanitizers: an uninstrumented python cannot load it"
 	exit 0
 fi
-for m in venv setuptools; do
+for m in venv setuptools pip; do
 	"$PYTHON" -c "import $m" 2>/dev/null && continue
 	if [ "${SHMCFG_REQUIRE_PIP:-0}" = 1 ]; then
-		echo "not ok 1 - $PYTHON has no $m module (Debian: python3-venv, python3-setuptools)"
+		echo "not ok 1 - $PYTHON has no $m module (Debian: python3-venv, python3-setuptools, python3-pip)"
 		echo "1..1"
 		exit 1
 	fi
-	echo "1..0 # SKIP $PYTHON has no $m module (Debian: python3-venv, python3-setuptools)"
+	echo "1..0 # SKIP $PYTHON has no $m module (Debian: python3-venv, python3-setuptools, python3-pip)"
 	exit 0
 done
 
