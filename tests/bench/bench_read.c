@@ -580,6 +580,9 @@ static void hot_read_targets(void)
 	printf("\n   Read targets (issue 12): medians over the rounds of the ratio of two paired\n"
 	       "   ratios, min..max\n");
 	target_line("generated accessor / bare slot seqlock (lean_c), <= 1.5x", ratio_of("accessor", "lean_c"), 1.5);
+	/* Performance II: against the minimal seqlock a user would write (the
+	 * seqlock row: load stamp, load value, fence, re-load stamp) */
+	target_line("generated accessor / minimal seqlock (seqlock), <= 1.25x", ratio_of("accessor", "seqlock"), 1.25);
 	target_line("batched read of 8 / eight plain loads, <= 6x", ratio_of("batch8", "plain8"), 6);
 	target_line("generated accessor / plain load", cand("accessor")->rt, 0);
 	target_line("shmcfg_get_int, compile-time handle / generated accessor", ratio_of("inline_const", "accessor"), 0);
