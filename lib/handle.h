@@ -31,6 +31,7 @@ struct shmcfg {
 	char *name;
 	int fd;
 	int lock_fd;             /* the lock object, read-write handles only; -1 otherwise */
+	struct lock_file *lock_map; /* its page, read-write handles only (the writer lock word) */
 	bool rdonly;
 	shmcfg_attach_opts opts; /* as attached, for shmcfg_reattach() */
 	uint8_t expect_hash[16]; /* opts.expect_schema_hash points here */
@@ -83,6 +84,7 @@ struct shmcfg {
 	unsigned retired;        /* views awaiting a grace period (under reclaim.c's rq_lock) */
 	bool uses_reclaimer; void (*close_deferred)(shmcfg *h); /* in rq_users; the end of a close, deferred */
 	int commit_timeout_ms;
+	uint32_t wlock_mine;      /* the writer lock word's owner while we hold it (wlock.c) */
 	bool no_growth;          /* shmcfg_set_heap_growth(false): a full heap fails the commit */
 	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
 	uid_t uid;               /* getuid() at attach: for the commit log */

@@ -168,6 +168,7 @@ uint32_t shmcfg__readers_hwm(const shmcfg *h);
 void shmcfg__reader_release(shmcfg *h);
 int shmcfg__reap(shmcfg *h, void (*fn)(const shmcfg_reader *, void *), void *ud);
 void shmcfg__pin_holders(const shmcfg *h, char *buf, size_t len);
+void shmcfg__wlock_wake(shmcfg *h);
 
 /* seqlock.c (and seqlock.h): the slot seqlock */
 bool shmcfg__seq_copy(const shmcfg *h, uint64_t cur, void *dst, char *heap, uint64_t *top);
@@ -178,6 +179,7 @@ int shmcfg__seq_retry(const shmcfg *h, uint64_t cur, int *tries);
 int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret);
 
 /* reclaim.c: both sides of the pin protocol, the reclaimer, fork handlers */
+int shmcfg__claim_entry(shmcfg *h); /* our reader entry (claimed now if need be), or -1 */
 bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen);
 bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp);
 int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret, uint64_t *old_stamp);
@@ -218,10 +220,11 @@ int shmcfg__txn_reset_if_cluster(shmcfg_txn *t, shmcfg_opt opt);
 /* publish.c: commits */
 int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published);
 int shmcfg__commit_first(shmcfg_txn *t, uint64_t gen, uint64_t cluster_rev, bool record);
-/* the writer lock (OFD lock of the lock object, and the handle's mutex) */
+bool shmcfg__mode_wakes(unsigned mode);
+
+/* wlock.c: the writer lock (a word of the lock object, and the handle's mutex) */
 int shmcfg__lock_writer(shmcfg *h);
 void shmcfg__unlock_writer(shmcfg *h);
-bool shmcfg__mode_wakes(unsigned mode);
 
 
 /* env.c: the environment's layers into a transaction (the first generation's) */

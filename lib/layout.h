@@ -39,7 +39,7 @@
 #include "shmcfg.h"
 
 #define SEG_MAGIC 0x3147464343d48535ULL /* bytes 35 85 d4 43 43 46 47 31 */
-#define SEG_LAYOUT_VERSION 7u
+#define SEG_LAYOUT_VERSION 8u
 #define SEG_READY 0x52454459u           /* "REDY" */
 #define SEG_HEADER_BYTES 4096u
 #define SEG_PREFIX "/shmcfg."
@@ -66,8 +66,9 @@
 #define SLOT_BUSY (1ull << 63)
 #define STAMP_GEN(st) ((st) & ~SLOT_BUSY)
 
-/* Bytes of the lock object that carry OFD locks: the writer lock, then one
- * per reader entry; far past them, the cluster agent's claim (cluster.c). */
+/* Bytes of the lock object that carry OFD locks: the writer lock's fallback
+ * (wlock.c: a writer without a reader entry), then one per reader entry; far
+ * past them, the cluster agent's claim (cluster.c). */
 #define LOCK_WRITER_BYTE 0
 #define LOCK_ENTRY_BYTE(i) ((off_t)1 + (off_t)(i))
 #define LOCK_AGENT_BYTE ((off_t)1 << 32)
@@ -179,10 +180,22 @@ struct seg_header {
 
 /* The lock object's content: ties it to one incarnation of its segment. */
 #define LOCK_MAGIC 0x4b434f4c47464353ULL /* "SCFGLOCK" */
+/* The lock object's bytes (objects.c): written whole at creation, mapped
+ * read-write by read-write handles only (nobody else can open it so). */
+#define LOCK_FILE_BYTES 4096u
 struct lock_file {
 	uint64_t magic;
 	uint8_t instance[16];
+	uint8_t pad[40];
+	/* The writer lock (wlock.c): 0 free, else the owner (WLOCK_OWNER) and
+	 * WLOCK_WAITERS; on a cache line of its own. */
+	uint32_t writer;
+	uint8_t pad2[60];
 };
+_Static_assert(sizeof(struct lock_file) <= LOCK_FILE_BYTES, "the lock object's words fit its page");
+#define WLOCK_WAITERS (1u << 31)          /* someone sleeps on the word: unlock wakes */
+#define WLOCK_OWNER(w) ((w) & ~WLOCK_WAITERS) /* reader entry + 1, or WLOCK_BY_OFD */
+#define WLOCK_BY_OFD 0x7fffffffu          /* the owner holds LOCK_WRITER_BYTE (no entry) */
 
 struct slot_hdr {
 	uint64_t gen;            /* stamp: the generation held, 0 if empty, SLOT_BUSY | old while rewritten */

@@ -233,6 +233,7 @@ static void test_files_not_ours_are_left(void **state)
 	fd = open(p2, O_RDWR | O_CREAT | O_EXCL, 0600);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, &lf, sizeof lf), (ssize_t)sizeof lf);
+	assert_int_equal(ftruncate(fd, 4096), 0); /* a lock object's size (LOCK_FILE_BYTES) */
 	close(fd);
 	assert_int_equal(mkdir(p3, 0700), 0);
 	char nb[100], nc[100];

@@ -291,29 +291,6 @@ static void recycle(shmcfg *h, uint32_t cur_s, uint32_t s_new, const struct slot
 	}
 }
 
-int shmcfg__lock_writer(shmcfg *h)
-{
-	/* OFD locks belong to the open file description, which all threads of
-	 * a handle share: they exclude other processes and handles, and this
-	 * mutex excludes the handle's other threads */
-	pthread_mutex_lock(&h->commit_lock);
-	int r = shmcfg__ofd_lock(h->lock_fd, LOCK_WRITER_BYTE, true, h->commit_timeout_ms);
-	if (r == -EAGAIN)
-		r = shmcfg__err(SHMCFG_E_LOCKED, "%s: another writer held the lock for %d ms", h->name,
-				h->commit_timeout_ms);
-	else if (r)
-		r = shmcfg__err(r, "%s: writer lock: %s", h->name, strerror(-r));
-	if (r)
-		pthread_mutex_unlock(&h->commit_lock);
-	return r;
-}
-
-void shmcfg__unlock_writer(shmcfg *h)
-{
-	shmcfg__ofd_unlock(h->lock_fd, LOCK_WRITER_BYTE);
-	pthread_mutex_unlock(&h->commit_lock);
-}
-
 /*
  * Under the writer lock, against the current slot: a cluster revision older
  * than the segment's is refused (-ESTALE), unless the apply rebases; a

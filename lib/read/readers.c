@@ -14,16 +14,19 @@
  * is free or its owner is dead, and its old pins can be cleared. The pid and
  * start time are only recorded for display.
  *
- * The writer lock is an OFD lock on LOCK_WRITER_BYTE for the same reason: it is
- * released by the kernel when a writer dies, across pid namespaces, where a
- * robust mutex would need EOWNERDEAD handling and misreads tids from other
- * namespaces. A dead writer never published its half-built slot, so the next
- * writer needs no recovery.
+ * The writer lock (wlock.c) names its owner by the owner's entry, whose OFD
+ * lock tells whether it lives, for the same reason: the kernel drops it when
+ * a writer dies, across pid namespaces, where a robust mutex would need
+ * EOWNERDEAD handling and misreads tids from other namespaces. A claim frees
+ * a writer lock that the entry's dead previous owner held.
  */
 #include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -112,6 +115,29 @@ static void entry_clear(struct reader_ent *e)
 
 static bool entry_used(const shmcfg *h, uint32_t i);
 
+/* Wake the writers that sleep on the writer lock's word (wlock.c). */
+void shmcfg__wlock_wake(shmcfg *h)
+{
+	syscall(SYS_futex, &h->lock_map->writer, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/*
+ * We just took entry i's byte (a claim): its previous owner is gone, and a
+ * writer lock it held with it (the word names i + 1: wlock.c) is free now;
+ * its waiters could never tell, as they find the byte held, by us.
+ */
+static void wlock_entry_taken(shmcfg *h, uint32_t i)
+{
+	if (!h->lock_map)
+		return;
+	uint32_t w = __atomic_load_n(&h->lock_map->writer, __ATOMIC_RELAXED);
+	/* release: hands on the dead owner's state as wlock.c's drop does */
+	if (WLOCK_OWNER(w) == i + 1 &&
+	    __atomic_compare_exchange_n(&h->lock_map->writer, &w, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED) &&
+	    (w & WLOCK_WAITERS))
+		shmcfg__wlock_wake(h);
+}
+
 /* Try to take entry i: 1 if ours now, 0 if held by a live process. */
 static int try_claim(shmcfg *h, uint32_t i)
 {
@@ -122,6 +148,7 @@ static int try_claim(shmcfg *h, uint32_t i)
 		return shmcfg__err(r, "%s: cannot lock reader entry %u: %s", h->name, i, strerror(-r));
 	/* ours now: whatever it held belonged to a dead owner */
 	struct reader_ent *e = reader_at(h, i);
+	wlock_entry_taken(h, i);
 	shmcfg__fault("claim.locked");
 	entry_clear(e);
 	e->pid = (int32_t)getpid();

@@ -335,13 +335,14 @@ static int pin_current(shmcfg *h, struct pview *pv)
 }
 
 /*
- * The process's first pinned snapshot claims its reader entry. When every
+ * The process's first pinned snapshot (or commit: wlock.c) claims its
+ * reader entry. When every
  * entry is held by a live process, snapshots copy the slot instead (as on a
  * read-only handle); the claim is tried again after CLAIM_RETRY_NS, and the
  * segment counts processes that fell back (shmctl stat). Returns the entry,
  * or -1 to copy.
  */
-static int claim_entry(shmcfg *h)
+int shmcfg__claim_entry(shmcfg *h)
 {
 	pthread_mutex_lock(&h->view_lock);
 	if (h->reader < 0 && now_ns(CLOCK_MONOTONIC) >= h->claim_after_ns && shmcfg__reader_claim(h) < 0) {
@@ -384,7 +385,7 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 		return shmcfg__copy_snapshot(h, ret);
 	/* acquire: pairs with the release store of the claim (readers.c) */
 	int reader = __atomic_load_n(&h->reader, __ATOMIC_ACQUIRE);
-	if (reader < 0 && (reader = claim_entry(h)) < 0)
+	if (reader < 0 && (reader = shmcfg__claim_entry(h)) < 0)
 		return shmcfg__copy_snapshot(h, ret);
 	struct reader_ent *e = reader_at(h, (uint32_t)reader);
 	for (int round = 0; round < SEQ_MAX_TRIES; round++) {

@@ -232,6 +232,46 @@ static mode_t lock_mode(mode_t seg_mode)
 	return m;
 }
 
+/*
+ * Map the lock object's page (read-write handles: the writer lock word),
+ * through an open file description of its own: a mapping holds its file
+ * open, and the kernel drops OFD locks only when their description closes,
+ * so a mapping of lock_fd's, inherited by a forked child, would keep the
+ * parent's locks (its reader entry) alive after the parent died. Returns 0
+ * or -1 with errno; the mmap's failure says "mmap: ".
+ */
+static int lock_map(shmcfg *h, const char *path, const char **what)
+{
+	struct stat a, b;
+	*what = "open";
+	int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	void *p = MAP_FAILED;
+	if (fstat(fd, &a) < 0 || fstat(h->lock_fd, &b) < 0)
+		goto out;
+	if (a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+		errno = ESTALE; /* replaced under its name since we opened it */
+		goto out;
+	}
+	*what = "mmap";
+	p = shmcfg__mmap(NULL, LOCK_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p != MAP_FAILED)
+		h->lock_map = p;
+out:;
+	int e = errno;
+	close(fd);
+	errno = e;
+	return p == MAP_FAILED ? -1 : 0;
+}
+
+void shmcfg__lock_unmap(shmcfg *h)
+{
+	if (h->lock_map)
+		munmap(h->lock_map, LOCK_FILE_BYTES);
+	h->lock_map = NULL;
+}
+
 int shmcfg__lock_create(shmcfg *h, const uint8_t instance[16], mode_t seg_mode, gid_t gid)
 {
 	char path[PATH_BYTES];
@@ -241,14 +281,24 @@ int shmcfg__lock_create(shmcfg *h, const uint8_t instance[16], mode_t seg_mode, 
 	if (h->lock_fd < 0)
 		return shmcfg__err(-errno, "%s: cannot create its lock object %s: %s", h->name, path,
 				   strerror(errno));
-	struct lock_file lf = {.magic = LOCK_MAGIC};
-	memcpy(lf.instance, instance, 16);
+	/* the whole page written: allocated, so its mapping cannot fault */
+	union {
+		struct lock_file lf;
+		char page[LOCK_FILE_BYTES];
+	} u = {.lf = {.magic = LOCK_MAGIC}};
+	memcpy(u.lf.instance, instance, 16);
 	if (fchmod(h->lock_fd, lock_mode(seg_mode)) < 0 ||
 	    (gid != 0 && gid != (gid_t)-1 && fchown(h->lock_fd, (uid_t)-1, gid) < 0) ||
-	    pwrite(h->lock_fd, &lf, sizeof lf, 0) != (ssize_t)sizeof lf) {
+	    pwrite(h->lock_fd, u.page, sizeof u.page, 0) != (ssize_t)sizeof u.page) {
 		int e = errno;
 		unlink(path);
 		return shmcfg__err(-e, "%s: cannot set up its lock object %s: %s", h->name, path, strerror(e));
+	}
+	const char *what;
+	if (lock_map(h, path, &what) < 0) {
+		int e = errno;
+		unlink(path);
+		return shmcfg__err(-e, "%s: cannot map its lock object %s: %s: %s", h->name, path, what, strerror(e));
 	}
 	return 0;
 }
@@ -288,9 +338,13 @@ int shmcfg__lock_open(shmcfg *h, const struct stat *seg_st)
 				   h->name, path, who, seg);
 	}
 	struct lock_file lf;
-	if (pread(h->lock_fd, &lf, sizeof lf, 0) != (ssize_t)sizeof lf || lf.magic != LOCK_MAGIC ||
-	    memcmp(lf.instance, h->lay.instance, 16) != 0)
+	if (st.st_size != LOCK_FILE_BYTES || pread(h->lock_fd, &lf, sizeof lf, 0) != (ssize_t)sizeof lf ||
+	    lf.magic != LOCK_MAGIC || memcmp(lf.instance, h->lay.instance, 16) != 0)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s is not its lock object", h->name, path);
+	const char *what;
+	if (!h->rdonly && lock_map(h, path, &what) < 0)
+		return shmcfg__err(-errno, "%s: cannot map its lock object %s: %s: %s", h->name, path, what,
+				   strerror(errno));
 	return 0;
 }
 
@@ -518,7 +572,7 @@ static bool our_lock_file(const char *path, const uint8_t inst[16], uid_t euid, 
 	struct stat st = {0};
 	struct lock_file lf;
 	bool ours = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (euid == 0 || st.st_uid == euid) &&
-		    st.st_size == (off_t)sizeof lf && pread(fd, &lf, sizeof lf, 0) == (ssize_t)sizeof lf &&
+		    st.st_size == LOCK_FILE_BYTES && pread(fd, &lf, sizeof lf, 0) == (ssize_t)sizeof lf &&
 		    lf.magic == LOCK_MAGIC && memcmp(lf.instance, inst, 16) == 0;
 	close(fd);
 	*uid = st.st_uid;

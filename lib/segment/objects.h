@@ -28,6 +28,7 @@ void shmcfg__open_remove(shmcfg *h);
 int shmcfg__lock_create(shmcfg *h, const uint8_t instance[16], mode_t seg_mode, gid_t gid);
 int shmcfg__lock_open(shmcfg *h, const struct stat *seg_st);
 void shmcfg__lock_remove(const char *name, const uint8_t instance[16]);
+void shmcfg__lock_unmap(shmcfg *h);
 int shmcfg__remove_segment(const char *name, const char *path, bool quiet_enoent);
 
 /* unfinished.c: a replacement's new object (/dev/shm/shmcfg-new.NAME.RANDOM,

@@ -33,6 +33,7 @@ static void handle_free(shmcfg *h)
 		munmap(h->base, h->size);
 	if (h->fd >= 0)
 		close(h->fd);
+	shmcfg__lock_unmap(h);
 	if (h->lock_fd >= 0)
 		close(h->lock_fd);
 	pthread_mutex_destroy(&h->view_lock);

@@ -80,12 +80,18 @@ agent_stop k3
 sync_start l "$K" --host h2
 pass "lock: agent watching" wait_log 10 l "watching from revision"
 "$PYTHON" - "$K" "$T_TMP/release" >"$T_TMP/holder.out" 2>&1 <<'PY' &
-import fcntl, glob, os, sys, time
-f = open(glob.glob("/dev/shm/shmcfg-lock.%s.*" % sys.argv[1])[0], "r+")
-fcntl.lockf(f, fcntl.LOCK_EX, 1, 0)   # the writer lock's byte (POSIX and OFD locks conflict)
+import fcntl, glob, mmap, os, struct, sys, time
+f = open(glob.glob("/dev/shm/shmcfg-lock.%s.*" % sys.argv[1])[0], "r+b")
+# a live owner of the writer lock (lib/commit/wlock.c): the byte of reader
+# entry 1000 locked (POSIX and OFD locks conflict), the word at offset 64
+# of the lock object (struct lock_file) naming that entry (+ 1)
+fcntl.lockf(f, fcntl.LOCK_EX, 1, 1 + 1000)
+m = mmap.mmap(f.fileno(), 4096)
+m[64:68] = struct.pack("<I", 1001)
 print("locked", flush=True)
 while not os.path.exists(sys.argv[2]):
     time.sleep(0.02)
+m[64:68] = struct.pack("<I", 0)
 PY
 HOLDER=$!
 until_true 10 grep -q locked "$T_TMP/holder.out"

@@ -378,10 +378,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	shmcfg__lock_path(seg_name, inst, lock);
 	int lfd = open(lock, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	FUZZ_ASSERT(lfd >= 0, "open %s: %s", lock, strerror(errno));
-	struct lock_file lf = {.magic = LOCK_MAGIC};
+	union {
+		struct lock_file lf;
+		char page[LOCK_FILE_BYTES];
+	} lu = {.lf = {.magic = LOCK_MAGIC}};
 	if (size >= SEG_HEADER_BYTES)
-		memcpy(lf.instance, ((const struct seg_header *)img)->instance, 16);
-	FUZZ_ASSERT(pwrite(lfd, &lf, sizeof lf, 0) == (ssize_t)sizeof lf, "pwrite lock");
+		memcpy(lu.lf.instance, ((const struct seg_header *)img)->instance, 16);
+	FUZZ_ASSERT(pwrite(lfd, lu.page, sizeof lu.page, 0) == (ssize_t)sizeof lu.page, "pwrite lock");
 	close(lfd);
 	bool stable = size >= SEG_HEADER_BYTES && image_stable(img, size);
 	free(img);
