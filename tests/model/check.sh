@@ -1,6 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# The model of the concurrency protocol (tests/model/shmcfg.pml), checked by
+# The models of the concurrency protocol (tests/model/shmcfg.pml) and of the
+# writer lock (tests/model/wlock.pml), checked by
 # spin: the correct model verifies with no error in each configuration (safety
 # and non-progress cycles), reaches every coverage probe, and each mutant (a
 # deliberate bug the code must not have) fails. Prints TAP, with each run's
@@ -38,7 +39,8 @@ if [ ! -r "$pml" ]; then
 	echo "not ok 1 - $pml: not found (set top_srcdir)"
 	exit 1
 fi
-pml=$(cd "$(dirname "$pml")" && pwd)/shmcfg.pml
+pmldir=$(cd "$(dirname "$pml")" && pwd)
+pml=$pmldir/shmcfg.pml
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/shmcfg-model.XXXXXX") || exit 1
 if [ "${MODEL_KEEP:-0}" = 1 ]; then
@@ -86,31 +88,36 @@ L2="-DS0=2 -DS1=0 -DWDEATHS=1 -DRDEATHS=0"
 P1='assertion violated .*(use\[|pubval)'
 P2='assertion violated .*pubval'
 cat > "$tmp/runs" <<EOF
-L1@pass@$L1@$fast@np@@correct model, liveness with a reader dying holding two pins (L1, 4 generations): no non-progress cycle, no assertion
-V3@pass@$V3@$fast@safety@@correct model, writer and reader deaths at any step (V3): no assertion, no invalid end state
-V2@pass@$V2@$fast@safety@@correct model, nested snapshots and reads, a reader dying at any step (V2): no assertion, no invalid end state
-L2@pass@$L2@$fast@np@@correct model, liveness with a writer dying at any step (L2): no non-progress cycle, no assertion
-harmless@xpass@$V1S -DHARMLESS_PIN_AFTER_ACTIVE@$fast@safety@@variant: the pin stored after the active increment is harmless (V1, snapshots only): no error
-harmless2@xpass@$V1S -DHARMLESS_NO_PIN_CHECK@$fast@safety@@variant: pin_current without its stamp check is harmless (V1, snapshots only): no error
-no_recheck@fail@$V3 -DMUTANT_NO_RECHECK@-O0@safety@$P2@mutant: the stamp checked before the cells and not re-loaded after them: a mixed read (P2)
-no_grace@fail@$V1 -DMUTANT_NO_GRACE@-O0@safety@$P1@mutant: a retired view unpinned without a grace period: a held snapshot's slot rewritten (P1)
-busy_no_gen@fail@$V3 -DMUTANT_BUSY_NO_GEN@-O0@safety@$P1@mutant: the busy mark without the old generation: after a writer's death, a held snapshot's slot rewritten (P1)
-stamp_before_active@fail@$V1 -DMUTANT_STAMP_BEFORE_ACTIVE@-O0@safety@$P1@mutant: the reader's stamp load before its active increment (store-load reordering): a slot rewritten in use (P1)
-mark_after_check@fail@$V1 -DMUTANT_MARK_AFTER_CHECK@-O0@safety@$P1@mutant: the writer's busy mark after its pin check (store-load reordering): a slot rewritten in use (P1)
-snap_no_check@fail@$V1 -DMUTANT_SNAP_NO_CHECK@-O0@safety@$P1@mutant: a snapshot's view taken without the stamp re-check after the increment (P1)
-publish_early@fail@$V1 -DMUTANT_PUBLISH_EARLY@-O0@safety@$P2@mutant: (D) and (E) before the rewrite: a read of the new generation gets old values (P2)
-e_before_d@fail@$V1 -DMUTANT_E_BEFORE_D@-O0@safety@assertion violated .*current!=c@mutant: (E) before (D): a reader fails validation while current stays (the seq_retry rule)
-no_sweep@fail@$V3 -DMUTANT_NO_SWEEP@-O0@safety@assertion violated .*stamp\[0\]&127@mutant: the successor does not unstamp a dead writer's unpublished slot: two slots carry one generation
-no_reap@fail@$L1 -DMUTANT_NO_REAP@-O0@np@non-progress cycle@mutant: dead readers never reaped: the writer waits for ever (P3)
+L1@shmcfg@pass@$L1@$fast@np@@correct model, liveness with a reader dying holding two pins (L1, 4 generations): no non-progress cycle, no assertion
+W2@wlock@pass@-DNCOMMITS=2@$fast@safety@@writer lock (wlock.pml), two commits each, a writer dying at any step: mutual exclusion, no invalid end state
+V3@shmcfg@pass@$V3@$fast@safety@@correct model, writer and reader deaths at any step (V3): no assertion, no invalid end state
+V2@shmcfg@pass@$V2@$fast@safety@@correct model, nested snapshots and reads, a reader dying at any step (V2): no assertion, no invalid end state
+L2@shmcfg@pass@$L2@$fast@np@@correct model, liveness with a writer dying at any step (L2): no non-progress cycle, no assertion
+harmless@shmcfg@xpass@$V1S -DHARMLESS_PIN_AFTER_ACTIVE@$fast@safety@@variant: the pin stored after the active increment is harmless (V1, snapshots only): no error
+harmless2@shmcfg@xpass@$V1S -DHARMLESS_NO_PIN_CHECK@$fast@safety@@variant: pin_current without its stamp check is harmless (V1, snapshots only): no error
+no_recheck@shmcfg@fail@$V3 -DMUTANT_NO_RECHECK@-O0@safety@$P2@mutant: the stamp checked before the cells and not re-loaded after them: a mixed read (P2)
+no_grace@shmcfg@fail@$V1 -DMUTANT_NO_GRACE@-O0@safety@$P1@mutant: a retired view unpinned without a grace period: a held snapshot's slot rewritten (P1)
+busy_no_gen@shmcfg@fail@$V3 -DMUTANT_BUSY_NO_GEN@-O0@safety@$P1@mutant: the busy mark without the old generation: after a writer's death, a held snapshot's slot rewritten (P1)
+stamp_before_active@shmcfg@fail@$V1 -DMUTANT_STAMP_BEFORE_ACTIVE@-O0@safety@$P1@mutant: the reader's stamp load before its active increment (store-load reordering): a slot rewritten in use (P1)
+mark_after_check@shmcfg@fail@$V1 -DMUTANT_MARK_AFTER_CHECK@-O0@safety@$P1@mutant: the writer's busy mark after its pin check (store-load reordering): a slot rewritten in use (P1)
+snap_no_check@shmcfg@fail@$V1 -DMUTANT_SNAP_NO_CHECK@-O0@safety@$P1@mutant: a snapshot's view taken without the stamp re-check after the increment (P1)
+publish_early@shmcfg@fail@$V1 -DMUTANT_PUBLISH_EARLY@-O0@safety@$P2@mutant: (D) and (E) before the rewrite: a read of the new generation gets old values (P2)
+e_before_d@shmcfg@fail@$V1 -DMUTANT_E_BEFORE_D@-O0@safety@assertion violated .*current!=c@mutant: (E) before (D): a reader fails validation while current stays (the seq_retry rule)
+no_sweep@shmcfg@fail@$V3 -DMUTANT_NO_SWEEP@-O0@safety@assertion violated .*stamp\[0\]&127@mutant: the successor does not unstamp a dead writer's unpublished slot: two slots carry one generation
+no_reap@shmcfg@fail@$L1 -DMUTANT_NO_REAP@-O0@np@non-progress cycle@mutant: dead readers never reaped: the writer waits for ever (P3)
+W1@wlock@pass@-DNCOMMITS=1@$fast@safety@@writer lock (wlock.pml), one commit each, a writer dying at any step: mutual exclusion, no invalid end state
+getlk@wlock@fail@-DMUTANT_GETLK@-O0@safety@assertion violated .*incs==1@mutant: the owner's death told by a look at its byte, the word swapped without holding it: a new owner robbed (mutual exclusion)
+no_claim_clear@wlock@fail@-DMUTANT_NO_CLAIM_CLEAR@-O0@safety@invalid end state@mutant: a claim of a dead owner's entry leaves its word: waiters wait for ever
+no_wake@wlock@fail@-DMUTANT_NO_WAKE@-O0@safety@invalid end state@mutant: the owner drops the word without waking its sleepers: they sleep for ever
 EOF
 nruns=$(wc -l < "$tmp/runs")
-echo "1..$((nruns + 1))"
+echo "1..$((nruns + 2))"
 
 # One run, by its line number in $tmp/runs: its verdict in $tmp/<name>.res.
 cat > "$tmp/one.sh" <<'EOF'
 set -u
 line=$(sed -n "${1}p" "$tmp/runs")
-IFS='@' read -r name expect dflags opt mode pattern title <<LINE
+IFS='@' read -r name model expect dflags opt mode pattern title <<LINE
 $line
 LINE
 d="$tmp/$name"
@@ -125,7 +132,7 @@ if [ "$expect" = xpass ]; then
 fi
 # statement merging off (-o3): pan's list of unreached statements is then
 # exact, for the coverage probes
-if ! $SPIN -o3 $dflags -a "$pml" > spin.out 2>&1; then
+if ! $SPIN -o3 $dflags -a "$pmldir/$model.pml" > spin.out 2>&1; then
 	{ echo "fail"; echo "spin -a failed:"; sed 's/^/  /' spin.out; } > "$res"
 	exit 0
 fi
@@ -180,11 +187,11 @@ fi
 exit 0
 EOF
 
-export tmp pml SPIN CC timeout_cmd MODEL_KEEP MODEL_FULL
+export tmp pmldir SPIN CC timeout_cmd MODEL_KEEP MODEL_FULL
 seq 1 "$nruns" | xargs -P "$MODEL_JOBS" -n 1 sh "$tmp/one.sh"
 
 n=0 fails=0
-while IFS='@' read -r name expect dflags opt mode pattern title; do
+while IFS='@' read -r name model expect dflags opt mode pattern title; do
 	n=$((n + 1))
 	res="$tmp/$name.res"
 	if [ ! -s "$res" ]; then
@@ -206,27 +213,33 @@ while IFS='@' read -r name expect dflags opt mode pattern title; do
 	sed -n '3,$p' "$res" | grep -v '^unreached ' | sed 's/^/# /'
 done < "$tmp/runs"
 
-# Coverage: each probe of the model reached by some run of the correct model.
-n=$((n + 1))
-probes=$(sed -n 's/.*COVER(\([0-9][0-9]*\)).*/\1/p' "$pml" | sort -un)
-missing=
-for p in $probes; do
-	reached=no
-	for r in V2 V3 L1 L2; do
-		if [ -s "$tmp/$r.res" ] && [ "$(sed -n 1p "$tmp/$r.res")" = ok ] &&
-			! grep -qx "unreached $p" "$tmp/$r.res"; then
-			reached=yes
-		fi
+# Coverage: each probe of a model reached by some run of its correct model.
+coverage() { # MODEL RUNS...
+	m=$1
+	shift
+	n=$((n + 1))
+	probes=$(sed -n 's/.*COVER(\([0-9][0-9]*\)).*/\1/p' "$pmldir/$m.pml" | sort -un)
+	missing=
+	for p in $probes; do
+		reached=no
+		for r in "$@"; do
+			if [ -s "$tmp/$r.res" ] && [ "$(sed -n 1p "$tmp/$r.res")" = ok ] &&
+				! grep -qx "unreached $p" "$tmp/$r.res"; then
+				reached=yes
+			fi
+		done
+		[ $reached = yes ] || missing="$missing $p"
 	done
-	[ $reached = yes ] || missing="$missing $p"
-done
-if [ -z "$probes" ]; then
-	echo "not ok $n - coverage: no probe found in the model"
-	fails=$((fails + 1))
-elif [ -z "$missing" ]; then
-	echo "ok $n - coverage: the correct model's runs reach each of its $(echo $probes | wc -w) probes"
-else
-	echo "not ok $n - coverage: probes never reached:$missing"
-	fails=$((fails + 1))
-fi
+	if [ -z "$probes" ]; then
+		echo "not ok $n - coverage of $m.pml: no probe found in the model"
+		fails=$((fails + 1))
+	elif [ -z "$missing" ]; then
+		echo "ok $n - coverage: the runs of $m.pml's correct model reach each of its $(echo $probes | wc -w) probes"
+	else
+		echo "not ok $n - coverage of $m.pml: probes never reached:$missing"
+		fails=$((fails + 1))
+	fi
+}
+coverage shmcfg V2 V3 L1 L2
+coverage wlock W1 W2
 [ $fails = 0 ]

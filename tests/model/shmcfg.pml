@@ -26,7 +26,8 @@
  *    claims its entry and raises readers_hwm (try_claim); a writer with no
  *    free slot reaps dead readers' entries (shmcfg__reap);
  *  - death: a writer may die instead of any step it takes while it holds
- *    the writer lock (the kernel then drops the OFD lock), a reader process
+ *    the writer lock (its successor then takes the lock: wlock.pml checks
+ *    how), a reader process
  *    (its thread and its reclaimer thread) instead of any step. The
  *    successor writer takes the lock, finds `wip` set and sweeps (lib/slot/heap.c
  *    shmcfg__heap_sweep: a slot stamped beyond `current` by a writer that
@@ -65,7 +66,7 @@
  *    reader follows a script of operations (-DS0, -DS1). Liveness of a
  *    process (its OFD lock) is a flag, set at death, read by the reaper.
  *  - Writer 1 runs only once writer 0 died or finished: two live writers
- *    are kept apart by the lock, which is not what is checked here.
+ *    are kept apart by the lock, which tests/model/wlock.pml checks.
  *  - No deadline: the writer waits for a slot, and for the lock, for as long
  *    as it takes (the code gives up after the commit timeout), so that a
  *    wait that never ends shows up as a non-progress cycle.
@@ -125,7 +126,7 @@ byte current;
 byte stamp[NSLOTS];		/* slot_hdr.gen */
 byte cell[2 * NSLOTS];		/* two cells per slot */
 byte wip;			/* seg_header.wip */
-byte wlock;			/* the writer lock (an OFD lock): 0, or holder + 1 */
+byte wlock;			/* the writer lock (wlock.pml): 0, or holder + 1 */
 byte hwm;			/* readers_hwm */
 byte act[NR];			/* reader_ent.active (`active` is a keyword of Promela) */
 byte pins[NR * NPINS];		/* reader_ent.pins */
@@ -156,7 +157,7 @@ byte cov;
 
 /*
  * Death. Instead of its next step, a writer holding the lock may die (its
- * locals go; the kernel drops its OFD lock), and so may a reader process
+ * locals go; its successor takes the lock: wlock.pml), and so may a reader process
  * (its locals and its process-local state go, its reclaimer thread with it;
  * its reader entry stays, with its OFD lock free).
  */
@@ -260,7 +261,7 @@ inline reap(n)
 
 /*
  * publish.c shmcfg__commit. Writer 1 is the successor: its lock attempt
- * succeeds once writer 0 died (the kernel dropped its OFD lock) or made its
+ * succeeds once writer 0 died (its entry's OFD lock dropped: wlock.pml) or made its
  * last commit.
  */
 proctype Writer(byte w)
