@@ -5,9 +5,10 @@
  * Liveness does not rest on pids: entry i belongs to whoever holds the OFD
  * write lock on byte LOCK_ENTRY_BYTE(i) of the segment's lock object (which
  * only users who may write the segment can open: segment.c). An entry is
- * claimed by a process's first pinned snapshot, not at attach: plain readers
- * and writers need none, and a process that finds the table full copies its
- * snapshots instead (reclaim.c). The kernel drops an OFD
+ * claimed by a handle's first pinned snapshot or first commit (the writer
+ * lock names its owner by its entry: wlock.c), not at attach: plain readers
+ * need none, a handle that finds the table full copies its snapshots instead
+ * (reclaim.c) and holds byte 0 for its commits. The kernel drops an OFD
  * lock when the last descriptor of its open file description closes, which
  * happens when the owner exits or is killed, in whatever pid namespace it
  * lives. So a claim is a non-blocking lock attempt: if it succeeds the entry
