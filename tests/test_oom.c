@@ -101,6 +101,7 @@ struct ctx {
 	int count;           /* a count returned by the operation */
 	int expect_count;    /* ... by an undisturbed run */
 	uint64_t from, to;   /* generations compared */
+	shmcfg_snapshot *snap; /* a snapshot the setup holds */
 	char got[1024];      /* what the operation found, as text */
 	char want[1024];     /* ... and what an undisturbed run finds */
 };
@@ -578,12 +579,14 @@ static void verify_first_commit(struct ctx *c)
 }
 
 /* shmcfg_changes between generations whose commit records the log no
- * longer has (it keeps 64): the slots are compared instead */
+ * longer has (it keeps 64): the slots are compared instead, the first
+ * generation's kept in its slot by a snapshot */
 static void setup_changes(struct ctx *c)
 {
-	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV, .slots = 72};
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV};
 	c->h = test_create(c->name, &o);
 	c->from = shmcfg_generation(c->h);
+	assert_int_equal(shmcfg_snapshot_acquire(c->h, &c->snap), 0);
 	for (int k = 1; k <= 66; k++)
 		assert_int_equal(commit_changes(c->h, k), 0);
 	c->to = shmcfg_generation(c->h);
@@ -858,6 +861,7 @@ static int run_names(struct ctx *c)
 
 static void ctx_free(struct ctx *c)
 {
+	shmcfg_snapshot_release(c->snap);
 	shmcfg_close(c->made);
 	shmcfg_close(c->h);
 	shmcfg_schema_free(c->schema);

@@ -125,8 +125,11 @@ bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp)
 }
 
 /*
- * Pick the least recently used slot that is neither current nor pinned by a
- * process holding snapshots, and mark it busy. Dekker with the reader
+ * Pick the most recent slot (the one holding the latest generation, so that
+ * sync_slot copies the least) that is neither current nor pinned by a
+ * process holding snapshots, and mark it busy. Commits then take turns on
+ * two slots while nobody pins; a reader that loaded `current` before a
+ * commit and still reads its slot after the next one retries (seqlock). Dekker with the reader
  * (shmcfg_snapshot_acquire(), below):
  *   writer: store stamp = BUSY|old (seq_cst); load each entry's active, then its pins
  *   reader: store pin = g; increment active (seq_cst); load stamp (seq_cst)
@@ -144,9 +147,9 @@ bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp)
  *
  * With no free slot, reap dead readers, then wait a bounded time for pins
  * to go. A slot stamped beyond the current generation was left by a writer
- * that died before publishing it: it is free (age 0, as unstamped slots),
- * and the sweep that follows that death unstamps it (heap.c), so that no two
- * slots ever carry one generation.
+ * that died before publishing it: it is free (taken last, as one whose
+ * content is unknown: copied whole), and the sweep that follows that death
+ * unstamps it (heap.c), so that no two slots ever carry one generation.
  */
 int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret, uint64_t *old_stamp)
 {
@@ -154,15 +157,18 @@ int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret
 	bool reaped = false;
 	for (;;) {
 		uint32_t best = UINT32_MAX;
-		uint64_t best_stamp = 0, best_age = UINT64_MAX;
+		uint64_t best_stamp = 0, best_key = 0;
 		for (uint32_t s = 0; s < h->lay.nslots; s++) {
 			if (s == cur_s)
 				continue;
 			uint64_t stamp = __atomic_load_n(&slot_at(h, s)->gen, __ATOMIC_ACQUIRE);
 			uint64_t g = STAMP_GEN(stamp);
-			uint64_t age = g > cur_g ? 0 : g;
-			if (age < best_age && !shmcfg__gen_pinned(h, g))
-				best = s, best_stamp = stamp, best_age = age;
+			/* the fewer generations behind, the less to copy (sync_slot);
+			 * of two as recent, the one a reader used last: its pages
+			 * are the warm ones */
+			uint64_t key = shmcfg__slot_base(h, s, stamp, cur_g) * 2 + (g != 0) + 1;
+			if (key > best_key && !shmcfg__gen_pinned(h, g))
+				best = s, best_stamp = stamp, best_key = key;
 		}
 		if (best != UINT32_MAX) {
 			shmcfg__fault("commit.chosen");

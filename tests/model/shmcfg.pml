@@ -57,10 +57,10 @@
  *    unpin stores (taken at a moment with no read-side section). A failed
  *    validation re-loads `current` in the same step (a stronger check than
  *    the code's later load: `current` only grows).
- *  - Slot choice: the code takes the least recently used slot that is
- *    neither current nor pinned; the model takes any of them (a superset of
- *    the code's behaviours, so that a pinned slot is a candidate at once
- *    rather than three commits later). -DLRU: the code's order.
+ *  - Slot choice: the code takes the most recent slot (the one holding the
+ *    latest generation, the least to copy) that is neither current nor
+ *    pinned; the model takes any of them (a superset of the code's
+ *    behaviours). -DMRU: the code's order.
  *  - One thread per reader process (its snapshots nest two deep, which is
  *    what makes the grace period matter) plus its reclaimer thread; a
  *    reader follows a script of operations (-DS0, -DS1). Liveness of a
@@ -116,6 +116,10 @@
 
 #define BUSY 128			/* SLOT_BUSY */
 #define SGEN(st) ((st) & 127)		/* STAMP_GEN */
+/* reclaim.c: the slot's key in the code's order (-DMRU); its base is 0 if
+ * busy or stamped beyond the current generation (heap.c shmcfg__slot_base) */
+#define MRU_KEY(x) (((stamp[x] & BUSY) == 0 && SGEN(stamp[x]) <= cg -> SGEN(stamp[x]) : 0) * 2 + \
+		    (SGEN(stamp[x]) != 0 -> 1 : 0) + 1)
 #define CUR(g, s) ((g) * 4 + (s))	/* `current`: generation << 8 | slot */
 #define CUR_GEN(c) ((c) / 4)
 #define CUR_SLOT(c) ((c) % 4)
@@ -213,18 +217,18 @@ inline gen_pinned(g, res)
 }
 
 /* reclaim.c shmcfg__choose_slot: one slot of the scan (inside an atomic).
- * The code takes the least recently used slot that is neither current nor
- * pinned (age: its generation; 0 if empty or stamped beyond current by a
- * dead writer); the model, unless -DLRU, may take any of them: a superset.
- * h: the best age so far (LRU), or the set of candidates. */
+ * The code takes the most recent slot that is neither current nor pinned
+ * (key: twice the generation it holds, 0 if empty or stamped beyond current
+ * by a dead writer, plus one if stamped at all, plus one); the model, unless
+ * -DMRU, may take any of them: a superset.
+ * h: the best key so far (MRU), or the set of candidates. */
 inline scan_slot(x)
 {
 	if
 	:: x != cs && !PINNED_NOW(SGEN(stamp[x])) ->	/* reclaim.c:161, acquire */
-#ifdef LRU
+#ifdef MRU
 		if
-		:: (SGEN(stamp[x]) > cg -> 0 : SGEN(stamp[x])) < h ->
-			best = x; h = (SGEN(stamp[x]) > cg -> 0 : SGEN(stamp[x]))
+		:: MRU_KEY(x) > h -> best = x; h = MRU_KEY(x)
 		:: else
 		fi
 #else
@@ -304,15 +308,11 @@ proctype Writer(byte w)
 		:: if
 			:: atomic {			/* the scan */
 				best = NONE;
-#ifdef LRU
-				h = 255;
-#else
 				h = 0;
-#endif
 				scan_slot(0);
 				scan_slot(1);
 				scan_slot(2);
-#ifndef LRU
+#ifndef MRU
 				if
 				:: h & 1 -> best = 0
 				:: h & 2 -> best = 1
