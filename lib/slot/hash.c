@@ -200,11 +200,21 @@ int shmcfg__opt_digest(const shmcfg *h, uint32_t i, const struct shmcfg__cell *c
 	int r = shmcfg__cell_value(h, c, heap, heap_size, &v);
 	if (r)
 		return r;
-	XXH3_state_t st;
-	XXH3_128bits_reset(&st);
-	struct rec_out o = {.st = &st};
+	/* most records fit a small buffer: one call of the one-shot hash (the
+	 * same digest as the streaming one's, without its state's set-up) */
+	unsigned char buf[256];
+	struct rec_out o = {.buf = buf, .len = sizeof buf};
 	put_record(&o, sstr(h, d->name), d->name.len, &v);
-	XXH128_hash_t hh = XXH3_128bits_digest(&st);
+	XXH128_hash_t hh;
+	if (o.n <= sizeof buf) {
+		hh = XXH3_128bits(buf, o.n);
+	} else {
+		XXH3_state_t st;
+		XXH3_128bits_reset(&st);
+		o = (struct rec_out){.st = &st};
+		put_record(&o, sstr(h, d->name), d->name.len, &v);
+		hh = XXH3_128bits_digest(&st);
+	}
 	out[0] = hh.low64;
 	out[1] = hh.high64;
 	return 0;
