@@ -29,6 +29,7 @@
  */
 #include "internal.h"
 #include "seqlock.h"
+#include "slot.h"
 
 #include <errno.h>
 #include <sched.h>
