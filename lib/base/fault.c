@@ -175,7 +175,7 @@ void *shmcfg__calloc(size_t n, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	void *p = calloc(n, size);
+	void *p = shmcfg__calloc_fast(n, size);
 	fs_track(p, n * size);
 	return p;
 }

@@ -8,6 +8,8 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/types.h>
 
 /* fault.c: test-only crash points (SHMCFG_FAULT=point[:n][:stop],...),
@@ -40,6 +42,23 @@ void shmcfg__fault(const char *point);
  * jansson 2.14's lexer drops a byte when its buffer cannot grow and reports
  * a failed allocation as a syntax error, which no caller can tell apart.
  */
+/*
+ * calloc for the library's small blocks: glibc's calloc never takes a block
+ * from the thread cache (it runs _int_malloc, ~400 instructions: a commit's
+ * transaction paid them), so up to 1 KiB it is malloc + memset. Larger
+ * blocks keep calloc, which need not zero the fresh pages of an mmap.
+ */
+static inline void *shmcfg__calloc_fast(size_t n, size_t size)
+{
+	size_t bytes;
+	if (__builtin_mul_overflow(n, size, &bytes) || bytes > 1024)
+		return calloc(n, size); /* its own overflow check fails with ENOMEM */
+	void *p = malloc(bytes ? bytes : 1);
+	/* hide p's origin, or gcc folds the malloc + memset back into calloc */
+	__asm__("" : "+r"(p));
+	return p ? memset(p, 0, bytes) : NULL;
+}
+
 #ifdef SHMCFG_WITH_FAULTS
 void *shmcfg__malloc(size_t n);
 void *shmcfg__calloc(size_t n, size_t size);
@@ -59,7 +78,7 @@ struct json_t *shmcfg__json_loads(const char *text, size_t flags, struct json_er
 struct json_t *shmcfg__json_loadb(const char *buf, size_t len, size_t flags, struct json_error_t *e);
 #else
 #define shmcfg__malloc(n) malloc(n)
-#define shmcfg__calloc(n, size) calloc(n, size)
+#define shmcfg__calloc(n, size) shmcfg__calloc_fast(n, size)
 #define shmcfg__realloc(p, n) realloc(p, n)
 #define shmcfg__strdup(s) strdup(s)
 #define shmcfg__strndup(s, n) strndup(s, n)
