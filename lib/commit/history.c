@@ -47,34 +47,46 @@ struct wbuf {
 	int err;
 };
 
-static void put(struct wbuf *w, const void *p, size_t n)
+/* The record buffer grown to hold n more bytes: false (w->err set) if not. */
+static bool grow(struct wbuf *w, size_t n)
 {
 	shmcfg *h = w->h;
-	if (w->err)
-		return;
-	if (w->n + n > h->hist_cap) {
-		size_t cap = h->hist_cap ? h->hist_cap : 256;
-		while (cap < w->n + n)
-			cap *= 2;
-		char *b = shmcfg__realloc(h->hist_buf, cap);
-		if (!b) {
-			w->err = shmcfg__nomem();
-			return;
-		}
-		h->hist_buf = b;
-		h->hist_cap = cap;
+	size_t cap = h->hist_cap ? h->hist_cap : 256;
+	while (cap < w->n + n)
+		cap *= 2;
+	char *b = shmcfg__realloc(h->hist_buf, cap);
+	if (!b) {
+		w->err = shmcfg__nomem();
+		return false;
 	}
-	memcpy(h->hist_buf + w->n, p, n);
+	h->hist_buf = b;
+	h->hist_cap = cap;
+	return true;
+}
+
+/* inline: the fixed-size fields then cost a store each, not a memcpy call */
+static inline __attribute__((always_inline)) void put(struct wbuf *w, const void *p, size_t n)
+{
+	if (w->err || (w->n + n > w->h->hist_cap && !grow(w, n)))
+		return;
+	memcpy(w->h->hist_buf + w->n, p, n);
 	w->n += n;
 }
 
-static void put_u8(struct wbuf *w, uint8_t v)
+static inline void put_u8(struct wbuf *w, uint8_t v)
 {
 	put(w, &v, 1);
 }
-static void put_u32(struct wbuf *w, uint32_t v)
+static inline void put_u32(struct wbuf *w, uint32_t v)
 {
 	put(w, &v, 4);
+}
+
+/* A set cell of a scalar type, not null: its value is its val bits. */
+static bool scalar_cell(const struct shmcfg__cell *c)
+{
+	unsigned t = META_TYPE(c->meta);
+	return t >= SHMCFG_BOOL && t <= SHMCFG_FLOAT && !(c->meta & META_NULL);
 }
 
 /* A layer cell as a record's value. */
@@ -83,6 +95,11 @@ static void put_value(struct wbuf *w, const struct shmcfg__cell *c, const char *
 	shmcfg_value v;
 	if (!(c->meta & META_SET)) {
 		put_u8(w, 0);
+		return;
+	}
+	if (scalar_cell(c)) { /* what the decode below would write, without it */
+		put_u8(w, 2);
+		put(w, &c->val, 8);
 		return;
 	}
 	int r = shmcfg__value_from_cell(c, heap, heap_size, &v);
@@ -118,6 +135,8 @@ static bool cells_same(const struct shmcfg__cell *a, const char *ha, uint64_t sa
 		return false;
 	if (!as)
 		return true;
+	if (scalar_cell(a) && scalar_cell(b) && META_TYPE(a->meta) == META_TYPE(b->meta)) /* as value_equal */
+		return META_TYPE(a->meta) == SHMCFG_BOOL ? (a->val != 0) == (b->val != 0) : a->val == b->val;
 	shmcfg_value x, y;
 	return shmcfg__value_from_cell(a, ha, sa, &x) == 0 && shmcfg__value_from_cell(b, hb, sb, &y) == 0 &&
 	       shmcfg_value_equal(&x, &y);

@@ -83,7 +83,7 @@ static uint32_t *ring_at(const shmcfg *h, uint64_t pos)
 static void write_log(shmcfg *h, uint64_t gen, uint32_t *ids, size_t n, const shmcfg_txn *origin)
 {
 	struct log_ent *e = log_at(h, gen);
-	if (n) /* a commit of only an origin has no ids (and ids may be NULL) */
+	if (n > 1) /* a commit of only an origin has no ids (and ids may be NULL) */
 		qsort(ids, n, sizeof *ids, cmp_id);
 	/* the same seqlock as a slot: stamp 0, (C), fields, (D) */
 	seq_write_begin(&e->gen, 0);
@@ -192,7 +192,7 @@ static void wake(shmcfg *h)
 int shmcfg__commit_first(shmcfg_txn *t, uint64_t gen, uint64_t cluster_rev, bool record)
 {
 	shmcfg *h = t->h;
-	if (t->n)
+	if (t->n > 1)
 		qsort(t->ch, t->n, sizeof *t->ch, cmp_change);
 	struct slot_hdr *sl = slot_at(h, 0);
 	struct build b = {.h = h, .cells = slot_cells(h, sl), .lrefs = slot_lrefs(h, sl), .heap = seg_heap(h),
@@ -341,7 +341,7 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	if (shmcfg__self_pid != h->pid)
 		return shmcfg__err(SHMCFG_E_FORKED, "%s: commit in a child of the attaching process: attach again",
 				   h->name);
-	if (t->n)
+	if (t->n > 1)
 		qsort(t->ch, t->n, sizeof *t->ch, cmp_change);
 	if ((r = shmcfg__lock_writer(h)))
 		return r;

@@ -90,17 +90,16 @@ int shmcfg__chunk_read(const char *heap, uint64_t size, uint32_t lref, struct sh
 		return shmcfg__err(SHMCFG_E_CORRUPT, "layer reference %u lies outside the value heap", lref);
 	const struct chunk *k = (const struct chunk *)(heap + off);
 	/* one read of the tag: it says how many cells follow */
-	uint32_t tag = __atomic_load_n(&k->tag, __ATOMIC_RELAXED), n = 0;
-	for (enum layer l = 0; l < NLAYERS; l++)
-		n += CHUNK_MASK(tag) >> l & 1;
-	if (size - off - CHUNK_HDR_BYTES < n * sizeof(struct shmcfg__cell))
-		return shmcfg__err(SHMCFG_E_CORRUPT, "layer reference %u lies outside the value heap", lref);
-	for (enum layer l = 0, j = 0; l < NLAYERS; l++)
-		if (CHUNK_MASK(tag) >> l & 1) {
-			lay[l].val = __atomic_load_n(&k->l[j].val, __ATOMIC_RELAXED);
-			lay[l].meta = __atomic_load_n(&k->l[j].meta, __ATOMIC_RELAXED) | META_SET;
-			j++;
-		}
+	uint32_t mask = CHUNK_MASK(__atomic_load_n(&k->tag, __ATOMIC_RELAXED)) & ((1u << NLAYERS) - 1);
+	uint64_t room = (size - off - CHUNK_HDR_BYTES) / sizeof(struct shmcfg__cell); /* cells that fit */
+	/* a cell for each bit of the mask, in layer order */
+	for (unsigned j = 0; mask; mask &= mask - 1, j++) {
+		if (j >= room)
+			return shmcfg__err(SHMCFG_E_CORRUPT, "layer reference %u lies outside the value heap", lref);
+		unsigned l = (unsigned)__builtin_ctz(mask);
+		lay[l].val = __atomic_load_n(&k->l[j].val, __ATOMIC_RELAXED);
+		lay[l].meta = __atomic_load_n(&k->l[j].meta, __ATOMIC_RELAXED) | META_SET;
+	}
 	return 0;
 }
 
