@@ -181,6 +181,8 @@ struct cand {
 extern struct cand cands[];
 extern const int ncands;
 struct cand *cand(const char *key);
+/* Median over the rounds of candidate a's paired ratio over b's (section 1) */
+struct stats ratio_of(const char *a, const char *b);
 
 void hot_setup_all(void);
 void teardown_competitors(void);
@@ -230,6 +232,9 @@ struct vis_result {
 };
 /* poller alone, waiter alone, both at once */
 extern struct vis_result vis_res[3];
+/* k = 1, 10, 100 changes at 1,000 options: shmcfg, LMDB, per-pair ratio */
+extern struct stats commit_st[3], commit_lmdb[3], commit_ratio[3];
+extern double commit_floor_ns; /* process-shared mutex + memcpy of one value */
 void run_commits(void);
 
 /* ------------------------------------------------------------------ */

@@ -246,6 +246,101 @@ static void run_targets(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* 6. Against the best peer and the floor (issue 26)                  */
+/* ------------------------------------------------------------------ */
+
+/*
+ * One figure: shmcfg's value, the best peer's (NULL peer: none), the ratio
+ * to it, the ratio to the floor, and the limit the issue sets on one of the
+ * two (on_floor: the floor's; lim 0: none, for context).
+ */
+static void prow(const char *what, double v, const char *peer, double pv, double x_peer, double x_floor,
+		 bool on_floor, double lim)
+{
+	char xp[16] = "-", xf[16] = "-", tg[24] = "", ahead[8] = "-", verdict[32] = "";
+	if (peer) {
+		t_ratio(xp, sizeof xp, x_peer);
+		snprintf(ahead, sizeof ahead, "%s", x_peer < 1 ? "yes" : "no");
+	}
+	if (!isnan(x_floor))
+		t_ratio(xf, sizeof xf, x_floor);
+	if (lim > 0) {
+		double x = on_floor ? x_floor : x_peer;
+		snprintf(tg, sizeof tg, "%s <= %gx", on_floor ? "floor" : "peer", lim);
+		if (isnan(x))
+			snprintf(verdict, sizeof verdict, "n/a");
+		else if (x <= lim)
+			snprintf(verdict, sizeof verdict, "met");
+		else
+			snprintf(verdict, sizeof verdict, "MISSED, %.2fx over", x / lim);
+	}
+	printf("   %-44s %9s  %-27s %9s %7s %-6s %8s  %-12s %s\n", what, T(v), peer ? peer : "-",
+	       peer ? T(pv) : "-", xp, ahead, xf, tg, verdict);
+}
+
+static void run_peers(void)
+{
+	printf("\n6. Against the best peer and the floor (issue 26): the audit's figures from this\n"
+	       "   run. \"x peer\": shmcfg over the peer a user would pick instead (commits: the\n"
+	       "   median over the pairs; reads: the median over the rounds of the paired ratios);\n"
+	       "   \"x floor\": over the physical floor (reads: a plain load, eight for 8 reads, one\n"
+	       "   random load for a lookup; commits: a process-shared mutex + memcpy of one value,\n"
+	       "   section 3); \"target\": the issue's limit, on the column it names.\n\n");
+	printf("   %-44s %9s  %-27s %9s %7s %-6s %8s  %-12s %s\n", "figure", "shmcfg", "best peer", "peer",
+	       "x peer", "ahead?", "x floor", "target", "verdict");
+	bool cm = opt.sections & SEC_COMMIT, gr = opt.sections & SEC_GROWTH, hot = opt.sections & SEC_HOT;
+	double fl = cm ? commit_floor_ns : NAN;
+	for (int i = 0; gr && i < NGROWTH; i++) {
+		const struct growth *g = &growth[i];
+		if (!g->run)
+			continue;
+		char what[64];
+		snprintf(what, sizeof what, "one-change commit, %s options", COUNT(g->n));
+		prow(what, g->commit.med, "LMDB one-key write txn", g->lmdb.med, g->ratio.med, g->commit.med / fl,
+		     false, 1.0);
+	}
+	static const uint32_t ks[3] = {1, 10, 100};
+	for (int j = 1; cm && j < 3; j++) {
+		char what[64], peer[40];
+		snprintf(what, sizeof what, "%u-change commit, 1,000 options", ks[j]);
+		snprintf(peer, sizeof peer, "LMDB %u-key write txn", ks[j]);
+		prow(what, commit_st[j].med, peer, commit_lmdb[j].med, commit_ratio[j].med, commit_st[j].med / fl,
+		     false, ks[j] == 100 ? 1.0 : 0);
+	}
+	static const uint32_t firsts[3] = {1000, 10000, 100000};
+	for (int i = 0; gr && i < 3; i++) {
+		const struct growth *g = growth_at(firsts[i]);
+		if (!g)
+			continue;
+		char what[64];
+		snprintf(what, sizeof what, "first 7 commits of a fresh process, %s", COUNT(g->n));
+		/* its own steady state in the floor's column: the limit is on that ratio */
+		printf("   %-44s %9s  %-27s %9s %7s %-6s %8s  %-12s %s\n", what, T(g->commit_first.med),
+		       "(its steady state)", T(g->commit.med), "-", "-",
+		       t_ratio((char[16]){0}, 16, g->commit_first.med / g->commit.med), "steady <= 2x",
+		       g->commit_first.med / g->commit.med <= 2 ? "met" : "MISSED");
+	}
+	if (hot) {
+		struct cand *acc = cand("accessor"), *inl = cand("inline"), *sq = cand("seqlock"),
+			    *sn = cand("snapshot"), *bp = cand("rcu_bp"), *s8 = cand("snap8"), *p8 = cand("plain8");
+		prow("generated accessor", acc->st.med, "minimal seqlock (seqlock)", sq->st.med,
+		     ratio_of("accessor", "seqlock").med, acc->rt.med, false, 1.25);
+		prow("shmcfg_get_int inline, handle from lookup", inl->st.med, "minimal seqlock (seqlock)", sq->st.med,
+		     ratio_of("inline", "seqlock").med, inl->rt.med, false, 0);
+		prow("snapshot acquire + get + release", sn->st.med, "urcu-bp read section, inline", bp->st.med,
+		     ratio_of("snapshot", "rcu_bp").med, sn->rt.med, true, 10);
+		prow("snapshot acquire + 8 gets + release", s8->st.med, NULL, p8->st.med, NAN,
+		     ratio_of("snap8", "plain8").med, true, 15);
+	}
+	const struct growth *g100k = growth_at(100000);
+	if (g100k)
+		prow("lookup by name, 100,000 options", g100k->lookup.med, NULL, NAN, NAN,
+		     g100k->lookup.med / g_miss_ns[2], true, 1.5);
+	printf("   The Python figures (patch(), a read under a patch, the torch bridge) follow\n"
+	       "   from make bench-python and bench-torch, in the same make bench.\n");
+}
+
+/* ------------------------------------------------------------------ */
 /* Main                                                               */
 /* ------------------------------------------------------------------ */
 
@@ -385,6 +480,7 @@ int main(int argc, char **argv)
 	if (opt.sections & SEC_GROWTH)
 		run_growth();
 	run_targets();
+	run_peers();
 	teardown_competitors();
 	shmcfg_close(g_h);
 	unlink_segments();

@@ -552,7 +552,7 @@ void hot_setup_all(void)
 
 /* Median over the rounds of candidate a's paired ratio over b's: both
  * timed in the same round, each against its own bracketing plain loads. */
-static struct stats ratio_of(const char *a, const char *b)
+struct stats ratio_of(const char *a, const char *b)
 {
 	double *r = calloc((size_t)opt.repeats, sizeof(double));
 	if (!r)
