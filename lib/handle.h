@@ -56,7 +56,8 @@ struct shmcfg {
 	char *priv;                        /* private mapping of [0, schema end) */
 	size_t priv_size;
 	unsigned page_shift;
-	unsigned char *opt_ok;             /* per option: 1 once validated (opt_d) */
+	unsigned char *opt_ok;             /* per option: OPT_OK once validated (opt_d), | OPT_PLAIN */
+	uint32_t *name_off;                /* per validated option: its name's offset in strings (lookup) */
 	unsigned char *page_ok;            /* per page of priv: 1 once copied */
 	unsigned char *whole_ok;           /* WHOLE_*: checked whole once; all three: __atomic_* only */
 	const struct opt_desc *desc;       /* raw: read only through opt_d() */
@@ -176,6 +177,8 @@ static inline int schema_index_at(const shmcfg *h, uint32_t slot, uint32_t *id)
 }
 /* validate_all.c: the schema used whole */
 enum { WHOLE_ALL, WHOLE_N }; /* h->whole_ok[] */
+#define OPT_OK 1    /* h->opt_ok[i]: option i validated */
+#define OPT_PLAIN 2 /* ... and neither an alias nor deprecated: a lookup of it needs nothing more */
 int shmcfg__schema_all(const shmcfg *h);
 int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo);
 static inline const struct opt_desc *opt_d(const shmcfg *h, uint32_t i)

@@ -6,6 +6,8 @@
 #include <errno.h>
 
 #include "common.h"
+#include "internal.h"
+#include "schema.h" /* shmcfg__name_hash */
 
 enum {
 	N_A_LEVEL, N_B_LEVEL, N_CACHE, N_RECOMPILE, N_OLD_RECOMPILE, N_CFG_DEBUG, N_SUB_CFG_DEBUG,
@@ -239,6 +241,51 @@ static void test_hostile(void **state)
 	assert_int_equal(o, 7);
 }
 
+/*
+ * shmcfg_lookup compares a probed option's name whole (its fast path reads
+ * the validated name, not the descriptor): a name whose hash lands on an
+ * option's home slot, so that its lookup compares with that option, is not
+ * that option when it is a prefix or an extension of its name. Candidates
+ * are made until each kind has landed there at least once.
+ */
+static void test_lookup_compares_whole_names(void **state)
+{
+	struct fx *f = *state;
+	shmcfg *h = f->h;
+	uint32_t mask = h->sch->index_size - 1;
+	shmcfg_info info;
+	assert_int_equal(shmcfg_stat(h, &info), 0);
+	int prefixes = 0, extensions = 0;
+	for (shmcfg_opt i = 0; i < info.nopts; i++) {
+		shmcfg_optinfo oi;
+		assert_int_equal(shmcfg_opt_info(h, i, &oi), 0);
+		shmcfg_opt o;
+		assert_int_equal(shmcfg_lookup(h, oi.name, &o), 0); /* validated: the fast path next */
+		assert_int_equal(o, i);
+		size_t len = strlen(oi.name);
+		uint64_t home = shmcfg__name_hash(oi.name, len) & mask;
+		char cand[128];
+		for (size_t k = 1; k < len; k++) { /* every proper prefix */
+			snprintf(cand, sizeof cand, "%.*s", (int)k, oi.name);
+			if ((shmcfg__name_hash(cand, k) & mask) != home)
+				continue;
+			prefixes++;
+			if (shmcfg_lookup(h, cand, &o) == 0)
+				assert_int_not_equal(o, i);
+		}
+		for (unsigned k = 0; k < 4 * (mask + 1); k++) { /* extensions */
+			int n = snprintf(cand, sizeof cand, "%s%u", oi.name, k);
+			if ((shmcfg__name_hash(cand, (size_t)n) & mask) != home)
+				continue;
+			extensions++;
+			assert_int_equal(shmcfg_lookup(h, cand, &o), SHMCFG_E_NOOPT);
+		}
+	}
+	/* not vacuous: both kinds were compared with the option they come from */
+	assert_true(prefixes > 0);
+	assert_true(extensions > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -250,6 +297,7 @@ int main(void)
 		cmocka_unit_test(test_did_you_mean),
 		cmocka_unit_test(test_short_name),
 		cmocka_unit_test(test_hostile),
+		cmocka_unit_test(test_lookup_compares_whole_names),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -17,7 +17,9 @@ int shmcfg_lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
 	SHMCFG_API_ENTRY;
 	assert_return(h && name && ret, -EINVAL);
 	int r = shmcfg__lookup(h, name, ret);
-	if (!r)
+	/* acquire: as in opt_d(); an option neither alias nor deprecated has
+	 * nothing to warn of, and its descriptor stays untouched */
+	if (!r && !(__atomic_load_n(&h->opt_ok[*ret], __ATOMIC_ACQUIRE) & OPT_PLAIN))
 		shmcfg__warn_deprecated(h, *ret);
 	return r;
 }
@@ -36,13 +38,22 @@ int shmcfg__lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
 			return r;
 		if (id == UINT32_MAX)
 			break;
-		/* the probed option, once validated, costs one load here (its
-		 * alias's final target: only if its name is the one sought) */
-		if (!__atomic_load_n(&h->opt_ok[id], __ATOMIC_ACQUIRE) && (r = shmcfg__opt_use(h, id)))
-			return r;
-		const struct opt_desc *d = opt_d(h, id);
-		if (d->name.len == len && memcmp(sstr(h, d->name), name, len) == 0) {
-			if (d->alias != SHMCFG_NO_OPT && (r = shmcfg__opt_use(h, id)))
+		/* the probed option, once validated, costs two process-local
+		 * loads and its name, not its descriptor (acquire: as in opt_d(),
+		 * for name_off[id] too, stored before opt_ok[id]) */
+		unsigned char ok = __atomic_load_n(&h->opt_ok[id], __ATOMIC_ACQUIRE);
+		if (!ok) {
+			if ((r = shmcfg__opt_use(h, id)))
+				return r;
+			ok = __atomic_load_n(&h->opt_ok[id], __ATOMIC_ACQUIRE);
+		}
+		/* validated: NUL-terminated in strings, no NUL inside, so strncmp
+		 * stops within it, and s[len] is read only after len equal bytes */
+		uint32_t off = __atomic_load_n(&h->name_off[id], __ATOMIC_RELAXED);
+		const char *s = off == UINT32_MAX ? "" : h->strings + off;
+		if (strncmp(s, name, len) == 0 && s[len] == 0) {
+			/* an alias: its final target validated too */
+			if (!(ok & OPT_PLAIN) && opt_d(h, id)->alias != SHMCFG_NO_OPT && (r = shmcfg__opt_use(h, id)))
 				return r;
 			*ret = id;
 			return 0;

@@ -158,6 +158,8 @@ int shmcfg__schema_open(shmcfg *h)
 	h->opt_ok = state;
 	h->page_ok = h->opt_ok + n;
 	h->whole_ok = h->page_ok + npages;
+	if (!(h->name_off = shmcfg__calloc(n ? n : 1, sizeof *h->name_off)))
+		return shmcfg__nomem(); /* schema_close frees state */
 	/* writable, private: MADV_POPULATE_WRITE copies pages; nothing writes them */
 	h->priv = shmcfg__mmap(NULL, h->priv_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, h->fd, 0);
 	if (h->priv == MAP_FAILED) {
@@ -181,6 +183,8 @@ void shmcfg__schema_close(shmcfg *h)
 	h->priv = NULL;
 	shmcfg__free((void *)h->opt_ok);
 	h->opt_ok = NULL;
+	shmcfg__free(h->name_off);
+	h->name_off = NULL;
 }
 
 /* ------------------------------------------------------------------ */
@@ -388,7 +392,13 @@ static int opt_validate(const shmcfg *h, uint32_t i)
 	 * store the same value. A corrupt option is not marked: each use
 	 * checks it again and fails again, with its detail.
 	 */
-	__atomic_store_n(&h->opt_ok[i], 1, __ATOMIC_RELEASE);
+	const struct opt_desc *d = &h->desc[i];
+	/* relaxed: published by the release store below, like the descriptor
+	 * (two threads store the same offset); an empty name's offset is
+	 * unchecked (str_ok): none */
+	__atomic_store_n(&h->name_off[i], d->name.len ? d->name.off : UINT32_MAX, __ATOMIC_RELAXED);
+	bool plain = d->alias == SHMCFG_NO_OPT && !(d->flags & SHMCFG_F_DEPRECATED);
+	__atomic_store_n(&h->opt_ok[i], OPT_OK | (plain ? OPT_PLAIN : 0), __ATOMIC_RELEASE);
 	return 0;
 }
 
