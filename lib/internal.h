@@ -198,6 +198,7 @@ struct change {
 			   * writer lock: a local value set meanwhile stays; cluster_apply.c) */
 	shmcfg_value v;   /* owned */
 };
+#define TXN_SMALL 4
 struct shmcfg_txn {
 	shmcfg *h; const shmcfg *origin; /* begun on: its options are mapped to h's; NULL: h's own */
 	enum layer layer;   /* what shmcfg_txn_set() writes */
@@ -211,7 +212,9 @@ struct shmcfg_txn {
 	 * is the one the segment has then (cluster_rev is set to it);
 	 * cluster_no_older: a cluster_rev below the segment's is refused (-ESTALE) */
 	bool cluster_keep, cluster_no_older;
+	struct change small_ch[TXN_SMALL]; /* ch's first storage: most transactions change a few */
 };
+shmcfg_txn *shmcfg__txn_new(shmcfg *h); /* txn.c: what shmcfg_txn_begin() and replace.c start from */
 int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const shmcfg_value *v);
 int shmcfg__txn_refuse(shmcfg_txn *t, int r); /* t poisoned by refusal r (the first is kept): r */
 /* shmcfg_txn_reset(), made at commit only if the layer is then the cluster's (if_cluster) */

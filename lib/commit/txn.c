@@ -8,7 +8,9 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A refused change poisons its transaction, which then commits nothing (all
  * or nothing, as the README promises): keep the first refusal for
@@ -30,6 +32,21 @@ int shmcfg__txn_refuse(shmcfg_txn *t, int r)
 								   __func__, #expr));                  \
 	} while (0)
 
+/* An empty transaction on h (layer: the knob's, 0), its changes in small_ch
+ * until they outgrow it; NULL when out of memory. */
+shmcfg_txn *shmcfg__txn_new(shmcfg *h)
+{
+	/* not calloc: small_ch needs no zeroing */
+	shmcfg_txn *t = shmcfg__malloc(sizeof *t);
+	if (!t)
+		return NULL;
+	memset(t, 0, offsetof(shmcfg_txn, small_ch));
+	t->ch = t->small_ch;
+	t->cap = TXN_SMALL;
+	t->h = h;
+	return t;
+}
+
 int shmcfg_txn_begin(shmcfg *h, shmcfg_txn **ret)
 {
 	SHMCFG_API_ENTRY;
@@ -38,10 +55,9 @@ int shmcfg_txn_begin(shmcfg *h, shmcfg_txn **ret)
 	SHMCFG_FOLLOW(h);
 	if (h->rdonly)
 		return shmcfg__err(SHMCFG_E_READONLY, "%s: attached read-only, cannot write", h->name);
-	shmcfg_txn *t = shmcfg__calloc(1, sizeof *t);
+	shmcfg_txn *t = shmcfg__txn_new(h);
 	if (!t)
 		return shmcfg__nomem();
-	t->h = h;
 	t->origin = h != h0 && h->root_map ? h0 : NULL; /* followed into another schema: map (follow.c) */
 	t->layer = LAYER_USER;
 	*ret = t;
@@ -55,7 +71,8 @@ shmcfg_txn *shmcfg_txn_abort(shmcfg_txn *t)
 		return NULL;
 	for (size_t i = 0; i < t->n; i++)
 		shmcfg_value_clear(&t->ch[i].v);
-	shmcfg__free(t->ch);
+	if (t->ch != t->small_ch)
+		shmcfg__free(t->ch);
 	shmcfg__free(t->idx);
 	shmcfg__free(t->err_detail);
 	shmcfg__free(t);
@@ -160,10 +177,13 @@ static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, 
 			return r;
 	}
 	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 8;
-		struct change *ch = shmcfg__realloc(t->ch, cap * sizeof *ch);
+		size_t cap = t->cap * 2;
+		bool small = t->ch == t->small_ch;
+		struct change *ch = shmcfg__realloc(small ? NULL : t->ch, cap * sizeof *ch);
 		if (!ch)
 			return shmcfg__nomem();
+		if (small)
+			memcpy(ch, t->small_ch, t->n * sizeof *ch);
 		t->ch = ch;
 		t->cap = cap;
 	}

@@ -156,11 +156,10 @@ static int hist_copy(shmcfg *h, const shmcfg *old, uint64_t g0)
  */
 static int env_anew(shmcfg *h, char *const *envp)
 {
-	shmcfg_txn *t = shmcfg__calloc(1, sizeof *t);
+	shmcfg_txn *t = shmcfg__txn_new(h);
 	shmcfg_snapshot *s = NULL;
 	if (!t)
 		return shmcfg__nomem();
-	t->h = h;
 	int r = shmcfg_snapshot_acquire(h, &s);
 	for (uint32_t i = 0; !r && i < h->lay.nopts; i++) {
 		struct shmcfg__cell lay[NLAYERS];
@@ -189,10 +188,9 @@ static int first_from(shmcfg *h, void *ctx)
 	const struct keep_first *k = ctx;
 	shmcfg *old = k->old;
 	uint64_t cluster_rev = 0;
-	shmcfg_txn *t = shmcfg__calloc(1, sizeof *t);
+	shmcfg_txn *t = shmcfg__txn_new(h);
 	if (!t)
 		return shmcfg__nomem();
-	t->h = h;
 	snprintf(t->who, sizeof t->who, "%s", k->who);
 	int r = k->keep ? copy_layers(t, old, &cluster_rev) : shmcfg__env_changes(t, k->envp);
 	if (!r && k->keep)
@@ -411,10 +409,9 @@ struct env_first {
 static int first_env(shmcfg *h, void *ctx)
 {
 	const struct env_first *e = ctx;
-	shmcfg_txn *t = shmcfg__calloc(1, sizeof *t);
+	shmcfg_txn *t = shmcfg__txn_new(h);
 	if (!t)
 		return shmcfg__nomem();
-	t->h = h;
 	int r = shmcfg__env_changes(t, e->envp);
 	if (!r)
 		r = shmcfg__commit_first(t, h->lay.first_gen, 0, true);

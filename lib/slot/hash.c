@@ -51,17 +51,18 @@ static inline __attribute__((always_inline)) void put(struct rec_out *o, const v
 
 static inline __attribute__((always_inline)) void put_u32(struct rec_out *o, uint32_t x)
 {
-	unsigned char le[4] = {(unsigned char)x, (unsigned char)(x >> 8), (unsigned char)(x >> 16),
-			       (unsigned char)(x >> 24)};
-	put(o, le, 4);
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+	x = __builtin_bswap32(x);
+#endif
+	put(o, &x, 4); /* little-endian */
 }
 
 static inline __attribute__((always_inline)) void put_u64(struct rec_out *o, uint64_t x)
 {
-	unsigned char le[8];
-	for (int i = 0; i < 8; i++)
-		le[i] = (unsigned char)(x >> (8 * i));
-	put(o, le, 8);
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+	x = __builtin_bswap64(x);
+#endif
+	put(o, &x, 8); /* little-endian */
 }
 
 /*
@@ -226,9 +227,13 @@ void shmcfg__hash_final(const uint64_t sum[2], uint8_t out[16])
 {
 	unsigned char buf[sizeof HASH_PREFIX - 1 + 16];
 	memcpy(buf, HASH_PREFIX, sizeof HASH_PREFIX - 1);
-	for (int k = 0; k < 2; k++)
-		for (int i = 0; i < 8; i++)
-			buf[sizeof HASH_PREFIX - 1 + 8 * k + i] = (unsigned char)(sum[k] >> (8 * i));
+	for (int k = 0; k < 2; k++) {
+		uint64_t le = sum[k];
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+		le = __builtin_bswap64(le);
+#endif
+		memcpy(buf + sizeof HASH_PREFIX - 1 + 8 * k, &le, 8); /* little-endian, as encoding 2 says */
+	}
 	XXH128_canonical_t canon;
 	XXH128_canonicalFromHash(&canon, XXH3_128bits(buf, sizeof buf));
 	memcpy(out, canon.digest, 16);

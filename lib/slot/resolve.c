@@ -353,11 +353,18 @@ static int q_push(struct build *b, uint32_t id)
 	int r = 0;
 	if (!ids_add(&b->queued, id, &r))
 		return r;
+	if (!b->q) {
+		b->q = b->small_q;
+		b->qcap = sizeof b->small_q / sizeof b->small_q[0];
+	}
 	if (b->nq == b->qcap) {
-		size_t cap = b->qcap ? 2 * b->qcap : 64;
-		uint32_t *q = shmcfg__realloc(b->q, cap * sizeof *q);
+		size_t cap = 2 * b->qcap;
+		bool small = b->q == b->small_q;
+		uint32_t *q = shmcfg__realloc(small ? NULL : b->q, cap * sizeof *q);
 		if (!q)
 			return shmcfg__nomem();
+		if (small)
+			memcpy(q, b->small_q, b->nq * sizeof *q);
 		b->q = q;
 		b->qcap = cap;
 	}
@@ -457,7 +464,10 @@ void shmcfg__build_free(struct build *b)
 	shmcfg__ids_free(&b->changed);
 	shmcfg__ids_free(&b->seeds);
 	shmcfg__ids_free(&b->queued);
-	shmcfg__free(b->q);
+	if (b->q != b->small_q)
+		shmcfg__free(b->q);
+	b->q = NULL;
+	b->nq = b->qcap = 0;
 }
 
 /*

@@ -66,6 +66,7 @@ struct build {
 	struct idset queued;         /* options ever queued for resolution: each once */
 	uint32_t *q;                 /* those not resolved yet: a min-heap by rank */
 	size_t nq, qcap;
+	uint32_t small_q[16];        /* q's first storage (a struct build is never copied) */
 };
 int shmcfg__copy_opt(struct build *b, uint32_t i, const void *from);
 int shmcfg__apply_changes(struct build *b, const struct change *ch, size_t n);
