@@ -347,12 +347,77 @@ static void test_no_reclaimer_no_deadlock(void **state)
 	shmcfg_unlink(name);
 }
 
+/*
+ * Threads looking up every option of a freshly attached handle at once, in
+ * different orders: each option is validated on its first use (opt_ok and
+ * name_off, lib/schema/validate.c) while the others read them; every name
+ * must give its own option (and TSan sees no race).
+ */
+#define LOOKUP_OPTS 2000
+struct looker {
+	shmcfg *h;
+	char (*names)[64];
+	int id;
+	uint32_t bad, done;
+};
+
+static void *looker(void *arg)
+{
+	struct looker *l = arg;
+	pthread_barrier_wait(&start);
+	for (uint32_t k = 0; k < LOOKUP_OPTS; k++) {
+		/* thread 0 walks up, 1 down, the others with strides */
+		uint32_t i = l->id == 0 ? k : l->id == 1 ? LOOKUP_OPTS - 1 - k : (k * (2u * l->id + 1)) % LOOKUP_OPTS;
+		shmcfg_opt o = SHMCFG_NO_OPT;
+		if (shmcfg_lookup(l->h, l->names[i], &o) || o != i)
+			l->bad++;
+		l->done++;
+	}
+	return NULL;
+}
+
+static void test_concurrent_first_lookups(void **state)
+{
+	(void)state;
+	const char *name = test_name("lookups");
+	shmcfg_schema *s = big_schema(9, LOOKUP_OPTS);
+	shmcfg *maker;
+	assert_int_equal(shmcfg_create(name, s, &copts, &maker), 0);
+	shmcfg_schema_free(s);
+	static char names[LOOKUP_OPTS][64];
+	for (shmcfg_opt i = 0; i < LOOKUP_OPTS; i++) {
+		shmcfg_optinfo oi;
+		assert_int_equal(shmcfg_opt_info(maker, i, &oi), 0);
+		snprintf(names[i], sizeof names[i], "%s", oi.name);
+	}
+	shmcfg *h; /* a handle of its own: nothing of it validated yet */
+	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &h), 0);
+	pthread_t th[THREADS];
+	struct looker l[THREADS];
+	assert_int_equal(pthread_barrier_init(&start, NULL, THREADS), 0);
+	for (int k = 0; k < THREADS; k++) {
+		l[k] = (struct looker){.h = h, .names = names, .id = k};
+		assert_int_equal(pthread_create(&th[k], NULL, looker, &l[k]), 0);
+	}
+	for (int k = 0; k < THREADS; k++)
+		assert_int_equal(pthread_join(th[k], NULL), 0);
+	pthread_barrier_destroy(&start);
+	for (int k = 0; k < THREADS; k++) {
+		assert_int_equal(l[k].done, LOOKUP_OPTS);
+		assert_int_equal(l[k].bad, 0);
+	}
+	shmcfg_close(h);
+	shmcfg_close(maker);
+	shmcfg_unlink(name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_concurrent_creates),
 		cmocka_unit_test(test_concurrent_schema_loads),
 		cmocka_unit_test(test_no_reclaimer_no_deadlock),
+		cmocka_unit_test(test_concurrent_first_lookups),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
