@@ -64,10 +64,13 @@ bool shmcfg__replacement_left(const char *dname, const char *name, uid_t euid, c
 			      char path[static PATH_BYTES + 40], uid_t *uid, uint8_t inst[16])
 {
 	size_t plen = strlen(TEMP_PREFIX);
+	/* the prefix first: a shorter name ends before dname + plen */
+	if (strncmp(dname, TEMP_PREFIX, plen))
+		return false;
 	const char *dot = strrchr(dname + plen, '.');
 	struct seg_header hd;
 	struct stat st;
-	if (strncmp(dname, TEMP_PREFIX, plen) || !dot || (size_t)(dot - dname - plen) > SEG_NAME_MAX)
+	if (!dot || (size_t)(dot - dname - plen) > SEG_NAME_MAX)
 		return false;
 	memcpy(seg, dname + plen, (size_t)(dot - dname - plen));
 	seg[dot - dname - plen] = 0;
