@@ -27,12 +27,15 @@ static uint64_t ms_now(void)
 
 /* ---- a follower: another process, attached once, told what to do ---- */
 
+/* no implicit padding: every byte written to the pipe is initialised (valgrind) */
 struct msg {
 	char op;       /* 'w' wait to read v inline, 's' slow read, 'c' commit v, 'g' wait after v, 'q' quit */
+	char pad[7];
 	int64_t v;
 };
 struct reply {
 	int r;         /* 0 or the error */
+	int pad;
 	int64_t v;     /* the value read, the generation */
 };
 
@@ -109,7 +112,7 @@ static struct follower start_follower(const char *name)
 
 static struct reply ask(struct follower *f, char op, int64_t v)
 {
-	struct msg m = {op, v};
+	struct msg m = {.op = op, .v = v};
 	struct reply rp = {.r = -EPIPE};
 	assert_int_equal(write(f->to, &m, sizeof m), (ssize_t)sizeof m);
 	assert_int_equal(read(f->from, &rp, sizeof rp), (ssize_t)sizeof rp);
@@ -118,7 +121,7 @@ static struct reply ask(struct follower *f, char op, int64_t v)
 
 static void stop_follower(struct follower *f)
 {
-	struct msg m = {'q', 0};
+	struct msg m = {.op = 'q'};
 	(void)!write(f->to, &m, sizeof m);
 	int st;
 	assert_int_equal(waitpid(f->pid, &st, 0), f->pid);
@@ -219,7 +222,7 @@ static void test_follow_resize_and_force(void **state)
 
 	/* a wait across a replacement: woken by it, on the new generation */
 	uint64_t g3 = shmcfg_generation(h3);
-	struct msg m = {'g', (int64_t)g3};
+	struct msg m = {.op = 'g', .v = (int64_t)g3};
 	assert_int_equal(write(f.to, &m, sizeof m), (ssize_t)sizeof m);
 	shmcfg *h4;
 	o = (shmcfg_create_opts){.history = 50};
