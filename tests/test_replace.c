@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "common.h"
+#include "proc.h"
 
 static uint64_t ms_now(void)
 {
@@ -649,8 +650,11 @@ static void test_concurrent_replacers(void **state)
 			}
 			_exit(0);
 		}
-	for (int64_t v = 1; v <= 400; v++)
-		assert_int_equal(commit_int(h, T_A, v, NULL), 0);
+	for (int64_t v = 1; v <= 400; v++) {
+		int r = commit_int(h, T_A, v, NULL);
+		if (r)
+			fail_msg("commit %lld: %s: %s", (long long)v, shmcfg_errname(r), shmcfg_errdetail());
+	}
 	for (int k = 0; k < 2; k++) {
 		int st;
 		assert_int_equal(waitpid(kid[k], &st, 0), kid[k]);
@@ -725,8 +729,51 @@ static void test_threads_follow(void **state)
 	shmcfg_unlink(name);
 }
 
+/* Attach, stopped (SHMCFG_FAULT) between opening the segment's lock object
+ * and mapping it; then commit 7 and report what the name's segment holds. */
+static int attach_across_main(void *p)
+{
+	const char *name = p;
+	setenv("SHMCFG_FAULT", "attach.lock_opened:stop", 1);
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(name, 0, NULL, &h);
+	unsetenv("SHMCFG_FAULT");
+	CHECK(r == 0, 2, "attach across a replacement: %s: %s", shmcfg_errname(r), shmcfg_errdetail());
+	r = commit_int(h, T_A, 7, NULL);
+	CHECK(r == 0, 3, "commit after it: %s: %s", shmcfg_errname(r), shmcfg_errdetail());
+	shmcfg_close(h);
+	return 0;
+}
+
+/* A segment replaced while a process attaches it, after it opened the lock
+ * object and before it mapped it (a replacer removes the old one): the
+ * attach succeeds, and the handle's commit lands on the segment now at the
+ * name. (The mapping opened the lock object again by its name, and failed
+ * with ENOENT: test_concurrent_replacers' commits saw it now and then.) */
+static void test_attach_across_replacement(void **state)
+{
+	(void)state;
+	const char *name = test_name("across");
+	shmcfg *h = test_create(name, NULL);
+	pid_t pid = spawn(attach_across_main, (void *)name);
+	assert_child_stops(pid, "attach.lock_opened");
+	shmcfg *n;
+	assert_int_equal(shmcfg_resize(name, &(shmcfg_create_opts){.slots = 5}, &n), 0);
+	shmcfg_close(n);
+	assert_int_equal(kill(pid, SIGCONT), 0);
+	assert_child_ok(pid);
+	shmcfg *now;
+	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &now), 0);
+	assert_int_equal(get_i(now, T_A), 7);
+	shmcfg_close(now);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
 int main(void)
 {
+	if (getenv("TEST_FILTER"))
+		cmocka_set_test_filter(getenv("TEST_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_follow_resize_and_force),
 		cmocka_unit_test(test_follow_another_schema),
@@ -737,6 +784,7 @@ int main(void)
 		cmocka_unit_test(test_gc_spares_a_replacement_under_way),
 		cmocka_unit_test(test_concurrent_replacers),
 		cmocka_unit_test(test_threads_follow),
+		cmocka_unit_test(test_attach_across_replacement),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -244,7 +244,14 @@ static int lock_map(shmcfg *h, const char *path, const char **what)
 {
 	struct stat a, b;
 	*what = "open";
-	int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	/* the file lock_fd has open, whatever its name holds now (a replacer
+	 * may have removed it since): /proc's link to it opens it anew; the
+	 * name only without /proc, where the check below sees a replacement */
+	char self[64];
+	snprintf(self, sizeof self, "/proc/self/fd/%d", h->lock_fd);
+	int fd = open(self, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
+		fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	void *p = MAP_FAILED;
@@ -341,10 +348,15 @@ int shmcfg__lock_open(shmcfg *h, const struct stat *seg_st)
 	if (st.st_size != LOCK_FILE_BYTES || pread(h->lock_fd, &lf, sizeof lf, 0) != (ssize_t)sizeof lf ||
 	    lf.magic != LOCK_MAGIC || memcmp(lf.instance, h->lay.instance, 16) != 0)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s is not its lock object", h->name, path);
+	shmcfg__fault("attach.lock_opened"); /* a replacer may remove it now */
 	const char *what;
-	if (!h->rdonly && lock_map(h, path, &what) < 0)
-		return shmcfg__err(-errno, "%s: cannot map its lock object %s: %s: %s", h->name, path, what,
-				   strerror(errno));
+	if (!h->rdonly && lock_map(h, path, &what) < 0) {
+		int e = errno;
+		shmcfg__err(-e, "%s: cannot map its lock object %s: %s: %s", h->name, path, what, strerror(e));
+		/* gone or replaced under its name since it was opened (no /proc):
+		 * the segment was replaced meanwhile, as above */
+		return e == ENOENT || e == ESTALE ? -EAGAIN : -e;
+	}
 	return 0;
 }
 
