@@ -244,9 +244,8 @@ static int lock_map(shmcfg *h, const char *path, const char **what)
 {
 	struct stat a, b;
 	*what = "open";
-	/* the file lock_fd has open, whatever its name holds now (a replacer
-	 * may have removed it since): /proc's link to it opens it anew; the
-	 * name only without /proc, where the check below sees a replacement */
+	/* lock_fd's file anew, even if a replacer removed it since; without
+	 * /proc by its name, where the check below sees a replacement */
 	char self[64];
 	snprintf(self, sizeof self, "/proc/self/fd/%d", h->lock_fd);
 	int fd = open(self, O_RDWR | O_NONBLOCK | O_CLOEXEC);
@@ -351,10 +350,8 @@ int shmcfg__lock_open(shmcfg *h, const struct stat *seg_st)
 	shmcfg__fault("attach.lock_opened"); /* a replacer may remove it now */
 	const char *what;
 	if (!h->rdonly && lock_map(h, path, &what) < 0) {
-		int e = errno;
+		int e = errno; /* ENOENT, ESTALE (no /proc): replaced meanwhile, as above */
 		shmcfg__err(-e, "%s: cannot map its lock object %s: %s: %s", h->name, path, what, strerror(e));
-		/* gone or replaced under its name since it was opened (no /proc):
-		 * the segment was replaced meanwhile, as above */
 		return e == ENOENT || e == ESTALE ? -EAGAIN : -e;
 	}
 	return 0;
