@@ -419,6 +419,40 @@ static void test_stopped_owner(void **state)
 	drop(h);
 }
 
+/* A forked child of a writer that owns an entry (its parent's commit
+ * claimed it) cannot take the lock as its parent: shmcfg_sync_set, which
+ * takes the lock without the commit's own fork check, is refused, the word
+ * stays free, and the parent and another writer still commit. */
+static int sync_in_child_main(void *p)
+{
+	shmcfg *h = p;
+	shmcfg_sync_info info = {.pid = getpid()};
+	snprintf(info.host, sizeof info.host, "forked");
+	int r = shmcfg_sync_set(h, &info);
+	CHECK(r == SHMCFG_E_FORKED, 2, "sync_set in a forked child: %s", shmcfg_errname(r));
+	CHECK(h->lock_map->writer == 0, 3, "the child left the word %#x", h->lock_map->writer);
+	return 0;
+}
+
+static void test_forked_child_cannot_take_lock(void **state)
+{
+	(void)state;
+	const char *name = new_name("wlock-child");
+	shmcfg *h = keep(test_create(name, NULL));
+	commit_ok(h, 3, "the parent's first commit (claims its entry)");
+	assert_true(h->reader >= 0);
+	pid_t pid = spawn(sync_in_child_main, h);
+	assert_child_ok(pid);
+	assert_int_equal(h->lock_map->writer, 0);
+	commit_ok(h, 4, "the parent after its child's attempt");
+	shmcfg *other = NULL;
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &other), 0);
+	keep(other);
+	commit_ok(other, 5, "another writer after it");
+	drop(other);
+	drop(h);
+}
+
 int main(void)
 {
 	unsetenv("SHMCFG_FAULT");
@@ -433,6 +467,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_fallback_owner_killed, teardown),
 		cmocka_unit_test_teardown(test_dead_owner_entry_claimed, teardown),
 		cmocka_unit_test_teardown(test_stopped_owner, teardown),
+		cmocka_unit_test_teardown(test_forked_child_cannot_take_lock, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

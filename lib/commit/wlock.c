@@ -148,6 +148,12 @@ static void wlock_drop(shmcfg *h, uint32_t mine)
  */
 int shmcfg__lock_writer(shmcfg *h)
 {
+	/* a forked child has the parent's mapping, entry and (maybe locked)
+	 * commit_lock: it would take the word as its parent, or wait forever.
+	 * Every path that writes (commit, sync record, replacement) comes here. */
+	if (shmcfg__self_pid != h->pid)
+		return shmcfg__err(SHMCFG_E_FORKED, "%s: write in a child of the attaching process: attach again",
+				   h->name);
 	pthread_mutex_lock(&h->commit_lock);
 	if (!h->lock_map) {
 		pthread_mutex_unlock(&h->commit_lock);
