@@ -338,12 +338,9 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 {
 	shmcfg *h = t->h;
 	int r;
-	if (shmcfg__self_pid != h->pid)
-		return shmcfg__err(SHMCFG_E_FORKED, "%s: commit in a child of the attaching process: attach again",
-				   h->name);
 	if (t->n > 1)
 		qsort(t->ch, t->n, sizeof *t->ch, cmp_change);
-	if ((r = shmcfg__lock_writer(h)))
+	if ((r = shmcfg__lock_writer(h))) /* SHMCFG_E_FORKED in a forked child */
 		return r;
 	shmcfg__fault("commit.locked");
 	struct seg_header *hd = h->hdr;
