@@ -195,8 +195,8 @@ static void ring_read(const shmcfg *h, uint64_t pos, char *dst, uint64_t len)
  * skip it) and the generation unpublished: the next writer commits `gen`
  * again and rewrites the entry.
  */
-int shmcfg__hist_write(shmcfg *h, uint64_t gen, const struct change *ch, size_t n, const void *old_slot,
-		       const struct build *b, uint64_t cluster_rev, const shmcfg_txn *origin)
+int shmcfg__hist_write(shmcfg *h, uint64_t gen, uint64_t time_ns, const struct change *ch, size_t n,
+		       const void *old_slot, const struct build *b, uint64_t cluster_rev, const shmcfg_txn *origin)
 {
 	char user[SHMCFG_USER_MAX], comm[SHMCFG_PROCESS_MAX];
 	shmcfg__self_identity(h->uid, user, comm);
@@ -224,7 +224,7 @@ int shmcfg__hist_write(shmcfg *h, uint64_t gen, const struct change *ch, size_t 
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	shmcfg__hist_ring_write(h, pos, h->hist_buf, bytes);
 	shmcfg__fault("history.record");
-	e->time_ns = now_ns(CLOCK_REALTIME);
+	e->time_ns = time_ns;
 	e->pos = pos;
 	e->len = len;
 	e->nchanges = count;

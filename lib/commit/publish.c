@@ -80,14 +80,14 @@ static uint32_t *ring_at(const shmcfg *h, uint64_t pos)
  * head moves before the ids are written, so a writer that dies meanwhile
  * can only have overwritten ids that no published record still claims.
  */
-static void write_log(shmcfg *h, uint64_t gen, uint32_t *ids, size_t n, const shmcfg_txn *origin)
+static void write_log(shmcfg *h, uint64_t gen, uint64_t time_ns, uint32_t *ids, size_t n, const shmcfg_txn *origin)
 {
 	struct log_ent *e = log_at(h, gen);
 	if (n > 1) /* a commit of only an origin has no ids (and ids may be NULL) */
 		qsort(ids, n, sizeof *ids, cmp_id);
 	/* the same seqlock as a slot: stamp 0, (C), fields, (D) */
 	seq_write_begin(&e->gen, 0);
-	e->time_ns = now_ns(CLOCK_REALTIME);
+	e->time_ns = time_ns;
 	e->pid = (int32_t)shmcfg__self_pid;
 	e->uid = h->uid;
 	e->nchanged = (uint32_t)n;
@@ -166,8 +166,9 @@ static void wake(shmcfg *h)
 	/* The mode decides whether readers may be unable to count themselves;
 	 * it was read at attach, and a chmod since (0600 to 0640, say) lets in
 	 * readers that no commit would wake: their waits would last a whole
-	 * slice (100 ms) each. Read it again, at most once a second. */
-	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	 * slice (100 ms) each. Read it again, at most once a second (the coarse
+	 * clock: a few ns, where the fine one costs a tenth of a small commit). */
+	uint64_t now = now_ns(CLOCK_MONOTONIC_COARSE);
 	struct stat st;
 	if (now - h->mode_ns >= 1000000000ull && fstat(h->fd, &st) == 0) {
 		h->mode_ns = now;
@@ -207,9 +208,11 @@ int shmcfg__commit_first(shmcfg_txn *t, uint64_t gen, uint64_t cluster_rev, bool
 	shmcfg__hash_final(sl->hash_sum, sl->config_hash);
 	sl->base = gen;
 	sl->cluster_rev = cluster_rev;
-	if ((r = shmcfg__hist_write(h, gen, record ? t->ch : NULL, record ? t->n : 0, NULL, &b, cluster_rev, t)))
+	uint64_t time_ns = now_ns(CLOCK_REALTIME);
+	if ((r = shmcfg__hist_write(h, gen, time_ns, record ? t->ch : NULL, record ? t->n : 0, NULL, &b, cluster_rev,
+				    t)))
 		goto out;
-	write_log(h, gen, b.changed.ids, record ? b.changed.n : 0, t);
+	write_log(h, gen, time_ns, b.changed.ids, record ? b.changed.n : 0, t);
 	for (uint32_t s = 1; !r && s < h->lay.nslots; s++) {
 		struct slot_hdr *o = slot_at(h, s);
 		struct build c = {.h = h, .cells = slot_cells(h, o), .lrefs = slot_lrefs(h, o), .heap = seg_heap(h),
@@ -417,9 +420,10 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 		r = build_txn(&b, t, sl);
 	}
 	/* the history's record, before the slot: it fails only for memory,
-	 * and then the commit fails whole */
+	 * and then the commit fails whole; it and the log have one time */
+	uint64_t time_ns = now_ns(CLOCK_REALTIME);
 	if (!r)
-		r = shmcfg__hist_write(h, gen, t->ch, t->n, cur_sl, &b, cluster_rev, t);
+		r = shmcfg__hist_write(h, gen, time_ns, t->ch, t->n, cur_sl, &b, cluster_rev, t);
 	if (r) {
 		if (undo(&b, sl, cur_sl, cur_g) == 0)
 			hd->wip = 0; /* else the next writer sweeps */
@@ -430,7 +434,7 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	shmcfg__hash_final(b.hash_sum, sl->config_hash);
 	sl->cluster_rev = cluster_rev;
 	shmcfg__fault("commit.written");
-	write_log(h, gen, b.changed.ids, b.changed.n, t);
+	write_log(h, gen, time_ns, b.changed.ids, b.changed.n, t);
 	sl->base = gen;
 	/* pairs with the readers' stamp check: everything above is visible to a
 	 * reader that sees this stamp */

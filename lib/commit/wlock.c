@@ -96,7 +96,9 @@ static int take_from_dead(shmcfg *h, uint32_t w, uint32_t mine, bool by_ofd)
 	return r == -EAGAIN ? 0 : r < 0 ? r : taken;
 }
 
-/* Take the word as `mine` before the deadline: 0, -EAGAIN or -errno. */
+/* Take the word as `mine` before the deadline (0: commit_timeout_ms from
+ * the first wait, so that an uncontended take reads no clock): 0, -EAGAIN
+ * or -errno. */
 static int wlock_take(shmcfg *h, uint32_t mine, bool by_ofd, uint64_t deadline)
 {
 	uint32_t *word = &h->lock_map->writer;
@@ -116,6 +118,8 @@ static int wlock_take(shmcfg *h, uint32_t mine, bool by_ofd, uint64_t deadline)
 		if (r)
 			return r < 0 ? r : 0;
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
+		if (!deadline)
+			deadline = now + (uint64_t)h->commit_timeout_ms * 1000000ull;
 		if (now >= deadline)
 			return -EAGAIN;
 		if (!(w & WLOCK_WAITERS) &&
@@ -165,7 +169,8 @@ int shmcfg__lock_writer(shmcfg *h)
 	int reader = __atomic_load_n(&h->reader, __ATOMIC_ACQUIRE);
 	bool by_ofd = reader < 0;
 	uint32_t mine = by_ofd ? WLOCK_BY_OFD : (uint32_t)reader + 1;
-	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + (uint64_t)h->commit_timeout_ms * 1000000ull;
+	/* with the OFD byte, one timeout for both waits */
+	uint64_t deadline = by_ofd ? now_ns(CLOCK_MONOTONIC) + (uint64_t)h->commit_timeout_ms * 1000000ull : 0;
 	int r = by_ofd ? shmcfg__ofd_lock(h->lock_fd, LOCK_WRITER_BYTE, true, h->commit_timeout_ms) : 0;
 	if (!r) {
 		r = wlock_take(h, mine, by_ofd, deadline);

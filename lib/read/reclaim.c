@@ -154,7 +154,7 @@ bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp)
  */
 int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret, uint64_t *old_stamp)
 {
-	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + (uint64_t)h->commit_timeout_ms * 1000000ull;
+	uint64_t deadline = 0; /* set when no slot is free: a commit that finds one reads no clock */
 	bool reaped = false;
 	for (;;) {
 		uint32_t best = UINT32_MAX;
@@ -185,7 +185,10 @@ int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret
 			if (shmcfg__reap(h, NULL, NULL) > 0)
 				continue;
 		}
-		if (now_ns(CLOCK_MONOTONIC) >= deadline) {
+		uint64_t now = now_ns(CLOCK_MONOTONIC);
+		if (!deadline)
+			deadline = now + (uint64_t)h->commit_timeout_ms * 1000000ull;
+		if (now >= deadline) {
 			char who[256];
 			shmcfg__pin_holders(h, who, sizeof who);
 			return shmcfg__err(SHMCFG_E_BUSY,

@@ -71,7 +71,7 @@ static void handle_destroy(shmcfg *h)
 static void waiters_setup(shmcfg *h, const struct stat *st)
 {
 	h->wake_always = shmcfg__mode_wakes(st->st_mode);
-	h->mode_ns = now_ns(CLOCK_MONOTONIC);
+	h->mode_ns = now_ns(CLOCK_MONOTONIC_COARSE); /* the clock wake() reads */
 	if (!h->rdonly)
 		h->waiters = &h->hdr->waiters;
 }
