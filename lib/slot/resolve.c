@@ -29,20 +29,26 @@ static void ids_insert(uint32_t *tab, size_t tcap, uint32_t id)
 
 static bool ids_add(struct idset *s, uint32_t id, int *err)
 {
-	if (!s->tcap) { /* the inline arrays first: most commits change a few options */
-		s->ids = s->small_ids;
-		s->tab = s->small_tab;
-		s->tcap = 16;
-		memset(s->small_tab, 0, sizeof s->small_tab);
-	}
-	for (size_t j = id * 2654435761u & (s->tcap - 1);; j = (j + 1) & (s->tcap - 1)) {
-		if (s->tab[j] == id + 1)
-			return false;
-		if (!s->tab[j])
-			break;
+	if (!s->tab) { /* a few members (most commits): a scan, no table */
+		if (!s->ids)
+			s->ids = s->small_ids;
+		for (size_t k = 0; k < s->n; k++)
+			if (s->ids[k] == id)
+				return false;
+		if (s->n < sizeof s->small_ids / sizeof s->small_ids[0]) {
+			s->ids[s->n++] = id;
+			return true;
+		}
+	} else {
+		for (size_t j = id * 2654435761u & (s->tcap - 1);; j = (j + 1) & (s->tcap - 1)) {
+			if (s->tab[j] == id + 1)
+				return false;
+			if (!s->tab[j])
+				break;
+		}
 	}
 	if (2 * (s->n + 1) > s->tcap) {
-		size_t tcap = 2 * s->tcap;
+		size_t tcap = s->tcap ? 2 * s->tcap : 4 * sizeof s->small_ids / sizeof s->small_ids[0];
 		uint32_t *tab = shmcfg__calloc(tcap, sizeof *tab);
 		uint32_t *ids = tab ? shmcfg__malloc(tcap / 2 * sizeof *ids) : NULL;
 		if (!ids) {
@@ -68,10 +74,10 @@ static bool ids_add(struct idset *s, uint32_t id, int *err)
 /* Forget the members (keeping nothing allocated). */
 void shmcfg__ids_free(struct idset *s)
 {
-	if (s->ids != s->small_ids)
+	if (s->tab) { /* else ids is small_ids, or NULL */
 		shmcfg__free(s->ids);
-	if (s->tab != s->small_tab)
 		shmcfg__free(s->tab);
+	}
 	s->ids = s->tab = NULL;
 	s->n = s->tcap = 0;
 }

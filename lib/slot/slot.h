@@ -44,9 +44,9 @@ void shmcfg__heap_init(struct seg_header *hd);
 
 /* resolve.c: building a slot's layers and effective values */
 struct idset {              /* option ids, each once, in the order added */
-	uint32_t *ids, *tab;     /* the arrays below until they are outgrown */
+	uint32_t *ids, *tab;     /* small_ids and no table (a scan) until outgrown */
 	size_t n, tcap;
-	uint32_t small_ids[8], small_tab[16];
+	uint32_t small_ids[8];
 };
 void shmcfg__ids_free(struct idset *s);
 struct build {
