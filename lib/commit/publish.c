@@ -70,6 +70,25 @@ static int cmp_id(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* Sorting is skipped when the order is already right: a transaction's
+ * changes made in the schema's order (a loader's, a binding's sync), and
+ * the ids of a commit that changed no dependent, are. */
+static bool changes_sorted(const struct change *ch, size_t n)
+{
+	for (size_t k = 1; k < n; k++)
+		if (cmp_change(&ch[k - 1], &ch[k]) > 0)
+			return false;
+	return true;
+}
+
+static bool ids_sorted(const uint32_t *ids, size_t n)
+{
+	for (size_t k = 1; k < n; k++)
+		if (ids[k - 1] > ids[k])
+			return false;
+	return true;
+}
+
 static uint32_t *ring_at(const shmcfg *h, uint64_t pos)
 {
 	return (uint32_t *)(h->base + h->lay.ring_off) + (pos & (h->lay.ring_size - 1));
@@ -83,7 +102,7 @@ static uint32_t *ring_at(const shmcfg *h, uint64_t pos)
 static void write_log(shmcfg *h, uint64_t gen, uint64_t time_ns, uint32_t *ids, size_t n, const shmcfg_txn *origin)
 {
 	struct log_ent *e = log_at(h, gen);
-	if (n > 1) /* a commit of only an origin has no ids (and ids may be NULL) */
+	if (n > 1 && !ids_sorted(ids, n)) /* a commit of only an origin has no ids (and ids may be NULL) */
 		qsort(ids, n, sizeof *ids, cmp_id);
 	/* the same seqlock as a slot: stamp 0, (C), fields, (D) */
 	seq_write_begin(&e->gen, 0);
@@ -193,7 +212,7 @@ static void wake(shmcfg *h)
 int shmcfg__commit_first(shmcfg_txn *t, uint64_t gen, uint64_t cluster_rev, bool record)
 {
 	shmcfg *h = t->h;
-	if (t->n > 1)
+	if (t->n > 1 && !changes_sorted(t->ch, t->n))
 		qsort(t->ch, t->n, sizeof *t->ch, cmp_change);
 	struct slot_hdr *sl = slot_at(h, 0);
 	struct build b = {.h = h, .cells = slot_cells(h, sl), .lrefs = slot_lrefs(h, sl), .heap = seg_heap(h),
@@ -341,7 +360,7 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 {
 	shmcfg *h = t->h;
 	int r;
-	if (t->n > 1)
+	if (t->n > 1 && !changes_sorted(t->ch, t->n))
 		qsort(t->ch, t->n, sizeof *t->ch, cmp_change);
 	if ((r = shmcfg__lock_writer(h))) /* SHMCFG_E_FORKED in a forked child */
 		return r;

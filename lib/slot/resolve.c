@@ -27,6 +27,43 @@ static void ids_insert(uint32_t *tab, size_t tcap, uint32_t id)
 		}
 }
 
+#define IDS_SMALL (sizeof ((struct idset *)0)->small_ids / sizeof ((struct idset *)0)->small_ids[0])
+
+/* Move the set to a table of tcap entries (a power of two, at least twice
+ * its members): 0 or -ENOMEM (the set unchanged). */
+static int ids_grow(struct idset *s, size_t tcap)
+{
+	uint32_t *tab = shmcfg__calloc(tcap, sizeof *tab);
+	uint32_t *ids = tab ? shmcfg__malloc(tcap / 2 * sizeof *ids) : NULL;
+	if (!ids) {
+		shmcfg__free(tab);
+		return shmcfg__nomem();
+	}
+	size_t n = s->n;
+	if (n)
+		memcpy(ids, s->ids, n * sizeof *ids);
+	shmcfg__ids_free(s);
+	s->n = n;
+	s->ids = ids;
+	s->tab = tab;
+	s->tcap = tcap;
+	for (size_t k = 0; k < n; k++)
+		ids_insert(tab, tcap, ids[k]);
+	return 0;
+}
+
+/* Room for n members without growing again (a commit knows how many
+ * options it changes): 0 or -ENOMEM. */
+static int ids_reserve(struct idset *s, size_t n)
+{
+	if (n <= IDS_SMALL)
+		return 0;
+	size_t tcap = 4 * IDS_SMALL;
+	while (tcap < 2 * (n + 1))
+		tcap *= 2;
+	return tcap > s->tcap ? ids_grow(s, tcap) : 0;
+}
+
 static bool ids_add(struct idset *s, uint32_t id, int *err)
 {
 	if (!s->tab) { /* a few members (most commits): a scan, no table */
@@ -35,7 +72,7 @@ static bool ids_add(struct idset *s, uint32_t id, int *err)
 		for (size_t k = 0; k < s->n; k++)
 			if (s->ids[k] == id)
 				return false;
-		if (s->n < sizeof s->small_ids / sizeof s->small_ids[0]) {
+		if (s->n < IDS_SMALL) {
 			s->ids[s->n++] = id;
 			return true;
 		}
@@ -47,25 +84,8 @@ static bool ids_add(struct idset *s, uint32_t id, int *err)
 				break;
 		}
 	}
-	if (2 * (s->n + 1) > s->tcap) {
-		size_t tcap = s->tcap ? 2 * s->tcap : 4 * sizeof s->small_ids / sizeof s->small_ids[0];
-		uint32_t *tab = shmcfg__calloc(tcap, sizeof *tab);
-		uint32_t *ids = tab ? shmcfg__malloc(tcap / 2 * sizeof *ids) : NULL;
-		if (!ids) {
-			shmcfg__free(tab);
-			*err = shmcfg__nomem();
-			return false;
-		}
-		size_t n = s->n;
-		memcpy(ids, s->ids, n * sizeof *ids);
-		shmcfg__ids_free(s);
-		s->n = n;
-		s->ids = ids;
-		s->tab = tab;
-		s->tcap = tcap;
-		for (size_t k = 0; k < s->n; k++)
-			ids_insert(tab, tcap, s->ids[k]);
-	}
+	if (2 * (s->n + 1) > s->tcap && (*err = ids_grow(s, s->tcap ? 2 * s->tcap : 4 * IDS_SMALL)))
+		return false;
 	ids_insert(s->tab, s->tcap, id);
 	s->ids[s->n++] = id;
 	return true;
@@ -254,12 +274,14 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
  * layers; the options they touch are queued for resolution. */
 int shmcfg__apply_changes(struct build *b, const struct change *ch, size_t n)
 {
+	int r;
+	if ((r = ids_reserve(&b->changed, n)) || (r = ids_reserve(&b->seeds, n)) || (r = ids_reserve(&b->queued, n)))
+		return r;
 	for (size_t k = 0; k < n;) {
 		size_t e = k;
 		while (e < n && ch[e].opt == ch[k].opt)
 			e++;
-		int r = apply_opt(b, ch[k].opt, ch + k, e - k);
-		if (r)
+		if ((r = apply_opt(b, ch[k].opt, ch + k, e - k)))
 			return r;
 		k = e;
 	}
