@@ -86,6 +86,7 @@ struct shmcfg {
 	bool uses_reclaimer; void (*close_deferred)(shmcfg *h); /* in rq_users; the end of a close, deferred */
 	int commit_timeout_ms;
 	uint32_t wlock_mine;      /* the writer lock word's owner while we hold it (wlock.c) */
+	uint32_t slot_hint;      /* the slot current before our last commit's: the next one's choice, if free (reclaim.c) */
 	bool no_growth;          /* shmcfg_set_heap_growth(false): a full heap fails the commit */
 	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
 	uid_t uid;               /* getuid() at attach: for the commit log */

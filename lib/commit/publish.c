@@ -464,6 +464,7 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	seq_publish(h, gen, s); /* (E) */
 	shmcfg__fault("commit.published");
 	hd->wip = 0;
+	h->slot_hint = cur_s; /* holds gen - 1: the next commit's slot (choose_slot) */
 	wake(h);
 	if (gen_ret)
 		*gen_ret = gen;
