@@ -69,12 +69,17 @@ shmcfg_txn *shmcfg_txn_abort(shmcfg_txn *t)
 	SHMCFG_API_KEEP;
 	if (!t)
 		return NULL;
+	/* only what was allocated is freed: a commit of a few scalars ends here
+	 * with nothing but t itself */
 	for (size_t i = 0; i < t->n; i++)
-		shmcfg_value_clear(&t->ch[i].v);
+		if (t->ch[i].v.owned)
+			shmcfg__free(t->ch[i].v.owned);
 	if (t->ch != t->small_ch)
 		shmcfg__free(t->ch);
-	shmcfg__free(t->idx);
-	shmcfg__free(t->err_detail);
+	if (t->idx)
+		shmcfg__free(t->idx);
+	if (t->err_detail)
+		shmcfg__free(t->err_detail);
 	shmcfg__free(t);
 	return NULL;
 }
