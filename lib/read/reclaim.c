@@ -160,16 +160,18 @@ int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret
 	 * (h->slot_hint) and nobody committed since: stamped cur_g - 1, the
 	 * highest key a slot can have (no other slot carries that stamp), so the
 	 * scan below would choose it too. Checked like any other, without
-	 * reading the others' headers. */
+	 * reading the others' headers (any hint is safe: a fresh handle's 0 too). */
 	uint32_t hint = h->slot_hint;
 	if (hint < h->lay.nslots && hint != cur_s && cur_g > 1) {
 		uint64_t stamp = __atomic_load_n(&slot_at(h, hint)->gen, __ATOMIC_ACQUIRE);
 		if (stamp == cur_g - 1 && shmcfg__slot_base(h, hint, stamp, cur_g) == stamp &&
-		    !shmcfg__gen_pinned(h, stamp) && shmcfg__claim_slot(h, hint, stamp)) {
-			shmcfg__fault("commit.chosen");
-			*ret = hint;
-			*old_stamp = stamp;
-			return 0;
+		    !shmcfg__gen_pinned(h, stamp)) {
+			shmcfg__fault("commit.chosen"); /* as below: chosen, not yet marked */
+			if (shmcfg__claim_slot(h, hint, stamp)) {
+				*ret = hint;
+				*old_stamp = stamp;
+				return 0;
+			}
 		}
 	}
 	for (;;) {
