@@ -422,6 +422,61 @@ static void test_waiters_count_themselves(void **state)
 	shmcfg_unlink(name);
 }
 
+/*
+ * The slot a commit takes is the one choose_slot()'s scan picks (the most
+ * recent free one), also where its fast path (the handle's hint: the slot
+ * its last commit left behind) is tried first. A failed commit undoes its
+ * slot to the current generation, unstamped: the best slot for the next
+ * commit, which the scan (force_scan: the hint cleared) finds; the hint
+ * must not pass it over. Returns the slot the next commit took.
+ */
+static uint32_t slot_after_failed_commit(bool force_scan)
+{
+	static const shmcfg_optdef opts[] = {
+		{.name = "h.a", .type = SHMCFG_BOOL, .doc = "a", .implies = "h.n=7"},
+		{.name = "h.c", .type = SHMCFG_BOOL, .doc = "c", .implies = "h.n=9"},
+		{.name = "h.n", .type = SHMCFG_INT, .doc = "n"},
+		{.name = "h.x", .type = SHMCFG_INT, .doc = "x"},
+	};
+	shmcfg_schema *s;
+	assert_int_equal(shmcfg_schema_new(&s), 0);
+	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+		assert_int_equal(shmcfg_schema_add(s, &opts[i]), 0);
+	const char *name = test_name("hint");
+	shmcfg *h = NULL;
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV, .slots = 4};
+	assert_int_equal(shmcfg_create(name, s, &o, &h), 0);
+	shmcfg_schema_free(s);
+	shmcfg_opt a = opt_named(h, "h.a"), c = opt_named(h, "h.c"), x = opt_named(h, "h.x");
+	shmcfg_snapshot *snap;
+	assert_int_equal(shmcfg_snapshot_acquire(h, &snap), 0); /* pins generation 1 */
+	assert_int_equal(commit_int(h, x, 1, NULL), 0);          /* generation 2 */
+	/* two implications setting h.n to different values: refused after
+	 * the slot was chosen and written, so undone */
+	shmcfg_txn *t;
+	assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, a, "true"), 0);
+	assert_int_equal(shmcfg_txn_set_text(t, c, "true"), 0);
+	assert_int_equal(shmcfg_txn_commit(t, NULL), SHMCFG_E_CONFLICT);
+	shmcfg_snapshot_release(snap);
+	if (force_scan)
+		h->slot_hint = UINT32_MAX;
+	assert_int_equal(commit_int(h, x, 2, NULL), 0); /* generation 3 */
+	uint32_t chosen = cur_slot(__atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE));
+	assert_int_equal(shmcfg_check(h, true, NULL, NULL), 0);
+	assert_int_equal(get_i(h, x), 2);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+	return chosen;
+}
+
+static void test_slot_hint_matches_scan(void **state)
+{
+	(void)state;
+	uint32_t scan = slot_after_failed_commit(true);
+	assert_int_equal(slot_after_failed_commit(false), scan);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -432,6 +487,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_ring_overflow),
 		cmocka_unit_test(test_large_txn_last_change_wins),
 		cmocka_unit_test(test_waiters_count_themselves),
+		cmocka_unit_test(test_slot_hint_matches_scan),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

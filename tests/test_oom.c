@@ -291,6 +291,48 @@ static void verify_commit(struct ctx *c)
 	expect_changes(c->h, 2);
 }
 
+/* A commit of MANY_CHANGES int options in reverse order: it sorts them, and
+ * its id sets outgrow their inline storage (ids_reserve, ids_grow) */
+#define MANY_OPTS 24
+#define MANY_CHANGES 20
+
+static void setup_many(struct ctx *c)
+{
+	shmcfg_schema *s;
+	assert_int_equal(shmcfg_schema_new(&s), 0);
+	for (int i = 0; i < MANY_OPTS; i++) {
+		char n[16];
+		snprintf(n, sizeof n, "m.x%02d", i);
+		shmcfg_optdef d = {.name = n, .type = SHMCFG_INT, .doc = "m"};
+		assert_int_equal(shmcfg_schema_add(s, &d), 0);
+	}
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV};
+	assert_int_equal(shmcfg_create(c->name, s, &o, &c->h), 0);
+	shmcfg_schema_free(s);
+}
+
+static int run_commit_many(struct ctx *c)
+{
+	shmcfg_txn *t;
+	int r = shmcfg_txn_begin(c->h, &t);
+	if (r)
+		return r;
+	for (int i = 0; i < MANY_CHANGES && !r; i++)
+		r = shmcfg_txn_set_int(t, (shmcfg_opt)(MANY_OPTS - 1 - i), 100 + i);
+	if (r) {
+		shmcfg_txn_abort(t);
+		return r;
+	}
+	return shmcfg_txn_commit(t, NULL);
+}
+
+static void verify_commit_many(struct ctx *c)
+{
+	expect_sound(c->h);
+	for (int i = 0; i < MANY_CHANGES; i++)
+		assert_int_equal(get_i(c->h, (shmcfg_opt)(MANY_OPTS - 1 - i)), 100 + i);
+}
+
 /* shmcfg_cluster_apply_begin, _key, _commit: a failed allocation fails the
  * apply whole (-ENOMEM), never a key's verdict, and publishes nothing */
 static void cluster_verdict(void *ud, const char *key, const char *reason)
@@ -1011,6 +1053,7 @@ static const struct op ops[] = {
 	{.name = "schema_write_yaml", .setup = setup_schema_write, .run = run_schema_write, .verify = verify_text},
 	{.name = "schema_of", .setup = setup_schema_of, .run = run_schema_of, .verify = verify_schema_of, .keeps_config = true},
 	{.name = "cluster apply", .setup = setup_segment, .run = run_cluster_apply, .verify = verify_cluster_apply, .keeps_config = true, .makes_view = true},
+	{.name = "commit (20 changes)", .setup = setup_many, .run = run_commit_many, .verify = verify_commit_many, .keeps_config = true},
 };
 
 #define OP_TEST(fn, i)                   \
@@ -1045,6 +1088,7 @@ OP_TEST(test_names, 22)
 OP_TEST(test_schema_write, 23)
 OP_TEST(test_schema_of, 24)
 OP_TEST(test_cluster_apply, 25)
+OP_TEST(test_commit_many, 26)
 
 /* The seam itself: the Nth call fails, transient or persistent, and the
  * table counts what is allocated and freed. */
@@ -1170,6 +1214,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_schema_write, teardown),
 		cmocka_unit_test_teardown(test_schema_of, teardown),
 		cmocka_unit_test_teardown(test_cluster_apply, teardown),
+		cmocka_unit_test_teardown(test_commit_many, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, summary);
 }

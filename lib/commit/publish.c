@@ -268,6 +268,7 @@ static int undo(struct build *b, struct slot_hdr *sl, const struct slot_hdr *cur
 	sl->checksum = cur_sl->checksum;
 	sl->base = cur_g;
 	seq_write_end(&sl->gen, 0);
+	b->h->slot_hint = UINT32_MAX; /* this slot is the next commit's best: let the scan find it */
 	return 0;
 }
 
@@ -295,6 +296,7 @@ static int build_txn(struct build *b, shmcfg_txn *t, struct slot_hdr *sl)
  */
 static void recycle(shmcfg *h, uint32_t cur_s, uint32_t s_new, const struct slot_hdr *cur_sl, uint64_t cur_g)
 {
+	h->slot_hint = UINT32_MAX; /* the slots brought up to date are better than any hint */
 	for (uint32_t s = 0; s < h->lay.nslots; s++) {
 		struct slot_hdr *sl = slot_at(h, s);
 		uint64_t stamp = __atomic_load_n(&sl->gen, __ATOMIC_ACQUIRE);

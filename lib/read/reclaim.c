@@ -157,10 +157,14 @@ int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret
 	uint64_t deadline = 0; /* set when no slot is free: a commit that finds one reads no clock */
 	bool reaped = false;
 	/* The slot current before cur_s, if this handle made cur_s current
-	 * (h->slot_hint) and nobody committed since: stamped cur_g - 1, the
-	 * highest key a slot can have (no other slot carries that stamp), so the
-	 * scan below would choose it too. Checked like any other, without
-	 * reading the others' headers (any hint is safe: a fresh handle's 0 too). */
+	 * (h->slot_hint) and nobody committed since: stamped cur_g - 1, one
+	 * generation to replay. The scan below would choose it too, unless a
+	 * failed commit left a slot unstamped and already holding cur_g
+	 * (undo(), recycle() in publish.c): that handle's own hint is cleared
+	 * then, but another handle's passes it over once, replaying one
+	 * generation more than it had to. Checked like any other slot (stamp,
+	 * base, pins, then the busy mark), so any hint is safe, a fresh
+	 * handle's 0 too; it only spares reading the other headers. */
 	uint32_t hint = h->slot_hint;
 	if (hint < h->lay.nslots && hint != cur_s && cur_g > 1) {
 		uint64_t stamp = __atomic_load_n(&slot_at(h, hint)->gen, __ATOMIC_ACQUIRE);
