@@ -82,7 +82,9 @@ class Job(LineJob):
     """torchrun running the trainer; its output read line by line."""
 
     what = "the job"
-    err_tail = 60
+    # enough for a rank's fatal error: faulthandler's dump of every thread,
+    # then torchrun's report (a CI run once showed only the report's tail)
+    err_tail = 400
 
     def __init__(self, test, name, steps, *args):
         env = dict(os.environ)
