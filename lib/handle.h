@@ -201,6 +201,11 @@ static inline uint64_t now_ns(clockid_t clk)
 	clock_gettime(clk, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+/* When a writer's wait that starts at `now` (CLOCK_MONOTONIC) gives up. */
+static inline uint64_t commit_deadline(const shmcfg *h, uint64_t now)
+{
+	return now + (uint64_t)h->commit_timeout_ms * 1000000ull;
+}
 static inline uint64_t cur_gen(uint64_t cur)
 {
 	return cur >> SHMCFG__SLOT_BITS;

@@ -119,7 +119,7 @@ static int wlock_take(shmcfg *h, uint32_t mine, bool by_ofd, uint64_t deadline)
 			return r < 0 ? r : 0;
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
 		if (!deadline)
-			deadline = now + (uint64_t)h->commit_timeout_ms * 1000000ull;
+			deadline = commit_deadline(h, now);
 		if (now >= deadline)
 			return -EAGAIN;
 		if (!(w & WLOCK_WAITERS) &&
@@ -170,7 +170,7 @@ int shmcfg__lock_writer(shmcfg *h)
 	bool by_ofd = reader < 0;
 	uint32_t mine = by_ofd ? WLOCK_BY_OFD : (uint32_t)reader + 1;
 	/* with the OFD byte, one timeout for both waits */
-	uint64_t deadline = by_ofd ? now_ns(CLOCK_MONOTONIC) + (uint64_t)h->commit_timeout_ms * 1000000ull : 0;
+	uint64_t deadline = by_ofd ? commit_deadline(h, now_ns(CLOCK_MONOTONIC)) : 0;
 	int r = by_ofd ? shmcfg__ofd_lock(h->lock_fd, LOCK_WRITER_BYTE, true, h->commit_timeout_ms) : 0;
 	if (!r) {
 		r = wlock_take(h, mine, by_ofd, deadline);

@@ -239,7 +239,7 @@ int shmcfg__follow_txn(shmcfg_txn *t)
 {
 	/* between the freeze and the rename (replace.c) the successor is not in
 	 * place yet: wait for it, within the commit's bound */
-	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + (uint64_t)t->h->commit_timeout_ms * 1000000ull;
+	uint64_t deadline = commit_deadline(t->h, now_ns(CLOCK_MONOTONIC));
 	for (;;) {
 		shmcfg *n = shmcfg__live(t->h);
 		if (n != t->h) {

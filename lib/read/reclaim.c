@@ -209,7 +209,7 @@ int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret
 		}
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
 		if (!deadline)
-			deadline = now + (uint64_t)h->commit_timeout_ms * 1000000ull;
+			deadline = commit_deadline(h, now);
 		if (now >= deadline) {
 			char who[256];
 			shmcfg__pin_holders(h, who, sizeof who);

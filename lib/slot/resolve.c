@@ -28,6 +28,7 @@ static void ids_insert(uint32_t *tab, size_t tcap, uint32_t id)
 }
 
 #define IDS_SMALL (sizeof ((struct idset *)0)->small_ids / sizeof ((struct idset *)0)->small_ids[0])
+#define IDS_FIRST_TCAP (4 * IDS_SMALL) /* the first table: room for twice the inline members */
 
 /* Move the set to a table of tcap entries (a power of two, at least twice
  * its members): 0 or -ENOMEM (the set unchanged). */
@@ -58,7 +59,7 @@ static int ids_reserve(struct idset *s, size_t n)
 {
 	if (n <= IDS_SMALL)
 		return 0;
-	size_t tcap = 4 * IDS_SMALL;
+	size_t tcap = IDS_FIRST_TCAP;
 	while (tcap < 2 * (n + 1))
 		tcap *= 2;
 	return tcap > s->tcap ? ids_grow(s, tcap) : 0;
@@ -84,7 +85,7 @@ static bool ids_add(struct idset *s, uint32_t id, int *err)
 				break;
 		}
 	}
-	if (2 * (s->n + 1) > s->tcap && (*err = ids_grow(s, s->tcap ? 2 * s->tcap : 4 * IDS_SMALL)))
+	if (2 * (s->n + 1) > s->tcap && (*err = ids_grow(s, s->tcap ? 2 * s->tcap : IDS_FIRST_TCAP)))
 		return false;
 	ids_insert(s->tab, s->tcap, id);
 	s->ids[s->n++] = id;
