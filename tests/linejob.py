@@ -37,7 +37,19 @@ class LineJob:
         with self.cond:
             err = self.err if self.err_tail is None else self.err[-self.err_tail:]
             tail = "" if self.err_tail is None else f" (last {self.err_tail} lines)"
-            return "stdout:\n" + "\n".join(self.lines) + f"\nstderr{tail}:\n" + "\n".join(err)
+            return ("stdout:\n" + "\n".join(self.lines) + f"\nstderr{tail}:\n" + "\n".join(err)
+                    + self._fatal())
+
+    def _fatal(self, lines=40):
+        """Python's fatal-error reports in stderr (faulthandler's: the signal,
+        then each thread's stack; `lines` lines of each), repeated last, where
+        a report cut to its tail (a CI log) still shows them. Called under
+        self.cond."""
+        out = []
+        for i, line in enumerate(self.err):
+            if "Fatal Python error" in line:
+                out += self.err[i:i + lines] + ["..."]
+        return "\nfatal errors in stderr:\n" + "\n".join(out) if out else ""
 
     def wait_for(self, pattern, timeout=60, count=1):
         """The matches of `pattern` (a regex matching whole lines of stdout)

@@ -32,6 +32,7 @@ if __name__ == "__main__" and os.environ.get("SHMCFG_SANITIZERS"):
     sys.exit(77)
 
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -78,6 +79,31 @@ def shmctl(*args):
     return p.stdout, p.stderr
 
 
+def allow_cores():
+    """In the job's process, before exec: core dumps up to the hard limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
+
+
+def native_stacks(directory, cores=2):
+    """Every thread's native stack in the core files in directory (the first
+    `cores` of them), by gdb; "" when there is none."""
+    found = sorted(f for f in os.listdir(directory) if f == "core" or f.startswith("core."))
+    gdb = shutil.which("gdb")
+    out = []
+    for f in found[:cores]:
+        if not gdb:
+            out.append(f"\n{f}: a core dump, and no gdb to read it")
+            continue
+        p = subprocess.run([gdb, "-q", "-batch", "-ex", "info threads", "-ex", "thread apply all bt 25",
+                            sys.executable, os.path.join(directory, f)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                           timeout=300)
+        lines = [ln for ln in p.stdout.splitlines() if not ln.startswith(("[New LWP", "warning:"))]
+        out.append(f"\nthe native stacks in core dump {f}:\n" + "\n".join(lines[:300]))
+    return "".join(out)
+
+
 class Job(LineJob):
     """torchrun running the trainer; its output read line by line."""
 
@@ -93,7 +119,15 @@ class Job(LineJob):
         self.cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(RANKS),
                     "--standalone", TRAINER, "--segment", name, "--steps", str(steps)] + list(args)
         self.started = time.monotonic()
-        super().__init__(test, self.cmd, env=env, cwd=SRCDIR)
+        # in a directory of the test's, with core dumps allowed: a rank that
+        # dies of a signal leaves a core there (where the kernel's
+        # core_pattern is a plain file name), whose native stacks output()
+        # adds (gdb): faulthandler shows only the Python ones
+        self.coredir = test.cachedir
+        super().__init__(test, self.cmd, env=env, cwd=self.coredir, preexec_fn=allow_cores)
+
+    def output(self):
+        return super().output() + native_stacks(self.coredir)
 
     def worker_pids(self):
         return {int(m.group(1)): int(m.group(2)) for m in
