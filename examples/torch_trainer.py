@@ -246,6 +246,21 @@ def main(argv=None):
     return 0
 
 
+def end(rc):
+    """Leave a rank that finished: its output flushed, then _exit(), past the
+    interpreter's teardown. In torch 2.13 the gloo group's threads outlive
+    destroy_process_group() (and the model's deletion) and still run while
+    the interpreter is torn down: twice in CI a rank of this trainer died of
+    a signal at the very end of a run whose work was done (SIGABRT after its
+    last line once, SIGSEGV once), a failure of the kind that
+    pytorch/pytorch#179291 describes (a gloo thread dropping a collective's
+    tensors during that teardown). Nothing of shmcfg needs the teardown: the
+    kernel releases what a process holds in a segment when it exits."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)
+
+
 def report(seg, step, applied, cur, old_vals, new_vals, moved):
     """Rank 0's lines for a new agreed configuration."""
     g = cur.generation
@@ -270,4 +285,4 @@ def report(seg, step, applied, cur, old_vals, new_vals, moved):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end(main())  # an exception leaves as usual (torchrun's report)
