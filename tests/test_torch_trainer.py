@@ -85,13 +85,17 @@ def allow_cores():
     resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
 
 
-def native_stacks(directory, cores=2):
+def native_stacks(directory, seen, cores=2):
     """Every thread's native stack in the core files in directory (the first
-    `cores` of them), by gdb; "" when there is none."""
+    `cores` of them), by gdb; "" when there is none. `seen`: what each core
+    gave before (output() is called more than once)."""
     found = sorted(f for f in os.listdir(directory) if f == "core" or f.startswith("core."))
     gdb = shutil.which("gdb")
     out = []
     for f in found[:cores]:
+        if f in seen:
+            out.append(seen[f])
+            continue
         if not gdb:
             out.append(f"\n{f}: a core dump, and no gdb to read it")
             continue
@@ -100,7 +104,8 @@ def native_stacks(directory, cores=2):
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                            timeout=300)
         lines = [ln for ln in p.stdout.splitlines() if not ln.startswith(("[New LWP", "warning:"))]
-        out.append(f"\nthe native stacks in core dump {f}:\n" + "\n".join(lines[:300]))
+        seen[f] = f"\nthe native stacks in core dump {f}:\n" + "\n".join(lines[:300])
+        out.append(seen[f])
     return "".join(out)
 
 
@@ -124,10 +129,11 @@ class Job(LineJob):
         # core_pattern is a plain file name), whose native stacks output()
         # adds (gdb): faulthandler shows only the Python ones
         self.coredir = test.cachedir
+        self.cores_seen = {}
         super().__init__(test, self.cmd, env=env, cwd=self.coredir, preexec_fn=allow_cores)
 
     def output(self):
-        return super().output() + native_stacks(self.coredir)
+        return super().output() + native_stacks(self.coredir, self.cores_seen)
 
     def worker_pids(self):
         return {int(m.group(1)): int(m.group(2)) for m in
