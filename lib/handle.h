@@ -91,6 +91,9 @@ struct shmcfg {
 	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
 	uid_t uid;               /* getuid() at attach: for the commit log */
 	char *hist_buf; size_t hist_cap; /* a commit's history record, built here (history.c) */
+	/* the terms of the sums a commit gave an option whose value is in its
+	 * cell, by option modulo TERMS_CACHED (resolve.c, under commit_lock) */
+	struct opt_terms { uint64_t val, meta, d[2], mix; uint32_t opt1, lref; } terms[8];
 	uint32_t *waiters;       /* the header's count of waiters (read-write handles; watch.c) */
 	bool wake_always; uint64_t mode_ns; /* readers may not count themselves (as of mode_ns: wake()) */
 	shmcfg_env_use *env_used; size_t n_env_used; /* the creator's: the variables that filled the env layers (env.c) */

@@ -477,6 +477,56 @@ static void test_slot_hint_matches_scan(void **state)
 	assert_int_equal(slot_after_failed_commit(false), scan);
 }
 
+/* Option o's cell and layer reference in the current slot. */
+static struct shmcfg__cell cell_now(shmcfg *h, shmcfg_opt o, uint32_t *lref)
+{
+	const struct slot_hdr *sl = slot_at(h, cur_slot(seq_current(h)));
+	*lref = slot_lrefs(h, sl)[o];
+	return slot_cells(h, sl)[o];
+}
+
+/*
+ * A commit keeps the sums' terms of the options it wrote (lib/slot/resolve.c,
+ * add_terms) for the handle's next commit of them, keyed by the option's
+ * cell and layer reference. A string's cell names heap bytes, which another
+ * handle's commits can free and reuse for another string of the same size:
+ * the same key, another value. Handle a writes "x", handle b writes "y"
+ * and, until the allocator gives the freed chunk back, "z": then a's next
+ * commit of the option must take "z"'s terms out, not "x"'s (the sums
+ * then differ from sums from scratch: shmcfg_check).
+ */
+static void test_terms_of_a_reused_chunk(void **state)
+{
+	(void)state;
+	const char *name = test_name("increuse");
+	shmcfg *a = create_inc(name, 2, 1 << 16, false), *b;
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &b), 0);
+	shmcfg_opt s = opt_named(a, "i.s"), n = opt_named(a, "i.n");
+	uint64_t g;
+	uint32_t lref_x, lref_z = 0;
+	assert_int_equal(commit_str(a, s, "x", &g), 0);
+	struct shmcfg__cell x = cell_now(a, s, &lref_x), z = {0};
+	bool reused = false;
+	for (int k = 0; k < 50 && !reused; k++) {
+		char v[2] = {(char)('a' + k % 26), 0};
+		assert_int_equal(commit_str(b, s, v, &g), 0);
+		z = cell_now(b, s, &lref_z);
+		reused = z.val == x.val && z.meta == x.meta && lref_z == lref_x;
+		/* two commits of another option: no slot refers to the chunk
+		 * any more, which frees it */
+		assert_int_equal(set_and_commit(b, n, "1", &g), 0);
+		assert_int_equal(set_and_commit(b, n, "2", &g), 0);
+	}
+	if (!reused)
+		fail_msg("the heap never gave %s's first chunk back: the case is not made", name);
+	assert_int_equal(commit_str(a, s, "w", &g), 0);
+	if (shmcfg_check(a, true, NULL, NULL))
+		fail_msg("check: %s", shmcfg_errdetail());
+	shmcfg_close(b);
+	shmcfg_close(a);
+	shmcfg_unlink(name);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -488,6 +538,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_large_txn_last_change_wins),
 		cmocka_unit_test(test_waiters_count_themselves),
 		cmocka_unit_test(test_slot_hint_matches_scan),
+		cmocka_unit_test(test_terms_of_a_reused_chunk),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -105,11 +105,53 @@ void shmcfg__ids_free(struct idset *s)
 
 /* ---- the slot's cells and references, with the sums kept up to date ---- */
 
+#define TERMS_CACHED (sizeof ((shmcfg *)0)->terms / sizeof ((shmcfg *)0)->terms[0])
+
+/*
+ * Option i's terms of the sums (hash.c) for its cell and reference as the
+ * slot holds them now, subtracted (sign -1) or added (+1).
+ *
+ * A commit on the segment's heap (under the writer lock, and the handle's
+ * commit_lock) keeps the terms it adds in h->terms: the next commit of the
+ * option takes the same cell's terms out (its old cell is this one's new),
+ * then without hashing. Only for a value held in the cell (null, bool, int,
+ * float), whose terms depend on nothing but the key: a heap value's bytes
+ * at one offset change when its chunk is freed and the offset reused.
+ */
+static int add_terms(struct build *b, uint32_t i, uint64_t sign)
+{
+	const struct shmcfg__cell *c = &b->cells[i];
+	uint32_t lref = b->lrefs[i];
+	bool keep = b->shared && ((c->meta & META_NULL) || META_TYPE(c->meta) < SHMCFG_STR);
+	struct opt_terms *t = &b->h->terms[i % TERMS_CACHED], now;
+	if (!keep || t->opt1 != i + 1 || t->val != c->val || t->meta != c->meta || t->lref != lref) {
+		int r = shmcfg__opt_digest(b->h, i, c, b->heap, b->heap_size, now.d);
+		if (r)
+			return r;
+		now.mix = shmcfg__cell_mix(i, c, lref);
+		now.val = c->val, now.meta = c->meta, now.opt1 = i + 1, now.lref = lref;
+		if (keep)
+			*t = now;
+		else
+			t = &now;
+	}
+	b->hash_sum[0] += sign * t->d[0];
+	b->hash_sum[1] += sign * t->d[1];
+	b->checksum += sign * t->mix;
+	return 0;
+}
+
+/*
+ * Option i is about to change. Its first change in a tracked build takes
+ * its old terms out of the sums (before anything of it is written or its
+ * old chunk let go); shmcfg__resolve() adds the terms it ends with. So an
+ * option costs two terms however often the build rewrites it.
+ */
 static int changed(struct build *b, uint32_t i)
 {
 	int r = 0;
-	ids_add(&b->changed, i, &r);
-	return r;
+	bool first = ids_add(&b->changed, i, &r);
+	return first && b->track ? add_terms(b, i, (uint64_t)-1) : r;
 }
 
 /*
@@ -132,31 +174,18 @@ static int set_lref(struct build *b, uint32_t i, uint32_t lref)
 			return r;
 		shmcfg__heap_unref(b->h, old);
 	}
-	if (b->track)
-		b->checksum += shmcfg__cell_mix(i, &b->cells[i], lref) - shmcfg__cell_mix(i, &b->cells[i], old);
 	b->lrefs[i] = lref;
 	return 0;
 }
 
 static int set_cell(struct build *b, uint32_t i, const struct shmcfg__cell *c, bool *moved)
 {
-	struct shmcfg__cell old = b->cells[i];
-	*moved = old.val != c->val || old.meta != c->meta;
+	*moved = b->cells[i].val != c->val || b->cells[i].meta != c->meta;
 	if (!*moved)
 		return 0;
-	uint64_t d0[2], d1[2];
-	int r = 0;
-	if (b->track && !(r = shmcfg__opt_digest(b->h, i, &old, b->heap, b->heap_size, d0)))
-		r = shmcfg__opt_digest(b->h, i, c, b->heap, b->heap_size, d1);
-	if (!r)
-		r = changed(b, i); /* before the write: see set_lref() */
+	int r = changed(b, i); /* before the write: see set_lref() */
 	if (r)
 		return r;
-	if (b->track) {
-		b->hash_sum[0] += d1[0] - d0[0];
-		b->hash_sum[1] += d1[1] - d0[1];
-		b->checksum += shmcfg__cell_mix(i, c, b->lrefs[i]) - shmcfg__cell_mix(i, &old, b->lrefs[i]);
-	}
 	b->cells[i] = *c;
 	return 0;
 }
@@ -473,6 +502,9 @@ int shmcfg__resolve(struct build *b)
 		r = q_push(b, b->seeds.ids[k]);
 	while (!r && b->nq)
 		r = resolve_one(b, q_pop(b));
+	/* the changed options' new terms (their old ones went at changed()) */
+	for (size_t k = 0; !r && b->track && k < b->changed.n; k++)
+		r = add_terms(b, b->changed.ids[k], 1);
 	return r;
 }
 
