@@ -178,8 +178,10 @@ int shmcfg__target_of(const shmcfg *h, shmcfg_opt opt, shmcfg_opt *final)
 	int r = shmcfg__opt_use(h, opt);
 	if (r)
 		return r;
-	shmcfg__warn_deprecated(h, opt);
-	*final = opt_d(h, opt)->alias_final;
+	const struct opt_desc *d = opt_d(h, opt);
+	if ((d->flags & SHMCFG_F_DEPRECATED) || d->alias != SHMCFG_NO_OPT) /* else nothing to warn of */
+		shmcfg__warn_deprecated(h, opt);
+	*final = d->alias_final;
 	return 0;
 }
 

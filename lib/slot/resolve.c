@@ -236,7 +236,7 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 	/* what each layer will hold, and the bytes of the chunk */
 	shmcfg_value val[NLAYERS];
 	uint64_t src[NLAYERS], own[NLAYERS]; /* the cell's source and META_BY_CLUSTER bits */
-	unsigned mask = 0;
+	unsigned mask = 0, nset = 0;
 	uint64_t bytes = CHUNK_HDR_BYTES;
 	bool same = true;
 	for (enum layer l = 0; l < NLAYERS; l++) {
@@ -265,6 +265,7 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 		if (!had)
 			continue;
 		mask |= 1u << l;
+		nset++;
 		bytes += sizeof(struct shmcfg__cell) + value_bytes(&val[l]);
 	}
 	if (same)
@@ -286,7 +287,6 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 	if (r)
 		return r;
 	struct chunk *k = (struct chunk *)(b->heap + off);
-	unsigned nset = (unsigned)__builtin_popcount(mask);
 	uint64_t used = off + CHUNK_HDR_BYTES + nset * sizeof(struct shmcfg__cell);
 	for (enum layer l = 0, j = 0; l < NLAYERS; l++)
 		if (mask >> l & 1) /* sized above: cannot fail */
