@@ -91,6 +91,8 @@ struct shmcfg {
 	_Atomic(unsigned char) *warned; /* per option: deprecation warned */
 	uid_t uid;               /* getuid() at attach: for the commit log */
 	char *hist_buf; size_t hist_cap; /* a commit's history record, built here (history.c) */
+	char self_user[SHMCFG_USER_MAX], self_comm[SHMCFG_PROCESS_MAX]; /* the committer, as the history */
+	uint8_t self_user_len; bool self_known;                        /* names it (history.c, once) */
 	/* the terms of the sums a commit gave an option whose value is in its
 	 * cell, by option modulo TERMS_CACHED (resolve.c, under commit_lock) */
 	struct opt_terms { uint64_t val, meta, d[2], mix; uint32_t opt1, lref; } terms[8];

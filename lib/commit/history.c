@@ -198,13 +198,16 @@ static void ring_read(const shmcfg *h, uint64_t pos, char *dst, uint64_t len)
 int shmcfg__hist_write(shmcfg *h, uint64_t gen, uint64_t time_ns, const struct change *ch, size_t n,
 		       const void *old_slot, const struct build *b, uint64_t cluster_rev, const shmcfg_txn *origin)
 {
-	char user[SHMCFG_USER_MAX], comm[SHMCFG_PROCESS_MAX];
-	shmcfg__self_identity(h->uid, user, comm);
+	if (!h->self_known) { /* the handle's process commits (a forked child cannot) */
+		shmcfg__self_identity(h->uid, h->self_user, h->self_comm);
+		h->self_user_len = (uint8_t)strlen(h->self_user);
+		h->self_known = true;
+	}
 	const char *who = origin ? origin->who : "";
 	struct wbuf w = {.h = h};
-	size_t ulen = strlen(user), wlen = strnlen(who, SHMCFG_WHO_MAX - 1);
-	put_u8(&w, (uint8_t)ulen);
-	put(&w, user, ulen);
+	size_t wlen = strnlen(who, SHMCFG_WHO_MAX - 1);
+	put_u8(&w, h->self_user_len);
+	put(&w, h->self_user, h->self_user_len);
 	put_u8(&w, (uint8_t)wlen);
 	put(&w, who, wlen);
 	size_t head_len = w.n;
@@ -231,7 +234,7 @@ int shmcfg__hist_write(shmcfg *h, uint64_t gen, uint64_t time_ns, const struct c
 	e->cluster_rev = cluster_rev;
 	e->pid = (int32_t)shmcfg__self_pid;
 	e->uid = h->uid;
-	memcpy(e->comm, comm, sizeof e->comm);
+	memcpy(e->comm, h->self_comm, sizeof e->comm);
 	seq_write_end(&e->gen, gen); /* (hist-D) */
 	return 0;
 }
