@@ -127,7 +127,9 @@ def compile_and_steps(segment, rounds):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m shmcfg.bench_torch",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=5, help="processes of each kind (default 5)")
+    # 15: with 5 the compile's ratio moved 0.94-1.09x between runs of one
+    # tree (a fresh process's CPU time on a shared machine); 21 gave 1.00x
+    ap.add_argument("--rounds", type=int, default=15, help="processes of each kind (default 15)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     try:
