@@ -191,7 +191,8 @@ static int set_cell(struct build *b, uint32_t i, const struct shmcfg__cell *c, b
 }
 
 /* Option i's value as the other slot holds it: for bringing a slot up to
- * date (untracked: the caller copies the sums too). */
+ * date (untracked: the caller copies the sums too). Never in a tracked
+ * build: the cell is written before changed() could take its old terms. */
 int shmcfg__copy_opt(struct build *b, uint32_t i, const void *from)
 {
 	const struct shmcfg__cell *c = slot_cells(b->h, from) + i;

@@ -59,7 +59,7 @@ struct build {
 	bool patch;                  /* layer values written have source "patch" */
 	bool by_cluster;             /* layer values written are the cluster agent's (META_BY_CLUSTER) */
 	uint64_t priv_top;           /* private heap: where the next chunk goes */
-	bool track;                  /* hash_sum and checksum up to date when shmcfg__resolve() returns */
+	bool track;                  /* hash_sum and checksum up to date when shmcfg__resolve() returns 0 */
 	uint64_t hash_sum[2], checksum;
 	struct idset changed;        /* options whose cell or reference changed */
 	struct idset seeds;          /* options whose layers changed: to resolve */
