@@ -81,7 +81,7 @@ def shmctl(*args):
 
 def allow_cores():
     """In the job's process, before exec: core dumps up to the hard limit."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    hard = resource.getrlimit(resource.RLIMIT_CORE)[1]
     resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
 
 
