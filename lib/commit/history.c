@@ -41,10 +41,12 @@
 
 /* ---- writing a record ---- */
 
+/* The record being written into the handle's buffer (buf, cap: h's). */
 struct wbuf {
 	shmcfg *h;
-	size_t n;
-	int err;
+	char *buf;
+	size_t n, cap;
+	int err; /* the record is given up: put() writes nothing past its buffer */
 };
 
 /* The record buffer grown to hold n more bytes: false (w->err set) if not. */
@@ -54,22 +56,22 @@ static bool grow(struct wbuf *w, size_t n)
 	size_t cap = h->hist_cap ? h->hist_cap : 256;
 	while (cap < w->n + n)
 		cap *= 2;
-	char *b = shmcfg__realloc(h->hist_buf, cap);
+	char *b = w->err ? NULL : shmcfg__realloc(h->hist_buf, cap);
 	if (!b) {
-		w->err = shmcfg__nomem();
+		w->err = w->err ? w->err : shmcfg__nomem();
 		return false;
 	}
-	h->hist_buf = b;
-	h->hist_cap = cap;
+	w->buf = h->hist_buf = b;
+	w->cap = h->hist_cap = cap;
 	return true;
 }
 
 /* inline: the fixed-size fields then cost a store each, not a memcpy call */
 static inline __attribute__((always_inline)) void put(struct wbuf *w, const void *p, size_t n)
 {
-	if (w->err || (w->n + n > w->h->hist_cap && !grow(w, n)))
+	if (w->n + n > w->cap && !grow(w, n))
 		return;
-	memcpy(w->h->hist_buf + w->n, p, n);
+	memcpy(w->buf + w->n, p, n);
 	w->n += n;
 }
 
@@ -204,7 +206,7 @@ int shmcfg__hist_write(shmcfg *h, uint64_t gen, uint64_t time_ns, const struct c
 		h->self_known = true;
 	}
 	const char *who = origin ? origin->who : "";
-	struct wbuf w = {.h = h};
+	struct wbuf w = {.h = h, .buf = h->hist_buf, .cap = h->hist_cap};
 	size_t wlen = strnlen(who, SHMCFG_WHO_MAX - 1);
 	put_u8(&w, h->self_user_len);
 	put(&w, h->self_user, h->self_user_len);
