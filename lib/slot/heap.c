@@ -81,8 +81,11 @@ static struct chunk *chunk_at(char *heap, uint64_t top, uint64_t off)
  */
 int shmcfg__chunk_read(const char *heap, uint64_t size, uint32_t lref, struct shmcfg__cell lay[NLAYERS])
 {
-	for (enum layer l = 0; l < NLAYERS; l++)
-		lay[l] = (struct shmcfg__cell){.meta = META_NULL};
+	/* a copy of a constant: a few vector stores, not a loop */
+	static const struct shmcfg__cell unset[NLAYERS] = {
+		{.meta = META_NULL}, {.meta = META_NULL}, {.meta = META_NULL}, {.meta = META_NULL}, {.meta = META_NULL}};
+	_Static_assert(NLAYERS == 5, "one unset cell per layer");
+	memcpy(lay, unset, sizeof unset);
 	if (lref == 0)
 		return 0;
 	uint64_t off = (uint64_t)lref << LREF_SHIFT;
