@@ -39,7 +39,7 @@
 #include "shmcfg.h"
 
 #define SEG_MAGIC 0x3147464343d48535ULL /* bytes 35 85 d4 43 43 46 47 31 */
-#define SEG_LAYOUT_VERSION 8u
+#define SEG_LAYOUT_VERSION 9u
 #define SEG_READY 0x52454459u           /* "REDY" */
 #define SEG_HEADER_BYTES 4096u
 #define SEG_PREFIX "/shmcfg."
@@ -199,9 +199,9 @@ _Static_assert(sizeof(struct lock_file) <= LOCK_FILE_BYTES, "the lock object's w
 
 struct slot_hdr {
 	uint64_t gen;            /* stamp: the generation held, 0 if empty, SLOT_BUSY | old while rewritten */
-	uint8_t config_hash[16]; /* read by shmcfg_config_hash(), validated by the stamp */
+	uint64_t hash_sum[2];    /* sum of the options' config hash digests (hash.c): the config
+				  * hash is its digest, made by the reader that asks for it */
 	uint64_t checksum;       /* sum of every option's mix of cell and layer reference (hash.c) */
-	uint64_t hash_sum[2];    /* sum of the options' config hash digests (hash.c) */
 	uint64_t base;           /* the generation the cells and references hold, for writers:
 				  * valid while the stamp equals it or is 0 (filled at creation
 				  * or recycled); 0 = unknown (shmcfg__slot_base, heap.c) */

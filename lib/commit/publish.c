@@ -166,7 +166,6 @@ static int sync_slot(struct build *b, struct slot_hdr *sl, const struct slot_hdr
 		return r;
 	memcpy(sl->hash_sum, cur_sl->hash_sum, sizeof sl->hash_sum);
 	sl->checksum = cur_sl->checksum;
-	memcpy(sl->config_hash, cur_sl->config_hash, sizeof sl->config_hash);
 	return 0;
 }
 
@@ -224,7 +223,6 @@ int shmcfg__commit_first(shmcfg_txn *t, uint64_t gen, uint64_t cluster_rev, bool
 		r = shmcfg__slot_sums(h, sl, seg_heap(h), h->lay.heap_size, sl->hash_sum, &sl->checksum);
 	if (r)
 		goto out;
-	shmcfg__hash_final(sl->hash_sum, sl->config_hash);
 	sl->base = gen;
 	sl->cluster_rev = cluster_rev;
 	uint64_t time_ns = now_ns(CLOCK_REALTIME);
@@ -452,7 +450,6 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	}
 	memcpy(sl->hash_sum, b.hash_sum, sizeof sl->hash_sum);
 	sl->checksum = b.checksum;
-	shmcfg__hash_final(b.hash_sum, sl->config_hash);
 	sl->cluster_rev = cluster_rev;
 	shmcfg__fault("commit.written");
 	write_log(h, gen, time_ns, b.changed.ids, b.changed.n, t);

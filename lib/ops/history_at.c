@@ -76,7 +76,6 @@ static int snapshot_at(shmcfg *h, uint64_t gen, shmcfg_snapshot **ret)
 	if (!r) {
 		memcpy(sh->hash_sum, b.hash_sum, sizeof sh->hash_sum);
 		sh->checksum = b.checksum;
-		shmcfg__hash_final(b.hash_sum, sh->config_hash);
 		sh->gen = sh->base = gen;
 		sh->cluster_rev = cluster_rev;
 		*s = (struct shmcfg_snapshot){h, NULL, gen, slot, heap, cap, true, -1};

@@ -6,6 +6,7 @@
  */
 #include "internal.h"
 #include "seqlock.h"
+#include "slot.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -265,9 +266,12 @@ uint64_t shmcfg_config_hash(const shmcfg *h, uint8_t out[16])
 		return (void)shmcfg__err(-EINVAL, "%s: invalid argument (h && out)", __func__), 0;
 	}
 	h = shmcfg__live(h);
-	uint64_t w[2];
-	uint64_t gen = slot_hdr_words(h, offsetof(struct slot_hdr, config_hash), w, 2);
-	memcpy(out, w, 16);
+	uint64_t sum[2];
+	uint64_t gen = slot_hdr_words(h, offsetof(struct slot_hdr, hash_sum), sum, 2);
+	if (gen)
+		shmcfg__hash_final(sum, out); /* not the commit's work: most commits are never asked */
+	else
+		memset(out, 0, 16);
 	return gen;
 }
 

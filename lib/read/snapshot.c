@@ -22,7 +22,7 @@ void shmcfg_snapshot_hash(const shmcfg_snapshot *snap, uint8_t out[16])
 {
 	SHMCFG_API_KEEP;
 	if (snap && out)
-		memcpy(out, ((const struct slot_hdr *)snap->slot)->config_hash, 16);
+		shmcfg__hash_final(((const struct slot_hdr *)snap->slot)->hash_sum, out);
 	else if (out)
 		memset(out, 0, 16);
 	if (!snap || !out)
