@@ -111,7 +111,8 @@ static void write_log(shmcfg *h, uint64_t gen, uint64_t time_ns, uint32_t *ids, 
 	e->uid = h->uid;
 	e->nchanged = (uint32_t)n;
 	e->cluster_rev = origin ? origin->cluster_rev : 0;
-	memcpy(e->who, origin ? origin->who : "", origin ? sizeof e->who : 1);
+	static const char no_who[sizeof e->who];
+	memcpy(e->who, origin ? origin->who : no_who, sizeof e->who); /* a constant size: no string op */
 	e->nids = 0;
 	for (size_t k = 0; k < n && e->nids < SHMCFG_LOG_IDS; k++)
 		e->ids[e->nids++] = ids[k];
