@@ -14,7 +14,7 @@
  * bytes (str) or u32 count + u32 bytes + the NUL-ended items (list, set).
  *
  * Memory ordering. The writer (under the writer lock) stores the entry's
- * stamp 0, a release fence (seq_write_begin, hist-C); moves hist_head past
+ * stamp 0, a release fence (seq_entry_begin, hist-C); moves hist_head past
  * the record's end, a release fence (hist-H1); writes the record's bytes;
  * fills the entry; stores the stamp = gen with release (hist-D). A reader
  * loads the stamp with acquire (pairs with hist-D), copies the entry and
@@ -221,7 +221,7 @@ int shmcfg__hist_write(shmcfg *h, uint64_t gen, uint64_t time_ns, const struct c
 		len = (uint32_t)head_len | HIST_NO_VALUES;
 	struct hist_ent *e = hist_at(h, gen);
 	struct seg_header *hd = h->hdr;
-	seq_write_begin(&e->gen, 0); /* (hist-C) */
+	seq_entry_begin(&e->gen); /* (hist-C) */
 	shmcfg__fault("history.begun");
 	uint64_t pos = hd->hist_head, bytes = len & ~HIST_NO_VALUES;
 	/* (hist-H1): the head moves before a byte is written (see the top) */

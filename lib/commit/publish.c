@@ -104,8 +104,8 @@ static void write_log(shmcfg *h, uint64_t gen, uint64_t time_ns, uint32_t *ids, 
 	struct log_ent *e = log_at(h, gen);
 	if (n > 1 && !ids_sorted(ids, n)) /* a commit of only an origin has no ids (and ids may be NULL) */
 		qsort(ids, n, sizeof *ids, cmp_id);
-	/* the same seqlock as a slot: stamp 0, (C), fields, (D) */
-	seq_write_begin(&e->gen, 0);
+	/* a seqlock as a slot's, but pinned by no reader: stamp 0, (C), fields, (D) */
+	seq_entry_begin(&e->gen);
 	e->time_ns = time_ns;
 	e->pid = (int32_t)shmcfg__self_pid;
 	e->uid = h->uid;

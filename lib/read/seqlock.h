@@ -91,6 +91,16 @@ static inline void seq_write_begin(uint64_t *stamp, uint64_t busy)
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 }
 
+/* Writer of a record that no reader pins (a commit record, a history
+ * entry): the mark needs no store-load order, only (C) before the rewrite,
+ * which the release fence gives (Boehm's seqlock writer; on x86 a plain
+ * store, where seq_cst costs a locked exchange). */
+static inline void seq_entry_begin(uint64_t *stamp)
+{
+	__atomic_store_n(stamp, 0, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
 /* Writer: (D) everything written is visible to a reader that sees `gen`. */
 static inline void seq_write_end(uint64_t *stamp, uint64_t gen)
 {
