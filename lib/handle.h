@@ -94,8 +94,9 @@ struct shmcfg {
 	char self_user[SHMCFG_USER_MAX], self_comm[SHMCFG_PROCESS_MAX]; /* the committer, as the history */
 	uint8_t self_user_len; bool self_known;                        /* names it (history.c, once) */
 	/* the terms of the sums a commit gave an option whose value is in its
-	 * cell, by option modulo TERMS_CACHED (resolve.c, under commit_lock) */
-	struct opt_terms { uint64_t val, meta, d[2], mix; uint32_t opt1, lref; } terms[8];
+	 * cell, by option modulo TERMS_CACHED (resolve.c, under commit_lock):
+	 * 12 KiB, room for the options a process keeps changing */
+	struct opt_terms { uint64_t val, meta, d[2], mix; uint32_t opt1, lref; } terms[256];
 	uint32_t *waiters;       /* the header's count of waiters (read-write handles; watch.c) */
 	bool wake_always; uint64_t mode_ns; /* readers may not count themselves (as of mode_ns: wake()) */
 	shmcfg_env_use *env_used; size_t n_env_used; /* the creator's: the variables that filled the env layers (env.c) */
