@@ -495,12 +495,29 @@ static int resolve_one(struct build *b, uint32_t i)
 	return r;
 }
 
-/* Resolve the seeded options (shmcfg__apply_changes) and what depends on them. */
+/* Whether option i (validated) depends on no other option's value: nothing
+ * implies it (implications come first among its dependents, then aliases). */
+static bool implied_by_none(const shmcfg *h, uint32_t i)
+{
+	const struct opt_desc *d = opt_d(h, i);
+	return d->rdep_n == 0 || (h->rdeps[d->rdep_first] & RDEP_ALIAS);
+}
+
+/*
+ * Resolve the seeded options (shmcfg__apply_changes) and what depends on
+ * them. A seed that nothing implies is resolved at once: its value reads no
+ * other cell, and nothing queues it again (only implications queue an
+ * option). The others, and the targets of the implications of any of them,
+ * go through the queue in implication order.
+ */
 int shmcfg__resolve(struct build *b)
 {
 	int r = 0;
-	for (size_t k = 0; !r && k < b->seeds.n; k++)
-		r = q_push(b, b->seeds.ids[k]);
+	for (size_t k = 0; !r && k < b->seeds.n; k++) {
+		uint32_t i = b->seeds.ids[k];
+		if (!(r = shmcfg__opt_use(b->h, i))) /* its dependents' run too (validate.c) */
+			r = implied_by_none(b->h, i) ? resolve_one(b, i) : q_push(b, i);
+	}
 	while (!r && b->nq)
 		r = resolve_one(b, q_pop(b));
 	/* the changed options' new terms (their old ones went at changed()) */
