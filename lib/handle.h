@@ -15,6 +15,7 @@
 /* The process's view of one pinned generation: the snapshot of a read-write
  * handle. Replaced views are unpinned after an RCU grace period. */
 struct shmcfg_snapshot {
+	struct shmcfg_snapshot_view view; /* first: the inline getters read it (snap_of) */
 	shmcfg *h; const shmcfg *origin; /* acquired on: its options are mapped to h's; NULL: h's own */
 	uint64_t gen;
 	const char *slot;   /* slot memory: in the segment, or a private copy */
@@ -110,6 +111,22 @@ static inline struct slot_hdr *slot_at(const shmcfg *h, uint32_t s)
 static inline struct shmcfg__cell *slot_cells(const shmcfg *h, const void *slot)
 {
 	return (struct shmcfg__cell *)((char *)slot + h->lay.cells_off);
+}
+/* A snapshot of generation gen, held in slot and heap[0, heap_size), with
+ * the view its inline getters read. */
+static inline struct shmcfg_snapshot snap_of(shmcfg *h, uint64_t gen, const char *slot, const char *heap,
+					     uint64_t heap_size, bool is_copy, int pin)
+{
+	return (struct shmcfg_snapshot){.view = {SHMCFG_SNAPSHOT_VIEW_ABI, h->lay.nopts, slot_cells(h, slot)},
+					.h = h, .gen = gen, .slot = slot, .heap = heap, .heap_size = heap_size,
+					.is_copy = is_copy, .pin = pin};
+}
+/* The snapshot's option ids are origin's (another schema's): its getters
+ * take the slow path, which maps them (follow.c). */
+static inline void snap_mapped(struct shmcfg_snapshot *s, const shmcfg *origin)
+{
+	s->origin = origin;
+	s->view.nopts = 0;
 }
 static inline uint32_t *slot_lrefs(const shmcfg *h, const void *slot)
 {

@@ -9,7 +9,7 @@
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 cd "$top_srcdir" || exit 99
 
-EXEMPT=" shmcfg_errdetail shmcfg_strerror shmcfg_errname shmcfg_version shmcfg__get_slow shmcfg__get_slow_n "
+EXEMPT=" shmcfg_errdetail shmcfg_strerror shmcfg_errname shmcfg_version shmcfg__get_slow shmcfg__get_slow_n shmcfg__snapshot_get_slow "
 # the functions that cannot fail: releasers and accessors without a status
 KEEP=" shmcfg_value_clear shmcfg_schema_free shmcfg_close shmcfg_closep shmcfg_snapshot_release
  shmcfg_txn_abort shmcfg_cluster_apply_abort shmcfg_patcher_free shmcfg_value_equal shmcfg_list_next shmcfg_type_name

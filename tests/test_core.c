@@ -611,6 +611,68 @@ static void test_snapshots(void **state)
 	shmcfg_value_clear(&v);
 }
 
+/* The typed inline getters of a snapshot: its generation's values, whatever
+ * commits come after; null, the wrong type, a bad option or argument say so
+ * as shmcfg_get_int() does; a read-only handle's copy and an older
+ * generation's snapshot read alike. */
+static void test_snapshot_typed(void **state)
+{
+	struct fx *f = *state;
+	shmcfg_txn *t;
+	uint64_t g0;
+	assert_int_equal(shmcfg_txn_begin(f->h, &t), 0);
+	assert_int_equal(shmcfg_txn_set_int(t, T_A, 7), 0);
+	assert_int_equal(shmcfg_txn_set_bool(t, T_FLAG, true), 0);
+	assert_int_equal(shmcfg_txn_set_float(t, T_RATIO, 0.25), 0);
+	assert_int_equal(shmcfg_txn_reset(t, T_OPT_INT), 0);
+	assert_int_equal(shmcfg_txn_commit(t, &g0), 0);
+	shmcfg_snapshot *s, *s2;
+	assert_int_equal(shmcfg_snapshot_acquire(f->h, &s), 0);
+	for (int round = 0; round < 2; round++) {
+		int64_t i = 0;
+		bool b = false;
+		double d = 0;
+		assert_int_equal(shmcfg_snapshot_get_int(s, T_A, &i), 0);
+		assert_int_equal(i, 7);
+		assert_int_equal(shmcfg_snapshot_get_int(s, T_ALIAS2, &i), 0); /* an alias's cell */
+		assert_int_equal(i, 7);
+		assert_int_equal(shmcfg_snapshot_get_bool(s, T_FLAG, &b), 0);
+		assert_true(b);
+		assert_int_equal(shmcfg_snapshot_get_float(s, T_RATIO, &d), 0);
+		assert_true(d == 0.25);
+		i = 99;
+		assert_int_equal(shmcfg_snapshot_get_int(s, T_OPT_INT, &i), SHMCFG_NULL);
+		assert_int_equal(i, 99); /* untouched */
+		assert_int_equal(shmcfg_snapshot_get_int(s, T_C, &i), SHMCFG_E_TYPE);
+		assert_non_null(strstr(shmcfg_errdetail(), "t.c: option is str, read as int"));
+		assert_int_equal(shmcfg_snapshot_get_bool(s, T_A, &b), SHMCFG_E_TYPE);
+		assert_int_equal(shmcfg_snapshot_get_int(s, T_COUNT, &i), SHMCFG_E_NOOPT);
+		assert_int_equal(shmcfg_snapshot_get_int(s, T_A, NULL), -EINVAL);
+		assert_int_equal(shmcfg_snapshot_get_int(NULL, T_A, &i), -EINVAL);
+		/* the snapshot keeps its generation: commits after it change nothing */
+		assert_int_equal(commit_int(f->h, T_A, 8 + round, NULL), 0);
+	}
+	assert_int_equal(shmcfg_snapshot_acquire(f->h, &s2), 0);
+	int64_t now = 0;
+	assert_int_equal(shmcfg_snapshot_get_int(s2, T_A, &now), 0);
+	assert_int_equal(now, 9);
+	shmcfg_snapshot_release(s2);
+	shmcfg_snapshot_release(s);
+	/* a read-only handle's snapshot is a private copy */
+	shmcfg *ro;
+	assert_int_equal(shmcfg_attach(f->name, SHMCFG_ATTACH_RDONLY, NULL, &ro), 0);
+	assert_int_equal(shmcfg_snapshot_acquire(ro, &s), 0);
+	assert_int_equal(shmcfg_snapshot_get_int(s, T_A, &now), 0);
+	assert_int_equal(now, 9);
+	shmcfg_snapshot_release(s);
+	shmcfg_close(ro);
+	/* an older generation, rebuilt from the history */
+	assert_int_equal(shmcfg_snapshot_at(f->h, g0, &s), 0);
+	assert_int_equal(shmcfg_snapshot_get_int(s, T_A, &now), 0);
+	assert_int_equal(now, 7);
+	shmcfg_snapshot_release(s);
+}
+
 static void *thread_reader(void *arg)
 {
 	shmcfg *h = arg;
@@ -943,7 +1005,7 @@ int main(void)
 		cmocka_unit_test(test_unquoted_none),
 		cmocka_unit_test(test_alias),          cmocka_unit_test(test_implications),
 		cmocka_unit_test(test_knob),           cmocka_unit_test(test_env_layers),
-		cmocka_unit_test(test_schema_errors),  cmocka_unit_test(test_snapshots),
+		cmocka_unit_test(test_schema_errors),  cmocka_unit_test(test_snapshots), cmocka_unit_test(test_snapshot_typed),
 		cmocka_unit_test(test_threads),        cmocka_unit_test(test_threads_commit),
 		cmocka_unit_test(test_log_and_changes),
 		cmocka_unit_test(test_hash),           cmocka_unit_test(test_wait),

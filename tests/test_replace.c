@@ -363,6 +363,13 @@ static void test_follow_another_schema(void **state)
 	assert_int_equal(shmcfg_snapshot_get(sn, keep, &sv), 0);
 	assert_int_equal(sv.u.i, 42);
 	assert_int_equal(shmcfg_snapshot_get(sn, gone, &sv), SHMCFG_E_SCHEMA);
+	/* the typed getters map too: `text` is the caller's id of a.text, and
+	 * in the new schema that id is b.more, an int that must not be read */
+	v = 0;
+	assert_int_equal(shmcfg_snapshot_get_int(sn, keep, &v), 0);
+	assert_int_equal(v, 42);
+	assert_int_equal(shmcfg_snapshot_get_int(sn, text, &v), SHMCFG_E_TYPE);
+	assert_int_equal(shmcfg_snapshot_get_int(sn, gone, &v), SHMCFG_E_SCHEMA);
 	assert_int_equal(shmcfg_snapshot_is_default(sn, keep), 0);
 	shmcfg_snapshot_release(sn);
 	bool *changed = calloc(shmcfg_count(h), sizeof *changed);

@@ -20,8 +20,8 @@
  *
  * A slot is a snapshot of one generation. Its first 8 bytes are its
  * generation stamp (SLOT_BUSY | the old generation while a writer rewrites
- * it: never a generation a reader looks for), followed by the 16-byte
- * config hash; at SHMCFG__CELLS_OFF starts an array of `nopts` cells.
+ * it: never a generation a reader looks for), followed by the writers'
+ * words; at SHMCFG__CELLS_OFF starts an array of `nopts` cells.
  */
 struct shmcfg_view {
 	uint32_t abi;              /**< SHMCFG_VIEW_ABI */
@@ -140,6 +140,48 @@ static inline int shmcfg__read_cell(const shmcfg *h, shmcfg_opt opt, shmcfg_type
 		return 0;
 	}
 	return shmcfg__get_slow(h, opt, type, bits);
+}
+
+/**
+ * The part of a snapshot that its inline getters read: the first member of
+ * every `shmcfg_snapshot`. Versioned by SHMCFG_SNAPSHOT_VIEW_ABI (fields are
+ * only ever appended); everything else is opaque. `nopts` is 0 when the
+ * option ids need the slow path (a snapshot of a handle followed into
+ * another schema maps them).
+ */
+struct shmcfg_snapshot_view {
+	uint32_t abi;                     /**< SHMCFG_SNAPSHOT_VIEW_ABI */
+	uint32_t nopts;
+	const struct shmcfg__cell *cells; /**< the snapshot's generation: its slot's cells */
+};
+#define SHMCFG_SNAPSHOT_VIEW_ABI 1
+
+/** Do not use directly: the out-of-line read behind the inline snapshot
+ * getters (a bad snapshot or option, a mapped snapshot, null values, the
+ * wrong type). */
+SHMCFG_EXPORT int shmcfg__snapshot_get_slow(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_type type,
+					    uint64_t *bits) __attribute__((cold));
+
+/*
+ * The checked read of one cell of a snapshot. No seqlock: the snapshot's
+ * generation stays in its slot until it is released (the pin, or a private
+ * copy), and the acquire that returned it ordered the slot's stores before
+ * these loads (the acquire load of `current` pairs with the publication, E).
+ * Relaxed loads all the same: other processes share the memory. One compare
+ * checks both the type and "not null".
+ */
+static inline int shmcfg__snapshot_read(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_type type,
+					bool has_ret, uint64_t *bits)
+{
+	const struct shmcfg_snapshot_view *v = (const struct shmcfg_snapshot_view *)snap;
+	if (__builtin_expect(!snap || !has_ret || opt >= v->nopts, 0))
+		return shmcfg__snapshot_get_slow(snap, opt, type, has_ret ? bits : NULL);
+	uint64_t meta = __atomic_load_n(&v->cells[opt].meta, __ATOMIC_RELAXED);
+	uint64_t val = __atomic_load_n(&v->cells[opt].val, __ATOMIC_RELAXED);
+	if (__builtin_expect((meta & 0x1ff) != (uint64_t)type, 0))
+		return shmcfg__snapshot_get_slow(snap, opt, type, bits); /* null, or the wrong type */
+	*bits = val;
+	return 0;
 }
 
 #endif /* SHMCFG_READ_H */

@@ -23,7 +23,7 @@ int shmcfg_snapshot_at(shmcfg *h, uint64_t gen, shmcfg_snapshot **ret)
 	SHMCFG_FOLLOW(h);
 	int r = snapshot_at(h, gen, ret);
 	if (!r && h != h0 && h->root_map) /* a copy: the caller's options are mapped to its schema */
-		(*ret)->origin = h0;
+		snap_mapped(*ret, h0);
 	return r;
 }
 
@@ -78,7 +78,7 @@ static int snapshot_at(shmcfg *h, uint64_t gen, shmcfg_snapshot **ret)
 		sh->checksum = b.checksum;
 		sh->gen = sh->base = gen;
 		sh->cluster_rev = cluster_rev;
-		*s = (struct shmcfg_snapshot){h, NULL, gen, slot, heap, cap, true, -1};
+		*s = snap_of(h, gen, slot, heap, cap, true, -1);
 		*ret = s;
 	} else {
 		shmcfg__free(s);

@@ -66,6 +66,29 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 	return seq_read(h, cell_read, &(struct cell_arg){opt, type, bits});
 }
 
+/* The slow path of the inline snapshot getters: every check that the fast
+ * path left out, and what a null value or the wrong type is. */
+int shmcfg__snapshot_get_slow(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_type type, uint64_t *bits)
+{
+	assert_return(snap && bits, -EINVAL);
+	const shmcfg *h = snap->h;
+	int r = shmcfg__map_origin(snap->origin, h, &opt); /* another schema: follow.c */
+	if (!r)
+		r = shmcfg__opt_use(h, opt);
+	if (r)
+		return r;
+	if (opt_d(h, opt)->type != (uint32_t)type)
+		return type_error(h, opt, type);
+	const struct shmcfg__cell *c = slot_cells(h, snap->slot) + opt;
+	uint64_t val = __atomic_load_n(&c->val, __ATOMIC_RELAXED);
+	uint64_t meta = __atomic_load_n(&c->meta, __ATOMIC_RELAXED);
+	if (META_TYPE(meta) != (unsigned)type)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: cell of %s has type %u", h->name,
+				   sstr(h, opt_d(h, opt)->name), META_TYPE(meta));
+	*bits = val;
+	return (meta & META_NULL) ? SHMCFG_NULL : 0;
+}
+
 /*
  * The slow path of a generated batched read (shmctl header, prefix_read()):
  * n cells of one generation. A patched thread reads its overlay, a private
@@ -298,7 +321,7 @@ int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)
 		shmcfg__free(s);
 		return r;
 	}
-	*s = (struct shmcfg_snapshot){h, NULL, gen, copy, heap, top, true, -1};
+	*s = snap_of(h, gen, copy, heap, top, true, -1);
 	*ret = s;
 	return 0;
 }

@@ -361,8 +361,7 @@ static int pin_current(shmcfg *h, struct pview *pv)
 	struct pin_arg a = {&e->pins[pin], NULL, 0};
 	int r = seq_read(h, pin_read, &a);
 	if (!r)
-		pv->snap = (struct shmcfg_snapshot){h, NULL, a.gen, (const char *)a.sl, seg_heap(h),
-						    h->lay.heap_size, false, pin};
+		pv->snap = snap_of(h, a.gen, (const char *)a.sl, seg_heap(h), h->lay.heap_size, false, pin);
 	return r;
 }
 
@@ -401,7 +400,7 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 		 * map the caller's options (the pinned views are shared) */
 		int r = shmcfg__copy_snapshot(h, ret);
 		if (!r)
-			(*ret)->origin = h0;
+			snap_mapped(*ret, h0);
 		return r;
 	}
 	if (h->rdonly)
