@@ -327,9 +327,9 @@ static void run_peers(void)
 		     ratio_of("accessor", "seqlock").med, acc->rt.med, false, 1.25);
 		prow("shmcfg_get_int inline, handle from lookup", inl->st.med, "minimal seqlock (seqlock)", sq->st.med,
 		     ratio_of("inline", "seqlock").med, inl->rt.med, false, 0);
-		prow("snapshot acquire + get + release", sn->st.med, "urcu-bp read section, inline", bp->st.med,
+		prow("snapshot acquire + get_int + release", sn->st.med, "urcu-bp read section, inline", bp->st.med,
 		     ratio_of("snapshot", "rcu_bp").med, sn->rt.med, true, 10);
-		prow("snapshot acquire + 8 gets + release", s8->st.med, NULL, p8->st.med, NAN,
+		prow("snapshot acquire + 8 typed gets + release", s8->st.med, NULL, p8->st.med, NAN,
 		     ratio_of("snap8", "plain8").med, true, 15);
 	}
 	const struct growth *g100k = growth_at(100000);

@@ -130,7 +130,30 @@ static uint64_t value_bits(const shmcfg_value *v)
 {
 	return v->type == SHMCFG_BOOL ? v->u.b : v->type == SHMCFG_FLOAT ? f64_bits(v->u.f) : (uint64_t)v->u.i;
 }
+/* the 8 with the snapshot's typed inline getters (opts8: int, bool, float,
+ * four ints, bool), as a program that knows its options' types reads them */
 LOOP(loop_snap8, {
+	shmcfg_snapshot *s;
+	if (shmcfg_snapshot_acquire(g_h, &s) == 0) {
+		int64_t iv;
+		bool b;
+		double d;
+		if (shmcfg_snapshot_get_int(s, opts8[0], &iv) == 0)
+			acc += (uint64_t)iv;
+		if (shmcfg_snapshot_get_bool(s, opts8[1], &b) == 0)
+			acc += b;
+		if (shmcfg_snapshot_get_float(s, opts8[2], &d) == 0)
+			acc += f64_bits(d);
+		for (int k = 3; k < 7; k++)
+			if (shmcfg_snapshot_get_int(s, opts8[k], &iv) == 0)
+				acc += (uint64_t)iv;
+		if (shmcfg_snapshot_get_bool(s, opts8[7], &b) == 0)
+			acc += b;
+		shmcfg_snapshot_release(s);
+	}
+})
+/* ... with the generic get (any type, a shmcfg_value) */
+LOOP(loop_snap8_any, {
 	shmcfg_snapshot *s;
 	if (shmcfg_snapshot_acquire(g_h, &s) == 0) {
 		for (int k = 0; k < 8; k++) {
@@ -172,6 +195,15 @@ LOOP(loop_shm_byname, {
 		acc += (uint64_t)v;
 })
 LOOP(loop_shm_snapshot, {
+	shmcfg_snapshot *s;
+	if (shmcfg_snapshot_acquire(g_h, &s) == 0) {
+		int64_t v;
+		if (shmcfg_snapshot_get_int(s, g_opt_x, &v) == 0)
+			acc += (uint64_t)v;
+		shmcfg_snapshot_release(s);
+	}
+})
+LOOP(loop_shm_snapshot_any, {
 	shmcfg_snapshot *s;
 	if (shmcfg_snapshot_acquire(g_h, &s) == 0) {
 		shmcfg_value v;
@@ -452,13 +484,15 @@ struct cand cands[] = {
 	C("get_slow", "shmcfg__get_slow (exported slow path)", loop_shm_slow, VALUE, NULL),
 	C("get", "shmcfg_get (exported, copies a value)", loop_shm_get, VALUE, NULL),
 	C("byname", "by name: shmcfg_lookup + shmcfg_get_int", loop_shm_byname, VALUE, NULL),
-	C("snapshot", "snapshot acquire + get + release", loop_shm_snapshot, VALUE, NULL),
+	C("snapshot", "snapshot acquire + get_int + release", loop_shm_snapshot, VALUE, NULL),
+	C("snapshot_any", "snapshot acquire + shmcfg_snapshot_get + release", loop_shm_snapshot_any, VALUE, NULL),
 	C("hash", "config hash: shmcfg_config_hash", loop_shm_hash, 1, NULL),
 	C("plain8", "eight plain loads (the limit of 8 reads)", loop_plain8, 0 /* set at run time */,
 	  "8 options per iteration: each figure is for all 8 reads"),
 	C("batch8", "generated batched read, one stamp check", loop_batch8, 0, NULL),
 	C("acc8", "8 generated accessor reads", loop_acc8, 0, NULL),
-	C("snap8", "snapshot acquire + 8 gets + release", loop_snap8, 0, NULL),
+	C("snap8", "snapshot acquire + 8 typed gets + release", loop_snap8, 0, NULL),
+	C("snap8_any", "snapshot acquire + 8 shmcfg_snapshot_get + release", loop_snap8_any, 0, NULL),
 	C("nonull", "shmcfg_get_int inline without its NULL-handle test", loop_nonull, VALUE,
 	  "experiments on the same segment (not API): what the checks cost"),
 	C("lean_a", "accessor without per-read range/type/null checks", loop_lean_a, VALUE, NULL),
@@ -543,7 +577,7 @@ void hot_setup_all(void)
 		g_plain8[k] = VALUE;
 	}
 	cand("plain8")->expect = 8 * VALUE;
-	cand("batch8")->expect = cand("acc8")->expect = cand("snap8")->expect = sum8;
+	cand("batch8")->expect = cand("acc8")->expect = cand("snap8")->expect = cand("snap8_any")->expect = sum8;
 	g_cells_off_const = ((const struct shmcfg_view *)g_h)->cells_off;
 	if (g_cells_off_const != 64)
 		die("the lean_c experiment assumes cells at offset 64 of a slot, not %u", g_cells_off_const);
