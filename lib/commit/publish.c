@@ -257,7 +257,7 @@ static int undo(struct build *b, struct slot_hdr *sl, const struct slot_hdr *cur
 {
 	int r = 0;
 	b->track = false;
-	/* copying back adds no member to `changed`: every one is in it */
+	/* copying back adds no member to `changed` (shmcfg__copy_opt) */
 	for (size_t k = 0; !r && k < b->changed.n; k++)
 		r = shmcfg__copy_opt(b, b->changed.ids[k], cur_sl);
 	shmcfg__ids_free(&b->changed);
@@ -279,7 +279,6 @@ static int build_txn(struct build *b, shmcfg_txn *t, struct slot_hdr *sl)
 	b->by_cluster = by_cluster(t);
 	memcpy(b->hash_sum, sl->hash_sum, sizeof b->hash_sum);
 	b->checksum = sl->checksum;
-	shmcfg__ids_free(&b->changed); /* what a sync copied is not this commit's change */
 	shmcfg__ids_free(&b->seeds);
 	shmcfg__ids_free(&b->queued); /* a second try starts afresh */
 	b->nq = 0;

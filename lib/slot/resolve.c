@@ -154,28 +154,33 @@ static int changed(struct build *b, uint32_t i)
 	return first && b->track ? add_terms(b, i, (uint64_t)-1) : r;
 }
 
-/*
- * Point option i at chunk lref: counted in the segment's heap. Option i
- * joins `changed` before anything is written: a failed commit copies back
- * exactly the options in `changed` (publish.c, undo), so an option written
- * but left out (the set could not grow) would stay in the undone slot, and
- * the next commit that takes it would publish the failed commit's value.
- */
-static int set_lref(struct build *b, uint32_t i, uint32_t lref)
+/* Point option i at chunk lref: counted in the segment's heap. */
+static int move_lref(struct build *b, uint32_t i, uint32_t lref)
 {
 	uint32_t old = b->lrefs[i];
-	if (old == lref)
-		return 0;
-	int r = changed(b, i);
-	if (r)
-		return r;
-	if (b->shared) {
-		if ((r = shmcfg__heap_ref(b->h, lref)))
+	if (b->shared && old != lref) {
+		int r = shmcfg__heap_ref(b->h, lref);
+		if (r)
 			return r;
 		shmcfg__heap_unref(b->h, old);
 	}
 	b->lrefs[i] = lref;
 	return 0;
+}
+
+/*
+ * ... as a change of the build: option i joins `changed` before anything is
+ * written. A failed commit copies back exactly the options in `changed`
+ * (publish.c, undo), so an option written but left out (the set could not
+ * grow) would stay in the undone slot, and the next commit that takes it
+ * would publish the failed commit's value.
+ */
+static int set_lref(struct build *b, uint32_t i, uint32_t lref)
+{
+	if (b->lrefs[i] == lref)
+		return 0;
+	int r = changed(b, i);
+	return r ? r : move_lref(b, i, lref);
 }
 
 static int set_cell(struct build *b, uint32_t i, const struct shmcfg__cell *c, bool *moved)
@@ -191,14 +196,15 @@ static int set_cell(struct build *b, uint32_t i, const struct shmcfg__cell *c, b
 }
 
 /* Option i's value as the other slot holds it: for bringing a slot up to
- * date (untracked: the caller copies the sums too). Never in a tracked
- * build: the cell is written before changed() could take its old terms. */
+ * date (untracked: the caller copies the sums too), or back (undo). Not a
+ * change of the build: it joins no set (what a sync copies is no commit's
+ * change, and an undo copies back the members of `changed`). */
 int shmcfg__copy_opt(struct build *b, uint32_t i, const void *from)
 {
 	const struct shmcfg__cell *c = slot_cells(b->h, from) + i;
 	b->cells[i] = (struct shmcfg__cell){__atomic_load_n(&c->val, __ATOMIC_RELAXED),
 					    __atomic_load_n(&c->meta, __ATOMIC_RELAXED)};
-	return set_lref(b, i, __atomic_load_n(slot_lrefs(b->h, from) + i, __ATOMIC_RELAXED));
+	return move_lref(b, i, __atomic_load_n(slot_lrefs(b->h, from) + i, __ATOMIC_RELAXED));
 }
 
 /* ---- layers ---- */
