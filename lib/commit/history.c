@@ -46,7 +46,7 @@ struct wbuf {
 	shmcfg *h;
 	char *buf;
 	size_t n, cap;
-	int err; /* the record is given up: put() writes nothing past its buffer */
+	int err; /* the record is given up: put() writes nothing more */
 };
 
 /* The record buffer grown to hold n more bytes: false (w->err set) if not. */
@@ -56,9 +56,9 @@ static bool grow(struct wbuf *w, size_t n)
 	size_t cap = h->hist_cap ? h->hist_cap : 256;
 	while (cap < w->n + n)
 		cap *= 2;
-	char *b = w->err ? NULL : shmcfg__realloc(h->hist_buf, cap);
+	char *b = shmcfg__realloc(h->hist_buf, cap);
 	if (!b) {
-		w->err = w->err ? w->err : shmcfg__nomem();
+		w->err = shmcfg__nomem();
 		return false;
 	}
 	w->buf = h->hist_buf = b;
@@ -69,7 +69,8 @@ static bool grow(struct wbuf *w, size_t n)
 /* inline: the fixed-size fields then cost a store each, not a memcpy call */
 static inline __attribute__((always_inline)) void put(struct wbuf *w, const void *p, size_t n)
 {
-	if (w->n + n > w->cap && !grow(w, n))
+	/* after an error buf may be NULL: not even 0 bytes are copied there */
+	if (w->err || (w->n + n > w->cap && !grow(w, n)))
 		return;
 	memcpy(w->buf + w->n, p, n);
 	w->n += n;
