@@ -165,8 +165,10 @@ SHMCFG_EXPORT int shmcfg__snapshot_get_slow(const shmcfg_snapshot *snap, shmcfg_
 /*
  * The checked read of one cell of a snapshot. No seqlock: the snapshot's
  * generation stays in its slot until it is released (the pin, or a private
- * copy), and the acquire that returned it ordered the slot's stores before
- * these loads (the acquire load of `current` pairs with the publication, E).
+ * copy; a child reading a snapshot inherited across fork() relies on its
+ * parent's hold, as shmcfg_snapshot_get() does), and the acquire that
+ * returned it ordered the slot's stores before these loads (the acquire load
+ * of `current` pairs with the publication, E).
  * Relaxed loads all the same: other processes share the memory. One compare
  * checks both the type and "not null".
  */
