@@ -13,7 +13,8 @@
 #include "layout.h"
 
 /* The process's view of one pinned generation: the snapshot of a read-write
- * handle. Replaced views are unpinned after an RCU grace period. */
+ * handle, one per pin of its reader entry (h->views), rewritten only while
+ * that pin holds no snapshot (reclaim.c); or a copy (is_copy). */
 struct shmcfg_snapshot {
 	struct shmcfg_snapshot_view view; /* first: the inline getters read it (snap_of) */
 	shmcfg *h; const shmcfg *origin; /* acquired on: its options are mapped to h's; NULL: h's own */
@@ -24,8 +25,6 @@ struct shmcfg_snapshot {
 	bool is_copy;       /* read-only handles and pin overflow: freed on release */
 	int pin;            /* index in our reader entry's pins, -1 if none */
 };
-
-struct pview; /* reclaim.c */
 
 struct shmcfg {
 	struct shmcfg_view view; /* first: the inline getters read it */
@@ -82,9 +81,11 @@ struct shmcfg {
 	bool counted_fallback;   /* counted in the header's copy_fallbacks */
 	pthread_mutex_t view_lock; /* serialises view replacement */
 	pthread_mutex_t commit_lock, entry_lock; /* threads share the OFD locks: commits, claims/reaping */
-	struct pview *pview;     /* RCU-protected current view */
-	unsigned retired;        /* views awaiting a grace period (under reclaim.c's rq_lock) */
-	bool uses_reclaimer; void (*close_deferred)(shmcfg *h); /* in rq_users; the end of a close, deferred */
+	/* the pinned views, one per pin of our reader entry, and the newest
+	 * (-1: none; atomic): reclaim.c */
+	struct shmcfg_snapshot views[SEG_PINS];
+	int cur_pin;
+	unsigned close_pending; void (*close_deferred)(shmcfg *h); /* a close that waits for releases */
 	int commit_timeout_ms;
 	uint32_t wlock_mine;      /* the writer lock word's owner while we hold it (wlock.c) */
 	uint32_t slot_hint;      /* the slot current before our last commit's: the next one's choice, if free (reclaim.c) */

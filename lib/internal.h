@@ -184,9 +184,6 @@ bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen);
 bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp);
 int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret, uint64_t *old_stamp);
 bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h));
-void shmcfg__reclaim_prepare_fork(void);
-void shmcfg__reclaim_after_fork_parent(void);
-void shmcfg__reclaim_after_fork_child(void);
 
 /* txn.c: transactions */
 struct change {

@@ -17,8 +17,8 @@
  *   history  the last N commits: an index of N struct hist_ent, then a byte
  *            ring of their records (who, and each layer change with its old
  *            and new value; history.c)
- *   readers  table of 64-byte entries {pins, pid, start time, attach time,
- *            active}; entry i is owned by whoever holds the OFD lock on
+ *   readers  table of 64-byte entries {pin words, pid, start time, attach
+ *            time}; entry i is owned by whoever holds the OFD lock on
  *            byte 1 + i of the lock object
  *   slots    K snapshots of the whole configuration; each is a slot header,
  *            the hot cells (one per option) and one layer reference per
@@ -39,7 +39,7 @@
 #include "shmcfg.h"
 
 #define SEG_MAGIC 0x3147464343d48535ULL /* bytes 35 85 d4 43 43 46 47 31 */
-#define SEG_LAYOUT_VERSION 9u
+#define SEG_LAYOUT_VERSION 10u
 #define SEG_READY 0x52454459u           /* "REDY" */
 #define SEG_HEADER_BYTES 4096u
 #define SEG_PREFIX "/shmcfg."
@@ -270,14 +270,24 @@ struct log_ent {
 #define RING_OVERFLOW UINT32_MAX
 
 struct reader_ent {
-	uint64_t pins[SEG_PINS]; /* pinned generations, 0 = none; see readers.c */
+	uint64_t pins[SEG_PINS]; /* pin words: PIN_TAG(generation) << PIN_TAG_SHIFT | the
+				  * owner's snapshots held on it (PIN_COUNT); see reclaim.c */
 	int32_t pid;             /* for display: liveness is the OFD lock */
 	uint32_t pad;
 	uint64_t start_time;     /* owner's start time, /proc/self/stat field 22 */
 	uint64_t attach_ns;
-	uint64_t active;         /* snapshots the owner holds now: its pins count only
-				  * while this is not 0 (reclaim.c, choose_slot) */
+	uint64_t reserved;       /* 0 */
 };
+/* A pin word. Its tag is a generation's low 48 bits (2^48 commits apart: no
+ * two live generations share one); the count is how many snapshots of that
+ * generation the owner holds now: a pin blocks writers only while it is not
+ * 0. PIN_CLOSED is the owner's own (its handle is closing: reclaim.c). */
+#define PIN_TAG_SHIFT 16
+#define PIN_CLOSED (1ull << 15)
+#define PIN_COUNT_MASK 0x7fffull
+#define PIN_COUNT(w) ((w) & PIN_COUNT_MASK)
+#define PIN_TAG(w) ((w) >> PIN_TAG_SHIFT)
+#define GEN_TAG(g) ((g) & ((1ull << (64 - PIN_TAG_SHIFT)) - 1))
 
 _Static_assert(sizeof(struct reader_ent) == 64, "reader entries are one cache line");
 _Static_assert(sizeof(struct seg_header) <= SEG_HEADER_BYTES, "header fits its page");

@@ -1,19 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* Library calls from several threads at once: building schemas, creating
- * segments, and one handle's views without a reclaimer thread (also run
- * under TSan). */
+ * segments, and one handle's views shared by threads (also run under
+ * TSan). */
 #define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common.h"
-#include "faultsim.h"
 
 #define THREADS 4
 #define CREATES 50
@@ -230,120 +229,181 @@ static void test_concurrent_schema_loads(void **state)
 }
 
 /*
- * Without a reclaimer thread (pthread_create failed), the thread that
- * replaces a stale view waits for the grace period itself. It used to wait
- * holding the handle's view_lock, which a reader inside its read-side
- * section takes when it acquires a snapshot of a newer generation: the
- * grace period waited for the reader, the reader for the lock, for ever.
+ * One handle's views shared by threads while commits go on (the pin words
+ * of lib/read/reclaim.c): every snapshot shows one generation (a = -b, as
+ * each commit writes them) and goes on showing it while held, however many
+ * views are rewritten meanwhile; a snapshot may be released by another
+ * thread than the one that took it (handed over through a mailbox); a
+ * snapshot is never older than a generation read before it was acquired.
  */
-struct no_reclaimer {
+#define SV_READERS 3
+#define SV_COMMITS 400
+#define SV_ACQUIRES 4000
+
+struct shared_views {
 	shmcfg *h;
-	atomic_int stage; /* 1: the reader holds a snapshot; 2: the replacer acquires */
-	atomic_int replacer_tid;
+	atomic_int done; /* the committer finished */
+	_Atomic(shmcfg_snapshot *) mailbox;
+	atomic_long handed; /* snapshots released by another thread */
 	const char *err;
+	char detail[160];
 };
 
-/* The state letter of a thread of ours (R, S, D, ...), '?' if unknown. */
-static char task_state(int tid)
+/* a = -b in s, and the same as the first read (0 when there is none yet):
+ * false and the reason in sv->detail otherwise */
+static bool sv_check(struct shared_views *sv, const shmcfg_snapshot *s, int64_t *first)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
-	FILE *f = fopen(path, "r");
-	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-	if (f)
-		fclose(f);
-	buf[n] = 0;
-	char *p = strrchr(buf, ')');
-	return p && p[1] == ' ' ? p[2] : '?';
+	int64_t a = 1, b = 1;
+	if (shmcfg_snapshot_get_int(s, T_A, &a) || shmcfg_snapshot_get_int(s, T_B, &b) || a != -b ||
+	    (first && *first != INT64_MIN && *first != a)) {
+		snprintf(sv->detail, sizeof sv->detail, "generation %" PRIu64 ": a = %" PRId64 ", b = %" PRId64
+			 ", first read a = %" PRId64, shmcfg_snapshot_generation(s), a, b, first ? *first : 0);
+		return false;
+	}
+	if (first)
+		*first = a;
+	return true;
 }
 
-static double mono_s(void)
+static void *sv_reader(void *arg)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void *nr_reader(void *arg)
-{
-	struct no_reclaimer *n = arg;
-	shmcfg_snapshot *s1, *s2;
-	if (shmcfg_snapshot_acquire(n->h, &s1)) {
-		n->err = "the first snapshot";
-		atomic_store(&n->stage, 1);
-		return NULL;
+	struct shared_views *sv = arg;
+	for (int i = 0; i < SV_ACQUIRES && !sv->err; i++) {
+		uint64_t before = shmcfg_generation(sv->h);
+		shmcfg_snapshot *s;
+		if (shmcfg_snapshot_acquire(sv->h, &s)) {
+			sv->err = "acquire";
+			break;
+		}
+		int64_t first = INT64_MIN;
+		if (shmcfg_snapshot_generation(s) < before) {
+			snprintf(sv->detail, sizeof sv->detail, "generation %" PRIu64 " after %" PRIu64 " was read",
+				 shmcfg_snapshot_generation(s), before);
+			sv->err = "a snapshot older than the generation read before it";
+		} else if (!sv_check(sv, s, &first))
+			sv->err = "a snapshot mixing generations";
+		sched_yield(); /* commits and other threads' views go on */
+		if (!sv->err && !sv_check(sv, s, &first))
+			sv->err = "a held snapshot that changed";
+		if (i % 3 == 0) /* hand it over: another thread checks and releases it */
+			s = atomic_exchange(&sv->mailbox, s);
+		if (s) {
+			if (!sv->err && !sv_check(sv, s, NULL))
+				sv->err = "a handed-over snapshot that changed";
+			if (i % 3 == 0)
+				atomic_fetch_add(&sv->handed, 1);
+			shmcfg_snapshot_release(s);
+		}
 	}
-	atomic_store(&n->stage, 1);
-	while (atomic_load(&n->stage) < 2)
-		sched_yield();
-	/* until the replacer sleeps in its grace period, which waits for us
-	 * (bounded: going on early only makes the test weaker, never wrong) */
-	for (double end = mono_s() + 10; mono_s() < end && task_state(atomic_load(&n->replacer_tid)) != 'S';)
-		sched_yield();
-	uint64_t gen;
-	if (commit_int(n->h, T_A, 2, &gen))
-		n->err = "the reader's commit";
-	else if (shmcfg_snapshot_acquire(n->h, &s2)) /* a newer generation: the slow path */
-		n->err = "the second snapshot";
-	else {
-		if (shmcfg_snapshot_generation(s2) != gen)
-			n->err = "the second snapshot's generation";
-		shmcfg_snapshot_release(s2);
-	}
-	shmcfg_snapshot_release(s1); /* the replacer's grace period ends */
 	return NULL;
 }
 
-static void *nr_replacer(void *arg)
+static void *sv_committer(void *arg)
 {
-	struct no_reclaimer *n = arg;
-	atomic_store(&n->replacer_tid, (int)syscall(SYS_gettid));
-	while (atomic_load(&n->stage) < 1)
-		sched_yield();
-	shmcfg_snapshot *s;
-	if (commit_int(n->h, T_A, 1, NULL)) { /* the process's view is now stale */
-		n->err = "the replacer's commit";
-		atomic_store(&n->stage, 2);
-		return NULL;
+	struct shared_views *sv = arg;
+	for (int64_t n = 1; n <= SV_COMMITS && !sv->err; n++) {
+		shmcfg_txn *t;
+		if (shmcfg_txn_begin(sv->h, &t) || shmcfg_txn_set_int(t, T_A, n) || shmcfg_txn_set_int(t, T_B, -n) ||
+		    shmcfg_txn_commit(t, NULL)) {
+			snprintf(sv->detail, sizeof sv->detail, "%s", shmcfg_errdetail());
+			sv->err = "commit";
+			break;
+		}
 	}
-	atomic_store(&n->stage, 2);
-	if (shmcfg_snapshot_acquire(n->h, &s)) /* replaces the view, waits for the reader */
-		n->err = "the replacer's snapshot";
-	else
-		shmcfg_snapshot_release(s);
+	atomic_store(&sv->done, 1);
 	return NULL;
 }
 
-static void join_or_die(pthread_t t, const char *who)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += 60;
-	if (pthread_timedjoin_np(t, NULL, &ts)) {
-		/* stuck threads: cmocka cannot go on, nor can close */
-		fprintf(stderr, "not ok: the %s is stuck after 60 s: a deadlock without a reclaimer\n", who);
-		_exit(1);
-	}
-}
-
-static void test_no_reclaimer_no_deadlock(void **state)
+static void test_shared_views(void **state)
 {
 	(void)state;
-	const char *name = test_name("noreclaimer");
-	struct no_reclaimer n = {.h = test_create(name, NULL)};
-	shmcfg__faultsim(SHMCFG_FAULTSIM_THREAD, 1, true); /* every pthread_create of the library fails */
-	pthread_t r, w;
-	assert_int_equal(pthread_create(&r, NULL, nr_reader, &n), 0);
-	assert_int_equal(pthread_create(&w, NULL, nr_replacer, &n), 0);
-	join_or_die(r, "reader");
-	join_or_die(w, "replacer");
-	unsigned long failed = shmcfg__faultsim_failures();
-	shmcfg__faultsim(0, 0, false);
-	if (n.err)
-		fail_msg("%s failed: %s", n.err, shmcfg_errdetail());
-	assert_true(failed >= 1); /* the path without a reclaimer was taken */
-	assert_int_equal(get_i(n.h, T_A), 2);
-	shmcfg_close(n.h);
+	const char *name = test_name("sharedviews");
+	struct shared_views sv = {.h = test_create(name, NULL)};
+	pthread_t c, r[SV_READERS];
+	assert_int_equal(pthread_create(&c, NULL, sv_committer, &sv), 0);
+	for (int k = 0; k < SV_READERS; k++)
+		assert_int_equal(pthread_create(&r[k], NULL, sv_reader, &sv), 0);
+	for (int k = 0; k < SV_READERS; k++)
+		assert_int_equal(pthread_join(r[k], NULL), 0);
+	assert_int_equal(pthread_join(c, NULL), 0);
+	shmcfg_snapshot *left = atomic_exchange(&sv.mailbox, NULL);
+	if (left && !sv.err && !sv_check(&sv, left, NULL))
+		sv.err = "the last handed-over snapshot";
+	shmcfg_snapshot_release(left);
+	if (sv.err)
+		fail_msg("%s: %s", sv.err, sv.detail);
+	assert_true(atomic_load(&sv.handed) > 0); /* some were released by another thread */
+	/* every snapshot released: a commit finds a free slot at once */
+	shmcfg_set_commit_timeout(sv.h, 0);
+	assert_int_equal(commit_int(sv.h, T_A, 5, NULL), 0);
+	shmcfg_close(sv.h);
+	shmcfg_unlink(name);
+}
+
+/*
+ * A close while another thread holds a snapshot returns at once; the
+ * snapshot stays readable, and its release (in that thread) ends the close:
+ * the handle's reader entry is freed then, not before.
+ */
+struct close_other {
+	shmcfg *h;
+	atomic_int stage; /* 1: snapshot held; 2: closed */
+	int64_t a;
+	int err;
+};
+
+static void *co_holder(void *arg)
+{
+	struct close_other *co = arg;
+	shmcfg_snapshot *s;
+	if ((co->err = shmcfg_snapshot_acquire(co->h, &s))) {
+		atomic_store(&co->stage, 1);
+		return NULL;
+	}
+	atomic_store(&co->stage, 1);
+	while (atomic_load(&co->stage) < 2)
+		sched_yield();
+	co->err = shmcfg_snapshot_get_int(s, T_A, &co->a);
+	shmcfg_snapshot_release(s); /* the close ends here */
+	return NULL;
+}
+
+static void count_entry(const shmcfg_reader *r, void *ud)
+{
+	(void)r;
+	++*(int *)ud;
+}
+
+static int entries(const shmcfg *h)
+{
+	int n = 0;
+	return shmcfg_readers(h, count_entry, &n) < 0 ? -1 : n;
+}
+
+static void test_close_while_other_thread_holds(void **state)
+{
+	(void)state;
+	const char *name = test_name("closeother");
+	shmcfg *w = test_create(name, NULL);
+	assert_int_equal(commit_int(w, T_A, 42, NULL), 0);
+	shmcfg *h = NULL;
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &h), 0);
+	int before = entries(w);
+	struct close_other co = {.h = h};
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, co_holder, &co), 0);
+	while (atomic_load(&co.stage) < 1)
+		sched_yield();
+	assert_int_equal(co.err, 0);
+	assert_int_equal(entries(w), before + 1); /* the holder's entry */
+	shmcfg_close(h); /* returns: the snapshot is another thread's */
+	assert_int_equal(entries(w), before + 1);
+	atomic_store(&co.stage, 2);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(co.err, 0);
+	assert_int_equal(co.a, 42);
+	assert_int_equal(entries(w), before); /* released: the close ended */
+	shmcfg_close(w);
 	shmcfg_unlink(name);
 }
 
@@ -416,7 +476,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_concurrent_creates),
 		cmocka_unit_test(test_concurrent_schema_loads),
-		cmocka_unit_test(test_no_reclaimer_no_deadlock),
+		cmocka_unit_test(test_shared_views),
+		cmocka_unit_test(test_close_while_other_thread_holds),
 		cmocka_unit_test(test_concurrent_first_lookups),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

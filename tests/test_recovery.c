@@ -117,7 +117,8 @@ static void test_sweep_keeps_chunks_of_busy_slot_in_use(void **state)
 	assert_string_equal(before, LONG1);
 	free(before);
 	/* P idle for a while (as if released): writers may take A */
-	__atomic_fetch_sub(&e->active, 1, __ATOMIC_SEQ_CST);
+	uint64_t *pin = &e->pins[((struct shmcfg_snapshot *)sp)->pin];
+	__atomic_fetch_sub(pin, 1, __ATOMIC_SEQ_CST);
 	assert_int_equal(commit_str(h, T_C, "three", &gen), 0);
 	assert_int_equal(gen, 3);
 	assert_int_not_equal(cur_slot(h->hdr->current), A);
@@ -133,7 +134,7 @@ static void test_sweep_keeps_chunks_of_busy_slot_in_use(void **state)
 	}
 	/* P is active again on generation 2: it validated A's stamp before
 	 * W's busy mark, so W's pin check (had it run) would have spared A */
-	__atomic_fetch_add(&e->active, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_add(pin, 1, __ATOMIC_SEQ_CST);
 	assert_int_equal(kill(w, SIGCONT), 0);
 	assert_child_killed(w);
 	assert_true(__atomic_load_n(&slot_at(h, A)->gen, __ATOMIC_ACQUIRE) == (SLOT_BUSY | 2));
@@ -361,6 +362,80 @@ static void test_commit_out_of_memory_leaves_nothing_behind(void **state)
 	drop(h);
 }
 
+/* ------------------------------------------------------------------ */
+/* 4. A reader that stops before it counts itself on its view          */
+/* ------------------------------------------------------------------ */
+
+static int commit_ab(shmcfg *h, int64_t n, uint64_t *gen)
+{
+	shmcfg_txn *t;
+	int r = shmcfg_txn_begin(h, &t);
+	if (r)
+		return r;
+	if ((r = shmcfg_txn_set_int(t, T_A, n)) || (r = shmcfg_txn_set_int(t, T_B, -n))) {
+		shmcfg_txn_abort(t);
+		return r;
+	}
+	return shmcfg_txn_commit(t, gen);
+}
+
+/* Takes a snapshot of generation 2 (a = 1), releases it, then stops in its
+ * next acquire just before it counts itself on that view (snapshot.count);
+ * resumed after the writer reused the view's slot, it must not hand out
+ * the view: generation g shows a = g - 1 = -b. */
+static int paused_reader_main(void *p)
+{
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(p, 0, NULL, &h);
+	CHECK(r == 0, 2, "attach: %s", shmcfg_strerror(r));
+	shmcfg_snapshot *s;
+	CHECK(shmcfg_snapshot_acquire(h, &s) == 0 && shmcfg_snapshot_generation(s) == 2, 3, "first snapshot");
+	shmcfg_snapshot_release(s);
+	setenv("SHMCFG_FAULT", "snapshot.count:1:stop", 1);
+	r = shmcfg_snapshot_acquire(h, &s);
+	unsetenv("SHMCFG_FAULT");
+	CHECK(r == 0, 4, "second snapshot: %s", shmcfg_strerror(r));
+	int64_t a = 0, b = 0;
+	uint64_t g = shmcfg_snapshot_generation(s);
+	CHECK(shmcfg_snapshot_get_int(s, T_A, &a) == 0 && shmcfg_snapshot_get_int(s, T_B, &b) == 0, 5, "reads");
+	CHECK(a == (int64_t)g - 1 && b == -a, 6,
+	      "a snapshot of generation %" PRIu64 " shows a = %" PRId64 ", b = %" PRId64 ": its slot was reused", g, a,
+	      b);
+	CHECK(g == 4, 7, "the second snapshot is of generation %" PRIu64 ", not the current 4", g);
+	shmcfg_snapshot_release(s);
+	shmcfg_close(h);
+	return 0;
+}
+
+/*
+ * Two slots: generation 2 in X. The reader R's view of it is idle (no
+ * snapshot held), so writers may reuse X; R stops in its next acquire,
+ * having read that generation 2 is current, before its increment. Two
+ * commits then put generation 3 in the other slot and generation 4 in X.
+ * Resumed, R's increment finds its view's tag (2) the generation it wants;
+ * its stamp check, after the increment, must see X rewritten and take a
+ * new view (lib/read/reclaim.c, (G)).
+ */
+static void test_reader_stopped_before_count(void **state)
+{
+	(void)state;
+	const char *name = new_name("rec-count");
+	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.slots = 2}));
+	uint64_t gen = 0;
+	assert_int_equal(commit_ab(h, 1, &gen), 0);
+	assert_int_equal(gen, 2);
+	uint32_t X = cur_slot(h->hdr->current);
+	pid_t r = spawn(paused_reader_main, (void *)name);
+	assert_child_stops(r, "snapshot.count");
+	assert_int_equal(commit_ab(h, 2, &gen), 0);
+	assert_int_equal(commit_ab(h, 3, &gen), 0);
+	assert_int_equal(gen, 4);
+	assert_int_equal(cur_slot(h->hdr->current), X); /* the view's slot, rewritten */
+	assert_int_equal(kill(r, SIGCONT), 0);
+	assert_child_ok(r);
+	drop(h);
+}
+
 int main(void)
 {
 	unsetenv("SHMCFG_FAULT");
@@ -370,6 +445,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_sweep_keeps_chunks_of_busy_slot_in_use, teardown),
 		cmocka_unit_test_teardown(test_unpublished_slot_of_dead_writer, teardown),
 		cmocka_unit_test_teardown(test_commit_out_of_memory_leaves_nothing_behind, teardown),
+		cmocka_unit_test_teardown(test_reader_stopped_before_count, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

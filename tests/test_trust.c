@@ -1673,10 +1673,11 @@ static void test_writer_death_after_busy_mark_spares_snapshot(void **state)
 	if (h->reader < 0)
 		fail_msg("P holds no reader entry after a snapshot: the scenario cannot be built");
 	struct reader_ent *e = reader_at(h, (uint32_t)h->reader);
-	bool pins1 = false;
+	int pin1 = -1;
 	for (unsigned k = 0; k < SEG_PINS; k++)
-		pins1 |= __atomic_load_n(&e->pins[k], __ATOMIC_ACQUIRE) == 1;
-	if (!pins1)
+		if (__atomic_load_n(&e->pins[k], __ATOMIC_ACQUIRE) == (uint64_t)1 << PIN_TAG_SHIFT)
+			pin1 = (int)k; /* tag 1, no snapshot held */
+	if (pin1 < 0)
 		fail_msg("P's idle entry does not pin generation 1: the scenario cannot be built");
 	/* generation 2 in slot B */
 	uint64_t gen = 0;
@@ -1693,8 +1694,8 @@ static void test_writer_death_after_busy_mark_spares_snapshot(void **state)
 			 "or the fault point commit.chosen, are missing)", t);
 	}
 	/* P becomes a reader that loaded A's stamp just before W's busy mark:
-	 * active, on its pin of generation 1 */
-	__atomic_fetch_add(&e->active, 1, __ATOMIC_SEQ_CST);
+	 * counted on its pin of generation 1 */
+	__atomic_fetch_add(&e->pins[pin1], 1, __ATOMIC_SEQ_CST);
 	const struct shmcfg__cell *cells = slot_cells(h, slot_at(h, A));
 	assert_int_equal((int64_t)__atomic_load_n(&cells[T_A].val, __ATOMIC_RELAXED), 0);
 	assert_int_equal((int64_t)__atomic_load_n(&cells[T_B].val, __ATOMIC_RELAXED), 0);
@@ -1717,7 +1718,7 @@ static void test_writer_death_after_busy_mark_spares_snapshot(void **state)
 		fail_msg("shmcfg_stat: the busy slot %u shows generation %" PRIu64 ", not its old one (1)", A,
 			 info.slot_gen[A]);
 	/* P done reading: the slot is free again, and the segment sound */
-	__atomic_fetch_sub(&e->active, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_sub(&e->pins[pin1], 1, __ATOMIC_SEQ_CST);
 	r = commit_n(h, 4, &gen);
 	if (r)
 		fail_msg("commit after the reader finished: %s: %s", shmcfg_strerror(r), shmcfg_errdetail());

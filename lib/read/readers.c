@@ -106,7 +106,6 @@ static bool entry_alive(const shmcfg *h, uint32_t i)
 
 static void entry_clear(struct reader_ent *e)
 {
-	__atomic_store_n(&e->active, 0, __ATOMIC_RELEASE);
 	for (unsigned k = 0; k < SEG_PINS; k++)
 		__atomic_store_n(&e->pins[k], 0, __ATOMIC_RELEASE);
 	e->pid = 0;
@@ -228,7 +227,7 @@ static void fill_reader(const shmcfg *h, uint32_t i, shmcfg_reader *r)
 	r->pid = e->pid;
 	r->start_time = e->start_time;
 	for (unsigned k = 0; k < SEG_PINS; k++)
-		r->pins[k] = __atomic_load_n(&e->pins[k], __ATOMIC_ACQUIRE);
+		r->pins[k] = PIN_TAG(__atomic_load_n(&e->pins[k], __ATOMIC_ACQUIRE));
 }
 
 static bool entry_used(const shmcfg *h, uint32_t i)
@@ -302,7 +301,7 @@ int shmcfg_readers(const shmcfg *h, void (*fn)(const shmcfg_reader *r, void *use
 	return n;
 }
 
-/* "pid 123 (gens 5 6), pid 456 (gen 7)": who pins, for the busy error. */
+/* "pid 123 (gens 5 6), pid 456 (gen 7)": who holds snapshots, for the busy error. */
 void shmcfg__pin_holders(const shmcfg *h, char *buf, size_t len)
 {
 	size_t used = 0;
@@ -310,13 +309,12 @@ void shmcfg__pin_holders(const shmcfg *h, char *buf, size_t len)
 	uint32_t hwm = shmcfg__readers_hwm(h);
 	for (uint32_t i = 0; i < hwm && used + 1 < len; i++) {
 		const struct reader_ent *e = reader_at(h, i);
-		if (!__atomic_load_n(&e->active, __ATOMIC_RELAXED))
-			continue; /* idle: its pins block nobody */
 		char gens[96] = "";
 		size_t gl = 0;
 		for (unsigned k = 0; k < SEG_PINS; k++) {
-			uint64_t g = __atomic_load_n(&e->pins[k], __ATOMIC_RELAXED);
-			if (g && gl < sizeof gens)
+			uint64_t w = __atomic_load_n(&e->pins[k], __ATOMIC_RELAXED);
+			uint64_t g = PIN_TAG(w);
+			if (PIN_COUNT(w) && g && gl < sizeof gens) /* a pin held by no snapshot blocks nobody */
 				gl += (size_t)snprintf(gens + gl, sizeof gens - gl, " %llu",
 						       (unsigned long long)g);
 		}

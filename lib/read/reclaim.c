@@ -1,31 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Reclamation: when may a writer reuse a slot, and when may a process stop
- * protecting one. Both sides of the pin protocol are here, with the argument
- * (doc/design.md, "Snapshots and pins"; the labels (F)-(H) name its steps):
+ * Reclamation: when may a writer reuse a slot, and when may a process reuse
+ * one of its pins. Both sides of the pin protocol are here, with the
+ * argument (doc/design.md, "Snapshots and pins"; the labels (F)-(H) name its
+ * steps). A reader entry has SEG_PINS pin words, each a generation's tag and
+ * the count of snapshots of it the owner holds (layout.h); the handle has
+ * one view per pin (h->views):
  *
  *   reader (snapshot acquire)               writer (choose_slot)
- *     store pins[k] = g                 (G)   store stamp = BUSY | g   (F)  seq_cst
- *     active += 1                       (G)   load hwm, active, pins   (F)  seq_cst
- *     load stamp == g ? use : retry     (G)   a live pin of g ? restore, next slot
- *     ... release: active -= 1          (H)   (release: our reads of the slot
- *     grace period, then pins[k] = 0    (H)    happen before a writer sees us idle)
+ *     word[k] += 1, old tag == g ?      (G)   store stamp = BUSY | g   (F)  seq_cst
+ *     load stamp == g ? use : undo      (G)   load hwm, each word      (F)  seq_cst
+ *     ... release: word[k] -= 1         (H)   count > 0 and tag == g ? restore, next slot
  *
  * In the single total order of the seq_cst operations either the writer's
- * load of `active` comes after the reader's increment (and then, loaded
- * after it, sees the pin stored before it), or the reader's stamp load comes
- * after the busy mark and sees it. So a slot whose stamp an active reader
- * saw equal to its generation is never rewritten while in use. The busy mark
- * keeps the old generation, so a writer that dies between (F)'s store and its
- * load leaves the next writer's pin check intact. Pins count only while
- * their process holds snapshots (`active`): an idle process blocks nobody.
+ * load of the word comes after the reader's increment and sees a count with
+ * the tag (it leaves the slot), or the reader's stamp load comes after the
+ * busy mark and sees it (it undoes its increment and takes a newer view). So
+ * a slot whose stamp a counted reader saw equal to its generation is never
+ * rewritten while in use. The busy mark keeps the old generation, so a
+ * writer that dies between (F)'s store and its loads leaves the next
+ * writer's pin check intact. A pin whose count is 0 blocks nobody: an idle
+ * process keeps its last views without holding writers back.
  *
- * Inside the process the view is an RCU-protected pointer (liburcu's
- * bulletproof flavour, which needs no thread registration); a replaced view
- * is unpinned only after a grace period, by a reclaimer thread of our own
- * rather than call_rcu (call_rcu's worker does not survive fork(), and its
- * fork hooks are documented to hang with callbacks that call free()). Ours
- * is keyed by pid: a child starts its own when it needs one.
+ * Inside the process the same words make views safe to reuse, without RCU:
+ * view k is rewritten (make_view, under view_lock) only after a compare-
+ * and-swap took its word from count 0 to tag 0, and published by adding the
+ * new tag (release); a reader counts itself on the word before it reads the
+ * view, and uses it only if the increment's old value carried the tag it
+ * expected. Any thread may release; a release that ends a closing handle's
+ * last snapshot ends the close (shmcfg__view_close).
  */
 #include "internal.h"
 #include "seqlock.h"
@@ -38,60 +41,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <urcu-bp.h>
-
-/*
- * ThreadSanitizer does not see urcu's grace periods (they are made of
- * membarrier and polling). Model them: every read-side section ends with a
- * release on rcu_tsan, every grace period ends with an acquire on it, so
- * TSan sees that the reclaimer's free() follows the readers' last uses.
- */
-#if defined(__SANITIZE_THREAD__)
-#include <sanitizer/tsan_interface.h>
-static char rcu_tsan;
-#define read_unlock()                    \
-	do {                             \
-		__tsan_release(&rcu_tsan); \
-		urcu_bp_read_unlock();   \
-	} while (0)
-#define grace_period()                   \
-	do {                             \
-		urcu_bp_synchronize_rcu(); \
-		__tsan_acquire(&rcu_tsan); \
-	} while (0)
-#else
-#define read_unlock() urcu_bp_read_unlock()
-#define grace_period() urcu_bp_synchronize_rcu()
-#endif
-
-struct pview {
-	struct shmcfg_snapshot snap; /* first: a pview is handed out as the snapshot */
-	struct pview *next;          /* in the reclaimer's queue */
-};
-
-/* The reclaimer: retired views wait here for a grace period. */
-static pthread_mutex_t rq_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t rq_cond = PTHREAD_COND_INITIALIZER; /* queue grew */
-static pthread_cond_t rq_done = PTHREAD_COND_INITIALIZER; /* a batch was reclaimed */
-static struct pview *rq_head;
-static pid_t rq_pid;          /* process whose thread serves the queue */
-static pthread_t rq_thread;
-static unsigned rq_users;     /* handles that retired a view: the thread ends with the last */
-static bool rq_stop;
-static unsigned rq_in_gp;    /* grace periods in progress (reclaimer, retire()) */
-static bool rcu_unusable;    /* forked mid-grace-period: no RCU views (fork handlers) */
 #define self_pid shmcfg__self_pid
 
 #define CLAIM_RETRY_NS 1000000000ull /* a full reader table is tried again after 1 s */
+/* a count that nears PIN_COUNT_MASK: the snapshot copies instead (the
+ * margin covers other threads' increments in flight) */
+#define PIN_COUNT_LIMIT (PIN_COUNT_MASK / 2)
 
 /*
- * Whether a process that holds snapshots now pins generation gen. An
- * entry's pins count only while its `active` is not 0: an idle process
- * keeps its last view pinned without blocking writers. `active` is loaded
- * before the pins, both seq_cst; with the reader's pin store, then its
- * seq_cst increment of `active`, then its stamp load (shmcfg_snapshot_acquire()),
- * and the writer's seq_cst busy mark before this call, see
- * shmcfg__choose_slot() below for the argument.
+ * Whether a process now holds a snapshot of generation gen. Each word is
+ * loaded seq_cst after readers_hwm (seq_cst), after the writer's seq_cst busy
+ * mark: see the argument above and shmcfg__choose_slot() below.
  */
 bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen)
 {
@@ -100,11 +60,11 @@ bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen)
 	uint32_t hwm = shmcfg__readers_hwm(h);
 	for (uint32_t i = 0; i < hwm; i++) {
 		const struct reader_ent *e = reader_at(h, i);
-		if (__atomic_load_n(&e->active, __ATOMIC_SEQ_CST) == 0)
-			continue;
-		for (unsigned k = 0; k < SEG_PINS; k++)
-			if (__atomic_load_n(&e->pins[k], __ATOMIC_SEQ_CST) == gen)
+		for (unsigned k = 0; k < SEG_PINS; k++) {
+			uint64_t w = __atomic_load_n(&e->pins[k], __ATOMIC_SEQ_CST); /* (F) */
+			if (PIN_COUNT(w) && PIN_TAG(w) == GEN_TAG(gen))
 				return true;
+		}
 	}
 	return false;
 }
@@ -222,148 +182,6 @@ int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret
 	}
 }
 
-static void unpin_free(struct pview *pv)
-{
-	shmcfg *h = pv->snap.h;
-	/* (H) release: our reads of the slot happen before a writer sees it free */
-	__atomic_store_n(&reader_at(h, (uint32_t)h->reader)->pins[pv->snap.pin], 0,
-			 __ATOMIC_RELEASE);
-	h->retired--;
-	shmcfg__free(pv);
-}
-
-static void *reclaimer(void *arg)
-{
-	(void)arg;
-	pthread_mutex_lock(&rq_lock);
-	for (;;) {
-		while (!rq_head && !rq_stop)
-			pthread_cond_wait(&rq_cond, &rq_lock);
-		if (!rq_head) { /* stopped, and nothing left to reclaim */
-			rq_stop = false;
-			rq_pid = 0; /* the next retire starts a new reclaimer */
-			break;
-		}
-		struct pview *batch = rq_head;
-		rq_head = NULL;
-		rq_in_gp++; /* under rq_lock: shmcfg__reclaim_prepare_fork() sees it */
-		pthread_mutex_unlock(&rq_lock);
-		/* every read-side section that could see these views has ended */
-		grace_period();
-		pthread_mutex_lock(&rq_lock);
-		rq_in_gp--;
-		while (batch) { /* ours alone: rq_lock may be let go on the way */
-			struct pview *next = batch->next;
-			shmcfg *h = batch->snap.h;
-			unpin_free(batch);
-			void (*destroy)(shmcfg *) = h->close_deferred;
-			if (destroy && h->retired == 0) {
-				/* its last view: end the close it deferred (a last
-				 * user leaves us idle; the next close that joins ends
-				 * us). No lock of ours across the handle's own. */
-				if (h->uses_reclaimer)
-					rq_users--;
-				pthread_mutex_unlock(&rq_lock);
-				destroy(h);
-				pthread_mutex_lock(&rq_lock);
-			}
-			batch = next;
-		}
-		pthread_cond_broadcast(&rq_done);
-	}
-	pthread_mutex_unlock(&rq_lock);
-	return NULL;
-}
-
-/* Queue a replaced view for unpinning after a grace period. Without a
- * reclaimer thread, wait for the grace period here: so the caller must not
- * hold h->view_lock, which a reader inside its read-side section may be
- * waiting for (its snapshot_acquire's slow path) while we wait for it. */
-static void retire(shmcfg *h, struct pview *pv)
-{
-	pthread_mutex_lock(&rq_lock);
-	h->retired++;
-	if (!h->uses_reclaimer) {
-		h->uses_reclaimer = true;
-		rq_users++;
-	}
-	if (rq_pid != getpid() && shmcfg__pthread_create(&rq_thread, NULL, reclaimer, NULL) == 0)
-		rq_pid = getpid();
-	if (rq_pid == getpid()) {
-		pv->next = rq_head;
-		rq_head = pv;
-		pthread_cond_signal(&rq_cond);
-		pthread_mutex_unlock(&rq_lock);
-		return;
-	}
-	pthread_mutex_unlock(&rq_lock);
-	/* no reclaimer thread: wait for the grace period here, unless this
-	 * thread is inside a read-side section (a nested snapshot), which would
-	 * wait for itself; then the view and its pin stay until detach */
-	pthread_mutex_lock(&rq_lock);
-	if (urcu_bp_read_ongoing()) {
-		h->retired--;
-		pthread_mutex_unlock(&rq_lock);
-		return;
-	}
-	rq_in_gp++;
-	pthread_mutex_unlock(&rq_lock);
-	grace_period();
-	pthread_mutex_lock(&rq_lock);
-	rq_in_gp--;
-	unpin_free(pv);
-	pthread_mutex_unlock(&rq_lock);
-}
-
-/*
- * seq_read's read for pin_current: pin the generation, then check the slot's
- * stamp. The protocol is Dekker's:
- *   reader: store pin = g (seq_cst); load stamp of slot s (seq_cst)
- *   writer: store stamp of s = busy mark (seq_cst); load every pin (seq_cst)
- * In the single total order of seq_cst operations one of the two stores comes
- * first, so either the reader sees stamp != g (it unpins and retries) or the
- * writer sees pin == g (it restores the stamp and picks another slot). This
- * check only saves a round: the writer skips entries whose `active` is 0, so
- * what protects the slot is shmcfg_snapshot_acquire's increment and stamp
- * re-check after it (tests/model: the model verifies without this check).
- */
-struct pin_arg {
-	uint64_t *pin; /* a free pin of our entry */
-	const struct slot_hdr *sl;
-	uint64_t gen;
-};
-
-static int pin_read(const shmcfg *h, const struct slot_hdr *sl, uint64_t cur, void *arg)
-{
-	struct pin_arg *a = arg;
-	__atomic_store_n(a->pin, cur_gen(cur), __ATOMIC_SEQ_CST); /* (G) */
-	if (__atomic_load_n(&sl->gen, __ATOMIC_SEQ_CST) != cur_gen(cur)) {
-		__atomic_store_n(a->pin, 0, __ATOMIC_RELEASE);
-		return SEQ_AGAIN;
-	}
-	a->sl = sl;
-	a->gen = cur_gen(cur);
-	return 0;
-}
-
-/* Pin the current generation in our reader entry (pin_read) and make it
- * pv's view: 0, -EAGAIN if every pin awaits a grace period, or the
- * seqlock's verdict. */
-static int pin_current(shmcfg *h, struct pview *pv)
-{
-	struct reader_ent *e = reader_at(h, (uint32_t)h->reader);
-	int pin = -1;
-	for (unsigned k = 0; k < SEG_PINS && pin < 0; k++)
-		if (__atomic_load_n(&e->pins[k], __ATOMIC_RELAXED) == 0)
-			pin = (int)k;
-	if (pin < 0)
-		return -EAGAIN; /* every pin awaits a grace period */
-	struct pin_arg a = {&e->pins[pin], NULL, 0};
-	int r = seq_read(h, pin_read, &a);
-	if (!r)
-		pv->snap = snap_of(h, a.gen, (const char *)a.sl, seg_heap(h), h->lay.heap_size, false, pin);
-	return r;
-}
 
 /*
  * The process's first pinned snapshot (or commit: wlock.c) claims its
@@ -389,6 +207,61 @@ int shmcfg__claim_entry(shmcfg *h)
 	return reader;
 }
 
+/*
+ * seq_read's read for make_view: the current generation and its slot, the
+ * stamp checked (the fast path checks it again, after counting itself).
+ */
+struct cur_arg {
+	const struct slot_hdr *sl;
+	uint64_t gen;
+};
+
+static int cur_read(const shmcfg *h, const struct slot_hdr *sl, uint64_t cur, void *arg)
+{
+	(void)h;
+	struct cur_arg *a = arg;
+	if (__atomic_load_n(&sl->gen, __ATOMIC_ACQUIRE) != cur_gen(cur))
+		return SEQ_AGAIN;
+	a->sl = sl;
+	a->gen = cur_gen(cur);
+	return 0;
+}
+
+/*
+ * Under view_lock: make a view of the current generation in a pin of our
+ * entry that holds no snapshot, and make it the newest (h->cur_pin). Its
+ * pin in *pin, its generation in *gen: 0, -EAGAIN if every pin is held, or
+ * the seqlock's verdict.
+ */
+static int make_view(shmcfg *h, struct reader_ent *e, int *pin, uint64_t *gen)
+{
+	struct cur_arg a = {NULL, 0};
+	int r = seq_read(h, cur_read, &a);
+	if (r)
+		return r;
+	int k0 = __atomic_load_n(&h->cur_pin, __ATOMIC_RELAXED);
+	if (k0 >= 0 && h->views[k0].gen == a.gen) { /* another thread made it */
+		*pin = k0, *gen = a.gen;
+		return 0;
+	}
+	for (unsigned k = 0; k < SEG_PINS; k++) {
+		uint64_t w = __atomic_load_n(&e->pins[k], __ATOMIC_RELAXED);
+		/* take the word from count 0 to tag 0: no reader counted on it
+		 * can match a tag now, and none holds the view we rewrite */
+		if (PIN_COUNT(w) || !__atomic_compare_exchange_n(&e->pins[k], &w, 0, false, __ATOMIC_ACQUIRE,
+								 __ATOMIC_RELAXED))
+			continue;
+		h->views[k] = snap_of(h, a.gen, (const char *)a.sl, seg_heap(h), h->lay.heap_size, false, (int)k);
+		/* (G) the tag, seq_cst (a release for the view's fields): a reader
+		 * whose increment reads it from here reads the view we wrote */
+		__atomic_fetch_add(&e->pins[k], GEN_TAG(a.gen) << PIN_TAG_SHIFT, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&h->cur_pin, (int)k, __ATOMIC_RELAXED);
+		*pin = (int)k, *gen = a.gen;
+		return 0;
+	}
+	return -EAGAIN;
+}
+
 int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 {
 	SHMCFG_API_ENTRY;
@@ -405,68 +278,65 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 	}
 	if (h->rdonly)
 		return shmcfg__copy_snapshot(h, ret);
-	/* a child must not use the parent's view or its reader entry (the
-	 * parent's grace periods cannot see the child); self_pid is kept by
-	 * the fork handler, so this costs no syscall */
+	/* a child must not use the parent's views or its reader entry;
+	 * self_pid is kept by the fork handler, so this costs no syscall */
 	if (h->pid != self_pid)
 		return shmcfg__err(SHMCFG_E_FORKED, "%s: snapshot in a child of the attaching process: attach again",
 				   h->name);
-	/* a child forked mid-grace-period cannot wait for one: it copies */
-	if (rcu_unusable)
-		return shmcfg__copy_snapshot(h, ret);
 	/* acquire: pairs with the release store of the claim (readers.c) */
 	int reader = __atomic_load_n(&h->reader, __ATOMIC_ACQUIRE);
 	if (reader < 0 && (reader = shmcfg__claim_entry(h)) < 0)
 		return shmcfg__copy_snapshot(h, ret);
 	struct reader_ent *e = reader_at(h, (uint32_t)reader);
+	/* the view to take: the newest, of the current generation; after a
+	 * round that made one, that one even if a newer commit came meanwhile
+	 * (it is at least as new as the call) */
+	int k = __atomic_load_n(&h->cur_pin, __ATOMIC_RELAXED);
+	uint64_t want = shmcfg_generation(h);
 	for (int round = 0; round < SEQ_MAX_TRIES; round++) {
-		urcu_bp_read_lock();
-		/* acquire pairs with the release store below: a view's fields are
-		 * written before it is published (what rcu_dereference and
-		 * rcu_assign_pointer do, in C11 terms that ThreadSanitizer reads) */
-		struct pview *pv = __atomic_load_n(&h->pview, __ATOMIC_ACQUIRE);
-		uint64_t gen = shmcfg_generation(h);
-		/* after one replacement, take the view we made even if a newer
-		 * commit came meanwhile: it is at least as new as the call */
-		if (pv && (pv->snap.gen == gen || round > 0)) {
+		if (k >= 0) {
 			/*
-			 * Announce the use, then check that the slot still holds the
-			 * view's generation. Dekker with choose_slot(): the seq_cst
-			 * increment here and the writer's seq_cst busy mark of the
-			 * slot; the writer loads `active` after its mark, we load the
-			 * stamp after our increment, so either it sees us active (and
-			 * leaves the slot) or we see its mark (and replace the view).
+			 * (G) Count ourselves on the word, then check that it
+			 * carries the view's tag (the view cannot be rewritten
+			 * while we count) and that the slot still holds the
+			 * generation (Dekker with choose_slot(): the writer loads
+			 * the word after its busy mark, we load the stamp after
+			 * our increment, both seq_cst).
 			 */
-			__atomic_fetch_add(&e->active, 1, __ATOMIC_SEQ_CST); /* (G) */
-			if (__atomic_load_n(&((const struct slot_hdr *)pv->snap.slot)->gen, __ATOMIC_SEQ_CST) ==
-			    pv->snap.gen) {
-				*ret = &pv->snap;
-				return 0; /* the read-side section lasts until release */
+			shmcfg__fault("snapshot.count");
+			uint64_t old = __atomic_fetch_add(&e->pins[k], 1, __ATOMIC_SEQ_CST);
+			if (__builtin_expect(PIN_TAG(old) == GEN_TAG(want) && PIN_COUNT(old) < PIN_COUNT_LIMIT, 1)) {
+				struct shmcfg_snapshot *v = &h->views[k];
+				if (__atomic_load_n(&((const struct slot_hdr *)v->slot)->gen, __ATOMIC_SEQ_CST) ==
+				    want) {
+					*ret = v;
+					return 0; /* counted until release */
+				}
 			}
-			/* a writer reused the slot while this process held no
-			 * snapshot: the view is dead; replace it below */
-			__atomic_fetch_sub(&e->active, 1, __ATOMIC_RELEASE);
+			/* a view of another generation, or its slot reused while
+			 * this process held no snapshot of it: not ours */
+			__atomic_fetch_sub(&e->pins[k], 1, __ATOMIC_RELEASE);
+			if (PIN_COUNT(old) >= PIN_COUNT_LIMIT)
+				return shmcfg__copy_snapshot(h, ret);
 		}
-		read_unlock();
 		pthread_mutex_lock(&h->view_lock);
-		struct pview *old = h->pview;
-		if (!old || old->snap.gen != shmcfg_generation(h) ||
-		    __atomic_load_n(&((const struct slot_hdr *)old->snap.slot)->gen, __ATOMIC_ACQUIRE) != old->snap.gen) {
-			struct pview *nv = shmcfg__malloc(sizeof *nv);
-			int r = nv ? pin_current(h, nv) : shmcfg__nomem();
-			if (r) {
-				pthread_mutex_unlock(&h->view_lock);
-				shmcfg__free(nv);
-				return r == -EAGAIN ? shmcfg__copy_snapshot(h, ret) : r;
-			}
-			__atomic_store_n(&h->pview, nv, __ATOMIC_RELEASE);
-		} else
-			old = NULL; /* another thread replaced it meanwhile */
+		int r = make_view(h, e, &k, &want);
 		pthread_mutex_unlock(&h->view_lock);
-		if (old)
-			retire(h, old); /* not under view_lock: see retire() */
+		if (r)
+			return r == -EAGAIN ? shmcfg__copy_snapshot(h, ret) : r;
 	}
 	return shmcfg__copy_snapshot(h, ret);
+}
+
+/* A closing handle's pin went to 0: one of the close's steps (view_close). */
+static void close_step(shmcfg *h)
+{
+	/* pairs with the close's fetch_or (acq_rel), which the caller's decrement
+	 * read: close_pending and close_deferred were set before it */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	/* acq_rel: the last step sees every other's reads of the handle done */
+	if (__atomic_sub_fetch(&h->close_pending, 1, __ATOMIC_ACQ_REL) == 0)
+		h->close_deferred(h);
 }
 
 shmcfg_snapshot *shmcfg_snapshot_release(shmcfg_snapshot *snap)
@@ -478,116 +348,42 @@ shmcfg_snapshot *shmcfg_snapshot_release(shmcfg_snapshot *snap)
 		shmcfg__free(snap);
 		return NULL;
 	}
-	if (snap->h->pid != self_pid) {
-		/* a snapshot inherited across fork(): the reader entry and its
-		 * count are the parent's; only our read-side section is ours */
-		read_unlock();
+	shmcfg *h = snap->h;
+	/* a snapshot inherited across fork(): the count is the parent's */
+	if (h->pid != self_pid)
 		return NULL;
-	}
-	/* release: our reads of the slot happen before a writer sees us idle */
-	__atomic_fetch_sub(&reader_at(snap->h, (uint32_t)snap->h->reader)->active, 1, __ATOMIC_RELEASE); /* (H) */
-	read_unlock();
+	/* (H) release: our reads of the slot happen before a writer sees the
+	 * count drop, and before make_view's compare-and-swap reuses the view */
+	uint64_t old = __atomic_fetch_sub(&reader_at(h, (uint32_t)h->reader)->pins[snap->pin], 1, __ATOMIC_RELEASE);
+	if (__builtin_expect((old & PIN_CLOSED) && PIN_COUNT(old) == 1, 0))
+		close_step(h);
 	return NULL;
 }
 
 /*
- * Drop the view at detach and wait until every retired view of this handle
- * is unpinned: the reclaimer reads the mapping we are about to unmap. In a
- * child using an inherited handle the views and pins are the parent's:
- * leave them alone. True if the caller may destroy the handle now.
- *
- * A thread that still holds a snapshot (of this handle or of another) is
- * inside a read-side section, which the grace period the retired views wait
- * for must see end: waiting here would wait for itself, for ever (a program
- * that closes before it releases, a test whose assertion failed with a
- * snapshot held). Then the close is deferred: the reclaimer destroys the
- * handle once its views are unpinned, after the snapshots are released,
- * which until then stay readable: it calls destroy(h) then. False: the
- * caller must not touch h.
+ * Close: the views are in the handle, so a snapshot still held (by any
+ * thread: a program that closes before it releases, a test whose assertion
+ * failed with a snapshot held) defers the end of the close to the release
+ * of the last one. Each pin is marked PIN_CLOSED; close_pending counts the
+ * steps left: one per pin, taken here if it holds nothing and otherwise by
+ * the release that takes its count to 0 (which sees the mark), plus this
+ * call's own. Whoever takes the last step runs destroy(h). True if that is
+ * this call: the caller destroys the handle now; false: it must not touch h.
+ * In a child using an inherited handle the pins are the parent's: true.
  */
 bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h))
 {
-	if (getpid() != h->pid)
+	if (getpid() != h->pid || h->reader < 0 || h->rdonly)
 		return true;
+	struct reader_ent *e = reader_at(h, (uint32_t)h->reader);
 	pthread_mutex_lock(&h->view_lock);
-	struct pview *pv = h->pview;
-	__atomic_store_n(&h->pview, NULL, __ATOMIC_RELEASE);
+	h->close_deferred = destroy;
+	__atomic_store_n(&h->close_pending, SEG_PINS + 1, __ATOMIC_RELAXED);
+	unsigned steps = 1;
+	for (unsigned k = 0; k < SEG_PINS; k++)
+		/* acq_rel: a release that sees the mark sees close_pending set */
+		if (!PIN_COUNT(__atomic_fetch_or(&e->pins[k], PIN_CLOSED, __ATOMIC_ACQ_REL)))
+			steps++;
 	pthread_mutex_unlock(&h->view_lock);
-	if (pv)
-		retire(h, pv); /* not under view_lock: see retire() */
-	pthread_mutex_lock(&rq_lock);
-	/* without a reclaimer thread (it could not be started) retire() left
-	 * the view pinned and uncounted, and a snapshot of it may be the one
-	 * held: nobody can end that close, so the handle is left allocated */
-	if (urcu_bp_read_ongoing() && (h->retired || (h->uses_reclaimer && rq_pid != getpid()))) {
-		h->close_deferred = destroy;
-		pthread_mutex_unlock(&rq_lock);
-		return false;
-	}
-	while (h->retired)
-		pthread_cond_wait(&rq_done, &rq_lock);
-	/* no handle needs the reclaimer any more: end it */
-	bool last = h->uses_reclaimer && --rq_users == 0 && rq_pid == getpid();
-	pthread_t t = rq_thread;
-	if (last) {
-		rq_stop = true;
-		pthread_cond_signal(&rq_cond);
-	}
-	pthread_mutex_unlock(&rq_lock);
-	if (last)
-		pthread_join(t, NULL);
-	return true;
+	return __atomic_sub_fetch(&h->close_pending, steps, __ATOMIC_ACQ_REL) == 0;
 }
-
-/*
- * fork(). The reclaimer's queue lock and condition variables must not be
- * copied mid-use into the child (the parent's reclaimer waits on rq_cond,
- * and a child would inherit a waiter that does not exist): hold the lock
- * across fork and give the child fresh ones and an empty queue; the child
- * starts its own reclaimer when it needs one (rq_pid).
- *
- * urcu-bp's registry wants its own fork hooks (its README), but they take
- * the grace-period lock, which a grace period in progress holds until every
- * reader of the process has left its section: fork() would wait for other
- * threads' snapshots (for ever, if one of them waits for the forking thread),
- * and the forking thread's own snapshot would deadlock it. So the hooks run
- * only when no grace period is in progress (rq_in_gp, counted under rq_lock,
- * which we hold: none can start until we let go) and the forking thread holds
- * no snapshot. Otherwise the child inherits urcu's state mid-use and must not
- * wait for a grace period: it never pins (rcu_unusable: its snapshots copy),
- * so it never retires a view.
- */
-static bool urcu_hooks;
-void shmcfg__reclaim_prepare_fork(void)
-{
-	pthread_mutex_lock(&rq_lock);
-	urcu_hooks = !rq_in_gp && !urcu_bp_read_ongoing();
-	if (urcu_hooks)
-		urcu_bp_before_fork();
-}
-
-void shmcfg__reclaim_after_fork_parent(void)
-{
-	if (urcu_hooks)
-		urcu_bp_after_fork_parent();
-	pthread_mutex_unlock(&rq_lock);
-}
-
-void shmcfg__reclaim_after_fork_child(void)
-{
-	if (urcu_hooks)
-		urcu_bp_after_fork_child();
-	else
-		rcu_unusable = true;
-	/* the forking thread, the child's only one, holds it (prepare):
-	 * unlocked, not re-initialised, so that ThreadSanitizer sees it free */
-	pthread_mutex_unlock(&rq_lock);
-	pthread_cond_init(&rq_cond, NULL);
-	pthread_cond_init(&rq_done, NULL);
-	rq_head = NULL; /* the parent's views: not ours to unpin */
-	rq_pid = 0;
-	rq_users = 0;
-	rq_stop = false;
-	rq_in_gp = 0;
-}
-

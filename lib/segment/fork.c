@@ -4,15 +4,10 @@
  * of its locks across fork() is written once, here, and not left to the
  * order in which the linker runs constructors.
  *
- * Lock order across fork: the open handles' list (objects.c, open_lock),
- * then the reclaimer's (reclaim.c, rq_lock, which also decides whether
- * urcu-bp's own fork hooks may run: see there). Neither lock is taken while
- * the other is held anywhere else, so any fixed order is safe; this one is
- * the order of the layers (segment above read), released in reverse.
- *
- * In the child: the pid first (base/process.c: everything after compares
- * against it), then the reclaimer's state, then the handles' lock
- * descriptors (a child holds none of its parent's OFD locks).
+ * Across fork: the open handles' list (objects.c, open_lock) is held. In
+ * the child: the pid first (base/process.c: everything after compares
+ * against it), then the handles' lock descriptors (a child holds none of
+ * its parent's OFD locks).
  *
  * Registered once, by the first create or attach (a process with no handle
  * has nothing to keep across fork), rather than by a constructor: the test
@@ -27,19 +22,16 @@
 static void prepare(void)
 {
 	shmcfg__objects_prepare_fork();
-	shmcfg__reclaim_prepare_fork();
 }
 
 static void parent(void)
 {
-	shmcfg__reclaim_after_fork_parent();
 	shmcfg__objects_after_fork_parent();
 }
 
 static void child(void)
 {
 	shmcfg__self_pid = getpid();
-	shmcfg__reclaim_after_fork_child();
 	shmcfg__objects_after_fork_child();
 }
 

@@ -209,6 +209,7 @@ static shmcfg *handle_new(const char *name, bool rdonly)
 	h->fd = -1;
 	h->lock_fd = -1;
 	h->reader = -1;
+	h->cur_pin = -1;
 	h->rdonly = rdonly;
 	h->pid = getpid();
 	h->uid = getuid(); /* for the commit log: no getuid() per commit */

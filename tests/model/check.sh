@@ -78,13 +78,16 @@ fi
 # dies at any step; V3 writer and reader deaths at any step; L1 four
 # generations, a reader that may die holding two pins (liveness); L2
 # liveness with a writer that dies at any step. V1: V2 without deaths;
-# V1S: V1 with snapshots only.
+# V1S: V1 with snapshots only; V5: five generations, a reader that takes
+# and releases two snapshots (a view reused after its slot was); V1P: V1
+# with one pin per entry (every pin held: the copy).
 V1="-DS0=3 -DS1=4 -DWDEATHS=0 -DRDEATHS=0"
 V1S="-DS0=3 -DS1=2 -DWDEATHS=0 -DRDEATHS=0"
 V2="-DS0=3 -DS1=4 -DWDEATHS=0 -DRDEATHS=1"
 V3="-DS0=2 -DS1=1 -DWDEATHS=1 -DRDEATHS=1"
 L1="-DMAXGEN=4 -DS0=3 -DS1=0 -DWDEATHS=0 -DRDEATHS=1"
 L2="-DS0=2 -DS1=0 -DWDEATHS=1 -DRDEATHS=0"
+V5="-DMAXGEN=5 -DS0=5 -DS1=0 -DWDEATHS=0 -DRDEATHS=0"
 P1='assertion violated .*(use\[|pubval)'
 P2='assertion violated .*pubval'
 cat > "$tmp/runs" <<EOF
@@ -93,12 +96,14 @@ W2@wlock@pass@-DNCOMMITS=2@$fast@safety@@writer lock (wlock.pml), two commits ea
 V3@shmcfg@pass@$V3@$fast@safety@@correct model, writer and reader deaths at any step (V3): no assertion, no invalid end state
 V2@shmcfg@pass@$V2@$fast@safety@@correct model, nested snapshots and reads, a reader dying at any step (V2): no assertion, no invalid end state
 L2@shmcfg@pass@$L2@$fast@np@@correct model, liveness with a writer dying at any step (L2): no non-progress cycle, no assertion
-harmless@shmcfg@xpass@$V1S -DHARMLESS_PIN_AFTER_ACTIVE@$fast@safety@@variant: the pin stored after the active increment is harmless (V1, snapshots only): no error
-harmless2@shmcfg@xpass@$V1S -DHARMLESS_NO_PIN_CHECK@$fast@safety@@variant: pin_current without its stamp check is harmless (V1, snapshots only): no error
+V5@shmcfg@pass@$V5@$fast@safety@@correct model, five generations, two snapshots in turn (V5): no assertion, no invalid end state
+V1P@shmcfg@pass@$V1 -DONE_PIN@$fast@safety@@correct model, one pin per entry: every pin held, the snapshot copies (V1P): no assertion, no invalid end state
+harmless@shmcfg@xpass@$V1S -DHARMLESS_NO_VIEW_CHECK@$fast@safety@@variant: make_view without its stamp check is harmless (V1, snapshots only): no error
 no_recheck@shmcfg@fail@$V3 -DMUTANT_NO_RECHECK@-O0@safety@$P2@mutant: the stamp checked before the cells and not re-loaded after them: a mixed read (P2)
-no_grace@shmcfg@fail@$V1 -DMUTANT_NO_GRACE@-O0@safety@$P1@mutant: a retired view unpinned without a grace period: a held snapshot's slot rewritten (P1)
+reuse_held@shmcfg@fail@$V1 -DMUTANT_REUSE_HELD@-O0@safety@$P1@mutant: a view rewritten in a pin that still holds a snapshot: that snapshot's slot rewritten (P1)
+no_tag_check@shmcfg@fail@$V5 -DMUTANT_NO_TAG_CHECK@-O0@safety@$P1@mutant: a view taken without checking its word's tag: counted on another generation, its slot rewritten (P1)
 busy_no_gen@shmcfg@fail@$V3 -DMUTANT_BUSY_NO_GEN@-O0@safety@$P1@mutant: the busy mark without the old generation: after a writer's death, a held snapshot's slot rewritten (P1)
-stamp_before_active@shmcfg@fail@$V1 -DMUTANT_STAMP_BEFORE_ACTIVE@-O0@safety@$P1@mutant: the reader's stamp load before its active increment (store-load reordering): a slot rewritten in use (P1)
+stamp_before_count@shmcfg@fail@$V1 -DMUTANT_STAMP_BEFORE_COUNT@-O0@safety@$P1@mutant: the reader's stamp load before its increment (store-load reordering): a slot rewritten in use (P1)
 mark_after_check@shmcfg@fail@$V1 -DMUTANT_MARK_AFTER_CHECK@-O0@safety@$P1@mutant: the writer's busy mark after its pin check (store-load reordering): a slot rewritten in use (P1)
 snap_no_check@shmcfg@fail@$V1 -DMUTANT_SNAP_NO_CHECK@-O0@safety@$P1@mutant: a snapshot's view taken without the stamp re-check after the increment (P1)
 publish_early@shmcfg@fail@$V1 -DMUTANT_PUBLISH_EARLY@-O0@safety@$P2@mutant: (D) and (E) before the rewrite: a read of the new generation gets old values (P2)
@@ -240,6 +245,6 @@ coverage() { # MODEL RUNS...
 		fails=$((fails + 1))
 	fi
 }
-coverage shmcfg V2 V3 L1 L2
+coverage shmcfg V2 V3 L1 L2 V5 V1P
 coverage wlock W1 W2
 [ $fails = 0 ]

@@ -14,21 +14,19 @@
  *    the inline getters and read_proven (include/shmcfg.h.in), and in
  *    lib/read/read.c shmcfg__get_slow, read_n, shmcfg_get, slot_hdr_words and
  *    shmcfg__copy_snapshot (a copied snapshot, also the fallback when every
- *    pin awaits a grace period);
+ *    pin holds a snapshot);
  *  - the pin protocol, labels (F)-(H) (lib/read/reclaim.c): shmcfg_snapshot_acquire
- *    (the view, the fast path's `active` increment and stamp re-check, the
- *    replacement of a dead view by pin_current, retire()),
- *    shmcfg_snapshot_release, the reclaimer thread and its RCU grace period
- *    before unpin_free, and the writer's side: shmcfg__choose_slot,
- *    shmcfg__claim_slot, shmcfg__gen_pinned, the busy mark that keeps the
- *    old generation;
+ *    (the fast path's increment of a pin word, its tag check and stamp
+ *    re-check, make_view's reuse of a pin that holds no snapshot),
+ *    shmcfg_snapshot_release's decrement, and the writer's side:
+ *    shmcfg__choose_slot, shmcfg__claim_slot, shmcfg__gen_pinned, the busy
+ *    mark that keeps the old generation;
  *  - the reader table (lib/read/readers.c): a process's first pinned snapshot
  *    claims its entry and raises readers_hwm (try_claim); a writer with no
  *    free slot reaps dead readers' entries (shmcfg__reap);
  *  - death: a writer may die instead of any step it takes while it holds
  *    the writer lock (its successor then takes the lock: wlock.pml checks
- *    how), a reader process
- *    (its thread and its reclaimer thread) instead of any step. The
+ *    how), a reader process instead of any step. The
  *    successor writer takes the lock, finds `wip` set and sweeps (lib/slot/heap.c
  *    shmcfg__heap_sweep: a slot stamped beyond `current` by a writer that
  *    died between (D) and (E) loses its stamp), and takes a slot left busy
@@ -50,11 +48,11 @@
  *    outcome: what a writer does under the writer lock before it touches a
  *    slot (lock, `current`, sweep, `wip`: one step), the scan's stamps and
  *    pre-filter (a heuristic the claim re-checks), the reap (a dead
- *    process's entry), a reader's read_lock with its load of `current`, its
- *    read_unlock with the view checks under view_lock and the search for a
- *    free pin of its own entry, a release (the snapshot's last reads, the
- *    decrement (H), read_unlock), and the reclaimer's grace period with its
- *    unpin stores (taken at a moment with no read-side section). A failed
+ *    process's entry), a reader's claim with its load of `current`,
+ *    make_view's search for a pin of its own entry that holds nothing with
+ *    its compare-and-swap (no other process writes a live owner's words),
+ *    the view's fields with the tag's publication, and a release (the
+ *    snapshot's last reads, the decrement (H)). A failed
  *    validation re-loads `current` in the same step (a stronger check than
  *    the code's later load: `current` only grows).
  *  - Slot choice: the code takes the most recent slot (the one holding the
@@ -62,8 +60,8 @@
  *    pinned; the model takes any of them (a superset of the code's
  *    behaviours). -DMRU: the code's order.
  *  - One thread per reader process (its snapshots nest two deep, which is
- *    what makes the grace period matter) plus its reclaimer thread; a
- *    reader follows a script of operations (-DS0, -DS1). Liveness of a
+ *    what makes a pin's count matter); a reader follows a script of
+ *    operations (-DS0, -DS1). Liveness of a
  *    process (its OFD lock) is a flag, set at death, read by the reaper.
  *  - Writer 1 runs only once writer 0 died or finished: two live writers
  *    are kept apart by the lock, which tests/model/wlock.pml checks.
@@ -72,7 +70,9 @@
  *    wait that never ends shows up as a non-progress cycle.
  *  - Not modelled: fork and inherited handles, segment replacement
  *    (FROZEN_SLOT, thaw), shmctl gc, another process claiming a dead
- *    entry, several threads of one process sharing a view and view_lock.
+ *    entry, several threads of one process sharing its views and view_lock
+ *    (tests/test_concurrency.c test_shared_views runs that under TSan), the
+ *    count's limit (PIN_COUNT_LIMIT: a copy), PIN_CLOSED (a close).
  *
  * Bounds: 3 slots; 2 writer processes (the first and its successor); 2
  * reader processes with 2 pins each (SEG_PINS is 4); generations 1 to
@@ -93,10 +93,9 @@
  *  P4 no invalid end state (deadlock).
  *
  * Variants (-D at spin -a): each MUTANT_* breaks one thing the code relies
- * on and must fail. HARMLESS_* change what the code's comments say matters
- * and must still verify (see the doc for why): HARMLESS_PIN_AFTER_ACTIVE
- * stores the pin after the `active` increment, HARMLESS_NO_PIN_CHECK drops
- * pin_current's stamp check.
+ * on and must fail. HARMLESS_NO_VIEW_CHECK drops make_view's stamp check
+ * (the fast path re-checks after its increment) and must still verify.
+ * -DONE_PIN lets make_view use pin 0 only (every pin held: the copy).
  */
 
 #ifndef MAXGEN
@@ -132,12 +131,11 @@ byte cell[2 * NSLOTS];		/* two cells per slot */
 byte wip;			/* seg_header.wip */
 byte wlock;			/* the writer lock (wlock.pml): 0, or holder + 1 */
 byte hwm;			/* readers_hwm */
-byte act[NR];			/* reader_ent.active (`active` is a keyword of Promela) */
-byte pins[NR * NPINS];		/* reader_ent.pins */
+/* reader_ent.pins: each word is (tag, count), always read and written
+ * together, in one step (one 64-bit atomic access in the code) */
+byte ptag[NR * NPINS];		/* PIN_TAG: the generation of the view */
+byte pcnt[NR * NPINS];		/* PIN_COUNT: snapshots of it the owner holds */
 bool eused[NR];			/* reader_ent.pid != 0 (entry_used) */
-byte nest[NR];			/* the process's urcu read-side nesting (its one reader thread) */
-byte rq[NR];			/* its reclaimer's queue: pins of retired views, a bitmask */
-byte rbatch[NR];		/* the batch its reclaimer took */
 bool rdead[NR];			/* reader process r died: its entry's OFD lock is free */
 bool wdead[NW];
 bool wfin;			/* the first writer made its last commit */
@@ -162,8 +160,8 @@ byte cov;
 /*
  * Death. Instead of its next step, a writer holding the lock may die (its
  * locals go; its successor takes the lock: wlock.pml), and so may a reader process
- * (its locals and its process-local state go, its reclaimer thread with it;
- * its reader entry stays, with its OFD lock free).
+ * (its locals and its process-local state go, its views with them; its
+ * reader entry stays, counts and all, with its OFD lock free).
  */
 #define WDIE \
 	:: atomic { d_step { wd < WDEATHS -> \
@@ -174,42 +172,39 @@ byte cov;
 
 #define RDIE \
 	:: atomic { d_step { rd < RDEATHS -> \
-		rd++; rdead[r] = true; nest[r] = 0; rq[r] = 0; rbatch[r] = 0; \
+		rd++; rdead[r] = true; \
 		use[r * NSLOTS] = 0; use[r * NSLOTS + 1] = 0; use[r * NSLOTS + 2] = 0; \
-		c = 0; s = 0; g = 0; v = 0; v1 = 0; k = 0; nh = 0; pvg = 0; pvs = 0; pvk = 0; prog = 0; \
-		hs0 = 0; hg0 = 0; hs1 = 0; hg1 = 0; pv = false; round1 = false; fast = false; ok = false; late = false }; \
+		c = 0; s = 0; g = 0; v = 0; v1 = 0; k = 0; nh = 0; pvk = 0; want = 0; old = 0; prog = 0; \
+		vg[0] = 0; vg[1] = 0; vs[0] = 0; vs[1] = 0; \
+		hs0 = 0; hg0 = 0; hk0 = 0; hs1 = 0; hg1 = 0; hk1 = 0; pv = false; ok = false }; \
 		goto rgone }
 
 /*
  * The scan's pre-filter (reclaim.c shmcfg__choose_slot: !shmcfg__gen_pinned),
  * evaluated at once: a heuristic, which shmcfg__claim_slot re-checks.
  */
+#define HELD(i, g) (pcnt[i] != 0 && ptag[i] == (g))
 #define PINNED_NOW(g) ((g) != 0 && \
-	((hwm > 0 && act[0] != 0 && (pins[0] == (g) || pins[1] == (g))) || \
-	 (hwm > 1 && act[1] != 0 && (pins[2] == (g) || pins[3] == (g)))))
+	((hwm > 0 && (HELD(0, g) || HELD(1, g))) || \
+	 (hwm > 1 && (HELD(2, g) || HELD(3, g)))))
 
 /* reclaim.c shmcfg__gen_pinned, every load its own step: readers_hwm, then
- * each entry's `active`, then (if not 0) its pins, all seq_cst */
+ * each pin word of each entry, all seq_cst */
 inline gen_pinned(g, res)
 {
 	if
-	:: atomic { res = false; i = 0; k = 0; h = (g != 0 -> hwm : 0) }	/* readers.c:88 */
+	:: atomic { res = false; i = 0; k = 0; h = (g != 0 -> hwm : 0) }	/* readers.c shmcfg__readers_hwm */
 	WDIE
 	fi;
 	do
-	:: atomic { i < h && k == 0 ->
+	:: atomic { i < h ->
 		if
-		:: act[i] != 0 -> k = 1			/* reclaim.c:102 */
-		:: else -> i++
-		fi }
-	:: atomic { i < h && k > 0 ->
-		if
-		:: pins[i * NPINS + k - 1] == g -> res = true; i = h	/* reclaim.c:105 */
-		:: else
-		fi;
-		if
-		:: k == NPINS -> k = 0; i++
-		:: else -> k++
+		:: HELD(i * NPINS + k, g) -> res = true; i = h	/* (F) a word: count and tag */
+		:: else ->
+			if
+			:: k == NPINS - 1 -> k = 0; i++
+			:: else -> k++
+			fi
 		fi }
 	:: atomic { i >= h -> i = 0; k = 0; h = 0; break }
 	WDIE
@@ -248,8 +243,10 @@ inline reap(n)
 	do
 	:: i < hwm ->
 		if
-		:: rdead[i] && (eused[i] || pins[i * NPINS] != 0 || pins[i * NPINS + 1] != 0) ->
-			act[i] = 0; pins[i * NPINS] = 0; pins[i * NPINS + 1] = 0; eused[i] = false; n++;
+		:: rdead[i] && (eused[i] || ptag[i * NPINS] != 0 || ptag[i * NPINS + 1] != 0 ||
+				pcnt[i * NPINS] != 0 || pcnt[i * NPINS + 1] != 0) ->
+			ptag[i * NPINS] = 0; ptag[i * NPINS + 1] = 0; pcnt[i * NPINS] = 0; pcnt[i * NPINS + 1] = 0;
+			eused[i] = false; n++;
 			COVER(5)			/* a dead reader's entry reaped */
 		:: else
 		fi;
@@ -439,144 +436,133 @@ inline seq_read()
 	od
 }
 
-/* a held snapshot: a stack of two */
-#define PUSH(ps, pg) \
+/* a held snapshot: a stack of two (slot, generation, pin) */
+#define PUSH(ps, pg, pk) \
 	if \
-	:: nh == 0 -> hs0 = ps; hg0 = pg \
-	:: else -> hs1 = ps; hg1 = pg \
+	:: nh == 0 -> hs0 = ps; hg0 = pg; hk0 = pk \
+	:: else -> hs1 = ps; hg1 = pg; hk1 = pk \
 	fi; \
 	nh++
 
-/* reclaim.c shmcfg_snapshot_acquire */
+#define W(k) (r * NPINS + (k))	/* pin word k of our entry */
+
+/* reclaim.c shmcfg_snapshot_acquire, with make_view */
 inline acquire()
 {
+	if
+	:: atomic {
+		/* first time: reclaim.c claim_entry, readers.c try_claim: the
+		 * entry is ours; readers_hwm raised (seq_cst) before any count */
+		eused[r] = true;
+		if
+		:: hwm < r + 1 -> hwm = r + 1
+		:: else
+		fi;
+		want = CUR_GEN(current) }		/* shmcfg_generation, acquire */
+	RDIE
+	fi;
 	do
 	:: if
-		:: atomic {
-			/* first time: reclaim.c claim_entry, readers.c try_claim: the
-			 * entry is ours; readers_hwm raised (seq_cst) before any pin */
-			eused[r] = true;
-			if
-			:: hwm < r + 1 -> hwm = r + 1
-			:: else
-			fi;
-			nest[r]++;			/* urcu_bp_read_lock */
-			g = CUR_GEN(current);		/* shmcfg_generation, acquire */
-			fast = pv && (pvg == g || round1);	/* round > 0: the view we made */
-			g = 0 }
-		RDIE
-		fi;
-		if
-		:: fast ->
-#ifdef MUTANT_STAMP_BEFORE_ACTIVE
+		:: pv ->
+#ifdef MUTANT_STAMP_BEFORE_COUNT
 			/* the stamp loaded before the increment (store-load reordering) */
-			if :: ok = (stamp[pvs] == pvg) RDIE fi;
-			if :: act[r]++ RDIE fi;
-			if
-			:: atomic { ok -> use[r * NSLOTS + pvs]++; PUSH(pvs, pvg); ok = false; fast = false; round1 = false };
-				break
-			:: !ok -> act[r]--
-			RDIE
-			fi
+			if :: ok = (stamp[vs[pvk]] == want) RDIE fi;
+			if :: atomic { old = ptag[W(pvk)]; pcnt[W(pvk)]++; ok = ok && old == want } RDIE fi;
 #else
-			if :: act[r]++ RDIE fi;			/* (G) seq_cst fetch_add */
-#ifdef HARMLESS_PIN_AFTER_ACTIVE
+			if :: atomic { old = ptag[W(pvk)]; pcnt[W(pvk)]++ } RDIE fi;	/* (G) fetch_add, seq_cst */
+#ifdef MUTANT_NO_TAG_CHECK
+			old = want;				/* the old value's tag not checked */
+#endif
 			if
-			:: atomic { late -> pins[r * NPINS + pvk] = pvg; late = false }	/* (G) the pin, after */
-			:: !late
-			RDIE
+			:: old == want ->
+#ifdef MUTANT_SNAP_NO_CHECK
+				ok = true			/* no stamp re-check */
+#else
+				if
+				:: ok = (stamp[vs[pvk]] == want)	/* (G) the stamp, seq_cst */
+				RDIE
+				fi;
+				if
+				:: !ok -> COVER(2)		/* its slot reused while idle */
+				:: else
+				fi
+#endif
+			:: else -> ok = false; COVER(14)	/* the view is of another generation */
 			fi;
 #endif
-#ifdef MUTANT_SNAP_NO_CHECK
-			/* no stamp re-check */
-			atomic { use[r * NSLOTS + pvs]++; PUSH(pvs, pvg); fast = false; round1 = false };
-			break
-#else
 			if
-			:: atomic { stamp[pvs] == pvg ->	/* (G) the stamp, seq_cst */
-				use[r * NSLOTS + pvs]++; PUSH(pvs, pvg);
+			:: atomic { ok ->
+				use[r * NSLOTS + vs[pvk]]++; PUSH(vs[pvk], want, pvk);
 				if
 				:: nh == 2 -> COVER(9)		/* two snapshots held */
 				:: else
 				fi;
 				if
-				:: pvg != CUR_GEN(current) -> COVER(12)	/* the view is older than current */
+				:: want != CUR_GEN(current) -> COVER(12)	/* the view is older than current */
 				:: else
 				fi;
-				fast = false; round1 = false };
-				break				/* the read-side section lasts until release */
-			:: stamp[pvs] != pvg ->
-				if :: atomic { act[r]--; COVER(2) } RDIE fi	/* release: the view is dead */
+				ok = false; old = 0; want = 0 };
+				break				/* counted until release */
+			:: !ok ->
+				if :: atomic { pcnt[W(pvk)]--; old = 0 } RDIE fi	/* undo, release */
+			fi
+		:: else
+		fi;
+		/* make_view, under view_lock: the current generation and its slot
+		 * (seq_read with cur_read's stamp check) */
+		do
+		:: if :: atomic { c = current; s = CUR_SLOT(c); g = CUR_GEN(c) } RDIE fi;	/* (A) */
+#ifdef HARMLESS_NO_VIEW_CHECK
+			break				/* no stamp check here: the fast path re-checks */
+#else
+			if
+			:: stamp[s] == g -> break	/* acquire */
+			:: atomic { stamp[s] != g -> assert(current != c); COVER(3) }	/* shmcfg__seq_retry */
 			RDIE
 			fi
 #endif
-#endif
-		:: else
-		fi;
-		/* read_unlock; then, under view_lock, replace a view that is gone
-		 * (pin_current: a free pin of our entry, relaxed) */
+		od;
+		/* a view of it already, else a pin that holds no snapshot: our own
+		 * words, which no other process writes while we live, so the scan
+		 * and the compare-and-swap to tag 0 are one step */
 		if
 		:: atomic {
-			nest[r]--;
-			fast = false;
-			round1 = true;
-			ok = pv && CUR_GEN(current) == pvg && stamp[pvs] == pvg;
 			if
-			:: !ok -> k = (pins[r * NPINS] == 0 -> 0 : (pins[r * NPINS + 1] == 0 -> 1 : NONE))
-			:: else
+			:: pv && vg[pvk] == g -> k = pvk
+			:: else ->
+#ifdef MUTANT_REUSE_HELD
+				k = (pv -> pvk : 0);	/* the newest view's pin, whatever its count */
+				pcnt[W(k)] = 0;
+#elif defined(ONE_PIN)
+				k = (pcnt[W(0)] == 0 -> 0 : NONE);	/* -DONE_PIN: only pin 0 is used */
+#else
+				k = (pcnt[W(0)] == 0 -> 0 : (pcnt[W(1)] == 0 -> 1 : NONE));
+#endif
+				if
+				:: k != NONE ->
+					if
+					:: ptag[W(k)] != 0 -> COVER(11)	/* a pin reused */
+					:: else
+					fi;
+					ptag[W(k)] = 0
+				:: else
+				fi
 			fi }
 		RDIE
 		fi;
 		if
-		:: atomic { !ok && k == NONE ->		/* -EAGAIN: shmcfg__copy_snapshot, */
-			k = 0; round1 = false; COVER(4);	/* the validated read next */
+		:: atomic { k == NONE ->		/* -EAGAIN: shmcfg__copy_snapshot, */
+			k = 0; c = 0; s = 0; g = 0; want = 0; COVER(4);	/* the validated read next */
 			prog = prog * 4 + 1 };
 			break
-		:: !ok && k != NONE ->
-			/* reclaim.c pin_current */
-			do
-			:: if :: atomic { c = current; s = CUR_SLOT(c); g = CUR_GEN(c) } RDIE fi;	/* (A) */
-#ifdef HARMLESS_PIN_AFTER_ACTIVE
-				late = true;
-				if
-				:: stamp[s] == g -> break
-				:: atomic { stamp[s] != g -> assert(current != c) }
-				RDIE
-				fi
-#else
-				if :: pins[r * NPINS + k] = g RDIE fi;	/* (G) seq_cst */
-#ifdef HARMLESS_NO_PIN_CHECK
-				break			/* no stamp check here: the round after re-checks */
-#else
-				if
-				:: stamp[s] == g -> break	/* seq_cst */
-				:: stamp[s] != g ->
-					if
-					:: atomic { pins[r * NPINS + k] = 0;	/* release */
-						assert(current != c);	/* shmcfg__seq_retry */
-						COVER(3) }
-					RDIE
-					fi
-				RDIE
-				fi
-#endif
-#endif
-			od;
-			/* publish the new view; retire(old): queued for the reclaimer */
+		:: k != NONE ->
+			/* the view's fields, then the tag: (G) fetch_add, seq_cst;
+			 * the newest view (h->cur_pin); the next round wants it */
 			if
-			:: atomic {
-				if
-				:: pv -> rq[r] = rq[r] | (1 << pvk);
-					if
-					:: nh > 0 -> COVER(14)	/* retired while a snapshot of it is held */
-					:: else
-					fi
-				:: else
-				fi;
-				pv = true; pvg = g; pvs = s; pvk = k; c = 0; s = 0; g = 0; k = 0; ok = false }
+			:: atomic { vg[k] = g; vs[k] = s; ptag[W(k)] = g; pv = true; pvk = k; want = g;
+				c = 0; s = 0; g = 0; k = 0 }
 			RDIE
 			fi
-		:: else -> ok = false
 		fi
 	od
 }
@@ -590,16 +576,15 @@ inline release()
 		if
 		:: nh > 0 ->
 			if
-			:: nh == 2 -> s = hs1; g = hg1; hs1 = 0; hg1 = 0
-			:: else -> s = hs0; g = hg0; hs0 = 0; hg0 = 0
+			:: nh == 2 -> s = hs1; g = hg1; k = hk1; hs1 = 0; hg1 = 0; hk1 = 0
+			:: else -> s = hs0; g = hg0; k = hk0; hs0 = 0; hg0 = 0; hk0 = 0
 			fi;
 			nh--;
 			/* P1: the snapshot's reads (snapshot.c shmcfg_snapshot_get), not validated */
 			assert(cell[2 * s] == pubval[g] && cell[2 * s + 1] == pubval[g]);
 			use[r * NSLOTS + s]--;
-			act[r]--;			/* (H) release */
-			nest[r]--;			/* read_unlock */
-			s = 0; g = 0
+			pcnt[W(k)]--;			/* (H) fetch_sub, release */
+			s = 0; g = 0; k = 0
 		:: else
 		fi }
 	RDIE
@@ -650,52 +635,25 @@ inline release()
 #endif
 
 /* A reader process: its thread runs its script, then idles (it may still
- * die, holding its last view's pin) */
+ * die, its views' tags left in its entry) */
 proctype Reader(byte r; byte prog)
 {
-	byte c, s, g, v, v1, k, nh, pvg, pvs, pvk, hs0, hg0, hs1, hg1;
-	bool pv, round1, fast, ok, late;
+	byte c, s, g, v, v1, k, nh, pvk, want, old, hs0, hg0, hk0, hs1, hg1, hk1;
+	byte vg[NPINS], vs[NPINS];		/* h->views: each one's generation and slot */
+	bool pv, ok;				/* h->cur_pin >= 0 */
 	do
 	:: atomic { prog % 4 == 1 -> prog = prog / 4 }; seq_read()
 	:: atomic { prog % 4 == 2 -> prog = prog / 4 }; acquire()
 	:: atomic { prog % 4 == 3 -> prog = prog / 4 }; release()
 	:: prog == 0 -> break
 	od;
-	atomic { pvg = 0; pvs = 0; pvk = 0; pv = false };
+	atomic { pvk = 0; pv = false; vg[0] = 0; vg[1] = 0; vs[0] = 0; vs[1] = 0 };
 	if
 	:: skip
 	RDIE
 	fi;
 rgone:
 	skip
-}
-
-/* reclaim.c reclaimer(): a retired view's pin is cleared after a grace
- * period. It dies with its process (rdead: its batch is gone). */
-proctype Reclaimer(byte r)
-{
-end:	do
-	:: atomic { !rdead[r] && rq[r] != 0 -> rbatch[r] = rq[r]; rq[r] = 0 }
-#ifdef MUTANT_NO_GRACE
-		atomic {
-#else
-		atomic { (nest[r] == 0 || rdead[r]) ->	/* grace_period(): urcu_bp_synchronize_rcu */
-#endif
-			/* unpin_free: (H) release stores */
-			if
-			:: rbatch[r] & 1 -> pins[r * NPINS] = 0
-			:: else
-			fi;
-			if
-			:: rbatch[r] & 2 -> pins[r * NPINS + 1] = 0
-			:: else
-			fi;
-			if
-			:: rbatch[r] != 0 && !rdead[r] -> COVER(11)	/* unpinned after a grace period */
-			:: else
-			fi;
-			rbatch[r] = 0 }
-	od
 }
 
 init
@@ -711,8 +669,6 @@ init
 		run Writer(0);
 		run Writer(1);
 		run Reader(0, PROG_R0);
-		run Reader(1, PROG_R1);
-		run Reclaimer(0);
-		run Reclaimer(1)
+		run Reader(1, PROG_R1)
 	}
 }
