@@ -85,6 +85,7 @@ struct shmcfg {
 	 * (-1: none; atomic): reclaim.c */
 	struct shmcfg_snapshot views[SEG_PINS];
 	int cur_pin;
+	uint64_t *pins;          /* our entry's pin words: set at the claim, before any view */
 	unsigned close_pending; void (*close_deferred)(shmcfg *h); /* a close that waits for releases */
 	int commit_timeout_ms;
 	uint32_t wlock_mine;      /* the writer lock word's owner while we hold it (wlock.c) */

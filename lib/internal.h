@@ -57,6 +57,16 @@ static inline void shmcfg__api_leave(int *unused)
 	int shmcfg__api_ __attribute__((cleanup(shmcfg__api_leave), unused)) = shmcfg__api_enter(clear)
 #define SHMCFG_API_ENTRY SHMCFG__API(true)
 #define SHMCFG_API_KEEP SHMCFG__API(false)
+/*
+ * The fast path of a call counted in nanoseconds (shmcfg_snapshot_acquire),
+ * in place of SHMCFG_API_ENTRY: taken only while the thread has no error
+ * detail to clear, and then it sets none and makes no public call, which is
+ * all that SHMCFG_API_ENTRY is for; when it is not taken, or gives up, the
+ * call goes on in a function that begins with SHMCFG_API_ENTRY. So the
+ * call's cleanup (the nesting depth) is not on that path, and its slow path
+ * is a tail call.
+ */
+#define SHMCFG_API_FAST(cond) if (__builtin_expect(!shmcfg__detail_set && (cond), 1))
 void shmcfg__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define assert_return(expr, r) assert_return_as(__func__, expr, r)
 /* ... in a helper of public calls: the detail names the call, not the helper */

@@ -157,7 +157,7 @@ struct pin_arg {
 /*
  * Pin the current generation (1) with a snapshot and report 'p'; then obey
  * the parent: 'r' releases that snapshot, takes one of the newer generation
- * (which retires the old view: its pin goes after a grace period) and
+ * (whose view takes a pin that holds nothing: the old view's, whose tag goes) and
  * releases it too, reporting 'R'; 'q' closes and exits 0.
  */
 static int pin_main(void *p)
@@ -299,8 +299,8 @@ static void test_stopped_reader_busy_then_release(void **state)
 	assert_int_equal(kill(pid, SIGCONT), 0);
 	send_cmd(&c, 'r');
 	assert_int_equal(recv_msg(&c), 'R');
-	/* the child's old view is unpinned after its grace period: a commit
-	 * waiting (boundedly) for the slot gets it */
+	/* the child's count on its old view is gone: a commit waiting
+	 * (boundedly) for the slot gets it */
 	shmcfg_set_commit_timeout(h, 10000);
 	uint64_t gen = 0;
 	int r = commit_n(h, 2, &gen);
@@ -314,9 +314,9 @@ static void test_stopped_reader_busy_then_release(void **state)
 	assert_int_equal(e.found, 1);
 	assert_true(e.alive);
 	assert_true(e.pins_gen);
-	/* its old view is unpinned after a grace period (an idle process's
-	 * pins block no commit meanwhile, so the commit above did not wait) */
-	uint64_t deadline = mono_ms() + CHILD_TIMEOUT_MS; /* the child's reclaimer thread, on a busy machine */
+	/* its old view's pin was reused for the new one (an idle process's
+	 * pins block no commit anyway, so the commit above did not wait) */
+	uint64_t deadline = mono_ms() + CHILD_TIMEOUT_MS;
 	while (entry_of(h, pid, 1).pins_gen && mono_ms() < deadline)
 		usleep(1000);
 	assert_false(entry_of(h, pid, 1).pins_gen);

@@ -710,9 +710,6 @@ static int forksnap_main(void *p)
 		if ((r = check_snapshot(h, GEN_ANY, &got, &gen)))
 			return r;
 		CHECK(got == (n == 100 ? 2 : n - 1), 3, "snapshot shows n=%" PRId64, got);
-		/* let our reclaimer finish and wait on its condvar again (makes
-		 * the hang certain rather than likely; asserts nothing) */
-		usleep(50000);
 		r = commit_n(h, n, NULL);
 		CHECK(r == 0, 4, "commit: %s", shmcfg_strerror(r));
 	}
@@ -723,24 +720,21 @@ static int forksnap_main(void *p)
 static void test_fork_after_parent_snapshots(void **state)
 {
 	/*
-	 * A child of a process whose reclaimer thread already ran (it took
-	 * snapshots of two generations) takes snapshots of several generations
-	 * itself: the reclaimer's lock and condition variables must be fresh
-	 * in the child (lib/read/reclaim.c's fork handlers), else its second view
-	 * replacement hangs in pthread_cond_signal.
+	 * A child of a process that took snapshots of two generations takes
+	 * snapshots of several generations itself, through its own handle
+	 * (layout 9: the reclaimer's lock and condition variables had to be
+	 * fresh in the child, else its second view replacement hung).
 	 */
 	const char *name = new_name("mp-forksnap");
 	shmcfg *h = keep(test_create(name, NULL));
 	for (int64_t n = 1; n <= 2; n++) {
 		assert_int_equal(commit_n(h, n, NULL), 0);
-		/* a snapshot of each generation: the second replaces the first
-		 * view, which starts the reclaimer thread */
+		/* a snapshot of each generation: two views */
 		shmcfg_snapshot *s;
 		assert_int_equal(shmcfg_snapshot_acquire(h, &s), 0);
 		assert_int_equal(shmcfg_snapshot_generation(s), (uint64_t)n + 1);
 		shmcfg_snapshot_release(s);
 	}
-	usleep(100000); /* let the reclaimer go back to waiting (makes the hang likely, asserts nothing) */
 	pid_t pid = spawn(forksnap_main, (void *)name);
 	int st = reap(pid); /* a hang is for ever: CHILD_TIMEOUT_MS tells it */
 	assert_true(WIFEXITED(st));
@@ -801,8 +795,8 @@ static int close_held_main(void *p)
 	shmcfg_snapshot *s;
 	CHECK(shmcfg_snapshot_acquire(h, &s) == 0, 4, "snapshot");
 	CHECK(entries_of_mine(other) == 1, 5, "the snapshot's reader entry");
-	/* the close must wait for a grace period that this thread's held
-	 * snapshot blocks: before, it waited for itself for ever */
+	/* the close is left to the release (layout 9: it waited for a grace
+	 * period that this thread's held snapshot blocked, for ever) */
 	shmcfg_close(h);
 	shmcfg_value v = {0};
 	CHECK(shmcfg_snapshot_get(s, T_A, &v) == 0 && v.u.i == 7, 6, "the snapshot after the close: %" PRId64, v.u.i);

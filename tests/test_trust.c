@@ -1731,7 +1731,7 @@ static void test_writer_death_after_busy_mark_spares_snapshot(void **state)
 /* ------------------------------------------------------------------ */
 
 /* ------------------------------------------------------------------ */
-/* fork() while snapshots are held and grace periods are in progress    */
+/* fork() while snapshots are held (layout 9: while grace periods ran)  */
 /* ------------------------------------------------------------------ */
 
 struct holder {
@@ -1753,7 +1753,7 @@ static void *hold_snapshot(void *p)
 }
 
 /* In the child: attach anew, take snapshots, commit, close: must not hang
- * on RCU state inherited mid-use. */
+ * on the parent's state inherited mid-use. */
 static int child_uses_shmcfg(void *arg)
 {
 	const char *name = arg;
@@ -1773,8 +1773,8 @@ static int child_uses_shmcfg(void *arg)
 }
 
 /*
- * Another thread holds a snapshot while a grace period waits for it; the
- * main thread forks. fork() must not wait for that snapshot (here the
+ * Another thread holds a snapshot while the main thread replaces the view
+ * (layout 9: a grace period then waited for the holder), and forks. fork() must not wait for that snapshot (here the
  * holder releases only after fork() returned: waiting would deadlock, and
  * the alarm would fail the test), and the child must be able to use shmcfg
  * and close.
@@ -1792,8 +1792,7 @@ static void test_fork_during_grace_period_neither_waits_nor_hangs_child(void **s
 	char c;
 	assert_int_equal(read(x.held[0], &c, 1), 1);
 	assert_int_equal(c, 'h');
-	/* a commit, then a snapshot of it: the old view is retired, and the
-	 * reclaimer's grace period waits for the holder */
+	/* a commit, then a snapshot of it: a new view beside the held one */
 	assert_int_equal(set_and_commit(h, T_A, "5", NULL), 0);
 	shmcfg_snapshot *s;
 	assert_int_equal(shmcfg_snapshot_acquire(h, &s), 0);
@@ -1807,7 +1806,7 @@ static void test_fork_during_grace_period_neither_waits_nor_hangs_child(void **s
 	close(x.go[0]), close(x.go[1]), close(x.held[0]), close(x.held[1]);
 }
 
-/* The forking thread itself holds snapshots (one of them retired): the
+/* The forking thread itself holds snapshots of two generations: the
  * child can still attach, snapshot, commit and close. */
 static void test_fork_holding_snapshots_child_can_close(void **state)
 {
@@ -1817,7 +1816,7 @@ static void test_fork_holding_snapshots_child_can_close(void **state)
 	shmcfg_snapshot *s0, *s1;
 	assert_int_equal(shmcfg_snapshot_acquire(h, &s0), 0);
 	assert_int_equal(set_and_commit(h, T_A, "5", NULL), 0);
-	assert_int_equal(shmcfg_snapshot_acquire(h, &s1), 0); /* retires s0's view */
+	assert_int_equal(shmcfg_snapshot_acquire(h, &s1), 0); /* a second view */
 	pid_t pid = spawn(child_uses_shmcfg, (void *)name);
 	assert_child_ok(pid);
 	shmcfg_snapshot_release(s1);

@@ -158,6 +158,7 @@ static int try_claim(shmcfg *h, uint32_t i)
 	while (hwm <= i && !__atomic_compare_exchange_n(&h->hdr->readers_hwm, &hwm, i + 1, false,
 							__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		;
+	h->pins = e->pins; /* read by snapshots only after a view is published (reclaim.c) */
 	/* release: pairs with the acquire load in shmcfg_snapshot_acquire() */
 	__atomic_store_n(&h->reader, (int)i, __ATOMIC_RELEASE);
 	return 1;

@@ -53,18 +53,25 @@
  * loaded seq_cst after readers_hwm (seq_cst), after the writer's seq_cst busy
  * mark: see the argument above and shmcfg__choose_slot() below.
  */
+static inline bool held(uint64_t w, uint64_t gen)
+{
+	return PIN_COUNT(w) && PIN_TAG(w) == GEN_TAG(gen);
+}
+
+_Static_assert(SEG_PINS == 4, "shmcfg__gen_pinned loads an entry's four words");
 bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen)
 {
 	if (gen == 0)
 		return false;
 	uint32_t hwm = shmcfg__readers_hwm(h);
 	for (uint32_t i = 0; i < hwm; i++) {
-		const struct reader_ent *e = reader_at(h, i);
-		for (unsigned k = 0; k < SEG_PINS; k++) {
-			uint64_t w = __atomic_load_n(&e->pins[k], __ATOMIC_SEQ_CST); /* (F) */
-			if (PIN_COUNT(w) && PIN_TAG(w) == GEN_TAG(gen))
-				return true;
-		}
+		const uint64_t *p = reader_at(h, i)->pins;
+		uint64_t w0 = __atomic_load_n(&p[0], __ATOMIC_SEQ_CST), w1 = __atomic_load_n(&p[1], __ATOMIC_SEQ_CST),
+			 w2 = __atomic_load_n(&p[2], __ATOMIC_SEQ_CST), w3 = __atomic_load_n(&p[3], __ATOMIC_SEQ_CST); /* (F) */
+		if (__builtin_expect(!PIN_COUNT(w0 | w1 | w2 | w3), 1))
+			continue; /* the usual case: an entry that holds no snapshot */
+		if (held(w0, gen) || held(w1, gen) || held(w2, gen) || held(w3, gen))
+			return true;
 	}
 	return false;
 }
@@ -255,17 +262,23 @@ static int make_view(shmcfg *h, struct reader_ent *e, int *pin, uint64_t *gen)
 		/* (G) the tag, seq_cst (a release for the view's fields): a reader
 		 * whose increment reads it from here reads the view we wrote */
 		__atomic_fetch_add(&e->pins[k], GEN_TAG(a.gen) << PIN_TAG_SHIFT, __ATOMIC_SEQ_CST);
-		__atomic_store_n(&h->cur_pin, (int)k, __ATOMIC_RELAXED);
+		/* release: pairs with the fast path's acquire load */
+		__atomic_store_n(&h->cur_pin, (int)k, __ATOMIC_RELEASE);
 		*pin = (int)k, *gen = a.gen;
 		return 0;
 	}
 	return -EAGAIN;
 }
 
-int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
+/*
+ * Everything but the fast path: another schema's handle, read-only handles,
+ * a child, the first snapshot (the entry's claim), a view of a newer
+ * generation (make_view), and the rounds while commits keep coming.
+ */
+static __attribute__((noinline)) int acquire_slow(shmcfg *h, shmcfg_snapshot **ret)
 {
 	SHMCFG_API_ENTRY;
-	assert_return(h && ret, -EINVAL);
+	assert_return_as("shmcfg_snapshot_acquire", h && ret, -EINVAL);
 	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h);
 	if (__builtin_expect(h != h0 && h->root_map, 0)) {
@@ -291,30 +304,16 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 	/* the view to take: the newest, of the current generation; after a
 	 * round that made one, that one even if a newer commit came meanwhile
 	 * (it is at least as new as the call) */
-	int k = __atomic_load_n(&h->cur_pin, __ATOMIC_RELAXED);
+	int k = __atomic_load_n(&h->cur_pin, __ATOMIC_ACQUIRE);
 	uint64_t want = shmcfg_generation(h);
 	for (int round = 0; round < SEQ_MAX_TRIES; round++) {
 		if (k >= 0) {
-			/*
-			 * (G) Count ourselves on the word, then check that it
-			 * carries the view's tag (the view cannot be rewritten
-			 * while we count) and that the slot still holds the
-			 * generation (Dekker with choose_slot(): the writer loads
-			 * the word after its busy mark, we load the stamp after
-			 * our increment, both seq_cst).
-			 */
-			shmcfg__fault("snapshot.count");
-			uint64_t old = __atomic_fetch_add(&e->pins[k], 1, __ATOMIC_SEQ_CST);
-			if (__builtin_expect(PIN_TAG(old) == GEN_TAG(want) && PIN_COUNT(old) < PIN_COUNT_LIMIT, 1)) {
-				struct shmcfg_snapshot *v = &h->views[k];
-				if (__atomic_load_n(&((const struct slot_hdr *)v->slot)->gen, __ATOMIC_SEQ_CST) ==
-				    want) {
-					*ret = v;
-					return 0; /* counted until release */
-				}
+			uint64_t old = __atomic_fetch_add(&e->pins[k], 1, __ATOMIC_SEQ_CST); /* (G): see below */
+			if (PIN_TAG(old) == GEN_TAG(want) && PIN_COUNT(old) < PIN_COUNT_LIMIT &&
+			    __atomic_load_n(&((const struct slot_hdr *)h->views[k].slot)->gen, __ATOMIC_SEQ_CST) == want) {
+				*ret = &h->views[k];
+				return 0;
 			}
-			/* a view of another generation, or its slot reused while
-			 * this process held no snapshot of it: not ours */
 			__atomic_fetch_sub(&e->pins[k], 1, __ATOMIC_RELEASE);
 			if (PIN_COUNT(old) >= PIN_COUNT_LIMIT)
 				return shmcfg__copy_snapshot(h, ret);
@@ -326,6 +325,39 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 			return r == -EAGAIN ? shmcfg__copy_snapshot(h, ret) : r;
 	}
 	return shmcfg__copy_snapshot(h, ret);
+}
+
+/* The fast path: the newest view of a live handle of this process. */
+int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
+{
+	SHMCFG_API_FAST(h && ret && h->pid == self_pid && shmcfg__live(h) == h &&
+			!__atomic_load_n(&h->follow_err, __ATOMIC_RELAXED)) {
+		/* acquire: pairs with make_view's release store (h->pins is
+		 * set, at the claim, before any view is made) */
+		int k = __atomic_load_n(&h->cur_pin, __ATOMIC_ACQUIRE);
+		if (__builtin_expect(k < 0, 0))
+			return acquire_slow(h, ret); /* none yet */
+		uint64_t want = shmcfg_generation(h);
+		shmcfg__fault("snapshot.count");
+		/*
+		 * (G) Count ourselves on the word, then check that it carries the
+		 * view's tag (the view cannot be rewritten while we count) and
+		 * that the slot still holds the generation (Dekker with
+		 * choose_slot(): the writer loads the word after its busy mark,
+		 * we load the stamp after our increment, both seq_cst).
+		 */
+		uint64_t old = __atomic_fetch_add(&h->pins[k], 1, __ATOMIC_SEQ_CST);
+		if (__builtin_expect(PIN_TAG(old) == GEN_TAG(want) && PIN_COUNT(old) < PIN_COUNT_LIMIT, 1) &&
+		    __builtin_expect(__atomic_load_n(&((const struct slot_hdr *)h->views[k].slot)->gen,
+						     __ATOMIC_SEQ_CST) == want, 1)) {
+			*ret = &h->views[k];
+			return 0; /* counted until release */
+		}
+		/* a view of another generation, or its slot reused while this
+		 * process held no snapshot of it: not ours */
+		__atomic_fetch_sub(&h->pins[k], 1, __ATOMIC_RELEASE);
+	}
+	return acquire_slow(h, ret);
 }
 
 /* A closing handle's pin went to 0: one of the close's steps (view_close). */
@@ -354,7 +386,7 @@ shmcfg_snapshot *shmcfg_snapshot_release(shmcfg_snapshot *snap)
 		return NULL;
 	/* (H) release: our reads of the slot happen before a writer sees the
 	 * count drop, and before make_view's compare-and-swap reuses the view */
-	uint64_t old = __atomic_fetch_sub(&reader_at(h, (uint32_t)h->reader)->pins[snap->pin], 1, __ATOMIC_RELEASE);
+	uint64_t old = __atomic_fetch_sub(&h->pins[snap->pin], 1, __ATOMIC_RELEASE);
 	if (__builtin_expect((old & PIN_CLOSED) && PIN_COUNT(old) == 1, 0))
 		close_step(h);
 	return NULL;
