@@ -58,6 +58,7 @@
 #define SEG_MAX_SCHEMA_BYTES (1ull << 31)
 #define SEG_MAX_HEAP_BYTES (1ull << 32)
 #define SEG_MIN_RING 1024u
+#define SEG_EAGER_BYTES (8u << 20) /* up to this size attach maps every page at once (segment.c) */
 #define SEG_MAX_RING (1u << 22)
 
 /* A slot's stamp while a writer rewrites it: the busy bit over the old

@@ -28,10 +28,6 @@ enum {
 	SHMCFG_FAULTSIM_FTRUNCATE = 4u, /* ftruncate(2) */
 	SHMCFG_FAULTSIM_FALLOCATE = 8u, /* posix_fallocate(3) */
 	SHMCFG_FAULTSIM_ALL = 15u,
-	/* pthread_create(3) (the reclaimer: lib/read/reclaim.c). Not in ALL: its
-	 * failure is no error a call returns, the library waits itself instead
-	 * (tests/test_concurrency.c) */
-	SHMCFG_FAULTSIM_THREAD = 16u,
 };
 
 /*
@@ -42,6 +38,9 @@ enum {
  * live allocations (and routes jansson's allocations through the seam).
  */
 SHMCFG_FAULTSIM_API void shmcfg__faultsim(unsigned kinds, unsigned long nth, bool persistent);
+/* Schemas up to this many bytes are copied whole at attach (lib/schema/
+ * validate.c); 0: every schema page by page at first use, as a big one. */
+extern SHMCFG_FAULTSIM_API size_t shmcfg__schema_eager_bytes;
 /* Calls of the armed kinds since the seam was armed. */
 SHMCFG_FAULTSIM_API unsigned long shmcfg__faultsim_calls(void);
 /* Failures injected since the seam was armed. */

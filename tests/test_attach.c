@@ -3,10 +3,14 @@
  * Attach reads no option; the schema is copied and validated on first use
  * (issue 12; lib/schema/validate.c, doc/design.md "Creation and attach").
  *
- * Attach copies no page of the schema region and validates no option: each
- * option is copied (madvise(MADV_POPULATE_WRITE) on a MAP_PRIVATE mapping)
- * and validated the first time it is used, and the copy never changes
- * again. So:
+ * Attach copies no page of a big schema region and validates no option:
+ * each option is copied (madvise(MADV_POPULATE_WRITE) on a MAP_PRIVATE
+ * mapping) and validated the first time it is used, and the copy never
+ * changes again. A small region (up to 2 MiB) is copied whole at attach,
+ * and its options validated at first use as well; this file has the test
+ * copy of the library take the lazy path for every schema
+ * (shmcfg__schema_eager_bytes = 0), but in test_small_schema_copied_at_attach.
+ * So:
  *   - a descriptor spoiled by a writer after attach is refused on first use
  *     with SHMCFG_E_CORRUPT and one line of detail, through every door, and
  *     stays refused; the other options work;
@@ -24,7 +28,10 @@
  *     clean under ThreadSanitizer: .ci/run);
  *   - without MADV_POPULATE_WRITE (Linux < 5.14, simulated by the test copy
  *     of the library) the fallback gives the same results;
- *   - every option of a 100,000-option schema is found by its name.
+ *   - every option of a 100,000-option schema is found by its name;
+ *   - a small schema is copied whole at attach, and a small segment's pages
+ *     are mapped then: a first use copies and maps nothing, and what a
+ *     writer spoils afterwards changes nothing.
  * Hostile cases run in children: a crash fails the test, not the runner.
  * Timings are never asserted; the count of copied pages is.
  */
@@ -39,6 +46,7 @@
 #include <xxhash.h>
 
 #include "common.h"
+#include "faultsim.h"
 #include "proc.h"
 #include "internal.h"
 #include "schema.h"
@@ -717,8 +725,75 @@ static void test_concurrent_first_use(void **state)
 	}
 }
 
+/* ------------------------------------------------------------------ */
+/* A small schema: copied whole at attach                             */
+/* ------------------------------------------------------------------ */
+
+/* Resident pages of the mapping that starts at addr, from /proc/self/smaps
+ * (shared pages count once they are mapped in this process). */
+static long rss_pages_at(const void *addr)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	if (!f)
+		return -1;
+	char line[512];
+	bool in = false;
+	long kb = -1;
+	while (fgets(line, sizeof line, f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+			in = lo == (unsigned long)addr;
+		else if (in && sscanf(line, "Rss: %ld kB", &kb) == 1)
+			break;
+	}
+	fclose(f);
+	return kb < 0 ? -1 : kb / 4;
+}
+
+static int child_small_schema(void *arg)
+{
+	(void)arg;
+	shmcfg__schema_eager_bytes = 2u << 20; /* the library's own threshold */
+	shmcfg *h = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
+	size_t pages = (h->priv_size + ((size_t)1 << h->page_shift) - 1) >> h->page_shift;
+	size_t schema_pages = pages - (h->lay.schema_off >> h->page_shift);
+	CHILD_CHECK(pages_copied(h) == schema_pages, "attach copied %zu of the schema's %zu pages", pages_copied(h),
+		    schema_pages);
+	CHILD_CHECK(opts_validated(h) == 0, "attach validated %zu options", opts_validated(h));
+	long rss = rss_pages_at(h->base);
+	CHILD_CHECK(rss == (long)((h->size + 4095) / 4096), "%ld of the segment's %zu pages mapped after attach", rss,
+		    (h->size + 4095) / 4096);
+	/* a writer spoils a descriptor after attach: the copy keeps what it was */
+	struct writer w = writer_open(seg);
+	struct opt_desc saved = *wdesc(&w, T_ITEMS);
+	wdesc(&w, T_ITEMS)->name = (struct sref){(uint32_t)w.sh->strings_size - 2, 50};
+	shmcfg_optinfo info;
+	shmcfg_opt o;
+	CHILD_CHECK(shmcfg_opt_info(h, T_ITEMS, &info) == 0 && !strcmp(info.name, "t.items"), "opt_info");
+	CHILD_CHECK(shmcfg_lookup(h, "t.items", &o) == 0 && o == T_ITEMS, "lookup");
+	CHILD_CHECK(opts_validated(h) >= 1, "first use validated nothing");
+	*wdesc(&w, T_ITEMS) = saved;
+	writer_close(&w);
+	shmcfg_close(h);
+	return 0;
+}
+
+/*
+ * A small schema (the test schema: a few pages) is copied whole by attach,
+ * and its options validated at first use; the small segment's pages are
+ * all mapped by attach. What a writer spoils after attach changes nothing.
+ */
+static void test_small_schema_copied_at_attach(void **state)
+{
+	(void)state;
+	small_segment();
+	run_child(child_small_schema, "small schema");
+}
+
 int main(void)
 {
+	shmcfg__schema_eager_bytes = 0; /* the lazy path, even for small schemas */
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_lookup_every_option_of_100k, teardown),
 		cmocka_unit_test_teardown(test_concurrent_first_use, teardown),
@@ -730,6 +805,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_dependents_and_ranks_checked, teardown),
 		cmocka_unit_test_teardown(test_truncated_object_fails_first_use, teardown),
 		cmocka_unit_test_teardown(test_without_populate_write, teardown),
+		cmocka_unit_test_teardown(test_small_schema_copied_at_attach, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

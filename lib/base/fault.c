@@ -290,13 +290,6 @@ int shmcfg__posix_fallocate(int fd, off_t off, off_t len)
 	return posix_fallocate(fd, off, len);
 }
 
-int shmcfg__pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
-{
-	if (fs_fail(SHMCFG_FAULTSIM_THREAD))
-		return EAGAIN; /* as pthread_create says it: the error returned */
-	return pthread_create(t, attr, fn, arg);
-}
-
 /* jansson's parser: one call of the seam, that fails whole as jansson
  * reports running out of memory (lib/internal.h says why). */
 static json_t *fs_json_oom(json_error_t *e)

@@ -23,7 +23,7 @@ void shmcfg__fault(const char *point);
 /*
  * fault.c: the resource seam. Every heap allocation and every mmap(2),
  * madvise(2) (MADV_POPULATE_WRITE: it allocates the private copy's pages),
- * ftruncate(2), posix_fallocate(3) and pthread_create(3) of lib/ goes
+ * ftruncate(2) and posix_fallocate(3) of lib/ goes
  * through these names, and
  * every free(3) of what they (or jansson) allocated goes through
  * shmcfg__free(). In the installed library they are the plain functions, at
@@ -71,7 +71,6 @@ void *shmcfg__mmap(void *addr, size_t len, int prot, int flags, int fd, off_t of
 int shmcfg__madvise(void *addr, size_t len, int advice);
 int shmcfg__ftruncate(int fd, off_t len);
 int shmcfg__posix_fallocate(int fd, off_t off, off_t len);
-int shmcfg__pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 struct json_t;
 struct json_error_t;
 struct json_t *shmcfg__json_loads(const char *text, size_t flags, struct json_error_t *e);
@@ -88,7 +87,6 @@ struct json_t *shmcfg__json_loadb(const char *buf, size_t len, size_t flags, str
 #define shmcfg__madvise(addr, len, advice) madvise(addr, len, advice)
 #define shmcfg__ftruncate(fd, len) ftruncate(fd, len)
 #define shmcfg__posix_fallocate(fd, off, len) posix_fallocate(fd, off, len)
-#define shmcfg__pthread_create(t, attr, fn, arg) pthread_create(t, attr, fn, arg)
 #define shmcfg__json_loads(text, flags, e) json_loads(text, flags, e)
 #define shmcfg__json_loadb(buf, len, flags, e) json_loadb(buf, len, flags, e)
 #endif

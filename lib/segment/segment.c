@@ -137,8 +137,11 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 	if (!h->warned)
 		return shmcfg__nomem();
 	h->size = (size_t)st->st_size;
-	h->base = shmcfg__mmap(NULL, h->size, h->rdonly ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
-		       h->fd, 0);
+	/* a small segment's pages are mapped now (MAP_POPULATE: page tables
+	 * only, the pages are the segment's), as its schema is copied
+	 * (validate.c): not in the process's first commits and reads */
+	h->base = shmcfg__mmap(NULL, h->size, h->rdonly ? PROT_READ : PROT_READ | PROT_WRITE,
+			       MAP_SHARED | (h->size <= SEG_EAGER_BYTES ? MAP_POPULATE : 0), h->fd, 0);
 	if (h->base == MAP_FAILED) {
 		h->base = NULL;
 		return shmcfg__err(-errno, "%s: mmap: %s", h->name, strerror(errno));
