@@ -89,6 +89,23 @@ static bool ids_sorted(const uint32_t *ids, size_t n)
 	return true;
 }
 
+/* A few ids (an option and its aliases or implied targets) by insertion:
+ * qsort's ~180 instructions for two were 4% of a one-change commit. */
+static void sort_ids(uint32_t *ids, size_t n)
+{
+	if (n > 16) {
+		qsort(ids, n, sizeof *ids, cmp_id);
+		return;
+	}
+	for (size_t k = 1; k < n; k++) {
+		uint32_t v = ids[k];
+		size_t j = k;
+		for (; j > 0 && ids[j - 1] > v; j--)
+			ids[j] = ids[j - 1];
+		ids[j] = v;
+	}
+}
+
 static uint32_t *ring_at(const shmcfg *h, uint64_t pos)
 {
 	return (uint32_t *)(h->base + h->lay.ring_off) + (pos & (h->lay.ring_size - 1));
@@ -103,7 +120,7 @@ static void write_log(shmcfg *h, uint64_t gen, uint64_t time_ns, uint32_t *ids, 
 {
 	struct log_ent *e = log_at(h, gen);
 	if (n > 1 && !ids_sorted(ids, n)) /* a commit of only an origin has no ids (and ids may be NULL) */
-		qsort(ids, n, sizeof *ids, cmp_id);
+		sort_ids(ids, n);
 	/* a seqlock as a slot's, but pinned by no reader: stamp 0, (C), fields, (D) */
 	seq_entry_begin(&e->gen);
 	e->time_ns = time_ns;
