@@ -476,7 +476,7 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	seq_write_end(&sl->gen, gen); /* (D) */
 	shmcfg__fault("commit.stamped");
 	/* the publication: pairs with the acquire load of `current` in every
-	 * read; seq_cst also orders it before the futex bump for shmcfg_wait() */
+	 * read (seqlock.h: why release is enough for shmcfg_wait() too) */
 	seq_publish(h, gen, s); /* (E) */
 	shmcfg__fault("commit.published");
 	hd->wip = 0;

@@ -20,11 +20,12 @@
 
 /*
  * The waiter counts itself in `waiters`, then loads the futex word, then
- * `current`; a commit stores `current`, bumps the word, then loads
- * `waiters` and calls FUTEX_WAKE only if it is not 0 (all seq_cst;
+ * `current`; a commit stores `current` (release), bumps the word, then
+ * loads `waiters` and calls FUTEX_WAKE only if it is not 0 (seq_cst;
  * publish.c, wake()). So either the commit sees the waiter counted and
- * wakes it, or the waiter sees the new generation, or FUTEX_WAIT returns at
- * once on the changed word: no wakeup is lost to a commit (doc/design.md,
+ * wakes it, or the waiter reads the bumped word (and so sees the new
+ * generation, stored before the bump), or FUTEX_WAIT returns at once on
+ * the changed word: no wakeup is lost to a commit (doc/design.md,
  * "Waiting"). A handle that cannot count itself (a read-only one whose
  * process may not write the object) relies on commits that always wake
  * such a segment (wake_always), else polls.

@@ -107,11 +107,18 @@ static inline void seq_write_end(uint64_t *stamp, uint64_t gen)
 	__atomic_store_n(stamp, gen, __ATOMIC_RELEASE);
 }
 
-/* (E): publish a generation. seq_cst also orders it before the futex bump
- * that wakes waiters (watch.c). */
+/*
+ * (E): publish a generation; release, paired with every read's acquire load
+ * of `current`. It needs no seq_cst (a locked exchange on x86): a waiter
+ * (watch.c) that reads the futex word from the commit's seq_cst bump after
+ * it synchronises with that bump, and so sees this store, which precedes it;
+ * one that reads the word from before the bump is woken by it, or finds the
+ * word changed in FUTEX_WAIT. The bump and the writer lock's release, both
+ * locked instructions, drain it before the commit returns.
+ */
 static inline void seq_publish(shmcfg *h, uint64_t gen, uint32_t slot)
 {
-	__atomic_store_n(&h->hdr->current, gen << SHMCFG__SLOT_BITS | slot, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&h->hdr->current, gen << SHMCFG__SLOT_BITS | slot, __ATOMIC_RELEASE);
 }
 
 /*
