@@ -240,7 +240,7 @@ static int cur_read(const shmcfg *h, const struct slot_hdr *sl, uint64_t cur, vo
  * pin in *pin, its generation in *gen: 0, -EAGAIN if every pin is held, or
  * the seqlock's verdict.
  */
-static int make_view(shmcfg *h, struct reader_ent *e, int *pin, uint64_t *gen)
+static int make_view(shmcfg *h, int *pin, uint64_t *gen)
 {
 	struct cur_arg a = {NULL, 0};
 	int r = seq_read(h, cur_read, &a);
@@ -252,22 +252,43 @@ static int make_view(shmcfg *h, struct reader_ent *e, int *pin, uint64_t *gen)
 		return 0;
 	}
 	for (unsigned k = 0; k < SEG_PINS; k++) {
-		uint64_t w = __atomic_load_n(&e->pins[k], __ATOMIC_RELAXED);
+		uint64_t w = __atomic_load_n(&h->pins[k], __ATOMIC_RELAXED);
 		/* take the word from count 0 to tag 0: no reader counted on it
 		 * can match a tag now, and none holds the view we rewrite */
-		if (PIN_COUNT(w) || !__atomic_compare_exchange_n(&e->pins[k], &w, 0, false, __ATOMIC_ACQUIRE,
+		if (PIN_COUNT(w) || !__atomic_compare_exchange_n(&h->pins[k], &w, 0, false, __ATOMIC_ACQUIRE,
 								 __ATOMIC_RELAXED))
 			continue;
 		h->views[k] = snap_of(h, a.gen, (const char *)a.sl, seg_heap(h), h->lay.heap_size, false, (int)k);
 		/* (G) the tag, seq_cst (a release for the view's fields): a reader
 		 * whose increment reads it from here reads the view we wrote */
-		__atomic_fetch_add(&e->pins[k], GEN_TAG(a.gen) << PIN_TAG_SHIFT, __ATOMIC_SEQ_CST);
+		__atomic_fetch_add(&h->pins[k], GEN_TAG(a.gen) << PIN_TAG_SHIFT, __ATOMIC_SEQ_CST);
 		/* release: pairs with the fast path's acquire load */
 		__atomic_store_n(&h->cur_pin, (int)k, __ATOMIC_RELEASE);
 		*pin = (int)k, *gen = a.gen;
 		return 0;
 	}
 	return -EAGAIN;
+}
+
+/*
+ * (G) Count ourselves on pin k's word, then check that it carries the tag
+ * of the generation wanted (view k holds it, and cannot be rewritten while
+ * we count) and that the slot still holds it (Dekker with choose_slot():
+ * the writer loads the word after its busy mark, we load the stamp after
+ * our increment, both seq_cst). 1: counted, the view is ours until
+ * release; 0: a view of another generation, or its slot reused while this
+ * process held no snapshot of it: the count undone; -1: undone, and the
+ * count nears its limit (copy instead).
+ */
+static inline __attribute__((always_inline)) int count_on(shmcfg *h, int k, uint64_t want)
+{
+	uint64_t old = __atomic_fetch_add(&h->pins[k], 1, __ATOMIC_SEQ_CST);
+	if (__builtin_expect(PIN_TAG(old) == GEN_TAG(want) && PIN_COUNT(old) < PIN_COUNT_LIMIT, 1) &&
+	    __builtin_expect(__atomic_load_n(&((const struct slot_hdr *)h->views[k].slot)->gen, __ATOMIC_SEQ_CST) ==
+				     want, 1))
+		return 1;
+	__atomic_fetch_sub(&h->pins[k], 1, __ATOMIC_RELEASE);
+	return PIN_COUNT(old) >= PIN_COUNT_LIMIT ? -1 : 0;
 }
 
 /*
@@ -300,26 +321,21 @@ static __attribute__((noinline)) int acquire_slow(shmcfg *h, shmcfg_snapshot **r
 	int reader = __atomic_load_n(&h->reader, __ATOMIC_ACQUIRE);
 	if (reader < 0 && (reader = shmcfg__claim_entry(h)) < 0)
 		return shmcfg__copy_snapshot(h, ret);
-	struct reader_ent *e = reader_at(h, (uint32_t)reader);
 	/* the view to take: the newest, of the current generation; after a
 	 * round that made one, that one even if a newer commit came meanwhile
 	 * (it is at least as new as the call) */
 	int k = __atomic_load_n(&h->cur_pin, __ATOMIC_ACQUIRE);
 	uint64_t want = shmcfg_generation(h);
 	for (int round = 0; round < SEQ_MAX_TRIES; round++) {
-		if (k >= 0) {
-			uint64_t old = __atomic_fetch_add(&e->pins[k], 1, __ATOMIC_SEQ_CST); /* (G): see below */
-			if (PIN_TAG(old) == GEN_TAG(want) && PIN_COUNT(old) < PIN_COUNT_LIMIT &&
-			    __atomic_load_n(&((const struct slot_hdr *)h->views[k].slot)->gen, __ATOMIC_SEQ_CST) == want) {
-				*ret = &h->views[k];
-				return 0;
-			}
-			__atomic_fetch_sub(&e->pins[k], 1, __ATOMIC_RELEASE);
-			if (PIN_COUNT(old) >= PIN_COUNT_LIMIT)
-				return shmcfg__copy_snapshot(h, ret);
+		int c = k >= 0 ? count_on(h, k, want) : 0;
+		if (c > 0) {
+			*ret = &h->views[k];
+			return 0;
 		}
+		if (c < 0)
+			return shmcfg__copy_snapshot(h, ret);
 		pthread_mutex_lock(&h->view_lock);
-		int r = make_view(h, e, &k, &want);
+		int r = make_view(h, &k, &want);
 		pthread_mutex_unlock(&h->view_lock);
 		if (r)
 			return r == -EAGAIN ? shmcfg__copy_snapshot(h, ret) : r;
@@ -337,25 +353,11 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 		int k = __atomic_load_n(&h->cur_pin, __ATOMIC_ACQUIRE);
 		if (__builtin_expect(k < 0, 0))
 			return acquire_slow(h, ret); /* none yet */
-		uint64_t want = shmcfg_generation(h);
 		shmcfg__fault("snapshot.count");
-		/*
-		 * (G) Count ourselves on the word, then check that it carries the
-		 * view's tag (the view cannot be rewritten while we count) and
-		 * that the slot still holds the generation (Dekker with
-		 * choose_slot(): the writer loads the word after its busy mark,
-		 * we load the stamp after our increment, both seq_cst).
-		 */
-		uint64_t old = __atomic_fetch_add(&h->pins[k], 1, __ATOMIC_SEQ_CST);
-		if (__builtin_expect(PIN_TAG(old) == GEN_TAG(want) && PIN_COUNT(old) < PIN_COUNT_LIMIT, 1) &&
-		    __builtin_expect(__atomic_load_n(&((const struct slot_hdr *)h->views[k].slot)->gen,
-						     __ATOMIC_SEQ_CST) == want, 1)) {
+		if (__builtin_expect(count_on(h, k, shmcfg_generation(h)) > 0, 1)) {
 			*ret = &h->views[k];
 			return 0; /* counted until release */
 		}
-		/* a view of another generation, or its slot reused while this
-		 * process held no snapshot of it: not ours */
-		__atomic_fetch_sub(&h->pins[k], 1, __ATOMIC_RELEASE);
 	}
 	return acquire_slow(h, ret);
 }
@@ -407,14 +409,13 @@ bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h))
 {
 	if (getpid() != h->pid || h->reader < 0 || h->rdonly)
 		return true;
-	struct reader_ent *e = reader_at(h, (uint32_t)h->reader);
 	pthread_mutex_lock(&h->view_lock);
 	h->close_deferred = destroy;
 	__atomic_store_n(&h->close_pending, SEG_PINS + 1, __ATOMIC_RELAXED);
 	unsigned steps = 1;
 	for (unsigned k = 0; k < SEG_PINS; k++)
 		/* acq_rel: a release that sees the mark sees close_pending set */
-		if (!PIN_COUNT(__atomic_fetch_or(&e->pins[k], PIN_CLOSED, __ATOMIC_ACQ_REL)))
+		if (!PIN_COUNT(__atomic_fetch_or(&h->pins[k], PIN_CLOSED, __ATOMIC_ACQ_REL)))
 			steps++;
 	pthread_mutex_unlock(&h->view_lock);
 	return __atomic_sub_fetch(&h->close_pending, steps, __ATOMIC_ACQ_REL) == 0;
