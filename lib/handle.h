@@ -87,6 +87,10 @@ struct shmcfg {
 	int cur_pin;
 	uint64_t *pins;          /* our entry's pin words: set at the claim, before any view */
 	unsigned close_pending; void (*close_deferred)(shmcfg *h); /* a close that waits for releases */
+	/* copied snapshots of the handle not yet released (they read its schema;
+	 * one acquired through it into another schema, its map too), with
+	 * COPIES_CLOSED once it is closing: reclaim.c */
+	unsigned copies;
 	int commit_timeout_ms;
 	uint32_t wlock_mine;      /* the writer lock word's owner while we hold it (wlock.c) */
 	uint32_t slot_hint;      /* the slot current before our last commit's: the next one's choice, if free (reclaim.c) */
@@ -129,6 +133,13 @@ static inline void snap_mapped(struct shmcfg_snapshot *s, const shmcfg *origin)
 {
 	s->origin = origin;
 	s->view.nopts = 0;
+}
+/* A copied snapshot that reads h was made: h's close waits for its
+ * release (the copies' count, with COPIES_CLOSED: reclaim.c). */
+#define COPIES_CLOSED (1u << 31)
+static inline void copy_held(shmcfg *h)
+{
+	__atomic_fetch_add(&h->copies, 1, __ATOMIC_RELAXED); /* the copy is the caller's thread's */
 }
 static inline uint32_t *slot_lrefs(const shmcfg *h, const void *slot)
 {

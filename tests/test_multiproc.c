@@ -814,6 +814,80 @@ static int close_held_main(void *p)
 	return 0;
 }
 
+/* Mappings of the segment name in this process (/proc/self/maps). */
+static int maps_of(const char *name)
+{
+	char want[300], line[4096];
+	snprintf(want, sizeof want, "/dev/shm/shmcfg.%s\n", name);
+	FILE *f = fopen("/proc/self/maps", "re");
+	int n = 0;
+	while (f && fgets(line, sizeof line, f))
+		n += strstr(line, want) != NULL;
+	if (f)
+		fclose(f);
+	return f ? n : -1;
+}
+
+static int64_t int_of(const shmcfg_snapshot *s)
+{
+	shmcfg_value v = {0};
+	return shmcfg_snapshot_get(s, T_A, &v) == 0 ? v.u.i : -1;
+}
+
+/* Copied snapshots held at the close: of a read-only handle, and of a
+ * read-write one whose four pins each hold a generation. */
+static int close_copies_main(void *p)
+{
+	const char *name = p;
+	shmcfg *h = NULL, *other = NULL;
+	shmcfg_snapshot *held[SEG_PINS], *c;
+	int inherited = maps_of(name); /* the parent's, across fork() */
+	CHECK(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, 2, "attach read-only");
+	CHECK(shmcfg_snapshot_acquire(h, &c) == 0 && ((struct shmcfg_snapshot *)c)->is_copy, 3, "a copy");
+	CHECK(maps_of(name) > inherited, 4, "mapped");
+	shmcfg_close(h);
+	CHECK(maps_of(name) > inherited, 5, "the close waits for the copy's release");
+	CHECK(int_of(c) == 7, 6, "the copy after the close");
+	shmcfg_snapshot_release(c);
+	CHECK(maps_of(name) == inherited, 7, "the close ended at the release");
+
+	CHECK(shmcfg_attach(name, 0, NULL, &h) == 0, 8, "attach");
+	CHECK(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &other) == 0, 9, "attach read-only");
+	for (int k = 0; k < (int)SEG_PINS; k++) {
+		CHECK(commit_n(h, 100 + k, NULL) == 0, 10, "commit");
+		CHECK(shmcfg_snapshot_acquire(h, &held[k]) == 0 && !((struct shmcfg_snapshot *)held[k])->is_copy, 11,
+		      "pinned snapshot %d", k);
+	}
+	CHECK(commit_n(h, 200, NULL) == 0, 12, "commit");
+	CHECK(shmcfg_snapshot_acquire(h, &c) == 0 && ((struct shmcfg_snapshot *)c)->is_copy, 13,
+	      "a copy: every pin holds an older generation");
+	shmcfg_close(h);
+	for (int k = 0; k < (int)SEG_PINS; k++) {
+		CHECK(int_of(held[k]) == 100 + k, 14, "pinned snapshot %d after the close", k);
+		shmcfg_snapshot_release(held[k]);
+	}
+	CHECK(entries_of_mine(other) == 1, 15, "the close waits for the copy's release");
+	CHECK(int_of(c) == 200, 16, "the copy after the close");
+	shmcfg_snapshot_release(c);
+	CHECK(entries_of_mine(other) == 0, 17, "the close ended at the release");
+	shmcfg_close(other);
+	return 0;
+}
+
+/* Copies held at the close read the handle's schema: the close waits for
+ * them as for pinned snapshots (with the copies uncounted, the last pinned
+ * release ended the close and the copy read freed memory). */
+static void test_close_with_copies_held(void **state)
+{
+	(void)state;
+	const char *name = new_name("mp-closecopy");
+	shmcfg *h = keep(test_create(name, NULL));
+	assert_int_equal(commit_n(h, 7, NULL), 0);
+	pid_t pid = spawn(close_copies_main, (void *)name);
+	assert_child_ok(pid);
+	drop(h);
+}
+
 /* Closing a handle while this thread holds a snapshot neither hangs nor
  * frees what the snapshot reads: the close ends once it is released (a test
  * whose assertion fails with a snapshot held fails instead of hanging). */
@@ -852,6 +926,7 @@ int main(void)
 #endif
 		cmocka_unit_test_teardown(test_inherited_handle, teardown),
 		cmocka_unit_test_teardown(test_close_with_snapshot_held, teardown),
+		cmocka_unit_test_teardown(test_close_with_copies_held, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

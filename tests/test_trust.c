@@ -1729,6 +1729,80 @@ static void test_writer_death_after_busy_mark_spares_snapshot(void **state)
 #endif
 
 /* ------------------------------------------------------------------ */
+/* A co-tenant with write access overwrites this process's pin words    */
+/* ------------------------------------------------------------------ */
+
+struct scribble {
+	const char *name;
+	int reader, pin;
+	uint64_t word;
+};
+
+/* Another process, attached read-write, stores word in entry reader's pin. */
+static int scribble_main(void *arg)
+{
+	const struct scribble *sc = arg;
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(sc->name, 0, NULL, &h);
+	CHECK(r == 0, 2, "attach: %s", shmcfg_strerror(r));
+	__atomic_store_n(&reader_at(h, (uint32_t)sc->reader)->pins[sc->pin], sc->word, __ATOMIC_SEQ_CST);
+	shmcfg_close(h);
+	return 0;
+}
+
+static void scribble(const char *name, const shmcfg *h, int pin, uint64_t word)
+{
+	struct scribble sc = {name, h->reader, pin, word};
+	assert_child_ok(spawn(scribble_main, &sc));
+}
+
+/*
+ * A writer co-tenant overwrites the words of this process's reader entry.
+ * A view's tag overwritten: the next snapshot makes a new view (it used to
+ * trust the old view's generation, spin through every round and copy). A
+ * count zeroed under a held snapshot: the release does not wrap the word
+ * into its tag; it says what it found.
+ */
+static void test_overwritten_pin_words(void **state)
+{
+	(void)state;
+	const char *name = new_name("trust-pinscribble");
+	shmcfg *h = keep(test_create(name, NULL));
+	assert_int_equal(commit_n(h, 5, NULL), 0);
+	shmcfg_snapshot *s;
+	assert_int_equal(shmcfg_snapshot_acquire(h, &s), 0);
+	int k = ((struct shmcfg_snapshot *)s)->pin;
+	assert_true(k >= 0 && h->reader >= 0);
+	uint64_t gen = shmcfg_snapshot_generation(s);
+	shmcfg_snapshot_release(s);
+	uint64_t *w = &reader_at(h, (uint32_t)h->reader)->pins[k];
+	assert_int_equal(*w, GEN_TAG(gen) << PIN_TAG_SHIFT);
+
+	scribble(name, h, k, (uint64_t)0xdead << PIN_TAG_SHIFT);
+	assert_int_equal(shmcfg_snapshot_acquire(h, &s), 0);
+	if (((struct shmcfg_snapshot *)s)->is_copy)
+		fail_msg("with its view's tag overwritten, the snapshot was a copy, not a new view");
+	assert_int_equal(shmcfg_snapshot_generation(s), gen);
+	assert_int_equal(snapshot_n(s), 5);
+	k = ((struct shmcfg_snapshot *)s)->pin;
+	w = &reader_at(h, (uint32_t)h->reader)->pins[k];
+	assert_int_equal(*w, GEN_TAG(gen) << PIN_TAG_SHIFT | 1);
+
+	scribble(name, h, k, GEN_TAG(gen) << PIN_TAG_SHIFT); /* the count zeroed */
+	shmcfg_snapshot_release(s);
+	if (*w != GEN_TAG(gen) << PIN_TAG_SHIFT)
+		fail_msg("release of a count of 0 left the word %#" PRIx64 " (tag %#" PRIx64 ", count %" PRIu64
+			 "), not %#" PRIx64, *w, PIN_TAG(*w), PIN_COUNT(*w), GEN_TAG(gen) << PIN_TAG_SHIFT);
+	assert_non_null(strstr(shmcfg_errdetail(), "counted no snapshot"));
+	/* the entry is sound again: commits and snapshots go on */
+	assert_int_equal(commit_n(h, 6, NULL), 0);
+	assert_int_equal(shmcfg_snapshot_acquire(h, &s), 0);
+	assert_int_equal(snapshot_n(s), 6);
+	shmcfg_snapshot_release(s);
+	assert_int_equal(commit_n(h, 7, NULL), 0);
+}
+
+/* ------------------------------------------------------------------ */
 
 /* ------------------------------------------------------------------ */
 /* fork() while snapshots are held (layout 9: while grace periods ran)  */
@@ -1849,6 +1923,7 @@ static const struct {
 	CASE(test_dead_reader_reclaimed_despite_forked_child, ANY_USER),
 	CASE(test_fork_during_grace_period_neither_waits_nor_hangs_child, ANY_USER),
 	CASE(test_fork_holding_snapshots_child_can_close, ANY_USER),
+	CASE(test_overwritten_pin_words, ANY_USER),
 #ifdef SHMCFG_WITH_FAULTS
 	CASE(test_writer_death_after_busy_mark_spares_snapshot, ANY_USER),
 #endif

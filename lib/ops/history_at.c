@@ -79,6 +79,7 @@ static int snapshot_at(shmcfg *h, uint64_t gen, shmcfg_snapshot **ret)
 		sh->gen = sh->base = gen;
 		sh->cluster_rev = cluster_rev;
 		*s = snap_of(h, gen, slot, heap, cap, true, -1);
+		copy_held(h);
 		*ret = s;
 	} else {
 		shmcfg__free(s);

@@ -322,6 +322,7 @@ int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret)
 		return r;
 	}
 	*s = snap_of(h, gen, copy, heap, top, true, -1);
+	copy_held(h);
 	*ret = s;
 	return 0;
 }

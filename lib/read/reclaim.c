@@ -97,16 +97,14 @@ bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp)
  * sync_slot copies the least) that is neither current nor pinned by a
  * process holding snapshots, and mark it busy. Commits then take turns on
  * two slots while nobody pins; a reader that loaded `current` before a
- * commit and still reads its slot after the next one retries (seqlock). Dekker with the reader
- * (shmcfg_snapshot_acquire(), below):
- *   writer: store stamp = BUSY|old (seq_cst); load each entry's active, then its pins
- *   reader: store pin = g; increment active (seq_cst); load stamp (seq_cst)
- * If an active entry pinning the slot's old generation shows up after the
- * busy mark, that reader may have seen the old stamp and be using the slot:
- * put the stamp back and try another slot. Otherwise any reader that starts
- * to use the slot later sees the busy mark and replaces its view. (active
- * is loaded before the pins: seeing a reader's increment means seeing the
- * pin it stored before it.)
+ * commit and still reads its slot after the next one retries (seqlock).
+ * The busy mark and the pin check are shmcfg__claim_slot(): (F) above, the
+ * writer's half of the Dekker pair whose reader half is count_on() (G). If
+ * a word counting a snapshot of the slot's old generation shows up after
+ * the busy mark, that reader may have seen the old stamp and be using the
+ * slot: the stamp is put back and another slot tried. Otherwise any reader
+ * that counts itself on the slot later sees the busy mark and takes a
+ * newer view.
  *
  * The busy mark keeps the old generation under SLOT_BUSY: no reader
  * validates against it, but if this writer dies before it restores the
@@ -247,7 +245,10 @@ static int make_view(shmcfg *h, int *pin, uint64_t *gen)
 	if (r)
 		return r;
 	int k0 = __atomic_load_n(&h->cur_pin, __ATOMIC_RELAXED);
-	if (k0 >= 0 && h->views[k0].gen == a.gen) { /* another thread made it */
+	/* another thread made it; its word's tag is checked too: one that
+	 * another process overwrote must not send every acquire back here */
+	if (k0 >= 0 && h->views[k0].gen == a.gen &&
+	    PIN_TAG(__atomic_load_n(&h->pins[k0], __ATOMIC_RELAXED)) == GEN_TAG(a.gen)) {
 		*pin = k0, *gen = a.gen;
 		return 0;
 	}
@@ -278,12 +279,14 @@ static int make_view(shmcfg *h, int *pin, uint64_t *gen)
  * our increment, both seq_cst). 1: counted, the view is ours until
  * release; 0: a view of another generation, or its slot reused while this
  * process held no snapshot of it: the count undone; -1: undone, and the
- * count nears its limit (copy instead).
+ * count nears its limit (copy instead). No generation is 0: want 0 (a
+ * handle whose view is poisoned, follow.c) must not match a word that
+ * make_view has just set to tag 0.
  */
 static inline __attribute__((always_inline)) int count_on(shmcfg *h, int k, uint64_t want)
 {
 	uint64_t old = __atomic_fetch_add(&h->pins[k], 1, __ATOMIC_SEQ_CST);
-	if (__builtin_expect(PIN_TAG(old) == GEN_TAG(want) && PIN_COUNT(old) < PIN_COUNT_LIMIT, 1) &&
+	if (__builtin_expect(PIN_TAG(old) == GEN_TAG(want) && want && PIN_COUNT(old) < PIN_COUNT_LIMIT, 1) &&
 	    __builtin_expect(__atomic_load_n(&((const struct slot_hdr *)h->views[k].slot)->gen, __ATOMIC_SEQ_CST) ==
 				     want, 1))
 		return 1;
@@ -306,8 +309,10 @@ static __attribute__((noinline)) int acquire_slow(shmcfg *h, shmcfg_snapshot **r
 		/* followed into another schema: a copy of its own, whose calls
 		 * map the caller's options (the pinned views are shared) */
 		int r = shmcfg__copy_snapshot(h, ret);
-		if (!r)
+		if (!r) {
 			snap_mapped(*ret, h0);
+			copy_held((shmcfg *)h0); /* its map is h0's */
+		}
 		return r;
 	}
 	if (h->rdonly)
@@ -362,7 +367,8 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 	return acquire_slow(h, ret);
 }
 
-/* A closing handle's pin went to 0: one of the close's steps (view_close). */
+/* A closing handle's pin, or its copies, went to 0: one of the close's
+ * steps (view_close). */
 static void close_step(shmcfg *h)
 {
 	/* pairs with the close's fetch_or (acq_rel), which the caller's decrement
@@ -373,50 +379,89 @@ static void close_step(shmcfg *h)
 		h->close_deferred(h);
 }
 
+/* A copy released: copy_held()'s count, with the same steps as a pin's. */
+static void copy_done(shmcfg *h)
+{
+	/* release: our reads of the handle happen before the close's last step */
+	unsigned old = __atomic_fetch_sub(&h->copies, 1, __ATOMIC_RELEASE);
+	if (__builtin_expect(old == (COPIES_CLOSED | 1), 0))
+		close_step(h);
+}
+
+/*
+ * A release from pin k of a closing handle, or that found its count 0. A
+ * count of 0 under a held snapshot is a double release or another
+ * process's write to our entry: the decrement is undone, not wrapped into
+ * the tag, and the release reports it. A closing handle's pin that went to
+ * 0 is one of the close's steps.
+ */
+static __attribute__((noinline)) void release_last(shmcfg *h, int k, uint64_t old)
+{
+	if (!PIN_COUNT(old)) {
+		__atomic_fetch_add(&h->pins[k], 1, __ATOMIC_RELAXED);
+		shmcfg__err(SHMCFG_E_CORRUPT, "%s: snapshot release: pin %d counted no snapshot (released twice, "
+				    "or another process wrote this process's reader entry)", h->name, k);
+		return;
+	}
+	if (PIN_COUNT(old) == 1)
+		close_step(h);
+}
+
 shmcfg_snapshot *shmcfg_snapshot_release(shmcfg_snapshot *snap)
 {
 	SHMCFG_API_KEEP;
 	if (!snap)
 		return NULL;
+	shmcfg *h = snap->h;
 	if (snap->is_copy) {
+		shmcfg *origin = (shmcfg *)snap->origin;
 		shmcfg__free(snap);
+		copy_done(h);
+		if (origin)
+			copy_done(origin);
 		return NULL;
 	}
-	shmcfg *h = snap->h;
 	/* a snapshot inherited across fork(): the count is the parent's */
 	if (h->pid != self_pid)
 		return NULL;
 	/* (H) release: our reads of the slot happen before a writer sees the
 	 * count drop, and before make_view's compare-and-swap reuses the view */
 	uint64_t old = __atomic_fetch_sub(&h->pins[snap->pin], 1, __ATOMIC_RELEASE);
-	if (__builtin_expect((old & PIN_CLOSED) && PIN_COUNT(old) == 1, 0))
-		close_step(h);
+	/* one compare: the count was 0 (not ours) or the handle is closing */
+	if (__builtin_expect((uint32_t)(old & (PIN_CLOSED | PIN_COUNT_MASK)) - 1u >= PIN_COUNT_MASK, 0))
+		release_last(h, snap->pin, old);
 	return NULL;
 }
 
 /*
- * Close: the views are in the handle, so a snapshot still held (by any
- * thread: a program that closes before it releases, a test whose assertion
- * failed with a snapshot held) defers the end of the close to the release
- * of the last one. Each pin is marked PIN_CLOSED; close_pending counts the
- * steps left: one per pin, taken here if it holds nothing and otherwise by
- * the release that takes its count to 0 (which sees the mark), plus this
- * call's own. Whoever takes the last step runs destroy(h). True if that is
- * this call: the caller destroys the handle now; false: it must not touch h.
- * In a child using an inherited handle the pins are the parent's: true.
+ * Close: the views are in the handle, and copies read its schema, so a
+ * snapshot still held (by any thread: a program that closes before it
+ * releases, a test whose assertion failed with a snapshot held) defers the
+ * end of the close to the release of the last one. Each pin word is marked
+ * PIN_CLOSED and the copies' count COPIES_CLOSED; close_pending counts the
+ * steps left: one per pin and one for the copies, each taken here if it
+ * holds nothing and otherwise by the release that takes its count to 0
+ * (which sees the mark), plus this call's own. Whoever takes the last step
+ * runs destroy(h). True if that is this call: the caller destroys the
+ * handle now; false: it must not touch h. The pins count only in the
+ * process that claimed the entry (in a child they are the parent's), on a
+ * handle that has one.
  */
 bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h))
 {
-	if (getpid() != h->pid || h->reader < 0 || h->rdonly)
-		return true;
-	pthread_mutex_lock(&h->view_lock);
+	bool pins = getpid() == h->pid && h->reader >= 0 && !h->rdonly;
+	if (pins) /* not in a child: another thread of the parent may have held it at fork() */
+		pthread_mutex_lock(&h->view_lock);
 	h->close_deferred = destroy;
-	__atomic_store_n(&h->close_pending, SEG_PINS + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->close_pending, SEG_PINS + 2, __ATOMIC_RELAXED);
 	unsigned steps = 1;
+	/* acq_rel: a release that sees the mark sees close_pending set */
+	if (!(__atomic_fetch_or(&h->copies, COPIES_CLOSED, __ATOMIC_ACQ_REL) & ~COPIES_CLOSED))
+		steps++;
 	for (unsigned k = 0; k < SEG_PINS; k++)
-		/* acq_rel: a release that sees the mark sees close_pending set */
-		if (!PIN_COUNT(__atomic_fetch_or(&h->pins[k], PIN_CLOSED, __ATOMIC_ACQ_REL)))
+		if (!pins || !PIN_COUNT(__atomic_fetch_or(&h->pins[k], PIN_CLOSED, __ATOMIC_ACQ_REL)))
 			steps++;
-	pthread_mutex_unlock(&h->view_lock);
+	if (pins)
+		pthread_mutex_unlock(&h->view_lock);
 	return __atomic_sub_fetch(&h->close_pending, steps, __ATOMIC_ACQ_REL) == 0;
 }
