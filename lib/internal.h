@@ -67,6 +67,11 @@ static inline void shmcfg__api_leave(int *unused)
  * is a tail call.
  */
 #define SHMCFG_API_FAST(cond) if (__builtin_expect(!shmcfg__detail_set && (cond), 1))
+/* The same for a releaser (shmcfg_snapshot_release), in place of
+ * SHMCFG_API_KEEP: its fast path sets no detail and makes no public call,
+ * so it has no nesting to count, whatever the detail holds; what does
+ * either goes on in a function that begins with SHMCFG_API_KEEP. */
+#define SHMCFG_API_FAST_KEEP(cond) if (__builtin_expect((cond), 1))
 void shmcfg__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define assert_return(expr, r) assert_return_as(__func__, expr, r)
 /* ... in a helper of public calls: the detail names the call, not the helper */

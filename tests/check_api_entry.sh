@@ -6,14 +6,15 @@
 # version and the slow paths of the inline getters (which must call nothing
 # that is not async-signal-safe) and of generated batched reads (as the
 # getters', it keeps the thread's error detail). The calls with a fast path
-# (FAST) begin with SHMCFG_API_FAST instead: lib/internal.h says when that
-# is the same. Prints TAP.
+# (FAST) begin with SHMCFG_API_FAST instead, the releasers with a fast path
+# (FAST_KEEP) with SHMCFG_API_FAST_KEEP: lib/internal.h says when that is
+# the same. Prints TAP.
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 cd "$top_srcdir" || exit 99
 
 EXEMPT=" shmcfg_errdetail shmcfg_strerror shmcfg_errname shmcfg_version shmcfg__get_slow shmcfg__get_slow_n shmcfg__snapshot_get_slow "
 # the functions that cannot fail: releasers and accessors without a status
-KEEP=" shmcfg_value_clear shmcfg_schema_free shmcfg_close shmcfg_closep shmcfg_snapshot_release
+KEEP=" shmcfg_value_clear shmcfg_schema_free shmcfg_close shmcfg_closep
  shmcfg_txn_abort shmcfg_cluster_apply_abort shmcfg_patcher_free shmcfg_value_equal shmcfg_list_next shmcfg_type_name
  shmcfg_source_name shmcfg_schema_count shmcfg_name shmcfg_count shmcfg_readonly
  shmcfg_schema_hash shmcfg_snapshot_generation shmcfg_snapshot_hash shmcfg_snapshot_cluster_revision
@@ -21,6 +22,7 @@ KEEP=" shmcfg_value_clear shmcfg_schema_free shmcfg_close shmcfg_closep shmcfg_s
  shmcfg_set_log shmcfg_retired shmcfg_waiters "
 KEEP=" $(echo $KEEP) "
 FAST=" shmcfg_snapshot_acquire "
+FAST_KEEP=" shmcfg_snapshot_release "
 
 names=$(sed -n 's/^SHMCFG_EXPORT[^(]*[ *]\([a-z_0-9]*\)(.*/\1/p' include/shmcfg.h.in)
 [ -n "$names" ] || { echo "Bail out! no SHMCFG_EXPORT functions found in include/shmcfg.h.in"; exit 99; }
@@ -32,6 +34,7 @@ for f in $names; do
 	want=SHMCFG_API_ENTRY
 	case "$KEEP" in *" $f "*) want=SHMCFG_API_KEEP ;; esac
 	case "$FAST" in *" $f "*) want=SHMCFG_API_FAST ;; esac
+	case "$FAST_KEEP" in *" $f "*) want=SHMCFG_API_FAST_KEEP ;; esac
 	# the first line of the body of the definition: "file:line: text"
 	first=$(awk -v f="$f" '
 		!body && ($0 ~ "^[a-z].*[ *]" f "\\(" || $0 ~ "^[a-z].*[ *]\\(" f "\\)\\(") && $0 !~ /;[ \t]*$/ { head = FILENAME ":" FNR; body = 1; next }

@@ -397,6 +397,7 @@ static void copy_done(shmcfg *h)
  */
 static __attribute__((noinline)) void release_last(shmcfg *h, int k, uint64_t old)
 {
+	SHMCFG_API_KEEP;
 	if (!PIN_COUNT(old)) {
 		__atomic_fetch_add(&h->pins[k], 1, __ATOMIC_RELAXED);
 		shmcfg__err(SHMCFG_E_CORRUPT, "%s: snapshot release: pin %d counted no snapshot (released twice, "
@@ -407,30 +408,35 @@ static __attribute__((noinline)) void release_last(shmcfg *h, int k, uint64_t ol
 		close_step(h);
 }
 
-shmcfg_snapshot *shmcfg_snapshot_release(shmcfg_snapshot *snap)
+/* The rest: NULL, a copy, a snapshot inherited across fork() (the count is
+ * the parent's). */
+static __attribute__((noinline)) shmcfg_snapshot *release_slow(shmcfg_snapshot *snap)
 {
 	SHMCFG_API_KEEP;
-	if (!snap)
-		return NULL;
-	shmcfg *h = snap->h;
-	if (snap->is_copy) {
-		shmcfg *origin = (shmcfg *)snap->origin;
+	if (snap && snap->is_copy) {
+		shmcfg *h = snap->h, *origin = (shmcfg *)snap->origin;
 		shmcfg__free(snap);
 		copy_done(h);
 		if (origin)
 			copy_done(origin);
+	}
+	return NULL;
+}
+
+shmcfg_snapshot *shmcfg_snapshot_release(shmcfg_snapshot *snap)
+{
+	SHMCFG_API_FAST_KEEP(snap && !snap->is_copy && snap->h->pid == self_pid) {
+		shmcfg *h = snap->h;
+		/* (H) release: our reads of the slot happen before a writer sees
+		 * the count drop, and before make_view's compare-and-swap
+		 * reuses the view */
+		uint64_t old = __atomic_fetch_sub(&h->pins[snap->pin], 1, __ATOMIC_RELEASE);
+		/* one compare: the count was 0 (not ours) or the handle is closing */
+		if (__builtin_expect((uint32_t)(old & (PIN_CLOSED | PIN_COUNT_MASK)) - 1u >= PIN_COUNT_MASK, 0))
+			release_last(h, snap->pin, old);
 		return NULL;
 	}
-	/* a snapshot inherited across fork(): the count is the parent's */
-	if (h->pid != self_pid)
-		return NULL;
-	/* (H) release: our reads of the slot happen before a writer sees the
-	 * count drop, and before make_view's compare-and-swap reuses the view */
-	uint64_t old = __atomic_fetch_sub(&h->pins[snap->pin], 1, __ATOMIC_RELEASE);
-	/* one compare: the count was 0 (not ours) or the handle is closing */
-	if (__builtin_expect((uint32_t)(old & (PIN_CLOSED | PIN_COUNT_MASK)) - 1u >= PIN_COUNT_MASK, 0))
-		release_last(h, snap->pin, old);
-	return NULL;
+	return release_slow(snap);
 }
 
 /*
