@@ -259,6 +259,71 @@ static void test_layers_and_types(void **state)
 
 /* A commit too big for the ring keeps its metadata only; the generations
  * before it can no longer be rebuilt, the ones after it can. */
+/*
+ * A transaction's changes, made in no order, are applied and recorded by
+ * option and layer (the commit sorts them: by insertion up to 16, by radix
+ * beyond), and the commit log's ids too.
+ */
+static void test_many_changes_recorded_in_order(void **state)
+{
+	(void)state;
+	const char *name = new_name("hist-order");
+	enum { N = 300 };
+	shmcfg_schema *sc;
+	assert_int_equal(shmcfg_schema_new(&sc), 0);
+	for (unsigned i = 0; i < N; i++) {
+		char nm[32], knob[32];
+		snprintf(nm, sizeof nm, "ord.o%03u", i);
+		snprintf(knob, sizeof knob, "ord_knob_%03u", i);
+		shmcfg_optdef d = {.name = nm, .type = SHMCFG_INT, .def = "0", .knob = i % 5 ? NULL : knob};
+		assert_int_equal(shmcfg_schema_add(sc, &d), 0);
+	}
+	shmcfg *h = keep(create_from(name, sc, NULL));
+	shmcfg_schema_free(sc);
+	for (unsigned n = 2; n <= N; n = n < 16 ? n + 14 : n * 3) { /* 2, 16, 48, 144 */
+		shmcfg_txn *t;
+		assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+		/* every third option from the top down, the knob of every
+		 * fifth among them after its user value */
+		unsigned made = 0;
+		for (unsigned k = 0; k < n; k++) {
+			shmcfg_opt o = (shmcfg_opt)((N - 1 - 3 * k) % N);
+			assert_int_equal(shmcfg_txn_layer(t, SHMCFG_SRC_USER), 0);
+			assert_int_equal(shmcfg_txn_set_int(t, o, 1000 + o + n), 0);
+			made++;
+			if (o % 5 == 0) {
+				assert_int_equal(shmcfg_txn_layer(t, SHMCFG_SRC_KNOB), 0);
+				assert_int_equal(shmcfg_txn_set_int(t, o, 2000 + o + n), 0);
+				made++;
+			}
+		}
+		uint64_t gen;
+		assert_int_equal(shmcfg_txn_commit(t, &gen), 0);
+		shmcfg_history_entry *e = entry(h, gen);
+		assert_true(e->values_kept);
+		assert_int_equal(e->nchanges, made);
+		for (uint32_t k = 0; k < e->nchanges; k++) {
+			const shmcfg_layer_change *c = &e->changes[k];
+			if (k > 0) {
+				const shmcfg_layer_change *p = &e->changes[k - 1];
+				if (!(p->opt < c->opt || (p->opt == c->opt && p->layer < c->layer)))
+					fail_msg("%u changes: change %u (option %u, layer %d) recorded after option %u, "
+						 "layer %d", n, k, c->opt, c->layer, p->opt, p->layer);
+			}
+			int64_t want = (c->layer == SHMCFG_SRC_KNOB ? 2000 : 1000) + c->opt + n;
+			assert_int_equal(c->new_value.u.i, want);
+		}
+		shmcfg_history_free(e);
+		shmcfg_commit ci;
+		assert_int_equal(shmcfg_commit_info(h, gen, &ci), 0);
+		for (uint32_t k = 1; k < ci.nids; k++)
+			if (ci.ids[k - 1] >= ci.ids[k])
+				fail_msg("%u changes: the commit log's ids %u and %u out of order", n, ci.ids[k - 1],
+					 ci.ids[k]);
+	}
+	drop(h);
+}
+
 static void test_huge_commit(void **state)
 {
 	(void)state;
@@ -987,6 +1052,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_wraparound, teardown),
 		cmocka_unit_test_teardown(test_layers_and_types, teardown),
 		cmocka_unit_test_teardown(test_huge_commit, teardown),
+		cmocka_unit_test_teardown(test_many_changes_recorded_in_order, teardown),
 		cmocka_unit_test_teardown(test_ring_wraps_first, teardown),
 		cmocka_unit_test_teardown(test_values_at_generation, teardown),
 		cmocka_unit_test_teardown(test_rollback, teardown),
