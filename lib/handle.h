@@ -109,6 +109,16 @@ struct shmcfg {
 	shmcfg_env_use *env_used; size_t n_env_used; /* the creator's: the variables that filled the env layers (env.c) */
 };
 
+/* The handle's mutexes, unlocked: at its making, and in a forked child (a
+ * thread of the parent that held one, as a follow holds view_lock through
+ * a whole attach, does not exist there: objects.c). */
+static inline void handle_mutexes_init(shmcfg *h)
+{
+	pthread_mutex_init(&h->view_lock, NULL);
+	pthread_mutex_init(&h->commit_lock, NULL);
+	pthread_mutex_init(&h->entry_lock, NULL);
+}
+
 /* Pointers into the mapping. */
 static inline struct slot_hdr *slot_at(const shmcfg *h, uint32_t s)
 {
@@ -127,19 +137,21 @@ static inline struct shmcfg_snapshot snap_of(shmcfg *h, uint64_t gen, const char
 					.h = h, .gen = gen, .slot = slot, .heap = heap, .heap_size = heap_size,
 					.is_copy = is_copy, .pin = pin};
 }
-/* The snapshot's option ids are origin's (another schema's): its getters
- * take the slow path, which maps them (follow.c). */
-static inline void snap_mapped(struct shmcfg_snapshot *s, const shmcfg *origin)
-{
-	s->origin = origin;
-	s->view.nopts = 0;
-}
 /* A copied snapshot that reads h was made: h's close waits for its
  * release (the copies' count, with COPIES_CLOSED: reclaim.c). */
 #define COPIES_CLOSED (1u << 31)
 static inline void copy_held(shmcfg *h)
 {
 	__atomic_fetch_add(&h->copies, 1, __ATOMIC_RELAXED); /* the copy is the caller's thread's */
+}
+/* The copy's option ids are origin's (another schema's): its getters take
+ * the slow path, which maps them through origin (follow.c), so origin's
+ * close waits for its release too. */
+static inline void snap_mapped(struct shmcfg_snapshot *s, shmcfg *origin)
+{
+	s->origin = origin;
+	s->view.nopts = 0;
+	copy_held(origin);
 }
 static inline uint32_t *slot_lrefs(const shmcfg *h, const void *slot)
 {

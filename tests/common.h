@@ -64,6 +64,24 @@ static inline shmcfg *create_from(const char *name, shmcfg_schema *s, char **env
 	return h;
 }
 
+/* This process's mappings of segment name's objects (/proc/self/maps), a
+ * replaced one's ("(deleted)") too; -1 if the file cannot be read. */
+static inline int maps_of(const char *name)
+{
+	char want[300], line[4096];
+	int len = snprintf(want, sizeof want, "/dev/shm/shmcfg.%s", name);
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return -1;
+	int n = 0;
+	while (fgets(line, sizeof line, f)) {
+		char *p = strstr(line, want);
+		n += p && (p[len] == '\n' || !strcmp(p + len, " (deleted)\n"));
+	}
+	fclose(f);
+	return n;
+}
+
 /* The handle of the option of that name; the test fails without one. */
 static inline shmcfg_opt opt_named(const shmcfg *h, const char *name)
 {

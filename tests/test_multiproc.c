@@ -814,20 +814,6 @@ static int close_held_main(void *p)
 	return 0;
 }
 
-/* Mappings of the segment name in this process (/proc/self/maps). */
-static int maps_of(const char *name)
-{
-	char want[300], line[4096];
-	snprintf(want, sizeof want, "/dev/shm/shmcfg.%s\n", name);
-	FILE *f = fopen("/proc/self/maps", "re");
-	int n = 0;
-	while (f && fgets(line, sizeof line, f))
-		n += strstr(line, want) != NULL;
-	if (f)
-		fclose(f);
-	return f ? n : -1;
-}
-
 static int64_t int_of(const shmcfg_snapshot *s)
 {
 	shmcfg_value v = {0};

@@ -282,6 +282,63 @@ static shmcfg_schema *schema_of(const shmcfg_optdef *defs)
 }
 
 /*
+ * Copies made through a handle that followed a replacement into another
+ * schema (a snapshot, a generation of the history) map the caller's
+ * options through that handle: its close waits for their release, and one
+ * released before the close leaves nothing to wait for.
+ */
+static void test_mapped_copies_outlive_close(void **state)
+{
+	(void)state;
+	const char *name = test_name("remapcopy");
+	shmcfg_schema *sx = schema_of((const shmcfg_optdef[]){{.name = "a.keep", .type = SHMCFG_INT, .def = "1"},
+							       {0}});
+	shmcfg_schema *sy = schema_of((const shmcfg_optdef[]){{.name = "b.new", .type = SHMCFG_BOOL},
+							       {.name = "a.keep", .type = SHMCFG_INT, .def = "10"},
+							       {0}});
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_NO_ENV};
+	shmcfg *hx, *h, *hy;
+	assert_int_equal(shmcfg_create(name, sx, &o, &hx), 0);
+	shmcfg_close(hx);
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &h), 0);
+	shmcfg_opt keep = opt_named(h, "a.keep");
+	assert_int_equal(commit_int(h, keep, 5, NULL), 0);
+	o.flags |= SHMCFG_CREATE_FORCE;
+	assert_int_equal(shmcfg_create(name, sy, &o, &hy), 0);
+	shmcfg_opt ykeep = opt_named(hy, "a.keep");
+	uint64_t g1;
+	assert_int_equal(commit_int(hy, ykeep, 42, &g1), 0);
+	assert_int_equal(commit_int(hy, ykeep, 43, NULL), 0);
+	assert_int_equal(get_i(h, keep), 43); /* h follows */
+
+	shmcfg_snapshot *at, *cur, *gone;
+	assert_int_equal(shmcfg_snapshot_at(h, g1, &gone), 0);
+	shmcfg_snapshot_release(gone); /* released before the close: nothing to wait for */
+	assert_int_equal(shmcfg_snapshot_at(h, g1, &at), 0);
+	assert_int_equal(shmcfg_snapshot_acquire(h, &cur), 0);
+	int mapped = maps_of(name);
+	assert_true(mapped > 0);
+	shmcfg_close(h);
+	assert_int_equal(maps_of(name), mapped); /* h and its successor wait */
+	int64_t v = 0;
+	assert_int_equal(shmcfg_snapshot_get_int(at, keep, &v), 0);
+	assert_int_equal(v, 42);
+	assert_int_equal(shmcfg_snapshot_get_int(cur, keep, &v), 0);
+	assert_int_equal(v, 43);
+	shmcfg_snapshot_release(at);
+	assert_int_equal(maps_of(name), mapped);
+	shmcfg_snapshot_release(cur);
+	if (maps_of(name) >= mapped)
+		fail_msg("the close never ended: %d mappings of %s after the last release (%d before)", maps_of(name),
+			 name, mapped);
+	shmcfg_close(hy);
+	assert_int_equal(maps_of(name), 0);
+	shmcfg_schema_free(sx);
+	shmcfg_schema_free(sy);
+	shmcfg_unlink(name);
+}
+
+/*
  * A replacement of another schema (create --force with a new schema) is
  * followed: the handle keeps its own schema and option handles, and its
  * reads (inline ones through the slow path), snapshots, transactions and
@@ -784,6 +841,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_follow_resize_and_force),
 		cmocka_unit_test(test_follow_another_schema),
+		cmocka_unit_test(test_mapped_copies_outlive_close),
 		cmocka_unit_test(test_resize_too_small),
 		cmocka_unit_test(test_heap_grows),
 		cmocka_unit_test(test_not_followed_into_another_lineage),

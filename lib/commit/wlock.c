@@ -137,7 +137,7 @@ static void wlock_drop(shmcfg *h, uint32_t mine)
 	/* release: pairs with the acquire compare-and-swap in wlock_take() */
 	uint32_t w = __atomic_exchange_n(&h->lock_map->writer, 0, __ATOMIC_RELEASE);
 	if (WLOCK_OWNER(w) != mine)
-		shmcfg__log(1, "%s: the writer lock was taken from this process (it named owner %u)", h->name,
+		shmcfg__log(SHMCFG_LOG_ERROR, "%s: the writer lock was taken from this process (it named owner %u)", h->name,
 			    (unsigned)WLOCK_OWNER(w));
 	if (w & WLOCK_WAITERS)
 		shmcfg__wlock_wake(h);

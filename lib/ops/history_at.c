@@ -23,7 +23,7 @@ int shmcfg_snapshot_at(shmcfg *h, uint64_t gen, shmcfg_snapshot **ret)
 	SHMCFG_FOLLOW(h);
 	int r = snapshot_at(h, gen, ret);
 	if (!r && h != h0 && h->root_map) /* a copy: the caller's options are mapped to its schema */
-		snap_mapped(*ret, h0);
+		snap_mapped(*ret, (shmcfg *)h0);
 	return r;
 }
 

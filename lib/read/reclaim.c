@@ -309,10 +309,8 @@ static __attribute__((noinline)) int acquire_slow(shmcfg *h, shmcfg_snapshot **r
 		/* followed into another schema: a copy of its own, whose calls
 		 * map the caller's options (the pinned views are shared) */
 		int r = shmcfg__copy_snapshot(h, ret);
-		if (!r) {
-			snap_mapped(*ret, h0);
-			copy_held((shmcfg *)h0); /* its map is h0's */
-		}
+		if (!r)
+			snap_mapped(*ret, (shmcfg *)h0);
 		return r;
 	}
 	if (h->rdonly)
@@ -392,16 +390,16 @@ static void copy_done(shmcfg *h)
  * A release from pin k of a closing handle, or that found its count 0. A
  * count of 0 under a held snapshot is a double release or another
  * process's write to our entry: the decrement is undone, not wrapped into
- * the tag, and the release reports it. A closing handle's pin that went to
- * 0 is one of the close's steps.
+ * the tag, and logged (a releaser keeps the thread's error detail). A
+ * closing handle's pin that went to 0 is one of the close's steps.
  */
 static __attribute__((noinline)) void release_last(shmcfg *h, int k, uint64_t old)
 {
 	SHMCFG_API_KEEP;
 	if (!PIN_COUNT(old)) {
 		__atomic_fetch_add(&h->pins[k], 1, __ATOMIC_RELAXED);
-		shmcfg__err(SHMCFG_E_CORRUPT, "%s: snapshot release: pin %d counted no snapshot (released twice, "
-				    "or another process wrote this process's reader entry)", h->name, k);
+		shmcfg__log(SHMCFG_LOG_WARNING, "%s: snapshot release: pin %d counted no snapshot (released twice, or another process "
+			       "wrote this process's reader entry)", h->name, k);
 		return;
 	}
 	if (PIN_COUNT(old) == 1)
@@ -449,15 +447,16 @@ shmcfg_snapshot *shmcfg_snapshot_release(shmcfg_snapshot *snap)
  * holds nothing and otherwise by the release that takes its count to 0
  * (which sees the mark), plus this call's own. Whoever takes the last step
  * runs destroy(h). True if that is this call: the caller destroys the
- * handle now; false: it must not touch h. The pins count only in the
- * process that claimed the entry (in a child they are the parent's), on a
- * handle that has one.
+ * handle now; false: it must not touch h. In a child of the attaching
+ * process: true at once, touching nothing (the pins are the parent's, and
+ * destroy keeps a child's inherited handle's memory: segment.c).
  */
 bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h))
 {
-	bool pins = getpid() == h->pid && h->reader >= 0 && !h->rdonly;
-	if (pins) /* not in a child: another thread of the parent may have held it at fork() */
-		pthread_mutex_lock(&h->view_lock);
+	if (getpid() != h->pid)
+		return true;
+	bool pins = h->reader >= 0 && !h->rdonly;
+	pthread_mutex_lock(&h->view_lock);
 	h->close_deferred = destroy;
 	__atomic_store_n(&h->close_pending, SEG_PINS + 2, __ATOMIC_RELAXED);
 	unsigned steps = 1;
@@ -467,7 +466,6 @@ bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h))
 	for (unsigned k = 0; k < SEG_PINS; k++)
 		if (!pins || !PIN_COUNT(__atomic_fetch_or(&h->pins[k], PIN_CLOSED, __ATOMIC_ACQ_REL)))
 			steps++;
-	if (pins)
-		pthread_mutex_unlock(&h->view_lock);
+	pthread_mutex_unlock(&h->view_lock);
 	return __atomic_sub_fetch(&h->close_pending, steps, __ATOMIC_ACQ_REL) == 0;
 }

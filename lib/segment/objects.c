@@ -166,7 +166,7 @@ int shmcfg__owner_check(const char *name, const struct stat *st, const shmcfg_at
  * keep a dead parent's reader entry (or writer lock) alive. So the child
  * closes its copies of every lock descriptor at once (the parent's locks
  * stay, held by the parent's descriptors); its inherited handles can still
- * read, and refuse to commit or pin (SHMCFG_E_FORKED).
+ * read, and refuse to commit or pin (SHMCFG_E_FORKED); their mutexes reset.
  */
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static shmcfg *open_handles;
@@ -202,11 +202,12 @@ void shmcfg__objects_after_fork_parent(void)
 
 void shmcfg__objects_after_fork_child(void)
 {
-	for (shmcfg *h = open_handles; h; h = h->next_open)
-		if (h->lock_fd >= 0) {
+	for (shmcfg *h = open_handles; h; h = h->next_open) {
+		if (h->lock_fd >= 0)
 			close(h->lock_fd);
-			h->lock_fd = -1;
-		}
+		h->lock_fd = -1;
+		handle_mutexes_init(h); /* a parent's thread that held one is not here */
+	}
 	pthread_mutex_unlock(&open_lock); /* held by the forking thread (prepare) */
 }
 
@@ -314,7 +315,7 @@ void shmcfg__lock_remove(const char *name, const uint8_t instance[16])
 	char path[PATH_BYTES];
 	shmcfg__lock_path(name, instance, path);
 	if (unlink(path) < 0 && errno != ENOENT)
-		shmcfg__log(1, "%s: cannot remove its lock object %s: %s", name, path, strerror(errno));
+		shmcfg__log(SHMCFG_LOG_WARNING, "%s: cannot remove its lock object %s: %s", name, path, strerror(errno));
 }
 
 /* Open the lock object of the segment h attached: -EAGAIN when it is gone

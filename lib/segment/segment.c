@@ -51,12 +51,25 @@ static void handle_free(shmcfg *h)
 }
 
 /* The rest of a close: the reader entry, the mapping, the handle. Run by
- * shmcfg_close(), or by the reclaimer for a close it had to defer
- * (shmcfg__view_close()). */
+ * shmcfg_close(), or by the release that ends a close that waited for
+ * snapshots (shmcfg__view_close()). */
 static void handle_destroy(shmcfg *h)
 {
-	if (h->pid == getpid())
-		shmcfg__reader_release(h);
+	if (h->pid != getpid()) {
+		/* a child closing a handle it inherited: snapshots taken before
+		 * the fork may still be held (pinned ones are views inside the
+		 * handle, reading its mapping; copies read its schema), and the
+		 * child cannot count them (the pins are the parent's). Only the
+		 * descriptors go; the memory stays until the child exits or
+		 * execs. */
+		if (h->fd >= 0)
+			close(h->fd);
+		if (h->lock_fd >= 0)
+			close(h->lock_fd);
+		h->fd = h->lock_fd = -1;
+		return;
+	}
+	shmcfg__reader_release(h);
 	handle_free(h);
 }
 
@@ -218,9 +231,7 @@ static shmcfg *handle_new(const char *name, bool rdonly)
 	h->uid = getuid(); /* for the commit log: no getuid() per commit */
 	h->commit_timeout_ms = 2000;
 	h->attach_next = attach_next;
-	pthread_mutex_init(&h->view_lock, NULL);
-	pthread_mutex_init(&h->commit_lock, NULL);
-	pthread_mutex_init(&h->entry_lock, NULL);
+	handle_mutexes_init(h);
 	h->name = shmcfg__strdup(name);
 	if (!h->name) {
 		shmcfg__free(h);
