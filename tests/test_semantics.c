@@ -783,10 +783,57 @@ static void test_typed_accessors(void **state)
 	shmcfg_unlink(test_name("acc"));
 }
 
+/* Commit one layer's value (NULL: reset it). */
+static int commit_in(shmcfg *h, shmcfg_source layer, shmcfg_opt o, const char *text)
+{
+	shmcfg_txn *t;
+	int r = shmcfg_txn_begin(h, &t);
+	if (r)
+		return r;
+	if ((r = shmcfg_txn_layer(t, layer)) || (r = text ? shmcfg_txn_set_text(t, o, text) : shmcfg_txn_reset(t, o))) {
+		shmcfg_txn_abort(t);
+		return r;
+	}
+	return shmcfg_txn_commit(t, NULL);
+}
+
+/*
+ * The seed's _is_default() by layer: a cluster value counts as a user
+ * value does (set: not default; a list or set equal to the default: still
+ * default), the knob layer as torch's justknobs do (not at all).
+ */
+static void test_is_default_by_layer(void **state)
+{
+	(void)state;
+	const char *name = test_name("isdef");
+	shmcfg *h = test_create(name, NULL);
+	assert_int_equal(shmcfg_is_default(h, T_A), 1);
+	assert_int_equal(commit_in(h, SHMCFG_SRC_CLUSTER, T_A, "0"), 0); /* equal to the default */
+	assert_int_equal(shmcfg_is_default(h, T_A), 0);
+	assert_int_equal(commit_in(h, SHMCFG_SRC_CLUSTER, T_A, "12"), 0);
+	assert_int_equal(shmcfg_is_default(h, T_A), 0);
+	char *code = NULL;
+	assert_int_equal(shmcfg_codegen(h, SHMCFG_CODEGEN_JSON, &code), 0);
+	if (!strstr(code, "\"t.a\": 12"))
+		fail_msg("codegen leaves out the cluster's value: %s", code);
+	free(code);
+	assert_int_equal(commit_in(h, SHMCFG_SRC_CLUSTER, T_A, NULL), 0);
+	assert_int_equal(shmcfg_is_default(h, T_A), 1);
+	assert_int_equal(commit_in(h, SHMCFG_SRC_CLUSTER, T_ITEMS, "[\"x\",\"y\"]"), 0);
+	assert_int_equal(shmcfg_is_default(h, T_ITEMS), 1);
+	assert_int_equal(commit_in(h, SHMCFG_SRC_CLUSTER, T_ITEMS, "[\"z\"]"), 0);
+	assert_int_equal(shmcfg_is_default(h, T_ITEMS), 0);
+	assert_int_equal(commit_in(h, SHMCFG_SRC_KNOB, T_KNOBBED, "true"), 0);
+	assert_int_equal(shmcfg_is_default(h, T_KNOBBED), 1);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_yaml_is_default), cmocka_unit_test(test_yaml_errors),
+		cmocka_unit_test(test_is_default_by_layer),
 		cmocka_unit_test(test_precedence_table), cmocka_unit_test(test_patches),
 		cmocka_unit_test(test_patch_threads), cmocka_unit_test(test_patch_id),
 		cmocka_unit_test(test_is_default_dump_load),

@@ -22,10 +22,13 @@
  * The seed's _is_default(): an env layer holding a value other than the
  * default makes an option non-default; a user value does too, except that
  * for mutable types (list, set) a user value equal to the default does not.
- * A thread's patch counts as its user value.
+ * A thread's patch counts as its user value, and so does the cluster's
+ * value (torch has no cluster layer: someone set it, as a user does); the
+ * knob layer does not count (torch's _is_default() ignores justknobs).
  */
-/* The seed's rule on one snapshot: no environment or user layer holds
- * anything but the default (a list or set equal to it counts as default). */
+/* The seed's rule on one snapshot: no environment, user or cluster layer
+ * holds anything but the default (a list or set equal to it counts as
+ * default). */
 static int default_in(const shmcfg *h, const shmcfg_snapshot *s, shmcfg_opt opt, bool *mutable_type,
 		      shmcfg_value *def, shmcfg_opt *final)
 {
@@ -37,12 +40,13 @@ static int default_in(const shmcfg *h, const shmcfg_snapshot *s, shmcfg_opt opt,
 	shmcfg_value v;
 	(void)shmcfg__value_from_cell(&d->def, h->strings, h->strings_size, def);
 	*mutable_type = d->type == SHMCFG_LIST || d->type == SHMCFG_SET;
-	static const shmcfg_source layers[] = {SHMCFG_SRC_ENV_DEFAULT, SHMCFG_SRC_ENV_FORCE, SHMCFG_SRC_USER};
-	for (int k = 0; k < 3; k++) {
+	static const shmcfg_source layers[] = {SHMCFG_SRC_ENV_DEFAULT, SHMCFG_SRC_ENV_FORCE, SHMCFG_SRC_USER,
+					       SHMCFG_SRC_CLUSTER};
+	for (int k = 0; k < 4; k++) {
 		int r = shmcfg_snapshot_layer(s, f, layers[k], &v);
 		if (r < 0) /* an option a successor of another schema lacks, say */
 			return r;
-		/* an env value other than the default; any user value, but a list or set equal to it */
+		/* an env value other than the default; any user or cluster value, but a list or set equal to it */
 		if (r == 0 && (k < 2 ? !shmcfg_value_equal(&v, def) : !(*mutable_type && shmcfg_value_equal(&v, def))))
 			return 0;
 	}
