@@ -100,16 +100,20 @@ def worker(rank, segname, steps, step_s, conn, stop=None):
 
     def report(step):
         nonlocal last
-        cur = seg.current()
-        if cur == last:
+        if seg.current() == last:
             return
-        # a new generation: its hash, and the values this rank now uses
+        # a new generation: its hash, and its values, read from one snapshot
+        # (three attribute reads could straddle a commit)
+        with seg.snapshot() as snap:
+            cur = shmcfg.Current(snap.generation, snap.config_hash)
+            line = (f"worker {rank}: step {step}: generation {cur.generation}, "
+                    f"recompile_limit={snap['torch._dynamo.config.recompile_limit']}, "
+                    f"cache_key_tag={snap['torch.compiler.config.cache_key_tag']!r}, "
+                    f"dynamic_shapes={snap['torch.compiler.config.dynamic_shapes']}, "
+                    f"config hash {short(cur.config_hash)}")
         last = cur
         seen.append(cur.generation)
-        say(f"worker {rank}: step {step}: generation {cur.generation}, "
-            f"recompile_limit={dynamo.recompile_limit}, "
-            f"cache_key_tag={compiler.cache_key_tag!r}, "
-            f"dynamic_shapes={compiler.dynamic_shapes}, config hash {short(cur.config_hash)}")
+        say(line)
         conn.send(("generation", cur.generation, cur.config_hash.hex()))
 
     step = 0

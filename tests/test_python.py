@@ -1559,6 +1559,67 @@ class TestProcesses(SegTest):
         self.assertEqual(seg.generation, 201)
         self.assertGreater(reads, 0)
 
+    def test_snapshot_reads_agree_under_commits(self):
+        """A writer commits steps = i and label = str(i) together; reads of
+        both from one snapshot always agree, and stay as they were while
+        it is held, in a read-write and a read-only Segment."""
+        seg, m = self.app()
+        ro = shmcfg.attach(seg.name, readonly=True, fast_reads=self.FAST)
+        self.addCleanup(ro.close)
+        code = textwrap.dedent(f"""
+            import shmcfg
+            seg = shmcfg.attach({seg.name!r})
+            for i in range(11, 611):
+                seg.set({{"app.config.steps": i, "app.config.label": str(i)}})
+        """)
+        p = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
+        snaps = mixed = 0
+        deadline = time.monotonic() + 60
+        while seg.generation < 601 and time.monotonic() < deadline:
+            for s in (seg, ro):
+                with s.snapshot() as snap:
+                    steps, label = snap["app.config.steps"], snap["label"]  # a full name, a suffix
+                    if label is not None and label != str(steps):
+                        mixed += 1
+                    g = snap.generation
+                    self.assertEqual(steps, g + 9 if g > 1 else 10)
+                    self.assertEqual((snap["app.config.steps"], snap.generation), (steps, g))
+                snaps += 1
+        _, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(mixed, 0, f"{mixed} of {snaps} snapshots mixed two generations")
+        self.assertGreater(snaps, 0)
+
+    def test_snapshot_api(self):
+        seg, m = self.app()
+        snap = seg.snapshot()
+        g = snap.generation
+        self.assertEqual((g, snap.config_hash), tuple(seg.current()))
+        m.steps = 77
+        self.assertEqual(snap.get("app.config.steps"), 10)  # held: the old generation
+        self.assertEqual(snap["app.config.tags"], ["b", "a"])
+        with self.assertRaises(shmcfg.UnknownOptionError):
+            snap["app.config.nope"]
+        with m.patch(steps=5):  # a patch is this thread's, not the generation's
+            with seg.snapshot() as now:
+                self.assertEqual((now["steps"], now.generation), (77, g + 1))
+        self.assertIn("generation %d" % g, repr(snap))
+        snap.release()
+        snap.release()  # again: nothing
+        self.assertIn("released", repr(snap))
+        with self.assertRaises(shmcfg.Error):
+            snap["app.config.steps"]
+        # any thread may release, and one held across the Segment's close stays readable
+        snap = seg.snapshot()
+        t = threading.Thread(target=snap.release)
+        t.start()
+        t.join()
+        other = shmcfg.attach(seg.name, fast_reads=self.FAST)
+        held = other.snapshot()
+        other.close()
+        self.assertEqual(held["app.config.steps"], 77)
+        held.release()
+
     def test_wait(self):
         seg, m = self.app()
         g = seg.generation

@@ -84,11 +84,11 @@ from .errors import (ConfigLoadError, Error, ExistsError, InvalidArgumentError, 
                      PermissionDeniedError, RetiredError, UnknownOptionError)
 from .mutable import CommittingList, CommittingSet
 from .schema import Schema, SchemaOption, schema_yaml
-from .segment import Current, Segment, Transaction, attach, create, resize, unlink
+from .segment import Current, Segment, Snapshot, Transaction, attach, create, resize, unlink
 from .values import OptionInfo
 
 __all__ = [
-    "attach", "create", "resize", "unlink", "Segment", "ConfigModule", "SubConfigProxy",
+    "attach", "create", "resize", "unlink", "Segment", "Snapshot", "ConfigModule", "SubConfigProxy",
     "Transaction", "Error", "NotFoundError", "ExistsError", "PermissionDeniedError",
     "OwnerError", "RetiredError",
     "InvalidArgumentError", "UnknownOptionError", "OptionTypeError", "OptionValueError",
@@ -110,7 +110,7 @@ __version__ = library_version
 for _o in (ConfigModule, ContextDecorator, SubConfigProxy, ConfigLoadError, PatchArgumentError,
            CommittingList, CommittingSet, Error, ExistsError,
            InvalidArgumentError, NotFoundError, OptionTypeError, OptionValueError, OwnerError,
-           PermissionDeniedError, RetiredError, UnknownOptionError, Current, Segment,
+           PermissionDeniedError, RetiredError, UnknownOptionError, Current, Segment, Snapshot,
            Transaction, attach, create, unlink, OptionInfo, Schema, SchemaOption, schema_yaml):
     _o.__module__ = __name__
 del _o

@@ -287,6 +287,9 @@ history_range = _fn("shmcfg_history_range", c_uint64, _H, POINTER(c_uint64), POI
 snapshot_at = _fn("shmcfg_snapshot_at", c_int, _H, c_uint64, POINTER(c_void_p))
 snapshot_get = _fn("shmcfg_snapshot_get", c_int, c_void_p, c_uint32, POINTER(Value))
 snapshot_release = _fn("shmcfg_snapshot_release", None, c_void_p)
+snapshot_acquire = _fn("shmcfg_snapshot_acquire", c_int, _H, POINTER(c_void_p))
+snapshot_generation = _fn("shmcfg_snapshot_generation", c_uint64, c_void_p)
+snapshot_hash = _fn("shmcfg_snapshot_hash", None, c_void_p, POINTER(c_uint8 * 16))
 rollback = _fn("shmcfg_rollback", c_int, _H, c_uint64, c_uint, c_char_p, POINTER(c_uint64),
                POINTER(c_bool))
 ROLLBACK_KNOB = 1 << 0

@@ -43,6 +43,65 @@ class Current(NamedTuple):
     config_hash: bytes
 
 
+class Snapshot:
+    """One generation of a segment, held until release(): every read from it
+    belongs to that generation, whatever commits come meanwhile
+    (shmcfg_snapshot_acquire()). Reads take a full name or a unique suffix,
+    as Segment.get() does; the thread's patches do not apply (a snapshot is
+    the segment's generation). Use it as a ``with`` block, or release() it;
+    any thread may release it."""
+
+    __slots__ = ("_seg", "_p", "generation", "__weakref__")
+
+    def __init__(self, seg: "Segment", p: ctypes.c_void_p) -> None:
+        self._seg = seg
+        self._p: Optional[ctypes.c_void_p] = p
+        self.generation: int = _L.snapshot_generation(p)
+
+    def _ptr(self) -> ctypes.c_void_p:
+        if self._p is None:
+            raise Error(f"snapshot of generation {self.generation} of '{self._seg.name}' is released")
+        return self._p
+
+    def get(self, name: str) -> Any:
+        """The value of an option in this generation (a plain list or set)."""
+        o = self._seg._lookup(name)
+        warn_deprecated(o)
+        v = _L.Value()
+        r = _L.snapshot_get(self._ptr(), o.opt, ctypes.byref(v))
+        if r < 0:
+            raise _error(r, o.name)
+        return _decode(v)
+
+    __getitem__ = get
+
+    @property
+    def config_hash(self) -> bytes:
+        """This generation's config hash (16 bytes)."""
+        out = (ctypes.c_uint8 * 16)()
+        _L.snapshot_hash(self._ptr(), out)
+        return bytes(out)
+
+    def release(self) -> None:
+        """Let the generation go (again: nothing)."""
+        p, self._p = self._p, None
+        if p is not None:
+            _L.snapshot_release(p)
+
+    def __enter__(self) -> "Snapshot":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        state = "" if self._p is not None else ", released"
+        return f"<shmcfg.Snapshot of '{self._seg.name}', generation {self.generation}{state}>"
+
+
 if TYPE_CHECKING:
     from .config import ConfigModule
 
@@ -446,6 +505,15 @@ class Segment:
                            o.kind, doc, copy)
         g.slow = o.deprecated is not None
         return g
+
+    def snapshot(self) -> Snapshot:
+        """The current generation, held: several reads that must agree (a
+        Snapshot; ``with seg.snapshot() as s: s["recompile_limit"]``)."""
+        p = ctypes.c_void_p()
+        r = _L.snapshot_acquire(self._wh(), ctypes.byref(p))
+        if r < 0:
+            raise _error(r, self.name)
+        return Snapshot(self, p)
 
     def get(self, name: str) -> Any:
         """The value of an option by its full name or a unique suffix
