@@ -336,6 +336,8 @@ static int read_only_main(void *p)
 	int r = shmcfg_attach(a->name, 0, NULL, &h);
 	CHECK(r == -EACCES && h == NULL, 3, "read-write attach: %d (%s)", r, shmcfg_errname(r));
 	CHECK(strstr(shmcfg_errdetail(), a->name) != NULL, 4, "detail does not name the segment");
+	CHECK(strstr(shmcfg_errdetail(), "no write access to the segment (it may be read: attach it read-only)"),
+	      4, "the detail does not say that a read-only attach would work: %s", shmcfg_errdetail());
 	r = shmcfg_attach(a->name, SHMCFG_ATTACH_RDONLY, NULL, &h);
 	CHECK(r == 0, 5, "read-only attach: %s", shmcfg_strerror(r));
 	CHECK(shmcfg_readonly(h), 6, "handle not read-only");

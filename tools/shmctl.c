@@ -667,6 +667,12 @@ int main(int argc, char **argv)
 		return cmd_complete(argc - i, argv + i);
 	if (!(cur_cmd = find_command(NULL, name)))
 		return unknown_command(name);
+	/* given before a command that attaches nothing it would be ignored: an
+	 * operator who wrote it meant something */
+	if (have_owner && !cur_cmd->attaches && !cur_cmd->subs) {
+		err_msg("%s: --owner names whom to trust when attaching a segment; %s attaches none", name, name);
+		return EXIT_USAGE;
+	}
 	shmcfg_set_log(log_cb, NULL);
 	/* the command parses argv[i..]: argv[0] of its getopt is its name;
 	 * a --json given before the command is its first flag (after the

@@ -6,6 +6,7 @@
  */
 #include "internal.h"
 #include "seqlock.h"
+#include "replace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -118,8 +119,12 @@ static int wait_counted(const shmcfg *h, uint64_t after, uint64_t deadline, bool
 			*gen_ret = g;
 		if (g > after)
 			return 0;
-		if (shmcfg_retired(h))
-			return shmcfg__err(SHMCFG_E_RETIRED, "%s: segment was removed or replaced; attach again",
+		if (shmcfg_retired(h)) /* a replaced one whose successor could be followed was */
+			return shmcfg__err(SHMCFG_E_RETIRED,
+					   __atomic_load_n(&h->hdr->retired, __ATOMIC_ACQUIRE) == RETIRED_REPLACED
+						   ? "%s: segment was replaced, and its successor cannot be followed yet; "
+						     "attach again"
+						   : "%s: segment was removed; attach again",
 					   h->name);
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
 		if (now >= deadline)

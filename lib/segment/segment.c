@@ -261,6 +261,9 @@ static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **r
 	}
 	struct stat st;
 	r = shmcfg__open_regular(path, name, rdonly ? O_RDONLY : O_RDWR, &h->fd, &st);
+	if (r == -EACCES && !rdonly && access(path, R_OK) == 0)
+		r = shmcfg__err(-EACCES, "%s: no write access to the segment (it may be read: attach it read-only)",
+				name);
 	if (!r)
 		r = shmcfg__owner_check(name, &st, o);
 	if (!r) {

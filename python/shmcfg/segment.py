@@ -682,8 +682,8 @@ class Segment:
         current one), or ``timeout`` seconds pass (None: forever). Returns the
         new generation, or None on timeout. A futex on the segment: commits
         wake every waiter; signals (KeyboardInterrupt) are served. Raises
-        RetiredError once the segment was removed or replaced (see
-        reattach())."""
+        RetiredError once the segment was removed (see reattach()); a
+        replaced one is followed, and the wait goes on there."""
         h = self._handle()
         if after is None:
             after = self.generation

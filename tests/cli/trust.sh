@@ -27,6 +27,10 @@ t_errmatch "--owner with an unknown user" 1 "^shmctl: no such user 'no-such-user
 	shmctl show "$O" --owner no-such-user-x
 t_errmatch "--owner on create (which attaches nothing): usage error" 2 "^shmctl: create: unknown option '--owner'" \
 	shmctl create "$O" --owner 0
+t_errmatch "--owner before a command that attaches nothing: usage error, nothing removed" 2 \
+	"^shmctl: rm: --owner names whom to trust when attaching a segment; rm attaches none" \
+	shmctl --owner 65534 rm "$O"
+t_out "(the segment is still there)" 12 shmctl get "$O" recompile_limit
 run shmctl stat "$O" --help
 pass "--help of a command that attaches lists --owner" pyeval '"--owner USER" in a[0]' "$OUT"
 

@@ -345,7 +345,7 @@ watch_retired() {
 	pass "watch: exit 1 within 10 s when the segment is $_how" pyeval '
 e = open(a[1]).read().splitlines()
 (a[0] == "1" and open(a[2]).read() == "" and len(e) == 2 and
- e[1] == "shmctl: %s: segment was removed or replaced; attach again" % a[3])' \
+ e[1] == "shmctl: %s: segment was removed; attach again" % a[3])' \
 		"$_wrc" "$T_TMP/wr.err" "$T_TMP/wr" "$W"
 	# (a `shmctl ls` alongside may be named too)
 	pass "(the command that $_how it warned naming the watcher)" pyeval '
