@@ -790,6 +790,11 @@ class SyntheticTest(unittest.TestCase):
     def test_warns_about_missing_alias_target(self):
         self.assertIn("warning: syn.conf.cfg_alias: alias target other.module.count is not "
                       "in the schema", self.stderr)
+        # and, last, what to do about it
+        self.assertRegex(self.stderr.splitlines()[-1],
+                         r"^warning: the schema refers to \d+ options? it does not declare "
+                         r"\(.*other\.module\.count.*\): shmctl create refuses it alone; import the "
+                         r"modules that declare them in the same command, or --merge their schema$")
 
     def test_order(self):
         names = list(self.by)

@@ -240,12 +240,21 @@ def main(argv=None, search_path=None):
             skipped += 1
             warn("skipped %s (%s:%d): an alias of %s, which is not in the schema"
                  % (o.name, o.where[0], o.where[1], o.alias))
+    undeclared = set()
     for o in options:
         if o.alias is not None and o.alias not in names:
             warn("warning: %s: alias target %s is not in the schema" % (o.name, o.alias))
+            undeclared.add(o.alias)
         for target, _ in o.implies:
             if target not in names:
                 warn("warning: %s: implies %s, which is not in the schema" % (o.name, target))
+                undeclared.add(target)
+    if undeclared:
+        # the last line a user sees: shmctl create refuses such a schema alone
+        shown = ", ".join(sorted(undeclared)[:3]) + (", ..." if len(undeclared) > 3 else "")
+        warn("warning: the schema refers to %d option%s it does not declare (%s): shmctl create "
+             "refuses it alone; import the modules that declare them in the same command, or "
+             "--merge their schema" % (len(undeclared), "s" * (len(undeclared) > 1), shown))
 
     versions = sorted({m.version for m in imported.values() if m.version})
     if imported:
