@@ -115,6 +115,11 @@ static void test_lookup_errors(void **state)
 	assert_int_equal(shmcfg_lookup(f->h, "t.nope", &o), SHMCFG_E_NOOPT);
 	assert_non_null(strstr(shmcfg_errdetail(), "t.nope"));
 	assert_int_equal(shmcfg_lookup(f->h, "t", &o), SHMCFG_E_NOOPT);
+	/* a suffix: full names only, and the detail says where suffixes go */
+	assert_int_equal(shmcfg_lookup(f->h, "flag", &o), SHMCFG_E_NOOPT);
+	assert_non_null(strstr(shmcfg_errdetail(), "shmcfg_resolve() also takes a unique suffix"));
+	assert_int_equal(shmcfg_resolve(f->h, "flag", &o), 0);
+	assert_int_equal(o, T_FLAG);
 	int64_t v;
 	assert_int_equal(shmcfg_get_int(f->h, T_FLAG, &v), SHMCFG_E_TYPE);
 	assert_non_null(strstr(shmcfg_errdetail(), "t.flag"));

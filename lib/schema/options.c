@@ -59,7 +59,9 @@ int shmcfg__lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
 			return 0;
 		}
 	}
-	return shmcfg__err(SHMCFG_E_NOOPT, "%s: no such option in segment %s", name, h->name);
+	/* a suffix ("recompile_limit") is shmcfg_resolve()'s, which says "did you mean" */
+	return shmcfg__err(SHMCFG_E_NOOPT, "%s: no such option in segment %s (a full name; shmcfg_resolve() also "
+			   "takes a unique suffix)", name, h->name);
 }
 
 int shmcfg_opt_info(const shmcfg *h, shmcfg_opt opt, shmcfg_optinfo *ret)
