@@ -267,11 +267,7 @@ int cmd_ls(int argc, char **argv)
 		/* what is not a segment at a glance is not opened at all */
 		if (have_st[i] && !S_ISREG(st->st_mode)) {
 			p->kind = KIND_NOT_SEGMENT;
-			snprintf(p->err, sizeof p->err, "%.300s is %s", path,
-				 S_ISFIFO(st->st_mode) ? "a FIFO" : S_ISSOCK(st->st_mode) ? "a socket" :
-				 S_ISDIR(st->st_mode) ? "a directory" : S_ISLNK(st->st_mode) ? "a symbolic link" :
-				 S_ISCHR(st->st_mode) ? "a character device" : S_ISBLK(st->st_mode) ? "a block device" :
-				 "not a regular file");
+			snprintf(p->err, sizeof p->err, "%.300s is %s", path, file_kind(st->st_mode));
 		} else if (have_st[i] && (uint64_t)st->st_blocks * 512 < (uint64_t)st->st_size) {
 			/* shmcfg_create allocates every page before it writes anything */
 			p->kind = KIND_NOT_SEGMENT;

@@ -931,6 +931,18 @@ int set_color(const char *when)
 	return 0;
 }
 
+/* What a file that is not a regular one is: "a FIFO", "a directory", ... */
+const char *file_kind(mode_t mode)
+{
+	return S_ISFIFO(mode)  ? "a FIFO"
+	       : S_ISSOCK(mode) ? "a socket"
+	       : S_ISDIR(mode)  ? "a directory"
+	       : S_ISLNK(mode)  ? "a symbolic link"
+	       : S_ISCHR(mode)  ? "a character device"
+	       : S_ISBLK(mode)  ? "a block device"
+				: "not a regular file";
+}
+
 int parse_owner(const char *user)
 {
 	struct passwd *pw = *user ? getpwnam(user) : NULL;

@@ -227,6 +227,19 @@ static int size_opt(int c, const char *arg, shmcfg_create_opts *o)
 	return 0;
 }
 
+/* create without --force found the name taken: by a segment, or by
+ * something else (a FIFO, a directory: as ls says) */
+static int exists_error(const char *seg)
+{
+	char path[512];
+	struct stat st;
+	snprintf(path, sizeof path, "%s/%s%s", SHM_DIR, SHM_PREFIX, seg);
+	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		return fail("'%s' exists and is not a segment: %s is %s (remove it, or use --force)", seg, path,
+			    file_kind(st.st_mode));
+	return fail("segment '%s' exists (remove it with shmctl rm, or use --force)", seg);
+}
+
 int cmd_create(int argc, char **argv)
 {
 	shmcfg_create_opts o = {0};
@@ -343,7 +356,7 @@ int cmd_create(int argc, char **argv)
 		if (r == -EEXIST && exist_ok)
 			rc = keep_existing(seg, schema, schema_path ? schema_path : "the default schema", &h);
 		else if (r == -EEXIST)
-			rc = fail("segment '%s' exists (remove it with shmctl rm, or use --force)", seg);
+			rc = exists_error(seg);
 		else if (r == -EACCES && !(det && strstr(det, "cannot remove")))
 			rc = fail("segment '%s': permission denied", seg);
 		else if (schema_path && (r == SHMCFG_E_SCHEMADEF || r == SHMCFG_E_CYCLE))

@@ -138,6 +138,7 @@ int next_opt(int argc, char **argv, int *exit_code);
  * segments owned by the caller or root only.
  */
 extern bool have_owner;
+const char *file_kind(mode_t mode); /* "a FIFO", "a directory", ... */
 extern uid_t owner_uid;
 /* shmcfg_attach_with() with SHMCFG_ATTACH_RDONLY or not and --owner. */
 int attach_segment(const char *name, bool rdonly, shmcfg **ret);

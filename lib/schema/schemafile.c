@@ -476,9 +476,9 @@ static int schema_find(const char *name, char **ret)
 		}
 	}
 	bool here = !access(name, F_OK);
-	int r = shmcfg__err(-ENOENT, "no schema named '%s': no %s.yaml in %s%s%s%s", name, name,
-			    tried, here ? " (the file here: give ./" : "", here ? name : "",
-			    here ? ")" : "");
+	int r = shmcfg__err(-ENOENT, "no schema named '%s': no %s.yaml in %s%s%s%s%s", name, name, tried,
+			    env ? "" : " (SHMCFG_SCHEMA_PATH adds directories)", here ? " (the file here: give ./" : "",
+			    here ? name : "", here ? ")" : "");
 	shmcfg__free(path);
 	shmcfg__free(tried);
 	return r;

@@ -51,7 +51,7 @@ t_errmatch "header --schema: the same" 1 "^shmctl: no schema named 'nosuch': no 
 	shmctl header --schema nosuch
 unset SHMCFG_SCHEMA_PATH
 t_errmatch "without SHMCFG_SCHEMA_PATH: the installed directory only" 1 \
-	"^shmctl: no schema named 'nosuch': no nosuch\.yaml in /[^,]*/schemas\$" \
+	"^shmctl: no schema named 'nosuch': no nosuch\.yaml in /[^,]*/schemas \(SHMCFG_SCHEMA_PATH adds directories\)\$" \
 	shmctl create -q --no-env --schema nosuch "$M"
 cd "$T_TMP/here" || exit 99
 t_errmatch "a file of that name here: the error says to give ./NAME" 1 \

@@ -181,6 +181,9 @@ rm -f "$H1" "$H2"
 # caller may, and create --force then creates the segment.
 D="cli-$$-dir"
 mkdir "/dev/shm/shmcfg.$D"
+t_errmatch "create without --force over a planted directory: says what is there" 1 \
+	"^shmctl: '$D' exists and is not a segment: /dev/shm/shmcfg.$D is a directory \(remove it, or use --force\)\$" \
+	shmctl create -q "$D"
 run shmctl create -q --force "$D"
 pass "create --force over a planted (empty) directory: created" test "$RC" = 0 -a -f "/dev/shm/shmcfg.$D"
 run shmctl rm "$D"
