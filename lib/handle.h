@@ -91,6 +91,7 @@ struct shmcfg {
 	 * one acquired through it into another schema, its map too), with
 	 * COPIES_CLOSED once it is closing: reclaim.c */
 	unsigned copies;
+	bool forked_holding;     /* the process held snapshots of it at a fork() (fork.c) */
 	int commit_timeout_ms;
 	uint32_t wlock_mine;      /* the writer lock word's owner while we hold it (wlock.c) */
 	uint32_t slot_hint;      /* the slot current before our last commit's: the next one's choice, if free (reclaim.c) */

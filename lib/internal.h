@@ -199,6 +199,7 @@ bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen);
 bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp);
 int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret, uint64_t *old_stamp);
 bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h));
+bool shmcfg__holds_snapshots(const shmcfg *h); /* any pinned or copied snapshot of h held now */
 
 /* txn.c: transactions */
 struct change {

@@ -23,6 +23,7 @@ if __name__ == "__main__" and os.environ.get("SHMCFG_SANITIZERS"):
     print("# skipped: libshmcfg is built with sanitizers", file=sys.stderr)
     sys.exit(77)
 
+import copy
 import ctypes
 import ctypes.util
 import errno
@@ -1619,6 +1620,21 @@ class TestProcesses(SegTest):
         other.close()
         self.assertEqual(held["app.config.steps"], 77)
         held.release()
+        # a copy would release the generation twice: copies and pickles are refused
+        snap = seg.snapshot()
+        for how in (copy.copy, copy.deepcopy, pickle.dumps):
+            with self.assertRaisesRegex(TypeError, "cannot be copied or pickled"):
+                how(snap)
+        # reattach() renumbers the Segment's options for the new schema: a
+        # snapshot of the old one says so instead of reading another option
+        first = SCHEMA.replace("options:\n", "options:\n  app.config.first:\n    type: str\n", 1)
+        shmcfg.create(seg.name, schema_text=first, force=True, no_env=True).close()
+        seg.reattach()
+        with self.assertRaisesRegex(shmcfg.Error, "before seg.reattach"):
+            snap["app.config.steps"]
+        snap.release()
+        with seg.snapshot() as now:
+            self.assertEqual(now["app.config.first"], "")
 
     def test_wait(self):
         seg, m = self.app()

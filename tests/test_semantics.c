@@ -827,6 +827,20 @@ static void test_is_default_by_layer(void **state)
 	assert_int_equal(shmcfg_is_default(h, T_KNOBBED), 1);
 	shmcfg_close(h);
 	shmcfg_unlink(name);
+	/* a list whose default is None is immutable to torch: any value set,
+	 * None too, makes it non-default */
+	shmcfg_schema *sc;
+	assert_int_equal(shmcfg_schema_new(&sc), 0);
+	shmcfg_optdef d = {.name = "n.l", .type = SHMCFG_LIST, .flags = SHMCFG_F_NULLABLE};
+	assert_int_equal(shmcfg_schema_add(sc, &d), 0);
+	h = create_from(name, sc, NULL);
+	shmcfg_schema_free(sc);
+	shmcfg_opt l = opt_named(h, "n.l");
+	assert_int_equal(shmcfg_is_default(h, l), 1);
+	assert_int_equal(commit_in(h, SHMCFG_SRC_USER, l, "None"), 0);
+	assert_int_equal(shmcfg_is_default(h, l), 0);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
 }
 
 int main(void)

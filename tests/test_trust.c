@@ -1986,6 +1986,48 @@ static void test_child_closes_inherited_handles_holding_snapshots(void **state)
 	shmcfg_close(x.ro);
 }
 
+/* The child closes both inherited handles, of which nothing was held at the
+ * fork: they detach (unmapped, no longer among the attached). */
+static int child_closes_idle_inherited(void *arg)
+{
+	struct inherited *x = arg;
+	int maps = maps_of(x->name);
+	shmcfg_close(x->h);
+	shmcfg_close(x->ro);
+	CHECK(maps_of(x->name) <= maps - 2, 2, "%d of %d mappings left after closing two idle handles",
+	      maps_of(x->name), maps);
+	shmcfg *again;
+	CHECK(shmcfg_attach(x->name, SHMCFG_ATTACH_RDONLY, NULL, &again) == 0, 3, "attach again");
+	shmcfg_snapshot *c;
+	CHECK(shmcfg_snapshot_acquire(again, &c) == 0 && snapshot_n(c) == 5, 4, "a copy of its own");
+	shmcfg_close(again); /* with its own copy held: the close waits for it */
+	CHECK(snapshot_n(c) == 5, 5, "the child's own copy after its handle's close");
+	shmcfg_snapshot_release(c);
+	CHECK(maps_of(x->name) <= maps - 2, 6, "the child's own handle stayed mapped");
+	return 0;
+}
+
+/* A child of a process that held no snapshot of a handle when it forked
+ * closes that handle as its parent would: it detaches. */
+static void test_child_closes_idle_inherited_handles(void **state)
+{
+	(void)state;
+	const char *name = new_name("trust-forkidle");
+	shmcfg *w = keep(test_create(name, NULL));
+	assert_int_equal(commit_n(w, 5, NULL), 0);
+	struct inherited x = {.name = name};
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &x.h), 0);
+	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &x.ro), 0);
+	shmcfg_snapshot *s;
+	assert_int_equal(shmcfg_snapshot_acquire(x.h, &s), 0); /* views made, then let go */
+	shmcfg_snapshot_release(s);
+	assert_int_equal(shmcfg_snapshot_acquire(x.ro, &s), 0);
+	shmcfg_snapshot_release(s);
+	assert_child_ok(spawn(child_closes_idle_inherited, &x));
+	shmcfg_close(x.h);
+	shmcfg_close(x.ro);
+}
+
 struct lock_holder {
 	shmcfg *h;
 	int held[2], go[2];
@@ -2077,6 +2119,7 @@ static const struct {
 	CASE(test_fork_holding_snapshots_child_can_close, ANY_USER),
 	CASE(test_overwritten_pin_words, ANY_USER),
 	CASE(test_child_closes_inherited_handles_holding_snapshots, ANY_USER),
+	CASE(test_child_closes_idle_inherited_handles, ANY_USER),
 	CASE(test_fork_while_view_lock_held, ANY_USER),
 #ifdef SHMCFG_WITH_FAULTS
 	CASE(test_writer_death_after_busy_mark_spares_snapshot, ANY_USER),

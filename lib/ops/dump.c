@@ -39,7 +39,9 @@ static int default_in(const shmcfg *h, const shmcfg_snapshot *s, shmcfg_opt opt,
 	const struct opt_desc *d = opt_d(h, f);
 	shmcfg_value v;
 	(void)shmcfg__value_from_cell(&d->def, h->strings, h->strings_size, def);
-	*mutable_type = d->type == SHMCFG_LIST || d->type == SHMCFG_SET;
+	/* torch asks the default's type: a list option whose default is None
+	 * is immutable there (_IMMUTABLE_CONFIG_TYPES holds NoneType) */
+	*mutable_type = (d->type == SHMCFG_LIST || d->type == SHMCFG_SET) && !def->is_null;
 	static const shmcfg_source layers[] = {SHMCFG_SRC_ENV_DEFAULT, SHMCFG_SRC_ENV_FORCE, SHMCFG_SRC_USER,
 					       SHMCFG_SRC_CLUSTER};
 	for (int k = 0; k < 4; k++) {

@@ -366,12 +366,12 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 }
 
 /* A closing handle's pin, or its copies, went to 0: one of the close's
- * steps (view_close). */
+ * steps (view_close). The caller made its decrement acquire first (an
+ * acquire load of the word after it: it reads the close's fetch_or or an
+ * RMW of its release sequence, so close_pending and close_deferred, set
+ * before it, are visible; a load, not a fence, which TSan follows). */
 static void close_step(shmcfg *h)
 {
-	/* pairs with the close's fetch_or (acq_rel), which the caller's decrement
-	 * read: close_pending and close_deferred were set before it */
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	/* acq_rel: the last step sees every other's reads of the handle done */
 	if (__atomic_sub_fetch(&h->close_pending, 1, __ATOMIC_ACQ_REL) == 0)
 		h->close_deferred(h);
@@ -382,8 +382,10 @@ static void copy_done(shmcfg *h)
 {
 	/* release: our reads of the handle happen before the close's last step */
 	unsigned old = __atomic_fetch_sub(&h->copies, 1, __ATOMIC_RELEASE);
-	if (__builtin_expect(old == (COPIES_CLOSED | 1), 0))
+	if (__builtin_expect(old == (COPIES_CLOSED | 1), 0)) {
+		(void)__atomic_load_n(&h->copies, __ATOMIC_ACQUIRE); /* see close_step() */
 		close_step(h);
+	}
 }
 
 /*
@@ -402,8 +404,10 @@ static __attribute__((noinline)) void release_last(shmcfg *h, int k, uint64_t ol
 			       "wrote this process's reader entry)", h->name, k);
 		return;
 	}
-	if (PIN_COUNT(old) == 1)
+	if (PIN_COUNT(old) == 1) {
+		(void)__atomic_load_n(&h->pins[k], __ATOMIC_ACQUIRE); /* see close_step() */
 		close_step(h);
+	}
 }
 
 /* The rest: NULL, a copy, a snapshot inherited across fork() (the count is
@@ -437,6 +441,20 @@ shmcfg_snapshot *shmcfg_snapshot_release(shmcfg_snapshot *snap)
 	return release_slow(snap);
 }
 
+/* Whether the process holds snapshots of h now: pinned ones (its entry's
+ * counts) or copies. fork.c asks, before a fork, for the child's close. */
+bool shmcfg__holds_snapshots(const shmcfg *h)
+{
+	if (__atomic_load_n(&h->copies, __ATOMIC_RELAXED) & ~COPIES_CLOSED)
+		return true;
+	if (h->pid != self_pid || h->reader < 0 || h->rdonly || !h->pins)
+		return false; /* an inherited handle's pins are the parent's */
+	for (unsigned k = 0; k < SEG_PINS; k++)
+		if (PIN_COUNT(__atomic_load_n(&h->pins[k], __ATOMIC_RELAXED)))
+			return true;
+	return false;
+}
+
 /*
  * Close: the views are in the handle, and copies read its schema, so a
  * snapshot still held (by any thread: a program that closes before it
@@ -448,15 +466,17 @@ shmcfg_snapshot *shmcfg_snapshot_release(shmcfg_snapshot *snap)
  * (which sees the mark), plus this call's own. Whoever takes the last step
  * runs destroy(h). True if that is this call: the caller destroys the
  * handle now; false: it must not touch h. In a child of the attaching
- * process: true at once, touching nothing (the pins are the parent's, and
- * destroy keeps a child's inherited handle's memory: segment.c).
+ * process the pins are the parent's: only the child's own copies count,
+ * and a handle the parent held snapshots of when it forked is not freed at
+ * all (forked_holding: segment.c's handle_destroy keeps its memory).
  */
 bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h))
 {
-	if (getpid() != h->pid)
+	bool owner = getpid() == h->pid;
+	if (!owner && h->forked_holding)
 		return true;
-	bool pins = h->reader >= 0 && !h->rdonly;
-	pthread_mutex_lock(&h->view_lock);
+	bool pins = owner && h->reader >= 0 && !h->rdonly;
+	pthread_mutex_lock(&h->view_lock); /* a child's was reset at fork (fork.c) */
 	h->close_deferred = destroy;
 	__atomic_store_n(&h->close_pending, SEG_PINS + 2, __ATOMIC_RELAXED);
 	unsigned steps = 1;

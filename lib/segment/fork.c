@@ -2,12 +2,24 @@
 /*
  * Fork: the library's one pthread_atfork registration, so that the order
  * of its locks across fork() is written once, here, and not left to the
- * order in which the linker runs constructors.
+ * order in which the linker runs constructors; and the list of open
+ * handles that its handlers walk.
  *
- * Across fork: the open handles' list (objects.c, open_lock) is held. In
- * the child: the pid first (base/process.c: everything after compares
- * against it), then the handles' lock descriptors (a child holds none of
- * its parent's OFD locks).
+ * Across fork: the open handles' list (open_lock) is held. In the child:
+ * the pid first (base/process.c: everything after compares against it),
+ * then each handle's lock descriptor and mutexes.
+ *
+ * A forked child shares its parent's open file descriptions, and with them
+ * the OFD locks on the lock object: a child that never uses shmcfg would
+ * keep a dead parent's reader entry (or writer lock) alive. So the child
+ * closes its copies of every lock descriptor at once (the parent's locks
+ * stay, held by the parent's descriptors); its inherited handles can still
+ * read, and refuse to commit or pin (SHMCFG_E_FORKED). Their mutexes start
+ * over unlocked: a thread of the parent that held one (a follow holds
+ * view_lock through a whole attach) does not exist in the child. And each
+ * handle remembers whether the process held snapshots of it when it forked
+ * (forked_holding): a child's close keeps such a handle's memory, which its
+ * inherited snapshots may read (segment.c, handle_destroy).
  *
  * Registered once, by the first create or attach (a process with no handle
  * has nothing to keep across fork), rather than by a constructor: the test
@@ -15,24 +27,58 @@
  * object no call reaches, constructor and all.
  */
 #include "internal.h"
+#include "objects.h"
 
 #include <pthread.h>
 #include <unistd.h>
 
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static shmcfg *open_handles;
+
+void shmcfg__open_add(shmcfg *h)
+{
+	pthread_mutex_lock(&open_lock);
+	h->next_open = open_handles;
+	open_handles = h;
+	pthread_mutex_unlock(&open_lock);
+}
+
+void shmcfg__open_remove(shmcfg *h)
+{
+	pthread_mutex_lock(&open_lock);
+	for (shmcfg **p = &open_handles; *p; p = &(*p)->next_open)
+		if (*p == h) {
+			*p = h->next_open;
+			break;
+		}
+	pthread_mutex_unlock(&open_lock);
+}
+
 static void prepare(void)
 {
-	shmcfg__objects_prepare_fork();
+	pthread_mutex_lock(&open_lock);
+	/* the forking thread cannot take or drop a snapshot until fork()
+	 * returns: what it holds now is what its child inherits; a handle
+	 * this process inherited keeps its parent's answer too */
+	for (shmcfg *h = open_handles; h; h = h->next_open)
+		h->forked_holding = shmcfg__holds_snapshots(h) || (h->pid != shmcfg__self_pid && h->forked_holding);
 }
 
 static void parent(void)
 {
-	shmcfg__objects_after_fork_parent();
+	pthread_mutex_unlock(&open_lock);
 }
 
 static void child(void)
 {
 	shmcfg__self_pid = getpid();
-	shmcfg__objects_after_fork_child();
+	for (shmcfg *h = open_handles; h; h = h->next_open) {
+		if (h->lock_fd >= 0)
+			close(h->lock_fd);
+		h->lock_fd = -1;
+		handle_mutexes_init(h);
+	}
+	pthread_mutex_unlock(&open_lock); /* held by the forking thread (prepare) */
 }
 
 static void register_fork(void)

@@ -161,58 +161,6 @@ int shmcfg__owner_check(const char *name, const struct stat *st, const shmcfg_at
 }
 
 /*
- * A forked child shares its parent's open file descriptions, and with them
- * the OFD locks on the lock object: a child that never uses shmcfg would
- * keep a dead parent's reader entry (or writer lock) alive. So the child
- * closes its copies of every lock descriptor at once (the parent's locks
- * stay, held by the parent's descriptors); its inherited handles can still
- * read, and refuse to commit or pin (SHMCFG_E_FORKED); their mutexes reset.
- */
-static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
-static shmcfg *open_handles;
-
-void shmcfg__open_add(shmcfg *h)
-{
-	pthread_mutex_lock(&open_lock);
-	h->next_open = open_handles;
-	open_handles = h;
-	pthread_mutex_unlock(&open_lock);
-}
-
-void shmcfg__open_remove(shmcfg *h)
-{
-	pthread_mutex_lock(&open_lock);
-	for (shmcfg **p = &open_handles; *p; p = &(*p)->next_open)
-		if (*p == h) {
-			*p = h->next_open;
-			break;
-		}
-	pthread_mutex_unlock(&open_lock);
-}
-
-void shmcfg__objects_prepare_fork(void)
-{
-	pthread_mutex_lock(&open_lock);
-}
-
-void shmcfg__objects_after_fork_parent(void)
-{
-	pthread_mutex_unlock(&open_lock);
-}
-
-void shmcfg__objects_after_fork_child(void)
-{
-	for (shmcfg *h = open_handles; h; h = h->next_open) {
-		if (h->lock_fd >= 0)
-			close(h->lock_fd);
-		h->lock_fd = -1;
-		handle_mutexes_init(h); /* a parent's thread that held one is not here */
-	}
-	pthread_mutex_unlock(&open_lock); /* held by the forking thread (prepare) */
-}
-
-
-/*
  * The writer lock and the reader entries' liveness locks are OFD locks on a
  * companion object, /dev/shm/shmcfg-lock.NAME.INSTANCE, not on the segment:
  * an OFD read lock needs only a read-only descriptor, so on the segment any

@@ -23,8 +23,6 @@ struct stat;
 int shmcfg__open_regular(const char *path, const char *name, int flags, int *fd_ret, struct stat *st);
 int shmcfg__owner_check(const char *name, const struct stat *st, const shmcfg_attach_opts *o);
 void shmcfg__user_text(uid_t uid, char *buf, size_t len);
-void shmcfg__open_add(shmcfg *h);
-void shmcfg__open_remove(shmcfg *h);
 int shmcfg__lock_create(shmcfg *h, const uint8_t instance[16], mode_t seg_mode, gid_t gid);
 int shmcfg__lock_open(shmcfg *h, const struct stat *seg_st);
 void shmcfg__lock_remove(const char *name, const uint8_t instance[16]);
@@ -41,12 +39,10 @@ bool shmcfg__replacement_under_way(const char *name, const uint8_t inst[16]);
 bool shmcfg__replacement_left(const char *dname, const char *name, uid_t euid, char seg[static SEG_NAME_MAX + 1],
 			      char path[static PATH_BYTES + 40], uid_t *uid, uint8_t inst[16]);
 
-/* fork.c: the one fork registration, made by the first create or attach */
+/* fork.c: the one fork registration, made by the first create or attach,
+ * and the list of open handles that its handlers walk */
 void shmcfg__fork_init(void);
-
-/* objects.c: the open handles across fork (called by fork.c) */
-void shmcfg__objects_prepare_fork(void);
-void shmcfg__objects_after_fork_parent(void);
-void shmcfg__objects_after_fork_child(void);
+void shmcfg__open_add(shmcfg *h);
+void shmcfg__open_remove(shmcfg *h);
 
 #endif

@@ -55,13 +55,13 @@ static void handle_free(shmcfg *h)
  * snapshots (shmcfg__view_close()). */
 static void handle_destroy(shmcfg *h)
 {
-	if (h->pid != getpid()) {
-		/* a child closing a handle it inherited: snapshots taken before
-		 * the fork may still be held (pinned ones are views inside the
-		 * handle, reading its mapping; copies read its schema), and the
-		 * child cannot count them (the pins are the parent's). Only the
-		 * descriptors go; the memory stays until the child exits or
-		 * execs. */
+	if (h->pid != getpid() && h->forked_holding) {
+		/* a child closing a handle its parent held snapshots of when it
+		 * forked: the child may hold them too (pinned ones are views
+		 * inside the handle, reading its mapping; copies read its
+		 * schema), and cannot count them (the pins are the parent's).
+		 * Only the descriptors go; the memory stays until the child
+		 * exits or execs. */
 		if (h->fd >= 0)
 			close(h->fd);
 		if (h->lock_fd >= 0)
@@ -69,7 +69,8 @@ static void handle_destroy(shmcfg *h)
 		h->fd = h->lock_fd = -1;
 		return;
 	}
-	shmcfg__reader_release(h);
+	if (h->pid == getpid())
+		shmcfg__reader_release(h);
 	handle_free(h);
 }
 
@@ -261,7 +262,7 @@ static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **r
 	}
 	struct stat st;
 	r = shmcfg__open_regular(path, name, rdonly ? O_RDONLY : O_RDWR, &h->fd, &st);
-	if (r == -EACCES && !rdonly && access(path, R_OK) == 0)
+	if (r == -EACCES && !rdonly && faccessat(AT_FDCWD, path, R_OK, AT_EACCESS) == 0)
 		r = shmcfg__err(-EACCES, "%s: no write access to the segment (it may be read: attach it read-only)",
 				name);
 	if (!r)

@@ -51,11 +51,12 @@ class Snapshot:
     the segment's generation). Use it as a ``with`` block, or release() it;
     any thread may release it."""
 
-    __slots__ = ("_seg", "_p", "generation", "__weakref__")
+    __slots__ = ("_seg", "_p", "_incarnation", "generation", "__weakref__")
 
     def __init__(self, seg: "Segment", p: ctypes.c_void_p) -> None:
         self._seg = seg
         self._p: Optional[ctypes.c_void_p] = p
+        self._incarnation = seg._incarnation  # its option handles are of that schema
         self.generation: int = _L.snapshot_generation(p)
 
     def _ptr(self) -> ctypes.c_void_p:
@@ -64,11 +65,18 @@ class Snapshot:
         return self._p
 
     def get(self, name: str) -> Any:
-        """The value of an option in this generation (a plain list or set)."""
+        """The value of an option in this generation (a plain list or set).
+        After the Segment's close, full names only (a suffix is resolved by
+        the library, through the Segment)."""
+        p = self._ptr()
+        if self._seg._incarnation != self._incarnation:
+            # reattach() renumbered the Segment's options for the new schema
+            raise Error(f"snapshot of generation {self.generation} of '{self._seg.name}' was taken "
+                        f"before seg.reattach(): take a new one")
         o = self._seg._lookup(name)
         warn_deprecated(o)
         v = _L.Value()
-        r = _L.snapshot_get(self._ptr(), o.opt, ctypes.byref(v))
+        r = _L.snapshot_get(p, o.opt, ctypes.byref(v))
         if r < 0:
             raise _error(r, o.name)
         return _decode(v)
@@ -84,9 +92,15 @@ class Snapshot:
 
     def release(self) -> None:
         """Let the generation go (again: nothing)."""
-        p, self._p = self._p, None
+        p = getattr(self, "_p", None)  # a half-made one (__del__) has none
+        self._p = None
         if p is not None:
             _L.snapshot_release(p)
+
+    def __reduce__(self) -> Any:
+        # copy, deepcopy and pickle come here: a copy would release the one
+        # generation twice, and another process cannot hold this one's
+        raise TypeError("a shmcfg.Snapshot cannot be copied or pickled: take another with seg.snapshot()")
 
     def __enter__(self) -> "Snapshot":
         return self
