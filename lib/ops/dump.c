@@ -200,8 +200,15 @@ static int json_type_err(const shmcfg *h, shmcfg_opt opt, json_t *j)
 {
 	char *text = NULL;
 	(void)shmcfg__json_text(j, JSON_ENCODE_ANY | JSON_COMPACT, &text);
-	int r = shmcfg__err(SHMCFG_E_TYPE, "%s: value %.80s is not a %s", sstr(h, opt_d(h, opt)->name),
-			    text ? text : "?", shmcfg_type_name(opt_d(h, opt_d(h, opt)->alias_final)->type));
+	shmcfg_type t = opt_d(h, opt_d(h, opt)->alias_final)->type;
+	/* worded as a set's parse error is ("is not a valid bool: ..."), with
+	 * what JSON the type takes */
+	static const char *const json_of[] = {[SHMCFG_BOOL] = "true or false", [SHMCFG_INT] = "an integer",
+					      [SHMCFG_FLOAT] = "a number", [SHMCFG_STR] = "a string",
+					      [SHMCFG_LIST] = "an array of strings", [SHMCFG_SET] = "an array of strings"};
+	int r = shmcfg__err(SHMCFG_E_TYPE, "%s: value %.80s is not a valid %s: expected %s", sstr(h, opt_d(h, opt)->name),
+			    text ? text : "?", shmcfg_type_name(t),
+			    (unsigned)t < sizeof json_of / sizeof *json_of && json_of[t] ? json_of[t] : "another type");
 	shmcfg__free(text);
 	return r;
 }
