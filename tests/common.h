@@ -139,4 +139,18 @@ static inline int commit_int(shmcfg *h, shmcfg_opt o, int64_t v, uint64_t *gen)
 	return shmcfg_txn_commit(t, gen);
 }
 
+/* Commit one layer's value, as text (NULL: reset it). */
+static inline int commit_layer(shmcfg *h, shmcfg_source layer, shmcfg_opt o, const char *text, uint64_t *gen)
+{
+	shmcfg_txn *t;
+	int r = shmcfg_txn_begin(h, &t);
+	if (r)
+		return r;
+	if ((r = shmcfg_txn_layer(t, layer)) || (r = text ? shmcfg_txn_set_text(t, o, text) : shmcfg_txn_reset(t, o))) {
+		shmcfg_txn_abort(t);
+		return r;
+	}
+	return shmcfg_txn_commit(t, gen);
+}
+
 #endif

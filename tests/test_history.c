@@ -41,19 +41,6 @@ static shmcfg *create_hist(const char *name, uint32_t history, mode_t mode)
 	return keep(test_create(name, &(shmcfg_create_opts){.history = history, .mode = mode}));
 }
 
-static int commit_layer(shmcfg *h, shmcfg_source layer, shmcfg_opt o, const char *text, uint64_t *gen)
-{
-	shmcfg_txn *t;
-	int r = shmcfg_txn_begin(h, &t);
-	if (r)
-		return r;
-	if ((r = shmcfg_txn_layer(t, layer)) || (r = text ? shmcfg_txn_set_text(t, o, text) : shmcfg_txn_reset(t, o))) {
-		shmcfg_txn_abort(t);
-		return r;
-	}
-	return shmcfg_txn_commit(t, gen);
-}
-
 static shmcfg_history_entry *entry(const shmcfg *h, uint64_t gen)
 {
 	shmcfg_history_entry *e = NULL;

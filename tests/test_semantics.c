@@ -783,20 +783,6 @@ static void test_typed_accessors(void **state)
 	shmcfg_unlink(test_name("acc"));
 }
 
-/* Commit one layer's value (NULL: reset it). */
-static int commit_in(shmcfg *h, shmcfg_source layer, shmcfg_opt o, const char *text)
-{
-	shmcfg_txn *t;
-	int r = shmcfg_txn_begin(h, &t);
-	if (r)
-		return r;
-	if ((r = shmcfg_txn_layer(t, layer)) || (r = text ? shmcfg_txn_set_text(t, o, text) : shmcfg_txn_reset(t, o))) {
-		shmcfg_txn_abort(t);
-		return r;
-	}
-	return shmcfg_txn_commit(t, NULL);
-}
-
 /*
  * The seed's _is_default() by layer: a cluster value counts as a user
  * value does (set: not default; a list or set equal to the default: still
@@ -808,22 +794,22 @@ static void test_is_default_by_layer(void **state)
 	const char *name = test_name("isdef");
 	shmcfg *h = test_create(name, NULL);
 	assert_int_equal(shmcfg_is_default(h, T_A), 1);
-	assert_int_equal(commit_in(h, SHMCFG_SRC_CLUSTER, T_A, "0"), 0); /* equal to the default */
+	assert_int_equal(commit_layer(h, SHMCFG_SRC_CLUSTER, T_A, "0", NULL), 0); /* equal to the default */
 	assert_int_equal(shmcfg_is_default(h, T_A), 0);
-	assert_int_equal(commit_in(h, SHMCFG_SRC_CLUSTER, T_A, "12"), 0);
+	assert_int_equal(commit_layer(h, SHMCFG_SRC_CLUSTER, T_A, "12", NULL), 0);
 	assert_int_equal(shmcfg_is_default(h, T_A), 0);
 	char *code = NULL;
 	assert_int_equal(shmcfg_codegen(h, SHMCFG_CODEGEN_JSON, &code), 0);
 	if (!strstr(code, "\"t.a\": 12"))
 		fail_msg("codegen leaves out the cluster's value: %s", code);
 	free(code);
-	assert_int_equal(commit_in(h, SHMCFG_SRC_CLUSTER, T_A, NULL), 0);
+	assert_int_equal(commit_layer(h, SHMCFG_SRC_CLUSTER, T_A, NULL, NULL), 0);
 	assert_int_equal(shmcfg_is_default(h, T_A), 1);
-	assert_int_equal(commit_in(h, SHMCFG_SRC_CLUSTER, T_ITEMS, "[\"x\",\"y\"]"), 0);
+	assert_int_equal(commit_layer(h, SHMCFG_SRC_CLUSTER, T_ITEMS, "[\"x\",\"y\"]", NULL), 0);
 	assert_int_equal(shmcfg_is_default(h, T_ITEMS), 1);
-	assert_int_equal(commit_in(h, SHMCFG_SRC_CLUSTER, T_ITEMS, "[\"z\"]"), 0);
+	assert_int_equal(commit_layer(h, SHMCFG_SRC_CLUSTER, T_ITEMS, "[\"z\"]", NULL), 0);
 	assert_int_equal(shmcfg_is_default(h, T_ITEMS), 0);
-	assert_int_equal(commit_in(h, SHMCFG_SRC_KNOB, T_KNOBBED, "true"), 0);
+	assert_int_equal(commit_layer(h, SHMCFG_SRC_KNOB, T_KNOBBED, "true", NULL), 0);
 	assert_int_equal(shmcfg_is_default(h, T_KNOBBED), 1);
 	shmcfg_close(h);
 	shmcfg_unlink(name);
@@ -837,7 +823,7 @@ static void test_is_default_by_layer(void **state)
 	shmcfg_schema_free(sc);
 	shmcfg_opt l = opt_named(h, "n.l");
 	assert_int_equal(shmcfg_is_default(h, l), 1);
-	assert_int_equal(commit_in(h, SHMCFG_SRC_USER, l, "None"), 0);
+	assert_int_equal(commit_layer(h, SHMCFG_SRC_USER, l, "None", NULL), 0);
 	assert_int_equal(shmcfg_is_default(h, l), 0);
 	shmcfg_close(h);
 	shmcfg_unlink(name);
