@@ -134,12 +134,18 @@ static void test_not_ready(void **state)
 {
 	(void)state;
 	const char *name = test_name("ready");
-	/* an object sized but never marked initialised: its creator died */
+	/* an object sized (its pages allocated, as shmcfg_create does first)
+	 * but never marked initialised: its creator died */
 	int fd = open(seg_path(name), O_RDWR | O_CREAT | O_EXCL, 0600);
 	assert_true(fd >= 0);
+	assert_int_equal(posix_fallocate(fd, 0, 8192), 0);
+	expect_attach(name, NULL, SHMCFG_E_NOTREADY, "shmctl rm");
+	/* a size with no pages (ftruncate): no creator leaves that, refused at
+	 * once as sparse, not waited on */
+	assert_int_equal(ftruncate(fd, 0), 0);
 	assert_int_equal(ftruncate(fd, 8192), 0);
 	close(fd);
-	expect_attach(name, NULL, SHMCFG_E_NOTREADY, "shmctl rm");
+	expect_attach(name, NULL, SHMCFG_E_CORRUPT, "object is sparse (0 of 8192 bytes allocated): not a segment");
 	/* an empty one, as right after O_EXCL */
 	truncate_to(name, 0);
 	expect_attach(name, NULL, SHMCFG_E_NOTREADY, NULL);

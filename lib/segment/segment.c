@@ -117,6 +117,19 @@ static int pread_all(shmcfg *h, void *dst, size_t len, uint64_t off)
  * read out of bounds through them. The work here does not grow with the
  * number of options.
  */
+/* A sparse object would be backed by memory only as it is touched: a
+ * hostile size claim must not make us fill /dev/shm (and die of SIGBUS when
+ * it is full). shmcfg_create allocates every page before the object has a
+ * size (posix_fallocate sets it last), so no segment is ever sparse, not
+ * even one being created: refused at once, without waiting for `ready`. */
+static int sparse_check(const shmcfg *h, const struct stat *st)
+{
+	if ((uint64_t)st->st_blocks * 512 >= (uint64_t)st->st_size)
+		return 0;
+	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: object is sparse (%llu of %llu bytes allocated): not a segment",
+			   h->name, (unsigned long long)st->st_blocks * 512, (unsigned long long)st->st_size);
+}
+
 static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_hash)
 {
 	int r = pread_all(h, &h->lay, sizeof h->lay, 0);
@@ -124,13 +137,8 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 		return r;
 	if ((r = shmcfg__header_check(&h->lay, (uint64_t)st->st_size, h->name)))
 		return r;
-	/* a sparse object would be backed by memory only as it is touched: a
-	 * hostile size claim must not make us fill /dev/shm (and die of
-	 * SIGBUS when it is full); shmcfg_create allocates every page */
-	if ((uint64_t)st->st_blocks * 512 < (uint64_t)st->st_size)
-		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: object is sparse (%llu of %llu bytes allocated)",
-				   h->name, (unsigned long long)st->st_blocks * 512,
-				   (unsigned long long)st->st_size);
+	if ((r = sparse_check(h, st)))
+		return r;
 	/* The schema hash is compared, not recomputed: hashing the region would
 	 * read all of it. shmcfg_check recomputes it and validates everything. */
 	if (h->lay.schema_size < sizeof(struct schema_hdr))
@@ -191,6 +199,9 @@ static int handle_map(shmcfg *h, const uint8_t *expect_hash)
 	for (;;) {
 		if (fstat(h->fd, &st) < 0)
 			return shmcfg__err(-errno, "%s: fstat: %s", h->name, strerror(errno));
+		int sr = sparse_check(h, &st);
+		if (sr)
+			return sr;
 		if ((uint64_t)st.st_size >= SEG_HEADER_BYTES) {
 			struct seg_header hd;
 			int r = pread_all(h, &hd, sizeof hd, 0);

@@ -99,6 +99,18 @@ else
 	skip "cp --sparse=always made no holes here"
 	skip "cp --sparse=always made no holes here"
 fi
+# a hole only (truncate): no header at all, refused at once, not waited on as a
+# segment being created (creation allocates every page before the size is set)
+ZH="cli-$$-hole"
+truncate -s 1M "/dev/shm/shmcfg.$ZH"
+if [ "$(stat -c '%b' "/dev/shm/shmcfg.$ZH")" = 0 ]; then
+	t_errmatch "get of an object that is all hole: 'sparse', not 'never initialised'" 1 \
+		"^shmctl: $ZH: object is sparse \(0 of 1048576 bytes allocated\): not a segment\$" \
+		timeout 10 $SHMCTL get "$ZH" recompile_limit
+else
+	skip "truncate made no hole here"
+fi
+rm -f "/dev/shm/shmcfg.$ZH"
 run timeout 20 $SHMCTL ls
 pass "ls (human): 'not a segment: ...' under each row" pyeval '
 l = a[0].splitlines()
