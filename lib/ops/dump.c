@@ -404,6 +404,11 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 		r = shmcfg_txn_begin(h, t);
 	const char *key;
 	json_t *j;
+	/* not partial: the first refusal fails the load, and the values after
+	 * it are only checked, so that its detail names every refused one */
+	int first = 0;
+	char first_detail[sizeof shmcfg__detail], more[200] = "";
+	size_t nmore = 0, shown = 0, used = 0;
 	json_object_foreach(r ? NULL : values, key, j) {
 		shmcfg_opt opt;
 		if (shmcfg_lookup(h, key, &opt)) {
@@ -414,9 +419,11 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 		}
 		shmcfg_value v;
 		if (!(r = from_json(h, opt, j, &v))) {
+			if (first) /* the load fails already: checked only, to be named */
+				r = shmcfg_value_check(h, opt, &v); /* h's option: not mapped */
 			/* partial: a value the set would refuse is skipped; a
 			 * refused set would poison the transaction */
-			if (!partial || !(r = shmcfg_value_check(h, opt, &v))) /* h's option: not mapped */
+			else if (!partial || !(r = shmcfg_value_check(h, opt, &v)))
 				r = shmcfg__txn_refuse(*t, shmcfg__txn_set_layer(*t, opt, (*t)->layer, &v));
 			shmcfg_value_clear(&v);
 		}
@@ -424,9 +431,26 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 			load_warn(warn, ud, "%s; skipped", shmcfg_errdetail());
 			r = 0;
 		}
-		if (r)
+		if (r == -ENOMEM)
 			break;
+		if (r && !first) {
+			first = r;
+			snprintf(first_detail, sizeof first_detail, "%s", shmcfg_errdetail());
+		} else if (r) {
+			int w = snprintf(more + used, sizeof more - used, "%s%s", nmore ? ", " : "",
+					 sstr(h, opt_d(h, opt)->name));
+			if (w > 0 && used + (size_t)w < sizeof more - 1)
+				used += (size_t)w, shown++;
+			else
+				more[used] = 0; /* whole names only */
+			nmore++;
+		}
+		r = 0;
 	}
+	if (!r && first)
+		r = nmore ? shmcfg__err(first, "%s; %zu more value%s refused: %s%s", first_detail, nmore,
+					nmore == 1 ? "" : "s", more, shown < nmore ? ", ..." : "")
+			  : shmcfg__err(first, "%s", first_detail);
 	json_decref(root);
 	return r;
 }
