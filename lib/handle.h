@@ -112,7 +112,7 @@ struct shmcfg {
 
 /* The handle's mutexes, unlocked: at its making, and in a forked child (a
  * thread of the parent that held one, as a follow holds view_lock through
- * a whole attach, does not exist there: objects.c). */
+ * a whole attach, does not exist there: fork.c). */
 static inline void handle_mutexes_init(shmcfg *h)
 {
 	pthread_mutex_init(&h->view_lock, NULL);

@@ -400,8 +400,9 @@ static __attribute__((noinline)) void release_last(shmcfg *h, int k, uint64_t ol
 	SHMCFG_API_KEEP;
 	if (!PIN_COUNT(old)) {
 		__atomic_fetch_add(&h->pins[k], 1, __ATOMIC_RELAXED);
-		shmcfg__log(SHMCFG_LOG_WARNING, "%s: snapshot release: pin %d counted no snapshot (released twice, or another process "
-			       "wrote this process's reader entry)", h->name, k);
+		shmcfg__log(SHMCFG_LOG_WARNING,
+			    "%s: snapshot release: pin %d counted no snapshot (released twice, or another "
+			    "process wrote this process's reader entry)", h->name, k);
 		return;
 	}
 	if (PIN_COUNT(old) == 1) {
@@ -468,7 +469,10 @@ bool shmcfg__holds_snapshots(const shmcfg *h)
  * handle now; false: it must not touch h. In a child of the attaching
  * process the pins are the parent's: only the child's own copies count,
  * and a handle the parent held snapshots of when it forked is not freed at
- * all (forked_holding: segment.c's handle_destroy keeps its memory).
+ * all (forked_holding: segment.c's handle_destroy keeps its memory). A
+ * close the parent began before the fork can end in the child only by the
+ * release of its last copy, which the pins' steps were taken before (the
+ * child never takes one): nothing pinned is left to read it then.
  */
 bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h))
 {
