@@ -100,6 +100,7 @@ void shmcfg__text_printf(struct shmcfg__text *b, const char *fmt, ...) __attribu
 
 /* process.c: this process (its pid, start time, names) */
 extern pid_t shmcfg__self_pid;
+extern int shmcfg__forking;
 uint64_t shmcfg__proc_start_time(pid_t pid);
 void shmcfg__self_identity(uid_t uid, char user[SHMCFG_USER_MAX], char comm[SHMCFG_PROCESS_MAX]);
 
@@ -199,7 +200,7 @@ bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen);
 bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp);
 int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret, uint64_t *old_stamp);
 bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h));
-bool shmcfg__holds_snapshots(const shmcfg *h); /* any pinned or copied snapshot of h held now */
+bool shmcfg__pins_held(const shmcfg *h); /* a pinned snapshot of h held now (fork.c) */
 
 /* txn.c: transactions */
 struct change {

@@ -15,6 +15,10 @@
 #include <unistd.h>
 
 pid_t shmcfg__self_pid;
+/* Non-zero while a fork() of this process is under way (fork.c's prepare
+ * to its parent or child handler): a snapshot acquire that counted itself
+ * then undoes it and waits (reclaim.c, count_on) */
+int shmcfg__forking;
 
 /* The start time of a process (clock ticks since boot, /proc/PID/stat's
  * field 22), 0 if unknown: with the pid, it names one process for good. */

@@ -288,7 +288,10 @@ static inline __attribute__((always_inline)) int count_on(shmcfg *h, int k, uint
 	uint64_t old = __atomic_fetch_add(&h->pins[k], 1, __ATOMIC_SEQ_CST);
 	if (__builtin_expect(PIN_TAG(old) == GEN_TAG(want) && want && PIN_COUNT(old) < PIN_COUNT_LIMIT, 1) &&
 	    __builtin_expect(__atomic_load_n(&((const struct slot_hdr *)h->views[k].slot)->gen, __ATOMIC_SEQ_CST) ==
-				     want, 1))
+				     want, 1) &&
+	    /* a fork under way: Dekker with fork.c's prepare, which loads the
+	     * words after it sets the flag (undone here: acquire_slow waits) */
+	    __builtin_expect(!__atomic_load_n(&shmcfg__forking, __ATOMIC_SEQ_CST), 1))
 		return 1;
 	__atomic_fetch_sub(&h->pins[k], 1, __ATOMIC_RELEASE);
 	return PIN_COUNT(old) >= PIN_COUNT_LIMIT ? -1 : 0;
@@ -330,6 +333,8 @@ static __attribute__((noinline)) int acquire_slow(shmcfg *h, shmcfg_snapshot **r
 	int k = __atomic_load_n(&h->cur_pin, __ATOMIC_ACQUIRE);
 	uint64_t want = shmcfg_generation(h);
 	for (int round = 0; round < SEQ_MAX_TRIES; round++) {
+		while (__atomic_load_n(&shmcfg__forking, __ATOMIC_ACQUIRE))
+			sched_yield(); /* another thread forks: a snapshot of after it */
 		int c = k >= 0 ? count_on(h, k, want) : 0;
 		if (c > 0) {
 			*ret = &h->views[k];
@@ -442,16 +447,15 @@ shmcfg_snapshot *shmcfg_snapshot_release(shmcfg_snapshot *snap)
 	return release_slow(snap);
 }
 
-/* Whether the process holds snapshots of h now: pinned ones (its entry's
- * counts) or copies. fork.c asks, before a fork, for the child's close. */
-bool shmcfg__holds_snapshots(const shmcfg *h)
+/* Whether the process holds pinned snapshots of h now (its entry's
+ * counts): fork.c asks, before a fork, for the child's close. Seq_cst
+ * loads: fork.c's Dekker with count_on(). */
+bool shmcfg__pins_held(const shmcfg *h)
 {
-	if (__atomic_load_n(&h->copies, __ATOMIC_RELAXED) & ~COPIES_CLOSED)
-		return true;
 	if (h->pid != self_pid || h->reader < 0 || h->rdonly || !h->pins)
 		return false; /* an inherited handle's pins are the parent's */
 	for (unsigned k = 0; k < SEG_PINS; k++)
-		if (PIN_COUNT(__atomic_load_n(&h->pins[k], __ATOMIC_RELAXED)))
+		if (PIN_COUNT(__atomic_load_n(&h->pins[k], __ATOMIC_SEQ_CST)))
 			return true;
 	return false;
 }

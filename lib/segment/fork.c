@@ -17,9 +17,9 @@
  * read, and refuse to commit or pin (SHMCFG_E_FORKED). Their mutexes start
  * over unlocked: a thread of the parent that held one (a follow holds
  * view_lock through a whole attach) does not exist in the child. And each
- * handle remembers whether the process held snapshots of it when it forked
- * (forked_holding): a child's close keeps such a handle's memory, which its
- * inherited snapshots may read (segment.c, handle_destroy).
+ * handle remembers whether the process held pinned snapshots of it when it
+ * forked (forked_holding): a child's close keeps such a handle's memory,
+ * which its inherited snapshots may read (segment.c, handle_destroy).
  *
  * Registered once, by the first create or attach (a process with no handle
  * has nothing to keep across fork), rather than by a constructor: the test
@@ -54,23 +54,35 @@ void shmcfg__open_remove(shmcfg *h)
 	pthread_mutex_unlock(&open_lock);
 }
 
+/*
+ * Which handles the child may hold pinned snapshots of: Dekker with the
+ * other threads' acquires (reclaim.c, count_on), which count themselves on
+ * a pin word (seq_cst) and then load shmcfg__forking (seq_cst). Either the
+ * loads below come after an increment and see its count (the handle is
+ * marked), or that acquire sees the flag, undoes its count and waits for
+ * the fork to end: a snapshot taken during the fork is not the child's.
+ * (The forking thread itself takes none meanwhile.) Copies need nothing
+ * here: their count is in the handle's private memory, which the child
+ * gets as it was at the fork. A handle this process inherited keeps its
+ * parent's answer too.
+ */
 static void prepare(void)
 {
 	pthread_mutex_lock(&open_lock);
-	/* the forking thread cannot take or drop a snapshot until fork()
-	 * returns: what it holds now is what its child inherits; a handle
-	 * this process inherited keeps its parent's answer too */
+	__atomic_store_n(&shmcfg__forking, 1, __ATOMIC_SEQ_CST);
 	for (shmcfg *h = open_handles; h; h = h->next_open)
-		h->forked_holding = shmcfg__holds_snapshots(h) || (h->pid != shmcfg__self_pid && h->forked_holding);
+		h->forked_holding = shmcfg__pins_held(h) || (h->pid != shmcfg__self_pid && h->forked_holding);
 }
 
 static void parent(void)
 {
+	__atomic_store_n(&shmcfg__forking, 0, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&open_lock);
 }
 
 static void child(void)
 {
+	__atomic_store_n(&shmcfg__forking, 0, __ATOMIC_RELAXED); /* no other thread here */
 	shmcfg__self_pid = getpid();
 	for (shmcfg *h = open_handles; h; h = h->next_open) {
 		if (h->lock_fd >= 0)
