@@ -783,6 +783,46 @@ static void test_typed_accessors(void **state)
 	shmcfg_unlink(test_name("acc"));
 }
 
+static void count_warn(const char *msg, void *ud)
+{
+	(void)msg;
+	++*(int *)ud;
+}
+
+/*
+ * A partial load skips what the set refuses without spoiling the rest: into
+ * a knob transaction, an option that declares no knob is skipped (it used to
+ * poison the transaction, whose commit then failed whole); a strict load's
+ * detail lists the values refused after the first, in order.
+ */
+static void test_partial_load_into_knob_layer(void **state)
+{
+	(void)state;
+	const char *name = test_name("kload");
+	shmcfg *h = test_create(name, NULL);
+	shmcfg_txn *t;
+	assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+	assert_int_equal(shmcfg_txn_layer(t, SHMCFG_SRC_KNOB), 0);
+	const char *json = "{\"t.a\": 3, \"t.knobbed\": true}";
+	int warned = 0;
+	assert_int_equal(shmcfg_txn_load(t, json, strlen(json), SHMCFG_LOAD_PARTIAL, count_warn, &warned), 0);
+	assert_int_equal(warned, 1); /* t.a: no knob; skipped */
+	uint64_t gen = 0;
+	int r = shmcfg_txn_commit(t, &gen);
+	if (r)
+		fail_msg("commit after a partial load: %s: %s", shmcfg_errname(r), shmcfg_errdetail());
+	bool b = false;
+	assert_int_equal(shmcfg_get_bool(h, T_KNOBBED, &b), 0);
+	assert_true(b); /* its knob layer's value */
+	/* strict (not partial): refused, every refused value named in order */
+	const char *bad = "{\"t.a\": \"x\", \"t.b\": \"y\", \"t.c\": 5, \"t.flag\": 2}";
+	assert_int_equal(shmcfg_load(h, bad, strlen(bad), NULL, NULL, NULL), SHMCFG_E_TYPE);
+	assert_non_null(strstr(shmcfg_errdetail(), "; 3 more values refused: t.b, t.c, t.flag"));
+	assert_int_equal(shmcfg_generation(h), gen);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
 /*
  * The seed's _is_default() by layer: a cluster value counts as a user
  * value does (set: not default; a list or set equal to the default: still
@@ -833,7 +873,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_yaml_is_default), cmocka_unit_test(test_yaml_errors),
-		cmocka_unit_test(test_is_default_by_layer),
+		cmocka_unit_test(test_is_default_by_layer), cmocka_unit_test(test_partial_load_into_knob_layer),
 		cmocka_unit_test(test_precedence_table), cmocka_unit_test(test_patches),
 		cmocka_unit_test(test_patch_threads), cmocka_unit_test(test_patch_id),
 		cmocka_unit_test(test_is_default_dump_load),

@@ -421,10 +421,13 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 		if (!(r = from_json(h, opt, j, &v))) {
 			if (first) /* the load fails already: checked only, to be named */
 				r = shmcfg_value_check(h, opt, &v); /* h's option: not mapped */
-			/* partial: a value the set would refuse is skipped; a
-			 * refused set would poison the transaction */
-			else if (!partial || !(r = shmcfg_value_check(h, opt, &v)))
+			else if (!partial)
 				r = shmcfg__txn_refuse(*t, shmcfg__txn_set_layer(*t, opt, (*t)->layer, &v));
+			/* partial: a value the set refuses (its type, range, or a
+			 * layer the option has not) is skipped, the transaction
+			 * left unpoisoned; running out of memory is not skipped */
+			else if ((r = shmcfg__txn_set_layer(*t, opt, (*t)->layer, &v)) == -ENOMEM)
+				r = shmcfg__txn_refuse(*t, r);
 			shmcfg_value_clear(&v);
 		}
 		if (r && partial && r != -ENOMEM) {
@@ -437,12 +440,13 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 			first = r;
 			snprintf(first_detail, sizeof first_detail, "%s", shmcfg_errdetail());
 		} else if (r) {
-			int w = snprintf(more + used, sizeof more - used, "%s%s", nmore ? ", " : "",
-					 sstr(h, opt_d(h, opt)->name));
+			/* whole names, in order, while they fit */
+			int w = shown < nmore ? -1 : snprintf(more + used, sizeof more - used, "%s%s", shown ? ", " : "",
+							     sstr(h, opt_d(h, opt)->name));
 			if (w > 0 && used + (size_t)w < sizeof more - 1)
 				used += (size_t)w, shown++;
 			else
-				more[used] = 0; /* whole names only */
+				more[used] = 0;
 			nmore++;
 		}
 		r = 0;
