@@ -819,6 +819,15 @@ static void test_partial_load_into_knob_layer(void **state)
 	assert_int_equal(shmcfg_load(h, bad, strlen(bad), NULL, NULL, NULL), SHMCFG_E_TYPE);
 	assert_non_null(strstr(shmcfg_errdetail(), "; 3 more values refused: t.b, t.c, t.flag"));
 	assert_int_equal(shmcfg_generation(h), gen);
+	/* the values after the first are refused as their sets would be: here
+	 * for the layer, which a value's own check does not see */
+	assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+	assert_int_equal(shmcfg_txn_layer(t, SHMCFG_SRC_KNOB), 0);
+	const char *noknob = "{\"t.a\": 3, \"t.b\": 4, \"t.knobbed\": true}";
+	assert_int_equal(shmcfg_txn_load(t, noknob, strlen(noknob), 0, NULL, NULL), SHMCFG_E_LAYER);
+	if (!strstr(shmcfg_errdetail(), "t.a: option declares no knob; 1 more value refused: t.b"))
+		fail_msg("detail: %s", shmcfg_errdetail());
+	shmcfg_txn_abort(t);
 	shmcfg_close(h);
 	shmcfg_unlink(name);
 }

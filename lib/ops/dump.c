@@ -407,6 +407,7 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 	/* not partial: the first refusal fails the load, and the values after
 	 * it are only checked, so that its detail names every refused one */
 	int first = 0;
+	shmcfg_txn *dry = NULL; /* after it: the sets made aside, to be refused as the load's would be */
 	char first_detail[sizeof shmcfg__detail], more[200] = "";
 	size_t nmore = 0, shown = 0, used = 0;
 	json_object_foreach(r ? NULL : values, key, j) {
@@ -420,7 +421,7 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 		shmcfg_value v;
 		if (!(r = from_json(h, opt, j, &v))) {
 			if (first) /* the load fails already: checked only, to be named */
-				r = shmcfg_value_check(h, opt, &v); /* h's option: not mapped */
+				r = dry ? shmcfg__txn_set_layer(dry, opt, dry->layer, &v) : shmcfg_value_check(h, opt, &v);
 			else if (!partial)
 				r = shmcfg__txn_refuse(*t, shmcfg__txn_set_layer(*t, opt, (*t)->layer, &v));
 			/* partial: a value the set refuses (its type, range, or a
@@ -439,6 +440,8 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 		if (r && !first) {
 			first = r;
 			snprintf(first_detail, sizeof first_detail, "%s", shmcfg_errdetail());
+			if ((dry = shmcfg__txn_new(h))) /* else: the values' own checks only */
+				dry->layer = (*t)->layer;
 		} else if (r) {
 			/* whole names, in order, while they fit */
 			int w = shown < nmore ? -1 : snprintf(more + used, sizeof more - used, "%s%s", shown ? ", " : "",
@@ -451,6 +454,7 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 		}
 		r = 0;
 	}
+	shmcfg_txn_abort(dry);
 	if (!r && first)
 		r = nmore ? shmcfg__err(first, "%s; %zu more value%s refused: %s%s", first_detail, nmore,
 					nmore == 1 ? "" : "s", more, shown < nmore ? ", ..." : "")
