@@ -201,8 +201,7 @@ static int json_type_err(const shmcfg *h, shmcfg_opt opt, json_t *j)
 	char *text = NULL;
 	(void)shmcfg__json_text(j, JSON_ENCODE_ANY | JSON_COMPACT, &text);
 	shmcfg_type t = opt_d(h, opt_d(h, opt)->alias_final)->type;
-	/* worded as a set's parse error is ("is not a valid bool: ..."), with
-	 * what JSON the type takes */
+	/* worded as a set's parse errors are, with what JSON the type takes */
 	static const char *const json_of[] = {[SHMCFG_BOOL] = "true or false", [SHMCFG_INT] = "an integer",
 					      [SHMCFG_FLOAT] = "a number", [SHMCFG_STR] = "a string",
 					      [SHMCFG_LIST] = "an array of strings", [SHMCFG_SET] = "an array of strings"};
@@ -404,10 +403,10 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 		r = shmcfg_txn_begin(h, t);
 	const char *key;
 	json_t *j;
-	/* not partial: the first refusal fails the load, and the values after
-	 * it are only checked, so that its detail names every refused one */
+	/* not partial: the first refusal fails the load; the values after it are
+	 * set aside (dry), so that its detail names every refused one, in order */
 	int first = 0;
-	shmcfg_txn *dry = NULL; /* after it: the sets made aside, to be refused as the load's would be */
+	shmcfg_txn *dry = NULL;
 	char first_detail[sizeof shmcfg__detail], more[200] = "";
 	size_t nmore = 0, shown = 0, used = 0;
 	json_object_foreach(r ? NULL : values, key, j) {
@@ -424,9 +423,8 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 				r = dry ? shmcfg__txn_set_layer(dry, opt, dry->layer, &v) : shmcfg_value_check(h, opt, &v);
 			else if (!partial)
 				r = shmcfg__txn_refuse(*t, shmcfg__txn_set_layer(*t, opt, (*t)->layer, &v));
-			/* partial: a value the set refuses (its type, range, or a
-			 * layer the option has not) is skipped, the transaction
-			 * left unpoisoned; running out of memory is not skipped */
+			/* partial: a value the set refuses is skipped, the transaction
+			 * not poisoned (running out of memory is not skipped) */
 			else if ((r = shmcfg__txn_set_layer(*t, opt, (*t)->layer, &v)) == -ENOMEM)
 				r = shmcfg__txn_refuse(*t, r);
 			shmcfg_value_clear(&v);
@@ -443,13 +441,11 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 			if ((dry = shmcfg__txn_new(h))) /* else: the values' own checks only */
 				dry->layer = (*t)->layer;
 		} else if (r) {
-			/* whole names, in order, while they fit */
 			int w = shown < nmore ? -1 : snprintf(more + used, sizeof more - used, "%s%s", shown ? ", " : "",
 							     sstr(h, opt_d(h, opt)->name));
-			if (w > 0 && used + (size_t)w < sizeof more - 1)
+			if (w > 0 && used + (size_t)w < sizeof more - 1) /* whole names only */
 				used += (size_t)w, shown++;
-			else
-				more[used] = 0;
+			more[used] = 0;
 			nmore++;
 		}
 		r = 0;
