@@ -65,6 +65,13 @@ static inline __attribute__((always_inline)) void put_u64(struct rec_out *o, uin
 	put(o, &x, 8); /* little-endian */
 }
 
+/* A float's bits as its record holds them: every NaN alike. */
+static inline uint64_t float_bits(uint64_t bits)
+{
+	bool nan = (bits & 0x7ff0000000000000ull) == 0x7ff0000000000000ull && (bits & 0x000fffffffffffffull);
+	return nan ? 0x7ff8000000000000ull : bits;
+}
+
 /*
  * The one encoder of an option's record (encoding version 2), for the
  * digests of a slot and for shmcfg_value_record(). A list is walked within
@@ -94,10 +101,7 @@ static inline __attribute__((always_inline)) void put_record(struct rec_out *o, 
 	case SHMCFG_FLOAT: {
 		uint64_t bits;
 		memcpy(&bits, &v->u.f, sizeof bits);
-		if ((bits & 0x7ff0000000000000ull) == 0x7ff0000000000000ull &&
-		    (bits & 0x000fffffffffffffull))
-			bits = 0x7ff8000000000000ull; /* every NaN alike */
-		put_u64(o, bits);
+		put_u64(o, float_bits(bits));
 		break;
 	}
 	case SHMCFG_STR:
@@ -189,6 +193,37 @@ int shmcfg_value_record(const char *name, const shmcfg_value *v, void *buf, size
 }
 
 /*
+ * The record of a cell that holds its value (null, bool, int, float), written
+ * from its bits into buf[0, len) as put_record() writes the decoded value
+ * (test_semantics checks the two against each other through
+ * shmcfg_value_record()): its length, or 0 for any other cell or a name too
+ * long for buf.
+ */
+static size_t scalar_record(unsigned char *buf, size_t len, const char *name, uint32_t name_len,
+			    const struct shmcfg__cell *c)
+{
+	uint64_t meta = c->meta, bits = c->val;
+	unsigned type = META_TYPE(meta);
+	bool null = meta & META_NULL;
+	if (type < SHMCFG_BOOL || type > (null ? SHMCFG_SET : SHMCFG_FLOAT) || name_len > len - 16)
+		return 0;
+	struct rec_out o = {.buf = buf, .len = len};
+	put_u32(&o, name_len);
+	put(&o, name, name_len);
+	unsigned char tn[2] = {(unsigned char)type, null};
+	put(&o, tn, 2);
+	if (null)
+		return o.n;
+	if (type == SHMCFG_BOOL) {
+		unsigned char b = bits != 0;
+		put(&o, &b, 1);
+		return o.n;
+	}
+	put_u64(&o, type == SHMCFG_FLOAT ? float_bits(bits) : bits);
+	return o.n;
+}
+
+/*
  * Option i's term of the config hash sum, for its effective cell c (strings
  * in heap[0, heap_size) or the schema's strings): zero for aliases and
  * hash-ignored options. A cell that does not decode is an error.
@@ -200,16 +235,23 @@ int shmcfg__opt_digest(const shmcfg *h, uint32_t i, const struct shmcfg__cell *c
 	out[0] = out[1] = 0;
 	if (d->alias != SHMCFG_NO_OPT || (d->flags & SHMCFG_F_HASH_IGNORED))
 		return 0;
+	/* most records fit a small buffer: one call of the one-shot hash (the
+	 * same digest as the streaming one's, without its state's set-up) */
+	unsigned char buf[256];
+	XXH128_hash_t hh;
+	size_t n = scalar_record(buf, sizeof buf, sstr(h, d->name), d->name.len, c);
+	if (n) { /* a commit's usual case: no value to decode */
+		hh = XXH3_128bits(buf, n);
+		out[0] = hh.low64;
+		out[1] = hh.high64;
+		return 0;
+	}
 	shmcfg_value v;
 	int r = shmcfg__cell_value(h, c, heap, heap_size, &v);
 	if (r)
 		return r;
-	/* most records fit a small buffer: one call of the one-shot hash (the
-	 * same digest as the streaming one's, without its state's set-up) */
-	unsigned char buf[256];
 	struct rec_out o = {.buf = buf, .len = sizeof buf};
 	put_record(&o, sstr(h, d->name), d->name.len, &v);
-	XXH128_hash_t hh;
 	if (o.n <= sizeof buf) {
 		hh = XXH3_128bits(buf, o.n);
 	} else {
