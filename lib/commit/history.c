@@ -145,31 +145,24 @@ static bool cells_same(const struct shmcfg__cell *a, const char *ha, uint64_t sa
 	       shmcfg_value_equal(&x, &y);
 }
 
-/* The changes (ch: sorted by option and layer) as the build made them. */
-static uint32_t put_changes(struct wbuf *w, const struct change *ch, size_t n, const void *old_slot,
-			    const struct build *b)
+/* The changes (ch: sorted by option and layer) as the build made them: each
+ * one's layer cell before and after, which the build kept (b->hist). Both
+ * cells' chunks are in the segment's heap, the old one still held by the
+ * current slot. */
+static uint32_t put_changes(struct wbuf *w, const struct change *ch, size_t n, const struct build *b)
 {
 	shmcfg *h = w->h;
 	uint32_t count = 0;
 	for (size_t k = 0; k < n && !w->err; k++) {
-		struct shmcfg__cell was[NLAYERS], now[NLAYERS];
+		const struct shmcfg__cell *was = &b->hist[k][0], *now = &b->hist[k][1];
 		uint32_t i = ch[k].opt;
-		enum layer l = ch[k].layer;
-		int r = old_slot ? shmcfg__chunk_read(seg_heap(h), h->lay.heap_size, slot_lrefs(h, old_slot)[i], was)
-				 : shmcfg__chunk_read(NULL, 0, 0, was);
-		if (!r)
-			r = shmcfg__chunk_read(b->heap, b->heap_size, b->lrefs[i], now);
-		if (r) {
-			w->err = r;
-			break;
-		}
-		if (cells_same(&was[l], seg_heap(h), h->lay.heap_size, &now[l], b->heap, b->heap_size))
+		if (cells_same(was, b->heap, b->heap_size, now, b->heap, b->heap_size))
 			continue;
 		put_u32(w, i);
-		put_u8(w, (uint8_t)l);
+		put_u8(w, (uint8_t)ch[k].layer);
 		put_u8(w, (uint8_t)opt_d(h, i)->type);
-		put_value(w, &was[l], seg_heap(h), h->lay.heap_size);
-		put_value(w, &now[l], b->heap, b->heap_size);
+		put_value(w, was, b->heap, b->heap_size);
+		put_value(w, now, b->heap, b->heap_size);
 		count++;
 	}
 	return count;
@@ -199,7 +192,7 @@ static void ring_read(const shmcfg *h, uint64_t pos, char *dst, uint64_t len)
  * again and rewrites the entry.
  */
 int shmcfg__hist_write(shmcfg *h, uint64_t gen, uint64_t time_ns, const struct change *ch, size_t n,
-		       const void *old_slot, const struct build *b, uint64_t cluster_rev, const shmcfg_txn *origin)
+		       const struct build *b, uint64_t cluster_rev, const shmcfg_txn *origin)
 {
 	if (!h->self_known) { /* the handle's process commits (a forked child cannot) */
 		shmcfg__self_identity(h->uid, h->self_user, h->self_comm);
@@ -214,7 +207,7 @@ int shmcfg__hist_write(shmcfg *h, uint64_t gen, uint64_t time_ns, const struct c
 	put_u8(&w, (uint8_t)wlen);
 	put(&w, who, wlen);
 	size_t head_len = w.n;
-	uint32_t count = put_changes(&w, ch, n, old_slot, b);
+	uint32_t count = put_changes(&w, ch, n, b);
 	if (w.err)
 		return w.err;
 	uint32_t len = (uint32_t)w.n;

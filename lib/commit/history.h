@@ -39,11 +39,11 @@ static inline struct hist_ent *hist_at(const shmcfg *h, uint64_t gen)
 	return (struct hist_ent *)(h->base + h->lay.hist_off) + gen % h->lay.hist_n;
 }
 /* history.c: a commit's record in the history, made at time_ns (realtime);
- * the changes a build made to layers (from the layers of slot `old`, NULL
- * for none, to `b`'s) */
+ * the changes ch[0, n) that build `b` applied, with the cells it kept of
+ * each (b->hist) */
 struct build;
 int shmcfg__hist_write(shmcfg *h, uint64_t gen, uint64_t time_ns, const struct change *ch, size_t n,
-		       const void *old_slot, const struct build *b, uint64_t cluster_rev, const shmcfg_txn *origin);
+		       const struct build *b, uint64_t cluster_rev, const shmcfg_txn *origin);
 /* history.c: the layer changes that take generation `from` back to `to`
  * (< from), sorted, each value owned; their bytes and `to`'s cluster revision */
 /* history.c: generation gen's entry and its record (malloc'd; NULL when its

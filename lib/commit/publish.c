@@ -34,16 +34,20 @@ static bool by_cluster(const shmcfg_txn *t)
 	return t->cluster_rev != 0 || t->cluster_keep;
 }
 
-/* Whether any change differs from what its layer holds in the current slot. */
-static int txn_changes(const shmcfg *h, const char *cur_sl, const struct change *ch, size_t n, uint64_t own,
-		       bool *any)
+/* Whether any change differs from what its layer holds in the current slot;
+ * the layers it read last are b's seen ones (the build reads them again). */
+static int txn_changes(struct build *b, const char *cur_sl, const struct change *ch, size_t n, uint64_t own,
+		       struct shmcfg__cell lay[NLAYERS], bool *any)
 {
+	shmcfg *h = b->h;
 	*any = false;
 	for (size_t k = 0; k < n && !*any; k++) {
-		struct shmcfg__cell lay[NLAYERS];
-		int r = shmcfg__chunk_read(seg_heap(h), h->lay.heap_size, slot_lrefs(h, cur_sl)[ch[k].opt], lay);
+		uint32_t lref = slot_lrefs(h, cur_sl)[ch[k].opt];
+		int r = shmcfg__chunk_read(seg_heap(h), h->lay.heap_size, lref, lay);
 		if (r)
 			return r;
+		b->seen = lay;
+		b->seen_lref = lref;
 		bool had = lay[ch[k].layer].meta & META_SET;
 		shmcfg_value old;
 		/* the same value written by the agent instead of a local tool (or
@@ -287,6 +291,21 @@ static void wake(shmcfg *h)
 		syscall(SYS_futex, &h->hdr->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+/* Room for the history's cells of t's changes (b->hist): small's, or
+ * allocated for more (hist_free). */
+static int hist_room(struct build *b, const shmcfg_txn *t, hist_cells small[TXN_SMALL])
+{
+	b->hist = t->n <= TXN_SMALL ? small : shmcfg__malloc(t->n * sizeof *b->hist);
+	return b->hist ? 0 : shmcfg__nomem();
+}
+
+static void hist_free(struct build *b, hist_cells small[TXN_SMALL])
+{
+	if (b->hist != small)
+		shmcfg__free(b->hist);
+	b->hist = NULL;
+}
+
 /*
  * The first generation of a new segment, in slot 0: every option resolved;
  * the other slots are filled with it too, so that no commit copies a slot
@@ -304,7 +323,10 @@ int shmcfg__commit_first(shmcfg_txn *t, uint64_t gen, uint64_t cluster_rev, bool
 	struct slot_hdr *sl = slot_at(h, 0);
 	struct build b = {.h = h, .cells = slot_cells(h, sl), .lrefs = slot_lrefs(h, sl), .heap = seg_heap(h),
 			  .heap_size = h->lay.heap_size, .shared = true};
-	int r = shmcfg__apply_changes(&b, t->ch, t->n);
+	hist_cells small_hist[TXN_SMALL];
+	int r = hist_room(&b, t, small_hist);
+	if (!r)
+		r = shmcfg__apply_changes(&b, t->ch, t->n);
 	if (!r)
 		r = shmcfg__resolve_all(&b);
 	if (!r)
@@ -314,8 +336,7 @@ int shmcfg__commit_first(shmcfg_txn *t, uint64_t gen, uint64_t cluster_rev, bool
 	sl->base = gen;
 	sl->cluster_rev = cluster_rev;
 	uint64_t time_ns = now_ns(CLOCK_REALTIME);
-	if ((r = shmcfg__hist_write(h, gen, time_ns, record ? t->ch : NULL, record ? t->n : 0, NULL, &b, cluster_rev,
-				    t)))
+	if ((r = shmcfg__hist_write(h, gen, time_ns, record ? t->ch : NULL, record ? t->n : 0, &b, cluster_rev, t)))
 		goto out;
 	write_log(h, gen, time_ns, b.changed.ids, record ? b.changed.n : 0, t);
 	for (uint32_t s = 1; !r && s < h->lay.nslots; s++) {
@@ -331,6 +352,7 @@ int shmcfg__commit_first(shmcfg_txn *t, uint64_t gen, uint64_t cluster_rev, bool
 		seq_publish(h, gen, 0); /* (E) */
 	}
 out:
+	hist_free(&b, small_hist);
 	shmcfg__build_free(&b);
 	return r;
 }
@@ -449,11 +471,16 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	int r;
 	if (t->n > 1 && !changes_sorted(t->ch, t->n))
 		sort_changes(t->ch, t->n);
-	if ((r = shmcfg__lock_writer(h))) /* SHMCFG_E_FORKED in a forked child */
+	struct build b = {.h = h, .heap = seg_heap(h), .heap_size = h->lay.heap_size, .shared = true};
+	hist_cells small_hist[TXN_SMALL];
+	if ((r = hist_room(&b, t, small_hist)))
 		return r;
+	if ((r = shmcfg__lock_writer(h))) { /* SHMCFG_E_FORKED in a forked child */
+		hist_free(&b, small_hist);
+		return r;
+	}
 	shmcfg__fault("commit.locked");
 	struct seg_header *hd = h->hdr;
-	struct build b = {.h = h, .heap = seg_heap(h), .heap_size = h->lay.heap_size, .shared = true};
 	/* acquire: pairs with the release store in shmcfg__retire_replaced();
 	 * a replaced segment is frozen (its readers rely on it) */
 	if (__atomic_load_n(&hd->retired, __ATOMIC_ACQUIRE) == RETIRED_REPLACED) {
@@ -489,7 +516,8 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	 * cluster revision publishes it even so (an agent's waiters see it) */
 	bool any;
 	uint64_t own = by_cluster(t) ? META_BY_CLUSTER : 0;
-	if ((r = txn_changes(h, (const char *)cur_sl, t->ch, t->n, own, &any)))
+	struct shmcfg__cell seen[NLAYERS];
+	if ((r = txn_changes(&b, (const char *)cur_sl, t->ch, t->n, own, seen, &any)))
 		goto out;
 	uint64_t cluster_rev = t->cluster_rev ? t->cluster_rev : cur_sl->cluster_rev;
 	if (!any && cluster_rev == cur_sl->cluster_rev) {
@@ -529,7 +557,7 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	 * and then the commit fails whole; it and the log have one time */
 	uint64_t time_ns = now_ns(CLOCK_REALTIME);
 	if (!r)
-		r = shmcfg__hist_write(h, gen, time_ns, t->ch, t->n, cur_sl, &b, cluster_rev, t);
+		r = shmcfg__hist_write(h, gen, time_ns, t->ch, t->n, &b, cluster_rev, t);
 	if (r) {
 		if (undo(&b, sl, cur_sl, cur_g) == 0)
 			hd->wip = 0; /* else the next writer sweeps */
@@ -559,6 +587,7 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	r = 0;
 out:
 	shmcfg__unlock_writer(h);
+	hist_free(&b, small_hist);
 	shmcfg__build_free(&b);
 	return r;
 }

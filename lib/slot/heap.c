@@ -79,13 +79,14 @@ static struct chunk *chunk_at(char *heap, uint64_t top, uint64_t off)
  * not name a chunk. The cells' strings are checked when decoded, like every
  * cell's.
  */
+const struct shmcfg__cell shmcfg__no_layers[NLAYERS] = {
+	{.meta = META_NULL}, {.meta = META_NULL}, {.meta = META_NULL}, {.meta = META_NULL}, {.meta = META_NULL}};
+_Static_assert(NLAYERS == 5, "one unset cell per layer");
+
 int shmcfg__chunk_read(const char *heap, uint64_t size, uint32_t lref, struct shmcfg__cell lay[NLAYERS])
 {
 	/* a copy of a constant: a few vector stores, not a loop */
-	static const struct shmcfg__cell unset[NLAYERS] = {
-		{.meta = META_NULL}, {.meta = META_NULL}, {.meta = META_NULL}, {.meta = META_NULL}, {.meta = META_NULL}};
-	_Static_assert(NLAYERS == 5, "one unset cell per layer");
-	memcpy(lay, unset, sizeof unset);
+	memcpy(lay, shmcfg__no_layers, sizeof shmcfg__no_layers);
 	if (lref == 0)
 		return 0;
 	uint64_t off = (uint64_t)lref << LREF_SHIFT;

@@ -211,10 +211,36 @@ int shmcfg__copy_opt(struct build *b, uint32_t i, const void *from)
 
 static int layers_of(const struct build *b, uint32_t i, struct shmcfg__cell lay[NLAYERS])
 {
+	if (b->seen && b->lrefs[i] == b->seen_lref) {
+		memcpy(lay, b->seen, NLAYERS * sizeof *lay);
+		return 0;
+	}
 	int r = shmcfg__chunk_read(b->heap, b->heap_size, b->lrefs[i], lay);
 	if (r)
 		shmcfg__err(r, "%s: %s: %s", b->h->name, sstr(b->h, opt_d(b->h, i)->name), shmcfg_errdetail());
 	return r;
+}
+
+/* The history's cells of opt's changes ch[0, n), so that the history reads
+ * no chunk again: each one's layer before the build (old) and after it: the
+ * same, or layer l in chunk k's cell at[l] if mask has l (as
+ * shmcfg__chunk_read() gives them; none if mask is 0). */
+static void keep_hist(struct build *b, const struct change *ch, size_t n, const struct shmcfg__cell old[NLAYERS],
+		      bool same, const struct chunk *k, unsigned mask, const uint8_t at[NLAYERS])
+{
+	if (!b->hist)
+		return;
+	hist_cells *hc = b->hist + (ch - b->hist_ch);
+	for (size_t i = 0; i < n; i++) {
+		unsigned l = ch[i].layer;
+		hc[i][0] = old[l];
+		if (same)
+			hc[i][1] = old[l];
+		else if (mask >> l & 1)
+			hc[i][1] = (struct shmcfg__cell){k->l[at[l]].val, k->l[at[l]].meta | META_SET};
+		else
+			hc[i][1] = shmcfg__no_layers[l];
+	}
 }
 
 static uint64_t value_bytes(const shmcfg_value *v)
@@ -275,11 +301,15 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 		nset++;
 		bytes += sizeof(struct shmcfg__cell) + value_bytes(&val[l]);
 	}
-	if (same)
+	if (same) {
+		keep_hist(b, ch, n, old, true, NULL, 0, NULL);
 		return 0;
+	}
 	ids_add(&b->seeds, opt, &r);
-	if (r || !mask)
+	if (r || !mask) {
+		keep_hist(b, ch, n, old, false, NULL, 0, NULL);
 		return r ? r : set_lref(b, opt, 0);
+	}
 	uint64_t off;
 	if (b->shared) {
 		r = shmcfg__heap_alloc(h, bytes, sstr(h, d->name), &off);
@@ -295,11 +325,15 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 		return r;
 	struct chunk *k = (struct chunk *)(b->heap + off);
 	uint64_t used = off + CHUNK_HDR_BYTES + nset * sizeof(struct shmcfg__cell);
+	uint8_t at[NLAYERS]; /* layer l's cell in the chunk */
 	for (enum layer l = 0, j = 0; l < NLAYERS; l++)
-		if (mask >> l & 1) /* sized above: cannot fail */
+		if (mask >> l & 1) { /* sized above: cannot fail */
 			(void)shmcfg__cell_encode(&val[l], src[l] << META_SRC_SHIFT | own[l], b->heap, b->heap_size,
-						  &used, &k->l[j++]);
+						  &used, &k->l[j]);
+			at[l] = (uint8_t)j++;
+		}
 	k->tag |= mask;
+	keep_hist(b, ch, n, old, false, k, mask, at);
 	uint32_t lref = (uint32_t)(off >> LREF_SHIFT);
 	if ((r = set_lref(b, opt, lref)) && b->shared && b->lrefs[opt] != lref &&
 	    shmcfg__heap_ref(h, lref) == 0)
@@ -314,6 +348,7 @@ int shmcfg__apply_changes(struct build *b, const struct change *ch, size_t n)
 	int r;
 	if ((r = ids_reserve(&b->changed, n)) || (r = ids_reserve(&b->seeds, n)) || (r = ids_reserve(&b->queued, n)))
 		return r;
+	b->hist_ch = ch;
 	for (size_t k = 0; k < n;) {
 		size_t e = k;
 		while (e < n && ch[e].opt == ch[k].opt)

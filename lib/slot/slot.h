@@ -32,6 +32,7 @@ struct chunk {
 
 /* heap.c: the value heap's chunks */
 int shmcfg__chunk_read(const char *heap, uint64_t size, uint32_t lref, struct shmcfg__cell lay[NLAYERS]);
+extern const struct shmcfg__cell shmcfg__no_layers[NLAYERS]; /* every layer unset, as chunk_read gives it */
 int shmcfg__heap_alloc(shmcfg *h, uint64_t bytes, const char *for_opt, uint64_t *off);
 /* What a chunk of that many bytes takes in the heap (its size class; the heap's cap if none holds it) */
 uint64_t shmcfg__heap_chunk_bytes(uint64_t bytes);
@@ -49,6 +50,8 @@ struct idset {              /* option ids, each once, in the order added */
 	uint32_t small_ids[8];
 };
 void shmcfg__ids_free(struct idset *s);
+/* A change's layer cell before and after the build, as the history records it */
+typedef struct shmcfg__cell hist_cells[2];
 struct build {
 	shmcfg *h;
 	struct shmcfg__cell *cells;  /* the slot being built: its cells ... */
@@ -67,6 +70,14 @@ struct build {
 	uint32_t *q;                 /* those not resolved yet: a min-heap by rank */
 	size_t nq, qcap;
 	uint32_t small_q[16];        /* q's first storage (a struct build is never copied) */
+	/* NULL, or where apply_changes() leaves each change's old and new layer
+	 * cell (by its index in the changes it is given) for the history */
+	hist_cells *hist;
+	const struct change *hist_ch; /* those changes */
+	/* NULL, or the layers of chunk seen_lref, read already (a chunk never
+	 * changes while a slot refers to it) */
+	const struct shmcfg__cell *seen;
+	uint32_t seen_lref;
 };
 int shmcfg__copy_opt(struct build *b, uint32_t i, const void *from);
 int shmcfg__apply_changes(struct build *b, const struct change *ch, size_t n);
