@@ -8,8 +8,6 @@
 
 #include "common.h"
 
-#include <xxhash.h>
-
 /* golden config hashes of the embedded default (encoding v2; the default one
  * computed again, when it was set, by an encoder written in Python apart from
  * lib/ with libxxhash, which agreed) */
@@ -710,80 +708,6 @@ static void test_value_record(void **state)
 #undef REC
 }
 
-/*
- * The config hash as doc/design.md defines it, made here from the public
- * records (shmcfg_value_record) of the values read back: the commit's digests
- * of scalar cells are written from the cell's bits, not through the record's
- * encoder, so each scalar case (a bool's nonzero bits, -0.0, a NaN with a
- * payload, a null of each kind) is checked against it, beside a string.
- */
-static void test_config_hash_from_records(void **state)
-{
-	(void)state;
-	static const shmcfg_optdef defs[] = {
-		{.name = "h.flag", .type = SHMCFG_BOOL, .def = "True"},
-		{.name = "h.count", .type = SHMCFG_INT},
-		{.name = "h.ratio", .type = SHMCFG_FLOAT},
-		{.name = "h.nan", .type = SHMCFG_FLOAT},
-		{.name = "h.maybe_int", .type = SHMCFG_INT, .flags = SHMCFG_F_NULLABLE},
-		{.name = "h.maybe_list", .type = SHMCFG_LIST, .flags = SHMCFG_F_NULLABLE},
-		{.name = "h.label", .type = SHMCFG_STR, .def = "x"},
-		{.name = "h.ignored", .type = SHMCFG_INT, .flags = SHMCFG_F_HASH_IGNORED},
-	};
-	enum { NDEFS = sizeof defs / sizeof defs[0] };
-	shmcfg_schema *sc;
-	assert_int_equal(shmcfg_schema_new(&sc), 0);
-	for (size_t i = 0; i < NDEFS; i++)
-		assert_int_equal(shmcfg_schema_add(sc, &defs[i]), 0);
-	const char *name = test_name("hashrec");
-	shmcfg *h = NULL;
-	assert_int_equal(shmcfg_create(name, sc, &(shmcfg_create_opts){.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV}, &h), 0);
-	shmcfg_schema_free(sc);
-	uint64_t nan_bits = 0xfff0000000000001ull; /* negative, signalling, a payload */
-	double nan;
-	memcpy(&nan, &nan_bits, sizeof nan);
-	for (int round = 0; round < 3; round++) {
-		if (round) {
-			shmcfg_txn *t;
-			assert_int_equal(shmcfg_txn_begin(h, &t), 0);
-			assert_int_equal(shmcfg_txn_set_bool(t, 0, round == 2), 0);
-			assert_int_equal(shmcfg_txn_set_int(t, 1, -2 * round), 0);
-			assert_int_equal(shmcfg_txn_set_float(t, 2, round == 1 ? -0.0 : 1.5), 0);
-			assert_int_equal(shmcfg_txn_set_float(t, 3, nan), 0);
-			shmcfg_value v = {.type = SHMCFG_INT, .u.i = 7, .is_null = round == 2};
-			assert_int_equal(shmcfg_txn_set(t, 4, &v), 0);
-			assert_int_equal(shmcfg_txn_set_str(t, 6, round == 1 ? "y" : "z"), 0);
-			assert_int_equal(shmcfg_txn_set_int(t, 7, round), 0);
-			assert_int_equal(shmcfg_txn_commit(t, NULL), 0);
-		}
-		uint64_t sum[2] = {0, 0};
-		for (uint32_t i = 0; i < NDEFS; i++) {
-			if (defs[i].flags & SHMCFG_F_HASH_IGNORED)
-				continue;
-			shmcfg_value v;
-			unsigned char rec[128];
-			size_t n = 0;
-			assert_int_equal(shmcfg_get(h, i, &v), 0);
-			assert_int_equal(shmcfg_value_record(defs[i].name, &v, rec, sizeof rec, &n), 0);
-			shmcfg_value_clear(&v);
-			XXH128_hash_t d = XXH3_128bits(rec, n);
-			sum[0] += d.low64;
-			sum[1] += d.high64;
-		}
-		unsigned char fin[sizeof "shmcfg config hash v2\n" - 1 + 16];
-		memcpy(fin, "shmcfg config hash v2\n", sizeof "shmcfg config hash v2\n" - 1);
-		for (int k = 0; k < 16; k++) /* u64le each */
-			fin[sizeof fin - 16 + k] = (unsigned char)(sum[k / 8] >> (8 * (k % 8)));
-		XXH128_canonical_t want;
-		XXH128_canonicalFromHash(&want, XXH3_128bits(fin, sizeof fin));
-		uint8_t got[16];
-		assert_int_equal(shmcfg_config_hash(h, got), (uint64_t)round + 1);
-		assert_memory_equal(got, want.digest, 16);
-	}
-	shmcfg_close(h);
-	shmcfg_unlink(name);
-}
-
 static int warnings;
 static char last_warning[256];
 static void log_cb(int level, const char *msg, void *ud)
@@ -964,7 +888,6 @@ int main(void)
 		cmocka_unit_test(test_is_default_dump_load),
 		cmocka_unit_test(test_codegen), cmocka_unit_test(test_golden_hash),
 		cmocka_unit_test(test_value_record),
-		cmocka_unit_test(test_config_hash_from_records),
 		cmocka_unit_test(test_deprecated), cmocka_unit_test(test_typed_accessors),
 		cmocka_unit_test(test_env_floats),
 	};

@@ -195,8 +195,8 @@ int shmcfg_value_record(const char *name, const shmcfg_value *v, void *buf, size
 /*
  * The record of a cell that holds its value (null, bool, int, float), written
  * from its bits into buf[0, len) as put_record() writes the decoded value
- * (test_semantics checks the two against each other through
- * shmcfg_value_record()): its length, or 0 for any other cell or a name too
+ * (test_python's TestCanonicalEncoding checks the hash of every kind of
+ * value against shmcfg_value_record()'s records): its length, or 0 for any other cell or a name too
  * long for buf.
  */
 static size_t scalar_record(unsigned char *buf, size_t len, const char *name, uint32_t name_len,
