@@ -118,15 +118,19 @@ int shmcfg_opt_implies(const shmcfg *h, shmcfg_opt opt, size_t i, shmcfg_opt *ta
 int shmcfg__value_check(const shmcfg *h, shmcfg_opt opt, const shmcfg_value *v)
 {
 	const struct opt_desc *d = opt_d(h, opt);
-	shmcfg_value min = {.is_null = true}, max = {.is_null = true}, choices = {.is_null = true};
-	if (d->flags & DESC_F_HAS_MIN)
-		(void)shmcfg__value_from_cell(&d->min, h->strings, h->strings_size, &min);
-	if (d->flags & DESC_F_HAS_MAX)
-		(void)shmcfg__value_from_cell(&d->max, h->strings, h->strings_size, &max);
+	/* a bound or choices that are absent (or do not decode) are null: a
+	 * constant, not three values zeroed for every set */
+	static const shmcfg_value none = {.is_null = true};
+	shmcfg_value min, max, choices;
+	const shmcfg_value *pmin = &none, *pmax = &none, *pchoices = &none;
+	if ((d->flags & DESC_F_HAS_MIN) && !shmcfg__value_from_cell(&d->min, h->strings, h->strings_size, &min))
+		pmin = &min;
+	if ((d->flags & DESC_F_HAS_MAX) && !shmcfg__value_from_cell(&d->max, h->strings, h->strings_size, &max))
+		pmax = &max;
 	/* no choices is the empty list: no bytes to decode */
-	if (META_LEN(d->choices.meta))
-		(void)shmcfg__value_from_cell(&d->choices, h->strings, h->strings_size, &choices);
-	return shmcfg__check_value(sstr(h, d->name), d->type, d->flags, &min, &max, &choices, v);
+	if (META_LEN(d->choices.meta) && !shmcfg__value_from_cell(&d->choices, h->strings, h->strings_size, &choices))
+		pchoices = &choices;
+	return shmcfg__check_value(sstr(h, d->name), d->type, d->flags, pmin, pmax, pchoices, v);
 }
 
 int shmcfg_verify_handles(const shmcfg *h, const char *const *names, const shmcfg_type *types,

@@ -509,24 +509,23 @@ bool shmcfg_value_equal(const shmcfg_value *a, const shmcfg_value *b)
 
 int shmcfg__value_copy(const shmcfg_value *src, shmcfg_value *dst)
 {
-	shmcfg_value v = *src;
-	v.owned = NULL;
+	char *b = NULL;
 	if (!src->is_null && src->type == SHMCFG_STR) {
-		char *b = shmcfg__malloc(src->u.str.len + 1);
-		if (!b)
+		if (!(b = shmcfg__malloc(src->u.str.len + 1)))
 			return shmcfg__nomem();
 		memcpy(b, src->u.str.ptr, src->u.str.len);
 		b[src->u.str.len] = 0;
-		v.owned = b;
-		v.u.str.ptr = b;
 	} else if (!src->is_null && (src->type == SHMCFG_LIST || src->type == SHMCFG_SET)) {
-		char *b = shmcfg__malloc(src->u.list.bytes ? src->u.list.bytes : 1);
-		if (!b)
+		if (!(b = shmcfg__malloc(src->u.list.bytes ? src->u.list.bytes : 1)))
 			return shmcfg__nomem();
 		memcpy(b, src->u.list.items, src->u.list.bytes);
-		v.owned = b;
-		v.u.list.items = b;
 	}
-	*dst = v;
+	/* written in place (src may be dst): no local copy to read back */
+	*dst = *src;
+	dst->owned = b;
+	if (b && src->type == SHMCFG_STR)
+		dst->u.str.ptr = b;
+	else if (b)
+		dst->u.list.items = b;
 	return 0;
 }
