@@ -86,19 +86,11 @@ static json_t *entry_json(shmcfg *h, const shmcfg_history_entry *e)
 
 static void print_entry(shmcfg *h, const shmcfg_history_entry *e)
 {
-	char t[40], user[80];
+	char t[40], who[320];
 	time_local(e->time_ns, t, sizeof t);
-	if (e->user[0])
-		snprintf(user, sizeof user, "%s (uid %u)", e->user, e->uid);
-	else
-		snprintf(user, sizeof user, "uid %u", e->uid);
-	printf("%sgeneration %llu%s  %s  %s  %s[%d]", color(C_YELLOW), (unsigned long long)e->generation,
-	       color(C_RESET), t, user, e->process, (int)e->pid);
-	if (e->who[0])
-		printf("  origin: %s", e->who);
-	if (e->cluster_rev)
-		printf("  cluster revision %llu", (unsigned long long)e->cluster_rev);
-	putchar('\n');
+	committer_text(e->user, e->uid, e->process, e->pid, e->who, e->cluster_rev, who, sizeof who);
+	printf("%sgeneration %llu%s  %s  %s\n", color(C_YELLOW), (unsigned long long)e->generation, color(C_RESET), t,
+	       who);
 	if (!e->values_kept)
 		printf("    %u change%s (values not kept: too big for the history)\n", e->nchanges,
 		       e->nchanges == 1 ? "" : "s");

@@ -879,7 +879,12 @@ int cmd_watch(int argc, char **argv)
 		uint64_t missed = gen - last - 1;
 		shmcfg_commit ci;
 		bool have_ci = shmcfg_commit_info(h, gen, &ci) == 0;
-		char when[48] = "?", who[160] = "unknown committer";
+		/* the user and process names are the history's (as log prints
+		 * them), while it still has the generation */
+		shmcfg_history_entry *he = NULL;
+		if (have_ci && shmcfg_history_get(h, gen, &he) != 0)
+			he = NULL;
+		char when[48] = "?", who[320] = "unknown committer";
 		if (have_ci) {
 			time_local(ci.time_ns, when, sizeof when);
 			/* any writer of the segment (and, through the agent, of
@@ -888,11 +893,8 @@ int cmd_watch(int argc, char **argv)
 			for (char *q = ci.who; *q; q++)
 				if ((unsigned char)*q < 0x20 || *q == 0x7f)
 					*q = '?';
-			if (ci.cluster_rev)
-				snprintf(who, sizeof who, "cluster rev %llu by %.64s (pid %d)",
-					 (unsigned long long)ci.cluster_rev, ci.who[0] ? ci.who : "?", ci.pid);
-			else
-				snprintf(who, sizeof who, "pid %d uid %u", ci.pid, ci.uid);
+			committer_text(he ? he->user : "", ci.uid, he ? he->process : "", ci.pid, ci.who, ci.cluster_rev,
+				       who, sizeof who);
 		}
 		if (json) {
 			json_t *o = json_object(), *changes = json_array();
@@ -905,12 +907,16 @@ int cmd_watch(int argc, char **argv)
 				json_object_set_new(o, "time_ns", json_integer((json_int_t)ci.time_ns));
 				json_object_set_new(o, "pid", json_integer(ci.pid));
 				json_object_set_new(o, "uid", json_integer(ci.uid));
+				json_object_set_new(o, "user", he && he->user[0] ? json_string(he->user) : json_null());
+				json_object_set_new(o, "process", he ? json_string(he->process) : json_null());
 				json_object_set_new(o, "cluster_rev", json_integer((json_int_t)ci.cluster_rev));
 				json_object_set_new(o, "who", json_string(ci.who));
 			} else {
 				json_object_set_new(o, "time", json_null());
 				json_object_set_new(o, "pid", json_null());
 				json_object_set_new(o, "uid", json_null());
+				json_object_set_new(o, "user", json_null());
+				json_object_set_new(o, "process", json_null());
 				json_object_set_new(o, "cluster_rev", json_null());
 				json_object_set_new(o, "who", json_null());
 			}
@@ -951,6 +957,7 @@ int cmd_watch(int argc, char **argv)
 				printf(" no value changed");
 			putchar('\n');
 		}
+		shmcfg_history_free(he);
 		fflush(stdout);
 		seen += nwatched ? 1 : gen - last; /* filtered: the commits shown */
 		last = gen;

@@ -142,6 +142,25 @@ void time_local(uint64_t ns, char *buf, size_t len)
 		snprintf(buf, len, "-");
 }
 
+void committer_text(const char *user, uint32_t uid, const char *process, int32_t pid, const char *who,
+		    uint64_t cluster_rev, char *buf, size_t len)
+{
+	char u[96], p[48], o[96] = "", c[48] = "";
+	if (user[0])
+		snprintf(u, sizeof u, "%.64s (uid %u)", user, uid);
+	else
+		snprintf(u, sizeof u, "uid %u", uid);
+	if (process[0])
+		snprintf(p, sizeof p, "%.16s[%d]", process, (int)pid);
+	else
+		snprintf(p, sizeof p, "pid %d", (int)pid);
+	if (who[0])
+		snprintf(o, sizeof o, "  origin: %.64s", who);
+	if (cluster_rev)
+		snprintf(c, sizeof c, "  cluster revision %llu", (unsigned long long)cluster_rev);
+	snprintf(buf, len, "%s  %s%s%s", u, p, o, c);
+}
+
 void time_utc(uint64_t ns, char *buf, size_t len)
 {
 	time_t t = (time_t)(ns / 1000000000ull);

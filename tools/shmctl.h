@@ -186,6 +186,11 @@ void human_size(uint64_t bytes, char *buf, size_t len);
 /* "2024-05-01 12:00:00" (local) and "2024-05-01T12:00:00.123Z" (UTC). */
 void time_local(uint64_t ns, char *buf, size_t len);
 void time_utc(uint64_t ns, char *buf, size_t len);
+/* Who made a commit, as log and watch print it: "user (uid U)  process[pid]"
+ * ("uid U" and "pid P" when the name is unknown, ""), then "  origin: who"
+ * and "  cluster revision N" when it has them. */
+void committer_text(const char *user, uint32_t uid, const char *process, int32_t pid, const char *who,
+		    uint64_t cluster_rev, char *buf, size_t len);
 
 /* Resolve OPTION (full name or unique suffix: shmcfg_resolve). Prints the
  * library's error (ambiguous, unknown with suggestions). 0 or EXIT_FAIL. */

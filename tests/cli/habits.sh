@@ -134,6 +134,13 @@ g = int(a[1])
 (len(l) == 2 and l[0]["generation"] == g + 3 and l[1]["generation"] == g + 5 and
  [(c["name"], c["old"], c["new"]) for c in l[0]["changes"]] == [("app.level", 1, 7)] and
  [(c["name"], c["old"], c["new"]) for c in l[1]["changes"]] == [("big.o029", 0, 2)])' "$T_TMP/w1" "$GEN0"
+run shmctl log "$S" --json
+pass "watch --json names the committer's user and process as log --json does" pyeval '
+import json
+w = json.loads(open(a[0]).read().splitlines()[0])
+e = [x for x in json.loads(a[1]) if x["generation"] == w["generation"]][0]
+w["process"] and (w["user"], w["process"], w["pid"], w["uid"]) == (e["user"], e["process"], e["pid"], e["uid"])' \
+	"$T_TMP/w1" "$OUT"
 
 # a commit that changes a watched option's layer and not its value (a user
 # value under env_force): the commit record says it touched the option
@@ -151,6 +158,11 @@ import re
 l = open(a[0]).read().splitlines()
 len(l) == 1 and re.fullmatch(r"generation 3  .*: no value changed", l[0]) is not None' "$T_TMP/w2"
 pass "(exit 0)" test "$WRC" = 0
+run shmctl log "$E"
+pass "watch names the committer as log does (user, uid, process[pid])" pyeval '
+w = open(a[0]).read().splitlines()[0]
+h = [x for x in a[1].splitlines() if x.startswith("generation 3 ")][0]
+"(uid " in h and w.startswith(h + ": ")' "$T_TMP/w2" "$OUT"
 
 t_err "watch: an unknown option, suggested" 1 \
 	"shmctl: no option 'levle' in segment '$S'; did you mean level?" shmctl watch "$S" levle --timeout 1

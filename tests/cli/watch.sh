@@ -95,12 +95,13 @@ run shmctl set -q "$W" job_id=abc verbose=true
 wait $WPID
 WRC=$?
 pass "watch --count 2: exit 0 after two commits" test "$WRC" = 0
-pass "watch: one line per commit: generation, committer, old -> new" pyeval '
+pass "watch: one line per commit: generation, committer (as log names it), old -> new" pyeval '
 import re
 l = open(a[0]).read().splitlines()
+who = r"(?:\S+ \(uid %s\)|uid %s)  shmctl\[\d+\]" % (a[1], a[1])  # user (uid U)  process[pid]
 (len(l) == 2 and
- re.fullmatch(r"generation 2  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d  pid \d+ uid %s: torch\._dynamo\.config\.recompile_limit: 8 -> 16" % a[1], l[0]) is not None and
- re.fullmatch(r"generation 3  .*  pid \d+ uid %s: torch\.compiler\.config\.job_id: null -> \"abc\", torch\._dynamo\.config\.verbose: false -> true" % a[1], l[1]) is not None)' \
+ re.fullmatch(r"generation 2  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d  %s: torch\._dynamo\.config\.recompile_limit: 8 -> 16" % who, l[0]) is not None and
+ re.fullmatch(r"generation 3  .*  %s: torch\.compiler\.config\.job_id: null -> \"abc\", torch\._dynamo\.config\.verbose: false -> true" % who, l[1]) is not None)' \
 	"$T_TMP/w1" "$(id -u)"
 pass "watch: nothing else on stderr" test "$(cat "$T_TMP/w1.err")" = "shmctl: watching '$W' from generation 1"
 
