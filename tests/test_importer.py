@@ -748,6 +748,10 @@ class SyntheticTest(unittest.TestCase):
         self.assertEqual(self.rc, 0, self.stderr)
         p = run("--strict", "--module", "syn.conf", self.path)
         self.assertEqual(p.returncode, 1)
+        # --strict's reason comes before the summary, which stays last
+        last = p.stderr.decode().splitlines()[-2:]
+        self.assertRegex(last[0], r"^shmcfg-import: \d+ assignment\(s\) skipped \(--strict\)$")
+        self.assertTrue(last[1].startswith("warning: the schema refers to "), last)
 
     def test_skipped_lines(self):
         lines = self.stderr.splitlines()

@@ -249,12 +249,15 @@ def main(argv=None, search_path=None):
             if target not in names:
                 warn("warning: %s: implies %s, which is not in the schema" % (o.name, target))
                 undeclared.add(target)
+    summary = None
     if undeclared:
-        # the last line a user sees: shmctl create refuses such a schema alone
+        # the last line a user sees once the output is written (below): shmctl
+        # create refuses such a schema alone
         shown = ", ".join(sorted(undeclared)[:3]) + (", ..." if len(undeclared) > 3 else "")
-        warn("warning: the schema refers to %d option%s it does not declare (%s): shmctl create "
-             "refuses it alone; import the modules that declare them in the same command, or "
-             "--merge their schema" % (len(undeclared), "s" * (len(undeclared) > 1), shown))
+        summary = ("warning: the schema refers to %d option%s it does not declare (%s): shmctl "
+                   "create refuses it alone; import the modules that declare them in the same "
+                   "command, or --merge their schema"
+                   % (len(undeclared), "s" * (len(undeclared) > 1), shown))
 
     versions = sorted({m.version for m in imported.values() if m.version})
     if imported:
@@ -280,10 +283,12 @@ def main(argv=None, search_path=None):
     except OSError as e:
         warn("%s: %s: %s" % (PROG, args.output, e.strerror or e))
         return 1
-    if args.strict and skipped:
+    failed = args.strict and skipped
+    if failed:
         warn("%s: %d assignment(s) skipped (--strict)" % (PROG, skipped))
-        return 1
-    return 0
+    if summary:
+        warn(summary)
+    return 1 if failed else 0
 
 
 def run(argv=None, search_path=None):
