@@ -612,6 +612,40 @@ int cmd_show(int argc, char **argv)
 /* get, describe                                                      */
 /* ------------------------------------------------------------------ */
 
+/* Option opt's value in snap as get prints it (malloc'd), or NULL with the
+ * error printed. One line each when several (one_line): a string with a
+ * line break prints as a JSON string, as set reads it back. */
+static char *get_text(shmcfg *h, shmcfg_snapshot *snap, shmcfg_opt opt, bool json, bool raw, bool one_line)
+{
+	/* named first: a library call after the read would clear its detail */
+	const char *full = opt_name(h, opt);
+	shmcfg_value v;
+	int r = shmcfg_snapshot_get(snap, opt, &v);
+	if (r) {
+		fail_lib(r, full);
+		return NULL;
+	}
+	/* a deprecated option warns on stderr, as a set does: reads by handle
+	 * never warn, the library's lookup of the name does */
+	shmcfg_opt same;
+	int lr = shmcfg_lookup(h, full, &same);
+	(void)lr; /* found before: only its warning matters */
+	char *text;
+	if (json && !v.is_null && v.type == SHMCFG_FLOAT && !isfinite(v.u.f)) {
+		json_t *j = value_json(&v); /* "nan", as a dump writes it */
+		text = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+		json_decref(j);
+	} else if (!json && !raw && one_line && !v.is_null && v.type == SHMCFG_STR &&
+		   memchr(v.u.str.ptr, '\n', v.u.str.len)) {
+		text = value_text(&v);
+	} else {
+		text = json ? value_text(&v) : raw ? value_raw(&v) : value_plain(&v);
+	}
+	if (!text)
+		fail("out of memory");
+	return text;
+}
+
 int cmd_get(int argc, char **argv)
 {
 	bool json = false, raw = false;
@@ -629,41 +663,36 @@ int cmd_get(int argc, char **argv)
 	}
 	if (json && raw)
 		return usage_error("--json and --raw exclude each other");
-	const char *pos[2];
-	if (take_positionals(argc, argv, pos, 2, &ec))
-		return ec;
+	if (optind >= argc)
+		return usage_error("missing segment NAME");
+	if (optind + 1 >= argc)
+		return usage_error("missing OPTION");
+	const char *seg = argv[optind];
+	int n = argc - optind - 1;
+	if (raw && n > 1)
+		return usage_error("--raw prints one option (a string's line breaks would split the lines)");
 	shmcfg *h;
-	if (open_segment(pos[0], true, &h))
+	if (open_segment(seg, true, &h))
 		return EXIT_FAIL;
-	shmcfg_opt opt;
+	shmcfg_opt *opts = calloc((size_t)n, sizeof *opts);
+	char **texts = calloc((size_t)n, sizeof *texts);
 	shmcfg_snapshot *snap = NULL;
-	shmcfg_value v;
-	int rc = resolve_option(h, pos[1], &opt), r;
+	int rc = opts && texts ? 0 : fail("out of memory"), r;
+	/* every name resolved, then every value read from one generation, then
+	 * printed: an error prints no value */
+	for (int i = 0; rc == 0 && i < n; i++)
+		rc = resolve_option(h, argv[optind + 1 + i], &opts[i]);
 	if (rc == 0 && (r = snapshot_of(h, gen, &snap)))
-		rc = fail_lib(r, pos[0]);
-	/* named first: a library call after the read would clear its detail */
-	const char *full = rc == 0 ? opt_name(h, opt) : NULL;
-	if (rc == 0 && (r = shmcfg_snapshot_get(snap, opt, &v)))
-		rc = fail_lib(r, full);
-	if (rc == 0) {
-		/* a deprecated option warns on stderr, as a set does: reads by
-		 * handle never warn, the library's lookup of the name does */
-		shmcfg_opt same;
-		int lr = shmcfg_lookup(h, full, &same);
-		(void)lr; /* found before: only its warning matters */
-		char *text;
-		if (json && !v.is_null && v.type == SHMCFG_FLOAT && !isfinite(v.u.f)) {
-			json_t *j = value_json(&v); /* "nan", as a dump writes it */
-			text = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
-			json_decref(j);
-		} else
-			text = json ? value_text(&v) : raw ? value_raw(&v) : value_plain(&v);
-		if (text)
-			puts(text);
-		else
-			rc = fail("out of memory");
-		free(text);
-	}
+		rc = fail_lib(r, seg);
+	for (int i = 0; rc == 0 && i < n; i++)
+		if (!(texts[i] = get_text(h, snap, opts[i], json, raw, n > 1)))
+			rc = EXIT_FAIL;
+	for (int i = 0; rc == 0 && i < n; i++)
+		puts(texts[i]);
+	for (int i = 0; texts && i < n; i++)
+		free(texts[i]);
+	free(texts);
+	free(opts);
 	shmcfg_snapshot_release(snap);
 	shmcfg_close(h);
 	return rc;

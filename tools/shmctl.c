@@ -85,7 +85,7 @@ static const struct flag show_flags[] = {
 static const struct flag get_flags[] = {
 	FLAG_GENERATION("the value as of generation G (shmctl log)"),
 	FLAG_JSON("print the value as JSON (strings quoted)"),
-	{'r', "raw", NULL, F_SHORT, NULL, "print a string exactly as it is"},
+	{'r', "raw", NULL, F_SHORT, NULL, "print a string exactly as it is (one OPTION)"},
 	{0},
 };
 
@@ -332,11 +332,13 @@ const struct command shmctl_commands[] = {
 	 true, "", NULL},
 	{"show", cmd_show, "show NAME [PATTERN] [--non-default] [-v] [--generation G] [--json]",
 	 "show options: name, value, type, source, default", {show_flags}, NULL, true, "segment option", NULL},
-	{"get", cmd_get, "get NAME OPTION [--generation G] [--json|--raw]", "print one option's value", {get_flags},
-	 "Null prints as null. A string prints as it is, unless set would not read\n"
-	 "it back as itself (none or null in any case, or a leading double quote):\n"
-	 "then it prints as a JSON string (\"None\").\n",
-	 true, "segment option", NULL},
+	{"get", cmd_get, "get NAME OPTION... [--generation G] [--json|--raw]", "print options' values", {get_flags},
+	 "One line per OPTION, in the order given, all of one generation. Null\n"
+	 "prints as null. A string prints as it is, unless set would not read it\n"
+	 "back as itself (none or null in any case, or a leading double quote), or\n"
+	 "it holds a line break and several options are printed: then it prints as\n"
+	 "a JSON string (\"None\").\n",
+	 true, "segment option...", NULL},
 	{"describe", cmd_describe, "describe NAME OPTION [--generation G] [--json]",
 	 "print every attribute of an option and its doc", {describe_flags}, NULL, true, "segment option", NULL},
 	{"set", cmd_set, "set NAME OPTION=VALUE... [--knob] [--quiet] [--json]", "set options, all in one commit",

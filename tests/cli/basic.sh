@@ -102,6 +102,24 @@ t_out "get after set: a string, raw" abc shmctl get "$D" job_id
 t_out "get --json after set: a string, quoted" '"abc"' shmctl get "$D" job_id --json
 t_out "get --json after set: a set, sorted and unique" '["a","b"]' shmctl get --json "$D" reorderable_logging_functions
 t_out "get --json: a bool" true shmctl get --json "$D" verbose
+t_out "get of several options: one line each, in the order given" "16
+abc
+[\"a\",\"b\"]
+true" shmctl get "$D" recompile_limit job_id reorderable_logging_functions verbose
+t_out "... of the generation given" "8
+null
+false" shmctl get "$D" recompile_limit job_id verbose --json --generation 2
+run shmctl set -q "$D" 'cache_key_tag="two\nlines"'
+t_out "... a string with a line break as a JSON string, one line" "abc
+\"two\\nlines\"" shmctl get "$D" job_id cache_key_tag
+t_out "... which one option prints as it is" "two
+lines" shmctl get "$D" cache_key_tag
+t_err "... an unknown one: no value printed" 1 "shmctl: no option 'nosuch' in segment '$D'" \
+	shmctl get "$D" job_id nosuch
+t_err "... --raw: one option" 2 "shmctl: get: --raw prints one option (a string's line breaks would split the lines)
+usage: shmctl get NAME OPTION... [--generation G] [--json|--raw]
+Try 'shmctl get --help' for more information." shmctl get "$D" job_id verbose --raw
+run shmctl reset -q "$D" cache_key_tag
 run shmctl set "$D" 'job_id="none"'
 t_out "set: a double-quoted value is a JSON string literal" '"none"' shmctl get "$D" job_id --json
 run shmctl set "$D" job_id=None
