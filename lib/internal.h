@@ -108,6 +108,9 @@ void shmcfg__self_identity(uid_t uid, char user[SHMCFG_USER_MAX], char comm[SHMC
 int shmcfg__value_copy(const shmcfg_value *src, shmcfg_value *dst);
 int shmcfg__canon_set(shmcfg_value *v);
 bool shmcfg__utf8_valid(const char *s, size_t len);
+/* s made printable text in place: each byte of an invalid UTF-8 sequence, and each
+ * C0 or C1 control and DEL, becomes '?' (a terminal acts on them) */
+void shmcfg__printable(char *s);
 /* s as one printable line for a message: control bytes and invalid UTF-8 as \xNN, valid UTF-8 kept;
  * cut to fit out (len bytes, >= 8), on a character's boundary (value.c) */
 void shmcfg__line_text(const char *s, char *out, size_t len);

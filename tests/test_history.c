@@ -750,6 +750,51 @@ static void test_child_names_itself(void **state)
 	drop(h);
 }
 
+/* A local writer chooses its process name and its origin's who: a C1
+ * control (U+009B, CSI), an escape, bytes that are no UTF-8 */
+#define HOSTILE_COMM "\xc2\x9b" "2J\x1b]0\xff"
+#define HOSTILE_WHO "a\xc2\x9b" "31m\x07\xe9z \xc3\xa9"
+
+static int hostile_child_main(void *p)
+{
+	const char *name = p;
+	CHECK(prctl(PR_SET_NAME, HOSTILE_COMM, 0, 0, 0) == 0, 2, "prctl");
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(name, 0, NULL, &h);
+	CHECK(r == 0, 3, "attach: %s", shmcfg_strerror(r));
+	shmcfg_txn *t = NULL;
+	if (!(r = shmcfg_txn_begin(h, &t)) && !(r = shmcfg_txn_origin(t, 0, HOSTILE_WHO)) &&
+	    !(r = shmcfg_txn_set_int(t, T_A, 99)))
+		r = shmcfg_txn_commit(t, NULL);
+	else
+		shmcfg_txn_abort(t);
+	CHECK(r == 0, 4, "commit: %s", shmcfg_strerror(r));
+	shmcfg_close(h);
+	return 0;
+}
+
+/* What the history and the commit log give back of names a writer chose is
+ * printable UTF-8: each C0 or C1 control, DEL and byte of no character is
+ * '?', a valid character stays (a tool prints them to a terminal). */
+static void test_committer_names_printable(void **state)
+{
+	(void)state;
+	const char *name = new_name("hist-names");
+	shmcfg *h = create_hist(name, 0, 0);
+	uint64_t gen = shmcfg_generation(h);
+	int st = reap(spawn(hostile_child_main, (void *)name));
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	shmcfg_history_entry *e = entry(h, gen + 1);
+	assert_string_equal(e->process, "??2J?]0?");
+	assert_string_equal(e->who, "a??31m??z \xc3\xa9");
+	shmcfg_history_free(e);
+	shmcfg_commit ci;
+	assert_int_equal(shmcfg_commit_info(h, gen + 1, &ci), 0);
+	assert_string_equal(ci.who, "a??31m??z \xc3\xa9");
+	drop(h);
+}
+
 /* Commit i: a = i and c = a string whose letter and length follow from i. */
 static void text_of(int i, char *buf)
 {
@@ -1039,6 +1084,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_wraparound, teardown),
 		cmocka_unit_test_teardown(test_layers_and_types, teardown),
 		cmocka_unit_test_teardown(test_huge_commit, teardown),
+		cmocka_unit_test_teardown(test_committer_names_printable, teardown),
 		cmocka_unit_test_teardown(test_many_changes_recorded_in_order, teardown),
 		cmocka_unit_test_teardown(test_ring_wraps_first, teardown),
 		cmocka_unit_test_teardown(test_values_at_generation, teardown),

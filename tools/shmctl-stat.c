@@ -887,14 +887,10 @@ int cmd_watch(int argc, char **argv)
 		char when[48] = "?", who[320] = "unknown committer";
 		if (have_ci) {
 			time_local(ci.time_ns, when, sizeof when);
-			/* any writer of the segment (and, through the agent, of
-			 * etcd) chose these bytes: no escape sequence or newline
-			 * reaches the terminal */
-			for (char *q = ci.who; *q; q++)
-				if ((unsigned char)*q < 0x20 || *q == 0x7f)
-					*q = '?';
-			committer_text(he ? he->user : "", ci.uid, he ? he->process : "", ci.pid, ci.who, ci.cluster_rev,
-				       who, sizeof who);
+			/* who, user and process: printable UTF-8 (the library's);
+			 * the cluster revision the generation carries, as log says */
+			committer_text(he ? he->user : "", ci.uid, he ? he->process : "", ci.pid, ci.who,
+				       he ? he->cluster_rev : ci.cluster_rev, who, sizeof who);
 		}
 		if (json) {
 			json_t *o = json_object(), *changes = json_array();

@@ -464,12 +464,11 @@ static int history_get(const shmcfg *h, uint64_t gen, shmcfg_history_entry **ret
 			return r;
 		}
 	}
-	/* the segment's bytes: printable text only */
-	char *text[] = {e->process, e->user, e->who};
-	for (int k = 0; k < 3; k++)
-		for (char *p = text[k]; *p; p++)
-			if ((unsigned char)*p < 0x20 || *p == 0x7f)
-				*p = '?';
+	/* the segment's bytes (any local writer names its process): printable
+	 * UTF-8 only */
+	shmcfg__printable(e->process);
+	shmcfg__printable(e->user);
+	shmcfg__printable(e->who);
 	*ret = e;
 	return 0;
 }

@@ -166,6 +166,7 @@ static int commit_info(const shmcfg *h, uint64_t gen, shmcfg_commit *ret)
 		ret->cluster_rev = copy.cluster_rev;
 		memcpy(ret->who, copy.who, sizeof ret->who);
 		ret->who[sizeof ret->who - 1] = 0; /* the segment's bytes: anyone with write access wrote them */
+		shmcfg__printable(ret->who);
 		ret->nids = 0;
 		for (uint32_t k = 0; k < copy.nids && k < SHMCFG_LOG_IDS; k++) {
 			shmcfg_opt id = copy.ids[k];

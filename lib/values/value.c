@@ -58,37 +58,57 @@ const char *shmcfg_list_next(const shmcfg_value *v, const char *prev)
 	return next < end ? next : NULL;
 }
 
+/* The UTF-8 sequence at p (before e): its length and code point, or 0 if it
+ * is not one (overlong forms, surrogates and values past U+10FFFF are not). */
+static int utf8_seq(const unsigned char *p, const unsigned char *e, uint32_t *cp)
+{
+	unsigned c = *p;
+	int n;
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	} else if ((c & 0xe0) == 0xc0) {
+		n = 1, *cp = c & 0x1f;
+	} else if ((c & 0xf0) == 0xe0) {
+		n = 2, *cp = c & 0x0f;
+	} else if ((c & 0xf8) == 0xf0) {
+		n = 3, *cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	if (e - p - 1 < n)
+		return 0;
+	for (int i = 1; i <= n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		*cp = *cp << 6 | (p[i] & 0x3f);
+	}
+	if ((n == 1 && *cp < 0x80) || (n == 2 && *cp < 0x800) || (n == 3 && *cp < 0x10000) ||
+	    (*cp >= 0xd800 && *cp <= 0xdfff) || *cp > 0x10ffff)
+		return 0;
+	return n + 1;
+}
+
 bool shmcfg__utf8_valid(const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s, *e = p + len;
-	while (p < e) {
-		unsigned c = *p++;
-		int n;
-		uint32_t cp;
-		if (c < 0x80)
-			continue;
-		else if ((c & 0xe0) == 0xc0)
-			n = 1, cp = c & 0x1f;
-		else if ((c & 0xf0) == 0xe0)
-			n = 2, cp = c & 0x0f;
-		else if ((c & 0xf8) == 0xf0)
-			n = 3, cp = c & 0x07;
-		else
+	uint32_t cp;
+	for (int n; p < e; p += n)
+		if (!(n = utf8_seq(p, e, &cp)))
 			return false;
-		if (e - p < n)
-			return false;
-		for (int i = 0; i < n; i++) {
-			if ((p[i] & 0xc0) != 0x80)
-				return false;
-			cp = cp << 6 | (p[i] & 0x3f);
-		}
-		p += n;
-		/* overlong forms, surrogates and values past U+10FFFF */
-		if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-		    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-			return false;
-	}
 	return true;
+}
+
+void shmcfg__printable(char *s)
+{
+	unsigned char *p = (unsigned char *)s, *e = p + strlen(s);
+	uint32_t cp;
+	for (int n; p < e; p += n) {
+		n = utf8_seq(p, e, &cp);
+		/* a byte that starts no character, a C0 or C1 control, DEL */
+		if (!n || cp < 0x20 || (cp >= 0x7f && cp < 0xa0))
+			memset(p, '?', n ? (size_t)n : 1), n = n ? n : 1;
+	}
 }
 
 void shmcfg__line_text(const char *s, char *out, size_t len)
