@@ -752,6 +752,12 @@ class SyntheticTest(unittest.TestCase):
         last = p.stderr.decode().splitlines()[-2:]
         self.assertRegex(last[0], r"^shmcfg-import: \d+ assignment\(s\) skipped \(--strict\)$")
         self.assertTrue(last[1].startswith("warning: the schema refers to "), last)
+        # and when the output cannot be written: its error, then the summary
+        p = run("--module", "syn.conf", self.path, "-o", "/nonexistent/dir/out.yaml")
+        self.assertEqual(p.returncode, 1)
+        last = p.stderr.decode().splitlines()[-2:]
+        self.assertTrue(last[0].startswith("shmcfg-import: /nonexistent/dir/out.yaml: "), last)
+        self.assertTrue(last[1].startswith("warning: the schema refers to "), last)
 
     def test_skipped_lines(self):
         lines = self.stderr.splitlines()

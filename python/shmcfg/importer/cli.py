@@ -259,6 +259,15 @@ def main(argv=None, search_path=None):
                    "command, or --merge their schema"
                    % (len(undeclared), "s" * (len(undeclared) > 1), shown))
 
+    try:
+        return _write(args, options, imported, sources, notes, skipped, warn)
+    finally:
+        if summary:  # last, whatever became of the output
+            warn(summary)
+
+
+def _write(args, options, imported, sources, notes, skipped, warn):
+    """Write the schema main() read: its exit status."""
     versions = sorted({m.version for m in imported.values() if m.version})
     if imported:
         notes.append("Read from %s: each module parsed, and imported without TORCH*/PYTORCH* "
@@ -283,12 +292,10 @@ def main(argv=None, search_path=None):
     except OSError as e:
         warn("%s: %s: %s" % (PROG, args.output, e.strerror or e))
         return 1
-    failed = args.strict and skipped
-    if failed:
+    if args.strict and skipped:
         warn("%s: %d assignment(s) skipped (--strict)" % (PROG, skipped))
-    if summary:
-        warn(summary)
-    return 1 if failed else 0
+        return 1
+    return 0
 
 
 def run(argv=None, search_path=None):
