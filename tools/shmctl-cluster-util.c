@@ -397,7 +397,7 @@ json_t *parse_bytes(const char *p, size_t n, json_error_t *err)
 /* Compact JSON text of a jansson value (for tables and messages). */
 char *json_text(const json_t *j)
 {
-	char *t = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
+	char *t = json_for_terminal(json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17)));
 	return t ? t : strdup("?");
 }
 

@@ -937,7 +937,8 @@ int cmd_describe(int argc, char **argv)
 		json_t *a = json_object_get(o, which ? "implied_by" : "implies");
 		for (size_t k = 0; k < json_array_size(a); k++) {
 			json_t *e = json_array_get(a, k);
-			char *val = json_dumps(json_object_get(e, "value"), JSON_ENCODE_ANY | JSON_COMPACT);
+			char *val = json_for_terminal(
+				json_dumps(json_object_get(e, "value"), JSON_ENCODE_ANY | JSON_COMPACT));
 			char line[1024];
 			if (which) /* the implier, and what it sets this option to while true */
 				snprintf(line, sizeof line, "%s (while true: %s)",

@@ -482,14 +482,59 @@ int resolve_option(shmcfg *h, const char *text, shmcfg_opt *ret)
 /* Values                                                             */
 /* ------------------------------------------------------------------ */
 
+/* The UTF-8 of a C1 control (U+0080..U+009F: U+009B is CSI to a terminal)
+ * at p, or of a line or paragraph separator (U+2028, U+2029: a line break to
+ * many readers): its length, else 0. */
+static size_t c1_or_separator(const unsigned char *p, const unsigned char *e)
+{
+	if (e - p >= 2 && p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+		return 2;
+	if (e - p >= 3 && p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9))
+		return 3;
+	return 0;
+}
+
+static bool has_c1_or_separator(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s, *e = p + n;
+	for (; p < e; p++)
+		if (c1_or_separator(p, e))
+			return true;
+	return false;
+}
+
+char *json_for_terminal(char *text)
+{
+	if (!text || !has_c1_or_separator(text, strlen(text)))
+		return text;
+	size_t n = strlen(text);
+	char *out = malloc(n * 3 + 1), *o = out; /* 2 bytes -> 6 at most */
+	const unsigned char *p = (const unsigned char *)text, *e = p + n;
+	while (out && p < e) {
+		size_t k = c1_or_separator(p, e);
+		if (k == 2)
+			o += sprintf(o, "\\u%04X", (unsigned)(p[1] & 0x3f) | 0x80);
+		else if (k == 3)
+			o += sprintf(o, "\\u%04X", 0x2000u | (p[2] & 0x3f));
+		else
+			*o++ = (char)*p, k = 1;
+		p += k;
+	}
+	if (out)
+		*o = '\0';
+	free(text);
+	return out;
+}
+
 /* The library's display form (shmcfg_value_format): floats as the shortest
- * text that reads back the same (0.1, 5.0, 1e+300, nan, inf). */
+ * text that reads back the same (0.1, 5.0, 1e+300, nan, inf); strings and
+ * list items as JSON, safe for a terminal. */
 char *value_text(const shmcfg_value *v)
 {
 	char *t = NULL;
 	if (shmcfg_value_format(v, &t))
 		return NULL;
-	return t;
+	return json_for_terminal(t);
 }
 
 char *value_raw(const shmcfg_value *v)
@@ -505,11 +550,12 @@ char *value_plain(const shmcfg_value *v)
 		return value_text(v);
 	/* a text that `set` would not read back as itself: the words of null,
 	 * and a JSON literal's opening quote; and one a terminal would act on
-	 * (an escape sequence, a carriage return: whoever may write the value,
-	 * etcd's writers too, would reach the reader's terminal): as JSON,
-	 * escaped. --raw prints the bytes. */
+	 * (an escape sequence, a carriage return, a C1 control: whoever may
+	 * write the value, etcd's writers too, would reach the reader's
+	 * terminal), or one with a line separator: as JSON, escaped. --raw
+	 * prints the bytes. */
 	char *raw = value_raw(v);
-	bool control = false;
+	bool control = raw && has_c1_or_separator(raw, v->u.str.len);
 	for (size_t i = 0; raw && i < v->u.str.len; i++) {
 		unsigned char c = (unsigned char)raw[i];
 		control |= (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f;
@@ -568,7 +614,7 @@ int json_print(json_t *j, bool compact)
 		return fail("out of memory");
 	size_t flags = JSON_ENCODE_ANY | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17) |
 		       (compact ? JSON_COMPACT : JSON_INDENT(2));
-	char *text = json_dumps(j, flags);
+	char *text = json_for_terminal(json_dumps(j, flags));
 	json_decref(j);
 	if (!text)
 		return fail("out of memory");

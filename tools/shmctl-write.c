@@ -1023,7 +1023,9 @@ int cmd_save(int argc, char **argv)
 					      "generation", (json_int_t)gen, "values", values);
 	if (rc)
 		json_decref(values);
-	char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) : NULL;
+	char *text = root ? json_for_terminal(json_dumps(
+				    root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)))
+			  : NULL;
 	json_decref(root);
 	char *line = NULL;
 	if (!rc && (!text || asprintf(&line, "%s\n", text) < 0))

@@ -202,13 +202,18 @@ int find_option(shmcfg *h, const char *text, shmcfg_opt *ret);
 const char *opt_name(shmcfg *h, shmcfg_opt opt);
 
 /* A value as shmcfg_value_format() writes it (JSON; nan, inf as words),
- * malloc'd; NULL on ENOMEM. */
+ * safe for a terminal (json_for_terminal), malloc'd; NULL on ENOMEM. */
 char *value_text(const shmcfg_value *v);
+/* JSON text (malloc'd, taken) with its C1 controls and line separators as
+ * \u escapes, which JSON reads back as the same strings; NULL if text is
+ * NULL or on ENOMEM. */
+char *json_for_terminal(char *text);
 /* As value_text() but strings raw (`get --raw`). */
 char *value_raw(const shmcfg_value *v);
 /* `get`: as value_raw(), except a string that `set` would not read back as
- * itself (none, null in any case, or starting with a double quote), which
- * is quoted as value_text() does: null prints null, the text "null". */
+ * itself (none, null in any case, or starting with a double quote) or that
+ * holds a control (but a line break or tab) or a line separator, which is
+ * quoted as value_text() does: null prints null, the text "null". */
 char *value_plain(const shmcfg_value *v);
 /* A value as a new jansson value (nan/inf as strings, like shmcfg_dump). */
 json_t *value_json(const shmcfg_value *v);

@@ -127,6 +127,18 @@ t_out "set: none is null for a nullable option" null shmctl get "$D" job_id --js
 run shmctl set "$D" 'job_id="\u001b]0;title\u0007x\ry"'
 t_out "get: a string a terminal would act on prints as JSON, escaped" '"\u001B]0;title\u0007x\ry"' shmctl get "$D" job_id
 pass "... and --raw prints its bytes" sh -c "$SHMCTL get '$D' job_id --raw | od -An -c | grep -q '033'"
+# C1 controls (U+009B is CSI) and line separators, which jansson writes raw
+run shmctl set "$D" 'job_id="\u009b31mred\u2028x"'
+t_out "get: a C1 control or a line separator prints as JSON, escaped" '"\u009B31mred\u2028x"' shmctl get "$D" job_id
+t_out "... with --json too" '"\u009B31mred\u2028x"' shmctl get "$D" job_id --json
+t_json "... and show --json reads back the same string" \
+	'[o["value"] for o in j if o["name"].endswith(".job_id")] == ["\x9b31mred\u2028x"]' shmctl show "$D" --json
+pass "... which has no C1 byte sequence or separator in it" \
+	sh -c "! $SHMCTL show '$D' --json | od -An -tx1 | tr -d '\n' | grep -Eq ' c2 9b| e2 80 a8'"
+run shmctl set "$D" 'job_id="a\u2029b"'
+t_out "get of several: a paragraph separator keeps one line each" '"a\u2029b"
+16' shmctl get "$D" job_id recompile_limit
+pass "... and --raw prints its bytes" sh -c "$SHMCTL get '$D' job_id --raw | od -An -tx1 | grep -q 'e2 80 a9'"
 run shmctl set "$D" 'cache_key_tag="none"'
 t_out "set: a quoted none is text for a non-nullable string" '"none"' shmctl get "$D" cache_key_tag --json
 run shmctl set "$D" 'reorderable_logging_functions=["x.y","a b"]'
