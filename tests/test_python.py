@@ -606,6 +606,35 @@ class TestAttributes(SegTest):
         with self.assertRaises(ValueError):
             seg.transaction(layer="env_force")
 
+    @unittest.skipUnless(SHMCTL, "tools/shmctl is not built")
+    def test_watch_names_the_cluster_revision_as_log_does(self):
+        """shmctl watch --json gives each commit's who and the cluster
+        revision its generation carries, as log --json does: a local commit
+        after a cluster one still carries the cluster's revision."""
+        seg, m = self.app()
+        w = subprocess.Popen([SHMCTL, "watch", seg.name, "--json", "--count", "2", "--timeout", "60"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        try:
+            self.assertIn("shmctl: watching", w.stderr.readline())
+            with seg.transaction(layer="cluster", origin=(17, "alice@h1")) as t:
+                t["app.config.steps"] = 21
+            first = w.stdout.readline()  # printed before the next commit: not merged with it
+            seg.set({"app.config.steps": 5})
+            out, err = w.communicate(timeout=60)
+            out = first + out
+        finally:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+        self.assertEqual(w.returncode, 0, err)
+        seen = [json.loads(x) for x in out.splitlines()]
+        log = {e["generation"]: e for e in json.loads(run_shmctl("log", seg.name, "--json"))}
+        self.assertEqual([(x["who"], x["cluster_revision"]) for x in seen],
+                         [("alice@h1", 17), (log[seen[1]["generation"]]["who"], 17)])
+        for x in seen:
+            e = log[x["generation"]]
+            self.assertEqual((x["who"], x["cluster_revision"]), (e["who"], e["cluster_revision"]))
+
 
 # ---------------------------------------------------------------------------
 # History

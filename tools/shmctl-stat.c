@@ -905,16 +905,17 @@ int cmd_watch(int argc, char **argv)
 				json_object_set_new(o, "uid", json_integer(ci.uid));
 				json_object_set_new(o, "user", he && he->user[0] ? json_string(he->user) : json_null());
 				json_object_set_new(o, "process", he ? json_string(he->process) : json_null());
-				json_object_set_new(o, "cluster_rev", json_integer((json_int_t)ci.cluster_rev));
 				json_object_set_new(o, "who", json_string(ci.who));
+				json_object_set_new(o, "cluster_revision",
+						    json_integer((json_int_t)(he ? he->cluster_rev : ci.cluster_rev)));
 			} else {
 				json_object_set_new(o, "time", json_null());
 				json_object_set_new(o, "pid", json_null());
 				json_object_set_new(o, "uid", json_null());
 				json_object_set_new(o, "user", json_null());
 				json_object_set_new(o, "process", json_null());
-				json_object_set_new(o, "cluster_rev", json_null());
 				json_object_set_new(o, "who", json_null());
+				json_object_set_new(o, "cluster_revision", json_null());
 			}
 			for (uint32_t i = 0; i < n; i++) {
 				if (is_alias[i] || (!strcmp(text[i], now[i]) && src[i] == nsrc[i]) ||
