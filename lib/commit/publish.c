@@ -376,7 +376,8 @@ static int undo(struct build *b, struct slot_hdr *sl, const struct slot_hdr *cur
 	sl->checksum = cur_sl->checksum;
 	sl->base = cur_g;
 	seq_write_end(&sl->gen, 0);
-	b->h->slot_hint = UINT32_MAX; /* this slot is the next commit's best: let the scan find it */
+	/* this slot is the next commit's best: let the scan find it */
+	__atomic_store_n(&b->h->slot_hint, UINT32_MAX, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -403,7 +404,8 @@ static int build_txn(struct build *b, shmcfg_txn *t, struct slot_hdr *sl)
  */
 static void recycle(shmcfg *h, uint32_t cur_s, uint32_t s_new, const struct slot_hdr *cur_sl, uint64_t cur_g)
 {
-	h->slot_hint = UINT32_MAX; /* the slots brought up to date are better than any hint */
+	/* the slots brought up to date are better than any hint */
+	__atomic_store_n(&h->slot_hint, UINT32_MAX, __ATOMIC_RELAXED);
 	for (uint32_t s = 0; s < h->lay.nslots; s++) {
 		struct slot_hdr *sl = slot_at(h, s);
 		uint64_t stamp = __atomic_load_n(&sl->gen, __ATOMIC_ACQUIRE);
@@ -465,10 +467,45 @@ static int cluster_checks(shmcfg *h, shmcfg_txn *t, const char *cur_sl)
  * The commit proper. SHMCFG_E_RETIRED (no detail): the segment was replaced
  * (replace.c) while we waited for its lock; the caller follows it.
  */
+/*
+ * Ask the memory, before the lock is taken, for the lines a commit of t
+ * touches first: the current slot's cell and reference of its first
+ * changes (the no-op check reads them), the same in the slot its handle's
+ * last commit left behind (the likely choice, written), and the next
+ * history entry, history bytes and log entry (written by every commit,
+ * cold by then: the rings cycle). At 10,000 options and more each is a
+ * cache miss the commit would otherwise wait for in turn (doc/
+ * benchmarks.md). Only hints: a prefetch never faults, reads nothing the
+ * commit trusts, and the commit checks everything again under the lock.
+ */
+static void prefetch_commit(const shmcfg *h, const shmcfg_txn *t)
+{
+	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_RELAXED), g = cur_gen(cur) + 1;
+	uint32_t cs = cur_slot(cur), hs = __atomic_load_n(&h->slot_hint, __ATOMIC_RELAXED); /* before commit_lock */
+	__builtin_prefetch(hist_at(h, g), 1);
+	__builtin_prefetch(log_at(h, g), 1);
+	__builtin_prefetch(h->base + h->lay.hist_ring_off +
+				   __atomic_load_n(&h->hdr->hist_head, __ATOMIC_RELAXED) % h->lay.hist_ring_size,
+			   1);
+	if (cs >= h->lay.nslots)
+		return;
+	const void *c = slot_at(h, cs), *w = hs < h->lay.nslots ? slot_at(h, hs) : NULL;
+	for (size_t i = 0; i < t->n && i < TXN_SMALL; i++) {
+		uint32_t o = t->ch[i].opt;
+		__builtin_prefetch(slot_cells(h, c) + o);
+		__builtin_prefetch(slot_lrefs(h, c) + o);
+		if (w) {
+			__builtin_prefetch(slot_cells(h, w) + o, 1);
+			__builtin_prefetch(slot_lrefs(h, w) + o, 1);
+		}
+	}
+}
+
 int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 {
 	shmcfg *h = t->h;
 	int r;
+	prefetch_commit(h, t);
 	if (t->n > 1 && !changes_sorted(t->ch, t->n))
 		sort_changes(t->ch, t->n);
 	struct build b = {.h = h, .heap = seg_heap(h), .heap_size = h->lay.heap_size, .shared = true};
@@ -578,7 +615,9 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	seq_publish(h, gen, s); /* (E) */
 	shmcfg__fault("commit.published");
 	hd->wip = 0;
-	h->slot_hint = cur_s; /* holds gen - 1: the next commit's slot (choose_slot) */
+	/* holds gen - 1: the next commit's slot (choose_slot); atomic for
+	 * prefetch_commit(), which reads it before commit_lock */
+	__atomic_store_n(&h->slot_hint, cur_s, __ATOMIC_RELAXED);
 	wake(h);
 	if (gen_ret)
 		*gen_ret = gen;
