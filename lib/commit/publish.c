@@ -464,10 +464,6 @@ static int cluster_checks(shmcfg *h, shmcfg_txn *t, const char *cur_sl)
 }
 
 /*
- * The commit proper. SHMCFG_E_RETIRED (no detail): the segment was replaced
- * (replace.c) while we waited for its lock; the caller follows it.
- */
-/*
  * Ask the memory, before the lock is taken, for the lines a commit of t
  * touches first: the current slot's cell and reference of its first
  * changes (the no-op check reads them), the same in the slot its handle's
@@ -501,6 +497,10 @@ static void prefetch_commit(const shmcfg *h, const shmcfg_txn *t)
 	}
 }
 
+/*
+ * The commit proper. SHMCFG_E_RETIRED (no detail): the segment was replaced
+ * (replace.c) while we waited for its lock; the caller follows it.
+ */
 int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 {
 	shmcfg *h = t->h;
