@@ -505,9 +505,9 @@ static bool has_c1_or_separator(const char *s, size_t n)
 
 char *json_for_terminal(char *text)
 {
-	if (!text || !has_c1_or_separator(text, strlen(text)))
+	size_t n = text ? strlen(text) : 0;
+	if (!text || !has_c1_or_separator(text, n))
 		return text;
-	size_t n = strlen(text);
 	char *out = malloc(n * 3 + 1), *o = out; /* 2 bytes -> 6 at most */
 	const unsigned char *p = (const unsigned char *)text, *e = p + n;
 	while (out && p < e) {
@@ -695,9 +695,14 @@ void table_color(struct table *t, size_t col, const char *code)
 /* Newlines, tabs and other control characters would break the columns. */
 static void flatten(char *s)
 {
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			*s = ' ';
+	const unsigned char *e = (const unsigned char *)s + strlen(s);
+	char *o = s;
+	for (const unsigned char *p = (const unsigned char *)s; p < e;) {
+		size_t k = c1_or_separator(p, e); /* U+009B is CSI: one '?' for it */
+		*o++ = k ? '?' : *p < 0x20 || *p == 0x7f ? ' ' : (char)*p;
+		p += k ? k : 1;
+	}
+	*o = '\0';
 }
 
 /* A note under a row: one line, whatever a hostile name put in it (escape

@@ -183,11 +183,16 @@ H2="/dev/shm/shmcfg.cli-$$-nl
 cli-$$-FAKE  1.0 MiB 99 38 0 root 0600"
 : >"$H1"
 : >"$H2"
+# U+009B (CSI to many terminals) and U+2028, valid UTF-8
+H3="/dev/shm/shmcfg.cli-$$-c1$(printf '\302\233')2J$(printf '\342\200\250')x"
+: >"$H3"
 run shmctl ls
 pass "ls: no escape character and no forged row from planted names" pyeval '
 lines = a[0].splitlines()
 "\x1b" not in a[0] and "\x07" not in a[0] and not any(l.startswith("cli-%s-FAKE" % a[1]) for l in lines)' "$OUT" "$$"
-rm -f "$H1" "$H2"
+pass "ls: no C1 control or line separator from a planted name, in its row or its note" pyeval '
+"\x9b" not in a[0] and "\u2028" not in a[0] and "cli-%s-c1?2J?x" % a[1] in a[0]' "$OUT" "$$"
+rm -f "$H1" "$H2" "$H3"
 
 # A directory planted under a segment's name: rm removes it (rmdir) where the
 # caller may, and create --force then creates the segment.
