@@ -144,9 +144,10 @@ static const shmcfg_optdef hostile_defs[] = {
 	{.name = "a.old", .type = SHMCFG_STR, .alias = "a.s", .flags = SHMCFG_F_HASH_IGNORED,
 	 .deprecated = "old", .doc = "Old name."},
 	{.name = "a.old_set", .type = SHMCFG_SET, .flags = SHMCFG_F_NULLABLE, .alias = "a.set"},
-	/* implied values of every type, by an alias too, and odd spacing */
+	/* implied values of every type, by an alias too, and odd spacing; a ';'
+	 * inside a string does not end the item */
 	{.name = "a.on", .type = SHMCFG_BOOL, .def = "true",
-	 .implies = " a.old = \"x\" ;; a.f=0.1;a.nan=nan; a.set=none;a.l=[\"p\",\"q\"];a.i=7;yes=\"\";a.f4=none"},
+	 .implies = " a.old = \"x;y\" ;; a.f=0.1;a.nan=nan; a.set=none;a.l=[\"p;\",\"q\\\";\"];a.i=7;yes=\"\";a.f4=none"},
 };
 
 static void test_hostile(void **state)
@@ -213,7 +214,7 @@ static void test_hostile(void **state)
 	/* the alias's flags and deprecation; implies as declared */
 	assert_non_null(strstr(text, "  a.old:\n    type: str\n    alias: a.s\n    deprecated: \"old\"\n"
 				     "    hash_ignored: true\n    doc: |-\n      Old name.\n"));
-	assert_line(text, "    implies: {a.old: \"x\", a.f: 0.1, a.nan: .nan, a.set: null, a.l: [\"p\", \"q\"], "
+	assert_line(text, "    implies: {a.old: \"x;y\", a.f: 0.1, a.nan: .nan, a.set: null, a.l: [\"p;\", \"q\\\";\"], "
 			  "a.i: 7, \"yes\": \"\", a.f4: null}");
 	free(text);
 	shmcfg_schema_free(s);
@@ -241,6 +242,20 @@ static void test_schema_of(void **state)
 	assert_line(text, "    default: 0");
 	free(text);
 	shmcfg_schema_free(of);
+	/* a.on is true by default: its implied strings, ';' and all */
+	shmcfg_opt o_s, o_l;
+	shmcfg_value v;
+	assert_int_equal(shmcfg_lookup(h, "a.s", &o_s), 0);
+	assert_int_equal(shmcfg_get(h, o_s, &v), 0);
+	assert_int_equal(v.source, SHMCFG_SRC_IMPLIED);
+	assert_string_equal(v.u.str.ptr, "x;y");
+	shmcfg_value_clear(&v);
+	assert_int_equal(shmcfg_lookup(h, "a.l", &o_l), 0);
+	assert_int_equal(shmcfg_get(h, o_l, &v), 0);
+	assert_int_equal(v.u.list.count, 2);
+	assert_string_equal(v.u.list.items, "p;");
+	assert_string_equal(v.u.list.items + 3, "q\";");
+	shmcfg_value_clear(&v);
 	/* the embedded default, and the test schema */
 	shmcfg_close(h);
 	assert_int_equal(shmcfg_create(name, NULL, &o, &h), 0);

@@ -82,6 +82,42 @@ int shmcfg__schema_find(const shmcfg_schema *s, const char *name)
 	return *e ? (int)(*e - 1) : -1;
 }
 
+/*
+ * The next item of an implies text "a=v;b=w" (a copy, cut in place), or
+ * NULL at its end; empty items are skipped. An item ends at the next ';',
+ * except inside the strings of a value in JSON (one that starts with '"' or
+ * '[' after its '='): an implied string may hold a ';', and
+ * shmcfg_value_format() writes strings in JSON.
+ */
+char *shmcfg__implies_item(char **rest)
+{
+	char *p = *rest + strspn(*rest, ";");
+	if (!*p) {
+		*rest = p;
+		return NULL;
+	}
+	char *item = p, *eq = strchr(p, '=');
+	size_t plain = strcspn(p, ";");
+	if (eq && eq < p + plain) {
+		char *v = eq + 1 + strspn(eq + 1, " \t\n\r\f\v");
+		if (*v == '"' || *v == '[') {
+			bool in_str = false;
+			for (p = v; *p && (in_str || *p != ';'); p++) {
+				if (in_str && *p == '\\' && p[1])
+					p++; /* an escaped character: a quote or a backslash does not end the string */
+				else if (*p == '"')
+					in_str = !in_str;
+			}
+			plain = (size_t)(p - item);
+		}
+	}
+	p = item + plain;
+	if (*p)
+		*p++ = 0;
+	*rest = p;
+	return item;
+}
+
 static int byname_grow(shmcfg_schema *s)
 {
 	uint32_t size = s->byname_size ? s->byname_size * 2 : 64;

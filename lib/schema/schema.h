@@ -28,5 +28,6 @@ struct shmcfg_schema {
 
 uint64_t shmcfg__name_hash(const char *s, size_t len);
 int shmcfg__schema_find(const shmcfg_schema *s, const char *name);
+char *shmcfg__implies_item(char **rest);
 
 #endif

@@ -260,13 +260,12 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 		b->imp_first[i] = b->nimplies;
 		if (!spec)
 			continue;
-		char *copy = shmcfg__strdup(spec), *save = NULL;
+		char *copy = shmcfg__strdup(spec), *rest = copy;
 		if (!copy) {
 			r = shmcfg__nomem();
 			goto fail;
 		}
-		for (char *item = strtok_r(copy, ";", &save); item && !r;
-		     item = strtok_r(NULL, ";", &save)) {
+		for (char *item; !r && (item = shmcfg__implies_item(&rest));) {
 			char *eq = strchr(item, '=');
 			while (isspace((unsigned char)*item))
 				item++;

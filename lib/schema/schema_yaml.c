@@ -306,18 +306,18 @@ static void put_implied(struct shmcfg__text *b, const shmcfg_schema *s, const ch
 }
 
 /* An implies text "a=v;b=w" as a flow mapping: its items as
- * shmcfg__schema_build() cuts them (strtok_r: empty items skipped, blanks
- * around the name and before the value dropped); targets as declared (an
- * alias stays one). */
+ * shmcfg__schema_build() cuts them (shmcfg__implies_item: empty items
+ * skipped, blanks around the name and before the value dropped); targets as
+ * declared (an alias stays one). */
 static void put_implies(struct shmcfg__text *b, const shmcfg_schema *s, const char *name, const char *spec)
 {
-	char *copy = shmcfg__strdup(spec), *save = NULL;
+	char *copy = shmcfg__strdup(spec), *rest = copy;
 	if (!copy) {
 		b->err = shmcfg__nomem();
 		return;
 	}
 	int k = 0;
-	for (char *item = strtok_r(copy, ";", &save); item; item = strtok_r(NULL, ";", &save), k++) {
+	for (char *item; (item = shmcfg__implies_item(&rest)); k++) {
 		char *eq = strchr(item, '=');
 		while (isspace((unsigned char)*item))
 			item++;
