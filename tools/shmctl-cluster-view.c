@@ -499,8 +499,8 @@ int cl_status(int argc, char **argv)
 		if (!json_is_object(recs[i])) {
 			json_decref(recs[i]);
 			recs[i] = NULL;
-		} else if (jint(recs[i], "revision", 0) > newest)
-			newest = jint(recs[i], "revision", 0);
+		} else if (jint(recs[i], "revision", 0) > newest && jint(recs[i], "revision", 0) <= st.revision)
+			newest = jint(recs[i], "revision", 0); /* one beyond the store's is no agent's: below */
 	}
 	/* hosts per hash (a hash map: thousands of hosts), then the first of
 	 * the most frequent in key order */
@@ -531,7 +531,7 @@ int cl_status(int argc, char **argv)
 	struct table *t = a.json ? NULL : table_new(7, hdr);
 	table_shrink(t, 6, 12);
 	json_t *arr = json_array();
-	size_t nbehind = 0, ndiffer = 0, nbad = 0, noos = 0, nover = 0, nunlisted = 0;
+	size_t nbehind = 0, ndiffer = 0, nbad = 0, noos = 0, nover = 0, nunlisted = 0, nbeyond = 0;
 	json_t *roster = roster_of(&c, &ro); /* "HOST/SEGMENT": still to be seen (true) */
 	for (size_t i = 0; i < st.n; i++) {
 		json_t *r = recs[i];
@@ -543,10 +543,14 @@ int cl_status(int argc, char **argv)
 		json_int_t tn = r ? jint(r, "time_ns", 0) : 0, oos = r ? jint(r, "out_of_sync_since_ns", 0) : 0;
 		bool differs = disagree && hash && strcmp(json_string_value(json_object_get(r, "config_hash")), major);
 		bool behind = r && rev < newest;
+		/* an agent reports a revision it applied, read before it wrote this
+		 * status: one beyond the store's when statuses were read is made up */
+		bool beyond = r && rev > st.revision;
 		double age = tn > 0 ? ((double)now - (double)tn) / 1e9 : -1;
 		nbehind += behind;
 		ndiffer += differs;
 		nbad += !r;
+		nbeyond += beyond;
 		/* expected: the agent registered; a key not in the roster is an old agent's */
 		bool listed = json_object_get(roster, rel) != NULL;
 		json_object_del(roster, rel);
@@ -559,7 +563,8 @@ int cl_status(int argc, char **argv)
 		if (t) {
 			char revs[40] = "?", gens[24] = "?", ages[32] = "?", notes[600] = "";
 			if (rev >= 0)
-				snprintf(revs, sizeof revs, "%lld%s", (long long)rev, behind ? " (behind)" : "");
+				snprintf(revs, sizeof revs, "%lld%s", (long long)rev,
+					 behind ? " (behind)" : beyond ? " (beyond etcd)" : "");
 			if (gen >= 0)
 				snprintf(gens, sizeof gens, "%lld", (long long)gen);
 			if (age >= 0)
@@ -573,6 +578,8 @@ int cl_status(int argc, char **argv)
 							  gens, hashs, ages, err && *err ? err : r ? "" : "status not valid JSON"});
 			if (behind)
 				table_color(t, 2, C_YELLOW);
+			if (beyond)
+				table_color(t, 2, C_RED);
 			if (differs)
 				table_color(t, 4, C_RED);
 			if ((err && *err) || !r)
@@ -625,6 +632,7 @@ int cl_status(int argc, char **argv)
 			if (age >= 0)
 				json_object_set_new(o, "age_s", json_real(age));
 			json_object_set_new(o, "behind", json_boolean(behind));
+			json_object_set_new(o, "beyond_etcd", json_boolean(beyond));
 			json_object_set_new(o, "hash_differs", json_boolean(differs));
 			json_object_set_new(o, "missing", json_false());
 			json_object_set_new(o, "in_roster", json_boolean(listed));
@@ -677,6 +685,8 @@ int cl_status(int argc, char **argv)
 				printf(", %zu with a config hash other than the majority's", ndiffer);
 			if (nbad)
 				printf(", %zu unreadable", nbad);
+			if (nbeyond)
+				printf(", %zu reporting a revision beyond etcd's (%lld)", nbeyond, (long long)st.revision);
 			if (nover)
 				printf(", %zu overriding cluster values locally", nover);
 			if (nunlisted)

@@ -379,6 +379,18 @@ l = a[0].splitlines()
 (l[0].split()[:3] == ["HOST", "SEGMENT", "REVISION"] and any("(behind)" in x and x.startswith("h3") for x in l) and
 any("(differs)" in x and x.startswith("h3") for x in l) and any("rejects opt/app.mode: not a choice" in x for x in l) and
 "4 hosts" in l[-1] and "1 behind" in l[-1] and "1 with a config hash other than the majority" in l[-1])' "$OUT"
+# anyone who can write the prefix may claim a revision etcd has not reached:
+# it is flagged, and does not make every honest host "behind"
+ectl put "${P}status/h5/s" "{\"host\":\"h5\",\"segment\":\"s\",\"revision\":999999999999,\"generation\":1,\"config_hash\":\"$h\",\"error\":\"\",\"time_ns\":$now}" >/dev/null
+t_json "status --json: a revision beyond etcd's is flagged and not the newest" '
+h = {x["key"]: x for x in j["hosts"]}
+(h["h5/s"]["beyond_etcd"] and not h["h1/s"]["beyond_etcd"] and not h["h1/s"]["behind"] and
+ j["newest_revision"] < 999999999999)' shmctl cluster status "$S" --json
+run shmctl cluster status "$S"
+pass "status: a revision beyond etcd's, marked and counted" pyeval '
+l = a[0].splitlines()
+(any("(beyond etcd)" in x and x.startswith("h5") for x in l) and "1 behind" in l[-1] and
+ "1 reporting a revision beyond etcd" in l[-1])' "$OUT"
 ectl del --prefix "${P}status/" >/dev/null
 
 # 8000 hosts (80 transactions of 100 keys: this etcd's --max-txn-ops is 101),
