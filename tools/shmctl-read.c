@@ -939,14 +939,12 @@ int cmd_describe(int argc, char **argv)
 			json_t *e = json_array_get(a, k);
 			char *val = json_for_terminal(
 				json_dumps(json_object_get(e, "value"), JSON_ENCODE_ANY | JSON_COMPACT));
-			char line[1024];
-			if (which) /* the implier, and what it sets this option to while true */
-				snprintf(line, sizeof line, "%s (while true: %s)",
-					 json_string_value(json_object_get(e, "option")), val ? val : "?");
-			else
-				snprintf(line, sizeof line, "%s=%s",
-					 json_string_value(json_object_get(e, "option")), val ? val : "?");
-			kv(k ? "" : which ? "implied by" : "implies", line, NULL);
+			char *line; /* whole: a cut could end inside an escape */
+			if (asprintf(&line, which ? "%s (while true: %s)" : "%s=%s", /* the implier, and what it sets */
+				     json_string_value(json_object_get(e, "option")), val ? val : "?") < 0)
+				line = NULL;
+			kv(k ? "" : which ? "implied by" : "implies", line ? line : "?", NULL);
+			free(line);
 			free(val);
 		}
 	}
@@ -955,11 +953,12 @@ int cmd_describe(int argc, char **argv)
 		kv("deprecated", json_string_value(dep), C_RED);
 	printf("  %sdoc%s\n", color(C_BOLD), color(C_RESET));
 	const char *doc = oi.doc && *oi.doc ? oi.doc : "(none)";
-	while (*doc) {
-		const char *nl = strchr(doc, '\n');
-		size_t l = nl ? (size_t)(nl - doc) : strlen(doc);
-		printf("    %.*s\n", (int)l, doc);
-		doc += l + (nl ? 1 : 0);
+	while (*doc) { /* the doc's own line breaks, each line indented and escaped as kv's */
+		size_t l = strcspn(doc, "\n");
+		char *line = term_escaped(doc, l);
+		printf("    %s\n", line ? line : "?");
+		free(line);
+		doc += l + (doc[l] ? 1 : 0);
 	}
 	json_decref(o);
 	shmcfg_close(h);

@@ -434,11 +434,15 @@ void warn_attached(const char *name, const char *what)
 			 n == 1 ? "s" : "", what);
 }
 
-/* "  key           value", for describe and stat. */
+/* "  key           value", for describe and stat. The value may quote text
+ * others chose (a schema's doc and knob, the sync record any writer sets):
+ * one line, its unsafe characters as \xNN as in messages. */
 void kv(const char *key, const char *val, const char *col)
 {
-	printf("  %s%-13s%s %s%s%s\n", color(C_BOLD), key, color(C_RESET), col ? color(col) : "", val,
-	       col ? color(C_RESET) : "");
+	char *shown = term_escaped(val, strlen(val));
+	printf("  %s%-13s%s %s%s%s\n", color(C_BOLD), key, color(C_RESET), col ? color(col) : "",
+	       shown ? shown : "?", col ? color(C_RESET) : "");
+	free(shown);
 }
 
 
@@ -482,43 +486,25 @@ int resolve_option(shmcfg *h, const char *text, shmcfg_opt *ret)
 /* Values                                                             */
 /* ------------------------------------------------------------------ */
 
-/* The UTF-8 of a C1 control (U+0080..U+009F: U+009B is CSI to a terminal)
- * at p, or of a line or paragraph separator (U+2028, U+2029: a line break to
- * many readers): its length, else 0. */
-static size_t c1_or_separator(const unsigned char *p, const unsigned char *e)
-{
-	if (e - p >= 2 && p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
-		return 2;
-	if (e - p >= 3 && p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9))
-		return 3;
-	return 0;
-}
-
-static bool has_c1_or_separator(const char *s, size_t n)
-{
-	const unsigned char *p = (const unsigned char *)s, *e = p + n;
-	for (; p < e; p++)
-		if (c1_or_separator(p, e))
-			return true;
-	return false;
-}
-
+/* jansson escapes the C0 controls in strings, and its indented form breaks
+ * lines: the rest of the unsafe characters (DEL, C1, U+2028/9) become \u
+ * escapes, which JSON reads back as the same strings. A byte that is not
+ * UTF-8 cannot be in JSON, but jansson writes what it was given unchecked (a
+ * hostile segment's string: lib/values/json.c): it becomes \uFFFD, as a
+ * decoder that replaces bad bytes would read it. */
 char *json_for_terminal(char *text)
 {
 	size_t n = text ? strlen(text) : 0;
-	if (!text || !has_c1_or_separator(text, n))
+	if (!text || term_safe(text, n, "\n"))
 		return text;
-	char *out = malloc(n * 3 + 1), *o = out; /* 2 bytes -> 6 at most */
-	const unsigned char *p = (const unsigned char *)text, *e = p + n;
-	while (out && p < e) {
-		size_t k = c1_or_separator(p, e);
-		if (k == 2)
-			o += sprintf(o, "\\u%04X", (unsigned)(p[1] & 0x3f) | 0x80);
-		else if (k == 3)
-			o += sprintf(o, "\\u%04X", 0x2000u | (p[2] & 0x3f));
+	char *out = malloc(n * 6 + 1), *o = out; /* a byte -> \uXXXX at most */
+	for (size_t i = 0, len; out && i < n; i += len) {
+		bool unsafe;
+		len = term_char(text + i, n - i, "\n", &unsafe);
+		if (unsafe)
+			o += sprintf(o, "\\u%04X", (unsigned)term_codepoint(text + i, len));
 		else
-			*o++ = (char)*p, k = 1;
-		p += k;
+			memcpy(o, text + i, len), o += len;
 	}
 	if (out)
 		*o = '\0';
@@ -555,11 +541,7 @@ char *value_plain(const shmcfg_value *v)
 	 * terminal), or one with a line separator: as JSON, escaped. --raw
 	 * prints the bytes. */
 	char *raw = value_raw(v);
-	bool control = raw && has_c1_or_separator(raw, v->u.str.len);
-	for (size_t i = 0; raw && i < v->u.str.len; i++) {
-		unsigned char c = (unsigned char)raw[i];
-		control |= (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f;
-	}
+	bool control = raw && !term_safe(raw, v->u.str.len, "\n\t");
 	if (raw && (control || (strlen(raw) == v->u.str.len &&
 				(!strcasecmp(raw, "none") || !strcasecmp(raw, "null") || raw[0] == '"')))) {
 		free(raw);
@@ -692,17 +674,21 @@ void table_color(struct table *t, size_t col, const char *code)
 		t->rows[t->nrows - 1].cells[col].color = code;
 }
 
-/* Newlines, tabs and other control characters would break the columns. */
+/* Newlines, tabs and other control characters would break the columns, and
+ * a terminal would act on some: one character each for them, a blank for a
+ * C0 control or DEL, '?' for the rest (U+009B is CSI; a lone 0x9b byte too). */
 static void flatten(char *s)
 {
-	const unsigned char *e = (const unsigned char *)s + strlen(s);
-	char *o = s;
-	for (const unsigned char *p = (const unsigned char *)s; p < e;) {
-		size_t k = c1_or_separator(p, e); /* U+009B is CSI: one '?' for it */
-		*o++ = k ? '?' : *p < 0x20 || *p == 0x7f ? ' ' : (char)*p;
-		p += k ? k : 1;
+	size_t n = strlen(s), o = 0;
+	for (size_t i = 0, len; i < n; i += len) {
+		bool unsafe;
+		len = term_char(s + i, n - i, "", &unsafe);
+		if (unsafe)
+			s[o++] = len == 1 && (unsigned char)s[i] < 0x80 ? ' ' : '?';
+		else
+			memmove(s + o, s + i, len), o += len;
 	}
-	*o = '\0';
+	s[o] = '\0';
 }
 
 /* A note under a row: one line, whatever a hostile name put in it (escape
@@ -863,8 +849,9 @@ bool use_color;
 bool have_owner;
 uid_t owner_uid;
 
-/* Every message is one line: control characters (from a name or a value
- * someone else chose) are shown as \xNN, never sent to the terminal. */
+/* Every message is one line: unsafe characters (from a name, a value or a
+ * schema's message someone else chose) are shown as \xNN (termsafe.h),
+ * never sent to the terminal. */
 static void vmsg(const char *prefix, const char *fmt, va_list ap)
 {
 	char *text = NULL;
@@ -874,12 +861,10 @@ static void vmsg(const char *prefix, const char *fmt, va_list ap)
 	fputs("shmctl: ", stderr);
 	if (prefix)
 		fputs(prefix, stderr);
-	for (const unsigned char *p = (const unsigned char *)(text ? text : "out of memory"); *p; p++)
-		if (*p < 0x20 || *p == 0x7f)
-			fprintf(stderr, "\\x%02x", *p);
-		else
-			fputc(*p, stderr);
+	char *shown = text ? term_escaped(text, strlen(text)) : NULL;
+	fputs(shown ? shown : "out of memory", stderr);
 	fputc('\n', stderr);
+	free(shown);
 	free(text);
 }
 

@@ -34,6 +34,7 @@
 #include <jansson.h>
 
 #include "shmcfg.h"
+#include "termsafe.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
@@ -204,9 +205,9 @@ const char *opt_name(shmcfg *h, shmcfg_opt opt);
 /* A value as shmcfg_value_format() writes it (JSON; nan, inf as words),
  * safe for a terminal (json_for_terminal), malloc'd; NULL on ENOMEM. */
 char *value_text(const shmcfg_value *v);
-/* JSON text (malloc'd, taken) with its C1 controls and line separators as
- * \u escapes, which JSON reads back as the same strings; NULL if text is
- * NULL or on ENOMEM. */
+/* JSON text (malloc'd, taken) with the characters unsafe on a terminal
+ * (termsafe.h: DEL, C1 controls, line separators) as \u escapes, which JSON
+ * reads back as the same strings; NULL if text is NULL or on ENOMEM. */
 char *json_for_terminal(char *text);
 /* As value_text() but strings raw (`get --raw`). */
 char *value_raw(const shmcfg_value *v);
@@ -286,7 +287,8 @@ void pid_list(const pid_t *pids, size_t n, char *buf, size_t len);
  * @p what: "removed" or "replaced".
  */
 void warn_attached(const char *name, const char *what);
-/* "  key           value" (coloured), for describe and stat. */
+/* "  key           value" (coloured), for describe and stat; the value on
+ * one line, its unsafe characters (termsafe.h) as \xNN. */
 void kv(const char *key, const char *val, const char *col);
 
 /* Every argv[first..] is OPTION=VALUE with a name: 0, or a usage error. */

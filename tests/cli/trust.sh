@@ -192,7 +192,71 @@ lines = a[0].splitlines()
 "\x1b" not in a[0] and "\x07" not in a[0] and not any(l.startswith("cli-%s-FAKE" % a[1]) for l in lines)' "$OUT" "$$"
 pass "ls: no C1 control or line separator from a planted name, in its row or its note" pyeval '
 "\x9b" not in a[0] and "\u2028" not in a[0] and "cli-%s-c1?2J?x" % a[1] in a[0]' "$OUT" "$$"
-rm -f "$H1" "$H2" "$H3"
+# a byte that is no UTF-8 (0x9b alone is CSI to an 8-bit terminal)
+H4="/dev/shm/shmcfg.cli-$$-lone$(printf '\233')2J"
+: >"$H4"
+run shmctl ls
+pass "ls: a planted name's byte that is no UTF-8 prints as '?'" pyeval '"cli-%s-lone?2J" % a[1] in a[0]' "$OUT" "$$"
+pass "ls: its output is safe on a terminal" termsafe "$T_TMP/out"
+rm -f "$H1" "$H2" "$H3" "$H4"
+
+# A schema's messages are its writer's text: describe and the warnings show
+# them without escape sequences, C1 controls, line separators or bytes that
+# are no UTF-8 (as \xNN); the doc's own line breaks stay, indented.
+cat >"$T_TMP/hostile.yaml" <<'EOF'
+format: 1
+options:
+  m.old:
+    type: int
+    default: 3
+    deprecated: "use \x9b31m m.new\u2028x\e[2J"
+    knob: "k\x9bnob\e[1m"
+    doc: "first line\e]0;title\a\nsecond\u2028line\x9b2J\rthird"
+EOF
+seg M hostile
+run shmctl create -q --schema "$T_TMP/hostile.yaml" "$M"
+run shmctl describe "$M" m.old
+pass "describe: the schema's doc, knob and deprecation message are safe on a terminal" termsafe "$T_TMP/out"
+pass "... escaped as \\xNN, the doc's line breaks kept and indented" pyeval '
+"  knob          k\\xc2\\x9bnob\\x1b[1m\n" in a[0] and
+"\n    first line\\x1b]0;title\\x07\n    second\\xe2\\x80\\xa8line\\xc2\\x9b2J\\x0dthird" in a[0]' "$OUT"
+pass "... its warning on stderr too" termsafe "$T_TMP/err"
+run shmctl get "$M" m.old
+pass "get of the deprecated option: the warning is one line, escaped" test "$RC" = 0 -a "$OUT" = 3 -a \
+	"$ERR" = 'shmctl: warning: m.old is deprecated: use \xc2\x9b31m m.new\xe2\x80\xa8x\x1b[2J'
+C1NAME="cli-$$-c1$(printf '\302\233')x$(printf '\342\200\251')y$(printf '\233')"
+t_errmatch "an error quoting a name: its C1 control, separator and stray byte as \\xNN" 1 \
+	'c1\\xc2\\x9bx\\xe2\\x80\\xa9y\\x9b' shmctl get "$C1NAME" m.old
+pass "... safe on a terminal" termsafe "$T_TMP/err"
+
+# The sync record: any writer of the segment sets it (shmcfg_sync_set), and
+# stat shows its cluster, host, endpoints and error.
+if [ -n "${SHMCFG_SANITIZERS:-}" ]; then
+	skip "sync record: libshmcfg is built with sanitizers (ctypes cannot load it)"
+else
+	seg Y sync
+	run shmctl create -q "$Y"
+	run "$PYTHON" -c '
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[2])
+class SyncInfo(ctypes.Structure):  # shmcfg_sync_info
+    _fields_ = [("endpoints", ctypes.c_char * 256), ("cluster", ctypes.c_char * 64),
+                ("host", ctypes.c_char * 64), ("pid", ctypes.c_int32), ("updated_ns", ctypes.c_uint64),
+                ("applied_rev", ctypes.c_uint64), ("out_of_sync_ns", ctypes.c_uint64),
+                ("nrejected", ctypes.c_uint32), ("error", ctypes.c_char * 256)]
+h = ctypes.c_void_p()
+assert lib.shmcfg_attach(sys.argv[1].encode(), 0, None, ctypes.byref(h)) == 0
+info = SyncInfo(b"http://e\x1b[2J:2379", b"c\xc2\x9bl", b"h\x9b\nFAKE row", 1, 0, 7, 1, 2,
+                b"down\x1b]0;t\x07\xe2\x80\xa8x")
+assert lib.shmcfg_sync_set_sized(h, ctypes.byref(info), ctypes.c_size_t(ctypes.sizeof(info))) == 0
+' "$Y" "$top_builddir/lib/.libs/libshmcfg.so.3"
+	pass "(a sync record set through the library)" test "$RC" = 0
+	run shmctl stat "$Y"
+	pass "stat: the sync record's cluster, host, endpoints and error are safe on a terminal" termsafe "$T_TMP/out"
+	pass "... shown as \\xNN, on their lines" pyeval '
+"c\\xc2\\x9bl, revision " in a[0] and "host h\\x9b\\x0aFAKE row, etcd http://e\\x1b[2J:2379\n" in a[0] and
+": down\\x1b]0;t\\x07\\xe2\\x80\\xa8x\n" in a[0]' "$OUT"
+fi
 
 # A directory planted under a segment's name: rm removes it (rmdir) where the
 # caller may, and create --force then creates the segment.
