@@ -129,7 +129,7 @@ int cl_open(const struct args *a, const char *seg, bool write, struct cl *c)
 		sync.cluster[sizeof sync.cluster - 1] = 0;
 		if (strcmp(sync.cluster, c->cluster)) {
 			/* anyone who may write the segment wrote these bytes */
-			char *shown = printable(sync.cluster, strlen(sync.cluster));
+			char *shown = term_escaped(sync.cluster, strlen(sync.cluster));
 			if (write) {
 				int rc = fail("segment '%s' follows cluster '%s' (its shmcfg-sync record), but the cluster "
 					      "configured is '%s' (from %s): nothing written",
@@ -363,29 +363,9 @@ int range(struct cl *c, const char *rel, struct etcd_kvs *kvs)
 /* Bytes from etcd                                                    */
 /* ------------------------------------------------------------------ */
 
-/*
- * Anyone with access to etcd writes these keys: bytes become text that is
- * safe on a terminal and in JSON (valid UTF-8, no control characters;
- * others as \xNN). malloc'd; NULL on ENOMEM.
- */
-char *printable(const char *p, size_t n)
-{
-	json_t *s = json_stringn(p, n); /* NULL: not UTF-8 */
-	bool utf8 = s != NULL;
-	json_decref(s);
-	char *out = malloc(4 * n + 1), *o = out;
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char b = (unsigned char)p[i];
-		if (b < 0x20 || b == 0x7f || (b >= 0x80 && !utf8))
-			o += sprintf(o, "\\x%02x", b);
-		else
-			*o++ = (char)b;
-	}
-	*o = 0;
-	return out;
-}
+/* Anyone with access to etcd writes its keys and values: shown as
+ * term_escaped() text (termsafe.h), valid UTF-8 without unsafe characters,
+ * for terminals and for JSON alike. */
 
 /* Parse a value's bytes as JSON (any JSON value); NULL if they are not, with
  * the reason in err. */
@@ -408,11 +388,11 @@ json_int_t jint(const json_t *o, const char *k, json_int_t dflt)
 	return json_is_integer(v) ? json_integer_value(v) : dflt;
 }
 
-/* A string field of an object as printable text (malloc'd), or NULL. */
+/* A string field of an object as term_escaped() text (malloc'd), or NULL. */
 char *jstr(const json_t *o, const char *k)
 {
 	json_t *v = json_object_get(o, k);
-	return json_is_string(v) ? printable(json_string_value(v), json_string_length(v)) : NULL;
+	return json_is_string(v) ? term_escaped(json_string_value(v), json_string_length(v)) : NULL;
 }
 
 uint64_t now_ns(void)
@@ -494,7 +474,7 @@ static size_t laggards(const struct cl *c, const struct etcd_kvs *ro, const stru
 					const char *on = json_string_value(json_object_get(x, "option"));
 					if (!on || !ck_in(keys[m], CK_OPT) || strcmp(on, ck_in(keys[m], CK_OPT)))
 						continue;
-					char *who = printable(hs, strlen(hs)), *layer = jstr(x, "layer");
+					char *who = term_escaped(hs, strlen(hs)), *layer = jstr(x, "layer");
 					char *val = json_object_get(x, "value") ? json_text(json_object_get(x, "value")) : NULL;
 					warn_msg("host %s applied it, but overrides %s locally (%s: %s)", who ? who : "?", on,
 						 layer ? layer : "?", val ? val : "?");
@@ -510,7 +490,7 @@ static size_t laggards(const struct cl *c, const struct etcd_kvs *ro, const stru
 						continue;
 					(*nrejected)++;
 					if (warn) {
-						char *who = printable(hs, strlen(hs)), *why = jstr(json_array_get(rej, k), "error"), buf[300];
+						char *who = term_escaped(hs, strlen(hs)), *why = jstr(json_array_get(rej, k), "error"), buf[300];
 						err_msg("host %s rejected %s: %s", who ? who : "?", label(keys[m], buf, sizeof buf),
 							why ? why : "?");
 						free(who);
@@ -520,7 +500,7 @@ static size_t laggards(const struct cl *c, const struct etcd_kvs *ro, const stru
 			continue;
 		}
 		if (n++ < WAIT_LIST_MAX) {
-			char *who = printable(hs, strlen(hs));
+			char *who = term_escaped(hs, strlen(hs));
 			if (have >= 0)
 				fprintf(lag, "%s%s (at revision %lld)", n > 1 ? ", " : "", who ? who : "?", (long long)have);
 			else

@@ -57,8 +57,8 @@ static json_t *values_at(struct cl *c, uint64_t seq, int64_t *rev)
 			fail_etcd(c, r);
 		} else {
 			for (size_t i = 0; i < kvs.n; i++) {
-				/* printable: a key with a NUL is not another's */
-				char *k = printable(rel_of(c, &kvs.kv[i]), rel_len(c, &kvs.kv[i]));
+				/* escaped: a key with a NUL is not another's */
+				char *k = term_escaped(rel_of(c, &kvs.kv[i]), rel_len(c, &kvs.kv[i]));
 				if (k)
 					json_object_set_new_nocheck(o, k, json_stringn_nocheck(kvs.kv[i].value,
 											      kvs.kv[i].value_len));
@@ -74,7 +74,7 @@ static json_t *values_at(struct cl *c, uint64_t seq, int64_t *rev)
 	return o;
 }
 
-/* A value's bytes for people and for --json: its JSON, or printable text. */
+/* A value's bytes for people and for --json: its JSON, or term_escaped() text. */
 static json_t *bytes_json(const json_t *bytes, char **text)
 {
 	const char *p = json_string_value(bytes);
@@ -82,7 +82,7 @@ static json_t *bytes_json(const json_t *bytes, char **text)
 	if (!p)
 		return NULL;
 	size_t n = json_string_length(bytes);
-	*text = printable(p, n);
+	*text = term_escaped(p, n);
 	json_t *j = parse_bytes(p, n, NULL);
 	return j ? j : json_string(*text ? *text : "");
 }
@@ -123,7 +123,7 @@ int cl_diff(int argc, char **argv)
 			continue;
 		char *bt, *at, buf[300];
 		json_t *bj = bytes_json(b, &bt), *aj = bytes_json(af, &at);
-		char *kp = printable(k, strlen(k));
+		char *kp = term_escaped(k, strlen(k));
 		if (!a.json)
 			printf("%s: %s -> %s%s%s\n", kp ? label(kp, buf, sizeof buf) : "?", bt ? bt : "(unset)",
 			       color(C_BOLD), at ? at : "(unset)", color(C_RESET));
@@ -253,7 +253,7 @@ static char *judge(const struct cl *c, const char *rel, const struct etcd_kv *kv
 	shmcfg_value_clear(&v);
 	if (r) {
 		const char *d = shmcfg_errdetail();
-		why = printable(d && *d ? d : shmcfg_strerror(r), strlen(d && *d ? d : shmcfg_strerror(r)));
+		why = term_escaped(d && *d ? d : shmcfg_strerror(r), strlen(d && *d ? d : shmcfg_strerror(r)));
 	}
 	return why;
 }
@@ -283,7 +283,7 @@ int cl_show(int argc, char **argv)
 			for (size_t i = 0; i < kvs[g].n; i++) {
 				const struct etcd_kv *kv = &kvs[g].kv[i];
 				const char *rel = rel_of(&c, kv);
-				char *name = printable(rel, rel_len(&c, kv)), *val = printable(kv->value, kv->value_len);
+				char *name = term_escaped(rel, rel_len(&c, kv)), *val = term_escaped(kv->value, kv->value_len);
 				char *why = judge(&c, rel, kv), rev[24];
 				snprintf(rev, sizeof rev, "%lld", (long long)kv->mod_rev);
 				if (t) {
@@ -383,7 +383,7 @@ int cl_log(int argc, char **argv)
 				rec = NULL;
 			}
 			/* the key's number when the record does not say */
-			char *keyseq = printable(rel, strlen(rel));
+			char *keyseq = term_escaped(rel, strlen(rel));
 			json_int_t s = rec ? jint(rec, "seq", -1) : -1;
 			if (s >= 0)
 				snprintf(seq, sizeof seq, "%lld", (long long)s);
@@ -417,7 +417,7 @@ int cl_log(int argc, char **argv)
 				json_object_set_new(o, "key", json_string(keyseq ? keyseq : "?"));
 				json_object_set_new(o, "revision", json_integer((json_int_t)kv->mod_rev));
 				if (why) {
-					char *raw = printable(kv->value, kv->value_len);
+					char *raw = term_escaped(kv->value, kv->value_len);
 					json_object_set_new(o, "raw", json_string(raw ? raw : ""));
 					json_object_set_new(o, "error", json_string(why));
 					free(raw);
@@ -536,7 +536,7 @@ int cl_status(int argc, char **argv)
 	for (size_t i = 0; i < st.n; i++) {
 		json_t *r = recs[i];
 		const char *rel = rel_of(&c, &st.kv[i]) + strlen(CK_STATUS);
-		char *where = printable(rel, strlen(rel));
+		char *where = term_escaped(rel, strlen(rel));
 		char *host = r ? jstr(r, "host") : NULL, *segn = r ? jstr(r, "segment") : NULL;
 		char *hash = r ? jstr(r, "config_hash") : NULL, *err = r ? jstr(r, "error") : NULL;
 		json_int_t rev = r ? jint(r, "revision", -1) : -1, gen = r ? jint(r, "generation", -1) : -1;
@@ -624,7 +624,7 @@ int cl_status(int argc, char **argv)
 			json_t *o = r ? json_deep_copy(r) : json_object();
 			json_object_set_new(o, "key", json_string(where ? where : "?"));
 			if (!r) {
-				char *raw = printable(st.kv[i].value, st.kv[i].value_len);
+				char *raw = term_escaped(st.kv[i].value, st.kv[i].value_len);
 				json_object_set_new(o, "raw", json_string(raw ? raw : ""));
 				json_object_set_new(o, "error", json_string("status not valid JSON"));
 				free(raw);
@@ -651,8 +651,8 @@ int cl_status(int argc, char **argv)
 	json_object_foreach(roster, hs, hv)
 	{
 		const char *slash = strchr(hs, '/');
-		char *host = printable(hs, slash ? (size_t)(slash - hs) : strlen(hs));
-		char *segn = slash ? printable(slash + 1, strlen(slash + 1)) : NULL;
+		char *host = term_escaped(hs, slash ? (size_t)(slash - hs) : strlen(hs));
+		char *segn = slash ? term_escaped(slash + 1, strlen(slash + 1)) : NULL;
 		if (t) {
 			table_row(t, (const char *const[]){host ? host : "?", segn ? segn : "?", "-", "-", "-", "-",
 							  "MISSING: no status (its agent is stopped, or cannot reach etcd)"});

@@ -138,7 +138,7 @@ static char *audit_record(const struct plan *p, uint64_t seq, uint64_t t, const 
 			if (b)
 				json_object_set_new(o, "before", b);
 			else { /* garbage someone else wrote: kept as text, for the record */
-				char *raw = printable(k->cur, k->cur_len);
+				char *raw = term_escaped(k->cur, k->cur_len);
 				json_object_set_new(o, "before_raw", json_string(raw ? raw : "?"));
 				free(raw);
 			}
@@ -549,7 +549,7 @@ static int run_plan(struct cl *c, const struct args *a, struct plan *p)
 		const struct kchange *k = &p->ch[i];
 		char buf[300];
 		const char *name = label(k->rel, buf, sizeof buf);
-		char *before = k->cur ? printable(k->cur, k->cur_len) : NULL;
+		char *before = k->cur ? term_escaped(k->cur, k->cur_len) : NULL;
 		if (!k->active)
 			printf("%s: %s (unchanged)\n", name, before ? before : "(unset)");
 		else
@@ -639,9 +639,9 @@ static void heap_warn(const struct cl *c, const struct plan *p, void *ud)
 				host = jstr(r, "host");
 				segn = jstr(r, "segment");
 				if (!host)
-					host = printable(rel, slash ? (size_t)(slash - rel) : strlen(rel));
+					host = term_escaped(rel, slash ? (size_t)(slash - rel) : strlen(rel));
 				if (!segn)
-					segn = printable(slash ? slash + 1 : "?", strlen(slash ? slash + 1 : "?"));
+					segn = term_escaped(slash ? slash + 1 : "?", strlen(slash ? slash + 1 : "?"));
 			}
 			char buf[300];
 			warn_msg("host %s segment %s: %s needs about %llu bytes, its value heap has %llu free of %llu; that "
@@ -778,7 +778,7 @@ static int rollback_check(const struct cl *c, const struct plan *p, void *ud)
 		json_decref(cur);
 		if (same)
 			continue;
-		char buf[300], *now = k->cur ? printable(k->cur, k->cur_len) : NULL, *then = after ? json_text(after) : NULL;
+		char buf[300], *now = k->cur ? term_escaped(k->cur, k->cur_len) : NULL, *then = after ? json_text(after) : NULL;
 		fail("%s moved since audit record %llu: it is %s, the record left it %s (--force rolls back anyway)",
 		     label(k->rel, buf, sizeof buf), (unsigned long long)rb->seq, now ? now : "unset",
 		     then ? then : "unset");
@@ -838,7 +838,7 @@ int cl_rollback(int argc, char **argv)
 		json_t *ch = json_array_get(rb.changes, i), *before = json_object_get(ch, "before");
 		const char *k = json_string_value(json_object_get(ch, "key"));
 		if (!k || !rel_ok(k) || json_object_get(ch, "before_raw")) {
-			char *pk = k ? printable(k, strlen(k)) : NULL;
+			char *pk = k ? term_escaped(k, strlen(k)) : NULL;
 			rc = fail("cluster '%s': audit record %llu: change %zu %s%s%s", c.cluster,
 				  (unsigned long long)seq, i + 1, pk ? "names key '" : "names no key",
 				  pk ? pk : "", !pk ? "" : !rel_ok(k) ? "' outside opt/ and knob/" : "' whose before was not JSON");

@@ -65,12 +65,11 @@ int get_retry(struct cl *c, const char *key, bool prefix, int64_t rev, struct et
 /* P + rel (malloc'd); a key of a range under P, without P. */
 char *key_of(const struct cl *c, const char *rel);
 const char *rel_of(const struct cl *c, const struct etcd_kv *kv);
-/* ... its bytes: a key may hold a NUL (printable() shows it as \x00) */
+/* ... its bytes: a key may hold a NUL (term_escaped() shows it as \x00) */
 size_t rel_len(const struct cl *c, const struct etcd_kv *kv);
 /* Every key under P + rel. 0 or EXIT_FAIL (printed). */
 int range(struct cl *c, const char *rel, struct etcd_kvs *kvs);
-/* Bytes from etcd: as printable text (malloc'd), as JSON. */
-char *printable(const char *p, size_t n);
+/* Bytes from etcd: as JSON. (As text: term_escaped(), termsafe.h.) */
 json_t *parse_bytes(const char *p, size_t n, json_error_t *err);
 char *json_text(const json_t *j);
 json_int_t jint(const json_t *o, const char *k, json_int_t dflt);

@@ -7,7 +7,8 @@
 # moved and --force; concurrent writers lose nothing; bad endpoints, missing
 # settings, the configuration file (flags > environment > file, a file
 # others may write refused), too large a transaction (ours and the server's
-# limit), garbage bytes in etcd; status of hosts (8000 of them); warnings of
+# limit), garbage bytes in etcd, text in it that a terminal would act on
+# (shown escaped); status of hosts (8000 of them); warnings of
 # values that hosts' value heaps have no room for; --wait; a segment whose
 # agent follows another cluster. What etcd holds is read with etcdctl and
 # parsed with python3.
@@ -392,6 +393,47 @@ l = a[0].splitlines()
 (any("(beyond etcd)" in x and x.startswith("h5") for x in l) and "1 behind" in l[-1] and
  "1 reporting a revision beyond etcd" in l[-1])' "$OUT"
 ectl del --prefix "${P}status/" >/dev/null
+
+# --- what anyone who writes the prefix chose: safe on a terminal ---------------------------
+# C1 controls (U+009B is CSI), line separators and bytes that are no UTF-8, in
+# a value that is not JSON, a reason, a host's status record
+ectl put "${P}opt/app.level" "$(printf '\302\233[2J\342\200\250{x')" >/dev/null
+ectl put "${P}opt/app.mode" "$(printf 'a\233[2J')" >/dev/null
+run shmctl cluster show "$S"
+pass "show: a raw value's C1 control and separator, and a stray byte, as \\xNN" pyeval '
+"\\xc2\\x9b[2J\\xe2\\x80\\xa8{x" in a[0] and "a\\x9b[2J" in a[0]' "$OUT"
+pass "... safe on a terminal" termsafe "$T_TMP/out"
+hseq=$(ectl get "${P}head" --print-value-only | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["seq"])')
+run shmctl cluster diff "$S" "$hseq"
+pass "diff: the raw value safe on a terminal" test "$RC" = 0 -a -n "$OUT"
+pass "..." termsafe "$T_TMP/out"
+run shmctl cluster set "$S" app.level=4 --reason "$(printf 'why\302\233[2J\342\200\251')"
+pass "set over it" test "$RC" = 0
+pass "... its old -> new line safe on a terminal" termsafe "$T_TMP/out"
+run shmctl cluster log "$S"
+pass "log" test "$RC" = 0
+pass "... the reason safe on a terminal" termsafe "$T_TMP/out"
+ectl put "${P}status/h$(printf '\302\233')5/s" "{\"host\":\"h\\u009b5\",\"segment\":\"s\",\"pid\":5,\"revision\":1,\"generation\":2,\"config_hash\":\"a\\u2028b\",\"error\":\"e\\u009b]0;x\\u0007\",\"rejected\":[{\"key\":\"opt/app.mode\",\"error\":\"r\\u2028x\"}],\"time_ns\":$now,\"out_of_sync_since_ns\":0}" >/dev/null
+ectl put "${P}status/h6/s" "$(printf '\233garbage\302\205')" >/dev/null
+run shmctl cluster status "$S"
+pass "status" test "$RC" = 0
+pass "... the hosts' names, hashes, errors and rejects safe on a terminal" termsafe "$T_TMP/out"
+t_json "status --json: the host's own strings, decoded as they were; the keys as show prints them" '
+h = {x["key"]: x for x in j["hosts"]}
+(h["h\\xc2\\x9b5/s"]["host"] == "h\x9b5" and h["h\\xc2\\x9b5/s"]["error"] == "e\x9b]0;x\x07" and
+h["h\\xc2\\x9b5/s"]["config_hash"] == "a\u2028b" and h["h\\xc2\\x9b5/s"]["rejected"][0]["error"] == "r\u2028x" and
+h["h6/s"]["raw"] == "\\x9bgarbage\\xc2\\x85" and "not valid JSON" in h["h6/s"]["error"])' \
+	shmctl cluster status "$S" --json
+pass "... safe on a terminal" termsafe "$T_TMP/out"
+ectl del --prefix "${P}status/" >/dev/null
+ectl put "${P}opt/app.level" '2' >/dev/null
+ectl del "${P}opt/app.mode" >/dev/null
+ectl put "${P}audit/00000000000000099997" '{"seq": 99997, "changes": [{"key": "x\u009b[2J\u2028"}]}' >/dev/null
+t_errmatch "rollback of a record naming a key of its own: the key as \\xNN, one line" 1 \
+	"audit record 99997: change 1 names key 'x\\\\xc2\\\\x9b\[2J\\\\xe2\\\\x80\\\\xa8' outside opt/" \
+	shmctl cluster rollback "$S" 99997
+pass "... safe on a terminal" termsafe "$T_TMP/err"
+ectl del "${P}audit/00000000000000099997" >/dev/null
 
 # 8000 hosts (80 transactions of 100 keys: this etcd's --max-txn-ops is 101),
 # three of them with another config hash: the majority by a hash map
