@@ -107,6 +107,9 @@ void shmcfg__self_identity(uid_t uid, char user[SHMCFG_USER_MAX], char comm[SHMC
 /* value.c: values, parsing, comparison */
 int shmcfg__value_copy(const shmcfg_value *src, shmcfg_value *dst);
 int shmcfg__canon_set(shmcfg_value *v);
+/* The UTF-8 sequence at p (before e): its length and code point, or 0 if it
+ * is not one (overlong forms, surrogates and values past U+10FFFF are not). */
+int shmcfg__utf8_seq(const unsigned char *p, const unsigned char *e, uint32_t *cp);
 bool shmcfg__utf8_valid(const char *s, size_t len);
 /* s made printable text in place: each byte of an invalid UTF-8 sequence, and each
  * C0 or C1 control and DEL, becomes '?' (a terminal acts on them) */

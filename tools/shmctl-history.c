@@ -353,6 +353,12 @@ int cmd_diff(int argc, char **argv)
 	shmcfg_close(h);
 	if (r)
 		return fail_lib(r, argv[optind]);
+	/* Python's repr() escapes what a terminal would act on (the library's
+	 * codegen does as it does); the shell form's values are JSON, as is the
+	 * json form (names are ASCII): their strings' C1 controls as \u escapes,
+	 * which set and JSON read back as the same text */
+	if (fmt != SHMCFG_CODEGEN_PYTHON && !(text = json_for_terminal(text)))
+		return fail("out of memory");
 	size_t l = strlen(text);
 	fputs(text, stdout);
 	if (l && text[l - 1] != '\n')

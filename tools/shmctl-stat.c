@@ -670,6 +670,8 @@ int cmd_dump(int argc, char **argv)
 	shmcfg_close(h);
 	if (r)
 		return fail_lib(r, argv[optind]);
+	if (!(text = json_for_terminal(text))) /* a dump is JSON: its strings' C1 controls as \u escapes */
+		return fail("out of memory");
 	size_t l = strlen(text);
 	fputs(text, stdout);
 	if (!l || text[l - 1] != '\n')

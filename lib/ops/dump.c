@@ -524,24 +524,33 @@ static void python_literal(struct shmcfg__text *b, const shmcfg_value *v)
 	case SHMCFG_STR: {
 		/* as Python's repr(): single quotes unless the text holds one and
 		 * no double quote; backslash escapes for the quote, the backslash
-		 * and control characters; other characters as they are */
+		 * and control characters (C1 as \x9b, U+2028/9 as \u2028: a
+		 * terminal would act on them); other characters as they are. A
+		 * byte that is no UTF-8 (a hostile segment's) as \udcNN, the str
+		 * Python's surrogateescape reads it as. */
 		const char *p = v->u.str.ptr, *end = p + v->u.str.len;
 		char q = memchr(p, '\'', v->u.str.len) && !memchr(p, '"', v->u.str.len) ? '"' : '\'';
 		shmcfg__text_printf(b, "%c", q);
-		for (; p < end; p++) {
+		for (int n; p < end; p += n) {
 			unsigned char c = (unsigned char)*p;
-			if (c == (unsigned char)q || c == '\\')
+			uint32_t cp = c;
+			n = c < 0x80 ? 1 : shmcfg__utf8_seq((const unsigned char *)p, (const unsigned char *)end, &cp);
+			if (!n)
+				shmcfg__text_printf(b, "\\udc%02x", c), n = 1;
+			else if (cp == (unsigned char)q || cp == '\\')
 				shmcfg__text_printf(b, "\\%c", c);
-			else if (c == '\n')
+			else if (cp == '\n')
 				shmcfg__text_printf(b, "\\n");
-			else if (c == '\r')
+			else if (cp == '\r')
 				shmcfg__text_printf(b, "\\r");
-			else if (c == '\t')
+			else if (cp == '\t')
 				shmcfg__text_printf(b, "\\t");
-			else if (c < 0x20 || c == 0x7f)
-				shmcfg__text_printf(b, "\\x%02x", c);
+			else if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+				shmcfg__text_printf(b, "\\x%02x", (unsigned)cp);
+			else if (cp == 0x2028 || cp == 0x2029)
+				shmcfg__text_printf(b, "\\u%04x", (unsigned)cp);
 			else
-				shmcfg__text_printf(b, "%c", c);
+				shmcfg__text_printf(b, "%.*s", n, p);
 		}
 		shmcfg__text_printf(b, "%c", q);
 		return;

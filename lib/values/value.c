@@ -58,9 +58,7 @@ const char *shmcfg_list_next(const shmcfg_value *v, const char *prev)
 	return next < end ? next : NULL;
 }
 
-/* The UTF-8 sequence at p (before e): its length and code point, or 0 if it
- * is not one (overlong forms, surrogates and values past U+10FFFF are not). */
-static int utf8_seq(const unsigned char *p, const unsigned char *e, uint32_t *cp)
+int shmcfg__utf8_seq(const unsigned char *p, const unsigned char *e, uint32_t *cp)
 {
 	unsigned c = *p;
 	int n;
@@ -94,7 +92,7 @@ bool shmcfg__utf8_valid(const char *s, size_t len)
 	const unsigned char *p = (const unsigned char *)s, *e = p + len;
 	uint32_t cp;
 	for (int n; p < e; p += n)
-		if (!(n = utf8_seq(p, e, &cp)))
+		if (!(n = shmcfg__utf8_seq(p, e, &cp)))
 			return false;
 	return true;
 }
@@ -104,7 +102,7 @@ void shmcfg__printable(char *s)
 	unsigned char *p = (unsigned char *)s, *e = p + strlen(s);
 	uint32_t cp;
 	for (int n; p < e; p += n) {
-		n = utf8_seq(p, e, &cp);
+		n = shmcfg__utf8_seq(p, e, &cp);
 		/* a byte that starts no character, a C0 or C1 control, DEL */
 		if (!n || cp < 0x20 || (cp >= 0x7f && cp < 0xa0))
 			memset(p, '?', n ? (size_t)n : 1), n = n ? n : 1;

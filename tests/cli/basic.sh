@@ -135,6 +135,19 @@ t_json "... and show --json reads back the same string" \
 	'[o["value"] for o in j if o["name"].endswith(".job_id")] == ["\x9b31mred\u2028x"]' shmctl show "$D" --json
 pass "... which has no C1 byte sequence or separator in it" \
 	sh -c "! $SHMCTL show '$D' --json | od -An -tx1 | tr -d '\n' | grep -Eq ' c2 9b| e2 80 a8'"
+run shmctl set "$D" 'job_id="\u009b31m\u2028\u007f\u00e9\u4e2d"'
+run shmctl dump "$D"
+pass "dump: a C1 control, a line separator and DEL as \\u escapes: safe on a terminal" termsafe "$T_TMP/out"
+t_json "... and the same string read back, the accent and the CJK as they are" \
+	'j["values"]["torch.compiler.config.job_id"] == "\x9b31m\u2028\x7f\u00e9\u4e2d"' shmctl dump "$D"
+pass "diff (Python): the string as Python's repr() writes it" pyeval '
+"torch.compiler.config.job_id = %r" % "\x9b31m\u2028\x7f\u00e9\u4e2d" in a[0].splitlines()' "$($SHMCTL diff "$D")"
+for f in json shell; do
+	run shmctl diff "$D" --format "$f"
+	pass "diff --format $f: safe on a terminal" termsafe "$T_TMP/out"
+done
+pass "... the shell form's JSON value escaped" pyeval '
+"job_id=\"\\u009B31m\\u2028\\u007F\u00e9\u4e2d\"'"'"'" in a[0]' "$OUT"
 run shmctl set "$D" 'job_id="a\u2029b"'
 t_out "get of several: a paragraph separator keeps one line each" '"a\u2029b"
 16' shmctl get "$D" job_id recompile_limit
