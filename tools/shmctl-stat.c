@@ -94,6 +94,14 @@ static json_t *sync_json(const shmcfg *h, const shmcfg_sync_info *s)
 	return o;
 }
 
+/* The cluster revision a generation carries, as log --json says: its
+ * history entry's (the commit record has only the revision a cluster commit
+ * applied, 0 for the others); null once the history no longer holds it. */
+static json_t *carried_revision(const shmcfg_history_entry *he)
+{
+	return he ? json_integer((json_int_t)he->cluster_rev) : json_null();
+}
+
 static void print_sync(const shmcfg *h, const shmcfg_sync_info *s, uint64_t cluster_rev)
 {
 	char line[1400], ts[40];
@@ -323,7 +331,11 @@ int cmd_stat(int argc, char **argv)
 			json_object_set_new(e, "uid", json_integer(commits[i].uid));
 			json_object_set_new(e, "nchanged", json_integer(commits[i].nchanged));
 			json_object_set_new(e, "changed", names);
-			json_object_set_new(e, "cluster_rev", json_integer((json_int_t)commits[i].cluster_rev));
+			shmcfg_history_entry *he = NULL;
+			if (shmcfg_history_get(h, commits[i].generation, &he))
+				he = NULL;
+			json_object_set_new(e, "cluster_revision", carried_revision(he));
+			shmcfg_history_free(he);
 			json_object_set_new(e, "who", json_string(commits[i].who));
 			json_array_append_new(cj, e);
 		}
@@ -890,9 +902,10 @@ int cmd_watch(int argc, char **argv)
 		if (have_ci) {
 			time_local(ci.time_ns, when, sizeof when);
 			/* who, user and process: printable UTF-8 (the library's);
-			 * the cluster revision the generation carries, as log says */
+			 * the cluster revision the generation carries, as log says,
+			 * none once the history lost it (carried_revision) */
 			committer_text(he ? he->user : "", ci.uid, he ? he->process : "", ci.pid, ci.who,
-				       he ? he->cluster_rev : ci.cluster_rev, who, sizeof who);
+				       he ? he->cluster_rev : 0, who, sizeof who);
 		}
 		if (json) {
 			json_t *o = json_object(), *changes = json_array();
@@ -908,8 +921,7 @@ int cmd_watch(int argc, char **argv)
 				json_object_set_new(o, "user", he && he->user[0] ? json_string(he->user) : json_null());
 				json_object_set_new(o, "process", he ? json_string(he->process) : json_null());
 				json_object_set_new(o, "who", json_string(ci.who));
-				json_object_set_new(o, "cluster_revision",
-						    json_integer((json_int_t)(he ? he->cluster_rev : ci.cluster_rev)));
+				json_object_set_new(o, "cluster_revision", carried_revision(he));
 			} else {
 				json_object_set_new(o, "time", json_null());
 				json_object_set_new(o, "pid", json_null());

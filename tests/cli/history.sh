@@ -171,4 +171,32 @@ a[0].split() == ["--max-count"] and "--knob" in a[1].split() and "--generation" 
 else
 	skip "bash is needed to test the completion"
 fi
+
+# stat --json's commits: the cluster revision each generation carries, as
+# log --json says (a local commit after a cluster commit carries its
+# revision; the commit record holds only what a cluster commit applied),
+# and null for a generation the history (8 commits) no longer holds
+seg C carried
+run shmctl create -q --history 8 "$C"
+if [ -n "${SHMCFG_SANITIZERS:-}" ]; then
+	skip "cluster_revision: libshmcfg is built with sanitizers (ctypes cannot load it)"
+else
+	for i in 1 2 3 4 5 6 7 8 9 10; do shmctl set -q "$C" "$RL=$i"; done
+	run env PYTHONPATH="$top_srcdir/python" SHMCFG_LIBRARY="$top_builddir/lib/.libs/libshmcfg.so.3" "$PYTHON" -c '
+import sys, shmcfg
+seg = shmcfg.attach(sys.argv[1])
+with seg.transaction(layer="cluster", origin=(17, "alice@h1")) as t:
+    t[sys.argv[2]] = 21
+' "$C" "$RL"
+	pass "(a cluster commit through the binding)" test "$RC" = 0
+	shmctl set -q "$C" "$RL=5"
+	t_json "stat --json: each commit's cluster_revision as log --json's; null once the history lost it" '
+c = {x["generation"]: x for x in j["commits"]}
+(sorted(c) == list(range(1, 14)) and all("cluster_rev" not in x for x in c.values()) and
+c[13]["cluster_revision"] == c[12]["cluster_revision"] == 17 and c[11]["cluster_revision"] == 0 and
+c[6]["cluster_revision"] == 0 and [c[g]["cluster_revision"] for g in (1, 2, 3, 4, 5)] == [None] * 5)' \
+		shmctl stat "$C" --json --commits 13
+	t_json "... as log --json gives it" '[(r["generation"], r["cluster_revision"]) for r in j[:3]] == [(13, 17), (12, 17), (11, 0)]' \
+		shmctl log "$C" --json
+fi
 t_done

@@ -51,7 +51,7 @@ i=1 bad=""
 while [ $i -le $N ]; do
 	eval "_s=\$S$i"
 	stat_json "$_s"
-	jcheck "$T_TMP/stat.json" "j['commits'][0]['cluster_rev'] == $REV and j['commits'][0]['who'] == 'op@admin' and j['commits'][1]['cluster_rev'] != $REV" >/dev/null || bad="$bad h$i"
+	jcheck "$T_TMP/stat.json" "j['commits'][0]['cluster_revision'] == $REV and j['commits'][0]['who'] == 'op@admin' and j['commits'][1]['cluster_revision'] != $REV" >/dev/null || bad="$bad h$i"
 	i=$((i + 1))
 done
 pass "... as one commit on each host, tagged with who${bad:+ (not on$bad)}" test -z "$bad"

@@ -62,7 +62,7 @@ R1=$(head_rev)
 pass "... all at the set's revision $R1, in one commit each" all_at "$R1"
 for k in $HOSTS; do
 	t_json "h$k: the commit names the revision and who" \
-		"c = j['commits'][0]; c['cluster_rev'] == $R1 and c['who'].startswith('$(id -un)@') and c['nchanged'] == 2" \
+		"c = j['commits'][0]; c['cluster_revision'] == $R1 and c['who'].startswith('$(id -un)@') and c['nchanged'] == 2" \
 		$SHMCTL stat "$(seg_of "$k")" --json
 done
 wait_status 10 "len(j['hosts']) == 3 and not any(h['behind'] for h in j['hosts'])"

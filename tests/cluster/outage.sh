@@ -63,7 +63,7 @@ pass "... the new key applied" wait_get 1 "$S" app.mode '"safe"'
 # cluster id: same name, token and peers). The agent must see the store's
 # revision go back, load again and follow the new revisions (before: it
 # resumed from its old revision and applied nothing, in sync)
-OLD=$(commit_field "$S" cluster_rev)
+OLD=$(commit_field "$S" cluster_revision)
 etcd_stop
 rm -rf "$ETCD_DIR/data"
 etcd_run

@@ -32,7 +32,7 @@ run env SHMCFG_ETCD_ENDPOINTS="$ETCD_EP" SHMCFG_CLUSTER="$CLUSTER" "$SHMCFG_SYNC
 pass "--once: exit 0" test "$RC" = 0
 pass "--once: the values are in the cluster layer" holds app.limit "j['value'] == 42 and j['source'] == 'cluster'"
 t_json "--once: one commit, tagged with revision $REV" \
-	"j['cluster_revision'] == $REV and j['commits'][0]['cluster_rev'] == $REV and j['generation'] == 2" \
+	"j['cluster_revision'] == $REV and j['commits'][0]['cluster_revision'] == $REV and j['generation'] == 2" \
 	$SHMCTL stat "$S" --json
 run "$SHMCFG_SYNC" --endpoints "$ETCD_EP" --cluster "$CLUSTER" --once "$S"
 t_json "--once again: nothing new, no commit" "j['generation'] == 2" $SHMCTL stat "$S" --json
@@ -48,7 +48,7 @@ GEN=$(commit_field "$S" generation)
 audited_put "alice@hostA" opt/app.limit=7 opt/app.ratio=0.25
 pass "a txn of two values: applied" wait_stat 10 "$S" "j['cluster_revision'] == $REV"
 t_json "... as exactly one generation, tagged with its revision and who" \
-	"j['generation'] == $GEN + 1 and j['commits'][0]['cluster_rev'] == $REV and j['commits'][0]['who'] == 'alice@hostA' and j['commits'][0]['nchanged'] == 2" \
+	"j['generation'] == $GEN + 1 and j['commits'][0]['cluster_revision'] == $REV and j['commits'][0]['who'] == 'alice@hostA' and j['commits'][0]['nchanged'] == 2" \
 	$SHMCTL stat "$S" --json
 pass "... both values" sh -c "[ \"\$($SHMCTL get $S app.limit)\" = 7 ] && [ \"\$($SHMCTL get $S app.ratio)\" = 0.25 ]"
 pass "... the agent logged it" grep -q "applied revision $REV (generation $((GEN + 1)), 2 changes, by alice@hostA)" "$T_TMP/a.log"
