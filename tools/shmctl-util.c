@@ -158,7 +158,11 @@ void committer_text(const char *user, uint32_t uid, const char *process, int32_t
 		snprintf(o, sizeof o, "  origin: %.64s", who);
 	if (cluster_rev)
 		snprintf(c, sizeof c, "  cluster revision %llu", (unsigned long long)cluster_rev);
-	snprintf(buf, len, "%s  %s%s%s", u, p, o, c);
+	/* others chose the names: the library's check lets a line separator
+	 * through (and a cut may split a character) */
+	char line[320];
+	snprintf(line, sizeof line, "%s  %s%s%s", u, p, o, c);
+	term_escape(line, strlen(line), buf, len);
 }
 
 void time_utc(uint64_t ns, char *buf, size_t len)

@@ -148,6 +148,9 @@ for f in json shell; do
 done
 pass "... the shell form's JSON value escaped" pyeval '
 "job_id=\"\\u009B31m\\u2028\\u007F\u00e9\u4e2d\"'"'"'" in a[0]' "$OUT"
+run shmctl set "$D" 'job_id="a\u007fb"'
+t_out "get: DEL prints as JSON, escaped (jansson writes it raw)" '"a\u007Fb"' shmctl get "$D" job_id
+t_out "... with --json too" '"a\u007Fb"' shmctl get "$D" job_id --json
 run shmctl set "$D" 'job_id="a\u2029b"'
 t_out "get of several: a paragraph separator keeps one line each" '"a\u2029b"
 16' shmctl get "$D" job_id recompile_limit

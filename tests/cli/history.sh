@@ -185,7 +185,7 @@ else
 	run env PYTHONPATH="$top_srcdir/python" SHMCFG_LIBRARY="$top_builddir/lib/.libs/libshmcfg.so.3" "$PYTHON" -c '
 import sys, shmcfg
 seg = shmcfg.attach(sys.argv[1])
-with seg.transaction(layer="cluster", origin=(17, "alice@h1")) as t:
+with seg.transaction(layer="cluster", origin=(17, "alice\u2028@h1")) as t:
     t[sys.argv[2]] = 21
 ' "$C" "$RL"
 	pass "(a cluster commit through the binding)" test "$RC" = 0
@@ -198,5 +198,9 @@ c[6]["cluster_revision"] == 0 and [c[g]["cluster_revision"] for g in (1, 2, 3, 4
 		shmctl stat "$C" --json --commits 13
 	t_json "... as log --json gives it" '[(r["generation"], r["cluster_revision"]) for r in j[:3]] == [(13, 17), (12, 17), (11, 0)]' \
 		shmctl log "$C" --json
+	run shmctl log "$C" -n 3
+	pass "log: an origin with a line separator (the library lets it through) as \\xNN" pyeval '
+"  origin: alice\\xe2\\x80\\xa8@h1  cluster revision 17" in a[0]' "$OUT"
+	pass "... safe on a terminal" termsafe "$T_TMP/out"
 fi
 t_done
