@@ -270,19 +270,25 @@ static void c_default(char *buf, size_t len, const struct gopt *o)
 }
 
 /* Text from the schema (a doc's first line, a default) inside a C comment:
- * at most @p max bytes, no control characters, no comment end. */
+ * its first line, at most @p max bytes (whole characters), no comment end,
+ * and a blank for each character a terminal that shows the header would act
+ * on (termsafe.h: a control, C1, a line separator, a byte that is no UTF-8). */
 static void comment_text(FILE *f, const char *s, size_t max)
 {
-	size_t n = 0;
-	for (const unsigned char *p = (const unsigned char *)s; *p && *p != '\n' && n < max; p++, n++) {
-		if (*p == '*' && p[1] == '/')
-			fputs("* ", f);
-		else if (*p < 0x20 || *p == 0x7f)
+	size_t n = strcspn(s, "\n"), i = 0;
+	for (size_t len; i < n; i += len) {
+		bool unsafe;
+		len = term_char(s + i, n - i, "", &unsafe);
+		if (i + len > max)
+			break;
+		if (unsafe)
 			fputc(' ', f);
+		else if (s[i] == '*' && s[i + 1] == '/')
+			fputs("* ", f);
 		else
-			fputc(*p, f);
+			fwrite(s + i, 1, len, f);
 	}
-	if (n == max && s[n] && s[n] != '\n')
+	if (i < n)
 		fputs("...", f);
 }
 
@@ -302,6 +308,11 @@ static void comment_doc(FILE *f, const char *doc)
 		}
 		if (n + 2 >= 240) {
 			cut = true;
+			if (((unsigned char)*p & 0xc0) == 0x80) { /* no character cut in two */
+				while (n && ((unsigned char)buf[n - 1] & 0xc0) == 0x80)
+					n--;
+				n -= n > 0;
+			}
 			break;
 		}
 		if (space)
@@ -319,7 +330,8 @@ static void comment_doc(FILE *f, const char *doc)
 			while (len > 20 && line[len] != ' ')
 				len--;
 			if (line[len] != ' ')
-				len = 73;
+				for (len = 73; len > 1 && ((unsigned char)line[len] & 0xc0) == 0x80;)
+					len--; /* no character cut in two */
 		}
 		char save = line[len];
 		line[len] = 0;

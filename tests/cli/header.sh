@@ -164,6 +164,33 @@ else
 	diff "$top_srcdir/tests/bench/bench_schema.h" "$T_TMP/out" | head -20 | sed 's/^/#   /'
 fi
 
+# --- a schema's text in the comments ------------------------------------------------------
+# docs and defaults with what a terminal would act on (C1, a line separator,
+# escapes), comment ends, and UTF-8 long enough to be cut and wrapped: blanks
+# for the first, no comment ended early, no character cut in two
+ACC=$("$PYTHON" -c 'print("\u00e9" * 200)')
+cat >"$T_TMP/hostile.yaml" <<EOF
+format: 1
+options:
+  h.a:
+    type: int
+    default: 2
+    doc: "one\x9b[31m two\u2028three */ four\e]0;t\a five"
+  h.b:
+    type: int
+    default: 1
+    doc: "$ACC"
+EOF
+run shmctl header --prefix hh --schema "$T_TMP/hostile.yaml"
+pass "header of a schema with hostile docs: exit 0" test "$RC" = 0
+cp "$T_TMP/out" "$T_TMP/hh.h"
+pass "... its text is safe on a terminal (and valid UTF-8; tabs indent its code)" termsafe "$T_TMP/hh.h" tabs
+pass "... the controls blanked, the comment ends broken" pyeval '
+"one [31m two three * / four ]0;t  five" in a[0] and "\n * " + "\u00e9" * 36 + "\n" in a[0]' "$(cat "$T_TMP/hh.h")"
+printf '#include "hh.h"\nint use_hh(const shmcfg *h);\nint use_hh(const shmcfg *h) { return (int)hh_h_b(h); }\n' >"$T_TMP/use_hh.c"
+run $CC -std=c11 -Wall -Wextra -Wpedantic -Werror $INC -c "$T_TMP/use_hh.c" -o "$T_TMP/use_hh.o"
+pass "... and compiles as C11 without a warning" test "$RC" = 0
+
 # --- errors ------------------------------------------------------------------------------
 t_err "no such segment" 1 "shmctl: no such segment '$N'" shmctl header "$N"
 t_errmatch "no such schema file" 1 "^shmctl: $T_TMP/missing.yaml: No such file or directory" \

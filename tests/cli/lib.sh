@@ -251,9 +251,9 @@ jcheck() {
 	"$PYTHON" -S "$T_TMP/check.py" json "$2" "$1"
 }
 
-# termsafe FILE: FILE's bytes are safe on a terminal (tools/termsafe.h):
-# valid UTF-8 without C0 controls (but newlines), DEL, C1 controls (U+009B is
-# CSI), U+2028 or U+2029.
+# termsafe FILE [tabs]: FILE's bytes are safe on a terminal (tools/termsafe.h):
+# valid UTF-8 without C0 controls (but newlines, and tabs if asked), DEL, C1
+# controls (U+009B is CSI), U+2028 or U+2029.
 termsafe() {
 	"$PYTHON" -S -c '
 import re, sys
@@ -261,8 +261,10 @@ try:
     t = open(sys.argv[1], "rb").read().decode("utf-8")
 except UnicodeDecodeError as e:
     sys.exit("#   not UTF-8: %s" % e)
+if sys.argv[2:] == ["tabs"]:
+    t = t.replace("\t", " ")
 bad = re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]", t)
-sys.exit("#   unsafe character %r at %d" % (bad.group(), bad.start()) if bad else 0)' "$1"
+sys.exit("#   unsafe character %r at %d" % (bad.group(), bad.start()) if bad else 0)' "$@"
 }
 
 # t_json DESC EXPR CMD...: exit 0 and stdout is JSON for which EXPR holds.
