@@ -955,6 +955,22 @@ class DocEscapingTest(unittest.TestCase):
             rows = compile_and_dump(self, c_text)
             self.assertEqual({r["name"][2:]: r["doc"] for r in rows}, want)
 
+    def test_json_safe_on_a_terminal(self):
+        """--format json: DEL, C1 controls (U+009B is CSI) and line
+        separators as \\u escapes, which read back as the same doc; the
+        rest of the UTF-8 as it is."""
+        doc_text = "csi\x9b[2J nel\x85 sep\u2028x par\u2029y del\x7f caf\u00e9 \u4e2d"
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "c1.py")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("c1 = 1\n%r\n" % doc_text)
+            p = run_ok(self, "--module", "d", path, "--format", "json")
+            text = p.stdout.decode("utf-8")
+            self.assertIsNone(re.search("[\x7f-\x9f\u2028\u2029]", text), text)
+            self.assertIn(r'"csi\u009b[2J nel\u0085 sep\u2028x par\u2029y del\u007f caf'
+                          "\u00e9 \u4e2d\"", text)
+            self.assertEqual(json.loads(text)["options"][0]["doc"], doc_text)
+
 
 class HandWrittenYamlTest(unittest.TestCase):
     """The reader takes the hand-written forms of format 1."""

@@ -6,6 +6,7 @@ JSON for scripts and tests.
 
 import json
 import math
+import re
 
 from .. import schema_yaml
 from .model import TOOL_PATH, join_and
@@ -103,7 +104,15 @@ def json_value(v):
     return v
 
 
+# What a terminal would act on and ensure_ascii=False leaves raw (DEL, the
+# C1 controls, U+009B being CSI, and the line separators; json escapes the C0
+# controls): only inside strings in JSON text, where a \u escape reads back
+# as the same string (shmctl's json_for_terminal, tools/termsafe.h).
+_TERMINAL_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029]")
+
+
 def write_json(options, sources):
-    return json.dumps(json_value({"format": 1, "sources": sources,
+    text = json.dumps(json_value({"format": 1, "sources": sources,
                                   "options": [o.to_json() for o in options]}),
-                      indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+                      indent=2, ensure_ascii=False, allow_nan=False)
+    return _TERMINAL_UNSAFE.sub(lambda m: "\\u%04x" % ord(m.group()), text) + "\n"
