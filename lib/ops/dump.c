@@ -494,7 +494,6 @@ int shmcfg_load(shmcfg *h, const char *text, size_t len, shmcfg_warn_fn *warn, v
 /* Codegen                                                            */
 /* ------------------------------------------------------------------ */
 
-
 /* A Python literal: True/False/None, ints, repr-like floats, str literals,
  * lists, and sets as set literals (set() when empty), as codegen_config(). */
 static void python_literal(struct shmcfg__text *b, const shmcfg_value *v)
@@ -523,11 +522,9 @@ static void python_literal(struct shmcfg__text *b, const shmcfg_value *v)
 		return;
 	case SHMCFG_STR: {
 		/* as Python's repr(): single quotes unless the text holds one and
-		 * no double quote; backslash escapes for the quote, the backslash
-		 * and control characters (C1 as \x9b, U+2028/9 as \u2028: a
-		 * terminal would act on them); other characters as they are. A
-		 * byte that is no UTF-8 (a hostile segment's) as \udcNN, the str
-		 * Python's surrogateescape reads it as. */
+		 * no double quote; backslash escapes for the quote, the backslash,
+		 * controls (C1 too), U+2028/9 and a byte that is no UTF-8 (\udcNN,
+		 * as surrogateescape reads it); other characters as they are */
 		const char *p = v->u.str.ptr, *end = p + v->u.str.len;
 		char q = memchr(p, '\'', v->u.str.len) && !memchr(p, '"', v->u.str.len) ? '"' : '\'';
 		shmcfg__text_printf(b, "%c", q);
@@ -539,16 +536,10 @@ static void python_literal(struct shmcfg__text *b, const shmcfg_value *v)
 				shmcfg__text_printf(b, "\\udc%02x", c), n = 1;
 			else if (cp == (unsigned char)q || cp == '\\')
 				shmcfg__text_printf(b, "\\%c", c);
-			else if (cp == '\n')
-				shmcfg__text_printf(b, "\\n");
-			else if (cp == '\r')
-				shmcfg__text_printf(b, "\\r");
-			else if (cp == '\t')
-				shmcfg__text_printf(b, "\\t");
-			else if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
-				shmcfg__text_printf(b, "\\x%02x", (unsigned)cp);
-			else if (cp == 0x2028 || cp == 0x2029)
-				shmcfg__text_printf(b, "\\u%04x", (unsigned)cp);
+			else if (cp == '\n' || cp == '\r' || cp == '\t')
+				shmcfg__text_printf(b, "\\%c", cp == '\n' ? 'n' : cp == '\r' ? 'r' : 't');
+			else if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029)
+				shmcfg__text_printf(b, cp < 0x100 ? "\\x%02x" : "\\u%04x", (unsigned)cp);
 			else
 				shmcfg__text_printf(b, "%.*s", n, p);
 		}
