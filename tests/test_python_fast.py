@@ -547,6 +547,42 @@ class TestGetter(SegTest):
         with self.assertRaises(TypeError):
             _lib.fast.Getter(seg._h, cur, (0,), len, 0, 1)
 
+    def test_made_without_init_or_with_a_bad_state(self):
+        """A Getter or Patch made by __new__ alone, or whose state list lost
+        its word, raises when used, never crashes (a child process: a crash
+        is a failure of this test, not of the run)."""
+        seg = self.make(SCHEMA, no_env=True)
+        out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+            import sys, shmcfg
+            from shmcfg import _lib
+            G, P = _lib.fast.Getter, _lib.fast.Patch
+            class Holder:
+                g = G.__new__(G)
+            uses = [("get", lambda: Holder().g), ("enter", lambda: P.__new__(P).__enter__()),
+                    ("exit", lambda: P.__new__(P).__exit__(None, None, None))]
+            seg = shmcfg.attach(sys.argv[1])
+            state = [0]
+            o = seg._opts["app.config.steps"]
+            Holder.h = G(seg._h, seg._h + _lib.View.current.offset, state, lambda m: "fallback",
+                         o.opt, o.kind)
+            def emptied():
+                state.clear()
+                return Holder().h
+            uses.append(("emptied", emptied))
+            for what, use in uses:
+                try:
+                    print(what, "returned", use())
+                except TypeError as e:
+                    print(what, "TypeError", e)
+            """), seg.name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            universal_newlines=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stdout)
+        self.assertEqual(out.stdout.splitlines(), [
+            "get TypeError shmcfg._fast.Getter was not initialised (made by __new__ without __init__)",
+            "enter TypeError shmcfg._fast.Patch was not initialised (made by __new__ without __init__)",
+            "exit TypeError shmcfg._fast.Patch was not initialised (made by __new__ without __init__)",
+            "emptied returned fallback"])
+
     def test_library_identity(self):
         self.assertEqual(_lib.fast.library_address(),
                          _lib.ctypes.cast(_lib.lib.shmcfg_get, _lib.c_void_p).value)

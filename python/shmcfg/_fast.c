@@ -69,10 +69,12 @@ static PyObject *zero; /* the int 0 (a cached small int in CPython) */
 #define STATE_CLOSED (1LL << 41)
 #define STATE_STALE (1LL << 42)
 
-/* The state word of list state, or -1 if it is not a plain int (then the
+/* The state word of list state, or -1 if it is not one plain int (then the
  * slow path decides). */
 static long long state_word(PyObject *state)
 {
+	if (PyList_GET_SIZE(state) != 1)
+		return -1;
 	PyObject *w = PyList_GET_ITEM(state, 0);
 	if (w == zero)
 		return 0;
@@ -84,6 +86,16 @@ static long long state_word(PyObject *state)
 		return -1;
 	}
 	return v;
+}
+
+/* A Getter or Patch made by __new__ without __init__ (or cleared by the
+ * collector) has no state: using it raises, never reads through NULL. */
+static int unready(const PyObject *state, const char *type)
+{
+	if (state)
+		return 0;
+	PyErr_Format(PyExc_TypeError, "%s was not initialised (made by __new__ without __init__)", type);
+	return -1;
 }
 
 /* Add d to the state word: one step under the GIL, so that it needs no
@@ -193,9 +205,11 @@ static PyObject *Getter_get(PyObject *self, PyObject *obj, PyObject *type)
 	Getter *g = (Getter *)self;
 	if (obj == NULL || obj == Py_None)
 		return Py_NewRef(self);
+	if (unready(g->state, "shmcfg._fast.Getter"))
+		return NULL;
 	if (g->slow)
 		return PyObject_CallOneArg(g->fallback, obj);
-	if (PyList_GET_ITEM(g->state, 0) != zero) {
+	if (PyList_GET_SIZE(g->state) != 1 || PyList_GET_ITEM(g->state, 0) != zero) {
 		long long st = state_word(g->state);
 		if (st < 0 || st >= STATE_FLAGS)
 			return PyObject_CallOneArg(g->fallback, obj);
@@ -357,6 +371,8 @@ typedef struct {
 static PyObject *Patch_enter(PyObject *self, PyObject *unused)
 {
 	Patch *p = (Patch *)self;
+	if (unready(p->state, "shmcfg._fast.Patch"))
+		return NULL;
 	long long st = state_word(p->state);
 	if (st < 0 || (st & (STATE_CLOSED | STATE_STALE)))
 		return PyObject_CallOneArg(p->enter, p->pairs);
@@ -379,6 +395,8 @@ static PyObject *Patch_enter(PyObject *self, PyObject *unused)
 static PyObject *Patch_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
 	Patch *p = (Patch *)self;
+	if (unready(p->state, "shmcfg._fast.Patch"))
+		return NULL;
 	long long st = state_word(p->state);
 	if (st < 0 || (st & (STATE_CLOSED | STATE_STALE)) || shmcfg_patch_pop(p->h) != 0) {
 		/* the Python exit raises why (a closed segment, a patch
