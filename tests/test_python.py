@@ -27,6 +27,7 @@ import copy
 import ctypes
 import ctypes.util
 import errno
+import gc
 import hashlib
 import json
 import math
@@ -1527,6 +1528,39 @@ class TestSchema(unittest.TestCase):
             s.options()
 
 
+PKG_DIR = os.path.dirname(os.path.abspath(shmcfg.__file__))
+
+
+def _interrupted_at(k, fn):
+    """Run fn() with a KeyboardInterrupt raised at the k-th point of the
+    package's code where CPython delivers one (a signal's handler, an
+    asynchronous exception): after a call of a C function returns and at
+    the entry of a Python function, but in a finaliser (whose exceptions
+    CPython reports and drops). Whether it was raised (False: fn() has
+    fewer points)."""
+    seen = [0]
+
+    def profile(frame, event, arg):
+        if event not in ("call", "c_return") or not frame.f_code.co_filename.startswith(PKG_DIR):
+            return
+        f = frame
+        while f is not None:
+            if f.f_code.co_name == "__del__":
+                return
+            f = f.f_back
+        seen[0] += 1
+        if seen[0] == k:
+            raise KeyboardInterrupt  # and CPython unsets the profile function
+    sys.setprofile(profile)
+    try:
+        fn()
+    except KeyboardInterrupt:
+        return True
+    finally:
+        sys.setprofile(None)
+    return False
+
+
 class TestProcesses(SegTest):
     def test_child_sees_commit_and_commits(self):
         seg, m = self.app()
@@ -1664,6 +1698,35 @@ class TestProcesses(SegTest):
         snap.release()
         with seg.snapshot() as now:
             self.assertEqual(now["app.config.first"], "")
+
+    def test_interrupts_leave_no_pin_and_no_error(self):
+        """A KeyboardInterrupt at any point of snapshot(), release() or a
+        value's conversion where CPython can deliver one leaves no pin held
+        (a writer of a segment of 2 slots commits twice after each) and no
+        error in a finaliser."""
+        seg, m = self.app(slots=2)
+        _lib.set_commit_timeout(seg._handle(), 200)  # a leaked pin fails the commit
+        unraisable = []
+        self.addCleanup(setattr, sys, "unraisablehook", sys.unraisablehook)
+        sys.unraisablehook = unraisable.append
+
+        def take_and_release():
+            snap = seg.snapshot()
+            snap.release()
+
+        def assign():
+            m.tags = ["x", "y"]  # a _CVal of a list, which owns memory
+
+        for fn in (take_and_release, assign):
+            k = 1
+            while _interrupted_at(k, fn):
+                gc.collect()
+                for i in range(2):
+                    m.steps = k * 2 + i
+                k += 1
+            self.assertGreater(k, 5, fn.__name__)
+        self.assertEqual([u.exc_value for u in unraisable
+                          if not isinstance(u.exc_value, KeyboardInterrupt)], [])
 
     def test_wait(self):
         seg, m = self.app()

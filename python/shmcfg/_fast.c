@@ -553,6 +553,27 @@ static PyObject *state_or_py(PyObject *mod, PyObject *const *args, Py_ssize_t na
 	Py_RETURN_NONE;
 }
 
+/* snapshot_release(box): release the snapshot whose pointer the ctypes
+ * c_void_p box holds, and clear the box, in one step: no exception
+ * (KeyboardInterrupt) comes between the two (segment.py, _release_snapshot). */
+static PyObject *snapshot_release_py(PyObject *mod, PyObject *box)
+{
+	Py_buffer b;
+	if (PyObject_GetBuffer(box, &b, PyBUF_WRITABLE) < 0)
+		return NULL;
+	if (b.len != (Py_ssize_t)sizeof(shmcfg_snapshot *)) {
+		PyBuffer_Release(&b);
+		PyErr_SetString(PyExc_TypeError, "snapshot_release(box): box must be a ctypes.c_void_p");
+		return NULL;
+	}
+	shmcfg_snapshot *s;
+	memcpy(&s, b.buf, sizeof s);
+	memset(b.buf, 0, sizeof s);
+	PyBuffer_Release(&b);
+	shmcfg_snapshot_release(s);
+	Py_RETURN_NONE;
+}
+
 /* Whether the calling thread has a patch open (of any handle). */
 static PyObject *thread_patched(PyObject *mod, PyObject *unused)
 {
@@ -574,6 +595,8 @@ static PyMethodDef fast_methods[] = {
 	 "state_add(state, delta): add delta to a segment's state word in one step"},
 	{"state_or", (PyCFunction)(void (*)(void))state_or_py, METH_FASTCALL,
 	 "state_or(state, bits): set bits of a segment's state word in one step"},
+	{"snapshot_release", snapshot_release_py, METH_O,
+	 "snapshot_release(box): release the snapshot a ctypes.c_void_p holds and clear it, in one step"},
 	{"thread_patched", thread_patched, METH_NOARGS,
 	 "whether the calling thread has a patch open (of any segment)"},
 	{NULL}

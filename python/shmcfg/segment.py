@@ -51,18 +51,23 @@ class Snapshot:
     the segment's generation). Use it as a ``with`` block, or release() it;
     any thread may release it."""
 
-    __slots__ = ("_seg", "_p", "_incarnation", "generation", "__weakref__")
+    __slots__ = ("_box", "_seg", "_incarnation", "generation", "__weakref__")
 
-    def __init__(self, seg: "Segment", p: ctypes.c_void_p) -> None:
+    def __init__(self, seg: "Segment") -> None:
+        # An exception may come at any point (KeyboardInterrupt): the library
+        # writes the pointer into _box, which exists before it is called and
+        # which release() and __del__ take it back from in one step
+        # (_release_snapshot), so that a pin is neither leaked nor released
+        # twice (Segment.snapshot()).
+        self._box = ctypes.c_void_p()
         self._seg = seg
-        self._p: Optional[ctypes.c_void_p] = p
         self._incarnation = seg._incarnation  # its option handles are of that schema
-        self.generation: int = _L.snapshot_generation(p)
+        self.generation = 0
 
     def _ptr(self) -> ctypes.c_void_p:
-        if self._p is None:
+        if not self._box.value:
             raise Error(f"snapshot of generation {self.generation} of '{self._seg.name}' is released")
-        return self._p
+        return self._box
 
     def get(self, name: str) -> Any:
         """The value of an option in this generation (a plain list or set).
@@ -92,10 +97,9 @@ class Snapshot:
 
     def release(self) -> None:
         """Let the generation go (again: nothing)."""
-        p = getattr(self, "_p", None)  # a half-made one (__del__) has none
-        self._p = None
-        if p is not None:
-            _L.snapshot_release(p)
+        box = getattr(self, "_box", None)  # a half-made one (__del__) has none
+        if box is not None and box.value:
+            _release_snapshot(box)
 
     def __reduce__(self) -> Any:
         # copy, deepcopy and pickle come here: a copy would release the one
@@ -112,8 +116,24 @@ class Snapshot:
         self.release()
 
     def __repr__(self) -> str:
-        state = "" if self._p is not None else ", released"
+        state = "" if self._box.value else ", released"
         return f"<shmcfg.Snapshot of '{self._seg.name}', generation {self.generation}{state}>"
+
+
+def _release_snapshot(box):
+    """Release the snapshot whose pointer ctypes.c_void_p box holds, and
+    clear the box, as one step for an exception that may come between any
+    two (KeyboardInterrupt, at the interpreter's checks of pending calls):
+    one call of shmcfg._fast, or, without it, two stores and one call, with
+    no such check between the clear and the call (CPython checks after a
+    call returns, at a function's entry and on a backward jump)."""
+    f = _L.fast
+    if f is not None:
+        f.snapshot_release(box)
+        return
+    p = box.value
+    box.value = None
+    _L.snapshot_release(p)
 
 
 if TYPE_CHECKING:
@@ -523,11 +543,12 @@ class Segment:
     def snapshot(self) -> Snapshot:
         """The current generation, held: several reads that must agree (a
         Snapshot; ``with seg.snapshot() as s: s["recompile_limit"]``)."""
-        p = ctypes.c_void_p()
-        r = _L.snapshot_acquire(self._wh(), ctypes.byref(p))
+        s = Snapshot(self)  # first: it owns the pin from the moment the library takes it
+        r = _L.snapshot_acquire(self._wh(), ctypes.byref(s._box))
         if r < 0:
             raise _error(r, self.name)
-        return Snapshot(self, p)
+        s.generation = _L.snapshot_generation(s._box)
+        return s
 
     def get(self, name: str) -> Any:
         """The value of an option by its full name or a unique suffix

@@ -64,19 +64,20 @@ class _Opt:
 
 class _CVal:
     """A shmcfg_value for the library to read, with the Python objects its
-    pointers point into, and the memory it owns (lists)."""
+    pointers point into, and the memory it owns (lists: the value's owned
+    pointer, which shmcfg_value_clear() frees; NULL for the others)."""
 
-    __slots__ = ("c", "keep", "owned")
+    __slots__ = ("c", "keep")
 
     def __init__(self):
         self.c = _L.Value()
         self.keep = None
-        self.owned = False
 
     def __del__(self):
-        if self.owned:
-            self.owned = False
-            _L.value_clear(ctypes.byref(self.c))
+        # an exception in __init__ (KeyboardInterrupt) leaves no c
+        c = getattr(self, "c", None)
+        if c is not None and c.owned:
+            _L.value_clear(ctypes.byref(c))
 
 
 def _typename(v):
@@ -174,7 +175,6 @@ def _convert(o, v, label):
         r = _L.value_list(k, arr, len(enc), ctypes.byref(c))
         if r < 0:
             raise _error(r, label)
-        cv.owned = True
     return cv
 
 
