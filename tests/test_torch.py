@@ -536,6 +536,28 @@ class TestProcesses(unittest.TestCase):
         self.assertEqual(child(prog, seg.name, env=env), ["operator", False, False, False])
         self.assertEqual(child(prog, seg.name), ["operator", True, False, False])
 
+    def test_errors_of_an_env_default_name_what(self):
+        """An option whose torch default a variable of this process set reads
+        the layer of the segment's value: when that read fails (the Segment
+        closed), the error says what failed, as every other read's."""
+        seg = torch_segment(self)
+        out = child("""
+            import json, sys, shmcfg, shmcfg.torch, torch
+            import torch._inductor.config as ind
+            seg = shmcfg.attach(sys.argv[1])
+            shmcfg.torch.install(seg, ["torch._inductor.config"])
+            before = ind.max_autotune
+            seg.close()
+            errors = []
+            for name in ("max_autotune", "epilogue_fusion"):  # env default, none
+                try:
+                    getattr(ind, name)
+                except shmcfg.Error as e:
+                    errors.append(str(e))
+            print(json.dumps([before, errors]))
+            """, seg.name, env={"TORCHINDUCTOR_MAX_AUTOTUNE": "1"})
+        self.assertEqual(out, [True, [f"segment '{seg.name}' is closed"] * 2])
+
     def test_declarations_that_differ(self):
         """A schema whose declarations differ from the installed torch's:
         those options stay torch's, and a warning names them; strict=True

@@ -447,12 +447,20 @@ class Segment:
             return False
         if o.alias is not None:
             o = self._byindex[o.final]
+        return self._source(o) == _L.SRC_PATCH
+
+    def _source(self, o):
+        """The layer option o's value comes from, as this thread reads it
+        (an SRC_* constant; SRC_PATCH: one of the thread's patches)."""
+        hp = self._hp
+        if hp is None:
+            raise Error(f"segment '{self.name}' is closed")
         v = _L.Value()
-        r = _L.raw_get(self._hp, o.opt, ctypes.byref(v))
+        r = _L.raw_get(hp, o.opt, ctypes.byref(v))
         if r < 0:
             raise _error(r, o.name)
         try:
-            return v.source == _L.SRC_PATCH
+            return v.source
         finally:
             _L.value_clear(ctypes.byref(v))
 

@@ -366,15 +366,7 @@ def _env_default(entry):
     if v is d["_shmcfg_unset"]:
         return v
     seg, o = d["_shmcfg_where"]
-    val = _L.Value()
-    r = _L.raw_get(seg._hp, o.opt, ctypes.byref(val))
-    if r < 0:
-        raise Error(f"{o.name}: reading the segment failed ({r})")
-    try:
-        source = val.source
-    finally:
-        _L.value_clear(ctypes.byref(val))
-    return d["_shmcfg_unset"] if _L.SRC_CLUSTER <= source < _L.SRC_PATCH else v
+    return d["_shmcfg_unset"] if _L.SRC_CLUSTER <= seg._source(o) < _L.SRC_PATCH else v
 
 
 def _set_env_default(entry, v):
