@@ -609,6 +609,45 @@ class TestProcesses(unittest.TestCase):
         self.assertIn("cpp.threads (nullable here, int in torch)", out[0])
         self.assertIn("multi_kernel_hints (a list of strings here, list[int] in torch)", out[0])
 
+    def test_choices_of_a_literal(self):
+        """torch's Literal[...] annotation counts too: an option declared
+        without choices, or with one the Literal lacks, stays torch's (a
+        value outside the Literal never reaches torch); choices among the
+        Literal's are served."""
+        text = edited_schema(
+            self, '    env_default: [TORCHINDUCTOR_MEMORY_POOL]\n'
+            '    choices: ["none", "intermediates", "outputs", "combined"]\n',
+            '    env_default: [TORCHINDUCTOR_MEMORY_POOL]\n')
+        for old, new in (("    env_default: [TORCHINDUCTOR_MULTI_KERNEL]\n    choices: [0, 1, 2, 3]\n",
+                          "    env_default: [TORCHINDUCTOR_MULTI_KERNEL]\n    choices: [0, 1, 2, 3, 7]\n"),
+                         ('    default: "none"\n    choices: ["none", "all"]\n',
+                          '    default: "none"\n    choices: ["none"]\n')):
+            self.assertIn(old, text)
+            text = text.replace(old, new, 1)
+        seg = shmcfg.create(segname(), schema_text=text, force=True, no_env=True)
+        self.addCleanup(shmcfg.unlink, seg.name, True)
+        self.addCleanup(seg.close)
+        seg.set({"torch._inductor.config.memory_pool": "bogus",
+                 "torch._inductor.config.triton.multi_kernel": 7})
+        out = child("""
+            import json, sys, warnings, shmcfg, shmcfg.torch, torch
+            import torch._inductor.config as ind
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                shmcfg.torch.install(shmcfg.attach(sys.argv[1]), ["torch._inductor.config"])
+            print(json.dumps({"warnings": [str(x.message) for x in w],
+                              "values": [ind.memory_pool, ind.triton.multi_kernel],
+                              "served": sorted(k for k in ind.__dict__["_shmcfg_served"]
+                                               if k.startswith("bucket_"))}))
+            """, seg.name)
+        self.assertEqual(len(out["warnings"]), 1, out)
+        self.assertIn("memory_pool (any str here, one of 'none', 'intermediates', 'outputs', "
+                      "'combined' in torch)", out["warnings"][0])
+        self.assertIn("triton.multi_kernel (choice 7 here, not one of torch's Literal)",
+                      out["warnings"][0])
+        self.assertEqual(out["values"], ["intermediates", 0])  # torch's, never bogus or 7
+        self.assertIn("bucket_reduce_scatters_fx", out["served"])  # fewer choices: served
+
     def test_reattach_is_followed_and_checked(self):
         """seg.reattach() to a replacement of another schema moves the bridge:
         the new values (generations go on: the replacement, then the set),

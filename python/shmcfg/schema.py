@@ -22,7 +22,7 @@ from typing import Any, Iterable, List, Optional, Tuple
 
 from . import _lib as _L
 from .errors import OptionValueError, _error, _opt_error
-from .values import _decode
+from .values import _choices, _decode
 
 TYPES = ("bool", "int", "float", "str", "list", "set")
 _TYPE_CODES = {name: code for code, name in _L.TYPE_NAMES.items()}
@@ -287,9 +287,7 @@ def _read_options(h: ctypes.c_void_p) -> List[SchemaOption]:
             o.min = _decode(info.min)
         if info.has_max:
             o.max = _decode(info.max)
-        if info.choices.u.list.count:  # stored as texts
-            conv = {"int": int, "float": float}.get(t, str)
-            o.choices = [conv(c) for c in _decode(info.choices)]
+        o.choices = _choices(info)
         for k in range(info.n_implies):
             target = ctypes.c_uint32()
             v = _L.Value()

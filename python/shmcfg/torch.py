@@ -33,8 +33,9 @@ torch's own code, unchanged:
 
 What the segment cannot hold (callables, dicts, tuples, objects) is not in
 its schema and stays torch's. A segment whose declaration of an option
-differs from the installed torch's (another type, default or alias, or an
-option this torch does not have) is never served silently: that option
+differs from the installed torch's (another type, default or alias, choices
+its Literal annotation does not allow, or an option this torch does not
+have) is never served silently: that option
 stays torch's and a DeclarationWarning names it (``strict=True``: a
 DeclarationError instead, and nothing is bridged). python/README.md,
 "torch reading the segment", lists the remaining differences and the torch
@@ -56,7 +57,7 @@ from . import _lib as _L
 from .config import _mock_restores_after_delete
 from .errors import Error, UnknownOptionError
 from .mutable import committing
-from .values import _decode
+from .values import _choices, _decode
 
 MODULES = ("torch.compiler.config", "torch._dynamo.config", "torch._inductor.config",
            "torch._functorch.config", "torch.fx.experimental._config")
@@ -288,6 +289,32 @@ def _type_differs(vt, kind, nullable):
     return None
 
 
+def _literal_differs(vt, kind, choices):
+    """Why the schema's choices (None: any value) let a value through that
+    torch's annotation vt does not allow, or None: an annotation that names
+    its values (Literal[...], Optional or in a Union of Literals) needs
+    choices among them."""
+    members = (typing.get_args(vt) if typing.get_origin(vt) in (typing.Union, types.UnionType)
+               else (vt,))
+    allowed = []
+    for m in members:
+        if m is type(None):
+            continue
+        if typing.get_origin(m) is not typing.Literal:
+            return None  # a type: any value of it
+        allowed.extend(typing.get_args(m))
+    if not allowed:
+        return None
+    if choices is None:
+        names = ", ".join(map(repr, allowed))
+        return (f"any {_L.TYPE_NAMES[kind]} here, one of "
+                f"{names if len(names) <= 60 else names[:57] + '...'} in torch")
+    for c in choices:
+        if not any(type(c) is type(a) and c == a for a in allowed):
+            return f"choice {c!r:.40} here, not one of torch's Literal"
+    return None
+
+
 def _type_name(vt):
     return getattr(vt, "__name__", None) if isinstance(vt, type) else repr(vt)
 
@@ -314,7 +341,8 @@ def _differs(seg, o, entry):
                 f"{type(default).__name__} {default!r:.40} in torch")
     elif o.kind in (_L.LIST, _L.SET) and not default and not typing.get_args(entry.value_type):
         return f"a {_L.TYPE_NAMES[o.kind]} of strings here, items of unknown type in torch"
-    why = _type_differs(entry.value_type, o.kind, o.nullable)
+    why = (_type_differs(entry.value_type, o.kind, o.nullable)
+           or _literal_differs(entry.value_type, o.kind, _choices(info)))
     if why:
         return why
     # torch's default may have been read from the environment (x =

@@ -208,6 +208,15 @@ def _decode(v):
     return set(items) if k == _L.SET else items
 
 
+def _choices(info):
+    """The choices an OptInfo declares, as values of its type, or None
+    (any value)."""
+    if not info.choices.u.list.count:
+        return None
+    conv = {_L.INT: int, _L.FLOAT: float}.get(info.type, str)  # stored as texts
+    return [conv(c) for c in _decode(info.choices)]
+
+
 def _py_literal(v):
     """A Python literal of a value, as codegen_config() writes it."""
     if isinstance(v, set):
