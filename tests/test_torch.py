@@ -384,6 +384,29 @@ class TestBridge(unittest.TestCase):
         shmctl("set", self.name, "torch._dynamo.config.assume_static_by_default=false")
         self.assertNotEqual(dyn.get_hash(), h)
 
+    def test_hash_in_a_patch_of_the_segment(self):
+        """A patch of the segment's own module (seg.module(...).patch(),
+        this thread's values) changes what torch reads, and its hash and
+        _get_dict with it, at its entry and again at its exit, with no
+        commit between."""
+        dyn = torch._dynamo.config
+        m = self.seg.module("torch._dynamo.config")
+        h = dyn.get_hash()
+        before = dyn._get_dict()["assume_static_by_default"]
+        with m.patch(assume_static_by_default=not before):
+            self.assertIs(dyn.assume_static_by_default, not before)
+            self.assertIs(dyn._get_dict()["assume_static_by_default"], not before)
+            patched = dyn.get_hash()
+            self.assertNotEqual(patched, h)
+            # another thread, without the patch, reads and hashes as before
+            other = []
+            t = threading.Thread(target=lambda: other.append(dyn.get_hash()))
+            t.start()
+            t.join()
+            self.assertEqual(other, [h])
+        self.assertEqual(dyn.get_hash(), h)
+        self.assertIs(dyn._get_dict()["assume_static_by_default"], before)
+
     def test_fx_graph_cache_key(self):
         """The FX graph cache key changes with an option torch hashes, and
         not with one it leaves out (_cache_config_ignore_prefix)."""

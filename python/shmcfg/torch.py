@@ -27,7 +27,8 @@ torch's own code, unchanged:
   save_config_portable, codegen_config, get_config_copy, _get_dict,
   _is_default, load_config, ...) is torch's own and sees the segment's
   values; the caches torch keeps per context (the hash, _get_dict) are
-  dropped when the segment's generation moves. ``_is_default`` is false
+  dropped when the segment's generation moves, and not kept while the
+  thread has a patch of the segment open (seg.module(...).patch()). ``_is_default`` is false
   for an option whose segment value is not its default either, so
   codegen_config() writes what an operator set.
 
@@ -675,15 +676,18 @@ class TorchBridge(types.ModuleType):
     def _shmcfg_fresh(self):
         """Drop this context's hash and _get_dict caches when the segment's
         generation (and incarnation: seg.reattach()) is not the one they
-        were computed under. The generation
+        were computed under, and whenever the calling thread has a patch of
+        the segment open (seg.module(...).patch(): the thread reads its own
+        values, under the same generation; tagged None, the caches are
+        dropped again after the patch's exit). The generation
         is read before the values: a commit racing the computation leaves
         the caches tagged older than their values, and the next call
         computes them again."""
         d = self.__dict__
         seg = d["_shmcfg_seg"]
-        g = (seg._incarnation, seg.generation)
+        g = None if seg._patched_here() else (seg._incarnation, seg.generation)
         var = d["_shmcfg_gen"]
-        if var.get() != g:
+        if g is None or var.get() != g:
             self._hash_dirty_var.set(True)
             self._get_dict_dirty_keys_var.set(None)
             var.set(g)
