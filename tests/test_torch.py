@@ -32,6 +32,7 @@ except ImportError as e:
 import contextvars
 import json
 import subprocess
+import tempfile
 import textwrap
 import threading
 import unittest
@@ -704,6 +705,67 @@ class TestProcesses(unittest.TestCase):
         self.assertIs(out["max_autotune"], False)  # torch's: the segment's is a str now
         self.assertEqual(len(out["warnings"]), 1)
         self.assertIn("max_autotune (a str here, bool False in torch)", out["warnings"][0])
+
+    def test_replacement_followed_is_checked(self):
+        """A replacement of another schema that the handle follows by itself
+        (another process's shmctl create --force) is checked as
+        seg.reattach()'s: an option the new schema declares otherwise than
+        torch, or no longer declares, is torch's again, never the new
+        segment's, and a DeclarationWarning names it; the others serve the
+        new segment; a later replacement that declares it as torch does
+        serves it again."""
+        seg = torch_segment(self)
+        seg.set({"torch._dynamo.config.recompile_limit": 16,
+                 "torch._inductor.config.epilogue_fusion": False})
+        other = edited_schema(
+            self, "  torch._dynamo.config.recompile_limit:\n    type: int\n    default: 8\n",
+            "  torch._dynamo.config.recompile_limit:\n    type: int\n    default: 9\n")
+        for gone in ("  torch._inductor.config.max_autotune:\n    type: bool\n    default: false\n"
+                     "    env_default: [TORCHINDUCTOR_MAX_AUTOTUNE]\n",
+                     "  torch._inductor.config.epilogue_fusion:\n    type: bool\n"
+                     "    default: true\n"):
+            self.assertIn(gone, other)
+            other = other.replace(gone, "", 1)
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            f.write(other)
+        self.addCleanup(os.unlink, f.name)
+        out = child("""
+            import json, subprocess, sys, warnings, shmcfg, shmcfg.torch, torch
+            import torch._dynamo.config as dyn, torch._inductor.config as ind
+            name, shmctl, other, shipped = sys.argv[1:]
+            shmcfg.torch.install(shmcfg.attach(name), ["torch._dynamo.config",
+                                                      "torch._inductor.config"])
+            def replace(schema, *sets):
+                subprocess.run([shmctl, "create", "-q", name, "--schema", schema, "--force",
+                                "--no-env"], check=True, stderr=subprocess.DEVNULL)
+                subprocess.run([shmctl, "set", "-q", name] + list(sets), check=True)
+            def values():
+                return [dyn.recompile_limit, dyn.assume_static_by_default, ind.max_autotune,
+                        ind.epilogue_fusion]
+            out = {"before": values()}
+            replace(other, "torch._dynamo.config.recompile_limit=5",
+                    "torch._dynamo.config.assume_static_by_default=false")
+            for step in ("other", "shipped"):
+                with warnings.catch_warnings(record=True) as w:
+                    warnings.simplefilter("always")
+                    out[step] = values() + [dyn.get_hash() == dyn.get_hash()]
+                out[step + " warnings"] = sorted(str(x.message) for x in w)
+                replace(shipped, "torch._dynamo.config.recompile_limit=6")
+            print(json.dumps(out))
+            """, seg.name, SHMCTL, f.name, TORCH_SCHEMA, env={"TORCHINDUCTOR_MAX_AUTOTUNE": "1"})
+        self.assertEqual(out["before"], [16, True, True, False])
+        # recompile_limit and epilogue_fusion: torch's 8 and True, never the
+        # new segment's 5; max_autotune: torch's, from the environment
+        self.assertEqual(out["other"], [8, False, True, True, True])
+        self.assertEqual(len(out["other warnings"]), 2, out)
+        dyn_warning, ind_warning = out["other warnings"]
+        self.assertRegex(dyn_warning, r"^torch._dynamo.config: segment '[^']*' was replaced by one "
+                         r"that declares 1 option otherwise than torch 2\.13[^:]*: "
+                         r"recompile_limit \(default 9 here, 8 in torch\): left to torch$")
+        self.assertIn("max_autotune (no longer declared)", ind_warning)
+        self.assertIn("epilogue_fusion (no longer declared)", ind_warning)
+        self.assertEqual(out["shipped"], [6, True, True, True, True])  # served again
+        self.assertEqual(out["shipped warnings"], [])
 
     def test_strict_through_the_import_hook(self):
         """install(strict=True) before import: a declaration that differs

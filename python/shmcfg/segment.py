@@ -284,18 +284,51 @@ class Segment:
     @property
     def generation(self) -> int:
         """The current generation (1 after creation)."""
-        cur = self._cur
-        if cur is not None and self._h is not None:
-            c = cur[0]
-            if c & _FROZEN == _FROZEN:
-                self._refollow()
-                c = self._cur[0]
-            return c >> _L.SLOT_BITS
+        if self._cur is not None and self._h is not None:
+            return self._current_word() >> _L.SLOT_BITS
+        return self._stat().generation
+
+    def _current_word(self):
+        """The word ``current`` of the incarnation the handle reads now (a
+        replaced one's names FROZEN: the library follows it first)."""
+        c = self._cur[0]
+        if c & _FROZEN == _FROZEN:
+            self._refollow()
+            c = self._cur[0]
+        return c
+
+    def _stat(self):
+        """shmcfg_stat() of the handle (of the incarnation it reads now)."""
         info = _L.Info()
         r = _L.stat(self._handle(), ctypes.byref(info))
         if r < 0:
             raise _error(r, self.name)
-        return info.generation
+        return info
+
+    def _live_id(self):
+        """What names the incarnation the handle reads now, to tell that it
+        followed a replacement: the address of the word ``current`` its view
+        names (the library points the view at a successor it follows, or at
+        a word of the handle's own when it cannot follow one:
+        lib/read/follow.c); without a view, its schema hash."""
+        if self._cur is None or self._h is None:
+            return bytes(self._stat().schema_hash)
+        self._current_word()
+        return self._view.current
+
+    def _attach_schema(self, schema_hash):
+        """A read-only handle of the segment now of this name, refused unless
+        its schema hash is schema_hash (bytes): the declarations of a
+        successor the handle follows, which its own option table does not
+        give (they are the schema attached first's). The caller closes it."""
+        want = (ctypes.c_uint8 * 16).from_buffer_copy(schema_hash)
+        h = _L.c_void_p()
+        r = _L.attach_with(_segname(self.name),
+                           _attach_opts(True, self._owner, ctypes.addressof(want)),
+                           ctypes.byref(h))
+        if r < 0:
+            raise _error(r, f"segment '{self.name}'")
+        return h.value
 
     @property
     def cluster_revision(self) -> int:
@@ -464,10 +497,12 @@ class Segment:
         finally:
             _L.value_clear(ctypes.byref(v))
 
-    def _value_fetcher(self, o, copy=None):
+    def _value_fetcher(self, o, copy=None, read=None):
         """The ONE plain value fetch of option o: a function(obj) returning
         its value as this thread sees it, with no policy. Lists and sets are
         fresh copies, made by ``copy(items)`` (default: list or set).
+        ``read(o)``: the read through the library (default: _read(); the
+        torch bridge checks what it read came from a segment it serves).
 
         Values are cached per generation: the word ``current`` of the segment
         header ((generation << 8) | slot) is read directly from shared memory
@@ -478,7 +513,8 @@ class Segment:
         The word is read before the library call, so a commit that races it
         can only make the entry unused, never wrong.
         """
-        read = self._read
+        if read is None:
+            read = self._read
         state = self._state
         box = self._curbox
         refollow = self._refollow

@@ -38,13 +38,17 @@ differs from the installed torch's (another type, default or alias, choices
 its Literal annotation does not allow, or an option this torch does not
 have) is never served silently: that option
 stays torch's and a DeclarationWarning names it (``strict=True``: a
-DeclarationError instead, and nothing is bridged). python/README.md,
+DeclarationError instead, and nothing is bridged). The declarations are
+checked again after ``seg.reattach()`` and after every replacement the
+handle follows by itself (``shmctl create --force``), before a value of the
+new segment is served: a warning then, whatever ``strict``. python/README.md,
 "torch reading the segment", lists the remaining differences and the torch
 versions supported.
 """
 
 import contextvars
 import ctypes
+import functools
 import importlib.abc
 import math
 import os
@@ -139,8 +143,9 @@ def bridge(mod, seg, exclude=EXCLUDE, strict=False):
     ``seg`` declares under its name from the segment, but those named (full
     names) in ``exclude`` and those declared otherwise than ``mod`` declares
     them (a DeclarationWarning; with ``strict`` a DeclarationError). The
-    bridge follows ``seg.reattach()``: the new segment's declarations are
-    checked again (a warning, whatever ``strict``)."""
+    bridge follows ``seg.reattach()`` and the replacements the handle
+    follows by itself (``shmctl create --force``): the new segment's
+    declarations are checked again (a warning, whatever ``strict``)."""
     d = mod.__dict__
     if isinstance(mod, TorchBridge):
         if d["_shmcfg_seg"] is not seg:
@@ -148,7 +153,7 @@ def bridge(mod, seg, exclude=EXCLUDE, strict=False):
                         f"'{d['_shmcfg_seg'].name}' already")
         return
     _check_torch(mod)
-    served = _declared(mod, seg, exclude, strict, stacklevel=4)
+    served, live, schema = _declarations(mod, seg, exclude, strict, 5)
     cm = sys.modules[type(mod).__module__]
     d["_shmcfg_seg"] = seg
     d["_shmcfg_exclude"] = exclude
@@ -158,31 +163,82 @@ def bridge(mod, seg, exclude=EXCLUDE, strict=False):
     d["_shmcfg_gen"] = contextvars.ContextVar(f"{mod.__name__}._shmcfg_gen", default=None)
     d["_shmcfg_served"] = {}
     _serve_module(mod, served)
+    d["_shmcfg_live"], d["_shmcfg_schema"] = live, schema
     seg._reattach_hooks.append(lambda: _reserve(mod))
 
 
-def _declared(mod, seg, exclude, strict, stacklevel):
+class _Redeclared(Exception):
+    """Raised by a read of a served option that found its serving ended (a
+    replacement's declarations checked again, _check_live()): its reader
+    reads it again, through what the module serves now."""
+
+
+def _declarations(mod, seg, exclude, strict, stacklevel, known=None):
+    """(served, live, schema): the options of seg to serve in mod
+    (_declared()), checked against the declarations of the incarnation the
+    handle reads now (a replacement it followed may have another schema),
+    the _live_id() they were checked under and its schema hash; served is
+    None when that schema is ``known`` (a replacement of the same schema:
+    the same declarations)."""
+    for tries in range(8):
+        live = seg._live_id()
+        schema = bytes(seg._stat().schema_hash)
+        if schema == known:
+            return None, live, schema
+        if schema == seg.schema_hash:  # the handle's own option table says it
+            return (_declared(mod, seg, (seg._handle(), seg._byindex, None), exclude, strict,
+                              stacklevel + 1, known is not None), live, schema)
+        try:
+            h = seg._attach_schema(schema)
+        except Error as e:  # replaced again since: by another schema
+            if e.code != _L.E["SCHEMA"] or tries == 7:
+                raise
+            continue
+        try:
+            decl = (h, seg._load_options(h)[0], seg._opts)
+            return (_declared(mod, seg, decl, exclude, strict, stacklevel + 1, known is not None),
+                    live, schema)
+        finally:
+            _L.close(h)
+
+
+def _declared(mod, seg, decl, exclude, strict, stacklevel, replaced):
     """The options of seg to serve in mod, {relative name: _Opt}: those
     declared as mod's torch declares them (the others warned about, or with
-    strict a DeclarationError)."""
+    strict a DeclarationError). decl: (handle, option list, by name) of the
+    declarations to check, those of a successor the handle follows (by name:
+    the handle's own options, which its reads take, by which the library
+    maps them to the successor's), or the handle's own (by name None)."""
     name = mod.__name__
+    prefix = name + "."
     config = mod.__dict__["_config"]
+    h, byindex, own = decl
     served = {}
     differ = []
-    try:
-        opts = seg.module(name).__dict__["_shmcfg_opts"]
-    except UnknownOptionError:
-        opts = {}
-    for rel, o in opts.items():
-        if f"{name}.{rel}" in exclude or rel in META:
+    declared = set()
+    for o in byindex:
+        rel = o.name[len(prefix):]
+        if not o.name.startswith(prefix) or o.name in exclude or rel in META:
             continue
-        why = _differs(seg, o, config.get(rel))
+        declared.add(rel)
+        why = _differs(h, byindex, o, config.get(rel))
+        if not why and o.alias is None and own is not None:
+            mine = own.get(o.name)
+            if mine is None:
+                continue  # not one of the handle's options: it cannot read it
+            if mine.kind != o.kind or (o.nullable and not mine.nullable):
+                why = "declared otherwise when the segment was attached: seg.reattach() serves it"
+            o = mine
         if why:
             differ.append(f"{rel} ({why})")
         elif o.alias is None:  # torch follows its aliases to the bridged target
             served[rel] = o
+    if replaced:  # what the segment served before and no longer declares
+        differ += [f"{rel} (no longer declared)"
+                   for rel in mod.__dict__["_shmcfg_served"] if rel not in declared]
     if differ:
-        msg = (f"{name}: segment '{seg.name}' declares {len(differ)} option"
+        how = "was replaced by one that declares" if replaced else "declares"
+        msg = (f"{name}: segment '{seg.name}' {how} {len(differ)} option"
                f"{'s' if len(differ) > 1 else ''} otherwise than torch {_torch_version()}: "
                f"{'; '.join(differ)}")
         if strict:
@@ -200,7 +256,7 @@ def _serve_module(mod, served):
     for rel in d["_shmcfg_served"]:
         _unserve(config[rel])
     for rel, o in served.items():
-        _serve(config[rel], seg, o, d["_shmcfg_unset"])
+        _serve(config[rel], mod, seg, o, d["_shmcfg_unset"])
     d["_shmcfg_served"] = served
     readers = {rel: _reader(rel, config[rel]) for rel in served}
     d["_shmcfg_readers"] = readers
@@ -214,12 +270,52 @@ def _serve_module(mod, served):
     mod._get_dict_dirty_keys_var.set(None)
 
 
-def _reserve(mod):
-    """After seg.reattach(): serve what the new segment declares as torch
-    does (warned about otherwise)."""
+def _reserve(mod, replaced=False):
+    """Serve what the segment declares as torch does (warned about
+    otherwise): after seg.reattach(), and when a read finds that the handle
+    followed a replacement (``replaced``: nothing to do if it is of the
+    schema checked last)."""
     d = mod.__dict__
-    _serve_module(mod, _declared(mod, d["_shmcfg_seg"], d["_shmcfg_exclude"], False,
-                                 stacklevel=5))
+    served, live, schema = _declarations(mod, d["_shmcfg_seg"], d["_shmcfg_exclude"], False,
+                                         5 if not replaced else 9,
+                                         d["_shmcfg_schema"] if replaced else None)
+    if served is not None:
+        _serve_module(mod, served)
+    d["_shmcfg_live"], d["_shmcfg_schema"] = live, schema
+
+
+def _follow(mod):
+    """If the segment's handle follows another incarnation than the one
+    mod's declarations were checked under (a replacement: shmctl create
+    --force, resize), check them again and serve what they allow
+    (_reserve())."""
+    d = mod.__dict__
+    seg = d["_shmcfg_seg"]
+    if seg._live_id() != d["_shmcfg_live"]:
+        with _lock:
+            if seg._live_id() != d["_shmcfg_live"]:
+                _reserve(mod, replaced=True)
+
+
+def _check_live(mod, alive):
+    """_follow(mod), then raise _Redeclared unless the serving that
+    ``alive`` marks still stands."""
+    _follow(mod)
+    if not alive[0]:
+        raise _Redeclared
+
+
+def _checked_read(mod, alive, read, o):
+    """read(o) of a served option, its serving checked (_check_live())
+    after it, and when it fails (the option gone with a replacement), so
+    that no value of a declaration the bridge did not check is returned."""
+    try:
+        v = read(o)
+    except Error:
+        _check_live(mod, alive)
+        raise
+    _check_live(mod, alive)
+    return v
 
 
 def _torch_version():
@@ -258,11 +354,11 @@ def _kind_of(v):
     return None
 
 
-def _env_names(seg, o):
-    """The environment variables the schema names for option o: (its
-    env_default ones, its env_force ones)."""
+def _env_names(h, o):
+    """The environment variables the schema of handle h names for option o:
+    (its env_default ones, its env_force ones)."""
     info = _L.OptInfo()
-    if _L.opt_info(seg._handle(), o.opt, ctypes.byref(info)) < 0:
+    if _L.opt_info(h, o.opt, ctypes.byref(info)) < 0:
         return (), ()
     out = []
     for ptr, n in ((info.env_default, info.n_env_default), (info.env_force, info.n_env_force)):
@@ -320,20 +416,22 @@ def _type_name(vt):
     return getattr(vt, "__name__", None) if isinstance(vt, type) else repr(vt)
 
 
-def _differs(seg, o, entry):
-    """Why segment option o is not what torch's entry declares, or None."""
+def _differs(h, byindex, o, entry):
+    """Why option o of handle h (byindex: its options) is not what torch's
+    entry declares, or None."""
     if entry is None:
         return "this torch has no such option"
     info = _L.OptInfo()
-    if _L.opt_info(seg._handle(), o.opt, ctypes.byref(info)) < 0:
+    if _L.opt_info(h, o.opt, ctypes.byref(info)) < 0:
         return "unreadable in the segment"
     if o.alias is not None or entry.alias is not None:
-        mine = seg._byindex[o.alias].name if o.alias is not None else None
+        mine = byindex[o.alias].name if o.alias is not None else None
         if mine != entry.alias:
             return f"an alias of {mine} here, of {entry.alias} in torch"
         return None
     # torch's own default (a served entry's default property is the segment's)
-    default = entry.__dict__.get("_shmcfg_torch_default", entry.default)
+    d = entry.__dict__
+    default = d["_shmcfg_torch_default"] if "_shmcfg_torch_default" in d else entry.default
     if default is None:
         if not o.nullable:
             return "torch's default is None, the segment's option is not nullable"
@@ -349,7 +447,7 @@ def _differs(seg, o, entry):
     # torch's default may have been read from the environment (x =
     # os.environ.get(...) == "1"): compare only where none of the option's
     # variables is set (_serve() then keeps what torch read)
-    if any(v in os.environ for names in _env_names(seg, o) for v in names):
+    if any(v in os.environ for names in _env_names(h, o) for v in names):
         return None
     mine = _decode(info.def_)
     same = (mine == default or (isinstance(mine, float) and isinstance(default, float)
@@ -377,7 +475,10 @@ def _segment_default(entry):
     insertion order, and torch's repr of it (get_hash, codegen_config) is
     then torch's own."""
     d = entry.__dict__
-    v = d["_shmcfg_fetch"](None)
+    try:
+        v = d["_shmcfg_fetch"](None)
+    except _Redeclared:
+        return entry.default  # what the entry is now: torch's, or served again
     if isinstance(v, (list, set)):
         own = d["_shmcfg_torch_default"]
         if type(own) is type(v) and own == v:
@@ -389,13 +490,21 @@ def _env_default(entry):
     """torch's _ConfigEntry.env_value_default of a served option: what this
     process's environment says, unless the segment's value comes from a
     host-wide layer above it (cluster, user), to which it yields as torch's
-    does to a user override."""
+    does to a user override. Raises _Redeclared (the reader's, below)."""
     d = entry.__dict__
     v = d["_shmcfg_env_default"]
     if v is d["_shmcfg_unset"]:
         return v
-    seg, o = d["_shmcfg_where"]
-    return d["_shmcfg_unset"] if _L.SRC_CLUSTER <= seg._source(o) < _L.SRC_PATCH else v
+    mod, seg, o, alive = d["_shmcfg_where"]
+    source = _checked_read(mod, alive, seg._source, o)
+    return d["_shmcfg_unset"] if _L.SRC_CLUSTER <= source < _L.SRC_PATCH else v
+
+
+def _env_default_property(entry):
+    try:
+        return _env_default(entry)
+    except _Redeclared:
+        return entry.env_value_default
 
 
 def _set_env_default(entry, v):
@@ -405,7 +514,7 @@ def _set_env_default(entry, v):
 _entry_classes: dict = {}
 
 
-def _serve(entry, seg, o, unset):
+def _serve(entry, mod, seg, o, unset):
     """Make torch's entry of option o read its default from the segment.
 
     The environment keeps torch's meaning in this process: torch read its
@@ -419,12 +528,12 @@ def _serve(entry, seg, o, unset):
     if cls is None:
         cls = type("ShmcfgEntry", (type(entry),), {
             "default": property(_segment_default, doc="the segment's value"),
-            "env_value_default": property(_env_default, _set_env_default)})
+            "env_value_default": property(_env_default_property, _set_env_default)})
         _entry_classes[type(entry)] = cls
     d = entry.__dict__
     own = d.get("default")
     env_default = d.get("env_value_default", unset)
-    names_default, names_force = _env_names(seg, o)
+    names_default, names_force = _env_names(seg._handle(), o)
     if entry.env_value_force is unset and any(v in os.environ for v in names_force):
         d["env_value_force"] = own
         d["_shmcfg_set_force"] = True
@@ -433,19 +542,22 @@ def _serve(entry, seg, o, unset):
     d["_shmcfg_torch_default"] = own
     d["_shmcfg_env_default"] = env_default
     d["_shmcfg_unset"] = unset
-    d["_shmcfg_where"] = (seg, o)
-    d["_shmcfg_fetch"] = seg._value_fetcher(o)
+    alive = [True]  # until _unserve(): what the reads of this serving check
+    d["_shmcfg_where"] = (mod, seg, o, alive)
+    d["_shmcfg_fetch"] = seg._value_fetcher(o, read=functools.partial(_checked_read, mod, alive,
+                                                                     seg._read))
     entry.__class__ = cls
 
 
 def _unserve(entry):
-    """Give an entry _serve() changed back to torch as it was."""
+    """Give an entry _serve() changed back to torch as it was. Its data
+    stays (the next _serve() replaces it): a read of it under way in another
+    thread finds its serving ended (_check_live()), and reads again."""
     d = entry.__dict__
+    d["_shmcfg_where"][3][0] = False
     entry.__class__ = type(entry).__mro__[1]
     if d.pop("_shmcfg_set_force", False):
         del d["env_value_force"]
-    for k in [k for k in d if k.startswith("_shmcfg_")]:
-        del d[k]
 
 
 def _reader(name, entry):
@@ -473,11 +585,14 @@ def _reader(name, entry):
         v = override.get()
         if v is not unset:
             return v
-        if e["_shmcfg_env_default"] is not unset:
-            v = _env_default(entry)
-            if v is not unset:
-                return v
-        v = fetch(None)
+        try:
+            if e["_shmcfg_env_default"] is not unset:
+                v = _env_default(entry)
+                if v is not unset:
+                    return v
+            v = fetch(None)
+        except _Redeclared:  # what the module serves now: torch's, or served again
+            return config.__getattr__(name)
         if entry.justknob is not None:
             from torch._utils_internal import justknobs_check
             return justknobs_check(name=entry.justknob, default=v)
@@ -644,7 +759,16 @@ class TorchBridge(types.ModuleType):
     the per-context caches torch keeps over all options."""
 
     def __getattr__(self, name):
-        reader = self.__dict__.get("_shmcfg_readers", {}).get(name)
+        d = self.__dict__
+        reader = d.get("_shmcfg_readers", {}).get(name)
+        if reader is None and name in d["_config"]:
+            # an option left to torch: a replacement since may declare it
+            # as torch does (an error of the segment's leaves it torch's)
+            try:
+                _follow(self)
+            except Error:
+                pass
+            reader = d["_shmcfg_readers"].get(name)
         if reader is None:
             return super().__getattr__(name)
         return reader(self)
@@ -685,6 +809,7 @@ class TorchBridge(types.ModuleType):
         computes them again."""
         d = self.__dict__
         seg = d["_shmcfg_seg"]
+        _follow(self)  # what torch's methods read is what the module serves now
         g = None if seg._patched_here() else (seg._incarnation, seg.generation)
         var = d["_shmcfg_gen"]
         if g is None or var.get() != g:
