@@ -1531,6 +1531,22 @@ class TestSchema(unittest.TestCase):
 PKG_DIR = os.path.dirname(os.path.abspath(shmcfg.__file__))
 
 
+def _other_user_python():
+    """The command that runs this package's Python as uid and gid 65534
+    (setpriv, util-linux), or skip the test: the interpreter and the build
+    tree must be theirs to read."""
+    for py in (sys.executable, "/usr/bin/python3"):
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", py]
+        try:
+            p = subprocess.run(cmd + ["-c", "import shmcfg"], env=dict(os.environ, PYTHONPATH=PYDIR),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+        except OSError:
+            break
+        if p.returncode == 0:
+            return cmd
+    raise unittest.SkipTest("no Python that uid 65534 can run this package with (setpriv)")
+
+
 def _interrupted_at(k, fn):
     """Run fn() with a KeyboardInterrupt raised at the k-th point of the
     package's code where CPython delivers one (a signal's handler, an
@@ -2197,6 +2213,61 @@ class TestLifecycle(SegTest):
         with self.assertRaises(shmcfg.OwnerError):
             s2.reattach()  # attached with owner=65534: the new root-owned one is refused
         self.assertEqual(s2.module("app.config").steps, 11)  # removed, not replaced: as it was
+
+
+    @unittest.skipUnless(os.geteuid() == 0, "another user's process needs root (setpriv)")
+    def test_replacement_a_reader_cannot_open(self):
+        """A reader of another user, when root replaces the segment by one
+        of mode 0600, cannot follow it: its reads, seg.generation and
+        seg.current() raise why (never a generation 0, never the old
+        values as current); it follows once it can open the new one."""
+        as_other = _other_user_python()
+        seg, m = self.app(mode=0o644)
+        m.steps = 5
+        child = subprocess.Popen(as_other + ["-c", textwrap.dedent("""
+            import json, sys, shmcfg
+            seg = shmcfg.attach(sys.argv[1], readonly=True,
+                                fast_reads={"None": None, "False": False}[sys.argv[2]])
+            m = seg.module("app.config")
+            def now():
+                out = {}
+                for what, read in (("generation", lambda: seg.generation),
+                                   ("steps", lambda: m.steps),
+                                   ("current", lambda: seg.current().generation)):
+                    try:
+                        out[what] = read()
+                    except shmcfg.Error as e:
+                        out[what] = f"{type(e).__name__}: {e}"
+                return out
+            print(json.dumps(now()), flush=True)
+            for _ in sys.stdin:  # a line: what it reads now
+                print(json.dumps(now()), flush=True)
+            """), seg.name, str(self.FAST)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            universal_newlines=True, env=dict(os.environ, PYTHONPATH=PYDIR))
+        self.addCleanup(child.wait)
+        self.addCleanup(child.stdin.close)
+
+        def now():
+            child.stdin.write("\n")
+            child.stdin.flush()
+            return json.loads(child.stdout.readline())
+        g = seg.generation
+        self.assertEqual(json.loads(child.stdout.readline()),
+                         {"generation": g, "steps": 5, "current": g})
+        new = shmcfg.create(seg.name, schema_text=SCHEMA, force=True, keep=True, no_env=True,
+                            mode=0o600)
+        self.addCleanup(new.close)
+        why = (f"PermissionDeniedError: [Errno 13] {seg.name}: the segment was replaced, and its "
+               "successor cannot be attached: Permission denied")
+        self.assertEqual(now(), {"generation": why, "steps": why, "current": why})
+        os.chmod(f"/dev/shm/shmcfg.{seg.name}", 0o644)
+        deadline = time.monotonic() + 60
+        while True:  # the library tries the follow again, 5 ms after a failure
+            seen = now()
+            if seen["generation"] != why or time.monotonic() > deadline:
+                break
+        self.assertEqual(seen, {"generation": new.generation, "steps": 5,
+                                "current": new.generation})
 
 
 class TestLifecycleLibraryReads(TestLifecycle):

@@ -429,9 +429,11 @@ void warn_attached(const char *name, const char *what)
 		return;
 	char list[400];
 	pid_list(pids, n < 32 ? (size_t)n : 32, list, sizeof list);
-	if (!strcmp(what, "replaced")) /* a note: they follow it (lib/segment/replace.c) */
-		err_msg("%s is attached by pid%s %s%s: %s the new segment by %s", name, n == 1 ? "" : "s", list,
-			n > 32 ? ", ..." : "", n == 1 ? "it follows" : "they follow", n == 1 ? "itself" : "themselves");
+	if (!strcmp(what, "replaced")) /* a note: they follow it (lib/read/follow.c), where they can open it */
+		err_msg("%s is attached by pid%s %s%s: %s the new segment by %s if %s can open it (else %s reads fail, "
+			"saying so)", name, n == 1 ? "" : "s", list, n > 32 ? ", ..." : "",
+			n == 1 ? "it follows" : "they follow", n == 1 ? "itself" : "themselves", n == 1 ? "it" : "they",
+			n == 1 ? "its" : "their");
 	else
 		warn_msg("%s is attached by pid%s %s%s: %s the old segment and learn%s it was %s (SHMCFG_E_RETIRED)",
 			 name, n == 1 ? "" : "s", list, n > 32 ? ", ..." : "", n == 1 ? "it keeps" : "they keep",

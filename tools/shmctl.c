@@ -41,7 +41,7 @@ static const struct flag create_flags[] = {
 	{'E', "no-env", NULL, 0, NULL, "leave the environment layers empty"},
 	{'f', "force", NULL, F_SHORT, NULL,
 	 "replace a segment of that name: of the same schema, it\nkeeps its values, layers and history; its processes\n"
-	 "follow the new one by themselves"},
+	 "follow the new one by themselves where they can open it\n(the others' reads fail, saying so)"},
 	{'F', "fresh", NULL, 0, NULL,
 	 "with --force: keep nothing of it (defaults, this\nenvironment's layers, a history of its own)"},
 	{'e', "exist-ok", NULL, F_SHORT, NULL,

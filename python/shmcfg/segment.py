@@ -283,14 +283,19 @@ class Segment:
 
     @property
     def generation(self) -> int:
-        """The current generation (1 after creation)."""
+        """The current generation (1 after creation). A replacement this
+        process cannot attach (another user's segment, mode 0600) raises
+        the library's error, as every read of the segment then does."""
         if self._cur is not None and self._h is not None:
-            return self._current_word() >> _L.SLOT_BITS
-        return self._stat().generation
+            c = self._current_word()
+            if c:
+                return c >> _L.SLOT_BITS
+        return self._stat().generation  # 0: no generation, the library says why
 
     def _current_word(self):
         """The word ``current`` of the incarnation the handle reads now (a
-        replaced one's names FROZEN: the library follows it first)."""
+        replaced one's names FROZEN: the library follows it first); 0, a word
+        of the handle's own, when it cannot follow it (lib/read/follow.c)."""
         c = self._cur[0]
         if c & _FROZEN == _FROZEN:
             self._refollow()
@@ -339,6 +344,7 @@ class Segment:
 
     def current(self) -> Current:
         """The current generation and its config hash, read together."""
+        _ = self.generation  # raises as it does, where the library cannot follow a replacement
         out = (ctypes.c_uint8 * 16)()
         g = _L.config_hash(self._handle(), out)
         return Current(g, bytes(out))
@@ -1066,7 +1072,10 @@ class Segment:
         return (_attach_pickled, (self.name, self.readonly, self._owner))
 
     def __repr__(self) -> str:
-        state = "closed" if self._h is None else f"generation {self.generation}"
+        try:
+            state = "closed" if self._h is None else f"generation {self.generation}"
+        except Error as e:
+            state = f"generation unknown: {e.strerror}"
         return f"<shmcfg.Segment '{self.name}' {len(self._byindex)} options, {state}>"
 
 

@@ -366,7 +366,7 @@ wait_watching "$T_TMP/wf.err"
 run shmctl create -q --force "$W"
 pass "create --force: names the watcher, which follows the new segment" pyeval '
 import re
-m = re.fullmatch(r"shmctl: %s is attached by pids? ([0-9, ]+): (it follows|they follow) the new segment by (itself|themselves)" % re.escape(a[1]), a[0].strip())
+m = re.fullmatch(r"shmctl: %s is attached by pids? ([0-9, ]+): (it follows|they follow) the new segment by (itself|themselves) if (it|they) can open it \(else (its|their) reads fail, saying so\)" % re.escape(a[1]), a[0].strip())
 m is not None and a[2] in m.group(1).split(", ")' "$ERR" "$W" "$WPID"
 run shmctl set -q "$W" recompile_limit=33
 pass "the watcher prints the commit to the new segment" wait_lines "$T_TMP/wf" 1
