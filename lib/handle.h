@@ -87,6 +87,8 @@ struct shmcfg {
 	int cur_pin;
 	uint64_t *pins;          /* our entry's pin words: set at the claim, before any view */
 	unsigned close_pending; void (*close_deferred)(shmcfg *h); /* a close that waits for releases */
+	uint32_t tp_entry[64];   /* the thread entries it claimed (readers.c, under entry_lock) */
+	unsigned n_tp_entry;
 	/* copied snapshots of the handle not yet released (they read its schema;
 	 * one acquired through it into another schema, its map too), with
 	 * COPIES_CLOSED once it is closing: reclaim.c */
@@ -134,7 +136,7 @@ static inline struct shmcfg__cell *slot_cells(const shmcfg *h, const void *slot)
 static inline struct shmcfg_snapshot snap_of(shmcfg *h, uint64_t gen, const char *slot, const char *heap,
 					     uint64_t heap_size, bool is_copy, int pin)
 {
-	return (struct shmcfg_snapshot){.view = {SHMCFG_SNAPSHOT_VIEW_ABI, h->lay.nopts, slot_cells(h, slot)},
+	return (struct shmcfg_snapshot){.view = {SHMCFG_SNAPSHOT_VIEW_ABI, h->lay.nopts, slot_cells(h, slot), NULL},
 					.h = h, .gen = gen, .slot = slot, .heap = heap, .heap_size = heap_size,
 					.is_copy = is_copy, .pin = pin};
 }

@@ -18,6 +18,12 @@
 #include <time.h>
 
 #include "shmcfg.h"
+/* the library's own calls, not the header's inline fast paths before them */
+#undef shmcfg_snapshot_acquire
+#undef shmcfg_snapshot_release
+/* shmcfg__tls_pin of a thread without a pin (error.c): none yet, or none to
+ * have (the process's pins: reclaim.c) */
+extern const uintptr_t shmcfg__no_tp, shmcfg__none_tp;
 #include "layout.h"
 #include "handle.h"
 
@@ -186,6 +192,8 @@ int shmcfg__ofd_lock(int fd, off_t byte, bool write, int timeout_ms);
 void shmcfg__ofd_unlock(int fd, off_t byte);
 int shmcfg__ofd_held(int fd, off_t byte);
 int shmcfg__reader_claim(shmcfg *h);
+int shmcfg__thread_entry_claim(shmcfg *h);
+void shmcfg__thread_entry_release(shmcfg *h, uint32_t i);
 uint32_t shmcfg__readers_hwm(const shmcfg *h);
 void shmcfg__reader_release(shmcfg *h);
 int shmcfg__reap(shmcfg *h, void (*fn)(const shmcfg_reader *, void *), void *ud);
@@ -202,11 +210,21 @@ int shmcfg__copy_snapshot(shmcfg *h, shmcfg_snapshot **ret);
 
 /* reclaim.c: both sides of the pin protocol, the reclaimer, fork handlers */
 int shmcfg__claim_entry(shmcfg *h); /* our reader entry (claimed now if need be), or -1 */
-bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen);
-bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp);
+bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen, bool trust);
+bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp, bool trust);
 int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret, uint64_t *old_stamp);
 bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h));
 bool shmcfg__pins_held(const shmcfg *h); /* a pinned snapshot of h held now (fork.c) */
+
+/* tpin.c: the threads' sticky pins, outside their fast path (tpin.h) */
+bool shmcfg__tpin_revoke(shmcfg *h, uint64_t cur_g);
+unsigned shmcfg__tpin_n(const shmcfg *h);
+unsigned shmcfg__tpin_close(shmcfg *h);
+bool shmcfg__tpin_held(const shmcfg *h);
+void shmcfg__tpin_destroy(shmcfg *h);
+void shmcfg__tpin_fork_prepare(void);
+void shmcfg__tpin_fork_parent(void);
+void shmcfg__tpin_fork_child(void);
 
 /* txn.c: transactions */
 struct change {

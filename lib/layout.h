@@ -17,9 +17,10 @@
  *   history  the last N commits: an index of N struct hist_ent, then a byte
  *            ring of their records (who, and each layer change with its old
  *            and new value; history.c)
- *   readers  table of 64-byte entries {pin words, pid, start time, attach
- *            time}; entry i is owned by whoever holds the OFD lock on
- *            byte 1 + i of the lock object
+ *   readers  table of 64-byte entries {pin words, pid, kind, start time,
+ *            attach time}; entry i is owned by whoever holds the OFD lock
+ *            on byte 1 + i of the lock object: a process's entry (its
+ *            handle's pins) or one of its threads' (a sticky pin: tpin.c)
  *   slots    K snapshots of the whole configuration; each is a slot header,
  *            the hot cells (one per option) and one layer reference per
  *            option (a chunk of the value heap, 0 = no layer set)
@@ -39,7 +40,7 @@
 #include "shmcfg.h"
 
 #define SEG_MAGIC 0x3147464343d48535ULL /* bytes 35 85 d4 43 43 46 47 31 */
-#define SEG_LAYOUT_VERSION 10u
+#define SEG_LAYOUT_VERSION 11u
 #define SEG_READY 0x52454459u           /* "REDY" */
 #define SEG_HEADER_BYTES 4096u
 #define SEG_PREFIX "/shmcfg."
@@ -274,7 +275,7 @@ struct reader_ent {
 	uint64_t pins[SEG_PINS]; /* pin words: PIN_TAG(generation) << PIN_TAG_SHIFT | the
 				  * owner's snapshots held on it (PIN_COUNT); see reclaim.c */
 	int32_t pid;             /* for display: liveness is the OFD lock */
-	uint32_t pad;
+	uint32_t kind;           /* ENTRY_PROCESS, or ENTRY_THREAD: a thread's sticky pin (tpin.c) */
 	uint64_t start_time;     /* owner's start time, /proc/self/stat field 22 */
 	uint64_t attach_ns;
 	uint64_t reserved;       /* 0 */
@@ -289,6 +290,19 @@ struct reader_ent {
 #define PIN_COUNT(w) ((w) & PIN_COUNT_MASK)
 #define PIN_TAG(w) ((w) >> PIN_TAG_SHIFT)
 #define GEN_TAG(g) ((g) & ((1ull << (64 - PIN_TAG_SHIFT)) - 1))
+/* A thread entry's words (tpin.c): TP_WORD is a pin word written only by
+ * its owner thread (plain stores), its count cumulative; TP_FOREIGN counts
+ * the releases of its snapshots by other threads (atomic adds), so that it
+ * holds PIN_COUNT(word - foreign) snapshots; TP_REVOKED is set by a writer
+ * that wants its generation's slot and cleared by the owner's re-pin;
+ * TP_MARK holds 1, so that the writer's scan never skips the entry. */
+#define ENTRY_PROCESS 0u
+#define ENTRY_THREAD 1u
+enum { TP_WORD, TP_FOREIGN, TP_REVOKED, TP_MARK };
+static inline uint64_t tp_held(uint64_t word, uint64_t foreign)
+{
+	return (word - foreign) & PIN_COUNT_MASK;
+}
 
 _Static_assert(sizeof(struct reader_ent) == 64, "reader entries are one cache line");
 _Static_assert(sizeof(struct seg_header) <= SEG_HEADER_BYTES, "header fits its page");

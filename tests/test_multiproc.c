@@ -828,6 +828,7 @@ static int close_copies_main(void *p)
 	shmcfg *h = NULL, *other = NULL;
 	shmcfg_snapshot *held[SEG_PINS], *c;
 	int inherited = maps_of(name); /* the parent's, across fork() */
+	setenv("SHMCFG_THREAD_PINS", "0", 1); /* SEG_PINS generations: the process's pins */
 	CHECK(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, 2, "attach read-only");
 	CHECK(shmcfg_snapshot_acquire(h, &c) == 0 && ((struct shmcfg_snapshot *)c)->is_copy, 3, "a copy");
 	CHECK(maps_of(name) > inherited, 4, "mapped");

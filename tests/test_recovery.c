@@ -93,6 +93,7 @@ static void test_sweep_keeps_chunks_of_busy_slot_in_use(void **state)
 {
 	(void)state;
 	const char *name = new_name("rec-sweepbusy");
+	setenv("SHMCFG_THREAD_PINS", "0", 1); /* the process's pins; test_tpin.c has the threads' */
 	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.slots = 4}));
 	shmcfg_set_commit_timeout(h, 500);
 	/* Q: another handle (its own reader entry) holds generation 1 */

@@ -1661,6 +1661,7 @@ static void test_writer_death_after_busy_mark_spares_snapshot(void **state)
 {
 	(void)state;
 	const char *name = new_name("trust-busydeath");
+	setenv("SHMCFG_THREAD_PINS", "0", 1); /* the process's pins; test_tpin.c has the threads' */
 	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.slots = 2}));
 	shmcfg_set_commit_timeout(h, SHORT_TIMEOUT_MS);
 	/* P: a snapshot of generation 1 (slot A), released: idle, its pin stays */
@@ -1775,6 +1776,7 @@ static void test_overwritten_pin_words(void **state)
 {
 	(void)state;
 	const char *name = new_name("trust-pinscribble");
+	setenv("SHMCFG_THREAD_PINS", "0", 1); /* the process's pins; test_tpin.c has the threads' */
 	shmcfg *h = keep(test_create(name, NULL));
 	assert_int_equal(commit_n(h, 5, NULL), 0);
 	shmcfg_snapshot *s;

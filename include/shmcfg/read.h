@@ -153,8 +153,10 @@ struct shmcfg_snapshot_view {
 	uint32_t abi;                     /**< SHMCFG_SNAPSHOT_VIEW_ABI */
 	uint32_t nopts;
 	const struct shmcfg__cell *cells; /**< the snapshot's generation: its slot's cells */
+	/* ABI 2 */
+	struct shmcfg__tpin *tp;          /**< the thread pin it counts on, NULL: none (the library releases it) */
 };
-#define SHMCFG_SNAPSHOT_VIEW_ABI 1
+#define SHMCFG_SNAPSHOT_VIEW_ABI 2
 
 /** Do not use directly: the out-of-line read behind the inline snapshot
  * getters (a bad snapshot or option, a mapped snapshot, null values, the
@@ -184,6 +186,107 @@ static inline int shmcfg__snapshot_read(const shmcfg_snapshot *snap, shmcfg_opt 
 		return shmcfg__snapshot_get_slow(snap, opt, type, bits); /* null, or the wrong type */
 	*bits = val;
 	return 0;
+}
+
+/**
+ * Do not use directly: what the inline snapshot acquire and release
+ * (shmcfg_snapshot_acquire() and shmcfg_snapshot_release() in shmcfg.h)
+ * read and write of a thread's sticky pin (lib/read/tpin.c, which has the
+ * argument); the snapshot it hands out follows it (SHMCFG__TPIN_SNAP). Its
+ * words are a reader-table entry's: w[0] the generation's tag and a count,
+ * stored only by the owner thread; w[1] the releases by other threads;
+ * w[2] non-zero while a writer or a fork revokes the pin. The inline paths
+ * take a pin from holding nothing (w[0] == idle) to holding one snapshot
+ * (busy) and back; the library does the rest (nesting, other threads'
+ * releases, a new generation).
+ */
+struct shmcfg__tpin {
+	uint64_t *w;
+	const uint64_t *cur_ptr; /**< the `current` word of the mapping it pins; NULL: none */
+	uint64_t cur;            /**< ... its value when pinned: (generation << 8) | slot */
+	uint64_t idle, busy;     /**< w[0] holding no snapshot, and one */
+	uint64_t foreign;        /**< w[1] when idle was set */
+	int closing;             /**< its handle closes: the release tells the library */
+};
+#define SHMCFG__TPIN_SNAP(tp) ((shmcfg_snapshot *)((struct shmcfg__tpin *)(tp) + 1))
+
+/**
+ * Do not use directly: the calling thread's pin on the handle of its last
+ * snapshot (or a pin of no handle), with SHMCFG__TP_BUSY while it holds the
+ * one snapshot the inline acquire counted, SHMCFG__TP_LIB while its count
+ * is the library's (nested snapshots). Only the thread itself, or one after
+ * its exit, reuses a pin it had: no other thread's pin is ever found here.
+ * Its address names the thread.
+ */
+extern SHMCFG_EXPORT __thread uintptr_t shmcfg__tls_pin __attribute__((tls_model("initial-exec")));
+#define SHMCFG__TP_BUSY 1u
+#define SHMCFG__TP_LIB 2u
+/** Do not use directly: a release found its pin's handle closing. */
+SHMCFG_EXPORT void shmcfg__tpin_closed(struct shmcfg__tpin *tp) __attribute__((cold));
+
+/*
+ * Count a snapshot on the thread's pin (which holds none), if it pins the
+ * generation current in h's mapping: a plain store of the word, then a
+ * load of the revocation word. A writer that wants the slot stores the
+ * revocation and runs membarrier() before it reads the word: either our
+ * store is visible to it by then, or our load comes after that fence and
+ * sees the revocation (we undo, and the library takes over). Until it is
+ * revoked, the pin's generation is never rewritten, whatever its count:
+ * no stamp check. Only the compiler's order is kept here; the fence is the
+ * writer's (lib/read/tpin.c; tests/model/tpin.pml).
+ */
+static inline bool shmcfg__tpin_count(struct shmcfg__tpin *tp, const shmcfg *h)
+{
+	const uint64_t *cp = __atomic_load_n(&((const struct shmcfg_view *)h)->current, __ATOMIC_RELAXED);
+	uint64_t *w = tp->w;
+	if (__builtin_expect(cp != tp->cur_ptr || __atomic_load_n(cp, __ATOMIC_RELAXED) != tp->cur, 0))
+		return false;
+	__atomic_store_n(&w[0], tp->busy, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST); /* store, then load: the writer's membarrier fences them */
+	if (__builtin_expect(__atomic_load_n(&w[2], __ATOMIC_RELAXED) != 0, 0)) {
+		__atomic_store_n(&w[0], tp->idle, __ATOMIC_RELAXED);
+		return false;
+	}
+	return true;
+}
+
+/* The inline acquire: the thread's pin, holding nothing, counts one. */
+static inline bool shmcfg__tpin_acquire(const shmcfg *h, shmcfg_snapshot **ret)
+{
+	uintptr_t t = shmcfg__tls_pin;
+	if (__builtin_expect((t & (SHMCFG__TP_BUSY | SHMCFG__TP_LIB)) || !h || !ret ||
+				     !shmcfg__tpin_count((struct shmcfg__tpin *)t, h),
+			     0))
+		return false;
+	shmcfg__tls_pin = t | SHMCFG__TP_BUSY;
+	*ret = SHMCFG__TPIN_SNAP(t);
+	return true;
+}
+
+/*
+ * The inline release: the one snapshot of the calling thread's pin, if no
+ * other thread released one of it meanwhile (else the library counts):
+ * a plain store (release: our reads of the slot happen before a writer
+ * that loads it sees the pin free), then the close's flag, loaded after
+ * it (Dekker with the close's membarrier). Anything else is the library's:
+ * another thread's release, nested snapshots, a double release.
+ */
+static inline bool shmcfg__tpin_release(shmcfg_snapshot *snap)
+{
+	uintptr_t t = shmcfg__tls_pin - SHMCFG__TP_BUSY;
+	struct shmcfg__tpin *tp = (struct shmcfg__tpin *)t;
+	if (__builtin_expect((t & (SHMCFG__TP_BUSY | SHMCFG__TP_LIB)) || snap != SHMCFG__TPIN_SNAP(tp) ||
+				     __atomic_load_n(&tp->w[1], __ATOMIC_RELAXED) != tp->foreign,
+			     0))
+		return false;
+	__atomic_store_n(&tp->w[0], tp->idle, __ATOMIC_RELEASE);
+	shmcfg__tls_pin = t;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	/* the pin, never freed, is all we touch now: a close that saw our
+	 * store may have ended and unmapped the segment */
+	if (__builtin_expect(__atomic_load_n(&tp->closing, __ATOMIC_RELAXED) != 0, 0))
+		shmcfg__tpin_closed(tp);
+	return true;
 }
 
 #endif /* SHMCFG_READ_H */

@@ -12,6 +12,12 @@ __thread char shmcfg__detail[512]; /* the detail text: see SHMCFG_API_ENTRY */
  * __tls_get_addr (the detail itself is only touched when it holds one) */
 __thread unsigned shmcfg__api_depth __attribute__((tls_model("initial-exec")));
 __thread bool shmcfg__detail_set __attribute__((tls_model("initial-exec")));
+/* The thread's snapshot pin (read/tpin.c), here because a detail drops it:
+ * the inline acquire (shmcfg.h), which clears no detail, is then not taken
+ * until a call of the library has cleared it and cached the pin again. */
+static struct shmcfg__tpin no_pin, none_pin; /* of no handle: cur_ptr NULL */
+const uintptr_t shmcfg__no_tp = (uintptr_t)&no_pin, shmcfg__none_tp = (uintptr_t)&none_pin;
+__thread uintptr_t shmcfg__tls_pin __attribute__((tls_model("initial-exec"))) = (uintptr_t)&no_pin;
 static shmcfg_log_fn *log_fn;
 static void *log_ud;
 
@@ -65,6 +71,7 @@ int shmcfg__err(int code, const char *fmt, ...)
 	va_end(ap);
 	memcpy(shmcfg__detail, text, sizeof shmcfg__detail);
 	shmcfg__detail_set = true;
+	shmcfg__tls_pin = (uintptr_t)&no_pin;
 	return code;
 }
 

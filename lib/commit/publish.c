@@ -410,7 +410,7 @@ static void recycle(shmcfg *h, uint32_t cur_s, uint32_t s_new, const struct slot
 		struct slot_hdr *sl = slot_at(h, s);
 		uint64_t stamp = __atomic_load_n(&sl->gen, __ATOMIC_ACQUIRE);
 		uint64_t base = shmcfg__slot_base(h, s, stamp, cur_g);
-		if (s == cur_s || s == s_new || (stamp & SLOT_BUSY) || base == cur_g || !shmcfg__claim_slot(h, s, stamp))
+		if (s == cur_s || s == s_new || (stamp & SLOT_BUSY) || base == cur_g || !shmcfg__claim_slot(h, s, stamp, false))
 			continue;
 		struct build c = {.h = h, .cells = slot_cells(h, sl), .lrefs = slot_lrefs(h, sl), .heap = seg_heap(h),
 				  .heap_size = h->lay.heap_size, .shared = true};
@@ -587,7 +587,7 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 		if ((r = undo(&b, sl, cur_sl, cur_g)))
 			goto out;
 		recycle(h, cur_s, s, cur_sl, cur_g);
-		shmcfg__claim_slot(h, s, 0); /* busy again: nobody pins generation 0 */
+		shmcfg__claim_slot(h, s, 0, false); /* busy again: nobody pins generation 0 */
 		r = build_txn(&b, t, sl);
 	}
 	/* the history's record, before the slot: it fails only for memory,

@@ -106,6 +106,7 @@ static bool entry_alive(const shmcfg *h, uint32_t i)
 
 static void entry_clear(struct reader_ent *e)
 {
+	__atomic_store_n(&e->kind, ENTRY_PROCESS, __ATOMIC_RELAXED);
 	for (unsigned k = 0; k < SEG_PINS; k++)
 		__atomic_store_n(&e->pins[k], 0, __ATOMIC_RELEASE);
 	e->pid = 0;
@@ -114,6 +115,17 @@ static void entry_clear(struct reader_ent *e)
 }
 
 static bool entry_used(const shmcfg *h, uint32_t i);
+
+/* Whether entry i is this handle's, whose byte its own lock attempt would
+ * take as a dead one's (the threads share the open file description):
+ * its process entry, or one of its threads' (under entry_lock). */
+static bool entry_ours(const shmcfg *h, uint32_t i)
+{
+	for (unsigned k = 0; k < h->n_tp_entry; k++)
+		if (h->tp_entry[k] == i)
+			return true;
+	return (int)i == h->reader;
+}
 
 /* Wake the writers that sleep on the writer lock's word (wlock.c). */
 void shmcfg__wlock_wake(shmcfg *h)
@@ -138,8 +150,9 @@ static void wlock_entry_taken(shmcfg *h, uint32_t i)
 		shmcfg__wlock_wake(h);
 }
 
-/* Try to take entry i: 1 if ours now, 0 if held by a live process. */
-static int try_claim(shmcfg *h, uint32_t i)
+/* Try to take entry i, as a process's (the handle's pins) or a thread's
+ * (tpin.c): 1 if ours now, 0 if held by a live process. */
+static int try_claim(shmcfg *h, uint32_t i, uint32_t kind)
 {
 	int r = shmcfg__ofd_lock(h->lock_fd, LOCK_ENTRY_BYTE(i), true, 0);
 	if (r == -EAGAIN)
@@ -154,10 +167,17 @@ static int try_claim(shmcfg *h, uint32_t i)
 	e->pid = (int32_t)getpid();
 	e->start_time = shmcfg__proc_start_time(getpid());
 	e->attach_ns = now_ns(CLOCK_REALTIME);
+	if (kind == ENTRY_THREAD) {
+		/* before the raise below: a writer that sees the entry sees it as a thread's */
+		__atomic_store_n(&e->pins[TP_MARK], 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&e->kind, ENTRY_THREAD, __ATOMIC_RELAXED);
+	}
 	uint32_t hwm = __atomic_load_n(&h->hdr->readers_hwm, __ATOMIC_SEQ_CST);
 	while (hwm <= i && !__atomic_compare_exchange_n(&h->hdr->readers_hwm, &hwm, i + 1, false,
 							__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		;
+	if (kind == ENTRY_THREAD)
+		return 1;
 	h->pins = e->pins; /* read by snapshots only after a view is published (reclaim.c) */
 	/* release: pairs with the acquire load in shmcfg_snapshot_acquire() */
 	__atomic_store_n(&h->reader, (int)i, __ATOMIC_RELEASE);
@@ -165,26 +185,26 @@ static int try_claim(shmcfg *h, uint32_t i)
 }
 
 /*
- * Claim an entry for the calling process's pins (reclaim.c, first snapshot).
- * Unused entries below the high-water mark first, then those of dead
- * owners, then new ones above the mark. SHMCFG_E_READERS when every entry
- * is held by a live process.
+ * Claim an entry (reclaim.c, first snapshot; tpin.c, a thread's first):
+ * unused entries below the high-water mark first, then those of dead
+ * owners, then new ones above the mark. Its index, or SHMCFG_E_READERS when
+ * every entry is held by a live process.
  */
-static int reader_claim(shmcfg *h)
+static int reader_claim(shmcfg *h, uint32_t kind)
 {
 	uint32_t hwm = shmcfg__readers_hwm(h);
 	for (int pass = 0; pass < 2; pass++)
 		for (uint32_t i = 0; i < hwm; i++) {
-			if (entry_used(h, i) != (pass == 1))
+			if (entry_used(h, i) != (pass == 1) || entry_ours(h, i))
 				continue;
-			int r = try_claim(h, i);
+			int r = try_claim(h, i, kind);
 			if (r)
-				return r < 0 ? r : 0;
+				return r < 0 ? r : (int)i;
 		}
 	for (uint32_t i = hwm; i < h->lay.nreaders; i++) {
-		int r = try_claim(h, i);
+		int r = try_claim(h, i, kind);
 		if (r)
-			return r < 0 ? r : 0;
+			return r < 0 ? r : (int)i;
 	}
 	return shmcfg__err(SHMCFG_E_READERS, "%s: all %u reader entries are held by live processes",
 			   h->name, h->lay.nreaders);
@@ -203,9 +223,31 @@ int shmcfg__reader_claim(shmcfg *h)
 	if (h->lock_fd < 0)
 		return shmcfg__err(SHMCFG_E_READERS, "%s: no lock object: no reader entry", h->name);
 	pthread_mutex_lock(&h->entry_lock);
-	int r = reader_claim(h);
+	int r = reader_claim(h, ENTRY_PROCESS);
 	pthread_mutex_unlock(&h->entry_lock);
-	return r;
+	return r < 0 ? r : 0;
+}
+
+/* A thread's entry (tpin.c, under entry_lock): its index, or < 0. */
+int shmcfg__thread_entry_claim(shmcfg *h)
+{
+	if (h->lock_fd < 0 || h->n_tp_entry == sizeof h->tp_entry / sizeof h->tp_entry[0])
+		return SHMCFG_E_READERS;
+	int i = reader_claim(h, ENTRY_THREAD);
+	if (i >= 0)
+		h->tp_entry[h->n_tp_entry++] = (uint32_t)i;
+	return i;
+}
+
+/* Give back a thread's entry (tpin.c, under entry_lock). */
+void shmcfg__thread_entry_release(shmcfg *h, uint32_t i)
+{
+	for (unsigned k = 0; k < h->n_tp_entry; k++)
+		if (h->tp_entry[k] == i)
+			h->tp_entry[k] = h->tp_entry[--h->n_tp_entry];
+	entry_clear(reader_at(h, i));
+	if (h->lock_fd >= 0)
+		shmcfg__ofd_unlock(h->lock_fd, LOCK_ENTRY_BYTE(i));
 }
 
 void shmcfg__reader_release(shmcfg *h)
@@ -227,7 +269,8 @@ static void fill_reader(const shmcfg *h, uint32_t i, shmcfg_reader *r)
 	r->index = i;
 	r->pid = e->pid;
 	r->start_time = e->start_time;
-	for (unsigned k = 0; k < SEG_PINS; k++)
+	bool thread = __atomic_load_n(&e->kind, __ATOMIC_RELAXED) == ENTRY_THREAD;
+	for (unsigned k = 0; k < (thread ? 1 : SEG_PINS); k++)
 		r->pins[k] = PIN_TAG(__atomic_load_n(&e->pins[k], __ATOMIC_ACQUIRE));
 }
 
@@ -252,7 +295,7 @@ int shmcfg__reap(shmcfg *h, void (*fn)(const shmcfg_reader *, void *), void *ud)
 		/* our own entry (or one being claimed by another thread of this
 		 * handle: entry_lock) would lock as a dead one does */
 		pthread_mutex_lock(&h->entry_lock);
-		if ((int)i == h->reader || !entry_used(h, i) ||
+		if (entry_ours(h, i) || !entry_used(h, i) ||
 		    shmcfg__ofd_lock(h->lock_fd, LOCK_ENTRY_BYTE(i), true, 0) < 0) {
 			pthread_mutex_unlock(&h->entry_lock);
 			continue; /* alive (or being claimed right now) */
@@ -312,10 +355,13 @@ void shmcfg__pin_holders(const shmcfg *h, char *buf, size_t len)
 		const struct reader_ent *e = reader_at(h, i);
 		char gens[96] = "";
 		size_t gl = 0;
-		for (unsigned k = 0; k < SEG_PINS; k++) {
+		bool thread = __atomic_load_n(&e->kind, __ATOMIC_RELAXED) == ENTRY_THREAD;
+		for (unsigned k = 0; k < (thread ? 1 : SEG_PINS); k++) {
 			uint64_t w = __atomic_load_n(&e->pins[k], __ATOMIC_RELAXED);
 			uint64_t g = PIN_TAG(w);
-			if (PIN_COUNT(w) && g && gl < sizeof gens) /* a pin held by no snapshot blocks nobody */
+			uint64_t n = thread ? tp_held(w, __atomic_load_n(&e->pins[TP_FOREIGN], __ATOMIC_RELAXED))
+					    : PIN_COUNT(w);
+			if (n && g && gl < sizeof gens) /* a pin held by no snapshot blocks nobody */
 				gl += (size_t)snprintf(gens + gl, sizeof gens - gl, " %llu",
 						       (unsigned long long)g);
 		}

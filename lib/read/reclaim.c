@@ -33,6 +33,7 @@
 #include "internal.h"
 #include "seqlock.h"
 #include "slot.h"
+#include "tpin.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -44,9 +45,8 @@
 #define self_pid shmcfg__self_pid
 
 #define CLAIM_RETRY_NS 1000000000ull /* a full reader table is tried again after 1 s */
-/* a count that nears PIN_COUNT_MASK: the snapshot copies instead (the
- * margin covers other threads' increments in flight) */
-#define PIN_COUNT_LIMIT (PIN_COUNT_MASK / 2)
+
+static void close_step(shmcfg *h);
 
 /*
  * Whether a process now holds a snapshot of generation gen. Each word is
@@ -58,19 +58,37 @@ static inline bool held(uint64_t w, uint64_t gen)
 	return PIN_COUNT(w) && PIN_TAG(w) == GEN_TAG(gen);
 }
 
+/*
+ * A thread entry (tpin.c) pins its word's generation whatever its count,
+ * unless `trust`: this writer revoked every thread pin of an older
+ * generation and ran the membarrier since (shmcfg__tpin_revoke); then a
+ * revoked one pins it only while it holds a snapshot. Its mark word makes
+ * the scan's skip below fail for every thread entry.
+ */
+static bool thread_pins(const struct reader_ent *e, uint64_t w, uint64_t gen, bool trust)
+{
+	return PIN_TAG(w) == GEN_TAG(gen) &&
+	       (!trust || !(__atomic_load_n(&e->pins[TP_REVOKED], __ATOMIC_SEQ_CST) & TP_BY_WRITER) ||
+		tp_held(w, __atomic_load_n(&e->pins[TP_FOREIGN], __ATOMIC_SEQ_CST)));
+}
+
 _Static_assert(SEG_PINS == 4, "shmcfg__gen_pinned loads an entry's four words");
-bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen)
+bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen, bool trust)
 {
 	if (gen == 0)
 		return false;
 	uint32_t hwm = shmcfg__readers_hwm(h);
 	for (uint32_t i = 0; i < hwm; i++) {
-		const uint64_t *p = reader_at(h, i)->pins;
+		const struct reader_ent *e = reader_at(h, i);
+		const uint64_t *p = e->pins;
 		uint64_t w0 = __atomic_load_n(&p[0], __ATOMIC_SEQ_CST), w1 = __atomic_load_n(&p[1], __ATOMIC_SEQ_CST),
 			 w2 = __atomic_load_n(&p[2], __ATOMIC_SEQ_CST), w3 = __atomic_load_n(&p[3], __ATOMIC_SEQ_CST); /* (F) */
 		if (__builtin_expect(!PIN_COUNT(w0 | w1 | w2 | w3), 1))
 			continue; /* the usual case: an entry that holds no snapshot */
-		if (held(w0, gen) || held(w1, gen) || held(w2, gen) || held(w3, gen))
+		if (__atomic_load_n(&e->kind, __ATOMIC_RELAXED) == ENTRY_THREAD) {
+			if (thread_pins(e, w0, gen, trust))
+				return true;
+		} else if (held(w0, gen) || held(w1, gen) || held(w2, gen) || held(w3, gen))
 			return true;
 	}
 	return false;
@@ -81,12 +99,12 @@ bool shmcfg__gen_pinned(const shmcfg *h, uint64_t gen)
  * generation it held (`stamp`, as loaded): the writer's side of the pin
  * protocol below. False (the stamp put back) if one does.
  */
-bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp)
+bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp, bool trust)
 {
 	struct slot_hdr *sl = slot_at(h, s);
 	seq_write_begin(&sl->gen, SLOT_BUSY | STAMP_GEN(stamp)); /* (F), (C) */
 	shmcfg__fault("commit.busy");
-	if (!shmcfg__gen_pinned(h, STAMP_GEN(stamp)))
+	if (!shmcfg__gen_pinned(h, STAMP_GEN(stamp), trust))
 		return true;
 	seq_write_end(&sl->gen, stamp); /* put back: nothing was rewritten */
 	return false;
@@ -111,8 +129,8 @@ bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp)
  * stamp, the next writer's pin check still compares the pins with the old
  * generation, and a reader that saw the old stamp keeps its slot.
  *
- * With no free slot, reap dead readers, then wait a bounded time for pins
- * to go. A slot stamped beyond the current generation was left by a writer
+ * With no free slot, reap dead readers, revoke the threads' idle pins
+ * (tpin.c), then wait a bounded time for pins to go. A slot stamped beyond the current generation was left by a writer
  * that died before publishing it: it is free (taken last, as one whose
  * content is unknown: copied whole), and the sweep that follows that death
  * unstamps it (heap.c), so that no two slots ever carry one generation.
@@ -120,7 +138,7 @@ bool shmcfg__claim_slot(shmcfg *h, uint32_t s, uint64_t stamp)
 int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret, uint64_t *old_stamp)
 {
 	uint64_t deadline = 0; /* set when no slot is free: a commit that finds one reads no clock */
-	bool reaped = false;
+	bool reaped = false, revoked = false, trust = false;
 	/* The slot current before cur_s, if this handle made cur_s current
 	 * (h->slot_hint) and nobody committed since: stamped cur_g - 1, one
 	 * generation to replay. The scan below would choose it too, unless a
@@ -134,9 +152,9 @@ int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret
 	if (hint < h->lay.nslots && hint != cur_s && cur_g > 1) {
 		uint64_t stamp = __atomic_load_n(&slot_at(h, hint)->gen, __ATOMIC_ACQUIRE);
 		if (stamp == cur_g - 1 && shmcfg__slot_base(h, hint, stamp, cur_g) == stamp &&
-		    !shmcfg__gen_pinned(h, stamp)) {
+		    !shmcfg__gen_pinned(h, stamp, false)) {
 			shmcfg__fault("commit.chosen"); /* as below: chosen, not yet marked */
-			if (shmcfg__claim_slot(h, hint, stamp)) {
+			if (shmcfg__claim_slot(h, hint, stamp, false)) {
 				*ret = hint;
 				*old_stamp = stamp;
 				return 0;
@@ -155,12 +173,12 @@ int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret
 			 * of two as recent, the one a reader used last: its pages
 			 * are the warm ones */
 			uint64_t key = shmcfg__slot_base(h, s, stamp, cur_g) * 2 + (g != 0) + 1;
-			if (key > best_key && !shmcfg__gen_pinned(h, g))
+			if (key > best_key && !shmcfg__gen_pinned(h, g, trust))
 				best = s, best_stamp = stamp, best_key = key;
 		}
 		if (best != UINT32_MAX) {
 			shmcfg__fault("commit.chosen");
-			if (shmcfg__claim_slot(h, best, best_stamp)) {
+			if (shmcfg__claim_slot(h, best, best_stamp, trust)) {
 				*ret = best;
 				*old_stamp = best_stamp;
 				return 0;
@@ -171,6 +189,13 @@ int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret
 			reaped = true;
 			if (shmcfg__reap(h, NULL, NULL) > 0)
 				continue;
+		}
+		if (!revoked) {
+			revoked = true;
+			if (shmcfg__tpin_revoke(h, cur_g)) {
+				trust = true;
+				continue;
+			}
 		}
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
 		if (!deadline)
@@ -183,7 +208,7 @@ int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret
 					   h->name, h->commit_timeout_ms, who);
 		}
 		usleep(1000);
-		reaped = false;
+		reaped = revoked = false;
 	}
 }
 
@@ -218,7 +243,7 @@ int shmcfg__claim_entry(shmcfg *h)
  */
 struct cur_arg {
 	const struct slot_hdr *sl;
-	uint64_t gen;
+	uint64_t gen, cur;
 };
 
 static int cur_read(const shmcfg *h, const struct slot_hdr *sl, uint64_t cur, void *arg)
@@ -229,6 +254,7 @@ static int cur_read(const shmcfg *h, const struct slot_hdr *sl, uint64_t cur, vo
 		return SEQ_AGAIN;
 	a->sl = sl;
 	a->gen = cur_gen(cur);
+	a->cur = cur;
 	return 0;
 }
 
@@ -240,7 +266,7 @@ static int cur_read(const shmcfg *h, const struct slot_hdr *sl, uint64_t cur, vo
  */
 static int make_view(shmcfg *h, int *pin, uint64_t *gen)
 {
-	struct cur_arg a = {NULL, 0};
+	struct cur_arg a = {NULL, 0, 0};
 	int r = seq_read(h, cur_read, &a);
 	if (r)
 		return r;
@@ -298,6 +324,53 @@ static inline __attribute__((always_inline)) int count_on(shmcfg *h, int k, uint
 }
 
 /*
+ * The calling thread's pin moves to the current generation (tpin.c): it
+ * holds no snapshot (else -1: the process's pins take this one), then the
+ * Dekker of count_on(), with an exchange of the word for its increment. 1:
+ * counted on a view of the current generation; 0: its slot was reused
+ * meanwhile, or a fork is under way (the pin now pins nothing: tag 0).
+ * The revocation is cleared after the stamp check: a writer that revoked
+ * the old tag either sees the new one counted, or we see its busy mark.
+ */
+static int tpin_repin(shmcfg *h, struct tpin *tp)
+{
+	struct shmcfg__tpin *p = &tp->pub;
+	uint64_t w = __atomic_load_n(&p->w[TP_WORD], __ATOMIC_RELAXED);
+	/* acquire: another thread's release of our view happens before we rewrite it */
+	uint64_t f = __atomic_load_n(&p->w[TP_FOREIGN], __ATOMIC_ACQUIRE);
+	if (tp_held(w, f))
+		return -1;
+	struct cur_arg a = {NULL, 0, 0};
+	if (seq_read(h, cur_read, &a))
+		return -1; /* the process's path says why */
+	uint64_t idle = tp_word(GEN_TAG(a.gen) << PIN_TAG_SHIFT, w);
+	shmcfg__fault("snapshot.repin");
+	__atomic_exchange_n(&p->w[TP_WORD], tp_word(idle, w + 1), __ATOMIC_SEQ_CST); /* (G) */
+	if (__atomic_load_n(&a.sl->gen, __ATOMIC_SEQ_CST) != a.gen ||
+	    __atomic_load_n(&shmcfg__forking, __ATOMIC_SEQ_CST)) {
+		__atomic_store_n(&p->w[TP_WORD], w & PIN_COUNT_MASK, __ATOMIC_RELEASE); /* tag 0: pins nothing */
+		p->cur_ptr = NULL;
+		return 0;
+	}
+	tp->view = snap_of(h, a.gen, (const char *)a.sl, seg_heap(h), h->lay.heap_size, false, -1);
+	tp->view.view.tp = p;
+	p->cur_ptr = __atomic_load_n(&h->view.current, __ATOMIC_RELAXED);
+	p->cur = a.cur;
+	shmcfg__tpin_set(tp, idle, f);
+	/* after the stamp check (tests/model/tpin.pml); a fork's bit stays until its end */
+	__atomic_fetch_and(&p->w[TP_REVOKED], ~(uint64_t)TP_BY_WRITER, __ATOMIC_SEQ_CST);
+	return 1;
+}
+
+/* A release by the owner (shmcfg/read.h) found its handle closing. */
+void shmcfg__tpin_closed(struct shmcfg__tpin *pub)
+{
+	shmcfg *h = pub ? shmcfg__tpin_closing((struct tpin *)pub) : NULL;
+	if (h)
+		close_step(h);
+}
+
+/*
  * Everything but the fast path: another schema's handle, read-only handles,
  * a child, the first snapshot (the entry's claim), a view of a newer
  * generation (make_view), and the rounds while commits keep coming.
@@ -323,6 +396,27 @@ static __attribute__((noinline)) int acquire_slow(shmcfg *h, shmcfg_snapshot **r
 	if (h->pid != self_pid)
 		return shmcfg__err(SHMCFG_E_FORKED, "%s: snapshot in a child of the attaching process: attach again",
 				   h->name);
+	/* the thread's own pin, cached for the inline path (shmcfg.h); none:
+	 * the process's pins, until an error or another handle's pin */
+	struct tpin *tp = shmcfg__tpin_of(h);
+	if (!tp)
+		shmcfg__tls_pin = shmcfg__none_tp;
+	else if ((shmcfg__tls_pin & ~(uintptr_t)3) != (uintptr_t)tp)
+		shmcfg__tpin_cache(tp);
+	for (int round = 0; tp && round < SEQ_MAX_TRIES; round++) {
+		while (__atomic_load_n(&shmcfg__forking, __ATOMIC_ACQUIRE))
+			sched_yield(); /* another thread forks: a snapshot of after it */
+		int c = shmcfg__tpin_more(tp, h);
+		if (c == 0)
+			c = tpin_repin(h, tp);
+		if (c > 0) {
+			shmcfg__tpin_cache(tp);
+			*ret = &tp->view;
+			return 0;
+		}
+		if (c < 0)
+			break;
+	}
 	/* acquire: pairs with the release store of the claim (readers.c) */
 	int reader = __atomic_load_n(&h->reader, __ATOMIC_ACQUIRE);
 	if (reader < 0 && (reader = shmcfg__claim_entry(h)) < 0)
@@ -351,11 +445,16 @@ static __attribute__((noinline)) int acquire_slow(shmcfg *h, shmcfg_snapshot **r
 	return shmcfg__copy_snapshot(h, ret);
 }
 
-/* The fast path: the newest view of a live handle of this process. */
+/* The fast path: the thread's pin (tpin.h), or else the newest view of
+ * the process's pins, of a live handle of this process. */
 int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 {
 	SHMCFG_API_FAST(h && ret && h->pid == self_pid && shmcfg__live(h) == h &&
 			!__atomic_load_n(&h->follow_err, __ATOMIC_RELAXED)) {
+		if (__builtin_expect(shmcfg__tpin_acquire(h, ret), 1))
+			return 0; /* counted until release */
+		if (shmcfg__tls_pin != shmcfg__none_tp)
+			return acquire_slow(h, ret);
 		/* acquire: pairs with make_view's release store (h->pins is
 		 * set, at the claim, before any view is made) */
 		int k = __atomic_load_n(&h->cur_pin, __ATOMIC_ACQUIRE);
@@ -434,6 +533,15 @@ static __attribute__((noinline)) shmcfg_snapshot *release_slow(shmcfg_snapshot *
 shmcfg_snapshot *shmcfg_snapshot_release(shmcfg_snapshot *snap)
 {
 	SHMCFG_API_FAST_KEEP(snap && !snap->is_copy && snap->h->pid == self_pid) {
+		struct shmcfg__tpin *tp = snap->view.tp;
+		if (tp) {
+			shmcfg *step;
+			/* the calling thread's own pin, inline; else tpin.c */
+			if (__builtin_expect(!shmcfg__tpin_release(snap), 0) &&
+			    (step = shmcfg__tpin_release_slow((struct tpin *)tp)))
+				close_step(step); /* a closing handle's, the step ours */
+			return NULL;
+		}
 		shmcfg *h = snap->h;
 		/* (H) release: our reads of the slot happen before a writer sees
 		 * the count drop, and before make_view's compare-and-swap
@@ -452,8 +560,12 @@ shmcfg_snapshot *shmcfg_snapshot_release(shmcfg_snapshot *snap)
  * loads: fork.c's Dekker with count_on(). */
 bool shmcfg__pins_held(const shmcfg *h)
 {
-	if (h->pid != self_pid || h->reader < 0 || h->rdonly || !h->pins)
+	if (h->pid != self_pid || h->rdonly)
 		return false; /* an inherited handle's pins are the parent's */
+	if (shmcfg__tpin_held(h))
+		return true;
+	if (h->reader < 0 || !h->pins)
+		return false;
 	for (unsigned k = 0; k < SEG_PINS; k++)
 		if (PIN_COUNT(__atomic_load_n(&h->pins[k], __ATOMIC_SEQ_CST)))
 			return true;
@@ -486,8 +598,12 @@ bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h))
 	bool pins = owner && h->reader >= 0 && !h->rdonly;
 	pthread_mutex_lock(&h->view_lock); /* a child's was reset at fork (fork.c) */
 	h->close_deferred = destroy;
-	__atomic_store_n(&h->close_pending, SEG_PINS + 2, __ATOMIC_RELAXED);
+	/* before any mark: a release that sees one may take a step */
+	unsigned ntp = owner && !h->rdonly ? shmcfg__tpin_n(h) : 0;
+	__atomic_store_n(&h->close_pending, SEG_PINS + 2 + ntp, __ATOMIC_RELAXED);
 	unsigned steps = 1;
+	if (ntp)
+		steps += shmcfg__tpin_close(h); /* the others at their last release (tpin.c) */
 	/* acq_rel: a release that sees the mark sees close_pending set */
 	if (!(__atomic_fetch_or(&h->copies, COPIES_CLOSED, __ATOMIC_ACQ_REL) & ~COPIES_CLOSED))
 		steps++;

@@ -61,6 +61,8 @@ void shmcfg__open_remove(shmcfg *h)
  * loads below come after an increment and see its count (the handle is
  * marked), or that acquire sees the flag, undoes its count and waits for
  * the fork to end: a snapshot taken during the fork is not the child's.
+ * A thread pin counts with a plain store and then loads the flag: the
+ * membarrier of shmcfg__tpin_fork_prepare() is its fence (tpin.c).
  * (The forking thread itself takes none meanwhile.) Copies need nothing
  * here: their count is in the handle's private memory, which the child
  * gets as it was at the fork. A handle this process inherited keeps its
@@ -70,12 +72,14 @@ static void prepare(void)
 {
 	pthread_mutex_lock(&open_lock);
 	__atomic_store_n(&shmcfg__forking, 1, __ATOMIC_SEQ_CST);
+	shmcfg__tpin_fork_prepare(); /* the threads' pins: a membarrier in place of their fence */
 	for (shmcfg *h = open_handles; h; h = h->next_open)
 		h->forked_holding = shmcfg__pins_held(h) || (h->pid != shmcfg__self_pid && h->forked_holding);
 }
 
 static void parent(void)
 {
+	shmcfg__tpin_fork_parent();
 	__atomic_store_n(&shmcfg__forking, 0, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&open_lock);
 }
@@ -84,6 +88,7 @@ static void child(void)
 {
 	__atomic_store_n(&shmcfg__forking, 0, __ATOMIC_RELAXED); /* no other thread here */
 	shmcfg__self_pid = getpid();
+	shmcfg__tpin_fork_child();
 	for (shmcfg *h = open_handles; h; h = h->next_open) {
 		if (h->lock_fd >= 0)
 			close(h->lock_fd);

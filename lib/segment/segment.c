@@ -69,6 +69,7 @@ static void handle_destroy(shmcfg *h)
 		h->fd = h->lock_fd = -1;
 		return;
 	}
+	shmcfg__tpin_destroy(h);
 	if (h->pid == getpid())
 		shmcfg__reader_release(h);
 	handle_free(h);
