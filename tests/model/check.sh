@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# The models of the concurrency protocol (tests/model/shmcfg.pml) and of the
-# writer lock (tests/model/wlock.pml), checked by
+# The models of the concurrency protocol (tests/model/shmcfg.pml), of the
+# writer lock (tests/model/wlock.pml) and of the threads' sticky pins
+# (tests/model/tpin.pml), checked by
 # spin: the correct model verifies with no error in each configuration (safety
 # and non-progress cycles), reaches every coverage probe, and each mutant (a
 # deliberate bug the code must not have) fails. Prints TAP, with each run's
@@ -89,6 +90,8 @@ L1="-DMAXGEN=4 -DS0=3 -DS1=0 -DWDEATHS=0 -DRDEATHS=1"
 L2="-DS0=2 -DS1=0 -DWDEATHS=1 -DRDEATHS=0"
 V5="-DMAXGEN=5 -DS0=5 -DS1=0 -DWDEATHS=0 -DRDEATHS=0"
 P1='assertion violated .*(use\[|pubval)'
+PT='assertion violated .*content\[hs\]'
+T4="-DMAXG=4"
 P2='assertion violated .*pubval'
 cat > "$tmp/runs" <<EOF
 L1@shmcfg@pass@$L1@$fast@np@@correct model, liveness with a reader dying holding two pins (L1, 4 generations): no non-progress cycle, no assertion
@@ -114,6 +117,15 @@ W1@wlock@pass@-DNCOMMITS=1@$fast@safety@@writer lock (wlock.pml), one commit eac
 getlk@wlock@fail@-DMUTANT_GETLK@-O0@safety@assertion violated .*incs==1@mutant: the owner's death told by a look at its byte, the word swapped without holding it: a new owner robbed (mutual exclusion)
 no_claim_clear@wlock@fail@-DMUTANT_NO_CLAIM_CLEAR@-O0@safety@invalid end state@mutant: a claim of a dead owner's entry leaves its word: waiters wait for ever
 no_wake@wlock@fail@-DMUTANT_NO_WAKE@-O0@safety@invalid end state@mutant: the owner drops the word without waking its sleepers: they sleep for ever
+T1@tpin@pass@$T4@$fast@safety@@thread pins (tpin.pml), an owner with a store buffer, another thread releasing, a writer over 3 slots and 4 commits: a held slot never rewritten
+tp_fast@tpin@fail@$T4 -DPROBE=1@-O0@safety@assertion violated .1!=1.@thread pins: a fast acquire is reached (probe)
+tp_taken@tpin@fail@$T4 -DPROBE=2@-O0@safety@assertion violated .2!=2.@thread pins: a writer takes a slot whose pin it revoked (probe)
+tp_backoff@tpin@fail@$T4 -DPROBE=3@-O0@safety@assertion violated .3!=3.@thread pins: a fast acquire backs off on a revocation (probe)
+tp_foreign@tpin@fail@$T4 -DPROBE=4@-O0@safety@assertion violated .4!=4.@thread pins: a release by another thread (probe)
+tp_trust@tpin@fail@$T4 -DMUTANT=1@-O0@safety@$PT@mutant: the writer trusts the count of a pin it did not revoke: a held slot rewritten
+tp_no_mb@tpin@fail@$T4 -DMUTANT=2@-O0@safety@$PT@mutant: no membarrier after the revocation: an increment in the owner's store buffer missed
+tp_no_check@tpin@fail@$T4 -DMUTANT=3@-O0@safety@$PT@mutant: the fast acquire does not load its revocation: counted after the writer trusted the count
+tp_no_recheck@tpin@fail@$T4 -DMUTANT=4@-O0@safety@$PT@mutant: the writer does not check the pins again after its busy mark: a re-pin missed
 EOF
 nruns=$(wc -l < "$tmp/runs")
 echo "1..$((nruns + 2))"

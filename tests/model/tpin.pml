@@ -1,35 +1,40 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The sticky per-thread pin (doc/benchmarks.md, "A snapshot at 10x a plain
- * load"; measured in sticky-pin.c) as a Promela model for spin: the protocol
- * the library would build, checked before it is built. Not the library's
- * model (tests/model/shmcfg.pml is): nothing in lib/ implements this yet.
+ * The threads' sticky pins (lib/read/tpin.c, shmcfg/read.h; doc/design.md,
+ * "Sticky thread pins") as a Promela model for spin, checked by
+ * tests/model/check.sh (runs T*: the correct model, its probes and four
+ * mutants). It was written before the pins were built (session 24, as
+ * doc/experiments/sticky-pin.pml) and follows the library since.
  *
- *   spin -a sticky-pin.pml && cc -O1 -DSAFETY -o pan pan.c && ./pan -m100000
+ *   spin -a tpin.pml && cc -O1 -DSAFETY -o pan pan.c && ./pan -m2000000
  *   (and -DMUTANT=n, n = 1..4: each must fail, see the end of this comment;
- *   -DPROBE=n, n = 1..4: each must fail, which shows the step is reached)
+ *   -DPROBE=n, n = 1..4: each must fail, which shows the step is reached;
+ *   -DMAXG=n commits, 6 by default)
  *
- * The protocol. A thread that takes snapshots owns a record in shared
- * memory: `word` (a generation's tag and a count, written only by its owner,
- * with plain stores), `foreign` (releases made by other threads: an atomic
- * add), and `revoked` (a generation a writer revoked the pin on). The count
- * is the owner's acquires minus its own releases; the snapshots held are
- * count - foreign.
- *   acquire, fast: load `current` (g, slot s); if word's tag is g: store
- *     count + 1 (plain), compiler barrier, load revoked: == g ? store the
- *     count back, slow path : the snapshot is (g, s).
- *   acquire, slow (the record holds nothing): xchg word = (g, count + 1),
- *     load the stamp of s: == g ? clear revoked if it is g, the snapshot
- *     is (g, s) : store the count back, retry. (The record holds a snapshot
- *     of an older generation: the process's pin words, as today; not here.)
+ * The protocol. A thread that takes snapshots owns a thread entry of the
+ * reader table: its word (a generation's tag and a count, written only by
+ * its owner, with plain stores), `foreign` (releases made by other
+ * threads: an atomic add), and the revocation word (TP_BY_WRITER, set by a
+ * writer, cleared by the owner's re-pin). The count is the owner's
+ * acquires minus its own releases; the snapshots held are count - foreign.
+ *   acquire, fast: load `current` (g, slot s); if the word's tag is g:
+ *     store count + 1 (plain), compiler barrier, load the revocation: set ?
+ *     store the count back, slow path : the snapshot is (g, s).
+ *   acquire, slow (the entry holds nothing): xchg word = (g, count + 1),
+ *     load the stamp of s: == g ? clear the revocation, the snapshot is
+ *     (g, s) : store the count back (the library stores tag 0), retry. (The
+ *     entry holds a snapshot of an older generation: the process's pin
+ *     words; not here.)
  *   release by the owner: store count - 1 (plain, release);
  *   release by another thread: atomic foreign += 1.
- *   writer, choosing a slot s of generation gs (not current): a record pins
- *     gs if its tag is gs and (revoked != gs, or count - foreign > 0).
- *     Claim: busy mark (seq_cst), the same check again (seq_cst loads), then
- *     rewrite. No free slot: revoke the records that pin without a count it
- *     can trust (store revoked = tag), membarrier(GLOBAL_EXPEDITED), choose
- *     again; still none: the commit waits (here: gives up this round).
+ *   writer, choosing a slot s of generation gs (not current): an entry pins
+ *     gs if its tag is gs and (the writer has not revoked and fenced yet, or
+ *     its revocation is clear, or count - foreign > 0). Claim: busy mark
+ *     (seq_cst), the same check again (seq_cst loads), then rewrite. No free
+ *     slot: revoke every entry of an older generation (set the revocation),
+ *     membarrier(GLOBAL_EXPEDITED), and from then on trust the counts of
+ *     revoked entries; choose again; still none: the commit waits (here:
+ *     gives up this round). Writers are one at a time (the writer lock).
  * Why it holds: the membarrier makes the owner's compiler barrier a full
  * fence for the writer (liburcu's memb flavour): either the writer's count
  * load after the membarrier sees the owner's increment, or the owner's load
@@ -48,13 +53,16 @@
  * Checked: a holder's every read of its slot finds the generation it
  * acquired (never the busy mark, never a newer generation); counts never
  * go below zero.
- * Mutants (each must fail): 1 the writer trusts count 0 of a record it did
+ * Mutants (each must fail): 1 the writer trusts count 0 of an entry it did
  * not revoke; 2 no membarrier after the revocation; 3 the fast path skips
- * the revoked check; 4 the writer skips the re-check after its busy mark.
+ * the revocation's check; 4 the writer skips the re-check after its busy
+ * mark.
  */
 
 #define NS 3     /* slots */
+#ifndef MAXG
 #define MAXG 6   /* commits */
+#endif
 #define BUSYC 255
 #define NONE 0
 
@@ -69,7 +77,7 @@ byte tag_m = 0, cnt_m = 0;
 bool buf_full = false;
 byte tag_b, cnt_b;
 byte foreign = 0;
-byte revoked = 0;
+bool revoked = false;
 
 /* a snapshot handed to the foreign thread: its generation and slot */
 chan handoff = [1] of { byte, byte };
@@ -124,7 +132,7 @@ proctype owner()
 			r = revoked;
 #endif
 			if
-			:: r == g -> own_store(g, c); probe(3); goto slow
+			:: r -> own_store(g, c); probe(3); goto slow
 			:: else -> hg = g; hs = s; has = true; probe(1); goto done
 			fi
 		:: else -> skip
@@ -140,7 +148,7 @@ slow:
 		atomic { !buf_full -> tag_m = g; cnt_m = c + 1 };
 		if
 		:: !busy[s] && stamp[s] == g ->
-			atomic { if :: revoked == g -> revoked = 0 :: else -> skip fi };
+			revoked = false; /* after the stamp check */
 			hg = g; hs = s; has = true
 		:: else -> own_store(g, c) /* not ours: the next round takes a newer one */
 		fi;
@@ -179,17 +187,40 @@ inline pinned(gs, res)
 #if MUTANT == 1
 	res = (gs != 0 && wt == gs && wc - wf > 0);
 #else
-	res = (gs != 0 && wt == gs && (revoked != gs || wc - wf > 0));
+	res = (gs != 0 && wt == gs && (!trust || !revoked || wc - wf > 0));
 #endif
+}
+
+/* Revoke every entry of an older generation that a slot holds, then the
+ * membarrier; from then on, this commit trusts the counts it reads. */
+inline revoke()
+{
+	k = 0;
+	do
+	:: k < NS -> if :: k != cur_s && tag_m == stamp[k] && tag_m != 0 -> revoked = true :: else -> skip fi; k++
+	:: else -> break
+	od;
+#if MUTANT != 2
+	atomic { !buf_full }; /* membarrier: the owner's CPU fences */
+#endif
+	trust = true;
+	tries = 1
 }
 
 proctype writer()
 {
 	byte g = 1, s, k, tries, wt, wc, wf;
-	bool p, found;
+	bool p, found, trust;
 	do
 	:: g < MAXG ->
 		tries = 0;
+		trust = false; /* per commit, as choose_slot's */
+		/* the library revokes only when no slot is free; revoking at any
+		 * time is more behaviours, and reaches the races with few slots */
+		if
+		:: revoke()
+		:: skip
+		fi;
 again:
 		found = false;
 		k = 0;
@@ -219,7 +250,7 @@ again:
 		od;
 		if
 		:: found ->
-			if :: stamp[s] != 0 && revoked == stamp[s] && tag_m == stamp[s] -> probe(2) :: else -> skip fi;
+			if :: stamp[s] != 0 && revoked && tag_m == stamp[s] -> probe(2) :: else -> skip fi;
 			content[s] = BUSYC;
 			g++;
 			content[s] = g;
@@ -227,16 +258,7 @@ again:
 			busy[s] = false;
 			atomic { cur_g = g; cur_s = s }
 		:: !found && tries == 0 ->
-			/* revoke the record's pin if it names a slot's generation */
-			k = 0;
-			do
-			:: k < NS -> if :: k != cur_s && tag_m == stamp[k] -> revoked = tag_m :: else -> skip fi; k++
-			:: else -> break
-			od;
-#if MUTANT != 2
-			atomic { !buf_full }; /* membarrier: the owner's CPU fences */
-#endif
-			tries = 1;
+			revoke();
 			goto again
 		:: else -> break /* every slot held: the commit would wait */
 		fi
