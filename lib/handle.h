@@ -89,6 +89,7 @@ struct shmcfg {
 	unsigned close_pending; void (*close_deferred)(shmcfg *h); /* a close that waits for releases */
 	uint32_t tp_entry[64];   /* the thread entries it claimed (readers.c, under entry_lock) */
 	unsigned n_tp_entry;
+	bool warned_membarrier;  /* a revocation's membarrier failed: said once (tpin.c) */
 	/* copied snapshots of the handle not yet released (they read its schema;
 	 * one acquired through it into another schema, its map too), with
 	 * COPIES_CLOSED once it is closing: reclaim.c */

@@ -217,8 +217,7 @@ bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h));
 bool shmcfg__pins_held(const shmcfg *h); /* a pinned snapshot of h held now (fork.c) */
 
 /* tpin.c: the threads' sticky pins, outside their fast path (tpin.h) */
-bool shmcfg__tpin_revoke(shmcfg *h, uint64_t cur_g);
-unsigned shmcfg__tpin_n(const shmcfg *h);
+bool shmcfg__tpin_revoke(shmcfg *h, uint64_t cur_g, bool trusted);
 unsigned shmcfg__tpin_close(shmcfg *h);
 bool shmcfg__tpin_held(const shmcfg *h);
 void shmcfg__tpin_destroy(shmcfg *h);

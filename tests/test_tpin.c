@@ -49,6 +49,11 @@ static unsigned thread_entries(const shmcfg *h)
 	return n;
 }
 
+static void count_alive(const shmcfg_reader *r, void *ud)
+{
+	*(int *)ud += r->alive;
+}
+
 /* A snapshot counts on a thread entry, not the process's; its release
  * leaves the pin on the generation (sticky), and the same pin serves the
  * next. */
@@ -60,10 +65,15 @@ static void test_counts_on_a_thread_entry(void **state)
 	uint64_t gen;
 	assert_int_equal(commit_n(h, 5, &gen), 0);
 	shmcfg_snapshot *s, *again;
+	int alive = 0;
 	assert_int_equal(ACQ(h, &s), 0);
 	assert_non_null(pin_of(s));
 	assert_int_equal(((struct shmcfg_snapshot *)s)->pin, -1); /* no pin of the process's entry */
 	assert_int_equal(thread_entries(h), 1);
+	/* the process's (its commit's, for the writer lock) and the thread's:
+	 * alive, though the process's own lock tests find no conflict */
+	assert_int_equal(shmcfg_readers(h, count_alive, &alive), 2);
+	assert_int_equal(alive, 2);
 	assert_int_equal(snapshot_n(s), 5);
 	assert_int_equal(PIN_TAG(word(s, TP_WORD)), GEN_TAG(gen));
 	assert_int_equal(held_of(pin_of(s)->pub.w), 1);
@@ -170,16 +180,26 @@ static void go(int fds[4])
 	close(fds[3]);
 }
 
+/* A segment of two slots at n = 1, whose commits fail fast where a pin
+ * holds the slot they need: every second commit needs the slot a reader
+ * of the generation before pins. */
+static shmcfg *two_slots(const char *tag, const char **name)
+{
+	*name = new_name(tag);
+	shmcfg *h = keep(test_create(*name, &(shmcfg_create_opts){.slots = 2}));
+	shmcfg_set_commit_timeout(h, SHORT_TIMEOUT_MS);
+	assert_int_equal(commit_n(h, 1, NULL), 0);
+	return h;
+}
+
 /* Two slots: the writer's second commit needs the slot an idle pin of
  * another process holds on to. It revokes the pin, and the reader's next
  * snapshot re-pins to the new generation. */
 static void test_idle_pin_revoked(void **state)
 {
 	(void)state;
-	const char *name = new_name("tp-revoke");
-	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.slots = 2}));
-	shmcfg_set_commit_timeout(h, SHORT_TIMEOUT_MS);
-	assert_int_equal(commit_n(h, 1, NULL), 0);
+	const char *name;
+	shmcfg *h = two_slots("tp-revoke", &name);
 	struct reader_arg a = {.name = name, .first = 1, .then = 3};
 	int fds[4];
 	uint32_t entry;
@@ -204,10 +224,8 @@ static void test_idle_pin_revoked(void **state)
 static void test_held_pin_kept(void **state)
 {
 	(void)state;
-	const char *name = new_name("tp-held");
-	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.slots = 2}));
-	shmcfg_set_commit_timeout(h, SHORT_TIMEOUT_MS);
-	assert_int_equal(commit_n(h, 1, NULL), 0);
+	const char *name;
+	shmcfg *h = two_slots("tp-held", &name);
 	struct reader_arg a = {.name = name, .hold = true, .first = 1, .then = 2};
 	int fds[4];
 	uint32_t entry;
@@ -229,10 +247,8 @@ static void test_held_pin_kept(void **state)
 static void test_reader_killed_holding(void **state)
 {
 	(void)state;
-	const char *name = new_name("tp-killed");
-	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.slots = 2}));
-	shmcfg_set_commit_timeout(h, SHORT_TIMEOUT_MS);
-	assert_int_equal(commit_n(h, 1, NULL), 0);
+	const char *name;
+	shmcfg *h = two_slots("tp-killed", &name);
 	struct reader_arg a = {.name = name, .hold = true, .first = 1, .then = 2};
 	int fds[4];
 	uint32_t entry;
@@ -266,9 +282,8 @@ static int fault_writer_main(void *p)
 static void test_writer_killed_revoking(void **state)
 {
 	(void)state;
-	const char *name = new_name("tp-wkill");
-	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.slots = 2}));
-	assert_int_equal(commit_n(h, 1, NULL), 0);
+	const char *name;
+	shmcfg *h = two_slots("tp-wkill", &name);
 	struct reader_arg a = {.name = name, .first = 1, .then = 4};
 	int fds[4];
 	uint32_t entry;
@@ -412,20 +427,54 @@ static void test_close_waits_for_the_release(void **state)
 	assert_int_equal(maps_of(name), before);
 }
 
+struct fork_arg {
+	struct handoff *x;
+	const char *name;
+	uint64_t *w;  /* the parent's thread entry */
+	int up, down; /* to the parent, from it */
+};
+
+static int grandchild(void *p)
+{
+	(void)p;
+	return 0;
+}
+
+/* The inherited snapshot reads and its release leaves the parent's count;
+ * a snapshot of the parent's handle is refused; and once the child takes
+ * snapshots of a handle of its own (it registers for membarrier) and forks
+ * in turn, its fork handlers leave the parent's entry alone (the parent
+ * set its revocation word to a fork's mark, which an AND of the child's
+ * would clear). */
 static int child_releases(void *p)
 {
-	struct handoff *x = p;
-	uint64_t before = __atomic_load_n(&pin_of(x->s)->pub.w[TP_WORD], __ATOMIC_SEQ_CST);
-	CHECK(snapshot_n(x->s) == 4, 2, "the inherited snapshot reads");
-	REL(x->s); /* the parent's count: left alone */
-	CHECK(__atomic_load_n(&pin_of(x->s)->pub.w[TP_WORD], __ATOMIC_SEQ_CST) == before, 3, "the parent's word");
+	struct fork_arg *a = p;
+	uint64_t before = __atomic_load_n(&a->w[TP_WORD], __ATOMIC_SEQ_CST);
+	CHECK(snapshot_n(a->x->s) == 4, 2, "the inherited snapshot reads");
+	REL(a->x->s); /* the parent's count: left alone */
+	CHECK(__atomic_load_n(&a->w[TP_WORD], __ATOMIC_SEQ_CST) == before, 3, "the parent's word");
 	shmcfg_snapshot *s;
-	CHECK(ACQ(x->h, &s) == SHMCFG_E_FORKED, 4, "a snapshot of the parent's handle");
+	CHECK(ACQ(a->x->h, &s) == SHMCFG_E_FORKED, 4, "a snapshot of the parent's handle");
+	shmcfg *own = NULL;
+	CHECK(shmcfg_attach(a->name, 0, NULL, &own) == 0, 5, "attach");
+	CHECK(ACQ(own, &s) == 0 && pin_of(s), 6, "a thread pin of its own");
+	REL(s);
+	char m = 'r';
+	CHECK(write_full(a->up, &m, 1) == 0, 7, "pipe");
+	CHECK(read_full(a->down, &m, 1, CHILD_TIMEOUT_MS) == 0 && m == 'g', 8, "no go");
+	pid_t g = fork();
+	if (g == 0)
+		_exit(grandchild(NULL));
+	CHECK(g > 0 && reap_within(g, CHILD_TIMEOUT_MS) == 0, 9, "the grandchild");
+	CHECK(__atomic_load_n(&a->w[TP_REVOKED], __ATOMIC_SEQ_CST) == TP_BY_FORK, 10, "the parent's revocation word: %llu",
+	      (unsigned long long)__atomic_load_n(&a->w[TP_REVOKED], __ATOMIC_SEQ_CST));
+	shmcfg_close(own);
 	return 0;
 }
 
 /* fork(): the child's release of a snapshot its parent's thread holds
- * leaves the parent's count alone, and it takes none on the handle. */
+ * leaves the parent's count alone, it takes none on the handle, and its
+ * own forks do not touch the parent's entry. */
 static void test_fork(void **state)
 {
 	(void)state;
@@ -434,12 +483,26 @@ static void test_fork(void **state)
 	assert_int_equal(commit_n(h, 4, NULL), 0);
 	struct handoff x = {h, NULL, 0};
 	assert_int_equal(ACQ(h, &x.s), 0);
-	pid_t pid = spawn(child_releases, &x);
+	int up[2], down[2];
+	assert_int_equal(pipe(up), 0);
+	assert_int_equal(pipe(down), 0);
+	struct fork_arg a = {&x, name, pin_of(x.s)->pub.w, up[1], down[0]};
+	pid_t pid = spawn(child_releases, &a);
+	close(up[1]);
+	close(down[0]);
+	char m = 0;
+	assert_int_equal(read_full(up[0], &m, 1, CHILD_TIMEOUT_MS), 0);
+	assert_int_equal(__atomic_load_n(&a.w[TP_REVOKED], __ATOMIC_SEQ_CST), 0); /* the spawn's fork mark, cleared */
+	__atomic_store_n(&a.w[TP_REVOKED], TP_BY_FORK, __ATOMIC_SEQ_CST);
+	m = 'g';
+	assert_int_equal(write_full(down[1], &m, 1), 0);
 	assert_child_ok(pid);
-	assert_int_equal(held_of(pin_of(x.s)->pub.w), 1);
-	assert_int_equal(__atomic_load_n(&pin_of(x.s)->pub.w[TP_REVOKED], __ATOMIC_SEQ_CST), 0); /* the fork's, cleared */
+	__atomic_store_n(&a.w[TP_REVOKED], 0, __ATOMIC_SEQ_CST);
+	close(up[0]);
+	close(down[1]);
+	assert_int_equal(held_of(a.w), 1);
 	assert_null(REL(x.s));
-	assert_int_equal(held_of(pin_of(x.s)->pub.w), 0);
+	assert_int_equal(held_of(a.w), 0);
 	drop(h);
 }
 
@@ -457,6 +520,17 @@ static void test_thread_pins_off(void **state)
 	assert_int_equal(thread_entries(h), 0);
 	assert_null(REL(s));
 	unsetenv("SHMCFG_THREAD_PINS");
+	/* the thread keeps to the process's pins on that handle, not on another */
+	assert_int_equal(ACQ(h, &s), 0);
+	assert_null(((struct shmcfg_snapshot_view *)s)->tp);
+	assert_null(REL(s));
+	shmcfg *other = NULL;
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &other), 0);
+	keep(other);
+	assert_int_equal(ACQ(other, &s), 0);
+	assert_non_null(((struct shmcfg_snapshot_view *)s)->tp);
+	assert_null(REL(s));
+	drop(other);
 	drop(h);
 }
 

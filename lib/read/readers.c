@@ -94,15 +94,7 @@ uint32_t shmcfg__readers_hwm(const shmcfg *h)
 	return n < h->lay.nreaders ? n : h->lay.nreaders; /* hostile values stay in the table */
 }
 
-/* Whether entry i is held by a live process (someone else's OFD lock).
- * Without the lock object (read-only handles) nobody can tell: alive. */
-static bool entry_alive(const shmcfg *h, uint32_t i)
-{
-	if ((int)i == h->reader)
-		return true;
-	/* cannot tell: assume alive, never reap wrongly */
-	return h->lock_fd < 0 || shmcfg__ofd_held(h->lock_fd, LOCK_ENTRY_BYTE(i)) != 0;
-}
+
 
 static void entry_clear(struct reader_ent *e)
 {
@@ -125,6 +117,18 @@ static bool entry_ours(const shmcfg *h, uint32_t i)
 		if (h->tp_entry[k] == i)
 			return true;
 	return (int)i == h->reader;
+}
+
+/* Whether entry i is held by a live process (someone else's OFD lock, or
+ * ours: our own lock test finds no conflict). Without the lock object
+ * (read-only handles) nobody can tell: alive. */
+static bool entry_alive(const shmcfg *h, uint32_t i)
+{
+	pthread_mutex_lock((pthread_mutex_t *)&h->entry_lock);
+	bool ours = entry_ours(h, i);
+	pthread_mutex_unlock((pthread_mutex_t *)&h->entry_lock);
+	/* cannot tell: assume alive, never reap wrongly */
+	return ours || h->lock_fd < 0 || shmcfg__ofd_held(h->lock_fd, LOCK_ENTRY_BYTE(i)) != 0;
 }
 
 /* Wake the writers that sleep on the writer lock's word (wlock.c). */

@@ -48,6 +48,11 @@
 
 static void close_step(shmcfg *h);
 
+/* The handle the calling thread found no pin for (shmcfg__tls_pin is
+ * shmcfg__none_tp): its snapshots count on the process's pins, without a
+ * new try at each; another handle tries. */
+static __thread const shmcfg *none_of __attribute__((tls_model("initial-exec")));
+
 /*
  * Whether a process now holds a snapshot of generation gen. Each word is
  * loaded seq_cst after readers_hwm (seq_cst), after the writer's seq_cst busy
@@ -192,10 +197,8 @@ int shmcfg__choose_slot(shmcfg *h, uint32_t cur_s, uint64_t cur_g, uint32_t *ret
 		}
 		if (!revoked) {
 			revoked = true;
-			if (shmcfg__tpin_revoke(h, cur_g)) {
-				trust = true;
-				continue;
-			}
+			if ((trust = shmcfg__tpin_revoke(h, cur_g, trust)))
+				continue; /* scan again, the counts trusted */
 		}
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
 		if (!deadline)
@@ -397,11 +400,12 @@ static __attribute__((noinline)) int acquire_slow(shmcfg *h, shmcfg_snapshot **r
 		return shmcfg__err(SHMCFG_E_FORKED, "%s: snapshot in a child of the attaching process: attach again",
 				   h->name);
 	/* the thread's own pin, cached for the inline path (shmcfg.h); none:
-	 * the process's pins, until an error or another handle's pin */
+	 * the process's pins, until an error or a snapshot of another handle */
 	struct tpin *tp = shmcfg__tpin_of(h);
-	if (!tp)
+	if (!tp) {
 		shmcfg__tls_pin = shmcfg__none_tp;
-	else if ((shmcfg__tls_pin & ~(uintptr_t)3) != (uintptr_t)tp)
+		none_of = h0;
+	} else if ((shmcfg__tls_pin & ~(uintptr_t)3) != (uintptr_t)tp)
 		shmcfg__tpin_cache(tp);
 	for (int round = 0; tp && round < SEQ_MAX_TRIES; round++) {
 		while (__atomic_load_n(&shmcfg__forking, __ATOMIC_ACQUIRE))
@@ -453,7 +457,7 @@ int shmcfg_snapshot_acquire(shmcfg *h, shmcfg_snapshot **ret)
 			!__atomic_load_n(&h->follow_err, __ATOMIC_RELAXED)) {
 		if (__builtin_expect(shmcfg__tpin_acquire(h, ret), 1))
 			return 0; /* counted until release */
-		if (shmcfg__tls_pin != shmcfg__none_tp)
+		if (shmcfg__tls_pin != shmcfg__none_tp || h != none_of)
 			return acquire_slow(h, ret);
 		/* acquire: pairs with make_view's release store (h->pins is
 		 * set, at the claim, before any view is made) */
@@ -599,11 +603,10 @@ bool shmcfg__view_close(shmcfg *h, void (*destroy)(shmcfg *h))
 	pthread_mutex_lock(&h->view_lock); /* a child's was reset at fork (fork.c) */
 	h->close_deferred = destroy;
 	/* before any mark: a release that sees one may take a step */
-	unsigned ntp = owner && !h->rdonly ? shmcfg__tpin_n(h) : 0;
-	__atomic_store_n(&h->close_pending, SEG_PINS + 2 + ntp, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->close_pending, SEG_PINS + 2, __ATOMIC_RELAXED);
 	unsigned steps = 1;
-	if (ntp)
-		steps += shmcfg__tpin_close(h); /* the others at their last release (tpin.c) */
+	if (owner && !h->rdonly)
+		steps += shmcfg__tpin_close(h); /* a step per thread pin; the rest at their last release */
 	/* acq_rel: a release that sees the mark sees close_pending set */
 	if (!(__atomic_fetch_or(&h->copies, COPIES_CLOSED, __ATOMIC_ACQ_REL) & ~COPIES_CLOSED))
 		steps++;

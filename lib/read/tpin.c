@@ -45,6 +45,7 @@
 #include "internal.h"
 #include "tpin.h"
 
+#include <errno.h>
 #include <linux/membarrier.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -64,10 +65,6 @@ static pthread_once_t tp_key_once = PTHREAD_ONCE_INIT;
 
 /* Where a free pin's words point: a release that comes late reads here. */
 static uint64_t no_words[4];
-
-/* A thread entry per thread and handle, up to this many per handle: the
- * rest of the threads take the process's pins (a pool of workers must not
- * fill the reader table): readers.c's shmcfg__thread_entry_claim. */
 
 static int membarrier(int cmd)
 {
@@ -94,6 +91,8 @@ static void thread_exit(void *unused)
 	for (struct tpin *tp = tp_free; tp; tp = tp->next)
 		if (tp->owner == self)
 			tp->owner = NULL;
+	/* a later key destructor's snapshot adopts a pin as any thread does */
+	shmcfg__tls_pin = shmcfg__no_tp;
 	pthread_mutex_unlock(&tp_lock);
 }
 
@@ -126,7 +125,7 @@ static struct tpin *tp_new(shmcfg *h, uint32_t i)
 		p = &(*p)->next;
 	if ((tp = *p))
 		*p = tp->next;
-	else if (!(tp = malloc(sizeof *tp)))
+	else if (!(tp = malloc(sizeof *tp))) /* not the seam's: kept for the process's life */
 		return NULL;
 	*tp = (struct tpin){.pub = {.w = reader_at(h, i)->pins}, .owner = self, .h = h, .entry = i, .next = tp_used};
 	tp_used = tp;
@@ -179,14 +178,17 @@ struct tpin *shmcfg__tpin_of(shmcfg *h)
 /*
  * The writer (under the writer lock, choose_slot) found every slot it could
  * take pinned: revoke every thread pin of an older generation than cur_g,
- * then fence every registered reader. True if there was one and the fence
- * ran: the counts read from now on are trustworthy (shmcfg__gen_pinned's
- * `trust`). A writer that died between its stores and its fence left
- * revocations whose fence nobody ran: this one runs its own after them.
+ * then fence every registered reader. Whether the counts it reads from now
+ * on are trustworthy (shmcfg__gen_pinned's `trust`), given whether they
+ * were (`trusted`, an earlier round of this choice): the fence runs on the
+ * first round, and again only if this round revoked a pin anew (a commit
+ * that waits does not fence the host every millisecond). A writer that died
+ * between its stores and its fence left revocations whose fence nobody ran:
+ * this one's first round runs its own after them.
  */
-bool shmcfg__tpin_revoke(shmcfg *h, uint64_t cur_g)
+bool shmcfg__tpin_revoke(shmcfg *h, uint64_t cur_g, bool trusted)
 {
-	unsigned n = 0;
+	unsigned n = 0, fresh = 0;
 	uint32_t hwm = shmcfg__readers_hwm(h);
 	for (uint32_t i = 0; i < hwm; i++) {
 		struct reader_ent *e = reader_at(h, i);
@@ -194,12 +196,21 @@ bool shmcfg__tpin_revoke(shmcfg *h, uint64_t cur_g)
 			continue;
 		uint64_t tag = PIN_TAG(__atomic_load_n(&e->pins[TP_WORD], __ATOMIC_RELAXED));
 		if (tag && tag != GEN_TAG(cur_g)) {
-			__atomic_fetch_or(&e->pins[TP_REVOKED], TP_BY_WRITER, __ATOMIC_SEQ_CST);
 			n++;
+			fresh += !(__atomic_fetch_or(&e->pins[TP_REVOKED], TP_BY_WRITER, __ATOMIC_SEQ_CST) & TP_BY_WRITER);
 		}
 	}
 	shmcfg__fault("commit.revoked");
-	return n && membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0;
+	if (!n || (trusted && !fresh))
+		return trusted;
+	if (membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0)
+		return true;
+	if (!h->warned_membarrier) {
+		h->warned_membarrier = true;
+		shmcfg__log(SHMCFG_LOG_WARNING, "%s: membarrier(2) failed (%s): idle thread pins of readers keep their "
+						"slots from this writer's commits", h->name, strerror(errno));
+	}
+	return false;
 }
 
 /*
@@ -309,34 +320,31 @@ shmcfg *shmcfg__tpin_closing(struct tpin *tp)
 	return last ? h : NULL;
 }
 
-/* How many pins h has (its close counts a step for each). */
-unsigned shmcfg__tpin_n(const shmcfg *h)
-{
-	unsigned n = 0;
-	pthread_mutex_lock(&tp_lock);
-	for (struct tpin *tp = tp_used; tp; tp = tp->next)
-		n += tp->h == h;
-	pthread_mutex_unlock(&tp_lock);
-	return n;
-}
-
 /*
- * Close (reclaim.c, view_close): mark h's pins closing, fence the owners
- * (membarrier: Dekker with the release's store and its load of `closing`,
- * tpin.h), then take the step of each pin that holds nothing. How many
- * steps this took; a pin that holds a snapshot gives its step at its last
- * release.
+ * Close (reclaim.c, view_close, whose own step keeps close_pending above 0
+ * meanwhile): a step more for each of h's pins, counted and marked under
+ * one hold of tp_lock; then the owners fenced (membarrier: Dekker with the
+ * release's store and its load of `closing`, shmcfg/read.h), and the step
+ * of each pin that holds nothing taken. How many steps this took; a pin
+ * that holds a snapshot gives its step at its last release.
  */
 unsigned shmcfg__tpin_close(shmcfg *h)
 {
-	unsigned steps = 0;
+	unsigned steps = 0, n = 0;
 	pthread_mutex_lock(&tp_lock);
+	for (struct tpin *tp = tp_used; tp; tp = tp->next)
+		n += tp->h == h;
+	if (!n) {
+		pthread_mutex_unlock(&tp_lock);
+		return 0;
+	}
+	__atomic_add_fetch(&h->close_pending, n, __ATOMIC_RELAXED); /* before any mark: see view_close */
 	for (struct tpin *tp = tp_used; tp; tp = tp->next)
 		if (tp->h == h) {
 			__atomic_store_n(&tp->close_token, 1, __ATOMIC_RELAXED);
 			__atomic_store_n(&tp->pub.closing, 1, __ATOMIC_SEQ_CST);
 		}
-	if (tp_used && membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED))
+	if (membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED))
 		/* registered, yet refused: wait for no release then; the
 		 * handle stays until the process ends */
 		shmcfg__log(SHMCFG_LOG_WARNING, "%s: close: membarrier failed: the handle is not freed", h->name);
@@ -432,6 +440,7 @@ void shmcfg__tpin_fork_child(void)
 	for (struct tpin *tp = tp_used; tp; tp = tp->next) {
 		tp->owner = NULL;
 		tp->pub.cur_ptr = NULL;
+		tp->pub.w = no_words; /* the entry may be another process's by the child's next fork */
 	}
 	shmcfg__tls_pin = shmcfg__no_tp;
 	mb_state = 0;
