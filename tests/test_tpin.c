@@ -265,6 +265,51 @@ static void test_reader_killed_holding(void **state)
 	drop(h);
 }
 
+struct killed_arg {
+	const char *name;
+	const char *point;
+};
+
+/* Take snapshots across a commit of its own until the fault point kills it. */
+static int repin_killed_main(void *p)
+{
+	struct killed_arg *a = p;
+	shmcfg *h = NULL;
+	CHECK(shmcfg_attach(a->name, 0, NULL, &h) == 0, 2, "attach");
+	shmcfg_snapshot *s;
+	CHECK(ACQ(h, &s) == 0, 3, "a first snapshot");
+	REL(s);
+	CHECK(commit_n(h, 2, NULL) == 0, 4, "commit");
+	setenv("SHMCFG_FAULT", a->point, 1);
+	if (ACQ(h, &s) == 0) /* a new generation: the re-pin */
+		REL(s);
+	return 5;
+}
+
+/* A reader killed in its re-pin, before and after its exchange: the
+ * writer reaps its entry and commits on both slots. */
+static void test_reader_killed_repinning(void **state)
+{
+	(void)state;
+	static const char *const points[] = {"snapshot.repin", "snapshot.repinned"};
+	for (unsigned k = 0; k < 2; k++) {
+		const char *name;
+		shmcfg *h = two_slots(k ? "tp-repin2" : "tp-repin1", &name);
+		struct killed_arg a = {name, points[k]};
+		pid_t pid = spawn(repin_killed_main, &a);
+		assert_child_killed(pid);
+		for (int64_t n = 3; n < 6; n++) {
+			int r = commit_n(h, n, NULL);
+			if (r)
+				fail_msg("commit %" PRId64 " after a reader's death at %s: %s: %s", n, points[k],
+					 shmcfg_strerror(r), shmcfg_errdetail());
+		}
+		assert_int_equal(thread_entries(h), 0);
+		assert_int_equal(shmcfg_check(h, true, print_problem, NULL), 0);
+		drop(h);
+	}
+}
+
 static int fault_writer_main(void *p)
 {
 	const char *name = p;
@@ -657,6 +702,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_held_pin_kept, teardown),
 		cmocka_unit_test_teardown(test_reader_killed_holding, teardown),
 		cmocka_unit_test_teardown(test_writer_killed_revoking, teardown),
+		cmocka_unit_test_teardown(test_reader_killed_repinning, teardown),
 		cmocka_unit_test_teardown(test_release_by_another_thread, teardown),
 		cmocka_unit_test_teardown(test_thread_exit, teardown),
 		cmocka_unit_test_teardown(test_close_waits_for_the_release, teardown),

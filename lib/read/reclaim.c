@@ -349,6 +349,7 @@ static int tpin_repin(shmcfg *h, struct tpin *tp)
 	uint64_t idle = tp_word(GEN_TAG(a.gen) << PIN_TAG_SHIFT, w);
 	shmcfg__fault("snapshot.repin");
 	__atomic_exchange_n(&p->w[TP_WORD], tp_word(idle, w + 1), __ATOMIC_SEQ_CST); /* (G) */
+	shmcfg__fault("snapshot.repinned");
 	if (__atomic_load_n(&a.sl->gen, __ATOMIC_SEQ_CST) != a.gen ||
 	    __atomic_load_n(&shmcfg__forking, __ATOMIC_SEQ_CST)) {
 		__atomic_store_n(&p->w[TP_WORD], w & PIN_COUNT_MASK, __ATOMIC_RELEASE); /* tag 0: pins nothing */
