@@ -150,7 +150,7 @@ static const struct family families[] = {
 	{"shmcfg_waiters", "gauge", READ, false, f_waiters,
 	 "Handles waiting for a commit (shmcfg_wait) now."},
 	{"shmcfg_reader_entries", "gauge", READ, false, f_readers,
-	 "Entries of the reader table in use (processes that took snapshots)."},
+	 "Entries of the reader table in use (processes that committed or took snapshots, and their threads that took them)."},
 	{"shmcfg_reader_entries_capacity", "gauge", READ, false, f_readers_max,
 	 "Entries of the reader table."},
 	{"shmcfg_reader_entries_high_water", "gauge", READ, false, f_readers_hwm,

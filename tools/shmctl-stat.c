@@ -404,7 +404,7 @@ int cmd_stat(int argc, char **argv)
 		}
 		table_print(t);
 
-		printf("\n%sreaders%s (%zu of %u entries used: processes that took snapshots)\n", color(C_BOLD),
+		printf("\n%sreaders%s (%zu of %u entries used: processes that committed or took snapshots, and their threads that took them)\n", color(C_BOLD),
 		       color(C_RESET), rl.n, info->nreaders);
 		if (rl.n) {
 			static const char *const rh[] = {"ENTRY", "PID", "ALIVE", "PINS"};
