@@ -242,6 +242,8 @@ void run_commits(void);
 /* ------------------------------------------------------------------ */
 
 #define GROWTH_FIRST_COMMITS 7 /* commits of a fresh process reported apart */
+/* pairs before the steady state's: each option's state warm (benchmarks.md) */
+#define GROWTH_WARM 2000
 #define NGROWTH 5              /* 10, 1,000, 10,000, 100,000, 1,000,000 options */
 
 struct growth {
@@ -257,6 +259,7 @@ struct growth {
 	struct stats first_lookup; /* a fresh process's first lookup + read, after attach */
 	struct stats lmdb;         /* LMDB one-key write txn, same number of keys */
 	struct stats ratio;        /* per pair: shmcfg commit / LMDB write */
+	struct stats commit_early, lmdb_early, ratio_early; /* the pairs right after create */
 	double lmdb_fill_ns, lmdb_bytes;
 	int npairs, nprocs, nlookup_rounds;
 	long nlookups;

@@ -220,6 +220,46 @@ static void fresh_process(const char *name, uint32_t n, uint64_t seed, int64_t v
 /* One size                                                           */
 /* ------------------------------------------------------------------ */
 
+struct pairs {
+	int n;
+	struct stats commit, lmdb, ratio; /* ratio: per pair, commit / LMDB write */
+};
+
+/*
+ * Up to max_n (at least min_n, then while within budget_ns) pairs of a
+ * one-change commit and an LMDB one-key write of the same random option and
+ * key (from *rs), in turn first.
+ */
+static struct pairs time_pairs(shmcfg *h, struct lmdb_peer *lp, uint32_t n, int max_n, int min_n, double budget_ns,
+			       uint64_t *rs, int64_t *value)
+{
+	double *v = calloc((size_t)max_n, sizeof(double));
+	double *l = calloc((size_t)max_n, sizeof(double));
+	double *q = calloc((size_t)max_n, sizeof(double));
+	if (!v || !l || !q)
+		die("out of memory");
+	int i = 0;
+	double t0 = now_ns();
+	while (i < max_n && (i < min_n || now_ns() - t0 < budget_ns)) {
+		uint32_t o = (uint32_t)(xorshift(rs) % n);
+		if (i & 1) {
+			l[i] = lmdb_peer_write(lp, o, 1, *value);
+			v[i] = timed_commit_at(h, o, *value);
+		} else {
+			v[i] = timed_commit_at(h, o, *value);
+			l[i] = lmdb_peer_write(lp, o, 1, *value);
+		}
+		++*value;
+		q[i] = v[i] / l[i];
+		i++;
+	}
+	struct pairs p = {i, stats_of(v, i), stats_of(l, i), stats_of(q, i)};
+	free(v);
+	free(l);
+	free(q);
+	return p;
+}
+
 static void growth_one(struct growth *g)
 {
 	struct reps rp = reps_for(g->n);
@@ -320,39 +360,29 @@ static void growth_one(struct growth *g)
 
 	/* one-change commits paired with LMDB one-key writes, after a warm-up
 	 * of one commit per slot (a process's first commits fault its pages:
-	 * the fresh processes above measured those) */
+	 * the fresh processes above measured those): first the pairs of a
+	 * segment just created, then, after GROWTH_WARM more pairs, those of
+	 * its steady state */
 	for (uint32_t w = 0; w < info.nslots; w++) {
 		timed_commit_at(h, w % g->n, value);
 		lmdb_peer_write(&lp, w % g->n, 1, value++);
 	}
-	double *v = calloc((size_t)rp.pairs_max, sizeof(double));
-	double *l = calloc((size_t)rp.pairs_max, sizeof(double));
-	double *q = calloc((size_t)rp.pairs_max, sizeof(double));
-	if (!v || !l || !q)
-		die("out of memory");
-	int i = 0;
 	rs = 0x2545f4914f6cdd1dull;
-	t0 = now_ns();
-	while (i < rp.pairs_max && (i < rp.pairs_min || now_ns() - t0 < rp.budget_ns)) {
-		uint32_t o = (uint32_t)(xorshift(&rs) % g->n); /* the same option and key */
-		if (i & 1) {
-			l[i] = lmdb_peer_write(&lp, o, 1, value);
-			v[i] = timed_commit_at(h, o, value);
-		} else {
-			v[i] = timed_commit_at(h, o, value);
-			l[i] = lmdb_peer_write(&lp, o, 1, value);
-		}
-		value++;
-		q[i] = v[i] / l[i];
-		i++;
+	struct pairs early = time_pairs(h, &lp, g->n, g->n <= 10000 ? 101 : rp.pairs_min, rp.pairs_min,
+					rp.budget_ns, &rs, &value);
+	g->commit_early = early.commit;
+	g->lmdb_early = early.lmdb;
+	g->ratio_early = early.ratio;
+	for (int w = 0; w < GROWTH_WARM; w++) {
+		uint32_t o = (uint32_t)(xorshift(&rs) % g->n);
+		timed_commit_at(h, o, value);
+		lmdb_peer_write(&lp, o, 1, value++);
 	}
-	g->npairs = i;
-	g->commit = stats_of(v, i);
-	g->lmdb = stats_of(l, i);
-	g->ratio = stats_of(q, i);
-	free(v);
-	free(l);
-	free(q);
+	struct pairs steady = time_pairs(h, &lp, g->n, rp.pairs_max, rp.pairs_min, rp.budget_ns, &rs, &value);
+	g->npairs = steady.n;
+	g->commit = steady.commit;
+	g->lmdb = steady.lmdb;
+	g->ratio = steady.ratio;
 	lmdb_peer_close(&lp);
 	shmcfg_close(h);
 	(void)shmcfg_unlink(name);
@@ -571,6 +601,7 @@ void run_growth(void)
 	GROW_ROW("commit x LMDB write (paired), median", RATIO(g->ratio.med));
 	GROW_ROW("  min", RATIO(g->ratio.min));
 	GROW_ROW("  max", RATIO(g->ratio.max));
+	GROW_ROW("  ... the first pairs after create", RATIO(g->ratio_early.med));
 	GROW_ROW("attach in a fresh process, median", T(g->attach.med));
 	GROW_ROW("  min", T(g->attach.min));
 	GROW_ROW("  max", T(g->attach.max));
@@ -594,8 +625,10 @@ void run_growth(void)
 		if (!growth[i].run)
 			printf("   %s options: skipped: %s\n", COUNT(growth[i].n), growth[i].skip);
 	printf("   Repetitions fall with the size to bound the run time (the last rows). The\n"
-	       "   commits of this process follow a warm-up of one commit per slot; a pair is a\n"
-	       "   commit and an LMDB write of the same random option and key, in turn first.\n");
+	       "   commits of this process follow a warm-up of one commit per slot, then the first\n"
+	       "   pairs after create (at most 101), then %s more pairs untimed: the steady state's\n"
+	       "   pairs follow; a pair is a commit and an LMDB write of the same random option\n"
+	       "   and key, in turn first.\n", COUNT(GROWTH_WARM));
 	if (g_tsv_path)
 		write_tsv(g_tsv_path);
 }

@@ -299,6 +299,16 @@ static void run_peers(void)
 		prow(what, g->commit.med, "LMDB one-key write txn", g->lmdb.med, g->ratio.med, g->commit.med / fl,
 		     false, 1.0);
 	}
+	/* the same pairs right after create, before the warm-up (section 4) */
+	for (int i = 0; gr && i < NGROWTH; i++) {
+		const struct growth *g = &growth[i];
+		if (!g->run)
+			continue;
+		char what[64];
+		snprintf(what, sizeof what, "  ... its first pairs after create, %s", COUNT(g->n));
+		prow(what, g->commit_early.med, "LMDB one-key write txn", g->lmdb_early.med, g->ratio_early.med,
+		     g->commit_early.med / fl, false, 0);
+	}
 	static const uint32_t ks[3] = {1, 10, 100};
 	for (int j = 1; cm && j < 3; j++) {
 		char what[64], peer[40];
