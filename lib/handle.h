@@ -57,7 +57,7 @@ struct shmcfg {
 	size_t priv_size;
 	unsigned page_shift;
 	unsigned char *opt_ok;             /* per option: OPT_OK once validated (opt_d), | OPT_PLAIN */
-	uint32_t *name_off;                /* per validated option: its name's offset in strings (lookup) */
+	uint64_t *name_ref;                /* per validated option: its name's length << 32 | offset in strings (lookup) */
 	unsigned char *page_ok;            /* per page of priv: 1 once copied */
 	unsigned char *whole_ok;           /* WHOLE_*: checked whole once; all three: __atomic_* only */
 	const struct opt_desc *desc;       /* raw: read only through opt_d() */

@@ -40,18 +40,17 @@ int shmcfg__lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
 			break;
 		/* the probed option, once validated, costs two process-local
 		 * loads and its name, not its descriptor (acquire: as in opt_d(),
-		 * for name_off[id] too, stored before opt_ok[id]) */
+		 * for name_ref[id] too, stored before opt_ok[id]) */
 		unsigned char ok = __atomic_load_n(&h->opt_ok[id], __ATOMIC_ACQUIRE);
 		if (!ok) {
 			if ((r = shmcfg__opt_use(h, id)))
 				return r;
 			ok = __atomic_load_n(&h->opt_ok[id], __ATOMIC_ACQUIRE);
 		}
-		/* validated: NUL-terminated in strings, no NUL inside, so strncmp
-		 * stops within it, and s[len] is read only after len equal bytes */
-		uint32_t off = __atomic_load_n(&h->name_off[id], __ATOMIC_RELAXED);
-		const char *s = off == UINT32_MAX ? "" : h->strings + off;
-		if (strncmp(s, name, len) == 0 && s[len] == 0) {
+		/* validated: its name's len bytes lie in strings (copied); one of
+		 * another length is not read at all */
+		uint64_t ref = __atomic_load_n(&h->name_ref[id], __ATOMIC_RELAXED);
+		if (ref >> 32 == len && memcmp(h->strings + (uint32_t)ref, name, len) == 0) {
 			/* an alias: its final target validated too */
 			if (!(ok & OPT_PLAIN) && opt_d(h, id)->alias != SHMCFG_NO_OPT && (r = shmcfg__opt_use(h, id)))
 				return r;
