@@ -290,25 +290,20 @@ static void run_peers(void)
 	       "x peer", "ahead?", "x floor", "target", "verdict");
 	bool cm = opt.sections & SEC_COMMIT, gr = opt.sections & SEC_GROWTH, hot = opt.sections & SEC_HOT;
 	double fl = cm ? commit_floor_ns : NAN;
-	for (int i = 0; gr && i < NGROWTH; i++) {
-		const struct growth *g = &growth[i];
-		if (!g->run)
-			continue;
-		char what[64];
-		snprintf(what, sizeof what, "one-change commit, %s options", COUNT(g->n));
-		prow(what, g->commit.med, "LMDB one-key write txn", g->lmdb.med, g->ratio.med, g->commit.med / fl,
-		     false, 1.0);
-	}
-	/* the same pairs right after create, before the warm-up (section 4) */
-	for (int i = 0; gr && i < NGROWTH; i++) {
-		const struct growth *g = &growth[i];
-		if (!g->run)
-			continue;
-		char what[64];
-		snprintf(what, sizeof what, "  ... its first pairs after create, %s", COUNT(g->n));
-		prow(what, g->commit_early.med, "LMDB one-key write txn", g->lmdb_early.med, g->ratio_early.med,
-		     g->commit_early.med / fl, false, 0);
-	}
+	/* the steady state's pairs (the target's), then those right after
+	 * create, before the warm-up (section 4) */
+	for (int early = 0; gr && early < 2; early++)
+		for (int i = 0; i < NGROWTH; i++) {
+			const struct growth *g = &growth[i];
+			if (!g->run)
+				continue;
+			char what[64];
+			snprintf(what, sizeof what, early ? "  ... its first pairs after create, %s" : "one-change commit, %s options",
+				 COUNT(g->n));
+			const struct stats *c = early ? &g->commit_early : &g->commit;
+			prow(what, c->med, "LMDB one-key write txn", (early ? g->lmdb_early : g->lmdb).med,
+			     (early ? g->ratio_early : g->ratio).med, c->med / fl, false, early ? 0 : 1.0);
+		}
 	static const uint32_t ks[3] = {1, 10, 100};
 	for (int j = 1; cm && j < 3; j++) {
 		char what[64], peer[40];
