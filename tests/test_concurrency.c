@@ -410,7 +410,7 @@ static void test_close_while_other_thread_holds(void **state)
 /*
  * Threads looking up every option of a freshly attached handle at once, in
  * different orders: each option is validated on its first use (opt_ok and
- * name_off, lib/schema/validate.c) while the others read them; every name
+ * name_ref, lib/schema/validate.c) while the others read them; every name
  * must give its own option (and TSan sees no race).
  */
 #define LOOKUP_OPTS 2000

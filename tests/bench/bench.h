@@ -242,7 +242,9 @@ void run_commits(void);
 /* ------------------------------------------------------------------ */
 
 #define GROWTH_FIRST_COMMITS 7 /* commits of a fresh process reported apart */
-/* pairs before the steady state's: each option's state warm (benchmarks.md) */
+/* untimed pairs between the first pairs after create and the steady state's
+ * (within the size's time budget): at 1,000 options a commit kept getting
+ * cheaper for ~400 commits after create (doc/benchmarks.md, session 26) */
 #define GROWTH_WARM 2000
 #define NGROWTH 5              /* 10, 1,000, 10,000, 100,000, 1,000,000 options */
 
@@ -261,7 +263,7 @@ struct growth {
 	struct stats ratio;        /* per pair: shmcfg commit / LMDB write */
 	struct stats commit_early, lmdb_early, ratio_early; /* the pairs right after create */
 	double lmdb_fill_ns, lmdb_bytes;
-	int npairs, nprocs, nlookup_rounds;
+	int npairs, npairs_early, nwarm, nprocs, nlookup_rounds;
 	long nlookups;
 };
 extern struct growth growth[NGROWTH];

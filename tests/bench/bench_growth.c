@@ -370,10 +370,12 @@ static void growth_one(struct growth *g)
 	rs = 0x2545f4914f6cdd1dull;
 	struct pairs early = time_pairs(h, &lp, g->n, g->n <= 10000 ? 101 : rp.pairs_min, rp.pairs_min,
 					rp.budget_ns, &rs, &value);
+	g->npairs_early = early.n;
 	g->commit_early = early.commit;
 	g->lmdb_early = early.lmdb;
 	g->ratio_early = early.ratio;
-	for (int w = 0; w < GROWTH_WARM; w++) {
+	t0 = now_ns();
+	for (g->nwarm = 0; g->nwarm < GROWTH_WARM && now_ns() - t0 < rp.budget_ns; g->nwarm++) {
 		uint32_t o = (uint32_t)(xorshift(&rs) % g->n);
 		timed_commit_at(h, o, value);
 		lmdb_peer_write(&lp, o, 1, value++);
@@ -522,9 +524,10 @@ static void write_tsv(const char *path)
 	fprintf(f, "# shmcfg growth (tests/bench/bench, section 4): times in ns, sizes in bytes\n");
 	fprintf(f, "# title: shmcfg %s, %s, %ld CPUs, load %s%s\n", shmcfg_version(NULL, NULL, NULL), date,
 		sysconf(_SC_NPROCESSORS_ONLN), load, opt.quick ? ", --quick (not for the record)" : "");
-	fprintf(f, "# commit: median of this process's one-change commits after a warm-up;"
-		   " commit_first: its first %d commits of a fresh process, pooled;"
-		   " commit_over_lmdb: median of the paired ratios\n",
+	fprintf(f, "# commit: median of this process's one-change commits after the warm-up pairs"
+		   " (warm_pairs); commit_first: its first %d commits of a fresh process, pooled;"
+		   " commit_over_lmdb: median of the paired ratios; early_*: the pairs right after"
+		   " create, before the warm-up\n",
 		GROWTH_FIRST_COMMITS);
 	for (int i = 0; i < NGROWTH; i++)
 		if (!growth[i].run)
@@ -534,7 +537,8 @@ static void write_tsv(const char *path)
 		"commit_first_ns", "commit_first_max_ns", "lmdb_write_ns", "commit_over_lmdb",
 		"attach_ns", "attach_min_ns", "attach_max_ns", "first_lookup_ns", "lookup_ns",
 		"lookup_fetch_ns", "build_ns", "create_ns", "lmdb_fill_ns", "lmdb_bytes", "pairs", "procs",
-		"lookup_rounds",
+		"lookup_rounds", "early_commit_ns", "early_lmdb_write_ns", "early_commit_over_lmdb",
+		"early_pairs", "warm_pairs",
 	};
 	for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++)
 		fprintf(f, "%s%s", c ? "\t" : "", cols[c]);
@@ -545,12 +549,13 @@ static void write_tsv(const char *path)
 			continue;
 		fprintf(f,
 			"%u\t%.0f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.3f\t%.0f\t%.0f\t%.0f\t%.0f"
-			"\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\n",
+			"\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%.0f\t%.0f\t%.3f\t%d\t%d\n",
 			g->n, g->bytes, g->bytes / g->n, g->commit.med, g->commit.min, g->commit.max,
 			g->commit_first.med, g->commit_first.max, g->lmdb.med, g->ratio.med, g->attach.med,
 			g->attach.min, g->attach.max, g->first_lookup.med, g->lookup.med, g->touch.med,
 			g->build_ns, g->create_ns, g->lmdb_fill_ns, g->lmdb_bytes, g->npairs, g->nprocs,
-			g->nlookup_rounds);
+			g->nlookup_rounds, g->commit_early.med, g->lmdb_early.med, g->ratio_early.med,
+			g->npairs_early, g->nwarm);
 	}
 	if (fclose(f)) {
 		fprintf(stderr, "bench: --tsv %s: %s\n", path, strerror(errno));
@@ -602,6 +607,8 @@ void run_growth(void)
 	GROW_ROW("  min", RATIO(g->ratio.min));
 	GROW_ROW("  max", RATIO(g->ratio.max));
 	GROW_ROW("  ... the first pairs after create", RATIO(g->ratio_early.med));
+	GROW_ROW("  ... those first pairs", fmt_int((char[24]){0}, 24, g->npairs_early));
+	GROW_ROW("  ... warm-up pairs between", fmt_int((char[24]){0}, 24, g->nwarm));
 	GROW_ROW("attach in a fresh process, median", T(g->attach.med));
 	GROW_ROW("  min", T(g->attach.min));
 	GROW_ROW("  max", T(g->attach.max));
@@ -626,9 +633,9 @@ void run_growth(void)
 			printf("   %s options: skipped: %s\n", COUNT(growth[i].n), growth[i].skip);
 	printf("   Repetitions fall with the size to bound the run time (the last rows). The\n"
 	       "   commits of this process follow a warm-up of one commit per slot, then the first\n"
-	       "   pairs after create (at most 101), then %s more pairs untimed: the steady state's\n"
-	       "   pairs follow; a pair is a commit and an LMDB write of the same random option\n"
-	       "   and key, in turn first.\n", COUNT(GROWTH_WARM));
+	       "   pairs after create (at most 101), then up to %s more pairs untimed (within the\n"
+	       "   time budget): the steady state's pairs follow; a pair is a commit and an LMDB\n"
+	       "   write of the same random option and key, in turn first.\n", COUNT(GROWTH_WARM));
 	if (g_tsv_path)
 		write_tsv(g_tsv_path);
 }
