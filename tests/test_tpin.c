@@ -354,6 +354,8 @@ struct handoff {
 	int64_t n;
 };
 
+/* Read x->s's value and release it, on another thread than the pin's owner
+ * (after the main thread closed the handle, too: the snapshot still reads). */
 static void *release_it(void *p)
 {
 	struct handoff *x = p;
@@ -433,15 +435,6 @@ static void test_thread_exit(void **state)
 	drop(h);
 }
 
-static void *hold_until_closed(void *p)
-{
-	struct handoff *x = p;
-	/* the main thread closed the handle: the snapshot still reads */
-	x->n = snapshot_n(x->s);
-	REL(x->s);
-	return NULL;
-}
-
 /* A close with a snapshot held on a thread pin ends at its release (here
  * by another thread, after the close), not before: the mapping stays
  * until then. */
@@ -458,7 +451,7 @@ static void test_close_waits_for_the_release(void **state)
 	shmcfg_close(h);
 	assert_true(maps_of(name) > before);
 	pthread_t t;
-	assert_int_equal(pthread_create(&t, NULL, hold_until_closed, &x), 0);
+	assert_int_equal(pthread_create(&t, NULL, release_it, &x), 0);
 	assert_int_equal(pthread_join(t, NULL), 0);
 	assert_int_equal(x.n, 9);
 	assert_int_equal(maps_of(name), before);
