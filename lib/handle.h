@@ -57,7 +57,7 @@ struct shmcfg {
 	size_t priv_size;
 	unsigned page_shift;
 	unsigned char *opt_ok;             /* per option: OPT_OK once validated (opt_d), | OPT_PLAIN */
-	uint64_t *name_ref;                /* per validated option: its name's length << 32 | offset in strings (lookup) */
+	uint64_t *lk;                      /* per name-index slot: 0, or its option's LK_ entry once validated (lookup) */
 	unsigned char *page_ok;            /* per page of priv: 1 once copied */
 	unsigned char *whole_ok;           /* WHOLE_*: checked whole once; all three: __atomic_* only */
 	const struct opt_desc *desc;       /* raw: read only through opt_d() */
@@ -232,6 +232,17 @@ static inline int schema_index_at(const shmcfg *h, uint32_t slot, uint32_t *id)
 enum { WHOLE_ALL, WHOLE_N }; /* h->whole_ok[] */
 #define OPT_OK 1    /* h->opt_ok[i]: option i validated */
 #define OPT_PLAIN 2 /* ... and neither an alias nor deprecated: a lookup of it needs nothing more */
+/*
+ * h->lk[slot], the lookup's cache of name-index slot `slot`: 0 (not known
+ * yet), or the plain option (OPT_PLAIN) the slot names, once validated: its
+ * name's offset in strings << 32 | the name's length << LK_ID_BITS | its id.
+ * A lookup then reads the entry and the name: one dependent load fewer than
+ * the index entry, the option's state and the name. Names of LK_LEN_MAX
+ * bytes or more are not cached (a valid entry is never 0: a name has bytes).
+ */
+#define LK_ID_BITS 22
+#define LK_LEN_MAX (1u << (32 - LK_ID_BITS))
+_Static_assert(SEG_MAX_OPTS <= 1u << LK_ID_BITS, "an option id fits LK_ID_BITS");
 int shmcfg__schema_all(const shmcfg *h);
 int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo);
 static inline const struct opt_desc *opt_d(const shmcfg *h, uint32_t i)

@@ -243,7 +243,7 @@ static void test_hostile(void **state)
 
 /*
  * shmcfg_lookup compares a probed option's name whole (its fast path reads
- * the validated name, not the descriptor): a name whose hash lands on an
+ * the slot's cached name, not the descriptor): a name whose hash lands on an
  * option's home slot, so that its lookup compares with that option, is not
  * that option when it is a prefix or an extension of its name. Candidates
  * are made until each kind has landed there at least once.
@@ -284,6 +284,15 @@ static void test_lookup_compares_whole_names(void **state)
 	/* not vacuous: both kinds were compared with the option they come from */
 	assert_true(prefixes > 0);
 	assert_true(extensions > 0);
+	/* every name again, now from the lookup's cache (h->lk), with the
+	 * cached slots of other options on the way */
+	for (shmcfg_opt i = 0; i < info.nopts; i++) {
+		shmcfg_optinfo oi;
+		shmcfg_opt o;
+		assert_int_equal(shmcfg_opt_info(h, i, &oi), 0);
+		assert_int_equal(shmcfg_lookup(h, oi.name, &o), 0);
+		assert_int_equal(o, i);
+	}
 }
 
 int main(void)

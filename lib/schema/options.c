@@ -12,55 +12,72 @@
 #include <stdlib.h>
 #include <strings.h>
 
-int shmcfg_lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
-{
-	SHMCFG_API_ENTRY;
-	assert_return(h && name && ret, -EINVAL);
-	int r = shmcfg__lookup(h, name, ret);
-	/* acquire: as in opt_d(); an option neither alias nor deprecated has
-	 * nothing to warn of, and its descriptor stays untouched */
-	if (!r && !(__atomic_load_n(&h->opt_ok[*ret], __ATOMIC_ACQUIRE) & OPT_PLAIN))
-		shmcfg__warn_deprecated(h, *ret);
-	return r;
-}
-
-int shmcfg__lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
+/*
+ * Look @p name up; @p warn: say so if the option is deprecated (the
+ * public call). A slot whose option was validated and is plain costs its
+ * cache entry (h->lk) and, if the length matches, the name; any other
+ * slot goes through the name index, validates its option and, if plain,
+ * fills the slot's entry.
+ */
+static int lookup(const shmcfg *h, const char *name, shmcfg_opt *ret, bool warn)
 {
 	size_t len = strlen(name);
 	uint32_t mask = h->sch->index_size - 1;
 	uint64_t hv = shmcfg__name_hash(name, len);
 	for (uint32_t probe = 0; probe <= mask; probe++, hv++) {
+		uint32_t slot = (uint32_t)(hv & mask);
+		/* acquire: pairs with the release store below, made after the
+		 * option was validated and its name's page copied */
+		uint64_t e = __atomic_load_n(&h->lk[slot], __ATOMIC_ACQUIRE);
+		if (e) {
+			if (((e >> LK_ID_BITS) & (LK_LEN_MAX - 1)) == len && memcmp(h->strings + (e >> 32), name, len) == 0) {
+				*ret = (uint32_t)e & ((1u << LK_ID_BITS) - 1);
+				return 0;
+			}
+			continue;
+		}
 		/* each probe's id is range-checked, and its option validated
 		 * before its name is compared */
 		uint32_t id;
-		int r = schema_index_at(h, (uint32_t)(hv & mask), &id);
+		int r = schema_index_at(h, slot, &id);
 		if (r)
 			return r;
 		if (id == UINT32_MAX)
 			break;
-		/* the probed option, once validated, costs two process-local
-		 * loads and its name, not its descriptor (acquire: as in opt_d(),
-		 * for name_ref[id] too, stored before opt_ok[id]) */
+		/* validated, and an alias's final target too */
+		if ((r = shmcfg__opt_use(h, id)))
+			return r;
+		/* its name's bytes lie in strings (copied) */
+		const struct opt_desc *d = opt_d(h, id);
 		unsigned char ok = __atomic_load_n(&h->opt_ok[id], __ATOMIC_ACQUIRE);
-		if (!ok) {
-			if ((r = shmcfg__opt_use(h, id)))
-				return r;
-			ok = __atomic_load_n(&h->opt_ok[id], __ATOMIC_ACQUIRE);
-		}
-		/* validated: its name's len bytes lie in strings (copied); one of
-		 * another length is not read at all */
-		uint64_t ref = __atomic_load_n(&h->name_ref[id], __ATOMIC_RELAXED);
-		if (ref >> 32 == len && memcmp(h->strings + (uint32_t)ref, name, len) == 0) {
-			/* an alias: its final target validated too */
-			if (!(ok & OPT_PLAIN) && opt_d(h, id)->alias != SHMCFG_NO_OPT && (r = shmcfg__opt_use(h, id)))
-				return r;
-			*ret = id;
-			return 0;
-		}
+		if ((ok & OPT_PLAIN) && d->name.len && d->name.len < LK_LEN_MAX)
+			/* release: pairs with the acquire load above; threads
+			 * that fill one slot store the same word */
+			__atomic_store_n(&h->lk[slot],
+					 (uint64_t)d->name.off << 32 | (uint64_t)d->name.len << LK_ID_BITS | id,
+					 __ATOMIC_RELEASE);
+		if (d->name.len != len || (len && memcmp(h->strings + d->name.off, name, len) != 0))
+			continue;
+		if (warn && !(ok & OPT_PLAIN))
+			shmcfg__warn_deprecated(h, id);
+		*ret = id;
+		return 0;
 	}
 	/* a suffix ("recompile_limit") is shmcfg_resolve()'s, which says "did you mean" */
 	return shmcfg__err(SHMCFG_E_NOOPT, "%s: no such option in segment %s (a full name; shmcfg_resolve() also "
 			   "takes a unique suffix)", name, h->name);
+}
+
+int shmcfg_lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && name && ret, -EINVAL);
+	return lookup(h, name, ret, true);
+}
+
+int shmcfg__lookup(const shmcfg *h, const char *name, shmcfg_opt *ret)
+{
+	return lookup(h, name, ret, false);
 }
 
 int shmcfg_opt_info(const shmcfg *h, shmcfg_opt opt, shmcfg_optinfo *ret)

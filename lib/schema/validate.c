@@ -169,7 +169,8 @@ int shmcfg__schema_open(shmcfg *h)
 	h->opt_ok = state;
 	h->page_ok = h->opt_ok + n;
 	h->whole_ok = h->page_ok + npages;
-	if (!(h->name_ref = shmcfg__calloc(n ? n : 1, sizeof *h->name_ref)))
+	/* zero pages until touched, like the state above */
+	if (!(h->lk = shmcfg__calloc(sh->index_size, sizeof *h->lk)))
 		return shmcfg__nomem(); /* schema_close frees state */
 	/* writable, private: MADV_POPULATE_WRITE copies pages; nothing writes them */
 	h->priv = shmcfg__mmap(NULL, h->priv_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, h->fd, 0);
@@ -199,8 +200,8 @@ void shmcfg__schema_close(shmcfg *h)
 	h->priv = NULL;
 	shmcfg__free((void *)h->opt_ok);
 	h->opt_ok = NULL;
-	shmcfg__free(h->name_ref);
-	h->name_ref = NULL;
+	shmcfg__free(h->lk);
+	h->lk = NULL;
 }
 
 /* ------------------------------------------------------------------ */
@@ -409,11 +410,6 @@ static int opt_validate(const shmcfg *h, uint32_t i)
 	 * checks it again and fails again, with its detail.
 	 */
 	const struct opt_desc *d = &h->desc[i];
-	/* relaxed: published by the release store below, like the descriptor
-	 * (two threads store the same word); an empty name's offset is
-	 * unchecked (str_ok): 0, never read */
-	__atomic_store_n(&h->name_ref[i], d->name.len ? (uint64_t)d->name.len << 32 | d->name.off : 0,
-			 __ATOMIC_RELAXED);
 	bool plain = d->alias == SHMCFG_NO_OPT && !(d->flags & SHMCFG_F_DEPRECATED);
 	__atomic_store_n(&h->opt_ok[i], OPT_OK | (plain ? OPT_PLAIN : 0), __ATOMIC_RELEASE);
 	return 0;
