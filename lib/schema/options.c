@@ -12,6 +12,12 @@
 #include <stdlib.h>
 #include <strings.h>
 
+/* the lookup hashes with shmcfg__name_hash's XXH3_64bits inlined: a call
+ * through the PLT cost ~1 ns of a lookup's ~15 (xxhash.h renames
+ * its inline copies) */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 /*
  * Look @p name up; @p warn: say so if the option is deprecated (the
  * public call). A slot whose option was validated and is plain costs its
@@ -23,7 +29,7 @@ static int lookup(const shmcfg *h, const char *name, shmcfg_opt *ret, bool warn)
 {
 	size_t len = strlen(name);
 	uint32_t mask = h->sch->index_size - 1;
-	uint64_t hv = shmcfg__name_hash(name, len);
+	uint64_t hv = XXH3_64bits(name, len); /* shmcfg__name_hash */
 	for (uint32_t probe = 0; probe <= mask; probe++, hv++) {
 		uint32_t slot = (uint32_t)(hv & mask);
 		/* acquire: pairs with the release store below, made after the
