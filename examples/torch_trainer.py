@@ -39,6 +39,7 @@ naming the failed rank.
 import argparse
 import datetime
 import os
+import signal
 import struct
 import sys
 import time
@@ -178,7 +179,6 @@ def batch(rank, step, d_in=16, n=32):
     return x, x @ w + 0.01 * torch.randn(n, 1, generator=g)
 
 
-@record  # a rank's exception goes into torchrun's failure report
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -284,5 +284,24 @@ def report(seg, step, applied, cur, old_vals, new_vals, moved):
         say(f"step {step}: generation {g}: no value changed")
 
 
+@record  # a rank's exception goes into torchrun's failure report
+def recorded_main(argv=None):
+    """main() with its exception in torchrun's report, the report written
+    whole. When a rank fails, torchrun sends SIGTERM to the others and then
+    reads the error file of every rank that failed: a rank whose collective
+    failed at that moment (a peer was killed) could be stopped by that
+    SIGTERM while @record wrote its file, and torch 2.13's agent, finding
+    the file empty, died of a JSONDecodeError instead of printing its
+    failure report (seen once in CI, on a loaded machine). So a failing
+    rank ignores SIGTERM before @record writes (process-wide: a blocked
+    signal would still reach torch's threads); it exits right after, and
+    torchrun's SIGKILL, after its grace period, still ends it."""
+    try:
+        return main(argv)
+    except BaseException:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise
+
+
 if __name__ == "__main__":
-    end(main())  # an exception leaves as usual (torchrun's report)
+    end(recorded_main())  # an exception leaves as usual (torchrun's report)

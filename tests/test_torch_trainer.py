@@ -8,7 +8,10 @@ training a torch.compile'd model, one configuration in a shmcfg segment.
   and a segment replaced during the run (`shmctl create --force`) is
   followed, again by all ranks at one step;
 - a rank killed with SIGKILL ends the job: torchrun exits non-zero within
-  KILL_BOUND_S seconds, naming the rank.
+  KILL_BOUND_S seconds, naming the rank;
+- a rank that fails writes its torchrun error file whole, even when
+  torchrun's SIGTERM comes while it writes (without torchrun: the example's
+  entry point in a child, held inside the write).
 
 Run by `make regtest` (exit status; 77, a skip, when torch is missing), or
 by hand from a built tree:
@@ -31,6 +34,7 @@ if __name__ == "__main__" and os.environ.get("SHMCFG_SANITIZERS"):
     print("# skipped: libshmcfg is built with sanitizers", file=sys.stderr)
     sys.exit(77)
 
+import json
 import re
 import resource
 import shutil
@@ -302,6 +306,43 @@ class TestTorchTrainer(unittest.TestCase):
         # and the other ranks are gone
         for r, pid in pids.items():
             self.assertFalse(running(pid), f"rank {r} (pid {pid}) still runs\n{out}")
+
+
+    def test_error_file_whole_under_sigterm(self):
+        """A failing rank writes its torchrun error file whole even when
+        torchrun's SIGTERM (it stops the other ranks when one fails) comes
+        while @record writes it: torch 2.13's agent dies of a JSONDecodeError
+        on a file cut short, in place of its failure report. A rank whose
+        main() raised is held inside the error file's json.dump, after the
+        file was opened (truncated), until this test has sent SIGTERM."""
+        errfile = os.path.join(self.cachedir, "error.json")
+        child = subprocess.Popen(
+            [sys.executable, "-c",
+             "import json, sys\n"
+             f"sys.path.insert(0, {os.path.dirname(TRAINER)!r})\n"
+             "import torch_trainer as tt\n"
+             "real_dump = json.dump\n"
+             "def held_dump(obj, fp, *a, **k):\n"
+             "    print('writing', flush=True)\n"
+             "    sys.stdin.readline()  # the test's SIGTERM came first\n"
+             "    real_dump(obj, fp, *a, **k)\n"
+             "json.dump = held_dump\n"
+             "def failing(argv=None):\n"
+             "    raise RuntimeError('a peer is gone')\n"
+             "tt.main = failing\n"
+             "tt.recorded_main()\n"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            universal_newlines=True, env=dict(os.environ, TORCHELASTIC_ERROR_FILE=errfile))
+        self.addCleanup(child.kill)
+        line = child.stdout.readline()
+        self.assertEqual(line, "writing\n", child.stderr.read() if not line else line)
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate("go\n", timeout=EVENT_S)
+        # the exception's exit, not SIGTERM's, and a file torchrun can read
+        self.assertEqual(child.returncode, 1, err)
+        with open(errfile) as f:
+            data = json.load(f)
+        self.assertIn("a peer is gone", json.dumps(data), data)
 
 
 def running(pid):
