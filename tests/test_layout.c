@@ -199,6 +199,15 @@ static void test_bad_regions(void **state)
 		if (r != cases[i].err)
 			fail_msg("case %zu: %s (%s)", i, shmcfg_errname(r), shmcfg_errdetail());
 	}
+	/* an index twice the builder's size, a power of two whose entries
+	 * still lie in the region: refused (the lookup's cache, 8 bytes a
+	 * slot, is allocated for it), naming both sizes */
+	shmcfg *g = fresh(name);
+	uint32_t isz = g->sch->index_size * 2;
+	assert_true(g->sch->index_off + (uint64_t)isz * 4 <= g->lay.schema_size);
+	shmcfg_close(g);
+	poke(name, SEG_HEADER_BYTES + offsetof(struct schema_hdr, index_size), &isz, 4);
+	expect_attach(name, NULL, SHMCFG_E_CORRUPT, "index size");
 	/* A byte inside the schema region, past its header: attach does not
 	 * read the region (its hash is compared with the caller's, not
 	 * recomputed), the option whose descriptor it spoils is refused on

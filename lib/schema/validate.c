@@ -137,8 +137,14 @@ int shmcfg__schema_open(shmcfg *h)
 	if (n != h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema: option count %llu disagrees with the header (%u)",
 				   h->name, (unsigned long long)n, h->lay.nopts);
-	if (sh->index_size < 2 * n || (sh->index_size & (sh->index_size - 1)))
-		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema: index size %u is invalid", h->name, sh->index_size);
+	/* the builder's size exactly (schema_build.c): the lookup's cache
+	 * (h->lk, 8 bytes a slot) is allocated for it */
+	uint64_t want = 16;
+	while (want < 2 * n)
+		want *= 2;
+	if (sh->index_size != want)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema: index size %u is not %llu for %llu options", h->name,
+				   sh->index_size, (unsigned long long)want, (unsigned long long)n);
 	struct {
 		uint64_t off, bytes, align;
 		const char *what;
