@@ -19,6 +19,7 @@
  *     frozen bytes); an unterminated one is refused;
  *   - a name index entry out of range is refused by the lookup that meets
  *     it, and an entry naming another option never makes a lookup return it;
+ *     a name too long for the lookup's cache is found without it;
  *   - the orders (name order, implication order) are not read by a commit
  *     (only generation 1 and the check use them whole): when they are not
  *     permutations, commits work and the check reports them; the check
@@ -439,6 +440,40 @@ static int child_index_entries(void *arg)
 	return 0;
 }
 
+/*
+ * A name of LK_LEN_MAX (1,024) bytes or more, which only a hostile
+ * segment has (the builder refuses names over 255 bytes): t.other renamed
+ * to t.long's doc, 1,024 bytes, and put at that name's home in the index.
+ * Found, by the index path each time: the lookup's cache has no room for
+ * its length and must not take it.
+ */
+static int child_long_name(void *arg)
+{
+	(void)arg;
+	struct writer w = writer_open(seg);
+	struct sref doc = wdesc(&w, 0)->doc;
+	CHILD_CHECK(doc.len == LK_LEN_MAX, "t.long's doc: %u bytes", doc.len);
+	wdesc(&w, 1)->name = doc;
+	const char *name = wstrings(&w) + doc.off;
+	uint32_t *idx = windex(&w), mask = w.sh->index_size - 1;
+	uint64_t hv = shmcfg__name_hash(name, doc.len);
+	while (idx[hv & mask] != UINT32_MAX)
+		hv++;
+	idx[hv & mask] = 1;
+	writer_rehash(&w);
+	shmcfg *h = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
+	for (int k = 0; k < 3; k++) {
+		shmcfg_opt o = SHMCFG_NO_OPT;
+		int r = shmcfg_lookup(h, name, &o);
+		CHILD_CHECK(r == 0 && o == 1, "lookup %d of the 1,024-byte name: %d, option %u", k, r, o);
+	}
+	CHILD_CHECK(h->lk[hv & mask] == 0, "the long name's slot cached");
+	shmcfg_close(h);
+	writer_close(&w);
+	return 0;
+}
+
 /* The ranks used whole, as the implication order (by generation 1 and the
  * check; a commit uses neither): the check reports them. */
 static int child_orders(void *arg)
@@ -582,6 +617,26 @@ static void test_index_entries_checked_by_lookup(void **state)
 	(void)state;
 	small_segment();
 	run_child(child_index_entries, "index entries");
+}
+
+static void test_long_name_not_cached(void **state)
+{
+	(void)state;
+	static char doc[LK_LEN_MAX + 1];
+	memset(doc, 'y', LK_LEN_MAX);
+	shmcfg_schema *s;
+	assert_int_equal(shmcfg_schema_new(&s), 0);
+	shmcfg_optdef d0 = {.name = "t.long", .type = SHMCFG_INT, .doc = doc};
+	shmcfg_optdef d1 = {.name = "t.other", .type = SHMCFG_INT};
+	assert_int_equal(shmcfg_schema_add(s, &d0), 0);
+	assert_int_equal(shmcfg_schema_add(s, &d1), 0);
+	seg = new_name("attachlong");
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV};
+	shmcfg *h = NULL;
+	assert_int_equal(shmcfg_create(seg, s, &o, &h), 0);
+	shmcfg_schema_free(s);
+	keep(h);
+	run_child(child_long_name, "a 1,024-byte name");
 }
 
 static void test_orders_checked_when_used_whole(void **state)
@@ -801,6 +856,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_changes_after_first_use_change_nothing, teardown),
 		cmocka_unit_test_teardown(test_overlapping_and_unterminated_strings, teardown),
 		cmocka_unit_test_teardown(test_index_entries_checked_by_lookup, teardown),
+		cmocka_unit_test_teardown(test_long_name_not_cached, teardown),
 		cmocka_unit_test_teardown(test_orders_checked_when_used_whole, teardown),
 		cmocka_unit_test_teardown(test_dependents_and_ranks_checked, teardown),
 		cmocka_unit_test_teardown(test_truncated_object_fails_first_use, teardown),

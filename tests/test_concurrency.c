@@ -409,9 +409,10 @@ static void test_close_while_other_thread_holds(void **state)
 
 /*
  * Threads looking up every option of a freshly attached handle at once, in
- * different orders: each option is validated on its first use (opt_ok and
- * name_ref, lib/schema/validate.c) while the others read them; every name
- * must give its own option (and TSan sees no race).
+ * different orders: each option is validated on its first use (opt_ok,
+ * lib/schema/validate.c) and each index slot's word of the lookup's cache
+ * filled (h->lk, lib/schema/options.c) while the others read them; every
+ * name must give its own option (and TSan sees no race).
  */
 #define LOOKUP_OPTS 2000
 struct looker {

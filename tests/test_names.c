@@ -11,7 +11,7 @@
 
 enum {
 	N_A_LEVEL, N_B_LEVEL, N_CACHE, N_RECOMPILE, N_OLD_RECOMPILE, N_CFG_DEBUG, N_SUB_CFG_DEBUG,
-	N_DEPR, N_MANY /* first of the many */
+	N_DEPR, N_DEPR_ALIAS, N_MANY /* first of the many */
 };
 #define NMANY 40
 
@@ -24,6 +24,7 @@ static const shmcfg_optdef names_opts[] = {
 	{.name = "cfg.debug", .type = SHMCFG_BOOL},
 	{.name = "sub.cfg.debug", .type = SHMCFG_BOOL},
 	{.name = "x.legacy_knob", .type = SHMCFG_BOOL, .deprecated = "use nothing"},
+	{.name = "y.older_knob", .type = SHMCFG_BOOL, .alias = "x.legacy_knob"},
 };
 
 struct fx {
@@ -202,6 +203,36 @@ static void test_deprecated_warns(void **state)
 	assert_int_equal(warnings, 1);
 }
 
+/*
+ * A deprecated option, or an alias whose chain holds one, is never served
+ * from the lookup's cache: the library's own lookups (shmcfg__lookup, as
+ * a handle following a replaced segment makes them) warn of nothing and
+ * fill nothing, so the caller's first shmcfg_lookup still warns, once per
+ * handle.
+ */
+static void test_internal_lookup_leaves_the_warning(void **state)
+{
+	struct fx *f = *state;
+	shmcfg *h;
+	shmcfg_opt o;
+	assert_int_equal(shmcfg_attach(f->name, SHMCFG_ATTACH_RDONLY, NULL, &h), 0); /* nothing warned yet */
+	warnings = 0;
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(shmcfg__lookup(h, "x.legacy_knob", &o), 0);
+		assert_int_equal(o, N_DEPR);
+		assert_int_equal(shmcfg__lookup(h, "y.older_knob", &o), 0);
+		assert_int_equal(o, N_DEPR_ALIAS);
+	}
+	assert_int_equal(warnings, 0);
+	assert_int_equal(shmcfg_lookup(h, "y.older_knob", &o), 0); /* its chain's deprecated option */
+	assert_int_equal(o, N_DEPR_ALIAS);
+	assert_int_equal(warnings, 1);
+	assert_int_equal(shmcfg_lookup(h, "x.legacy_knob", &o), 0);
+	assert_int_equal(o, N_DEPR);
+	assert_int_equal(warnings, 1); /* once per handle */
+	shmcfg_close(h);
+}
+
 static void test_hostile(void **state)
 {
 	struct fx *f = *state;
@@ -307,6 +338,7 @@ int main(void)
 		cmocka_unit_test(test_short_name),
 		cmocka_unit_test(test_hostile),
 		cmocka_unit_test(test_lookup_compares_whole_names),
+		cmocka_unit_test(test_internal_lookup_leaves_the_warning),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

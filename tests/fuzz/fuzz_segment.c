@@ -196,6 +196,14 @@ static void exercise(shmcfg *h, bool stable)
 		/* a probe may meet a corrupt option or index entry */
 		FUZZ_ASSERT(r == 0 || r == SHMCFG_E_NOOPT || r == SHMCFG_E_CORRUPT, "lookup: %d", r);
 		FUZZ_ASSERT(r != 0 || found < n, "lookup gave %u of %u", found, n);
+		/* what it found has that name; again (the lookup's cache now), the same */
+		shmcfg_optinfo fi;
+		FUZZ_ASSERT(r != 0 || (shmcfg_opt_info(h, found, &fi) == 0 && !strcmp(fi.name, info.name)),
+			    "lookup of %s gave option %u, of another name", info.name, found);
+		shmcfg_opt again = SHMCFG_NO_OPT;
+		int r2 = shmcfg_lookup(h, info.name, &again);
+		FUZZ_ASSERT(r2 == r && (r != 0 || again == found), "lookup of %s again: %d, %u (was %d, %u)",
+			    info.name, r2, again, r, found);
 	}
 	shmcfg_opt none;
 	IGNORE(shmcfg_lookup(h, "no.such.option", &none));
