@@ -215,7 +215,7 @@ _Static_assert(SLOT_CELLS_OFF == SHMCFG__CELLS_OFF, "the inline read knows where
 
 struct schema_hdr {
 	uint32_t nopts;
-	uint32_t index_size;     /* power of two >= 2 * nopts; UINT32_MAX marks empty */
+	uint32_t index_size;     /* schema_index_size(nopts); an entry UINT32_MAX marks empty */
 	uint32_t nimplies;
 	uint32_t nrdeps;
 	uint64_t desc_off;       /* nopts struct opt_desc, from the schema region start */
@@ -224,6 +224,16 @@ struct schema_hdr {
 	uint64_t rdeps_off;      /* nrdeps uint32_t: the runs of opt_desc.rdep_first */
 	uint64_t strings_off, strings_size; /* NUL-terminated strings and value bytes */
 };
+
+/* The name index's size for n options, the builder's and the only one
+ * attach accepts: a power of two, at least 16 and twice n. */
+static inline uint32_t schema_index_size(uint32_t n)
+{
+	uint32_t size = 16;
+	while (size < 2 * (uint64_t)n)
+		size *= 2;
+	return size;
+}
 
 /* A string of the schema: offset and length into the strings area. */
 struct sref {

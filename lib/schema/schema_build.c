@@ -352,9 +352,7 @@ int shmcfg__schema_build(const shmcfg_schema *s, struct built_schema **ret)
 	for (uint32_t k = 0; k < b->nimplies; k++)
 		str += value_bytes(&b->implies_vals[k]);
 	b->strings_bytes = str;
-	uint32_t index_size = 16;
-	while (index_size < 2 * n)
-		index_size *= 2;
+	uint32_t index_size = schema_index_size(n);
 	b->bytes = sizeof(struct schema_hdr) + (uint64_t)n * sizeof(struct opt_desc) +
 		   (uint64_t)b->nimplies * sizeof(struct implies_ent) +
 		   (uint64_t)index_size * 4 + (uint64_t)b->nrdeps * 4 + str;
@@ -430,9 +428,7 @@ static struct sref put_list(struct writer *w, const shmcfg_value *v, uint32_t *c
 void shmcfg__schema_write(const struct built_schema *b, void *dst, uint8_t hash_out[16])
 {
 	const shmcfg_schema *s = b->s;
-	uint32_t n = s->n, index_size = 16;
-	while (index_size < 2 * n)
-		index_size *= 2;
+	uint32_t n = s->n, index_size = schema_index_size(n);
 	memset(dst, 0, b->bytes);
 	struct schema_hdr *sh = dst;
 	uint64_t pos = sizeof *sh;

@@ -137,14 +137,11 @@ int shmcfg__schema_open(shmcfg *h)
 	if (n != h->lay.nopts)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema: option count %llu disagrees with the header (%u)",
 				   h->name, (unsigned long long)n, h->lay.nopts);
-	/* the builder's size exactly (schema_build.c): the lookup's cache
-	 * (h->lk, 8 bytes a slot) is allocated for it */
-	uint64_t want = 16;
-	while (want < 2 * n)
-		want *= 2;
-	if (sh->index_size != want)
-		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema: index size %u is not %llu for %llu options", h->name,
-				   sh->index_size, (unsigned long long)want, (unsigned long long)n);
+	/* the builder's size exactly: the lookup's cache (h->lk, 8 bytes a
+	 * slot) is allocated for it */
+	if (sh->index_size != schema_index_size(h->lay.nopts))
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema: index size %u is not %u for %u options", h->name,
+				   sh->index_size, schema_index_size(h->lay.nopts), h->lay.nopts);
 	struct {
 		uint64_t off, bytes, align;
 		const char *what;
