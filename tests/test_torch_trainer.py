@@ -34,6 +34,7 @@ if __name__ == "__main__" and os.environ.get("SHMCFG_SANITIZERS"):
     print("# skipped: libshmcfg is built with sanitizers", file=sys.stderr)
     sys.exit(77)
 
+import glob
 import json
 import re
 import resource
@@ -124,6 +125,9 @@ class Job(LineJob):
     def __init__(self, test, name, steps, *args):
         env = dict(os.environ)
         env["TORCHINDUCTOR_CACHE_DIR"] = test.cachedir
+        # torchrun's own directory (torchelastic_*, its workers' error
+        # files) too: it never removes it, and the test's cleanup does
+        env["TMPDIR"] = test.cachedir
         env.pop("TORCHELASTIC_ERROR_FILE", None)
         self.cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(RANKS),
                     "--standalone", TRAINER, "--segment", name, "--steps", str(steps)] + list(args)
@@ -217,6 +221,9 @@ class TestTorchTrainer(unittest.TestCase):
         self.assertEqual(sorted(done), list(range(RANKS)), out)
         want = shmctl("hash", name)[0].strip()
         self.assertEqual(set(done.values()), {(1, want)}, out)
+        # torchrun kept its files in the test's directory, which the
+        # cleanup removes, not in the system's (where each run left one)
+        self.assertTrue(glob.glob(os.path.join(self.cachedir, "torchelastic_*")), os.listdir(self.cachedir))
 
     def test_change_then_replacement(self):
         """A segment made by the operator (attached, not created, by rank
