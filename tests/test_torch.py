@@ -29,8 +29,10 @@ except ImportError as e:
           file=sys.stderr)
     sys.exit(77)
 
+import atexit
 import contextvars
 import json
+import shutil
 import subprocess
 import tempfile
 import textwrap
@@ -54,6 +56,11 @@ sys.path.insert(0, PYDIR)
 # children disagree with the segments the tests make: none is inherited
 for _k in [k for k in os.environ if k.startswith(("TORCH", "PYTORCH"))]:
     del os.environ[_k]
+# but the compile cache in a directory of the test's, removed at its exit
+# (torch's default, torchinductor_USER in the system's temporary directory,
+# stays behind): no option reads this variable
+INDUCTOR_CACHE = os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="shmcfg-test-torch.")
+atexit.register(shutil.rmtree, INDUCTOR_CACHE, True)
 
 import shmcfg  # noqa: E402
 import shmcfg.torch  # noqa: E402
@@ -476,6 +483,8 @@ class TestBridge(unittest.TestCase):
                 x = torch.randn(*s)
                 torch.testing.assert_close(c(x), model(x))
         self.assertGreaterEqual(counters["stats"]["unique_graphs"], 4)
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+        self.assertEqual(cache_dir(), INDUCTOR_CACHE)  # not left in the system's
 
 
 class TestProcesses(unittest.TestCase):
