@@ -248,7 +248,7 @@ int main(void) {
     O(shmcfg_history_entry, uid) O(shmcfg_history_entry, user) O(shmcfg_history_entry, process)
     O(shmcfg_history_entry, who) O(shmcfg_history_entry, cluster_rev) O(shmcfg_history_entry, nchanges)
     O(shmcfg_history_entry, values_kept) O(shmcfg_history_entry, changes)
-    O(shmcfg_create_opts, history)
+    O(shmcfg_create_opts, history) O(shmcfg_create_opts, owner)
     S(shmcfg_info) O(shmcfg_info, generation) O(shmcfg_info, size) O(shmcfg_info, nopts)
     O(shmcfg_info, nslots) O(shmcfg_info, nreaders) O(shmcfg_info, heap_bytes)
     O(shmcfg_info, heap_used) O(shmcfg_info, schema_hash) O(shmcfg_info, config_hash)

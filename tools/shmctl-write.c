@@ -318,6 +318,11 @@ int cmd_create(int argc, char **argv)
 		return usage_error("--exist-ok keeps a segment, --force replaces it: not both");
 	if (fresh && !(o.flags & SHMCFG_CREATE_FORCE))
 		return usage_error("--fresh is for --force: what a replaced segment held is kept unless it is given");
+	/* whom to trust in the segment --force replaces (another user's) */
+	if (have_owner && !(o.flags & SHMCFG_CREATE_FORCE))
+		return usage_error("--owner is for --force: it names the owner of the segment replaced");
+	if (have_owner)
+		o.flags |= SHMCFG_CREATE_OWNER, o.owner = owner_uid;
 	/* a segment replaced keeps its layers and history when its schema is
 	 * the same; its processes follow the new one */
 	if ((o.flags & SHMCFG_CREATE_FORCE) && !fresh)
@@ -1174,6 +1179,8 @@ int cmd_resize(int argc, char **argv)
 		return ec;
 	if (!o.slots && !o.heap_bytes && !o.readers && !o.history)
 		return usage_error("nothing to change: give --size, --history, --readers or --slots");
+	if (have_owner)
+		o.flags |= SHMCFG_CREATE_OWNER, o.owner = owner_uid;
 	shmcfg *h = NULL;
 	int r = shmcfg_resize(pos[0], &o, &h);
 	if (r)

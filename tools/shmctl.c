@@ -304,15 +304,17 @@ const struct command shmctl_commands[] = {
 	{"create", cmd_create,
 	 "create NAME [--schema FILE] [--slots K] [--size BYTES] [--readers N]\n"
 	 "       [--history N] [--mode OCTAL] [--group GROUP] [--no-env]\n"
-	 "       [--force [--fresh]|--exist-ok]\n"
+	 "       [--force [--fresh] [--owner USER]|--exist-ok]\n"
 	 "       [--conf] [--load FILE]... [--load-dir DIR]... [--quiet]",
 	 "create a segment (the embedded default schema unless --schema)", {create_flags},
 	 "The creating process's environment fills the env_default and env_force layers;\n"
 	 "each variable applied is printed: VAR=value -> option (layer).\n"
 	 "The files load strictly, in order (--conf's first), as one commit: a later\n"
 	 "file's value of an option overrides an earlier one's. If one fails, a segment\n"
-	 "created here is removed, an existing one is left unchanged.\n",
-	 false, "new", NULL},
+	 "created here is removed, an existing one is left unchanged.\n"
+	 "--force over another user's segment (root only) keeps what it holds only with\n"
+	 "--owner naming that user; with --fresh it is replaced with the defaults.\n",
+	 true, "new", NULL},
 	{"resize", cmd_resize, "resize NAME [--size BYTES] [--history N] [--readers N] [--slots K] [--quiet]",
 	 "give a segment other sizes; it keeps everything else", {resize_flags},
 	 "A new incarnation of the segment, with the same schema, values, layers,\n"

@@ -232,29 +232,49 @@ static void freeze(shmcfg *old, uint64_t *saved, bool on)
 /* The old segment, attached read-write and locked, or 1: none that can be
  * replaced (no segment, or one this library cannot attach: removed and
  * created anew by the caller), or an error that must stop the replacement. */
-static int open_old_once(const char *name, shmcfg **ret, int *why);
+static int open_old_once(const char *name, const shmcfg_create_opts *o, shmcfg **ret, int *why);
 
 /* The segment to replace, attached and write-locked: 0, an error, or 1 when
  * there is none this library attaches (*why: the attach's error, its
- * detail cleared). */
-static int open_old(const char *name, shmcfg **ret, int *why)
+ * detail cleared). o->owner, with SHMCFG_CREATE_OWNER, is the owner to
+ * trust; with SHMCFG_CREATE_KEEP, a segment of an owner not trusted is an
+ * error, not one to remove. */
+static int open_old(const char *name, const shmcfg_create_opts *o, shmcfg **ret, int *why)
 {
 	for (int tries = 0;; tries++) {
-		int r = open_old_once(name, ret, why);
+		int r = open_old_once(name, o, ret, why);
 		/* another replacer was first: replace what it put there */
 		if (r != -EAGAIN || tries == 8)
 			return r == -EAGAIN ? shmcfg__err(SHMCFG_E_LOCKED, "%s: replaced by others again and again", name) : r;
 	}
 }
 
-static int open_old_once(const char *name, shmcfg **ret, int *why)
+static int open_old_once(const char *name, const shmcfg_create_opts *o, shmcfg **ret, int *why)
 {
 	shmcfg *old;
-	int r = shmcfg_attach(name, 0, NULL, &old);
+	shmcfg_attach_opts ao = {.flags = o->flags & SHMCFG_CREATE_OWNER ? SHMCFG_ATTACH_OWNER : 0, .owner = o->owner};
+	int r = shmcfg_attach_with(name, &ao, &old);
 	*why = r;
+	/* another user's, whose owner was not named: its layers are not ours
+	 * to keep (a name squatted by a stranger would hand them to us), and
+	 * removing it instead would throw away what its owner set. Only its
+	 * owner or root may replace it at all. The detail names the owner. */
+	struct stat st;
+	char path[PATH_BYTES], who[300];
+	if (r == SHMCFG_E_OWNER && (geteuid() != 0 || (o->flags & SHMCFG_CREATE_KEEP)) &&
+	    shmcfg__name_check(name, path) == 0 && lstat(path, &st) == 0) {
+		shmcfg__user_text(st.st_uid, who, sizeof who);
+		return geteuid() != 0 ? shmcfg__err(-EPERM, "%s: only its owner (uid %s) or root may replace it", name, who)
+				      : shmcfg__err(SHMCFG_E_OWNER,
+						    "%s: segment is owned by uid %s, not by you or root: not replaced (name "
+						    "its owner to keep what it holds: --owner; or replace it with the "
+						    "defaults: --fresh)",
+						    name, who);
+	}
 	/* nothing there, or nothing this library attaches (damaged, another
-	 * layout, a symlink or FIFO planted, another user's: remove_segment
-	 * removes it or says why not); a failure of our own stops here */
+	 * layout, a symlink or FIFO planted, another user's replaced without
+	 * keeping: remove_segment removes it or says why not); a failure of
+	 * our own stops here */
 	if (r && r != -ENOMEM && r != -EMFILE && r != -ENFILE && r != -EINTR) {
 		shmcfg__clear_err();
 		return 1;
@@ -288,7 +308,8 @@ static int open_old_once(const char *name, shmcfg **ret, int *why)
 /* Build the new incarnation at a temporary name, then put it in the old
  * one's place. */
 static int replace_with(shmcfg *old, const char *name, const char *path, struct seg_header *lay,
-			const void *schema_bytes, mode_t mode, gid_t gid, struct keep_first *k, shmcfg **ret)
+			const void *schema_bytes, mode_t mode, gid_t gid, bool keep_owner, struct keep_first *k,
+			shmcfg **ret)
 {
 	char tmp[PATH_BYTES + 40];
 	uint64_t rnd = 0;
@@ -303,6 +324,19 @@ static int replace_with(shmcfg *old, const char *name, const char *path, struct 
 	int r = shmcfg__create_object(name, tmp, lay, schema_bytes, mode, gid, first_from, k, &h);
 	if (r)
 		return r;
+	/* root resizing another user's segment: it stays theirs (its lock
+	 * object too, or its writers could not commit), and the processes that
+	 * trust exactly that owner follow it */
+	if (keep_owner && old->owner != geteuid()) {
+		if (fchown(h->fd, old->owner, (gid_t)-1) < 0 || fchown(h->lock_fd, old->owner, (gid_t)-1) < 0) {
+			r = shmcfg__err(-errno, "%s: cannot give the new segment to its owner: %s", name, strerror(errno));
+			shmcfg_close(h);
+			unlink(tmp);
+			shmcfg__lock_remove(name, lay->instance);
+			return r;
+		}
+		h->owner = old->owner;
+	}
 	uint64_t saved;
 	freeze(old, &saved, true);
 	shmcfg__fault("replace.frozen");
@@ -329,7 +363,7 @@ int shmcfg__replace(const char *name, const char *path, struct seg_header *lay, 
 {
 	shmcfg *old = NULL;
 	int why;
-	int r = open_old(name, &old, &why);
+	int r = open_old(name, o, &old, &why);
 	if (r)
 		return r;
 	struct keep_first k = {
@@ -339,7 +373,7 @@ int shmcfg__replace(const char *name, const char *path, struct seg_header *lay, 
 		.envp = envp,
 		.who = "segment replaced",
 	};
-	r = replace_with(old, name, path, lay, schema_bytes, o->mode, o->gid, &k, ret);
+	r = replace_with(old, name, path, lay, schema_bytes, o->mode, o->gid, false, &k, ret);
 	shmcfg__unlock_writer(old);
 	shmcfg_close(old);
 	return r;
@@ -353,11 +387,14 @@ static int resize(const char *name, const shmcfg_create_opts *opts, shmcfg **ret
 	if (r)
 		return r;
 	shmcfg_create_opts o = opts ? *opts : (shmcfg_create_opts){0};
-	if (o.flags || o.mode || o.gid || o.envp)
-		return shmcfg__err(-EINVAL, "%s: a resize takes sizes only (slots, readers, heap_bytes, history)", name);
+	if ((o.flags & ~(unsigned)SHMCFG_CREATE_OWNER) || o.mode || o.gid || o.envp)
+		return shmcfg__err(-EINVAL, "%s: a resize takes sizes only (slots, readers, heap_bytes, history), "
+					    "and the owner to trust", name);
+	/* what it holds is kept: another user's is resized only if named */
+	o.flags |= SHMCFG_CREATE_KEEP;
 	shmcfg *old = NULL;
 	int why;
-	if ((r = open_old(name, &old, &why)) == 1) {
+	if ((r = open_old(name, &o, &old, &why)) == 1) {
 		if (why == -ENOENT)
 			return shmcfg__err(-ENOENT, "%s: no segment of that name to resize", name);
 		/* there is one, that we may not or cannot attach: say why */
@@ -392,7 +429,7 @@ static int resize(const char *name, const shmcfg_create_opts *opts, shmcfg **ret
 		memcpy(lay.schema_hash, old->lay.schema_hash, 16);
 		struct keep_first k = {.old = old, .keep = true, .who = "segment resized"};
 		r = replace_with(old, name, path, &lay, old->priv + old->lay.schema_off, st.st_mode & 0777, st.st_gid,
-				 &k, ret);
+				 true, &k, ret);
 	}
 	shmcfg__unlock_writer(old);
 	shmcfg_close(old);
@@ -429,8 +466,10 @@ static int create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		return r;
 	shmcfg_create_opts o = opts ? *opts : (shmcfg_create_opts){0};
 	if (o.flags & ~(unsigned)(SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV | SHMCFG_CREATE_KEEP |
-				  SHMCFG_CREATE_EXIST_OK))
+				  SHMCFG_CREATE_EXIST_OK | SHMCFG_CREATE_OWNER))
 		return shmcfg__err(-EINVAL, "create flags %#x: unknown bits", o.flags);
+	if ((o.flags & SHMCFG_CREATE_OWNER) && !(o.flags & SHMCFG_CREATE_FORCE))
+		return shmcfg__err(-EINVAL, "SHMCFG_CREATE_OWNER names the owner of the segment replaced: it needs SHMCFG_CREATE_FORCE");
 	if ((o.flags & SHMCFG_CREATE_EXIST_OK) && (o.flags & SHMCFG_CREATE_FORCE))
 		return shmcfg__err(-EINVAL, "SHMCFG_CREATE_EXIST_OK keeps a segment, SHMCFG_CREATE_FORCE replaces it: not both");
 	if ((o.flags & SHMCFG_CREATE_KEEP) && !(o.flags & SHMCFG_CREATE_FORCE))

@@ -120,7 +120,7 @@ class CreateOpts(ctypes.Structure):
     """struct shmcfg_create_opts"""
     _fields_ = [("slots", c_uint32), ("readers", c_uint32), ("heap_bytes", c_uint64),
                 ("mode", c_uint32), ("gid", c_uint32), ("flags", c_uint),
-                ("envp", c_void_p), ("history", c_uint32)]
+                ("envp", c_void_p), ("history", c_uint32), ("owner", c_uint32)]
 
 
 class AttachOpts(ctypes.Structure):

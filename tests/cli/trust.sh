@@ -25,8 +25,10 @@ t_errmatch "--owner naming another user: refused, naming both" 1 \
 	shmctl get "$O" recompile_limit --owner 65534
 t_errmatch "--owner with an unknown user" 1 "^shmctl: no such user 'no-such-user-x' " \
 	shmctl show "$O" --owner no-such-user-x
-t_errmatch "--owner on create (which attaches nothing): usage error" 2 "^shmctl: create: unknown option '--owner'" \
-	shmctl create "$O" --owner 0
+run shmctl create "$O" --owner 0
+pass "--owner on create without --force: usage error" pyeval \
+	'a[0] == "2" and a[1].startswith("shmctl: create: --owner is for --force: it names the owner of the segment replaced\n")' \
+	"$RC" "$(cat "$T_TMP/err")"
 t_errmatch "--owner before a command that attaches nothing: usage error, nothing removed" 2 \
 	"^shmctl: rm: --owner names whom to trust when attaching a segment; rm attaches none" \
 	shmctl --owner 65534 rm "$O"
@@ -61,8 +63,44 @@ if [ "$(id -u)" = 0 ]; then
 l = a[0].splitlines()
 i = [k for k, x in enumerate(l) if x.split()[0] == a[1]][0]
 l[i + 1].strip().startswith("untrusted: segment is owned by uid 65534")' "$OUT" "$O"
+
+	# root replacing or resizing another user's segment: what it holds is
+	# kept only when its owner is named; never thrown away unasked
+	t_errmatch "create --force of another user's segment: refused, naming --owner and --fresh" 1 \
+		"^shmctl: $O: segment is owned by uid 65534 .*not replaced .*--owner.*--fresh" \
+		shmctl create "$O" --force
+	t_json "(nothing changed: its owner, value and generation)" 'j["generation"] == 3' \
+		shmctl stat "$O" --json --owner 65534
+	t_out "(the value)" 13 shmctl get "$O" recompile_limit --owner 65534
+	t_errmatch "resize of another user's segment: refused" 1 "^shmctl: $O: segment is owned by uid 65534" \
+		shmctl resize "$O" --history 64
+	run shmctl resize "$O" --history 64 --owner 65534
+	pass "resize --owner: resized, generations go on" pyeval \
+		'a[0].startswith("resized segment") and a[0].rstrip().endswith("generation 4")' "$OUT"
+	t_out "(the value kept, and its owner)" "13 65534 65534" sh -c "$SHMCTL get $O recompile_limit --owner 65534 |
+		xargs echo \$(stat -c %u /dev/shm/shmcfg.$O /dev/shm/shmcfg-lock.$O.*) | awk '{print \$3, \$1, \$2}'"
+	# writable by a group that uid 65533 is in: attached, not trusted
+	chgrp 65532 "/dev/shm/shmcfg.$O" /dev/shm/shmcfg-lock."$O".*
+	chmod 0660 "/dev/shm/shmcfg.$O" /dev/shm/shmcfg-lock."$O".*
+	t_errmatch "another non-root user's create --force: only its owner or root" 1 \
+		"^shmctl: $O: only its owner \(uid 65534.*\) or root may replace it" \
+		setpriv --reuid 65533 --regid 65533 --groups 65532 $SHMCTL create "$O" --force
+	chmod 0600 "/dev/shm/shmcfg.$O" /dev/shm/shmcfg-lock."$O".*
+	t_errmatch "(unreadable to them: it cannot be removed, naming the owner)" 1 \
+		"^shmctl: $O: cannot remove /dev/shm/shmcfg.$O: it belongs to uid 65534" \
+		setpriv --reuid 65533 --regid 65533 --clear-groups $SHMCTL create "$O" --force
+	run shmctl create "$O" --force --owner 65534 --mode 0644
+	pass "create --force --owner: replaced, generations go on" pyeval \
+		'a[0].startswith("replaced segment") and a[0].rstrip().endswith("generation 5")' "$OUT"
+	t_out "(the value kept, in root's segment now)" "13 0" sh -c \
+		"$SHMCTL get $O recompile_limit | xargs echo \$(stat -c %u /dev/shm/shmcfg.$O) | awk '{print \$2, \$1}'"
+	chown 65534 "/dev/shm/shmcfg.$O" /dev/shm/shmcfg-lock."$O".*
+	run shmctl create "$O" --force --fresh
+	pass "create --force --fresh: created anew with the defaults" pyeval \
+		'a[0].startswith("created segment") and a[0].rstrip().endswith("generation 1")' "$OUT"
+	t_out "(the default)" 8 shmctl get "$O" recompile_limit
 else
-	for i in 1 2 3 4 5 6 7 8 9 10 11; do
+	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
 		skip "another user's segment: needs root (chown)"
 	done
 fi
@@ -151,7 +189,7 @@ $SHMCTL watch "$A" --timeout 20 >/dev/null 2>"$T_TMP/w2.err" &
 W2=$!
 wait_for() { # FILE: until watch says it watches, at most 10 s
 	_n=0
-	while [ $_n -lt 200 ] && ! grep -q "^shmctl: watching" "$1"; do
+	while [ $_n -lt 200 ] && ! grep -q "^shmctl: watching" "$1" 2>/dev/null; do
 		sleep 0.05
 		_n=$((_n + 1))
 	done
