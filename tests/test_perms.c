@@ -624,6 +624,39 @@ static uint32_t dead_entry_with_live_pid(shmcfg *h, const char *name)
 	return idx;
 }
 
+/* A read-only handle, which has no lock object to test a reader's liveness
+ * on, reports a killed reader dead (its pid and start time no longer name a
+ * process), a live one alive: shmctl stat and check as a read-only user. */
+static void test_read_only_sees_a_dead_reader_dead(void **state)
+{
+	(void)state;
+	const char *name = new_name("perm-rodead");
+	shmcfg *h = keep(test_create(name, NULL));
+	shmcfg *ro = NULL;
+	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &ro), 0);
+	int up[2];
+	assert_int_equal(pipe(up), 0);
+	struct pin_arg a = {name, up[1]};
+	pid_t pid = spawn(pin_and_sleep_main, &a);
+	close(up[1]);
+	int32_t got;
+	if (read_full(up[0], &got, sizeof got, CHILD_TIMEOUT_MS))
+		fail_msg("the pinning child did not report");
+	close(up[0]);
+	struct entries e = entries_of(ro, pid, 1);
+	assert_int_equal(e.alive_with_pid, 1);
+	assert_int_equal(kill(pid, SIGKILL), 0);
+	assert_child_killed(pid);
+	e = entries_of(ro, pid, 1);
+	assert_int_equal(e.alive_with_pid, 0);
+	assert_int_equal(e.dead_with_pid, 1);
+	/* the read-write handle's lock test agrees */
+	e = entries_of(h, pid, 1);
+	assert_int_equal(e.alive_with_pid, 0);
+	assert_int_equal(e.dead_with_pid, 1);
+	shmcfg_close(ro);
+}
+
 static void test_pid_reuse_commit_reclaims(void **state)
 {
 	(void)state;
@@ -859,6 +892,7 @@ static const struct {
 #define CASE(fn, who) {cmocka_unit_test_teardown(fn, perms_teardown), who}
 	CASE(test_bad_names_rejected, ANY_USER),
 	CASE(test_modes_exact, ANY_USER),
+	CASE(test_read_only_sees_a_dead_reader_dead, ANY_USER),
 	CASE(test_pid_reuse_commit_reclaims, ANY_USER),
 	CASE(test_pid_reuse_gc_reclaims, ANY_USER),
 	CASE(test_full_reader_table_falls_back_to_copies, ANY_USER),

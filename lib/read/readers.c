@@ -341,7 +341,11 @@ int shmcfg_readers(const shmcfg *h, void (*fn)(const shmcfg_reader *r, void *use
 			continue;
 		shmcfg_reader r;
 		fill_reader(h, i, &r);
-		r.alive = entry_alive(h, i);
+		/* a read-only handle has no lock object, and entry_alive() says
+		 * "alive" for what it cannot tell (right for reaping, which it
+		 * cannot do): a report to it asks the process table instead */
+		r.alive = h->lock_fd >= 0 ? entry_alive(h, i)
+					  : r.start_time && shmcfg__proc_start_time(r.pid) == r.start_time;
 		if (fn)
 			fn(&r, userdata);
 		n++;
