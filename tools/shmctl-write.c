@@ -237,6 +237,14 @@ static int exists_error(const char *seg)
 	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
 		return fail("'%s' exists and is not a segment: %s is %s (remove it, or use --force)", seg, path,
 			    file_kind(st.st_mode));
+	/* a file planted or spoiled under the name: say what attach says of it */
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h);
+	shmcfg_close(h);
+	if (r == SHMCFG_E_MAGIC || r == SHMCFG_E_CORRUPT || r == SHMCFG_E_VERSION)
+		return fail("'%s' exists and is not a segment this library can read: %s (remove it with shmctl rm, "
+			    "or use --force)",
+			    seg, shmcfg_errdetail());
 	return fail("segment '%s' exists (remove it with shmctl rm, or use --force)", seg);
 }
 

@@ -106,6 +106,15 @@ else
 fi
 
 # --- entries that are not segments --------------------------------------------------
+# a file planted under the name: create says what it is, and leaves it
+seg G garbage
+printf 'garbage!' >"/dev/shm/shmcfg.$G"
+t_errmatch "create over a planted file: not a segment, what attach says of it" 1 \
+	"^shmctl: '$G' exists and is not a segment this library can read: $G: object has 8 bytes, less than a header" \
+	shmctl create "$G"
+pass "(the file is left as it was)" test "$(cat "/dev/shm/shmcfg.$G")" = "garbage!"
+run shmctl rm "$G"
+pass "(rm removes it)" test "$RC" = 0 -a ! -e "/dev/shm/shmcfg.$G"
 mkfifo "/dev/shm/shmcfg.$F"
 "$PYTHON" -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "/dev/shm/shmcfg.$S"
 mkdir "/dev/shm/shmcfg.$D"
