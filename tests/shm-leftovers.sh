@@ -22,6 +22,8 @@ after)
 	if [ -n "$left" ]; then
 		echo "make check left these in /dev/shm (they were not there before it ran):"
 		printf '%s\n' "$left" | sed 's|^|  /dev/shm/|'
+		echo "(another process on this host may have made them while the tests ran: run the tests"
+		echo "in a /dev/shm of their own, unshare --mount and a tmpfs, or SHM_LEFTOVERS=no to skip this)"
 		exit 1
 	fi
 	;;
