@@ -285,7 +285,6 @@ static int open_old_once(const char *name, const shmcfg_create_opts *o, shmcfg *
 	 * /dev/shm, sticky, the rename would fail, after the work */
 	uid_t me = geteuid();
 	if (me != 0 && old->owner != me) {
-		char who[300];
 		shmcfg__user_text(old->owner, who, sizeof who);
 		r = shmcfg__err(-EPERM, "%s: only its owner (uid %s) or root may replace it", name, who);
 	}
