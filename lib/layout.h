@@ -40,7 +40,7 @@
 #include "shmcfg.h"
 
 #define SEG_MAGIC 0x3147464343d48535ULL /* bytes 35 85 d4 43 43 46 47 31 */
-#define SEG_LAYOUT_VERSION 11u
+#define SEG_LAYOUT_VERSION 12u
 #define SEG_READY 0x52454459u           /* "REDY" */
 #define SEG_HEADER_BYTES 4096u
 #define SEG_PREFIX "/shmcfg."
@@ -243,16 +243,18 @@ struct sref {
 struct opt_desc {
 	struct sref name, doc, knob, deprecated;
 	struct sref env_default, env_force; /* NUL-separated lists */
-	uint32_t n_env_default, n_env_force;
+	uint16_t n_env_default, n_env_force; /* at most UINT16_MAX names each (schema.c) */
 	uint32_t alias;          /* target id or SHMCFG_NO_OPT */
 	uint32_t alias_final;    /* end of the chain (the option itself if not an alias) */
 	uint32_t implies_first, implies_n;
 	uint32_t type, flags;    /* shmcfg_type, SHMCFG_F_* | DESC_F_* */
 	uint32_t rank;           /* position in the topological order (impliers first) */
 	uint32_t rdep_first, rdep_n; /* dependents: run of the rdeps array */
-	uint32_t pad;
 	struct shmcfg__cell def, min, max, choices; /* strings in the schema strings area */
 };
+/* 152 bytes: with the accessors' copy (8 bytes an option), a segment of
+ * 100,000 options stays within 400 bytes an option (doc/benchmarks.md) */
+_Static_assert(sizeof(struct opt_desc) == 152, "the descriptor's size");
 /* An rdeps entry: an implication (index into implies) targeting the option, or
  * an alias of it; implications first, in a full resolution's order. */
 #define RDEP_ALIAS (1u << 31)

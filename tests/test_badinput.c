@@ -347,7 +347,26 @@ static void test_overlong_strings_and_names(void **state)
 	shmcfg_optdef d = {.name = name, .type = SHMCFG_INT};
 	assert_int_equal(shmcfg_schema_add(sc, &d), SHMCFG_E_SCHEMADEF);
 	assert_detail_names("over-long option name", "is invalid");
-	/* ... and in a load: an unknown key, reported and skipped */
+	/* more environment variables than a descriptor counts (16 bits):
+	 * refused, naming the option; 65,535 are taken */
+	for (unsigned count = 65536; count >= 65535; count--) {
+		char *list = malloc((size_t)count * 8 + 3), *p = list;
+		assert_non_null(list);
+		*p++ = '[';
+		for (unsigned k = 0; k < count; k++)
+			p += sprintf(p, "%s\"V%u\"", k ? "," : "", k % 10);
+		strcpy(p, "]");
+		shmcfg_optdef e = {.name = count > 65535 ? "many.env" : "enough.env", .type = SHMCFG_INT,
+				   .def = "1", .env_default = list};
+		int added = shmcfg_schema_add(sc, &e);
+		free(list);
+		if (count > 65535) {
+			assert_int_equal(added, SHMCFG_E_SCHEMADEF);
+			assert_detail_names("too many env_default names", "many.env: more than 65535 environment");
+		} else {
+			assert_int_equal(added, 0);
+		}
+	}
 	shmcfg_schema_free(sc);
 	free(name);
 }

@@ -432,6 +432,10 @@ int shmcfg_schema_add(shmcfg_schema *s, const shmcfg_optdef *d)
 		r = parse_field(d, "env_default", d->env_default, SHMCFG_LIST, false, &o.env_default);
 	if (!r && d->env_force)
 		r = parse_field(d, "env_force", d->env_force, SHMCFG_LIST, false, &o.env_force);
+	/* the descriptor counts them in 16 bits (layout.h) */
+	if (!r && (o.env_default.u.list.count > UINT16_MAX || o.env_force.u.list.count > UINT16_MAX))
+		r = shmcfg__err(SHMCFG_E_SCHEMADEF, "option %s: more than %u environment variable names", d->name,
+				UINT16_MAX);
 	if (!r && d->choices)
 		r = parse_choices(d, &o.choices);
 	if (!r) {

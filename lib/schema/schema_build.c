@@ -414,9 +414,9 @@ static struct shmcfg__cell put_value(struct writer *w, const shmcfg_value *v)
 	return c;
 }
 
-static struct sref put_list(struct writer *w, const shmcfg_value *v, uint32_t *count)
+static struct sref put_list(struct writer *w, const shmcfg_value *v, uint16_t *count)
 {
-	*count = (uint32_t)v->u.list.count;
+	*count = (uint16_t)v->u.list.count; /* checked at schema_add (schema.c) */
 	if (!v->u.list.count)
 		return (struct sref){0, 0};
 	struct shmcfg__cell c = put_value(w, v);

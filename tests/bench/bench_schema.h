@@ -3,7 +3,7 @@
  * `shmctl header` from the schema file bench_schema.yaml; do not edit.
  * Arguments: --prefix bench --strip bench --only bench.x --only bench.enabled --only bench.ratio --only bench.filler.a0[4-8]
  *
- * Schema hash 3a34d976d561c5011389ec136d74a31f.
+ * Schema hash eec9e574b7c3310b3525b1a22272a081.
  * bench_attach() and bench_attach_with() attach only a segment of exactly
  * this schema (shmcfg_attach_with() with the hash as expect_schema_hash:
  * SHMCFG_E_SCHEMA otherwise, the detail naming both hashes). That proves
@@ -41,10 +41,10 @@
 extern "C" {
 #endif
 
-#define BENCH_SCHEMA_HASH "3a34d976d561c5011389ec136d74a31f"
+#define BENCH_SCHEMA_HASH "eec9e574b7c3310b3525b1a22272a081"
 static const uint8_t bench_schema_hash[16] __attribute__((unused)) = {
-	0x3a, 0x34, 0xd9, 0x76, 0xd5, 0x61, 0xc5, 0x01,
-	0x13, 0x89, 0xec, 0x13, 0x6d, 0x74, 0xa3, 0x1f};
+	0xee, 0xc9, 0xe5, 0x74, 0xb7, 0xc3, 0x31, 0x0b,
+	0x35, 0x25, 0xb1, 0xa2, 0x22, 0x72, 0xa0, 0x81};
 enum { bench_nopts = 16 }; /* options in the schema */
 
 /* Option handles: indices in declaration order, proven by the hash. */
