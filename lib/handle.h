@@ -124,6 +124,14 @@ static inline void handle_mutexes_init(shmcfg *h)
 }
 
 /* Pointers into the mapping. */
+/* Option o's block of the accessors' copy (layout.h): [0] its seqlock,
+ * [1 + o % SHMCFG__COPY_PER_BLOCK] o's word. */
+static inline uint64_t *copy_block(const shmcfg *h, uint32_t o)
+{
+	return (uint64_t *)(h->base + SEG_COPY_OFF) + (uint64_t)(o / SHMCFG__COPY_PER_BLOCK) * 8;
+}
+#define COPY_WORD(o) (1 + (o) % SHMCFG__COPY_PER_BLOCK)
+
 static inline struct slot_hdr *slot_at(const shmcfg *h, uint32_t s)
 {
 	return (struct slot_hdr *)(h->base + h->lay.slots_off + (uint64_t)s * h->lay.slot_size);

@@ -34,6 +34,7 @@
 #define SHMCFG_LAYOUT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -151,6 +152,12 @@ struct seg_header {
 	 * line so that commits bumping the futex do not disturb readers of
 	 * `current`. */
 	_Alignas(64) uint64_t current; /* (generation << 8) | slot; release-stored by commits */
+	/* The accessors' copy (below) is being written: set by a commit before
+	 * its first block goes odd, cleared after the last is even again
+	 * (seqlock.h, seq_publish_copy). Found set, a writer died in between
+	 * (or a replacer froze the segment): the next commit rewrites it whole.
+	 * Under the writer lock only. */
+	uint32_t copy_dirty;
 	_Alignas(64) uint32_t futex;   /* bumped after every publication, then FUTEX_WAKE */
 	uint32_t retired;        /* non-zero once removed (shmcfg_unlink) or replaced: RETIRED_* */
 	uint32_t readers_hwm;    /* entries ever claimed: scans stop here (readers.c) */
@@ -318,6 +325,18 @@ static inline uint64_t tp_held(uint64_t word, uint64_t foreign)
 
 _Static_assert(sizeof(struct reader_ent) == 64, "reader entries are one cache line");
 _Static_assert(sizeof(struct seg_header) <= SEG_HEADER_BYTES, "header fits its page");
+/* The accessors' copy: from SEG_HEADER_BYTES, a 64-byte block for every
+ * SHMCFG__COPY_PER_BLOCK options: a seqlock word (odd while a commit writes
+ * the block), then their value words (the effective cells' `val` of the
+ * current generation while it is even): an accessor reads one cache line.
+ * The schema region follows it. The generated accessors find it from the
+ * view's pointer to `current` (include/shmcfg/read.h). */
+#define SEG_COPY_OFF ((uint64_t)SEG_HEADER_BYTES)
+#define SEG_COPY_BYTES(nopts) (((uint64_t)(nopts) + SHMCFG__COPY_PER_BLOCK - 1) / SHMCFG__COPY_PER_BLOCK * 64)
+#define SEG_SCHEMA_OFF(nopts) (SEG_COPY_OFF + SEG_COPY_BYTES(nopts))
+_Static_assert(SEG_COPY_OFF - offsetof(struct seg_header, current) == SHMCFG__COPY_FROM_CURRENT,
+	       "the accessors' copy where shmcfg/read.h says");
+_Static_assert(SHMCFG__COPY_PER_BLOCK == 64 / 8 - 1, "a block: a seqlock word and the options' words");
 _Static_assert(sizeof(struct slot_hdr) <= SLOT_CELLS_OFF, "slot header fits");
 
 #endif /* SHMCFG_LAYOUT_H */

@@ -94,18 +94,21 @@ for f in gen_int gen_bool gen_float gen_nullable gen_batch; do
 		ok "generated $f: a straight line of loads, no call, lock, fence or syscall"
 	fi
 done
-# the accessor of a non-nullable option loads the cell's value and not its
-# meta word (type and null are proven): app.a is handle 0, its cell at 0x40
-# of the slot, its meta at 0x48
-if grep -Eq '0x48\(%' "$tmp/gen_int" || ! grep -Eq '0x40\(%' "$tmp/gen_int"; then
-	notok "generated gen_int: loads the value (0x40) and no meta word (0x48)"
+# the accessor of a non-nullable option reads the accessors' copy on its
+# straight line: app.a (handle 0) is in block 0, its seqlock 0xf00 past
+# `current` (SHMCFG__COPY_FROM_CURRENT), loaded twice, its word at 0xf08;
+# never a cell's meta word (type and null are proven; a slot's cell 0 is
+# at 0x40, its meta at 0x48)
+if grep -Eq '0x48\(%' "$tmp/gen_int" || ! grep -Eq '0xf08\(%' "$tmp/gen_int" ||
+	[ "$(grep -Ec '0xf00\(%' "$tmp/gen_int")" != 2 ]; then
+	notok "generated gen_int: loads the accessors' copy (0xf00, 0xf08, 0xf00 past current), no meta word"
 	sed 's/^/# /' "$tmp/gen_int"
 else
-	ok "generated gen_int: loads the value (0x40) and no meta word (0x48)"
+	ok "generated gen_int: loads the accessors' copy (0xf00, 0xf08, 0xf00 past current), no meta word"
 fi
 # the slow paths are out of line, in .text.unlikely, and call the library
 cold=$(awk '/^Disassembly of section .text.unlikely/ { on = 1 } /^Disassembly of section / && !/unlikely/ { on = 0 } on' "$tmp/gdis")
-if printf '%s\n' "$cold" | grep -Eq 'R_X86_64_PLT32[[:space:]]+shmcfg__get_slow-' &&
+if printf '%s\n' "$cold" | grep -Eq 'R_X86_64_PLT32[[:space:]]+shmcfg__proven_slow-' &&
 	printf '%s\n' "$cold" | grep -Eq 'R_X86_64_PLT32[[:space:]]+shmcfg__get_slow_n-' &&
 	gbody gen_int | grep -q 'R_X86_64_PC32[[:space:]]*\.text\.unlikely' &&
 	gbody gen_nullable | grep -q 'R_X86_64_PC32[[:space:]]*\.text\.unlikely'; then

@@ -96,6 +96,14 @@ static char recv_msg(struct chan *c)
 
 /* Parent-side: the current generation and its n through a read-only
  * handle, asserting that the generation is whole. */
+/* What a generated accessor of an int option reads: the accessors' copy,
+ * else the slots, else the slow path (include/shmcfg/proven.h). */
+static int64_t accessor_int(const shmcfg *h, shmcfg_opt o)
+{
+	uint64_t bits;
+	return shmcfg__read_proven(h, o, &bits) ? (int64_t)bits : shmcfg__proven_slow_int(h, o, INT64_MIN);
+}
+
 static int64_t current_n(shmcfg *ro, uint64_t *gen)
 {
 	assert_true(shmcfg_readonly(ro));
@@ -109,6 +117,7 @@ static int64_t current_n(shmcfg *ro, uint64_t *gen)
 	int64_t inl = -1;
 	assert_int_equal(shmcfg_get_int(ro, T_A, &inl), 0);
 	assert_int_equal(inl, n);
+	assert_int_equal(accessor_int(ro, T_A), n);
 	if (gen)
 		*gen = g;
 	return n;
@@ -384,6 +393,8 @@ static void test_writer_killed_at(void **state)
 {
 	const char *point = *state;
 	const bool published = strcmp(point, "commit.published") == 0;
+	/* killed inside the accessors' copy's write (publish.c, W1..W3) */
+	const bool copy_open = published || strcmp(point, "commit.copy") == 0;
 	const char *name = new_name("crash-writer");
 	shmcfg *h = keep(test_create(name, NULL));
 	shmcfg *ro = attach_ro(name);
@@ -393,9 +404,12 @@ static void test_writer_killed_at(void **state)
 	struct fault_arg a = {name, point};
 	pid_t pid = spawn(fault_writer_main, &a);
 	assert_child_killed(pid);
-	/* the segment is sound */
+	/* the segment is sound; the accessors' copy left dirty, T_A's block
+	 * odd, by a death inside its write (the accessors read the slots) */
 	assert_int_equal(shmcfg_check(h, true, print_problem, NULL), 0);
 	assert_int_equal(shmcfg_check(ro, true, print_problem, NULL), 0);
+	assert_int_equal(h->hdr->copy_dirty, copy_open);
+	assert_int_equal(__atomic_load_n(copy_block(h, T_A), __ATOMIC_ACQUIRE) & 1, copy_open);
 	/* before the publication nothing changed; after it, all of it did */
 	int64_t n = current_n(ro, &gen);
 	if (published) {
@@ -434,6 +448,11 @@ static void test_writer_killed_at(void **state)
 	assert_int_equal(g2, gen + 1);
 	assert_int_equal(current_n(ro, &gen), 777);
 	assert_int_equal(gen, g2);
+	/* the next commit rewrote the copy whole: every block even (check
+	 * compares each with the current slot, option by option) */
+	assert_int_equal(h->hdr->copy_dirty, 0);
+	for (uint32_t o = 0; o < T_COUNT; o += SHMCFG__COPY_PER_BLOCK)
+		assert_int_equal(__atomic_load_n(copy_block(h, o), __ATOMIC_ACQUIRE) & 1, 0);
 	shmcfg_commit ci;
 	assert_int_equal(shmcfg_commit_info(h, g2, &ci), 0);
 	assert_int_equal(ci.pid, getpid());
@@ -769,6 +788,7 @@ int main(void)
 		AT(test_writer_killed_at, "commit.chunk"),
 		AT(test_writer_killed_at, "commit.written"),
 		AT(test_writer_killed_at, "commit.stamped"),
+		AT(test_writer_killed_at, "commit.copy"),
 		AT(test_writer_killed_at, "commit.published"),
 		AT(test_creator_killed_at, "create.opened"),
 		AT(test_creator_killed_at, "create.allocated"),

@@ -183,13 +183,16 @@ static void test_bad_regions(void **state)
 		{offsetof(struct seg_header, hist_ring_off), 1ull << 40, 8, SHMCFG_E_CORRUPT},
 		{offsetof(struct seg_header, hist_ring_size), 100, 8, SHMCFG_E_CORRUPT},
 		{offsetof(struct seg_header, hist_ring_size), 1ull << 40, 8, SHMCFG_E_CORRUPT},
+		/* the schema region after the accessors' copy, nowhere else */
+		{offsetof(struct seg_header, schema_off), SEG_HEADER_BYTES, 8, SHMCFG_E_CORRUPT},
+		{offsetof(struct seg_header, schema_off), SEG_SCHEMA_OFF(T_COUNT) + 64, 8, SHMCFG_E_CORRUPT},
 		/* the schema's own header (read at attach) */
-		{SEG_HEADER_BYTES + offsetof(struct schema_hdr, nopts), 7, 4, SHMCFG_E_CORRUPT},
-		{SEG_HEADER_BYTES + offsetof(struct schema_hdr, index_size), 24, 4, SHMCFG_E_CORRUPT},
-		{SEG_HEADER_BYTES + offsetof(struct schema_hdr, desc_off), 1ull << 40, 8, SHMCFG_E_CORRUPT},
-		{SEG_HEADER_BYTES + offsetof(struct schema_hdr, desc_off), 76, 8, SHMCFG_E_CORRUPT},
-		{SEG_HEADER_BYTES + offsetof(struct schema_hdr, strings_size), 1ull << 40, 8, SHMCFG_E_CORRUPT},
-		{SEG_HEADER_BYTES + offsetof(struct schema_hdr, strings_size), 0, 8, SHMCFG_E_CORRUPT},
+		{SEG_SCHEMA_OFF(T_COUNT) + offsetof(struct schema_hdr, nopts), 7, 4, SHMCFG_E_CORRUPT},
+		{SEG_SCHEMA_OFF(T_COUNT) + offsetof(struct schema_hdr, index_size), 24, 4, SHMCFG_E_CORRUPT},
+		{SEG_SCHEMA_OFF(T_COUNT) + offsetof(struct schema_hdr, desc_off), 1ull << 40, 8, SHMCFG_E_CORRUPT},
+		{SEG_SCHEMA_OFF(T_COUNT) + offsetof(struct schema_hdr, desc_off), 76, 8, SHMCFG_E_CORRUPT},
+		{SEG_SCHEMA_OFF(T_COUNT) + offsetof(struct schema_hdr, strings_size), 1ull << 40, 8, SHMCFG_E_CORRUPT},
+		{SEG_SCHEMA_OFF(T_COUNT) + offsetof(struct schema_hdr, strings_size), 0, 8, SHMCFG_E_CORRUPT},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		shmcfg_close(fresh(name));
@@ -206,7 +209,7 @@ static void test_bad_regions(void **state)
 	uint32_t isz = g->sch->index_size * 2;
 	assert_true(g->sch->index_off + (uint64_t)isz * 4 <= g->lay.schema_size);
 	shmcfg_close(g);
-	poke(name, SEG_HEADER_BYTES + offsetof(struct schema_hdr, index_size), &isz, 4);
+	poke(name, SEG_SCHEMA_OFF(T_COUNT) + offsetof(struct schema_hdr, index_size), &isz, 4);
 	expect_attach(name, NULL, SHMCFG_E_CORRUPT, "index size");
 	/* A byte inside the schema region, past its header: attach does not
 	 * read the region (its hash is compared with the caller's, not
@@ -215,7 +218,7 @@ static void test_bad_regions(void **state)
 	shmcfg_close(fresh(name));
 	uint64_t v = 0x4141414141414141ull;
 	/* option 0's deprecation text reference (descriptors follow the schema's header) */
-	poke(name, SEG_HEADER_BYTES + sizeof(struct schema_hdr) + offsetof(struct opt_desc, deprecated), &v, 8);
+	poke(name, SEG_SCHEMA_OFF(T_COUNT) + sizeof(struct schema_hdr) + offsetof(struct opt_desc, deprecated), &v, 8);
 	shmcfg *h = NULL;
 	assert_int_equal(shmcfg_attach(name, 0, NULL, &h), 0);
 	shmcfg_optinfo info;
@@ -471,6 +474,19 @@ static void test_proven_reads_agree_with_seqlock(void **state)
 	struct slot_hdr *sl = slot_at(h, cur_slot(cur));
 	const shmcfg_opt opts[] = {T_A, T_OPT_INT, T_FLAG};
 	const shmcfg_type types[] = {SHMCFG_INT, SHMCFG_INT, SHMCFG_BOOL};
+	/* a non-nullable option's read takes the accessors' copy while its
+	 * seqlock is even (its word poked here, to tell it from the slot's),
+	 * and the slots while it is odd: then the stamps below decide */
+	uint64_t *blk = copy_block(h, T_A), *acc = &blk[COPY_WORD(T_A)], q = __atomic_load_n(blk, __ATOMIC_ACQUIRE);
+	uint64_t word = 0;
+	assert_int_equal(q & 1, 0);
+	assert_int_equal(*acc, 41); /* the commit kept it */
+	*acc = 4141;
+	assert_true(shmcfg__read_proven(h, T_A, &word));
+	assert_int_equal(word, 4141);
+	__atomic_store_n(blk, q + 1, __ATOMIC_RELEASE);
+	assert_true(shmcfg__read_proven(h, T_A, &word));
+	assert_int_equal(word, 41);
 	const uint64_t stamps[] = {g, SLOT_BUSY | g, g + 1, g - 1, 0, SLOT_BUSY | (g - 1), SLOT_BUSY, UINT64_MAX};
 	for (size_t k = 0; k < sizeof stamps / sizeof stamps[0]; k++) {
 		__atomic_store_n(&sl->gen, stamps[k], __ATOMIC_RELEASE);
@@ -502,6 +518,13 @@ static void test_proven_reads_agree_with_seqlock(void **state)
 	const shmcfg_type bad_type[] = {SHMCFG_INT, SHMCFG_FLOAT};
 	assert_int_equal(shmcfg__get_slow_n(h, 2, opts, bad_type, bits, nulls, &gen), SHMCFG_E_TYPE);
 	assert_non_null(strstr(shmcfg_errdetail(), "t.opt_int"));
+	/* the copy as it was: check compares it with the current slot */
+	*acc = 41;
+	__atomic_store_n(blk, q, __ATOMIC_RELEASE);
+	assert_int_equal(shmcfg_check(h, true, NULL, NULL), 0);
+	*acc = 4141;
+	assert_int_equal(shmcfg_check(h, true, NULL, NULL), 1); /* ... and finds a word that is not */
+	*acc = 41;
 	shmcfg_close(h);
 	shmcfg_unlink(name);
 }

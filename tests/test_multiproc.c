@@ -176,11 +176,21 @@ struct reader_arg {
 	int64_t gen_minus_n;
 };
 
+/* What a generated accessor of an int option reads: the accessors' copy,
+ * else the slots, else the slow path (include/shmcfg/proven.h). */
+static int64_t accessor_int(const shmcfg *h, shmcfg_opt o)
+{
+	uint64_t bits;
+	return shmcfg__read_proven(h, o, &bits) ? (int64_t)bits : shmcfg__proven_slow_int(h, o, INT64_MIN);
+}
+
 /*
  * A reader process: until the writer is done, take snapshots and check each
  * is whole and that neither generations nor values go backwards, with inline
- * reads of a in between (which must not go backwards either, nor behind the
- * snapshots). After `done`, one more snapshot must show the final n.
+ * reads of a in between, by the slots' seqlock and by the accessors' copy in
+ * turn (which must not go backwards either, nor behind the snapshots, nor
+ * behind each other: seqlock.h, seq_publish_copy()). After `done`, one more
+ * snapshot must show the final n, and the accessor too.
  */
 static int reader_main(void *p)
 {
@@ -223,12 +233,18 @@ static int reader_main(void *p)
 			CHECK(a >= max_n, 43, "inline read of a=%" PRId64 " after a read of n=%" PRId64, a,
 			      max_n);
 			max_n = a;
-			inl++;
+			a = accessor_int(h, T_A);
+			CHECK(a >= max_n, 46, "accessor read of a=%" PRId64 " after a read of n=%" PRId64, a,
+			      max_n);
+			max_n = a;
+			inl += 2;
 		}
 		if (done) {
 			/* this read started after every commit had returned */
 			CHECK(n == bd->final_n, 44, "after the writer finished, a snapshot shows n=%" PRId64
 			      " not %" PRId64, n, bd->final_n);
+			CHECK(accessor_int(h, T_A) == bd->final_n, 47, "after the writer finished, the accessor "
+			      "reads a=%" PRId64, accessor_int(h, T_A));
 			break;
 		}
 		CHECK(mono_ms() < deadline, 45, "the writer never finished");

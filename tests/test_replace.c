@@ -65,6 +65,14 @@ static void serve(const char *name, int in, int out)
 				rp.r = shmcfg_get_int(ro, T_A, &rp.v);
 			while (!rp.r && rp.v != m.v && ms_now() < until);
 			break;
+		case 'a': /* nothing but a generated accessor's read: the accessors'
+			   * copy, the slots, its slow path (which follows) */
+			do {
+				uint64_t bits;
+				rp.v = shmcfg__read_proven(ro, T_A, &bits) ? (int64_t)bits
+									  : shmcfg__proven_slow_int(ro, T_A, INT64_MIN);
+			} while (rp.v != m.v && ms_now() < until);
+			break;
 		case 's': {
 			shmcfg_value v;
 			if (!(rp.r = shmcfg_get(ro, T_A, &v)))
@@ -196,7 +204,10 @@ static void test_follow_resize_and_force(void **state)
 	assert_int_equal(commit_int(h2, T_A, 7, &g), 0);
 	assert_int_equal(get_i(h, T_A), 7); /* inline, on the old handle */
 
-	/* the follower, reading inline only, sees the new segment's values */
+	/* the follower, reading by its accessor only, then inline only, sees
+	 * the new segment's values (the old one's copy went odd at the freeze) */
+	rp = ask(&f, 'a', 7);
+	assert_int_equal(rp.v, 7);
 	rp = ask(&f, 'w', 7);
 	assert_int_equal(rp.r, 0);
 	assert_int_equal(rp.v, 7);
@@ -215,6 +226,8 @@ static void test_follow_resize_and_force(void **state)
 	assert_int_equal(get_i(h3, T_A), 9);
 	assert_layers_kept(h3);
 	assert_int_equal(commit_int(h3, T_A, 11, NULL), 0);
+	rp = ask(&f, 'a', 11);
+	assert_int_equal(rp.v, 11);
 	rp = ask(&f, 'w', 11);
 	assert_int_equal(rp.v, 11);
 	rp = ask(&f, 's', 0); /* the slow path */

@@ -36,12 +36,37 @@ static inline double shmcfg__f64(uint64_t bits)
 	return d;
 }
 
-/* A non-nullable option: true with the value in *bits, false: slow path. */
+/*
+ * A non-nullable option: true with the value in *bits, false: slow path.
+ * First the accessors' copy, a value word an option kept by every commit,
+ * in blocks of a seqlock word and seven options' words (lib/read/seqlock.h,
+ * seq_publish_copy(): its stores and their pairing), found at a constant
+ * distance from `current`:
+ *   (R1) acquire load of the block's seqlock: pairs with the writer's (W3)
+ *   (R2) relaxed load of the option's word; acquire fence: pairs with the
+ *        release fence after the writer's (W1)
+ *   (R3) the seqlock again: unchanged and even, the word is the value of
+ *        the generation whose (W3) R1 saw (or of one that did not change it).
+ * Odd (a commit writing it, a writer that died inside, a segment frozen by
+ * its replacer) or changed: the slots' seqlock below, which follows.
+ */
 static inline bool shmcfg__read_proven(const shmcfg *h, shmcfg_opt opt, uint64_t *bits)
 {
 	const struct shmcfg_view *v = (const struct shmcfg_view *)h;
 	if (__builtin_expect(shmcfg__tls_patched != 0, 0))
 		return false;
+	/* one load of the view's pointer: the block of one incarnation, one
+	 * cache line (a constant offset for a constant handle) */
+	const uint64_t *blk = (const uint64_t *)((const char *)__atomic_load_n(&v->current, __ATOMIC_RELAXED) +
+						 SHMCFG__COPY_FROM_CURRENT) +
+			      (opt / SHMCFG__COPY_PER_BLOCK) * 8;
+	uint64_t q = __atomic_load_n(&blk[0], __ATOMIC_ACQUIRE); /* (R1) */
+	uint64_t word = __atomic_load_n(&blk[1 + opt % SHMCFG__COPY_PER_BLOCK], __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE); /* (R2) */
+	if (__builtin_expect(__atomic_load_n(&blk[0], __ATOMIC_RELAXED) == q && !(q & 1), 1)) { /* (R3) */
+		*bits = word;
+		return true;
+	}
 	for (int spin = 0; spin < SHMCFG__SPIN; spin++) {
 		uint64_t cur;
 		const char *slot = shmcfg__seq_begin(v, &cur);
@@ -73,6 +98,13 @@ static inline int shmcfg__read_proven_nullable(const shmcfg *h, shmcfg_opt opt, 
 	return -1;
 }
 
+/** Do not use directly: the slow path of the proven reads, shmcfg__get_slow()
+ * under a name of node SHMCFG_0.11, so that a program whose accessors read
+ * the accessors' copy (layout 12) does not load with a library older than
+ * that copy, where their inline reads would find no copy. */
+SHMCFG_EXPORT int shmcfg__proven_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type,
+				      uint64_t *bits) __attribute__((cold));
+
 /* The slow path of the proven reads of non-nullable options, out of line
  * and returning the value (so that the hot path keeps it in a register):
  * the option's value, or @p def if the read fails (a corrupt segment; a
@@ -82,21 +114,21 @@ static __attribute__((noinline, cold, unused)) int64_t
 shmcfg__proven_slow_int(const shmcfg *h, shmcfg_opt opt, int64_t def)
 {
 	uint64_t bits;
-	return shmcfg__get_slow(h, opt, SHMCFG_INT, &bits) == 0 ? (int64_t)bits : def;
+	return shmcfg__proven_slow(h, opt, SHMCFG_INT, &bits) == 0 ? (int64_t)bits : def;
 }
 
 static __attribute__((noinline, cold, unused)) bool
 shmcfg__proven_slow_bool(const shmcfg *h, shmcfg_opt opt, bool def)
 {
 	uint64_t bits;
-	return shmcfg__get_slow(h, opt, SHMCFG_BOOL, &bits) == 0 ? bits != 0 : def;
+	return shmcfg__proven_slow(h, opt, SHMCFG_BOOL, &bits) == 0 ? bits != 0 : def;
 }
 
 static __attribute__((noinline, cold, unused)) double
 shmcfg__proven_slow_float(const shmcfg *h, shmcfg_opt opt, double def)
 {
 	uint64_t bits;
-	return shmcfg__get_slow(h, opt, SHMCFG_FLOAT, &bits) == 0 ? shmcfg__f64(bits) : def;
+	return shmcfg__proven_slow(h, opt, SHMCFG_FLOAT, &bits) == 0 ? shmcfg__f64(bits) : def;
 }
 
 /* The slow path of the proven reads of nullable options: 0 (*ret set),
@@ -105,7 +137,7 @@ static __attribute__((noinline, cold, unused)) int
 shmcfg__proven_slow_int_n(const shmcfg *h, shmcfg_opt opt, int64_t *ret)
 {
 	uint64_t bits;
-	int r = shmcfg__get_slow(h, opt, SHMCFG_INT, &bits);
+	int r = shmcfg__proven_slow(h, opt, SHMCFG_INT, &bits);
 	if (r == 0)
 		*ret = (int64_t)bits;
 	return r;
@@ -115,7 +147,7 @@ static __attribute__((noinline, cold, unused)) int
 shmcfg__proven_slow_bool_n(const shmcfg *h, shmcfg_opt opt, bool *ret)
 {
 	uint64_t bits;
-	int r = shmcfg__get_slow(h, opt, SHMCFG_BOOL, &bits);
+	int r = shmcfg__proven_slow(h, opt, SHMCFG_BOOL, &bits);
 	if (r == 0)
 		*ret = bits != 0;
 	return r;
@@ -125,7 +157,7 @@ static __attribute__((noinline, cold, unused)) int
 shmcfg__proven_slow_float_n(const shmcfg *h, shmcfg_opt opt, double *ret)
 {
 	uint64_t bits;
-	int r = shmcfg__get_slow(h, opt, SHMCFG_FLOAT, &bits);
+	int r = shmcfg__proven_slow(h, opt, SHMCFG_FLOAT, &bits);
 	if (r == 0)
 		*ret = shmcfg__f64(bits);
 	return r;

@@ -36,6 +36,12 @@ struct shmcfg_view {
 };
 #define SHMCFG_VIEW_ABI 2
 #define SHMCFG__CELLS_OFF 64
+/* The accessors' copy (the proven reads, shmcfg/proven.h): 64-byte blocks,
+ * each a seqlock word and the value words of SHMCFG__COPY_PER_BLOCK
+ * options, the first SHMCFG__COPY_FROM_CURRENT bytes past the view's
+ * `current` (lib/layout.h checks it) */
+#define SHMCFG__COPY_FROM_CURRENT 3840
+#define SHMCFG__COPY_PER_BLOCK 7
 
 /** One value cell of a slot: the value bits and their metadata. */
 struct shmcfg__cell {

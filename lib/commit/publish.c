@@ -349,7 +349,7 @@ int shmcfg__commit_first(shmcfg_txn *t, uint64_t gen, uint64_t cluster_rev, bool
 	}
 	if (!r) {
 		seq_write_end(&sl->gen, gen); /* (D) */
-		seq_publish(h, gen, 0); /* (E) */
+		seq_publish_copy(h, gen, 0, NULL, 0, true); /* (E), and the whole accessors' copy */
 	}
 out:
 	hist_free(&b, small_hist);
@@ -611,9 +611,9 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	seq_write_end(&sl->gen, gen); /* (D) */
 	shmcfg__fault("commit.stamped");
 	/* the publication: pairs with the acquire load of `current` in every
-	 * read (seqlock.h: why release is enough for shmcfg_wait() too) */
-	seq_publish(h, gen, s); /* (E) */
-	shmcfg__fault("commit.published");
+	 * read (seqlock.h: why release is enough for shmcfg_wait() too), inside
+	 * the accessors' copy's write */
+	seq_publish_copy(h, gen, s, b.changed.ids, b.changed.n, false); /* (E) */
 	hd->wip = 0;
 	/* holds gen - 1: the next commit's slot (choose_slot); atomic for
 	 * prefetch_commit(), which reads it before commit_lock */

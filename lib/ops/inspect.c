@@ -170,6 +170,31 @@ int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, voi
 			PROBLEM("slot %u (generation %llu): config hash does not match its values", s,
 				(unsigned long long)gen);
 	}
+	/* the accessors' copy (seqlock.h, seq_publish_copy()): a block whose
+	 * seqlock is even holds the current generation's words. Odd (a writer
+	 * died inside its publication, a frozen segment) is no problem: the
+	 * accessors read the slots, and the next commit rewrites it. A commit
+	 * while we look moves the seqlock or `current`: no verdict. */
+	uint64_t top;
+	cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	if (cur_slot(cur) < h->lay.nslots && shmcfg__seq_copy(h, cur, copy, heap, &top)) {
+		const struct shmcfg__cell *cells = slot_cells(h, copy);
+		for (uint32_t o = 0; o < h->lay.nopts; o += SHMCFG__COPY_PER_BLOCK) {
+			const uint64_t *blk = copy_block(h, o);
+			uint64_t q = __atomic_load_n(blk, __ATOMIC_ACQUIRE);
+			uint32_t i = o, end = o + SHMCFG__COPY_PER_BLOCK < h->lay.nopts ? o + SHMCFG__COPY_PER_BLOCK
+										    : h->lay.nopts;
+			while (i < end && __atomic_load_n(&blk[COPY_WORD(i)], __ATOMIC_RELAXED) == cells[i].val)
+				i++;
+			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			if (i < end && !(q & 1) && __atomic_load_n(blk, __ATOMIC_RELAXED) == q &&
+			    __atomic_load_n(&h->hdr->current, __ATOMIC_RELAXED) == cur) {
+				PROBLEM("the accessors' copy of option %s is not generation %llu's value",
+					sstr(h, opt_d(h, i)->name), (unsigned long long)cur_gen(cur));
+				break;
+			}
+		}
+	}
 	shmcfg__free(copy);
 	return bad;
 #undef PROBLEM

@@ -66,6 +66,11 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 	return seq_read(h, cell_read, &(struct cell_arg){opt, type, bits});
 }
 
+int shmcfg__proven_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t *bits)
+{
+	return shmcfg__get_slow(h, opt, type, bits);
+}
+
 /* The slow path of the inline snapshot getters: every check that the fast
  * path left out, and what a null value or the wrong type is. */
 int shmcfg__snapshot_get_slow(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_type type, uint64_t *bits)

@@ -122,6 +122,73 @@ static inline void seq_publish(shmcfg *h, uint64_t gen, uint32_t slot)
 }
 
 /*
+ * The accessors' copy (layout.h), brought to generation gen of slot `slot`
+ * around its publication (E), each block under its own seqlock:
+ *   (W1) the blocks of the options the commit changed (ids[0, n)), or every
+ *        block when `whole` or copy_dirty was found set (a writer died
+ *        between W1 and W3, or a replacer froze the segment), odd (relaxed),
+ *        then one release fence: the word stores below are ordered after
+ *        them for an accessor's acquire fence
+ *   (W2) those options' words, from the slot's cells
+ *   (E)  `current`, release: seq_publish()
+ *   (W3) those blocks even again, past their old values (release): pairs
+ *        with an accessor's acquire load of its block's seqlock, which then
+ *        sees (W2)
+ * An accessor (include/shmcfg/proven.h) takes a word only when its block's
+ * seqlock is even and the same before and after it (an acquire fence
+ * between, paired with W1's): the word of a generation whose W3 it saw, or
+ * of one that did not change it. (E) inside (W1)..(W3) keeps a thread's
+ * reads of an option from going backwards across the two paths: a slot read
+ * that saw generation g (an acquire of `current`, paired with E) is followed
+ * by an accessor read that finds the block odd (W1 came before E) or at W3
+ * of g or later; an accessor read of g (it saw W3, after E) by a slot read of
+ * g or later. A block's W1 and W3 may come twice (two of its options
+ * changed): odd stays odd, and each W3 leaves it even, growing.
+ */
+static inline void copy_odd(uint64_t *blk)
+{
+	__atomic_store_n(blk, __atomic_load_n(blk, __ATOMIC_RELAXED) | 1, __ATOMIC_RELAXED);
+}
+
+static inline void copy_even(uint64_t *blk)
+{
+	__atomic_store_n(blk, (__atomic_load_n(blk, __ATOMIC_RELAXED) | 1) + 1, __ATOMIC_RELEASE);
+}
+
+static inline void copy_word(const shmcfg *h, const struct shmcfg__cell *cells, uint32_t o)
+{
+	__atomic_store_n(copy_block(h, o) + COPY_WORD(o), __atomic_load_n(&cells[o].val, __ATOMIC_RELAXED),
+			 __ATOMIC_RELAXED);
+}
+
+static inline void seq_publish_copy(shmcfg *h, uint64_t gen, uint32_t slot, const uint32_t *ids, size_t n,
+				    bool whole)
+{
+	struct seg_header *hd = h->hdr;
+	const struct shmcfg__cell *cells = slot_cells(h, slot_at(h, slot));
+	uint32_t nopts = h->lay.nopts;
+	whole = whole || hd->copy_dirty;
+	hd->copy_dirty = 1; /* a death from here on: the next commit rewrites it whole */
+	for (uint32_t o = 0; whole && o < nopts; o += SHMCFG__COPY_PER_BLOCK) /* (W1) */
+		copy_odd(copy_block(h, o));
+	for (size_t k = 0; !whole && k < n; k++) /* ids < nopts: the build's */
+		copy_odd(copy_block(h, ids[k]));
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	for (uint32_t o = 0; whole && o < nopts; o++) /* (W2) */
+		copy_word(h, cells, o);
+	for (size_t k = 0; !whole && k < n; k++)
+		copy_word(h, cells, ids[k]);
+	shmcfg__fault("commit.copy");
+	seq_publish(h, gen, slot); /* (E) */
+	shmcfg__fault("commit.published");
+	for (uint32_t o = 0; whole && o < nopts; o += SHMCFG__COPY_PER_BLOCK) /* (W3) */
+		copy_even(copy_block(h, o));
+	for (size_t k = 0; !whole && k < n; k++)
+		copy_even(copy_block(h, ids[k]));
+	hd->copy_dirty = 0;
+}
+
+/*
  * The retry bounds of the library's seqlocks, in one place: a reader that
  * never sees a stable copy gives up rather than spin for ever (a writer may
  * have died mid-rewrite, or a hostile one rewrites without end).

@@ -191,7 +191,7 @@ int shmcfg__schema_open(shmcfg *h)
 	/* a small schema is made private whole now: ~2 us a page on these VMs
 	 * (a page fault each, batched or not), ~1 ms at SCHEMA_EAGER_BYTES,
 	 * rather than page by page in a process's first commits and reads */
-	if (h->priv_size <= shmcfg__schema_eager_bytes)
+	if (SEG_HEADER_BYTES + size <= shmcfg__schema_eager_bytes) /* the schema's size, not the copy's before it */
 		return shmcfg__schema_pin(h, 0, size);
 	return 0;
 }

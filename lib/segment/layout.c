@@ -44,7 +44,7 @@ int shmcfg__layout(uint32_t n, uint64_t schema_size, uint64_t value_bytes, const
 		.layout_version = SEG_LAYOUT_VERSION,
 		.header_size = sizeof(struct seg_header),
 		.nopts = n,
-		.schema_off = SEG_HEADER_BYTES,
+		.schema_off = SEG_SCHEMA_OFF(n), /* after the accessors' copy */
 		.schema_size = schema_size,
 		.nreaders = o->readers,
 		.nslots = o->slots,
@@ -98,7 +98,7 @@ int shmcfg__header_check(const struct seg_header *hd, uint64_t real_size, const 
 	if (hd->ring_size < SEG_MIN_RING || hd->ring_size > SEG_MAX_RING ||
 	    (hd->ring_size & (hd->ring_size - 1)))
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: bad commit ring size %u", name, hd->ring_size);
-	if (hd->schema_off != SEG_HEADER_BYTES || hd->schema_size > sz ||
+	if (hd->schema_off != SEG_SCHEMA_OFF(n) || hd->schema_size > sz ||
 	    hd->schema_off > sz - hd->schema_size ||
 	    hd->log_off < hd->schema_off + hd->schema_size ||
 	    hd->log_off > sz - SEG_LOG_ENTRIES * sizeof(struct log_ent) ||

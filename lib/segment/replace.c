@@ -220,6 +220,13 @@ static void freeze(shmcfg *old, uint64_t *saved, bool on)
 	struct seg_header *hd = old->hdr;
 	if (on) {
 		*saved = __atomic_load_n(&hd->current, __ATOMIC_ACQUIRE);
+		/* the accessors leave their copy for the slots' path, which
+		 * follows: every block odd (the next commit here, if any,
+		 * rewrites them), before `current` (seq_cst) */
+		hd->copy_dirty = 1;
+		for (uint32_t o = 0; o < old->lay.nopts; o += SHMCFG__COPY_PER_BLOCK)
+			copy_odd(copy_block(old, o));
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		__atomic_store_n(&hd->retired, RETIRED_REPLACED, __ATOMIC_RELEASE);
 		__atomic_store_n(&hd->current, (cur_gen(*saved) + 1) << SHMCFG__SLOT_BITS | FROZEN_SLOT,
 				 __ATOMIC_SEQ_CST);
