@@ -36,6 +36,26 @@ static inline double shmcfg__f64(uint64_t bits)
 	return d;
 }
 
+/* The slots' seqlock of a proven read (below), when the accessors' copy
+ * does not validate: out of line and cold, so that the straight line
+ * computes nothing for it. Static, not inline (GCC refuses noinline on an
+ * inline function): one copy per program file that uses it. */
+static __attribute__((noinline, cold, unused)) bool shmcfg__read_proven_slots(const shmcfg *h, shmcfg_opt opt,
+									     uint64_t *bits)
+{
+	const struct shmcfg_view *v = (const struct shmcfg_view *)h;
+	for (int spin = 0; spin < SHMCFG__SPIN; spin++) {
+		uint64_t cur;
+		const char *slot = shmcfg__seq_begin(v, &cur);
+		uint64_t val = shmcfg__seq_val(slot, opt);
+		if (__builtin_expect(shmcfg__seq_end(slot, cur), 1)) {
+			*bits = val;
+			return true;
+		}
+	}
+	return false;
+}
+
 /*
  * A non-nullable option: true with the value in *bits, false: slow path.
  * First the accessors' copy, a value word an option kept by every commit,
@@ -63,20 +83,12 @@ static inline bool shmcfg__read_proven(const shmcfg *h, shmcfg_opt opt, uint64_t
 	uint64_t q = __atomic_load_n(&blk[0], __ATOMIC_ACQUIRE); /* (R1) */
 	uint64_t word = __atomic_load_n(&blk[1 + opt % SHMCFG__COPY_PER_BLOCK], __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_ACQUIRE); /* (R2) */
-	if (__builtin_expect(__atomic_load_n(&blk[0], __ATOMIC_RELAXED) == q && !(q & 1), 1)) { /* (R3) */
+	/* one test for "unchanged and even" */
+	if (__builtin_expect(((__atomic_load_n(&blk[0], __ATOMIC_RELAXED) ^ q) | (q & 1)) == 0, 1)) { /* (R3) */
 		*bits = word;
 		return true;
 	}
-	for (int spin = 0; spin < SHMCFG__SPIN; spin++) {
-		uint64_t cur;
-		const char *slot = shmcfg__seq_begin(v, &cur);
-		uint64_t val = shmcfg__seq_val(slot, opt);
-		if (__builtin_expect(shmcfg__seq_end(slot, cur), 1)) {
-			*bits = val;
-			return true;
-		}
-	}
-	return false;
+	return shmcfg__read_proven_slots(h, opt, bits);
 }
 
 /* A nullable option: 0 with the value in *bits, SHMCFG_NULL, or -1: slow path. */
