@@ -169,22 +169,30 @@ static inline void seq_publish_copy(shmcfg *h, uint64_t gen, uint32_t slot, cons
 	uint32_t nopts = h->lay.nopts;
 	whole = whole || hd->copy_dirty;
 	hd->copy_dirty = 1; /* a death from here on: the next commit rewrites it whole */
-	for (uint32_t o = 0; whole && o < nopts; o += SHMCFG__COPY_PER_BLOCK) /* (W1) */
-		copy_odd(copy_block(h, o));
-	for (size_t k = 0; !whole && k < n; k++) /* ids < nopts: the build's */
-		copy_odd(copy_block(h, ids[k]));
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	for (uint32_t o = 0; whole && o < nopts; o++) /* (W2) */
-		copy_word(h, cells, o);
-	for (size_t k = 0; !whole && k < n; k++)
-		copy_word(h, cells, ids[k]);
+	if (whole) {
+		for (uint32_t o = 0; o < nopts; o += SHMCFG__COPY_PER_BLOCK) /* (W1) */
+			copy_odd(copy_block(h, o));
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		for (uint32_t o = 0; o < nopts; o++) /* (W2) */
+			copy_word(h, cells, o);
+	} else {
+		/* each block's W1, the fence, then its word: a block's own W1
+		 * precedes its words, which is all its readers' R2 needs */
+		for (size_t k = 0; k < n; k++) { /* ids < nopts: the build's */
+			copy_odd(copy_block(h, ids[k])); /* (W1) */
+			__atomic_thread_fence(__ATOMIC_RELEASE);
+			copy_word(h, cells, ids[k]); /* (W2) */
+		}
+	}
 	shmcfg__fault("commit.copy");
 	seq_publish(h, gen, slot); /* (E) */
 	shmcfg__fault("commit.published");
-	for (uint32_t o = 0; whole && o < nopts; o += SHMCFG__COPY_PER_BLOCK) /* (W3) */
-		copy_even(copy_block(h, o));
-	for (size_t k = 0; !whole && k < n; k++)
-		copy_even(copy_block(h, ids[k]));
+	if (whole)
+		for (uint32_t o = 0; o < nopts; o += SHMCFG__COPY_PER_BLOCK) /* (W3) */
+			copy_even(copy_block(h, o));
+	else
+		for (size_t k = 0; k < n; k++)
+			copy_even(copy_block(h, ids[k]));
 	hd->copy_dirty = 0;
 }
 
