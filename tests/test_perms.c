@@ -594,7 +594,9 @@ static uint64_t self_start_time(void)
 
 /* A dead child's entry made to look like a live process's: the parent's own
  * pid and start time. Returns the entry's index. */
-static uint32_t dead_entry_with_live_pid(shmcfg *h, const char *name)
+/* A child that pins a snapshot of segment `name` and sleeps: its pid, once
+ * it has reported its pin. */
+static pid_t spawn_pinning_child(const char *name)
 {
 	int up[2];
 	assert_int_equal(pipe(up), 0);
@@ -606,6 +608,12 @@ static uint32_t dead_entry_with_live_pid(shmcfg *h, const char *name)
 		fail_msg("the pinning child did not report");
 	close(up[0]);
 	assert_int_equal(got, pid);
+	return pid;
+}
+
+static uint32_t dead_entry_with_live_pid(shmcfg *h, const char *name)
+{
+	pid_t pid = spawn_pinning_child(name);
 	struct entries e = entries_of(h, pid, 1);
 	assert_int_equal(e.alive_with_pid, 1);
 	assert_int_equal(e.pins_gen_with_pid, 1);
@@ -634,15 +642,7 @@ static void test_read_only_sees_a_dead_reader_dead(void **state)
 	shmcfg *h = keep(test_create(name, NULL));
 	shmcfg *ro = NULL;
 	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &ro), 0);
-	int up[2];
-	assert_int_equal(pipe(up), 0);
-	struct pin_arg a = {name, up[1]};
-	pid_t pid = spawn(pin_and_sleep_main, &a);
-	close(up[1]);
-	int32_t got;
-	if (read_full(up[0], &got, sizeof got, CHILD_TIMEOUT_MS))
-		fail_msg("the pinning child did not report");
-	close(up[0]);
+	pid_t pid = spawn_pinning_child(name);
 	struct entries e = entries_of(ro, pid, 1);
 	assert_int_equal(e.alive_with_pid, 1);
 	assert_int_equal(kill(pid, SIGKILL), 0);
