@@ -127,8 +127,8 @@ static inline void seq_publish(shmcfg *h, uint64_t gen, uint32_t slot)
  *   (W1) the blocks of the options the commit changed (ids[0, n)), or every
  *        block when `whole` or copy_dirty was found set (a writer died
  *        between W1 and W3, or a replacer froze the segment), odd (relaxed),
- *        then one release fence: the word stores below are ordered after
- *        them for an accessor's acquire fence
+ *        then a release fence: each word store below is ordered after its
+ *        block's W1 for an accessor's acquire fence
  *   (W2) those options' words, from the slot's cells
  *   (E)  `current`, release: seq_publish()
  *   (W3) those blocks even again, past their old values (release): pairs
