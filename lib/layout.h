@@ -330,12 +330,10 @@ _Static_assert(sizeof(struct seg_header) <= SEG_HEADER_BYTES, "header fits its p
  * the block), then their value words (the effective cells' `val` of the
  * current generation while it is even): an accessor reads one cache line.
  * The schema region follows it. The generated accessors find it from the
- * view's pointer to `current` (include/shmcfg/read.h). */
+ * view's `copy` (include/shmcfg/read.h). */
 #define SEG_COPY_OFF ((uint64_t)SEG_HEADER_BYTES)
 #define SEG_COPY_BYTES(nopts) (((uint64_t)(nopts) + SHMCFG__COPY_PER_BLOCK - 1) / SHMCFG__COPY_PER_BLOCK * 64)
 #define SEG_SCHEMA_OFF(nopts) (SEG_COPY_OFF + SEG_COPY_BYTES(nopts))
-_Static_assert(SEG_COPY_OFF - offsetof(struct seg_header, current) == SHMCFG__COPY_FROM_CURRENT,
-	       "the accessors' copy where shmcfg/read.h says");
 _Static_assert(SHMCFG__COPY_PER_BLOCK == 64 / 8 - 1, "a block: a seqlock word and the options' words");
 _Static_assert(sizeof(struct slot_hdr) <= SLOT_CELLS_OFF, "slot header fits");
 

@@ -95,16 +95,16 @@ for f in gen_int gen_bool gen_float gen_nullable gen_batch; do
 	fi
 done
 # the accessor of a non-nullable option reads the accessors' copy on its
-# straight line: app.a (handle 0) is in block 0, its seqlock 0xf00 past
-# `current` (SHMCFG__COPY_FROM_CURRENT), loaded twice, its word at 0xf08;
-# never a cell's meta word (type and null are proven; a slot's cell 0 is
-# at 0x40, its meta at 0x48)
-if grep -Eq '0x48\(%' "$tmp/gen_int" || ! grep -Eq '0xf08\(%' "$tmp/gen_int" ||
-	[ "$(grep -Ec '0xf00\(%' "$tmp/gen_int")" != 2 ]; then
-	notok "generated gen_int: loads the accessors' copy (0xf00, 0xf08, 0xf00 past current), no meta word"
+# straight line: the view's `copy` (at 0x828 of the view, after the table
+# of 256 slot addresses), then app.a's block (handle 0: block 0): its
+# seqlock at 0 twice and its word at 0x8; never a cell's meta word (type and
+# null are proven; a slot's cell 0 is at 0x40, its meta at 0x48)
+if grep -Eq '0x48\(%' "$tmp/gen_int" || [ "$(grep -Ec '0x828\(%rdi\)' "$tmp/gen_int")" != 1 ] ||
+	[ "$(grep -Ec 'mov +\(%r' "$tmp/gen_int")" != 2 ] || ! grep -Eq '[^0-9a-fx]0x8\(%r' "$tmp/gen_int"; then
+	notok "generated gen_int: loads the view's copy pointer, then its block's seqlock, word and seqlock, no meta word"
 	sed 's/^/# /' "$tmp/gen_int"
 else
-	ok "generated gen_int: loads the accessors' copy (0xf00, 0xf08, 0xf00 past current), no meta word"
+	ok "generated gen_int: loads the view's copy pointer, then its block's seqlock, word and seqlock, no meta word"
 fi
 # the slow paths are out of line, in .text.unlikely, and call the library
 cold=$(awk '/^Disassembly of section .text.unlikely/ { on = 1 } /^Disassembly of section / && !/unlikely/ { on = 0 } on' "$tmp/gdis")

@@ -240,6 +240,7 @@ int main(void) {
     S(struct shmcfg_view) O(struct shmcfg_view, nopts) O(struct shmcfg_view, nslots)
     O(struct shmcfg_view, cells_off) O(struct shmcfg_view, current)
     O(struct shmcfg_view, slots) O(struct shmcfg_view, slot_size) O(struct shmcfg_view, slot)
+    O(struct shmcfg_view, copy)
     S(shmcfg_commit) O(shmcfg_commit, time_ns) O(shmcfg_commit, pid) O(shmcfg_commit, uid)
     O(shmcfg_commit, nchanged) O(shmcfg_commit, nids) O(shmcfg_commit, ids)
     S(shmcfg_layer_change) O(shmcfg_layer_change, layer) O(shmcfg_layer_change, old_set)

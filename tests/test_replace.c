@@ -45,6 +45,14 @@ struct follower {
 	int to, from;
 };
 
+/* What a generated accessor of an int option reads: the accessors' copy,
+ * else the slots, else the slow path (INT64_MIN: its default, on error). */
+static int64_t accessor_int(const shmcfg *h, shmcfg_opt o)
+{
+	uint64_t bits;
+	return shmcfg__read_proven(h, o, &bits) ? (int64_t)bits : shmcfg__proven_slow_int(h, o, INT64_MIN);
+}
+
 static void serve(const char *name, int in, int out)
 {
 	shmcfg *ro, *rw;
@@ -67,11 +75,9 @@ static void serve(const char *name, int in, int out)
 			break;
 		case 'a': /* nothing but a generated accessor's read: the accessors'
 			   * copy, the slots, its slow path (which follows) */
-			do {
-				uint64_t bits;
-				rp.v = shmcfg__read_proven(ro, T_A, &bits) ? (int64_t)bits
-									  : shmcfg__proven_slow_int(ro, T_A, INT64_MIN);
-			} while (rp.v != m.v && ms_now() < until);
+			do
+				rp.v = accessor_int(ro, T_A);
+			while (rp.v != m.v && ms_now() < until);
 			break;
 		case 's': {
 			shmcfg_value v;
@@ -399,10 +405,14 @@ static void test_follow_another_schema(void **state)
 	uint64_t g0 = shmcfg_generation(hy), g1;
 	assert_int_equal(commit_int(hy, ykeep, 42, &g1), 0);
 
-	/* reads: inline (the slow path maps), the new generation */
+	/* reads: inline (the slow path maps), the new generation; a generated
+	 * accessor's too, never the new schema's option of the same index
+	 * from the new segment's copy (a.keep is b.new's index there) */
 	int64_t v;
 	assert_int_equal(shmcfg_get_int(h, keep, &v), 0);
 	assert_int_equal(v, 42);
+	assert_int_equal(accessor_int(h, keep), 42);
+	assert_int_equal(accessor_int(h, gone), INT64_MIN); /* its slow path's SHMCFG_E_SCHEMA */
 	assert_int_equal(shmcfg_generation(h), g1);
 	shmcfg_value sv;
 	assert_int_equal(shmcfg_get(h, text, &sv), 0);
@@ -484,6 +494,9 @@ static void test_follow_another_schema(void **state)
 	 * handle is checked once, then follows as the creator's does */
 	assert_int_equal(shmcfg_get_int(pinned, keep, &v), SHMCFG_E_SCHEMA);
 	assert_non_null(strstr(shmcfg_errdetail(), "replaced by one of another schema"));
+	/* ... by its accessors too: the slow path's error, never a word read
+	 * from the view's private fields */
+	assert_int_equal(accessor_int(pinned, keep), INT64_MIN);
 	shmcfg *rank;
 	shmcfg_create_opts eo = {.flags = SHMCFG_CREATE_EXIST_OK | SHMCFG_CREATE_NO_ENV};
 	assert_int_equal(shmcfg_create(name, sy, &eo, &rank), 0);
@@ -505,6 +518,7 @@ static void test_follow_another_schema(void **state)
 	assert_int_equal(get_i(h, gone), 2); /* the first schema's again: all of it */
 	assert_int_equal(commit_int(hx2, gone, 3, NULL), 0);
 	assert_int_equal(get_i(h, gone), 3);
+	assert_int_equal(accessor_int(h, gone), 3); /* unmapped again: the copy's fast path */
 	shmcfg_close(hx2);
 	shmcfg_close(hz);
 	shmcfg_close(rank);

@@ -60,8 +60,7 @@ static __attribute__((noinline, cold, unused)) bool shmcfg__read_proven_slots(co
  * A non-nullable option: true with the value in *bits, false: slow path.
  * First the accessors' copy, a value word an option kept by every commit,
  * in blocks of a seqlock word and seven options' words (lib/read/seqlock.h,
- * seq_publish_copy(): its stores and their pairing), found at a constant
- * distance from `current`:
+ * seq_publish_copy(): its stores and their pairing), from the view's `copy`:
  *   (R1) acquire load of the block's seqlock: pairs with the writer's (W3)
  *   (R2) relaxed load of the option's word; acquire fence: pairs with the
  *        release fence after the writer's (W1)
@@ -76,9 +75,11 @@ static inline bool shmcfg__read_proven(const shmcfg *h, shmcfg_opt opt, uint64_t
 	if (__builtin_expect(shmcfg__tls_patched != 0, 0))
 		return false;
 	/* one load of the view's pointer: the block of one incarnation, one
-	 * cache line (a constant offset for a constant handle) */
-	const uint64_t *blk = (const uint64_t *)((const char *)__atomic_load_n(&v->current, __ATOMIC_RELAXED) +
-						 SHMCFG__COPY_FROM_CURRENT) +
+	 * cache line (a constant offset for a constant handle). A view sent to
+	 * the slow path (a follow into another schema, a successor it cannot
+	 * open: lib/read/follow.c) keeps the replaced incarnation's copy, which
+	 * its replacer's freeze left odd */
+	const uint64_t *blk = (const uint64_t *)__atomic_load_n(&v->copy, __ATOMIC_RELAXED) +
 			      (opt / SHMCFG__COPY_PER_BLOCK) * 8;
 	uint64_t q = __atomic_load_n(&blk[0], __ATOMIC_ACQUIRE); /* (R1) */
 	uint64_t word = __atomic_load_n(&blk[1 + opt % SHMCFG__COPY_PER_BLOCK], __ATOMIC_RELAXED);

@@ -33,14 +33,14 @@ struct shmcfg_view {
 	uint64_t slot_size;
 	/* ABI 2 */
 	const char *slot[256];     /**< address of slot i; indices >= nslots name slot 0 */
+	/* ABI 3 */
+	const char *copy;          /**< the accessors' copy's first block (shmcfg/proven.h) */
 };
-#define SHMCFG_VIEW_ABI 2
+#define SHMCFG_VIEW_ABI 3
 #define SHMCFG__CELLS_OFF 64
 /* The accessors' copy (the proven reads, shmcfg/proven.h): 64-byte blocks,
  * each a seqlock word and the value words of SHMCFG__COPY_PER_BLOCK
- * options, the first SHMCFG__COPY_FROM_CURRENT bytes past the view's
- * `current` (lib/layout.h checks it) */
-#define SHMCFG__COPY_FROM_CURRENT 3840
+ * options, from the view's `copy` */
 #define SHMCFG__COPY_PER_BLOCK 7
 
 /** One value cell of a slot: the value bits and their metadata. */

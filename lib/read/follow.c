@@ -110,8 +110,10 @@ static char *poison_slot(shmcfg *h)
 }
 
 /* Point the user's handle's view (the inline getters') at the live one's:
- * its slots, or, where the chain maps options (mapped), slots that send
- * every inline read to the slow path. */
+ * its slots and its accessors' copy, or, where the chain maps options
+ * (mapped), slots that send every inline read to the slow path, and the
+ * copy left as it was: the replaced incarnation's, which its replacer's
+ * freeze made odd (the accessors then read the slots). */
 static void view_switch(shmcfg *h, const shmcfg *live, bool mapped)
 {
 	if (__atomic_load_n(&h->view.current, __ATOMIC_RELAXED) == live->view.current)
@@ -121,6 +123,8 @@ static void view_switch(shmcfg *h, const shmcfg *live, bool mapped)
 	if (!mapped || poison) { /* else its reads still map, by their slow path */
 		for (unsigned s = 0; s < 256; s++)
 			__atomic_store_n(&h->view.slot[s], mapped ? poison : live->view.slot[s], __ATOMIC_RELAXED);
+		if (!mapped)
+			__atomic_store_n(&h->view.copy, live->view.copy, __ATOMIC_RELAXED);
 		__atomic_store_n(&h->view.current, live->view.current, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&h->view_lock);
@@ -132,8 +136,10 @@ static void view_switch(shmcfg *h, const shmcfg *live, bool mapped)
  * zeroed slot of its own whose stamp no generation has. Its inline reads
  * then fail their stamp check and take the slow path, which says why, and
  * shmcfg_generation() says 0, so that nothing cached by generation (the
- * Python binding's reads) outlives the replacement. A later follow points
- * the view at the successor as usual.
+ * Python binding's reads) outlives the replacement. The accessors' copy
+ * stays the replaced incarnation's, odd since its freeze: the accessors
+ * read the slots too. A later follow points the view at the successor as
+ * usual.
  */
 static void view_poison(shmcfg *h)
 {

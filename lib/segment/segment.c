@@ -184,6 +184,7 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 		.current = &h->hdr->current,
 		.slots = h->base + h->lay.slots_off,
 		.slot_size = h->lay.slot_size,
+		.copy = h->base + SEG_COPY_OFF,
 	};
 	/* every index a hostile `current` can hold names a mapped slot */
 	for (uint32_t s = 0; s < 256; s++)

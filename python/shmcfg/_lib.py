@@ -65,7 +65,7 @@ CODEGEN_PYTHON, CODEGEN_SHELL, CODEGEN_JSON = 0, 1, 2
 
 NO_OPT = 0xFFFFFFFF
 NULL_RESULT = 1  # SHMCFG_NULL
-VIEW_ABI = 2
+VIEW_ABI = 3
 SLOT_BITS = 8
 
 # shmcfg's own error codes (SHMCFG_ERRNO_MAP)
@@ -132,7 +132,7 @@ class View(ctypes.Structure):
     """struct shmcfg_view: the first member of every handle (versioned, SHMCFG_VIEW_ABI)."""
     _fields_ = [("abi", c_uint32), ("nopts", c_uint32), ("nslots", c_uint32),
                 ("cells_off", c_uint32), ("current", c_void_p), ("slots", c_void_p),
-                ("slot_size", c_uint64), ("slot", c_void_p * 256)]
+                ("slot_size", c_uint64), ("slot", c_void_p * 256), ("copy", c_void_p)]
 
 
 class Commit(ctypes.Structure):
@@ -169,7 +169,7 @@ class Info(ctypes.Structure):
 
 # Sizes and offsets on LP64 (x86-64, aarch64), checked against the header.
 EXPECTED_SIZES = {"Value": 48, "OptInfo": 288, "OptDef": 104, "CreateOpts": 48,
-                  "AttachOpts": 24, "View": 2088, "Commit": 184, "Info": 2168,
+                  "AttachOpts": 24, "View": 2096, "Commit": 184, "Info": 2168,
                   "LayerChange": 112, "HistoryEntry": 168}
 
 

@@ -33,8 +33,8 @@
 
 #include "shmcfg.h"
 
-#if !defined(SHMCFG_GEN_ABI) || SHMCFG_GEN_ABI != 2 || SHMCFG_VIEW_ABI != 2
-#error "generated for shmcfg.h's SHMCFG_GEN_ABI 2 and SHMCFG_VIEW_ABI 2: regenerate with this shmcfg's shmctl header"
+#if !defined(SHMCFG_GEN_ABI) || SHMCFG_GEN_ABI != 2 || SHMCFG_VIEW_ABI != 3
+#error "generated for shmcfg.h's SHMCFG_GEN_ABI 2 and SHMCFG_VIEW_ABI 3: regenerate with this shmcfg's shmctl header"
 #endif
 
 #ifdef __cplusplus
