@@ -103,9 +103,12 @@ class TorchModulesTest(unittest.TestCase):
         cls.version = torch_version()
         cls.tmp = tempfile.mkdtemp()
         cls.out = os.path.join(cls.tmp, "torch.yaml")
+        # the importer's temporary directory: empty again after it
+        cls.tmpdir = os.path.join(cls.tmp, "tmpdir")
+        os.mkdir(cls.tmpdir)
         names = TORCH_MODULES[:-1] + ["torch.fx.experimental.config"]
-        p = subprocess.run([TOOL] + names + ["-o", cls.out], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, env=dict(os.environ, **LEAKS), cwd=cls.tmp)
+        p = subprocess.run([TOOL] + names + ["-o", cls.out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           env=dict(os.environ, TMPDIR=cls.tmpdir, **LEAKS), cwd=cls.tmp)
         cls.rc, cls.err = p.returncode, p.stderr.decode()
         cls.doc = {"options": []}
         if cls.rc == 0:
@@ -115,6 +118,13 @@ class TorchModulesTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp)
+
+    def test_leaves_nothing_in_tmpdir(self):
+        """What the imports leave in their temporary directory (torch's
+        torchinductor_USER) goes with the importer's own, not into the
+        user's."""
+        self.assertEqual(self.rc, 0, self.err)
+        self.assertEqual(os.listdir(self.tmpdir), [])
 
     def release(self):
         if self.version.split("+")[0] != SHIPPED_TORCH:

@@ -274,10 +274,12 @@ def import_modules(names, variables, twice, timeout=IMPORT_TIMEOUT):
             for n, run in enumerate(IMPORT_RUNS if twice else IMPORT_RUNS[:1]):
                 d = os.path.join(tmp, "run%d" % n)
                 os.makedirs(os.path.join(d, "tmp"))
-                env = dict(base)
+                # a temporary directory of the import's in both runs (they
+                # still differ): what the module leaves there (torch's
+                # torchinductor_USER) goes with it, not into the user's /tmp
+                env = dict(base, TMPDIR=os.path.join(d, "tmp"))
                 if run["other_home"]:
-                    env.update(HOME=d, TMPDIR=os.path.join(d, "tmp"), USER="shmcfg-import",
-                               LOGNAME="shmcfg-import")
+                    env.update(HOME=d, USER="shmcfg-import", LOGNAME="shmcfg-import")
                     # and the variables the source names that are no torch's own
                     # set: a default such as bool(os.getenv("CI")) differs then
                     env.update((v, "1") for v in variables
