@@ -266,6 +266,8 @@ static int open_old_once(const char *name, const shmcfg_create_opts *o, shmcfg *
 	 * to keep (a name squatted by a stranger would hand them to us), and
 	 * removing it instead would throw away what its owner set. Only its
 	 * owner or root may replace it at all. The detail names the owner. */
+	if (r == SHMCFG_E_OWNER && (o->flags & SHMCFG_CREATE_OWNER))
+		return r; /* not the owner named: attach's detail says whose it is; nothing changes */
 	struct stat st;
 	char path[PATH_BYTES], who[300];
 	if (r == SHMCFG_E_OWNER && (geteuid() != 0 || (o->flags & SHMCFG_CREATE_KEEP)) &&

@@ -89,6 +89,10 @@ l[i + 1].strip().startswith("untrusted: segment is owned by uid 65534")' "$OUT" 
 	t_errmatch "(unreadable to them: it cannot be removed, naming the owner)" 1 \
 		"^shmctl: $O: cannot remove /dev/shm/shmcfg.$O: it belongs to uid 65534" \
 		setpriv --reuid 65533 --regid 65533 --clear-groups $SHMCTL create "$O" --force
+	t_errmatch "create --force naming another owner: refused, naming both; nothing changed" 1 \
+		"^shmctl: $O: segment is owned by uid 65534 .*not by the expected owner 65533" \
+		shmctl create "$O" --force --fresh --owner 65533
+	t_out "(the value kept)" 13 shmctl get "$O" recompile_limit --owner 65534
 	run shmctl create "$O" --force --owner 65534 --mode 0644
 	pass "create --force --owner: replaced, generations go on" pyeval \
 		'a[0].startswith("replaced segment") and a[0].rstrip().endswith("generation 5")' "$OUT"
@@ -100,7 +104,7 @@ l[i + 1].strip().startswith("untrusted: segment is owned by uid 65534")' "$OUT" 
 		'a[0].startswith("created segment") and a[0].rstrip().endswith("generation 1")' "$OUT"
 	t_out "(the default)" 8 shmctl get "$O" recompile_limit
 else
-	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22; do
 		skip "another user's segment: needs root (chown)"
 	done
 fi
