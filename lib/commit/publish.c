@@ -467,11 +467,12 @@ static int cluster_checks(shmcfg *h, shmcfg_txn *t, const char *cur_sl)
  * Ask the memory, before the lock is taken, for the lines a commit of t
  * touches first: the current slot's cell and reference of its first
  * changes (the no-op check reads them), the same in the slot its handle's
- * last commit left behind (the likely choice, written), and the next
- * history entry, history bytes and log entry (written by every commit,
- * cold by then: the rings cycle). At 10,000 options and more each is a
- * cache miss the commit would otherwise wait for in turn (doc/
- * benchmarks.md). Only hints: a prefetch never faults, reads nothing the
+ * last commit left behind (the likely choice, written), their blocks of
+ * the accessors' copy (written last, after the build: its W1 loads the
+ * block's seqlock), and the next history entry, history bytes and log
+ * entry (written by every commit, cold by then: the rings cycle). At
+ * 10,000 options and more each is a cache miss the commit would otherwise
+ * wait for in turn (doc/benchmarks.md). Only hints: a prefetch never faults, reads nothing the
  * commit trusts, and the commit checks everything again under the lock.
  */
 static void prefetch_commit(const shmcfg *h, const shmcfg_txn *t)
@@ -490,6 +491,8 @@ static void prefetch_commit(const shmcfg *h, const shmcfg_txn *t)
 		uint32_t o = t->ch[i].opt;
 		__builtin_prefetch(slot_cells(h, c) + o);
 		__builtin_prefetch(slot_lrefs(h, c) + o);
+		if (o < h->lay.nopts)
+			__builtin_prefetch(copy_block(h, o), 1);
 		if (w) {
 			__builtin_prefetch(slot_cells(h, w) + o, 1);
 			__builtin_prefetch(slot_lrefs(h, w) + o, 1);
