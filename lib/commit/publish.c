@@ -463,41 +463,18 @@ static int cluster_checks(shmcfg *h, shmcfg_txn *t, const char *cur_sl)
 	return 0;
 }
 
-/*
- * Ask the memory, before the lock is taken, for the lines a commit of t
- * touches first: the current slot's cell and reference of its first
- * changes (the no-op check reads them), the same in the slot its handle's
- * last commit left behind (the likely choice, written), their blocks of
- * the accessors' copy (written last, after the build: its W1 loads the
- * block's seqlock), and the next history entry, history bytes and log
- * entry (written by every commit, cold by then: the rings cycle). At
- * 10,000 options and more each is a cache miss the commit would otherwise
- * wait for in turn (doc/benchmarks.md). Only hints: a prefetch never faults, reads nothing the
- * commit trusts, and the commit checks everything again under the lock.
- */
-static void prefetch_commit(const shmcfg *h, const shmcfg_txn *t)
+/* Ask the memory, before the lock is taken, for the next history entry,
+ * history bytes and log entry: written by every commit, cold by then (the
+ * rings cycle). The changed options' lines were asked for as the
+ * transaction took them (txn.c, prefetch_change). Only hints. */
+static void prefetch_commit(const shmcfg *h)
 {
-	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_RELAXED), g = cur_gen(cur) + 1;
-	uint32_t cs = cur_slot(cur), hs = __atomic_load_n(&h->slot_hint, __ATOMIC_RELAXED); /* before commit_lock */
+	uint64_t g = cur_gen(__atomic_load_n(&h->hdr->current, __ATOMIC_RELAXED)) + 1;
 	__builtin_prefetch(hist_at(h, g), 1);
 	__builtin_prefetch(log_at(h, g), 1);
 	__builtin_prefetch(h->base + h->lay.hist_ring_off +
 				   __atomic_load_n(&h->hdr->hist_head, __ATOMIC_RELAXED) % h->lay.hist_ring_size,
 			   1);
-	if (cs >= h->lay.nslots)
-		return;
-	const void *c = slot_at(h, cs), *w = hs < h->lay.nslots ? slot_at(h, hs) : NULL;
-	for (size_t i = 0; i < t->n && i < TXN_SMALL; i++) {
-		uint32_t o = t->ch[i].opt;
-		__builtin_prefetch(slot_cells(h, c) + o);
-		__builtin_prefetch(slot_lrefs(h, c) + o);
-		if (o < h->lay.nopts)
-			__builtin_prefetch(copy_block(h, o), 1);
-		if (w) {
-			__builtin_prefetch(slot_cells(h, w) + o, 1);
-			__builtin_prefetch(slot_lrefs(h, w) + o, 1);
-		}
-	}
 }
 
 /*
@@ -508,7 +485,7 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 {
 	shmcfg *h = t->h;
 	int r;
-	prefetch_commit(h, t);
+	prefetch_commit(h);
 	if (t->n > 1 && !changes_sorted(t->ch, t->n))
 		sort_changes(t->ch, t->n);
 	struct build b = {.h = h, .heap = seg_heap(h), .heap_size = h->lay.heap_size, .shared = true};

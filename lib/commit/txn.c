@@ -200,6 +200,35 @@ static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, 
 	return 0;
 }
 
+/*
+ * Ask the memory for the lines a commit of option o touches first
+ * (publish.c): the current slot's cell and reference (the no-op check reads
+ * them), the same in the slot its handle's last commit left behind (the
+ * likely choice, written), and o's block of the accessors' copy (written
+ * last: its W1 loads the block's seqlock). Asked as a transaction takes its
+ * first changes, they come while the rest of the transaction and the
+ * commit's start run. At 10,000 options and more each is a cache miss the
+ * commit would otherwise wait for in turn (doc/benchmarks.md). Only hints:
+ * a prefetch never faults, reads nothing the commit trusts, and the commit
+ * checks everything again under the lock.
+ */
+static void prefetch_change(const shmcfg *h, uint32_t o)
+{
+	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_RELAXED);
+	uint32_t cs = cur_slot(cur), hs = __atomic_load_n(&h->slot_hint, __ATOMIC_RELAXED);
+	if (cs >= h->lay.nslots || o >= h->lay.nopts)
+		return;
+	const void *c = slot_at(h, cs);
+	__builtin_prefetch(slot_cells(h, c) + o);
+	__builtin_prefetch(slot_lrefs(h, c) + o);
+	__builtin_prefetch(copy_block(h, o), 1);
+	if (hs < h->lay.nslots) {
+		const void *w = slot_at(h, hs);
+		__builtin_prefetch(slot_cells(h, w) + o, 1);
+		__builtin_prefetch(slot_lrefs(h, w) + o, 1);
+	}
+}
+
 /* The option a change writes (an alias's final target), on a layer it has. */
 static int target_of(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, shmcfg_opt *final)
 {
@@ -215,7 +244,11 @@ int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const
 	shmcfg_opt f;
 	shmcfg_value c;
 	int r = target_of(t, opt, layer, &f);
-	if (r || (r = shmcfg__prepare_value(t->h, f, v, &c)))
+	if (r)
+		return r;
+	if (t->n < TXN_SMALL)
+		prefetch_change(t->h, f);
+	if ((r = shmcfg__prepare_value(t->h, f, v, &c)))
 		return r;
 	if ((r = txn_put(t, f, layer, false, &c)))
 		shmcfg_value_clear(&c);
