@@ -220,10 +220,10 @@ static void orphan_row(const shmcfg_orphan *o, void *ud)
 	if (rows->arr) {
 		/* the fields of every entry, null where a segment would have a
 		 * value (as for one that cannot be read), and its path */
-		json_t *j = json_pack("{s:s, s:s, s:s, s:n, s:i, s:n, s:n, s:n, s:n, s:n, s:[], s:n, s:n, s:s}",
-				      "name", o->name, "kind", kind, "path", o->path, "size",
-				      "uid", (int)o->uid, "mode", "generation", "options", "attached",
-				      "attached_exact", "pids", "readers", "created_ns", "error", note);
+		json_t *j = json_pack("{s:o?, s:s, s:o?, s:n, s:i, s:n, s:n, s:n, s:n, s:n, s:[], s:n, s:n, s:o?}",
+				      "name", json_foreign(o->name), "kind", kind, "path", json_foreign(o->path),
+				      "size", "uid", (int)o->uid, "mode", "generation", "options", "attached",
+				      "attached_exact", "pids", "readers", "created_ns", "error", json_foreign(note));
 		if (j)
 			json_array_append_new(rows->arr, j);
 		return;
@@ -296,7 +296,7 @@ int cmd_ls(int argc, char **argv)
 		}
 		if (json) {
 			json_t *o = json_object();
-			json_object_set_new(o, "name", json_string(names[i]));
+			json_object_set_new(o, "name", json_foreign(names[i]));
 			json_object_set_new(o, "kind", json_string(kind_name[p->kind]));
 			json_object_set_new(o, "size", have_st[i] ? json_integer(st->st_size) : json_null());
 			json_object_set_new(o, "uid", have_st[i] ? json_integer(st->st_uid) : json_null());
@@ -321,7 +321,7 @@ int cmd_ls(int argc, char **argv)
 				json_object_set_new(o, "pids", json_array());
 				json_object_set_new(o, "readers", json_null());
 				json_object_set_new(o, "created_ns", json_null());
-				json_object_set_new(o, "error", json_string(p->err));
+				json_object_set_new(o, "error", json_foreign(p->err));
 			}
 			json_array_append_new(arr, o);
 		} else {

@@ -518,6 +518,21 @@ char *json_for_terminal(char *text)
 	return out;
 }
 
+/* Text that others chose (a name planted in /dev/shm) as a JSON string:
+ * as it is when it is UTF-8; else term_escaped() (\xNN for each byte that
+ * is none), since jansson takes only UTF-8 and json_string() would give
+ * NULL: the field would go missing from its row. NULL on ENOMEM. */
+json_t *json_foreign(const char *s)
+{
+	json_t *j = json_string(s);
+	if (j)
+		return j;
+	char *e = term_escaped(s, strlen(s));
+	j = e ? json_string(e) : NULL;
+	free(e);
+	return j;
+}
+
 /* The library's display form (shmcfg_value_format): floats as the shortest
  * text that reads back the same (0.1, 5.0, 1e+300, nan, inf); strings and
  * list items as JSON, safe for a terminal. */

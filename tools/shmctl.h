@@ -209,6 +209,8 @@ char *value_text(const shmcfg_value *v);
  * (termsafe.h: DEL, C1 controls, line separators) as \u escapes, which JSON
  * reads back as the same strings; NULL if text is NULL or on ENOMEM. */
 char *json_for_terminal(char *text);
+/* A JSON string of text others chose, \xNN for bytes that are no UTF-8. */
+json_t *json_foreign(const char *s);
 /* As value_text() but strings raw (`get --raw`). */
 char *value_raw(const shmcfg_value *v);
 /* `get`: as value_raw(), except a string that `set` would not read back as

@@ -249,6 +249,10 @@ H4="/dev/shm/shmcfg.cli-$$-lone$(printf '\233')2J"
 run shmctl ls
 pass "ls: a planted name's byte that is no UTF-8 prints as '?'" pyeval '"cli-%s-lone?2J" % a[1] in a[0]' "$OUT" "$$"
 pass "ls: its output is safe on a terminal" termsafe "$T_TMP/out"
+# jansson takes only UTF-8: the row kept its name (and its error), as \xNN
+t_json "ls --json: a planted name that is no UTF-8 keeps its row's name, as \\xNN" '
+[s["error"] is not None for s in j if s.get("name") == "cli-'"$$"'-lone\\x9b2J"] == [True] and
+all(isinstance(s.get("name"), str) and "error" in s for s in j)' shmctl ls --json
 rm -f "$H1" "$H2" "$H3" "$H4"
 
 # A schema's messages are its writer's text: describe and the warnings show
