@@ -379,21 +379,28 @@ static int child_overlapping_strings(void *arg)
 	struct opt_desc *da = wdesc(&w, T_A), *db = wdesc(&w, T_B), *dc = wdesc(&w, T_C);
 	struct sref adoc = da->doc; /* "a = n" */
 	CHILD_CHECK(adoc.len == 5, "t.a's doc");
-	/* t.b's name is t.a's doc; t.c's default string is t.a's name */
-	db->name = adoc;
+	/* t.b's name is the end of t.a's ("a"); t.c's default string is t.a's name */
+	db->name = (struct sref){da->name.off + 2, da->name.len - 2};
 	dc->def.val = da->name.off;
 	dc->def.meta = SHMCFG_STR | (uint64_t)da->name.len << 32;
 	writer_rehash(&w);
 	shmcfg *h = NULL;
 	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
 	shmcfg_optinfo ia, ib, ic;
-	CHILD_CHECK(shmcfg_opt_info(h, T_B, &ib) == 0 && !strcmp(ib.name, "a = n"), "t.b named by t.a's doc");
-	CHILD_CHECK(shmcfg_opt_info(h, T_A, &ia) == 0 && !strcmp(ia.doc, "a = n") && ia.doc == ib.name,
-		    "t.a's doc, the same bytes");
+	CHILD_CHECK(shmcfg_opt_info(h, T_B, &ib) == 0 && !strcmp(ib.name, "a"), "t.b named by the end of t.a's name");
+	CHILD_CHECK(shmcfg_opt_info(h, T_A, &ia) == 0 && !strcmp(ia.name, "t.a") && ia.name + 2 == ib.name,
+		    "t.a's name, the same bytes");
 	CHILD_CHECK(shmcfg_opt_info(h, T_C, &ic) == 0 && ic.def.type == SHMCFG_STR &&
 			    !strcmp(ic.def.u.str.ptr, "t.a"),
 		    "t.c's default, t.a's name");
 	CHILD_CHECK(shmcfg_check(h, false, NULL, NULL) > 0, "check: t.b is not found by its name");
+	shmcfg_close(h);
+	/* t.b's name is t.a's doc: in bounds and terminated, but no name */
+	db->name = adoc;
+	writer_rehash(&w);
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
+	CHILD_CHECK(shmcfg_opt_info(h, T_B, &ib) == SHMCFG_E_CORRUPT, "t.b named 'a = n'");
+	CHILD_CHECK(shmcfg_opt_info(h, T_A, &ia) == 0 && !strcmp(ia.doc, "a = n"), "t.a, whose doc it is");
 	shmcfg_close(h);
 	/* unterminated: one byte short of t.a's doc, or past its NUL */
 	struct sref bad[] = {{adoc.off, adoc.len - 1}, {adoc.off + 1, adoc.len + 3}, {adoc.off, 0x7fffffff}};

@@ -740,6 +740,77 @@ static void test_hostile_descriptors(void **state)
 	rehash_schema();
 }
 
+/*
+ * A writer's bytes in the schema's strings that shmcfg_schema_add() never
+ * takes: a name with a byte names may not have (0xff), a doc that is not
+ * UTF-8. Each is refused cleanly on first use, and shmcfg_check() names a
+ * problem whose text is printable ASCII (the tools' JSON takes only
+ * UTF-8: `shmctl check` dropped the problem and said "sound").
+ */
+static void report_problem(const char *problem, void *ud)
+{
+	int *bad = ud;
+	for (const unsigned char *p = (const unsigned char *)problem; *p; p++)
+		if (*p < 0x20 || *p >= 0x7f)
+			(*bad)++;
+}
+
+static void test_hostile_schema_text(void **state)
+{
+	(void)state;
+	char *schema = h->base + h->lay.schema_off;
+	const struct schema_hdr *sh = (const struct schema_hdr *)schema;
+	struct opt_desc *d = shared_desc(T_A);
+	char *strings = schema + sh->strings_off;
+	for (int which = 0; which < 2; which++) {
+		struct sref r = which ? d->doc : d->name;
+		assert_true(r.len > 1);
+		char saved = strings[r.off + 1];
+		strings[r.off + 1] = (char)0xff;
+		rehash_schema();
+		spoiled = T_A;
+		int st = in_child(use_expect_corrupt, 10000);
+		int nonascii = 0, problems = shmcfg_check(h, false, report_problem, &nonascii);
+		strings[r.off + 1] = saved;
+		rehash_schema();
+		if (st)
+			fail_msg("a %s with byte 0xff: child status %d", which ? "doc" : "name", st);
+		assert_true(problems > 0);
+		assert_int_equal(nonascii, 0);
+	}
+	assert_int_equal(shmcfg_check(h, false, NULL, NULL), 0);
+}
+
+/* shmcfg_schema_add() takes only UTF-8 texts: each field, one message. */
+static void test_schema_add_refuses_texts_not_utf8(void **state)
+{
+	(void)state;
+	shmcfg_schema *sc;
+	assert_int_equal(shmcfg_schema_new(&sc), 0);
+	static const char *const fields[] = {"doc", "knob", "deprecated", "default", "choices", "env_default",
+					     "env_force"};
+	for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
+		shmcfg_optdef d = {.name = "u.s", .type = SHMCFG_STR};
+		const char *bad = "x\xff";
+		switch (k) {
+		case 0: d.doc = bad; break;
+		case 1: d.type = SHMCFG_BOOL, d.knob = bad; break;
+		case 2: d.deprecated = bad; break;
+		case 3: d.def = bad; break;
+		case 4: d.choices = "[\"x\xff\"]"; break;
+		case 5: d.env_default = "[\"V\xff\"]"; break;
+		case 6: d.env_force = "[\"V\xff\"]"; break;
+		}
+		assert_int_equal(shmcfg_schema_add(sc, &d), SHMCFG_E_SCHEMADEF);
+		char want[64];
+		snprintf(want, sizeof want, "u.s: %s is not valid UTF-8", fields[k]);
+		assert_string_equal(shmcfg_errdetail(), want);
+	}
+	shmcfg_optdef ok = {.name = "u.s", .type = SHMCFG_STR, .doc = "caf\xc3\xa9"};
+	assert_int_equal(shmcfg_schema_add(sc, &ok), 0);
+	shmcfg_schema_free(sc);
+}
+
 /* A hostile `current` whose slot never holds its generation: reads give up
  * with SHMCFG_E_CORRUPT, in bounded time. */
 static int read_unstable(void)
@@ -1446,6 +1517,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_malformed_json, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_heap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_descriptors, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_hostile_schema_text, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_schema_add_refuses_texts_not_utf8, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_current_does_not_hang, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_env_list_rejected, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_commit_never_publishes_corrupt_layers, setup, teardown),

@@ -401,6 +401,18 @@ int shmcfg_schema_add(shmcfg_schema *s, const shmcfg_optdef *d)
 		return shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: choices need a str, int or float option",
 				   d->name);
 
+	/* the texts are UTF-8, as the schema file's are (the tools' JSON and
+	 * terminal output rely on it; validate.c checks the segment's again) */
+	const char *const texts[][2] = {{"doc", d->doc},		 {"knob", d->knob},
+					{"deprecated", d->deprecated}, {"alias", d->alias},
+					{"implies", d->implies},	 {"default", d->def},
+					{"min", d->min},		 {"max", d->max},
+					{"choices", d->choices},	 {"env_default", d->env_default},
+					{"env_force", d->env_force}};
+	for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
+		if (texts[k][1] && !shmcfg__utf8_valid(texts[k][1], strlen(texts[k][1])))
+			return shmcfg__err(SHMCFG_E_SCHEMADEF, "%s: %s is not valid UTF-8", d->name, texts[k][0]);
+
 	struct sopt o = {.type = d->type, .flags = d->flags & 0xffff};
 	if (d->deprecated)
 		o.flags |= SHMCFG_F_DEPRECATED;

@@ -231,7 +231,21 @@ static int str_ok(const shmcfg *h, struct sref r)
 	if (r.off >= h->strings_size || r.len >= h->strings_size - r.off)
 		return 1;
 	PIN(h->sch->strings_off + r.off, (uint64_t)r.len + 1);
-	return h->strings[r.off + r.len] == 0 && memchr(h->strings + r.off, 0, r.len) == NULL ? 0 : 1;
+	const char *p = h->strings + r.off;
+	/* UTF-8, as shmcfg_schema_add() took it: the tools' JSON needs it */
+	return p[r.len] == 0 && memchr(p, 0, r.len) == NULL && shmcfg__utf8_valid(p, r.len) ? 0 : 1;
+}
+
+/* An option name's bytes are those shmcfg_schema_add() allows (letters,
+ * digits, '_', '.'): a name is printed and matched as it is. */
+static bool name_chars_ok(const shmcfg *h, struct sref r)
+{
+	for (uint32_t k = 0; k < r.len; k++) {
+		unsigned char c = (unsigned char)h->strings[r.off + k];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.'))
+			return false;
+	}
+	return r.len > 0;
 }
 
 /* A list of count NUL-terminated items (an empty one is never read:
@@ -275,7 +289,7 @@ void shmcfg__opt_label(const shmcfg *h, uint32_t i, char out[96])
 	size_t k = 0;
 	for (; k < d->name.len && k < 80; k++) {
 		unsigned char c = (unsigned char)h->strings[d->name.off + k];
-		out[k] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+		out[k] = c < 0x20 || c >= 0x7f ? '?' : (char)c; /* names are ASCII */
 	}
 	if (k == 0)
 		snprintf(out, 96, "option %u", i);
@@ -312,6 +326,10 @@ int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen)
 		if (r < 0)
 			return r;
 		snprintf(msg, mlen, "schema: option %u has a bad string reference", i);
+		return 1;
+	}
+	if (!name_chars_ok(h, d->name)) {
+		snprintf(msg, mlen, "schema: option %u's name has a character names may not have", i);
 		return 1;
 	}
 	/* the name, for a message: made when one is needed */
