@@ -18,6 +18,7 @@
 
 #include "cluster-conf.h"
 #include "shmcfg.h"
+#include "termsafe.h"
 
 #define CONF_MAX (64 * 1024) /* a file of two settings: more is not ours */
 
@@ -38,13 +39,15 @@ static const char *env_nonempty(const char *name)
 }
 
 /* A cluster name is one element of the key prefix: 1-63 bytes (the agent
- * record's field), no '/', space or control character. */
+ * record's field) of UTF-8, no '/', space or control character (the JSON
+ * of every cluster command carries it). */
 static bool cluster_name_ok(const char *s)
 {
-	if (!*s || strlen(s) >= sizeof ((shmcfg_sync_info *)0)->cluster)
+	size_t n = strlen(s);
+	if (!n || n >= sizeof ((shmcfg_sync_info *)0)->cluster || !term_safe(s, n, ""))
 		return false;
 	for (; *s; s++)
-		if (*s == '/' || (unsigned char)*s <= ' ' || *s == 0x7f)
+		if (*s == '/' || *s == ' ')
 			return false;
 	return true;
 }
@@ -232,10 +235,13 @@ int cluster_conf(const char *flag_endpoints, const char *flag_cluster, struct cl
 		rc = set_err(err, errlen, CLUSTER_CONF_MISSING,
 			     "no cluster name: give --cluster NAME, set SHMCFG_CLUSTER, or write 'cluster = NAME' in %s%s",
 			     ret->file, none);
-	else if (!cluster_name_ok(cl))
+	else if (!cluster_name_ok(cl)) {
+		char shown[330];
+		term_escape(cl, strnlen(cl, 80), shown, sizeof shown);
 		rc = set_err(err, errlen, CLUSTER_CONF_BAD,
-			     "cluster name '%.80s' (from %s): 1 to %zu bytes, no '/', space or control character", cl,
-			     ret->cluster_from, sizeof ((shmcfg_sync_info *)0)->cluster - 1);
+			     "cluster name '%s' (from %s): 1 to %zu bytes of UTF-8, no '/', space or control character",
+			     shown, ret->cluster_from, sizeof ((shmcfg_sync_info *)0)->cluster - 1);
+	}
 	else if (!(ret->endpoints = strdup(ep)) || !(ret->cluster = strdup(cl))) {
 		cluster_conf_free(ret);
 		rc = set_err(err, errlen, CLUSTER_CONF_BAD, "out of memory");

@@ -76,7 +76,7 @@ static inline int ck_schema_text(const shmcfg *h, char **text)
 	for (int i = 0; i < 16; i++)
 		c += snprintf(c, 3, "%02x", hash[i]);
 	strcpy(c, ".");
-	shmcfg_schema *s;
+	shmcfg_schema *s = NULL; /* shmcfg_schema_of sets it only on success */
 	int r = shmcfg_schema_of(h, &s);
 	if (!r)
 		r = shmcfg_schema_write_yaml(s, comment, text);

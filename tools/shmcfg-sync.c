@@ -53,6 +53,7 @@
 #include "cluster-keys.h"
 #include "metrics.h"
 #include "sync.h"
+#include "termsafe.h"
 
 enum {
 	LIVENESS_MS = 4000,   /* the member's silence that moves the agent (noticed in < 5 s: the
@@ -845,12 +846,15 @@ static void check_metrics_path(const char *path, char *why, size_t len)
 	free(copy);
 }
 
+/* A host name: 1-63 bytes of UTF-8 (the roster's and status's JSON carry
+ * it), no '/', space or control character. */
 static bool valid_name(const char *s)
 {
-	if (!*s || strlen(s) > 63)
+	size_t n = strlen(s);
+	if (!n || n > 63 || !term_safe(s, n, ""))
 		return false;
 	for (; *s; s++)
-		if (*s == '/' || (unsigned char)*s <= ' ' || *s == 0x7f)
+		if (*s == '/' || *s == ' ')
 			return false;
 	return true;
 }
@@ -906,7 +910,7 @@ int main(int argc, char **argv)
 	else if ((cr = cluster_conf(endpoints, cluster, &conf, conf_err, sizeof conf_err)))
 		bad = conf_err;
 	else if (!valid_name(host))
-		bad = "bad host name: 1 to 63 bytes, no '/', space or control character";
+		bad = "bad host name: 1 to 63 bytes of UTF-8, no '/', space or control character";
 	if (!bad && *metrics_err) {
 		char shown[sizeof metrics_err];
 		printable(metrics_err, shown, sizeof shown);

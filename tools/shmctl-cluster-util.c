@@ -77,6 +77,11 @@ int parse_args(int argc, char **argv, struct args *a, int *ec)
 		*ec = usage_error("missing segment NAME");
 		return -1;
 	}
+	/* kept in etcd's audit record, JSON: UTF-8 (shown escaped, termsafe.h) */
+	if (a->reason && !term_utf8(a->reason, strlen(a->reason))) {
+		*ec = usage_error("--reason takes UTF-8 text: it has a byte that is not UTF-8");
+		return -1;
+	}
 	return 0;
 }
 

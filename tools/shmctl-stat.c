@@ -501,7 +501,7 @@ int cmd_schema(int argc, char **argv)
 
 static void add_problem(const char *problem, void *ud)
 {
-	json_array_append_new(json_object_get(ud, "problems"), json_string(problem));
+	json_array_append_new(json_object_get(ud, "problems"), json_foreign(problem));
 }
 
 /*
@@ -531,8 +531,10 @@ static json_t *check_segment(const char *name)
 		return o;
 	}
 	int bad = shmcfg_check(h, true, add_problem, o);
-	if (bad < 0) { /* the check could not run (out of memory): say so, not "sound" */
-		json_object_set_new(o, "attach_error", json_integer(bad));
+	/* the check could not run (out of memory), or a problem's text could
+	 * not be kept: say so, never "sound" */
+	if (bad < 0 || json_array_size(json_object_get(o, "problems")) < (size_t)bad) {
+		json_object_set_new(o, "attach_error", json_integer(bad < 0 ? bad : -ENOMEM));
 		json_object_set_new(o, "detail", json_string(shmcfg_errdetail()));
 		shmcfg_close(h);
 		return o;

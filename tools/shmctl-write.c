@@ -1085,15 +1085,20 @@ static void gc_orphan(const shmcfg_orphan *o, void *ud)
 	struct gc_orphans *g = ud;
 	/* or the new segment a replacement killed before its rename left */
 	const char *what = strstr(o->path, "/shmcfg-new.") ? "unfinished replacement" : "orphaned lock object";
-	if (!o->removed) {
-		g->rc = fail("cannot remove %s %s: %s", what, o->path, strerror(-o->error));
-		return;
+	/* names planted in /dev/shm: shown escaped (termsafe.h), in JSON as
+	 * they are when they are UTF-8 */
+	char *path = term_escaped(o->path, strlen(o->path)), *name = term_escaped(o->name, strlen(o->name));
+	if (!o->removed)
+		g->rc = fail("cannot remove %s %s: %s", what, path ? path : "?", strerror(-o->error));
+	else {
+		json_array_append_new(g->arr, json_pack("{s:o?, s:o?, s:i}", "name", json_foreign(o->name), "path",
+							json_foreign(o->path), "uid", (int)o->uid));
+		if (!g->json)
+			printf("removed %s %s (%s '%s' is gone)\n", what, path ? path : "?",
+			       what[0] == 'u' ? "the replacer of" : "its segment", name ? name : "?");
 	}
-	json_array_append_new(g->arr, json_pack("{s:s, s:s, s:i}", "name", o->name, "path", o->path, "uid",
-						(int)o->uid));
-	if (!g->json)
-		printf("removed %s %s (%s '%s' is gone)\n", what, o->path,
-		       what[0] == 'u' ? "the replacer of" : "its segment", o->name);
+	free(path);
+	free(name);
 }
 
 int cmd_gc(int argc, char **argv)

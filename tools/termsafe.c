@@ -52,6 +52,15 @@ size_t term_char(const char *p, size_t n, const char *allow, bool *unsafe)
 	return len;
 }
 
+bool term_utf8(const char *p, size_t n)
+{
+	uint32_t cp;
+	for (size_t i = 0, len; i < n; i += len)
+		if (!(len = utf8_char((const unsigned char *)p + i, n - i, &cp)))
+			return false;
+	return true;
+}
+
 bool term_safe(const char *p, size_t n, const char *allow)
 {
 	bool unsafe = false;

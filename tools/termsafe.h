@@ -22,6 +22,9 @@
  * "\n"), or "". */
 size_t term_char(const char *p, size_t n, const char *allow, bool *unsafe);
 
+/* Whether n bytes at p are valid UTF-8 (any character, controls too). */
+bool term_utf8(const char *p, size_t n);
+
 /* Whether n bytes at p hold no unsafe character. */
 bool term_safe(const char *p, size_t n, const char *allow);
 

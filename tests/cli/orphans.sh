@@ -71,4 +71,30 @@ pass "... the new incarnation's stays, and works" test "$(locks "$B")" = 1
 t_rc "... (a set)" 0 shmctl set -q "$B" recompile_limit=9
 t_usage "gc: two names" shmctl gc "$B" "$C"
 
+# --- unfinished replacements with planted names (a copy of a segment whose
+# creator is gone, as a replacer killed before its rename leaves): gc shows
+# the names escaped, and its JSON keeps the row of one that is no UTF-8. In a
+# /dev/shm of our own: gc without NAME takes every orphan it may.
+if [ "$(id -u)" = 0 ] && unshare --mount true 2>/dev/null; then
+	cat >"$T_TMP/planted.sh" <<'EOF'
+set -e
+mount -t tmpfs tmpfs /dev/shm
+$SHMCTL create -q src
+cp /dev/shm/shmcfg.src "/dev/shm/shmcfg-new.zz$(printf '\351')x.ABC123"
+cp /dev/shm/shmcfg.src "/dev/shm/shmcfg-new.yy$(printf '\033')[2J.ABC123"
+$SHMCTL gc --orphans >"$1/gc.txt"
+cp /dev/shm/shmcfg.src "/dev/shm/shmcfg-new.zz$(printf '\351')x.ABC123"
+$SHMCTL gc --orphans --json
+EOF
+	t_json "gc --json: a planted name that is no UTF-8 keeps its row, as \\xNN" '
+j["orphans"] == [{"name": "zz\\xe9x", "path": "/dev/shm/shmcfg-new.zz\\xe9x.ABC123", "uid": 0}]' \
+		unshare --mount --propagation private env SHMCTL="$SHMCTL" sh "$T_TMP/planted.sh" "$T_TMP"
+	pass "gc: the planted names escaped" pyeval '"yy\\x1b[2J" in a[0] and "zz\\xe9x" in a[0]' "$(cat "$T_TMP/gc.txt")"
+	pass "... safe on a terminal" termsafe "$T_TMP/gc.txt"
+else
+	skip "gc of planted unfinished replacements: needs root (a private /dev/shm)"
+	skip "gc: the planted names escaped: needs root"
+	skip "... safe on a terminal: needs root"
+fi
+
 t_done

@@ -94,6 +94,10 @@ t_errmatch "no cluster: one line naming the flag, the variable and the file" 1 \
 	shmctl cluster show "$S" --endpoints "$ETCD_EP"
 t_errmatch "a cluster name that is not one key element, and where it came from" 1 "cluster name 'a/b' \(from --cluster\)" \
 	shmctl cluster show "$S" --endpoints "$ETCD_EP" --cluster a/b
+# every cluster command's JSON carries the name: a byte that is no UTF-8
+# (here a Latin-1 e-acute) is refused, shown as \xNN
+t_errmatch "a cluster name that is not UTF-8: refused, shown escaped" 1 "cluster name 'c\\\\xe9' \(from --cluster\): 1 to 63 bytes of UTF-8" \
+	shmctl cluster show "$S" --endpoints "$ETCD_EP" --cluster "$(printf 'c\351')" --json
 run shmctl cluster show "$S" --endpoints "unix:$T_TMP/nope.sock" --cluster c1 --timeout 1
 pass "an unreachable endpoint: retried until --timeout, then one line naming it, how long and how often" \
 	test "$RC" = 1 -a "$(wc -l <"$T_TMP/err")" = 1 -a -n "$(grep -E "cluster 'c1': gave up after retrying for 1\.[0-9] s \([0-9]+ tries\): .*unix:$T_TMP/nope\.sock" "$T_TMP/err")"
@@ -407,6 +411,11 @@ hseq=$(ectl get "${P}head" --print-value-only | "$PYTHON" -c 'import json,sys; p
 run shmctl cluster diff "$S" "$hseq"
 pass "diff: the raw value safe on a terminal" test "$RC" = 0 -a -n "$OUT"
 pass "..." termsafe "$T_TMP/out"
+hseq0=$(ectl get "${P}head" --print-value-only)
+run shmctl cluster set "$S" app.level=4 --reason "$(printf 'mise \340 jour')"
+pass "--reason with a byte that is not UTF-8: a usage error (the audit record is JSON)" \
+	test "$RC" = 2 -a -z "$OUT" -a "$(head -1 "$T_TMP/err")" = "shmctl: cluster set: --reason takes UTF-8 text: it has a byte that is not UTF-8"
+pass "... nothing written" test "$(ectl get "${P}head" --print-value-only)" = "$hseq0"
 run shmctl cluster set "$S" app.level=4 --reason "$(printf 'why\302\233[2J\342\200\251')"
 pass "set over it" test "$RC" = 0
 pass "... its old -> new line safe on a terminal" termsafe "$T_TMP/out"

@@ -25,6 +25,9 @@ t_err "a PATH in no directory: exit 2, one line" 2 \
 t_err "a PATH that is a directory: exit 2, one line" 2 \
 	"shmcfg-sync: --metrics-file: $D exists and is not a regular file" \
 	"$SHMCFG_SYNC" --endpoints "$ETCD_EP" --cluster "$CLUSTER" --metrics-file "$D" "$S"
+run "$SHMCFG_SYNC" --endpoints "$ETCD_EP" --cluster "$CLUSTER" --host "$(printf 'h\351')" "$S"
+pass "a host name that is not UTF-8: exit 2, the reason first" test "$RC" = 2 -a \
+	"$(head -1 "$T_TMP/err")" = "shmcfg-sync: bad host name: 1 to 63 bytes of UTF-8, no '/', space or control character"
 mkfifo "$D/fifo.prom"
 t_err "a PATH that is a FIFO: exit 2, one line" 2 \
 	"shmcfg-sync: --metrics-file: $D/fifo.prom exists and is not a regular file" \
