@@ -67,13 +67,14 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The agent's record: any writer may set its texts (shmcfg_sync_set). */
 static json_t *sync_json(const shmcfg *h, const shmcfg_sync_info *s)
 {
 	json_t *o = json_object();
 	char ts[48];
-	json_object_set_new(o, "endpoints", json_string(s->endpoints));
-	json_object_set_new(o, "cluster", json_string(s->cluster));
-	json_object_set_new(o, "host", json_string(s->host));
+	json_object_set_new(o, "endpoints", json_foreign(s->endpoints));
+	json_object_set_new(o, "cluster", json_foreign(s->cluster));
+	json_object_set_new(o, "host", json_foreign(s->host));
 	json_object_set_new(o, "pid", json_integer(s->pid));
 	json_object_set_new(o, "agent_alive", json_boolean(sync_agent_alive(h, s)));
 	json_object_set_new(o, "applied_revision", json_integer((json_int_t)s->applied_rev));
@@ -90,7 +91,7 @@ static json_t *sync_json(const shmcfg *h, const shmcfg_sync_info *s)
 		json_object_set_new(o, "out_of_sync_since", json_null());
 	}
 	json_object_set_new(o, "rejected", json_integer(s->nrejected));
-	json_object_set_new(o, "error", json_string(s->error));
+	json_object_set_new(o, "error", json_foreign(s->error));
 	return o;
 }
 

@@ -311,6 +311,10 @@ assert lib.shmcfg_sync_set_sized(h, ctypes.byref(info), ctypes.c_size_t(ctypes.s
 	pass "... shown as \\xNN, on their lines" pyeval '
 "c\\xc2\\x9bl, revision " in a[0] and "host h\\x9b\\x0aFAKE row, etcd http://e\\x1b[2J:2379\n" in a[0] and
 ": down\\x1b]0;t\\x07\\xe2\\x80\\xa8x\n" in a[0]' "$OUT"
+	t_json "stat --json: the record's host, no UTF-8, kept as \\xNN; the others as they are" '
+s = j["sync"]
+s["host"] == "h\\x9b\\x0aFAKE row" and s["cluster"] == "c\x9bl" and s["endpoints"] == "http://e\x1b[2J:2379"' \
+		shmctl stat "$Y" --json
 fi
 
 # A directory planted under a segment's name: rm removes it (rmdir) where the
