@@ -1,8 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # The models of the concurrency protocol (tests/model/shmcfg.pml), of the
-# writer lock (tests/model/wlock.pml) and of the threads' sticky pins
-# (tests/model/tpin.pml), checked by
+# writer lock (tests/model/wlock.pml), of the threads' sticky pins
+# (tests/model/tpin.pml) and of the accessors' copy (tests/model/copy.pml),
+# checked by
 # spin: the correct model verifies with no error in each configuration (safety
 # and non-progress cycles), reaches every coverage probe, and each mutant (a
 # deliberate bug the code must not have) fails. Prints TAP, with each run's
@@ -93,6 +94,7 @@ P1='assertion violated .*(use\[|pubval)'
 PT='assertion violated .*content\[hs\]'
 T4="-DMAXG=4"
 P2='assertion violated .*pubval'
+PC='assertion violated published'
 cat > "$tmp/runs" <<EOF
 L1@shmcfg@pass@$L1@$fast@np@@correct model, liveness with a reader dying holding two pins (L1, 4 generations): no non-progress cycle, no assertion
 W2@wlock@pass@-DNCOMMITS=2@$fast@safety@@writer lock (wlock.pml), two commits each, a writer dying at any step: mutual exclusion, no invalid end state
@@ -126,6 +128,17 @@ tp_trust@tpin@fail@$T4 -DMUTANT=1@-O0@safety@$PT@mutant: the writer trusts the c
 tp_no_mb@tpin@fail@$T4 -DMUTANT=2@-O0@safety@$PT@mutant: no membarrier after the revocation: an increment in the owner's store buffer missed
 tp_no_check@tpin@fail@$T4 -DMUTANT=3@-O0@safety@$PT@mutant: the fast acquire does not load its revocation: counted after the writer trusted the count
 tp_no_recheck@tpin@fail@$T4 -DMUTANT=4@-O0@safety@$PT@mutant: the writer does not check the pins again after its busy mark: a re-pin missed
+C1@copy@pass@@$fast@safety@@accessors' copy (copy.pml), two options in one block, two commits, a writer dying at any step: each read a published value of its time, never backwards
+C2@copy@pass@-DSPLIT@$fast@safety@@accessors' copy, each option a block of its own (C2): the same
+c_probe_copy@copy@fail@-DPROBE=1@-O0@safety@assertion violated .1!=1.@accessors' copy: a read taken from the copy (probe)
+c_probe_slots@copy@fail@-DPROBE=2@-O0@safety@assertion violated .2!=2.@accessors' copy: a read the copy's seqlock sends to the slots (probe)
+c_probe_death@copy@fail@-DPROBE=3@-O0@safety@assertion violated .3!=3.@accessors' copy: a writer's death (probe)
+c_probe_whole@copy@fail@-DPROBE=4@-O0@safety@assertion violated .4!=4.@accessors' copy: a whole rewrite after a death (probe)
+c_e_first@copy@fail@-DMUTANT=1@-O0@safety@$PC@mutant: (E) before (W1): an accessor reads the old word of a published generation
+c_w3_first@copy@fail@-DMUTANT=2@-O0@safety@$PC@mutant: (W3) before (E): an accessor reads a word not yet published
+c_no_r3@copy@fail@-DMUTANT=3@-O0@safety@$PC@mutant: the accessor does not load the seqlock again: a word read across a commit
+c_odd_ok@copy@fail@-DMUTANT=4@-O0@safety@$PC@mutant: the accessor takes an odd seqlock: a word read while it is written
+c_no_dirty@copy@fail@-DMUTANT=5@-O0@safety@$PC@mutant: copy_dirty ignored: a dead writer's word in a block the next commit makes even
 EOF
 nruns=$(wc -l < "$tmp/runs")
 echo "1..$((nruns + 2))"
