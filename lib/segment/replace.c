@@ -236,6 +236,14 @@ static void freeze(shmcfg *old, uint64_t *saved, bool on)
 	}
 }
 
+/* A replacement by someone who is neither the segment's owner nor root. */
+static int not_owner(const char *name, uid_t owner)
+{
+	char who[300];
+	shmcfg__user_text(owner, who, sizeof who);
+	return shmcfg__err(-EPERM, "%s: only its owner (uid %s) or root may replace it", name, who);
+}
+
 /* The old segment, attached read-write and locked, or 1: none that can be
  * replaced (no segment, or one this library cannot attach: removed and
  * created anew by the caller), or an error that must stop the replacement. */
@@ -272,13 +280,13 @@ static int open_old_once(const char *name, const shmcfg_create_opts *o, shmcfg *
 	char path[PATH_BYTES], who[300];
 	if (r == SHMCFG_E_OWNER && (geteuid() != 0 || (o->flags & SHMCFG_CREATE_KEEP)) &&
 	    shmcfg__name_check(name, path) == 0 && lstat(path, &st) == 0) {
+		if (geteuid() != 0)
+			return not_owner(name, st.st_uid);
 		shmcfg__user_text(st.st_uid, who, sizeof who);
-		return geteuid() != 0 ? shmcfg__err(-EPERM, "%s: only its owner (uid %s) or root may replace it", name, who)
-				      : shmcfg__err(SHMCFG_E_OWNER,
-						    "%s: segment is owned by uid %s, not by you or root: not replaced (name "
-						    "its owner to keep what it holds: --owner; or replace it with the "
-						    "defaults: --fresh)",
-						    name, who);
+		return shmcfg__err(SHMCFG_E_OWNER,
+				   "%s: segment is owned by uid %s, not by you or root: not replaced (name its owner "
+				   "to keep what it holds: --owner; or replace it with the defaults: --fresh)",
+				   name, who);
 	}
 	/* nothing there, or nothing this library attaches (damaged, another
 	 * layout, a symlink or FIFO planted, another user's replaced without
@@ -293,10 +301,8 @@ static int open_old_once(const char *name, const shmcfg_create_opts *o, shmcfg *
 	/* only its owner (or root) may put another object under the name: in
 	 * /dev/shm, sticky, the rename would fail, after the work */
 	uid_t me = geteuid();
-	if (me != 0 && old->owner != me) {
-		shmcfg__user_text(old->owner, who, sizeof who);
-		r = shmcfg__err(-EPERM, "%s: only its owner (uid %s) or root may replace it", name, who);
-	}
+	if (me != 0 && old->owner != me)
+		r = not_owner(name, old->owner);
 	if (r || (r = shmcfg__lock_writer(old))) {
 		shmcfg_close(old);
 		return r;
