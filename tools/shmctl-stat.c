@@ -979,8 +979,9 @@ int cmd_watch(int argc, char **argv)
 		if (have_count && seen >= count)
 			done = true;
 	}
-	if (rc == EXIT_OK && have_count && !done)
-		rc = EXIT_FAIL; /* the timeout (or a signal) came first */
+	if (rc == EXIT_OK && have_count && !done) /* the timeout (or a signal) came first */
+		rc = fail("%llu of the %llu commits seen before the watch ended", (unsigned long long)seen,
+			  (unsigned long long)count);
 	for (uint32_t i = 0; i < n; i++) {
 		if (text)
 			free(text[i]);

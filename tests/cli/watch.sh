@@ -145,7 +145,9 @@ l = open(a[0]).read().splitlines()
 # --- --timeout --------------------------------------------------------------------
 t_out "watch --timeout without --count: exit 0, nothing printed" "" shmctl watch "$W" --timeout 0.3 --quiet
 pass "watch --quiet: nothing on stderr" test -z "$ERR"
-t_rc "watch --timeout with --count not reached: exit 1" 1 shmctl watch "$W" --timeout 0.3 --count 1
+run shmctl watch "$W" --timeout 0.3 --count 1
+pass "watch --timeout with --count not reached: exit 1, its last line saying so" test "$RC" = 1 -a \
+	"$(tail -1 "$T_TMP/err")" = "shmctl: 0 of the 1 commits seen before the watch ended"
 pass "(and nothing printed)" test -z "$OUT"
 $SHMCTL watch "$W" >"$T_TMP/w4" 2>"$T_TMP/w4.err" &
 WPID=$!
