@@ -348,6 +348,14 @@ int cmd_create(int argc, char **argv)
 		schema_path = conf_schema;
 	if (!rc && conf)
 		rc = add_dir(&src, conf_d, true);
+	/* a --conf that finds nothing is most likely the wrong directory or name */
+	if (!rc && conf && !quiet && schema_path != conf_schema && access(conf_d, F_OK) != 0) {
+		if (schema_path)
+			warn_msg("--conf: %s does not exist: nothing loaded from it", conf_d);
+		else
+			warn_msg("--conf: neither %s nor %s exists: the default schema, nothing loaded", conf_schema,
+				 conf_d);
+	}
 	for (size_t i = 0; !rc && i < nloads; i++)
 		rc = loads[i].c == 'l' ? add_file(&src, loads[i].path, false) : add_dir(&src, loads[i].path, false);
 	shmcfg_schema *schema = NULL;

@@ -108,6 +108,8 @@ mkdir "$E"
 run env SHMCFG_CONF_DIR="$E" "$SHMCTL" create "$C" --conf
 pass "create --conf without NAME.yaml or NAME.d: the default schema, nothing loaded" \
 	test "$RC" = 0 -a "$(echo "$OUT" | wc -l)" = 1
+pass "... and a warning naming both files it looked for" test "$ERR" = \
+	"shmctl: warning: --conf: neither $E/$C.yaml nor $E/$C.d exists: the default schema, nothing loaded"
 t_out "... generation 1" 1 gen "$C"
 shmctl rm "$C"
 printf 'format: 1\noptions:\n  app.level:\n    type: int\n    default: 1\n  app.name:\n    type: str\n    default: x\n' \
