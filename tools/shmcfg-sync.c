@@ -53,6 +53,7 @@
 #include "cluster-keys.h"
 #include "metrics.h"
 #include "sync.h"
+#include "distance.h"
 #include "termsafe.h"
 
 enum {
@@ -859,6 +860,44 @@ static bool valid_name(const char *s)
 	return true;
 }
 
+/* Whether getopt's refusal (optopt) is of the long option in word w. */
+static bool long_refused(const struct option *lo, const char *w, int optopt_)
+{
+	if (strncmp(w, "--", 2))
+		return false;
+	if (!optopt_) /* unknown */
+		return true;
+	size_t len = strcspn(w + 2, "=");
+	for (; lo->name; lo++)
+		if (strlen(lo->name) == len && !strncmp(lo->name, w + 2, len))
+			return lo->val == optopt_;
+	return false;
+}
+
+/* A long option getopt refused: unknown (with the closest one, if one is
+ * close), or one that needs an argument. */
+static void unknown_option(const struct option *lo, const char *arg)
+{
+	char typed[80];
+	snprintf(typed, sizeof typed, "%s", arg + strspn(arg, "-"));
+	typed[strcspn(typed, "=")] = 0;
+	const char *names[16];
+	size_t n = 0;
+	for (; lo[n].name && n < 16; n++) {
+		if (!strcmp(lo[n].name, typed)) {
+			fprintf(stderr, "%s: option '--%s' %s\n", prog, typed,
+				lo[n].has_arg == required_argument ? "needs an argument" : "takes no value");
+			return;
+		}
+		names[n] = lo[n].name;
+	}
+	const char *near = closest_word(typed, names, n);
+	if (near)
+		fprintf(stderr, "%s: unknown option '%s'; did you mean '--%s'?\n", prog, arg, near);
+	else
+		fprintf(stderr, "%s: unknown option '%s'\n", prog, arg);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -883,11 +922,13 @@ int main(int argc, char **argv)
 		case 'M': metrics = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default:
-			if (optopt)
+			/* the word getopt refused: the last one it took, unless a
+			 * short option inside a cluster (-x1) was */
+			if (long_refused(longopts, argv[optind - 1], optopt))
+				unknown_option(longopts, argv[optind - 1]);
+			else
 				fprintf(stderr, "%s: option '-%c' %s\n", prog, optopt,
 					strchr("ecHM", optopt) ? "needs an argument" : "is unknown");
-			else
-				fprintf(stderr, "%s: option '%s' is unknown or needs an argument\n", prog, argv[optind - 1]);
 			usage(stderr);
 			return 2;
 		}

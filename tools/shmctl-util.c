@@ -928,23 +928,6 @@ int fail_lib(int r, const char *what)
 	return EXIT_FAIL;
 }
 
-const char *closest_word(const char *typed, const char *const *words, size_t n)
-{
-	size_t tl = strlen(typed), limit = tl < 4 ? 1 : tl < 9 ? 2 : 3, best = SIZE_MAX;
-	const char *pick = NULL;
-	for (size_t i = 0; i < n; i++) {
-		size_t d = edit_distance(typed, words[i]);
-		/* a word the text begins (an abbreviation) is close too */
-		if (d > limit && tl >= 2 && !strncmp(words[i], typed, tl))
-			d = limit;
-		if (d <= limit && d < best) {
-			best = d;
-			pick = words[i];
-		}
-	}
-	return pick;
-}
-
 /* A command of subcommands (cluster) has no synopsis of its own: each
  * subcommand's first line is its usage, from the one table. */
 static void print_synopsis(FILE *f, const struct command *c)

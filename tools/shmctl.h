@@ -34,6 +34,7 @@
 #include <jansson.h>
 
 #include "shmcfg.h"
+#include "distance.h" /* closest_word() */
 #include "termsafe.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
@@ -109,9 +110,6 @@ int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A usage error in one line ("shmctl: CMD: ..."), without the synopsis:
  * an unknown flag, a bad duration. EXIT_USAGE. */
 int usage_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The word of words[] closest to @p typed (a typo: a few edits or swapped
- * neighbours, or an abbreviation), NULL if none is close. */
-const char *closest_word(const char *typed, const char *const *words, size_t n);
 /* Calls fn for each flag of @p c: --help, --color, its own, --owner if it
  * attaches; the lines of --help only (F_ARG, F_DOC) too. Stops at, and
  * returns, a nonzero return of fn. */

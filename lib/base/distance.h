@@ -2,7 +2,7 @@
 /*
  * The edit distance behind every "did you mean" of shmcfg: the library's
  * option names (schema/optname.c) and shmctl's commands and flags
- * (tools/shmctl-util.c). Header-only, so the tools share it without the
+ * (tools/shmctl-util.c), shmcfg-sync's flags. Header-only, so the tools share it without the
  * library exporting a call that is no part of its job.
  */
 #ifndef SHMCFG_DISTANCE_H
@@ -44,6 +44,25 @@ static inline size_t edit_distance(const char *a, const char *b)
 		c = t;
 	}
 	return p[lb];
+}
+
+/* The word of words[] closest to @p typed (a typo: a few edits or swapped
+ * neighbours, or an abbreviation), NULL if none is close. */
+static inline const char *closest_word(const char *typed, const char *const *words, size_t n)
+{
+	size_t tl = strlen(typed), limit = tl < 4 ? 1 : tl < 9 ? 2 : 3, best = SIZE_MAX;
+	const char *pick = NULL;
+	for (size_t i = 0; i < n; i++) {
+		size_t d = edit_distance(typed, words[i]);
+		/* a word the text begins (an abbreviation) is close too */
+		if (d > limit && tl >= 2 && !strncmp(words[i], typed, tl))
+			d = limit;
+		if (d <= limit && d < best) {
+			best = d;
+			pick = words[i];
+		}
+	}
+	return pick;
 }
 
 #endif

@@ -25,6 +25,15 @@ t_err "a PATH in no directory: exit 2, one line" 2 \
 t_err "a PATH that is a directory: exit 2, one line" 2 \
 	"shmcfg-sync: --metrics-file: $D exists and is not a regular file" \
 	"$SHMCFG_SYNC" --endpoints "$ETCD_EP" --cluster "$CLUSTER" --metrics-file "$D" "$S"
+# a mistyped flag: the closest one named; a flag's argument missing or given
+# where none is taken: said as the flag was typed
+for c in "--endpionts=x@unknown option '--endpionts=x'; did you mean '--endpoints'?" \
+	"--cluster@option '--cluster' needs an argument" "--once=3@option '--once' takes no value" \
+	"--zzzzzz@unknown option '--zzzzzz'" "-x@option '-x' is unknown"; do
+	run "$SHMCFG_SYNC" "${c%%@*}"
+	pass "shmcfg-sync ${c%%@*}: exit 2, the reason first" test "$RC" = 2 -a \
+		"$(head -1 "$T_TMP/err")" = "shmcfg-sync: ${c#*@}"
+done
 run "$SHMCFG_SYNC" --endpoints "$ETCD_EP" --cluster "$CLUSTER" --host "$(printf 'h\351')" "$S"
 pass "a host name that is not UTF-8: exit 2, the reason first" test "$RC" = 2 -a \
 	"$(head -1 "$T_TMP/err")" = "shmcfg-sync: bad host name: 1 to 63 bytes of UTF-8, no '/', space or control character"
