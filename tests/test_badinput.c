@@ -742,17 +742,61 @@ static void test_hostile_descriptors(void **state)
 
 /*
  * A writer's bytes in the schema's strings that shmcfg_schema_add() never
- * takes: a name with a byte names may not have (0xff), a doc that is not
- * UTF-8. Each is refused cleanly on first use, and shmcfg_check() names a
- * problem whose text is printable ASCII (the tools' JSON takes only
- * UTF-8: `shmctl check` dropped the problem and said "sound").
+ * takes. A name with a byte names may not have (0xff) is refused cleanly on
+ * first use, and shmcfg_check() names the option ('t?a') in printable
+ * ASCII (the tools' JSON takes only UTF-8: `shmctl check` dropped the
+ * problem and said "sound"). A doc that is no UTF-8 is no damage (a library
+ * before 0.11 took one): the option works, the check finds nothing.
  */
 static void report_problem(const char *problem, void *ud)
 {
 	int *bad = ud;
+	fprintf(stderr, "# problem: %s\n", problem);
 	for (const unsigned char *p = (const unsigned char *)problem; *p; p++)
 		if (*p < 0x20 || *p >= 0x7f)
-			(*bad)++;
+			bad[0]++;
+	bad[1] += strstr(problem, "name 't?a' has a character names may not have") != NULL;
+}
+
+/* The check of a fresh handle: one problem, naming 't?a', in ASCII. */
+static int check_bad_name(void)
+{
+	shmcfg *x = NULL;
+	int bad[2] = {0, 0};
+	if (shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &x) || shmcfg_check(x, false, report_problem, bad) != 1 ||
+	    bad[0] || bad[1] != 1)
+		return 1;
+	shmcfg_close(x);
+	return 0;
+}
+
+static int use_latin1_doc(void)
+{
+	shmcfg *x = NULL;
+	shmcfg_optinfo info;
+	if (shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &x) || shmcfg_opt_info(x, T_A, &info) ||
+	    (unsigned char)info.doc[1] != 0xff || get_i(x, T_A) != 0 || shmcfg_check(x, true, NULL, NULL) != 0)
+		return 1;
+	shmcfg_close(x);
+	return 0;
+}
+
+/* shmctl describe --json of that option keeps its doc, as \xNN (jansson
+ * takes only UTF-8: the field went missing). 0 if so. */
+static int describe_keeps_doc(void)
+{
+	const char *b = getenv("top_builddir");
+	char cmd[512], out[8192];
+	snprintf(cmd, sizeof cmd, "timeout -s KILL 20 %s/tools/shmctl describe %s t.a --json", b ? b : ".", seg);
+	FILE *f = popen(cmd, "r");
+	size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+	int st = f ? pclose(f) : -1;
+	out[n] = 0;
+	if (st != 0 || !strstr(out, "\"doc\": \"a\\\\xff= n\"")) {
+		fprintf(stderr, "# shmctl describe: status %d:\n%s\n", st, out);
+		return 1;
+	}
+	return 0;
 }
 
 static void test_hostile_schema_text(void **state)
@@ -769,14 +813,12 @@ static void test_hostile_schema_text(void **state)
 		strings[r.off + 1] = (char)0xff;
 		rehash_schema();
 		spoiled = T_A;
-		int st = in_child(use_expect_corrupt, 10000);
-		int nonascii = 0, problems = shmcfg_check(h, false, report_problem, &nonascii);
+		int st = in_child(which ? use_latin1_doc : use_expect_corrupt, 10000);
+		int checked = which ? describe_keeps_doc() : in_child(check_bad_name, 10000);
 		strings[r.off + 1] = saved;
 		rehash_schema();
-		if (st)
-			fail_msg("a %s with byte 0xff: child status %d", which ? "doc" : "name", st);
-		assert_true(problems > 0);
-		assert_int_equal(nonascii, 0);
+		if (st || checked)
+			fail_msg("a %s with byte 0xff: child status %d, check's %d", which ? "doc" : "name", st, checked);
 	}
 	assert_int_equal(shmcfg_check(h, false, NULL, NULL), 0);
 }

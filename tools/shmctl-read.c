@@ -564,8 +564,8 @@ int cmd_show(int argc, char **argv)
 			alias_json(h, &oi, o);
 			json_object_set_new(o, "hash_ignored", json_boolean(fi.flags & SHMCFG_F_HASH_IGNORED));
 			json_object_set_new(o, "deprecated",
-					    oi.deprecated ? json_string(oi.deprecated) : json_null());
-			json_object_set_new(o, "doc", json_string(oi.doc ? oi.doc : ""));
+					    oi.deprecated ? json_foreign(oi.deprecated) : json_null());
+			json_object_set_new(o, "doc", json_foreign(oi.doc ? oi.doc : ""));
 			json_array_append_new(arr, o);
 		} else {
 			char *val = value_text(&v), *def = value_text(&fi.def);
@@ -703,7 +703,7 @@ static json_t *names_json(const char *list, size_t n)
 {
 	json_t *a = json_array();
 	for (size_t i = 0; list && i < n; i++, list += strlen(list) + 1)
-		json_array_append_new(a, json_string(list));
+		json_array_append_new(a, json_foreign(list));
 	return a;
 }
 
@@ -818,7 +818,7 @@ int cmd_describe(int argc, char **argv)
 	json_object_set_new(o, "flags", jflags);
 	json_object_set_new(o, "env_default", names_json(fi.env_default, fi.n_env_default));
 	json_object_set_new(o, "env_force", names_json(fi.env_force, fi.n_env_force));
-	json_object_set_new(o, "knob", fi.knob ? json_string(fi.knob) : json_null());
+	json_object_set_new(o, "knob", fi.knob ? json_foreign(fi.knob) : json_null());
 	alias_json(h, &oi, o);
 	/* an earlier name of "alias" (when describe's "alias" was alias_of): kept for scripts */
 	json_object_set(o, "alias_final", json_object_get(o, "alias"));
@@ -831,7 +831,7 @@ int cmd_describe(int argc, char **argv)
 	json_object_set_new(o, "max", fi.has_max ? value_json(&fi.max) : json_null());
 	json_t *choices = json_array();
 	for (const char *it = NULL; (it = shmcfg_list_next(&fi.choices, it));)
-		json_array_append_new(choices, json_string(it));
+		json_array_append_new(choices, json_foreign(it));
 	json_object_set_new(o, "choices", choices);
 	json_t *implies = json_array();
 	for (size_t k = 0; k < fi.n_implies; k++) {
@@ -862,9 +862,9 @@ int cmd_describe(int argc, char **argv)
 		}
 	}
 	json_object_set_new(o, "implied_by", implied_by);
-	json_object_set_new(o, "deprecated", fi.deprecated ? json_string(fi.deprecated)
-				: oi.deprecated ? json_string(oi.deprecated) : json_null());
-	json_object_set_new(o, "doc", json_string(oi.doc ? oi.doc : ""));
+	json_object_set_new(o, "deprecated", fi.deprecated ? json_foreign(fi.deprecated)
+				: oi.deprecated ? json_foreign(oi.deprecated) : json_null());
+	json_object_set_new(o, "doc", json_foreign(oi.doc ? oi.doc : ""));
 	shmcfg_snapshot_release(snap);
 
 	if (json) {

@@ -518,7 +518,8 @@ char *json_for_terminal(char *text)
 	return out;
 }
 
-/* Text that others chose (a name planted in /dev/shm) as a JSON string:
+/* Text that others chose (a name planted in /dev/shm, a schema's texts
+ * from a library before 0.11, which took any bytes) as a JSON string:
  * as it is when it is UTF-8; else term_escaped() (\xNN for each byte that
  * is none), since jansson takes only UTF-8 and json_string() would give
  * NULL: the field would go missing from its row. NULL on ENOMEM. */

@@ -596,7 +596,7 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	seq_publish_copy(h, gen, s, b.changed.ids, b.changed.n, false); /* (E) */
 	hd->wip = 0;
 	/* holds gen - 1: the next commit's slot (choose_slot); atomic for
-	 * prefetch_commit(), which reads it before commit_lock */
+	 * txn.c's prefetch_change(), which reads it without commit_lock */
 	__atomic_store_n(&h->slot_hint, cur_s, __ATOMIC_RELAXED);
 	wake(h);
 	if (gen_ret)

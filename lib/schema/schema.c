@@ -7,7 +7,6 @@
 #include "internal.h"
 #include "schema.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -152,9 +151,12 @@ static const char *name_problem(const char *n)
 			start = true;
 			continue;
 		}
-		if (start && isdigit((unsigned char)*p))
+		/* ASCII whatever the locale (a Latin-1 locale's isalnum takes 0xe9) */
+		unsigned char c = (unsigned char)*p;
+		bool digit = c >= '0' && c <= '9', letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+		if (start && digit)
 			return "a dotted part starts with a digit";
-		if (!(isalnum((unsigned char)*p) || *p == '_'))
+		if (!(letter || digit || c == '_'))
 			return "only letters, digits, '_' and '.' are allowed";
 		start = false;
 	}

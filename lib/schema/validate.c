@@ -231,9 +231,7 @@ static int str_ok(const shmcfg *h, struct sref r)
 	if (r.off >= h->strings_size || r.len >= h->strings_size - r.off)
 		return 1;
 	PIN(h->sch->strings_off + r.off, (uint64_t)r.len + 1);
-	const char *p = h->strings + r.off;
-	/* UTF-8, as shmcfg_schema_add() took it: the tools' JSON needs it */
-	return p[r.len] == 0 && memchr(p, 0, r.len) == NULL && shmcfg__utf8_valid(p, r.len) ? 0 : 1;
+	return h->strings[r.off + r.len] == 0 && memchr(h->strings + r.off, 0, r.len) == NULL ? 0 : 1;
 }
 
 /* An option name's bytes are those shmcfg_schema_add() allows (letters,
@@ -328,8 +326,13 @@ int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen)
 		snprintf(msg, mlen, "schema: option %u has a bad string reference", i);
 		return 1;
 	}
+	/* (texts that are no UTF-8 are not damage: a segment of a library that
+	 * took them; the tools show them escaped) */
 	if (!name_chars_ok(h, d->name)) {
-		snprintf(msg, mlen, "schema: option %u's name has a character names may not have", i);
+		char label[96];
+		shmcfg__opt_label(h, i, label);
+		snprintf(msg, mlen, "schema: option %u's name '%s' has a character names may not have (not A-Z a-z 0-9 _ .)",
+			 i, label);
 		return 1;
 	}
 	/* the name, for a message: made when one is needed */
