@@ -49,7 +49,9 @@
  * o): each read, by the copy or the slots, returns the value of a
  * generation published between the read's start and its end (never a
  * dead writer's word, never a generation not yet published or an old one); a
- * reader's reads of an option never go backwards, across the two paths.
+ * reader's reads of an option never go backwards, across the two paths
+ * (which the first implies, each read's window starting where the last
+ * ended: asserted as a cross-check of the model itself).
  * Mutants (each must fail): 1 (E) before (W1): published, then the words
  * written in even blocks; 2 (W3) before (E): the new words in even blocks
  * before the publication; 3 the reader skips (R3): a word read in a block
@@ -195,9 +197,9 @@ proctype writer()
 #endif
 		o = 0;
 		if
-		:: whole ->
+		:: whole -> /* every block (W1), then every word (W2) */
 			do
-			:: o < NOPT -> odd(BLK(o)); DIE; o++ /* (W1) */
+			:: o < NBLK -> odd(o); DIE; o++
 			:: else -> break
 			od;
 			o = 0;
@@ -233,10 +235,18 @@ proctype writer()
 #endif
 #if MUTANT != 2
 		o = 0;
-		do
-		:: o < NOPT -> if :: whole || ch[o] -> even(BLK(o)); DIE :: else -> skip fi; o++ /* (W3) */
-		:: else -> break
-		od;
+		if
+		:: whole -> /* every block (W3) */
+			do
+			:: o < NBLK -> even(o); DIE; o++
+			:: else -> break
+			od
+		:: else -> /* each changed option's block (W3): twice for a block of two */
+			do
+			:: o < NOPT -> if :: ch[o] -> even(BLK(o)); DIE :: else -> skip fi; o++
+			:: else -> break
+			od
+		fi;
 #endif
 		copy_dirty = false;
 		if :: whole -> probe(4) :: else -> skip fi;
