@@ -1817,6 +1817,17 @@ class TestErrors(SegTest):
         with self.assertRaises(AttributeError) as cm:
             d.recompile_limt
         self.assertIn("torch._dynamo.config.recompile_limt", str(cm.exception))
+        # a typo of an attribute: the closest option named, on a read, a write
+        # and a delete; none when nothing is close
+        hint = "; did you mean torch._dynamo.config.recompile_limit?"
+        for op in (lambda: d.recompile_limt, lambda: setattr(d, "recompile_limt", 3),
+                   lambda: delattr(d, "recompile_limt")):
+            with self.assertRaises(shmcfg.UnknownOptionError) as cm:
+                op()
+            self.assertTrue(str(cm.exception).endswith(hint), str(cm.exception))
+        with self.assertRaises(AttributeError) as cm:
+            m.zzzz
+        self.assertNotIn("did you mean", str(cm.exception))
 
     def test_user_typed_names(self):
         """seg.get/set/describe/transaction take what shmctl takes: a unique
@@ -2258,7 +2269,7 @@ class TestLifecycle(SegTest):
         new = shmcfg.create(seg.name, schema_text=SCHEMA, force=True, keep=True, no_env=True,
                             mode=0o600)
         self.addCleanup(new.close)
-        why = (f"PermissionDeniedError: [Errno 13] {seg.name}: the segment was replaced, and its "
+        why = (f"PermissionDeniedError: {seg.name}: the segment was replaced, and its "
                "successor cannot be attached: Permission denied")
         self.assertEqual(now(), {"generation": why, "steps": why, "current": why})
         os.chmod(f"/dev/shm/shmcfg.{seg.name}", 0o644)
@@ -2270,6 +2281,35 @@ class TestLifecycle(SegTest):
         self.assertEqual(seen, {"generation": new.generation, "steps": 5,
                                 "current": new.generation})
 
+
+    @unittest.skipUnless(os.geteuid() == 0, "another user's process needs root (setpriv)")
+    def test_attach_permission_denied_says_which_access(self):
+        """An attach refused by the segment's mode says which access, as
+        shmctl does, without an OSError's "[Errno 13]" before it."""
+        as_other = _other_user_python()
+        seg, _ = self.app(mode=0o644)
+        out = {}
+        for ro in ("False", "True"):
+            p = subprocess.run(as_other + ["-c", textwrap.dedent("""
+                import sys, shmcfg
+                try:
+                    shmcfg.attach(sys.argv[1], readonly=sys.argv[2] == "True")
+                    print("attached")
+                except shmcfg.PermissionDeniedError as e:
+                    print(e)
+                """), seg.name, ro], stdout=subprocess.PIPE, universal_newlines=True,
+                env=dict(os.environ, PYTHONPATH=PYDIR), timeout=60)
+            out[ro] = p.stdout.strip()
+        self.assertEqual(out, {"False": f"segment '{seg.name}': permission denied "
+                                        "(write access; readonly=True to read)",
+                               "True": "attached"})
+        os.chmod(f"/dev/shm/shmcfg.{seg.name}", 0o600)
+        p = subprocess.run(as_other + ["-c", "import sys, shmcfg\n"
+                                       "try: shmcfg.attach(sys.argv[1], readonly=True)\n"
+                                       "except shmcfg.PermissionDeniedError as e: print(e)", seg.name],
+                           stdout=subprocess.PIPE, universal_newlines=True,
+                           env=dict(os.environ, PYTHONPATH=PYDIR), timeout=60)
+        self.assertEqual(p.stdout.strip(), f"segment '{seg.name}': permission denied (read access)")
 
 class TestLifecycleLibraryReads(TestLifecycle):
     FAST = False

@@ -620,7 +620,7 @@ class ConfigModule(types.ModuleType):
             if name.startswith("__") and name.endswith("__"):
                 types.ModuleType.__setattr__(self, name, value)
                 return
-            raise _unknown(d["__name__"], name, d["_shmcfg_seg"].name)
+            raise _unknown(d["__name__"], name, d["_shmcfg_seg"].name, d["_shmcfg_opts"])
         warn_deprecated(o)
         cv = _convert(o, value, o.name)
         if "_shmcfg_hidden" in d:
@@ -635,7 +635,7 @@ class ConfigModule(types.ModuleType):
         d = self.__dict__
         o = d["_shmcfg_opts"].get(name)
         if o is None:
-            raise _unknown(d["__name__"], name, d["_shmcfg_seg"].name)
+            raise _unknown(d["__name__"], name, d["_shmcfg_seg"].name, d["_shmcfg_opts"])
         if _mock_restores_after_delete():
             hide(self, name)
             return
@@ -659,7 +659,7 @@ class ConfigModule(types.ModuleType):
         d = self.__dict__
         o = d["_shmcfg_opts"].get(name)
         if o is None:
-            raise _unknown(d["__name__"], name, d["_shmcfg_seg"].name)
+            raise _unknown(d["__name__"], name, d["_shmcfg_seg"].name, d["_shmcfg_opts"])
         return o
 
     def _changes(self, changes):
@@ -918,7 +918,7 @@ def _make_module(seg, name):
         if o is None or _is_hidden(m, attr):
             if attr.startswith("__") and attr.endswith("__"):
                 raise AttributeError(f"module '{name}' has no attribute '{attr}'")
-            raise _unknown(name, attr, seg.name)
+            raise _unknown(name, attr, seg.name, opts)
         return seg._read_with_policies(o)
     d["__getattr__"] = __getattr__
     return m

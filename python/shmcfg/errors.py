@@ -8,6 +8,7 @@ exception: call it right after the failing call, in the same thread (the
 detail text is thread-local).
 """
 
+import difflib
 import pickle
 
 from . import _lib as _L
@@ -25,6 +26,11 @@ class Error(OSError):
     code = 0
     errname = ""
     detail = ""
+
+    def __str__(self) -> str:
+        # the library's message alone: it names what failed and why (an
+        # OSError's "[Errno 13] " prefix says nothing more)
+        return self.strerror if self.strerror else super().__str__()
 
 
 class NotFoundError(Error, FileNotFoundError):
@@ -67,7 +73,22 @@ class _OptionErrorMixin:
 
 class UnknownOptionError(_OptionErrorMixin, AttributeError, KeyError):
     """No such option; an AttributeError (and a KeyError, as the seed's
-    ``get_type`` raises). The message names the module and the option."""
+    ``get_type`` raises). The message names the module and the option,
+    and the closest option of the module when one is close."""
+
+    _near = None  # (module, name, names): the hint, made when the text is asked for
+
+    def __str__(self):
+        text = BaseException.__str__(self)
+        if self._near:  # not at raise: hasattr() and getattr(m, x, default) probe often
+            module, name, names = self._near
+            self._near = None
+            near = difflib.get_close_matches(name, list(names), n=1, cutoff=0.75)
+            if near:
+                text += f"; did you mean {module + '.' if module else ''}{near[0]}?"
+                self.args = (text,)
+                self.detail = text
+        return text
 
 
 class OptionTypeError(_OptionErrorMixin, TypeError):
@@ -141,7 +162,11 @@ def _opt_error(cls, code_name, msg):
     return e
 
 
-def _unknown(module, name, seg):
+def _unknown(module, name, seg, names=()):
+    """An unknown option: with the closest of ``names`` (the module's
+    options) when one is close, as the library's resolution says it."""
     full = f"{module}.{name}" if module else name
-    return _opt_error(UnknownOptionError, "NOOPT",
-                      f"{full} does not exist (segment '{seg}')")
+    e = _opt_error(UnknownOptionError, "NOOPT", f"{full} does not exist (segment '{seg}')")
+    if names and isinstance(name, str):
+        e._near = (module, name, names)
+    return e

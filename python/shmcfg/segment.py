@@ -1160,7 +1160,12 @@ def attach(name: str, readonly: bool = False, fast_reads: Optional[bool] = None,
     h = _L.c_void_p()
     r = _L.attach_with(_segname(name), _attach_opts(readonly, uid), ctypes.byref(h))
     if r < 0:
-        raise _error(r, f"segment '{name}'")
+        e = _error(r, f"segment '{name}'")
+        if r in (-errno.EACCES, -errno.EPERM):
+            # as shmctl says it: the access that was refused
+            e.strerror = (f"segment '{name}': permission denied (read access)" if readonly else
+                          f"segment '{name}': permission denied (write access; readonly=True to read)")
+        raise e
     return _wrap(h.value, name, fast_reads, uid)
 
 
