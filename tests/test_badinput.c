@@ -781,17 +781,25 @@ static int use_latin1_doc(void)
 	return 0;
 }
 
+/* The output of `shmctl ARGS` (at most len - 1 bytes), and its status. */
+static int shmctl_out(const char *args, char *out, size_t len)
+{
+	const char *b = getenv("top_builddir");
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "timeout -s KILL 20 %s/tools/shmctl %s", b ? b : ".", args);
+	FILE *f = popen(cmd, "r");
+	size_t n = f ? fread(out, 1, len - 1, f) : 0;
+	out[n] = 0;
+	return f ? pclose(f) : -1;
+}
+
 /* shmctl describe --json of that option keeps its doc, as \xNN (jansson
  * takes only UTF-8: the field went missing). 0 if so. */
 static int describe_keeps_doc(void)
 {
-	const char *b = getenv("top_builddir");
-	char cmd[512], out[8192];
-	snprintf(cmd, sizeof cmd, "timeout -s KILL 20 %s/tools/shmctl describe %s t.a --json", b ? b : ".", seg);
-	FILE *f = popen(cmd, "r");
-	size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
-	int st = f ? pclose(f) : -1;
-	out[n] = 0;
+	char args[256], out[8192];
+	snprintf(args, sizeof args, "describe %s t.a --json", seg);
+	int st = shmctl_out(args, out, sizeof out);
 	if (st != 0 || !strstr(out, "\"doc\": \"a\\\\xff= n\"")) {
 		fprintf(stderr, "# shmctl describe: status %d:\n%s\n", st, out);
 		return 1;
@@ -821,6 +829,37 @@ static void test_hostile_schema_text(void **state)
 			fail_msg("a %s with byte 0xff: child status %d, check's %d", which ? "doc" : "name", st, checked);
 	}
 	assert_int_equal(shmcfg_check(h, false, NULL, NULL), 0);
+}
+
+/*
+ * A string value whose bytes are no UTF-8: only a writer that writes the
+ * segment's cells and heap can store one (a transaction refuses it), and it
+ * has no JSON form. shmctl get shows it escaped, get --json keeps it (as
+ * \xNN), where both said "out of memory" (helper-56).
+ */
+static void test_value_not_utf8_shown_escaped(void **state)
+{
+	(void)state;
+	shmcfg_txn *t;
+	assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+	assert_int_equal(shmcfg_txn_set_str(t, T_C, "abcd"), 0);
+	assert_true(shmcfg_txn_commit(t, NULL) >= 0);
+	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	const struct shmcfg__cell *c = slot_cells(h, slot_at(h, cur_slot(cur))) + T_C;
+	assert_int_equal(META_LEN(c->meta), 4);
+	char *bytes = seg_heap(h) + CELL_OFF(c->val);
+	assert_memory_equal(bytes, "abcd", 4);
+	bytes[1] = (char)0xff;
+	char args[256], out[4096];
+	snprintf(args, sizeof args, "get %s t.c", seg);
+	int st = shmctl_out(args, out, sizeof out);
+	bool text_ok = st == 0 && !strcmp(out, "\"a\\\\xffcd\"\n");
+	snprintf(args, sizeof args, "get %s t.c --json", seg);
+	int stj = shmctl_out(args, out + 1024, sizeof out - 1024);
+	bool json_ok = stj == 0 && strstr(out + 1024, "\"a\\\\xffcd\"");
+	bytes[1] = 'b';
+	if (!text_ok || !json_ok)
+		fail_msg("shmctl get: status %d, '%.200s'; --json: status %d, '%.200s'", st, out, stj, out + 1024);
 }
 
 /* shmcfg_schema_add() takes only UTF-8 texts: each field, one message. */
@@ -1561,6 +1600,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hostile_descriptors, setup, teardown),
 	cmocka_unit_test_setup_teardown(test_hostile_schema_text, setup, teardown),
 	cmocka_unit_test_setup_teardown(test_schema_add_refuses_texts_not_utf8, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_value_not_utf8_shown_escaped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_current_does_not_hang, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_env_list_rejected, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_commit_never_publishes_corrupt_layers, setup, teardown),

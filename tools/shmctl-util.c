@@ -537,10 +537,40 @@ json_t *json_foreign(const char *s)
 /* The library's display form (shmcfg_value_format): floats as the shortest
  * text that reads back the same (0.1, 5.0, 1e+300, nan, inf); strings and
  * list items as JSON, safe for a terminal. */
+/* A string or list value with bytes that are no UTF-8 (only a writer who
+ * writes a segment's cells directly can store one; it has no JSON form):
+ * its JSON with each item as term_escaped() text. NULL on ENOMEM. */
+static json_t *value_json_escaped(const shmcfg_value *v)
+{
+	if (v->type == SHMCFG_STR) {
+		char *e = term_escaped(v->u.str.ptr ? v->u.str.ptr : "", v->u.str.ptr ? v->u.str.len : 0);
+		json_t *j = e ? json_string(e) : NULL;
+		free(e);
+		return j;
+	}
+	json_t *a = json_array();
+	for (const char *it = NULL; a && (it = shmcfg_list_next(v, it));) {
+		char *e = term_escaped(it, strlen(it));
+		if (!e || json_array_append_new(a, json_string(e))) {
+			json_decref(a);
+			a = NULL;
+		}
+		free(e);
+	}
+	return a;
+}
+
 char *value_text(const shmcfg_value *v)
 {
 	char *t = NULL;
-	if (shmcfg_value_format(v, &t))
+	int r = shmcfg_value_format(v, &t);
+	if (r == -EINVAL && !v->is_null && v->type >= SHMCFG_STR) {
+		json_t *j = value_json_escaped(v);
+		t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+		json_decref(j);
+		return json_for_terminal(t);
+	}
+	if (r)
 		return NULL;
 	return json_for_terminal(t);
 }
@@ -576,7 +606,12 @@ char *value_plain(const shmcfg_value *v)
 json_t *value_json(const shmcfg_value *v)
 {
 	char *text;
-	if (shmcfg_value_json(v, &text))
+	int r = shmcfg_value_json(v, &text);
+	if (r == -EINVAL && !v->is_null && v->type >= SHMCFG_STR) {
+		json_t *j = value_json_escaped(v);
+		return j ? j : json_null();
+	}
+	if (r)
 		return json_null();
 	json_t *j = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
 	free(text);
