@@ -862,6 +862,50 @@ static void test_value_not_utf8_shown_escaped(void **state)
 		fail_msg("shmctl get: status %d, '%.200s'; --json: status %d, '%.200s'", st, out, stj, out + 1024);
 }
 
+/*
+ * shmcfg_schema_of() of a segment whose env list item or choice is no UTF-8
+ * (a library before 0.11 took one; a writer's scribble): refused, the
+ * message naming the option (it said "a list item that is not valid
+ * UTF-8", of no option), so `shmctl schema` and the cluster agent say which.
+ */
+static int schema_of_names_option(void)
+{
+	shmcfg *x = NULL;
+	shmcfg_schema *sc = NULL;
+	if (shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &x))
+		return 1;
+	int r = shmcfg_schema_of(x, &sc);
+	const char *want = spoiled == T_ENV_D ? "t.env_d: " : "t.mode: ";
+	if (r != SHMCFG_E_SCHEMADEF || strncmp(shmcfg_errdetail(), want, strlen(want))) {
+		fprintf(stderr, "# schema_of: %d, '%s'\n", r, shmcfg_errdetail());
+		return 2;
+	}
+	shmcfg_close(x);
+	return 0;
+}
+
+static void test_schema_of_names_the_option(void **state)
+{
+	(void)state;
+	char *schema = h->base + h->lay.schema_off;
+	const struct schema_hdr *sh = (const struct schema_hdr *)schema;
+	char *strings = schema + sh->strings_off;
+	for (int which = 0; which < 2; which++) {
+		const struct opt_desc *d = shared_desc(which ? T_MODE : T_ENV_D);
+		char *p = which ? strings + CELL_OFF(d->choices.val) : strings + d->env_default.off;
+		assert_true(which ? *p == 'f' : *p == 'T'); /* "fast", "T_ENVD1" */
+		char saved = *p;
+		*p = (char)0xff;
+		rehash_schema();
+		spoiled = which ? T_MODE : T_ENV_D;
+		int st = in_child(schema_of_names_option, 10000);
+		*p = saved;
+		rehash_schema();
+		if (st)
+			fail_msg("%s: child status %d", which ? "choices" : "env_default", st);
+	}
+}
+
 /* shmcfg_schema_add() takes only UTF-8 texts: each field, one message. */
 static void test_schema_add_refuses_texts_not_utf8(void **state)
 {
@@ -1601,6 +1645,7 @@ int main(void)
 	cmocka_unit_test_setup_teardown(test_hostile_schema_text, setup, teardown),
 	cmocka_unit_test_setup_teardown(test_schema_add_refuses_texts_not_utf8, setup, teardown),
 	cmocka_unit_test_setup_teardown(test_value_not_utf8_shown_escaped, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_schema_of_names_the_option, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_current_does_not_hang, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_env_list_rejected, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_commit_never_publishes_corrupt_layers, setup, teardown),

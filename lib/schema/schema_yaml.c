@@ -545,6 +545,14 @@ static int declare(const shmcfg *h, shmcfg_opt o, shmcfg_schema *s)
 		r = shmcfg_schema_add(s, &d);
 	for (int k = 0; k < 7; k++)
 		shmcfg__free(t[k]);
+	/* a text the schema cannot hold (one that is no UTF-8, which a library
+	 * before 0.11 took): the message names the option */
+	size_t nl = strlen(oi.name);
+	if (r && r != -ENOMEM && (strncmp(shmcfg_errdetail(), oi.name, nl) || shmcfg_errdetail()[nl] != ':')) {
+		char why[300];
+		snprintf(why, sizeof why, "%s", shmcfg_errdetail());
+		r = shmcfg__err(r == -EINVAL ? SHMCFG_E_SCHEMADEF : r, "%s: %s", oi.name, why);
+	}
 	return r;
 }
 
