@@ -38,10 +38,7 @@ static const char *env_nonempty(const char *name)
 	return v && *v ? v : NULL;
 }
 
-/* A cluster name is one element of the key prefix: 1-63 bytes (the agent
- * record's field) of UTF-8, no '/', space or control character (the JSON
- * of every cluster command carries it). */
-static bool cluster_name_ok(const char *s)
+bool key_element_ok(const char *s)
 {
 	size_t n = strlen(s);
 	if (!n || n >= sizeof ((shmcfg_sync_info *)0)->cluster || !term_safe(s, n, ""))
@@ -235,7 +232,7 @@ int cluster_conf(const char *flag_endpoints, const char *flag_cluster, struct cl
 		rc = set_err(err, errlen, CLUSTER_CONF_MISSING,
 			     "no cluster name: give --cluster NAME, set SHMCFG_CLUSTER, or write 'cluster = NAME' in %s%s",
 			     ret->file, none);
-	else if (!cluster_name_ok(cl)) {
+	else if (!key_element_ok(cl)) {
 		char shown[330];
 		term_escape(cl, strnlen(cl, 80), shown, sizeof shown);
 		rc = set_err(err, errlen, CLUSTER_CONF_BAD,

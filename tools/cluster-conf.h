@@ -19,6 +19,7 @@
 #ifndef SHMCFG_CLUSTER_CONF_H
 #define SHMCFG_CLUSTER_CONF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define CLUSTER_CONF_PATH "/etc/shmcfg/cluster.conf"
@@ -36,12 +37,17 @@ struct cluster_conf {
 	char file[1024]; /* the file it reads (or would have) */
 };
 
+/* A cluster's or a host's name, one element of the key prefix: 1-63 bytes
+ * (the agent record's fields) of UTF-8 (every cluster command's JSON and
+ * the agent's roster carry it), no '/', space or control character. */
+bool key_element_ok(const char *s);
+
 /*
  * Resolve both. flag_* NULL: not given. 0 with both set; else
  * CLUSTER_CONF_MISSING or CLUSTER_CONF_BAD with one line in err (no program
  * name, no newline) naming what was wrong, and *ret holding nothing to
- * free. The cluster name is checked (1-63 bytes, no '/', space or control
- * character), naming where it came from.
+ * free. The cluster name is checked (key_element_ok()), naming where it
+ * came from.
  */
 int cluster_conf(const char *flag_endpoints, const char *flag_cluster, struct cluster_conf *ret, char *err,
 		 size_t errlen);

@@ -847,19 +847,6 @@ static void check_metrics_path(const char *path, char *why, size_t len)
 	free(copy);
 }
 
-/* A host name: 1-63 bytes of UTF-8 (the roster's and status's JSON carry
- * it), no '/', space or control character. */
-static bool valid_name(const char *s)
-{
-	size_t n = strlen(s);
-	if (!n || n > 63 || !term_safe(s, n, ""))
-		return false;
-	for (; *s; s++)
-		if (*s == '/' || *s == ' ')
-			return false;
-	return true;
-}
-
 /* Whether getopt's refusal (optopt) is of the long option in word w. */
 static bool long_refused(const struct option *lo, const char *w, int optopt_)
 {
@@ -950,7 +937,7 @@ int main(int argc, char **argv)
 		bad = "no SEGMENT given";
 	else if ((cr = cluster_conf(endpoints, cluster, &conf, conf_err, sizeof conf_err)))
 		bad = conf_err;
-	else if (!valid_name(host))
+	else if (!key_element_ok(host))
 		bad = "bad host name: 1 to 63 bytes of UTF-8, no '/', space or control character";
 	if (!bad && *metrics_err) {
 		char shown[sizeof metrics_err];

@@ -534,12 +534,10 @@ json_t *json_foreign(const char *s)
 	return j;
 }
 
-/* The library's display form (shmcfg_value_format): floats as the shortest
- * text that reads back the same (0.1, 5.0, 1e+300, nan, inf); strings and
- * list items as JSON, safe for a terminal. */
 /* A string or list value with bytes that are no UTF-8 (only a writer who
  * writes a segment's cells directly can store one; it has no JSON form):
- * its JSON with each item as term_escaped() text. NULL on ENOMEM. */
+ * its JSON, a string as term_escaped() text, list items as json_foreign().
+ * NULL on ENOMEM. */
 static json_t *value_json_escaped(const shmcfg_value *v)
 {
 	if (v->type == SHMCFG_STR) {
@@ -549,17 +547,17 @@ static json_t *value_json_escaped(const shmcfg_value *v)
 		return j;
 	}
 	json_t *a = json_array();
-	for (const char *it = NULL; a && (it = shmcfg_list_next(v, it));) {
-		char *e = term_escaped(it, strlen(it));
-		if (!e || json_array_append_new(a, json_string(e))) {
+	for (const char *it = NULL; a && (it = shmcfg_list_next(v, it));)
+		if (json_array_append_new(a, json_foreign(it))) {
 			json_decref(a);
 			a = NULL;
 		}
-		free(e);
-	}
 	return a;
 }
 
+/* The library's display form (shmcfg_value_format): floats as the shortest
+ * text that reads back the same (0.1, 5.0, 1e+300, nan, inf); strings and
+ * list items as JSON, safe for a terminal. */
 char *value_text(const shmcfg_value *v)
 {
 	char *t = NULL;
@@ -568,10 +566,9 @@ char *value_text(const shmcfg_value *v)
 		json_t *j = value_json_escaped(v);
 		t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
 		json_decref(j);
-		return json_for_terminal(t);
-	}
-	if (r)
+	} else if (r) {
 		return NULL;
+	}
 	return json_for_terminal(t);
 }
 
