@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "layout.h"
 
@@ -38,6 +39,7 @@ struct shmcfg {
 	uid_t owner;             /* the object's owner at attach */
 	struct shmcfg *next_open;  /* in segment.c's list of open handles (fork) */
 	pid_t pid;               /* the attaching process (fork detection) */
+	size_t map_bytes;        /* the handle's own mapping: the struct and the copy's (segment.c) */
 	char *base;              /* mapping of the whole object */
 	size_t size;
 	struct seg_header *hdr;  /* shared: `ready`, the hot words, the writer state; the rest from lay */
@@ -112,6 +114,26 @@ struct shmcfg {
 	bool wake_always; uint64_t mode_ns; /* readers may not count themselves (as of mode_ns: wake()) */
 	shmcfg_env_use *env_used; size_t n_env_used; /* the creator's: the variables that filled the env layers (env.c) */
 };
+
+/*
+ * A handle is mapped, not allocated (segment.c): its first HANDLE_BYTES are
+ * the struct, and the segment's first pages follow them, read-only, so that
+ * the accessors' copy (SEG_COPY_OFF into a segment) is at SHMCFG__COPY_AT
+ * from the handle and a generated accessor finds its block without a load
+ * (shmcfg/proven.h). HANDLE_BYTES is a multiple of every page size Linux
+ * has (4, 16, 64 KiB).
+ */
+#define HANDLE_BYTES ((size_t)SHMCFG__COPY_AT - SEG_COPY_OFF)
+_Static_assert(HANDLE_BYTES == 65536, "the handle's own pages: 64 KiB");
+_Static_assert(sizeof(struct shmcfg) <= HANDLE_BYTES, "a handle fits before its copy");
+
+/* What the copy's mapping covers: the segment from its start to the end of
+ * the copy, in whole pages */
+static inline size_t copy_map_bytes(uint32_t nopts)
+{
+	size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+	return (SEG_COPY_OFF + SEG_COPY_BYTES(nopts) + ps - 1) / ps * ps;
+}
 
 /* The handle's mutexes, unlocked: at its making, and in a forked child (a
  * thread of the parent that held one, as a follow holds view_lock through

@@ -95,20 +95,21 @@ for f in gen_int gen_bool gen_float gen_nullable gen_batch; do
 	fi
 done
 # the accessor of a non-nullable option reads the accessors' copy on its
-# straight line: the view's `copy` (at 0x828 of the view, after the table
-# of 256 slot addresses), then app.a's block (handle 0: block 0): its
-# seqlock at 0 twice and its word at 0x8; never a cell's meta word (type and
-# null are proven; a slot's cell 0 is at 0x40, its meta at 0x48)
-if grep -Eq '0x48\(%' "$tmp/gen_int" || [ "$(grep -Ec '0x828\(%rdi\)' "$tmp/gen_int")" != 1 ] ||
-	[ "$(grep -Ec 'mov +\(%r' "$tmp/gen_int")" != 2 ] || ! grep -Eq '[^0-9a-fx]0x8\(%r' "$tmp/gen_int"; then
-	notok "generated gen_int: loads the view's copy pointer, then its block's seqlock, word and seqlock, no meta word"
+# straight line at its constant distance from the handle, no pointer loaded
+# first: app.a's block (handle 0: block 0) at SHMCFG__COPY_AT (0x11000), its
+# seqlock twice and its word at 0x11008; never a cell's meta word (type and
+# null are proven; a slot's cell 0 is at 0x40, its meta at 0x48) nor the
+# view's `copy` (0x828, after the table of 256 slot addresses)
+if grep -Eq '0x48\(%|0x828\(%' "$tmp/gen_int" || [ "$(grep -Ec 'mov +0x11000\(%rdi\)' "$tmp/gen_int")" != 2 ] ||
+	[ "$(grep -Ec 'mov +0x11008\(%rdi\)' "$tmp/gen_int")" != 1 ]; then
+	notok "generated gen_int: loads its block's seqlock, word and seqlock at the handle's SHMCFG__COPY_AT, no pointer, no meta word"
 	sed 's/^/# /' "$tmp/gen_int"
 else
-	ok "generated gen_int: loads the view's copy pointer, then its block's seqlock, word and seqlock, no meta word"
+	ok "generated gen_int: loads its block's seqlock, word and seqlock at the handle's SHMCFG__COPY_AT, no pointer, no meta word"
 fi
 # the slow paths are out of line, in .text.unlikely, and call the library
 cold=$(awk '/^Disassembly of section .text.unlikely/ { on = 1 } /^Disassembly of section / && !/unlikely/ { on = 0 } on' "$tmp/gdis")
-if printf '%s\n' "$cold" | grep -Eq 'R_X86_64_PLT32[[:space:]]+shmcfg__proven_slow-' &&
+if printf '%s\n' "$cold" | grep -Eq 'R_X86_64_PLT32[[:space:]]+shmcfg__proven_slow_at-' &&
 	printf '%s\n' "$cold" | grep -Eq 'R_X86_64_PLT32[[:space:]]+shmcfg__get_slow_n-' &&
 	gbody gen_int | grep -q 'R_X86_64_PC32[[:space:]]*\.text\.unlikely' &&
 	gbody gen_nullable | grep -q 'R_X86_64_PC32[[:space:]]*\.text\.unlikely'; then

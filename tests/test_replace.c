@@ -53,6 +53,20 @@ static int64_t accessor_int(const shmcfg *h, shmcfg_opt o)
 	return shmcfg__read_proven(h, o, &bits) ? (int64_t)bits : shmcfg__proven_slow_int(h, o, INT64_MIN);
 }
 
+/* The accessors' fast path alone: o's block at the handle's SHMCFG__COPY_AT,
+ * true with its word if the block is even (not frozen, not being written).
+ * A handle that followed a replacement into the same schema reads the
+ * successor's copy there; the replaced one's stays odd since its freeze. */
+static bool copy_fast(const shmcfg *h, shmcfg_opt o, int64_t *v)
+{
+	/* 0.11's accessors load the view's `copy`: it names the same pages */
+	assert_ptr_equal(((const struct shmcfg_view *)h)->copy, (const char *)h + SHMCFG__COPY_AT);
+	const uint64_t *blk = (const uint64_t *)((const char *)h + SHMCFG__COPY_AT) + (o / SHMCFG__COPY_PER_BLOCK) * 8;
+	uint64_t q = __atomic_load_n(&blk[0], __ATOMIC_ACQUIRE);
+	*v = (int64_t)__atomic_load_n(&blk[1 + o % SHMCFG__COPY_PER_BLOCK], __ATOMIC_RELAXED);
+	return !(q & 1);
+}
+
 static void serve(const char *name, int in, int out)
 {
 	shmcfg *ro, *rw;
@@ -209,6 +223,9 @@ static void test_follow_resize_and_force(void **state)
 	assert_int_equal(get_i(h, T_A), 1);
 	assert_int_equal(commit_int(h2, T_A, 7, &g), 0);
 	assert_int_equal(get_i(h, T_A), 7); /* inline, on the old handle */
+	int64_t cv;
+	assert_true(copy_fast(h, T_A, &cv)); /* its accessors: the new segment's copy, mapped over the old */
+	assert_int_equal(cv, 7);
 
 	/* the follower, reading by its accessor only, then inline only, sees
 	 * the new segment's values (the old one's copy went odd at the freeze) */
@@ -519,6 +536,9 @@ static void test_follow_another_schema(void **state)
 	assert_int_equal(commit_int(hx2, gone, 3, NULL), 0);
 	assert_int_equal(get_i(h, gone), 3);
 	assert_int_equal(accessor_int(h, gone), 3); /* unmapped again: the copy's fast path */
+	int64_t cv;
+	assert_true(copy_fast(h, gone, &cv));
+	assert_int_equal(cv, 3);
 	shmcfg_close(hx2);
 	shmcfg_close(hz);
 	shmcfg_close(rank);

@@ -74,12 +74,13 @@ static inline bool shmcfg__read_proven(const shmcfg *h, shmcfg_opt opt, uint64_t
 	const struct shmcfg_view *v = (const struct shmcfg_view *)h;
 	if (__builtin_expect(shmcfg__tls_patched != 0, 0))
 		return false;
-	/* one load of the view's pointer: the block of one incarnation, one
-	 * cache line (a constant offset for a constant handle). A view sent to
-	 * the slow path (a follow into another schema, a successor it cannot
+	/* the block at a constant distance from the handle, no load: one
+	 * cache line of one incarnation, its pages mapped after the handle's
+	 * and replaced whole when the handle follows a replacement. A view sent
+	 * to the slow path (a follow into another schema, a successor it cannot
 	 * open: lib/read/follow.c) keeps the replaced incarnation's copy, which
 	 * its replacer's freeze left odd */
-	const uint64_t *blk = (const uint64_t *)__atomic_load_n(&v->copy, __ATOMIC_RELAXED) +
+	const uint64_t *blk = (const uint64_t *)((const char *)v + SHMCFG__COPY_AT) +
 			      (opt / SHMCFG__COPY_PER_BLOCK) * 8;
 	uint64_t q = __atomic_load_n(&blk[0], __ATOMIC_ACQUIRE); /* (R1) */
 	uint64_t word = __atomic_load_n(&blk[1 + opt % SHMCFG__COPY_PER_BLOCK], __ATOMIC_RELAXED);
@@ -112,9 +113,14 @@ static inline int shmcfg__read_proven_nullable(const shmcfg *h, shmcfg_opt opt, 
 }
 
 /** Do not use directly: the slow path of the proven reads, shmcfg__get_slow()
- * under a name of node SHMCFG_0.11, so that a program whose accessors read
- * the accessors' copy (layout 12) does not load with a library older than
- * that copy, where their inline reads would find no copy. */
+ * under a name of node SHMCFG_0.12, so that a program whose accessors read
+ * the accessors' copy at SHMCFG__COPY_AT from the handle does not load with
+ * a library older than that mapping (0.11's accessors, which loaded the
+ * view's `copy`, called shmcfg__proven_slow, which stays). */
+SHMCFG_EXPORT int shmcfg__proven_slow_at(const shmcfg *h, shmcfg_opt opt, shmcfg_type type,
+					 uint64_t *bits) __attribute__((cold));
+/** Do not use: the same under the name 0.11's accessors call (node
+ * SHMCFG_0.11); they load the view's `copy`, which names the same copy. */
 SHMCFG_EXPORT int shmcfg__proven_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type,
 				      uint64_t *bits) __attribute__((cold));
 
@@ -127,21 +133,21 @@ static __attribute__((noinline, cold, unused)) int64_t
 shmcfg__proven_slow_int(const shmcfg *h, shmcfg_opt opt, int64_t def)
 {
 	uint64_t bits;
-	return shmcfg__proven_slow(h, opt, SHMCFG_INT, &bits) == 0 ? (int64_t)bits : def;
+	return shmcfg__proven_slow_at(h, opt, SHMCFG_INT, &bits) == 0 ? (int64_t)bits : def;
 }
 
 static __attribute__((noinline, cold, unused)) bool
 shmcfg__proven_slow_bool(const shmcfg *h, shmcfg_opt opt, bool def)
 {
 	uint64_t bits;
-	return shmcfg__proven_slow(h, opt, SHMCFG_BOOL, &bits) == 0 ? bits != 0 : def;
+	return shmcfg__proven_slow_at(h, opt, SHMCFG_BOOL, &bits) == 0 ? bits != 0 : def;
 }
 
 static __attribute__((noinline, cold, unused)) double
 shmcfg__proven_slow_float(const shmcfg *h, shmcfg_opt opt, double def)
 {
 	uint64_t bits;
-	return shmcfg__proven_slow(h, opt, SHMCFG_FLOAT, &bits) == 0 ? shmcfg__f64(bits) : def;
+	return shmcfg__proven_slow_at(h, opt, SHMCFG_FLOAT, &bits) == 0 ? shmcfg__f64(bits) : def;
 }
 
 /* The slow path of the proven reads of nullable options: 0 (*ret set),
@@ -150,7 +156,7 @@ static __attribute__((noinline, cold, unused)) int
 shmcfg__proven_slow_int_n(const shmcfg *h, shmcfg_opt opt, int64_t *ret)
 {
 	uint64_t bits;
-	int r = shmcfg__proven_slow(h, opt, SHMCFG_INT, &bits);
+	int r = shmcfg__proven_slow_at(h, opt, SHMCFG_INT, &bits);
 	if (r == 0)
 		*ret = (int64_t)bits;
 	return r;
@@ -160,7 +166,7 @@ static __attribute__((noinline, cold, unused)) int
 shmcfg__proven_slow_bool_n(const shmcfg *h, shmcfg_opt opt, bool *ret)
 {
 	uint64_t bits;
-	int r = shmcfg__proven_slow(h, opt, SHMCFG_BOOL, &bits);
+	int r = shmcfg__proven_slow_at(h, opt, SHMCFG_BOOL, &bits);
 	if (r == 0)
 		*ret = bits != 0;
 	return r;
@@ -170,7 +176,7 @@ static __attribute__((noinline, cold, unused)) int
 shmcfg__proven_slow_float_n(const shmcfg *h, shmcfg_opt opt, double *ret)
 {
 	uint64_t bits;
-	int r = shmcfg__proven_slow(h, opt, SHMCFG_FLOAT, &bits);
+	int r = shmcfg__proven_slow_at(h, opt, SHMCFG_FLOAT, &bits);
 	if (r == 0)
 		*ret = shmcfg__f64(bits);
 	return r;

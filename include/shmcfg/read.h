@@ -34,7 +34,7 @@ struct shmcfg_view {
 	/* ABI 2 */
 	const char *slot[256];     /**< address of slot i; indices >= nslots name slot 0 */
 	/* ABI 3 */
-	const char *copy;          /**< the accessors' copy's first block (shmcfg/proven.h) */
+	const char *copy;          /**< the accessors' copy's first block: the handle + SHMCFG__COPY_AT */
 };
 #define SHMCFG_VIEW_ABI 3
 #define SHMCFG__CELLS_OFF 64
@@ -42,6 +42,11 @@ struct shmcfg_view {
  * each a seqlock word and the value words of SHMCFG__COPY_PER_BLOCK
  * options, from the view's `copy` */
 #define SHMCFG__COPY_PER_BLOCK 7
+/* The accessors' copy's first block is at this distance from the handle
+ * (0.12): a handle is mapped, its first 64 KiB its own and the segment's
+ * first pages after them, read-only (the copy starts 4 KiB into a
+ * segment), so that an accessor finds its block without a load */
+#define SHMCFG__COPY_AT (65536 + 4096)
 
 /** One value cell of a slot: the value bits and their metadata. */
 struct shmcfg__cell {

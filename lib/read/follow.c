@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -109,11 +110,38 @@ static char *poison_slot(shmcfg *h)
 	return h->poison_slot;
 }
 
+/*
+ * Map the segment behind @p fd, of @p nopts options, at the handle's copy
+ * (under MAP_FIXED: the pages there are replaced whole, a reader's load
+ * sees the old page or the new one). At attach, over the reservation, whose
+ * rest goes back; at a follow (view_switch), over the replaced incarnation's.
+ */
+int shmcfg__copy_map(shmcfg *h, int fd, uint32_t nopts)
+{
+	char *at = (char *)h + HANDLE_BYTES;
+	size_t len = copy_map_bytes(nopts);
+	if (len > h->map_bytes - HANDLE_BYTES) /* never past what the handle holds */
+		return -EINVAL;
+	if (shmcfg__mmap(at, len, PROT_READ, MAP_SHARED | MAP_FIXED | (len <= SEG_EAGER_BYTES ? MAP_POPULATE : 0),
+			 fd, 0) == MAP_FAILED)
+		return -errno;
+	if (h->map_bytes > HANDLE_BYTES + len) {
+		munmap(at + len, h->map_bytes - HANDLE_BYTES - len);
+		h->map_bytes = HANDLE_BYTES + len;
+	}
+	return 0;
+}
+
 /* Point the user's handle's view (the inline getters') at the live one's:
- * its slots and its accessors' copy, or, where the chain maps options
- * (mapped), slots that send every inline read to the slow path, and the
- * copy left as it was: the replaced incarnation's, which its replacer's
- * freeze made odd (the accessors then read the slots). */
+ * its slots and its accessors' copy (the live segment's pages mapped over
+ * the replaced one's at the handle's SHMCFG__COPY_AT), or, where the chain
+ * maps options (mapped), slots that send every inline read to the slow
+ * path, and the copy left as it was: the replaced incarnation's, which its
+ * replacer's freeze made odd (the accessors then read the slots). A copy
+ * that cannot be mapped is left so too; if the failed mmap took the old
+ * pages with it, they are mapped again (MAP_FIXED replaces in one step on
+ * the kernels this runs on, and the same file's pages again need no new
+ * memory: the last resort cannot be expected to fail). */
 static void view_switch(shmcfg *h, const shmcfg *live, bool mapped)
 {
 	if (__atomic_load_n(&h->view.current, __ATOMIC_RELAXED) == live->view.current)
@@ -123,8 +151,9 @@ static void view_switch(shmcfg *h, const shmcfg *live, bool mapped)
 	if (!mapped || poison) { /* else its reads still map, by their slow path */
 		for (unsigned s = 0; s < 256; s++)
 			__atomic_store_n(&h->view.slot[s], mapped ? poison : live->view.slot[s], __ATOMIC_RELAXED);
-		if (!mapped)
-			__atomic_store_n(&h->view.copy, live->view.copy, __ATOMIC_RELAXED);
+		if (!mapped && shmcfg__copy_map(h, live->fd, live->lay.nopts) &&
+		    shmcfg__copy_map(h, h->fd, h->lay.nopts))
+			shmcfg__log(SHMCFG_LOG_ERROR, "%s: the accessors' copy could not be mapped again", h->name);
 		__atomic_store_n(&h->view.current, live->view.current, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&h->view_lock);

@@ -66,6 +66,11 @@ int shmcfg__get_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t
 	return seq_read(h, cell_read, &(struct cell_arg){opt, type, bits});
 }
 
+int shmcfg__proven_slow_at(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t *bits)
+{
+	return shmcfg__get_slow(h, opt, type, bits);
+}
+
 int shmcfg__proven_slow(const shmcfg *h, shmcfg_opt opt, shmcfg_type type, uint64_t *bits)
 {
 	return shmcfg__get_slow(h, opt, type, bits);

@@ -27,6 +27,9 @@ int shmcfg__replace(const char *name, const char *path, struct seg_header *lay, 
 /* follow.c: h's options in n's schema, by name, where the type is the same
  * and null no new value (else SHMCFG_NO_OPT); NULL on ENOMEM */
 uint32_t *shmcfg__opt_map(const shmcfg *h, const shmcfg *n);
+/* follow.c: map a segment's first pages, its accessors' copy among them,
+ * at the handle's constant distance (SHMCFG__COPY_AT): 0 or -errno */
+int shmcfg__copy_map(shmcfg *h, int fd, uint32_t nopts);
 /* follow.c: the handle of the incarnation that serves h now */
 shmcfg *shmcfg__live_slow(const shmcfg *h);
 /* h itself, unless its segment was replaced: two relaxed loads while it was not */

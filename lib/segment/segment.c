@@ -25,6 +25,28 @@
 
 #define READY_WAIT_MS 1000
 
+/* A handle is mapped, not allocated (handle.h, HANDLE_BYTES): reserved with
+ * room for the largest copy, which shmcfg__copy_map() trims to the
+ * segment's */
+static int handle_alloc(const char *name, shmcfg **ret)
+{
+	if ((size_t)sysconf(_SC_PAGESIZE) > HANDLE_BYTES)
+		return shmcfg__err(-EINVAL, "%s: pages of %ld bytes: a handle needs pages of at most 64 KiB", name,
+				   sysconf(_SC_PAGESIZE));
+	size_t len = HANDLE_BYTES + copy_map_bytes(SEG_MAX_OPTS);
+	char *m = shmcfg__mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED || mprotect(m, HANDLE_BYTES, PROT_READ | PROT_WRITE) < 0) {
+		int e = errno;
+		if (m != MAP_FAILED)
+			munmap(m, len);
+		return shmcfg__err(-e, "%s: the handle: mmap: %s", name, strerror(e));
+	}
+	shmcfg *h = (shmcfg *)m; /* zeroed */
+	h->map_bytes = len;
+	*ret = h;
+	return 0;
+}
+
 static void handle_free(shmcfg *h)
 {
 	if (!h)
@@ -47,7 +69,7 @@ static void handle_free(shmcfg *h)
 	shmcfg__free(h->hist_buf);
 	shmcfg__free(h->poison_slot);
 	shmcfg__free(h->root_map);
-	shmcfg__free(h);
+	munmap(h, h->map_bytes);
 }
 
 /* The rest of a close: the reader entry, the mapping, the handle. Run by
@@ -184,8 +206,10 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 		.current = &h->hdr->current,
 		.slots = h->base + h->lay.slots_off,
 		.slot_size = h->lay.slot_size,
-		.copy = h->base + SEG_COPY_OFF,
+		.copy = (const char *)h + SHMCFG__COPY_AT,
 	};
+	if ((r = shmcfg__copy_map(h, h->fd, h->lay.nopts)))
+		return shmcfg__err(r, "%s: mmap of the accessors' copy: %s", h->name, strerror(-r));
 	/* every index a hostile `current` can hold names a mapped slot */
 	for (uint32_t s = 0; s < 256; s++)
 		h->view.slot[s] = (const char *)slot_at(h, s < h->lay.nslots ? s : 0);
@@ -231,11 +255,12 @@ static int handle_map(shmcfg *h, const uint8_t *expect_hash)
 
 static int attach_next(shmcfg *h, shmcfg **ret);
 
-static shmcfg *handle_new(const char *name, bool rdonly)
+static int handle_new(const char *name, bool rdonly, shmcfg **ret)
 {
-	shmcfg *h = shmcfg__calloc(1, sizeof *h);
-	if (!h)
-		return NULL;
+	shmcfg *h = NULL;
+	int r = handle_alloc(name, &h);
+	if (r)
+		return r;
 	h->fd = -1;
 	h->lock_fd = -1;
 	h->reader = -1;
@@ -248,10 +273,11 @@ static shmcfg *handle_new(const char *name, bool rdonly)
 	handle_mutexes_init(h);
 	h->name = shmcfg__strdup(name);
 	if (!h->name) {
-		shmcfg__free(h);
-		return NULL;
+		handle_free(h);
+		return shmcfg__nomem();
 	}
-	return h;
+	*ret = h;
+	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -265,9 +291,10 @@ static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **r
 	if (r)
 		return r;
 	bool rdonly = o->flags & SHMCFG_ATTACH_RDONLY;
-	shmcfg *h = handle_new(name, rdonly);
-	if (!h)
-		return shmcfg__nomem();
+	shmcfg *h;
+	r = handle_new(name, rdonly, &h);
+	if (r)
+		return r;
 	h->opts = *o;
 	if (o->expect_schema_hash) {
 		memcpy(h->expect_hash, o->expect_schema_hash, 16);
@@ -444,10 +471,10 @@ int shmcfg__create_object(const char *name, const char *path, struct seg_header 
 		lay->first_gen = 1;
 		memcpy(lay->lineage, lay->instance, 16);
 	}
-	shmcfg *h = handle_new(name, false);
-	if (!h)
-		return shmcfg__nomem();
-	int r;
+	shmcfg *h;
+	int r = handle_new(name, false, &h);
+	if (r)
+		return r;
 	/* O_EXCL|O_NOFOLLOW: nothing planted under the name is followed or reused */
 	h->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
 	if (h->fd < 0) {
