@@ -12,12 +12,17 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "common.h"
 #include "proc.h"
+#include "layout.h" /* struct seg_header: a writer forges a successor's */
 
 static uint64_t ms_now(void)
 {
@@ -881,6 +886,170 @@ static void test_attach_across_replacement(void **state)
 	shmcfg_unlink(name);
 }
 
+/*
+ * A handle has room for its own segment's accessors' copy, not the largest
+ * one: a process with little address space left (RLIMIT_AS; the same
+ * bound as what mlockall(MCL_FUTURE) may lock without privilege) attaches
+ * and follows a resize. A reservation of the largest copy (38 MiB a
+ * handle, the first version) failed both.
+ */
+static int little_address_space_main(void *arg)
+{
+	const char *name = arg;
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	unsigned long vm_kib = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VmSize: %lu kB", &vm_kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (!vm_kib)
+		return 2;
+	/* 24 MiB to spare: a handle, its successor's, their mappings */
+	struct rlimit rl = {.rlim_cur = (vm_kib << 10) + (24u << 20), .rlim_max = RLIM_INFINITY};
+	if (setrlimit(RLIMIT_AS, &rl))
+		return 3;
+	shmcfg *h, *n;
+	if (shmcfg_attach(name, 0, NULL, &h))
+		return 4;
+	if (shmcfg_resize(name, &(shmcfg_create_opts){.slots = 5}, &n))
+		return 5;
+	shmcfg_close(n);
+	int64_t v;
+	if (accessor_int(h, T_A) != 42 || !copy_fast(h, T_A, &v) || v != 42)
+		return 6;
+	shmcfg_close(h);
+	return 0;
+}
+
+static void test_little_address_space(void **state)
+{
+	(void)state;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	skip(); /* their shadow memory is address space */
+#endif
+	const char *name = test_name("littleas");
+	shmcfg *h = test_create(name, NULL);
+	assert_int_equal(commit_int(h, T_A, 42, NULL), 0);
+	assert_child_ok(spawn(little_address_space_main, (void *)name));
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
+/* A process that exits with its handles open leaks nothing that LSan sees:
+ * a handle is a mapping, which LSan does not scan, so what only it points
+ * to (the schema's copy, the name) is registered as a root (segment.c).
+ * Under ASan (make check-all's tier) the child's exit fails without it. */
+static int exit_attached_main(void *arg)
+{
+	shmcfg *h, *ro;
+	if (shmcfg_attach(arg, 0, NULL, &h) || shmcfg_attach(arg, SHMCFG_ATTACH_RDONLY, NULL, &ro))
+		return 4;
+	return get_i(h, T_A) == 42 && get_i(ro, T_A) == 42 ? 0 : 5;
+}
+
+static void test_exit_with_handles_open(void **state)
+{
+	(void)state;
+	const char *name = test_name("exitopen");
+	shmcfg *h = test_create(name, NULL);
+	assert_int_equal(commit_int(h, T_A, 42, NULL), 0);
+	assert_child_ok(spawn(exit_attached_main, (void *)name));
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
+/*
+ * A writer forges a successor: another schema, fewer options, under the
+ * header hash of the schema the readers attached with. The follow must not
+ * map that successor's copy at the handle (the first version mapped its
+ * one page where 500 options' blocks had been, and unmapped the rest: an
+ * accessor of a later option died of SIGSEGV); the frozen copy stays, and
+ * the accessors read on through the slots and the slow path.
+ */
+static int forged_successor_main(void *arg)
+{
+	const char *name = arg;
+	shmcfg *h;
+	if (shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &h))
+		return 4;
+	int64_t v;
+	if (accessor_int(h, 499) != 5 || !copy_fast(h, 499, &v) || v != 5)
+		return 5;
+	/* tell the parent, wait for its forgery: a byte each way */
+	char c = 'a';
+	if (write(3, &c, 1) != 1 || read(4, &c, 1) != 1)
+		return 6;
+	(void)get_i(h, 0); /* follows the forged successor */
+	for (shmcfg_opt o = 0; o < 500; o++)
+		(void)accessor_int(h, o); /* a value or the default: never a crash */
+	if (copy_fast(h, 499, &v))
+		return 7; /* the frozen copy: odd */
+	shmcfg_close(h);
+	return 0;
+}
+
+static void test_forged_successor_not_mapped(void **state)
+{
+	(void)state;
+	const char *name = test_name("forged");
+	shmcfg_schema *big;
+	assert_int_equal(shmcfg_schema_new(&big), 0);
+	for (int i = 0; i < 500; i++) {
+		char nm[32];
+		snprintf(nm, sizeof nm, "b.o%03d", i);
+		assert_int_equal(shmcfg_schema_add(big, &(shmcfg_optdef){.name = nm, .type = SHMCFG_INT, .def = "1"}), 0);
+	}
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_NO_ENV};
+	shmcfg *h;
+	assert_int_equal(shmcfg_create(name, big, &o, &h), 0);
+	assert_int_equal(commit_int(h, 499, 5, NULL), 0);
+	uint8_t hash[16];
+	shmcfg_schema_hash(h, hash);
+	int up[2], down[2];
+	assert_int_equal(pipe(up), 0);
+	assert_int_equal(pipe(down), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		signal(SIGSEGV, SIG_DFL); /* a crash is the child's exit status, not cmocka's to catch */
+		signal(SIGBUS, SIG_DFL);
+		dup2(up[1], 3);
+		dup2(down[0], 4);
+		_exit(forged_successor_main((void *)name));
+	}
+	char c;
+	assert_int_equal(read(up[0], &c, 1), 1);
+	/* the successor: one option, then the big schema's hash in its header */
+	shmcfg_schema *small;
+	assert_int_equal(shmcfg_schema_new(&small), 0);
+	assert_int_equal(shmcfg_schema_add(small, &(shmcfg_optdef){.name = "s.one", .type = SHMCFG_INT, .def = "9"}), 0);
+	o.flags |= SHMCFG_CREATE_FORCE;
+	shmcfg *hs;
+	assert_int_equal(shmcfg_create(name, small, &o, &hs), 0);
+	char path[256];
+	snprintf(path, sizeof path, "/dev/shm/shmcfg.%s", name);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	struct seg_header *hd = mmap(NULL, sizeof *hd, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(hd != MAP_FAILED);
+	close(fd);
+	memcpy(hd->schema_hash, hash, 16);
+	munmap(hd, sizeof *hd);
+	assert_int_equal(write(down[1], "g", 1), 1);
+	assert_child_ok(pid);
+	close(up[0]);
+	close(up[1]);
+	close(down[0]);
+	close(down[1]);
+	shmcfg_close(hs);
+	shmcfg_close(h);
+	shmcfg_schema_free(small);
+	shmcfg_schema_free(big);
+	shmcfg_unlink(name);
+}
+
 int main(void)
 {
 	if (getenv("TEST_FILTER"))
@@ -897,6 +1066,9 @@ int main(void)
 		cmocka_unit_test(test_concurrent_replacers),
 		cmocka_unit_test(test_threads_follow),
 		cmocka_unit_test(test_attach_across_replacement),
+		cmocka_unit_test(test_little_address_space),
+		cmocka_unit_test(test_exit_with_handles_open),
+		cmocka_unit_test(test_forged_successor_not_mapped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -113,35 +113,46 @@ static char *poison_slot(shmcfg *h)
 /*
  * Map the segment behind @p fd, of @p nopts options, at the handle's copy
  * (under MAP_FIXED: the pages there are replaced whole, a reader's load
- * sees the old page or the new one). At attach, over the reservation, whose
- * rest goes back; at a follow (view_switch), over the replaced incarnation's.
+ * sees the old page or the new one), into the room the handle was made
+ * with: at attach, a reservation; at a follow (view_switch), the replaced
+ * incarnation's pages. Never past or short of that room.
  */
 int shmcfg__copy_map(shmcfg *h, int fd, uint32_t nopts)
 {
-	char *at = (char *)h + HANDLE_BYTES;
 	size_t len = copy_map_bytes(nopts);
-	if (len > h->map_bytes - HANDLE_BYTES) /* never past what the handle holds */
+	if (len != h->map_bytes - HANDLE_BYTES)
 		return -EINVAL;
-	if (shmcfg__mmap(at, len, PROT_READ, MAP_SHARED | MAP_FIXED | (len <= SEG_EAGER_BYTES ? MAP_POPULATE : 0),
-			 fd, 0) == MAP_FAILED)
+	if (shmcfg__mmap((char *)h + HANDLE_BYTES, len, PROT_READ,
+			 MAP_SHARED | MAP_FIXED | (len <= SEG_EAGER_BYTES ? MAP_POPULATE : 0), fd, 0) == MAP_FAILED)
 		return -errno;
-	if (h->map_bytes > HANDLE_BYTES + len) {
-		munmap(at + len, h->map_bytes - HANDLE_BYTES - len);
-		h->map_bytes = HANDLE_BYTES + len;
-	}
 	return 0;
 }
 
+/* The live incarnation's accessors' copy over the replaced one's at the
+ * handle. One whose options are not the handle's (a successor whose header
+ * claims the schema's hash for other options: only a writer can make one)
+ * is not mapped: the frozen copy stays, odd, and the accessors read the
+ * slots. A failed mmap may have taken the old pages with it: the first
+ * incarnation's, frozen odd too, are mapped there again (the same file's
+ * pages in the same place need no new memory: the last resort is not
+ * expected to fail, and is said if it does). */
+static void copy_follow(shmcfg *h, const shmcfg *live)
+{
+	int r = live->lay.nopts == h->lay.nopts ? shmcfg__copy_map(h, live->fd, live->lay.nopts) : -EINVAL;
+	if (!r)
+		return;
+	shmcfg__log(SHMCFG_LOG_WARNING, "%s: the successor's accessors' copy is not mapped (%s): accessors read the slots",
+		    h->name, r == -EINVAL ? "its options are not the handle's" : strerror(-r));
+	if (r != -EINVAL && (r = shmcfg__copy_map(h, h->fd, h->lay.nopts)))
+		shmcfg__log(SHMCFG_LOG_ERROR, "%s: the frozen accessors' copy could not be mapped again: %s", h->name,
+			    strerror(-r));
+}
+
 /* Point the user's handle's view (the inline getters') at the live one's:
- * its slots and its accessors' copy (the live segment's pages mapped over
- * the replaced one's at the handle's SHMCFG__COPY_AT), or, where the chain
+ * its slots and its accessors' copy (copy_follow), or, where the chain
  * maps options (mapped), slots that send every inline read to the slow
  * path, and the copy left as it was: the replaced incarnation's, which its
- * replacer's freeze made odd (the accessors then read the slots). A copy
- * that cannot be mapped is left so too; if the failed mmap took the old
- * pages with it, they are mapped again (MAP_FIXED replaces in one step on
- * the kernels this runs on, and the same file's pages again need no new
- * memory: the last resort cannot be expected to fail). */
+ * replacer's freeze made odd (the accessors then read the slots). */
 static void view_switch(shmcfg *h, const shmcfg *live, bool mapped)
 {
 	if (__atomic_load_n(&h->view.current, __ATOMIC_RELAXED) == live->view.current)
@@ -151,9 +162,8 @@ static void view_switch(shmcfg *h, const shmcfg *live, bool mapped)
 	if (!mapped || poison) { /* else its reads still map, by their slow path */
 		for (unsigned s = 0; s < 256; s++)
 			__atomic_store_n(&h->view.slot[s], mapped ? poison : live->view.slot[s], __ATOMIC_RELAXED);
-		if (!mapped && shmcfg__copy_map(h, live->fd, live->lay.nopts) &&
-		    shmcfg__copy_map(h, h->fd, h->lay.nopts))
-			shmcfg__log(SHMCFG_LOG_ERROR, "%s: the accessors' copy could not be mapped again", h->name);
+		if (!mapped)
+			copy_follow(h, live);
 		__atomic_store_n(&h->view.current, live->view.current, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&h->view_lock);

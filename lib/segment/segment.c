@@ -25,26 +25,38 @@
 
 #define READY_WAIT_MS 1000
 
-/* A handle is mapped, not allocated (handle.h, HANDLE_BYTES): reserved with
- * room for the largest copy, which shmcfg__copy_map() trims to the
- * segment's */
-static int handle_alloc(const char *name, shmcfg **ret)
+/* LeakSanitizer does not scan mappings: what only a handle points to (its
+ * schema's copy, its name) would be reported as leaked by a program that
+ * exits with the handle open. Weak: called only under LSan. */
+extern void __lsan_register_root_region(const void *p, size_t size) __attribute__((weak));
+extern void __lsan_unregister_root_region(const void *p, size_t size) __attribute__((weak));
+
+/* A handle is mapped, not allocated (handle.h, HANDLE_BYTES), with the room
+ * of a copy of @p nopts options after it, which shmcfg__copy_map() fills
+ * with the segment's pages: reserved, not memory (PROT_NONE) */
+static int handle_alloc(const char *name, uint32_t nopts, shmcfg **ret)
 {
 	if ((size_t)sysconf(_SC_PAGESIZE) > HANDLE_BYTES)
 		return shmcfg__err(-EINVAL, "%s: pages of %ld bytes: a handle needs pages of at most 64 KiB", name,
 				   sysconf(_SC_PAGESIZE));
-	size_t len = HANDLE_BYTES + copy_map_bytes(SEG_MAX_OPTS);
+	size_t len = HANDLE_BYTES + copy_map_bytes(nopts);
 	char *m = shmcfg__mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (m == MAP_FAILED || mprotect(m, HANDLE_BYTES, PROT_READ | PROT_WRITE) < 0) {
-		int e = errno;
-		if (m != MAP_FAILED)
-			munmap(m, len);
-		return shmcfg__err(-e, "%s: the handle: mmap: %s", name, strerror(e));
+	const char *what = "mmap";
+	if (m != MAP_FAILED && mprotect(m, HANDLE_BYTES, PROT_READ | PROT_WRITE) < 0)
+		what = "mprotect";
+	else if (m != MAP_FAILED) {
+		shmcfg *h = (shmcfg *)m; /* zeroed */
+		h->map_bytes = len;
+		if (__lsan_register_root_region)
+			__lsan_register_root_region(h, HANDLE_BYTES);
+		*ret = h;
+		return 0;
 	}
-	shmcfg *h = (shmcfg *)m; /* zeroed */
-	h->map_bytes = len;
-	*ret = h;
-	return 0;
+	int e = errno == EAGAIN ? ENOMEM : errno; /* (a locked-memory limit) -EAGAIN is attach's "try again" */
+	if (m != MAP_FAILED)
+		munmap(m, len);
+	return shmcfg__err(-e, "%s: the handle's %zu KiB (its own and its accessors' copy's): %s: %s", name,
+			   len >> 10, what, strerror(e));
 }
 
 static void handle_free(shmcfg *h)
@@ -69,6 +81,8 @@ static void handle_free(shmcfg *h)
 	shmcfg__free(h->hist_buf);
 	shmcfg__free(h->poison_slot);
 	shmcfg__free(h->root_map);
+	if (__lsan_unregister_root_region)
+		__lsan_unregister_root_region(h, HANDLE_BYTES);
 	munmap(h, h->map_bytes);
 }
 
@@ -208,6 +222,11 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 		.slot_size = h->lay.slot_size,
 		.copy = (const char *)h + SHMCFG__COPY_AT,
 	};
+	/* the handle has room for the options its attach saw at first (the
+	 * header peeked before it was made): other options now, a header
+	 * that changed (a creation finished meanwhile): try again */
+	if (copy_map_bytes(h->lay.nopts) != h->map_bytes - HANDLE_BYTES)
+		return shmcfg__err(-EAGAIN, "%s: header changed while attaching", h->name);
 	if ((r = shmcfg__copy_map(h, h->fd, h->lay.nopts)))
 		return shmcfg__err(r, "%s: mmap of the accessors' copy: %s", h->name, strerror(-r));
 	/* every index a hostile `current` can hold names a mapped slot */
@@ -255,10 +274,10 @@ static int handle_map(shmcfg *h, const uint8_t *expect_hash)
 
 static int attach_next(shmcfg *h, shmcfg **ret);
 
-static int handle_new(const char *name, bool rdonly, shmcfg **ret)
+static int handle_new(const char *name, bool rdonly, uint32_t nopts, shmcfg **ret)
 {
 	shmcfg *h = NULL;
-	int r = handle_alloc(name, &h);
+	int r = handle_alloc(name, nopts, &h);
 	if (r)
 		return r;
 	h->fd = -1;
@@ -291,22 +310,33 @@ static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **r
 	if (r)
 		return r;
 	bool rdonly = o->flags & SHMCFG_ATTACH_RDONLY;
-	shmcfg *h;
-	r = handle_new(name, rdonly, &h);
+	struct stat st;
+	int fd = -1;
+	r = shmcfg__open_regular(path, name, rdonly ? O_RDONLY : O_RDWR, &fd, &st);
+	if (r == -EACCES && !rdonly && faccessat(AT_FDCWD, path, R_OK, AT_EACCESS) == 0)
+		r = shmcfg__err(-EACCES, "%s: no write access to the segment (it may be read: attach it read-only)",
+				name);
 	if (r)
 		return r;
+	/* the handle's room for the accessors' copy: the options the header
+	 * says now (handle_setup checks them again, validated) */
+	struct seg_header hd;
+	uint32_t nopts = pread(fd, &hd, sizeof hd, 0) == (ssize_t)sizeof hd && hd.magic == SEG_MAGIC &&
+					 hd.ready == SEG_READY && hd.nopts <= SEG_MAX_OPTS
+				 ? hd.nopts
+				 : 0;
+	shmcfg *h;
+	if ((r = handle_new(name, rdonly, nopts, &h))) {
+		close(fd);
+		return r;
+	}
+	h->fd = fd;
 	h->opts = *o;
 	if (o->expect_schema_hash) {
 		memcpy(h->expect_hash, o->expect_schema_hash, 16);
 		h->opts.expect_schema_hash = h->expect_hash;
 	}
-	struct stat st;
-	r = shmcfg__open_regular(path, name, rdonly ? O_RDONLY : O_RDWR, &h->fd, &st);
-	if (r == -EACCES && !rdonly && faccessat(AT_FDCWD, path, R_OK, AT_EACCESS) == 0)
-		r = shmcfg__err(-EACCES, "%s: no write access to the segment (it may be read: attach it read-only)",
-				name);
-	if (!r)
-		r = shmcfg__owner_check(name, &st, o);
+	r = shmcfg__owner_check(name, &st, o);
 	if (!r) {
 		h->owner = st.st_uid;
 		r = handle_map(h, h->opts.expect_schema_hash);
@@ -472,7 +502,7 @@ int shmcfg__create_object(const char *name, const char *path, struct seg_header 
 		memcpy(lay->lineage, lay->instance, 16);
 	}
 	shmcfg *h;
-	int r = handle_new(name, false, &h);
+	int r = handle_new(name, false, lay->nopts, &h);
 	if (r)
 		return r;
 	/* O_EXCL|O_NOFOLLOW: nothing planted under the name is followed or reused */
