@@ -926,9 +926,6 @@ static int little_address_space_main(void *arg)
 static void test_little_address_space(void **state)
 {
 	(void)state;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-	skip(); /* their shadow memory is address space */
-#endif
 	const char *name = test_name("littleas");
 	shmcfg *h = test_create(name, NULL);
 	assert_int_equal(commit_int(h, T_A, 42, NULL), 0);
@@ -946,7 +943,9 @@ static int exit_attached_main(void *arg)
 	shmcfg *h, *ro;
 	if (shmcfg_attach(arg, 0, NULL, &h) || shmcfg_attach(arg, SHMCFG_ATTACH_RDONLY, NULL, &ro))
 		return 4;
-	return get_i(h, T_A) == 42 && get_i(ro, T_A) == 42 ? 0 : 5;
+	/* exit(), not spawn's _exit(): the atexit handlers run, LSan's check
+	 * among them (its exit status 23 on a leak) */
+	exit(get_i(h, T_A) == 42 && get_i(ro, T_A) == 42 ? 0 : 5);
 }
 
 static void test_exit_with_handles_open(void **state)
@@ -1066,7 +1065,12 @@ int main(void)
 		cmocka_unit_test(test_concurrent_replacers),
 		cmocka_unit_test(test_threads_follow),
 		cmocka_unit_test(test_attach_across_replacement),
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+		/* the sanitizers' shadow memory is address space: the plain build
+		 * runs it. Left out, not skipped: cmocka's skip() prints "not ok #
+		 * SKIP", a failure to automake's TAP driver. */
 		cmocka_unit_test(test_little_address_space),
+#endif
 		cmocka_unit_test(test_exit_with_handles_open),
 		cmocka_unit_test(test_forged_successor_not_mapped),
 	};
