@@ -45,7 +45,10 @@ static int handle_alloc(const char *name, uint32_t nopts, shmcfg **ret)
 	if (m != MAP_FAILED && mprotect(m, HANDLE_BYTES, PROT_READ | PROT_WRITE) < 0)
 		what = "mprotect";
 	else if (m != MAP_FAILED) {
-		shmcfg *h = (shmcfg *)m; /* zeroed */
+		shmcfg *h = (shmcfg *)m;
+		/* zeroed already: written now so that its pages are faulted in
+		 * here, not in the handle's first commits and reads */
+		memset(h, 0, sizeof *h);
 		h->map_bytes = len;
 		if (__lsan_register_root_region)
 			__lsan_register_root_region(h, HANDLE_BYTES);
