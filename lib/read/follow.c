@@ -129,10 +129,11 @@ int shmcfg__copy_map(shmcfg *h, int fd, uint32_t nopts)
 }
 
 /* The live incarnation's accessors' copy over the replaced one's at the
- * handle. One whose options are not the handle's (a successor whose header
- * claims the schema's hash for other options: only a writer can make one)
- * is not mapped: the frozen copy stays, odd, and the accessors read the
- * slots. A failed mmap may have taken the old pages with it: the first
+ * handle. One whose options are not the handle's is not mapped: the frozen
+ * copy stays, odd, and the accessors read the slots (attach_next already
+ * refuses a successor whose header claims the schema's hash for other
+ * options, a writer's forgery: this keeps the mapping within the handle's
+ * room whatever the caller). A failed mmap may have taken the old pages with it: the first
  * incarnation's, frozen odd too, are mapped there again (the same file's
  * pages in the same place need no new memory: the last resort is not
  * expected to fail, and is said if it does). */

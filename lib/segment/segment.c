@@ -433,8 +433,17 @@ static int attach_next(shmcfg *h, shmcfg **ret)
 		shmcfg_close(n);
 		return shmcfg__err(-ENOENT, "%s: the segment now of that name is not the one that replaced it", h->name);
 	}
-	/* of another schema than the program's: its options mapped (follow.c) */
+	/* of another schema than the program's: its options mapped (follow.c).
+	 * The program's schema hash with other options: a header that lies
+	 * about its schema (a writer's forgery), whose cells the program's
+	 * option handles would index past: not followed */
 	const shmcfg *root = h->root ? h->root : h;
+	uint32_t nopts = n->lay.nopts;
+	if (!memcmp(n->lay.schema_hash, root->lay.schema_hash, 16) && nopts != root->lay.nopts) {
+		shmcfg_close(n);
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: its successor claims its schema's hash for %u options, not %u",
+				   h->name, nopts, root->lay.nopts);
+	}
 	n->root = root;
 	if (memcmp(n->lay.schema_hash, root->lay.schema_hash, 16) && !(n->root_map = shmcfg__opt_map(root, n))) {
 		shmcfg_close(n);
