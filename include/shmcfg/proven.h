@@ -60,7 +60,7 @@ static __attribute__((noinline, cold, unused)) bool shmcfg__read_proven_slots(co
  * A non-nullable option: true with the value in *bits, false: slow path.
  * First the accessors' copy, a value word an option kept by every commit,
  * in blocks of a seqlock word and seven options' words (lib/read/seqlock.h,
- * seq_publish_copy(): its stores and their pairing), from the view's `copy`:
+ * seq_publish_copy(): its stores and their pairing), at SHMCFG__COPY_AT from the handle:
  *   (R1) acquire load of the block's seqlock: pairs with the writer's (W3)
  *   (R2) relaxed load of the option's word; acquire fence: pairs with the
  *        release fence after the writer's (W1)

@@ -40,7 +40,7 @@ struct shmcfg_view {
 #define SHMCFG__CELLS_OFF 64
 /* The accessors' copy (the proven reads, shmcfg/proven.h): 64-byte blocks,
  * each a seqlock word and the value words of SHMCFG__COPY_PER_BLOCK
- * options, from the view's `copy` */
+ * options, at SHMCFG__COPY_AT from the handle (below) */
 #define SHMCFG__COPY_PER_BLOCK 7
 /* The accessors' copy's first block is at this distance from the handle
  * (0.12): a handle is mapped, its first 64 KiB its own and the segment's
