@@ -321,8 +321,9 @@ int shmcfg__commit_first(shmcfg_txn *t, uint64_t gen, uint64_t cluster_rev, bool
 	if (t->n > 1 && !changes_sorted(t->ch, t->n))
 		sort_changes(t->ch, t->n);
 	struct slot_hdr *sl = slot_at(h, 0);
-	struct build b = {.h = h, .cells = slot_cells(h, sl), .lrefs = slot_lrefs(h, sl), .heap = seg_heap(h),
-			  .heap_size = h->lay.heap_size, .shared = true};
+	struct build b;
+	shmcfg__build_init(&b, h, slot_cells(h, sl), slot_lrefs(h, sl), seg_heap(h), h->lay.heap_size);
+	b.shared = true;
 	hist_cells small_hist[TXN_SMALL];
 	int r = hist_room(&b, t, small_hist);
 	if (!r)
@@ -341,8 +342,9 @@ int shmcfg__commit_first(shmcfg_txn *t, uint64_t gen, uint64_t cluster_rev, bool
 	write_log(h, gen, time_ns, b.changed.ids, record ? b.changed.n : 0, t);
 	for (uint32_t s = 1; !r && s < h->lay.nslots; s++) {
 		struct slot_hdr *o = slot_at(h, s);
-		struct build c = {.h = h, .cells = slot_cells(h, o), .lrefs = slot_lrefs(h, o), .heap = seg_heap(h),
-				  .heap_size = h->lay.heap_size, .shared = true};
+		struct build c;
+		shmcfg__build_init(&c, h, slot_cells(h, o), slot_lrefs(h, o), seg_heap(h), h->lay.heap_size);
+		c.shared = true;
 		r = sync_slot(&c, o, sl, 0, gen);
 		o->base = gen; /* stamp 0: no reader takes it; a writer knows what it holds */
 		shmcfg__build_free(&c);
@@ -412,8 +414,9 @@ static void recycle(shmcfg *h, uint32_t cur_s, uint32_t s_new, const struct slot
 		uint64_t base = shmcfg__slot_base(h, s, stamp, cur_g);
 		if (s == cur_s || s == s_new || (stamp & SLOT_BUSY) || base == cur_g || !shmcfg__claim_slot(h, s, stamp, false))
 			continue;
-		struct build c = {.h = h, .cells = slot_cells(h, sl), .lrefs = slot_lrefs(h, sl), .heap = seg_heap(h),
-				  .heap_size = h->lay.heap_size, .shared = true};
+		struct build c;
+		shmcfg__build_init(&c, h, slot_cells(h, sl), slot_lrefs(h, sl), seg_heap(h), h->lay.heap_size);
+		c.shared = true;
 		if (sync_slot(&c, sl, cur_sl, base, cur_g) == 0) {
 			sl->base = cur_g;
 			seq_write_end(&sl->gen, 0); /* holds no published generation of its own */
@@ -488,7 +491,9 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	prefetch_commit(h);
 	if (t->n > 1 && !changes_sorted(t->ch, t->n))
 		sort_changes(t->ch, t->n);
-	struct build b = {.h = h, .heap = seg_heap(h), .heap_size = h->lay.heap_size, .shared = true};
+	struct build b;
+	shmcfg__build_init(&b, h, NULL, NULL, seg_heap(h), h->lay.heap_size);
+	b.shared = true;
 	hist_cells small_hist[TXN_SMALL];
 	if ((r = hist_room(&b, t, small_hist)))
 		return r;

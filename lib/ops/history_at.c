@@ -66,8 +66,10 @@ static int snapshot_at(shmcfg *h, uint64_t gen, shmcfg_snapshot **ret)
 	memcpy(heap, cur->heap, top);
 	shmcfg_snapshot_release(cur);
 	struct slot_hdr *sh = (struct slot_hdr *)slot;
-	struct build b = {.h = h, .cells = slot_cells(h, slot), .lrefs = slot_lrefs(h, slot), .heap = heap,
-			  .heap_size = cap, .priv_top = (top + 15) & ~15ull, .track = true};
+	struct build b;
+	shmcfg__build_init(&b, h, slot_cells(h, slot), slot_lrefs(h, slot), heap, cap);
+	b.priv_top = (top + 15) & ~15ull;
+	b.track = true;
 	memcpy(b.hash_sum, sh->hash_sum, sizeof b.hash_sum);
 	b.checksum = sh->checksum;
 	r = shmcfg__apply_changes(&b, ch, n);

@@ -602,8 +602,10 @@ void shmcfg__build_free(struct build *b)
 int shmcfg__resolve_patched(shmcfg *h, char *copy, char *heap, uint64_t top, uint64_t heap_size,
 			    const shmcfg_opt *opts, const shmcfg_value *vals, size_t n, bool dependents)
 {
-	struct build b = {.h = h, .cells = slot_cells(h, copy), .lrefs = slot_lrefs(h, copy), .heap = heap,
-			  .heap_size = heap_size, .priv_top = (top + 15) & ~15ull, .patch = true};
+	struct build b;
+	shmcfg__build_init(&b, h, slot_cells(h, copy), slot_lrefs(h, copy), heap, heap_size);
+	b.priv_top = (top + 15) & ~15ull;
+	b.patch = true;
 	struct change *ch = shmcfg__calloc(n ? n : 1, sizeof *ch);
 	int r = ch ? 0 : shmcfg__nomem();
 	for (size_t k = 0; !r && k < n; k++)
