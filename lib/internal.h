@@ -237,18 +237,20 @@ struct change {
 };
 #define TXN_SMALL 4
 struct shmcfg_txn {
-	shmcfg *h; const shmcfg *origin; /* begun on: its options are mapped to h's; NULL: h's own */
+	shmcfg *h;          /* begun on (h, ch and cap set by shmcfg__txn_new, the rest zeroed) */
+	struct change *ch; size_t cap;
+	const shmcfg *origin; /* its options are mapped to h's; NULL: h's own */
 	enum layer layer;   /* what shmcfg_txn_set() writes */
-	struct change *ch; size_t n, cap;
+	size_t n;
 	uint32_t *idx; size_t idx_cap; /* (opt, layer) -> change + 1, once n is large (txn.c) */
 	int err; char *err_detail; /* the first refused change (the commit fails with it), its detail */
 	uint64_t cluster_rev;           /* shmcfg_txn_origin(), 0 = none */
-	char who[SHMCFG_WHO_MAX];
 	/* checked under the writer lock (publish.c), for cluster_apply.c:
 	 * cluster_keep: the layers written are the cluster's, and the revision
 	 * is the one the segment has then (cluster_rev is set to it);
 	 * cluster_no_older: a cluster_rev below the segment's is refused (-ESTALE) */
 	bool cluster_keep, cluster_no_older;
+	char who[SHMCFG_WHO_MAX];       /* zero-filled: copied whole into the log (publish.c) */
 	struct change small_ch[TXN_SMALL]; /* ch's first storage: most transactions change a few */
 };
 shmcfg_txn *shmcfg__txn_new(shmcfg *h); /* txn.c: what shmcfg_txn_begin() and replace.c start from */
