@@ -966,7 +966,7 @@ static void test_exit_with_handles_open(void **state)
  * A writer forges a successor: another schema, fewer options, under the
  * header hash of the schema the readers attached with. It is not followed
  * (the program's option handles would index past its cells): reads fail
- * with SHMCFG_E_CORRUPT (its successor cannot be attached), accessors
+ * with SHMCFG_E_CORRUPT (its successor cannot be attached, and why), accessors
  * return their defaults, and the handle's copy stays the frozen one (the
  * first version of the mapped copy mapped its one page where 500 options'
  * blocks had been and unmapped the rest: an accessor of a later option
@@ -987,7 +987,8 @@ static int forged_successor_main(void *arg)
 		return 6;
 	/* the follow refuses it: its header lies about its schema */
 	int r = shmcfg_get_int(h, 0, &v);
-	if (r != SHMCFG_E_CORRUPT || !strstr(shmcfg_errdetail(), "its successor cannot be attached: segment is corrupt")) {
+	if (r != SHMCFG_E_CORRUPT || !strstr(shmcfg_errdetail(), "its successor cannot be attached: segment is corrupt") ||
+	    !strstr(shmcfg_errdetail(), "its successor claims its schema's hash for 1 options, not 500")) {
 		fprintf(stderr, "# child: read after the forgery: %s (%s)\n", shmcfg_errname(r), shmcfg_errdetail());
 		return 7;
 	}
