@@ -5,6 +5,7 @@
 #define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -472,6 +473,46 @@ static void test_concurrent_first_lookups(void **state)
 	shmcfg_unlink(name);
 }
 
+/* A thread that commits once and exits. */
+static void *commit_once(void *arg)
+{
+	shmcfg *h = arg;
+	shmcfg_txn *t;
+	if (shmcfg_txn_begin(h, &t) || shmcfg_txn_set_int(t, T_A, 7) || shmcfg_txn_commit(t, NULL) < 0)
+		return (void *)1;
+	return NULL;
+}
+
+/*
+ * A thread keeps its last transaction for its next one (lib/commit/txn.c):
+ * one that exits frees it. 200 threads that commit once and exit, after one
+ * that warmed the handle up: the heap in use grows by less than one
+ * transaction per thread (each is 400-odd bytes; without the key's
+ * destructor it grows by all of them).
+ */
+static void test_exited_threads_keep_no_transaction(void **state)
+{
+	(void)state;
+	const char *name = test_name("spare");
+	shmcfg *h = test_create(name, NULL);
+	pthread_t th;
+	void *ret;
+	assert_int_equal(pthread_create(&th, NULL, commit_once, h), 0);
+	assert_int_equal(pthread_join(th, &ret), 0);
+	assert_null(ret);
+	size_t before = mallinfo2().uordblks;
+	for (int k = 0; k < 200; k++) {
+		assert_int_equal(pthread_create(&th, NULL, commit_once, h), 0);
+		assert_int_equal(pthread_join(th, &ret), 0);
+		assert_null(ret);
+	}
+	size_t after = mallinfo2().uordblks;
+	if (after > before && after - before >= 200 * 100)
+		fail_msg("the heap in use grew by %zu bytes over 200 threads that each committed once", after - before);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -480,6 +521,7 @@ int main(void)
 		cmocka_unit_test(test_shared_views),
 		cmocka_unit_test(test_close_while_other_thread_holds),
 		cmocka_unit_test(test_concurrent_first_lookups),
+		cmocka_unit_test(test_exited_threads_keep_no_transaction),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
