@@ -41,8 +41,9 @@ int shmcfg__txn_refuse(shmcfg_txn *t, int r)
  * reachable from its TLS until the process exits. The test copy's seam
  * forgets a spare: it is the library's, not an operation's allocation.
  */
-static __thread shmcfg_txn *spare_txn;
-static __thread bool spare_keyed; /* the thread's key holds a value: its destructor runs */
+/* initial-exec, as the library's other thread variables: no __tls_get_addr */
+static __thread shmcfg_txn *spare_txn __attribute__((tls_model("initial-exec")));
+static __thread bool spare_keyed __attribute__((tls_model("initial-exec"))); /* the key holds a value: its destructor runs */
 static pthread_key_t spare_key;
 static bool spare_key_ok;
 static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
