@@ -78,7 +78,7 @@ struct shmcfg {
 	int (*attach_next)(struct shmcfg *h, struct shmcfg **ret);
 	uint64_t follow_after_ns;
 	int follow_err;
-	char follow_detail[192]; /* the last failed attach's detail (under view_lock): shmcfg__stale() */
+	char follow_detail[256]; /* the last failed attach's detail, the name cut off (under view_lock) */
 	uint64_t poison_cur; char *poison_slot; /* the view of a handle that cannot follow */
 	uint64_t claim_after_ns; /* table found full: no new claim before this (reclaim.c) */
 	bool counted_fallback;   /* counted in the header's copy_fallbacks */

@@ -169,6 +169,14 @@ void *shmcfg__malloc(size_t n)
 	return p;
 }
 
+bool shmcfg__faultsim_adopt(void *p, size_t n)
+{
+	if (fs_fail(SHMCFG_FAULTSIM_ALLOC))
+		return false;
+	fs_track(p, n);
+	return true;
+}
+
 void *shmcfg__calloc(size_t n, size_t size)
 {
 	if (fs_fail(SHMCFG_FAULTSIM_ALLOC)) {

@@ -7,6 +7,7 @@
 #define SHMCFG_FAULT_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,8 +68,13 @@ char *shmcfg__strdup(const char *s);
 char *shmcfg__strndup(const char *s, size_t n);
 int shmcfg__asprintf(char **ret, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void shmcfg__free(void *p);
+/* Memory the library keeps for reuse (a thread's spare transaction) is no
+ * allocation while kept: the seam forgets it, and takes it up again when
+ * it is reused as an allocation that may fail (false: treat as ENOMEM). */
 void shmcfg__faultsim_forget(const void *p);
-#define shmcfg__seam_forget(p) shmcfg__faultsim_forget(p) /* the seam's table forgets p */
+bool shmcfg__faultsim_adopt(void *p, size_t n);
+#define shmcfg__seam_forget(p) shmcfg__faultsim_forget(p)
+#define shmcfg__seam_adopt(p, n) shmcfg__faultsim_adopt(p, n)
 void *shmcfg__mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
 int shmcfg__madvise(void *addr, size_t len, int advice);
 int shmcfg__ftruncate(int fd, off_t len);
@@ -86,6 +92,7 @@ struct json_t *shmcfg__json_loadb(const char *buf, size_t len, size_t flags, str
 #define shmcfg__asprintf asprintf
 #define shmcfg__free(p) free(p)
 #define shmcfg__seam_forget(p) ((void)(p))
+#define shmcfg__seam_adopt(p, n) ((void)(p), (void)(n), true)
 #define shmcfg__mmap(addr, len, prot, flags, fd, off) mmap(addr, len, prot, flags, fd, off)
 #define shmcfg__madvise(addr, len, advice) madvise(addr, len, advice)
 #define shmcfg__ftruncate(fd, len) ftruncate(fd, len)

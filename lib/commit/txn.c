@@ -37,13 +37,20 @@ int shmcfg__txn_refuse(shmcfg_txn *t, int r)
  * malloc and free were ~4% of a one-change commit. Per thread, not per
  * handle: a transaction may outlive its handle (a binding's, collected after
  * its segment), and nothing but its thread touches the spare. A thread that
- * exits frees its spare (the key's destructor); the main thread's stays
- * reachable from its TLS until the process exits. The test copy's seam
- * forgets a spare: it is the library's, not an operation's allocation.
+ * exits frees its spare (the key's destructor) and keeps none after that (a
+ * later key destructor's transaction is freed: glibc may run no further
+ * round); the main thread's stays reachable from its TLS until the process
+ * exits, and a forked child keeps only its own thread's. The library is
+ * linked -z nodelete: a dlclose would leave the destructor unmapped. The
+ * test copy's seam sees a kept spare as no allocation and its reuse as one
+ * (shmcfg__seam_adopt: it may fail, and it counts until freed). An ASan
+ * build keeps none, so that its quarantine still finds a transaction used
+ * after its commit or abort.
  */
+enum spare_state { SPARE_NEW, SPARE_KEYED, SPARE_OFF };
 /* initial-exec, as the library's other thread variables: no __tls_get_addr */
 static __thread shmcfg_txn *spare_txn __attribute__((tls_model("initial-exec")));
-static __thread bool spare_keyed __attribute__((tls_model("initial-exec"))); /* the key holds a value: its destructor runs */
+static __thread unsigned char spare_state __attribute__((tls_model("initial-exec")));
 static pthread_key_t spare_key;
 static bool spare_key_ok;
 static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
@@ -53,7 +60,7 @@ static void spare_free(void *unused)
 	(void)unused;
 	free(spare_txn);
 	spare_txn = NULL;
-	spare_keyed = false; /* a later key destructor's transaction keys it again */
+	spare_state = SPARE_OFF;
 }
 
 static void spare_key_make(void)
@@ -64,16 +71,30 @@ static void spare_key_make(void)
 /* t, emptied, as the thread's spare; or freed */
 static void txn_release(shmcfg_txn *t)
 {
-	if (!spare_txn && !spare_keyed) {
+#ifndef __SANITIZE_ADDRESS__
+	if (spare_state == SPARE_NEW) {
 		pthread_once(&spare_once, spare_key_make);
-		spare_keyed = spare_key_ok && pthread_setspecific(spare_key, &spare_txn) == 0;
+		/* a non-NULL value: the destructor runs at the thread's exit */
+		spare_state = spare_key_ok && pthread_setspecific(spare_key, &spare_txn) == 0 ? SPARE_KEYED : SPARE_OFF;
 	}
-	if (!spare_txn && spare_keyed) {
+	if (!spare_txn && spare_state == SPARE_KEYED) {
 		shmcfg__seam_forget(t);
 		spare_txn = t;
-	} else {
-		shmcfg__free(t);
+		return;
 	}
+#endif
+	shmcfg__free(t);
+}
+
+/* The thread's spare, taken (NULL: none, or the test copy's seam failed
+ * its reuse, as it fails an allocation) */
+static shmcfg_txn *spare_take(void)
+{
+	shmcfg_txn *t = spare_txn;
+	if (!t || !shmcfg__seam_adopt(t, sizeof *t))
+		return NULL;
+	spare_txn = NULL;
+	return t;
 }
 
 /* An empty transaction on h (layer: the knob's, 0), its changes in small_ch
@@ -83,10 +104,8 @@ shmcfg_txn *shmcfg__txn_new(shmcfg *h)
 	/* not calloc: small_ch needs no zeroing. Two memsets of at most 80
 	 * bytes each, not one: gcc makes a longer one a `rep stos`, whose
 	 * start-up was half of shmcfg_txn_begin's time */
-	shmcfg_txn *t = spare_txn;
-	if (t)
-		spare_txn = NULL;
-	else if (!(t = shmcfg__malloc(sizeof *t)))
+	shmcfg_txn *t = spare_txn ? spare_take() : shmcfg__malloc(sizeof *t);
+	if (!t)
 		return NULL;
 	t->h = h;
 	t->ch = t->small_ch;

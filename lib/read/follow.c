@@ -93,8 +93,13 @@ static shmcfg *follow(shmcfg *h)
 			__atomic_store_n(&h->next, n, __ATOMIC_RELEASE);
 		} else {
 			__atomic_store_n(&h->follow_after_ns, now + FOLLOW_RETRY_NS, __ATOMIC_RELAXED);
+			/* the name once, in shmcfg__stale(): a name may be 200 bytes */
+			const char *why = shmcfg_errdetail();
+			size_t nl = strlen(h->name);
+			if (strncmp(why, h->name, nl) == 0 && strncmp(why + nl, ": ", 2) == 0)
+				why += nl + 2;
+			snprintf(h->follow_detail, sizeof h->follow_detail, "%s", why);
 			__atomic_store_n(&h->follow_err, r, __ATOMIC_RELAXED);
-			snprintf(h->follow_detail, sizeof h->follow_detail, "%s", shmcfg_errdetail());
 			shmcfg__clear_err(); /* said by shmcfg__stale(), for the reads that must fail */
 			n = NULL;
 		}
@@ -278,16 +283,16 @@ int shmcfg__stale(const shmcfg *h)
 	if (e == SHMCFG_E_SCHEMA)
 		return shmcfg__err(e, "%s: the segment was replaced by one of another schema: attach again (shmcfg_reattach)",
 				   h->name);
-	/* the attach's own detail (why the successor was refused), copied under
-	 * the lock a retry writes it under */
-	char why[sizeof h->follow_detail];
+	/* the error and the attach's own detail (why the successor was refused)
+	 * of one failure: both read under the lock a retry writes them under */
+	char more[sizeof h->follow_detail];
 	pthread_mutex_lock(&((shmcfg *)h)->view_lock);
-	memcpy(why, h->follow_detail, sizeof why);
+	e = __atomic_load_n(&h->follow_err, __ATOMIC_RELAXED);
+	memcpy(more, h->follow_detail, sizeof more);
 	pthread_mutex_unlock(&((shmcfg *)h)->view_lock);
-	/* said once: the detail without the name, and only if it says more */
-	size_t nl = strlen(h->name);
-	const char *more = strncmp(why, h->name, nl) == 0 && strncmp(why + nl, ": ", 2) == 0 ? why + nl + 2 : why;
-	if (!*more || strcmp(more, shmcfg_strerror(e)) == 0)
+	if (!follow_failed(e))
+		return 0;
+	if (!*more || strcmp(more, shmcfg_strerror(e)) == 0) /* said once, and only if it says more */
 		return shmcfg__err(e, "%s: the segment was replaced, and its successor cannot be attached: %s", h->name,
 				   shmcfg_strerror(e));
 	return shmcfg__err(e, "%s: the segment was replaced, and its successor cannot be attached: %s (%s)", h->name,
