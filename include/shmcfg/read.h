@@ -284,9 +284,14 @@ static inline bool shmcfg__tpin_acquire(const shmcfg *h, shmcfg_snapshot **ret)
  */
 static inline bool shmcfg__tpin_release(shmcfg_snapshot *snap)
 {
-	uintptr_t t = shmcfg__tls_pin - SHMCFG__TP_BUSY;
+	/* The pin from the snapshot's address: the thread's word holds it
+	 * with exactly SHMCFG__TP_BUSY when this is the one snapshot the
+	 * inline acquire counted (pins and snapshots are aligned: no other
+	 * pin or flag matches). The word is compared, not used: the store
+	 * below does not wait for its load. */
+	uintptr_t t = (uintptr_t)snap - sizeof(struct shmcfg__tpin);
 	struct shmcfg__tpin *tp = (struct shmcfg__tpin *)t;
-	if (__builtin_expect((t & (SHMCFG__TP_BUSY | SHMCFG__TP_LIB)) || snap != SHMCFG__TPIN_SNAP(tp) ||
+	if (__builtin_expect(shmcfg__tls_pin != t + SHMCFG__TP_BUSY ||
 				     __atomic_load_n(&tp->w[1], __ATOMIC_RELAXED) != tp->foreign,
 			     0))
 		return false;
