@@ -20,7 +20,7 @@ Ratios are bridged / torch's own; each figure is the best of R rounds
 thread: a shared, loaded machine moves wall times more than the bridge does;
 and its bursts make a process 40-50% slower, in turn one kind or the other,
 so that a median of 15 moved 1.02-1.23x between two runs of one tree, where
-the best moved 0.99-1.02x: noise only adds time, to either kind). The medians
+the best gave 0.95-1.01x in three: noise only adds time, to either kind). The medians
 are printed beside. Needs torch (skipped, saying so, without it) and
 the segment of the shipped torch schema (schemas/torch.yaml: found as
 ``shmctl create --schema torch`` finds it), which it creates and removes.
