@@ -33,6 +33,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import timeit
 
 # the child of 2 and 3: compile time, then the steady step, as JSON
@@ -138,6 +139,15 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=15, help="processes of each kind (default 15)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    # torch's inductor cache (its default: torchinductor_USER in the system's
+    # temporary directory, made by its config module and by compiles) goes
+    # with the run, this process's and its children's, not into /tmp
+    with tempfile.TemporaryDirectory(prefix="shmcfg-bench-torch.") as tmp:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor")
+        return run(args)
+
+
+def run(args):
     try:
         import torch
     except ImportError as e:
