@@ -142,9 +142,16 @@ def main(argv=None):
     # torch's inductor cache (its default: torchinductor_USER in the system's
     # temporary directory, made by its config module and by compiles) goes
     # with the run, this process's and its children's, not into /tmp
+    was = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     with tempfile.TemporaryDirectory(prefix="shmcfg-bench-torch.") as tmp:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor")
-        return run(args)
+        try:
+            return run(args)
+        finally:
+            if was is None:
+                del os.environ["TORCHINDUCTOR_CACHE_DIR"]
+            else:
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = was
 
 
 def run(args):
@@ -160,11 +167,11 @@ def run(args):
     try:
         shmcfg.torch.install(seg)
         rows = reads()
-        med = compile_and_steps(name, args.rounds)
+        times = compile_and_steps(name, args.rounds)
     finally:
         shmcfg.unlink(name, True)
-    b, o = med["bridged"]["best"], med["own"]["best"]
-    bm, om = med["bridged"]["median"], med["own"]["median"]
+    b, o = times["bridged"]["best"], times["own"]["best"]
+    bm, om = times["bridged"]["median"], times["own"]["median"]
     out = {"torch": torch.__version__,
            "reads": [{"case": r[0], "bridged_ns": r[1], "torch_ns": r[2], "ratio": r[3]}
                      for r in rows],
