@@ -746,9 +746,14 @@ int cmd_describe(int argc, char **argv)
 	shmcfg_optinfo oi, fi;
 	shmcfg_snapshot *snap;
 	int r;
-	if ((r = shmcfg_opt_info(h, opt, &oi)) || (r = shmcfg_snapshot_acquire(h, &snap))) {
+	if ((r = shmcfg_opt_info(h, opt, &oi))) {
 		shmcfg_close(h);
 		return fail_lib(r, pos[1]);
+	}
+	/* the values, layers and is_default of one generation: -G's, as get reads it */
+	if ((r = snapshot_of(h, gen, &snap))) {
+		shmcfg_close(h);
+		return fail_lib(r, pos[0]);
 	}
 	final_info(h, &oi, &fi);
 	shmcfg_opt fin = oi.alias_final;
@@ -758,7 +763,7 @@ int cmd_describe(int argc, char **argv)
 		shmcfg_close(h);
 		return fail_lib(r, oi.name);
 	}
-	int isdef = shmcfg_is_default(h, opt);
+	int isdef = shmcfg_snapshot_is_default(snap, opt);
 	static const shmcfg_source layers[] = {SHMCFG_SRC_DEFAULT, SHMCFG_SRC_KNOB,    SHMCFG_SRC_ENV_DEFAULT,
 					       SHMCFG_SRC_CLUSTER, SHMCFG_SRC_USER, SHMCFG_SRC_ENV_FORCE};
 	json_t *o = json_object();

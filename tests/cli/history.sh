@@ -74,6 +74,17 @@ t_usage "get --generation abc: a usage error" shmctl get "$H" recompile_limit --
 t_usage "show --generation -1: a usage error" shmctl show "$H" --generation -1
 t_errmatch "get --generation of an unknown option" 1 "no_such_option" \
 	shmctl get "$H" no_such_option --generation 2
+t_json "describe --generation 2 --json: the value, layers and generation then" '
+(j["generation"] == 2 and j["value"] == 5 and j["source"] == "user" and not j["is_default"] and
+ j["layers"]["user"] == {"value": 5})' shmctl describe "$H" recompile_limit --generation 2 --json
+t_json "describe --generation 1 --json: the default then" '
+j["generation"] == 1 and j["value"] == 8 and j["is_default"] and j["layers"]["user"] is None' \
+	shmctl describe "$H" recompile_limit -G 1 --json
+run shmctl describe "$H" recompile_limit --generation 2
+pass "describe --generation 2: the value then, not the current 7" pyeval '
+any(l.split() == ["value", "5"] for l in a[0].splitlines())' "$OUT"
+t_errmatch "describe --generation beyond the current one: exit 1" 1 \
+	"generation 99 is not committed yet \\(current: 6\\)" shmctl describe "$H" recompile_limit --generation 99
 
 # --- diff G1 [G2] -------------------------------------------------------------
 run shmctl diff "$H" 2 3
