@@ -163,6 +163,38 @@ static void print_env_applied(shmcfg *h)
 	}
 }
 
+/*
+ * A replacement takes the env layers from this environment (as any
+ * creation): print_env_applied() names the variables it applied; this names
+ * the env layers it emptied, a variable of the old creator's environment
+ * being unset here. They are in the commit this process made right after the
+ * replacement's own (which changes nothing): among the last few, as
+ * others may have committed since.
+ */
+static void print_env_emptied(shmcfg *h)
+{
+	uint64_t cur = shmcfg_generation(h);
+	for (uint64_t g = cur > 8 ? cur - 7 : 1; g <= cur; g++) {
+		shmcfg_history_entry *e;
+		if (shmcfg_history_get(h, g, &e))
+			continue;
+		bool env_only = e->pid == getpid() && e->values_kept;
+		for (uint32_t i = 0; env_only && i < e->nchanges; i++)
+			env_only = e->changes[i].layer == SHMCFG_SRC_ENV_DEFAULT ||
+				   e->changes[i].layer == SHMCFG_SRC_ENV_FORCE;
+		for (uint32_t i = 0; env_only && i < e->nchanges; i++) {
+			const shmcfg_layer_change *c = &e->changes[i];
+			if (!c->old_set || c->new_set)
+				continue;
+			char *old = value_text(&c->old_value);
+			printf("environment: %s [%s]: %s -> unset (no variable of it is set here)\n",
+			       opt_name(h, c->opt), shmcfg_source_name(c->layer), old ? old : "?");
+			free(old);
+		}
+		shmcfg_history_free(e);
+	}
+}
+
 /* --conf: $SHMCFG_CONF_DIR, else /etc/shmcfg (as the sync unit's env file) */
 static const char *conf_dir(void)
 {
@@ -407,8 +439,10 @@ int cmd_create(int argc, char **argv)
 			       replaced ? "replaced" : "created", seg, info->nopts, info->nslots, size,
 			       (unsigned long long)info->generation);
 		}
-		free(info);
 		print_env_applied(h);
+		if (info && (o.flags & SHMCFG_CREATE_KEEP) && info->generation > 1)
+			print_env_emptied(h);
+		free(info);
 	} else if (!rc && !quiet)
 		printf("segment '%s' exists, of that schema: kept\n", seg);
 	if (!rc && !quiet && src.n)

@@ -160,6 +160,8 @@ static int env_anew(shmcfg *h, char *const *envp)
 	shmcfg_snapshot *s = NULL;
 	if (!t)
 		return shmcfg__nomem();
+	/* the history's origin: why the env layers moved */
+	snprintf(t->who, sizeof t->who, "%s", "environment of the replacement");
 	int r = shmcfg_snapshot_acquire(h, &s);
 	for (uint32_t i = 0; !r && i < h->lay.nopts; i++) {
 		struct shmcfg__cell lay[NLAYERS];

@@ -353,14 +353,21 @@ run env TORCH_COMPILE_JOB_ID=other $SHMCTL create -q --force "$E"
 t_json "create --force keeps the user layer, takes this environment's layers" \
 	'j["layers"]["user"] == {"value": "mine"} and j["layers"]["env_default"] == {"value": "other"}' \
 	shmctl describe "$E" job_id --json
+run env -u TORCH_COMPILE_JOB_ID -u TORCH_COMPILE_STICKY_PGO_KEY $SHMCTL create --force "$E"
+pass "create --force where the variable is unset: says which env layer it emptied" eval 'test "$RC" = 0 &&
+	printf "%s\n" "$OUT" | grep -qxF "environment: torch.compiler.config.job_id [env_default]: \"other\" -> unset (no variable of it is set here)"'
+t_json "... and the history says why" '
+[r["origin"] for r in j[:2]] == ["environment of the replacement", "segment replaced"] and
+j[0]["changes"] == [{"name": "torch.compiler.config.job_id", "layer": "env_default", "old_set": True, "old": "other",
+                     "new_set": False, "new": None}]' shmctl log "$E" -n 2 --json
 run shmctl create -q --force --no-env "$E"
 t_json "create --force --no-env: the env layers reset, the user layer kept" \
 	'j["layers"]["env_default"] is None and j["layers"]["user"] == {"value": "mine"}' shmctl describe "$E" job_id --json
 run shmctl create -q --force --fresh --no-env "$E"
 t_out "create --force --fresh --no-env: nothing kept, the environment ignored" null env TORCH_COMPILE_JOB_ID=x $SHMCTL get "$E" job_id
 run env TORCHDYNAMO_VERBOSE=maybe $SHMCTL create --force "$E"
-pass "create with a bad environment value fails naming the variable" test "$RC" = 1 -a -z "$OUT" &&
-	pyeval 'a[0].startswith("shmctl: ") and "TORCHDYNAMO_VERBOSE" in a[0] and "maybe" in a[0] and len(a[0].splitlines()) == 1' "$ERR"
+pass "create with a bad environment value fails naming the variable" eval 'test "$RC" = 1 -a -z "$OUT" &&
+	pyeval "a[0].startswith(\"shmctl: \") and \"TORCHDYNAMO_VERBOSE\" in a[0] and \"maybe\" in a[0] and len(a[0].splitlines()) == 1" "$ERR"'
 
 # --- ls, rm ------------------------------------------------------------------
 t_json "ls --json lists the segment" '

@@ -318,8 +318,8 @@ t_json "ls lists the damaged segment with its error" "
 run shmctl create -q --force "$C"
 truncate -s 8192 "/dev/shm/shmcfg.$C"
 run shmctl check "$C" --json
-pass "check of a truncated segment: exit 1" test "$RC" = 1 && jcheck "$T_TMP/out" '
-j["ok"] is False and len(j["problems"]) == 1 and "truncated" in j["problems"][0]'
+pass "check of a truncated segment: exit 1, one problem naming it" eval 'test "$RC" = 1 && jcheck "$T_TMP/out" "
+j[\"ok\"] is False and len(j[\"problems\"]) == 1 and \"truncated\" in j[\"problems\"][0]"'
 t_errmatch "show on a truncated segment: one error line" 1 "truncated" shmctl show "$C"
 # --- a segment removed or replaced while watched ---------------------------------
 # watch_retired HOW CMD...: watch in the background, CMD retires the segment:
