@@ -85,16 +85,56 @@ int shmcfg__json_text(const json_t *j, size_t flags, char **ret)
 }
 
 /* The shortest text that reads back as the same double, as Python's repr()
- * writes it (with ".0" when it would look like an integer). buf: 32 bytes. */
+ * writes it: the fewest significant digits that read back (each count
+ * rounded to nearest by printf), then positional notation for decimal
+ * exponents -4 to 15, with ".0" when it would look like an integer (100.0,
+ * 0.0001, 1e-05, 1e+16, -0.0). buf: 32 bytes. */
 void shmcfg__float_text(double f, char *buf)
 {
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(buf, 32, "%.*g", prec, f);
-		if (strtod(buf, NULL) == f)
+	if (!isfinite(f)) {
+		strcpy(buf, isnan(f) ? "nan" : f > 0 ? "inf" : "-inf");
+		return;
+	}
+	char e[40];
+	for (int prec = 0; prec <= 16; prec++) { /* prec + 1 significant digits */
+		snprintf(e, sizeof e, "%.*e", prec, f);
+		if (strtod(e, NULL) == f)
 			break;
 	}
-	if (!strpbrk(buf, ".eni"))
-		strcat(buf, ".0");
+	/* e is [-]d[.ddd]e(+|-)XX */
+	const char *p = e;
+	char *o = buf, digits[20];
+	int nd = 0;
+	if (*p == '-')
+		*o++ = *p++;
+	for (; *p != 'e'; p++)
+		if (*p != '.')
+			digits[nd++] = *p;
+	int exp10 = atoi(p + 1);
+	while (nd > 1 && digits[nd - 1] == '0')
+		nd--;
+	if (exp10 < -4 || exp10 > 15) {
+		*o++ = digits[0];
+		if (nd > 1)
+			*o++ = '.', memcpy(o, digits + 1, (size_t)nd - 1), o += nd - 1;
+		sprintf(o, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+		return;
+	}
+	if (exp10 < 0) {
+		*o++ = '0', *o++ = '.';
+		for (int i = 0; i < -exp10 - 1; i++)
+			*o++ = '0';
+		memcpy(o, digits, (size_t)nd), o += nd;
+	} else {
+		for (int i = 0; i <= exp10; i++)
+			*o++ = i < nd ? digits[i] : '0';
+		*o++ = '.';
+		if (nd > exp10 + 1)
+			memcpy(o, digits + exp10 + 1, (size_t)(nd - exp10 - 1)), o += nd - exp10 - 1;
+		else
+			*o++ = '0';
+	}
+	*o = '\0';
 }
 
 int shmcfg_value_format(const shmcfg_value *v, char **ret)
