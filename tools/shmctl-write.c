@@ -166,12 +166,12 @@ static void print_env_applied(shmcfg *h)
 /*
  * A replacement takes the env layers from this environment (as any
  * creation): print_env_applied() names the variables it applied; this names
- * the env layers it emptied, a variable of the old creator's environment
- * being unset here. They are in the commit this process made right after the
+ * the env layers it emptied: a variable of the old creator's environment
+ * unset here, or any with --no-env. They are in the commit this process made right after the
  * replacement's own (which changes nothing): among the last few, as
  * others may have committed since.
  */
-static void print_env_emptied(shmcfg *h)
+static void print_env_emptied(shmcfg *h, bool no_env)
 {
 	uint64_t cur = shmcfg_generation(h);
 	for (uint64_t g = cur > 8 ? cur - 7 : 1; g <= cur; g++) {
@@ -187,8 +187,9 @@ static void print_env_emptied(shmcfg *h)
 			if (!c->old_set || c->new_set)
 				continue;
 			char *old = value_text(&c->old_value);
-			printf("environment: %s [%s]: %s -> unset (no variable of it is set here)\n",
-			       opt_name(h, c->opt), shmcfg_source_name(c->layer), old ? old : "?");
+			printf("environment: %s [%s]: %s -> unset (%s)\n", opt_name(h, c->opt),
+			       shmcfg_source_name(c->layer), old ? old : "?",
+			       no_env ? "--no-env" : "no variable of it is set here");
 			free(old);
 		}
 		shmcfg_history_free(e);
@@ -441,7 +442,7 @@ int cmd_create(int argc, char **argv)
 		}
 		print_env_applied(h);
 		if (info && (o.flags & SHMCFG_CREATE_KEEP) && info->generation > 1)
-			print_env_emptied(h);
+			print_env_emptied(h, o.flags & SHMCFG_CREATE_NO_ENV);
 		free(info);
 	} else if (!rc && !quiet)
 		printf("segment '%s' exists, of that schema: kept\n", seg);

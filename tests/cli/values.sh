@@ -32,10 +32,18 @@ pass "create: a value with a blank is quoted" pyeval \
 run env TORCH_COMPILE_JOB_ID=x "$SHMCTL" create --force --quiet "$D"
 pass "create --quiet: nothing, variables or not" test "$RC" = 0 -a -z "$OUT"
 run shmctl create --force "$D"
+pass "create --force without the variable: the summary line and the env layer it emptied" pyeval '
+l = a[0].splitlines()
+len(l) == 2 and l[0].startswith("replaced segment ") and l[1] == (
+    "environment: torch.compiler.config.job_id [env_default]: \"x\" -> unset (no variable of it is set here)")' "$OUT"
+run shmctl create --force "$D"
 pass "create without variables: only the summary line" \
 	test "$RC" = 0 -a "$(echo "$OUT" | wc -l)" = 1 -a -z "$(echo "$OUT" | grep environment)"
+run env TORCH_COMPILE_JOB_ID=x "$SHMCTL" create --force "$D"
 run env TORCH_COMPILE_JOB_ID=x "$SHMCTL" create --force --no-env "$D"
-pass "create --no-env: nothing applied, nothing reported" test "$RC" = 0 -a -z "$(echo "$OUT" | grep environment)"
+pass "create --no-env: nothing applied; the env layer it emptied, as --no-env's" pyeval '
+l = a[0].splitlines()
+len(l) == 2 and l[1] == "environment: torch.compiler.config.job_id [env_default]: \"x\" -> unset (--no-env)"' "$OUT"
 
 # --- set prints the generation; --json ------------------------------------
 run shmctl set "$D" recompile_limit=16 job_id=abc
