@@ -206,15 +206,24 @@ static bool in_scope(const struct seg_metrics *m, enum scope s)
 	return false;
 }
 
-/* A label value: backslash, double quote and newline escaped. */
+/*
+ * A label value, printable ASCII whatever the name holds (a stranger's
+ * object in /dev/shm has any bytes; a segment's name is [A-Za-z0-9._-]): the
+ * label's text is the name with a backslash doubled and any other byte as
+ * \xNN, so two names never share a label and no byte breaks a parser (one
+ * that is no UTF-8 made a scrape of the whole host fail) or a terminal;
+ * then the format's escapes (backslash, double quote).
+ */
 static void label(FILE *f, const char *name, const char *value, bool first)
 {
 	fprintf(f, "%s%s=\"", first ? "" : ",", name);
-	for (const char *p = value; *p; p++) {
-		if (*p == '\\' || *p == '"')
-			fprintf(f, "\\%c", *p);
-		else if (*p == '\n')
-			fputs("\\n", f);
+	for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
+		if (*p == '\\')
+			fputs("\\\\\\\\", f);
+		else if (*p == '"')
+			fputs("\\\"", f);
+		else if (*p < 0x20 || *p >= 0x7f)
+			fprintf(f, "\\\\x%02x", *p);
 		else
 			putc(*p, f);
 	}

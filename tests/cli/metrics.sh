@@ -122,14 +122,31 @@ run shmctl stat "$A" "nosuch-$$" 'q"b\c' --format prometheus
 if [ "$RC" = 1 ] && [ "$(wc -l <"$T_TMP/err")" = 2 ] && grep -q "^shmctl: no such segment 'nosuch-$$'$" "$T_TMP/err" &&
 	metrics "$T_TMP/out" && jcheck "$T_TMP/m.json" "
 m = j['samples']
-(m['shmcfg_segment_up'] == {'$A': 1, 'nosuch-$$': 0, 'q\"b\\\\c': 0} and set(m['shmcfg_generation']) == {'$A'})"; then
+(m['shmcfg_segment_up'] == {'$A': 1, 'nosuch-$$': 0, 'q\"b\\\\\\\\c': 0} and set(m['shmcfg_generation']) == {'$A'})"; then
 	ok "NAMEs that cannot be read: exit 1, a line each, segment_up 0 (label values escaped), the rest exported"
 else
 	not_ok "NAMEs that cannot be read: exit 1, a line each, segment_up 0 (label values escaped), the rest exported"
 	cat "$T_TMP/m.json" 2>/dev/null
 	diag_run
 fi
-pass "... the label escaped in the text: backslash and double quote" \
-	grep -qF 'shmcfg_segment_up{segment="q\"b\\c"} 0' "$T_TMP/out"
+pass "... the label escaped in the text: the backslash doubled (then escaped), the double quote escaped" \
+	grep -qF 'shmcfg_segment_up{segment="q\"b\\\\c"} 0' "$T_TMP/out"
+# a stranger's object whose name holds an escape sequence, a carriage return
+# and a byte that is no UTF-8: printable ASCII labels, a strict parse of the
+# whole host's metrics (one such name broke it), the segments exported
+BADN="shmcfg.$A-$(printf '\033[31mX\r')" BADB="shmcfg.$A-$(printf '\377')y"
+: >"/dev/shm/$BADN" && : >"/dev/shm/$BADB"
+run shmctl stat --format prometheus
+if metrics "$T_TMP/out" && jcheck "$T_TMP/m.json" "
+up = j['samples']['shmcfg_segment_up']
+(up['$A'] == 1 and up['$B'] == 1 and up['$A-\\\\x1b[31mX\\\\x0d'] == 0 and up['$A-\\\\xffy'] == 0)" &&
+	! LC_ALL=C grep -q '[^ -~]' "$T_TMP/out"; then
+	ok "a stranger's object with control bytes and no UTF-8 in its name: escaped labels, every segment exported"
+else
+	not_ok "a stranger's object with control bytes and no UTF-8 in its name: escaped labels, every segment exported"
+	cat "$T_TMP/m.json" 2>/dev/null
+	diag_run
+fi
+rm -f "/dev/shm/$BADN" "/dev/shm/$BADB"
 
 t_done
