@@ -75,9 +75,9 @@ m['shmcfg_sync_agent_up']['$S'] == 1 and m['shmcfg_sync_out_of_sync_seconds']['$
 m['shmcfg_sync_rejected_keys']['$S'] == 0 and 0 <= m['shmcfg_sync_record_age_seconds']['$S'] < 10 and
 m['shmcfg_agent_out_of_sync_seconds']['$S'] == 0 and m['shmcfg_segment_up']['$S'] == 1 and
 m['shmcfg_generation']['$S'] >= 2 and m['shmcfg_cluster_revision']['$S'] == $REV"
-pass "... the cluster and the host as labels (escaped)" prom_holds "
+pass "... the cluster and the host as labels (the backslash doubled, then escaped)" prom_holds "
 sorted((l['segment'], l['cluster'], l['host']) for l in lab['shmcfg_sync_info']) ==
-sorted([('$S', '$CLUSTER', 'node\"7\\\\x'), ('$S2', '$CLUSTER', 'node\"7\\\\x')])"
+sorted([('$S', '$CLUSTER', 'node\"7\\\\\\\\x'), ('$S2', '$CLUSTER', 'node\"7\\\\\\\\x')])"
 pass "... its temporary files are hidden: no other file the collector reads" test "$(ls "$D")" = shmcfg.prom
 G=$(commit_field "$S" generation)
 
