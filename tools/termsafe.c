@@ -39,6 +39,18 @@ static size_t utf8_char(const unsigned char *p, size_t n, uint32_t *cp)
 	return len;
 }
 
+/* A character that reorders or hides text around it: the bidirectional
+ * marks, embeddings, overrides and isolates (U+061C, U+200E, U+200F,
+ * U+202A..U+202E, U+2066..U+2069: "Trojan Source" makes one line read as
+ * another) and the invisible spaces (U+200B, U+2060, U+FEFF: two names
+ * that look alike). The joiners U+200C and U+200D stay: scripts and emoji
+ * need them, and they move nothing. */
+static bool term_invisible(uint32_t cp)
+{
+	return cp == 0x061c || cp == 0x200b || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+	       cp == 0x2060 || (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfeff;
+}
+
 size_t term_char(const char *p, size_t n, const char *allow, bool *unsafe)
 {
 	uint32_t cp;
@@ -48,7 +60,7 @@ size_t term_char(const char *p, size_t n, const char *allow, bool *unsafe)
 		return 1;
 	}
 	*unsafe = (cp < 0x20 && !(cp && strchr(allow, (int)cp))) || (cp >= 0x7f && cp <= 0x9f) ||
-		  cp == 0x2028 || cp == 0x2029;
+		  cp == 0x2028 || cp == 0x2029 || term_invisible(cp);
 	return len;
 }
 

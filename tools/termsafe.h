@@ -5,7 +5,9 @@
  * /dev/shm, etcd's keys and values, the sync record). Unsafe on a terminal:
  * a C0 control (but those the caller's line format allows), DEL, a C1
  * control U+0080..U+009F (U+009B is CSI), U+2028 and U+2029 (line breaks to
- * many readers), and each byte that starts no valid UTF-8 character (an
+ * many readers), the bidirectional controls and invisible spaces (U+061C,
+ * U+200B, U+200E, U+200F, U+202A..U+202E, U+2060, U+2066..U+2069, U+FEFF:
+ * text that reads as other text), and each byte that starts no valid UTF-8 character (an
  * invalid, overlong or cut sequence, a surrogate: a lone 0x9b is CSI to an
  * 8-bit terminal). Printable UTF-8 (accents, CJK, emoji) is safe.
  */

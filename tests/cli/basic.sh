@@ -135,6 +135,14 @@ t_json "... and show --json reads back the same string" \
 	'[o["value"] for o in j if o["name"].endswith(".job_id")] == ["\x9b31mred\u2028x"]' shmctl show "$D" --json
 pass "... which has no C1 byte sequence or separator in it" \
 	sh -c "! $SHMCTL show '$D' --json | od -An -tx1 | tr -d '\n' | grep -Eq ' c2 9b| e2 80 a8'"
+# bidirectional controls and invisible spaces ("Trojan Source": a line that
+# reads as another; names that look alike) are escaped too
+run shmctl set "$D" 'job_id="admin\u202e\u2066txt.exe\u200b"'
+t_out "get: a bidirectional override, isolate or zero-width space prints as JSON, escaped" \
+	'"admin\u202E\u2066txt.exe\u200B"' shmctl get "$D" job_id
+run shmctl get "$D" "$(printf 'job_id\342\200\256x')"
+pass "... an unknown option's name with one, in the error: escaped" eval 'test "$RC" = 1 &&
+	termsafe "$T_TMP/err" && grep -qF "job_id\\xe2\\x80\\xaex" "$T_TMP/err"'
 run shmctl set "$D" 'job_id="\u009b31m\u2028\u007f\u00e9\u4e2d"'
 run shmctl dump "$D"
 pass "dump: a C1 control, a line separator and DEL as \\u escapes: safe on a terminal" termsafe "$T_TMP/out"

@@ -253,7 +253,8 @@ jcheck() {
 
 # termsafe FILE [tabs]: FILE's bytes are safe on a terminal (tools/termsafe.h):
 # valid UTF-8 without C0 controls (but newlines, and tabs if asked), DEL, C1
-# controls (U+009B is CSI), U+2028 or U+2029.
+# controls (U+009B is CSI), U+2028 or U+2029, bidirectional controls and
+# invisible spaces (tools/termsafe.h).
 termsafe() {
 	"$PYTHON" -S -c '
 import re, sys
@@ -263,7 +264,7 @@ except UnicodeDecodeError as e:
     sys.exit("#   not UTF-8: %s" % e)
 if sys.argv[2:] == ["tabs"]:
     t = t.replace("\t", " ")
-bad = re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]", t)
+bad = re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]", t)
 sys.exit("#   unsafe character %r at %d" % (bad.group(), bad.start()) if bad else 0)' "$@"
 }
 
