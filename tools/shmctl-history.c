@@ -56,6 +56,14 @@ static const char *origin_of(const shmcfg_history_entry *e)
 	return e->who[0] ? e->who : e->process;
 }
 
+/* The options a commit changed whose values the history did not keep, as
+ * the commit log lists them (its last 64 commits): true and *ci if it
+ * lists them all. */
+static bool changed_listed(const shmcfg *h, const shmcfg_history_entry *e, shmcfg_commit *ci)
+{
+	return !e->values_kept && shmcfg_commit_info(h, e->generation, ci) == 0 && ci->nids == ci->nchanged;
+}
+
 static json_t *entry_json(shmcfg *h, const shmcfg_history_entry *e)
 {
 	char t[40];
@@ -73,6 +81,14 @@ static json_t *entry_json(shmcfg *h, const shmcfg_history_entry *e)
 	json_object_set_new(o, "cluster_revision", json_integer((json_int_t)e->cluster_rev));
 	json_object_set_new(o, "nchanges", json_integer(e->nchanges));
 	json_object_set_new(o, "values_kept", json_boolean(e->values_kept));
+	if (!e->values_kept) { /* the names at least, where the commit log still lists them */
+		shmcfg_commit ci;
+		bool listed = changed_listed(h, e, &ci);
+		json_t *names = listed ? json_array() : json_null();
+		for (uint32_t k = 0; listed && k < ci.nids; k++)
+			json_array_append_new(names, json_string(opt_name(h, ci.ids[k])));
+		json_object_set_new(o, "changed", names);
+	}
 	for (uint32_t k = 0; e->values_kept && k < e->nchanges; k++) {
 		const shmcfg_layer_change *c = &e->changes[k];
 		json_t *r = json_object();
@@ -91,21 +107,33 @@ static void print_entry(shmcfg *h, const shmcfg_history_entry *e)
 	committer_text(e->user, e->uid, e->process, e->pid, e->who, e->cluster_rev, who, sizeof who);
 	printf("%sgeneration %llu%s  %s  %s\n", color(C_YELLOW), (unsigned long long)e->generation, color(C_RESET), t,
 	       who);
-	if (!e->values_kept)
-		printf("    %u change%s (values not kept: too big for the history)\n", e->nchanges,
-		       e->nchanges == 1 ? "" : "s");
+	shmcfg_commit ci;
+	if (!e->values_kept && changed_listed(h, e, &ci)) {
+		printf("    %u layer change%s (values not kept: too big for the history); options changed:",
+		       e->nchanges, e->nchanges == 1 ? "" : "s");
+		for (uint32_t k = 0; k < ci.nids; k++)
+			printf("%s %s", k ? "," : "", opt_name(h, ci.ids[k]));
+		putchar('\n');
+	} else if (!e->values_kept)
+		printf("    %u layer change%s (values not kept: too big for the history; which options: no "
+		       "longer known)\n", e->nchanges, e->nchanges == 1 ? "" : "s");
 	else if (!e->nchanges)
 		printf("    no layer changed\n");
 	for (uint32_t k = 0; e->values_kept && k < e->nchanges; k++)
 		print_change(h, &e->changes[k], "    ");
 }
 
-/* Whether e touches one of the options (final targets) filter[0..n). */
-static bool touches(const shmcfg_history_entry *e, const shmcfg_opt *filter, size_t n)
+/* Whether e touches one of the options (final targets) filter[0..n). A
+ * commit whose values the history did not keep: as the commit log lists
+ * its options, or, when it no longer does, shown (it may have). */
+static bool touches(const shmcfg *h, const shmcfg_history_entry *e, const shmcfg_opt *filter, size_t n)
 {
-	for (uint32_t k = 0; e->values_kept && k < e->nchanges; k++)
+	shmcfg_commit ci;
+	if (!e->values_kept && !changed_listed(h, e, &ci))
+		return true;
+	for (uint32_t k = 0; k < (e->values_kept ? e->nchanges : ci.nids); k++)
 		for (size_t i = 0; i < n; i++)
-			if (e->changes[k].opt == filter[i])
+			if ((e->values_kept ? e->changes[k].opt : ci.ids[k]) == filter[i])
 				return true;
 	return false;
 }
@@ -152,7 +180,7 @@ int cmd_log(int argc, char **argv)
 			rc = fail_lib(r, seg);
 			break;
 		}
-		if (!nf || touches(e, filter, nf)) {
+		if (!nf || touches(h, e, filter, nf)) {
 			shown++;
 			if (json)
 				json_array_append_new(arr, entry_json(h, e));

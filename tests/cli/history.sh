@@ -214,4 +214,32 @@ c[6]["cluster_revision"] == 0 and [c[g]["cluster_revision"] for g in (1, 2, 3, 4
 "  origin: alice\\xe2\\x80\\xa8@h1  cluster revision 17" in a[0]' "$OUT"
 	pass "... safe on a terminal" termsafe "$T_TMP/out"
 fi
+
+# a commit too big for the history's ring keeps no values: log OPTION still
+# finds it (by the commit log's list of its options, while it has one; once
+# not, it is shown, as it may have changed the option), and log names them
+seg V values
+run shmctl create -q --no-env "$V"
+shmctl set -q "$V" "$RL=9"
+shmctl set -q "$V" "job_id=$("$PYTHON" -c 'print("B" * 60000)')" "$RL=10"
+BIG=$(shmctl stat "$V" --json | "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["generation"])')
+t_json "log OPTION: the commit whose values were not kept, under each option it changed" \
+	"[r['generation'] for r in j if not r['values_kept']] == [$BIG]" shmctl log "$V" job_id --json
+t_json "... the other option too" "$BIG in [r['generation'] for r in j] and 2 in [r['generation'] for r in j]" \
+	shmctl log "$V" "$RL" --json
+t_json "... not under an option it did not change" "[r['generation'] for r in j] == []" shmctl log "$V" verbose --json
+t_json "log --json: the names of the options it changed" "
+e = [r for r in j if r['generation'] == $BIG][0]
+e['changes'] is None and set(e['changed']) >= {'$CMP.job_id', '$RL'}" shmctl log "$V" --json
+run shmctl log "$V" -n 1
+pass "log: ... in the text too" pyeval '
+"(values not kept: too big for the history); options changed: " in a[0] and "'"$CMP"'.job_id" in a[0]' "$OUT"
+i=0
+while [ $i -lt 70 ]; do shmctl set -q "$V" "verbose=$([ $((i % 2)) = 0 ] && echo true || echo false)"; i=$((i + 1)); done
+t_json "log OPTION once the commit log forgot it: shown, as it may have changed the option" "
+e = [r for r in j if not r['values_kept']]
+[r['generation'] for r in e] == [$BIG] and e[0]['changed'] is None" shmctl log "$V" "$RL" --json
+run shmctl log "$V" "$RL"
+pass "... its text says the options are no longer known" pyeval '
+"(values not kept: too big for the history; which options: no longer known)" in a[0]' "$OUT"
 t_done
