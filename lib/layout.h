@@ -71,10 +71,14 @@
 
 /* Bytes of the lock object that carry OFD locks: the writer lock's fallback
  * (wlock.c: a writer without a reader entry), then one per reader entry; far
- * past them, the cluster agent's claim (cluster.c). */
+ * past them, the cluster agent's claim (cluster.c), and the build lock: held
+ * by the process that made the object (and, at the same byte, the new
+ * segment's object) from its creation until the segment is in place at its
+ * name (unfinished.c, "The build lock"). */
 #define LOCK_WRITER_BYTE 0
 #define LOCK_ENTRY_BYTE(i) ((off_t)1 + (off_t)(i))
 #define LOCK_AGENT_BYTE ((off_t)1 << 32)
+#define LOCK_BUILD_BYTE (((off_t)1 << 32) + 1)
 
 /* The layers a slot stores for each option, lowest precedence first. They
  * are the sources SHMCFG_SRC_KNOB..SHMCFG_SRC_ENV_FORCE; layer_of() and

@@ -736,9 +736,98 @@ static void test_gc_spares_a_replacement_under_way(void **state)
 	int st;
 	assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
 	assert_true(WIFSTOPPED(st));
-	assert_int_equal(shmcfg_orphans(name, SHMCFG_ORPHANS_REMOVE, NULL, NULL), 0);
-	assert_int_equal(get_i(h, T_A), 3); /* frozen meanwhile: its last values */
-	kill(pid, SIGCONT);
+	int n = shmcfg_orphans(name, SHMCFG_ORPHANS_REMOVE, NULL, NULL);
+	int64_t a = get_i(h, T_A);
+	kill(pid, SIGCONT); /* before any verdict: a stopped child would hang the run */
+	assert_int_equal(n, 0);
+	assert_int_equal(a, 3); /* frozen meanwhile: its last values */
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(commit_int(h, T_A, 4, NULL), 0); /* lands in the new one */
+	shmcfg_info info;
+	assert_int_equal(shmcfg_stat(h, &info), 0);
+	assert_int_equal(info.nslots, 5);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
+/* A replacer killed as it made its objects, before it wrote them: its new
+ * object empty (create.opened), then that and an empty lock object
+ * (lock.created). gc takes both, and the segment lives on: a maker's
+ * liveness is its build lock, not what it wrote. */
+static void test_replacer_killed_before_writing(void **state)
+{
+	(void)state;
+	static const char *const points[] = {"create.opened", "lock.created"};
+	for (size_t k = 0; k < 2; k++) {
+		const char *name = test_name(k ? "kill-lock" : "kill-open");
+		shmcfg *h = test_create(name, NULL);
+		assert_int_equal(commit_int(h, T_A, 5, NULL), 0);
+		pid_t pid = fork();
+		if (pid == 0) {
+			setenv("SHMCFG_FAULT", points[k], 1);
+			shmcfg *n;
+			_exit(shmcfg_resize(name, &(shmcfg_create_opts){.slots = 4}, &n) == 0 ? 1 : 2); /* not reached */
+		}
+		int st;
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+		char cmd[400];
+		snprintf(cmd, sizeof cmd, "test $(ls /dev/shm | grep -c -e 'shmcfg-new.%s\\.') = 1 && "
+			 "test $(ls /dev/shm | grep -c -e 'shmcfg-lock.%s\\.') = %zu", name, name, 1 + k);
+		assert_int_equal(system(cmd), 0); /* what it left, as it left it */
+		assert_int_equal(shmcfg_orphans(name, SHMCFG_ORPHANS_REMOVE, NULL, NULL), (int)(1 + k));
+		snprintf(cmd, sizeof cmd, "test $(ls /dev/shm | grep -c -e 'shmcfg-new.%s\\.') = 0 && "
+			 "test $(ls /dev/shm | grep -c -e 'shmcfg-lock.%s\\.') = 1", name, name);
+		assert_int_equal(system(cmd), 0); /* the live segment's lock object stays */
+		assert_int_equal(commit_int(h, T_A, 6, NULL), 0);
+		assert_int_equal(get_i(h, T_A), 6);
+		shmcfg_close(h);
+		assert_int_equal(shmcfg_unlink(name), 0);
+	}
+}
+
+/* gc while a replacement stands before its rename, its maker's pid not one
+ * this process can see alive (a replacer in another pid namespace: its
+ * header's pid is its own namespace's): nothing is taken, and the
+ * replacement completes. */
+static void test_gc_spares_a_replacer_of_another_pid_namespace(void **state)
+{
+	(void)state;
+	const char *name = test_name("pidns");
+	shmcfg *h = test_create(name, NULL);
+	pid_t dead = fork(); /* a pid no process has now */
+	if (dead == 0)
+		_exit(0);
+	assert_int_equal(waitpid(dead, NULL, 0), dead);
+	pid_t pid = fork();
+	if (pid == 0) {
+		setenv("SHMCFG_FAULT", "replace.frozen:stop", 1);
+		shmcfg *n;
+		_exit(shmcfg_resize(name, &(shmcfg_create_opts){.slots = 5}, &n) == 0 ? 0 : 1);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+	assert_true(WIFSTOPPED(st));
+	char cmd[400], tmp[300] = "";
+	snprintf(cmd, sizeof cmd, "ls /dev/shm | grep -e '^shmcfg-new.%s\\.'", name);
+	FILE *p = popen(cmd, "r");
+	bool found = p && fgets(tmp, sizeof tmp, p);
+	if (p)
+		pclose(p);
+	tmp[strcspn(tmp, "\n")] = 0;
+	char path[400];
+	snprintf(path, sizeof path, "/dev/shm/%s", tmp);
+	int fd = found ? open(path, O_RDWR | O_CLOEXEC) : -1;
+	int32_t pid32 = (int32_t)dead;
+	bool forged = fd >= 0 && pwrite(fd, &pid32, sizeof pid32, offsetof(struct seg_header, create_pid)) ==
+					 (ssize_t)sizeof pid32;
+	if (fd >= 0)
+		close(fd);
+	int n = shmcfg_orphans(name, SHMCFG_ORPHANS_REMOVE, NULL, NULL);
+	kill(pid, SIGCONT); /* before any verdict: a stopped child would hang the run */
+	assert_true(forged);
+	assert_int_equal(n, 0);
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_int_equal(commit_int(h, T_A, 4, NULL), 0); /* lands in the new one */
@@ -1074,6 +1163,8 @@ int main(void)
 		cmocka_unit_test(test_not_followed_into_another_lineage),
 		cmocka_unit_test(test_replacer_killed_after_freeze),
 		cmocka_unit_test(test_gc_spares_a_replacement_under_way),
+		cmocka_unit_test(test_replacer_killed_before_writing),
+		cmocka_unit_test(test_gc_spares_a_replacer_of_another_pid_namespace),
 		cmocka_unit_test(test_concurrent_replacers),
 		cmocka_unit_test(test_threads_follow),
 		cmocka_unit_test(test_attach_across_replacement),

@@ -236,6 +236,13 @@ int shmcfg__lock_create(shmcfg *h, const uint8_t instance[16], mode_t seg_mode, 
 	if (h->lock_fd < 0)
 		return shmcfg__err(-errno, "%s: cannot create its lock object %s: %s", h->name, path,
 				   strerror(errno));
+	int r = shmcfg__build_lock(h->lock_fd, path, "lock object", h->name);
+	if (r) { /* not ours to remove any more */
+		close(h->lock_fd);
+		h->lock_fd = -1;
+		return r;
+	}
+	shmcfg__fault("lock.created"); /* an empty lock object */
 	/* the whole page written: allocated, so its mapping cannot fault */
 	union {
 		struct lock_file lf;
@@ -520,21 +527,25 @@ static bool parse_lock_name(const char *rest, char name[static SEG_NAME_MAX + 1]
 	return true;
 }
 
-/* Whether path is a lock file of ours carrying inst that we may judge: its
+/* path open if it is a lock file of ours carrying inst that we may judge
+ * (or an empty one: its maker was killed before it wrote it), else -1: its
  * owner in *uid. */
-static bool our_lock_file(const char *path, const uint8_t inst[16], uid_t euid, uid_t *uid)
+static int our_lock_file(const char *path, const uint8_t inst[16], uid_t euid, uid_t *uid)
 {
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
-		return false; /* gone, or another user's that we cannot read */
+		return -1; /* gone, or another user's that we cannot read */
 	struct stat st = {0};
 	struct lock_file lf;
 	bool ours = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (euid == 0 || st.st_uid == euid) &&
-		    st.st_size == LOCK_FILE_BYTES && pread(fd, &lf, sizeof lf, 0) == (ssize_t)sizeof lf &&
-		    lf.magic == LOCK_MAGIC && memcmp(lf.instance, inst, 16) == 0;
-	close(fd);
+		    (st.st_size == 0 || (st.st_size == LOCK_FILE_BYTES && pread(fd, &lf, sizeof lf, 0) == (ssize_t)sizeof lf &&
+					  lf.magic == LOCK_MAGIC && memcmp(lf.instance, inst, 16) == 0));
 	*uid = st.st_uid;
-	return ours;
+	if (!ours) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orphan *o, void *userdata),
@@ -558,16 +569,20 @@ int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orp
 		uint8_t inst[16];
 		uid_t uid = 0;
 		uint8_t tinst[16];
-		if (shmcfg__replacement_left(e->d_name, name, euid, seg, tpath, &uid, tinst)) {
+		int fd;
+		if (shmcfg__replacement_left(e->d_name, name, euid, seg, tpath, &uid, tinst, &fd)) {
 			shmcfg_orphan t = {.name = seg, .path = tpath, .uid = uid};
+			static const uint8_t none[16];
 			if (flags & SHMCFG_ORPHANS_REMOVE) {
 				if (unlink(tpath) == 0) {
 					t.removed = true;
-					shmcfg__lock_remove(seg, tinst);
+					if (memcmp(tinst, none, 16)) /* else its lock object, if any, is an orphan below */
+						shmcfg__lock_remove(seg, tinst);
 				} else {
 					t.error = -errno;
 				}
 			}
+			close(fd);
 			n++;
 			if (fn)
 				fn(&t, userdata);
@@ -577,18 +592,26 @@ int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orp
 		    (name && strcmp(seg, name)))
 			continue;
 		shmcfg__lock_path(seg, inst, path); /* the same name: only lower-case hex parsed */
-		if (!our_lock_file(path, inst, euid, &uid) || !segment_gone(seg, inst) ||
-		    shmcfg__replacement_under_way(seg, inst))
+		/* its segment gone, and no maker building it (a replacement's new
+		 * lock object has a segment of another instance at its name) */
+		if ((fd = our_lock_file(path, inst, euid, &uid)) < 0)
 			continue;
+		if (!segment_gone(seg, inst) || !shmcfg__unbuilt(fd)) {
+			close(fd);
+			continue;
+		}
 		shmcfg_orphan o = {.name = seg, .path = path, .uid = uid};
 		if (flags & SHMCFG_ORPHANS_REMOVE) {
-			if (unlink(path) == 0)
+			if (unlink(path) == 0) {
 				o.removed = true;
-			else if (errno == ENOENT)
+			} else if (errno == ENOENT) {
+				close(fd);
 				continue; /* someone else removed it meanwhile */
-			else
+			} else {
 				o.error = -errno;
+			}
 		}
+		close(fd);
 		n++;
 		if (fn)
 			fn(&o, userdata);

@@ -29,15 +29,24 @@ void shmcfg__lock_remove(const char *name, const uint8_t instance[16]);
 void shmcfg__lock_unmap(shmcfg *h);
 int shmcfg__remove_segment(const char *name, const char *path, bool quiet_enoent);
 
+/* unfinished.c: the build lock (LOCK_BUILD_BYTE) of a new object at path, open
+ * at fd: taken, and path checked to be still fd's file (a scan may have
+ * removed it first); released once the segment is in place at its name
+ * (and by the descriptor's close). */
+int shmcfg__build_lock(int fd, const char *path, const char *what, const char *name);
+void shmcfg__built(shmcfg *h);
+/* Whether a scan may remove the object at fd: its maker's build lock is
+ * not held, and the scan now holds it (a read lock) until fd closes, so
+ * that a maker that had not taken it yet sees its object gone. */
+bool shmcfg__unbuilt(int fd);
+
 /* unfinished.c: a replacement's new object (/dev/shm/shmcfg-new.NAME.RANDOM,
- * replace.c) whose creator lives, for the instance a lock object names; one
- * whose creator is dead (readdir's name dname, of segment `name` or of any
- * if NULL; the caller's or, for root, anyone's): its segment, path, owner,
- * instance */
+ * replace.c) whose maker is gone (readdir's name dname, of segment `name`
+ * or of any if NULL; the caller's or, for root, anyone's): its segment,
+ * path, owner, instance (zero when its header was never written) */
 #define TEMP_PREFIX "shmcfg-new."
-bool shmcfg__replacement_under_way(const char *name, const uint8_t inst[16]);
 bool shmcfg__replacement_left(const char *dname, const char *name, uid_t euid, char seg[static SEG_NAME_MAX + 1],
-			      char path[static PATH_BYTES + 40], uid_t *uid, uint8_t inst[16]);
+			      char path[static PATH_BYTES + 40], uid_t *uid, uint8_t inst[16], int *fd);
 
 /* fork.c: the one fork registration, made by the first create or attach,
  * and the list of open handles that its handlers walk */

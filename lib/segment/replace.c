@@ -365,6 +365,7 @@ static int replace_with(shmcfg *old, const char *name, const char *path, struct 
 		shmcfg__lock_remove(name, lay->instance);
 		return r;
 	}
+	shmcfg__built(h); /* in place: no scan may take its objects now */
 	shmcfg__fault("replace.renamed");
 	/* the old one's waiters wake, see it retired, and follow */
 	__atomic_fetch_add(&old->hdr->futex, 1, __ATOMIC_SEQ_CST);
@@ -521,8 +522,9 @@ static int create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 	r = 1;
 	if (o.flags & SHMCFG_CREATE_FORCE)
 		r = shmcfg__replace(name, path, &lay, schema_bytes, &o, env.envp, ret);
-	if (r == 1 && (!(o.flags & SHMCFG_CREATE_FORCE) || !(r = shmcfg__remove_segment(name, path, true))))
-		r = shmcfg__create_object(name, path, &lay, schema_bytes, o.mode, o.gid, first_env, &env, ret);
+	if (r == 1 && (!(o.flags & SHMCFG_CREATE_FORCE) || !(r = shmcfg__remove_segment(name, path, true))) &&
+	    !(r = shmcfg__create_object(name, path, &lay, schema_bytes, o.mode, o.gid, first_env, &env, ret)))
+		shmcfg__built(*ret); /* ready, at its name */
 	/* create-or-attach: the first rank creates, the others attach what it
 	 * made (its `ready` waited for), of this schema; one removed meanwhile
 	 * is created again */
@@ -533,7 +535,9 @@ static int create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 			(*ret)->opts.expect_schema_hash = NULL;
 		if (r == -ENOENT) {
 			shmcfg__clear_err();
-			r = shmcfg__create_object(name, path, &lay, schema_bytes, o.mode, o.gid, first_env, &env, ret);
+			if (!(r = shmcfg__create_object(name, path, &lay, schema_bytes, o.mode, o.gid, first_env, &env,
+							ret)))
+				shmcfg__built(*ret);
 		}
 	}
 	shmcfg__free(schema_bytes);

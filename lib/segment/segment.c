@@ -525,6 +525,13 @@ int shmcfg__create_object(const char *name, const char *path, struct seg_header 
 			    r == -EEXIST ? "segment exists (remove it first, or force)" : strerror(-r));
 		goto fail_handle;
 	}
+	/* until the segment is in place at its name (shmcfg__built) */
+	if ((r = shmcfg__build_lock(h->fd, path, "segment object", name))) {
+		struct stat a, b; /* removed by a scan, or still ours to remove */
+		if (fstat(h->fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			unlink(path);
+		goto fail_handle;
+	}
 	shmcfg__fault("create.opened");
 	/* the umask must not narrow the mode the caller asked for */
 	if (fchmod(h->fd, mode) < 0 || (gid != 0 && gid != (gid_t)-1 && fchown(h->fd, (uid_t)-1, gid) < 0)) {

@@ -1,85 +1,100 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The new segment of a replacement (replace.c), built under
+ * Objects under construction: the build lock their maker holds (a new
+ * segment's object, its lock object) until the segment is in place at its
+ * name; and the new segment of a replacement (replace.c), built under
  * /dev/shm/shmcfg-new.NAME.RANDOM before its rename: under way while its
- * creator lives, else what a replacer killed before its rename left, for
- * shmcfg_orphans() (objects.c) to remove.
+ * maker holds that lock, else what a replacer killed before its rename
+ * left, for shmcfg_orphans() (objects.c) to remove.
  */
 #include "internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 /*
+ * The build lock. A scan (shmcfg_orphans) judges what a killed creator or
+ * replacer left: a lock object whose segment is not at its name, a
+ * replacement's new object. Their maker holds an OFD write lock on
+ * LOCK_BUILD_BYTE of each from the moment it made it until the segment is
+ * in place at its name (a creation's `ready`, a replacement's rename), so a
+ * maker alive is told from one gone by the kernel, in any pid namespace,
+ * whatever it had written (a killed maker may leave an empty object). A
+ * scan removes an object only while it holds a read lock on that byte
+ * itself (shmcfg__unbuilt), and a maker checks, once its lock is taken,
+ * that its path still names its file: whichever comes first, the scan
+ * never removes an object a live maker goes on with.
+ */
+int shmcfg__build_lock(int fd, const char *path, const char *what, const char *name)
+{
+	struct stat a, b;
+	/* a scan holds it for a moment (listing, or judging another object) */
+	int r = shmcfg__ofd_lock(fd, LOCK_BUILD_BYTE, true, 1000);
+	if (!r && (fstat(fd, &a) < 0 || lstat(path, &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino))
+		r = -ESTALE;
+	if (r == -EAGAIN || r == -ESTALE)
+		return shmcfg__err(-EAGAIN, "%s: its new %s %s was removed by a scan for leftovers as it was made: "
+				   "try again", name, what, path);
+	return r ? shmcfg__err(r, "%s: cannot lock its new %s %s: %s", name, what, path, strerror(-r)) : 0;
+}
+
+void shmcfg__built(shmcfg *h)
+{
+	if (h->lock_fd >= 0)
+		shmcfg__ofd_unlock(h->lock_fd, LOCK_BUILD_BYTE);
+	shmcfg__ofd_unlock(h->fd, LOCK_BUILD_BYTE);
+}
+
+bool shmcfg__unbuilt(int fd)
+{
+	return shmcfg__ofd_lock(fd, LOCK_BUILD_BYTE, false, 0) == 0;
+}
+
+/*
  * A replacement's new incarnation, built under /dev/shm/shmcfg-new.NAME.RANDOM
- * (replace.c) before its rename: its header (instance, creator) once
- * written. Its creator alive: a replacement under way, whose lock object no
- * scan may take; dead: what a replacer killed before its rename left.
+ * (replace.c) before its rename, under its maker's build lock (objects.c):
+ * held, a replacement under way; not, what a replacer killed before its
+ * rename left, whatever it had written (nothing, when killed at once).
  */
 
-static bool temp_header(const char *path, struct seg_header *hd)
+/* Its header's instance, if the header was written; else zero. */
+static void temp_instance(int fd, uint8_t inst[16])
 {
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	struct stat st;
-	bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, hd, sizeof *hd, 0) == (ssize_t)sizeof *hd &&
-		  hd->magic == SEG_MAGIC && hd->layout_version == SEG_LAYOUT_VERSION;
-	close(fd);
-	return ok;
-}
-
-static bool creator_alive(const struct seg_header *hd)
-{
-	return hd->create_pid > 0 && (kill(hd->create_pid, 0) == 0 || errno == EPERM);
-}
-
-/* Whether a replacement of segment `name` with instance inst is under way. */
-bool shmcfg__replacement_under_way(const char *name, const uint8_t inst[16])
-{
-	DIR *d = opendir(SHM_DIR);
-	bool found = false;
-	size_t plen = strlen(TEMP_PREFIX), nlen = strlen(name);
-	for (struct dirent *e; d && !found && (e = readdir(d));) {
-		char path[PATH_BYTES + 40];
-		struct seg_header hd;
-		if (strncmp(e->d_name, TEMP_PREFIX, plen) || strncmp(e->d_name + plen, name, nlen) ||
-		    e->d_name[plen + nlen] != '.')
-			continue;
-		snprintf(path, sizeof path, SHM_DIR "/%s", e->d_name);
-		found = temp_header(path, &hd) && !memcmp(hd.instance, inst, 16) && creator_alive(&hd);
-	}
-	if (d)
-		closedir(d);
-	return found;
+	struct seg_header hd;
+	memset(inst, 0, 16);
+	if (pread(fd, &hd, sizeof hd, 0) == (ssize_t)sizeof hd && hd.magic == SEG_MAGIC &&
+	    hd.layout_version == SEG_LAYOUT_VERSION)
+		memcpy(inst, hd.instance, 16);
 }
 
 bool shmcfg__replacement_left(const char *dname, const char *name, uid_t euid, char seg[static SEG_NAME_MAX + 1],
-			      char path[static PATH_BYTES + 40], uid_t *uid, uint8_t inst[16])
+			      char path[static PATH_BYTES + 40], uid_t *uid, uint8_t inst[16], int *fd)
 {
 	size_t plen = strlen(TEMP_PREFIX);
 	/* the prefix first: a shorter name ends before dname + plen */
 	if (strncmp(dname, TEMP_PREFIX, plen))
 		return false;
 	const char *dot = strrchr(dname + plen, '.');
-	struct seg_header hd;
 	struct stat st;
 	if (!dot || (size_t)(dot - dname - plen) > SEG_NAME_MAX)
 		return false;
 	memcpy(seg, dname + plen, (size_t)(dot - dname - plen));
 	seg[dot - dname - plen] = 0;
 	snprintf(path, PATH_BYTES + 40, SHM_DIR "/%s", dname);
-	if ((name && strcmp(seg, name)) || lstat(path, &st) < 0 || (euid != 0 && st.st_uid != euid) ||
-	    !temp_header(path, &hd) || creator_alive(&hd))
+	if (name && strcmp(seg, name))
 		return false;
+	*fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (*fd < 0)
+		return false;
+	if (fstat(*fd, &st) < 0 || !S_ISREG(st.st_mode) || (euid != 0 && st.st_uid != euid) || !shmcfg__unbuilt(*fd)) {
+		close(*fd);
+		return false;
+	}
 	*uid = st.st_uid;
-	memcpy(inst, hd.instance, 16);
+	temp_instance(*fd, inst);
 	return true;
 }
-
