@@ -177,9 +177,19 @@ int shmcfg__lock_writer(shmcfg *h)
 		if (r && by_ofd)
 			shmcfg__ofd_unlock(h->lock_fd, LOCK_WRITER_BYTE);
 	}
-	if (r == -EAGAIN)
-		r = shmcfg__err(SHMCFG_E_LOCKED, "%s: another writer held the lock for %d ms", h->name,
+	if (r == -EAGAIN) {
+		/* name the holder: the word's reader entry and its pid (for
+		 * display: a stopped process, or one of another pid namespace) */
+		uint32_t owner = WLOCK_OWNER(__atomic_load_n(&h->lock_map->writer, __ATOMIC_RELAXED));
+		char who[96] = "";
+		if (owner && owner != WLOCK_BY_OFD && owner <= h->lay.nreaders)
+			snprintf(who, sizeof who, " (pid %d, reader entry %u)",
+				 (int)__atomic_load_n(&reader_at(h, owner - 1)->pid, __ATOMIC_RELAXED), owner - 1);
+		else if (owner == WLOCK_BY_OFD)
+			snprintf(who, sizeof who, " (a process without a reader entry)");
+		r = shmcfg__err(SHMCFG_E_LOCKED, "%s: another writer%s held the lock for %d ms", h->name, who,
 				h->commit_timeout_ms);
+	}
 	else if (r)
 		r = shmcfg__err(r, "%s: writer lock: %s", h->name, strerror(-r));
 	if (r) {
