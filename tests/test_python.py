@@ -717,6 +717,10 @@ class TestHistory(SegTest):
         with self.assertRaises(shmcfg.NotFoundError) as cm:
             seg.values_at(12)
         self.assertIn("the oldest the history can rebuild is 13", str(cm.exception))
+        # the library's detail alone, as shmctl prints it: not followed by
+        # the code's generic text ("No such file or directory" misled)
+        self.assertTrue(str(cm.exception).endswith("13"), str(cm.exception))
+        self.assertEqual(cm.exception.errname, "ENOENT")
         self.assertIsNone(seg.changes(5, values=True))
         with self.assertRaises(shmcfg.NotFoundError):
             seg.rollback(3)
@@ -1900,7 +1904,9 @@ class TestErrors(SegTest):
         m.flag = True
         with self.assertRaises(ValueError) as cm:
             m.other_flag = True  # both imply app.config.steps
-        self.assertIn("conflicting", str(cm.exception))
+        # the detail names both impliers and values (the code's generic
+        # "conflicting implications" is errname's, no longer appended)
+        self.assertIn("app.config.flag implies 5 but app.config.other_flag implies 7", str(cm.exception))
         self.assertEqual(cm.exception.errname, "SHMCFG_E_CONFLICT")
         self.assertIs(m.other_flag, False)
 

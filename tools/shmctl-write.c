@@ -629,6 +629,37 @@ static json_t *changes_json(shmcfg *h, shmcfg_snapshot *snap, uint64_t gen, stru
 	return json_pack("{s:I, s:o}", "generation", (json_int_t)gen, "changes", arr);
 }
 
+/*
+ * The options the commit of gen changed that were not written (ch): the
+ * targets of an implication turned on or off (aliases left out: they are
+ * their target's line), "name: old -> new (implied)", from the commit log
+ * and the generation before it, rebuilt. Nothing if either is gone.
+ */
+static void print_implied(shmcfg *h, shmcfg *ro, shmcfg_snapshot *now, uint64_t gen, const struct change *ch, size_t n)
+{
+	shmcfg_commit ci;
+	shmcfg_snapshot *before;
+	if (gen < 2 || shmcfg_commit_info(ro, gen, &ci) || shmcfg_snapshot_at(ro, gen - 1, &before))
+		return;
+	for (uint32_t k = 0; k < ci.nids; k++) {
+		shmcfg_opt o = ci.ids[k];
+		shmcfg_optinfo oi;
+		bool written = false;
+		for (size_t i = 0; i < n && !written; i++)
+			written = ch[i].final == o;
+		if (written || shmcfg_opt_info(h, o, &oi) || oi.alias_final != o)
+			continue;
+		shmcfg_value a, b;
+		char *was = shmcfg_snapshot_get(before, o, &a) == 0 ? value_text(&a) : NULL;
+		char *is = shmcfg_snapshot_get(now, o, &b) == 0 ? value_text(&b) : NULL;
+		if (was && is && strcmp(was, is))
+			printf("%s: %s -> %s%s%s (implied)\n", opt_name(h, o), was, color(C_BOLD), is, color(C_RESET));
+		free(was);
+		free(is);
+	}
+	shmcfg_snapshot_release(before);
+}
+
 /* Shared by set and reset: commit the transaction, report, warn. */
 static int finish(shmcfg *h, shmcfg *ro, shmcfg_txn *t, struct change *ch, size_t n, bool quiet,
 		  bool json, bool knob, bool report_unchanged)
@@ -674,6 +705,8 @@ static int finish(shmcfg *h, shmcfg *ro, shmcfg_txn *t, struct change *ch, size_
 				       color(C_BOLD), now ? now : "?", color(C_RESET));
 			free(now);
 		}
+		if (!nothing)
+			print_implied(h, ro, snap, gen, ch, n);
 		if (report_unchanged) /* set, reset OPTION: the generation, as etcdctl's revision */
 			printf("generation %llu%s\n", (unsigned long long)gen, nothing ? " (nothing changed)" : "");
 		else if (nothing)

@@ -139,8 +139,10 @@ def _error(code, what=None, cls=None):
     n = _L.errname(code)
     t = _L.strerror(code)
     text = t.decode("utf-8", "replace") if t else f"error {code}"
-    if detail:  # names the segment, option, value and reason
-        msg = detail if text in detail else f"{detail} ({text})"
+    if detail:  # names the segment, option, value and reason, as shmctl prints it
+        # (the code's generic text, "No such file or directory" for a
+        # generation too old, said less and misled: errname and the class say it)
+        msg = detail
     else:
         msg = f"{what}: {text}" if what else text
     cls = cls or _ERRNO_CLASS.get(code, Error)

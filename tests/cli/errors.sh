@@ -46,7 +46,8 @@ t_json "values parsed by type" '
  "app.lvl": 7, "app.old": 0}' \
 	shmctl show "$S" --json
 run shmctl set "$S" fast=TRUE
-pass "set a bool that implies another option" test "$RC" = 0 -a "$OUT" = "app.fast: false -> true
+pass "set a bool that implies another option: the option, what it implied" test "$RC" = 0 -a "$OUT" = "app.fast: false -> true
+app.level: 7 -> 3 (implied)
 generation 3" -a -z "$ERR"
 t_out "get: a float prints as the shortest text that reads back" 0.001 shmctl get "$S" ratio
 run shmctl set -q "$S" ratio=0.1

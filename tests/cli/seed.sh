@@ -31,8 +31,22 @@ options:
 EOF
 seg A orig
 seg B copy
+seg I implied
 shmctl create -q --no-env --schema "$T_TMP/imp.yaml" "$A"
 shmctl create -q --no-env --schema "$T_TMP/imp.yaml" "$B"
+shmctl create -q --no-env --schema "$T_TMP/imp.yaml" "$I"
+# set names what an implication it turns on or off changed (aliases are
+# their target's line), as watch does
+t_out "set: the option set, then what it implied" 'm.fast: false -> true
+m.level: 1 -> 5 (implied)
+m.mode: "normal" -> "quick" (implied)
+generation 2' shmctl set "$I" m.fast=true
+t_out "... and what it stopped implying" 'm.fast: true -> false
+m.level: 5 -> 1 (implied)
+m.mode: "quick" -> "normal" (implied)
+generation 3' shmctl set "$I" m.fast=false
+t_out "... nothing implied: the option alone" 'm.level: 1 -> 2
+generation 4' shmctl set "$I" m.level=2
 shmctl set -q "$A" m.level=3 m.fast=true 2>/dev/null
 t_out "the implication holds: level is 5" 5 shmctl get "$A" m.level
 t_json "dump: the stored values (3, the default mode), not the implied ones" '
