@@ -718,15 +718,10 @@ static void test_replacer_killed_after_freeze(void **state)
 	assert_int_not_equal(system(cmd), 0);
 }
 
-/* gc while a replacement stands between its freeze and its rename (the
- * replacer stopped there): its new object and their lock objects are not
- * orphans; the replacement then completes, and is followed. */
-static void test_gc_spares_a_replacement_under_way(void **state)
+/* A child resizing segment name to 5 slots, stopped between its freeze
+ * and its rename (replace.frozen): its pid. */
+static pid_t stopped_resizer(const char *name)
 {
-	(void)state;
-	const char *name = test_name("gcrace");
-	shmcfg *h = test_create(name, NULL);
-	assert_int_equal(commit_int(h, T_A, 3, NULL), 0);
 	pid_t pid = fork();
 	if (pid == 0) {
 		setenv("SHMCFG_FAULT", "replace.frozen:stop", 1);
@@ -736,11 +731,14 @@ static void test_gc_spares_a_replacement_under_way(void **state)
 	int st;
 	assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
 	assert_true(WIFSTOPPED(st));
-	int n = shmcfg_orphans(name, SHMCFG_ORPHANS_REMOVE, NULL, NULL);
-	int64_t a = get_i(h, T_A);
-	kill(pid, SIGCONT); /* before any verdict: a stopped child would hang the run */
-	assert_int_equal(n, 0);
-	assert_int_equal(a, 3); /* frozen meanwhile: its last values */
+	return pid;
+}
+
+/* ... continued: it completed, and h follows it (then closed, the segment
+ * removed). */
+static void resize_completed(shmcfg *h, const char *name, pid_t pid)
+{
+	int st;
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_int_equal(commit_int(h, T_A, 4, NULL), 0); /* lands in the new one */
@@ -749,6 +747,24 @@ static void test_gc_spares_a_replacement_under_way(void **state)
 	assert_int_equal(info.nslots, 5);
 	shmcfg_close(h);
 	shmcfg_unlink(name);
+}
+
+/* gc while a replacement stands between its freeze and its rename (the
+ * replacer stopped there): its new object and their lock objects are not
+ * orphans; the replacement then completes, and is followed. */
+static void test_gc_spares_a_replacement_under_way(void **state)
+{
+	(void)state;
+	const char *name = test_name("gcrace");
+	shmcfg *h = test_create(name, NULL);
+	assert_int_equal(commit_int(h, T_A, 3, NULL), 0);
+	pid_t pid = stopped_resizer(name);
+	int n = shmcfg_orphans(name, SHMCFG_ORPHANS_REMOVE, NULL, NULL);
+	int64_t a = get_i(h, T_A);
+	kill(pid, SIGCONT); /* before any verdict: a stopped child would hang the run */
+	assert_int_equal(n, 0);
+	assert_int_equal(a, 3); /* frozen meanwhile: its last values */
+	resize_completed(h, name, pid);
 }
 
 /* A replacer killed as it made its objects, before it wrote them: its new
@@ -800,15 +816,7 @@ static void test_gc_spares_a_replacer_of_another_pid_namespace(void **state)
 	if (dead == 0)
 		_exit(0);
 	assert_int_equal(waitpid(dead, NULL, 0), dead);
-	pid_t pid = fork();
-	if (pid == 0) {
-		setenv("SHMCFG_FAULT", "replace.frozen:stop", 1);
-		shmcfg *n;
-		_exit(shmcfg_resize(name, &(shmcfg_create_opts){.slots = 5}, &n) == 0 ? 0 : 1);
-	}
-	int st;
-	assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
-	assert_true(WIFSTOPPED(st));
+	pid_t pid = stopped_resizer(name);
 	char cmd[400], tmp[300] = "";
 	snprintf(cmd, sizeof cmd, "ls /dev/shm | grep -e '^shmcfg-new.%s\\.'", name);
 	FILE *p = popen(cmd, "r");
@@ -828,14 +836,7 @@ static void test_gc_spares_a_replacer_of_another_pid_namespace(void **state)
 	kill(pid, SIGCONT); /* before any verdict: a stopped child would hang the run */
 	assert_true(forged);
 	assert_int_equal(n, 0);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	assert_int_equal(commit_int(h, T_A, 4, NULL), 0); /* lands in the new one */
-	shmcfg_info info;
-	assert_int_equal(shmcfg_stat(h, &info), 0);
-	assert_int_equal(info.nslots, 5);
-	shmcfg_close(h);
-	shmcfg_unlink(name);
+	resize_completed(h, name, pid);
 }
 
 /* Two replacers at once and a writer: no commit is lost (the writer's
