@@ -10,6 +10,7 @@
  * while the segment is replaced under them (also run under TSan).
  */
 #include <errno.h>
+#include <grp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <fcntl.h>
@@ -718,13 +719,13 @@ static void test_replacer_killed_after_freeze(void **state)
 	assert_int_not_equal(system(cmd), 0);
 }
 
-/* A child resizing segment name to 5 slots, stopped between its freeze
- * and its rename (replace.frozen): its pid. */
-static pid_t stopped_resizer(const char *name)
+/* A child resizing segment name to 5 slots, stopped at a fault point
+ * ("replace.frozen:stop": between its freeze and its rename): its pid. */
+static pid_t stopped_resizer(const char *name, const char *fault)
 {
 	pid_t pid = fork();
 	if (pid == 0) {
-		setenv("SHMCFG_FAULT", "replace.frozen:stop", 1);
+		setenv("SHMCFG_FAULT", fault, 1);
 		shmcfg *n;
 		_exit(shmcfg_resize(name, &(shmcfg_create_opts){.slots = 5}, &n) == 0 ? 0 : 1);
 	}
@@ -749,6 +750,55 @@ static void resize_completed(shmcfg *h, const char *name, pid_t pid)
 	shmcfg_unlink(name);
 }
 
+/* The path of the new object a replacement of segment name is building
+ * (/dev/shm/shmcfg-new.NAME.RANDOM): false if there is none. */
+static bool new_object_path(const char *name, char *path, size_t len)
+{
+	char cmd[400], tmp[300] = "";
+	snprintf(cmd, sizeof cmd, "ls /dev/shm | grep -e '^shmcfg-new.%s\\.'", name);
+	FILE *p = popen(cmd, "r");
+	bool found = p && fgets(tmp, sizeof tmp, p);
+	if (p)
+		pclose(p);
+	tmp[strcspn(tmp, "\n")] = 0;
+	snprintf(path, len, "/dev/shm/%s", tmp);
+	return found;
+}
+
+static int reader_open_main(void *arg)
+{
+	CHECK(setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0, 2, "drop to 65534");
+	int fd = open((const char *)arg, O_RDONLY | O_CLOEXEC);
+	return fd < 0 && errno == EACCES ? 0 : 3;
+}
+
+/* A user who may read the segment (mode 0644) cannot open a new object
+ * before its maker holds its build lock (a read lock held there would fail
+ * the replacement, and the commit that grows a heap makes one): the object
+ * is 0600 until then. Stopped right after its O_EXCL, then let go: it
+ * completes. */
+static void test_reader_cannot_open_a_new_object(void **state)
+{
+	(void)state;
+	if (geteuid() != 0) {
+		skip();
+		return;
+	}
+	const char *name = test_name("excl");
+	shmcfg *h = test_create(name, &(shmcfg_create_opts){.mode = 0644, .flags = SHMCFG_CREATE_NO_ENV});
+	pid_t pid = stopped_resizer(name, "create.excl:stop");
+	char path[400];
+	bool found = new_object_path(name, path, sizeof path);
+	pid_t reader = found ? spawn(reader_open_main, path) : -1;
+	int st = -1;
+	if (reader > 0)
+		waitpid(reader, &st, 0);
+	kill(pid, SIGCONT); /* before any verdict: a stopped child would hang the run */
+	assert_true(found);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* EACCES */
+	resize_completed(h, name, pid);
+}
+
 /* gc while a replacement stands between its freeze and its rename (the
  * replacer stopped there): its new object and their lock objects are not
  * orphans; the replacement then completes, and is followed. */
@@ -758,7 +808,7 @@ static void test_gc_spares_a_replacement_under_way(void **state)
 	const char *name = test_name("gcrace");
 	shmcfg *h = test_create(name, NULL);
 	assert_int_equal(commit_int(h, T_A, 3, NULL), 0);
-	pid_t pid = stopped_resizer(name);
+	pid_t pid = stopped_resizer(name, "replace.frozen:stop");
 	int n = shmcfg_orphans(name, SHMCFG_ORPHANS_REMOVE, NULL, NULL);
 	int64_t a = get_i(h, T_A);
 	kill(pid, SIGCONT); /* before any verdict: a stopped child would hang the run */
@@ -816,17 +866,9 @@ static void test_gc_spares_a_replacer_of_another_pid_namespace(void **state)
 	if (dead == 0)
 		_exit(0);
 	assert_int_equal(waitpid(dead, NULL, 0), dead);
-	pid_t pid = stopped_resizer(name);
-	char cmd[400], tmp[300] = "";
-	snprintf(cmd, sizeof cmd, "ls /dev/shm | grep -e '^shmcfg-new.%s\\.'", name);
-	FILE *p = popen(cmd, "r");
-	bool found = p && fgets(tmp, sizeof tmp, p);
-	if (p)
-		pclose(p);
-	tmp[strcspn(tmp, "\n")] = 0;
+	pid_t pid = stopped_resizer(name, "replace.frozen:stop");
 	char path[400];
-	snprintf(path, sizeof path, "/dev/shm/%s", tmp);
-	int fd = found ? open(path, O_RDWR | O_CLOEXEC) : -1;
+	int fd = new_object_path(name, path, sizeof path) ? open(path, O_RDWR | O_CLOEXEC) : -1;
 	int32_t pid32 = (int32_t)dead;
 	bool forged = fd >= 0 && pwrite(fd, &pid32, sizeof pid32, offsetof(struct seg_header, create_pid)) ==
 					 (ssize_t)sizeof pid32;
@@ -1166,6 +1208,7 @@ int main(void)
 		cmocka_unit_test(test_gc_spares_a_replacement_under_way),
 		cmocka_unit_test(test_replacer_killed_before_writing),
 		cmocka_unit_test(test_gc_spares_a_replacer_of_another_pid_namespace),
+		cmocka_unit_test(test_reader_cannot_open_a_new_object),
 		cmocka_unit_test(test_concurrent_replacers),
 		cmocka_unit_test(test_threads_follow),
 		cmocka_unit_test(test_attach_across_replacement),

@@ -517,14 +517,19 @@ int shmcfg__create_object(const char *name, const char *path, struct seg_header 
 	int r = handle_new(name, false, lay->nopts, &h);
 	if (r)
 		return r;
-	/* O_EXCL|O_NOFOLLOW: nothing planted under the name is followed or reused */
-	h->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+	/* O_EXCL|O_NOFOLLOW: nothing planted under the name is followed or
+	 * reused. Mode 0600 until the build lock is taken (fchmod below): a
+	 * reader of the mode asked for could otherwise open it first and hold a
+	 * read lock on the build byte, failing the creation (a replacement's
+	 * too, which a commit that grows the heap makes) */
+	h->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
 	if (h->fd < 0) {
 		r = -errno;
 		shmcfg__err(r, "%s: %s", name,
 			    r == -EEXIST ? "segment exists (remove it first, or force)" : strerror(-r));
 		goto fail_handle;
 	}
+	shmcfg__fault("create.excl"); /* made, mode 0600, not yet locked */
 	/* until the segment is in place at its name (shmcfg__built) */
 	if ((r = shmcfg__build_lock(h->fd, path, "segment object", name))) {
 		struct stat a, b; /* removed by a scan, or still ours to remove */
