@@ -799,6 +799,46 @@ static void test_reader_cannot_open_a_new_object(void **state)
 	resize_completed(h, name, pid);
 }
 
+static int plant_copy_main(void *arg)
+{
+	const char *name = arg;
+	CHECK(setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0, 2, "drop to 65534");
+	char from[300], to[300], page[4096];
+	snprintf(from, sizeof from, "/dev/shm/shmcfg.%s", name);
+	snprintf(to, sizeof to, "/dev/shm/shmcfg-new.%s.0", name);
+	int a = open(from, O_RDONLY | O_CLOEXEC), b = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	CHECK(a >= 0 && b >= 0 && pread(a, page, sizeof page, 0) == (ssize_t)sizeof page &&
+		      pwrite(b, page, sizeof page, 0) == (ssize_t)sizeof page, 3, "plant the copy");
+	return 0;
+}
+
+/* A stranger who may read a segment plants what looks like a dead
+ * replacer's new object: a copy of its header, the live instance in it.
+ * Root's gc removes the planted file, and not the live segment's lock
+ * object, which its header names (a lock object is judged on its own). */
+static void test_planted_copy_spares_the_lock_object(void **state)
+{
+	(void)state;
+	if (geteuid() != 0) {
+		skip();
+		return;
+	}
+	const char *name = test_name("plant");
+	shmcfg *h = test_create(name, &(shmcfg_create_opts){.mode = 0644, .flags = SHMCFG_CREATE_NO_ENV});
+	assert_child_ok(spawn(plant_copy_main, (void *)name));
+	assert_int_equal(shmcfg_orphans(name, SHMCFG_ORPHANS_REMOVE, NULL, NULL), 1);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "test $(ls /dev/shm | grep -c -e 'shmcfg-lock.%s\\.') = 1 && "
+		 "test $(ls /dev/shm | grep -c -e 'shmcfg-new.%s\\.') = 0", name, name);
+	assert_int_equal(system(cmd), 0);
+	shmcfg *w;
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &w), 0); /* its lock object is there */
+	assert_int_equal(commit_int(w, T_A, 9, NULL), 0);
+	shmcfg_close(w);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
 /* gc while a replacement stands between its freeze and its rename (the
  * replacer stopped there): its new object and their lock objects are not
  * orphans; the replacement then completes, and is followed. */
@@ -1209,6 +1249,7 @@ int main(void)
 		cmocka_unit_test(test_replacer_killed_before_writing),
 		cmocka_unit_test(test_gc_spares_a_replacer_of_another_pid_namespace),
 		cmocka_unit_test(test_reader_cannot_open_a_new_object),
+		cmocka_unit_test(test_planted_copy_spares_the_lock_object),
 		cmocka_unit_test(test_concurrent_replacers),
 		cmocka_unit_test(test_threads_follow),
 		cmocka_unit_test(test_attach_across_replacement),

@@ -237,7 +237,10 @@ int shmcfg__lock_create(shmcfg *h, const uint8_t instance[16], mode_t seg_mode, 
 		return shmcfg__err(-errno, "%s: cannot create its lock object %s: %s", h->name, path,
 				   strerror(errno));
 	int r = shmcfg__build_lock(h->lock_fd, path, "lock object", h->name);
-	if (r) { /* not ours to remove any more */
+	if (r) { /* removed by a scan, or still ours to remove */
+		struct stat a, b;
+		if (fstat(h->lock_fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			unlink(path);
 		close(h->lock_fd);
 		h->lock_fd = -1;
 		return r;
@@ -568,16 +571,15 @@ int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orp
 		char seg[SEG_NAME_MAX + 1], tpath[PATH_BYTES + 40];
 		uint8_t inst[16];
 		uid_t uid = 0;
-		uint8_t tinst[16];
 		int fd;
-		if (shmcfg__replacement_left(e->d_name, name, euid, seg, tpath, &uid, tinst, &fd)) {
+		if (shmcfg__replacement_left(e->d_name, name, euid, seg, tpath, &uid, &fd)) {
 			shmcfg_orphan t = {.name = seg, .path = tpath, .uid = uid};
-			static const uint8_t none[16];
+			/* its lock object is judged on its own, as any (below): the
+			 * instance in this object's header is whatever its maker, or a
+			 * stranger who planted a copy of a live segment, wrote */
 			if (flags & SHMCFG_ORPHANS_REMOVE) {
 				if (unlink(tpath) == 0) {
 					t.removed = true;
-					if (memcmp(tinst, none, 16)) /* else its lock object, if any, is an orphan below */
-						shmcfg__lock_remove(seg, tinst);
 				} else {
 					t.error = -errno;
 				}
@@ -596,7 +598,10 @@ int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orp
 		 * lock object has a segment of another instance at its name) */
 		if ((fd = our_lock_file(path, inst, euid, &uid)) < 0)
 			continue;
-		if (!segment_gone(seg, inst) || !shmcfg__unbuilt(fd)) {
+		/* the build lock first: once the scan holds it, a maker that
+		 * finished has its segment at the name (not gone), and one that
+		 * had not begun finds its object removed */
+		if (!shmcfg__unbuilt(fd) || !segment_gone(seg, inst)) {
 			close(fd);
 			continue;
 		}

@@ -43,10 +43,10 @@ bool shmcfg__unbuilt(int fd);
 /* unfinished.c: a replacement's new object (/dev/shm/shmcfg-new.NAME.RANDOM,
  * replace.c) whose maker is gone (readdir's name dname, of segment `name`
  * or of any if NULL; the caller's or, for root, anyone's): its segment,
- * path, owner, instance (zero when its header was never written) */
+ * path, owner, and *fd, open with the scan's read lock on its build byte */
 #define TEMP_PREFIX "shmcfg-new."
 bool shmcfg__replacement_left(const char *dname, const char *name, uid_t euid, char seg[static SEG_NAME_MAX + 1],
-			      char path[static PATH_BYTES + 40], uid_t *uid, uint8_t inst[16], int *fd);
+			      char path[static PATH_BYTES + 40], uid_t *uid, int *fd);
 
 /* fork.c: the one fork registration, made by the first create or attach,
  * and the list of open handles that its handlers walk */

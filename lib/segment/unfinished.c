@@ -36,8 +36,11 @@ int shmcfg__build_lock(int fd, const char *path, const char *what, const char *n
 	int r = shmcfg__ofd_lock(fd, LOCK_BUILD_BYTE, true, 1000);
 	if (!r && (fstat(fd, &a) < 0 || lstat(path, &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino))
 		r = -ESTALE;
-	if (r == -EAGAIN || r == -ESTALE)
+	if (r == -ESTALE)
 		return shmcfg__err(-EAGAIN, "%s: its new %s %s was removed by a scan for leftovers as it was made: "
+				   "try again", name, what, path);
+	if (r == -EAGAIN)
+		return shmcfg__err(-EAGAIN, "%s: its new %s %s was held by another process for 1 s as it was made: "
 				   "try again", name, what, path);
 	return r ? shmcfg__err(r, "%s: cannot lock its new %s %s: %s", name, what, path, strerror(-r)) : 0;
 }
@@ -56,23 +59,12 @@ bool shmcfg__unbuilt(int fd)
 
 /*
  * A replacement's new incarnation, built under /dev/shm/shmcfg-new.NAME.RANDOM
- * (replace.c) before its rename, under its maker's build lock (objects.c):
+ * (replace.c) before its rename, under its maker's build lock (above):
  * held, a replacement under way; not, what a replacer killed before its
  * rename left, whatever it had written (nothing, when killed at once).
  */
-
-/* Its header's instance, if the header was written; else zero. */
-static void temp_instance(int fd, uint8_t inst[16])
-{
-	struct seg_header hd;
-	memset(inst, 0, 16);
-	if (pread(fd, &hd, sizeof hd, 0) == (ssize_t)sizeof hd && hd.magic == SEG_MAGIC &&
-	    hd.layout_version == SEG_LAYOUT_VERSION)
-		memcpy(inst, hd.instance, 16);
-}
-
 bool shmcfg__replacement_left(const char *dname, const char *name, uid_t euid, char seg[static SEG_NAME_MAX + 1],
-			      char path[static PATH_BYTES + 40], uid_t *uid, uint8_t inst[16], int *fd)
+			      char path[static PATH_BYTES + 40], uid_t *uid, int *fd)
 {
 	size_t plen = strlen(TEMP_PREFIX);
 	/* the prefix first: a shorter name ends before dname + plen */
@@ -95,6 +87,5 @@ bool shmcfg__replacement_left(const char *dname, const char *name, uid_t euid, c
 		return false;
 	}
 	*uid = st.st_uid;
-	temp_instance(*fd, inst);
 	return true;
 }
