@@ -32,6 +32,7 @@ struct shmcfg {
 	char *name;
 	int fd;
 	int lock_fd;             /* the lock object, read-write handles only; -1 otherwise */
+	int build_fd[2];         /* while it is made: the build locks' descriptions (unfinished.c), -1 */
 	struct lock_file *lock_map; /* its page, read-write handles only (the writer lock word) */
 	bool rdonly;
 	shmcfg_attach_opts opts; /* as attached, for shmcfg_reattach() */

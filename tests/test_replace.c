@@ -799,6 +799,35 @@ static void test_reader_cannot_open_a_new_object(void **state)
 	resize_completed(h, name, pid);
 }
 
+/* A replacer that forks as it builds (another thread's fork, say: the
+ * child waits, keeping what it inherited open), then is killed: its
+ * leftovers are gc's while the child lives (the child closed its copies of
+ * the build locks; the old pid check was not fooled either). */
+static void test_fork_during_a_build(void **state)
+{
+	(void)state;
+	const char *name = test_name("forkbuild");
+	shmcfg *h = test_create(name, NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		setpgid(0, 0); /* its forked child in its group, for the kill below */
+		setenv("SHMCFG_FAULT", "lock.created:fork,create.locked", 1);
+		shmcfg *n;
+		_exit(shmcfg_resize(name, &(shmcfg_create_opts){.slots = 4}, &n) == 0 ? 1 : 2); /* not reached */
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	int n = shmcfg_orphans(name, SHMCFG_ORPHANS_REMOVE, NULL, NULL);
+	bool child_lived = kill(-pid, 0) == 0; /* the waiting child, still there */
+	kill(-pid, SIGKILL);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	assert_true(child_lived);
+	assert_int_equal(n, 2); /* its new object and its lock object */
+	assert_int_equal(commit_int(h, T_A, 6, NULL), 0);
+	shmcfg_close(h);
+	assert_int_equal(shmcfg_unlink(name), 0);
+}
+
 static int plant_copy_main(void *arg)
 {
 	const char *name = arg;
@@ -1250,6 +1279,7 @@ int main(void)
 		cmocka_unit_test(test_gc_spares_a_replacer_of_another_pid_namespace),
 		cmocka_unit_test(test_reader_cannot_open_a_new_object),
 		cmocka_unit_test(test_planted_copy_spares_the_lock_object),
+		cmocka_unit_test(test_fork_during_a_build),
 		cmocka_unit_test(test_concurrent_replacers),
 		cmocka_unit_test(test_threads_follow),
 		cmocka_unit_test(test_attach_across_replacement),

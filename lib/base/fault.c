@@ -25,10 +25,11 @@
 
 /*
  * Test-only crash points. SHMCFG_FAULT is a comma-separated list of
- * point[:n][:stop]: the n-th pass (default 1) of the thread through
+ * point[:n][:stop|:fork]: the n-th pass (default 1) of the thread through
  * shmcfg__fault(point) raises SIGKILL (the process dies exactly there, as
  * kill -9 would), or SIGSTOP with ":stop" (a test then acts while the
- * process stands there, and sends SIGCONT).
+ * process stands there, and sends SIGCONT), or with ":fork" forks a child
+ * that waits for SIGKILL (what it inherited stays open) and goes on.
  */
 void shmcfg__fault(const char *point)
 {
@@ -43,9 +44,14 @@ void shmcfg__fault(const char *point)
 			int want = 1;
 			if (*opt == ':' && opt[1] >= '0' && opt[1] <= '9')
 				want = atoi(++opt);
-			bool stop = memmem(f, len, ":stop", 5) != NULL;
-			if (++passes[item] == (unsigned)want)
+			bool stop = memmem(f, len, ":stop", 5) != NULL, forks = memmem(f, len, ":fork", 5) != NULL;
+			if (++passes[item] == (unsigned)want && forks) {
+				if (fork() == 0)
+					for (;;)
+						pause();
+			} else if (passes[item] == (unsigned)want) {
 				raise(stop ? SIGSTOP : SIGKILL);
+			}
 		}
 		f = end ? end + 1 : f + len;
 	}

@@ -34,6 +34,31 @@
 
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static shmcfg *open_handles;
+/* the build locks' descriptors of the segments being made (unfinished.c):
+ * a child closes its copies, so that the locks die with their maker; past
+ * BUILDING_MAX at once, a fork keeps the rest open in the child */
+#define BUILDING_MAX 64
+static int building[BUILDING_MAX];
+static unsigned nbuilding;
+
+void shmcfg__building_add(int fd)
+{
+	pthread_mutex_lock(&open_lock);
+	if (nbuilding < BUILDING_MAX)
+		building[nbuilding++] = fd;
+	pthread_mutex_unlock(&open_lock);
+}
+
+void shmcfg__building_remove(int fd)
+{
+	pthread_mutex_lock(&open_lock);
+	for (unsigned i = 0; i < nbuilding; i++)
+		if (building[i] == fd) {
+			building[i] = building[--nbuilding];
+			break;
+		}
+	pthread_mutex_unlock(&open_lock);
+}
 
 void shmcfg__open_add(shmcfg *h)
 {
@@ -95,6 +120,9 @@ static void child(void)
 		h->lock_fd = -1;
 		handle_mutexes_init(h);
 	}
+	for (unsigned i = 0; i < nbuilding; i++)
+		close(building[i]); /* the maker's thread is not here to finish */
+	nbuilding = 0;
 	pthread_mutex_unlock(&open_lock); /* held by the forking thread (prepare) */
 }
 

@@ -236,7 +236,7 @@ int shmcfg__lock_create(shmcfg *h, const uint8_t instance[16], mode_t seg_mode, 
 	if (h->lock_fd < 0)
 		return shmcfg__err(-errno, "%s: cannot create its lock object %s: %s", h->name, path,
 				   strerror(errno));
-	int r = shmcfg__build_lock(h->lock_fd, path, "lock object", h->name);
+	int r = shmcfg__build_lock(h, 1, h->lock_fd, path, "lock object");
 	if (r) { /* removed by a scan, or still ours to remove */
 		struct stat a, b;
 		if (fstat(h->lock_fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)

@@ -29,12 +29,16 @@ void shmcfg__lock_remove(const char *name, const uint8_t instance[16]);
 void shmcfg__lock_unmap(shmcfg *h);
 int shmcfg__remove_segment(const char *name, const char *path, bool quiet_enoent);
 
-/* unfinished.c: the build lock (LOCK_BUILD_BYTE) of a new object at path, open
- * at fd: taken, and path checked to be still fd's file (a scan may have
- * removed it first); released once the segment is in place at its name
- * (and by the descriptor's close). */
-int shmcfg__build_lock(int fd, const char *path, const char *what, const char *name);
+/* unfinished.c: the build lock (LOCK_BUILD_BYTE) of h's new object at
+ * path, open at fd (which: 0 the segment's object, 1 the lock object): taken
+ * on a description of its own (h->build_fd), and path checked to be still
+ * fd's file (a scan may have removed it first); released once the segment
+ * is in place at its name, or the handle freed (shmcfg__built). */
+int shmcfg__build_lock(shmcfg *h, int which, int fd, const char *path, const char *what);
 void shmcfg__built(shmcfg *h);
+/* fork.c: the build locks' descriptors, which a forked child closes */
+void shmcfg__building_add(int fd);
+void shmcfg__building_remove(int fd);
 /* Whether a scan may remove the object at fd: its maker's build lock is
  * not held, and the scan now holds it (a read lock) until fd closes, so
  * that a maker that had not taken it yet sees its object gone. */

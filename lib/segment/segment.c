@@ -68,6 +68,7 @@ static void handle_free(shmcfg *h)
 		return;
 	if (h->base)
 		munmap(h->base, h->size);
+	shmcfg__built(h); /* a failed creation's build locks */
 	if (h->fd >= 0)
 		close(h->fd);
 	shmcfg__lock_unmap(h);
@@ -285,6 +286,7 @@ static int handle_new(const char *name, bool rdonly, uint32_t nopts, shmcfg **re
 		return r;
 	h->fd = -1;
 	h->lock_fd = -1;
+	h->build_fd[0] = h->build_fd[1] = -1;
 	h->reader = -1;
 	h->cur_pin = -1;
 	h->rdonly = rdonly;
@@ -531,7 +533,7 @@ int shmcfg__create_object(const char *name, const char *path, struct seg_header 
 	}
 	shmcfg__fault("create.excl"); /* made, mode 0600, not yet locked */
 	/* until the segment is in place at its name (shmcfg__built) */
-	if ((r = shmcfg__build_lock(h->fd, path, "segment object", name))) {
+	if ((r = shmcfg__build_lock(h, 0, h->fd, path, "segment object"))) {
 		struct stat a, b; /* removed by a scan, or still ours to remove */
 		if (fstat(h->fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
 			unlink(path);

@@ -28,13 +28,28 @@
  * itself (shmcfg__unbuilt), and a maker checks, once its lock is taken,
  * that its path still names its file: whichever comes first, the scan
  * never removes an object a live maker goes on with.
+ *
+ * The lock is on a description of its own (the file opened again through
+ * /proc/self/fd), which nothing maps and a forked child closes (fork.c): a
+ * child forked during the build, which shares the maker's descriptions and
+ * mappings, must not keep a dead maker's objects looking alive.
  */
-int shmcfg__build_lock(int fd, const char *path, const char *what, const char *name)
+int shmcfg__build_lock(shmcfg *h, int which, int fd, const char *path, const char *what)
 {
+	const char *name = h->name;
+	char self[64];
+	snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+	int lfd = open(self, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (lfd < 0 && (errno == ENOENT || errno == ENOTDIR))
+		lfd = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* no /proc: the maker's own description */
+	if (lfd < 0)
+		return shmcfg__err(-errno, "%s: cannot open its new %s %s again: %s", name, what, path, strerror(errno));
+	shmcfg__building_add(lfd); /* before the lock: a fork from here on closes it in the child */
+	h->build_fd[which] = lfd;
 	struct stat a, b;
 	/* a scan holds it for a moment (listing, or judging another object) */
-	int r = shmcfg__ofd_lock(fd, LOCK_BUILD_BYTE, true, 1000);
-	if (!r && (fstat(fd, &a) < 0 || lstat(path, &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino))
+	int r = shmcfg__ofd_lock(lfd, LOCK_BUILD_BYTE, true, 1000);
+	if (!r && (fstat(lfd, &a) < 0 || lstat(path, &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino))
 		r = -ESTALE;
 	if (r == -ESTALE)
 		return shmcfg__err(-EAGAIN, "%s: its new %s %s was removed by a scan for leftovers as it was made: "
@@ -47,9 +62,12 @@ int shmcfg__build_lock(int fd, const char *path, const char *what, const char *n
 
 void shmcfg__built(shmcfg *h)
 {
-	if (h->lock_fd >= 0)
-		shmcfg__ofd_unlock(h->lock_fd, LOCK_BUILD_BYTE);
-	shmcfg__ofd_unlock(h->fd, LOCK_BUILD_BYTE);
+	for (int i = 0; i < 2; i++)
+		if (h->build_fd[i] >= 0) {
+			shmcfg__building_remove(h->build_fd[i]);
+			close(h->build_fd[i]); /* the description's last reference: the lock goes */
+			h->build_fd[i] = -1;
+		}
 }
 
 bool shmcfg__unbuilt(int fd)
