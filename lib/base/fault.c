@@ -29,7 +29,9 @@
  * shmcfg__fault(point) raises SIGKILL (the process dies exactly there, as
  * kill -9 would), or SIGSTOP with ":stop" (a test then acts while the
  * process stands there, and sends SIGCONT), or with ":fork" forks a child
- * that waits for SIGKILL (what it inherited stays open) and goes on.
+ * that waits for SIGKILL (what it inherited stays open) and goes on once
+ * the child is past fork() (its atfork handlers done: what a test sees
+ * next does not depend on when the child is scheduled).
  */
 void shmcfg__fault(const char *point)
 {
@@ -45,10 +47,17 @@ void shmcfg__fault(const char *point)
 			if (*opt == ':' && opt[1] >= '0' && opt[1] <= '9')
 				want = atoi(++opt);
 			bool stop = memmem(f, len, ":stop", 5) != NULL, forks = memmem(f, len, ":fork", 5) != NULL;
-			if (++passes[item] == (unsigned)want && forks) {
-				if (fork() == 0)
+			int ready[2];
+			if (++passes[item] == (unsigned)want && forks && pipe2(ready, O_CLOEXEC) == 0) {
+				char c = 0;
+				if (fork() == 0) {
+					(void)!write(ready[1], &c, 1);
 					for (;;)
 						pause();
+				}
+				close(ready[1]);
+				(void)!read(ready[0], &c, 1);
+				close(ready[0]);
 			} else if (passes[item] == (unsigned)want) {
 				raise(stop ? SIGSTOP : SIGKILL);
 			}
