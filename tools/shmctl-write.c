@@ -639,15 +639,28 @@ static void print_implied(shmcfg *h, shmcfg *ro, shmcfg_snapshot *now, uint64_t 
 {
 	shmcfg_commit ci;
 	shmcfg_snapshot *before;
-	if (gen < 2 || shmcfg_commit_info(ro, gen, &ci) || shmcfg_snapshot_at(ro, gen - 1, &before))
+	if (gen < 2 || shmcfg_commit_info(ro, gen, &ci))
 		return;
-	for (uint32_t k = 0; k < ci.nids; k++) {
-		shmcfg_opt o = ci.ids[k];
+	/* An option the commit changed beside those written is an implied one;
+	 * most commits have none, and then the previous generation is not
+	 * rebuilt. */
+	bool *implied = calloc(ci.nids ? ci.nids : 1, sizeof *implied);
+	bool any = false;
+	for (uint32_t k = 0; implied && k < ci.nids; k++) {
 		shmcfg_optinfo oi;
 		bool written = false;
 		for (size_t i = 0; i < n && !written; i++)
-			written = ch[i].final == o;
-		if (written || shmcfg_opt_info(h, o, &oi) || oi.alias_final != o)
+			written = ch[i].final == ci.ids[k];
+		implied[k] = !written && shmcfg_opt_info(h, ci.ids[k], &oi) == 0 && oi.alias_final == ci.ids[k];
+		any |= implied[k];
+	}
+	if (!any || shmcfg_snapshot_at(ro, gen - 1, &before)) {
+		free(implied);
+		return;
+	}
+	for (uint32_t k = 0; k < ci.nids; k++) {
+		shmcfg_opt o = ci.ids[k];
+		if (!implied[k])
 			continue;
 		shmcfg_value a, b;
 		char *was = shmcfg_snapshot_get(before, o, &a) == 0 ? value_text(&a) : NULL;
@@ -658,6 +671,7 @@ static void print_implied(shmcfg *h, shmcfg *ro, shmcfg_snapshot *now, uint64_t 
 		free(is);
 	}
 	shmcfg_snapshot_release(before);
+	free(implied);
 }
 
 /* Shared by set and reset: commit the transaction, report, warn. */
