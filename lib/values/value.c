@@ -250,22 +250,44 @@ static int parse_bool(const char *text, bool *out)
 	return parse_err(SHMCFG_BOOL, text, "expected true, false, 1 or 0");
 }
 
+/* The digit d (0-9, a-z, A-Z) in base: its value, or -1. */
+static int digit_in(char d, int base)
+{
+	int v = d >= '0' && d <= '9' ? d - '0' : d >= 'a' && d <= 'z' ? d - 'a' + 10 : d >= 'A' && d <= 'Z' ? d - 'A' + 10 : -1;
+	return v < base ? v : -1;
+}
+
+/* An integer as Python writes one: decimal without leading zeros, or
+ * 0x/0o/0b and its digits, with a sign. */
 static int parse_int(const char *text, int64_t *out)
 {
-	if (!*text || isspace((unsigned char)*text))
-		return parse_err(SHMCFG_INT, text, "expected an integer");
-	char *end;
-	errno = 0;
-	long long x = strtoll(text, &end, 0);
-	if (errno == ERANGE)
-		return parse_err(SHMCFG_INT, text, "overflows a 64-bit integer");
-	if (*end)
-		return parse_err(SHMCFG_INT, text, "expected an integer");
-	/* strtoll's base 0 reads a leading 0 as octal; be decimal like Python */
+	bool neg = *text == '-';
 	const char *d = text + (*text == '-' || *text == '+');
-	if (d[0] == '0' && d[1] && d[1] != 'x' && d[1] != 'X')
+	int base = 10;
+	if (d[0] == '0' && (d[1] == 'x' || d[1] == 'X'))
+		base = 16;
+	else if (d[0] == '0' && (d[1] == 'o' || d[1] == 'O'))
+		base = 8;
+	else if (d[0] == '0' && (d[1] == 'b' || d[1] == 'B'))
+		base = 2;
+	else if (d[0] == '0' && d[1])
 		return parse_err(SHMCFG_INT, text, "leading zeros are not allowed");
-	*out = x;
+	if (base != 10)
+		d += 2;
+	if (!*d)
+		return parse_err(SHMCFG_INT, text, "expected an integer");
+	uint64_t u = 0;
+	bool over = false;
+	for (; *d; d++) {
+		int v = digit_in(*d, base);
+		if (v < 0)
+			return parse_err(SHMCFG_INT, text, "expected an integer");
+		over |= u > (UINT64_MAX - (uint64_t)v) / (uint64_t)base;
+		u = u * (uint64_t)base + (uint64_t)v;
+	}
+	if (over || u > (neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX))
+		return parse_err(SHMCFG_INT, text, "overflows a 64-bit integer");
+	*out = neg ? (int64_t)(0 - u) : (int64_t)u;
 	return 0;
 }
 
