@@ -1407,7 +1407,12 @@ int fail_set(int r, const char *full, const char *value)
 	if (r == SHMCFG_E_NULLVAL && (!strcasecmp(value, "none") || !strcasecmp(value, "null")))
 		return fail("%s=%s: the option is not nullable; to store the text %s, quote it: '%s=\"%s\"'", full,
 			    value, value, full, value);
-	if (*value && strstr(d, value))
+	/* a detail that names the value ("value 11 is above ...", "value ''
+	 * is not ...") needs the option's name alone before it */
+	char *quoted = NULL;
+	bool names_value = (*value && strstr(d, value)) || (asprintf(&quoted, "'%s'", value) >= 0 && strstr(d, quoted));
+	free(quoted);
+	if (names_value)
 		return fail("%s: %s", full, d);
 	return fail("%s=%s: %s", full, value, d);
 }

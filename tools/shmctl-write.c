@@ -242,8 +242,9 @@ static int size_opt(int c, const char *arg, shmcfg_create_opts *o)
 		o->slots = (uint32_t)u;
 		break;
 	case 'S':
-		if (!parse_size(arg, &u) || u == 0)
-			return usage_error("--size takes a positive byte count (suffixes K, M, G), not '%s'", arg);
+		/* the library's bounds of a value heap, as a usage error here */
+		if (!parse_size(arg, &u) || u < 1024 || u > (4ull << 30))
+			return usage_error("--size takes a byte count from 1K to 4G (suffixes K, M, G), not '%s'", arg);
 		o->heap_bytes = u;
 		break;
 	case 'R':
