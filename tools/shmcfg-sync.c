@@ -452,7 +452,7 @@ static int load(struct agent *a)
 	a->rev = rev;
 	a->member = etcd_current(a->e);
 	a->loads++;
-	logf_("loaded %zu keys of %s at revision %" PRId64, m.map.n, a->prefix, rev);
+	logf_("loaded %zu key%s of %s at revision %" PRId64, m.map.n, m.map.n == 1 ? "" : "s", a->prefix, rev);
 	/* tagged with the revision of the newest write in the mirror, not the
 	 * store's (which other hosts' status writes move): hosts that loaded
 	 * the same keys at different moments then report the same revision */

@@ -125,8 +125,8 @@ int cl_diff(int argc, char **argv)
 		json_t *bj = bytes_json(b, &bt), *aj = bytes_json(af, &at);
 		char *kp = term_escaped(k, strlen(k));
 		if (!a.json)
-			printf("%s: %s -> %s%s%s\n", kp ? label(kp, buf, sizeof buf) : "?", bt ? bt : "(unset)",
-			       color(C_BOLD), at ? at : "(unset)", color(C_RESET));
+			printf("%s: %s -> %s%s%s\n", kp ? label(kp, buf, sizeof buf) : "?", bt ? bt : "unset",
+			       color(C_BOLD), at ? at : "unset", color(C_RESET));
 		json_t *ch = json_pack("{s:s}", "key", kp ? kp : "?");
 		if (bj)
 			json_object_set_new(ch, "before", bj);
@@ -325,7 +325,7 @@ int cl_show(int argc, char **argv)
 	return rc;
 }
 
-/* "x: 1 -> 2; y: (unset) -> 3" of a record's changes (malloc'd; NULL on
+/* "x: 1 -> 2; y: unset -> 3" of a record's changes (malloc'd; NULL on
  * ENOMEM). Appended to one stream: a record may hold many changes. */
 static char *changes_text(const json_t *changes)
 {
@@ -339,8 +339,8 @@ static char *changes_text(const json_t *changes)
 		json_t *b = json_object_get(ch, "before"), *af = json_object_get(ch, "after");
 		char *k = jstr(ch, "key"), buf[300];
 		char *bt = b ? json_text(b) : jstr(ch, "before_raw"), *at = af ? json_text(af) : NULL;
-		fprintf(f, "%s%s: %s -> %s", i ? "; " : "", k ? label(k, buf, sizeof buf) : "?", bt ? bt : "(unset)",
-			at ? at : "(unset)");
+		fprintf(f, "%s%s: %s -> %s", i ? "; " : "", k ? label(k, buf, sizeof buf) : "?", bt ? bt : "unset",
+			at ? at : "unset");
 		free(k);
 		free(bt);
 		free(at);

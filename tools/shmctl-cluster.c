@@ -551,10 +551,10 @@ static int run_plan(struct cl *c, const struct args *a, struct plan *p)
 		const char *name = label(k->rel, buf, sizeof buf);
 		char *before = k->cur ? term_escaped(k->cur, k->cur_len) : NULL;
 		if (!k->active)
-			printf("%s: %s (unchanged)\n", name, before ? before : "(unset)");
+			printf("%s: %s (unchanged)\n", name, before ? before : "unset");
 		else
-			printf("%s: %s -> %s%s%s\n", name, before ? before : "(unset)", color(C_BOLD),
-			       k->after ? k->after : "(unset)", color(C_RESET));
+			printf("%s: %s -> %s%s%s\n", name, before ? before : "unset", color(C_BOLD),
+			       k->after ? k->after : "unset", color(C_RESET));
 		free(before);
 	}
 	if (seq)

@@ -53,7 +53,7 @@ run $SHMCTL cluster set "$S" app.limit=42 $C
 pass "three 503s (leader changed) on the transaction: the set retries and succeeds" test "$RC" = 0 -a -z "$ERR"
 pass "... sent four times, applied once" test "$(nreq 503)" = 3 -a "$(nreq ok)" = 1
 pass "... one audit record" test "$(nrecords)" = 1 -a "$(value app.limit)" = 42
-pass "... the output names its revision" out_is "app.limit: (unset) -> 42" \
+pass "... the output names its revision" out_is "app.limit: unset -> 42" \
 	"cluster '$CLUSTER': audit record 1, revision $(head_rev)"
 proxy_stop
 

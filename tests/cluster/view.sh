@@ -166,7 +166,7 @@ k = {x["key"]: x for x in j["keys"]}
 k["opt/app.limit"]["value"] == 13 and "error" in k["opt/app.ratio"] and "error" not in k["opt/app.limit"]'
 run cl diff "$NONE" "$SEQ1"
 pass "diff SEQ: each value that moved since that record" pyeval '
-a[0] == "0" and "app.limit: 7 -> 13" in a[1] and "app.label: (unset) -> \"blue\"" in a[1] and "app.mode" not in a[1]' \
+a[0] == "0" and "app.limit: 7 -> 13" in a[1] and "app.label: unset -> \"blue\"" in a[1] and "app.mode" not in a[1]' \
 	"$RC" "$OUT"
 run cl diff "$NONE" "$SEQ1" $((SEQ1 + 1)) --json
 pass "diff SEQ1 SEQ2 --json: the change between them" jcheck "$T_TMP/out" '
