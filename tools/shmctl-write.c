@@ -702,6 +702,7 @@ static int finish(shmcfg *h, shmcfg *ro, shmcfg_txn *t, struct change *ch, size_
 	if (json)
 		rc = json_print(changes_json(h, snap, gen, ch, n, written), false);
 	else if (!quiet) {
+		size_t moved = 0; /* options whose value changed */
 		for (size_t i = 0; i < n; i++) {
 			shmcfg_value v;
 			char *now = NULL;
@@ -718,6 +719,7 @@ static int finish(shmcfg *h, shmcfg *ro, shmcfg_txn *t, struct change *ch, size_
 			else if (!same)
 				printf("%s: %s -> %s%s%s\n", opt_name(h, ch[i].final), ch[i].old ? ch[i].old : "?",
 				       color(C_BOLD), now ? now : "?", color(C_RESET));
+			moved += !same;
 			free(now);
 		}
 		if (!nothing)
@@ -727,8 +729,9 @@ static int finish(shmcfg *h, shmcfg *ro, shmcfg_txn *t, struct change *ch, size_
 		else if (nothing)
 			printf("nothing changed (generation %llu)\n", (unsigned long long)gen);
 		else
-			printf("%s layer cleared: %zu option%s (generation %llu)\n", knob ? "knob" : "user", n,
-			       n == 1 ? "" : "s", (unsigned long long)gen);
+			printf("%s layer cleared: %zu option%s, %zu value%s changed (generation %llu)\n",
+			       knob ? "knob" : "user", n, n == 1 ? "" : "s", moved, moved == 1 ? "" : "s",
+			       (unsigned long long)gen);
 	}
 	shmcfg_snapshot_release(snap);
 	return rc;

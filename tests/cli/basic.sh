@@ -286,8 +286,13 @@ run shmctl reset "$D" --all
 pass "reset --all: prints the changes and a summary" pyeval '
 l = a[0].splitlines()
 ("torch._dynamo.config.recompile_limit: 13 -> 8" in l and
- l[-1].startswith("user layer cleared: 5 options (generation "))' "$OUT"
+ l[-1].startswith("user layer cleared: 5 options, 5 values changed (generation "))' "$OUT"
 t_json "reset --all: every option at its default" 'j == []' shmctl show "$D" --non-default --json
+shmctl set -q "$D" recompile_limit=8 accumulated_recompile_limit=5
+run shmctl reset "$D" --all
+pass "reset --all of a layer holding a default value: the option changed, counted apart" test "$OUT" = \
+	"torch._dynamo.config.accumulated_recompile_limit: 5 -> 256
+user layer cleared: 2 options, 1 value changed (generation 24)"
 t_rc "load a dump: exit 0" 0 shmctl load "$D" "$T_TMP/dump.json"
 pass "load says which generation it made" pyeval 'a[0].startswith(a[1] + ": loaded into ")' "$OUT" "$T_TMP/dump.json"
 t_out "load restores the configuration (same hash)" "$H3" shmctl hash "$D"
