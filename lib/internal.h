@@ -103,6 +103,7 @@ struct shmcfg__text {
 void shmcfg__text_putn(struct shmcfg__text *b, const char *s, size_t n);
 void shmcfg__text_put(struct shmcfg__text *b, const char *s);
 void shmcfg__text_printf(struct shmcfg__text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void shmcfg__hex16(const uint8_t b[16], char out[33]); /* a digest as 32 lowercase hex digits */
 
 /* process.c: this process (its pid, start time, names) */
 extern pid_t shmcfg__self_pid;
@@ -186,6 +187,9 @@ int shmcfg__prepare_value(const shmcfg *h, shmcfg_opt final, const shmcfg_value 
 int shmcfg__parse_for(const shmcfg *h, shmcfg_opt opt, const char *text, shmcfg_value *out);
 void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt);
 int shmcfg__lookup(const shmcfg *h, const char *name, shmcfg_opt *ret); /* shmcfg_lookup, no warning */
+
+/* optname.c: names as people type them */
+void shmcfg__near_full_name(const shmcfg *h, const char *text, unsigned *tries, char *buf, size_t cap);
 
 /* readers.c: the reader table and the OFD lock primitives */
 int shmcfg__ofd_lock(int fd, off_t byte, bool write, int timeout_ms);

@@ -290,7 +290,7 @@ static void test_load_modes(void **state)
 	assert_int_equal(shmcfg_load_ex(h, unknown, strlen(unknown), SHMCFG_LOAD_STRICT, count_warn, &warned, &g,
 					&published),
 			 SHMCFG_E_NOOPT);
-	assert_string_equal(shmcfg_errdetail(), "2 unknown options: t.nope, t.zz");
+	assert_string_equal(shmcfg_errdetail(), "2 unknown options: t.nope (did you mean t.mode?), t.zz");
 	assert_false(published);
 	assert_int_equal(warned, 0);
 	assert_int_equal(shmcfg_generation(h), g0);

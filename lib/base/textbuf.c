@@ -68,3 +68,9 @@ void shmcfg__text_printf(struct shmcfg__text *b, const char *fmt, ...)
 	shmcfg__text_putn(b, big, (size_t)n);
 	shmcfg__free(big);
 }
+
+void shmcfg__hex16(const uint8_t b[16], char out[33])
+{
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", b[i]);
+}

@@ -222,6 +222,21 @@ static int unknown(const shmcfg *h, const char *text, uint32_t *c)
 			   cut ? "..." : "", h->name);
 }
 
+/*
+ * " (did you mean FULL.NAME?)" of the option closest to text, or "": for a
+ * name in a file (a dump's keys), where only a full name is taken. Only the
+ * first few calls of a file (*tries counts them) look: each costs an edit
+ * distance to every name. A suggestion keeps more than half of the text.
+ */
+void shmcfg__near_full_name(const shmcfg *h, const char *text, unsigned *tries, char *buf, size_t cap)
+{
+	struct near best[3];
+	buf[0] = 0;
+	if (++*tries <= 8 && shmcfg__schema_all(h) == 0 && suggest(h, text, best) > 0 &&
+	    best[0].d * 2 < strlen(text))
+		snprintf(buf, cap, " (did you mean %s?)", name_of(h, final_of(h, best[0].opt)));
+}
+
 int shmcfg_resolve(const shmcfg *h, const char *name, shmcfg_opt *ret)
 {
 	SHMCFG_API_ENTRY;

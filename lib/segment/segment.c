@@ -190,10 +190,8 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 		return r;
 	if (expect_hash && memcmp(expect_hash, h->lay.schema_hash, 16) != 0) {
 		char a[33], b[33];
-		for (int i = 0; i < 16; i++) {
-			snprintf(a + 2 * i, 3, "%02x", h->lay.schema_hash[i]);
-			snprintf(b + 2 * i, 3, "%02x", expect_hash[i]);
-		}
+		shmcfg__hex16(h->lay.schema_hash, a);
+		shmcfg__hex16(expect_hash, b);
 		return shmcfg__err(SHMCFG_E_SCHEMA, "%s: segment schema %s, expected %s", h->name, a, b);
 	}
 	h->warned = shmcfg__calloc(h->lay.nopts, 1);

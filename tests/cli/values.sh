@@ -142,6 +142,16 @@ t_err "load: unknown names refused, all listed on one line" 1 \
 	shmctl load "$D" "$T_TMP/unknown.json"
 shmctl dump "$D" >"$T_TMP/after.json"
 pass "load refused: nothing changed (the dump is the same)" cmp -s "$T_TMP/before.json" "$T_TMP/after.json"
+printf '{"torch._dynamo.config.recompile_limt": 12, "recompile_limt": 13, "zzqqxx": 1}\n' >"$T_TMP/typo.json"
+t_err "load: a name close to an option's: did you mean its full name" 1 \
+	"shmctl: $T_TMP/typo.json: 3 unknown options: torch._dynamo.config.recompile_limt (did you mean torch._dynamo.config.recompile_limit?), recompile_limt (did you mean torch._dynamo.config.recompile_limit?), zzqqxx; nothing loaded (load --partial loads what fits)" \
+	shmctl load "$D" "$T_TMP/typo.json"
+run shmctl load --partial "$D" "$T_TMP/typo.json"
+pass "load --partial: the same in each warning, every skipped name counted" pyeval '
+a[0].splitlines() == ["shmctl: warning: %s: unknown option %s skipped" % (a[2], n) for n in (
+ "'"'"'torch._dynamo.config.recompile_limt'"'"' (did you mean torch._dynamo.config.recompile_limit?)",
+ "'"'"'recompile_limt'"'"' (did you mean torch._dynamo.config.recompile_limit?)", "'"'"'zzqqxx'"'"'")] and
+a[1].endswith("(3 skipped)")' "$ERR" "$OUT" "$T_TMP/typo.json"
 "$PYTHON" -c '
 import json
 print(json.dumps({"opt%d.x" % i: i for i in range(300)}))' >"$T_TMP/many.json"
