@@ -9,6 +9,8 @@
  * not, never read as stale values; threads that read inline
  * while the segment is replaced under them (also run under TSan).
  */
+#include "config.h" /* _GNU_SOURCE: F_OFD_GETLK */
+
 #include <errno.h>
 #include <grp.h>
 #include <poll.h>
@@ -828,6 +830,70 @@ static void test_fork_during_a_build(void **state)
 	assert_int_equal(shmcfg_unlink(name), 0);
 }
 
+/* Whether no process holds a lock on the build byte of each object of
+ * segment name in /dev/shm (its lock objects, a replacement's new object). */
+static bool build_bytes_free(const char *name)
+{
+	char cmd[400], file[300];
+	snprintf(cmd, sizeof cmd, "ls /dev/shm | grep -e '^shmcfg-new.%s\\.' -e '^shmcfg-lock.%s\\.'", name, name);
+	FILE *p = popen(cmd, "r");
+	bool all_free = p != NULL;
+	int seen = 0;
+	while (p && fgets(file, sizeof file, p)) {
+		char path[400];
+		file[strcspn(file, "\n")] = 0;
+		snprintf(path, sizeof path, "/dev/shm/%s", file);
+		int fd = open(path, O_RDWR | O_CLOEXEC);
+		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = LOCK_BUILD_BYTE, .l_len = 1};
+		all_free &= fd >= 0 && fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK;
+		seen += fd >= 0;
+		if (fd >= 0)
+			close(fd);
+	}
+	if (p)
+		pclose(p);
+	return all_free && seen == 3; /* the live lock object and a dead replacer's two */
+}
+
+/* A process forks while its scan for leftovers holds a read lock on one
+ * (another thread's fork: here the test library's fault action ':fork',
+ * in the scan). The child does not keep that lock: once the scan is done,
+ * no process holds the build byte of any object, so a maker who takes it
+ * next waits for nobody. */
+static void test_fork_during_a_scan(void **state)
+{
+	(void)state;
+	const char *name = test_name("forkscan");
+	shmcfg *h = test_create(name, NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		setenv("SHMCFG_FAULT", "create.locked", 1); /* killed once its objects are made */
+		shmcfg *n;
+		_exit(shmcfg_resize(name, &(shmcfg_create_opts){.slots = 4}, &n) == 0 ? 1 : 2); /* not reached */
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	assert_true(build_bytes_free(name));
+	pid = fork();
+	if (pid == 0) {
+		setpgid(0, 0); /* its forked child in its group, for the kill below */
+		setenv("SHMCFG_FAULT", "scan.locked:fork", 1);
+		_exit(shmcfg_orphans(name, 0, NULL, NULL) == 2 ? 0 : 1); /* listed, not removed */
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	bool scan_ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	bool child_lived = kill(-pid, 0) == 0; /* the scan's forked child, still there */
+	bool free_after = build_bytes_free(name);
+	kill(-pid, SIGKILL);
+	assert_true(scan_ok);
+	assert_true(child_lived);
+	assert_true(free_after);
+	assert_int_equal(shmcfg_orphans(name, SHMCFG_ORPHANS_REMOVE, NULL, NULL), 2);
+	shmcfg_close(h);
+	assert_int_equal(shmcfg_unlink(name), 0);
+}
+
 static int plant_copy_main(void *arg)
 {
 	const char *name = arg;
@@ -1280,6 +1346,7 @@ int main(void)
 		cmocka_unit_test(test_reader_cannot_open_a_new_object),
 		cmocka_unit_test(test_planted_copy_spares_the_lock_object),
 		cmocka_unit_test(test_fork_during_a_build),
+		cmocka_unit_test(test_fork_during_a_scan),
 		cmocka_unit_test(test_concurrent_replacers),
 		cmocka_unit_test(test_threads_follow),
 		cmocka_unit_test(test_attach_across_replacement),

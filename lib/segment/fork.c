@@ -34,27 +34,31 @@
 
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static shmcfg *open_handles;
-/* the build locks' descriptors of the segments being made (unfinished.c):
- * a child closes its copies, so that the locks die with their maker; past
- * BUILDING_MAX at once, a fork keeps the rest open in the child */
-#define BUILDING_MAX 64
-static int building[BUILDING_MAX];
-static unsigned nbuilding;
+/* descriptors whose OFD locks stand for this process's thread at work
+ * (unfinished.c): a maker's build locks, a scan's read lock on what it
+ * judges. A child closes its copies, so that a lock dies with its holder
+ * and is not held on by a child forked meanwhile; past LOCKED_MAX at once,
+ * a fork keeps the rest open in the child. Added before the lock is
+ * taken, removed before the descriptor is closed (its number reused by
+ * another thread's open must not be closed in a child). */
+#define LOCKED_MAX 64
+static int locked[LOCKED_MAX];
+static unsigned nlocked;
 
-void shmcfg__building_add(int fd)
+void shmcfg__fork_closes(int fd)
 {
 	pthread_mutex_lock(&open_lock);
-	if (nbuilding < BUILDING_MAX)
-		building[nbuilding++] = fd;
+	if (nlocked < LOCKED_MAX)
+		locked[nlocked++] = fd;
 	pthread_mutex_unlock(&open_lock);
 }
 
-void shmcfg__building_remove(int fd)
+void shmcfg__fork_keeps(int fd)
 {
 	pthread_mutex_lock(&open_lock);
-	for (unsigned i = 0; i < nbuilding; i++)
-		if (building[i] == fd) {
-			building[i] = building[--nbuilding];
+	for (unsigned i = 0; i < nlocked; i++)
+		if (locked[i] == fd) {
+			locked[i] = locked[--nlocked];
 			break;
 		}
 	pthread_mutex_unlock(&open_lock);
@@ -120,9 +124,9 @@ static void child(void)
 		h->lock_fd = -1;
 		handle_mutexes_init(h);
 	}
-	for (unsigned i = 0; i < nbuilding; i++)
-		close(building[i]); /* the maker's thread is not here to finish */
-	nbuilding = 0;
+	for (unsigned i = 0; i < nlocked; i++)
+		close(locked[i]); /* the thread that holds the lock is not here */
+	nlocked = 0;
 	pthread_mutex_unlock(&open_lock); /* held by the forking thread (prepare) */
 }
 

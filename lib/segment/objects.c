@@ -573,6 +573,7 @@ int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orp
 		uid_t uid = 0;
 		int fd;
 		if (shmcfg__replacement_left(e->d_name, name, euid, seg, tpath, &uid, &fd)) {
+			shmcfg__fault("scan.locked"); /* its read lock held */
 			shmcfg_orphan t = {.name = seg, .path = tpath, .uid = uid};
 			/* its lock object is judged on its own, as any (below): the
 			 * instance in this object's header is whatever its maker, or a
@@ -584,7 +585,7 @@ int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orp
 					t.error = -errno;
 				}
 			}
-			close(fd);
+			shmcfg__scan_done(fd);
 			n++;
 			if (fn)
 				fn(&t, userdata);
@@ -601,8 +602,13 @@ int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orp
 		/* the build lock first: once the scan holds it, a maker that
 		 * finished has its segment at the name (not gone), and one that
 		 * had not begun finds its object removed */
-		if (!shmcfg__unbuilt(fd) || !segment_gone(seg, inst)) {
+		if (!shmcfg__unbuilt(fd)) {
 			close(fd);
+			continue;
+		}
+		shmcfg__fault("scan.locked");
+		if (!segment_gone(seg, inst)) {
+			shmcfg__scan_done(fd);
 			continue;
 		}
 		shmcfg_orphan o = {.name = seg, .path = path, .uid = uid};
@@ -610,13 +616,13 @@ int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orp
 			if (unlink(path) == 0) {
 				o.removed = true;
 			} else if (errno == ENOENT) {
-				close(fd);
+				shmcfg__scan_done(fd);
 				continue; /* someone else removed it meanwhile */
 			} else {
 				o.error = -errno;
 			}
 		}
-		close(fd);
+		shmcfg__scan_done(fd);
 		n++;
 		if (fn)
 			fn(&o, userdata);

@@ -36,13 +36,17 @@ int shmcfg__remove_segment(const char *name, const char *path, bool quiet_enoent
  * is in place at its name, or the handle freed (shmcfg__built). */
 int shmcfg__build_lock(shmcfg *h, int which, int fd, const char *path, const char *what);
 void shmcfg__built(shmcfg *h);
-/* fork.c: the build locks' descriptors, which a forked child closes */
-void shmcfg__building_add(int fd);
-void shmcfg__building_remove(int fd);
+/* fork.c: descriptors holding a build lock or a scan's read lock, which a
+ * forked child closes (fork_closes before the lock, fork_keeps before the
+ * close) */
+void shmcfg__fork_closes(int fd);
+void shmcfg__fork_keeps(int fd);
 /* Whether a scan may remove the object at fd: its maker's build lock is
- * not held, and the scan now holds it (a read lock) until fd closes, so
- * that a maker that had not taken it yet sees its object gone. */
+ * not held, and the scan now holds it (a read lock) until
+ * shmcfg__scan_done(fd), so that a maker that had not taken it yet sees its
+ * object gone. A child forked meanwhile does not hold it. */
 bool shmcfg__unbuilt(int fd);
+void shmcfg__scan_done(int fd);
 
 /* unfinished.c: a replacement's new object (/dev/shm/shmcfg-new.NAME.RANDOM,
  * replace.c) whose maker is gone (readdir's name dname, of segment `name`

@@ -44,7 +44,7 @@ int shmcfg__build_lock(shmcfg *h, int which, int fd, const char *path, const cha
 		lfd = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* no /proc: the maker's own description */
 	if (lfd < 0)
 		return shmcfg__err(-errno, "%s: cannot open its new %s %s again: %s", name, what, path, strerror(errno));
-	shmcfg__building_add(lfd); /* before the lock: a fork from here on closes it in the child */
+	shmcfg__fork_closes(lfd); /* before the lock: a fork from here on closes it in the child */
 	h->build_fd[which] = lfd;
 	struct stat a, b;
 	/* a scan holds it for a moment (listing, or judging another object) */
@@ -64,7 +64,7 @@ void shmcfg__built(shmcfg *h)
 {
 	for (int i = 0; i < 2; i++)
 		if (h->build_fd[i] >= 0) {
-			shmcfg__building_remove(h->build_fd[i]);
+			shmcfg__fork_keeps(h->build_fd[i]);
 			close(h->build_fd[i]); /* the description's last reference: the lock goes */
 			h->build_fd[i] = -1;
 		}
@@ -72,7 +72,17 @@ void shmcfg__built(shmcfg *h)
 
 bool shmcfg__unbuilt(int fd)
 {
-	return shmcfg__ofd_lock(fd, LOCK_BUILD_BYTE, false, 0) == 0;
+	shmcfg__fork_closes(fd);
+	if (shmcfg__ofd_lock(fd, LOCK_BUILD_BYTE, false, 0) == 0)
+		return true;
+	shmcfg__fork_keeps(fd);
+	return false;
+}
+
+void shmcfg__scan_done(int fd)
+{
+	shmcfg__fork_keeps(fd);
+	close(fd); /* the description's last reference here: the read lock goes */
 }
 
 /*
