@@ -706,7 +706,8 @@ class TestProcesses(unittest.TestCase):
             print(json.dumps({"before": before,
                               "after": [seg.generation, dyn.recompile_limit, dyn.get_hash().hex()],
                               "max_autotune": ind.max_autotune,
-                              "warnings": [str(x.message) for x in w]}))
+                              "warnings": [str(x.message) for x in w],
+                              "where": [x.filename for x in w]}))
             """, seg.name, stdin=changed)
         self.assertEqual(out["before"][:2], [2, 16])
         self.assertEqual(out["after"][:2], [out["before"][0] + 2, 3])
@@ -714,6 +715,7 @@ class TestProcesses(unittest.TestCase):
         self.assertIs(out["max_autotune"], False)  # torch's: the segment's is a str now
         self.assertEqual(len(out["warnings"]), 1)
         self.assertIn("max_autotune (a str here, bool False in torch)", out["warnings"][0])
+        self.assertEqual(out["where"], ["<string>"])  # the reattach() line, not shmcfg's
 
     def test_replacement_followed_is_checked(self):
         """A replacement of another schema that the handle follows by itself
@@ -759,6 +761,7 @@ class TestProcesses(unittest.TestCase):
                     warnings.simplefilter("always")
                     out[step] = values() + [dyn.get_hash() == dyn.get_hash()]
                 out[step + " warnings"] = sorted(str(x.message) for x in w)
+                out[step + " where"] = sorted({x.filename for x in w})
                 replace(shipped, "torch._dynamo.config.recompile_limit=6")
             print(json.dumps(out))
             """, seg.name, SHMCTL, f.name, TORCH_SCHEMA, env={"TORCHINDUCTOR_MAX_AUTOTUNE": "1"})
@@ -771,10 +774,30 @@ class TestProcesses(unittest.TestCase):
         self.assertRegex(dyn_warning, r"^torch._dynamo.config: segment '[^']*' was replaced by one "
                          r"that declares 1 option otherwise than torch 2\.13[^:]*: "
                          r"recompile_limit \(default 9 here, 8 in torch\): left to torch$")
+        self.assertEqual(out["other where"], ["<string>"])  # the read in values(), not torch's code
         self.assertIn("max_autotune (no longer declared)", ind_warning)
         self.assertIn("epilogue_fusion (no longer declared)", ind_warning)
         self.assertEqual(out["shipped"], [6, True, True, True, True])  # served again
         self.assertEqual(out["shipped warnings"], [])
+
+    def test_warning_through_the_import_hook_names_the_import(self):
+        """install() before import: a declaration that differs warns at
+        the import that brought the module in (the user's line), not in
+        torch's code that imported it."""
+        name = edited_segment(
+            self, "  torch._dynamo.config.recompile_limit:\n    type: int\n    default: 8\n",
+            "  torch._dynamo.config.recompile_limit:\n    type: int\n    default: 9\n")
+        out = child("""
+            import json, sys, warnings, shmcfg, shmcfg.torch
+            shmcfg.torch.install(shmcfg.attach(sys.argv[1]), ["torch._dynamo.config"])
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                import torch._dynamo.config
+            print(json.dumps([(str(x.message), x.filename, x.lineno) for x in w]))
+            """, name)
+        self.assertEqual(len(out), 1, out)
+        self.assertIn("recompile_limit (default 9 here, 8 in torch)", out[0][0])
+        self.assertEqual(out[0][1:], ["<string>", 6])  # the import's line
 
     def test_strict_through_the_import_hook(self):
         """install(strict=True) before import: a declaration that differs

@@ -153,7 +153,7 @@ def bridge(mod, seg, exclude=EXCLUDE, strict=False):
                         f"'{d['_shmcfg_seg'].name}' already")
         return
     _check_torch(mod)
-    served, live, schema = _declarations(mod, seg, exclude, strict, 5)
+    served, live, schema = _declarations(mod, seg, exclude, strict)
     cm = sys.modules[type(mod).__module__]
     d["_shmcfg_seg"] = seg
     d["_shmcfg_exclude"] = exclude
@@ -173,7 +173,24 @@ class _Redeclared(Exception):
     reads it again, through what the module serves now."""
 
 
-def _declarations(mod, seg, exclude, strict, stacklevel, known=None):
+def _user_level():
+    """The stacklevel, for a warnings.warn() of this function's caller, of
+    the first frame that is neither shmcfg's nor torch's: the user's line
+    (an import, install(), a read of a config attribute), not torch's code
+    that imported the module. Python 3.11 lacks warn()'s
+    skip_file_prefixes; warn() itself skips the import machinery's frames
+    when it counts, and so does this."""
+    def internal(f):  # as warnings._is_internal_frame
+        return "importlib" in f.f_code.co_filename and "_bootstrap" in f.f_code.co_filename
+    level, f = 1, sys._getframe(1)
+    while f is not None and f.f_globals.get("__name__", "").partition(".")[0] in ("shmcfg", "torch"):
+        f, level = f.f_back, level + 1
+        while f is not None and internal(f):
+            f = f.f_back
+    return level
+
+
+def _declarations(mod, seg, exclude, strict, known=None):
     """(served, live, schema): the options of seg to serve in mod
     (_declared()), checked against the declarations of the incarnation the
     handle reads now (a replacement it followed may have another schema),
@@ -187,7 +204,7 @@ def _declarations(mod, seg, exclude, strict, stacklevel, known=None):
             return None, live, schema
         if schema == seg.schema_hash:  # the handle's own option table says it
             return (_declared(mod, seg, (seg._handle(), seg._byindex, None), exclude, strict,
-                              stacklevel + 1, known is not None), live, schema)
+                              known is not None), live, schema)
         try:
             h = seg._attach_schema(schema)
         except Error as e:  # replaced again since: by another schema
@@ -196,13 +213,13 @@ def _declarations(mod, seg, exclude, strict, stacklevel, known=None):
             continue
         try:
             decl = (h, seg._load_options(h)[0], seg._opts)
-            return (_declared(mod, seg, decl, exclude, strict, stacklevel + 1, known is not None),
+            return (_declared(mod, seg, decl, exclude, strict, known is not None),
                     live, schema)
         finally:
             _L.close(h)
 
 
-def _declared(mod, seg, decl, exclude, strict, stacklevel, replaced):
+def _declared(mod, seg, decl, exclude, strict, replaced):
     """The options of seg to serve in mod, {relative name: _Opt}: those
     declared as mod's torch declares them (the others warned about, or with
     strict a DeclarationError). decl: (handle, option list, by name) of the
@@ -243,7 +260,7 @@ def _declared(mod, seg, decl, exclude, strict, stacklevel, replaced):
                f"{'; '.join(differ)}")
         if strict:
             raise DeclarationError(msg + " (nothing bridged)")
-        warnings.warn(msg + ": left to torch", DeclarationWarning, stacklevel=stacklevel)
+        warnings.warn(msg + ": left to torch", DeclarationWarning, stacklevel=_user_level())
     return served
 
 
@@ -277,7 +294,6 @@ def _reserve(mod, replaced=False):
     schema checked last)."""
     d = mod.__dict__
     served, live, schema = _declarations(mod, d["_shmcfg_seg"], d["_shmcfg_exclude"], False,
-                                         5 if not replaced else 9,
                                          d["_shmcfg_schema"] if replaced else None)
     if served is not None:
         _serve_module(mod, served)
