@@ -583,7 +583,7 @@ int cmd_show(int argc, char **argv)
 					if (asprintf(&note, "alias of %s\n%s", opt_name(h, oi.alias_final), doc) < 0)
 						note = NULL;
 				}
-				table_note(t, note ? note : doc);
+				table_note_lines(t, note ? note : doc);
 				free(note);
 			}
 			free(val);

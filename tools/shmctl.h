@@ -235,6 +235,7 @@ void table_row(struct table *t, const char *const *cells);
 void table_color(struct table *t, size_t col, const char *code);
 /* Text printed on its own lines after the last row (indented; copied). */
 void table_note(struct table *t, const char *text);
+void table_note_lines(struct table *t, const char *text); /* a doc: its own lines kept */
 /* Columns that may be cut to fit a terminal, with their minimum width. */
 void table_shrink(struct table *t, size_t col, size_t min_width);
 /* Print and free. */

@@ -75,6 +75,11 @@ t_json "show --non-default on a fresh segment: nothing" 'j == []' shmctl show "$
 run shmctl show "$D" -v job_id
 pass "show -v prints the doc under the row" pyeval \
 	'a[0].splitlines()[1].startswith("torch.compiler.config.job_id") and "    Semantically, this should be an identifier" in a[0]' "$OUT"
+run shmctl show "$D" -v compiler.config.accumulated_recompile_limit
+pass "show -v of an alias: the alias on a line, then its doc" pyeval '
+l = a[0].splitlines()
+(l[1].startswith("torch.compiler.config.accumulated_recompile_limit ") and
+ l[2] == "    alias of torch._dynamo.config.accumulated_recompile_limit" and l[3].startswith("    Global limit"))' "$OUT"
 
 # --- get ---------------------------------------------------------------
 t_out "get: an int" 8 shmctl get "$D" recompile_limit

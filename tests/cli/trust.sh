@@ -276,6 +276,10 @@ pass "... escaped as \\xNN, the doc's line breaks kept and indented" pyeval '
 "  knob          k\\xc2\\x9bnob\\x1b[1m\n" in a[0] and
 "\n    first line\\x1b]0;title\\x07\n    second\\xe2\\x80\\xa8line\\xc2\\x9b2J\\x0dthird" in a[0]' "$OUT"
 pass "... its warning on stderr too" termsafe "$T_TMP/err"
+run shmctl show -v "$M" m.old
+pass "show -v: the doc as describe shows it, under the row" pyeval '
+a[0].splitlines()[2:] == ["    first line\\x1b]0;title\\x07", "    second\\xe2\\x80\\xa8line\\xc2\\x9b2J\\x0dthird"]' "$OUT"
+pass "... safe on a terminal" termsafe "$T_TMP/out"
 run shmctl get "$M" m.old
 pass "get of the deprecated option: the warning is one line, escaped" test "$RC" = 0 -a "$OUT" = 3 -a \
 	"$ERR" = 'shmctl: warning: m.old is deprecated: use \xc2\x9b31m m.new\xe2\x80\xa8x\x1b[2J'
