@@ -157,6 +157,31 @@ int cl_diff(int argc, char **argv)
 	return rc;
 }
 
+/* forget's refusal of a host the roster lists for no segment NAME: the
+ * segments it lists the host for, if any (a host's agent registers it
+ * under the segment it serves, which may be named otherwise here). */
+static int not_in_roster(struct cl *c, const char *host)
+{
+	char *hk = ck_key(c->prefix, CK_ROSTER, host, ""), segs[300] = "";
+	struct etcd_kvs kvs = {0};
+	size_t used = 0, hl = hk ? strlen(hk) : 0;
+	if (hk && get_retry(c, hk, true, 0, &kvs) == 0)
+		for (size_t i = 0; i < kvs.n && used < sizeof segs - 80; i++) {
+			size_t sl = kvs.kv[i].key_len > hl ? kvs.kv[i].key_len - hl : 0;
+			char *seg = term_escaped(kvs.kv[i].key + hl, sl < 64 ? sl : 64);
+			used += (size_t)snprintf(segs + used, sizeof segs - used, "%s'%s'", i ? ", " : "",
+						 seg ? seg : "?");
+			free(seg);
+		}
+	if (kvs.kv)
+		etcd_kvs_free(&kvs);
+	free(hk);
+	if (*segs)
+		return fail("cluster '%s' does not expect host '%s' for segment '%s': its roster lists it for segment "
+			    "%s", c->cluster, host, c->seg, segs);
+	return fail("cluster '%s' does not expect host '%s' for any segment (not in its roster)", c->cluster, host);
+}
+
 /* forget NAME HOST...: out of the roster (the host is not expected any
  * more). A host whose agent reports a status is refused unless --force:
  * its agent puts it back within 30 s anyway. */
@@ -183,8 +208,7 @@ int cl_forget(int argc, char **argv)
 		else if ((r = get_retry(&c, rk, false, 0, &kvs)))
 			rc = fail_etcd(&c, r);
 		else if (!kvs.n)
-			rc = fail("cluster '%s' does not expect host '%s' for segment '%s' (not in its roster)", c.cluster,
-				  host, c.seg);
+			rc = not_in_roster(&c, host);
 		if (kvs.kv)
 			etcd_kvs_free(&kvs);
 		if (rc == EXIT_OK && !a.force) {

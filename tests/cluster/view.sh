@@ -132,7 +132,10 @@ pass "... the others applied it" test "$($SHMCTL get "$A" app.limit)" = 11
 
 # ---- forget
 t_errmatch "forget a host whose agent runs: refused" 1 "its agent runs" cl forget "$A" hostA
-t_errmatch "forget a host not in the roster: refused" 1 "does not expect host 'nohost'" cl forget "$D" nohost
+t_errmatch "forget a host not in the roster: refused" 1 \
+	"does not expect host 'nohost' for any segment \\(not in its roster\\)" cl forget "$D" nohost
+t_errmatch "forget a host under another segment's name: refused, naming the segment it is listed for" 1 \
+	"does not expect host 'hostD' for segment '$A': its roster lists it for segment '$D'\$" cl forget "$A" hostD
 run cl forget "$D" hostD
 pass "forget the stopped host: exit 0, said" pyeval 'a[0] == "0" and "is not expected any more" in a[1]' "$RC" "$OUT"
 pass "... gone from the status" st_holds "'hostD' not in h and len(h) == 3"
