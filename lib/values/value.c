@@ -257,8 +257,11 @@ static int digit_in(char d, int base)
 	return v < base ? v : -1;
 }
 
-/* An integer as Python writes one: decimal without leading zeros, or
- * 0x/0o/0b and its digits, with a sign. */
+/*
+ * An integer as Python writes one (its int(text, 0), without blanks):
+ * decimal, without leading zeros but for 0 itself, or 0x/0o/0b and its
+ * digits; a sign; an underscore between digits, or after the prefix.
+ */
 static int parse_int(const char *text, int64_t *out)
 {
 	bool neg = *text == '-';
@@ -270,21 +273,23 @@ static int parse_int(const char *text, int64_t *out)
 		base = 8;
 	else if (d[0] == '0' && (d[1] == 'b' || d[1] == 'B'))
 		base = 2;
-	else if (d[0] == '0' && d[1])
-		return parse_err(SHMCFG_INT, text, "leading zeros are not allowed");
-	if (base != 10)
-		d += 2;
-	if (!*d)
-		return parse_err(SHMCFG_INT, text, "expected an integer");
+	const char *first = d += base == 10 ? 0 : 2;
 	uint64_t u = 0;
 	bool over = false;
 	for (; *d; d++) {
+		/* "_" after a digit, or right after the prefix, and before one */
+		if (*d == '_' && (d > first || base != 10) && (d == first || d[-1] != '_') && d[1] && digit_in(d[1], base) >= 0)
+			continue;
 		int v = digit_in(*d, base);
 		if (v < 0)
 			return parse_err(SHMCFG_INT, text, "expected an integer");
 		over |= u > (UINT64_MAX - (uint64_t)v) / (uint64_t)base;
 		u = u * (uint64_t)base + (uint64_t)v;
 	}
+	if (d == first)
+		return parse_err(SHMCFG_INT, text, "expected an integer");
+	if (base == 10 && *first == '0' && u != 0)
+		return parse_err(SHMCFG_INT, text, "leading zeros are not allowed");
 	if (over || u > (neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX))
 		return parse_err(SHMCFG_INT, text, "overflows a 64-bit integer");
 	*out = neg ? (int64_t)(0 - u) : (int64_t)u;
