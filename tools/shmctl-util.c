@@ -1432,10 +1432,7 @@ int fail_set(int r, const char *full, const char *value)
 			    value, value, full, value);
 	/* a detail that names the value ("value 11 is above ...", "value ''
 	 * is not ...") needs the option's name alone before it */
-	char *quoted = NULL;
-	bool names_value = (*value && strstr(d, value)) || (asprintf(&quoted, "'%s'", value) >= 0 && strstr(d, quoted));
-	free(quoted);
-	if (names_value)
+	if (*value ? strstr(d, value) != NULL : strstr(d, "''") || strstr(d, "\"\""))
 		return fail("%s: %s", full, d);
 	return fail("%s=%s: %s", full, value, d);
 }

@@ -636,43 +636,41 @@ static json_t *changes_json(shmcfg *h, shmcfg_snapshot *snap, uint64_t gen, stru
  * their target's line), "name: old -> new (implied)", from the commit log
  * and the generation before it, rebuilt. Nothing if either is gone.
  */
-static void print_implied(shmcfg *h, shmcfg *ro, shmcfg_snapshot *now, uint64_t gen, const struct change *ch, size_t n)
+static size_t print_implied(shmcfg *h, shmcfg *ro, shmcfg_snapshot *now, uint64_t gen, const struct change *ch,
+			    size_t n)
 {
 	shmcfg_commit ci;
-	shmcfg_snapshot *before;
 	if (gen < 2 || shmcfg_commit_info(ro, gen, &ci))
-		return;
-	/* An option the commit changed beside those written is an implied one;
-	 * most commits have none, and then the previous generation is not
-	 * rebuilt. */
-	bool *implied = calloc(ci.nids ? ci.nids : 1, sizeof *implied);
-	bool any = false;
-	for (uint32_t k = 0; implied && k < ci.nids; k++) {
+		return 0;
+	/* the options the commit changed beside those written: the log's, or
+	 * every option when it lists only some; the previous generation is
+	 * rebuilt only if there is one (most commits imply nothing) */
+	bool all = ci.nids < ci.nchanged;
+	uint32_t cands = all ? shmcfg_count(h) : ci.nids;
+	shmcfg_snapshot *before = NULL;
+	size_t shown = 0;
+	for (uint32_t k = 0; k < cands; k++) {
+		shmcfg_opt o = all ? k : ci.ids[k];
 		shmcfg_optinfo oi;
 		bool written = false;
 		for (size_t i = 0; i < n && !written; i++)
-			written = ch[i].final == ci.ids[k];
-		implied[k] = !written && shmcfg_opt_info(h, ci.ids[k], &oi) == 0 && oi.alias_final == ci.ids[k];
-		any |= implied[k];
-	}
-	if (!any || shmcfg_snapshot_at(ro, gen - 1, &before)) {
-		free(implied);
-		return;
-	}
-	for (uint32_t k = 0; k < ci.nids; k++) {
-		shmcfg_opt o = ci.ids[k];
-		if (!implied[k])
+			written = ch[i].final == o;
+		if (written || shmcfg_opt_info(h, o, &oi) || oi.alias_final != o)
 			continue;
+		if (!before && shmcfg_snapshot_at(ro, gen - 1, &before))
+			return shown;
 		shmcfg_value a, b;
 		char *was = shmcfg_snapshot_get(before, o, &a) == 0 ? value_text(&a) : NULL;
 		char *is = shmcfg_snapshot_get(now, o, &b) == 0 ? value_text(&b) : NULL;
-		if (was && is && strcmp(was, is))
+		if (was && is && strcmp(was, is)) {
 			printf("%s: %s -> %s%s%s (implied)\n", opt_name(h, o), was, color(C_BOLD), is, color(C_RESET));
+			shown++;
+		}
 		free(was);
 		free(is);
 	}
 	shmcfg_snapshot_release(before);
-	free(implied);
+	return shown;
 }
 
 /* Shared by set and reset: commit the transaction, report, warn. */
@@ -723,7 +721,7 @@ static int finish(shmcfg *h, shmcfg *ro, shmcfg_txn *t, struct change *ch, size_
 			free(now);
 		}
 		if (!nothing)
-			print_implied(h, ro, snap, gen, ch, n);
+			moved += print_implied(h, ro, snap, gen, ch, n);
 		if (report_unchanged) /* set, reset OPTION: the generation, as etcdctl's revision */
 			printf("generation %llu%s\n", (unsigned long long)gen, nothing ? " (nothing changed)" : "");
 		else if (nothing)

@@ -239,11 +239,14 @@ int shmcfg__check_value(const char *name, shmcfg_type type, unsigned flags,
 		for (const char *c = NULL; !found && (c = shmcfg_list_next(choices, c));)
 			found = strcmp(c, text) == 0;
 		if (!found) {
-			char *all = NULL;
+			/* the value as the choices are written: a string quoted, so
+			 * that an empty one shows */
+			char *all = NULL, *shown = NULL;
 			int r = shmcfg_value_format(choices, &all);
-			shmcfg__err(SHMCFG_E_CHOICE, "%s: value %.80s is not one of %.200s", name, text,
-				    r ? "the choices" : all);
+			shmcfg__err(SHMCFG_E_CHOICE, "%s: value %.80s is not one of %.200s", name,
+				    shmcfg_value_format(v, &shown) ? text : shown, r ? "the choices" : all);
 			shmcfg__free(all);
+			shmcfg__free(shown);
 			shmcfg__free(text);
 			return SHMCFG_E_CHOICE;
 		}

@@ -47,6 +47,23 @@ m.mode: "quick" -> "normal" (implied)
 generation 3' shmctl set "$I" m.fast=false
 t_out "... nothing implied: the option alone" 'm.level: 1 -> 2
 generation 4' shmctl set "$I" m.level=2
+shmctl set -q "$I" m.fast=true
+t_out "reset --all counts what it stopped implying among the values changed" 'm.fast: true -> false
+m.level: 5 -> 1
+m.mode: "quick" -> "normal" (implied)
+user layer cleared: 2 options, 3 values changed (generation 6)' shmctl reset "$I" --all
+# a commit of more options than its log record lists (SHMCFG_LOG_IDS, 20):
+# what it implied is found all the same
+"$PYTHON" -c '
+print("format: 1\noptions:\n  a.flag:\n    type: bool\n    default: false\n    implies: {z.target: 9}")
+for i in range(25):
+    print("  m.o%02d:\n    type: int\n    default: 0" % i)
+print("  z.target:\n    type: int\n    default: 1")' >"$T_TMP/many.yaml"  # z.target past the 20 ids
+seg W wide
+shmctl create -q --no-env --schema "$T_TMP/many.yaml" "$W"
+run shmctl set "$W" a.flag=true $(for i in $(seq 0 24); do printf 'm.o%02d=1 ' "$i"; done)
+pass "set of 26 options: what it implied is named too" pyeval '
+a[1] == "0" and "z.target: 1 -> 9 (implied)" in a[0].splitlines()' "$OUT" "$RC"
 shmctl set -q "$A" m.level=3 m.fast=true 2>/dev/null
 t_out "the implication holds: level is 5" 5 shmctl get "$A" m.level
 t_json "dump: the stored values (3, the default mode), not the implied ones" '
