@@ -189,7 +189,8 @@ void shmcfg__warn_deprecated(const shmcfg *h, shmcfg_opt opt);
 int shmcfg__lookup(const shmcfg *h, const char *name, shmcfg_opt *ret); /* shmcfg_lookup, no warning */
 
 /* optname.c: names as people type them */
-void shmcfg__near_full_name(const shmcfg *h, const char *text, unsigned *tries, char *buf, size_t cap);
+#define NEAR_FULL_NAME_BYTES 300 /* " (did you mean NAME?)", a name of up to 255 bytes */
+void shmcfg__near_full_name(const shmcfg *h, const char *text, unsigned *tries, char buf[NEAR_FULL_NAME_BYTES]);
 
 /* readers.c: the reader table and the OFD lock primitives */
 int shmcfg__ofd_lock(int fd, off_t byte, bool write, int timeout_ms);

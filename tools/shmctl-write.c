@@ -917,6 +917,25 @@ static void load_warn(const char *msg, void *ud)
 	warn_msg("%s: %s", lr->label, msg);
 }
 
+/* Whether key is what some option's name ends in after a dot (names: every
+ * option's, made at the first call): only then can it be a suffix that
+ * shmcfg_resolve() takes, whose "did you mean" for an unknown name costs an
+ * edit distance to every option (a file of 100,000 unknown keys). */
+static bool ends_some_name(shmcfg *h, const char ***names, const char *key)
+{
+	uint32_t n = shmcfg_count(h);
+	if (!*names && (*names = calloc(n ? n : 1, sizeof **names)))
+		for (uint32_t i = 0; i < n; i++)
+			(*names)[i] = opt_name(h, i);
+	size_t kl = strlen(key);
+	for (uint32_t i = 0; *names && i < n; i++) {
+		size_t nl = strlen((*names)[i]);
+		if (nl > kl && (*names)[i][nl - kl - 1] == '.' && !memcmp((*names)[i] + nl - kl, key, kl))
+			return true;
+	}
+	return !*names; /* out of memory: let the library judge */
+}
+
 /*
  * A load names options as `set` does (a unique suffix names its option):
  * the keys of the values object become full names, which the library's
@@ -936,13 +955,15 @@ static int load_full_names(shmcfg *h, struct load_report *lr, bool partial, char
 		return 0;
 	}
 	json_t *full = json_object();
-	const char *key;
+	const char *key, **names = NULL;
 	json_t *j;
 	int rc = full ? EXIT_OK : fail("out of memory");
 	json_object_foreach(rc ? NULL : values, key, j) {
 		shmcfg_opt opt;
 		const char *name = key;
-		int found = shmcfg_lookup(h, key, &opt) == 0 ? 1 : find_option(h, key, &opt);
+		int found = shmcfg_lookup(h, key, &opt) == 0 ? 1
+			    : ends_some_name(h, &names, key) ? find_option(h, key, &opt)
+							      : 0;
 		if (found == 1)
 			name = opt_name(h, opt);
 		if (found == -1 && !partial) {
@@ -978,6 +999,7 @@ static int load_full_names(shmcfg *h, struct load_report *lr, bool partial, char
 		*text = out;
 		*len = strlen(out);
 	}
+	free(names);
 	json_decref(full);
 	json_decref(root);
 	return rc;

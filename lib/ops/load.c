@@ -172,9 +172,9 @@ static int load_unknown_names(const shmcfg *h, json_t *values)
 		if (!shmcfg_lookup(h, key, &opt))
 			continue;
 		n++;
-		char name[96], near[160];
-		shmcfg__name_text(key, name, sizeof name);
-		shmcfg__near_full_name(h, key, &tries, near, sizeof near);
+		char name[96], near[NEAR_FULL_NAME_BYTES];
+		shmcfg__name_text(*key ? key : "''", name, sizeof name); /* the empty name shows */
+		shmcfg__near_full_name(h, key, &tries, near);
 		int w = snprintf(list + used, sizeof list - used, "%s%s%s", shown ? ", " : "", name, near);
 		if (w > 0 && used + (size_t)w < sizeof list - 1) {
 			used += (size_t)w;
@@ -185,7 +185,8 @@ static int load_unknown_names(const shmcfg *h, json_t *values)
 	if (!n)
 		return 0;
 	if (shown < n)
-		return shmcfg__err(SHMCFG_E_NOOPT, "%zu unknown options: %s (and %zu more)", n, list, n - shown);
+		return shmcfg__err(SHMCFG_E_NOOPT, "%zu unknown option%s: %s (and %zu more)", n, n == 1 ? "" : "s", list,
+				   n - shown);
 	return shmcfg__err(SHMCFG_E_NOOPT, "%zu unknown option%s: %s", n, n == 1 ? "" : "s", list);
 }
 
@@ -240,9 +241,9 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 	json_object_foreach(r ? NULL : values, key, j) {
 		shmcfg_opt opt;
 		if (shmcfg_lookup(h, key, &opt)) {
-			char name[96], near[160];
+			char name[96], near[NEAR_FULL_NAME_BYTES];
 			shmcfg__name_text(key, name, sizeof name);
-			shmcfg__near_full_name(h, key, &tries, near, sizeof near);
+			shmcfg__near_full_name(h, key, &tries, near);
 			load_warn(warn, ud, "unknown option '%s'%s skipped", name, near);
 			continue;
 		}
@@ -259,7 +260,9 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 			shmcfg_value_clear(&v);
 		}
 		if (r && partial && r != -ENOMEM) {
-			load_warn(warn, ud, "%s; skipped", shmcfg_errdetail());
+			/* "skipped" last, whatever the detail's length: shmctl counts the
+			 * values skipped by it */
+			load_warn(warn, ud, "%.480s; skipped", shmcfg_errdetail());
 			r = 0;
 		}
 		if (r == -ENOMEM)

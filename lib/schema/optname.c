@@ -125,6 +125,7 @@ static const char *last_part(const char *name)
 struct near {
 	size_t d;
 	uint32_t opt;
+	bool contained; /* near only by containing the text */
 };
 
 /*
@@ -143,7 +144,8 @@ static size_t suggest(const shmcfg *h, const char *text, struct near best[3])
 	for (uint32_t i = 0; i < n; i++) {
 		const char *cand = dotted ? name_of(h, i) : last_part(name_of(h, i));
 		size_t d = edit_distance(text, cand);
-		if (d > limit && tl >= 4 && strstr(cand, text))
+		bool contained = d > limit && tl >= 4 && strstr(cand, text);
+		if (contained)
 			d = limit;
 		if (d > limit)
 			continue;
@@ -152,12 +154,12 @@ static size_t suggest(const shmcfg *h, const char *text, struct near best[3])
 			if (final_of(h, best[k].opt) == final_of(h, i)) {
 				dup = true;
 				if (d < best[k].d || (d == best[k].d && i == final_of(h, i)))
-					best[k] = (struct near){d, i};
+					best[k] = (struct near){d, i, contained};
 			}
 		if (dup)
 			continue;
 		if (nb < 3) {
-			best[nb++] = (struct near){d, i};
+			best[nb++] = (struct near){d, i, contained};
 			continue;
 		}
 		size_t worst = 0;
@@ -165,7 +167,7 @@ static size_t suggest(const shmcfg *h, const char *text, struct near best[3])
 			if (best[k].d > best[worst].d)
 				worst = k;
 		if (d < best[worst].d)
-			best[worst] = (struct near){d, i};
+			best[worst] = (struct near){d, i, contained};
 	}
 	for (size_t a = 0; a < nb; a++)
 		for (size_t b = a + 1; b < nb; b++)
@@ -226,15 +228,19 @@ static int unknown(const shmcfg *h, const char *text, uint32_t *c)
  * " (did you mean FULL.NAME?)" of the option closest to text, or "": for a
  * name in a file (a dump's keys), where only a full name is taken. Only the
  * first few calls of a file (*tries counts them) look: each costs an edit
- * distance to every name. A suggestion keeps more than half of the text.
+ * distance to every name. Only a typo is answered: one option closer than
+ * any other, by edits that keep more than half of the text (not a part of
+ * many names, "torch._dynamo"). buf holds NEAR_FULL_NAME_BYTES.
  */
-void shmcfg__near_full_name(const shmcfg *h, const char *text, unsigned *tries, char *buf, size_t cap)
+void shmcfg__near_full_name(const shmcfg *h, const char *text, unsigned *tries, char buf[NEAR_FULL_NAME_BYTES])
 {
 	struct near best[3];
 	buf[0] = 0;
-	if (++*tries <= 8 && shmcfg__schema_all(h) == 0 && suggest(h, text, best) > 0 &&
-	    best[0].d * 2 < strlen(text))
-		snprintf(buf, cap, " (did you mean %s?)", name_of(h, final_of(h, best[0].opt)));
+	if (++*tries > 8 || shmcfg__schema_all(h))
+		return;
+	size_t nb = suggest(h, text, best);
+	if (nb && !best[0].contained && best[0].d * 2 < strlen(text) && (nb == 1 || best[1].d > best[0].d))
+		snprintf(buf, NEAR_FULL_NAME_BYTES, " (did you mean %s?)", name_of(h, final_of(h, best[0].opt)));
 }
 
 int shmcfg_resolve(const shmcfg *h, const char *name, shmcfg_opt *ret)

@@ -152,6 +152,24 @@ a[0].splitlines() == ["shmctl: warning: %s: unknown option %s skipped" % (a[2], 
  "'"'"'torch._dynamo.config.recompile_limt'"'"' (did you mean torch._dynamo.config.recompile_limit?)",
  "'"'"'recompile_limt'"'"' (did you mean torch._dynamo.config.recompile_limit?)", "'"'"'zzqqxx'"'"'")] and
 a[1].endswith("(3 skipped)")' "$ERR" "$OUT" "$T_TMP/typo.json"
+printf '{"": 1, "torch._dynamo": 2}\n' >"$T_TMP/odd.json"
+t_err "load: the empty name shows; a part of many names gets no did-you-mean" 1 \
+	"shmctl: $T_TMP/odd.json: 2 unknown options: '', torch._dynamo; nothing loaded (load --partial loads what fits)" \
+	shmctl load "$D" "$T_TMP/odd.json"
+LONG=a.$("$PYTHON" -c 'print("b" * 250)')
+seg L long
+printf 'format: 1\noptions:\n  %s:\n    type: str\n    default: "x"\n    choices: ["x", %s]\n' "$LONG" \
+	"$("$PYTHON" -c 'print(", ".join("\"choice_%04d\"" % i for i in range(40)))')" >"$T_TMP/long.yaml"
+shmctl create -q --no-env --schema "$T_TMP/long.yaml" "$L"
+printf '{"%sc": "x"}\n' "$LONG" >"$T_TMP/longtypo.json"
+run shmctl load "$L" "$T_TMP/longtypo.json"
+pass "load: a did-you-mean of a 252-byte name is whole" pyeval '
+a[0] == "1" and a[1].endswith("(did you mean %s?); nothing loaded (load --partial loads what fits)" % a[2])' \
+	"$RC" "$ERR" "$LONG"
+printf '{"%s": "%s", "%sc": "x"}\n' "$LONG" "$("$PYTHON" -c 'print("z" * 100)')" "$LONG" >"$T_TMP/longbad.json"
+run shmctl load --partial "$L" "$T_TMP/longbad.json"
+pass "load --partial: a refusal of a long detail (over 512 bytes) counts as skipped too" pyeval '
+a[0] == "0" and a[1].endswith("(2 skipped)") and len(a[2].splitlines()) == 2' "$RC" "$OUT" "$ERR"
 "$PYTHON" -c '
 import json
 print(json.dumps({"opt%d.x" % i: i for i in range(300)}))' >"$T_TMP/many.json"
