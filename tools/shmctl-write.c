@@ -631,24 +631,25 @@ static json_t *changes_json(shmcfg *h, shmcfg_snapshot *snap, uint64_t gen, stru
 }
 
 /*
- * The options the commit of gen changed that were not written (ch): the
- * targets of an implication turned on or off (aliases left out: they are
- * their target's line), "name: old -> new (implied)", from the commit log
- * and the generation before it, rebuilt. Nothing if either is gone.
+ * fn for each option the commit of gen changed that was not written (ch):
+ * the targets of an implication turned on or off (aliases left out: they
+ * are their target's line), with the generation before it, rebuilt; fn
+ * says whether it reported the option. The log's options are looked at,
+ * or every option when it lists only some; the generation before is
+ * rebuilt only if there is one (most commits imply nothing). The number
+ * reported; none if the log or the generation before is gone.
  */
-static size_t print_implied(shmcfg *h, shmcfg *ro, shmcfg_snapshot *now, uint64_t gen, const struct change *ch,
-			    size_t n)
+typedef bool implied_fn(shmcfg *h, shmcfg_opt o, shmcfg_snapshot *before, shmcfg_snapshot *now, void *ud);
+static size_t each_implied(shmcfg *h, shmcfg *ro, shmcfg_snapshot *now, uint64_t gen, const struct change *ch,
+			   size_t n, implied_fn *fn, void *ud)
 {
 	shmcfg_commit ci;
 	if (gen < 2 || shmcfg_commit_info(ro, gen, &ci))
 		return 0;
-	/* the options the commit changed beside those written: the log's, or
-	 * every option when it lists only some; the previous generation is
-	 * rebuilt only if there is one (most commits imply nothing) */
 	bool all = ci.nids < ci.nchanged;
 	uint32_t cands = all ? shmcfg_count(h) : ci.nids;
 	shmcfg_snapshot *before = NULL;
-	size_t shown = 0;
+	size_t reported = 0;
 	for (uint32_t k = 0; k < cands; k++) {
 		shmcfg_opt o = all ? k : ci.ids[k];
 		shmcfg_optinfo oi;
@@ -658,19 +659,52 @@ static size_t print_implied(shmcfg *h, shmcfg *ro, shmcfg_snapshot *now, uint64_
 		if (written || shmcfg_opt_info(h, o, &oi) || oi.alias_final != o)
 			continue;
 		if (!before && shmcfg_snapshot_at(ro, gen - 1, &before))
-			return shown;
-		shmcfg_value a, b;
-		char *was = shmcfg_snapshot_get(before, o, &a) == 0 ? value_text(&a) : NULL;
-		char *is = shmcfg_snapshot_get(now, o, &b) == 0 ? value_text(&b) : NULL;
-		if (was && is && strcmp(was, is)) {
-			printf("%s: %s -> %s%s%s (implied)\n", opt_name(h, o), was, color(C_BOLD), is, color(C_RESET));
-			shown++;
-		}
-		free(was);
-		free(is);
+			return reported;
+		reported += fn(h, o, before, now, ud);
 	}
 	shmcfg_snapshot_release(before);
-	return shown;
+	return reported;
+}
+
+/* "name: old -> new (implied)": the value it has now, and had */
+static bool print_implied(shmcfg *h, shmcfg_opt o, shmcfg_snapshot *before, shmcfg_snapshot *now, void *unused)
+{
+	(void)unused;
+	shmcfg_value a, b;
+	char *was = shmcfg_snapshot_get(before, o, &a) == 0 ? value_text(&a) : NULL;
+	char *is = shmcfg_snapshot_get(now, o, &b) == 0 ? value_text(&b) : NULL;
+	bool moved = was && is && strcmp(was, is);
+	if (moved)
+		printf("%s: %s -> %s%s%s (implied)\n", opt_name(h, o), was, color(C_BOLD), is, color(C_RESET));
+	free(was);
+	free(is);
+	return moved;
+}
+
+/* The value an implication gives o in snap (JSON), NULL if none does. */
+static json_t *implied_value(shmcfg_snapshot *snap, shmcfg_opt o)
+{
+	shmcfg_value v;
+	return shmcfg_snapshot_get(snap, o, &v) == 0 && v.source == SHMCFG_SRC_IMPLIED ? value_json(&v) : NULL;
+}
+
+/* --json: {"name", "layer": "implied", "old", "new"} of an option whose
+ * implied value changed, as a written layer's change (old or new absent:
+ * no implication gave it one) */
+static bool json_implied(shmcfg *h, shmcfg_opt o, shmcfg_snapshot *before, shmcfg_snapshot *now, void *arr)
+{
+	json_t *was = implied_value(before, o), *is = implied_value(now, o);
+	bool moved = (was || is) && !(was && is && json_equal(was, is));
+	json_t *c = moved ? json_pack("{s:s, s:s}", "name", opt_name(h, o), "layer", "implied") : NULL;
+	if (c && was)
+		json_object_set(c, "old", was);
+	if (c && is)
+		json_object_set(c, "new", is);
+	if (c)
+		json_array_append_new(arr, c);
+	json_decref(was);
+	json_decref(is);
+	return moved;
 }
 
 /* Shared by set and reset: commit the transaction, report, warn. */
@@ -698,7 +732,12 @@ static int finish(shmcfg *h, shmcfg *ro, shmcfg_txn *t, struct change *ch, size_
 	}
 	int rc = EXIT_OK;
 	if (json)
-		rc = json_print(changes_json(h, snap, gen, ch, n, written), false);
+	{
+		json_t *j = changes_json(h, snap, gen, ch, n, written);
+		if (j && !nothing)
+			each_implied(h, ro, snap, gen, ch, n, json_implied, json_object_get(j, "changes"));
+		rc = json_print(j, false);
+	}
 	else if (!quiet) {
 		size_t moved = 0; /* options whose value changed */
 		for (size_t i = 0; i < n; i++) {
@@ -721,7 +760,7 @@ static int finish(shmcfg *h, shmcfg *ro, shmcfg_txn *t, struct change *ch, size_
 			free(now);
 		}
 		if (!nothing)
-			moved += print_implied(h, ro, snap, gen, ch, n);
+			moved += each_implied(h, ro, snap, gen, ch, n, print_implied, NULL);
 		if (report_unchanged) /* set, reset OPTION: the generation, as etcdctl's revision */
 			printf("generation %llu%s\n", (unsigned long long)gen, nothing ? " (nothing changed)" : "");
 		else if (nothing)

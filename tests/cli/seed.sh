@@ -47,7 +47,10 @@ m.mode: "quick" -> "normal" (implied)
 generation 3' shmctl set "$I" m.fast=false
 t_out "... nothing implied: the option alone" 'm.level: 1 -> 2
 generation 4' shmctl set "$I" m.level=2
-shmctl set -q "$I" m.fast=true
+t_json "set --json: what it implied, as changes of layer implied" '
+j["changes"] == [{"name": "m.fast", "layer": "user", "old": False, "new": True},
+                 {"name": "m.level", "layer": "implied", "new": 5},
+                 {"name": "m.mode", "layer": "implied", "new": "quick"}]' shmctl set --json "$I" m.fast=true
 t_out "reset --all counts what it stopped implying among the values changed" 'm.fast: true -> false
 m.level: 5 -> 1
 m.mode: "quick" -> "normal" (implied)
