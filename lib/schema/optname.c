@@ -240,7 +240,7 @@ void shmcfg__near_full_name(const shmcfg *h, const char *text, unsigned *tries, 
 		return;
 	size_t nb = suggest(h, text, best);
 	if (nb && !best[0].contained && best[0].d * 2 < strlen(text) && (nb == 1 || best[1].d > best[0].d))
-		snprintf(buf, NEAR_FULL_NAME_BYTES, " (did you mean %s?)", name_of(h, final_of(h, best[0].opt)));
+		snprintf(buf, NEAR_FULL_NAME_BYTES, " (did you mean %s?)", name_of(h, best[0].opt)); /* an alias too */
 }
 
 int shmcfg_resolve(const shmcfg *h, const char *name, shmcfg_opt *ret)

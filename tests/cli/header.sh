@@ -61,7 +61,7 @@ t_rc "a failed run leaves -o's file as it was" 1 shmctl header --schema "$T_TMP/
 pass "(unchanged)" test "$(cat "$T_TMP/keep.h")" = keep
 
 # no private segment is left behind: its name carries shmctl's pid
-run sh -c 'echo $$ >"$1/pid"; exec "$2" header --schema "$3" >/dev/null' sh "$T_TMP" "$SHMCTL" "$SCHEMA"
+run sh -c 'echo $$ >"$1/pid"; exec $2 header --schema "$3" >/dev/null' sh "$T_TMP" "$SHMCTL" "$SCHEMA"
 P=$(cat "$T_TMP/pid")
 pass "no private segment left in /dev/shm" sh -c "test \$(ls /dev/shm | grep -c '^shmcfg.shmctl-header-$P-') = 0"
 

@@ -105,7 +105,7 @@ rm "$D/60-bad.json"
 # --- --conf: $SHMCFG_CONF_DIR/NAME.yaml and NAME.d ---------------------------
 E=$T_TMP/etc
 mkdir "$E"
-run env SHMCFG_CONF_DIR="$E" "$SHMCTL" create "$C" --conf
+run env SHMCFG_CONF_DIR="$E" $SHMCTL create "$C" --conf
 pass "create --conf without NAME.yaml or NAME.d: the default schema, nothing loaded" \
 	test "$RC" = 0 -a "$(echo "$OUT" | wc -l)" = 1
 pass "... and a warning naming both files it looked for" test "$ERR" = \
@@ -117,7 +117,7 @@ printf 'format: 1\noptions:\n  app.level:\n    type: int\n    default: 1\n  app.
 mkdir "$E/$C.d"
 echo '{"level": 5, "app.name": "first"}' >"$E/$C.d/10-a.json"
 echo '{"app.name": "second"}' >"$E/$C.d/20-b.json"
-run env SHMCFG_CONF_DIR="$E" "$SHMCTL" create "$C" --conf
+run env SHMCFG_CONF_DIR="$E" $SHMCTL create "$C" --conf
 pass "create --conf: exit 0" test "$RC" = 0
 run shmctl show "$C" --json
 pass "... NAME.yaml is the schema (app.level, app.name)" jcheck "$T_TMP/out" \
@@ -128,20 +128,20 @@ echo '{"app.name": "third"}' >"$E/$C.d/30-c.json"
 echo '{"app.level": 7}' >"$T_TMP/cmdline.json"
 shmctl set "$C" level=6 >/dev/null
 G=$(gen "$C")
-run env SHMCFG_CONF_DIR="$E" "$SHMCTL" create "$C" --conf --exist-ok --load "$T_TMP/cmdline.json"
+run env SHMCFG_CONF_DIR="$E" $SHMCTL create "$C" --conf --exist-ok --load "$T_TMP/cmdline.json"
 pass "create --conf --exist-ok on the segment: kept, the files loaded" pyeval '
 a[0].splitlines() == ["segment %r exists, of that schema: kept" % a[1], "loaded 4 files into %r (generation %d)" % (a[1], int(a[2]) + 1)]' \
 	"$OUT" "$C" "$G"
 t_out "... NAME.d applied again" third shmctl get "$C" name
 t_out "... --load after --conf's files" 7 shmctl get "$C" level
-run env SHMCFG_CONF_DIR="$E" "$SHMCTL" create "$C" --conf --exist-ok --quiet
+run env SHMCFG_CONF_DIR="$E" $SHMCTL create "$C" --conf --exist-ok --quiet
 pass "--exist-ok again with the same files: nothing changed, quiet" test "$RC" = 0 -a -z "$OUT" -a -z "$ERR"
 shmctl set "$C" level=8 >/dev/null
 G=$(gen "$C")
 echo '{"app.level": "high"}' >"$E/$C.d/40-bad.json"
 t_errmatch "--exist-ok with a bad file: named, nothing loaded" 1 \
 	"^shmctl: $E/$C.d/40-bad.json: .*app\.level.*; nothing loaded into '$C'\$" \
-	env SHMCFG_CONF_DIR="$E" "$SHMCTL" create "$C" --conf --exist-ok
+	env SHMCFG_CONF_DIR="$E" $SHMCTL create "$C" --conf --exist-ok
 t_out "... the segment is as it was: its generation" "$G" gen "$C"
 t_out "... and its value" 8 shmctl get "$C" level
 pass "... and still there" test -e "/dev/shm/shmcfg.$C"
@@ -153,7 +153,7 @@ t_out "... (its value)" 8 shmctl get "$C" level
 
 # --- save: the user layer, read back by create --load ----------------------------
 shmctl rm "$P"
-run env TORCH_COMPILE_JOB_ID=from-env "$SHMCTL" create "$P" --quiet
+run env TORCH_COMPILE_JOB_ID=from-env $SHMCTL create "$P" --quiet
 shmctl set "$P" recompile_limit=12 cache_key_tag='a "quoted" tag' verbose=true >/dev/null
 run shmctl save "$P" "$T_TMP/saved.json"
 pass "save: exit 0, one line" pyeval 'a[0].startswith("saved 3 options of %r (user layer, generation " % a[1]) and a[0].endswith(a[2])' \

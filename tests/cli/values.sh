@@ -18,18 +18,18 @@ gen() {
 }
 
 # --- create reports the environment variables it applied ----------------
-run env TORCH_COMPILE_JOB_ID=run-9 TORCHDYNAMO_VERBOSE=1 "$SHMCTL" create "$D"
+run env TORCH_COMPILE_JOB_ID=run-9 TORCHDYNAMO_VERBOSE=1 $SHMCTL create "$D"
 pass "create: the variables applied, one line each, name -> option (layer)" pyeval '
 l = a[0].splitlines()
 (len(l) == 3 and l[0].startswith("created segment ") and
  l[1] == "environment: TORCH_COMPILE_JOB_ID=run-9 -> torch.compiler.config.job_id (env_default)" and
  l[2] == "environment: TORCHDYNAMO_VERBOSE=1 -> torch._dynamo.config.verbose (env_default)")' "$OUT"
 t_out "create: the variable is in effect" run-9 shmctl get "$D" job_id
-run env TORCH_COMPILE_JOB_ID="a b" "$SHMCTL" create --force "$D"
+run env TORCH_COMPILE_JOB_ID="a b" $SHMCTL create --force "$D"
 pass "create: a value with a blank is quoted" pyeval \
 	'a[0].splitlines()[1] == "environment: TORCH_COMPILE_JOB_ID=\"a b\" -> torch.compiler.config.job_id (env_default)"' \
 	"$OUT"
-run env TORCH_COMPILE_JOB_ID=x "$SHMCTL" create --force --quiet "$D"
+run env TORCH_COMPILE_JOB_ID=x $SHMCTL create --force --quiet "$D"
 pass "create --quiet: nothing, variables or not" test "$RC" = 0 -a -z "$OUT"
 run shmctl create --force "$D"
 pass "create --force without the variable: the summary line and the env layer it emptied" pyeval '
@@ -39,8 +39,8 @@ len(l) == 2 and l[0].startswith("replaced segment ") and l[1] == (
 run shmctl create --force "$D"
 pass "create without variables: only the summary line" \
 	test "$RC" = 0 -a "$(echo "$OUT" | wc -l)" = 1 -a -z "$(echo "$OUT" | grep environment)"
-run env TORCH_COMPILE_JOB_ID=x "$SHMCTL" create --force "$D"
-run env TORCH_COMPILE_JOB_ID=x "$SHMCTL" create --force --no-env "$D"
+run env TORCH_COMPILE_JOB_ID=x $SHMCTL create --force "$D"
+run env TORCH_COMPILE_JOB_ID=x $SHMCTL create --force --no-env "$D"
 pass "create --no-env: nothing applied; the env layer it emptied, as --no-env's" pyeval '
 l = a[0].splitlines()
 len(l) == 2 and l[1] == "environment: torch.compiler.config.job_id [env_default]: \"x\" -> unset (--no-env)"' "$OUT"
@@ -152,6 +152,10 @@ a[0].splitlines() == ["shmctl: warning: %s: unknown option %s skipped" % (a[2], 
  "'"'"'torch._dynamo.config.recompile_limt'"'"' (did you mean torch._dynamo.config.recompile_limit?)",
  "'"'"'recompile_limt'"'"' (did you mean torch._dynamo.config.recompile_limit?)", "'"'"'zzqqxx'"'"'")] and
 a[1].endswith("(3 skipped)")' "$ERR" "$OUT" "$T_TMP/typo.json"
+printf '{"torch.compiler.config.recompile_limt": 1}\n' >"$T_TMP/aliastypo.json"
+t_err "load: a typo of an alias's name: did you mean the alias" 1 \
+	"shmctl: $T_TMP/aliastypo.json: 1 unknown option: torch.compiler.config.recompile_limt (did you mean torch.compiler.config.recompile_limit?); nothing loaded (load --partial loads what fits)" \
+	shmctl load "$D" "$T_TMP/aliastypo.json"
 printf '{"": 1, "torch._dynamo": 2}\n' >"$T_TMP/odd.json"
 t_err "load: the empty name shows; a part of many names gets no did-you-mean" 1 \
 	"shmctl: $T_TMP/odd.json: 2 unknown options: '', torch._dynamo; nothing loaded (load --partial loads what fits)" \
