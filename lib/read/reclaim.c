@@ -569,7 +569,10 @@ bool shmcfg__pins_held(const shmcfg *h)
 		return false; /* an inherited handle's pins are the parent's */
 	if (shmcfg__tpin_held(h))
 		return true;
-	if (h->reader < 0 || !h->pins)
+	/* acquire: pairs with the release store of the claim (readers.c), which
+	 * another thread's first snapshot may make as this process forks: its
+	 * h->pins, stored before, is then the entry's */
+	if (__atomic_load_n(&h->reader, __ATOMIC_ACQUIRE) < 0 || !h->pins)
 		return false;
 	for (unsigned k = 0; k < SEG_PINS; k++)
 		if (PIN_COUNT(__atomic_load_n(&h->pins[k], __ATOMIC_SEQ_CST)))
