@@ -27,7 +27,7 @@ json_t *shmcfg__value_json(const shmcfg_value *v)
 		return json_integer(v->u.i);
 	case SHMCFG_FLOAT:
 		/* JSON has no NaN or infinity: strings, as Python's json and a
-		 * load (dump.c) read them back */
+		 * load (load.c) read them back */
 		if (!isfinite(v->u.f))
 			return json_string(isnan(v->u.f) ? "nan" : v->u.f > 0 ? "inf" : "-inf");
 		return json_real(v->u.f);
