@@ -21,14 +21,17 @@
  * forked (forked_holding): a child's close keeps such a handle's memory,
  * which its inherited snapshots may read (segment.c, handle_destroy).
  *
- * Registered once, by the first create or attach (a process with no handle
- * has nothing to keep across fork), rather than by a constructor: the test
+ * Registered once, by the first create or attach, or the first descriptor
+ * of a lock (a scan for leftovers in a process with no handle), rather
+ * than by a constructor: the test
  * copy of the library is a static archive, whose linker would leave out an
  * object no call reaches, constructor and all.
  */
 #include "internal.h"
 #include "objects.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -37,23 +40,32 @@ static shmcfg *open_handles;
 /* descriptors whose OFD locks stand for this process's thread at work
  * (unfinished.c): a maker's build locks, a scan's read lock on what it
  * judges. A child closes its copies, so that a lock dies with its holder
- * and is not held on by a child forked meanwhile; past LOCKED_MAX at once,
- * a fork keeps the rest open in the child. Added before the lock is
- * taken, removed before the descriptor is closed (its number reused by
- * another thread's open must not be closed in a child). */
+ * and is not held on by a child forked meanwhile. Opened and entered, and
+ * left and closed, under open_lock, which prepare() takes: no fork falls
+ * between an open and its entry (the child would keep a description the
+ * parent then locks), nor between leaving and closing. Past LOCKED_MAX at
+ * once, a descriptor is not opened (-EMFILE). */
 #define LOCKED_MAX 64
 static int locked[LOCKED_MAX];
 static unsigned nlocked;
 
-void shmcfg__fork_closes(int fd)
+int shmcfg__fork_open(const char *path, int flags, int dup_of)
 {
+	shmcfg__fork_init(); /* a scan in a process with no handle forks too */
 	pthread_mutex_lock(&open_lock);
-	if (nlocked < LOCKED_MAX)
-		locked[nlocked++] = fd;
+	int fd = -EMFILE;
+	if (nlocked < LOCKED_MAX) {
+		fd = path ? open(path, flags) : fcntl(dup_of, F_DUPFD_CLOEXEC, 0);
+		if (fd >= 0)
+			locked[nlocked++] = fd;
+		else
+			fd = -errno;
+	}
 	pthread_mutex_unlock(&open_lock);
+	return fd;
 }
 
-void shmcfg__fork_keeps(int fd)
+void shmcfg__fork_close(int fd)
 {
 	pthread_mutex_lock(&open_lock);
 	for (unsigned i = 0; i < nlocked; i++)
@@ -61,6 +73,7 @@ void shmcfg__fork_keeps(int fd)
 			locked[i] = locked[--nlocked];
 			break;
 		}
+	close(fd);
 	pthread_mutex_unlock(&open_lock);
 }
 

@@ -539,7 +539,8 @@ static bool parse_lock_name(const char *rest, char name[static SEG_NAME_MAX + 1]
  * owner in *uid. */
 static int our_lock_file(const char *path, const uint8_t inst[16], uid_t euid, uid_t *uid)
 {
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	/* a descriptor a forked child closes: the scan may lock it (below) */
+	int fd = shmcfg__fork_open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, -1);
 	if (fd < 0)
 		return -1; /* gone, or another user's that we cannot read */
 	struct stat st = {0};
@@ -549,7 +550,7 @@ static int our_lock_file(const char *path, const uint8_t inst[16], uid_t euid, u
 					  lf.magic == LOCK_MAGIC && memcmp(lf.instance, inst, 16) == 0));
 	*uid = st.st_uid;
 	if (!ours) {
-		close(fd);
+		shmcfg__fork_close(fd);
 		return -1;
 	}
 	return fd;
@@ -589,7 +590,7 @@ int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orp
 					t.error = -errno;
 				}
 			}
-			shmcfg__scan_done(fd);
+			shmcfg__fork_close(fd);
 			n++;
 			if (fn)
 				fn(&t, userdata);
@@ -607,12 +608,12 @@ int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orp
 		 * finished has its segment at the name (not gone), and one that
 		 * had not begun finds its object removed */
 		if (!shmcfg__unbuilt(fd)) {
-			close(fd);
+			shmcfg__fork_close(fd);
 			continue;
 		}
 		shmcfg__fault("scan.locked");
 		if (!segment_gone(seg, inst)) {
-			shmcfg__scan_done(fd);
+			shmcfg__fork_close(fd);
 			continue;
 		}
 		shmcfg_orphan o = {.name = seg, .path = path, .uid = uid};
@@ -620,13 +621,13 @@ int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orp
 			if (unlink(path) == 0) {
 				o.removed = true;
 			} else if (errno == ENOENT) {
-				shmcfg__scan_done(fd);
+				shmcfg__fork_close(fd);
 				continue; /* someone else removed it meanwhile */
 			} else {
 				o.error = -errno;
 			}
 		}
-		shmcfg__scan_done(fd);
+		shmcfg__fork_close(fd);
 		n++;
 		if (fn)
 			fn(&o, userdata);

@@ -36,17 +36,17 @@ int shmcfg__remove_segment(const char *name, const char *path, bool quiet_enoent
  * is in place at its name, or the handle freed (shmcfg__built). */
 int shmcfg__build_lock(shmcfg *h, int which, int fd, const char *path, const char *what);
 void shmcfg__built(shmcfg *h);
-/* fork.c: descriptors holding a build lock or a scan's read lock, which a
- * forked child closes (fork_closes before the lock, fork_keeps before the
- * close) */
-void shmcfg__fork_closes(int fd);
-void shmcfg__fork_keeps(int fd);
+/* fork.c: a descriptor for a build lock or a scan's read lock, which a
+ * forked child closes: path opened with flags (NULL: dup_of duplicated,
+ * close-on-exec), or -errno; and closed. */
+int shmcfg__fork_open(const char *path, int flags, int dup_of);
+void shmcfg__fork_close(int fd);
 /* Whether a scan may remove the object at fd: its maker's build lock is
- * not held, and the scan now holds it (a read lock) until
- * shmcfg__scan_done(fd), so that a maker that had not taken it yet sees its
- * object gone. A child forked meanwhile does not hold it. */
+ * not held, and the scan now holds it (a read lock) until it closes fd
+ * (shmcfg__fork_close: fd is shmcfg__fork_open's, so that a child forked
+ * meanwhile does not hold it), so that a maker that had not taken it yet
+ * sees its object gone. */
 bool shmcfg__unbuilt(int fd);
-void shmcfg__scan_done(int fd);
 
 /* unfinished.c: a replacement's new object (/dev/shm/shmcfg-new.NAME.RANDOM,
  * replace.c) whose maker is gone (readdir's name dname, of segment `name`

@@ -39,12 +39,11 @@ int shmcfg__build_lock(shmcfg *h, int which, int fd, const char *path, const cha
 	const char *name = h->name;
 	char self[64];
 	snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
-	int lfd = open(self, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-	if (lfd < 0 && (errno == ENOENT || errno == ENOTDIR))
-		lfd = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* no /proc: the maker's own description */
+	int lfd = shmcfg__fork_open(self, O_RDWR | O_NONBLOCK | O_CLOEXEC, -1);
+	if (lfd == -ENOENT || lfd == -ENOTDIR)
+		lfd = shmcfg__fork_open(NULL, 0, fd); /* no /proc: the maker's own description */
 	if (lfd < 0)
-		return shmcfg__err(-errno, "%s: cannot open its new %s %s again: %s", name, what, path, strerror(errno));
-	shmcfg__fork_closes(lfd); /* before the lock: a fork from here on closes it in the child */
+		return shmcfg__err(lfd, "%s: cannot open its new %s %s again: %s", name, what, path, strerror(-lfd));
 	h->build_fd[which] = lfd;
 	struct stat a, b;
 	/* a scan holds it for a moment (listing, or judging another object) */
@@ -64,25 +63,14 @@ void shmcfg__built(shmcfg *h)
 {
 	for (int i = 0; i < 2; i++)
 		if (h->build_fd[i] >= 0) {
-			shmcfg__fork_keeps(h->build_fd[i]);
-			close(h->build_fd[i]); /* the description's last reference: the lock goes */
+			shmcfg__fork_close(h->build_fd[i]); /* the description's last reference: the lock goes */
 			h->build_fd[i] = -1;
 		}
 }
 
 bool shmcfg__unbuilt(int fd)
 {
-	shmcfg__fork_closes(fd);
-	if (shmcfg__ofd_lock(fd, LOCK_BUILD_BYTE, false, 0) == 0)
-		return true;
-	shmcfg__fork_keeps(fd);
-	return false;
-}
-
-void shmcfg__scan_done(int fd)
-{
-	shmcfg__fork_keeps(fd);
-	close(fd); /* the description's last reference here: the read lock goes */
+	return shmcfg__ofd_lock(fd, LOCK_BUILD_BYTE, false, 0) == 0;
 }
 
 /*
@@ -107,11 +95,11 @@ bool shmcfg__replacement_left(const char *dname, const char *name, uid_t euid, c
 	snprintf(path, PATH_BYTES + 40, SHM_DIR "/%s", dname);
 	if (name && strcmp(seg, name))
 		return false;
-	*fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	*fd = shmcfg__fork_open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, -1);
 	if (*fd < 0)
 		return false;
 	if (fstat(*fd, &st) < 0 || !S_ISREG(st.st_mode) || (euid != 0 && st.st_uid != euid) || !shmcfg__unbuilt(*fd)) {
-		close(*fd);
+		shmcfg__fork_close(*fd);
 		return false;
 	}
 	*uid = st.st_uid;
