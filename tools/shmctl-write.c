@@ -719,7 +719,9 @@ static int finish(shmcfg *h, shmcfg *ro, shmcfg_txn *t, struct change *ch, size_
 		return fail_lib(r, shmcfg_name(h));
 	bool nothing = !published;
 	shmcfg_snapshot *snap;
-	if ((r = shmcfg_snapshot_acquire(ro, &snap)))
+	/* the generation this commit made, not a later one of another writer
+	 * (whose changes would read as this commit's) */
+	if (!(published && shmcfg_snapshot_at(ro, gen, &snap) == 0) && (r = shmcfg_snapshot_acquire(ro, &snap)))
 		return fail_lib(r, shmcfg_name(h));
 	shmcfg_source written = knob ? SHMCFG_SRC_KNOB : SHMCFG_SRC_USER;
 	for (size_t i = 0; i < n; i++) {
@@ -957,16 +959,27 @@ static void load_warn(const char *msg, void *ud)
 	warn_msg("%s: %s", lr->label, msg);
 }
 
-/* The last parts of the options' names (after their last dot), made at a
- * load's first name that is no full name: only a key whose last part is
- * one of them can be a suffix that shmcfg_resolve() takes, whose "did you
- * mean" for an unknown name costs an edit distance to every option (a file
- * of 100,000 unknown keys took 47 s). */
+/* The options' names by their last part (after the last dot), made at a
+ * load's first name that is no full name: whether a key is what some
+ * option's name ends in after a dot, in O(1) and the few names of that
+ * last part. Only such a key goes to shmcfg_resolve(), whose "did you
+ * mean" for an unknown name costs an edit distance to every option (a
+ * file of 100,000 unknown keys took 47 s). */
 struct last_parts {
 	struct kmap map;
-	struct kent *ents;
+	struct lp_ent {
+		struct kent k;      /* first member: the last part */
+		uint32_t first;     /* the first option of this last part */
+	} *ents;
+	uint32_t *next;             /* the next option of the same last part */
 	bool made, failed;
 };
+
+static bool is_suffix(const char *name, const char *key)
+{
+	size_t nl = strlen(name), kl = strlen(key);
+	return nl == kl ? !strcmp(name, key) : nl > kl && name[nl - kl - 1] == '.' && !strcmp(name + nl - kl, key);
+}
 
 static bool may_be_suffix(shmcfg *h, struct last_parts *lp, const char *key)
 {
@@ -974,15 +987,30 @@ static bool may_be_suffix(shmcfg *h, struct last_parts *lp, const char *key)
 	if (!lp->made) {
 		lp->made = true;
 		lp->ents = calloc(n ? n : 1, sizeof *lp->ents);
-		for (uint32_t i = 0; lp->ents && !lp->failed && i < n; i++) {
+		lp->next = calloc(n ? n : 1, sizeof *lp->next);
+		lp->failed = !lp->ents || !lp->next;
+		for (uint32_t i = n; !lp->failed && i-- > 0;) { /* chained in option order */
 			const char *name = opt_name(h, i), *dot = strrchr(name, '.');
-			lp->ents[i].key = (char *)(dot ? dot + 1 : name);
-			lp->failed = !kmap_find(&lp->map, lp->ents[i].key) && kmap_insert(&lp->map, &lp->ents[i]);
+			struct lp_ent *e = (struct lp_ent *)kmap_find(&lp->map, dot ? dot + 1 : name);
+			if (e) {
+				lp->next[i] = e->first;
+				e->first = i;
+				continue;
+			}
+			lp->ents[i].k.key = (char *)(dot ? dot + 1 : name);
+			lp->ents[i].first = i;
+			lp->next[i] = UINT32_MAX;
+			lp->failed = kmap_insert(&lp->map, &lp->ents[i].k) != 0;
 		}
-		lp->failed |= !lp->ents;
 	}
+	if (lp->failed)
+		return true; /* out of memory: the library judges */
 	const char *dot = strrchr(key, '.');
-	return lp->failed || kmap_find(&lp->map, dot ? dot + 1 : key); /* out of memory: the library judges */
+	const struct lp_ent *e = (const struct lp_ent *)kmap_find(&lp->map, dot ? dot + 1 : key);
+	for (uint32_t i = e ? e->first : UINT32_MAX; i != UINT32_MAX; i = lp->next[i])
+		if (is_suffix(opt_name(h, i), key))
+			return true;
+	return false;
 }
 
 /*
@@ -1051,6 +1079,7 @@ static int load_full_names(shmcfg *h, struct load_report *lr, bool partial, char
 	}
 	kmap_free(&lp.map);
 	free(lp.ents);
+	free(lp.next);
 	json_decref(full);
 	json_decref(root);
 	return rc;
