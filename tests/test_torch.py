@@ -798,6 +798,15 @@ class TestProcesses(unittest.TestCase):
         self.assertEqual(len(out), 1, out)
         self.assertIn("recompile_limit (default 9 here, 8 in torch)", out[0][0])
         self.assertEqual(out[0][1:], ["<string>", 6])  # the import's line
+        out = child("""
+            import importlib, json, sys, warnings, shmcfg, shmcfg.torch
+            shmcfg.torch.install(shmcfg.attach(sys.argv[1]), ["torch._dynamo.config"])
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                importlib.import_module("torch._dynamo.config")
+            print(json.dumps([(x.filename, x.lineno) for x in w]))
+            """, name)
+        self.assertEqual(out, [["<string>", 6]])  # through importlib's own frames too
 
     def test_strict_through_the_import_hook(self):
         """install(strict=True) before import: a declaration that differs

@@ -175,19 +175,25 @@ class _Redeclared(Exception):
 
 def _user_level():
     """The stacklevel, for a warnings.warn() of this function's caller, of
-    the first frame that is neither shmcfg's nor torch's: the user's line
-    (an import, install(), a read of a config attribute), not torch's code
-    that imported the module. Python 3.11 lacks warn()'s
-    skip_file_prefixes; warn() itself skips the import machinery's frames
-    when it counts, and so does this."""
-    def internal(f):  # as warnings._is_internal_frame
+    the first frame that is neither shmcfg's, torch's nor the import
+    machinery's: the user's line (an import, install(), a read of a config
+    attribute), not torch's code that imported the module. Python 3.11
+    lacks warn()'s skip_file_prefixes; warn() itself does not count the
+    frozen bootstrap's frames, and neither does this. With no such frame (a
+    read on a thread that only torch runs), the outermost one."""
+    def uncounted(f):  # as warnings._is_internal_frame
         return "importlib" in f.f_code.co_filename and "_bootstrap" in f.f_code.co_filename
-    level, f = 1, sys._getframe(1)
-    while f is not None and f.f_globals.get("__name__", "").partition(".")[0] in ("shmcfg", "torch"):
+
+    def ours(f):
+        return (f.f_globals.get("__name__", "").partition(".")[0] in ("shmcfg", "torch", "importlib")
+                or uncounted(f))
+    level, f, last = 1, sys._getframe(1), 1
+    while f is not None and ours(f):
+        last = level
         f, level = f.f_back, level + 1
-        while f is not None and internal(f):
+        while f is not None and uncounted(f):
             f = f.f_back
-    return level
+    return level if f is not None else last
 
 
 def _declarations(mod, seg, exclude, strict, known=None):
