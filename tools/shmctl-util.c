@@ -1432,7 +1432,9 @@ int fail_set(int r, const char *full, const char *value)
 			    value, value, full, value);
 	/* a detail that names the value ("value 11 is above ...", "value ''
 	 * is not ...") needs the option's name alone before it */
-	if (*value ? strstr(d, value) != NULL : strstr(d, "''") || strstr(d, "\"\""))
+	char shown[81]; /* details show at most 80 bytes of a value */
+	snprintf(shown, sizeof shown, "%s", value);
+	if (*value ? strstr(d, shown) != NULL : strstr(d, "''") || strstr(d, "\"\""))
 		return fail("%s: %s", full, d);
 	return fail("%s=%s: %s", full, value, d);
 }

@@ -239,14 +239,20 @@ int shmcfg__check_value(const char *name, shmcfg_type type, unsigned flags,
 		for (const char *c = NULL; !found && (c = shmcfg_list_next(choices, c));)
 			found = strcmp(c, text) == 0;
 		if (!found) {
-			/* the value as the choices are written: a string quoted, so
-			 * that an empty one shows */
-			char *all = NULL, *shown = NULL;
-			int r = shmcfg_value_format(choices, &all);
-			shmcfg__err(SHMCFG_E_CHOICE, "%s: value %.80s is not one of %.200s", name,
-				    shmcfg_value_format(v, &shown) ? text : shown, r ? "the choices" : all);
-			shmcfg__free(all);
-			shmcfg__free(shown);
+			/* the value and the choices as the option's type writes them: a
+			 * string quoted (an empty one shows), a number bare; each cut
+			 * whole, with "..." */
+			struct shmcfg__text val = {0}, all = {0};
+			bool str = type == SHMCFG_STR;
+			shmcfg__text_printf(&val, str ? "\"%.80s%s\"" : "%.80s%s", text, strlen(text) > 80 ? "..." : "");
+			shmcfg__text_put(&all, "[");
+			for (const char *c = NULL; all.len < 200 && (c = shmcfg_list_next(choices, c));)
+				shmcfg__text_printf(&all, str ? "%s\"%s\"" : "%s%s", all.len > 1 ? ", " : "", c);
+			shmcfg__text_put(&all, all.len < 200 ? "]" : ", ...]");
+			shmcfg__err(SHMCFG_E_CHOICE, "%s: value %s is not one of %s", name, val.p ? val.p : "?",
+				    all.p ? all.p : "the choices");
+			shmcfg__free(val.p);
+			shmcfg__free(all.p);
 			shmcfg__free(text);
 			return SHMCFG_E_CHOICE;
 		}

@@ -32,6 +32,13 @@ t_out "get --json: a float" 0.5 shmctl get "$S" ratio --json
 t_out "get --json: a list" '["x"]' shmctl get "$S" tags --json
 t_out "get: a string, raw" auto shmctl get "$S" mode
 
+# --- a number outside its choices: the value and choices as numbers
+seg N numchoice
+printf 'format: 1\noptions:\n  n.k:\n    type: int\n    default: 1\n    choices: [1, 2]\n' >"$T_TMP/num.yaml"
+shmctl create -q --no-env --schema "$T_TMP/num.yaml" "$N"
+t_err "set of an int outside its choices: both as numbers" 1 "shmctl: n.k: value 3 is not one of [1, 2]" \
+	shmctl set "$N" n.k=3
+
 # --- a failed set changes nothing; good values of each type
 run shmctl set "$S" app.level=5 ratio=x mode=on
 t_json "a failed set changes nothing" '
