@@ -159,27 +159,36 @@ int cl_diff(int argc, char **argv)
 
 /* forget's refusal of a host the roster lists for no segment NAME: the
  * segments it lists the host for, if any (a host's agent registers it
- * under the segment it serves, which may be named otherwise here). */
+ * under the segment it serves, which may be named otherwise here): whole
+ * names, as many as a line holds, and how many more. */
 static int not_in_roster(struct cl *c, const char *host)
 {
-	char *hk = ck_key(c->prefix, CK_ROSTER, host, ""), segs[300] = "";
+	char *hk = ck_key(c->prefix, CK_ROSTER, host, ""), segs[400] = "";
 	struct etcd_kvs kvs = {0};
-	size_t used = 0, hl = hk ? strlen(hk) : 0;
+	size_t used = 0, shown = 0, hl = hk ? strlen(hk) : 0;
 	if (hk && get_retry(c, hk, true, 0, &kvs) == 0)
-		for (size_t i = 0; i < kvs.n && used < sizeof segs - 80; i++) {
-			size_t sl = kvs.kv[i].key_len > hl ? kvs.kv[i].key_len - hl : 0;
-			char *seg = term_escaped(kvs.kv[i].key + hl, sl < 64 ? sl : 64);
-			used += (size_t)snprintf(segs + used, sizeof segs - used, "%s'%s'", i ? ", " : "",
-						 seg ? seg : "?");
+		for (size_t i = 0; i < kvs.n; i++) {
+			char *seg = term_escaped(kvs.kv[i].key + hl, kvs.kv[i].key_len > hl ? kvs.kv[i].key_len - hl : 0);
+			int w = seg ? snprintf(segs + used, sizeof segs - used, "%s'%s'", i ? ", " : "", seg) : -1;
 			free(seg);
+			if (w < 0 || used + (size_t)w >= sizeof segs - 1) {
+				segs[used] = 0; /* whole names only */
+				break;
+			}
+			used += (size_t)w;
+			shown++;
 		}
+	size_t n = kvs.n;
 	if (kvs.kv)
 		etcd_kvs_free(&kvs);
 	free(hk);
-	if (*segs)
-		return fail("cluster '%s' does not expect host '%s' for segment '%s': its roster lists it for segment "
-			    "%s", c->cluster, host, c->seg, segs);
-	return fail("cluster '%s' does not expect host '%s' for any segment (not in its roster)", c->cluster, host);
+	if (!n)
+		return fail("cluster '%s' does not expect host '%s' for any segment (not in its roster)", c->cluster, host);
+	char more[40] = "";
+	if (shown < n)
+		snprintf(more, sizeof more, "%s(and %zu more)", shown ? " " : "", n - shown);
+	return fail("cluster '%s' does not expect host '%s' for segment '%s': its roster lists it for segment%s %s%s",
+		    c->cluster, host, c->seg, n == 1 ? "" : "s", segs, more);
 }
 
 /* forget NAME HOST...: out of the roster (the host is not expected any

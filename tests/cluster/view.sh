@@ -136,6 +136,11 @@ t_errmatch "forget a host not in the roster: refused" 1 \
 	"does not expect host 'nohost' for any segment \\(not in its roster\\)" cl forget "$D" nohost
 t_errmatch "forget a host under another segment's name: refused, naming the segment it is listed for" 1 \
 	"does not expect host 'hostD' for segment '$A': its roster lists it for segment '$D'\$" cl forget "$A" hostD
+LONGSEG=$("$PYTHON" -c 'print("s" * 100)')
+for i in 1 2 3 4 5; do eput "roster/hostX/$LONGSEG$i" '{"host": "hostX"}'; done
+t_errmatch "... listed for 5 long names: whole names, as many as fit, and how many more" 1 \
+	"lists it for segments '${LONGSEG}1', '${LONGSEG}2', '${LONGSEG}3' \\(and 2 more\\)\$" cl forget "$A" hostX
+for i in 1 2 3 4 5; do edel "roster/hostX/$LONGSEG$i"; done
 run cl forget "$D" hostD
 pass "forget the stopped host: exit 0, said" pyeval 'a[0] == "0" and "is not expected any more" in a[1]' "$RC" "$OUT"
 pass "... gone from the status" st_holds "'hostD' not in h and len(h) == 3"
