@@ -102,6 +102,19 @@ def segments(line, q):
     return out, q
 
 
+def unquoted_lt(line, q):
+    """line with each '<' inside quotes (q open at its start) made a blank."""
+    out = []
+    for i, c in enumerate(line):
+        inside = q is not None
+        if q is None and c in "'\"" and (i == 0 or line[i - 1] != "\\"):
+            q = c
+        elif q is not None and c == q and (q == "'" or line[i - 1] != "\\"):
+            q = None
+        out.append(" " if inside and c == "<" else c)
+    return "".join(out)
+
+
 def command_words(words):
     """The command words of one command's words, following WRAPPERS."""
     i = 0
@@ -116,24 +129,26 @@ def command_words(words):
         i += 1 + WRAPPERS[w]
 
 
-def calls(path):
-    """(line number, word) of each command word with an underscore."""
-    end, q = None, None
+def calls(path, unended):
+    """(line number, word) of each command word with an underscore; a
+    here-document that never ends goes to unended."""
+    end, q, start = None, None, 0
     for n, line in enumerate(open(path, encoding="utf-8"), 1):
         if end is not None:
             if line.strip() == end:
                 end = None
             continue
         line = ARITH.sub(" 0 ", line)
-        if q is None:
-            m = HEREDOC.search(line)
-            if m:
-                end = m.group(2)
+        m = HEREDOC.search(unquoted_lt(line, q))  # a << outside quotes only
         parts, q = segments(line, q)
+        if m:
+            end, start = m.group(2), n
         for part in parts:
             for w in command_words(part.split()):
                 if HELPERISH.match(w):
                     yield n, w
+    if end is not None:
+        unended.append("%s:%d: a here-document that never ends (%s)" % (os.path.relpath(path, src), start, end))
 
 
 def functions(path, seen):
@@ -153,7 +168,7 @@ def functions(path, seen):
 missing, nfound = [], 0
 for s in scripts:
     defined = functions(s, set())
-    for n, word in calls(s):
+    for n, word in calls(s, missing):
         nfound += 1
         if word not in defined and not shutil.which(word):
             missing.append("%s:%d: %s is no function of this script or what it sources, and no program" %
