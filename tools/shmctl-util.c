@@ -764,20 +764,8 @@ void table_note_lines(struct table *t, const char *text)
 {
 	if (!t || !t->nrows || !text)
 		return;
-	size_t n = strlen(text), o = 0;
-	char *note = malloc(4 * n + 1); /* a byte -> \xNN at most */
-	for (size_t i = 0, len; note && i < n; i += len) {
-		bool unsafe;
-		len = term_char(text + i, n - i, "\n", &unsafe);
-		for (size_t k = 0; unsafe && k < len; k++)
-			o += (size_t)sprintf(note + o, "\\x%02x", (unsigned char)text[i + k]);
-		if (!unsafe)
-			memcpy(note + o, text + i, len), o += len;
-	}
-	if (note)
-		note[o] = '\0';
 	free(t->rows[t->nrows - 1].note);
-	t->rows[t->nrows - 1].note = note;
+	t->rows[t->nrows - 1].note = term_escaped_allow(text, strlen(text), "\n");
 }
 
 void table_shrink(struct table *t, size_t col, size_t min_width)

@@ -87,12 +87,12 @@ uint32_t term_codepoint(const char *p, size_t len)
 	return utf8_char((const unsigned char *)p, len, &cp) == len ? cp : 0xfffd;
 }
 
-size_t term_escape(const char *p, size_t n, char *out, size_t size)
+static size_t escape_allow(const char *p, size_t n, const char *allow, char *out, size_t size)
 {
 	size_t o = 0;
 	for (size_t i = 0; i < n;) {
 		bool unsafe;
-		size_t len = term_char(p + i, n - i, "", &unsafe);
+		size_t len = term_char(p + i, n - i, allow, &unsafe);
 		if (o + (unsafe ? 4 * len : len) >= size)
 			break;
 		for (size_t k = 0; unsafe && k < len; k++)
@@ -105,10 +105,20 @@ size_t term_escape(const char *p, size_t n, char *out, size_t size)
 	return o;
 }
 
-char *term_escaped(const char *p, size_t n)
+size_t term_escape(const char *p, size_t n, char *out, size_t size)
+{
+	return escape_allow(p, n, "", out, size);
+}
+
+char *term_escaped_allow(const char *p, size_t n, const char *allow)
 {
 	char *out = malloc(4 * n + 1); /* a byte -> \xNN at most */
 	if (out)
-		term_escape(p, n, out, 4 * n + 1);
+		escape_allow(p, n, allow, out, 4 * n + 1);
 	return out;
+}
+
+char *term_escaped(const char *p, size_t n)
+{
+	return term_escaped_allow(p, n, "");
 }

@@ -41,5 +41,7 @@ size_t term_escape(const char *p, size_t n, char *out, size_t size);
 
 /* term_escape() into a malloc'd buffer that holds it all; NULL on ENOMEM. */
 char *term_escaped(const char *p, size_t n);
+/* ... but the C0 controls in allow (e.g. "\n": a doc's own lines) kept. */
+char *term_escaped_allow(const char *p, size_t n, const char *allow);
 
 #endif
