@@ -220,9 +220,11 @@ struct lmdb_peer {
 	uint32_t n;
 	double fill_ns; /* creating the environment and putting the n keys */
 	double bytes;   /* pages in use after the fill, times the page size */
+	bool borrowed;  /* opened by lmdb_peer_reopen: its directory is not ours */
 	char dir[128];
 };
 void lmdb_peer_open(struct lmdb_peer *p, uint32_t n);
+void lmdb_peer_reopen(struct lmdb_peer *p, const char *dir, uint32_t n);
 double lmdb_peer_write(struct lmdb_peer *p, uint32_t k0, uint32_t k, int64_t value);
 void lmdb_peer_close(struct lmdb_peer *p);
 
@@ -258,6 +260,7 @@ struct growth {
 	bool run;     /* measured; if not, skip says why */
 	char skip[256];
 	struct stats commit_first; /* the first GROWTH_FIRST_COMMITS of fresh processes, pooled */
+	struct stats lmdb_first;   /* ... of fresh LMDB processes (one-key write txns), pooled */
 	struct stats first_lookup; /* a fresh process's first lookup + read, after attach */
 	struct stats lmdb;         /* LMDB one-key write txn, same number of keys */
 	struct stats ratio;        /* per pair: shmcfg commit / LMDB write */
@@ -275,8 +278,9 @@ extern uint32_t g_growth_max;    /* --growth-max N: largest schema measured */
 __attribute__((noinline)) uint64_t lookup_loop(shmcfg *h, char **names, const uint32_t *idx,
 					       long m);
 void run_growth(void);
-/* --attach-child: the fresh process of the growth section */
+/* --attach-child, --lmdb-child: the fresh processes of the growth section */
 int attach_child(int argc, char **argv);
+int lmdb_child(int argc, char **argv);
 
 /* ------------------------------------------------------------------ */
 /* bench_callgrind.c: instructions per read (--callgrind)             */

@@ -90,6 +90,14 @@ double timed_commit_at(shmcfg *h, shmcfg_opt o, int64_t value)
 			    mdb_strerror(r_), (p)->dir);                                   \
 	} while (0)
 
+/* ~50 bytes a key once filled (22-byte names, 8-byte values, node and page
+ * headers); room for the copies of pages that write txns make. With
+ * MDB_WRITEMAP the file is truncated to this size: sparse. */
+static size_t lmdb_map_bytes(uint32_t n)
+{
+	return ((size_t)n * 256 + ((size_t)16 << 20)) & ~(((size_t)1 << 20) - 1);
+}
+
 void lmdb_peer_open(struct lmdb_peer *p, uint32_t n)
 {
 	memset(p, 0, sizeof *p);
@@ -99,10 +107,7 @@ void lmdb_peer_open(struct lmdb_peer *p, uint32_t n)
 	MDB_env *env;
 	LMDB_CHECK(mdb_env_create(&env), p);
 	p->env = env;
-	/* ~50 bytes a key once filled (22-byte names, 8-byte values, node and
-	 * page headers); room for the copies of pages that write txns make.
-	 * With MDB_WRITEMAP the file is truncated to this size: sparse. */
-	size_t map = ((size_t)n * 256 + ((size_t)16 << 20)) & ~(((size_t)1 << 20) - 1);
+	size_t map = lmdb_map_bytes(n);
 	LMDB_CHECK(mdb_env_set_mapsize(env, map), p);
 	LMDB_CHECK(mdb_env_open(env, p->dir, MDB_WRITEMAP | MDB_NOSYNC, 0600), p);
 	MDB_txn *txn;
@@ -152,12 +157,34 @@ double lmdb_peer_write(struct lmdb_peer *p, uint32_t k0, uint32_t k, int64_t val
 	return now_ns() - t0;
 }
 
+/* Open the environment another process filled in @p dir (n keys), as a
+ * fresh process of the growth section does; closing it leaves the files. */
+void lmdb_peer_reopen(struct lmdb_peer *p, const char *dir, uint32_t n)
+{
+	memset(p, 0, sizeof *p);
+	p->n = n;
+	p->borrowed = true;
+	snprintf(p->dir, sizeof p->dir, "%s", dir);
+	MDB_env *env;
+	LMDB_CHECK(mdb_env_create(&env), p);
+	p->env = env;
+	LMDB_CHECK(mdb_env_set_mapsize(env, lmdb_map_bytes(n)), p);
+	LMDB_CHECK(mdb_env_open(env, p->dir, MDB_WRITEMAP | MDB_NOSYNC, 0600), p);
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	LMDB_CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), p);
+	LMDB_CHECK(mdb_dbi_open(txn, NULL, 0, &dbi), p);
+	mdb_txn_abort(txn);
+	p->dbi = dbi;
+}
+
 void lmdb_peer_close(struct lmdb_peer *p)
 {
 	if (p->env) {
 		mdb_env_close(p->env);
 		p->env = NULL;
-		rm_tmpdir(p->dir);
+		if (!p->borrowed)
+			rm_tmpdir(p->dir);
 	}
 }
 

@@ -165,9 +165,45 @@ int attach_child(int argc, char **argv)
 	return 0;
 }
 
-/* Run one fresh process on the segment @p name; its figures in out[]
- * (attach, lookup, the commits). */
-static void fresh_process(const char *name, uint32_t n, uint64_t seed, int64_t value,
+/*
+ * bench --lmdb-child DIR N SEED VALUE FD: the peer's fresh process. Open the
+ * LMDB environment in DIR (N keys, filled by the bench), then make
+ * GROWTH_FIRST_COMMITS one-key write transactions of random keys, as
+ * attach_child makes its commits; write "open 0 commit..." (ns) on FD.
+ */
+int lmdb_child(int argc, char **argv)
+{
+	if (argc != 5)
+		die("--lmdb-child DIR N SEED VALUE FD");
+	uint32_t n = (uint32_t)strtoul(argv[1], NULL, 10);
+	uint64_t rs = strtoull(argv[2], NULL, 10) | 1;
+	int64_t value = strtoll(argv[3], NULL, 10);
+	int fd = atoi(argv[4]);
+	if (!n)
+		die("--lmdb-child: no keys");
+	double t0 = now_ns();
+	struct lmdb_peer lp;
+	lmdb_peer_reopen(&lp, argv[0], n);
+	double open = now_ns() - t0;
+	double c[GROWTH_FIRST_COMMITS];
+	for (int i = 0; i < GROWTH_FIRST_COMMITS; i++)
+		c[i] = lmdb_peer_write(&lp, (uint32_t)(xorshift(&rs) % n), 1, value + i);
+	lmdb_peer_close(&lp);
+
+	char line[64 * (GROWTH_FIRST_COMMITS + 2)];
+	int len = snprintf(line, sizeof line, "%.0f 0", open);
+	for (int i = 0; i < GROWTH_FIRST_COMMITS; i++)
+		len += snprintf(line + len, sizeof line - (size_t)len, " %.0f", c[i]);
+	len += snprintf(line + len, sizeof line - (size_t)len, "\n");
+	if (write(fd, line, (size_t)len) != len)
+		die("fresh LMDB process: write: %s", strerror(errno));
+	return 0;
+}
+
+/* Run one fresh process of @p mode ("--attach-child" on the segment @p
+ * name, "--lmdb-child" on the LMDB directory @p name); its figures in out[]
+ * (attach or open, lookup, the commits). */
+static void fresh_process(const char *mode, const char *name, uint32_t n, uint64_t seed, int64_t value,
 			  double out[GROWTH_FIRST_COMMITS + 2])
 {
 	int fds[2];
@@ -186,7 +222,7 @@ static void fresh_process(const char *name, uint32_t n, uint64_t seed, int64_t v
 		die("fork: %s", strerror(errno));
 	if (p == 0) {
 		close(fds[0]);
-		execl(self, self, "--attach-child", name, ns, ss, vs, fs, (char *)NULL);
+		execl(self, self, mode, name, ns, ss, vs, fs, (char *)NULL);
 		fprintf(stderr, "bench: exec %s: %s\n", self, strerror(errno));
 		_exit(127);
 	}
@@ -292,29 +328,44 @@ static void growth_one(struct growth *g)
 	double *att = calloc((size_t)rp.procs_max, sizeof(double));
 	double *fl = calloc((size_t)rp.procs_max, sizeof(double));
 	double *fc = calloc((size_t)rp.procs_max * GROWTH_FIRST_COMMITS, sizeof(double));
-	if (!att || !fl || !fc)
+	double *lc = calloc((size_t)rp.procs_max * GROWTH_FIRST_COMMITS, sizeof(double));
+	if (!att || !fl || !fc || !lc)
 		die("out of memory");
-	int np = 0, nfc = 0;
+	int np = 0, nfc = 0, nlc = 0;
 	int64_t value = 1000000;
 	t0 = now_ns();
+	/* each shmcfg process beside an LMDB one (the same random keys), in
+	 * turn first, as the pairs are timed */
 	while (np < rp.procs_max && (np < rp.procs_min || now_ns() - t0 < rp.budget_ns)) {
-		double out[GROWTH_FIRST_COMMITS + 2];
-		fresh_process(name, g->n, 0x9e3779b97f4a7c15ull + (uint64_t)np * 7919, value, out);
+		uint64_t seed = 0x9e3779b97f4a7c15ull + (uint64_t)np * 7919;
+		for (int k = 0; k < 2; k++) {
+			double out[GROWTH_FIRST_COMMITS + 2];
+			if ((k ^ np) & 1) {
+				fresh_process("--lmdb-child", lp.dir, g->n, seed, value, out);
+				for (int i = 0; i < GROWTH_FIRST_COMMITS; i++)
+					if (!isnan(out[2 + i]))
+						lc[nlc++] = out[2 + i];
+				continue;
+			}
+			fresh_process("--attach-child", name, g->n, seed, value, out);
+			att[np] = out[0];
+			fl[np] = out[1];
+			for (int i = 0; i < GROWTH_FIRST_COMMITS; i++)
+				if (!isnan(out[2 + i]))
+					fc[nfc++] = out[2 + i];
+		}
 		value += GROWTH_FIRST_COMMITS;
-		att[np] = out[0];
-		fl[np] = out[1];
-		for (int i = 0; i < GROWTH_FIRST_COMMITS; i++)
-			if (!isnan(out[2 + i]))
-				fc[nfc++] = out[2 + i];
 		np++;
 	}
 	g->nprocs = np;
 	g->attach = stats_of(att, np);
 	g->first_lookup = stats_of(fl, np);
 	g->commit_first = stats_of(fc, nfc);
+	g->lmdb_first = stats_of(lc, nlc);
 	free(att);
 	free(fl);
 	free(fc);
+	free(lc);
 
 	/* lookup by name, random names: every option's name, shuffled */
 	char **names = malloc(g->n * sizeof(char *));
@@ -538,7 +589,7 @@ static void write_tsv(const char *path)
 		"attach_ns", "attach_min_ns", "attach_max_ns", "first_lookup_ns", "lookup_ns",
 		"lookup_fetch_ns", "build_ns", "create_ns", "lmdb_fill_ns", "lmdb_bytes", "pairs", "procs",
 		"lookup_rounds", "early_commit_ns", "early_lmdb_write_ns", "early_commit_over_lmdb",
-		"early_pairs", "warm_pairs",
+		"early_pairs", "warm_pairs", "lmdb_first_ns",
 	};
 	for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++)
 		fprintf(f, "%s%s", c ? "\t" : "", cols[c]);
@@ -549,13 +600,13 @@ static void write_tsv(const char *path)
 			continue;
 		fprintf(f,
 			"%u\t%.0f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.3f\t%.0f\t%.0f\t%.0f\t%.0f"
-			"\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%.0f\t%.0f\t%.3f\t%d\t%d\n",
+			"\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%.0f\t%.0f\t%.3f\t%d\t%d\t%.0f\n",
 			g->n, g->bytes, g->bytes / g->n, g->commit.med, g->commit.min, g->commit.max,
 			g->commit_first.med, g->commit_first.max, g->lmdb.med, g->ratio.med, g->attach.med,
 			g->attach.min, g->attach.max, g->first_lookup.med, g->lookup.med, g->touch.med,
 			g->build_ns, g->create_ns, g->lmdb_fill_ns, g->lmdb_bytes, g->npairs, g->nprocs,
 			g->nlookup_rounds, g->commit_early.med, g->lmdb_early.med, g->ratio_early.med,
-			g->npairs_early, g->nwarm);
+			g->npairs_early, g->nwarm, g->lmdb_first.med);
 	}
 	if (fclose(f)) {
 		fprintf(stderr, "bench: --tsv %s: %s\n", path, strerror(errno));
@@ -602,6 +653,7 @@ void run_growth(void)
 	GROW_ROW("  max", T(g->commit.max));
 	GROW_ROW("  first 7 of a fresh process, median", T(g->commit_first.med));
 	GROW_ROW("  first 7 of a fresh process, max", T(g->commit_first.max));
+	GROW_ROW("LMDB's first 7 of a fresh process, median", T(g->lmdb_first.med));
 	GROW_ROW("LMDB one-key write, same keys, median", T(g->lmdb.med));
 	GROW_ROW("commit x LMDB write (paired), median", RATIO(g->ratio.med));
 	GROW_ROW("  min", RATIO(g->ratio.min));
