@@ -290,7 +290,7 @@ static void test_load_modes(void **state)
 	assert_int_equal(shmcfg_load_ex(h, unknown, strlen(unknown), SHMCFG_LOAD_STRICT, count_warn, &warned, &g,
 					&published),
 			 SHMCFG_E_NOOPT);
-	assert_string_equal(shmcfg_errdetail(), "2 unknown options: t.nope (did you mean t.mode?), t.zz");
+	assert_string_equal(shmcfg_errdetail(), "2 unknown options: 't.nope' (did you mean t.mode?), 't.zz'");
 	assert_false(published);
 	assert_int_equal(warned, 0);
 	assert_int_equal(shmcfg_generation(h), g0);
@@ -351,7 +351,7 @@ static void test_load_modes(void **state)
 	strcat(big, "}");
 	assert_int_equal(shmcfg_load_ex(h, big, strlen(big), SHMCFG_LOAD_STRICT, NULL, NULL, NULL, NULL),
 			 SHMCFG_E_NOOPT);
-	assert_true(strncmp(shmcfg_errdetail(), "200 unknown options: t.unknown_000, ", 36) == 0);
+	assert_true(strncmp(shmcfg_errdetail(), "200 unknown options: 't.unknown_000', ", 38) == 0);
 	assert_non_null(strstr(shmcfg_errdetail(), " more)"));
 	assert_true(strlen(shmcfg_errdetail()) < 500);
 	assert_int_equal(shmcfg_load_ex(h, "{}", 2, SHMCFG_LOAD_STRICT | SHMCFG_LOAD_PARTIAL, NULL, NULL, NULL,

@@ -173,9 +173,11 @@ static int load_unknown_names(const shmcfg *h, json_t *values)
 			continue;
 		n++;
 		char name[96], near[NEAR_FULL_NAME_BYTES];
-		shmcfg__name_text(*key ? key : "''", name, sizeof name); /* the empty name shows */
+		shmcfg__name_text(key, name, sizeof name);
 		shmcfg__near_full_name(h, key, &tries, near);
-		int w = snprintf(list + used, sizeof list - used, "%s%s%s", shown ? ", " : "", name, near);
+		/* quoted as a partial load's warning: a name holding ", " reads as
+		 * one, and the empty name shows */
+		int w = snprintf(list + used, sizeof list - used, "%s'%s'%s", shown ? ", " : "", name, near);
 		if (w > 0 && used + (size_t)w < sizeof list - 1) {
 			used += (size_t)w;
 			shown++;

@@ -54,7 +54,7 @@ t_errmatch "create --load of a value of the wrong type: the file, the option and
 pass "... no segment left" absent "$Q"
 echo '{"no.such.option": 1}' >"$T_TMP/unknown.json"
 t_errmatch "create --load of an unknown option: named, strict" 1 \
-	"^shmctl: $T_TMP/unknown.json: 1 unknown option: no\.such\.option; segment '$Q' not created\$" \
+	"^shmctl: $T_TMP/unknown.json: 1 unknown option: 'no\.such\.option'; segment '$Q' not created\$" \
 	shmctl create "$Q" --load "$T_TMP/unknown.json"
 pass "... no segment left" absent "$Q"
 t_err "create --load of a file that does not exist: nothing created" 1 \

@@ -138,13 +138,13 @@ cat >"$T_TMP/unknown.json" <<'EOF'
 {"torch._dynamo.config.recompile_limit": 12, "no.such.option": 1, "verbose": true, "nope": 2}
 EOF
 t_err "load: unknown names refused, all listed on one line" 1 \
-	"shmctl: $T_TMP/unknown.json: 2 unknown options: no.such.option, nope; nothing loaded (load --partial loads what fits)" \
+	"shmctl: $T_TMP/unknown.json: 2 unknown options: 'no.such.option', 'nope'; nothing loaded (load --partial loads what fits)" \
 	shmctl load "$D" "$T_TMP/unknown.json"
 shmctl dump "$D" >"$T_TMP/after.json"
 pass "load refused: nothing changed (the dump is the same)" cmp -s "$T_TMP/before.json" "$T_TMP/after.json"
 printf '{"torch._dynamo.config.recompile_limt": 12, "recompile_limt": 13, "zzqqxx": 1}\n' >"$T_TMP/typo.json"
 t_err "load: a name close to an option's: did you mean its full name" 1 \
-	"shmctl: $T_TMP/typo.json: 3 unknown options: torch._dynamo.config.recompile_limt (did you mean torch._dynamo.config.recompile_limit?), recompile_limt (did you mean torch._dynamo.config.recompile_limit?), zzqqxx; nothing loaded (load --partial loads what fits)" \
+	"shmctl: $T_TMP/typo.json: 3 unknown options: 'torch._dynamo.config.recompile_limt' (did you mean torch._dynamo.config.recompile_limit?), 'recompile_limt' (did you mean torch._dynamo.config.recompile_limit?), 'zzqqxx'; nothing loaded (load --partial loads what fits)" \
 	shmctl load "$D" "$T_TMP/typo.json"
 run shmctl load --partial "$D" "$T_TMP/typo.json"
 pass "load --partial: the same in each warning, every skipped name counted" pyeval '
@@ -154,12 +154,16 @@ a[0].splitlines() == ["shmctl: warning: %s: unknown option %s skipped" % (a[2], 
 a[1].endswith("(3 skipped)")' "$ERR" "$OUT" "$T_TMP/typo.json"
 printf '{"torch.compiler.config.recompile_limt": 1}\n' >"$T_TMP/aliastypo.json"
 t_err "load: a typo of an alias's name: did you mean the alias" 1 \
-	"shmctl: $T_TMP/aliastypo.json: 1 unknown option: torch.compiler.config.recompile_limt (did you mean torch.compiler.config.recompile_limit?); nothing loaded (load --partial loads what fits)" \
+	"shmctl: $T_TMP/aliastypo.json: 1 unknown option: 'torch.compiler.config.recompile_limt' (did you mean torch.compiler.config.recompile_limit?); nothing loaded (load --partial loads what fits)" \
 	shmctl load "$D" "$T_TMP/aliastypo.json"
 printf '{"": 1, "torch._dynamo": 2}\n' >"$T_TMP/odd.json"
 t_err "load: the empty name shows; a part of many names gets no did-you-mean" 1 \
-	"shmctl: $T_TMP/odd.json: 2 unknown options: '', torch._dynamo; nothing loaded (load --partial loads what fits)" \
+	"shmctl: $T_TMP/odd.json: 2 unknown options: '', 'torch._dynamo'; nothing loaded (load --partial loads what fits)" \
 	shmctl load "$D" "$T_TMP/odd.json"
+printf '{"a, b": 1, "c": 2}\n' >"$T_TMP/comma.json"
+t_err "load: each unknown name quoted, so a name holding ', ' reads as one" 1 \
+	"shmctl: $T_TMP/comma.json: 2 unknown options: 'a, b', 'c'; nothing loaded (load --partial loads what fits)" \
+	shmctl load "$D" "$T_TMP/comma.json"
 LONG=a.$("$PYTHON" -c 'print("b" * 250)')
 seg L long
 printf 'format: 1\noptions:\n  %s:\n    type: str\n    default: "x"\n    choices: ["x", %s]\n' "$LONG" \
@@ -178,12 +182,12 @@ a[0] == "0" and a[1].endswith("(2 skipped)") and len(a[2].splitlines()) == 2' "$
 import json
 print(json.dumps({"opt%d.x" % i: i for i in range(300)}))' >"$T_TMP/many.json"
 t_errmatch "load: many unknown names, a bounded list on one line" 1 \
-	"many.json: 300 unknown options: opt0.x, opt1.x, .*\(and [0-9]+ more\); nothing loaded" \
+	"many.json: 300 unknown options: 'opt0.x', 'opt1.x',.*\(and [0-9]+ more\); nothing loaded" \
 	shmctl load "$D" "$T_TMP/many.json"
 pass "(the line stays short)" test "$(wc -c <"$T_TMP/err")" -lt 600
 printf '{"evil\\u001b[31m\\nname": 1}\n' >"$T_TMP/evil.json"
 t_errmatch "load: an unknown name with control bytes: escaped, still one line" 1 \
-	'1 unknown option: evil\\x1b\[31m\\x0aname; nothing loaded' shmctl load "$D" "$T_TMP/evil.json"
+	"1 unknown option: 'evil\\\\x1b\\[31m\\\\x0aname'; nothing loaded" shmctl load "$D" "$T_TMP/evil.json"
 
 cat >"$T_TMP/other.yaml" <<'EOF'
 format: 1
