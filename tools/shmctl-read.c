@@ -22,6 +22,8 @@
 #include "shmctl.h"
 
 #define PROBE_TIMEOUT_MS 10000
+/* an option without doc, as show -v and describe say it: one word for both */
+#define NO_DOC "(none)"
 
 /* ------------------------------------------------------------------ */
 /* ls                                                                 */
@@ -578,7 +580,7 @@ int cmd_show(int argc, char **argv)
 			table_color(t, 3, source_color(v.source));
 			if (verbose) {
 				char *note = NULL;
-				const char *doc = oi.doc && *oi.doc ? oi.doc : "(no doc)";
+				const char *doc = oi.doc && *oi.doc ? oi.doc : NO_DOC;
 				if (oi.alias != SHMCFG_NO_OPT) {
 					if (asprintf(&note, "alias of %s\n%s", opt_name(h, oi.alias_final), doc) < 0)
 						note = NULL;
@@ -957,7 +959,7 @@ int cmd_describe(int argc, char **argv)
 	if (json_is_string(dep))
 		kv("deprecated", json_string_value(dep), C_RED);
 	printf("  %sdoc%s\n", color(C_BOLD), color(C_RESET));
-	const char *doc = oi.doc && *oi.doc ? oi.doc : "(none)";
+	const char *doc = oi.doc && *oi.doc ? oi.doc : NO_DOC;
 	while (*doc) { /* the doc's own line breaks, each line indented and escaped as kv's */
 		size_t l = strcspn(doc, "\n");
 		char *line = term_escaped(doc, l);

@@ -80,6 +80,10 @@ pass "show -v of an alias: the alias on a line, then its doc" pyeval '
 l = a[0].splitlines()
 (l[1].startswith("torch.compiler.config.accumulated_recompile_limit ") and
  l[2] == "    alias of torch._dynamo.config.accumulated_recompile_limit" and l[3].startswith("    Global limit"))' "$OUT"
+run shmctl show "$D" -v pgo_extra_read_key
+pass "show -v of an option without doc: (none), as describe says" pyeval \
+	'a[0].splitlines()[2] == "    (none)" and a[1].splitlines()[-2:] == ["  doc", "    (none)"]' \
+	"$OUT" "$(shmctl describe "$D" pgo_extra_read_key)"
 
 # --- get ---------------------------------------------------------------
 t_out "get: an int" 8 shmctl get "$D" recompile_limit
