@@ -667,14 +667,23 @@ static size_t each_implied(shmcfg *h, shmcfg *ro, shmcfg_snapshot *now, uint64_t
 	return reported;
 }
 
+/* Whether o's value (as a read gets it) differs in now from before, as
+ * text in *was and *is (to free): the one test of an implied change, so
+ * that the text and --json name the same options */
+static bool value_moved(shmcfg_snapshot *before, shmcfg_snapshot *now, shmcfg_opt o, char **was, char **is)
+{
+	shmcfg_value a, b;
+	*was = shmcfg_snapshot_get(before, o, &a) == 0 ? value_text(&a) : NULL;
+	*is = shmcfg_snapshot_get(now, o, &b) == 0 ? value_text(&b) : NULL;
+	return *was && *is && strcmp(*was, *is);
+}
+
 /* "name: old -> new (implied)": the value it has now, and had */
 static bool print_implied(shmcfg *h, shmcfg_opt o, shmcfg_snapshot *before, shmcfg_snapshot *now, void *unused)
 {
 	(void)unused;
-	shmcfg_value a, b;
-	char *was = shmcfg_snapshot_get(before, o, &a) == 0 ? value_text(&a) : NULL;
-	char *is = shmcfg_snapshot_get(now, o, &b) == 0 ? value_text(&b) : NULL;
-	bool moved = was && is && strcmp(was, is);
+	char *was, *is;
+	bool moved = value_moved(before, now, o, &was, &is);
 	if (moved)
 		printf("%s: %s -> %s%s%s (implied)\n", opt_name(h, o), was, color(C_BOLD), is, color(C_RESET));
 	free(was);
@@ -690,12 +699,16 @@ static json_t *implied_value(shmcfg_snapshot *snap, shmcfg_opt o)
 }
 
 /* --json: {"name", "layer": "implied", "old", "new"} of an option whose
- * implied value changed, as a written layer's change (old or new absent:
- * no implication gave it one) */
+ * value changed as an implication gave or took one (old or new absent: no
+ * implication gave it one); one implied to the value it had is no change,
+ * as in the text */
 static bool json_implied(shmcfg *h, shmcfg_opt o, shmcfg_snapshot *before, shmcfg_snapshot *now, void *arr)
 {
-	json_t *was = implied_value(before, o), *is = implied_value(now, o);
-	bool moved = (was || is) && !(was && is && json_equal(was, is));
+	char *was_text, *is_text;
+	bool moved = value_moved(before, now, o, &was_text, &is_text);
+	free(was_text);
+	free(is_text);
+	json_t *was = moved ? implied_value(before, o) : NULL, *is = moved ? implied_value(now, o) : NULL;
 	json_t *c = moved ? json_pack("{s:s, s:s}", "name", opt_name(h, o), "layer", "implied") : NULL;
 	if (c && was)
 		json_object_set(c, "old", was);

@@ -55,6 +55,23 @@ t_out "reset --all counts what it stopped implying among the values changed" 'm.
 m.level: 5 -> 1
 m.mode: "quick" -> "normal" (implied)
 user layer cleared: 2 options, 3 values changed (generation 6)' shmctl reset "$I" --all
+# an implication that gives an option the value it already had changes no
+# value: neither the text nor --json names it
+seg J same
+shmctl create -q --no-env --schema "$T_TMP/imp.yaml" "$J"
+shmctl set -q "$J" m.level=5
+t_json "set --json: an option implied to the value it had is no implied change" '
+j["changes"] == [{"name": "m.fast", "layer": "user", "new": True},
+                 {"name": "m.mode", "layer": "implied", "new": "quick"}]' shmctl set --json "$J" m.fast=true
+t_json "... nor when the implication stops and the value stays" '
+j["changes"] == [{"name": "m.fast", "layer": "user", "old": True, "new": False},
+                 {"name": "m.mode", "layer": "implied", "old": "quick"}]' shmctl set --json "$J" m.fast=false
+t_out "... as the text says" 'm.fast: false -> true
+m.mode: "normal" -> "quick" (implied)
+generation 5' shmctl set "$J" m.fast=true
+t_json "reset --json: the same" '
+j["changes"] == [{"name": "m.fast", "layer": "user", "old": True},
+                 {"name": "m.mode", "layer": "implied", "old": "quick"}]' shmctl reset --json "$J" m.fast
 # a commit of more options than its log record lists (SHMCFG_LOG_IDS, 20):
 # what it implied is found all the same
 "$PYTHON" -c '
