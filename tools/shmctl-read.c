@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * shmctl: the read commands about options: ls, show, get, describe. Each
- * attaches read-only, so a user who may only read a segment can use them.
+ * shmctl: the read commands about options: ls, show, get, describe,
+ * schema. Each attaches read-only, so a user who may only read a segment
+ * can use them.
  */
 #include "config.h"
 
@@ -19,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster-keys.h"
 #include "shmctl.h"
 
 #define PROBE_TIMEOUT_MS 10000
@@ -728,6 +730,156 @@ static char *names_text(const char *list, size_t n)
 	return out;
 }
 
+/* describe --json's "aliases": the options whose chain of aliases passes opt */
+static json_t *aliases_json(shmcfg *h, shmcfg_opt opt)
+{
+	json_t *aliases = json_array();
+	for (uint32_t i = 0; aliases && i < shmcfg_count(h); i++)
+		if (i != opt && alias_chain_passes(h, i, opt))
+			json_array_append_new(aliases, json_string(opt_name(h, i)));
+	return aliases;
+}
+
+/* An implication's {"option", "value"}: the implier and what it sets, or the target */
+static json_t *implication_json(const char *name, const shmcfg_value *v)
+{
+	json_t *e = json_object();
+	json_object_set_new(e, "option", json_string(name));
+	json_object_set_new(e, "value", value_json(v));
+	return e;
+}
+
+/* describe --json's "implied_by": the implications of final target fin */
+static json_t *implied_by_json(shmcfg *h, shmcfg_opt fin)
+{
+	json_t *implied_by = json_array();
+	for (uint32_t i = 0; implied_by && i < shmcfg_count(h); i++) {
+		shmcfg_optinfo ii;
+		if (shmcfg_opt_info(h, i, &ii))
+			continue;
+		for (size_t k = 0; k < ii.n_implies; k++) {
+			shmcfg_opt tgt;
+			shmcfg_value iv;
+			if (shmcfg_opt_implies(h, i, k, &tgt, &iv) || tgt != fin)
+				continue;
+			json_array_append_new(implied_by, implication_json(ii.name, &iv));
+		}
+	}
+	return implied_by;
+}
+
+/*
+ * An option's attributes of describe --json that its schema gives (those of
+ * its final target for an alias, but its own name, doc and deprecation),
+ * after "layers": flags, variables, knob, alias fields, aliases, bounds,
+ * choices, implications, deprecation, doc. aliases and implied_by (taken)
+ * are the caller's: schema --json finds every option's in one pass.
+ */
+static void option_attrs_json(shmcfg *h, const shmcfg_optinfo *oi, const shmcfg_optinfo *fi, json_t *aliases,
+			      json_t *implied_by, json_t *o)
+{
+	json_t *jflags = json_array();
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} flagnames[] = {
+		{SHMCFG_F_NULLABLE, "nullable"},         {SHMCFG_F_HASH_IGNORED, "hash_ignored"},
+		{SHMCFG_F_SAVE_IGNORED, "save_ignored"}, {SHMCFG_F_DEPRECATED, "deprecated"},
+		{SHMCFG_F_PRIVATE, "private"},
+	};
+	for (size_t k = 0; k < sizeof flagnames / sizeof flagnames[0]; k++)
+		if ((fi->flags | oi->flags) & flagnames[k].bit)
+			json_array_append_new(jflags, json_string(flagnames[k].name));
+	json_object_set_new(o, "flags", jflags);
+	json_object_set_new(o, "env_default", names_json(fi->env_default, fi->n_env_default));
+	json_object_set_new(o, "env_force", names_json(fi->env_force, fi->n_env_force));
+	json_object_set_new(o, "knob", fi->knob ? json_foreign(fi->knob) : json_null());
+	alias_json(h, oi, o);
+	/* an earlier name of "alias" (when describe's "alias" was alias_of): kept for scripts */
+	json_object_set(o, "alias_final", json_object_get(o, "alias"));
+	json_object_set_new(o, "aliases", aliases);
+	json_object_set_new(o, "min", fi->has_min ? value_json(&fi->min) : json_null());
+	json_object_set_new(o, "max", fi->has_max ? value_json(&fi->max) : json_null());
+	json_t *choices = json_array();
+	for (const char *it = NULL; (it = shmcfg_list_next(&fi->choices, it));)
+		json_array_append_new(choices, json_foreign(it));
+	json_object_set_new(o, "choices", choices);
+	json_t *implies = json_array();
+	for (size_t k = 0; k < fi->n_implies; k++) {
+		shmcfg_opt tgt;
+		shmcfg_value iv;
+		if (!shmcfg_opt_implies(h, oi->alias_final, k, &tgt, &iv))
+			json_array_append_new(implies, implication_json(opt_name(h, tgt), &iv));
+	}
+	json_object_set_new(o, "implies", implies);
+	json_object_set_new(o, "implied_by", implied_by);
+	json_object_set_new(o, "deprecated", fi->deprecated ? json_foreign(fi->deprecated)
+				: oi->deprecated ? json_foreign(oi->deprecated) : json_null());
+	json_object_set_new(o, "doc", json_foreign(oi->doc ? oi->doc : ""));
+}
+
+/* The options of schema --json: each with describe --json's keys but those
+ * of the values (value, source, is_default, generation, layers). 0, or a
+ * library code / -ENOMEM. */
+static int schema_options_json(shmcfg *h, json_t **ret)
+{
+	uint32_t n = shmcfg_count(h);
+	json_t **al = calloc(n ? n : 1, sizeof *al), **ib = calloc(n ? n : 1, sizeof *ib), *arr = json_array();
+	int r = al && ib && arr ? 0 : -ENOMEM;
+	for (uint32_t i = 0; !r && i < n; i++)
+		if (!(al[i] = json_array()) || !(ib[i] = json_array()))
+			r = -ENOMEM;
+	/* every option's aliases and implied_by in one pass (describe's loops,
+	 * run for each option, would take n^2 steps): in describe's order */
+	for (uint32_t i = 0; !r && i < n; i++) {
+		shmcfg_optinfo ii, ai;
+		if (shmcfg_opt_info(h, i, &ii))
+			continue;
+		ai = ii; /* each option its chain passes (as alias_chain_passes) */
+		for (uint32_t steps = 0; steps < n && ai.alias < n; steps++) {
+			if (ai.alias != i)
+				json_array_append_new(al[ai.alias], json_string(ii.name));
+			if (shmcfg_opt_info(h, ai.alias, &ai))
+				break;
+		}
+		for (size_t k = 0; k < ii.n_implies; k++) {
+			shmcfg_opt tgt;
+			shmcfg_value iv;
+			if (!shmcfg_opt_implies(h, i, k, &tgt, &iv) && tgt < n)
+				json_array_append_new(ib[tgt], implication_json(ii.name, &iv));
+		}
+	}
+	for (uint32_t i = 0; !r && i < n; i++) {
+		shmcfg_optinfo oi, fi;
+		json_t *o = json_object();
+		if (!o || json_array_append_new(arr, o)) {
+			r = -ENOMEM;
+			break;
+		}
+		if ((r = shmcfg_opt_info(h, i, &oi)))
+			break;
+		final_info(h, &oi, &fi);
+		/* describe's keys in describe's order, those of the values left out */
+		json_object_set_new(o, "name", json_string(oi.name));
+		json_object_set_new(o, "type", json_string(shmcfg_type_name(fi.type)));
+		json_object_set_new(o, "nullable", json_boolean(fi.flags & SHMCFG_F_NULLABLE));
+		json_object_set_new(o, "default", value_json(&fi.def));
+		option_attrs_json(h, &oi, &fi, json_incref(al[i]),
+				  oi.alias_final < n ? json_deep_copy(ib[oi.alias_final]) : json_array(), o);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		json_decref(al ? al[i] : NULL);
+		json_decref(ib ? ib[i] : NULL);
+	}
+	free(al);
+	free(ib);
+	if (r)
+		json_decref(arr);
+	else
+		*ret = arr;
+	return r;
+}
+
 int cmd_describe(int argc, char **argv)
 {
 	bool json = false;
@@ -744,7 +896,6 @@ int cmd_describe(int argc, char **argv)
 		shmcfg_close(h);
 		return EXIT_FAIL;
 	}
-	uint32_t n = shmcfg_count(h);
 	shmcfg_optinfo oi, fi;
 	shmcfg_snapshot *snap;
 	int r;
@@ -803,75 +954,7 @@ int cmd_describe(int argc, char **argv)
 		free(tv);
 	}
 	json_object_set_new(o, "layers", jl);
-	json_t *jflags = json_array();
-	static const struct {
-		unsigned bit;
-		const char *name;
-	} flagnames[] = {
-		{SHMCFG_F_NULLABLE, "nullable"},         {SHMCFG_F_HASH_IGNORED, "hash_ignored"},
-		{SHMCFG_F_SAVE_IGNORED, "save_ignored"}, {SHMCFG_F_DEPRECATED, "deprecated"},
-		{SHMCFG_F_PRIVATE, "private"},
-	};
-	char flag_text[128] = "";
-	for (size_t k = 0; k < sizeof flagnames / sizeof flagnames[0]; k++)
-		if ((fi.flags | oi.flags) & flagnames[k].bit) {
-			json_array_append_new(jflags, json_string(flagnames[k].name));
-			if (strlen(flag_text) + strlen(flagnames[k].name) + 3 < sizeof flag_text) {
-				if (*flag_text)
-					strcat(flag_text, ", ");
-				strcat(flag_text, flagnames[k].name);
-			}
-		}
-	json_object_set_new(o, "flags", jflags);
-	json_object_set_new(o, "env_default", names_json(fi.env_default, fi.n_env_default));
-	json_object_set_new(o, "env_force", names_json(fi.env_force, fi.n_env_force));
-	json_object_set_new(o, "knob", fi.knob ? json_foreign(fi.knob) : json_null());
-	alias_json(h, &oi, o);
-	/* an earlier name of "alias" (when describe's "alias" was alias_of): kept for scripts */
-	json_object_set(o, "alias_final", json_object_get(o, "alias"));
-	json_t *aliases = json_array();
-	for (uint32_t i = 0; i < n; i++)
-		if (i != opt && alias_chain_passes(h, i, opt))
-			json_array_append_new(aliases, json_string(opt_name(h, i)));
-	json_object_set_new(o, "aliases", aliases);
-	json_object_set_new(o, "min", fi.has_min ? value_json(&fi.min) : json_null());
-	json_object_set_new(o, "max", fi.has_max ? value_json(&fi.max) : json_null());
-	json_t *choices = json_array();
-	for (const char *it = NULL; (it = shmcfg_list_next(&fi.choices, it));)
-		json_array_append_new(choices, json_foreign(it));
-	json_object_set_new(o, "choices", choices);
-	json_t *implies = json_array();
-	for (size_t k = 0; k < fi.n_implies; k++) {
-		shmcfg_opt tgt;
-		shmcfg_value iv;
-		if (shmcfg_opt_implies(h, fin, k, &tgt, &iv))
-			continue;
-		json_t *e = json_object();
-		json_object_set_new(e, "option", json_string(opt_name(h, tgt)));
-		json_object_set_new(e, "value", value_json(&iv));
-		json_array_append_new(implies, e);
-	}
-	json_object_set_new(o, "implies", implies);
-	json_t *implied_by = json_array();
-	for (uint32_t i = 0; i < n; i++) {
-		shmcfg_optinfo ii;
-		if (shmcfg_opt_info(h, i, &ii))
-			continue;
-		for (size_t k = 0; k < ii.n_implies; k++) {
-			shmcfg_opt tgt;
-			shmcfg_value iv;
-			if (shmcfg_opt_implies(h, i, k, &tgt, &iv) || tgt != fin)
-				continue;
-			json_t *e = json_object();
-			json_object_set_new(e, "option", json_string(ii.name));
-			json_object_set_new(e, "value", value_json(&iv));
-			json_array_append_new(implied_by, e);
-		}
-	}
-	json_object_set_new(o, "implied_by", implied_by);
-	json_object_set_new(o, "deprecated", fi.deprecated ? json_foreign(fi.deprecated)
-				: oi.deprecated ? json_foreign(oi.deprecated) : json_null());
-	json_object_set_new(o, "doc", json_foreign(oi.doc ? oi.doc : ""));
+	option_attrs_json(h, &oi, &fi, aliases_json(h, opt), implied_by_json(h, fin), o);
 	shmcfg_snapshot_release(snap);
 
 	if (json) {
@@ -888,6 +971,15 @@ int cmd_describe(int argc, char **argv)
 	free(vt);
 	free(dt);
 	kv("layers", *layer_text ? layer_text : "-", NULL);
+	char flag_text[128] = "";
+	for (size_t k = 0; k < json_array_size(json_object_get(o, "flags")); k++) {
+		const char *f = json_string_value(json_array_get(json_object_get(o, "flags"), k));
+		if (f && strlen(flag_text) + strlen(f) + 3 < sizeof flag_text) {
+			if (*flag_text)
+				strcat(flag_text, ", ");
+			strcat(flag_text, f);
+		}
+	}
 	if (*flag_text)
 		kv("flags", flag_text, NULL);
 	if (oi.alias != SHMCFG_NO_OPT) {
@@ -969,6 +1061,52 @@ int cmd_describe(int argc, char **argv)
 	}
 	json_decref(o);
 	shmcfg_close(h);
+	return EXIT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* schema                                                             */
+/* ------------------------------------------------------------------ */
+
+/* schema --json: {"name", "schema_hash", "options": [...]}, each option as
+ * describe --json has it without the values (what the schema file says,
+ * in the keys scripts already read) */
+static int schema_json(shmcfg *h)
+{
+	uint8_t hash[16];
+	char hex[33];
+	shmcfg_schema_hash(h, hash);
+	hex16(hash, hex);
+	json_t *opts;
+	int r = schema_options_json(h, &opts);
+	if (r)
+		return fail_lib(r, shmcfg_name(h));
+	return json_print(json_pack("{s:s, s:s, s:o}", "name", shmcfg_name(h), "schema_hash", hex, "options", opts),
+			  false);
+}
+
+int cmd_schema(int argc, char **argv)
+{
+	const char *pos[1];
+	bool json = false;
+	int ec = 0;
+	if (simple_args(argc, argv, &json, pos, 1, &ec))
+		return ec;
+	shmcfg *h;
+	if (open_segment(pos[0], true, &h))
+		return EXIT_FAIL;
+	if (json) {
+		int rc = schema_json(h);
+		shmcfg_close(h);
+		return rc;
+	}
+	char *text = NULL;
+	int r = ck_schema_text(h, &text);
+	shmcfg_close(h);
+	if (r)
+		return fail_lib(r, pos[0]);
+	fputs(text, stdout);
+	free(text);
 	return EXIT_OK;
 }
 

@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include "metrics.h"
-#include "cluster-keys.h"
 #include "shmctl.h"
 
 /* ------------------------------------------------------------------ */
@@ -477,26 +476,6 @@ int cmd_hash(int argc, char **argv)
 	if (json)
 		return json_print(json_pack("{s:I, s:s}", "generation", (json_int_t)gen, "config_hash", hex), false);
 	puts(hex);
-	return EXIT_OK;
-}
-
-int cmd_schema(int argc, char **argv)
-{
-	const char *pos[1];
-	bool json = false; /* (schema takes no --json: its table has none) */
-	int ec = 0;
-	if (simple_args(argc, argv, &json, pos, 1, &ec))
-		return ec;
-	shmcfg *h;
-	if (open_segment(pos[0], true, &h))
-		return EXIT_FAIL;
-	char *text = NULL;
-	int r = ck_schema_text(h, &text);
-	shmcfg_close(h);
-	if (r)
-		return fail_lib(r, pos[0]);
-	fputs(text, stdout);
-	free(text);
 	return EXIT_OK;
 }
 

@@ -160,6 +160,10 @@ static const struct flag log_flags[] = {
 
 static const struct flag rollback_flags[] = {FLAG_KNOB("restore the knob layer too"), FLAG_QUIET, {0}};
 
+static const struct flag schema_flags[] = {
+	FLAG_JSON("print {name, schema_hash, options: [...]}, each option\nas describe --json without the values"),
+	{0},
+};
 static const struct flag hash_flags[] = {FLAG_JSON("print {\"generation\": N, \"config_hash\": \"hex\"}"), {0}};
 
 static const struct flag check_flags[] = {
@@ -388,10 +392,11 @@ const struct command shmctl_commands[] = {
 	 "Prints the changes the new commit made. G must still be rebuildable from\n"
 	 "the history (shmctl log; exit 1 names the oldest one otherwise).\n",
 	 true, "segment -", NULL},
-	{"schema", cmd_schema, "schema NAME", "print the segment's schema as a schema file", {NULL},
+	{"schema", cmd_schema, "schema NAME [--json]", "print the segment's schema as a schema file", {schema_flags},
 	 "Writes YAML (format 1) that create --schema reads back to the same schema\n"
 	 "hash: the segment's options, types, defaults, bounds, choices, variables,\n"
-	 "knobs, aliases, implications and docs.\n",
+	 "knobs, aliases, implications and docs. --json: each option as describe\n"
+	 "--json gives it, without the values.\n",
 	 true, "segment", NULL},
 	{"hash", cmd_hash, "hash NAME [--json]", "print the config hash", {hash_flags}, NULL, true, "segment", NULL},
 	{"check", cmd_check, "check NAME [--json]", "verify header, bounds, checksums and the reader table",

@@ -7,8 +7,9 @@
  *                     and help: the parser, --help and the completion's
  *                     words come from it)
  *     -> the commands  (none calls another's file)
- *        shmctl-read.c    ls, show, get, describe (and the completion's values)
- *        shmctl-stat.c    stat, hash, schema, check, dump, watch
+ *        shmctl-read.c    ls, show, get, describe, schema (and the completion's
+ *                         values)
+ *        shmctl-stat.c    stat, hash, check, dump, watch
  *        shmctl-write.c   create, resize, rm, set, reset, load, save, gc
  *        shmctl-history.c log, rollback, diff
  *        shmctl-header.c  header (a C header of accessors for a schema)
@@ -323,11 +324,11 @@ int cmd_ls(int argc, char **argv); /* shmctl-read.c */
 int cmd_show(int argc, char **argv);
 int cmd_get(int argc, char **argv);
 int cmd_describe(int argc, char **argv);
+int cmd_schema(int argc, char **argv);
 /* shmctl __complete values NAME OPTION: the values the completion offers */
 int complete_values(const char *seg, const char *option);
 int cmd_stat(int argc, char **argv); /* shmctl-stat.c */
 int cmd_hash(int argc, char **argv);
-int cmd_schema(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_watch(int argc, char **argv);

@@ -232,6 +232,7 @@ else
 	t_complete "a hidden flag is not offered" "shmctl show $S --na" ""
 	t_complete "--owner of a command that attaches" "shmctl hash $S --ow" "--owner"
 	t_complete "(not of one that does not)" "shmctl rm --ow" ""
+	t_complete "schema: --json" "shmctl schema $S --j" "--json"
 	t_complete "cluster: its subcommands" "shmctl cluster s" "set show status"
 	t_complete "cluster SUB: its flags" "shmctl cluster set $S --wa" "--wait --wait=all"
 	t_complete "cluster SUB: the connection flags" "shmctl cluster log $S --end" "--endpoints"

@@ -115,6 +115,21 @@ pass "... every attribute written (alias, implies, choices, bounds, variables, k
 t = a[0]
 all(k in t for k in ("alias: a.level", "implies: {a.level: 3", "choices:", "min: -.inf", "env_force:",
                      "knob: \"flag_knob\"", "hash_ignored: true", "private: true", "deprecated:"))' "$OUT"
+# --json: each option with describe --json's keys, but those of the values
+run shmctl schema "$R1" --json
+printf '%s\n' "$OUT" >"$T_TMP/schema.json"
+for o in a.flag a.level a.ratio a.choice a.name a.tags a.items a.old a.older; do
+	shmctl describe --json "$R1" "$o" >"$T_TMP/d-$o.json" 2>/dev/null
+done
+pass "schema --json: the segment, its schema hash, each option as describe --json has it (no values)" pyeval '
+s = json.load(open(a[1]))
+values = ("value", "source", "is_default", "generation", "layers")
+d = {n: json.load(open("%s/d-%s.json" % (a[4], n))) for n in
+     "a.flag a.level a.ratio a.choice a.name a.tags a.items a.old a.older".split()}
+(a[0] == "0" and s["name"] == a[2] and s["schema_hash"] == a[3] and
+ sorted(o["name"] for o in s["options"]) == sorted(d) and
+ all(o == {k: v for k, v in d[o["name"]].items() if k not in values} for o in s["options"]))' \
+	"$RC" "$T_TMP/schema.json" "$R1" "$(shash "$R1")" "$T_TMP"
 t_errmatch "schema of no segment: one line" 1 "no such segment" shmctl schema "cli-$$-none"
 t_usage "schema without NAME: usage" shmctl schema
 
