@@ -40,6 +40,8 @@ struct shmcfg {
 	uid_t owner;             /* the object's owner at attach */
 	struct shmcfg *next_open;  /* in segment.c's list of open handles (fork) */
 	pid_t pid;               /* the attaching process (fork detection) */
+	uint64_t serial;         /* unique among the process's handles, ever: what patch frames
+				  * name it by (patch.c: another handle may get a closed one's address) */
 	size_t map_bytes;        /* the handle's own mapping: the struct and the copy's (segment.c) */
 	char *base;              /* mapping of the whole object */
 	size_t size;

@@ -344,7 +344,7 @@ static void test_patches(void **state)
 	assert_int_equal(shmcfg__tls_patched, 0);
 	assert_int_equal(get_i(h, T_A), 10);
 	/* the segment never saw a patch */
-	shmcfg_snapshot *snap;
+	shmcfg_snapshot *snap = NULL;
 	shmcfg_value sv;
 	assert_int_equal(shmcfg_snapshot_acquire(h, &snap), 0);
 	assert_int_equal(shmcfg_snapshot_get(snap, T_A, &sv), 0);
@@ -410,6 +410,118 @@ static void test_patch_threads(void **state)
 	shmcfg_patcher_free(p);
 	shmcfg_close(h);
 	shmcfg_unlink(name);
+}
+
+/*
+ * Frames closed by their owner: patches that end out of order each take
+ * away their own changes only; a stray close changes nothing; a patcher's
+ * restore finds its frame under another's.
+ */
+static void test_patch_owners(void **state)
+{
+	(void)state;
+	const char *name = test_name("pown");
+	shmcfg *h = test_create(name, NULL);
+	assert_int_equal(set_and_commit(h, T_A, "10", NULL), 0);
+	int a, b, c; /* the owners: any addresses */
+	bool dbg;
+	assert_int_equal(shmcfg_patch_enter(h, &a), 0);
+	assert_int_equal(shmcfg_patch_set_text(h, T_A, "1"), 0);
+	assert_int_equal(shmcfg_patch_enter(h, &b), 0);
+	assert_int_equal(shmcfg_patch_set_text(h, T_DEBUG, "true"), 0);
+	assert_int_equal(shmcfg_patch_exit(h, &c), -ENOENT); /* never entered: nothing closes */
+	assert_int_equal(shmcfg_patch_pop(h), -ENOENT);      /* the innermost is b's */
+	assert_int_equal(get_i(h, T_A), 1);
+	assert_int_equal(shmcfg_patch_exit(h, &a), 0); /* out of order: b's stays */
+	assert_int_equal(get_i(h, T_A), 10);
+	assert_int_equal(shmcfg_get_bool(h, T_DEBUG, &dbg), 0);
+	assert_true(dbg);
+	assert_int_equal(shmcfg_patch_exit(h, &a), -ENOENT);
+	/* one owner entered twice (a re-entered context manager): its innermost first */
+	assert_int_equal(shmcfg_patch_enter(h, &a), 0);
+	assert_int_equal(shmcfg_patch_set_text(h, T_A, "2"), 0);
+	assert_int_equal(shmcfg_patch_enter(h, &a), 0);
+	assert_int_equal(shmcfg_patch_set_text(h, T_A, "3"), 0);
+	assert_int_equal(shmcfg_patch_exit(h, &a), 0);
+	assert_int_equal(get_i(h, T_A), 2);
+	assert_int_equal(shmcfg_patch_exit(h, &a), 0);
+	/* a patcher applied under b's frame and restored over another frame */
+	shmcfg_patcher *p;
+	assert_int_equal(shmcfg_patcher_new(h, &p), 0);
+	assert_int_equal(shmcfg_patcher_set(p, T_A, &(shmcfg_value){.type = SHMCFG_INT, .u.i = 42}), 0);
+	assert_int_equal(shmcfg_patcher_apply(p), 0);
+	assert_int_equal(shmcfg_patch_enter(h, &c), 0);
+	assert_int_equal(shmcfg_patch_set_text(h, T_DEBUG, "false"), 0);
+	assert_int_equal(get_i(h, T_A), 42);
+	assert_int_equal(shmcfg_patcher_restore(p), 0);
+	assert_int_equal(get_i(h, T_A), 10);
+	assert_int_equal(shmcfg_get_bool(h, T_DEBUG, &dbg), 0);
+	assert_false(dbg); /* c's */
+	assert_int_equal(shmcfg_patch_exit(h, &c), 0);
+	assert_int_equal(shmcfg_patch_exit(h, &b), 0);
+	assert_int_equal(shmcfg__tls_patched, 0);
+	assert_int_equal(shmcfg_get_bool(h, T_DEBUG, &dbg), 0);
+	assert_false(dbg); /* the shared value */
+	assert_int_equal(shmcfg_patch_enter(h, NULL), -EINVAL);
+	assert_int_equal(shmcfg_patch_exit(h, NULL), -EINVAL);
+	shmcfg_patcher_free(p);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
+struct left_open {
+	const char *name;
+	shmcfg *h;                    /* attached and patched by the thread, closed by main */
+	pthread_barrier_t bar;
+	int64_t seen;                 /* T_A through a later handle at h's address */
+	int tries;                    /* attaches until one had h's address */
+};
+
+static void *leave_frame_open(void *p)
+{
+	struct left_open *lo = p;
+	if (shmcfg_attach(lo->name, 0, NULL, &lo->h) || shmcfg_patch_push(lo->h) ||
+	    shmcfg_patch_set_text(lo->h, T_A, "77"))
+		lo->h = NULL;
+	void *at = lo->h;
+	pthread_barrier_wait(&lo->bar); /* main closes lo->h, our frame still open */
+	pthread_barrier_wait(&lo->bar);
+	/* a later handle at the closed one's address (mmap gives the gap back) */
+	shmcfg *hs[16] = {0};
+	for (lo->tries = 1; lo->tries <= 16; lo->tries++) {
+		if (shmcfg_attach(lo->name, 0, NULL, &hs[lo->tries - 1]))
+			break;
+		if ((void *)hs[lo->tries - 1] == at) {
+			lo->seen = get_i(hs[lo->tries - 1], T_A);
+			break;
+		}
+	}
+	for (int i = 0; i < 16; i++)
+		shmcfg_close(hs[i]);
+	return NULL;
+}
+
+/* A frame a thread left open on a handle another thread closed patches no
+ * later handle that gets the closed one's address. */
+static void test_patch_frame_of_closed_handle(void **state)
+{
+	(void)state;
+	struct left_open lo = {.name = test_name("pclo"), .seen = -1};
+	shmcfg *h = test_create(lo.name, NULL);
+	assert_int_equal(set_and_commit(h, T_A, "10", NULL), 0);
+	pthread_barrier_init(&lo.bar, NULL, 2);
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, leave_frame_open, &lo), 0);
+	pthread_barrier_wait(&lo.bar);
+	assert_non_null(lo.h);
+	shmcfg_close(lo.h);
+	pthread_barrier_wait(&lo.bar);
+	pthread_join(th, NULL);
+	pthread_barrier_destroy(&lo.bar);
+	assert_in_range(lo.tries, 1, 16); /* the address came back */
+	assert_int_equal(lo.seen, 10);
+	shmcfg_close(h);
+	shmcfg_unlink(lo.name);
 }
 
 static void *push_pop_thread(void *p)
@@ -885,6 +997,7 @@ int main(void)
 		cmocka_unit_test(test_is_default_by_layer), cmocka_unit_test(test_partial_load_into_knob_layer),
 		cmocka_unit_test(test_precedence_table), cmocka_unit_test(test_patches),
 		cmocka_unit_test(test_patch_threads), cmocka_unit_test(test_patch_id),
+		cmocka_unit_test(test_patch_owners), cmocka_unit_test(test_patch_frame_of_closed_handle),
 		cmocka_unit_test(test_is_default_dump_load),
 		cmocka_unit_test(test_codegen), cmocka_unit_test(test_golden_hash),
 		cmocka_unit_test(test_value_record),

@@ -3,7 +3,12 @@
  * Thread-local patches (the seed's config.patch() and closure patcher).
  *
  * Each thread keeps a stack of frames; a frame holds (option, value) pairs
- * for one handle. While a thread has frames, shmcfg__tls_patched is
+ * for one handle, named by its address and serial (another handle may get
+ * a closed one's address: a frame a thread left open on it patches no
+ * other). A frame may have an owner (a patcher, or the caller's object:
+ * shmcfg_patch_enter), who closes it wherever it is among the thread's
+ * frames: patches may end out of order, as the seed's may.
+ * While a thread has frames, shmcfg__tls_patched is
  * non-zero and the inline getters take the slow path, which reads the
  * thread's overlay: a private copy of the current slot with the patches in
  * the user layer, resolved again (resolve.c). The overlay is rebuilt when the
@@ -28,16 +33,19 @@ __thread uint64_t shmcfg__tls_patch_id __attribute__((tls_model("initial-exec"))
 static uint64_t patch_ids;
 
 struct pframe {
-	shmcfg *h;
+	const shmcfg *h;
+	uint64_t serial;    /* h's */
 	shmcfg_opt *opts;
-	shmcfg_value *vals; /* owned, unless the frame belongs to a patcher */
+	shmcfg_value *vals; /* owned, unless borrowed */
 	size_t n, cap;
-	shmcfg_patcher *by; /* the patcher that pushed it, or NULL */
+	const void *owner;  /* who closes it by name (a patcher, shmcfg_patch_enter's), or NULL */
+	bool borrowed;      /* opts and vals are the owner's, a patcher's */
 	struct pframe *prev;
 };
 
 struct overlay {
 	const shmcfg *h;
+	uint64_t serial;    /* h's */
 	uint64_t gen;
 	unsigned epoch;
 	char *copy;        /* a slot, then a copy of the value heap with room for the patches */
@@ -64,10 +72,16 @@ static void frames_changed(void)
 	shmcfg__tls_patch_id = __atomic_add_fetch(&patch_ids, 1, __ATOMIC_RELAXED);
 }
 
+/* f patches h (not a closed handle that had h's address) */
+static bool frame_of(const struct pframe *f, const shmcfg *h)
+{
+	return f->h == h && f->serial == h->serial;
+}
+
 static bool has_frames(const shmcfg *h)
 {
 	for (struct pframe *f = top; f; f = f->prev)
-		if (f->h == h)
+		if (frame_of(f, h))
 			return true;
 	return false;
 }
@@ -75,7 +89,7 @@ static bool has_frames(const shmcfg *h)
 static struct overlay **find_overlay(const shmcfg *h)
 {
 	struct overlay **o = &overlays;
-	while (*o && (*o)->h != h)
+	while (*o && ((*o)->h != h || (*o)->serial != h->serial))
 		o = &(*o)->next;
 	return o;
 }
@@ -87,7 +101,7 @@ static int gather(const shmcfg *h, shmcfg_opt **opts, shmcfg_value **vals, size_
 	*n = 0;
 	*bytes = 0;
 	for (struct pframe *f = top; f; f = f->prev)
-		if (f->h == h)
+		if (frame_of(f, h))
 			for (size_t i = 0; i < f->n; i++) {
 				(*n)++;
 				const shmcfg_value *v = &f->vals[i];
@@ -105,7 +119,7 @@ static int gather(const shmcfg *h, shmcfg_opt **opts, shmcfg_value **vals, size_
 	}
 	size_t k = *n;
 	for (struct pframe *f = top; f; f = f->prev)
-		if (f->h == h)
+		if (frame_of(f, h))
 			for (size_t i = f->n; i-- > 0;) {
 				(*opts)[--k] = f->opts[i];
 				(*vals)[k] = f->vals[i];
@@ -180,6 +194,7 @@ static struct overlay *overlay_of(const shmcfg *h, int *err)
 			return NULL;
 		}
 		ov->h = h;
+		ov->serial = h->serial;
 		ov->epoch = epoch - 1;
 		*slot = ov;
 	}
@@ -229,7 +244,7 @@ bool shmcfg__patched_slot(const shmcfg *h, const char **slot, uint64_t *gen, int
 bool shmcfg__patch_value(const shmcfg *h, shmcfg_opt opt, const shmcfg_value **v)
 {
 	for (struct pframe *f = top; f; f = f->prev) /* innermost first: it wins */
-		if (f->h == h)
+		if (frame_of(f, h))
 			for (size_t i = 0; i < f->n; i++)
 				if (f->opts[i] == opt) {
 					*v = &f->vals[i];
@@ -257,19 +272,32 @@ static int validate(const shmcfg *h)
 	return ov ? rebuild(h, ov, true) : r;
 }
 
-int shmcfg_patch_push(shmcfg *h)
+/* Open a frame of h on top of the thread's: 0 or -ENOMEM. */
+static int push(const shmcfg *h, shmcfg_opt *opts, shmcfg_value *vals, size_t n, const void *owner, bool borrowed)
 {
-	SHMCFG_API_ENTRY;
-	assert_return(h, -EINVAL);
-	struct pframe *f = shmcfg__calloc(1, sizeof *f);
+	struct pframe *f = shmcfg__malloc(sizeof *f);
 	if (!f)
 		return shmcfg__nomem();
-	f->h = h;
-	f->prev = top;
+	*f = (struct pframe){.h = h, .serial = h->serial, .opts = opts, .vals = vals, .n = n, .cap = n,
+			     .owner = owner, .borrowed = borrowed, .prev = top};
 	top = f;
 	frames_changed();
 	shmcfg__tls_patched++;
 	return 0;
+}
+
+int shmcfg_patch_push(shmcfg *h)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h, -EINVAL);
+	return push(h, NULL, NULL, 0, NULL, false);
+}
+
+int shmcfg_patch_enter(shmcfg *h, const void *owner)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && owner, -EINVAL);
+	return push(h, NULL, NULL, 0, owner, false);
 }
 
 static int frame_put(struct pframe *f, shmcfg_opt opt, shmcfg_value *v)
@@ -309,9 +337,9 @@ int shmcfg_patch_set(shmcfg *h, shmcfg_opt opt, const shmcfg_value *v)
 	SHMCFG_API_ENTRY;
 	assert_return(h && v, -EINVAL);
 	struct pframe *f = top;
-	while (f && f->h != h)
+	while (f && !frame_of(f, h))
 		f = f->prev;
-	if (!f || f->by)
+	if (!f || f->borrowed)
 		return shmcfg__err(-ENOENT, "%s: no open patch frame in this thread", h->name);
 	shmcfg_opt final;
 	shmcfg_value c;
@@ -368,24 +396,25 @@ int shmcfg_patch_set_text(shmcfg *h, shmcfg_opt opt, const char *text)
 
 static void frame_free(struct pframe *f)
 {
-	if (!f->by)
+	if (!f->borrowed) {
 		for (size_t i = 0; i < f->n; i++)
 			shmcfg_value_clear(&f->vals[i]);
-	if (!f->by) {
 		shmcfg__free(f->opts);
 		shmcfg__free(f->vals);
 	}
 	shmcfg__free(f);
 }
 
-/* Pop the innermost frame of h (pushed by `by`, or by patch_push if NULL). */
-static int pop(shmcfg *h, shmcfg_patcher *by)
+/* Close a frame of h: owner's innermost, wherever it is among the thread's
+ * frames (the frames opened after it stay), or, with no owner, the
+ * innermost frame of h if nobody owns it. */
+static int pop(const shmcfg *h, const void *owner)
 {
 	struct pframe **link = &top;
-	while (*link && (*link)->h != h)
+	while (*link && !(frame_of(*link, h) && (!owner || (*link)->owner == owner)))
 		link = &(*link)->prev;
 	struct pframe *f = *link;
-	if (!f || f->by != by)
+	if (!f || f->owner != owner)
 		return shmcfg__err(-ENOENT, "%s: no matching patch frame to close in this thread", h->name);
 	*link = f->prev;
 	frame_free(f);
@@ -400,6 +429,13 @@ int shmcfg_patch_pop(shmcfg *h)
 	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
 	return pop(h, NULL);
+}
+
+int shmcfg_patch_exit(shmcfg *h, const void *owner)
+{
+	SHMCFG_API_ENTRY;
+	assert_return(h && owner, -EINVAL);
+	return pop(h, owner);
 }
 
 int shmcfg_patcher_new(shmcfg *h, shmcfg_patcher **ret)
@@ -436,15 +472,8 @@ int shmcfg_patcher_apply(shmcfg_patcher *p)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(p, -EINVAL);
-	struct pframe *f = shmcfg__malloc(sizeof *f);
-	if (!f)
-		return shmcfg__nomem();
 	/* the frame borrows the patcher's checked values: no copy, no check */
-	*f = (struct pframe){p->h, p->opts, p->vals, p->n, p->cap, p, top};
-	top = f;
-	frames_changed();
-	shmcfg__tls_patched++;
-	return 0;
+	return push(p->h, p->opts, p->vals, p->n, p, true);
 }
 
 int shmcfg_patcher_restore(shmcfg_patcher *p)
@@ -474,7 +503,7 @@ void shmcfg__patch_forget(const shmcfg *h)
 {
 	for (struct pframe **link = &top; *link;) {
 		struct pframe *f = *link;
-		if (f->h != h) {
+		if (!frame_of(f, h)) {
 			link = &f->prev;
 			continue;
 		}

@@ -50,6 +50,8 @@ static int handle_alloc(const char *name, uint32_t nopts, shmcfg **ret)
 		 * here, not in the handle's first commits and reads */
 		memset(h, 0, sizeof *h);
 		h->map_bytes = len;
+		static uint64_t serials;
+		h->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
 		if (__lsan_register_root_region)
 			__lsan_register_root_region(h, HANDLE_BYTES);
 		*ret = h;
