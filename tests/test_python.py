@@ -873,6 +873,70 @@ class TestPatch(SegTest):
         self.assertEqual(in_thread(lambda: (change()(), m.steps)[1]), 10)
         self.assertEqual(seg.generation, 1)
 
+    def test_patches_end_out_of_order(self):
+        seg, m = self.app()
+        # each takes away only its own changes, as the seed's patches do
+        p1, p2 = m.patch(steps=1), m.patch(mode="slow")
+        p1.__enter__()
+        p2.__enter__()
+        p1.__exit__(None, None, None)
+        self.assertEqual((m.steps, m.mode), (10, "slow"))
+        p2.__exit__(None, None, None)
+        self.assertEqual((m.steps, m.mode), (10, "fast"))
+        # a patch that is not open closes nothing, and says so
+        with m.patch(steps=3):
+            with self.assertRaises(shmcfg.NotFoundError):
+                m.patch(mode="slow").__exit__(None, None, None)
+            with self.assertRaises(shmcfg.NotFoundError):
+                p1.__exit__(None, None, None)
+            self.assertEqual(m.steps, 3)
+        self.assertEqual(m.steps, 10)
+        # generators interleaved in one thread
+
+        def gen(**kw):
+            with m.patch(**kw):
+                yield
+                yield
+        g1, g2 = gen(steps=7), gen(mode="slow")
+        next(g1)
+        next(g2)
+        self.assertEqual((m.steps, m.mode), (7, "slow"))
+        self.assertEqual(list(g1), [None])  # g1's block ends first
+        self.assertEqual((m.steps, m.mode), (10, "slow"))
+        self.assertEqual(list(g2), [None])
+        self.assertEqual((m.steps, m.mode), (10, "fast"))
+        # one patch object re-entered: its innermost entry ends first
+        p = m.patch(steps=4)
+        with p:
+            m.steps = 20
+            with m.patch(steps=5), p:
+                self.assertEqual(m.steps, 4)
+            self.assertEqual(m.steps, 4)
+        self.assertEqual(m.steps, 20)
+
+    def test_closure_patcher_reverted_under_a_patch(self):
+        seg, m = self.app()
+        revert = m._make_closure_patcher(steps=11)()
+        with m.patch(mode="slow"):
+            revert()  # its own frame, under the patch's
+            self.assertEqual((m.steps, m.mode), (10, "slow"))
+            with self.assertRaises(shmcfg.NotFoundError):
+                revert()
+        self.assertEqual((m.steps, m.mode), (10, "fast"))
+
+    def test_closure_patcher_after_close(self):
+        seg, m = self.app()
+        change = m._make_closure_patcher(steps=5)
+        revert = change()
+        seg.close()  # the C patcher's handle is gone: neither may reach it
+        with self.assertRaisesRegex(shmcfg.Error, "is closed"):
+            revert()
+        with self.assertRaisesRegex(shmcfg.Error, "is closed"):
+            change()
+        other = shmcfg.attach(seg.name, fast_reads=self.FAST)
+        self.addCleanup(other.close)
+        self.assertEqual(other.get("app.config.steps"), 10)
+
     def test_patch_errors(self):
         seg, m = self.app()
         with self.assertRaises(AttributeError) as cm:
@@ -907,15 +971,17 @@ class TestPatch(SegTest):
             m._make_closure_patcher(steps=1.5)
         with self.assertRaises(ValueError):
             m._make_closure_patcher(steps=-1)
-        # closed out of order: a closure patch inside a patch(), reverted after it
+        # ended out of order: a closure patch inside a patch(), reverted
+        # after it, each taking away its own change only
         change = m._make_closure_patcher(steps=11)
-        p = m.patch(steps=3)
+        p = m.patch(steps=3, mode="slow")
         p.__enter__()
         revert = change()
-        with self.assertRaises(shmcfg.Error):
-            p.__exit__(None, None, None)
-        revert()
         p.__exit__(None, None, None)
+        self.assertEqual((m.steps, m.mode), (11, "fast"))
+        revert()
+        with self.assertRaises(shmcfg.NotFoundError):
+            p.__exit__(None, None, None)
         self.assertEqual(m.steps, 10)
 
 

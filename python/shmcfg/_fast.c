@@ -360,13 +360,25 @@ typedef struct {
 	shmcfg *h;          /* the segment's handle (valid while state has no flag bit of CLOSED, STALE) */
 	PyObject *state;    /* Segment._state */
 	PyObject *pairs;    /* the Python layer's (option, converted value) pairs: own the values */
-	PyObject *enter;    /* the Python enter: enter(pairs) pushes and raises as the binding does */
-	PyObject *exit;     /* the Python exit: exit() */
+	PyObject *enter;    /* the Python enter: enter(pairs, owner) pushes and raises as the binding does */
+	PyObject *exit;     /* the Python exit: exit(owner) */
 	PyObject *dict;     /* a subclass's attributes (changes) */
 	Py_ssize_t n;
 	shmcfg_opt *opts;
 	const shmcfg_value **vals; /* the pairs' values, owned by pairs */
 } Patch;
+
+/* The Python enter or exit, given the patch's id() as its frame's owner,
+ * as the C enter and exit name it (the patch object itself). */
+static PyObject *Patch_fallback(Patch *p, PyObject *fn, PyObject *pairs)
+{
+	PyObject *owner = PyLong_FromVoidPtr(p);
+	if (!owner)
+		return NULL;
+	PyObject *r = pairs ? PyObject_CallFunctionObjArgs(fn, pairs, owner, NULL) : PyObject_CallOneArg(fn, owner);
+	Py_DECREF(owner);
+	return r;
+}
 
 static PyObject *Patch_enter(PyObject *self, PyObject *unused)
 {
@@ -375,18 +387,20 @@ static PyObject *Patch_enter(PyObject *self, PyObject *unused)
 		return NULL;
 	long long st = state_word(p->state);
 	if (st < 0 || (st & (STATE_CLOSED | STATE_STALE)))
-		return PyObject_CallOneArg(p->enter, p->pairs);
-	if (shmcfg_patch_push(p->h) != 0)
-		return PyObject_CallOneArg(p->enter, p->pairs);
+		return Patch_fallback(p, p->enter, p->pairs);
+	/* the frame is the patch's, closed by it wherever it is: patches may
+	 * end out of order (two generators, an ExitStack) */
+	if (shmcfg_patch_enter(p->h, p) != 0)
+		return Patch_fallback(p, p->enter, p->pairs);
 	for (Py_ssize_t i = 0; i < p->n; i++)
 		if (shmcfg_patch_set(p->h, p->opts[i], p->vals[i]) != 0) {
 			/* refused: leave as before, and let the Python enter
 			 * refuse it again with the binding's exception */
-			(void)shmcfg_patch_pop(p->h);
-			return PyObject_CallOneArg(p->enter, p->pairs);
+			(void)shmcfg_patch_exit(p->h, p);
+			return Patch_fallback(p, p->enter, p->pairs);
 		}
 	if (state_add(p->state, 1) < 0) {
-		(void)shmcfg_patch_pop(p->h);
+		(void)shmcfg_patch_exit(p->h, p);
 		return NULL;
 	}
 	Py_RETURN_NONE;
@@ -398,10 +412,10 @@ static PyObject *Patch_exit(PyObject *self, PyObject *const *args, Py_ssize_t na
 	if (unready(p->state, "shmcfg._fast.Patch"))
 		return NULL;
 	long long st = state_word(p->state);
-	if (st < 0 || (st & (STATE_CLOSED | STATE_STALE)) || shmcfg_patch_pop(p->h) != 0) {
+	if (st < 0 || (st & (STATE_CLOSED | STATE_STALE)) || shmcfg_patch_exit(p->h, p) != 0) {
 		/* the Python exit raises why (a closed segment, a patch
-		 * closed out of order) */
-		PyObject *r = PyObject_CallNoArgs(p->exit);
+		 * not open in this thread) */
+		PyObject *r = Patch_fallback(p, p->exit, NULL);
 		if (!r)
 			return NULL;
 		Py_DECREF(r);

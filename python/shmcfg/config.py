@@ -82,11 +82,11 @@ class _Patch(ContextDecorator):
         self.changes = {o.name: None for o, _ in pairs}
 
     def __enter__(self) -> None:
-        self._seg._push(self._pairs)
+        self._seg._push(self._pairs, id(self))
 
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
                  tb: Optional[TracebackType]) -> None:
-        self._seg._pop()
+        self._seg._pop(id(self))
 
 
 _FastPatch: Any = None
@@ -94,7 +94,8 @@ if _L.fast is not None:
     class _FastPatch(ContextDecorator, _L.fast.Patch):  # type: ignore[misc, name-defined, no-redef]
         """_Patch with its enter and exit in C (shmcfg._fast.Patch): one call
         each, the values converted once, here; the Python enter and exit
-        (Segment._push, _pop) serve what is not the common case."""
+        (Segment._push, _pop, with the patch's id() as the frame's owner,
+        as the C enter and exit) serve what is not the common case."""
 
 
 def _make_patch(seg, pairs):
@@ -129,11 +130,18 @@ class _Patcher:
                 self._p = None
                 raise e
 
-    def apply(self):
+    def _live(self):
+        """The segment, if the patcher may still reach its handle: its C
+        patcher names the handle it was made on, freed at close."""
         seg = self._seg
+        seg._handle()  # closed: raises
         if self._incarnation != seg._incarnation:
             raise Error(f"segment '{seg.name}': a closure patcher made before reattach(): "
                         "make it again")
+        return seg
+
+    def apply(self):
+        seg = self._live()
         with seg._lock:
             seg._count_patch(1)
             self._active += 1
@@ -148,10 +156,10 @@ class _Patcher:
         return self.restore
 
     def restore(self):
-        seg = self._seg
+        seg = self._live()
         r = _L.patcher_restore(self._p)
         if r < 0:
-            raise _error(r, f"segment '{seg.name}': closure patch reverted out of order")
+            raise _error(r, f"segment '{seg.name}': this closure patch is not applied in this thread")
         seg._thread_patches(-1)
         with seg._lock:
             seg._count_patch(-1)
@@ -207,10 +215,12 @@ def _in_package(frame):
 def _mock_restores_after_delete():
     """Whether the delattr() being served comes from unittest.mock's patch
     exit, which sets the original value back when the attribute is gone
-    afterwards (hasattr() false) and create=False. shmcfg's own frames
-    (SubConfigProxy, the torch bridge) are skipped."""
+    afterwards (hasattr() false) and create=False. The frames between are
+    skipped: shmcfg's own (SubConfigProxy, the torch bridge) and, for a
+    nested option of a bridged module, torch's SubConfigProxy.__delattr__."""
     f = sys._getframe(2)
-    while f is not None and _in_package(f):
+    while f is not None and (_in_package(f) or
+                             f.f_globals.get("__name__") == "torch.utils._config_module"):
         f = f.f_back
     if f is None or f.f_code.co_name != "__exit__" or \
             f.f_globals.get("__name__") not in ("unittest.mock", "mock.mock"):

@@ -734,11 +734,13 @@ class Segment:
 
     # -- patches -------------------------------------------------------------
 
-    def _push(self, pairs):
+    def _push(self, pairs, owner):
+        """Open the calling thread's patch frame of pairs, owned by owner
+        (an int: the patch object's id(), which _pop() closes by)."""
         h = self._handle()
         with self._lock:
             self._count_patch(1)
-        r = _L.patch_push(h)
+        r = _L.patch_enter(h, owner)
         if r < 0:
             e = _error(r, self.name)
             with self._lock:
@@ -749,13 +751,15 @@ class Segment:
             r = _L.patch_set(h, o.opt, ctypes.byref(cv.c))
             if r < 0:
                 e = _error(r, o.name)
-                self._pop()
+                self._pop(owner)
                 raise e
 
-    def _pop(self):
-        r = _L.patch_pop(self._handle())
+    def _pop(self, owner):
+        """Close owner's innermost frame of this thread, wherever it is:
+        patches may end out of order, each taking away only its own."""
+        r = _L.patch_exit(self._handle(), owner)
         if r < 0:
-            raise _error(r, f"segment '{self.name}': patch closed out of order")
+            raise _error(r, f"segment '{self.name}': this patch is not open in this thread")
         self._thread_patches(-1)
         with self._lock:
             self._count_patch(-1)
