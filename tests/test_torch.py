@@ -316,6 +316,14 @@ class TestBridge(unittest.TestCase):
         self.seg.module("torch._dynamo.config").recompile_limit = 9
         self.assertEqual(torch._dynamo.config.recompile_limit, 9)
         self.assertIs(ind.triton.cudagraphs, False)
+        # ... a nested option too (torch's SubConfigProxy between mock and the bridge)
+        with unittest.mock.patch.object(ind.triton, "cudagraphs", True):
+            self.assertIs(ind.triton.cudagraphs, True)
+        self.assertTrue(ind._is_default("triton.cudagraphs"))
+        self.seg.module("torch._inductor.config").triton.cudagraphs = True
+        self.assertIs(ind.triton.cudagraphs, True)
+        self.seg.module("torch._inductor.config").triton.cudagraphs = False
+        self.assertIs(ind.triton.cudagraphs, False)
         # patch_dynamo_config, which reads the patch's changes
         with torch._dynamo.patch_dynamo_config(verbose=True):
             self.assertIs(torch._dynamo.config.verbose, True)
@@ -568,6 +576,23 @@ class TestProcesses(unittest.TestCase):
                  "torch._inductor.config.max_autotune": False})
         self.assertEqual(child(prog, seg.name, env=env), ["operator", False, False, False])
         self.assertEqual(child(prog, seg.name), ["operator", True, False, False])
+        # a patch of the segment's own module stands for the user layer in
+        # its thread: the env default yields to it, as to the operator's
+        prog = """
+            import json, sys, shmcfg, shmcfg.torch, torch
+            seg = shmcfg.attach(sys.argv[1])
+            shmcfg.torch.install(seg)
+            import torch._inductor.config as ind
+            m = seg.module("torch._inductor.config")
+            seen = [ind.max_autotune]
+            with m.patch(max_autotune=True):
+                seen += [ind.max_autotune, ind.get_config_copy()["max_autotune"]]
+            print(json.dumps(seen + [ind.max_autotune]))
+            """
+        self.assertEqual(child(prog, seg.name, env=env), [False, True, True, False])
+        seg.reset("torch._inductor.config.max_autotune")
+        prog = prog.replace("max_autotune=True", "max_autotune=False")
+        self.assertEqual(child(prog, seg.name, env=env), [True, False, False, True])
 
     def test_errors_of_an_env_default_name_what(self):
         """An option whose torch default a variable of this process set reads

@@ -511,15 +511,17 @@ def _segment_default(entry):
 def _env_default(entry):
     """torch's _ConfigEntry.env_value_default of a served option: what this
     process's environment says, unless the segment's value comes from a
-    host-wide layer above it (cluster, user), to which it yields as torch's
-    does to a user override. Raises _Redeclared (the reader's, below)."""
+    layer above it (cluster, user, or the thread's patch of the segment's
+    own module, which stands for the user layer), to which it yields as
+    torch's does to a user override. Raises _Redeclared (the reader's,
+    below)."""
     d = entry.__dict__
     v = d["_shmcfg_env_default"]
     if v is d["_shmcfg_unset"]:
         return v
     mod, seg, o, alive = d["_shmcfg_where"]
     source = _checked_read(mod, alive, seg._source, o)
-    return d["_shmcfg_unset"] if _L.SRC_CLUSTER <= source < _L.SRC_PATCH else v
+    return d["_shmcfg_unset"] if source >= _L.SRC_CLUSTER else v
 
 
 def _env_default_property(entry):
