@@ -524,6 +524,45 @@ static void test_patch_frame_of_closed_handle(void **state)
 	shmcfg_unlink(lo.name);
 }
 
+/* A patcher outliving its handle reads nothing of it: applied after the
+ * close, its frame patches no later handle at that address, and its
+ * restore still finds it. */
+static void test_patcher_outlives_its_handle(void **state)
+{
+	(void)state;
+	const char *name = test_name("pout");
+	shmcfg *h = test_create(name, NULL);
+	assert_int_equal(set_and_commit(h, T_A, "10", NULL), 0);
+	shmcfg *h1;
+	shmcfg_patcher *p;
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &h1), 0);
+	assert_int_equal(shmcfg_patcher_new(h1, &p), 0);
+	assert_int_equal(shmcfg_patcher_set(p, T_A, &(shmcfg_value){.type = SHMCFG_INT, .u.i = 42}), 0);
+	void *at = h1;
+	shmcfg_close(h1);
+	assert_int_equal(shmcfg_patcher_apply(p), 0);
+	shmcfg *hs[16] = {0};
+	int tries;
+	int64_t seen = -1;
+	for (tries = 1; tries <= 16; tries++) {
+		assert_int_equal(shmcfg_attach(name, 0, NULL, &hs[tries - 1]), 0);
+		if ((void *)hs[tries - 1] == at) {
+			seen = get_i(hs[tries - 1], T_A);
+			break;
+		}
+	}
+	assert_in_range(tries, 1, 16); /* the address came back */
+	assert_int_equal(seen, 10);
+	assert_int_equal(shmcfg_patcher_restore(p), 0);
+	assert_int_equal(shmcfg_patcher_restore(p), -ENOENT);
+	assert_int_equal(shmcfg__tls_patched, 0);
+	for (int i = 0; i < 16; i++)
+		shmcfg_close(hs[i]);
+	shmcfg_patcher_free(p);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
 static void *push_pop_thread(void *p)
 {
 	struct tharg *a = p;
@@ -998,6 +1037,7 @@ int main(void)
 		cmocka_unit_test(test_precedence_table), cmocka_unit_test(test_patches),
 		cmocka_unit_test(test_patch_threads), cmocka_unit_test(test_patch_id),
 		cmocka_unit_test(test_patch_owners), cmocka_unit_test(test_patch_frame_of_closed_handle),
+		cmocka_unit_test(test_patcher_outlives_its_handle),
 		cmocka_unit_test(test_is_default_dump_load),
 		cmocka_unit_test(test_codegen), cmocka_unit_test(test_golden_hash),
 		cmocka_unit_test(test_value_record),

@@ -19,6 +19,7 @@
 #include "seqlock.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,7 @@ struct overlay {
 
 struct shmcfg_patcher {
 	shmcfg *h;
+	uint64_t serial;    /* h's, when the patcher was made: apply and restore read nothing of h */
 	shmcfg_opt *opts;
 	shmcfg_value *vals;
 	size_t n, cap;
@@ -72,10 +74,17 @@ static void frames_changed(void)
 	shmcfg__tls_patch_id = __atomic_add_fetch(&patch_ids, 1, __ATOMIC_RELAXED);
 }
 
-/* f patches h (not a closed handle that had h's address) */
+/* f patches handle h of serial `serial` (not a closed handle that had h's
+ * address: the caller may pass a closed handle's address and serial,
+ * neither read here) */
+static bool frame_is(const struct pframe *f, const shmcfg *h, uint64_t serial)
+{
+	return f->h == h && f->serial == serial;
+}
+
 static bool frame_of(const struct pframe *f, const shmcfg *h)
 {
-	return f->h == h && f->serial == h->serial;
+	return frame_is(f, h, h->serial);
 }
 
 static bool has_frames(const shmcfg *h)
@@ -86,10 +95,10 @@ static bool has_frames(const shmcfg *h)
 	return false;
 }
 
-static struct overlay **find_overlay(const shmcfg *h)
+static struct overlay **find_overlay(const shmcfg *h, uint64_t serial)
 {
 	struct overlay **o = &overlays;
-	while (*o && ((*o)->h != h || (*o)->serial != h->serial))
+	while (*o && ((*o)->h != h || (*o)->serial != serial))
 		o = &(*o)->next;
 	return o;
 }
@@ -185,7 +194,7 @@ out:
 
 static struct overlay *overlay_of(const shmcfg *h, int *err)
 {
-	struct overlay **slot = find_overlay(h), *ov = *slot;
+	struct overlay **slot = find_overlay(h, h->serial), *ov = *slot;
 	*err = 0;
 	if (!ov) {
 		ov = shmcfg__calloc(1, sizeof *ov);
@@ -253,11 +262,15 @@ bool shmcfg__patch_value(const shmcfg *h, shmcfg_opt opt, const shmcfg_value **v
 	return false;
 }
 
-static void drop_overlay(const shmcfg *h)
+/* Free h's overlay once the thread has no frame of h left. */
+static void drop_overlay(const shmcfg *h, uint64_t serial)
 {
-	struct overlay **o = find_overlay(h), *ov = *o;
-	if (!ov || has_frames(h))
+	struct overlay **o = find_overlay(h, serial), *ov = *o;
+	if (!ov)
 		return;
+	for (struct pframe *f = top; f; f = f->prev)
+		if (frame_is(f, h, serial))
+			return;
 	*o = ov->next;
 	shmcfg__free(ov->copy);
 	shmcfg__free(ov);
@@ -272,13 +285,55 @@ static int validate(const shmcfg *h)
 	return ov ? rebuild(h, ov, true) : r;
 }
 
-/* Open a frame of h on top of the thread's: 0 or -ENOMEM. */
-static int push(const shmcfg *h, shmcfg_opt *opts, shmcfg_value *vals, size_t n, const void *owner, bool borrowed)
+static void frame_free(struct pframe *f);
+
+/*
+ * A thread that exits with frames open (or an overlay) frees them: a
+ * pthread key, set (to a non-NULL value) at the thread's first frame, whose
+ * destructor runs at its exit. The library is linked -z nodelete, so the
+ * destructor outlives a dlclose. Without the key (pthread_key_create
+ * failed), what such a thread leaves open stays allocated, as before.
+ */
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static bool exit_key_ok;
+static __thread bool exit_key_set;
+
+static void thread_exit(void *unused)
 {
+	(void)unused;
+	while (top) {
+		struct pframe *f = top;
+		top = f->prev;
+		frame_free(f);
+	}
+	while (overlays) {
+		struct overlay *ov = overlays;
+		overlays = ov->next;
+		shmcfg__free(ov->copy);
+		shmcfg__free(ov);
+	}
+	shmcfg__tls_patched = 0;
+}
+
+static void exit_key_make(void)
+{
+	exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0;
+}
+
+/* Open a frame of handle h of serial `serial` (h is not read: a patcher's
+ * handle may be closed) on top of the thread's: 0 or -ENOMEM. */
+static int push(const shmcfg *h, uint64_t serial, shmcfg_opt *opts, shmcfg_value *vals, size_t n,
+		const void *owner, bool borrowed)
+{
+	if (!exit_key_set) {
+		pthread_once(&exit_key_once, exit_key_make);
+		exit_key_set = exit_key_ok && pthread_setspecific(exit_key, &exit_key_set) == 0;
+	}
 	struct pframe *f = shmcfg__malloc(sizeof *f);
 	if (!f)
 		return shmcfg__nomem();
-	*f = (struct pframe){.h = h, .serial = h->serial, .opts = opts, .vals = vals, .n = n, .cap = n,
+	*f = (struct pframe){.h = h, .serial = serial, .opts = opts, .vals = vals, .n = n, .cap = n,
 			     .owner = owner, .borrowed = borrowed, .prev = top};
 	top = f;
 	frames_changed();
@@ -290,14 +345,14 @@ int shmcfg_patch_push(shmcfg *h)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
-	return push(h, NULL, NULL, 0, NULL, false);
+	return push(h, h->serial, NULL, NULL, 0, NULL, false);
 }
 
 int shmcfg_patch_enter(shmcfg *h, const void *owner)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && owner, -EINVAL);
-	return push(h, NULL, NULL, 0, owner, false);
+	return push(h, h->serial, NULL, NULL, 0, owner, false);
 }
 
 static int frame_put(struct pframe *f, shmcfg_opt opt, shmcfg_value *v)
@@ -405,37 +460,45 @@ static void frame_free(struct pframe *f)
 	shmcfg__free(f);
 }
 
-/* Close a frame of h: owner's innermost, wherever it is among the thread's
- * frames (the frames opened after it stay), or, with no owner, the
- * innermost frame of h if nobody owns it. */
-static int pop(const shmcfg *h, const void *owner)
+/* Close a frame of handle h of serial `serial` (h is not read): owner's
+ * innermost, wherever it is among the thread's frames (the frames opened
+ * after it stay), or, with no owner, the innermost frame of h if nobody
+ * owns it. false: no such frame. */
+static bool pop(const shmcfg *h, uint64_t serial, const void *owner)
 {
 	struct pframe **link = &top;
-	while (*link && !(frame_of(*link, h) && (!owner || (*link)->owner == owner)))
+	while (*link && !(frame_is(*link, h, serial) && (!owner || (*link)->owner == owner)))
 		link = &(*link)->prev;
 	struct pframe *f = *link;
 	if (!f || f->owner != owner)
-		return shmcfg__err(-ENOENT, "%s: no matching patch frame to close in this thread", h->name);
+		return false;
 	*link = f->prev;
 	frame_free(f);
 	frames_changed();
 	shmcfg__tls_patched--;
-	drop_overlay(h);
-	return 0;
+	drop_overlay(h, serial);
+	return true;
+}
+
+static int pop_of(const shmcfg *h, const void *owner)
+{
+	return pop(h, h->serial, owner)
+		       ? 0
+		       : shmcfg__err(-ENOENT, "%s: no matching patch frame to close in this thread", h->name);
 }
 
 int shmcfg_patch_pop(shmcfg *h)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h, -EINVAL);
-	return pop(h, NULL);
+	return pop_of(h, NULL);
 }
 
 int shmcfg_patch_exit(shmcfg *h, const void *owner)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(h && owner, -EINVAL);
-	return pop(h, owner);
+	return pop_of(h, owner);
 }
 
 int shmcfg_patcher_new(shmcfg *h, shmcfg_patcher **ret)
@@ -446,6 +509,7 @@ int shmcfg_patcher_new(shmcfg *h, shmcfg_patcher **ret)
 	if (!*ret)
 		return shmcfg__nomem();
 	(*ret)->h = h;
+	(*ret)->serial = h->serial;
 	return 0;
 }
 
@@ -473,14 +537,15 @@ int shmcfg_patcher_apply(shmcfg_patcher *p)
 	SHMCFG_API_ENTRY;
 	assert_return(p, -EINVAL);
 	/* the frame borrows the patcher's checked values: no copy, no check */
-	return push(p->h, p->opts, p->vals, p->n, p, true);
+	return push(p->h, p->serial, p->opts, p->vals, p->n, p, true);
 }
 
 int shmcfg_patcher_restore(shmcfg_patcher *p)
 {
 	SHMCFG_API_ENTRY;
 	assert_return(p, -EINVAL);
-	return pop(p->h, p);
+	return pop(p->h, p->serial, p) ? 0
+				      : shmcfg__err(-ENOENT, "the patcher's frame is not open in this thread");
 }
 
 shmcfg_patcher *shmcfg_patcher_free(shmcfg_patcher *p)
@@ -512,5 +577,5 @@ void shmcfg__patch_forget(const shmcfg *h)
 		shmcfg__tls_patched--;
 		frames_changed();
 	}
-	drop_overlay(h);
+	drop_overlay(h, h->serial);
 }
