@@ -395,21 +395,6 @@ static void alias_json(shmcfg *h, const shmcfg_optinfo *oi, json_t *o)
 	json_object_set_new(o, "alias_of", is ? json_string(opt_name(h, oi->alias)) : json_null());
 }
 
-/* Whether option i is an alias whose chain passes option t (t's alias, or
- * an alias of one of t's aliases...). A chain is at most as long as the
- * schema. */
-static bool alias_chain_passes(shmcfg *h, shmcfg_opt i, shmcfg_opt t)
-{
-	shmcfg_optinfo ai;
-	uint32_t n = shmcfg_count(h);
-	for (uint32_t steps = 0; steps < n && !shmcfg_opt_info(h, i, &ai) && ai.alias != SHMCFG_NO_OPT; steps++) {
-		if (ai.alias == t)
-			return true;
-		i = ai.alias;
-	}
-	return false;
-}
-
 /* The option's default as shown: the final target's. */
 static void final_info(shmcfg *h, const shmcfg_optinfo *oi, shmcfg_optinfo *fi)
 {
@@ -730,16 +715,6 @@ static char *names_text(const char *list, size_t n)
 	return out;
 }
 
-/* describe --json's "aliases": the options whose chain of aliases passes opt */
-static json_t *aliases_json(shmcfg *h, shmcfg_opt opt)
-{
-	json_t *aliases = json_array();
-	for (uint32_t i = 0; aliases && i < shmcfg_count(h); i++)
-		if (i != opt && alias_chain_passes(h, i, opt))
-			json_array_append_new(aliases, json_string(opt_name(h, i)));
-	return aliases;
-}
-
 /* An implication's {"option", "value"}: the implier and what it sets, or the target */
 static json_t *implication_json(const char *name, const shmcfg_value *v)
 {
@@ -749,23 +724,67 @@ static json_t *implication_json(const char *name, const shmcfg_value *v)
 	return e;
 }
 
-/* describe --json's "implied_by": the implications of final target fin */
-static json_t *implied_by_json(shmcfg *h, shmcfg_opt fin)
+/*
+ * Every option's "aliases" (the options whose chain of aliases passes it:
+ * its alias, an alias of one of its aliases...) and "implied_by" (the
+ * implications that target it), in one pass over the schema: al[i] and
+ * ib[i], arrays for the caller to json_decref and free (relations_free).
+ * 0 or -ENOMEM. describe takes one option's, schema --json every one's.
+ */
+struct relations {
+	uint32_t n;
+	json_t **al, **ib;
+};
+
+static void relations_free(struct relations *rel)
 {
-	json_t *implied_by = json_array();
-	for (uint32_t i = 0; implied_by && i < shmcfg_count(h); i++) {
-		shmcfg_optinfo ii;
+	for (uint32_t i = 0; i < rel->n; i++) {
+		json_decref(rel->al ? rel->al[i] : NULL);
+		json_decref(rel->ib ? rel->ib[i] : NULL);
+	}
+	free(rel->al);
+	free(rel->ib);
+}
+
+static int relations_of(shmcfg *h, struct relations *rel)
+{
+	uint32_t n = shmcfg_count(h);
+	*rel = (struct relations){n, calloc(n ? n : 1, sizeof *rel->al), calloc(n ? n : 1, sizeof *rel->ib)};
+	int r = rel->al && rel->ib ? 0 : -ENOMEM;
+	for (uint32_t i = 0; !r && i < n; i++)
+		if (!(rel->al[i] = json_array()) || !(rel->ib[i] = json_array()))
+			r = -ENOMEM;
+	for (uint32_t i = 0; !r && i < n; i++) {
+		shmcfg_optinfo ii, ai;
 		if (shmcfg_opt_info(h, i, &ii))
 			continue;
+		ai = ii; /* each option its chain passes: a chain is at most as long as the schema */
+		for (uint32_t steps = 0; steps < n && ai.alias < n; steps++) {
+			if (ai.alias != i)
+				json_array_append_new(rel->al[ai.alias], json_string(ii.name));
+			if (shmcfg_opt_info(h, ai.alias, &ai))
+				break;
+		}
 		for (size_t k = 0; k < ii.n_implies; k++) {
 			shmcfg_opt tgt;
 			shmcfg_value iv;
-			if (shmcfg_opt_implies(h, i, k, &tgt, &iv) || tgt != fin)
-				continue;
-			json_array_append_new(implied_by, implication_json(ii.name, &iv));
+			if (!shmcfg_opt_implies(h, i, k, &tgt, &iv) && tgt < n)
+				json_array_append_new(rel->ib[tgt], implication_json(ii.name, &iv));
 		}
 	}
-	return implied_by;
+	if (r)
+		relations_free(rel);
+	return r;
+}
+
+/* option_attrs_json's aliases and implied_by of option i (final target fin), new references */
+static json_t *aliases_of(const struct relations *rel, uint32_t i)
+{
+	return i < rel->n ? json_incref(rel->al[i]) : json_array();
+}
+static json_t *implied_by_of(const struct relations *rel, uint32_t fin)
+{
+	return fin < rel->n ? json_incref(rel->ib[fin]) : json_array();
 }
 
 /*
@@ -823,33 +842,13 @@ static void option_attrs_json(shmcfg *h, const shmcfg_optinfo *oi, const shmcfg_
  * library code / -ENOMEM. */
 static int schema_options_json(shmcfg *h, json_t **ret)
 {
-	uint32_t n = shmcfg_count(h);
-	json_t **al = calloc(n ? n : 1, sizeof *al), **ib = calloc(n ? n : 1, sizeof *ib), *arr = json_array();
-	int r = al && ib && arr ? 0 : -ENOMEM;
-	for (uint32_t i = 0; !r && i < n; i++)
-		if (!(al[i] = json_array()) || !(ib[i] = json_array()))
-			r = -ENOMEM;
-	/* every option's aliases and implied_by in one pass (describe's loops,
-	 * run for each option, would take n^2 steps): in describe's order */
-	for (uint32_t i = 0; !r && i < n; i++) {
-		shmcfg_optinfo ii, ai;
-		if (shmcfg_opt_info(h, i, &ii))
-			continue;
-		ai = ii; /* each option its chain passes (as alias_chain_passes) */
-		for (uint32_t steps = 0; steps < n && ai.alias < n; steps++) {
-			if (ai.alias != i)
-				json_array_append_new(al[ai.alias], json_string(ii.name));
-			if (shmcfg_opt_info(h, ai.alias, &ai))
-				break;
-		}
-		for (size_t k = 0; k < ii.n_implies; k++) {
-			shmcfg_opt tgt;
-			shmcfg_value iv;
-			if (!shmcfg_opt_implies(h, i, k, &tgt, &iv) && tgt < n)
-				json_array_append_new(ib[tgt], implication_json(ii.name, &iv));
-		}
-	}
-	for (uint32_t i = 0; !r && i < n; i++) {
+	struct relations rel;
+	int r = relations_of(h, &rel);
+	if (r)
+		return r;
+	json_t *arr = json_array();
+	r = arr ? 0 : -ENOMEM;
+	for (uint32_t i = 0; !r && i < rel.n; i++) {
 		shmcfg_optinfo oi, fi;
 		json_t *o = json_object();
 		if (!o || json_array_append_new(arr, o)) {
@@ -864,15 +863,9 @@ static int schema_options_json(shmcfg *h, json_t **ret)
 		json_object_set_new(o, "type", json_string(shmcfg_type_name(fi.type)));
 		json_object_set_new(o, "nullable", json_boolean(fi.flags & SHMCFG_F_NULLABLE));
 		json_object_set_new(o, "default", value_json(&fi.def));
-		option_attrs_json(h, &oi, &fi, json_incref(al[i]),
-				  oi.alias_final < n ? json_deep_copy(ib[oi.alias_final]) : json_array(), o);
+		option_attrs_json(h, &oi, &fi, aliases_of(&rel, i), implied_by_of(&rel, oi.alias_final), o);
 	}
-	for (uint32_t i = 0; i < n; i++) {
-		json_decref(al ? al[i] : NULL);
-		json_decref(ib ? ib[i] : NULL);
-	}
-	free(al);
-	free(ib);
+	relations_free(&rel);
 	if (r)
 		json_decref(arr);
 	else
@@ -954,7 +947,15 @@ int cmd_describe(int argc, char **argv)
 		free(tv);
 	}
 	json_object_set_new(o, "layers", jl);
-	option_attrs_json(h, &oi, &fi, aliases_json(h, opt), implied_by_json(h, fin), o);
+	struct relations rel;
+	if ((r = relations_of(h, &rel))) {
+		json_decref(o);
+		shmcfg_snapshot_release(snap);
+		shmcfg_close(h);
+		return fail_lib(r, pos[1]);
+	}
+	option_attrs_json(h, &oi, &fi, aliases_of(&rel, opt), implied_by_of(&rel, fin), o);
+	relations_free(&rel);
 	shmcfg_snapshot_release(snap);
 
 	if (json) {

@@ -109,6 +109,38 @@ static struct reps reps_for(uint32_t n)
 /* The fresh process                                                  */
 /* ------------------------------------------------------------------ */
 
+/* A fresh process's arguments after its mode: NAME-or-DIR N SEED VALUE FD */
+struct child_args {
+	const char *where;
+	uint32_t n;
+	uint64_t rs;
+	int64_t value;
+	int fd;
+};
+
+static struct child_args child_args(const char *mode, int argc, char **argv)
+{
+	if (argc != 5)
+		die("%s NAME N SEED VALUE FD", mode);
+	struct child_args a = {argv[0], (uint32_t)strtoul(argv[1], NULL, 10), strtoull(argv[2], NULL, 10) | 1,
+			       strtoll(argv[3], NULL, 10), atoi(argv[4])};
+	if (!a.n)
+		die("%s: no options", mode);
+	return a;
+}
+
+/* Write a fresh process's figures on fd: "first second commit..." (ns). */
+static void child_report(int fd, double first, double second, const double c[GROWTH_FIRST_COMMITS])
+{
+	char line[64 * (GROWTH_FIRST_COMMITS + 2)];
+	int len = snprintf(line, sizeof line, "%.0f %.0f", first, second);
+	for (int i = 0; i < GROWTH_FIRST_COMMITS; i++)
+		len += snprintf(line + len, sizeof line - (size_t)len, " %.0f", c[i]);
+	len += snprintf(line + len, sizeof line - (size_t)len, "\n");
+	if (write(fd, line, (size_t)len) != len)
+		die("fresh process: write: %s", strerror(errno));
+}
+
 /*
  * bench --attach-child NAME N SEED VALUE FD: attach the segment NAME of N
  * options, look one random option up by name and read it, then make
@@ -119,15 +151,11 @@ static struct reps reps_for(uint32_t n)
  */
 int attach_child(int argc, char **argv)
 {
-	if (argc != 5)
-		die("--attach-child NAME N SEED VALUE FD");
-	const char *name = argv[0];
-	uint32_t n = (uint32_t)strtoul(argv[1], NULL, 10);
-	uint64_t rs = strtoull(argv[2], NULL, 10) | 1;
-	int64_t value = strtoll(argv[3], NULL, 10);
-	int fd = atoi(argv[4]);
-	if (!n)
-		die("--attach-child: no options");
+	struct child_args a = child_args("--attach-child", argc, argv);
+	const char *name = a.where;
+	uint32_t n = a.n;
+	uint64_t rs = a.rs;
+	int64_t value = a.value;
 
 	double t0 = now_ns();
 	shmcfg *h;
@@ -154,14 +182,7 @@ int attach_child(int argc, char **argv)
 	for (int i = 0; i < GROWTH_FIRST_COMMITS; i++)
 		c[i] = timed_commit_at(h, (shmcfg_opt)(xorshift(&rs) % n), value + i);
 	shmcfg_close(h);
-
-	char line[64 * (GROWTH_FIRST_COMMITS + 2)];
-	int len = snprintf(line, sizeof line, "%.0f %.0f", attach, lookup);
-	for (int i = 0; i < GROWTH_FIRST_COMMITS; i++)
-		len += snprintf(line + len, sizeof line - (size_t)len, " %.0f", c[i]);
-	len += snprintf(line + len, sizeof line - (size_t)len, "\n");
-	if (write(fd, line, (size_t)len) != len)
-		die("fresh process: write: %s", strerror(errno));
+	child_report(a.fd, attach, lookup, c);
 	return 0;
 }
 
@@ -173,30 +194,16 @@ int attach_child(int argc, char **argv)
  */
 int lmdb_child(int argc, char **argv)
 {
-	if (argc != 5)
-		die("--lmdb-child DIR N SEED VALUE FD");
-	uint32_t n = (uint32_t)strtoul(argv[1], NULL, 10);
-	uint64_t rs = strtoull(argv[2], NULL, 10) | 1;
-	int64_t value = strtoll(argv[3], NULL, 10);
-	int fd = atoi(argv[4]);
-	if (!n)
-		die("--lmdb-child: no keys");
+	struct child_args a = child_args("--lmdb-child", argc, argv);
 	double t0 = now_ns();
 	struct lmdb_peer lp;
-	lmdb_peer_reopen(&lp, argv[0], n);
+	lmdb_peer_reopen(&lp, a.where, a.n);
 	double open = now_ns() - t0;
 	double c[GROWTH_FIRST_COMMITS];
 	for (int i = 0; i < GROWTH_FIRST_COMMITS; i++)
-		c[i] = lmdb_peer_write(&lp, (uint32_t)(xorshift(&rs) % n), 1, value + i);
+		c[i] = lmdb_peer_write(&lp, (uint32_t)(xorshift(&a.rs) % a.n), 1, a.value + i);
 	lmdb_peer_close(&lp);
-
-	char line[64 * (GROWTH_FIRST_COMMITS + 2)];
-	int len = snprintf(line, sizeof line, "%.0f 0", open);
-	for (int i = 0; i < GROWTH_FIRST_COMMITS; i++)
-		len += snprintf(line + len, sizeof line - (size_t)len, " %.0f", c[i]);
-	len += snprintf(line + len, sizeof line - (size_t)len, "\n");
-	if (write(fd, line, (size_t)len) != len)
-		die("fresh LMDB process: write: %s", strerror(errno));
+	child_report(a.fd, open, 0, c);
 	return 0;
 }
 
