@@ -87,10 +87,11 @@ static bool frame_of(const struct pframe *f, const shmcfg *h)
 	return frame_is(f, h, h->serial);
 }
 
-static bool has_frames(const shmcfg *h)
+/* The thread has a frame of handle h of serial `serial` (h is not read). */
+static bool has_frames(const shmcfg *h, uint64_t serial)
 {
 	for (struct pframe *f = top; f; f = f->prev)
-		if (frame_of(f, h))
+		if (frame_is(f, h, serial))
 			return true;
 	return false;
 }
@@ -225,7 +226,7 @@ static struct overlay *fresh_overlay(const shmcfg *h, int *err)
 static struct overlay *patched(const shmcfg *h, int *err)
 {
 	*err = 0;
-	return has_frames(h) ? fresh_overlay(h, err) : NULL;
+	return has_frames(h, h->serial) ? fresh_overlay(h, err) : NULL;
 }
 
 bool shmcfg__patched_cell(const shmcfg *h, shmcfg_opt opt, struct shmcfg__cell *cell,
@@ -266,11 +267,8 @@ bool shmcfg__patch_value(const shmcfg *h, shmcfg_opt opt, const shmcfg_value **v
 static void drop_overlay(const shmcfg *h, uint64_t serial)
 {
 	struct overlay **o = find_overlay(h, serial), *ov = *o;
-	if (!ov)
+	if (!ov || has_frames(h, serial))
 		return;
-	for (struct pframe *f = top; f; f = f->prev)
-		if (frame_is(f, h, serial))
-			return;
 	*o = ov->next;
 	shmcfg__free(ov->copy);
 	shmcfg__free(ov);
