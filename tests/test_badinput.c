@@ -999,15 +999,19 @@ static void test_commit_never_publishes_corrupt_layers(void **state)
 	(void)state;
 	shmcfg_txn *t0;
 	assert_int_equal(shmcfg_txn_begin(h, &t0), 0);
+	/* two layers: one alone would be held in the cell, with no chunk */
+	assert_int_equal(shmcfg_txn_layer(t0, SHMCFG_SRC_CLUSTER), 0);
+	assert_int_equal(shmcfg_txn_set_int(t0, T_A, 0), 0);
+	assert_int_equal(shmcfg_txn_layer(t0, SHMCFG_SRC_USER), 0);
 	assert_int_equal(shmcfg_txn_set_int(t0, T_A, 0), 0);
 	assert_true(shmcfg_txn_commit(t0, NULL) >= 0);
 	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
 	char *slot = (char *)slot_at(h, cur_slot(cur));
 	uint32_t lref = slot_lrefs(h, slot)[T_A];
-	assert_int_not_equal(lref, 0);
+	assert_true(lref_names_chunk(lref));
 	struct chunk *k = (struct chunk *)(seg_heap(h) + ((uint64_t)lref << LREF_SHIFT));
-	assert_int_equal(CHUNK_MASK(k->tag), 1u << LAYER_USER);
-	struct shmcfg__cell *user = k->l; /* the only layer set */
+	assert_int_equal(CHUNK_MASK(k->tag), 1u << LAYER_CLUSTER | 1u << LAYER_USER);
+	struct shmcfg__cell *user = &k->l[1]; /* the cluster layer's cell comes first */
 	user->val = 1;
 	user->meta = SHMCFG_BOOL | META_SET | ((uint64_t)SHMCFG_SRC_USER << META_SRC_SHIFT);
 	assert_int_equal(get_i(h, T_A), 0); /* the effective value is intact */

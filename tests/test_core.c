@@ -982,7 +982,7 @@ static void test_check_and_stat(void **state)
 	assert_int_equal(shmcfg_stat(f->h, &st), 0);
 	assert_int_equal(st.generation, shmcfg_generation(f->h));
 	assert_int_equal(st.nopts, T_COUNT);
-	assert_int_equal(st.layout_version, 12);
+	assert_int_equal(st.layout_version, 13);
 	int held = 0;
 	for (uint32_t s = 0; s < st.nslots; s++)
 		held += st.slot_gen[s] == st.generation;

@@ -85,7 +85,17 @@ static void check_current(shmcfg *h, uint64_t step)
 		cur = seq_current(h);
 	while (!shmcfg__seq_copy(h, cur, copy, copy + h->lay.slot_size, &top) && !shmcfg__seq_retry(h, cur, &tries));
 	memcpy(again, copy, bytes);
-	memset(slot_cells(h, again), 0, h->lay.nopts * sizeof(struct shmcfg__cell));
+	/* every cell forgotten but the layers held in cells (slot.h,
+	 * lref_in_cell), which only an option that nothing implies and that is
+	 * no alias may have: its cell is its one layer */
+	for (uint32_t i = 0; i < h->lay.nopts; i++) {
+		const struct opt_desc *d = opt_d(h, i);
+		if (!lref_in_cell(slot_lrefs(h, again)[i]))
+			slot_cells(h, again)[i] = (struct shmcfg__cell){0, 0};
+		else if (d->alias != SHMCFG_NO_OPT || (d->rdep_n && !(h->rdeps[d->rdep_first] & RDEP_ALIAS)))
+			fail_msg("step %" PRIu64 ": %s holds its layer in its cell, but %s", step, sstr(h, d->name),
+				 d->alias != SHMCFG_NO_OPT ? "is an alias" : "an option implies it");
+	}
 	struct build b = {.h = h, .cells = slot_cells(h, again), .lrefs = slot_lrefs(h, again),
 			  .heap = again + h->lay.slot_size, .heap_size = top};
 	int r = shmcfg__resolve_all(&b);
@@ -527,6 +537,131 @@ static void test_terms_of_a_reused_chunk(void **state)
 	shmcfg_unlink(name);
 }
 
+/* Option o's layer l in the current generation, as text ("-" if unset). */
+static void layer_text(shmcfg *h, shmcfg_opt o, shmcfg_source l, char *buf, size_t len)
+{
+	shmcfg_snapshot *snap;
+	shmcfg_value v = {0};
+	char *text = NULL;
+	assert_int_equal(shmcfg_snapshot_acquire(h, &snap), 0);
+	int r = shmcfg_snapshot_layer(snap, o, l, &v); /* 1: unset */
+	if (r == 0)
+		assert_int_equal(shmcfg_value_format(&v, &text), 0);
+	else if (r != 1)
+		fail_msg("layer %s of option %u: %s", shmcfg_source_name(l), o, shmcfg_errdetail());
+	snprintf(buf, len, "%s", r == 0 ? text : "-");
+	free(text);
+	shmcfg_snapshot_release(snap);
+}
+
+/* o's lref kind in the current generation, its layers and its value with
+ * source: in_cell 1 (LREF_IN_CELL), 2 (LREF_IN_CELL_BY_CLUSTER), 0 (a
+ * chunk) or -1 (no layer). */
+static void expect_layers(shmcfg *h, shmcfg_opt o, int in_cell, const char *user, const char *cluster,
+			  const char *value, shmcfg_source src)
+{
+	uint32_t lref;
+	(void)cell_now(h, o, &lref);
+	int kind = lref_in_cell(lref) ? (int)lref : lref ? 0 : -1;
+	char u[64], c[64];
+	layer_text(h, o, SHMCFG_SRC_USER, u, sizeof u);
+	layer_text(h, o, SHMCFG_SRC_CLUSTER, c, sizeof c);
+	shmcfg_value v;
+	char *text = NULL;
+	assert_int_equal(shmcfg_get(h, o, &v), 0);
+	assert_int_equal(shmcfg_value_format(&v, &text), 0);
+	shmcfg_source got = v.source;
+	if (kind != in_cell || strcmp(u, user) || strcmp(c, cluster) || strcmp(text, value) || got != src)
+		fail_msg("option %u: reference kind %d, user %s, cluster %s, value %s from %s; expected %d, %s, %s, "
+			 "%s from %s", o, kind, u, c, text, shmcfg_source_name(got), in_cell, user, cluster, value,
+			 shmcfg_source_name(src));
+	free(text);
+	shmcfg_value_clear(&v);
+	check_current(h, 0);
+	if (shmcfg__heap_verify(h) || shmcfg_check(h, true, NULL, NULL))
+		fail_msg("heap or check: %s", shmcfg_errdetail());
+}
+
+/*
+ * A layer held in the cell (lib/slot/slot.h, lref_in_cell): one layer set to
+ * a value that fits the cell, of an option that nothing implies and that is
+ * no alias, takes no chunk, and becomes a chunk again when a second layer is
+ * set; an implied option, and a string, always have a chunk. The layers,
+ * the value, its source and the history read the same either way.
+ */
+static void test_layer_held_in_cell(void **state)
+{
+	(void)state;
+	const char *name = test_name("inccell");
+	shmcfg *h = create_inc(name, 4, 1 << 16, false);
+	shmcfg_opt f = opt_named(h, "i.f"), n = opt_named(h, "i.n"), s = opt_named(h, "i.s"),
+		   b = opt_named(h, "i.b"), t = opt_named(h, "i.t");
+	uint64_t g;
+	uint64_t heap0 = h->hdr->heap_live;
+	assert_int_equal(set_and_commit(h, f, "1.5", &g), 0);
+	expect_layers(h, f, 1, "1.5", "-", "1.5", SHMCFG_SRC_USER);
+	assert_int_equal(h->hdr->heap_live, heap0); /* no chunk */
+	assert_int_equal(commit_layer(h, SHMCFG_SRC_CLUSTER, f, "2.5", &g), 0);
+	expect_layers(h, f, 0, "1.5", "2.5", "1.5", SHMCFG_SRC_USER);
+	assert_int_equal(commit_layer(h, SHMCFG_SRC_USER, f, NULL, &g), 0);
+	expect_layers(h, f, 1, "-", "2.5", "2.5", SHMCFG_SRC_CLUSTER);
+	assert_int_equal(commit_layer(h, SHMCFG_SRC_CLUSTER, f, NULL, &g), 0);
+	expect_layers(h, f, -1, "-", "-", "0.0", SHMCFG_SRC_DEFAULT);
+	/* the cluster agent's layer (a commit with a cluster revision) keeps
+	 * its owner; a local write of the same value takes it over */
+	for (int agent = 1; agent >= 0; agent--) {
+		shmcfg_txn *tx;
+		assert_int_equal(shmcfg_txn_begin(h, &tx), 0);
+		assert_int_equal(shmcfg_txn_origin(tx, agent ? 10 : 0, agent ? "agent" : NULL), 0);
+		assert_int_equal(shmcfg_txn_layer(tx, SHMCFG_SRC_CLUSTER), 0);
+		assert_int_equal(shmcfg_txn_set_text(tx, f, "6.5"), 0);
+		assert_int_equal(shmcfg_txn_commit(tx, &g), 0);
+		expect_layers(h, f, agent ? 2 : 1, "-", "6.5", "6.5", SHMCFG_SRC_CLUSTER);
+		shmcfg_snapshot *snap;
+		assert_int_equal(shmcfg_snapshot_acquire(h, &snap), 0);
+		assert_int_equal(shmcfg_snapshot_layer_by_cluster(snap, f, SHMCFG_SRC_CLUSTER), agent);
+		shmcfg_snapshot_release(snap);
+	}
+	assert_int_equal(commit_layer(h, SHMCFG_SRC_CLUSTER, f, NULL, &g), 0);
+	/* null fits the cell too */
+	assert_int_equal(set_and_commit(h, t, "null", &g), 0);
+	expect_layers(h, t, 1, "null", "-", "null", SHMCFG_SRC_USER);
+	/* implied by i.a (i.b) or i.b and i.c (i.n), or a string: chunks */
+	assert_int_equal(set_and_commit(h, n, "3", &g), 0);
+	expect_layers(h, n, 0, "3", "-", "3", SHMCFG_SRC_USER);
+	assert_int_equal(set_and_commit(h, b, "true", &g), 0);
+	expect_layers(h, n, 0, "3", "-", "7", SHMCFG_SRC_IMPLIED);
+	expect_layers(h, b, 0, "true", "-", "true", SHMCFG_SRC_USER);
+	assert_int_equal(set_and_commit(h, b, "false", &g), 0);
+	expect_layers(h, n, 0, "3", "-", "3", SHMCFG_SRC_USER);
+	assert_int_equal(commit_str(h, s, "x", &g), 0);
+	expect_layers(h, s, 0, "\"x\"", "-", "\"x\"", SHMCFG_SRC_USER);
+	/* the history's record of an in-cell change, and a generation rebuilt
+	 * from it: old and new layer */
+	uint64_t g4;
+	assert_int_equal(set_and_commit(h, f, "4.0", &g4), 0);
+	assert_int_equal(set_and_commit(h, f, "5.0", &g), 0);
+	shmcfg_history_entry *e;
+	assert_int_equal(shmcfg_history_get(h, g, &e), 0);
+	char *old = NULL, *now = NULL;
+	assert_int_equal(e->nchanges, 1);
+	assert_int_equal(shmcfg_value_format(&e->changes[0].old_value, &old), 0);
+	assert_int_equal(shmcfg_value_format(&e->changes[0].new_value, &now), 0);
+	if (!e->changes[0].old_set || !e->changes[0].new_set || strcmp(old, "4.0") || strcmp(now, "5.0"))
+		fail_msg("the history records %s -> %s, not 4.0 -> 5.0", old, now);
+	free(old);
+	free(now);
+	shmcfg_history_free(e);
+	shmcfg_snapshot *at;
+	double x = 0;
+	assert_int_equal(shmcfg_snapshot_at(h, g4, &at), 0);
+	assert_int_equal(shmcfg_snapshot_get_float(at, f, &x), 0);
+	assert_true(x == 4.0);
+	shmcfg_snapshot_release(at);
+	shmcfg_close(h);
+	shmcfg_unlink(name);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -539,6 +674,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_waiters_count_themselves),
 		cmocka_unit_test(test_slot_hint_matches_scan),
 		cmocka_unit_test(test_terms_of_a_reused_chunk),
+		cmocka_unit_test(test_layer_held_in_cell),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,7 +43,7 @@ static int txn_changes(struct build *b, const char *cur_sl, const struct change 
 	*any = false;
 	for (size_t k = 0; k < n && !*any; k++) {
 		uint32_t lref = slot_lrefs(h, cur_sl)[ch[k].opt];
-		int r = shmcfg__chunk_read(seg_heap(h), h->lay.heap_size, lref, lay);
+		int r = shmcfg__chunk_read(seg_heap(h), h->lay.heap_size, lref, slot_cells(h, cur_sl) + ch[k].opt, lay);
 		if (r)
 			return r;
 		b->seen = lay;
@@ -450,7 +450,7 @@ static int cluster_checks(shmcfg *h, shmcfg_txn *t, const char *cur_sl)
 		if (c->if_cluster) {
 			struct shmcfg__cell lay[NLAYERS];
 			int r = shmcfg__chunk_read(seg_heap(h), h->lay.heap_size, slot_lrefs(h, cur_sl)[c->opt],
-						   lay);
+						   slot_cells(h, cur_sl) + c->opt, lay);
 			if (r)
 				return r;
 			uint64_t m = lay[c->layer].meta;

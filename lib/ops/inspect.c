@@ -84,7 +84,7 @@ static bool slot_opt_decodes(const shmcfg *h, const char *slot, const char *heap
 	struct shmcfg__cell lay[NLAYERS];
 	uint32_t type = opt_d(h, i)->type;
 	if (shmcfg__cell_value(h, slot_cells(h, slot) + i, heap, top, &v) || v.type != type ||
-	    shmcfg__chunk_read(heap, top, slot_lrefs(h, slot)[i], lay))
+	    shmcfg__chunk_read(heap, top, slot_lrefs(h, slot)[i], slot_cells(h, slot) + i, lay))
 		return false;
 	for (enum layer l = 0; l < NLAYERS; l++)
 		if ((lay[l].meta & META_SET) && (shmcfg__value_from_cell(&lay[l], heap, top, &v) || v.type != type))

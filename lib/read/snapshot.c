@@ -69,7 +69,8 @@ int shmcfg_snapshot_layer_by_cluster(const shmcfg_snapshot *snap, shmcfg_opt opt
 	if (!source_is_stored(layer))
 		return shmcfg__err(SHMCFG_E_LAYER, "layer %s is not stored", shmcfg_source_name(layer));
 	struct shmcfg__cell lay[NLAYERS];
-	if ((r = shmcfg__chunk_read(snap->heap, snap->heap_size, slot_lrefs(h, snap->slot)[opt], lay)))
+	if ((r = shmcfg__chunk_read(snap->heap, snap->heap_size, slot_lrefs(h, snap->slot)[opt],
+				      slot_cells(h, snap->slot) + opt, lay)))
 		return r;
 	uint64_t m = lay[layer_of(layer)].meta;
 	return (m & META_SET) && (m & META_BY_CLUSTER) ? 1 : 0;
@@ -95,7 +96,8 @@ int shmcfg_snapshot_layer(const shmcfg_snapshot *snap, shmcfg_opt opt, shmcfg_so
 	if (!source_is_stored(layer))
 		return shmcfg__err(SHMCFG_E_LAYER, "layer %s is not stored", shmcfg_source_name(layer));
 	struct shmcfg__cell lay[NLAYERS];
-	int r = shmcfg__chunk_read(snap->heap, snap->heap_size, slot_lrefs(h, snap->slot)[opt], lay);
+	int r = shmcfg__chunk_read(snap->heap, snap->heap_size, slot_lrefs(h, snap->slot)[opt],
+				      slot_cells(h, snap->slot) + opt, lay);
 	if (r)
 		return r;
 	if (!(lay[layer_of(layer)].meta & META_SET))

@@ -83,7 +83,7 @@ static int copy_layers(shmcfg_txn *t, shmcfg *old, uint64_t *cluster_rev)
 		if (opt_d(old, i)->alias_final != i)
 			continue; /* an alias keeps no layers of its own */
 		struct shmcfg__cell lay[NLAYERS];
-		if ((r = shmcfg__chunk_read(s->heap, s->heap_size, slot_lrefs(old, s->slot)[i], lay)))
+		if ((r = shmcfg__chunk_read(s->heap, s->heap_size, slot_lrefs(old, s->slot)[i], slot_cells(old, s->slot) + i, lay)))
 			break;
 		for (enum layer l = 0; !r && l < NLAYERS; l++) {
 			if (!(lay[l].meta & META_SET))
@@ -166,7 +166,7 @@ static int env_anew(shmcfg *h, char *const *envp)
 	for (uint32_t i = 0; !r && i < h->lay.nopts; i++) {
 		struct shmcfg__cell lay[NLAYERS];
 		if (opt_d(h, i)->alias_final != i ||
-		    (r = shmcfg__chunk_read(s->heap, s->heap_size, slot_lrefs(h, s->slot)[i], lay)))
+		    (r = shmcfg__chunk_read(s->heap, s->heap_size, slot_lrefs(h, s->slot)[i], slot_cells(h, s->slot) + i, lay)))
 			continue;
 		enum layer env[2] = {LAYER_ENV_DEFAULT, LAYER_ENV_FORCE};
 		for (int k = 0; !r && k < 2; k++)

@@ -74,21 +74,34 @@ static struct chunk *chunk_at(char *heap, uint64_t top, uint64_t off)
 
 /*
  * The layers of a layer reference, for a reader of a slot (or a copy) whose
- * heap is heap[0, size): every layer's cell, the unset ones null and not
- * META_SET (all of them for reference 0); an error for a reference that does
- * not name a chunk. The cells' strings are checked when decoded, like every
- * cell's.
+ * heap is heap[0, size) and whose cell of the option is `cell`: every
+ * layer's cell, the unset ones null and not META_SET (all of them for
+ * reference 0); an error for a reference that does not name a chunk, or a
+ * cell that cannot be a layer held in it. The cells' strings are checked
+ * when decoded, like every cell's.
  */
 const struct shmcfg__cell shmcfg__no_layers[NLAYERS] = {
 	{.meta = META_NULL}, {.meta = META_NULL}, {.meta = META_NULL}, {.meta = META_NULL}, {.meta = META_NULL}};
 _Static_assert(NLAYERS == 5, "one unset cell per layer");
 
-int shmcfg__chunk_read(const char *heap, uint64_t size, uint32_t lref, struct shmcfg__cell lay[NLAYERS])
+int shmcfg__chunk_read(const char *heap, uint64_t size, uint32_t lref, const struct shmcfg__cell *cell,
+		       struct shmcfg__cell lay[NLAYERS])
 {
 	/* a copy of a constant: a few vector stores, not a loop */
 	memcpy(lay, shmcfg__no_layers, sizeof shmcfg__no_layers);
 	if (lref == 0)
 		return 0;
+	if (lref_in_cell(lref)) {
+		uint64_t meta = __atomic_load_n(&cell->meta, __ATOMIC_RELAXED);
+		shmcfg_source s = META_SRC(meta);
+		if (s < SHMCFG_SRC_KNOB || s > SHMCFG_SRC_ENV_FORCE || (meta & (META_SET | META_SCHEMA | META_BY_CLUSTER)) ||
+		    (!(meta & META_NULL) && META_TYPE(meta) >= SHMCFG_STR))
+			return shmcfg__err(SHMCFG_E_CORRUPT, "a layer held in the cell has a cell of source %d, type %u",
+					   (int)s, META_TYPE(meta));
+		uint64_t own = lref == LREF_IN_CELL_BY_CLUSTER ? META_BY_CLUSTER : 0;
+		lay[layer_of(s)] = (struct shmcfg__cell){__atomic_load_n(&cell->val, __ATOMIC_RELAXED), meta | META_SET | own};
+		return 0;
+	}
 	uint64_t off = (uint64_t)lref << LREF_SHIFT;
 	if (off < HEAP_FIRST || off > size || size - off < CHUNK_HDR_BYTES)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "layer reference %u lies outside the value heap", lref);
@@ -173,10 +186,10 @@ int shmcfg__heap_alloc(shmcfg *h, uint64_t bytes, const char *for_opt, uint64_t 
 	return 0;
 }
 
-/* One more slot refers to lref. */
+/* One more slot refers to lref (nothing to count if it names no chunk). */
 int shmcfg__heap_ref(shmcfg *h, uint32_t lref)
 {
-	if (lref == 0)
+	if (!lref_names_chunk(lref))
 		return 0;
 	uint64_t off = (uint64_t)lref << LREF_SHIFT;
 	struct chunk *k = chunk_at(seg_heap(h), top_of(h), off);
@@ -190,7 +203,7 @@ int shmcfg__heap_ref(shmcfg *h, uint32_t lref)
  * taken): free the chunk with the last one. */
 void shmcfg__heap_unref(shmcfg *h, uint32_t lref)
 {
-	if (lref == 0)
+	if (!lref_names_chunk(lref))
 		return;
 	struct seg_header *hd = h->hdr;
 	uint64_t off = (uint64_t)lref << LREF_SHIFT;
@@ -267,7 +280,7 @@ int shmcfg__heap_sweep(shmcfg *h, uint64_t cur)
 		bool whole = shmcfg__slot_base(h, s, stamp, cur_gen(cur)) != 0, marked = false;
 		for (uint32_t i = 0; i < n; i++) {
 			uint64_t o = (uint64_t)lr[i] << LREF_SHIFT;
-			if (lr[i] == 0 || (o < top && (start[(o >> LREF_SHIFT) / 8] >> ((o >> LREF_SHIFT) % 8) & 1)))
+			if (!lref_names_chunk(lr[i]) || (o < top && (start[(o >> LREF_SHIFT) / 8] >> ((o >> LREF_SHIFT) % 8) & 1)))
 				continue;
 			if (s == cur_slot(cur)) {
 				r = heap_damaged(h, "a layer reference of the current slot", s);
@@ -285,7 +298,7 @@ int shmcfg__heap_sweep(shmcfg *h, uint64_t cur)
 				seq_write_end(&sl->gen, 0); /* never published: nobody holds it */
 		}
 		for (uint32_t i = 0; i < n; i++)
-			if (lr[i])
+			if (lref_names_chunk(lr[i]))
 				((struct chunk *)(heap + ((uint64_t)lr[i] << LREF_SHIFT)))->refs++;
 	}
 	memset(hd->heap_free, 0, sizeof hd->heap_free);
@@ -326,9 +339,9 @@ int shmcfg__heap_verify(shmcfg *h)
 		bool whole = shmcfg__slot_base(h, s, stamp, cur_gen(cur)) != 0;
 		for (uint32_t i = 0; i < h->lay.nopts; i++) {
 			uint32_t lr = slot_lrefs(h, sl)[i];
-			if (lr && ((uint64_t)lr << LREF_SHIFT) < top)
+			if (lref_names_chunk(lr) && ((uint64_t)lr << LREF_SHIFT) < top)
 				refs[lr]++;
-			else if (lr && whole)
+			else if (lref_names_chunk(lr) && whole)
 				r = shmcfg__err(SHMCFG_E_CORRUPT, "slot %u: reference %u beyond the top", s, lr);
 		}
 	}

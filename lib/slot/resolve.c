@@ -16,93 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* ---- a set of option ids that remembers its members' order ---- */
-
-static void ids_insert(uint32_t *tab, size_t tcap, uint32_t id)
-{
-	for (size_t j = id * 2654435761u & (tcap - 1);; j = (j + 1) & (tcap - 1))
-		if (!tab[j]) {
-			tab[j] = id + 1;
-			return;
-		}
-}
-
-#define IDS_SMALL (sizeof ((struct idset *)0)->small_ids / sizeof ((struct idset *)0)->small_ids[0])
-#define IDS_FIRST_TCAP (4 * IDS_SMALL) /* the first table: room for twice the inline members */
-
-/* Move the set to a table of tcap entries (a power of two, at least twice
- * its members): 0 or -ENOMEM (the set unchanged). */
-static int ids_grow(struct idset *s, size_t tcap)
-{
-	uint32_t *tab = shmcfg__calloc(tcap, sizeof *tab);
-	uint32_t *ids = tab ? shmcfg__malloc(tcap / 2 * sizeof *ids) : NULL;
-	if (!ids) {
-		shmcfg__free(tab);
-		return shmcfg__nomem();
-	}
-	size_t n = s->n;
-	if (n)
-		memcpy(ids, s->ids, n * sizeof *ids);
-	shmcfg__ids_free(s);
-	s->n = n;
-	s->ids = ids;
-	s->tab = tab;
-	s->tcap = tcap;
-	for (size_t k = 0; k < n; k++)
-		ids_insert(tab, tcap, ids[k]);
-	return 0;
-}
-
-/* Room for n members without growing again (a commit knows how many
- * options it changes): 0 or -ENOMEM. */
-static int ids_reserve(struct idset *s, size_t n)
-{
-	if (n <= IDS_SMALL)
-		return 0;
-	size_t tcap = IDS_FIRST_TCAP;
-	while (tcap < 2 * (n + 1))
-		tcap *= 2;
-	return tcap > s->tcap ? ids_grow(s, tcap) : 0;
-}
-
-static bool ids_add(struct idset *s, uint32_t id, int *err)
-{
-	if (!s->tab) { /* a few members (most commits): a scan, no table */
-		if (!s->ids)
-			s->ids = s->small_ids;
-		for (size_t k = 0; k < s->n; k++)
-			if (s->ids[k] == id)
-				return false;
-		if (s->n < IDS_SMALL) {
-			s->ids[s->n++] = id;
-			return true;
-		}
-	} else {
-		for (size_t j = id * 2654435761u & (s->tcap - 1);; j = (j + 1) & (s->tcap - 1)) {
-			if (s->tab[j] == id + 1)
-				return false;
-			if (!s->tab[j])
-				break;
-		}
-	}
-	if (2 * (s->n + 1) > s->tcap && (*err = ids_grow(s, s->tcap ? 2 * s->tcap : IDS_FIRST_TCAP)))
-		return false;
-	ids_insert(s->tab, s->tcap, id);
-	s->ids[s->n++] = id;
-	return true;
-}
-
-/* Forget the members (keeping nothing allocated). */
-void shmcfg__ids_free(struct idset *s)
-{
-	if (s->tab) { /* else ids is small_ids, or NULL */
-		shmcfg__free(s->ids);
-		shmcfg__free(s->tab);
-	}
-	s->ids = s->tab = NULL;
-	s->n = s->tcap = 0;
-}
-
 /* ---- the slot's cells and references, with the sums kept up to date ---- */
 
 #define TERMS_CACHED (sizeof ((shmcfg *)0)->terms / sizeof ((shmcfg *)0)->terms[0])
@@ -150,7 +63,7 @@ static int add_terms(struct build *b, uint32_t i, uint64_t sign)
 static int changed(struct build *b, uint32_t i)
 {
 	int r = 0;
-	bool first = ids_add(&b->changed, i, &r);
+	bool first = shmcfg__ids_add(&b->changed, i, &r);
 	return first && b->track ? add_terms(b, i, (uint64_t)-1) : r;
 }
 
@@ -211,35 +124,27 @@ int shmcfg__copy_opt(struct build *b, uint32_t i, const void *from)
 
 static int layers_of(const struct build *b, uint32_t i, struct shmcfg__cell lay[NLAYERS])
 {
-	if (b->seen && b->lrefs[i] == b->seen_lref) {
+	if (b->seen && b->lrefs[i] == b->seen_lref && lref_names_chunk(b->seen_lref)) {
 		memcpy(lay, b->seen, NLAYERS * sizeof *lay);
 		return 0;
 	}
-	int r = shmcfg__chunk_read(b->heap, b->heap_size, b->lrefs[i], lay);
+	int r = shmcfg__chunk_read(b->heap, b->heap_size, b->lrefs[i], &b->cells[i], lay);
 	if (r)
 		shmcfg__err(r, "%s: %s: %s", b->h->name, sstr(b->h, opt_d(b->h, i)->name), shmcfg_errdetail());
 	return r;
 }
 
 /* The history's cells of opt's changes ch[0, n), so that the history reads
- * no chunk again: each one's layer before the build (old) and after it: the
- * same, or layer l in chunk k's cell at[l] if mask has l (as
- * shmcfg__chunk_read() gives them; none if mask is 0). */
+ * no chunk again: each one's layer before the build (old) and after it (now). */
 static void keep_hist(struct build *b, const struct change *ch, size_t n, const struct shmcfg__cell old[NLAYERS],
-		      bool same, const struct chunk *k, unsigned mask, const uint8_t at[NLAYERS])
+		      const struct shmcfg__cell now[NLAYERS])
 {
 	if (!b->hist)
 		return;
 	hist_cells *hc = b->hist + (ch - b->hist_ch);
 	for (size_t i = 0; i < n; i++) {
-		unsigned l = ch[i].layer;
-		hc[i][0] = old[l];
-		if (same)
-			hc[i][1] = old[l];
-		else if (mask >> l & 1)
-			hc[i][1] = (struct shmcfg__cell){k->l[at[l]].val, k->l[at[l]].meta | META_SET};
-		else
-			hc[i][1] = shmcfg__no_layers[l];
+		hc[i][0] = old[ch[i].layer];
+		hc[i][1] = now[ch[i].layer];
 	}
 }
 
@@ -250,10 +155,24 @@ static uint64_t value_bytes(const shmcfg_value *v)
 	return (v->type == SHMCFG_STR ? v->u.str.len : v->u.list.bytes) + 1;
 }
 
+static bool implied_by_none(const shmcfg *h, uint32_t i);
+static int settle(struct build *b, uint32_t i, const struct opt_desc *d, const struct shmcfg__cell *c);
+
+/* Option opt's layers are chunk lref (0: none) now: it is queued for
+ * resolution. */
+static int seed(struct build *b, uint32_t opt, uint32_t lref)
+{
+	int r = 0;
+	shmcfg__ids_add(&b->seeds, opt, &r);
+	return r ? r : set_lref(b, opt, lref);
+}
+
 /*
  * Option opt's layers, changed by ch[0, n) (all of opt, sorted by layer):
- * a new chunk (none if no layer is set), and opt is queued for resolution.
- * Changes that leave every layer as it was change nothing.
+ * a new chunk (none if no layer is set), and opt is queued for resolution;
+ * or, for one layer set to a value that fits the cell, of an option whose
+ * cell nothing but its layers decides, no chunk (slot.h, lref_in_cell) and the cell
+ * written at once. Changes that leave every layer as it was change nothing.
  */
 static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, size_t n)
 {
@@ -302,13 +221,33 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 		bytes += sizeof(struct shmcfg__cell) + value_bytes(&val[l]);
 	}
 	if (same) {
-		keep_hist(b, ch, n, old, true, NULL, 0, NULL);
+		keep_hist(b, ch, n, old, old);
 		return 0;
 	}
-	ids_add(&b->seeds, opt, &r);
-	if (r || !mask) {
-		keep_hist(b, ch, n, old, false, NULL, 0, NULL);
-		return r ? r : set_lref(b, opt, 0);
+	if (!mask) {
+		keep_hist(b, ch, n, old, shmcfg__no_layers);
+		return seed(b, opt, 0);
+	}
+	struct shmcfg__cell now[NLAYERS];
+	memcpy(now, shmcfg__no_layers, sizeof now);
+	enum layer top = (enum layer)(31 - __builtin_clz(mask));
+	bool in_cell = false;
+	if (nset == 1 && src[top] == source_of(top) && value_bytes(&val[top]) == 0) {
+		if ((r = shmcfg__opt_use(h, opt)))
+			return r;
+		in_cell = d->alias == SHMCFG_NO_OPT && implied_by_none(h, opt);
+	}
+	if (in_cell) {
+		/* its cell will be this layer's value: the layer needs no chunk */
+		struct shmcfg__cell c;
+		uint64_t none = 0;
+		(void)shmcfg__cell_encode(&val[top], src[top] << META_SRC_SHIFT, NULL, 0, &none, &c); /* no bytes */
+		now[top] = (struct shmcfg__cell){c.val, c.meta | META_SET | own[top]};
+		keep_hist(b, ch, n, old, now);
+		/* the reference first (the old terms out, with the old cell), then
+		 * the cell; resolved here: nothing else decides its value */
+		r = set_lref(b, opt, own[top] ? LREF_IN_CELL_BY_CLUSTER : LREF_IN_CELL);
+		return r ? r : settle(b, opt, d, &c);
 	}
 	uint64_t off;
 	if (b->shared) {
@@ -325,18 +264,17 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 		return r;
 	struct chunk *k = (struct chunk *)(b->heap + off);
 	uint64_t used = off + CHUNK_HDR_BYTES + nset * sizeof(struct shmcfg__cell);
-	uint8_t at[NLAYERS]; /* layer l's cell in the chunk */
 	for (enum layer l = 0, j = 0; l < NLAYERS; l++)
 		if (mask >> l & 1) { /* sized above: cannot fail */
 			(void)shmcfg__cell_encode(&val[l], src[l] << META_SRC_SHIFT | own[l], b->heap, b->heap_size,
 						  &used, &k->l[j]);
-			at[l] = (uint8_t)j++;
+			now[l] = (struct shmcfg__cell){k->l[j].val, k->l[j].meta | META_SET};
+			j++;
 		}
 	k->tag |= mask;
-	keep_hist(b, ch, n, old, false, k, mask, at);
+	keep_hist(b, ch, n, old, now);
 	uint32_t lref = (uint32_t)(off >> LREF_SHIFT);
-	if ((r = set_lref(b, opt, lref)) && b->shared && b->lrefs[opt] != lref &&
-	    shmcfg__heap_ref(h, lref) == 0)
+	if ((r = seed(b, opt, lref)) && b->shared && b->lrefs[opt] != lref && shmcfg__heap_ref(h, lref) == 0)
 		shmcfg__heap_unref(h, lref); /* nobody refers to the new chunk: free it, or it leaks */
 	return r;
 }
@@ -346,7 +284,7 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 int shmcfg__apply_changes(struct build *b, const struct change *ch, size_t n)
 {
 	int r;
-	if ((r = ids_reserve(&b->changed, n)) || (r = ids_reserve(&b->seeds, n)) || (r = ids_reserve(&b->queued, n)))
+	if ((r = shmcfg__ids_reserve(&b->changed, n)) || (r = shmcfg__ids_reserve(&b->seeds, n)) || (r = shmcfg__ids_reserve(&b->queued, n)))
 		return r;
 	b->hist_ch = ch;
 	for (size_t k = 0; k < n;) {
@@ -451,7 +389,7 @@ static int effective(const struct build *b, uint32_t i, struct shmcfg__cell *out
 static int q_push(struct build *b, uint32_t id)
 {
 	int r = 0;
-	if (!ids_add(&b->queued, id, &r))
+	if (!shmcfg__ids_add(&b->queued, id, &r))
 		return r;
 	if (!b->q) {
 		b->q = b->small_q;
@@ -510,8 +448,24 @@ static int follow(struct build *b, uint32_t a, uint32_t i, const struct shmcfg__
 	return r ? r : set_cell(b, a, &ac, &moved);
 }
 
-/* Resolve option i again; when its cell moved, its aliases follow and the
+/* Option i's cell is c now; when it moved, its aliases follow and the
  * targets of its implications are queued. */
+static int settle(struct build *b, uint32_t i, const struct opt_desc *d, const struct shmcfg__cell *c)
+{
+	const shmcfg *h = b->h;
+	bool moved;
+	int r = set_cell(b, i, c, &moved);
+	if (r || !moved)
+		return r;
+	for (uint32_t j = d->rdep_first; !r && j < d->rdep_first + d->rdep_n; j++)
+		if (h->rdeps[j] & RDEP_ALIAS)
+			r = follow(b, h->rdeps[j] & ~RDEP_ALIAS, i, c);
+	for (uint32_t k = d->implies_first; !r && k < d->implies_first + d->implies_n; k++)
+		r = q_push(b, h->implies[k].target);
+	return r;
+}
+
+/* Resolve option i again. */
 static int resolve_one(struct build *b, uint32_t i)
 {
 	const shmcfg *h = b->h;
@@ -522,18 +476,8 @@ static int resolve_one(struct build *b, uint32_t i)
 	if (d->alias != SHMCFG_NO_OPT)
 		return 0; /* follows its final target */
 	struct shmcfg__cell c;
-	bool moved;
 	r = effective(b, i, &c);
-	if (!r)
-		r = set_cell(b, i, &c, &moved);
-	if (r || !moved)
-		return r;
-	for (uint32_t j = d->rdep_first; !r && j < d->rdep_first + d->rdep_n; j++)
-		if (h->rdeps[j] & RDEP_ALIAS)
-			r = follow(b, h->rdeps[j] & ~RDEP_ALIAS, i, &c);
-	for (uint32_t k = d->implies_first; !r && k < d->implies_first + d->implies_n; k++)
-		r = q_push(b, h->implies[k].target);
-	return r;
+	return r ? r : settle(b, i, d, &c);
 }
 
 /* Whether option i (validated) depends on no other option's value: nothing
@@ -625,7 +569,7 @@ int shmcfg__resolve_patched(shmcfg *h, char *copy, char *heap, uint64_t top, uin
 		/* the patch value as it is, and the aliases of patched options follow it */
 		struct shmcfg__cell lay[NLAYERS];
 		bool moved;
-		if (!(r = shmcfg__chunk_read(heap, heap_size, b.lrefs[opts[k]], lay)) && (lay[LAYER_USER].meta & META_SET)) {
+		if (!(r = shmcfg__chunk_read(heap, heap_size, b.lrefs[opts[k]], &b.cells[opts[k]], lay)) && (lay[LAYER_USER].meta & META_SET)) {
 			struct shmcfg__cell c = with_source(lay[LAYER_USER], SHMCFG_SRC_PATCH);
 			r = set_cell(&b, opts[k], &c, &moved);
 			const struct opt_desc *d = opt_d(h, opts[k]);

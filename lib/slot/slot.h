@@ -30,8 +30,29 @@ struct chunk {
 #define CHUNK_MASK(tag) ((tag) & 0xff)
 #define LREF_SHIFT 4
 
+/*
+ * Layer references that name no chunk: the option's one set layer holds a
+ * value that fits the cell (null, bool, int, float), and the option's cell
+ * in the same slot is that value, with that layer's source (doc/design.md,
+ * "Slots"). Only an option that is no alias and that nothing implies has
+ * one: its cell is always its highest layer. The second says the cluster
+ * agent wrote the layer (META_BY_CLUSTER), which the cell does not keep.
+ * Offsets 16 and 32 lie below the heap's first chunk: no chunk has them.
+ */
+#define LREF_IN_CELL 1u
+#define LREF_IN_CELL_BY_CLUSTER 2u
+static inline bool lref_in_cell(uint32_t lref)
+{
+	return lref - LREF_IN_CELL <= LREF_IN_CELL_BY_CLUSTER - LREF_IN_CELL;
+}
+static inline bool lref_names_chunk(uint32_t lref)
+{
+	return lref > LREF_IN_CELL_BY_CLUSTER;
+}
+
 /* heap.c: the value heap's chunks */
-int shmcfg__chunk_read(const char *heap, uint64_t size, uint32_t lref, struct shmcfg__cell lay[NLAYERS]);
+int shmcfg__chunk_read(const char *heap, uint64_t size, uint32_t lref, const struct shmcfg__cell *cell,
+		       struct shmcfg__cell lay[NLAYERS]);
 extern const struct shmcfg__cell shmcfg__no_layers[NLAYERS]; /* every layer unset, as chunk_read gives it */
 int shmcfg__heap_alloc(shmcfg *h, uint64_t bytes, const char *for_opt, uint64_t *off);
 /* What a chunk of that many bytes takes in the heap (its size class; the heap's cap if none holds it) */
@@ -43,13 +64,19 @@ int shmcfg__heap_sweep(shmcfg *h, uint64_t cur);
 int shmcfg__heap_verify(shmcfg *h);
 void shmcfg__heap_init(struct seg_header *hd);
 
-/* resolve.c: building a slot's layers and effective values */
+/* idset.c: sets of option ids */
 struct idset {              /* option ids, each once, in the order added */
 	uint32_t *ids, *tab;     /* small_ids and no table (a scan) until outgrown */
 	size_t n, tcap;
 	uint32_t small_ids[8];
 };
+int shmcfg__ids_reserve(struct idset *s, size_t n);
+/* Add id: true if it was not a member (false, and *err set, if the set
+ * could not grow) */
+bool shmcfg__ids_add(struct idset *s, uint32_t id, int *err);
 void shmcfg__ids_free(struct idset *s);
+
+/* resolve.c: building a slot's layers and effective values */
 /* A change's layer cell before and after the build, as the history records it */
 typedef struct shmcfg__cell hist_cells[2];
 struct build {

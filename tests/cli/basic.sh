@@ -227,7 +227,7 @@ pass "hash: 32 lowercase hex digits alone on the line" pyeval \
 	'len(a[0]) == 32 and all(c in "0123456789abcdef" for c in a[0])' "$H1"
 t_json "stat --json: the contract's keys" '
 {"generation", "layout_version", "schema_hash", "config_hash", "slots", "readers"} <= set(j) and
-j["layout_version"] == 12 and j["config_hash"] == "'"$H1"'" and len(j["schema_hash"]) == 32 and
+j["layout_version"] == 13 and j["config_hash"] == "'"$H1"'" and len(j["schema_hash"]) == 32 and
 isinstance(j["slots"], list) and len(j["slots"]) == 8 and
 sum(s["current"] for s in j["slots"]) == 1 and
 [s["generation"] for s in j["slots"] if s["current"]] == [j["generation"]] and

@@ -37,7 +37,7 @@ t_metrics() {
 shmctl create -q --no-env "$A" && shmctl create -q --no-env "$B" || { not_ok "create"; t_done; }
 shmctl set -q "$A" recompile_limit=16
 shmctl set -q "$A" recompile_limit=17
-shmctl set -q "$A" torch._dynamo.config.accumulated_recompile_limit=9
+shmctl set -q "$A" torch._dynamo.config.accumulated_recompile_limit=9 job_id=run-7 # a string: a chunk in the heap
 
 # ---- one segment: the format, and what stat --json says
 run shmctl stat "$A" --json

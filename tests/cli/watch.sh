@@ -265,7 +265,7 @@ wait $F2 2>/dev/null
 
 # --- check -----------------------------------------------------------------------
 t_out "check of a sound segment" "$W: sound (generation 9)" shmctl check "$W"
-# the header as lib/layout.h lays it out (layout versions 1 to 12): slots_off
+# the header as lib/layout.h lays it out (layout versions 1 to 13): slots_off
 # at byte 72, slot_size at 80, cells_off at 88, nslots at 68
 corrupt_cells() {
 	"$PYTHON" - "/dev/shm/shmcfg.$1" <<'EOF'
@@ -273,7 +273,7 @@ import struct, sys
 with open(sys.argv[1], "r+b") as f:
     h = f.read(96)
     version, = struct.unpack_from("<I", h, 8)
-    if version not in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12):
+    if version not in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13):
         sys.exit(2)
     nslots, = struct.unpack_from("<I", h, 68)
     slots_off, slot_size, cells_off = struct.unpack_from("<QQQ", h, 72)
@@ -301,8 +301,8 @@ j["ok"] is False and len(j["problems"]) >= 2 and any("checksum" in p for p in j[
 			sh -c "$SHMCTL check $C --json; exit 0" ;;
 	*)
 		# a new layout: this test must learn where its cells are
-		not_ok "check of damaged cells: corrupt_cells knows layouts 1 to 12 only"
-		not_ok "check --json of damaged cells: corrupt_cells knows layouts 1 to 12 only" ;;
+		not_ok "check of damaged cells: corrupt_cells knows layouts 1 to 13 only"
+		not_ok "check --json of damaged cells: corrupt_cells knows layouts 1 to 13 only" ;;
 esac
 run shmctl create -q --force "$C"
 printf 'XXXXXXXX' | dd of="/dev/shm/shmcfg.$C" bs=1 seek=0 conv=notrunc 2>/dev/null
