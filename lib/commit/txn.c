@@ -236,18 +236,21 @@ static int idx_build(shmcfg_txn *t, size_t n)
 /* Record a change; any earlier change of the same option and layer goes. */
 static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, shmcfg_value *v)
 {
-	size_t i = txn_find(t, opt, layer);
+	if (t->n >= TXN_LINEAR && (!t->idx || 2 * (t->n + 1) > t->idx_cap)) {
+		int r = idx_build(t, t->n);
+		if (r)
+			return r;
+	}
+	/* one probe: the index slot where the change is, or goes */
+	size_t i = SIZE_MAX, p = t->idx ? idx_slot(t, opt, layer, &i) : 0;
+	if (!t->idx)
+		i = txn_find(t, opt, layer);
 	if (i != SIZE_MAX) {
 		shmcfg_value_clear(&t->ch[i].v);
 		t->ch[i].reset = reset;
 		t->ch[i].if_cluster = false;
 		t->ch[i].v = *v;
 		return 0;
-	}
-	if (t->n >= TXN_LINEAR && (!t->idx || 2 * (t->n + 1) > t->idx_cap)) {
-		int r = idx_build(t, t->n);
-		if (r)
-			return r;
 	}
 	if (t->n == t->cap) {
 		size_t cap = t->cap * 2;
@@ -260,10 +263,8 @@ static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, 
 		t->ch = ch;
 		t->cap = cap;
 	}
-	if (t->idx) {
-		size_t p = idx_slot(t, opt, layer, &i);
+	if (t->idx)
 		t->idx[p] = (uint32_t)t->n + 1;
-	}
 	t->ch[t->n++] = (struct change){.opt = opt, .layer = layer, .reset = reset, .v = *v};
 	return 0;
 }
