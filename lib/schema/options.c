@@ -232,6 +232,15 @@ int shmcfg_value_check(const shmcfg *h, shmcfg_opt opt, const shmcfg_value *v)
  */
 int shmcfg__prepare_value(const shmcfg *h, shmcfg_opt final, const shmcfg_value *v, shmcfg_value *out)
 {
+	const struct opt_desc *d = opt_d(h, final);
+	if (!v->is_null && v->type == d->type && v->type >= SHMCFG_BOOL && v->type <= SHMCFG_FLOAT &&
+	    !(d->flags & (DESC_F_HAS_MIN | DESC_F_HAS_MAX)) && !META_LEN(d->choices.meta)) {
+		/* a bool, int or float of the option's type, no bound, no choices:
+		 * valid as it is, and nothing to copy (most sets) */
+		*out = *v;
+		out->owned = NULL;
+		return 0;
+	}
 	int r = shmcfg__value_check(h, final, v);
 	if (r)
 		return r;

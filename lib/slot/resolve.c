@@ -169,12 +169,73 @@ static int seed(struct build *b, uint32_t opt, uint32_t lref)
 	return r ? r : set_lref(b, opt, lref);
 }
 
+static int malformed(const struct build *b, const struct opt_desc *d)
+{
+	return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the current layer cell of %s is malformed", b->h->name,
+			   sstr(b->h, d->name));
+}
+
+/* Whether option opt may hold its one layer in its cell (slot.h,
+ * lref_in_cell): nothing but its layers decides its cell. */
+static int cell_holds_layer(const struct build *b, uint32_t opt, const struct opt_desc *d, bool *yes)
+{
+	int r = shmcfg__opt_use(b->h, opt);
+	*yes = !r && d->alias == SHMCFG_NO_OPT && implied_by_none(b->h, opt);
+	return r;
+}
+
+/* Option opt, changed by ch[0, n), has one layer l set to v (a value that
+ * fits the cell), owned by the cluster agent if own: held in the cell, and
+ * the cell written at once (nothing else decides it). */
+static int hold_in_cell(struct build *b, uint32_t opt, const struct opt_desc *d, const struct change *ch, size_t n,
+			const struct shmcfg__cell old[NLAYERS], enum layer l, const shmcfg_value *v, uint64_t own)
+{
+	struct shmcfg__cell c, now[NLAYERS];
+	uint64_t none = 0;
+	(void)shmcfg__cell_encode(v, (uint64_t)source_of(l) << META_SRC_SHIFT, NULL, 0, &none, &c); /* no bytes */
+	memcpy(now, shmcfg__no_layers, sizeof now);
+	now[l] = (struct shmcfg__cell){c.val, c.meta | META_SET | own};
+	keep_hist(b, ch, n, old, now);
+	/* the reference first (the old terms out, with the old cell), then the cell */
+	int r = set_lref(b, opt, own ? LREF_IN_CELL_BY_CLUSTER : LREF_IN_CELL);
+	return r ? r : settle(b, opt, d, &c);
+}
+
+/*
+ * The usual change, without the general path's work per layer: one change
+ * c setting layer l of option opt, whose layers old are held in its cell
+ * or unset, to a value that fits the cell. 1: not that case.
+ */
+static int apply_one(struct build *b, uint32_t opt, const struct opt_desc *d, const struct change *c,
+		     const struct shmcfg__cell old[NLAYERS])
+{
+	enum layer l = c->layer;
+	uint32_t lref = b->lrefs[opt];
+	if (b->patch || c->reset || lref_names_chunk(lref) || value_bytes(&c->v) ||
+	    (lref && !(old[l].meta & META_SET))) /* its one layer is another */
+		return 1;
+	uint64_t own = b->by_cluster || c->by_cluster ? META_BY_CLUSTER : 0;
+	if (lref) { /* layer l, with its source: decoded from the cell */
+		shmcfg_value was;
+		if (META_TYPE(old[l].meta) != d->type || shmcfg__value_from_cell(&old[l], b->heap, b->heap_size, &was))
+			return malformed(b, d);
+		if ((old[l].meta & META_BY_CLUSTER) == own && shmcfg_value_equal(&was, &c->v)) {
+			keep_hist(b, c, 1, old, old); /* the same: nothing changes */
+			return 0;
+		}
+	}
+	bool yes;
+	int r = cell_holds_layer(b, opt, d, &yes);
+	return r ? r : yes ? hold_in_cell(b, opt, d, c, 1, old, l, &c->v, own) : 1;
+}
+
 /*
  * Option opt's layers, changed by ch[0, n) (all of opt, sorted by layer):
  * a new chunk (none if no layer is set), and opt is queued for resolution;
  * or, for one layer set to a value that fits the cell, of an option whose
- * cell nothing but its layers decides, no chunk (slot.h, lref_in_cell) and the cell
- * written at once. Changes that leave every layer as it was change nothing.
+ * cell nothing but its layers decides, no chunk (slot.h, lref_in_cell) and
+ * the cell written at once. Changes that leave every layer as it was change
+ * nothing.
  */
 static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, size_t n)
 {
@@ -182,8 +243,9 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 	const struct opt_desc *d = opt_d(h, opt);
 	struct shmcfg__cell old[NLAYERS];
 	int r = layers_of(b, opt, old);
-	if (r)
+	if (r || (n == 1 && (r = apply_one(b, opt, d, ch, old)) != 1))
 		return r;
+	r = 0;
 	/* the layers set or changed: most options have one */
 	const struct change *by_layer[NLAYERS];
 	unsigned changing = 0, live = 0;
@@ -206,8 +268,7 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 		bool had = old[l].meta & META_SET;
 		if (had && (META_TYPE(old[l].meta) != d->type ||
 			    shmcfg__value_from_cell(&old[l], b->heap, b->heap_size, &val[l])))
-			return shmcfg__err(SHMCFG_E_CORRUPT, "%s: the current layer cell of %s is malformed",
-					   h->name, sstr(h, d->name));
+			return malformed(b, d);
 		src[l] = had ? META_SRC(old[l].meta) : 0;
 		own[l] = had ? old[l].meta & META_BY_CLUSTER : 0;
 		if (c) {
@@ -238,27 +299,16 @@ static int apply_opt(struct build *b, uint32_t opt, const struct change *ch, siz
 		keep_hist(b, ch, n, old, shmcfg__no_layers);
 		return seed(b, opt, 0);
 	}
+	enum layer top = (enum layer)(31 - __builtin_clz(mask));
+	if (nset == 1 && src[top] == source_of(top) && value_bytes(&val[top]) == 0) {
+		bool yes;
+		if ((r = cell_holds_layer(b, opt, d, &yes)))
+			return r;
+		if (yes)
+			return hold_in_cell(b, opt, d, ch, n, old, top, &val[top], own[top]);
+	}
 	struct shmcfg__cell now[NLAYERS];
 	memcpy(now, shmcfg__no_layers, sizeof now);
-	enum layer top = (enum layer)(31 - __builtin_clz(mask));
-	bool in_cell = false;
-	if (nset == 1 && src[top] == source_of(top) && value_bytes(&val[top]) == 0) {
-		if ((r = shmcfg__opt_use(h, opt)))
-			return r;
-		in_cell = d->alias == SHMCFG_NO_OPT && implied_by_none(h, opt);
-	}
-	if (in_cell) {
-		/* its cell will be this layer's value: the layer needs no chunk */
-		struct shmcfg__cell c;
-		uint64_t none = 0;
-		(void)shmcfg__cell_encode(&val[top], src[top] << META_SRC_SHIFT, NULL, 0, &none, &c); /* no bytes */
-		now[top] = (struct shmcfg__cell){c.val, c.meta | META_SET | own[top]};
-		keep_hist(b, ch, n, old, now);
-		/* the reference first (the old terms out, with the old cell), then
-		 * the cell; resolved here: nothing else decides its value */
-		r = set_lref(b, opt, own[top] ? LREF_IN_CELL_BY_CLUSTER : LREF_IN_CELL);
-		return r ? r : settle(b, opt, d, &c);
-	}
 	uint64_t off;
 	if (b->shared) {
 		r = shmcfg__heap_alloc(h, bytes, sstr(h, d->name), &off);
