@@ -92,17 +92,33 @@ static bool scalar_cell(const struct shmcfg__cell *c)
 	return t >= SHMCFG_BOOL && t <= SHMCFG_FLOAT && !(c->meta & META_NULL);
 }
 
+/* Whether a layer cell's record value is its bits or nothing: unset, or a
+ * scalar (plain_value() writes it). */
+static bool plain_cell(const struct shmcfg__cell *c)
+{
+	return !(c->meta & META_SET) || scalar_cell(c);
+}
+
+/* A plain cell's record value at p (what the decode in put_value() would
+ * write, without it): its length, at most 9. */
+static size_t plain_value(char *p, const struct shmcfg__cell *c)
+{
+	if (!(c->meta & META_SET)) {
+		p[0] = 0;
+		return 1;
+	}
+	p[0] = 2;
+	memcpy(p + 1, &c->val, 8);
+	return 9;
+}
+
 /* A layer cell as a record's value. */
 static void put_value(struct wbuf *w, const struct shmcfg__cell *c, const char *heap, uint64_t heap_size)
 {
 	shmcfg_value v;
-	if (!(c->meta & META_SET)) {
-		put_u8(w, 0);
-		return;
-	}
-	if (scalar_cell(c)) { /* what the decode below would write, without it */
-		put_u8(w, 2);
-		put(w, &c->val, 8);
+	if (plain_cell(c)) {
+		if (!w->err && (w->n + 9 <= w->cap || grow(w, 9)))
+			w->n += plain_value(w->buf + w->n, c);
 		return;
 	}
 	int r = shmcfg__value_from_cell(c, heap, heap_size, &v);
@@ -158,12 +174,23 @@ static uint32_t put_changes(struct wbuf *w, const struct change *ch, size_t n, c
 		uint32_t i = ch[k].opt;
 		if (cells_same(was, b->heap, b->heap_size, now, b->heap, b->heap_size))
 			continue;
+		count++;
+		enum { PLAIN_MAX = 4 + 1 + 1 + 9 + 9 };
+		if (plain_cell(was) && plain_cell(now) && (w->n + PLAIN_MAX <= w->cap || grow(w, PLAIN_MAX))) {
+			/* the usual change, written at once: what the puts below write */
+			char *p = w->buf + w->n;
+			memcpy(p, &i, 4);
+			p[4] = (char)ch[k].layer;
+			p[5] = (char)opt_d(h, i)->type;
+			size_t m = 6 + plain_value(p + 6, was);
+			w->n += m + plain_value(p + m, now);
+			continue;
+		}
 		put_u32(w, i);
 		put_u8(w, (uint8_t)ch[k].layer);
 		put_u8(w, (uint8_t)opt_d(h, i)->type);
 		put_value(w, was, b->heap, b->heap_size);
 		put_value(w, now, b->heap, b->heap_size);
-		count++;
 	}
 	return count;
 }
