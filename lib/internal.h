@@ -135,6 +135,21 @@ int shmcfg__value_from_cell(const struct shmcfg__cell *c, const char *heap, uint
 			    shmcfg_value *ret);
 int shmcfg__cell_encode(const shmcfg_value *v, uint64_t flags, char *heap, uint64_t cap,
 			uint64_t *used, struct shmcfg__cell *out);
+/* The cell of a value without bytes (null, bool, int, float), with flags
+ * in its meta: shmcfg__cell_encode()'s, inline for a commit's usual case. */
+static inline struct shmcfg__cell shmcfg__scalar_cell(const shmcfg_value *v, uint64_t flags)
+{
+	struct shmcfg__cell c = {.meta = (uint64_t)v->type | flags};
+	if (v->is_null)
+		c.meta |= META_NULL;
+	else if (v->type == SHMCFG_BOOL)
+		c.val = v->u.b;
+	else if (v->type == SHMCFG_INT)
+		c.val = (uint64_t)v->u.i;
+	else if (v->type == SHMCFG_FLOAT)
+		memcpy(&c.val, &v->u.f, 8);
+	return c;
+}
 bool shmcfg__list_ok(const shmcfg_value *v);
 int shmcfg__cell_value(const shmcfg *h, const struct shmcfg__cell *c, const char *heap, uint64_t size,
 		       shmcfg_value *ret);

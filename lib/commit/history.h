@@ -38,18 +38,19 @@ static inline struct hist_ent *hist_at(const shmcfg *h, uint64_t gen)
 {
 	return (struct hist_ent *)(h->base + h->lay.hist_off) + gen % h->lay.hist_n;
 }
-/* history.c: a commit's record in the history, made at time_ns (realtime);
+/* history_write.c: a commit's record in the history, made at time_ns (realtime);
  * the changes ch[0, n) that build `b` applied, with the cells it kept of
  * each (b->hist) */
 struct build;
 int shmcfg__hist_write(shmcfg *h, uint64_t gen, uint64_t time_ns, const struct change *ch, size_t n,
 		       const struct build *b, uint64_t cluster_rev, const shmcfg_txn *origin);
+/* history_write.c: bytes into the ring at pos, wrapping */
+void shmcfg__hist_ring_write(shmcfg *h, uint64_t pos, const char *src, uint64_t len);
+/* history.c: generation gen's entry and its record (malloc'd; NULL when its
+ * bytes are gone): 0, -ENOENT, -ENOMEM */
+int shmcfg__hist_entry(const shmcfg *h, uint64_t gen, struct hist_ent *e, char **rec, uint32_t *rec_len);
 /* history.c: the layer changes that take generation `from` back to `to`
  * (< from), sorted, each value owned; their bytes and `to`'s cluster revision */
-/* history.c: generation gen's entry and its record (malloc'd; NULL when its
- * bytes are gone): 0, -ENOENT, -ENOMEM; bytes into the ring at pos */
-int shmcfg__hist_entry(const shmcfg *h, uint64_t gen, struct hist_ent *e, char **rec, uint32_t *rec_len);
-void shmcfg__hist_ring_write(shmcfg *h, uint64_t pos, const char *src, uint64_t len);
 int shmcfg__hist_undo(const shmcfg *h, uint64_t from, uint64_t to, struct change **ret, size_t *nret,
 		      uint64_t *bytes, uint64_t *cluster_rev);
 void shmcfg__hist_undo_free(struct change *ch, size_t n);

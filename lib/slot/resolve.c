@@ -190,9 +190,7 @@ static int cell_holds_layer(const struct build *b, uint32_t opt, const struct op
 static int hold_in_cell(struct build *b, uint32_t opt, const struct opt_desc *d, const struct change *ch, size_t n,
 			const struct shmcfg__cell old[NLAYERS], enum layer l, const shmcfg_value *v, uint64_t own)
 {
-	struct shmcfg__cell c, now[NLAYERS];
-	uint64_t none = 0;
-	(void)shmcfg__cell_encode(v, (uint64_t)source_of(l) << META_SRC_SHIFT, NULL, 0, &none, &c); /* no bytes */
+	struct shmcfg__cell c = shmcfg__scalar_cell(v, (uint64_t)source_of(l) << META_SRC_SHIFT), now[NLAYERS];
 	memcpy(now, shmcfg__no_layers, sizeof now);
 	now[l] = (struct shmcfg__cell){c.val, c.meta | META_SET | own};
 	keep_hist(b, ch, n, old, now);
@@ -216,11 +214,16 @@ static int apply_one(struct build *b, uint32_t opt, const struct opt_desc *d, co
 		return 1;
 	uint64_t own = b->by_cluster || c->by_cluster ? META_BY_CLUSTER : 0;
 	if (lref) { /* layer l, with its source: decoded from the cell */
-		shmcfg_value was;
-		if (META_TYPE(old[l].meta) != d->type || shmcfg__value_from_cell(&old[l], b->heap, b->heap_size, &was))
+		if (META_TYPE(old[l].meta) != d->type)
 			return malformed(b, d);
-		if ((old[l].meta & META_BY_CLUSTER) == own && shmcfg_value_equal(&was, &c->v)) {
-			keep_hist(b, c, 1, old, old); /* the same: nothing changes */
+		/* the same value, compared as shmcfg_value_equal() compares
+		 * scalars (a bool by truth, the rest bit by bit), from the same
+		 * owner: nothing changes */
+		struct shmcfg__cell now = shmcfg__scalar_cell(&c->v, (uint64_t)source_of(l) << META_SRC_SHIFT | own);
+		bool truth = META_TYPE(now.meta) == SHMCFG_BOOL && !(now.meta & META_NULL);
+		if ((old[l].meta & ~META_SET) == now.meta &&
+		    (truth ? (old[l].val != 0) == (now.val != 0) : old[l].val == now.val)) {
+			keep_hist(b, c, 1, old, old);
 			return 0;
 		}
 	}

@@ -73,33 +73,21 @@ int shmcfg__value_from_cell(const struct shmcfg__cell *c, const char *heap, uint
 int shmcfg__cell_encode(const shmcfg_value *v, uint64_t flags, char *heap, uint64_t cap,
 			uint64_t *used, struct shmcfg__cell *out)
 {
+	if (v->is_null || v->type < SHMCFG_STR || v->type > SHMCFG_SET) {
+		*out = shmcfg__scalar_cell(v, flags);
+		return 0;
+	}
 	struct shmcfg__cell c = {.meta = (uint64_t)v->type | flags};
-	const char *bytes = NULL;
-	uint64_t len = 0, count = 0;
-	if (v->is_null)
-		c.meta |= META_NULL;
-	else
-		switch (v->type) {
-		case SHMCFG_BOOL:
-			c.val = v->u.b;
-			break;
-		case SHMCFG_INT:
-			c.val = (uint64_t)v->u.i;
-			break;
-		case SHMCFG_FLOAT:
-			memcpy(&c.val, &v->u.f, 8);
-			break;
-		case SHMCFG_STR:
-			bytes = v->u.str.ptr;
-			len = v->u.str.len;
-			break;
-		case SHMCFG_LIST:
-		case SHMCFG_SET:
-			bytes = v->u.list.items;
-			len = v->u.list.bytes;
-			count = v->u.list.count;
-			break;
-		}
+	const char *bytes;
+	uint64_t len, count = 0;
+	if (v->type == SHMCFG_STR) {
+		bytes = v->u.str.ptr;
+		len = v->u.str.len;
+	} else {
+		bytes = v->u.list.items;
+		len = v->u.list.bytes;
+		count = v->u.list.count;
+	}
 	if (bytes) {
 		if (*used > cap || len + 1 > cap - *used)
 			return -ENOSPC;
