@@ -267,6 +267,42 @@ int shmcfg__opt_digest(const shmcfg *h, uint32_t i, const struct shmcfg__cell *c
 	return 0;
 }
 
+/*
+ * The digests of options ids[0, n) (n <= DIGEST_BATCH), each for its cell
+ * cells[id], as shmcfg__opt_digest() gives them, in two passes: every
+ * record is written before any is hashed. A record is written in stores
+ * of 1 to 16 bytes that the hash then reads back in 8-byte loads across
+ * them; a load cannot be forwarded from two stores, so right after the
+ * writes each such load waits for the stores to retire (15% of a
+ * 100-change commit's time). A pass later they have.
+ */
+int shmcfg__opt_digests(const shmcfg *h, const uint32_t *ids, size_t n, const struct shmcfg__cell *cells,
+			const char *heap, uint64_t heap_size, uint64_t out[][2])
+{
+	unsigned char buf[DIGEST_BATCH][128];
+	size_t len[DIGEST_BATCH];
+	for (size_t k = 0; k < n; k++) {
+		const struct opt_desc *d = opt_d(h, ids[k]);
+		bool none = d->alias != SHMCFG_NO_OPT || (d->flags & SHMCFG_F_HASH_IGNORED);
+		len[k] = none ? SIZE_MAX : scalar_record(buf[k], sizeof buf[k], sstr(h, d->name), d->name.len, cells + ids[k]);
+	}
+	for (size_t k = 0; k < n; k++) {
+		if (len[k] == SIZE_MAX) {
+			out[k][0] = out[k][1] = 0;
+		} else if (len[k]) {
+			XXH128_hash_t hh = XXH3_128bits(buf[k], len[k]);
+			out[k][0] = hh.low64;
+			out[k][1] = hh.high64;
+		} else { /* not a scalar, or a long name */
+			int r = shmcfg__opt_digest(h, ids[k], cells + ids[k], heap, heap_size, out[k]);
+			if (r)
+				return r;
+		}
+	}
+	return 0;
+}
+
+
 /* The config hash of a digest sum. */
 void shmcfg__hash_final(const uint64_t sum[2], uint8_t out[16])
 {

@@ -31,7 +31,7 @@
  * float), whose terms depend on nothing but the key: a heap value's bytes
  * at one offset change when its chunk is freed and the offset reused.
  */
-static int add_terms(struct build *b, uint32_t i, uint64_t sign)
+static int add_terms(struct build *b, uint32_t i, uint64_t sign, const uint64_t digest[2])
 {
 	const struct shmcfg__cell *c = &b->cells[i];
 	uint32_t lref = b->lrefs[i];
@@ -44,9 +44,13 @@ static int add_terms(struct build *b, uint32_t i, uint64_t sign)
 		if (!keep)
 			t = &now;
 		t->opt1 = 0; /* not kept until whole */
-		int r = shmcfg__opt_digest(b->h, i, c, b->heap, b->heap_size, t->d);
-		if (r)
-			return r;
+		if (digest) {
+			t->d[0] = digest[0], t->d[1] = digest[1];
+		} else {
+			int r = shmcfg__opt_digest(b->h, i, c, b->heap, b->heap_size, t->d);
+			if (r)
+				return r;
+		}
 		t->mix = shmcfg__cell_mix(i, c, lref);
 		t->val = c->val, t->meta = c->meta, t->lref = lref, t->opt1 = i + 1;
 	}
@@ -66,7 +70,7 @@ static int changed(struct build *b, uint32_t i)
 {
 	int r = 0;
 	bool first = shmcfg__ids_add(&b->changed, i, &r);
-	return first && b->track ? add_terms(b, i, (uint64_t)-1) : r;
+	return first && b->track ? add_terms(b, i, (uint64_t)-1, NULL) : r;
 }
 
 /* Point option i at chunk lref: counted in the segment's heap. */
@@ -568,9 +572,15 @@ int shmcfg__resolve(struct build *b)
 	}
 	while (!r && b->nq)
 		r = resolve_one(b, q_pop(b));
-	/* the changed options' new terms (their old ones went at changed()) */
-	for (size_t k = 0; !r && b->track && k < b->changed.n; k++)
-		r = add_terms(b, b->changed.ids[k], 1);
+	/* the changed options' new terms (their old ones went at changed()),
+	 * their digests made a batch at a time (shmcfg__opt_digests) */
+	for (size_t k = 0; !r && b->track && k < b->changed.n; k += DIGEST_BATCH) {
+		size_t m = b->changed.n - k < DIGEST_BATCH ? b->changed.n - k : DIGEST_BATCH;
+		uint64_t d[DIGEST_BATCH][2];
+		r = shmcfg__opt_digests(b->h, b->changed.ids + k, m, b->cells, b->heap, b->heap_size, d);
+		for (size_t j = 0; !r && j < m; j++)
+			r = add_terms(b, b->changed.ids[k + j], 1, d[j]);
+	}
 	return r;
 }
 

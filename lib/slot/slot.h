@@ -138,6 +138,9 @@ int shmcfg__resolve_patched(shmcfg *h, char *copy, char *heap, uint64_t top, uin
 /* hash.c: the config hash and the slot checksum, as sums over options */
 int shmcfg__opt_digest(const shmcfg *h, uint32_t i, const struct shmcfg__cell *c, const char *heap,
 		       uint64_t heap_size, uint64_t out[2]);
+#define DIGEST_BATCH 16
+int shmcfg__opt_digests(const shmcfg *h, const uint32_t *ids, size_t n, const struct shmcfg__cell *cells,
+			const char *heap, uint64_t heap_size, uint64_t out[][2]);
 void shmcfg__hash_final(const uint64_t sum[2], uint8_t out[16]);
 uint64_t shmcfg__cell_mix(uint32_t i, const struct shmcfg__cell *c, uint32_t lref);
 int shmcfg__slot_sums(const shmcfg *h, const void *slot, const char *heap, uint64_t heap_size,
