@@ -302,6 +302,64 @@ int shmcfg__opt_digests(const shmcfg *h, const uint32_t *ids, size_t n, const st
 	return 0;
 }
 
+#define TERMS_CACHED (sizeof ((shmcfg *)0)->terms / sizeof ((shmcfg *)0)->terms[0])
+
+/*
+ * Option i's terms of the sums for its cell and reference as the
+ * slot holds them now, subtracted (sign -1) or added (+1).
+ *
+ * A commit on the segment's heap (under the writer lock, and the handle's
+ * commit_lock) keeps the terms it adds in h->terms: the next commit of the
+ * option takes the same cell's terms out (its old cell is this one's new),
+ * then without hashing. Only for a value held in the cell (null, bool, int,
+ * float), whose terms depend on nothing but the key: a heap value's bytes
+ * at one offset change when its chunk is freed and the offset reused.
+ */
+int shmcfg__add_terms(struct build *b, uint32_t i, uint64_t sign, const uint64_t digest[2])
+{
+	const struct shmcfg__cell *c = &b->cells[i];
+	uint32_t lref = b->lrefs[i];
+	bool keep = b->shared && ((c->meta & META_NULL) || META_TYPE(c->meta) < SHMCFG_STR);
+	struct opt_terms *t = &b->h->terms[i % TERMS_CACHED], now;
+	if (!keep || t->opt1 != i + 1 || t->val != c->val || t->meta != c->meta || t->lref != lref) {
+		/* written where they stay, field by field: a copy of a struct
+		 * just written in 4- and 8-byte stores, with 16-byte loads,
+		 * stalled on store forwarding (a fifth of this function's time) */
+		if (!keep)
+			t = &now;
+		t->opt1 = 0; /* not kept until whole */
+		if (digest) {
+			t->d[0] = digest[0], t->d[1] = digest[1];
+		} else {
+			int r = shmcfg__opt_digest(b->h, i, c, b->heap, b->heap_size, t->d);
+			if (r)
+				return r;
+		}
+		t->mix = shmcfg__cell_mix(i, c, lref);
+		t->val = c->val, t->meta = c->meta, t->lref = lref, t->opt1 = i + 1;
+	}
+	b->hash_sum[0] += sign * t->d[0];
+	b->hash_sum[1] += sign * t->d[1];
+	b->checksum += sign * t->mix;
+	return 0;
+}
+
+/* The terms of options ids[0, n) as a build ends them, added; their
+ * digests made a batch at a time (shmcfg__opt_digests). */
+int shmcfg__add_new_terms(struct build *b, const uint32_t *ids, size_t n)
+{
+	int r = 0;
+	for (size_t k = 0; !r && k < n; k += DIGEST_BATCH) {
+		size_t m = n - k < DIGEST_BATCH ? n - k : DIGEST_BATCH;
+		uint64_t d[DIGEST_BATCH][2];
+		r = shmcfg__opt_digests(b->h, ids + k, m, b->cells, b->heap, b->heap_size, d);
+		for (size_t j = 0; !r && j < m; j++)
+			r = shmcfg__add_terms(b, ids[k + j], 1, d[j]);
+	}
+	return r;
+}
+
+
 
 /* The config hash of a digest sum. */
 void shmcfg__hash_final(const uint64_t sum[2], uint8_t out[16])

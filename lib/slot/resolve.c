@@ -18,48 +18,6 @@
 
 /* ---- the slot's cells and references, with the sums kept up to date ---- */
 
-#define TERMS_CACHED (sizeof ((shmcfg *)0)->terms / sizeof ((shmcfg *)0)->terms[0])
-
-/*
- * Option i's terms of the sums (hash.c) for its cell and reference as the
- * slot holds them now, subtracted (sign -1) or added (+1).
- *
- * A commit on the segment's heap (under the writer lock, and the handle's
- * commit_lock) keeps the terms it adds in h->terms: the next commit of the
- * option takes the same cell's terms out (its old cell is this one's new),
- * then without hashing. Only for a value held in the cell (null, bool, int,
- * float), whose terms depend on nothing but the key: a heap value's bytes
- * at one offset change when its chunk is freed and the offset reused.
- */
-static int add_terms(struct build *b, uint32_t i, uint64_t sign, const uint64_t digest[2])
-{
-	const struct shmcfg__cell *c = &b->cells[i];
-	uint32_t lref = b->lrefs[i];
-	bool keep = b->shared && ((c->meta & META_NULL) || META_TYPE(c->meta) < SHMCFG_STR);
-	struct opt_terms *t = &b->h->terms[i % TERMS_CACHED], now;
-	if (!keep || t->opt1 != i + 1 || t->val != c->val || t->meta != c->meta || t->lref != lref) {
-		/* written where they stay, field by field: a copy of a struct
-		 * just written in 4- and 8-byte stores, with 16-byte loads,
-		 * stalled on store forwarding (a fifth of this function's time) */
-		if (!keep)
-			t = &now;
-		t->opt1 = 0; /* not kept until whole */
-		if (digest) {
-			t->d[0] = digest[0], t->d[1] = digest[1];
-		} else {
-			int r = shmcfg__opt_digest(b->h, i, c, b->heap, b->heap_size, t->d);
-			if (r)
-				return r;
-		}
-		t->mix = shmcfg__cell_mix(i, c, lref);
-		t->val = c->val, t->meta = c->meta, t->lref = lref, t->opt1 = i + 1;
-	}
-	b->hash_sum[0] += sign * t->d[0];
-	b->hash_sum[1] += sign * t->d[1];
-	b->checksum += sign * t->mix;
-	return 0;
-}
-
 /*
  * Option i is about to change. Its first change in a tracked build takes
  * its old terms out of the sums (before anything of it is written or its
@@ -70,7 +28,7 @@ static int changed(struct build *b, uint32_t i)
 {
 	int r = 0;
 	bool first = shmcfg__ids_add(&b->changed, i, &r);
-	return first && b->track ? add_terms(b, i, (uint64_t)-1, NULL) : r;
+	return first && b->track ? shmcfg__add_terms(b, i, (uint64_t)-1, NULL) : r;
 }
 
 /* Point option i at chunk lref: counted in the segment's heap. */
@@ -572,16 +530,8 @@ int shmcfg__resolve(struct build *b)
 	}
 	while (!r && b->nq)
 		r = resolve_one(b, q_pop(b));
-	/* the changed options' new terms (their old ones went at changed()),
-	 * their digests made a batch at a time (shmcfg__opt_digests) */
-	for (size_t k = 0; !r && b->track && k < b->changed.n; k += DIGEST_BATCH) {
-		size_t m = b->changed.n - k < DIGEST_BATCH ? b->changed.n - k : DIGEST_BATCH;
-		uint64_t d[DIGEST_BATCH][2];
-		r = shmcfg__opt_digests(b->h, b->changed.ids + k, m, b->cells, b->heap, b->heap_size, d);
-		for (size_t j = 0; !r && j < m; j++)
-			r = add_terms(b, b->changed.ids[k + j], 1, d[j]);
-	}
-	return r;
+	/* the changed options' new terms (their old ones went at changed()) */
+	return r || !b->track ? r : shmcfg__add_new_terms(b, b->changed.ids, b->changed.n);
 }
 
 /* Resolve every option, in implication order (generation 1). */

@@ -141,6 +141,10 @@ int shmcfg__opt_digest(const shmcfg *h, uint32_t i, const struct shmcfg__cell *c
 #define DIGEST_BATCH 16
 int shmcfg__opt_digests(const shmcfg *h, const uint32_t *ids, size_t n, const struct shmcfg__cell *cells,
 			const char *heap, uint64_t heap_size, uint64_t out[][2]);
+/* a build's sums: option i's terms subtracted (sign -1) or added (+1), with
+ * its digest when the caller has it (NULL: made here) */
+int shmcfg__add_terms(struct build *b, uint32_t i, uint64_t sign, const uint64_t digest[2]);
+int shmcfg__add_new_terms(struct build *b, const uint32_t *ids, size_t n);
 void shmcfg__hash_final(const uint64_t sum[2], uint8_t out[16]);
 uint64_t shmcfg__cell_mix(uint32_t i, const struct shmcfg__cell *c, uint32_t lref);
 int shmcfg__slot_sums(const shmcfg *h, const void *slot, const char *heap, uint64_t heap_size,
