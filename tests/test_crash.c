@@ -785,6 +785,7 @@ int main(void)
 		AT(test_writer_killed_at, "commit.busy"),
 		AT(test_writer_killed_at, "commit.slot"),
 		AT(test_writer_killed_at, "commit.synced"),
+		AT(test_writer_killed_at, "commit.in_cell"),
 		AT(test_writer_killed_at, "commit.chunk"),
 		AT(test_writer_killed_at, "commit.written"),
 		AT(test_writer_killed_at, "commit.stamped"),

@@ -156,8 +156,12 @@ static int hold_in_cell(struct build *b, uint32_t opt, const struct opt_desc *d,
 	memcpy(now, shmcfg__no_layers, sizeof now);
 	now[l] = (struct shmcfg__cell){c.val, c.meta | META_SET | own};
 	keep_hist(b, ch, n, old, now);
-	/* the reference first (the old terms out, with the old cell), then the cell */
+	/* the reference first (the old terms out, with the old cell), then the
+	 * cell; a writer that dies between them leaves a busy slot that the
+	 * next writer copies whole (publish.c) */
 	int r = set_lref(b, opt, own ? LREF_IN_CELL_BY_CLUSTER : LREF_IN_CELL);
+	if (b->shared)
+		shmcfg__fault("commit.in_cell");
 	return r ? r : settle(b, opt, d, &c);
 }
 

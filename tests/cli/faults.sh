@@ -19,7 +19,7 @@ run shmctl set -q "$F" "$DYN.recompile_limit=17"
 unset SHMCFG_FAULT
 pass "set with SHMCFG_FAULT=commit.locked: exit 0" test "$RC" = 0
 t_out "the value is set" "17" shmctl get "$F" "$DYN.recompile_limit"
-for p in commit.chosen commit.busy commit.slot commit.synced commit.chunk commit.written commit.stamped commit.published; do
+for p in commit.chosen commit.busy commit.slot commit.synced commit.in_cell commit.chunk commit.written commit.stamped commit.published; do
 	export SHMCFG_FAULT="$p:1"
 	run shmctl set -q "$F" "$DYN.recompile_limit=18"
 	unset SHMCFG_FAULT
