@@ -1041,6 +1041,43 @@ static void test_commit_never_publishes_corrupt_layers(void **state)
 		fail_msg("the check reports '%s', not t.a", problem);
 }
 
+/* A scribbler says an implied option (t.flag, implied by t.debug) holds its
+ * layer in its cell (slot.h, lref_in_cell: only an option that nothing
+ * implies may). A commit that activates the implication must not publish a
+ * generation whose implied cell then reads as t.flag's user layer of source
+ * "implied" (every read of its layers, and every later commit of t.debug or
+ * t.flag, failing); the deep check names t.flag. */
+static void test_in_cell_reference_of_an_implied_option(void **state)
+{
+	(void)state;
+	assert_int_equal(set_and_commit(h, T_FLAG, "true", NULL), 0);
+	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_ACQUIRE);
+	for (uint32_t s = 0; s < h->lay.nslots; s++) {
+		slot_lrefs(h, slot_at(h, s))[T_FLAG] = LREF_IN_CELL;
+		/* the cell a held user layer would have: the check must not need the checksum */
+		slot_cells(h, slot_at(h, s))[T_FLAG] = (struct shmcfg__cell){1, SHMCFG_BOOL | (uint64_t)SHMCFG_SRC_USER << META_SRC_SHIFT};
+	}
+	char problem[512] = "";
+	assert_true(shmcfg_check(h, true, keep_problem, problem) > 0);
+	if (!strstr(problem, "t.flag"))
+		fail_msg("the check reports '%s', not t.flag", problem);
+	int r = set_and_commit(h, T_DEBUG, "true", NULL);
+	if (r == 0) {
+		shmcfg_snapshot *snap;
+		shmcfg_value v;
+		assert_int_equal(shmcfg_snapshot_acquire(h, &snap), 0);
+		r = shmcfg_snapshot_layer(snap, T_FLAG, SHMCFG_SRC_USER, &v);
+		shmcfg_snapshot_release(snap);
+		fail_msg("the commit of t.debug published generation %" PRIu64 ", whose t.flag layers read %s",
+			 shmcfg_generation(h), r < 0 ? shmcfg_errdetail() : "well");
+	}
+	assert_int_equal(r, SHMCFG_E_CORRUPT);
+	assert_int_equal(shmcfg_generation(h), cur_gen(cur));
+	/* writing t.flag repairs it: a chunk again */
+	assert_int_equal(set_and_commit(h, T_FLAG, "false", NULL), 0);
+	assert_int_equal(set_and_commit(h, T_DEBUG, "true", NULL), 0);
+}
+
 /*
  * A commit record whose ring entry names no option (a writer scribbled on
  * the change ring) is not followed: the slot a commit takes is copied whole
@@ -1653,6 +1690,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hostile_current_does_not_hang, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_env_list_rejected, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_commit_never_publishes_corrupt_layers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_in_cell_reference_of_an_implied_option, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_change_ring_is_not_followed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_oversized_patch_keeps_reads_working, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_conflicting_patches_keep_reads_working, setup, teardown),

@@ -92,7 +92,7 @@ static void check_current(shmcfg *h, uint64_t step)
 		const struct opt_desc *d = opt_d(h, i);
 		if (!lref_in_cell(slot_lrefs(h, again)[i]))
 			slot_cells(h, again)[i] = (struct shmcfg__cell){0, 0};
-		else if (d->alias != SHMCFG_NO_OPT || (d->rdep_n && !(h->rdeps[d->rdep_first] & RDEP_ALIAS)))
+		else if (!cell_may_hold_layer(h, d))
 			fail_msg("step %" PRIu64 ": %s holds its layer in its cell, but %s", step, sstr(h, d->name),
 				 d->alias != SHMCFG_NO_OPT ? "is an alias" : "an option implies it");
 	}

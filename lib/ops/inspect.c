@@ -82,7 +82,12 @@ static bool slot_opt_decodes(const shmcfg *h, const char *slot, const char *heap
 {
 	shmcfg_value v;
 	struct shmcfg__cell lay[NLAYERS];
-	uint32_t type = opt_d(h, i)->type;
+	const struct opt_desc *d = opt_d(h, i);
+	uint32_t type = d->type;
+	/* only an option that is no alias and that nothing implies may hold
+	 * its one layer in its cell (slot.h, lref_in_cell) */
+	if (lref_in_cell(slot_lrefs(h, slot)[i]) && !cell_may_hold_layer(h, d))
+		return false;
 	if (shmcfg__cell_value(h, slot_cells(h, slot) + i, heap, top, &v) || v.type != type ||
 	    shmcfg__chunk_read(heap, top, slot_lrefs(h, slot)[i], slot_cells(h, slot) + i, lay))
 		return false;

@@ -2,8 +2,9 @@
 /*
  * The value heap: chunks that hold one option's layer cells and the bytes of
  * their strings. A slot refers to an option's chunk by offset / 16 (its
- * "layer reference"; 0 = no layer set), so a commit that changes k options
- * writes k chunks, whatever the size of the configuration.
+ * "layer reference"; 0 = no layer set; slot.h: 1 and 2, a lone scalar
+ * layer held in the option's cell), so a commit that changes k options
+ * writes at most k chunks, whatever the size of the configuration.
  *
  * A chunk is immutable while any slot refers to it; `refs` counts those
  * slots and the chunk is freed when the last one is rewritten. Readers never

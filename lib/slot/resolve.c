@@ -119,7 +119,6 @@ static uint64_t value_bytes(const shmcfg_value *v)
 	return (v->type == SHMCFG_STR ? v->u.str.len : v->u.list.bytes) + 1;
 }
 
-static bool implied_by_none(const shmcfg *h, uint32_t i);
 static int settle(struct build *b, uint32_t i, const struct opt_desc *d, const struct shmcfg__cell *c);
 
 /* Option opt's layers are chunk lref (0: none) now: it is queued for
@@ -142,7 +141,7 @@ static int malformed(const struct build *b, const struct opt_desc *d)
 static int cell_holds_layer(const struct build *b, uint32_t opt, const struct opt_desc *d, bool *yes)
 {
 	int r = shmcfg__opt_use(b->h, opt);
-	*yes = !r && d->alias == SHMCFG_NO_OPT && implied_by_none(b->h, opt);
+	*yes = !r && cell_may_hold_layer(b->h, d);
 	return r;
 }
 
@@ -397,6 +396,13 @@ static int effective(const struct build *b, uint32_t i, struct shmcfg__cell *out
 		if (!shmcfg_value_equal(&a, &c))
 			return conflict(h, i, k1, k);
 	}
+	/* an option that an implication targets never holds its layer in its
+	 * cell (slot.h): a reference that says so is a scribble, and writing
+	 * an implied cell under it would publish a generation whose layers no
+	 * longer read */
+	if (lref_in_cell(b->lrefs[i]) && !cell_may_hold_layer(h, d))
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s is implied but holds its layer in its cell", h->name,
+				   sstr(h, d->name));
 	if (k1 != UINT32_MAX) {
 		*out = schema_cell(h->implies[k1].value, SHMCFG_SRC_IMPLIED);
 		return 0;

@@ -49,6 +49,12 @@ static inline bool lref_names_chunk(uint32_t lref)
 {
 	return lref > LREF_IN_CELL_BY_CLUSTER;
 }
+/* Whether option d (validated) may have one: it is no alias, and nothing
+ * implies it (implications come first among its dependents, then aliases). */
+static inline bool cell_may_hold_layer(const shmcfg *h, const struct opt_desc *d)
+{
+	return d->alias == SHMCFG_NO_OPT && (d->rdep_n == 0 || (h->rdeps[d->rdep_first] & RDEP_ALIAS));
+}
 
 /* heap.c: the value heap's chunks */
 int shmcfg__chunk_read(const char *heap, uint64_t size, uint32_t lref, const struct shmcfg__cell *cell,
