@@ -236,14 +236,11 @@ static int idx_build(shmcfg_txn *t, size_t n)
 /* Record a change; any earlier change of the same option and layer goes. */
 static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, shmcfg_value *v)
 {
-	if (t->n >= TXN_LINEAR && (!t->idx || 2 * (t->n + 1) > t->idx_cap)) {
-		int r = idx_build(t, t->n);
-		if (r)
-			return r;
-	}
-	/* one probe: the index slot where the change is, or goes */
-	size_t i = SIZE_MAX, p = t->idx ? idx_slot(t, opt, layer, &i) : 0;
-	if (!t->idx)
+	/* one probe of an index with room: the slot where the change is, or
+	 * goes; else a search, and the index (re)built only to add */
+	bool room = t->n < TXN_LINEAR || (t->idx && 2 * (t->n + 1) <= t->idx_cap);
+	size_t i = SIZE_MAX, p = room && t->idx ? idx_slot(t, opt, layer, &i) : 0;
+	if (!room || !t->idx)
 		i = txn_find(t, opt, layer);
 	if (i != SIZE_MAX) {
 		shmcfg_value_clear(&t->ch[i].v);
@@ -262,6 +259,12 @@ static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, 
 			memcpy(ch, t->small_ch, t->n * sizeof *ch);
 		t->ch = ch;
 		t->cap = cap;
+	}
+	if (!room) {
+		int r = idx_build(t, t->n);
+		if (r)
+			return r;
+		p = idx_slot(t, opt, layer, &i);
 	}
 	if (t->idx)
 		t->idx[p] = (uint32_t)t->n + 1;
