@@ -150,6 +150,13 @@ static inline struct shmcfg__cell shmcfg__scalar_cell(const shmcfg_value *v, uin
 		memcpy(&c.val, &v->u.f, 8);
 	return c;
 }
+/* Whether two cells' bits of a bool, int or float of type t hold the same
+ * value, as shmcfg_value_equal() compares them: a bool by truth, the rest
+ * bit by bit (NaN equal to itself, -0.0 not to 0.0). */
+static inline bool shmcfg__scalar_bits_equal(unsigned t, uint64_t a, uint64_t b)
+{
+	return t == SHMCFG_BOOL ? (a != 0) == (b != 0) : a == b;
+}
 bool shmcfg__list_ok(const shmcfg_value *v);
 int shmcfg__cell_value(const shmcfg *h, const struct shmcfg__cell *c, const char *heap, uint64_t size,
 		       shmcfg_value *ret);

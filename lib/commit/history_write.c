@@ -128,7 +128,7 @@ static bool cells_same(const struct shmcfg__cell *a, const char *ha, uint64_t sa
 	if (!as)
 		return true;
 	if (scalar_cell(a) && scalar_cell(b) && META_TYPE(a->meta) == META_TYPE(b->meta)) /* as value_equal */
-		return META_TYPE(a->meta) == SHMCFG_BOOL ? (a->val != 0) == (b->val != 0) : a->val == b->val;
+		return shmcfg__scalar_bits_equal(META_TYPE(a->meta), a->val, b->val);
 	shmcfg_value x, y;
 	return shmcfg__value_from_cell(a, ha, sa, &x) == 0 && shmcfg__value_from_cell(b, hb, sb, &y) == 0 &&
 	       shmcfg_value_equal(&x, &y);

@@ -181,13 +181,11 @@ static int apply_one(struct build *b, uint32_t opt, const struct opt_desc *d, co
 	if (lref) { /* layer l, with its source: decoded from the cell */
 		if (META_TYPE(old[l].meta) != d->type)
 			return malformed(b, d);
-		/* the same value, compared as shmcfg_value_equal() compares
-		 * scalars (a bool by truth, the rest bit by bit), from the same
-		 * owner: nothing changes */
+		/* the same value (a null's bits are 0), from the same owner:
+		 * nothing changes */
 		struct shmcfg__cell now = shmcfg__scalar_cell(&c->v, (uint64_t)source_of(l) << META_SRC_SHIFT | own);
-		bool truth = META_TYPE(now.meta) == SHMCFG_BOOL && !(now.meta & META_NULL);
 		if ((old[l].meta & ~META_SET) == now.meta &&
-		    (truth ? (old[l].val != 0) == (now.val != 0) : old[l].val == now.val)) {
+		    shmcfg__scalar_bits_equal(META_TYPE(now.meta), old[l].val, now.val)) {
 			keep_hist(b, c, 1, old, old);
 			return 0;
 		}
