@@ -41,6 +41,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #define XXH_STATIC_LINKING_ONLY
@@ -853,6 +854,118 @@ static void test_small_schema_copied_at_attach(void **state)
 	run_child(child_small_schema, "small schema");
 }
 
+/* ------------------------------------------------------------------ */
+/* SHMCFG_ATTACH_PREFAULT: the first-use work done at attach          */
+/* ------------------------------------------------------------------ */
+
+/* Minor page faults of this thread so far. */
+static long thread_faults(void)
+{
+	struct rusage u;
+	getrusage(RUSAGE_THREAD, &u);
+	return u.ru_minflt;
+}
+
+/* Of the segment below (over SEG_EAGER_BYTES, so attach maps it lazily by
+ * default), the option the k-th commit changes: spread over the cells. */
+#define PF_OPTS 30000
+static shmcfg_opt pf_opt(int k)
+{
+	return (shmcfg_opt)(1 + (uint32_t)k * (PF_OPTS / 9));
+}
+
+static int child_prefault(void *arg)
+{
+	(void)arg;
+	size_t page = (size_t)1 << 12;
+	/* the default attach, as a control: lazy at this size */
+	shmcfg *h0 = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, 0, NULL, &h0) == 0, "attach");
+	CHILD_CHECK(h0->size > SEG_EAGER_BYTES, "a segment of %zu bytes is mapped whole by default", h0->size);
+	long rss0 = rss_pages_at(h0->base);
+	CHILD_CHECK(rss0 >= 0 && rss0 < (long)(h0->size / page / 2), "the default attach mapped %ld of %zu pages", rss0,
+		    h0->size / page);
+	CHILD_CHECK(pages_copied(h0) == 0 && opts_validated(h0) == 0, "the default attach copied %zu pages, validated %zu",
+		    pages_copied(h0), opts_validated(h0));
+	shmcfg_close(h0);
+
+	for (int rdonly = 0; rdonly < 2; rdonly++) {
+		shmcfg *h = NULL;
+		CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_PREFAULT | (rdonly ? SHMCFG_ATTACH_RDONLY : 0), NULL, &h) ==
+				    0,
+			    "attach with SHMCFG_ATTACH_PREFAULT");
+		/* every page of the segment and of the accessors' copy mapped, the
+		 * whole schema copied, every option validated */
+		long rss = rss_pages_at(h->base), copy = rss_pages_at((char *)h + HANDLE_BYTES);
+		CHILD_CHECK(rss == (long)((h->size + page - 1) / page), "%ld of the segment's %zu pages mapped", rss,
+			    (h->size + page - 1) / page);
+		CHILD_CHECK(copy == (long)(copy_map_bytes(h->lay.nopts) / page), "%ld of the copy's %zu pages mapped",
+			    copy, copy_map_bytes(h->lay.nopts) / page);
+		size_t pages = (h->priv_size + page - 1) / page, schema_pages = pages - (h->lay.schema_off / page);
+		CHILD_CHECK(pages_copied(h) == schema_pages, "%zu of the schema's %zu pages copied", pages_copied(h),
+			    schema_pages);
+		CHILD_CHECK(opts_validated(h) == PF_OPTS, "%zu of %u options validated", opts_validated(h), PF_OPTS);
+		if (!rdonly) {
+			/* so a writer's commits take no page fault after its first
+			 * (which makes the handle's transaction); not asserted where a
+			 * sanitizer's shadow memory faults on its own */
+			CHILD_CHECK(set_and_commit(h, pf_opt(0), "1", NULL) == 0, "commit");
+			long f0 = thread_faults();
+			for (int k = 1; k < 8; k++)
+				CHILD_CHECK(set_and_commit(h, pf_opt(k), "1", NULL) == 0, "commit %d", k);
+			long faults = thread_faults() - f0;
+			printf("# commits 2-8 after SHMCFG_ATTACH_PREFAULT: %ld minor faults\n", faults);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+			CHILD_CHECK(faults == 0, "commits 2-8 took %ld minor faults", faults);
+#endif
+		}
+		shmcfg_close(h);
+	}
+	/* the control of that count: a default attach's commits fault */
+	CHILD_CHECK(shmcfg_attach(seg, 0, NULL, &h0) == 0, "attach");
+	CHILD_CHECK(set_and_commit(h0, pf_opt(0), "2", NULL) == 0, "commit");
+	long f0 = thread_faults();
+	for (int k = 1; k < 8; k++)
+		CHILD_CHECK(set_and_commit(h0, pf_opt(k), "2", NULL) == 0, "commit %d", k);
+	CHILD_CHECK(thread_faults() > f0, "a default attach's commits 2-8 took no page fault");
+	shmcfg_close(h0);
+
+	/* a spoiled option fails the attach, named, and changes nothing; the
+	 * default attach still works, and its other options */
+	struct writer w = writer_open(seg);
+	struct opt_desc saved = *wdesc(&w, 29999);
+	wdesc(&w, 29999)->name = (struct sref){(uint32_t)w.sh->strings_size - 2, 50};
+	shmcfg *h = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_PREFAULT, NULL, &h) == SHMCFG_E_CORRUPT && !h,
+		    "attach of a spoiled schema with SHMCFG_ATTACH_PREFAULT");
+	const char *d = shmcfg_errdetail();
+	CHILD_CHECK(strstr(d, seg) && strstr(d, "option 29999") && !strchr(d, '\n'), "detail '%s'", d);
+	CHILD_CHECK(shmcfg_attach(seg, 0, NULL, &h) == 0 && big_option_ok(h, 77) == 0, "the default attach");
+	shmcfg_close(h);
+	*wdesc(&w, 29999) = saved;
+	writer_close(&w);
+	/* a flag this library does not know */
+	h = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_PREFAULT << 1, NULL, &h) == -EINVAL && !h, "an unknown flag");
+	return 0;
+}
+
+/*
+ * SHMCFG_ATTACH_PREFAULT on a segment the default attach maps lazily (over
+ * SEG_EAGER_BYTES; the schema copied lazily too: the test copy's threshold
+ * is 0): attach maps every page of the segment and of the accessors' copy,
+ * copies the whole schema and validates every option, read-write and
+ * read-only; a writer's commits then take no page fault; a spoiled option
+ * fails the attach with its name.
+ */
+static void test_prefault(void **state)
+{
+	(void)state;
+	seg = new_name("prefault");
+	big_segment(seg, PF_OPTS);
+	run_child(child_prefault, "SHMCFG_ATTACH_PREFAULT");
+}
+
 int main(void)
 {
 	shmcfg__schema_eager_bytes = 0; /* the lazy path, even for small schemas */
@@ -869,6 +982,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_truncated_object_fails_first_use, teardown),
 		cmocka_unit_test_teardown(test_without_populate_write, teardown),
 		cmocka_unit_test_teardown(test_small_schema_copied_at_attach, teardown),
+		cmocka_unit_test_teardown(test_prefault, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -129,7 +129,7 @@ int shmcfg__copy_map(shmcfg *h, int fd, uint32_t nopts)
 	if (len != h->map_bytes - HANDLE_BYTES)
 		return -EINVAL;
 	if (shmcfg__mmap((char *)h + HANDLE_BYTES, len, PROT_READ,
-			 MAP_SHARED | MAP_FIXED | (len <= SEG_EAGER_BYTES ? MAP_POPULATE : 0), fd, 0) == MAP_FAILED)
+			 MAP_SHARED | MAP_FIXED | map_eager(h, len), fd, 0) == MAP_FAILED)
 		return -errno;
 	return 0;
 }

@@ -200,11 +200,10 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 	if (!h->warned)
 		return shmcfg__nomem();
 	h->size = (size_t)st->st_size;
-	/* a small segment's pages are mapped now (MAP_POPULATE: page tables
-	 * only, the pages are the segment's), as its schema is copied
+	/* a small segment's pages are mapped now, as its schema is copied
 	 * (validate.c): not in the process's first commits and reads */
 	h->base = shmcfg__mmap(NULL, h->size, h->rdonly ? PROT_READ : PROT_READ | PROT_WRITE,
-			       MAP_SHARED | (h->size <= SEG_EAGER_BYTES ? MAP_POPULATE : 0), h->fd, 0);
+			       MAP_SHARED | map_eager(h, h->size), h->fd, 0);
 	if (h->base == MAP_FAILED) {
 		h->base = NULL;
 		return shmcfg__err(-errno, "%s: mmap: %s", h->name, strerror(errno));
@@ -346,6 +345,10 @@ static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **r
 		h->owner = st.st_uid;
 		r = handle_map(h, h->opts.expect_schema_hash);
 	}
+	/* SHMCFG_ATTACH_PREFAULT: the schema copied and validated now (its
+	 * pages were mapped by handle_map), not by each option's first use */
+	if (!r && (o->flags & SHMCFG_ATTACH_PREFAULT))
+		r = shmcfg__schema_all(h);
 	if (!r && !rdonly)
 		r = shmcfg__lock_open(h, &st);
 	else if (!r && shmcfg__lock_open(h, &st)) {
@@ -370,7 +373,7 @@ static int attach_with(const char *name, const shmcfg_attach_opts *opts, shmcfg 
 	shmcfg__fork_init();
 	assert_return_as("shmcfg_attach_with", ret, -EINVAL);
 	shmcfg_attach_opts o = opts ? *opts : (shmcfg_attach_opts){0};
-	if (o.flags & ~(unsigned)(SHMCFG_ATTACH_RDONLY | SHMCFG_ATTACH_OWNER))
+	if (o.flags & ~(unsigned)(SHMCFG_ATTACH_RDONLY | SHMCFG_ATTACH_OWNER | SHMCFG_ATTACH_PREFAULT))
 		return shmcfg__err(-EINVAL, "attach flags %#x: unknown bits", o.flags);
 	/* no lock object: the segment was removed or replaced between our
 	 * opens (the next try sees what is there now), or someone removed it
