@@ -2277,6 +2277,22 @@ class TestLifecycle(SegTest):
         with self.assertRaises(TypeError):
             shmcfg.attach(seg.name, owner=1.5)
 
+    def test_prefault(self):
+        # the attach maps and validates everything (tests/test_attach.c
+        # checks that); here: the flag reaches it, and the handle works
+        seg, m = self.app()
+        m.steps = 12
+        for readonly in (False, True):
+            s2 = shmcfg.attach(seg.name, readonly=readonly, prefault=True)
+            self.addCleanup(s2.close)
+            self.assertEqual(s2.module("app.config").steps, 13 if readonly else 12)
+            if not readonly:
+                s2.module("app.config").steps = 13
+                self.assertEqual(m.steps, 13)
+        # in the flags: an old library would refuse the bit (EINVAL)
+        o = shmcfg.segment._attach_opts(False, None, prefault=True)
+        self.assertEqual(o._obj.flags, shmcfg._lib.ATTACH_PREFAULT)
+
     @unittest.skipUnless(os.geteuid() == 0, "chown needs root")
     def test_other_users_segment(self):
         seg, m = self.app()
