@@ -260,6 +260,8 @@ struct growth {
 	bool run;     /* measured; if not, skip says why */
 	char skip[256];
 	struct stats commit_first; /* the first GROWTH_FIRST_COMMITS of fresh processes, pooled */
+	struct stats commit_first_prefault; /* ... attached with SHMCFG_ATTACH_PREFAULT */
+	struct stats attach_prefault;       /* their attach */
 	struct stats lmdb_first;   /* ... of fresh LMDB processes (one-key write txns), pooled */
 	struct stats first_lookup; /* a fresh process's first lookup + read, after attach */
 	struct stats lmdb;         /* LMDB one-key write txn, same number of keys */
@@ -278,8 +280,9 @@ extern uint32_t g_growth_max;    /* --growth-max N: largest schema measured */
 __attribute__((noinline)) uint64_t lookup_loop(shmcfg *h, char **names, const uint32_t *idx,
 					       long m);
 void run_growth(void);
-/* --attach-child, --lmdb-child: the fresh processes of the growth section */
-int attach_child(int argc, char **argv);
+/* --attach-child (flags 0), --prefault-child (SHMCFG_ATTACH_PREFAULT),
+ * --lmdb-child: the fresh processes of the growth section */
+int attach_child(int argc, char **argv, unsigned flags);
 int lmdb_child(int argc, char **argv);
 
 /* ------------------------------------------------------------------ */

@@ -143,15 +143,16 @@ static void child_report(int fd, double first, double second, const double c[GRO
 
 /*
  * bench --attach-child NAME N SEED VALUE FD: attach the segment NAME of N
- * options, look one random option up by name and read it, then make
+ * options (--prefault-child: with SHMCFG_ATTACH_PREFAULT, as a long-lived
+ * writer would), look one random option up by name and read it, then make
  * GROWTH_FIRST_COMMITS one-change commits of random options (values from
  * VALUE on); write "attach lookup commit..." (ns) on FD. Run by fork + exec
  * (fresh_process), so nothing of the segment or the library was touched
  * before the attach.
  */
-int attach_child(int argc, char **argv)
+int attach_child(int argc, char **argv, unsigned flags)
 {
-	struct child_args a = child_args("--attach-child", argc, argv);
+	struct child_args a = child_args(flags ? "--prefault-child" : "--attach-child", argc, argv);
 	const char *name = a.where;
 	uint32_t n = a.n;
 	uint64_t rs = a.rs;
@@ -159,7 +160,7 @@ int attach_child(int argc, char **argv)
 
 	double t0 = now_ns();
 	shmcfg *h;
-	int r = shmcfg_attach(name, 0, NULL, &h);
+	int r = shmcfg_attach(name, flags, NULL, &h);
 	double attach = now_ns() - t0;
 	if (r)
 		die("fresh process: shmcfg_attach(%s): %s (%s)", name, shmcfg_strerror(r), shmcfg_errdetail());
@@ -331,48 +332,52 @@ static void growth_one(struct growth *g)
 	g->lmdb_fill_ns = lp.fill_ns;
 	g->lmdb_bytes = lp.bytes;
 
-	/* fresh processes: attach, first lookup, first commits */
-	double *att = calloc((size_t)rp.procs_max, sizeof(double));
-	double *fl = calloc((size_t)rp.procs_max, sizeof(double));
-	double *fc = calloc((size_t)rp.procs_max * GROWTH_FIRST_COMMITS, sizeof(double));
-	double *lc = calloc((size_t)rp.procs_max * GROWTH_FIRST_COMMITS, sizeof(double));
-	if (!att || !fl || !fc || !lc)
+	/* fresh processes: attach, first lookup, first commits; of each kind
+	 * (0: the default attach, 1: SHMCFG_ATTACH_PREFAULT, 2: LMDB) */
+	static const char *const kinds[3] = {"--attach-child", "--prefault-child", "--lmdb-child"};
+	double *att[2], *fl = calloc((size_t)rp.procs_max, sizeof(double)), *fc[3];
+	int nfc[3] = {0, 0, 0};
+	for (int k = 0; k < 3; k++)
+		if (!(fc[k] = calloc((size_t)rp.procs_max * GROWTH_FIRST_COMMITS, sizeof(double))) ||
+		    (k < 2 && !(att[k] = calloc((size_t)rp.procs_max, sizeof(double)))))
+			die("out of memory");
+	if (!fl)
 		die("out of memory");
-	int np = 0, nfc = 0, nlc = 0;
+	int np = 0;
 	int64_t value = 1000000;
 	t0 = now_ns();
-	/* each shmcfg process beside an LMDB one (the same random keys), in
-	 * turn first, as the pairs are timed */
+	/* one process of each kind (the same random keys), each kind first in
+	 * turn, as the pairs are timed */
 	while (np < rp.procs_max && (np < rp.procs_min || now_ns() - t0 < rp.budget_ns)) {
 		uint64_t seed = 0x9e3779b97f4a7c15ull + (uint64_t)np * 7919;
-		for (int k = 0; k < 2; k++) {
+		for (int j = 0; j < 3; j++) {
+			int k = (j + np) % 3;
 			double out[GROWTH_FIRST_COMMITS + 2];
-			if ((k ^ np) & 1) {
-				fresh_process("--lmdb-child", lp.dir, g->n, seed, value, out);
-				for (int i = 0; i < GROWTH_FIRST_COMMITS; i++)
-					if (!isnan(out[2 + i]))
-						lc[nlc++] = out[2 + i];
-				continue;
-			}
-			fresh_process("--attach-child", name, g->n, seed, value, out);
-			att[np] = out[0];
-			fl[np] = out[1];
+			fresh_process(kinds[k], k == 2 ? lp.dir : name, g->n, seed, value, out);
+			if (k < 2)
+				att[k][np] = out[0];
+			if (k == 0)
+				fl[np] = out[1];
 			for (int i = 0; i < GROWTH_FIRST_COMMITS; i++)
 				if (!isnan(out[2 + i]))
-					fc[nfc++] = out[2 + i];
+					fc[k][nfc[k]++] = out[2 + i];
 		}
 		value += GROWTH_FIRST_COMMITS;
 		np++;
 	}
 	g->nprocs = np;
-	g->attach = stats_of(att, np);
+	g->attach = stats_of(att[0], np);
+	g->attach_prefault = stats_of(att[1], np);
 	g->first_lookup = stats_of(fl, np);
-	g->commit_first = stats_of(fc, nfc);
-	g->lmdb_first = stats_of(lc, nlc);
-	free(att);
+	g->commit_first = stats_of(fc[0], nfc[0]);
+	g->commit_first_prefault = stats_of(fc[1], nfc[1]);
+	g->lmdb_first = stats_of(fc[2], nfc[2]);
+	for (int k = 0; k < 3; k++) {
+		free(fc[k]);
+		if (k < 2)
+			free(att[k]);
+	}
 	free(fl);
-	free(fc);
-	free(lc);
 
 	/* lookup by name, random names: every option's name, shuffled */
 	char **names = malloc(g->n * sizeof(char *));
@@ -596,7 +601,7 @@ static void write_tsv(const char *path)
 		"attach_ns", "attach_min_ns", "attach_max_ns", "first_lookup_ns", "lookup_ns",
 		"lookup_fetch_ns", "build_ns", "create_ns", "lmdb_fill_ns", "lmdb_bytes", "pairs", "procs",
 		"lookup_rounds", "early_commit_ns", "early_lmdb_write_ns", "early_commit_over_lmdb",
-		"early_pairs", "warm_pairs", "lmdb_first_ns",
+		"early_pairs", "warm_pairs", "lmdb_first_ns", "commit_first_prefault_ns", "attach_prefault_ns",
 	};
 	for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++)
 		fprintf(f, "%s%s", c ? "\t" : "", cols[c]);
@@ -607,13 +612,14 @@ static void write_tsv(const char *path)
 			continue;
 		fprintf(f,
 			"%u\t%.0f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.3f\t%.0f\t%.0f\t%.0f\t%.0f"
-			"\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%.0f\t%.0f\t%.3f\t%d\t%d\t%.0f\n",
+			"\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%.0f\t%.0f\t%.3f\t%d\t%d\t%.0f\t%.0f\t%.0f\n",
 			g->n, g->bytes, g->bytes / g->n, g->commit.med, g->commit.min, g->commit.max,
 			g->commit_first.med, g->commit_first.max, g->lmdb.med, g->ratio.med, g->attach.med,
 			g->attach.min, g->attach.max, g->first_lookup.med, g->lookup.med, g->touch.med,
 			g->build_ns, g->create_ns, g->lmdb_fill_ns, g->lmdb_bytes, g->npairs, g->nprocs,
 			g->nlookup_rounds, g->commit_early.med, g->lmdb_early.med, g->ratio_early.med,
-			g->npairs_early, g->nwarm, g->lmdb_first.med);
+			g->npairs_early, g->nwarm, g->lmdb_first.med, g->commit_first_prefault.med,
+			g->attach_prefault.med);
 	}
 	if (fclose(f)) {
 		fprintf(stderr, "bench: --tsv %s: %s\n", path, strerror(errno));
@@ -660,6 +666,7 @@ void run_growth(void)
 	GROW_ROW("  max", T(g->commit.max));
 	GROW_ROW("  first 7 of a fresh process, median", T(g->commit_first.med));
 	GROW_ROW("  first 7 of a fresh process, max", T(g->commit_first.max));
+	GROW_ROW("  ... attached with SHMCFG_ATTACH_PREFAULT", T(g->commit_first_prefault.med));
 	GROW_ROW("LMDB's first 7 of a fresh process, median", T(g->lmdb_first.med));
 	GROW_ROW("LMDB one-key write, same keys, median", T(g->lmdb.med));
 	GROW_ROW("commit x LMDB write (paired), median", RATIO(g->ratio.med));
@@ -671,6 +678,7 @@ void run_growth(void)
 	GROW_ROW("attach in a fresh process, median", T(g->attach.med));
 	GROW_ROW("  min", T(g->attach.min));
 	GROW_ROW("  max", T(g->attach.max));
+	GROW_ROW("  with SHMCFG_ATTACH_PREFAULT, median", T(g->attach_prefault.med));
 	GROW_ROW("  then its first lookup + read, median", T(g->first_lookup.med));
 	GROW_ROW("lookup by name, random names, median", T(g->lookup.med));
 	GROW_ROW("  of which fetching the name", T(g->touch.med));
