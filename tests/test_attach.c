@@ -823,7 +823,8 @@ static int child_small_schema(void *arg)
 	size_t schema_pages = pages - (h->lay.schema_off >> h->page_shift);
 	CHILD_CHECK(pages_copied(h) == schema_pages, "attach copied %zu of the schema's %zu pages", pages_copied(h),
 		    schema_pages);
-	CHILD_CHECK(opts_validated(h) == 0, "attach validated %zu options", opts_validated(h));
+	CHILD_CHECK(opts_validated(h) == h->lay.nopts, "attach validated %zu of %u options", opts_validated(h),
+		    h->lay.nopts);
 	long rss = rss_pages_at(h->base);
 	CHILD_CHECK(rss == (long)((h->size + 4095) / 4096), "%ld of the segment's %zu pages mapped after attach", rss,
 		    (h->size + 4095) / 4096);
@@ -835,17 +836,29 @@ static int child_small_schema(void *arg)
 	shmcfg_opt o;
 	CHILD_CHECK(shmcfg_opt_info(h, T_ITEMS, &info) == 0 && !strcmp(info.name, "t.items"), "opt_info");
 	CHILD_CHECK(shmcfg_lookup(h, "t.items", &o) == 0 && o == T_ITEMS, "lookup");
-	CHILD_CHECK(opts_validated(h) >= 1, "first use validated nothing");
+	shmcfg_close(h);
+	/* spoiled before attach: the attach works and validates the others; the
+	 * spoiled one is refused by its uses, with their detail, as lazily */
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0 && !*shmcfg_errdetail(),
+		    "attach of a schema with a spoiled option");
+	CHILD_CHECK(opts_validated(h) == h->lay.nopts - 1, "attach validated %zu of %u options", opts_validated(h),
+		    h->lay.nopts);
+	CHILD_CHECK(shmcfg_opt_info(h, T_ITEMS, &info) == SHMCFG_E_CORRUPT &&
+			    strstr(shmcfg_errdetail(), "bad string reference"),
+		    "opt_info of the spoiled option");
+	CHILD_CHECK(shmcfg_lookup(h, "t.items", &o) == SHMCFG_E_CORRUPT, "lookup of the spoiled option");
+	CHILD_CHECK(shmcfg_opt_info(h, T_ITEMS + 1, &info) == 0, "opt_info of another");
+	shmcfg_close(h);
 	*wdesc(&w, T_ITEMS) = saved;
 	writer_close(&w);
-	shmcfg_close(h);
 	return 0;
 }
 
 /*
  * A small schema (the test schema: a few pages) is copied whole by attach,
- * and its options validated at first use; the small segment's pages are
- * all mapped by attach. What a writer spoils after attach changes nothing.
+ * and its options validated then (a spoiled one left for its uses to
+ * refuse); the small segment's pages are all mapped by attach. What a
+ * writer spoils after attach changes nothing.
  */
 static void test_small_schema_copied_at_attach(void **state)
 {
@@ -906,28 +919,32 @@ static int child_prefault(void *arg)
 			    schema_pages);
 		CHILD_CHECK(opts_validated(h) == PF_OPTS, "%zu of %u options validated", opts_validated(h), PF_OPTS);
 		if (!rdonly) {
-			/* so a writer's commits take no page fault after its first
-			 * (which makes the handle's transaction); not asserted where a
-			 * sanitizer's shadow memory faults on its own */
+			/* so a writer's commits after its first (which makes the
+			 * handle's transaction) take no page fault of the segment's;
+			 * the process's own may take one: the first use of a libc
+			 * routine faults in its code (seen: one fault-around of
+			 * libc's text, in 3 runs of 25). Not asserted where a
+			 * sanitizer's shadow memory faults on its own. */
 			CHILD_CHECK(set_and_commit(h, pf_opt(0), "1", NULL) == 0, "commit");
 			long f0 = thread_faults();
 			for (int k = 1; k < 8; k++)
 				CHILD_CHECK(set_and_commit(h, pf_opt(k), "1", NULL) == 0, "commit %d", k);
 			long faults = thread_faults() - f0;
-			printf("# commits 2-8 after SHMCFG_ATTACH_PREFAULT: %ld minor faults\n", faults);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-			CHILD_CHECK(faults == 0, "commits 2-8 took %ld minor faults", faults);
+			CHILD_CHECK(faults <= 2, "commits 2-8 took %ld minor faults", faults);
 #endif
 		}
 		shmcfg_close(h);
 	}
-	/* the control of that count: a default attach's commits fault */
+	/* the control of that count: a default attach's commits fault, each on
+	 * its option's cells and schema pages (27-30 in all, seen) */
 	CHILD_CHECK(shmcfg_attach(seg, 0, NULL, &h0) == 0, "attach");
 	CHILD_CHECK(set_and_commit(h0, pf_opt(0), "2", NULL) == 0, "commit");
 	long f0 = thread_faults();
 	for (int k = 1; k < 8; k++)
 		CHILD_CHECK(set_and_commit(h0, pf_opt(k), "2", NULL) == 0, "commit %d", k);
-	CHILD_CHECK(thread_faults() > f0, "a default attach's commits 2-8 took no page fault");
+	CHILD_CHECK(thread_faults() - f0 >= 14, "a default attach's commits 2-8 took %ld page faults, not 2 each",
+		    thread_faults() - f0);
 	shmcfg_close(h0);
 
 	/* a spoiled option fails the attach, named, and changes nothing; the
