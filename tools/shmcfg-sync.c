@@ -1001,7 +1001,11 @@ int main(int argc, char **argv)
 	for (size_t i = 0; a.segs && i < a.nsegs; i++) {
 		struct seg *s = &a.segs[i];
 		s->name = argv[optind + (int)i];
-		if ((r = shmcfg_attach(s->name, 0, NULL, &s->h))) {
+		/* a long-lived writer: every page mapped and the schema validated
+		 * now (it reads every option's knob below anyway), so a cluster
+		 * change's commit never waits on first use; a successor it
+		 * follows to is attached so too */
+		if ((r = shmcfg_attach(s->name, SHMCFG_ATTACH_PREFAULT, NULL, &s->h))) {
 			logf_("error: segment '%s': %s", s->name,
 			      *shmcfg_errdetail() ? shmcfg_errdetail() : shmcfg_strerror(r));
 			status = 1;

@@ -153,5 +153,25 @@ pass "... in one line naming it" sh -c "test \$(wc -l <'$T_TMP/once.err') = 1 &&
 S0=$(date +%s)
 $SHMCTL cluster show "$S" --endpoints "$ETCD_EP # the local one" --cluster "$CLUSTER" 2>"$T_TMP/show.err" >/dev/null
 pass "... by shmctl cluster too, exit 1, without retrying" test $? = 1 -a "$(grep -c 'a space or control character' "$T_TMP/show.err")" = 1 -a $(( $(date +%s) - S0 )) -lt 5
-if [ "$T_FAILED" != 0 ]; then diag_log a; cat "$T_TMP/once.err"; fi
+
+# the agent attaches with SHMCFG_ATTACH_PREFAULT: a segment past the size
+# the library maps lazily (8 MiB: 30,000 options) is mapped whole in it
+"$PYTHON" -c 'print("format: 1\noptions:"); [print(f"  big.o{i}: {{type: int, default: {i}}}") for i in range(30000)]' >"$T_TMP/big.yaml"
+seg B big
+$SHMCTL create -q --no-env --schema "$T_TMP/big.yaml" "$B"
+sync_start b --host hostB "$B"
+pass "an agent on a segment of 30,000 options: watching" wait_log 60 b "watching from revision"
+eval "PB=\$AGENT_PID_b"
+# rss_of PID NAME: Size and Rss (kB) of the largest mapping of
+# /dev/shm/shmcfg.NAME (the segment's; the accessors' copy maps its start)
+rss_of() {
+	awk -v f="/dev/shm/shmcfg.$2" '/^[0-9a-f]+-[0-9a-f]+ / { m = $NF == f; next }
+		m && /^Size:/ { s = $2 } m && /^Rss:/ && s > bs { bs = s; br = $2 } END { print bs + 0, br + 0 }' "/proc/$1/smaps"
+}
+SR=$(rss_of "$PB" "$B")
+diag "the agent's mapping of the segment (Size, Rss in kB): $SR"
+pass "... its mapping of the segment is resident whole" sh -c "set -- $SR; test \"\$1\" -gt 8192 -a \"\$1\" = \"\$2\""
+agent_stop b
+pass "... SIGTERM: exit 0" test "$RC" = 0
+if [ "$T_FAILED" != 0 ]; then diag_log a; diag_log b; cat "$T_TMP/once.err"; fi
 t_done
