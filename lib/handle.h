@@ -256,6 +256,7 @@ static inline struct log_ent *log_at(const shmcfg *h, uint64_t gen)
  */
 /* validate.c: one option validated on first use; the name index */
 int shmcfg__opt_use(const shmcfg *h, shmcfg_opt opt);
+void shmcfg__schema_warm(const shmcfg *h);
 const struct opt_desc *shmcfg__opt_slow(const shmcfg *h, uint32_t i);
 int shmcfg__schema_index(const shmcfg *h, uint32_t slot, uint32_t *id);
 /* Name index entry `slot` (< index_size) in *id: UINT32_MAX (empty) or an

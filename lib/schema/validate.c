@@ -124,13 +124,19 @@ __attribute__((visibility("default"))) size_t shmcfg__schema_eager_bytes = SCHEM
 #define shmcfg__schema_eager_bytes SCHEMA_EAGER_BYTES
 #endif
 
+/* A schema copied whole by attach: up to SCHEMA_EAGER_BYTES (the schema's
+ * size, not the copy's before it) */
+static bool schema_small(const shmcfg *h)
+{
+	return SEG_HEADER_BYTES + h->lay.schema_size <= shmcfg__schema_eager_bytes;
+}
+
 /*
  * Attach: check the schema's header (read into h->sch_copy by the caller)
  * against the segment's header, map the region privately, and set up the
- * state of the lazy validation; copy a small region whole, and validate its
- * options.
+ * state of the lazy validation; copy a small region whole (its options are
+ * validated at the end of attach: shmcfg__schema_warm).
  */
-static int opt_validate(const shmcfg *h, uint32_t i);
 int shmcfg__schema_open(shmcfg *h)
 {
 	const struct schema_hdr *sh = h->sch = &h->sch_copy;
@@ -191,17 +197,8 @@ int shmcfg__schema_open(shmcfg *h)
 	h->strings_size = sh->strings_size;
 	/* a small schema is made private whole now: ~2 us a page on these VMs
 	 * (a page fault each, batched or not), ~1 ms at SCHEMA_EAGER_BYTES,
-	 * rather than page by page in a process's first commits and reads; and
-	 * its options validated, ~0.1 us each in a row, rather than ~0.5 us in
-	 * each first use (issue 26). A spoiled one is left as attach found it,
-	 * unmarked: its uses refuse it with their detail, as without this. */
-	if (SEG_HEADER_BYTES + size > shmcfg__schema_eager_bytes) /* the schema's size, not the copy's before it */
-		return 0;
-	int r = shmcfg__schema_pin(h, 0, size);
-	for (uint32_t i = 0; !r && i < n; i++)
-		if (opt_validate(h, i))
-			shmcfg__clear_err();
-	return r;
+	 * rather than page by page in a process's first commits and reads */
+	return schema_small(h) ? shmcfg__schema_pin(h, 0, size) : 0;
 }
 
 void shmcfg__schema_close(shmcfg *h)
@@ -445,6 +442,20 @@ static int opt_validate(const shmcfg *h, uint32_t i)
 	bool plain = d->alias == SHMCFG_NO_OPT && !(d->flags & SHMCFG_F_DEPRECATED);
 	__atomic_store_n(&h->opt_ok[i], OPT_OK | (plain ? OPT_PLAIN : 0), __ATOMIC_RELEASE);
 	return 0;
+}
+
+/*
+ * The end of attach: a small schema's options validated (its copy was made
+ * by schema_open), ~0.1 us each in a row rather than ~0.5 us in each first
+ * use of a fresh process's commits and reads (issue 26). One that does not
+ * validate is left unmarked, the detail cleared: its uses refuse it with
+ * their detail, as if attach had not looked.
+ */
+void shmcfg__schema_warm(const shmcfg *h)
+{
+	for (uint32_t i = 0; schema_small(h) && i < h->lay.nopts; i++)
+		if (opt_validate(h, i))
+			shmcfg__clear_err();
 }
 
 int shmcfg__opt_use(const shmcfg *h, shmcfg_opt opt)

@@ -345,10 +345,6 @@ static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **r
 		h->owner = st.st_uid;
 		r = handle_map(h, h->opts.expect_schema_hash);
 	}
-	/* SHMCFG_ATTACH_PREFAULT: the schema copied and validated now (its
-	 * pages were mapped by handle_map), not by each option's first use */
-	if (!r && (o->flags & SHMCFG_ATTACH_PREFAULT))
-		r = shmcfg__schema_all(h);
 	if (!r && !rdonly)
 		r = shmcfg__lock_open(h, &st);
 	else if (!r && shmcfg__lock_open(h, &st)) {
@@ -359,6 +355,13 @@ static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **r
 		h->lock_fd = -1;
 		shmcfg__clear_err();
 	}
+	/* last, the options validated (a small schema's, and with
+	 * SHMCFG_ATTACH_PREFAULT the whole schema copied first and a spoiled
+	 * option failing the attach): not by each option's first use */
+	if (!r && (o->flags & SHMCFG_ATTACH_PREFAULT))
+		r = shmcfg__schema_all(h);
+	else if (!r)
+		shmcfg__schema_warm(h);
 	if (r) {
 		handle_free(h);
 		return r;
