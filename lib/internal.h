@@ -110,6 +110,7 @@ extern pid_t shmcfg__self_pid;
 extern int shmcfg__forking;
 uint64_t shmcfg__proc_start_time(pid_t pid);
 void shmcfg__self_identity(uid_t uid, char user[SHMCFG_USER_MAX], char comm[SHMCFG_PROCESS_MAX]);
+void shmcfg__handle_identity(shmcfg *h);
 
 /* value.c: values, parsing, comparison */
 int shmcfg__value_copy(const shmcfg_value *src, shmcfg_value *dst);

@@ -900,6 +900,7 @@ static int child_prefault(void *arg)
 		    h0->size / page);
 	CHILD_CHECK(pages_copied(h0) == 0 && opts_validated(h0) == 0, "the default attach copied %zu pages, validated %zu",
 		    pages_copied(h0), opts_validated(h0));
+	CHILD_CHECK(!h0->self_known, "the default attach looked up the committer's names");
 	shmcfg_close(h0);
 
 	for (int rdonly = 0; rdonly < 2; rdonly++) {
@@ -918,6 +919,9 @@ static int child_prefault(void *arg)
 		CHILD_CHECK(pages_copied(h) == schema_pages, "%zu of the schema's %zu pages copied", pages_copied(h),
 			    schema_pages);
 		CHILD_CHECK(opts_validated(h) == PF_OPTS, "%zu of %u options validated", opts_validated(h), PF_OPTS);
+		/* a writer's names for the history known: its first commit
+		 * does not look them up */
+		CHILD_CHECK(h->self_known == !rdonly, "the committer's names %sknown", h->self_known ? "" : "not ");
 		if (!rdonly) {
 			/* so a writer's commits after its first (which makes the
 			 * handle's transaction) take no page fault of the segment's;

@@ -186,11 +186,7 @@ void shmcfg__hist_ring_write(shmcfg *h, uint64_t pos, const char *src, uint64_t 
 int shmcfg__hist_write(shmcfg *h, uint64_t gen, uint64_t time_ns, const struct change *ch, size_t n,
 		       const struct build *b, uint64_t cluster_rev, const shmcfg_txn *origin)
 {
-	if (!h->self_known) { /* the handle's process commits (a forked child cannot) */
-		shmcfg__self_identity(h->uid, h->self_user, h->self_comm);
-		h->self_user_len = (uint8_t)strlen(h->self_user);
-		h->self_known = true;
-	}
+	shmcfg__handle_identity(h); /* the handle's process commits (a forked child cannot) */
 	const char *who = origin ? origin->who : "";
 	struct wbuf w = {.h = h, .buf = h->hist_buf, .cap = h->hist_cap};
 	size_t wlen = strnlen(who, SHMCFG_WHO_MAX - 1);

@@ -358,9 +358,17 @@ static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **r
 	/* last, the options validated (a small schema's, and with
 	 * SHMCFG_ATTACH_PREFAULT the whole schema copied first and a spoiled
 	 * option failing the attach): not by each option's first use */
-	if (!r && (o->flags & SHMCFG_ATTACH_PREFAULT))
+	if (!r && (o->flags & SHMCFG_ATTACH_PREFAULT)) {
 		r = shmcfg__schema_all(h);
-	else if (!r)
+		/* and what else a first use would fault in or look up: the
+		 * lookup's cache (zero pages until touched), the committer's
+		 * names (the history's) */
+		if (!r) {
+			memset(h->lk, 0, (size_t)h->sch->index_size * sizeof *h->lk);
+			if (!rdonly)
+				shmcfg__handle_identity(h);
+		}
+	} else if (!r)
 		shmcfg__schema_warm(h);
 	if (r) {
 		handle_free(h);

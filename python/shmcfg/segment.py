@@ -1162,10 +1162,11 @@ def attach(name: str, readonly: bool = False, fast_reads: Optional[bool] = None,
 
     ``prefault``: do at attach what each option's first use would do (map
     every page, copy and validate the whole schema: SHMCFG_ATTACH_PREFAULT),
-    for a long-lived process whose first reads and commits must be as fast
-    as its later ones; the attach takes time in proportion to the options
-    (milliseconds at 100,000), and a spoiled option fails it (Error, errname
-    SHMCFG_E_CORRUPT).
+    for a long-lived process whose reads and commits must not wait on first
+    use; the library's attach takes time in proportion to the options (~30 ms
+    more at 100,000), a spoiled option fails it (Error, errname
+    SHMCFG_E_CORRUPT), and a library older than 0.14 refuses the flag
+    (InvalidArgumentError).
     """
     uid = _owner_uid(owner)
     h = _L.c_void_p()
