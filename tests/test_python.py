@@ -2292,6 +2292,32 @@ class TestLifecycle(SegTest):
         # in the flags: an old library would refuse the bit (EINVAL)
         o = shmcfg.segment._attach_opts(False, None, prefault=True)
         self.assertEqual(o._obj.flags, shmcfg._lib.ATTACH_PREFAULT)
+        # kept by a pickle, and by the attach a forked child makes
+        s3 = shmcfg.attach(seg.name, prefault=True)
+        self.addCleanup(s3.close)
+        self.assertIs(pickle.loads(pickle.dumps(s3))._prefault, True)
+        self.assertIs(pickle.loads(pickle.dumps(seg))._prefault, False)
+        seen = []
+        real = shmcfg.segment._attach_opts
+        def spy(*a, **k):
+            o = real(*a, **k)
+            seen.append(o._obj.flags)
+            return o
+        shmcfg.segment._attach_opts = spy
+        try:
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    s3.module("app.config").steps = 14  # attaches again, in the child
+                    code = 0 if seen and all(f & shmcfg._lib.ATTACH_PREFAULT for f in seen) else 2
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+        finally:
+            shmcfg.segment._attach_opts = real
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        self.assertEqual(m.steps, 14)
 
     @unittest.skipUnless(os.geteuid() == 0, "chown needs root")
     def test_other_users_segment(self):

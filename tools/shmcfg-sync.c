@@ -1001,7 +1001,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; a.segs && i < a.nsegs; i++) {
 		struct seg *s = &a.segs[i];
 		s->name = argv[optind + (int)i];
-		/* a long-lived writer: every page mapped and the schema validated
+		/* a long-lived writer: the segment's pages mapped and every option validated
 		 * now (it reads every option's knob below anyway), so a cluster
 		 * change's commit never waits on first use; a successor it
 		 * follows to is attached so too */

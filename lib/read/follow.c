@@ -134,6 +134,37 @@ int shmcfg__copy_map(shmcfg *h, int fd, uint32_t nopts)
 	return 0;
 }
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
+
+/*
+ * SHMCFG_ATTACH_PREFAULT on a segment mapped lazily: its pages mapped now,
+ * up to the end of the heap's carved chunks (heap_top: the heap is the last
+ * region, and its room never carved is only address space until a commit
+ * carves it; a writer's heap_top past the heap counts as the heap's end).
+ * MADV_POPULATE_READ maps the object's pages, writable where the mapping is
+ * (a shared mapping's read fault maps them so), or fails with EFAULT on an
+ * object a writer shrank since attach checked its size: then nothing more
+ * is done, and the reads fail as any read of such an object may. Before
+ * Linux 5.14 (EINVAL), a load of a byte of each page does it (raising
+ * SIGBUS on such an object, as a read would).
+ */
+void shmcfg__map_populate(shmcfg *h)
+{
+	uint64_t top = __atomic_load_n(&h->hdr->heap_top, __ATOMIC_RELAXED);
+	uint64_t end = h->lay.heap_off + (top < h->lay.heap_size ? top : h->lay.heap_size);
+	size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+	size_t len = (size_t)(end < h->size ? end : h->size);
+	len = (len + ps - 1) / ps * ps;
+	if (len > h->size)
+		len = h->size;
+	if (shmcfg__madvise(h->base, len, MADV_POPULATE_READ) == 0 || errno != EINVAL)
+		return;
+	for (size_t o = 0; o < len; o += ps)
+		(void)*(volatile const char *)(h->base + o);
+}
+
 /* The live incarnation's accessors' copy over the replaced one's at the
  * handle. One whose options are not the handle's is not mapped: the frozen
  * copy stays, odd, and the accessors read the slots (attach_next already

@@ -218,6 +218,11 @@ void shmcfg__schema_close(shmcfg *h)
 
 /* The checks below return 0 (valid), 1 (invalid) or a negative error whose
  * detail is set (the copy could not be made: no verdict). */
+
+/* Bytes of strings and values the checks of this thread have read, for
+ * shmcfg__schema_warm's budget: validating an option reads every range it
+ * references, and a writer can have every option reference one big range */
+static __thread uint64_t scanned;
 #define PIN(off, len)                                          \
 	do {                                                   \
 		int r_ = shmcfg__schema_pin(h, (off), (len));  \
@@ -236,6 +241,7 @@ static int str_ok(const shmcfg *h, struct sref r)
 	if (r.off >= h->strings_size || r.len >= h->strings_size - r.off)
 		return 1;
 	PIN(h->sch->strings_off + r.off, (uint64_t)r.len + 1);
+	scanned += r.len;
 	return h->strings[r.off + r.len] == 0 && memchr(h->strings + r.off, 0, r.len) == NULL ? 0 : 1;
 }
 
@@ -260,6 +266,7 @@ static int list_ok(const shmcfg *h, struct sref r, uint32_t count)
 	if (r.off >= h->strings_size || r.len >= h->strings_size - r.off)
 		return 1;
 	PIN(h->sch->strings_off + r.off, (uint64_t)r.len + 1);
+	scanned += r.len;
 	const char *s = h->strings + r.off;
 	if (s[r.len] != 0 || s[r.len - 1] != 0)
 		return 1;
@@ -280,6 +287,7 @@ int shmcfg__cell_check(const shmcfg *h, const struct shmcfg__cell *c, uint32_t t
 		if (off >= h->strings_size || len >= h->strings_size - off)
 			return 1;
 		PIN(h->sch->strings_off + off, len + 1);
+		scanned += len;
 	}
 	shmcfg_value v;
 	return shmcfg__value_from_cell(c, h->strings, h->strings_size, &v) == 0 ? 0 : 1;
@@ -449,11 +457,16 @@ static int opt_validate(const shmcfg *h, uint32_t i)
  * by schema_open), ~0.1 us each in a row rather than ~0.5 us in each first
  * use of a fresh process's commits and reads (issue 26). One that does not
  * validate is left unmarked, the detail cleared: its uses refuse it with
- * their detail, as if attach had not looked.
+ * their detail, as if attach had not looked. While the ranges the checks
+ * read stay within twice the schema's size, as an honest schema's do (each
+ * string referenced about once): a writer's schema whose options all
+ * reference one big range stops it there, and the rest wait for their first
+ * use, as past this size (attach stays O(the schema's bytes)).
  */
 void shmcfg__schema_warm(const shmcfg *h)
 {
-	for (uint32_t i = 0; schema_small(h) && i < h->lay.nopts; i++)
+	scanned = 0;
+	for (uint32_t i = 0; schema_small(h) && i < h->lay.nopts && scanned <= 2 * h->lay.schema_size; i++)
 		if (opt_validate(h, i))
 			shmcfg__clear_err();
 }

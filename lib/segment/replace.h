@@ -30,6 +30,9 @@ uint32_t *shmcfg__opt_map(const shmcfg *h, const shmcfg *n);
 /* follow.c: map a segment's first pages, its accessors' copy among them,
  * at the handle's constant distance (SHMCFG__COPY_AT): 0 or -errno */
 int shmcfg__copy_map(shmcfg *h, int fd, uint32_t nopts);
+/* follow.c: with SHMCFG_ATTACH_PREFAULT, map a lazily mapped segment's
+ * pages up to its heap's carved chunks */
+void shmcfg__map_populate(shmcfg *h);
 /* follow.c: the handle of the incarnation that serves h now */
 shmcfg *shmcfg__live_slow(const shmcfg *h);
 /* h itself, unless its segment was replaced: two relaxed loads while it was not */

@@ -160,6 +160,7 @@ static int pread_all(shmcfg *h, void *dst, size_t len, uint64_t off)
  * read out of bounds through them. The work here does not grow with the
  * number of options.
  */
+
 /* A sparse object would be backed by memory only as it is touched: a
  * hostile size claim must not make us fill /dev/shm (and die of SIGBUS when
  * it is full). shmcfg_create allocates every page before the object has a
@@ -203,12 +204,14 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 	/* a small segment's pages are mapped now, as its schema is copied
 	 * (validate.c): not in the process's first commits and reads */
 	h->base = shmcfg__mmap(NULL, h->size, h->rdonly ? PROT_READ : PROT_READ | PROT_WRITE,
-			       MAP_SHARED | map_eager(h, h->size), h->fd, 0);
+			       MAP_SHARED | (h->size <= SEG_EAGER_BYTES ? MAP_POPULATE : 0), h->fd, 0);
 	if (h->base == MAP_FAILED) {
 		h->base = NULL;
 		return shmcfg__err(-errno, "%s: mmap: %s", h->name, strerror(errno));
 	}
 	h->hdr = (struct seg_header *)h->base;
+	if (h->size > SEG_EAGER_BYTES && (h->opts.flags & SHMCFG_ATTACH_PREFAULT))
+		shmcfg__map_populate(h);
 	waiters_setup(h, st);
 	/* Pairs with the creator's release store of `ready` (shmcfg_create):
 	 * seeing it through the mapping means seeing the whole initialised

@@ -166,6 +166,7 @@ class Segment:
         self._pid = os.getpid()
         self._child = None  # (pid, handle) attached again after fork
         self._owner = owner  # the uid named at attach, or None
+        self._prefault = False  # attached with prefault=True: so are its re-attaches
         self._fast_arg = fast_reads
         self._incarnation = 0  # bumped by reattach()
         self._reattach_hooks: List[Any] = []  # called after reattach() (the torch bridge)
@@ -272,7 +273,8 @@ class Segment:
         _L.schema_hash(h, ctypes.byref(want))
         nh = _L.c_void_p()
         r = _L.attach_with(self.name.encode(),
-                           _attach_opts(self.readonly, self._owner, ctypes.addressof(want)),
+                           _attach_opts(self.readonly, self._owner, ctypes.addressof(want),
+                                        self._prefault),
                            ctypes.byref(nh))
         if r < 0:
             raise _error(r, f"segment '{self.name}' (attaching again after fork)")
@@ -1073,7 +1075,7 @@ class Segment:
         self.close()
 
     def __reduce__(self):
-        return (_attach_pickled, (self.name, self.readonly, self._owner))
+        return (_attach_pickled, (self.name, self.readonly, self._owner, self._prefault))
 
     def __repr__(self) -> str:
         try:
@@ -1161,7 +1163,7 @@ def attach(name: str, readonly: bool = False, fast_reads: Optional[bool] = None,
     create an object under a name another user expects.
 
     ``prefault``: do at attach what each option's first use would do (map
-    every page, copy and validate the whole schema: SHMCFG_ATTACH_PREFAULT),
+    the segment's pages, validate every option: SHMCFG_ATTACH_PREFAULT),
     for a long-lived process whose reads and commits must not wait on first
     use; the library's attach takes time in proportion to the options (~30 ms
     more at 100,000), a spoiled option fails it (Error, errname
@@ -1178,11 +1180,13 @@ def attach(name: str, readonly: bool = False, fast_reads: Optional[bool] = None,
             e.strerror = (f"segment '{name}': permission denied (read access)" if readonly else
                           f"segment '{name}': permission denied (write access; readonly=True to read)")
         raise e
-    return _wrap(h.value, name, fast_reads, uid)
+    seg = _wrap(h.value, name, fast_reads, uid)
+    seg._prefault = bool(prefault)
+    return seg
 
 
-def _attach_pickled(name, readonly, owner):
-    return attach(name, readonly, owner=owner)
+def _attach_pickled(name, readonly, owner, prefault=False):
+    return attach(name, readonly, owner=owner, prefault=prefault)
 
 
 def _owner_uid(owner):
