@@ -8,7 +8,6 @@
 #define SHMCFG_HANDLE_H
 
 #include <pthread.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -138,15 +137,6 @@ static inline size_t copy_map_bytes(uint32_t nopts)
 {
 	size_t ps = (size_t)sysconf(_SC_PAGESIZE);
 	return (SEG_COPY_OFF + SEG_COPY_BYTES(nopts) + ps - 1) / ps * ps;
-}
-
-/* MAP_POPULATE for a mapping of len bytes of h's segment: every page of a
- * small segment, and of any with SHMCFG_ATTACH_PREFAULT, is mapped at once
- * (page tables only: the pages are the segment's), not by the process's
- * first reads and commits */
-static inline int map_eager(const shmcfg *h, size_t len)
-{
-	return len <= SEG_EAGER_BYTES || (h->opts.flags & SHMCFG_ATTACH_PREFAULT) ? MAP_POPULATE : 0;
 }
 
 /* The handle's mutexes, unlocked: at its making, and in a forked child (a

@@ -128,8 +128,10 @@ int shmcfg__copy_map(shmcfg *h, int fd, uint32_t nopts)
 	size_t len = copy_map_bytes(nopts);
 	if (len != h->map_bytes - HANDLE_BYTES)
 		return -EINVAL;
-	if (shmcfg__mmap((char *)h + HANDLE_BYTES, len, PROT_READ,
-			 MAP_SHARED | MAP_FIXED | map_eager(h, len), fd, 0) == MAP_FAILED)
+	/* mapped now (page tables only) when small, or asked for */
+	bool eager = len <= SEG_EAGER_BYTES || (h->opts.flags & SHMCFG_ATTACH_PREFAULT);
+	if (shmcfg__mmap((char *)h + HANDLE_BYTES, len, PROT_READ, MAP_SHARED | MAP_FIXED | (eager ? MAP_POPULATE : 0),
+			 fd, 0) == MAP_FAILED)
 		return -errno;
 	return 0;
 }

@@ -160,7 +160,6 @@ static int pread_all(shmcfg *h, void *dst, size_t len, uint64_t off)
  * read out of bounds through them. The work here does not grow with the
  * number of options.
  */
-
 /* A sparse object would be backed by memory only as it is touched: a
  * hostile size claim must not make us fill /dev/shm (and die of SIGBUS when
  * it is full). shmcfg_create allocates every page before the object has a
