@@ -199,6 +199,9 @@ int shmcfg__schema_pin(const shmcfg *h, uint64_t off, uint64_t len);
 int shmcfg__cell_check(const shmcfg *h, const struct shmcfg__cell *c, uint32_t type);
 int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen);
 void shmcfg__opt_label(const shmcfg *h, uint32_t i, char out[96]);
+/* a scan of every option's checks, bounded by the schema's size */
+void shmcfg__scan_start(void);
+bool shmcfg__scan_over(const shmcfg *h);
 /* validate_all.c: the whole schema checked, every problem reported
  * (shmcfg_check); the number of problems, or a negative error */
 int shmcfg__schema_validate(const shmcfg *h, void (*fn)(const char *, void *), void *ud);

@@ -417,7 +417,26 @@ static int child_overlapping_strings(void *arg)
 	return 0;
 }
 
-/* An index entry out of range, after attach; one naming another option. */
+/* shmcfg_check of a new handle on w's segment (rehashed): sound, or its
+ * first problem starts with @p problem. */
+static bool index_verdict(struct writer *w, const char *problem)
+{
+	writer_rehash(w);
+	shmcfg *h = NULL;
+	if (shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) != 0)
+		return false;
+	int r = shmcfg_check(h, false, NULL, NULL);
+	const char *d = shmcfg_errdetail(), *at = strstr(d, ": ");
+	bool ok = problem ? r == 1 && at && strncmp(at + 2, problem, strlen(problem)) == 0 : r == 0;
+	if (!ok)
+		fprintf(stderr, "check: %d problems, '%s'\n", r, r ? d : "");
+	shmcfg_close(h);
+	return ok;
+}
+
+/* An index entry out of range, after attach; one naming another option;
+ * shmcfg_check of the index: an option twice, one behind an empty entry,
+ * two of one name. */
 static int child_index_entries(void *arg)
 {
 	(void)arg;
@@ -444,6 +463,35 @@ static int child_index_entries(void *arg)
 	CHILD_CHECK(shmcfg_lookup(h, "t.c", &o) == 0 && o == T_C, "t.c");
 	CHILD_CHECK(shmcfg_check(h, false, NULL, NULL) > 0, "check");
 	shmcfg_close(h);
+	/* put back: sound again (the check below finds what it should) */
+	idx[slot] = T_B;
+	writer_rehash(&w);
+	CHILD_CHECK(index_verdict(&w, NULL), "the builder's index");
+	/* in the index twice: t.b also in an empty entry */
+	uint32_t mask = w.sh->index_size - 1, empty = slot;
+	while (idx[empty] != UINT32_MAX)
+		empty = (empty + 1) & mask;
+	idx[empty] = T_B;
+	CHILD_CHECK(index_verdict(&w, "t.b: in the name index twice"), "t.b twice");
+	/* behind an empty entry: t.b moved from its home (emptied: it was
+	 * there) to the end of the run of full entries after it, where a
+	 * lookup from a full home would have reached it */
+	idx[empty] = UINT32_MAX;
+	uint32_t home = (uint32_t)shmcfg__name_hash("t.b", 3) & mask, end = (home + 1) & mask;
+	CHILD_CHECK(slot == home, "t.b at %u, its home %u", slot, home);
+	idx[slot] = UINT32_MAX;
+	while (idx[end] != UINT32_MAX)
+		end = (end + 1) & mask;
+	idx[end] = T_B;
+	CHILD_CHECK(index_verdict(&w, "t.b: not found by its name in the index"), "t.b behind an empty entry");
+	idx[end] = UINT32_MAX;
+	idx[slot] = T_B;
+	/* two options of one name: t.c named t.b */
+	struct sref cname = wdesc(&w, T_C)->name;
+	wdesc(&w, T_C)->name = wdesc(&w, T_B)->name;
+	CHILD_CHECK(index_verdict(&w, "t.b: two options have this name"), "two t.b");
+	wdesc(&w, T_C)->name = cname;
+	CHILD_CHECK(index_verdict(&w, NULL), "the builder's index, put back");
 	writer_close(&w);
 	return 0;
 }
@@ -872,7 +920,9 @@ static void test_small_schema_copied_at_attach(void **state)
  * option still validates): validating all of them would read it once per
  * option (1,000 x 200 KB here; a hostile review made an attach take 3.5 s
  * so). Attach stops validating once its checks have read twice the
- * schema's bytes; the others are validated on first use, and work.
+ * schema's bytes; the others are validated on first use, and work. A full
+ * scan stops there too, with the reason: shmcfg_check, and the attach with
+ * SHMCFG_ATTACH_PREFAULT (the cluster agent's).
  */
 #define WB_OPTS 1000
 #define WB_DOC (200u << 10)
@@ -885,6 +935,7 @@ static int child_warm_bounded(void *arg)
 	CHILD_CHECK(doc.len == WB_DOC, "option 0's doc is %u bytes", doc.len);
 	for (shmcfg_opt o = 1; o < WB_OPTS; o++)
 		wdesc(&w, o)->doc = doc;
+	writer_rehash(&w);
 	shmcfg *h = NULL;
 	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
 	CHILD_CHECK(SEG_HEADER_BYTES + h->lay.schema_size <= (2u << 20), "a schema of %llu bytes is not small",
@@ -894,7 +945,16 @@ static int child_warm_bounded(void *arg)
 	shmcfg_optinfo info;
 	CHILD_CHECK(shmcfg_opt_info(h, 777, &info) == 0 && strlen(info.doc) == WB_DOC, "the 777th option's doc");
 	CHILD_CHECK(opts_validated(h) == before + 1, "first use validated %zu", opts_validated(h) - before);
+	/* the full scans stop there too, and say why: the check, and the
+	 * attach that validates every option */
+	const char *why = "schema: its options reference more than twice its bytes";
+	CHILD_CHECK(shmcfg_check(h, false, NULL, NULL) == 1 && strstr(shmcfg_errdetail(), why), "check: '%s'",
+		    shmcfg_errdetail());
 	shmcfg_close(h);
+	h = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY | SHMCFG_ATTACH_PREFAULT, NULL, &h) == SHMCFG_E_CORRUPT &&
+			    strstr(shmcfg_errdetail(), why) && !h,
+		    "attach with SHMCFG_ATTACH_PREFAULT: '%s'", shmcfg_errdetail());
 	writer_close(&w);
 	return 0;
 }

@@ -219,10 +219,25 @@ void shmcfg__schema_close(shmcfg *h)
 /* The checks below return 0 (valid), 1 (invalid) or a negative error whose
  * detail is set (the copy could not be made: no verdict). */
 
-/* Bytes of strings and values the checks of this thread have read, for
- * shmcfg__schema_warm's budget: validating an option reads every range it
+/* Bytes of strings, values and runs the checks of this thread have read
+ * since its scan started: validating an option reads every range it
  * references, and a writer can have every option reference one big range */
 static __thread uint64_t scanned;
+
+/* A scan of every option (shmcfg__schema_warm, validate_all.c) stops once
+ * its checks have read more than twice the schema's bytes: an honest
+ * schema's read about its size in all, as the builder shares no string,
+ * value or run between options; a writer's whose options all reference one
+ * big range would read it once an option (seconds to hours). */
+void shmcfg__scan_start(void)
+{
+	scanned = 0;
+}
+
+bool shmcfg__scan_over(const shmcfg *h)
+{
+	return scanned > 2 * h->lay.schema_size;
+}
 #define PIN(off, len)                                          \
 	do {                                                   \
 		int r_ = shmcfg__schema_pin(h, (off), (len));  \
@@ -385,6 +400,7 @@ int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen)
 	}
 	r = shmcfg__schema_pin(h, sh->implies_off + (uint64_t)d->implies_first * sizeof(struct implies_ent),
 			       (uint64_t)d->implies_n * sizeof(struct implies_ent));
+	scanned += (uint64_t)d->implies_n * sizeof(struct implies_ent);
 	if (r && r != SHMCFG_E_CORRUPT)
 		return r;
 	if (r) {
@@ -411,6 +427,7 @@ int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen)
 		return 1;
 	}
 	r = shmcfg__schema_pin(h, sh->rdeps_off + (uint64_t)d->rdep_first * 4, (uint64_t)d->rdep_n * 4);
+	scanned += (uint64_t)d->rdep_n * 4;
 	if (r && r != SHMCFG_E_CORRUPT)
 		return r;
 	for (uint32_t j = d->rdep_first; !r && j < d->rdep_first + d->rdep_n; j++) {
@@ -465,8 +482,8 @@ static int opt_validate(const shmcfg *h, uint32_t i)
  */
 void shmcfg__schema_warm(const shmcfg *h)
 {
-	scanned = 0;
-	for (uint32_t i = 0; schema_small(h) && i < h->lay.nopts && scanned <= 2 * h->lay.schema_size; i++)
+	shmcfg__scan_start();
+	for (uint32_t i = 0; schema_small(h) && i < h->lay.nopts && !shmcfg__scan_over(h); i++)
 		if (opt_validate(h, i))
 			shmcfg__clear_err();
 }

@@ -29,14 +29,21 @@ static void whole_mark(const shmcfg *h, int what)
 	__atomic_store_n(&h->whole_ok[what], 1, __ATOMIC_RELEASE);
 }
 
+/* What a full scan says of a schema whose checks read more than twice its
+ * bytes (shmcfg__scan_over): every option may be sound, but the builder
+ * never makes it, and scanning it would take as long as its writer likes */
+#define SCAN_OVER "schema: its options reference more than twice its bytes (one range again and again)"
+
 int shmcfg__schema_all(const shmcfg *h)
 {
 	if (whole_done(h, WHOLE_ALL))
 		return 0;
 	/* a full scan reads every page: copy them in one call */
 	int r = shmcfg__schema_pin(h, 0, h->lay.schema_size);
+	shmcfg__scan_start();
 	for (uint32_t i = 0; !r && i < h->lay.nopts; i++)
-		r = shmcfg__opt_use(h, i);
+		if (!(r = shmcfg__opt_use(h, i)) && shmcfg__scan_over(h))
+			r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, SCAN_OVER);
 	if (!r)
 		whole_mark(h, WHOLE_ALL);
 	return r;
@@ -156,6 +163,79 @@ int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo)
 	return 0;
 }
 
+/* Option ids by name (qsort_r): the names of validated descriptors */
+static int name_cmp(const void *a, const void *b, void *arg)
+{
+	const shmcfg *h = arg;
+	struct sref x = h->desc[*(const uint32_t *)a].name, y = h->desc[*(const uint32_t *)b].name;
+	int c = memcmp(sstr(h, x), sstr(h, y), x.len < y.len ? x.len : y.len);
+	return c ? c : (x.len > y.len) - (x.len < y.len);
+}
+
+/*
+ * Every option found by its name (a lookup that misses one says "no such
+ * option", which no check of an entry would catch), in O(the index + n log
+ * n) whatever a writer put in it, every option validated, every entry in
+ * range, scratch n ids: no two options of one name (a lookup stops at the
+ * first), and each option in one entry (as the builder puts it), reached
+ * from its name's home slot without an empty entry between (the run of full
+ * entries that ends at it is longer than its distance from the home).
+ * 0, 1 (msg says why) or a negative error.
+ */
+static int index_check(const shmcfg *h, uint32_t *scratch, char *msg, size_t mlen)
+{
+	uint32_t n = h->lay.nopts, size = h->sch->index_size, mask = size - 1;
+	const uint32_t *ix = h->index_raw;
+	char name[96];
+	for (uint32_t i = 0; i < n; i++)
+		scratch[i] = i;
+	qsort_r(scratch, n, sizeof *scratch, name_cmp, (void *)h);
+	for (uint32_t k = 1; k < n; k++)
+		if (name_cmp(&scratch[k - 1], &scratch[k], (void *)h) == 0) {
+			shmcfg__opt_label(h, scratch[k], name);
+			snprintf(msg, mlen, "%s: two options have this name (%u and %u)", name, scratch[k - 1], scratch[k]);
+			return 1;
+		}
+	/* scratch[i]: the entry that holds option i, UINT32_MAX if none */
+	memset(scratch, 0xff, (size_t)n * sizeof *scratch);
+	uint32_t empty = UINT32_MAX;
+	for (uint32_t k = 0; k < size; k++) {
+		uint32_t id = ix[k];
+		if (id == UINT32_MAX) {
+			empty = k;
+			continue;
+		}
+		if (scratch[id] != UINT32_MAX) {
+			shmcfg__opt_label(h, id, name);
+			snprintf(msg, mlen, "%s: in the name index twice (entries %u and %u)", name, scratch[id], k);
+			return 1;
+		}
+		scratch[id] = k;
+	}
+	/* n < size entries are full (the index is at least twice n): one is
+	 * empty; run[k], the full entries ending at k, is made walking from it */
+	uint32_t *run = shmcfg__calloc(size, sizeof *run);
+	if (!run)
+		return shmcfg__nomem();
+	for (uint32_t step = 1, len = 0; step <= size; step++) {
+		uint32_t k = (empty + step) & mask;
+		len = ix[k] == UINT32_MAX ? 0 : len + 1;
+		run[k] = len;
+	}
+	int r = 0;
+	for (uint32_t i = 0; i < n && !r; i++) {
+		const struct opt_desc *d = &h->desc[i];
+		uint32_t k = scratch[i], home = (uint32_t)shmcfg__name_hash(sstr(h, d->name), d->name.len) & mask;
+		if (k == UINT32_MAX || ((k - home) & mask) >= run[k]) {
+			shmcfg__opt_label(h, i, name);
+			snprintf(msg, mlen, "%s: not found by its name in the index", name);
+			r = 1;
+		}
+	}
+	shmcfg__free(run);
+	return r;
+}
+
 /* Report a problem; the first one is kept for the error detail. */
 #define PROBLEM(...)                                              \
 	do {                                                      \
@@ -187,50 +267,38 @@ int shmcfg__schema_validate(const shmcfg *h, void (*fn)(const char *, void *), v
 		PROBLEM("%s", shmcfg_errdetail());
 		return bad;
 	}
-	for (uint32_t i = 0; i < n; i++) {
+	/* each check bounded, and all of them by the schema's size */
+	shmcfg__scan_start();
+	for (uint32_t i = 0; i < n && !shmcfg__scan_over(h); i++) {
 		if ((r = shmcfg__opt_check(h, i, msg, sizeof msg)) < 0)
 			return r;
 		if (r) {
 			PROBLEM("%s", msg);
 		}
 	}
-	for (uint32_t k = 0; k < sh->nimplies; k++) {
+	for (uint32_t k = 0; k < sh->nimplies && !shmcfg__scan_over(h); k++) {
 		uint32_t t = h->implies[k].target;
 		if (t >= n || (r = shmcfg__cell_check(h, &h->implies[k].value, h->desc[t].type)) > 0)
 			PROBLEM("schema: implication %u is invalid", k);
 		else if (r < 0)
 			return r;
 	}
+	if (shmcfg__scan_over(h))
+		PROBLEM("%s", SCAN_OVER);
 	for (uint32_t k = 0; k < sh->index_size; k++)
 		if (h->index_raw[k] != UINT32_MAX && h->index_raw[k] >= n)
 			PROBLEM("schema: index entry %u out of range", k);
 	if (bad)
 		goto out;
-	/* every option found by its name (a lookup that misses one says
-	 * "no such option", which no check of an entry would catch) */
-	uint32_t mask = sh->index_size - 1;
-	for (uint32_t i = 0; i < n; i++) {
-		const struct opt_desc *d = &h->desc[i];
-		uint64_t hv = shmcfg__name_hash(sstr(h, d->name), d->name.len);
-		bool found = false;
-		for (uint32_t probe = 0; probe <= mask; probe++, hv++) {
-			uint32_t id = h->index_raw[hv & mask];
-			if (id == UINT32_MAX || (found = id == i))
-				break;
-			/* a lookup stops at another option of the same name */
-			if (h->desc[id].name.len == d->name.len &&
-			    memcmp(sstr(h, h->desc[id].name), sstr(h, d->name), d->name.len) == 0)
-				break;
-		}
-		if (!found) {
-			char name[96];
-			shmcfg__opt_label(h, i, name);
-			PROBLEM("%s: not found by its name in the index", name);
-		}
-	}
-	uint32_t *pos = shmcfg__malloc((size_t)n * sizeof *pos);
+	uint32_t *pos = shmcfg__malloc((size_t)(n ? n : 1) * sizeof *pos);
 	if (!pos)
 		return shmcfg__nomem();
+	if ((r = index_check(h, pos, msg, sizeof msg)) < 0) {
+		shmcfg__free(pos);
+		return r;
+	}
+	if (r)
+		PROBLEM("%s", msg);
 	if (rank_order(h, pos, msg, sizeof msg))
 		PROBLEM("%s", msg);
 	shmcfg__free(pos);
