@@ -222,6 +222,7 @@ void shmcfg__near_full_name(const shmcfg *h, const char *text, unsigned *tries, 
 int shmcfg__ofd_lock(int fd, off_t byte, bool write, int timeout_ms);
 void shmcfg__ofd_unlock(int fd, off_t byte);
 int shmcfg__ofd_held(int fd, off_t byte);
+bool shmcfg__entry_alive(const shmcfg *h, uint32_t i);
 int shmcfg__reader_claim(shmcfg *h);
 int shmcfg__thread_entry_claim(shmcfg *h);
 void shmcfg__thread_entry_release(shmcfg *h, uint32_t i);
@@ -298,6 +299,7 @@ bool shmcfg__mode_wakes(unsigned mode);
 /* wlock.c: the writer lock (a word of the lock object, and the handle's mutex) */
 int shmcfg__lock_writer(shmcfg *h);
 void shmcfg__unlock_writer(shmcfg *h);
+void shmcfg__wlock_state(const shmcfg *h, shmcfg_info *ret); /* shmcfg_stat's writer fields */
 
 
 /* env.c: the environment's layers into a transaction (the first generation's) */

@@ -359,6 +359,11 @@ static int read_only_main(void *p)
 	CHECK(shmcfg_dump(h, 0, &dump) == 0 && strstr(dump, "\"t.a\""), 13, "dump");
 	free(dump);
 	CHECK(shmcfg_check(h, true, NULL, NULL) == 0, 14, "deep check from a read-only handle");
+	/* the lock object is the writers': who holds the lock it cannot tell */
+	shmcfg_info info;
+	CHECK(shmcfg_stat(h, &info) == 0 && info.writer == SHMCFG_WRITER_UNKNOWN && info.writer_pid == 0 &&
+		      info.writer_entry == UINT32_MAX,
+	      35, "stat's writer lock: %u, pid %d", info.writer, (int)info.writer_pid);
 	/* it can change nothing */
 	shmcfg_txn *t = NULL;
 	r = shmcfg_txn_begin(h, &t);

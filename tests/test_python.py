@@ -255,7 +255,8 @@ int main(void) {
     O(shmcfg_info, heap_used) O(shmcfg_info, schema_hash) O(shmcfg_info, config_hash)
     O(shmcfg_info, create_time_ns) O(shmcfg_info, create_uid) O(shmcfg_info, create_pid)
     O(shmcfg_info, slot_gen) O(shmcfg_info, retired) O(shmcfg_info, readers_hwm)
-    O(shmcfg_info, copy_fallbacks)
+    O(shmcfg_info, copy_fallbacks) O(shmcfg_info, writer) O(shmcfg_info, writer_pid)
+    O(shmcfg_info, writer_entry) O(shmcfg_info, building)
     printf("const SHMCFG_ATTACH_OWNER %d\n", (int)SHMCFG_ATTACH_OWNER);
     printf("const SHMCFG_E_RETIRED %d\n", (int)SHMCFG_E_RETIRED);
     printf("const SHMCFG_E_OWNER %d\n", (int)SHMCFG_E_OWNER);

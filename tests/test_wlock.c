@@ -76,6 +76,23 @@ static void kill_writer_at(const char *name, const char *point)
 	assert_child_killed(spawn(fault_writer_main, &a));
 }
 
+/* Whether shmcfg_stat of h shows the writer lock so: its state, its
+ * holder's pid (and then a reader entry), the generation a commit left
+ * half built; what it shows otherwise printed. */
+static bool writer_shows(shmcfg *h, uint32_t state, pid_t pid, uint64_t building)
+{
+	shmcfg_info info;
+	if (shmcfg_stat(h, &info) != 0)
+		return false;
+	bool ok = info.writer == state && info.writer_pid == pid && info.building == building &&
+		  (pid ? info.writer_entry < info.nreaders : info.writer_entry == UINT32_MAX);
+	if (!ok)
+		print_message("# stat: writer %u, pid %d, entry %u, building %" PRIu64 "; expected %u, %d, %" PRIu64 "\n",
+			      info.writer, (int)info.writer_pid, info.writer_entry, info.building, state, (int)pid,
+			      building);
+	return ok;
+}
+
 static void count_pid(const shmcfg_reader *r, void *ud)
 {
 	pid_t *p = ud;
@@ -406,21 +423,49 @@ static void test_stopped_owner(void **state)
 	char want[96];
 	snprintf(want, sizeof want, "another writer (pid %d, reader entry ", (int)pid);
 	bool named = strstr(shmcfg_errdetail(), want) && strstr(shmcfg_errdetail(), ") held the lock for 300 ms");
-	if (!named)
+	/* stat shows the holder, to this handle and to a read-only one */
+	shmcfg *ro = NULL;
+	bool shown = writer_shows(h, SHMCFG_WRITER_HELD, pid, 0) &&
+		     shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &ro) == 0 &&
+		     writer_shows(ro, SHMCFG_WRITER_HELD, pid, 0);
+	if (!named || !shown)
 		kill(pid, SIGKILL); /* a stopped child would hang the run */
 	assert_int_equal(r, SHMCFG_E_LOCKED);
 	assert_true(named); /* the holder named: its pid, a stopped process's */
+	assert_true(shown);
 	assert_int_equal(shmcfg_generation(h), 1);
 	assert_int_equal(kill(pid, SIGCONT), 0);
 	assert_child_ok(pid);
 	assert_int_equal(get_i(h, T_A), 12345);
 	assert_int_equal(h->lock_map->writer, 0);
+	assert_true(writer_shows(ro, SHMCFG_WRITER_FREE, 0, 0));
 	pid = spawn(fault_writer_main, &a);
 	assert_child_stops(pid, a.point);
 	assert_int_equal(commit_n(h, 9, NULL), SHMCFG_E_LOCKED);
 	assert_int_equal(kill(pid, SIGKILL), 0);
 	assert_child_killed(pid);
+	assert_true(writer_shows(ro, SHMCFG_WRITER_DEAD, pid, 0));
 	commit_ok(h, 10, "a stopped writer was killed holding the lock");
+	assert_true(writer_shows(ro, SHMCFG_WRITER_FREE, 0, 0));
+	shmcfg_close(ro);
+	drop(h);
+}
+
+/* A writer killed half way through its commit: stat shows it dead
+ * holding the lock, with the generation it was building; the next commit
+ * takes the lock over and repairs. */
+static void test_stat_shows_dead_writer(void **state)
+{
+	(void)state;
+	const char *name = new_name("wlock-stat");
+	shmcfg *h = keep(test_create(name, NULL));
+	assert_true(writer_shows(h, SHMCFG_WRITER_FREE, 0, 0));
+	struct fault_arg a = {name, "commit.slot"};
+	pid_t pid = spawn(fault_writer_main, &a);
+	assert_child_killed(pid);
+	assert_true(writer_shows(h, SHMCFG_WRITER_DEAD, pid, shmcfg_generation(h) + 1));
+	commit_ok(h, 3, "a writer died in its commit");
+	assert_true(writer_shows(h, SHMCFG_WRITER_FREE, 0, 0));
 	drop(h);
 }
 
@@ -469,6 +514,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_uncontended_commit_takes_no_lock_syscall, teardown),
 		cmocka_unit_test_teardown(test_contended_writers, teardown),
 		cmocka_unit_test_teardown(test_owner_killed_holding_lock, teardown),
+		cmocka_unit_test_teardown(test_stat_shows_dead_writer, teardown),
 		cmocka_unit_test_teardown(test_owner_killed_with_forked_child, teardown),
 		cmocka_unit_test_teardown(test_killed_while_taking_from_dead, teardown),
 		cmocka_unit_test_teardown(test_fallback_owner_killed, teardown),

@@ -147,6 +147,48 @@ static void print_sync(const shmcfg *h, const shmcfg_sync_info *s, uint64_t clus
  * that cannot be read has shmcfg_segment_up 0: named, that is a failure
  * (exit 1); found in /dev/shm, a warning (one scrape covers the rest).
  */
+static const char *writer_state_name(uint32_t st)
+{
+	switch (st) {
+	case SHMCFG_WRITER_FREE: return "free";
+	case SHMCFG_WRITER_HELD: return "held";
+	case SHMCFG_WRITER_DEAD: return "dead";
+	default: return "unknown";
+	}
+}
+
+/* The writer lock's line of stat: who holds it, and a commit left half
+ * built; its color (NULL: nothing to look at). */
+static const char *writer_line(const shmcfg_info *info, char *line, size_t len)
+{
+	char who[64] = "a process without a reader entry (the table was full)";
+	if (info->writer_entry != UINT32_MAX)
+		snprintf(who, sizeof who, "pid %d (reader entry %u)", (int)info->writer_pid, info->writer_entry);
+	char gen[96] = "";
+	if (info->building)
+		snprintf(gen, sizeof gen, "generation %llu", (unsigned long long)info->building);
+	switch (info->writer) {
+	case SHMCFG_WRITER_FREE:
+		if (!info->building) {
+			snprintf(line, len, "free");
+			return NULL;
+		}
+		snprintf(line, len, "free; a writer died building %s: the next commit repairs it", gen);
+		return C_YELLOW;
+	case SHMCFG_WRITER_HELD:
+		snprintf(line, len, "held by %s%s%s", who, *gen ? ", building " : "", gen);
+		return NULL;
+	case SHMCFG_WRITER_DEAD:
+		snprintf(line, len, "held by %s, which is dead%s%s: the next commit takes it over", who,
+			 *gen ? " building " : "", gen);
+		return C_YELLOW;
+	default:
+		snprintf(line, len, "unknown (its lock object is for writers only)%s%s", *gen ? "; a commit is building " : "",
+			 gen);
+		return NULL;
+	}
+}
+
 static int stat_metrics(char **names, size_t n, bool all)
 {
 	struct seg_metrics *m = calloc(n ? n : 1, sizeof *m);
@@ -281,6 +323,13 @@ int cmd_stat(int argc, char **argv)
 		json_object_set_new(o, "readers_hwm", json_integer(info->readers_hwm));
 		json_object_set_new(o, "copy_fallbacks", json_integer((json_int_t)info->copy_fallbacks));
 		json_object_set_new(o, "retired", json_boolean(info->retired));
+		json_t *wr = json_object();
+		json_object_set_new(wr, "state", json_string(writer_state_name(info->writer)));
+		json_object_set_new(wr, "pid", info->writer_pid ? json_integer(info->writer_pid) : json_null());
+		json_object_set_new(wr, "entry",
+				    info->writer_entry != UINT32_MAX ? json_integer(info->writer_entry) : json_null());
+		json_object_set_new(wr, "building", info->building ? json_integer((json_int_t)info->building) : json_null());
+		json_object_set_new(o, "writer_lock", wr);
 		json_t *att = json_array();
 		for (size_t i = 0; i < nshown; i++)
 			json_array_append_new(att, json_integer(apids[i]));
@@ -386,6 +435,8 @@ int cmd_stat(int argc, char **argv)
 			 (unsigned long long)info->copy_fallbacks, info->copy_fallbacks == 1 ? "" : "es",
 			 info->copy_fallbacks == 1 ? "copies its" : "copy their");
 		kv("copy fallback", line, info->copy_fallbacks ? C_YELLOW : NULL);
+		const char *wcolor = writer_line(info, line, sizeof line);
+		kv("writer lock", line, wcolor);
 		print_sync(h, have_sync ? &sync : NULL, cluster_rev);
 
 		printf("\n%sslots%s (%u)\n", color(C_BOLD), color(C_RESET), info->nslots);
@@ -547,6 +598,12 @@ static json_t *check_segment(const char *name)
 					add_problem(msg, o);
 				}
 			}
+		}
+		/* a dead writer's lock or half-built commit: the next commit's */
+		char line[256], msg[300];
+		if (writer_line(info, line, sizeof line)) {
+			snprintf(msg, sizeof msg, "writer lock: %s", line);
+			json_array_append_new(json_object_get(o, "notes"), json_string(msg));
 		}
 	}
 	free(info);

@@ -527,7 +527,7 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	/* a writer died mid-commit: its counts and free lists are suspect */
 	if (hd->wip && (r = shmcfg__heap_sweep(h, cur)))
 		goto out;
-	hd->wip = 0;
+	__atomic_store_n(&hd->wip, 0, __ATOMIC_RELAXED);
 	/* the cluster apply's checks (cluster_apply.c), here because only under
 	 * the lock does the segment hold still: what a plan read before may
 	 * have moved since */
@@ -550,9 +550,9 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 			*gen_ret = cur_g;
 		goto out;
 	}
-	hd->wip = gen;
+	__atomic_store_n(&hd->wip, gen, __ATOMIC_RELAXED);
 	if ((r = shmcfg__choose_slot(h, cur_s, cur_g, &s, &old_stamp))) {
-		hd->wip = 0; /* nothing was touched */
+		__atomic_store_n(&hd->wip, 0, __ATOMIC_RELAXED); /* nothing was touched */
 		goto out;
 	}
 	shmcfg__fault("commit.slot");
@@ -582,7 +582,7 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 		r = shmcfg__hist_write(h, gen, time_ns, t->ch, t->n, &b, cluster_rev, t);
 	if (r) {
 		if (undo(&b, sl, cur_sl, cur_g) == 0)
-			hd->wip = 0; /* else the next writer sweeps */
+			__atomic_store_n(&hd->wip, 0, __ATOMIC_RELAXED); /* else the next writer sweeps */
 		goto out;
 	}
 	memcpy(sl->hash_sum, b.hash_sum, sizeof sl->hash_sum);
@@ -599,7 +599,7 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	 * read (seqlock.h: why release is enough for shmcfg_wait() too), inside
 	 * the accessors' copy's write */
 	seq_publish_copy(h, gen, s, b.changed.ids, b.changed.n, false); /* (E) */
-	hd->wip = 0;
+	__atomic_store_n(&hd->wip, 0, __ATOMIC_RELAXED);
 	/* holds gen - 1: the next commit's slot (choose_slot); atomic for
 	 * txn.c's prefetch_change(), which reads it without commit_lock */
 	__atomic_store_n(&h->slot_hint, cur_s, __ATOMIC_RELAXED);

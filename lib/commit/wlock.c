@@ -43,6 +43,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdio.h>
@@ -198,6 +199,45 @@ int shmcfg__lock_writer(shmcfg *h)
 	}
 	h->wlock_mine = mine;
 	return 0;
+}
+
+/*
+ * The writer lock as shmcfg_stat() shows it, read as the waiters read it
+ * (take_from_dead): the word's owner lives while its byte is locked. A
+ * word naming no entry (a scribble) is taken over as a dead one's; a
+ * word of the table-full fallback, while this handle has no entry, may be
+ * one of our own threads' (whose lock our test cannot see): held. A
+ * read-only handle reads the word from the lock object it opened to test
+ * readers' locks (an operator's shmctl stat); one that could not open it
+ * (a user with read access only) cannot tell.
+ */
+void shmcfg__wlock_state(const shmcfg *h, shmcfg_info *ret)
+{
+	ret->writer_entry = UINT32_MAX;
+	ret->writer_pid = 0;
+	uint32_t w = 0;
+	if (h->lock_map)
+		w = __atomic_load_n(&h->lock_map->writer, __ATOMIC_RELAXED);
+	else if (h->lock_fd < 0 ||
+		 pread(h->lock_fd, &w, sizeof w, offsetof(struct lock_file, writer)) != (ssize_t)sizeof w) {
+		ret->writer = SHMCFG_WRITER_UNKNOWN;
+		return;
+	}
+	uint32_t owner = WLOCK_OWNER(w);
+	bool alive = false;
+	if (owner == 0) {
+		ret->writer = SHMCFG_WRITER_FREE;
+		return;
+	}
+	if (owner == WLOCK_BY_OFD) {
+		alive = __atomic_load_n(&h->reader, __ATOMIC_ACQUIRE) < 0 ||
+			shmcfg__ofd_held(h->lock_fd, LOCK_WRITER_BYTE) != 0;
+	} else if (owner <= h->lay.nreaders) {
+		ret->writer_entry = owner - 1;
+		ret->writer_pid = __atomic_load_n(&reader_at(h, owner - 1)->pid, __ATOMIC_RELAXED);
+		alive = shmcfg__entry_alive(h, owner - 1);
+	}
+	ret->writer = alive ? SHMCFG_WRITER_HELD : SHMCFG_WRITER_DEAD;
 }
 
 void shmcfg__unlock_writer(shmcfg *h)

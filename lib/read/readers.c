@@ -122,7 +122,7 @@ static bool entry_ours(const shmcfg *h, uint32_t i)
 /* Whether entry i is held by a live process (someone else's OFD lock, or
  * ours: our own lock test finds no conflict). Without the lock object
  * (read-only handles) nobody can tell: alive. */
-static bool entry_alive(const shmcfg *h, uint32_t i)
+bool shmcfg__entry_alive(const shmcfg *h, uint32_t i)
 {
 	pthread_mutex_lock((pthread_mutex_t *)&h->entry_lock);
 	bool ours = entry_ours(h, i);
@@ -341,10 +341,10 @@ int shmcfg_readers(const shmcfg *h, void (*fn)(const shmcfg_reader *r, void *use
 			continue;
 		shmcfg_reader r;
 		fill_reader(h, i, &r);
-		/* a read-only handle has no lock object, and entry_alive() says
+		/* a read-only handle has no lock object, and shmcfg__entry_alive() says
 		 * "alive" for what it cannot tell (right for reaping, which it
 		 * cannot do): a report to it asks the process table instead */
-		r.alive = h->lock_fd >= 0 ? entry_alive(h, i)
+		r.alive = h->lock_fd >= 0 ? shmcfg__entry_alive(h, i)
 					  : r.start_time && shmcfg__proc_start_time(r.pid) == r.start_time;
 		if (fn)
 			fn(&r, userdata);

@@ -165,12 +165,14 @@ class Info(ctypes.Structure):
                 ("schema_hash", c_uint8 * 16), ("config_hash", c_uint8 * 16),
                 ("create_time_ns", c_uint64), ("create_uid", c_uint32),
                 ("create_pid", c_int32), ("slot_gen", c_uint64 * 256),
-                ("retired", c_bool), ("readers_hwm", c_uint32), ("copy_fallbacks", c_uint64)]
+                ("retired", c_bool), ("readers_hwm", c_uint32), ("copy_fallbacks", c_uint64),
+                ("writer", c_uint32), ("writer_pid", c_int32), ("writer_entry", c_uint32),
+                ("building", c_uint64)]
 
 
 # Sizes and offsets on LP64 (x86-64, aarch64), checked against the header.
 EXPECTED_SIZES = {"Value": 48, "OptInfo": 288, "OptDef": 104, "CreateOpts": 48,
-                  "AttachOpts": 24, "View": 2096, "Commit": 184, "Info": 2168,
+                  "AttachOpts": 24, "View": 2096, "Commit": 184, "Info": 2192,
                   "LayerChange": 112, "HistoryEntry": 168}
 
 

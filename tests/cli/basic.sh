@@ -254,6 +254,10 @@ t = a[0]
 "torch.compiler.config.job_id" in t)' "$OUT" \
 	"$(shmctl hash --json "$D" | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["generation"])')" "$H2"
 t_json "stat --commits 2" 'len(j["commits"]) == 2' shmctl stat "$D" --commits 2 --json
+t_json "stat --json: the writer lock, free between commits" '
+j["writer_lock"] == {"state": "free", "pid": None, "entry": None, "building": None}' shmctl stat "$D" --json
+run shmctl stat "$D"
+pass "stat (human): the writer lock's line" pyeval '"\n  writer lock   free\n" in a[0]' "$OUT"
 
 # --- diff (codegen) --------------------------------------------------------
 run shmctl diff "$D"
