@@ -461,11 +461,24 @@ static void test_sized_structs(void **state)
 	assert_memory_equal(n.info.schema_hash, ref.schema_hash, 16);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(n.later[i], 0);
-	/* the functions of the macros' names, for programs built before 0.7 */
+	/* the functions of the macros' names, for programs built before 0.7:
+	 * their struct is the base one, filled and no byte past it */
 	shmcfg_info old;
+	size_t base = offsetof(shmcfg_info, writer); /* up to 0.14 */
+	memset(&old, 0xa5, sizeof old);
 	assert_int_equal((shmcfg_stat)(f->h, &old), 0);
 	assert_int_equal(old.generation, ref.generation);
 	assert_memory_equal(old.config_hash, ref.config_hash, 16);
+	assert_int_equal(old.copy_fallbacks, ref.copy_fallbacks);
+	for (size_t i = base; i < sizeof old; i++)
+		assert_int_equal(((unsigned char *)&old)[i], 0xa5);
+	/* a caller built against 0.14's header: its struct, its fields */
+	memset(&old, 0xa5, sizeof old);
+	assert_int_equal(shmcfg_stat_sized(f->h, &old, base), 0);
+	assert_int_equal(old.generation, ref.generation);
+	for (size_t i = base; i < sizeof old; i++)
+		assert_int_equal(((unsigned char *)&old)[i], 0xa5);
+	assert_int_equal(ref.writer, SHMCFG_WRITER_FREE);
 	shmcfg_commit c1, c2;
 	assert_int_equal(shmcfg_commit_info(f->h, ref.generation, &c1), 0);
 	assert_int_equal((shmcfg_commit_info)(f->h, ref.generation, &c2), 0);
@@ -474,7 +487,7 @@ static void test_sized_structs(void **state)
 
 	/* shorter than any release under this soname: refused, untouched */
 	memset(&old, 0xa5, sizeof old);
-	assert_int_equal(shmcfg_stat_sized(f->h, &old, sizeof old - 8), -EINVAL);
+	assert_int_equal(shmcfg_stat_sized(f->h, &old, base - 8), -EINVAL);
 	assert_non_null(strstr(shmcfg_errdetail(), "shmcfg_info"));
 	assert_int_equal(old.generation, 0xa5a5a5a5a5a5a5a5ull);
 	shmcfg_sync_info si;

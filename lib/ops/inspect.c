@@ -6,6 +6,8 @@
  * (every published slot's checksum and cells).
  */
 #include "internal.h"
+
+#include <stddef.h>
 #include "slot.h"
 #include "seqlock.h"
 
@@ -207,13 +209,17 @@ int shmcfg_check(const shmcfg *h, bool deep, void (*fn)(const char *problem, voi
 #undef PROBLEM
 }
 
+/* shmcfg_info as releases up to 0.14 declared it: the shortest a caller
+ * under this soname passes (0.15 added the writer lock's fields) */
+#define INFO_BASE_BYTES offsetof(shmcfg_info, writer)
+
 /* The caller's struct at its size (lib/base/sized.c); the name of releases
- * before 0.7, whose struct was this one. */
+ * before 0.7, whose struct was the base one. */
 int shmcfg_stat_sized(const shmcfg *h, shmcfg_info *ret, size_t ret_size)
 {
 	SHMCFG_API_ENTRY;
 	shmcfg_info full;
-	int r = ret ? shmcfg__sized_out(ret_size, sizeof full, "shmcfg_info") : 0;
+	int r = ret ? shmcfg__sized_out(ret_size, INFO_BASE_BYTES, "shmcfg_info") : 0;
 	if (!r && !(r = stat_full(h, ret ? &full : NULL)))
 		shmcfg__sized_copy(ret, ret_size, &full, sizeof full);
 	return r;
@@ -222,5 +228,5 @@ int shmcfg_stat_sized(const shmcfg *h, shmcfg_info *ret, size_t ret_size)
 int (shmcfg_stat)(const shmcfg *h, shmcfg_info *ret)
 {
 	SHMCFG_API_ENTRY;
-	return shmcfg_stat_sized(h, ret, sizeof *ret);
+	return shmcfg_stat_sized(h, ret, INFO_BASE_BYTES);
 }
