@@ -1,7 +1,8 @@
 # The growth curve of `make bench` (section 4) from its TSV, as an SVG:
 # log-log curves of one-change commit time (median, and the first 7 commits
-# of a fresh process), LMDB's one-key write transaction at the same number of
-# keys, attach in a fresh process and lookup by name, and below them the
+# of a fresh process, attached by default and with SHMCFG_ATTACH_PREFAULT),
+# LMDB's one-key write transaction at the same number of keys, attach in a
+# fresh process (both ways) and lookup by name, and below them the
 # segment's bytes per option, against the number of options; the limits of
 # issue 12 are the open marks.
 #
@@ -56,6 +57,8 @@ set ytics ("10 ns" 10, "100 ns" 100, "1 µs" 1e3, "10 µs" 1e4, "100 µs" 1e5, \
            "1 ms" 1e6, "10 ms" 1e7, "100 ms" 1e8, "1 s" 1e9)
 plot tsv using "options":"commit_first_ns" with linespoints lw 2 dt 2 pt 9 ps 1.2 lc rgb "#d62728" \
          title "commit, first 7 of a fresh process (median)", \
+     tsv using "options":"commit_first_prefault_ns" with linespoints lw 2 dt 3 pt 9 ps 1.0 lc rgb "#ff9896" \
+         title "... attached with SHMCFG_ATTACH_PREFAULT", \
      tsv using "options":"commit_ns" with linespoints lw 2 pt 7 ps 1.2 lc rgb "#d62728" \
          title "one-change commit (median)", \
      $commit_limit using 1:2 with points pt 6 ps 2.2 lw 2 lc rgb "#d62728" \
@@ -64,6 +67,8 @@ plot tsv using "options":"commit_first_ns" with linespoints lw 2 dt 2 pt 9 ps 1.
          title "LMDB one-key write txn, same keys (median)", \
      tsv using "options":"attach_ns" with linespoints lw 2 pt 11 ps 1.3 lc rgb "#1f77b4" \
          title "attach in a fresh process (median)", \
+     tsv using "options":"attach_prefault_ns" with linespoints lw 2 dt 3 pt 11 ps 1.0 lc rgb "#aec7e8" \
+         title "... with SHMCFG_ATTACH_PREFAULT", \
      $attach_limit using 1:2 with points pt 8 ps 2.2 lw 2 lc rgb "#1f77b4" \
          title "attach limit: 5 ms at 100k", \
      tsv using "options":"lookup_ns" with linespoints lw 2 pt 13 ps 1.3 lc rgb "#2ca02c" \
