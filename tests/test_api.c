@@ -361,6 +361,85 @@ static void test_txn_all_or_nothing(void **state)
 	}
 }
 
+/*
+ * The typed scalar setters take a short path for most options
+ * (txn.c, txn_set_scalar): they must do exactly what shmcfg_txn_set() of
+ * the same value does. Every option of the test schema and three more
+ * (deprecated, a minimum only, a maximum only), on the user and the knob layer, with bools, ints in and out of a
+ * range, and floats: the same result, detail and committed configuration.
+ */
+enum scalar_kind { SK_BOOL, SK_INT, SK_FLOAT };
+static int typed_set(shmcfg_txn *t, shmcfg_opt o, enum scalar_kind k, double x)
+{
+	return k == SK_BOOL ? shmcfg_txn_set_bool(t, o, x != 0)
+	       : k == SK_INT ? shmcfg_txn_set_int(t, o, (int64_t)x)
+			     : shmcfg_txn_set_float(t, o, x);
+}
+static int generic_set(shmcfg_txn *t, shmcfg_opt o, enum scalar_kind k, double x)
+{
+	shmcfg_value v = k == SK_BOOL  ? (shmcfg_value){.type = SHMCFG_BOOL, .u.b = x != 0}
+			 : k == SK_INT ? (shmcfg_value){.type = SHMCFG_INT, .u.i = (int64_t)x}
+				       : (shmcfg_value){.type = SHMCFG_FLOAT, .u.f = x};
+	return shmcfg_txn_set(t, o, &v);
+}
+
+static void test_scalar_setters_as_generic(void **state)
+{
+	(void)state;
+	shmcfg_schema *s = test_schema();
+	/* and one deprecated, one with a minimum only, one with a maximum only */
+	shmcfg_optdef more[] = {{.name = "t.old", .type = SHMCFG_INT, .def = "3", .deprecated = "use t.a"},
+				{.name = "t.lo", .type = SHMCFG_INT, .def = "0", .min = "0"},
+				{.name = "t.hi", .type = SHMCFG_FLOAT, .def = "0", .max = "1"}};
+	for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
+		assert_int_equal(shmcfg_schema_add(s, &more[i]), 0);
+	const char *n1 = test_name("scalar1"), *n2 = test_name("scalar2");
+	shmcfg *h1 = create_from(n1, s, NULL), *h2 = create_from(n2, s, NULL);
+	shmcfg_schema_free(s);
+	static const struct {
+		enum scalar_kind k;
+		double x;
+	} vals[] = {{SK_BOOL, 1}, {SK_INT, 7}, {SK_INT, 200}, {SK_INT, -6}, {SK_FLOAT, 0.25}, {SK_FLOAT, 2.0}};
+	static const shmcfg_source layers[] = {SHMCFG_SRC_USER, SHMCFG_SRC_KNOB};
+	int refused = 0, taken = 0;
+	for (shmcfg_opt o = 0; o < T_COUNT + 3; o++)
+		for (size_t v = 0; v < sizeof vals / sizeof vals[0]; v++)
+			for (size_t l = 0; l < 2; l++) {
+				shmcfg_txn *t1, *t2;
+				assert_int_equal(shmcfg_txn_begin(h1, &t1), 0);
+				assert_int_equal(shmcfg_txn_begin(h2, &t2), 0);
+				assert_int_equal(shmcfg_txn_layer(t1, layers[l]), 0);
+				assert_int_equal(shmcfg_txn_layer(t2, layers[l]), 0);
+				int r1 = typed_set(t1, o, vals[v].k, vals[v].x);
+				char d1[512];
+				snprintf(d1, sizeof d1, "%s", shmcfg_errdetail());
+				int r2 = generic_set(t2, o, vals[v].k, vals[v].x);
+				if (r1 != r2 || strcmp(d1, shmcfg_errdetail()) != 0)
+					fail_msg("option %u, value %zu, layer %zu: typed %d '%s', generic %d '%s'", o, v, l, r1,
+						 d1, r2, shmcfg_errdetail());
+				r1 = shmcfg_txn_commit(t1, NULL);
+				r2 = shmcfg_txn_commit(t2, NULL);
+				assert_int_equal(r1, r2);
+				refused += r1 < 0;
+				taken += r1 >= 0;
+			}
+	/* both kinds happened, and the two segments hold the same */
+	assert_true(refused > 0 && taken > 0);
+	uint8_t c1[16], c2[16];
+	assert_int_equal(shmcfg_config_hash(h1, c1), shmcfg_config_hash(h2, c2));
+	assert_memory_equal(c1, c2, 16);
+	char *j1 = NULL, *j2 = NULL;
+	assert_int_equal(shmcfg_dump(h1, SHMCFG_DUMP_ALL, &j1), 0);
+	assert_int_equal(shmcfg_dump(h2, SHMCFG_DUMP_ALL, &j2), 0);
+	assert_string_equal(j1, j2);
+	free(j1);
+	free(j2);
+	shmcfg_close(h1);
+	shmcfg_close(h2);
+	shmcfg_unlink(n1);
+	shmcfg_unlink(n2);
+}
+
 /* Of several refused sets, the commit reports the first. */
 static void test_txn_first_error(void **state)
 {
@@ -540,6 +619,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_errdetail_kept_by_infallible, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_txn_all_or_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_txn_first_error, setup, teardown),
+		cmocka_unit_test(test_scalar_setters_as_generic),
 		cmocka_unit_test_setup_teardown(test_load_all_or_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_txn_load, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sized_structs, setup, teardown),

@@ -327,12 +327,44 @@ int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const
 	return r;
 }
 
-int shmcfg_txn_set(shmcfg_txn *t, shmcfg_opt opt, const shmcfg_value *v)
+/* shmcfg_txn_set() inside another public call */
+static int txn_set(shmcfg_txn *t, shmcfg_opt opt, const shmcfg_value *v)
 {
-	SHMCFG_API_ENTRY;
 	txn_assert_return(t, t && v);
 	int r = shmcfg__map_origin(t->origin, t->h, &opt);
 	return shmcfg__txn_refuse(t, r ? r : shmcfg__txn_set_layer(t, opt, t->layer, v));
+}
+
+int shmcfg_txn_set(shmcfg_txn *t, shmcfg_opt opt, const shmcfg_value *v)
+{
+	SHMCFG_API_ENTRY;
+	return txn_set(t, opt, v);
+}
+
+/*
+ * A bool, int or float set (most sets), straight into the change when the
+ * option takes the value as it is: validated and its own target (no alias,
+ * not deprecated: OPT_PLAIN), of the value's type, no range or choices, and
+ * a layer it has. That is what shmcfg__txn_set_layer() makes of it
+ * (shmcfg__prepare_value's first case), less its layers of calls: a fifth
+ * of a 100-change commit's instructions. Anything else takes that path,
+ * whose checks say what is wrong.
+ */
+static int txn_set_scalar(shmcfg_txn *t, shmcfg_opt opt, shmcfg_value v)
+{
+	const shmcfg *h = t ? t->h : NULL;
+	if (__builtin_expect(h && !t->origin && opt < h->lay.nopts, 1) &&
+	    /* acquire: as in opt_d() */
+	    (__atomic_load_n(&h->opt_ok[opt], __ATOMIC_ACQUIRE) & OPT_PLAIN)) {
+		const struct opt_desc *d = &h->desc[opt];
+		if (d->type == v.type && !(d->flags & (DESC_F_HAS_MIN | DESC_F_HAS_MAX)) && !META_LEN(d->choices.meta) &&
+		    (t->layer != LAYER_KNOB || (d->flags & DESC_F_HAS_KNOB))) {
+			if (t->n < TXN_SMALL)
+				prefetch_change(h, opt);
+			return shmcfg__txn_refuse(t, txn_put(t, opt, t->layer, false, &v));
+		}
+	}
+	return txn_set(t, opt, &v);
 }
 
 int shmcfg_txn_set_text(shmcfg_txn *t, shmcfg_opt opt, const char *text)
@@ -353,27 +385,26 @@ int shmcfg_txn_set_text(shmcfg_txn *t, shmcfg_opt opt, const char *text)
 int shmcfg_txn_set_bool(shmcfg_txn *t, shmcfg_opt opt, bool v)
 {
 	SHMCFG_API_ENTRY;
-	return shmcfg_txn_set(t, opt, &(shmcfg_value){.type = SHMCFG_BOOL, .u.b = v});
+	return txn_set_scalar(t, opt, (shmcfg_value){.type = SHMCFG_BOOL, .u.b = v});
 }
 
 int shmcfg_txn_set_int(shmcfg_txn *t, shmcfg_opt opt, int64_t v)
 {
 	SHMCFG_API_ENTRY;
-	return shmcfg_txn_set(t, opt, &(shmcfg_value){.type = SHMCFG_INT, .u.i = v});
+	return txn_set_scalar(t, opt, (shmcfg_value){.type = SHMCFG_INT, .u.i = v});
 }
 
 int shmcfg_txn_set_float(shmcfg_txn *t, shmcfg_opt opt, double v)
 {
 	SHMCFG_API_ENTRY;
-	return shmcfg_txn_set(t, opt, &(shmcfg_value){.type = SHMCFG_FLOAT, .u.f = v});
+	return txn_set_scalar(t, opt, (shmcfg_value){.type = SHMCFG_FLOAT, .u.f = v});
 }
 
 int shmcfg_txn_set_str(shmcfg_txn *t, shmcfg_opt opt, const char *v)
 {
 	SHMCFG_API_ENTRY;
 	txn_assert_return(t, v);
-	return shmcfg_txn_set(t, opt,
-			      &(shmcfg_value){.type = SHMCFG_STR, .u.str = {v, strlen(v)}});
+	return txn_set(t, opt, &(shmcfg_value){.type = SHMCFG_STR, .u.str = {v, strlen(v)}});
 }
 
 int shmcfg_txn_reset(shmcfg_txn *t, shmcfg_opt opt)
