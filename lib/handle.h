@@ -62,6 +62,7 @@ struct shmcfg {
 	size_t priv_size;
 	unsigned page_shift;
 	unsigned char *opt_ok;             /* per option: OPT_OK once validated (opt_d), | OPT_PLAIN */
+	uint64_t checked_bytes;            /* what the validations that passed read (validate.c: E70's budget) */
 	uint64_t *lk;                      /* per name-index slot: 0, or its option's LK_ entry once validated (lookup) */
 	unsigned char *page_ok;            /* per page of priv: 1 once copied */
 	unsigned char *whole_ok;           /* WHOLE_*: checked whole once; all three: __atomic_* only */

@@ -199,9 +199,11 @@ int shmcfg__schema_pin(const shmcfg *h, uint64_t off, uint64_t len);
 int shmcfg__cell_check(const shmcfg *h, const struct shmcfg__cell *c, uint32_t type);
 int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen);
 void shmcfg__opt_label(const shmcfg *h, uint32_t i, char out[96]);
-/* a scan of every option's checks, bounded by the schema's size */
+/* a scan of every option's checks, bounded by the schema's size (E70):
+ * what it says when its options read more than twice the schema's bytes */
 void shmcfg__scan_start(void);
 bool shmcfg__scan_over(const shmcfg *h);
+#define SHMCFG__SCAN_OVER "schema: its options reference more than twice its bytes (one range again and again)"
 /* validate_all.c: the whole schema checked, every problem reported
  * (shmcfg_check); the number of problems, or a negative error */
 int shmcfg__schema_validate(const shmcfg *h, void (*fn)(const char *, void *), void *ud);

@@ -921,8 +921,8 @@ static void test_small_schema_copied_at_attach(void **state)
  * option (1,000 x 200 KB here; a hostile review made an attach take 3.5 s
  * so). Attach stops validating once its checks have read twice the
  * schema's bytes; the others are validated on first use, and work. A full
- * scan stops there too, with the reason: shmcfg_check, and the attach with
- * SHMCFG_ATTACH_PREFAULT (the cluster agent's).
+ * scan stops there too, with the reason: shmcfg_check, a dump, and the
+ * attach with SHMCFG_ATTACH_PREFAULT (the cluster agent's).
  */
 #define WB_OPTS 1000
 #define WB_DOC (200u << 10)
@@ -950,6 +950,10 @@ static int child_warm_bounded(void *arg)
 	const char *why = "schema: its options reference more than twice its bytes";
 	CHILD_CHECK(shmcfg_check(h, false, NULL, NULL) == 1 && strstr(shmcfg_errdetail(), why), "check: '%s'",
 		    shmcfg_errdetail());
+	/* a dump validates every option: the handle's budget stops it */
+	char *dump = NULL;
+	CHILD_CHECK(shmcfg_dump(h, 0, &dump) == SHMCFG_E_CORRUPT && strstr(shmcfg_errdetail(), why) && !dump,
+		    "dump: '%s'", shmcfg_errdetail());
 	shmcfg_close(h);
 	h = NULL;
 	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY | SHMCFG_ATTACH_PREFAULT, NULL, &h) == SHMCFG_E_CORRUPT &&
@@ -982,6 +986,84 @@ static void test_warm_bounded(void **state)
 	shmcfg_schema_free(s);
 	keep(h);
 	run_child(child_warm_bounded, "bounded validation at attach");
+}
+
+/*
+ * One option's implications all reference one long list (each valid):
+ * checking it would read the list once per implication (a hostile review
+ * made a 4 MB schema's check, dump and prefaulting attach take 40 s so).
+ * Its check stops once they have read the schema's bytes, and says so.
+ */
+static void problem_says_implications(const char *problem, void *ud)
+{
+	if (strstr(problem, "x.a: its implications reference more bytes than the schema holds"))
+		*(bool *)ud = true;
+}
+
+#define IB_TARGETS 64
+#define IB_DOC (256u << 10)
+static int child_implications_bounded(void *arg)
+{
+	(void)arg;
+	struct writer w = writer_open(seg);
+	struct sref doc = wdesc(&w, 0)->doc; /* x.big's */
+	CHILD_CHECK(doc.len == IB_DOC, "x.big's doc is %u bytes", doc.len);
+	char *bytes = wstrings(&w) + doc.off;
+	for (uint32_t k = 0; k < doc.len; k += 2) /* "a\0a\0...": a list of doc.len / 2 items */
+		bytes[k] = 'a', bytes[k + 1] = 0;
+	struct opt_desc *a = wdesc(&w, 1); /* x.a */
+	CHILD_CHECK(a->implies_n == IB_TARGETS, "x.a implies %u", a->implies_n);
+	struct implies_ent *imp = (struct implies_ent *)(w.schema + w.sh->implies_off);
+	for (uint32_t k = a->implies_first; k < a->implies_first + a->implies_n; k++) {
+		imp[k].value.val = doc.off | (uint64_t)(doc.len / 2) << 32;
+		imp[k].value.meta = (imp[k].value.meta & 0xffffffffull) | (uint64_t)doc.len << 32;
+	}
+	writer_rehash(&w);
+	shmcfg *h = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
+	shmcfg_optinfo info;
+	CHILD_CHECK(shmcfg_opt_info(h, 1, &info) == SHMCFG_E_CORRUPT &&
+			    strstr(shmcfg_errdetail(), "x.a: its implications reference more bytes than the schema holds"),
+		    "x.a: '%s'", shmcfg_errdetail());
+	/* the check says so too (after x.big's doc, no string now) */
+	bool said = false;
+	CHILD_CHECK(shmcfg_check(h, false, problem_says_implications, &said) >= 2 && said, "check: '%s'",
+		    shmcfg_errdetail());
+	shmcfg_close(h);
+	writer_close(&w);
+	return 0;
+}
+
+static void test_implications_bounded(void **state)
+{
+	(void)state;
+	seg = new_name("implbound");
+	shmcfg_schema *s;
+	assert_int_equal(shmcfg_schema_new(&s), 0);
+	char *doc = malloc(IB_DOC + 1), implies[IB_TARGETS * 24];
+	assert_non_null(doc);
+	memset(doc, 'd', IB_DOC);
+	doc[IB_DOC] = 0;
+	shmcfg_optdef big = {.name = "x.big", .type = SHMCFG_INT, .def = "0", .doc = doc};
+	assert_int_equal(shmcfg_schema_add(s, &big), 0);
+	size_t len = 0;
+	for (int k = 0; k < IB_TARGETS; k++)
+		len += (size_t)snprintf(implies + len, sizeof implies - len, "%sx.t%d=[\"a\"]", k ? "; " : "", k);
+	shmcfg_optdef a = {.name = "x.a", .type = SHMCFG_BOOL, .def = "false", .implies = implies};
+	assert_int_equal(shmcfg_schema_add(s, &a), 0);
+	for (int k = 0; k < IB_TARGETS; k++) {
+		char nm[32];
+		snprintf(nm, sizeof nm, "x.t%d", k);
+		shmcfg_optdef t = {.name = nm, .type = SHMCFG_LIST, .def = "[]"};
+		assert_int_equal(shmcfg_schema_add(s, &t), 0);
+	}
+	free(doc);
+	shmcfg *h = NULL;
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV};
+	assert_int_equal(shmcfg_create(seg, s, &o, &h), 0);
+	shmcfg_schema_free(s);
+	keep(h);
+	run_child(child_implications_bounded, "one option's implications bounded");
 }
 
 /* ------------------------------------------------------------------ */
@@ -1127,6 +1209,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_without_populate_write, teardown),
 		cmocka_unit_test_teardown(test_small_schema_copied_at_attach, teardown),
 		cmocka_unit_test_teardown(test_warm_bounded, teardown),
+		cmocka_unit_test_teardown(test_implications_bounded, teardown),
 		cmocka_unit_test_teardown(test_prefault, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

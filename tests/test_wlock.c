@@ -354,7 +354,23 @@ static void test_fallback_owner_killed(void **state)
 	assert_true(h->reader == 0);
 	kill_writer_at(name, "commit.locked");
 	assert_int_equal(h->lock_map->writer & ~WLOCK_WAITERS, WLOCK_BY_OFD);
+	/* dead to stat, whoever looks: this handle, a read-only one (which
+	 * has no entry either), a new read-write one not yet in the table */
+	shmcfg *ro = NULL, *rw = NULL;
+	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &ro), 0);
+	assert_int_equal(shmcfg_attach(name, 0, NULL, &rw), 0);
+	assert_true(writer_shows(h, SHMCFG_WRITER_DEAD, 0, 0));
+	assert_true(writer_shows(ro, SHMCFG_WRITER_DEAD, 0, 0));
+	assert_true(writer_shows(rw, SHMCFG_WRITER_DEAD, 0, 0));
+	/* a scribbled word naming no entry: dead too (a commit takes it over) */
+	uint32_t w = h->lock_map->writer;
+	h->lock_map->writer = 0x7ffffff0u;
+	assert_true(writer_shows(ro, SHMCFG_WRITER_DEAD, 0, 0));
+	h->lock_map->writer = w;
 	commit_ok(h, 2, "a writer without an entry died holding the lock");
+	assert_true(writer_shows(ro, SHMCFG_WRITER_FREE, 0, 0));
+	shmcfg_close(rw);
+	shmcfg_close(ro);
 	kill_writer_at(name, "commit.locked");
 	assert_child_ok(spawn(writer_main, (void *)name));
 	assert_int_equal(get_i(h, T_A), 777);
@@ -451,6 +467,55 @@ static void test_stopped_owner(void **state)
 	drop(h);
 }
 
+/* Commit n times (the lock taken and dropped, wip set and cleared). */
+static int busy_writer_main(void *p)
+{
+	shmcfg *h = NULL;
+	int r = shmcfg_attach(p, 0, NULL, &h);
+	CHECK(r == 0, 2, "attach: %s", shmcfg_strerror(r));
+	for (int i = 0; i < 20000; i++)
+		CHECK(commit_n(h, i, NULL) == 0, 3, "commit %d: %s", i, shmcfg_errdetail());
+	shmcfg_close(h);
+	return 0;
+}
+
+/* Stat beside a writer that commits all the time, and beside writers that
+ * commit once and exit: never a dead holder, never a half-built commit
+ * with the lock free (a word of one moment with the wip of another). */
+static void test_stat_beside_live_writers(void **state)
+{
+	(void)state;
+	const char *name = new_name("wlock-busy");
+	shmcfg *h = keep(test_create(name, NULL));
+	shmcfg *ro = NULL;
+	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &ro), 0);
+	pid_t busy = spawn(busy_writer_main, (void *)name);
+	long looks = 0, held = 0, wrong = 0;
+	for (int k = 0; k < 40; k++) {
+		pid_t once = spawn(writer_main, (void *)name);
+		for (int i = 0; i < 500; i++, looks++) {
+			shmcfg_info a, b;
+			assert_int_equal(shmcfg_stat(h, &a), 0);
+			assert_int_equal(shmcfg_stat(ro, &b), 0);
+			for (const shmcfg_info *x = &a; x; x = x == &a ? &b : NULL) {
+				held += x->writer == SHMCFG_WRITER_HELD;
+				if (x->writer == SHMCFG_WRITER_DEAD || x->writer == SHMCFG_WRITER_UNKNOWN ||
+				    (x->writer == SHMCFG_WRITER_FREE && x->building)) {
+					if (!wrong++)
+						print_message("# stat: writer %u, pid %d, building %" PRIu64 "\n", x->writer,
+							      (int)x->writer_pid, x->building);
+				}
+			}
+		}
+		assert_child_ok(once);
+	}
+	assert_child_ok(busy);
+	print_message("# %ld looks, %ld saw the lock held, %ld wrong\n", looks, held, wrong);
+	assert_int_equal(wrong, 0);
+	shmcfg_close(ro);
+	drop(h);
+}
+
 /* A writer killed half way through its commit: stat shows it dead
  * holding the lock, with the generation it was building; the next commit
  * takes the lock over and repairs. */
@@ -515,6 +580,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_contended_writers, teardown),
 		cmocka_unit_test_teardown(test_owner_killed_holding_lock, teardown),
 		cmocka_unit_test_teardown(test_stat_shows_dead_writer, teardown),
+		cmocka_unit_test_teardown(test_stat_beside_live_writers, teardown),
 		cmocka_unit_test_teardown(test_owner_killed_with_forked_child, teardown),
 		cmocka_unit_test_teardown(test_killed_while_taking_from_dead, teardown),
 		cmocka_unit_test_teardown(test_fallback_owner_killed, teardown),

@@ -161,9 +161,15 @@ static const char *writer_state_name(uint32_t st)
  * built; its color (NULL: nothing to look at). */
 static const char *writer_line(const shmcfg_info *info, char *line, size_t len)
 {
-	char who[64] = "a process without a reader entry (the table was full)";
-	if (info->writer_entry != UINT32_MAX)
+	char who[96];
+	if (info->writer_entry == UINT32_MAX)
+		snprintf(who, sizeof who, "%s", info->writer == SHMCFG_WRITER_HELD
+						  ? "a process without a reader entry (the table was full)"
+						  : "an owner without a reader entry (the table was full, or a scribbled word)");
+	else if (info->writer_pid)
 		snprintf(who, sizeof who, "pid %d (reader entry %u)", (int)info->writer_pid, info->writer_entry);
+	else
+		snprintf(who, sizeof who, "reader entry %u (its process reclaimed)", info->writer_entry);
 	char gen[96] = "";
 	if (info->building)
 		snprintf(gen, sizeof gen, "generation %llu", (unsigned long long)info->building);
@@ -180,7 +186,7 @@ static const char *writer_line(const shmcfg_info *info, char *line, size_t len)
 		return NULL;
 	case SHMCFG_WRITER_DEAD:
 		snprintf(line, len, "held by %s, which is dead%s%s: the next commit takes it over", who,
-			 *gen ? " building " : "", gen);
+			 *gen ? ", building " : "", gen);
 		return C_YELLOW;
 	default:
 		snprintf(line, len, "unknown (its lock object is for writers only)%s%s", *gen ? "; a commit is building " : "",

@@ -201,43 +201,76 @@ int shmcfg__lock_writer(shmcfg *h)
 	return 0;
 }
 
+/* The lock word: through the mapping, or (a read-only handle) read from
+ * the lock object it opened to test readers' locks; false: neither. */
+static bool wlock_word(const shmcfg *h, uint32_t *w)
+{
+	if (h->lock_map) {
+		/* acquire: pairs with the release exchange of wlock_drop(), as
+		 * the wip load after it (see shmcfg__wlock_state) */
+		*w = __atomic_load_n(&h->lock_map->writer, __ATOMIC_ACQUIRE);
+		return true;
+	}
+	return h->lock_fd >= 0 && pread(h->lock_fd, w, sizeof *w, offsetof(struct lock_file, writer)) == (ssize_t)sizeof *w;
+}
+
+/* Whether the owner a word names lives, as a waiter judges it
+ * (take_from_dead), without taking a byte: a word naming no entry is a
+ * dead one's (a scribble); the table-full fallback's byte, if this handle
+ * has no entry and one of its threads is in a commit, may be our own lock,
+ * which our own test cannot see. */
+static bool owner_alive(const shmcfg *h, uint32_t owner)
+{
+	if (owner == WLOCK_BY_OFD) {
+		if (h->lock_map && __atomic_load_n(&h->reader, __ATOMIC_ACQUIRE) < 0) {
+			pthread_mutex_t *m = (pthread_mutex_t *)&h->commit_lock;
+			if (pthread_mutex_trylock(m) != 0)
+				return true; /* a commit of ours: maybe ours, alive either way */
+			pthread_mutex_unlock(m);
+		}
+		return shmcfg__ofd_held(h->lock_fd, LOCK_WRITER_BYTE) != 0;
+	}
+	return owner <= h->lay.nreaders && shmcfg__entry_alive(h, owner - 1);
+}
+
 /*
- * The writer lock as shmcfg_stat() shows it, read as the waiters read it
- * (take_from_dead): the word's owner lives while its byte is locked. A
- * word naming no entry (a scribble) is taken over as a dead one's; a
- * word of the table-full fallback, while this handle has no entry, may be
- * one of our own threads' (whose lock our test cannot see): held. A
- * read-only handle reads the word from the lock object it opened to test
- * readers' locks (an operator's shmctl stat); one that could not open it
- * (a user with read access only) cannot tell.
+ * The writer lock as shmcfg_stat() shows it: free, held by a live owner
+ * (its reader entry's recorded pid), or by a dead one (the next commit
+ * takes it over), and `wip`, the generation a commit is building. Read
+ * twice, word and wip, around the owner's test, until both reads agree: a
+ * commit between them (taking or dropping the word, setting or clearing
+ * wip) would pair one commit's word with another's wip, or a writer that
+ * dropped the word and exited with a dead owner (a look never takes a
+ * byte, so it cannot delay a writer). A word that keeps moving is live
+ * writers'. A handle that cannot read the word (a user who may only read
+ * the segment) cannot tell.
  */
 void shmcfg__wlock_state(const shmcfg *h, shmcfg_info *ret)
 {
-	ret->writer_entry = UINT32_MAX;
+	ret->writer = SHMCFG_WRITER_UNKNOWN;
 	ret->writer_pid = 0;
-	uint32_t w = 0;
-	if (h->lock_map)
-		w = __atomic_load_n(&h->lock_map->writer, __ATOMIC_RELAXED);
-	else if (h->lock_fd < 0 ||
-		 pread(h->lock_fd, &w, sizeof w, offsetof(struct lock_file, writer)) != (ssize_t)sizeof w) {
-		ret->writer = SHMCFG_WRITER_UNKNOWN;
+	ret->writer_entry = UINT32_MAX;
+	ret->building = __atomic_load_n(&h->hdr->wip, __ATOMIC_RELAXED);
+	for (int tries = 0; tries < 16; tries++) {
+		uint32_t w, w2;
+		if (!wlock_word(h, &w))
+			return;
+		uint64_t wip = __atomic_load_n(&h->hdr->wip, __ATOMIC_RELAXED);
+		uint32_t owner = WLOCK_OWNER(w);
+		bool alive = owner && owner_alive(h, owner);
+		bool entry = owner && owner != WLOCK_BY_OFD && owner <= h->lay.nreaders;
+		int32_t pid = entry ? __atomic_load_n(&reader_at(h, owner - 1)->pid, __ATOMIC_RELAXED) : 0;
+		if (!wlock_word(h, &w2))
+			return;
+		ret->building = __atomic_load_n(&h->hdr->wip, __ATOMIC_RELAXED);
+		if (w2 != w || ret->building != wip)
+			continue;
+		ret->writer = !owner ? SHMCFG_WRITER_FREE : alive ? SHMCFG_WRITER_HELD : SHMCFG_WRITER_DEAD;
+		ret->writer_entry = entry ? owner - 1 : UINT32_MAX;
+		ret->writer_pid = pid;
 		return;
 	}
-	uint32_t owner = WLOCK_OWNER(w);
-	bool alive = false;
-	if (owner == 0) {
-		ret->writer = SHMCFG_WRITER_FREE;
-		return;
-	}
-	if (owner == WLOCK_BY_OFD) {
-		alive = __atomic_load_n(&h->reader, __ATOMIC_ACQUIRE) < 0 ||
-			shmcfg__ofd_held(h->lock_fd, LOCK_WRITER_BYTE) != 0;
-	} else if (owner <= h->lay.nreaders) {
-		ret->writer_entry = owner - 1;
-		ret->writer_pid = __atomic_load_n(&reader_at(h, owner - 1)->pid, __ATOMIC_RELAXED);
-		alive = shmcfg__entry_alive(h, owner - 1);
-	}
-	ret->writer = alive ? SHMCFG_WRITER_HELD : SHMCFG_WRITER_DEAD;
+	ret->writer = SHMCFG_WRITER_HELD;
 }
 
 void shmcfg__unlock_writer(shmcfg *h)

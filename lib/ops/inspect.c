@@ -69,7 +69,6 @@ static int stat_full(const shmcfg *h, shmcfg_info *ret)
 	ret->copy_fallbacks = __atomic_load_n(&h->hdr->copy_fallbacks, __ATOMIC_RELAXED);
 	ret->heap_used = __atomic_load_n(&h->hdr->heap_live, __ATOMIC_RELAXED);
 	shmcfg__wlock_state(h, ret);
-	ret->building = __atomic_load_n(&h->hdr->wip, __ATOMIC_RELAXED);
 	/* the generation and its hash, read together under the slot's seqlock */
 	ret->generation = shmcfg_config_hash(h, ret->config_hash);
 	return 0;

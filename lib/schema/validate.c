@@ -177,6 +177,7 @@ int shmcfg__schema_open(shmcfg *h)
 	if (!state)
 		return shmcfg__nomem();
 	h->opt_ok = state;
+	h->checked_bytes = 0;
 	h->page_ok = h->opt_ok + n;
 	h->whole_ok = h->page_ok + npages;
 	/* zero pages until touched, like the state above */
@@ -224,11 +225,20 @@ void shmcfg__schema_close(shmcfg *h)
  * references, and a writer can have every option reference one big range */
 static __thread uint64_t scanned __attribute__((tls_model("initial-exec")));
 
-/* A scan of every option (shmcfg__schema_warm, validate_all.c) stops once
- * its checks have read more than twice the schema's bytes: an honest
- * schema's read about its size in all, as the builder shares no string,
- * value or run between options; a writer's whose options all reference one
- * big range would read it once an option (seconds to hours). */
+/*
+ * What checks read is bounded by the schema's size (E70), as an honest
+ * schema's checks read about its size in all: the builder shares no
+ * string, value or run between options. A writer's schema whose options
+ * all reference one big range would be read once an option, and one
+ * option's implications could all reference it (seconds to hours):
+ *  - one option's check stops once its implications have read more than
+ *    the schema's bytes (shmcfg__opt_check);
+ *  - a handle validates options until those that passed have read twice
+ *    the schema's bytes; past that every validation fails, saying why
+ *    (opt_validate): a dump or any loop over the options is bounded so;
+ *  - a scan of every option's checks (shmcfg_check: validate_all.c) stops
+ *    once they have read twice the schema's bytes (shmcfg__scan_over).
+ */
 void shmcfg__scan_start(void)
 {
 	scanned = 0;
@@ -342,6 +352,7 @@ int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen)
 {
 	const struct schema_hdr *sh = h->sch;
 	uint32_t n = h->lay.nopts;
+	uint64_t start = scanned;
 	int r = desc_pin(h, i);
 	if (r) {
 		if (r < 0)
@@ -422,6 +433,10 @@ int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen)
 			snprintf(msg, mlen, "%s: implication %u is invalid", NAME, k);
 			return 1;
 		}
+		if (scanned - start > h->lay.schema_size) {
+			snprintf(msg, mlen, "%s: its implications reference more bytes than the schema holds", NAME);
+			return 1;
+		}
 	}
 	/* its dependents (resolve.c): implications that target it, aliases of it;
 	 * each entry's own option is validated when the entry is used */
@@ -451,12 +466,19 @@ static int opt_validate(const shmcfg *h, uint32_t i)
 {
 	if (__atomic_load_n(&h->opt_ok[i], __ATOMIC_ACQUIRE))
 		return 0;
+	uint64_t *checked = &((shmcfg *)h)->checked_bytes;
+	if (__atomic_load_n(checked, __ATOMIC_RELAXED) > 2 * h->lay.schema_size)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, SHMCFG__SCAN_OVER);
+	uint64_t start = scanned;
 	char msg[256];
 	int r = shmcfg__opt_check(h, i, msg, sizeof msg);
 	if (r > 0)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, msg);
 	if (r < 0)
 		return r;
+	/* relaxed: a budget, not an order (two threads checking one option
+	 * both count it: twice the honest total is room) */
+	__atomic_fetch_add(checked, scanned - start, __ATOMIC_RELAXED);
 	/*
 	 * Release: pairs with the acquire loads of opt_ok[i] (opt_d, above):
 	 * a thread that sees 1 reads the descriptor and what it references
@@ -477,16 +499,19 @@ static int opt_validate(const shmcfg *h, uint32_t i)
  * by schema_open), ~0.1 us each in a row rather than ~0.5 us in each first
  * use of a fresh process's commits and reads (issue 26). One that does not
  * validate is left unmarked, the detail cleared: its uses refuse it with
- * their detail, as if attach had not looked. While the ranges the checks
- * read stay within twice the schema's size, as an honest schema's do (each
- * string referenced about once): a writer's schema whose options all
- * reference one big range stops it there, and the rest wait for their first
- * use, as past this size (attach stays O(the schema's bytes)).
+ * their detail, as if attach had not looked. While the checks that passed
+ * read no more than the schema's size, as an honest schema's do (each
+ * string referenced once): a writer's schema whose options all reference
+ * one big range stops it there, and the rest wait for their first use, as
+ * past this size, within the handle's budget (attach stays O(the schema's
+ * bytes)).
  */
 void shmcfg__schema_warm(const shmcfg *h)
 {
-	shmcfg__scan_start();
-	for (uint32_t i = 0; schema_small(h) && i < h->lay.nopts && !shmcfg__scan_over(h); i++)
+	/* half the handle's budget: past it, first uses still have the rest */
+	for (uint32_t i = 0; schema_small(h) && i < h->lay.nopts &&
+			     __atomic_load_n(&h->checked_bytes, __ATOMIC_RELAXED) <= h->lay.schema_size;
+	     i++)
 		if (opt_validate(h, i))
 			shmcfg__clear_err();
 }

@@ -29,21 +29,16 @@ static void whole_mark(const shmcfg *h, int what)
 	__atomic_store_n(&h->whole_ok[what], 1, __ATOMIC_RELEASE);
 }
 
-/* What a full scan says of a schema whose checks read more than twice its
- * bytes (shmcfg__scan_over): every option may be sound, but the builder
- * never makes it, and scanning it would take as long as its writer likes */
-#define SCAN_OVER "schema: its options reference more than twice its bytes (one range again and again)"
-
 int shmcfg__schema_all(const shmcfg *h)
 {
 	if (whole_done(h, WHOLE_ALL))
 		return 0;
 	/* a full scan reads every page: copy them in one call */
 	int r = shmcfg__schema_pin(h, 0, h->lay.schema_size);
-	shmcfg__scan_start();
+	/* bounded by the handle's budget of validation (validate.c, E70):
+	 * past it, opt_use fails, saying why */
 	for (uint32_t i = 0; !r && i < h->lay.nopts; i++)
-		if (!(r = shmcfg__opt_use(h, i)) && shmcfg__scan_over(h))
-			r = shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, SCAN_OVER);
+		r = shmcfg__opt_use(h, i);
 	if (!r)
 		whole_mark(h, WHOLE_ALL);
 	return r;
@@ -284,7 +279,7 @@ int shmcfg__schema_validate(const shmcfg *h, void (*fn)(const char *, void *), v
 			return r;
 	}
 	if (shmcfg__scan_over(h))
-		PROBLEM("%s", SCAN_OVER);
+		PROBLEM("%s", SHMCFG__SCAN_OVER);
 	for (uint32_t k = 0; k < sh->index_size; k++)
 		if (h->index_raw[k] != UINT32_MAX && h->index_raw[k] >= n)
 			PROBLEM("schema: index entry %u out of range", k);
