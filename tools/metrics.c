@@ -69,6 +69,7 @@ enum scope {
 	ANY,   /* every segment named, read or not */
 	READ,  /* a segment read */
 	SYNC,  /* ... that an agent recorded itself in */
+	LOCK,  /* ... whose writer lock this process can see (shmcfg_info.writer) */
 	AGENT, /* ... in the agent's own file */
 };
 
@@ -102,6 +103,12 @@ static double f_readers(const struct seg_metrics *m) { return m->readers_used; }
 static double f_readers_max(const struct seg_metrics *m) { return m->info.nreaders; }
 static double f_readers_hwm(const struct seg_metrics *m) { return m->info.readers_hwm; }
 static double f_fallbacks(const struct seg_metrics *m) { return (double)m->info.copy_fallbacks; }
+static double f_wlock_held(const struct seg_metrics *m) { return m->info.writer == SHMCFG_WRITER_HELD; }
+/* the lock's holder died, or a dead writer's commit is half built */
+static double f_wlock_dead(const struct seg_metrics *m)
+{
+	return m->info.writer == SHMCFG_WRITER_DEAD || (m->info.writer == SHMCFG_WRITER_FREE && m->info.building);
+}
 static double f_history(const struct seg_metrics *m)
 {
 	uint64_t g = m->info.generation, o = m->history_oldest;
@@ -157,6 +164,10 @@ static const struct family families[] = {
 	 "Entries of the reader table ever claimed."},
 	{"shmcfg_reader_copy_fallbacks_total", "counter", READ, false, f_fallbacks,
 	 "Processes that found the reader table full and copy their snapshots."},
+	{"shmcfg_writer_lock_held", "gauge", LOCK, false, f_wlock_held,
+	 "Whether a live process holds the writer lock (a commit in progress, or a writer stopped in one)."},
+	{"shmcfg_writer_lock_dead", "gauge", LOCK, false, f_wlock_dead,
+	 "Whether a dead writer holds the writer lock or left a commit half built (the next commit repairs it)."},
 	{"shmcfg_history_entries", "gauge", READ, false, f_history,
 	 "Generations the segment's history holds (shmctl log)."},
 	{"shmcfg_cluster_revision", "gauge", READ, false, f_cluster_rev,
@@ -201,6 +212,7 @@ static bool in_scope(const struct seg_metrics *m, enum scope s)
 	case ANY: return true;
 	case READ: return m->up;
 	case SYNC: return m->up && m->have_sync;
+	case LOCK: return m->up && m->info.writer != SHMCFG_WRITER_UNKNOWN;
 	case AGENT: return m->up && m->agent;
 	}
 	return false;

@@ -47,7 +47,8 @@ set(types) == {'shmcfg_segment_up', 'shmcfg_generation', 'shmcfg_commits_total',
                'shmcfg_options', 'shmcfg_size_bytes', 'shmcfg_heap_size_bytes', 'shmcfg_heap_used_bytes',
                'shmcfg_waiters', 'shmcfg_reader_entries', 'shmcfg_reader_entries_capacity',
                'shmcfg_reader_entries_high_water', 'shmcfg_reader_copy_fallbacks_total',
-               'shmcfg_history_entries', 'shmcfg_cluster_revision'} and
+               'shmcfg_history_entries', 'shmcfg_cluster_revision', 'shmcfg_writer_lock_held',
+               'shmcfg_writer_lock_dead'} and
 types['shmcfg_commits_total'] == 'counter' and types['shmcfg_generation'] == 'gauge' and
 all(list(s) == ['$A'] for s in m.values())" \
 	shmctl stat "$A" --format prometheus
@@ -70,7 +71,8 @@ v('shmcfg_reader_entries_high_water') == j['readers_hwm'] and
 v('shmcfg_reader_copy_fallbacks_total') == j['copy_fallbacks'] and
 v('shmcfg_history_entries') == 4 and v('shmcfg_cluster_revision') == j['cluster_revision'] == 0 and
 abs(v('shmcfg_created_time_seconds') - j['created']['time_ns'] / 1e9) < 0.001 and
-v('shmcfg_waiters') == 0)"
+v('shmcfg_waiters') == 0 and j['writer_lock']['state'] == 'free' and
+v('shmcfg_writer_lock_held') == 0 and v('shmcfg_writer_lock_dead') == 0)"
 pass "... no sync metrics without an agent's record" pyeval \
 	'not any(n.startswith("shmcfg_sync_") or n.startswith("shmcfg_agent_") for n in json.load(open(a[0]))["types"])' \
 	"$T_TMP/m.json"
