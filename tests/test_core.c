@@ -291,6 +291,12 @@ static void test_load_modes(void **state)
 					&published),
 			 SHMCFG_E_NOOPT);
 	assert_string_equal(shmcfg_errdetail(), "2 unknown options: 't.nope' (did you mean t.mode?), 't.zz'");
+	/* a name holding the quote, or a backslash, lists one way */
+	const char *quoted = "{\"q', 'r\\\\\": 1}";
+	assert_int_equal(shmcfg_load_ex(h, quoted, strlen(quoted), SHMCFG_LOAD_STRICT, count_warn, &warned, &g,
+					&published),
+			 SHMCFG_E_NOOPT);
+	assert_non_null(strstr(shmcfg_errdetail(), "1 unknown option: 'q\\x27, \\x27r\\x5c'"));
 	assert_false(published);
 	assert_int_equal(warned, 0);
 	assert_int_equal(shmcfg_generation(h), g0);

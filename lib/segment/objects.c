@@ -25,14 +25,16 @@
 #include <unistd.h>
 
 /* The name as an error may show it: one line, bytes outside printable ASCII
- * as \xNN (a name can come from anyone's file in /dev/shm), at most 80
- * bytes of it and "..." (len > 90 for room for it). */
+ * as \xNN (a name can come from anyone's file in /dev/shm), and the quote
+ * and the backslash so too, so that a list of names quoted '...' reads one
+ * way; at most 80 bytes of it and "..." (len > 90 for room for it). */
 void shmcfg__name_text(const char *name, char *out, size_t len)
 {
 	size_t o = 0;
 	const unsigned char *p = (const unsigned char *)name;
 	for (; *p && o + 5 < len && o < 80; p++)
-		o += (size_t)snprintf(out + o, len - o, *p >= 0x20 && *p < 0x7f ? "%c" : "\\x%02x", *p);
+		o += (size_t)snprintf(out + o, len - o, *p >= 0x20 && *p < 0x7f && *p != '\'' && *p != '\\' ? "%c" : "\\x%02x",
+				      *p);
 	if (*p && o + 4 <= len)
 		memcpy(out + o, "...", 3), o += 3;
 	out[o] = 0;
