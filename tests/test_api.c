@@ -383,6 +383,15 @@ static int generic_set(shmcfg_txn *t, shmcfg_opt o, enum scalar_kind k, double x
 	return shmcfg_txn_set(t, o, &v);
 }
 
+/* the two segments below, removed even if the test failed half way */
+static int scalar_teardown(void **state)
+{
+	(void)state;
+	shmcfg_unlink(test_name("scalar1"));
+	shmcfg_unlink(test_name("scalar2"));
+	return 0;
+}
+
 static void test_scalar_setters_as_generic(void **state)
 {
 	(void)state;
@@ -619,7 +628,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_errdetail_kept_by_infallible, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_txn_all_or_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_txn_first_error, setup, teardown),
-		cmocka_unit_test(test_scalar_setters_as_generic),
+		cmocka_unit_test_teardown(test_scalar_setters_as_generic, scalar_teardown),
 		cmocka_unit_test_setup_teardown(test_load_all_or_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_txn_load, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sized_structs, setup, teardown),
