@@ -600,8 +600,20 @@ static int child_dependents(void *arg)
 		*a = saved_a;
 		rdeps[mode->rdep_first] = saved;
 	}
+	/* an entry twice (a commit would walk it, and decode its value, as
+	 * many times as a writer repeats it): refused at first use */
+	uint32_t second = rdeps[mode->rdep_first + 1];
+	rdeps[mode->rdep_first + 1] = rdeps[mode->rdep_first];
 	writer_rehash(&w);
 	shmcfg *h = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
+	shmcfg_optinfo info;
+	CHILD_CHECK(shmcfg_opt_info(h, T_MODE, &info) == SHMCFG_E_CORRUPT &&
+			    strstr(shmcfg_errdetail(), "t.mode: dependents not in their impliers' rank order"),
+		    "t.mode with a dependent twice: '%s'", shmcfg_errdetail());
+	shmcfg_close(h);
+	rdeps[mode->rdep_first + 1] = second;
+	writer_rehash(&w);
 	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
 	CHILD_CHECK(shmcfg_check(h, true, NULL, NULL) == 0, "check after the repairs");
 	shmcfg_close(h);
@@ -811,6 +823,8 @@ static void test_concurrent_first_use(void **state)
 	assert_true(expect[SPOILED_OPT] != 0);
 	assert_true(refused < 10);
 	printf("# lookups refused (the spoiled option's, and names probing past it): %d\n", refused);
+	uint64_t alone = ref->checked_bytes; /* what the validations read, one thread alone */
+	assert_true(alone > 0 && alone <= ref->lay.schema_size);
 	drop(ref);
 	for (int round = 0; round < 3; round++) {
 		shmcfg *h = NULL;
@@ -830,8 +844,11 @@ static void test_concurrent_first_use(void **state)
 					 round, k, f[k].differ, f[k].refused);
 		}
 		pthread_barrier_destroy(&start);
-		/* the options refused at lookup were not used further */
+		/* the options refused at lookup were not used further; each one
+		 * validated counts once in the handle's budget, however many
+		 * threads checked it at once */
 		assert_int_equal(opts_validated(h), THREAD_OPTS - refused);
+		assert_int_equal(h->checked_bytes, alone);
 		shmcfg_close(h);
 	}
 }

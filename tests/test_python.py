@@ -2278,6 +2278,31 @@ class TestLifecycle(SegTest):
         with self.assertRaises(TypeError):
             shmcfg.attach(seg.name, owner=1.5)
 
+    def test_attach_that_fails_half_way_closes_once(self):
+        """An attach whose option table cannot be loaded (a spoiled option)
+        raises, and the half-made segment never closes the handle again when
+        collected (it did: a double close, SIGSEGV). Run in a child: a
+        crash there is a failure, not the end of the run."""
+        seg, m = self.app()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                def spoiled(self, handle):
+                    raise RuntimeError("a spoiled option")
+                shmcfg.segment.Segment._load_options = spoiled
+                try:
+                    shmcfg.attach(seg.name)
+                    code = 2
+                except RuntimeError:
+                    gc.collect()
+                    code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        self.assertTrue(os.WIFEXITED(status), f"the child ended by signal {os.WTERMSIG(status)}")
+        self.assertEqual(os.WEXITSTATUS(status), 0)
+
     def test_prefault(self):
         # the attach maps and validates everything (tests/test_attach.c
         # checks that); here: the flag reaches it, and the handle works

@@ -481,7 +481,8 @@ static int busy_writer_main(void *p)
 
 /* Stat beside a writer that commits all the time, and beside writers that
  * commit once and exit: never a dead holder, never a half-built commit
- * with the lock free (a word of one moment with the wip of another). */
+ * with the lock free (a word of one moment with the wip of another), and a
+ * holder named by its entry, even when the word keeps moving. */
 static void test_stat_beside_live_writers(void **state)
 {
 	(void)state;
@@ -499,8 +500,11 @@ static void test_stat_beside_live_writers(void **state)
 			assert_int_equal(shmcfg_stat(ro, &b), 0);
 			for (const shmcfg_info *x = &a; x; x = x == &a ? &b : NULL) {
 				held += x->writer == SHMCFG_WRITER_HELD;
+				/* (every writer here has a reader entry: a holder
+				 * named without one is wrong too) */
 				if (x->writer == SHMCFG_WRITER_DEAD || x->writer == SHMCFG_WRITER_UNKNOWN ||
-				    (x->writer == SHMCFG_WRITER_FREE && x->building)) {
+				    (x->writer == SHMCFG_WRITER_FREE && x->building) ||
+				    (x->writer == SHMCFG_WRITER_HELD && x->writer_entry == UINT32_MAX)) {
 					if (!wrong++)
 						print_message("# stat: writer %u, pid %d, building %" PRIu64 "\n", x->writer,
 							      (int)x->writer_pid, x->building);
@@ -510,6 +514,47 @@ static void test_stat_beside_live_writers(void **state)
 		assert_child_ok(once);
 	}
 	assert_child_ok(busy);
+	print_message("# %ld looks, %ld saw the lock held, %ld wrong\n", looks, held, wrong);
+	assert_int_equal(wrong, 0);
+	shmcfg_close(ro);
+	drop(h);
+}
+
+/* The same beside two writers without reader entries (the table is full:
+ * they share the fallback's word, and hand its byte over to each other):
+ * never a dead holder; a busy word is named held, never by an entry. */
+static void test_stat_beside_tablefull_writers(void **state)
+{
+	(void)state;
+	const char *name = new_name("wlock-busyfb");
+	shmcfg *h = keep(test_create(name, &(shmcfg_create_opts){.readers = 1}));
+	commit_ok(h, 1, "creation"); /* the parent holds the only entry */
+	shmcfg *ro = NULL;
+	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &ro), 0);
+	pid_t w[2] = {spawn(busy_writer_main, (void *)name), spawn(busy_writer_main, (void *)name)};
+	long looks = 0, held = 0, wrong = 0;
+	/* as long as both commit (a handover is ~1 in 2,000 looks) */
+	for (int live = 2; live;) {
+		for (int k = 0; k < 2; k++) {
+			int st;
+			if (w[k] && waitpid(w[k], &st, WNOHANG) == w[k]) {
+				assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+				w[k] = 0;
+				live--;
+			}
+		}
+		for (int i = 0; i < 64; i++, looks++) {
+			shmcfg_info x;
+			assert_int_equal(shmcfg_stat(i % 8 ? ro : h, &x), 0);
+			held += x.writer == SHMCFG_WRITER_HELD;
+			if (x.writer == SHMCFG_WRITER_DEAD || x.writer == SHMCFG_WRITER_UNKNOWN ||
+			    (x.writer == SHMCFG_WRITER_FREE && x.building) || x.writer_entry != UINT32_MAX) {
+				if (!wrong++)
+					print_message("# stat: writer %u, entry %u, building %" PRIu64 "\n", x.writer,
+						      x.writer_entry, x.building);
+			}
+		}
+	}
 	print_message("# %ld looks, %ld saw the lock held, %ld wrong\n", looks, held, wrong);
 	assert_int_equal(wrong, 0);
 	shmcfg_close(ro);
@@ -581,6 +626,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_owner_killed_holding_lock, teardown),
 		cmocka_unit_test_teardown(test_stat_shows_dead_writer, teardown),
 		cmocka_unit_test_teardown(test_stat_beside_live_writers, teardown),
+		cmocka_unit_test_teardown(test_stat_beside_tablefull_writers, teardown),
 		cmocka_unit_test_teardown(test_owner_killed_with_forked_child, teardown),
 		cmocka_unit_test_teardown(test_killed_while_taking_from_dead, teardown),
 		cmocka_unit_test_teardown(test_fallback_owner_killed, teardown),

@@ -241,9 +241,13 @@ static bool owner_alive(const shmcfg *h, uint32_t owner)
  * commit between them (taking or dropping the word, setting or clearing
  * wip) would pair one commit's word with another's wip, or a writer that
  * dropped the word and exited with a dead owner (a look never takes a
- * byte, so it cannot delay a writer). A word that keeps moving is live
- * writers'. A handle that cannot read the word (a user who may only read
- * the segment) cannot tell.
+ * byte, so it cannot delay a writer). The table-full writers share one
+ * word, so a handover between two of them (one drops the byte, the other
+ * takes it) reads as that word with its byte free: a dead such owner is
+ * confirmed three more times, 1 ms apart (a live waiter takes the byte
+ * within microseconds of the drop that wakes it). A word that keeps moving
+ * is live writers': the last owner seen holds it. A handle that cannot
+ * read the word (a user who may only read the segment) cannot tell.
  */
 void shmcfg__wlock_state(const shmcfg *h, shmcfg_info *ret)
 {
@@ -251,7 +255,9 @@ void shmcfg__wlock_state(const shmcfg *h, shmcfg_info *ret)
 	ret->writer_pid = 0;
 	ret->writer_entry = UINT32_MAX;
 	ret->building = __atomic_load_n(&h->hdr->wip, __ATOMIC_RELAXED);
-	for (int tries = 0; tries < 16; tries++) {
+	uint32_t seen = 0; /* the last owner a sample saw */
+	int32_t seen_pid = 0;
+	for (int tries = 0, confirmed = 0; tries < 16; tries++) {
 		uint32_t w, w2;
 		if (!wlock_word(h, &w))
 			return;
@@ -263,14 +269,25 @@ void shmcfg__wlock_state(const shmcfg *h, shmcfg_info *ret)
 		if (!wlock_word(h, &w2))
 			return;
 		ret->building = __atomic_load_n(&h->hdr->wip, __ATOMIC_RELAXED);
+		if (owner)
+			seen = owner, seen_pid = pid;
 		if (w2 != w || ret->building != wip)
 			continue;
+		if (!alive && owner == WLOCK_BY_OFD && confirmed < 3) {
+			confirmed++;
+			tries--; /* the confirmations are not tries */
+			nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+			continue;
+		}
 		ret->writer = !owner ? SHMCFG_WRITER_FREE : alive ? SHMCFG_WRITER_HELD : SHMCFG_WRITER_DEAD;
 		ret->writer_entry = entry ? owner - 1 : UINT32_MAX;
 		ret->writer_pid = pid;
 		return;
 	}
-	ret->writer = SHMCFG_WRITER_HELD;
+	ret->writer = seen ? SHMCFG_WRITER_HELD : SHMCFG_WRITER_FREE;
+	bool entry = seen && seen != WLOCK_BY_OFD && seen <= h->lay.nreaders;
+	ret->writer_entry = entry ? seen - 1 : UINT32_MAX;
+	ret->writer_pid = entry ? seen_pid : 0;
 }
 
 void shmcfg__unlock_writer(shmcfg *h)

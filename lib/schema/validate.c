@@ -448,13 +448,39 @@ int shmcfg__opt_check(const shmcfg *h, uint32_t i, char *msg, size_t mlen)
 	scanned += (uint64_t)d->rdep_n * 4;
 	if (r && r != SHMCFG_E_CORRUPT)
 		return r;
+	/* in the builder's order, so that no entry comes twice (a commit
+	 * walks the run, and decodes each active implication's value):
+	 * implications by their implier's rank, then index; aliases after them
+	 * by index */
+	uint64_t prev = 0;
+	bool aliases = false, unordered = false;
 	for (uint32_t j = d->rdep_first; !r && j < d->rdep_first + d->rdep_n; j++) {
 		uint32_t e = h->rdeps[j], a = e & ~RDEP_ALIAS;
-		if ((e & RDEP_ALIAS) ? a >= n || a == i : e >= sh->nimplies)
+		uint64_t key;
+		if (e & RDEP_ALIAS) {
+			key = (uint64_t)1 << 63 | a;
+			aliases = true;
+			r = a >= n || a == i;
+		} else if (aliases || e >= sh->nimplies) {
 			r = 1;
+			break;
+		} else if ((r = shmcfg__schema_pin(h, sh->implies_off + (uint64_t)e * sizeof(struct implies_ent),
+						   sizeof(struct implies_ent))) ||
+			   h->implies[e].implier >= n || (r = desc_pin(h, h->implies[e].implier))) {
+			r = r < 0 && r != SHMCFG_E_CORRUPT ? r : 1;
+			break;
+		} else {
+			key = (uint64_t)h->desc[h->implies[e].implier].rank << 32 | e;
+		}
+		if (!r && j > d->rdep_first && key <= prev)
+			r = unordered = 1;
+		prev = key;
 	}
+	if (r < 0 && r != SHMCFG_E_CORRUPT)
+		return r; /* no verdict */
 	if (r) {
-		snprintf(msg, mlen, "%s: bad dependents", NAME);
+		snprintf(msg, mlen, unordered ? "%s: dependents not in their impliers' rank order (one twice?)"
+					      : "%s: bad dependents", NAME);
 		return 1;
 	}
 	return 0;
@@ -476,9 +502,7 @@ static int opt_validate(const shmcfg *h, uint32_t i)
 		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, msg);
 	if (r < 0)
 		return r;
-	/* relaxed: a budget, not an order (two threads checking one option
-	 * both count it: twice the honest total is room) */
-	__atomic_fetch_add(checked, scanned - start, __ATOMIC_RELAXED);
+	uint64_t read = scanned - start;
 	/*
 	 * Release: pairs with the acquire loads of opt_ok[i] (opt_d, above):
 	 * a thread that sees 1 reads the descriptor and what it references
@@ -490,7 +514,11 @@ static int opt_validate(const shmcfg *h, uint32_t i)
 	 */
 	const struct opt_desc *d = &h->desc[i];
 	bool plain = d->alias == SHMCFG_NO_OPT && !(d->flags & SHMCFG_F_DEPRECATED);
-	__atomic_store_n(&h->opt_ok[i], OPT_OK | (plain ? OPT_PLAIN : 0), __ATOMIC_RELEASE);
+	/* the thread whose exchange marks it first counts what it read: so
+	 * many threads checking one option at once count it once (relaxed: a
+	 * budget, not an order) */
+	if (!__atomic_exchange_n(&h->opt_ok[i], OPT_OK | (plain ? OPT_PLAIN : 0), __ATOMIC_RELEASE))
+		__atomic_fetch_add(checked, read, __ATOMIC_RELAXED);
 	return 0;
 }
 

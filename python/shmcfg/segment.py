@@ -180,9 +180,16 @@ class Segment:
         self._fastmod = _L.fast
         self._modules: Dict[str, ConfigModule] = {}
         self._hashcache: Dict[str, Tuple[int, bytes]] = {}
-        self._byindex, self._opts = self._load_options(handle)
-        self.readonly = bool(_L.readonly(handle))
-        self._setup_view(fast_reads)
+        try:
+            self._byindex, self._opts = self._load_options(handle)
+            self.readonly = bool(_L.readonly(handle))
+            self._setup_view(fast_reads)
+        except BaseException:
+            # the caller (_wrap) closes the handle: this half-made segment
+            # must not close it again when collected
+            self._h = None
+            self._hp = None
+            raise
 
     def _load_options(self, handle):
         """The option table of a handle: (list by index, dict by name)."""
