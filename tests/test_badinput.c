@@ -947,9 +947,9 @@ static int read_unstable(void)
 	uint64_t t0 = mono_ms();
 	int64_t v;
 	shmcfg_value val;
-	shmcfg_snapshot *s;
+	shmcfg_snapshot *s = (shmcfg_snapshot *)&v; /* not NULL: a failed acquire makes it so (0.15) */
 	if (shmcfg_get_int(x, T_A, &v) != SHMCFG_E_CORRUPT || shmcfg_get(x, T_C, &val) != SHMCFG_E_CORRUPT ||
-	    shmcfg_snapshot_acquire(x, &s) != SHMCFG_E_CORRUPT)
+	    shmcfg_snapshot_acquire(x, &s) != SHMCFG_E_CORRUPT || s != NULL)
 		return 3;
 	fprintf(stderr, "# three reads of an unstable segment gave up after %llu ms\n",
 		(unsigned long long)(mono_ms() - t0));

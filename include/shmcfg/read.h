@@ -270,7 +270,10 @@ static inline bool shmcfg__tpin_acquire(const shmcfg *h, shmcfg_snapshot **ret)
 			     0))
 		return false;
 	shmcfg__tls_pin = t | SHMCFG__TP_BUSY;
-	*ret = SHMCFG__TPIN_SNAP(t);
+	shmcfg_snapshot *snap = SHMCFG__TPIN_SNAP(t);
+	if (!snap)
+		__builtin_unreachable(); /* past a pin we read: the getters need no null test */
+	*ret = snap;
 	return true;
 }
 

@@ -382,6 +382,8 @@ void shmcfg__tpin_closed(struct shmcfg__tpin *pub)
 static __attribute__((noinline)) int acquire_slow(shmcfg *h, shmcfg_snapshot **ret)
 {
 	SHMCFG_API_ENTRY;
+	if (ret)
+		*ret = NULL; /* on failure (the inline acquire's callers see it so) */
 	assert_return_as("shmcfg_snapshot_acquire", h && ret, -EINVAL);
 	const shmcfg *h0 = h;
 	SHMCFG_FOLLOW(h);
