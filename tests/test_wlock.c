@@ -467,6 +467,35 @@ static void test_stopped_owner(void **state)
 	drop(h);
 }
 
+/* Looks of stat beside live writers, and the wrong ones: a dead holder,
+ * an unknown lock, a half-built commit with the lock free, or a holder
+ * named otherwise than the writers are (by their reader entries, or, with
+ * the table full, without one). The first wrong look is printed. */
+struct looks {
+	long n, held, wrong;
+};
+static void look(const shmcfg *h, struct looks *l, bool entries)
+{
+	shmcfg_info x;
+	assert_int_equal(shmcfg_stat(h, &x), 0);
+	l->n++;
+	l->held += x.writer == SHMCFG_WRITER_HELD;
+	bool named = x.writer_entry != UINT32_MAX;
+	if (x.writer == SHMCFG_WRITER_DEAD || x.writer == SHMCFG_WRITER_UNKNOWN ||
+	    (x.writer == SHMCFG_WRITER_FREE && x.building) || (x.writer == SHMCFG_WRITER_HELD && named != entries) ||
+	    (!entries && named)) {
+		if (!l->wrong++)
+			print_message("# stat: writer %u, pid %d, entry %u, building %" PRIu64 "\n", x.writer,
+				      (int)x.writer_pid, x.writer_entry, x.building);
+	}
+}
+
+static void looks_right(const struct looks *l)
+{
+	print_message("# %ld looks, %ld saw the lock held, %ld wrong\n", l->n, l->held, l->wrong);
+	assert_int_equal(l->wrong, 0);
+}
+
 /* Commit n times (the lock taken and dropped, wip set and cleared). */
 static int busy_writer_main(void *p)
 {
@@ -491,31 +520,17 @@ static void test_stat_beside_live_writers(void **state)
 	shmcfg *ro = NULL;
 	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &ro), 0);
 	pid_t busy = spawn(busy_writer_main, (void *)name);
-	long looks = 0, held = 0, wrong = 0;
+	struct looks l = {0};
 	for (int k = 0; k < 40; k++) {
 		pid_t once = spawn(writer_main, (void *)name);
-		for (int i = 0; i < 500; i++, looks++) {
-			shmcfg_info a, b;
-			assert_int_equal(shmcfg_stat(h, &a), 0);
-			assert_int_equal(shmcfg_stat(ro, &b), 0);
-			for (const shmcfg_info *x = &a; x; x = x == &a ? &b : NULL) {
-				held += x->writer == SHMCFG_WRITER_HELD;
-				/* (every writer here has a reader entry: a holder
-				 * named without one is wrong too) */
-				if (x->writer == SHMCFG_WRITER_DEAD || x->writer == SHMCFG_WRITER_UNKNOWN ||
-				    (x->writer == SHMCFG_WRITER_FREE && x->building) ||
-				    (x->writer == SHMCFG_WRITER_HELD && x->writer_entry == UINT32_MAX)) {
-					if (!wrong++)
-						print_message("# stat: writer %u, pid %d, building %" PRIu64 "\n", x->writer,
-							      (int)x->writer_pid, x->building);
-				}
-			}
+		for (int i = 0; i < 500; i++) {
+			look(h, &l, true);
+			look(ro, &l, true);
 		}
 		assert_child_ok(once);
 	}
 	assert_child_ok(busy);
-	print_message("# %ld looks, %ld saw the lock held, %ld wrong\n", looks, held, wrong);
-	assert_int_equal(wrong, 0);
+	looks_right(&l);
 	shmcfg_close(ro);
 	drop(h);
 }
@@ -532,7 +547,7 @@ static void test_stat_beside_tablefull_writers(void **state)
 	shmcfg *ro = NULL;
 	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_RDONLY, NULL, &ro), 0);
 	pid_t w[2] = {spawn(busy_writer_main, (void *)name), spawn(busy_writer_main, (void *)name)};
-	long looks = 0, held = 0, wrong = 0;
+	struct looks l = {0};
 	/* as long as both commit (a handover is ~1 in 2,000 looks) */
 	for (int live = 2; live;) {
 		for (int k = 0; k < 2; k++) {
@@ -543,20 +558,10 @@ static void test_stat_beside_tablefull_writers(void **state)
 				live--;
 			}
 		}
-		for (int i = 0; i < 64; i++, looks++) {
-			shmcfg_info x;
-			assert_int_equal(shmcfg_stat(i % 8 ? ro : h, &x), 0);
-			held += x.writer == SHMCFG_WRITER_HELD;
-			if (x.writer == SHMCFG_WRITER_DEAD || x.writer == SHMCFG_WRITER_UNKNOWN ||
-			    (x.writer == SHMCFG_WRITER_FREE && x.building) || x.writer_entry != UINT32_MAX) {
-				if (!wrong++)
-					print_message("# stat: writer %u, entry %u, building %" PRIu64 "\n", x.writer,
-						      x.writer_entry, x.building);
-			}
-		}
+		for (int i = 0; i < 64; i++)
+			look(i % 8 ? ro : h, &l, false);
 	}
-	print_message("# %ld looks, %ld saw the lock held, %ld wrong\n", looks, held, wrong);
-	assert_int_equal(wrong, 0);
+	looks_right(&l);
 	shmcfg_close(ro);
 	drop(h);
 }
