@@ -71,6 +71,7 @@ struct shmcfg {
 	const uint32_t *rdeps;             /* runs of validated options only */
 	const uint32_t *index_raw;         /* raw: through validate.c */
 	uint32_t *topo;                    /* implication order, from the ranks: shmcfg__schema_topo */
+	uint32_t *by_name;                 /* ids sorted by name, for long probes: shmcfg__schema_by_name */
 	const char *strings;               /* what validated references name */
 	uint64_t strings_size;
 	/* reader table */
@@ -281,6 +282,7 @@ enum { WHOLE_ALL, WHOLE_N }; /* h->whole_ok[] */
 _Static_assert(SEG_MAX_OPTS <= 1u << LK_ID_BITS, "an option id fits LK_ID_BITS");
 int shmcfg__schema_all(const shmcfg *h);
 int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo);
+int shmcfg__schema_by_name(const shmcfg *h, const uint32_t **by_name);
 static inline const struct opt_desc *opt_d(const shmcfg *h, uint32_t i)
 {
 	/* acquire: pairs with the release store of opt_ok[i] in validate.c

@@ -530,6 +530,52 @@ static int child_long_name(void *arg)
 	return 0;
 }
 
+/*
+ * A writer's index whose every entry names option 0 (each lookup of
+ * another name walked the whole index, then said "no such option": 66 s
+ * for `shmctl load` of 100,000 names): every option is found by its name
+ * past LOOKUP_PROBES_MAX probes, a missing name is not, the check says
+ * what is wrong; two options of one name then fail the lookups that get
+ * that far, saying so.
+ */
+static uint32_t idx_n; /* the options of child_index_one_option's segment */
+
+static int child_index_one_option(void *arg)
+{
+	(void)arg;
+	uint32_t n = idx_n;
+	struct writer w = writer_open(seg);
+	uint32_t *idx = windex(&w);
+	for (uint32_t k = 0; k < w.sh->index_size; k++)
+		idx[k] = 0;
+	writer_rehash(&w);
+	shmcfg *h = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
+	for (uint32_t i = 0; i < n; i++) {
+		int line = big_option_ok(h, i);
+		CHILD_CHECK(line == 0, "option %u: check at line %d", i, line);
+	}
+	CHILD_CHECK(h->by_name, "the ids sorted by name, made");
+	shmcfg_opt o;
+	CHILD_CHECK(shmcfg_lookup(h, "group000.option_9999999", &o) == SHMCFG_E_NOOPT, "a missing name");
+	CHILD_CHECK(shmcfg_check(h, false, NULL, NULL) > 0 && strstr(shmcfg_errdetail(), "in the name index twice"),
+		    "check: '%s'", shmcfg_errdetail());
+	shmcfg_close(h);
+	/* option 2 named as option 1 */
+	wdesc(&w, 2)->name = wdesc(&w, 1)->name;
+	writer_rehash(&w);
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
+	char nm[64];
+	big_name(nm, sizeof nm, 5);
+	CHILD_CHECK(shmcfg_lookup(h, nm, &o) == SHMCFG_E_CORRUPT, "a lookup beside two options of one name");
+	const char *d = shmcfg_errdetail();
+	CHILD_CHECK(strstr(d, "group000.option_000001") && strstr(d, "two options have this name") && !strchr(d, '\n'),
+		    "detail '%s'", d);
+	shmcfg_close(h);
+	writer_close(&w);
+	return 0;
+}
+
 /* The ranks used whole, as the implication order (by generation 1 and the
  * check; a commit uses neither): the check reports them. */
 static int child_orders(void *arg)
@@ -705,6 +751,63 @@ static void test_long_name_not_cached(void **state)
 	shmcfg_schema_free(s);
 	keep(h);
 	run_child(child_long_name, "a 1,024-byte name");
+}
+
+static void test_index_naming_one_option(void **state)
+{
+	(void)state;
+	idx_n = 300; /* an index of 1,024 entries */
+	seg = new_name("attachidx");
+	big_segment(seg, idx_n);
+	run_child(child_index_one_option, "an index naming one option");
+}
+
+/*
+ * Honest names chosen to collide: 100 whose homes lie in the first 4 of
+ * the index's 256 entries, one run of 100 full entries. Each is found
+ * (past LOOKUP_PROBES_MAX probes by the ids sorted by name), a missing
+ * name of the same homes is not, and the check finds nothing wrong.
+ */
+static void test_names_of_one_hash(void **state)
+{
+	(void)state;
+	const uint32_t n = 100, mask = schema_index_size(n) - 1;
+	char nms[100][24];
+	shmcfg_schema *s;
+	assert_int_equal(shmcfg_schema_new(&s), 0);
+	char missing[24] = "";
+	for (uint32_t u = 0, k = 0; k < n || !*missing; u++) {
+		char nm[24];
+		snprintf(nm, sizeof nm, "c.o%u", u);
+		if ((shmcfg__name_hash(nm, strlen(nm)) & mask) >= 4)
+			continue;
+		if (k == n) {
+			strcpy(missing, nm);
+			continue;
+		}
+		strcpy(nms[k], nm);
+		shmcfg_optdef d = {.name = nms[k], .type = SHMCFG_INT};
+		assert_int_equal(shmcfg_schema_add(s, &d), 0);
+		k++;
+	}
+	const char *name = new_name("attachhash");
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV};
+	shmcfg *c = NULL;
+	assert_int_equal(shmcfg_create(name, s, &o, &c), 0);
+	shmcfg_schema_free(s);
+	keep(c);
+	shmcfg *h = attach_rw(name);
+	assert_int_equal(h->sch->index_size, mask + 1);
+	for (uint32_t i = 0; i < n; i++) {
+		shmcfg_opt got = SHMCFG_NO_OPT;
+		if (shmcfg_lookup(h, nms[i], &got) || got != i)
+			fail_msg("%s: option %u, not %u (%s)", nms[i], got, i, shmcfg_errdetail());
+	}
+	assert_non_null(h->by_name);
+	shmcfg_opt got;
+	assert_int_equal(shmcfg_lookup(h, missing, &got), SHMCFG_E_NOOPT);
+	assert_int_equal(shmcfg_check(h, false, print_problem, NULL), 0);
+	drop(h);
 }
 
 static void test_orders_checked_when_used_whole(void **state)
@@ -1220,6 +1323,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_overlapping_and_unterminated_strings, teardown),
 		cmocka_unit_test_teardown(test_index_entries_checked_by_lookup, teardown),
 		cmocka_unit_test_teardown(test_long_name_not_cached, teardown),
+		cmocka_unit_test_teardown(test_index_naming_one_option, teardown),
+		cmocka_unit_test_teardown(test_names_of_one_hash, teardown),
 		cmocka_unit_test_teardown(test_orders_checked_when_used_whole, teardown),
 		cmocka_unit_test_teardown(test_dependents_and_ranks_checked, teardown),
 		cmocka_unit_test_teardown(test_truncated_object_fails_first_use, teardown),

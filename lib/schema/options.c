@@ -19,11 +19,49 @@
 #include <xxhash.h>
 
 /*
+ * Probes of the name index a lookup makes before it takes the ids sorted
+ * by name instead. The builder's index is at most half full: a lookup of
+ * honest names of random hashes probes 2.5 entries on average, and a run
+ * of 64 full entries is a writer's index (every entry naming one option:
+ * each lookup would probe the whole index) or names chosen to collide.
+ */
+#define LOOKUP_PROBES_MAX 64
+
+/* The option of @p name (len bytes) by binary search of the ids sorted by
+ * name: O(log n) whatever the index holds. */
+static int lookup_sorted(const shmcfg *h, const char *name, size_t len, uint32_t *ret)
+{
+	const uint32_t *ids;
+	int r = shmcfg__schema_by_name(h, &ids);
+	if (r)
+		return r;
+	size_t lo = 0, hi = h->lay.nopts;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		struct sref x = h->desc[ids[mid]].name;
+		int c = memcmp(sstr(h, x), name, x.len < len ? x.len : len);
+		if (!c)
+			c = (x.len > len) - (x.len < len);
+		if (!c) {
+			*ret = ids[mid];
+			return 0;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*ret = UINT32_MAX;
+	return 0;
+}
+
+/*
  * Look @p name up; @p warn: say so if the option is deprecated (the
  * public call). A slot whose option was validated and is plain costs its
  * cache entry (h->lk) and, if the length matches, the name; any other
  * slot goes through the name index, validates its option and, if plain,
- * fills the slot's entry.
+ * fills the slot's entry. Past LOOKUP_PROBES_MAX probes, the ids sorted
+ * by name answer.
  */
 static int lookup(const shmcfg *h, const char *name, shmcfg_opt *ret, bool warn)
 {
@@ -31,6 +69,18 @@ static int lookup(const shmcfg *h, const char *name, shmcfg_opt *ret, bool warn)
 	uint32_t mask = h->sch->index_size - 1;
 	uint64_t hv = XXH3_64bits(name, len); /* shmcfg__name_hash */
 	for (uint32_t probe = 0; probe <= mask; probe++, hv++) {
+		if (__builtin_expect(probe == LOOKUP_PROBES_MAX, 0)) {
+			uint32_t id;
+			int r = lookup_sorted(h, name, len, &id);
+			if (r)
+				return r;
+			if (id == UINT32_MAX)
+				break;
+			if (warn && !(__atomic_load_n(&h->opt_ok[id], __ATOMIC_ACQUIRE) & OPT_PLAIN))
+				shmcfg__warn_deprecated(h, id);
+			*ret = id;
+			return 0;
+		}
 		uint32_t slot = (uint32_t)(hv & mask);
 		/* acquire: pairs with the release store below, made after the
 		 * option was validated and its name's page copied */

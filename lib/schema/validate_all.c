@@ -167,6 +167,61 @@ static int name_cmp(const void *a, const void *b, void *arg)
 	return c ? c : (x.len > y.len) - (x.len < y.len);
 }
 
+/* ids[0..n) := every option's id, sorted by name: 0, or 1 with msg naming
+ * two options of one name (a lookup stops at the first). */
+static int sort_names(const shmcfg *h, uint32_t *ids, char *msg, size_t mlen)
+{
+	uint32_t n = h->lay.nopts;
+	for (uint32_t i = 0; i < n; i++)
+		ids[i] = i;
+	qsort_r(ids, n, sizeof *ids, name_cmp, (void *)h);
+	for (uint32_t k = 1; k < n; k++)
+		if (name_cmp(&ids[k - 1], &ids[k], (void *)h) == 0) {
+			char name[96];
+			shmcfg__opt_label(h, ids[k], name);
+			snprintf(msg, mlen, "%s: two options have this name (%u and %u)", name, ids[k - 1], ids[k]);
+			return 1;
+		}
+	return 0;
+}
+
+/*
+ * The ids sorted by name, for lookups the name index would make long (a
+ * writer's index whose entries all name one option, or a cluster of
+ * honest names of one hash): made once, and kept. Two options of one name
+ * are refused, as shmcfg_check refuses them.
+ */
+int shmcfg__schema_by_name(const shmcfg *h, const uint32_t **by_name)
+{
+	uint32_t *t = __atomic_load_n(&h->by_name, __ATOMIC_ACQUIRE);
+	if (t) {
+		*by_name = t;
+		return 0;
+	}
+	int r = shmcfg__schema_all(h);
+	if (r)
+		return r;
+	uint32_t n = h->lay.nopts;
+	t = shmcfg__malloc((size_t)(n ? n : 1) * sizeof *t);
+	if (!t)
+		return shmcfg__nomem();
+	char msg[256];
+	if (sort_names(h, t, msg, sizeof msg)) {
+		shmcfg__free(t);
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, msg);
+	}
+	/* acq_rel: publishes the array to the acquire load above; a thread that
+	 * lost the race uses the winner's */
+	uint32_t *none = NULL;
+	if (!__atomic_compare_exchange_n(&((shmcfg *)h)->by_name, &none, t, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		shmcfg__free(t);
+		t = none;
+	}
+	*by_name = t;
+	return 0;
+}
+
 /*
  * Every option found by its name (a lookup that misses one says "no such
  * option", which no check of an entry would catch), in O(the index + n log
@@ -182,15 +237,8 @@ static int index_check(const shmcfg *h, uint32_t *scratch, char *msg, size_t mle
 	uint32_t n = h->lay.nopts, size = h->sch->index_size, mask = size - 1;
 	const uint32_t *ix = h->index_raw;
 	char name[96];
-	for (uint32_t i = 0; i < n; i++)
-		scratch[i] = i;
-	qsort_r(scratch, n, sizeof *scratch, name_cmp, (void *)h);
-	for (uint32_t k = 1; k < n; k++)
-		if (name_cmp(&scratch[k - 1], &scratch[k], (void *)h) == 0) {
-			shmcfg__opt_label(h, scratch[k], name);
-			snprintf(msg, mlen, "%s: two options have this name (%u and %u)", name, scratch[k - 1], scratch[k]);
-			return 1;
-		}
+	if (sort_names(h, scratch, msg, mlen))
+		return 1;
 	/* scratch[i]: the entry that holds option i, UINT32_MAX if none */
 	memset(scratch, 0xff, (size_t)n * sizeof *scratch);
 	uint32_t empty = UINT32_MAX;

@@ -81,6 +81,7 @@ static void handle_free(shmcfg *h)
 	pthread_mutex_destroy(&h->entry_lock);
 	shmcfg__schema_close(h);
 	shmcfg__free(h->topo);
+	shmcfg__free(h->by_name);
 	shmcfg__free((void *)h->warned);
 	shmcfg__free(h->name);
 	shmcfg__env_used_free(h);
