@@ -2303,6 +2303,52 @@ class TestLifecycle(SegTest):
         self.assertTrue(os.WIFEXITED(status), f"the child ended by signal {os.WTERMSIG(status)}")
         self.assertEqual(os.WEXITSTATUS(status), 0)
 
+    def test_option_table_loaded_in_one_call(self):
+        """shmcfg._fast.options() makes the option table the Python loop
+        makes (every attribute of every record: aliases, deprecations,
+        knobs, docs, nullable), and a spoiled option fails it with the
+        library's error, as the loop did."""
+        if _lib.fast is None:
+            self.skipTest(f"no shmcfg._fast: {_lib.fast_info}")
+        seg = self.make(SCHEMA_OPTIONS_YAML)
+        slots = shmcfg.values._Opt.__slots__
+
+        def table():
+            byindex, byname = seg._load_options(seg._handle())
+            self.assertEqual(list(byname), [o.name for o in byindex])
+            self.assertTrue(all(byname[o.name] is o for o in byindex))
+            return [tuple(getattr(o, k) for k in slots) for o in byindex]
+
+        fast = table()
+        real = _lib.fast
+        _lib.fast = None
+        try:
+            loop = table()
+        finally:
+            _lib.fast = real
+        self.assertEqual(fast, loop)
+        by = {r[0]: dict(zip(slots, r)) for r in fast}
+        self.assertEqual(by["m.alias"]["alias"], by["m.n"]["opt"])
+        self.assertEqual(by["m.s"]["deprecated"], 'use "m.t"')
+        self.assertEqual((by["m.n"]["knob"], by["m.s"]["nullable"]), ("pytorch/m:n", True))
+        self.assertEqual((by["m.z"]["doc"], by["m.z"]["deprecated"], by["m.z"]["alias"]), ("", None, None))
+        # m.t's name unterminated in the segment (its NUL made a letter):
+        # an attach's table, by either way, says the option is corrupt
+        path = f"/dev/shm/shmcfg.{seg.name}"
+        with open(path, "r+b") as f:
+            data = f.read()
+            self.assertEqual(data.count(b"\0m.t\0"), 1)
+            f.seek(data.index(b"\0m.t\0") + 4)
+            f.write(b"X")
+        for way in (real, None):
+            _lib.fast = way
+            try:
+                with self.assertRaises(shmcfg.Error) as cm:
+                    shmcfg.attach(seg.name)
+            finally:
+                _lib.fast = real
+            self.assertIn("bad string reference", str(cm.exception))
+
     def test_prefault(self):
         # the attach maps and validates everything (tests/test_attach.c
         # checks that); here: the flag reaches it, and the handle works
