@@ -27,6 +27,13 @@ struct shmcfg_snapshot {
 	int pin;            /* index in our reader entry's pins, -1 if none */
 };
 
+/* An array of every option's id, made once from the whole schema, or why it
+ * could not be (validate_all.c: shmcfg__schema_topo, shmcfg__schema_by_name) */
+struct ids_once {
+	char why[512]; /* "": ids holds the array; else the error's detail */
+	uint32_t ids[];
+};
+
 struct shmcfg {
 	struct shmcfg_view view; /* first: the inline getters read it */
 	char *name;
@@ -70,8 +77,8 @@ struct shmcfg {
 	const struct implies_ent *implies; /* entries of validated options only */
 	const uint32_t *rdeps;             /* runs of validated options only */
 	const uint32_t *index_raw;         /* raw: through validate.c */
-	uint32_t *topo;                    /* implication order, from the ranks: shmcfg__schema_topo */
-	uint32_t *by_name;                 /* ids sorted by name, for long probes: shmcfg__schema_by_name */
+	struct ids_once *topo;             /* implication order, from the ranks: shmcfg__schema_topo */
+	struct ids_once *by_name;          /* ids sorted by name, for long probes: shmcfg__schema_by_name */
 	const char *strings;               /* what validated references name */
 	uint64_t strings_size;
 	/* reader table */

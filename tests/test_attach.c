@@ -562,6 +562,7 @@ static int child_index_one_option(void *arg)
 		    "check: '%s'", shmcfg_errdetail());
 	shmcfg_close(h);
 	/* option 2 named as option 1 */
+	struct sref name2 = wdesc(&w, 2)->name;
 	wdesc(&w, 2)->name = wdesc(&w, 1)->name;
 	writer_rehash(&w);
 	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
@@ -571,7 +572,23 @@ static int child_index_one_option(void *arg)
 	const char *d = shmcfg_errdetail();
 	CHILD_CHECK(strstr(d, "group000.option_000001") && strstr(d, "two options have this name") && !strchr(d, '\n'),
 		    "detail '%s'", d);
+	/* the verdict is kept: the next lookups fail without sorting again */
+	CHILD_CHECK(h->by_name && !strcmp(h->by_name->why, d), "the verdict kept");
+	big_name(nm, sizeof nm, 6);
+	CHILD_CHECK(shmcfg_lookup(h, nm, &o) == SHMCFG_E_CORRUPT && !strcmp(shmcfg_errdetail(), h->by_name->why),
+		    "a second lookup: '%s'", shmcfg_errdetail());
 	shmcfg_close(h);
+	/* option 7 spoiled instead (its name out of bounds): the lookups that
+	 * get that far say so, and the verdict is kept */
+	wdesc(&w, 2)->name = name2;
+	struct sref name7 = wdesc(&w, 7)->name;
+	wdesc(&w, 7)->name = (struct sref){(uint32_t)w.sh->strings_size - 2, 50};
+	CHILD_CHECK(shmcfg_attach(seg, SHMCFG_ATTACH_RDONLY, NULL, &h) == 0, "attach");
+	CHILD_CHECK(shmcfg_lookup(h, nm, &o) == SHMCFG_E_CORRUPT, "a lookup beside a spoiled option");
+	d = shmcfg_errdetail();
+	CHILD_CHECK(strstr(d, "bad string reference") && h->by_name && !strcmp(h->by_name->why, d), "detail '%s'", d);
+	shmcfg_close(h);
+	wdesc(&w, 7)->name = name7;
 	writer_close(&w);
 	return 0;
 }

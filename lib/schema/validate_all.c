@@ -127,36 +127,6 @@ static int dependents_check(const shmcfg *h, char *msg, size_t mlen)
 }
 
 
-/* The ids in implication order, impliers first (generation 1 resolves in
- * it): made from the ranks once, and kept. */
-int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo)
-{
-	uint32_t *t = __atomic_load_n(&h->topo, __ATOMIC_ACQUIRE);
-	if (t) {
-		*topo = t;
-		return 0;
-	}
-	int r = shmcfg__schema_all(h);
-	if (r)
-		return r;
-	t = shmcfg__malloc((size_t)h->lay.nopts * sizeof *t);
-	if (!t)
-		return shmcfg__nomem();
-	char msg[256];
-	if (rank_order(h, t, msg, sizeof msg)) {
-		shmcfg__free(t);
-		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, msg);
-	}
-	/* acq_rel: publishes the array to the acquire load above; a thread that
-	 * lost the race uses the winner's */
-	uint32_t *none = NULL;
-	if (!__atomic_compare_exchange_n(&((shmcfg *)h)->topo, &none, t, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-		shmcfg__free(t);
-		t = none;
-	}
-	*topo = t;
-	return 0;
-}
 
 /* Option ids by name (qsort_r): the names of validated descriptors */
 static int name_cmp(const void *a, const void *b, void *arg)
@@ -186,41 +156,58 @@ static int sort_names(const shmcfg *h, uint32_t *ids, char *msg, size_t mlen)
 }
 
 /*
- * The ids sorted by name, for lookups the name index would make long (a
- * writer's index whose entries all name one option, or a cluster of
- * honest names of one hash): made once, and kept. Two options of one name
- * are refused, as shmcfg_check refuses them.
+ * An array of every option's id made once from the validated schema
+ * (make: 0, or 1 with why) and kept, or the reason it could not be made,
+ * kept too (struct ids_once): a writer's schema that fails it (a spoiled
+ * option, two options of one name, a rank twice) fails every later use at
+ * no cost, as a lookup past LOOKUP_PROBES_MAX may ask for it each time.
  */
-int shmcfg__schema_by_name(const shmcfg *h, const uint32_t **by_name)
+
+static int ids_once(const shmcfg *h, struct ids_once **slot, int (*make)(const shmcfg *, uint32_t *, char *, size_t),
+		    const uint32_t **ret)
 {
-	uint32_t *t = __atomic_load_n(&h->by_name, __ATOMIC_ACQUIRE);
-	if (t) {
-		*by_name = t;
-		return 0;
+	struct ids_once *t = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	if (!t) {
+		int r = shmcfg__schema_all(h);
+		if (r && r != SHMCFG_E_CORRUPT)
+			return r; /* out of memory, say: not the schema's verdict */
+		uint32_t n = h->lay.nopts;
+		if (!(t = shmcfg__malloc(sizeof *t + (r ? 0 : (size_t)n * sizeof t->ids[0]))))
+			return shmcfg__nomem();
+		t->why[0] = 0;
+		char msg[256];
+		if (r)
+			snprintf(t->why, sizeof t->why, "%s", shmcfg_errdetail());
+		else if (make(h, t->ids, msg, sizeof msg))
+			snprintf(t->why, sizeof t->why, "%s: %s", h->name, msg);
+		/* acq_rel: publishes the array (or the reason) to the acquire
+		 * load above; a thread that lost the race uses the winner's */
+		struct ids_once *none = NULL;
+		if (!__atomic_compare_exchange_n(slot, &none, t, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			shmcfg__free(t);
+			t = none;
+		}
 	}
-	int r = shmcfg__schema_all(h);
-	if (r)
-		return r;
-	uint32_t n = h->lay.nopts;
-	t = shmcfg__malloc((size_t)(n ? n : 1) * sizeof *t);
-	if (!t)
-		return shmcfg__nomem();
-	char msg[256];
-	if (sort_names(h, t, msg, sizeof msg)) {
-		shmcfg__free(t);
-		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: %s", h->name, msg);
-	}
-	/* acq_rel: publishes the array to the acquire load above; a thread that
-	 * lost the race uses the winner's */
-	uint32_t *none = NULL;
-	if (!__atomic_compare_exchange_n(&((shmcfg *)h)->by_name, &none, t, false, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE)) {
-		shmcfg__free(t);
-		t = none;
-	}
-	*by_name = t;
+	if (t->why[0])
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s", t->why);
+	*ret = t->ids;
 	return 0;
 }
+
+/* The ids in implication order, impliers first (generation 1 resolves in
+ * it), made from the ranks. */
+int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo)
+{
+	return ids_once(h, &((shmcfg *)h)->topo, rank_order, topo);
+}
+
+/* The ids sorted by name, for the lookups the name index would make long
+ * (options.c); two options of one name are refused, as the check does. */
+int shmcfg__schema_by_name(const shmcfg *h, const uint32_t **by_name)
+{
+	return ids_once(h, &((shmcfg *)h)->by_name, sort_names, by_name);
+}
+
 
 /*
  * Every option found by its name (a lookup that misses one says "no such
