@@ -578,6 +578,17 @@ static int child_index_one_option(void *arg)
 	CHILD_CHECK(shmcfg_lookup(h, nm, &o) == SHMCFG_E_CORRUPT && !strcmp(shmcfg_errdetail(), h->by_name->why),
 		    "a second lookup: '%s'", shmcfg_errdetail());
 	shmcfg_close(h);
+	/* a load says so too, strict or not: not "unknown option" (skipped) */
+	char text[96];
+	snprintf(text, sizeof text, "{\"%s\": 66}", nm);
+	CHILD_CHECK(shmcfg_attach(seg, 0, NULL, &h) == 0, "attach read-write");
+	for (unsigned flags = 0; flags <= SHMCFG_LOAD_STRICT; flags += SHMCFG_LOAD_STRICT) {
+		int r = shmcfg_load_ex(h, text, strlen(text), flags, NULL, NULL, NULL, NULL);
+		d = shmcfg_errdetail();
+		CHILD_CHECK(r == SHMCFG_E_CORRUPT && strstr(d, "two options have this name"), "load (flags %u): %d '%s'",
+			    flags, r, d);
+	}
+	shmcfg_close(h);
 	/* option 7 spoiled instead (its name out of bounds): the lookups that
 	 * get that far say so, and the verdict is kept */
 	wdesc(&w, 2)->name = name2;

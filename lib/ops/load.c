@@ -169,8 +169,11 @@ static int load_unknown_names(const shmcfg *h, json_t *values)
 	json_t *j;
 	json_object_foreach(values, key, j) {
 		shmcfg_opt opt;
-		if (!shmcfg_lookup(h, key, &opt))
+		int r = shmcfg_lookup(h, key, &opt);
+		if (!r)
 			continue;
+		if (r != SHMCFG_E_NOOPT)
+			return r; /* a segment the lookup refuses (its detail says why) */
 		n++;
 		char name[96], near[NEAR_FULL_NAME_BYTES];
 		shmcfg__name_text(key, name, sizeof name);
@@ -242,7 +245,10 @@ static int load_into(shmcfg *h, shmcfg_txn **t, const char *text, size_t len, un
 	unsigned tries = 0; /* did-you-mean lookups */
 	json_object_foreach(r ? NULL : values, key, j) {
 		shmcfg_opt opt;
-		if (shmcfg_lookup(h, key, &opt)) {
+		if ((r = shmcfg_lookup(h, key, &opt)) && r != SHMCFG_E_NOOPT)
+			break; /* a segment the lookup refuses: not an unknown name to skip */
+		if (r) {
+			r = 0;
 			char name[96], near[NEAR_FULL_NAME_BYTES];
 			shmcfg__name_text(key, name, sizeof name);
 			shmcfg__near_full_name(h, key, &tries, near);

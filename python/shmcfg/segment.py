@@ -193,10 +193,11 @@ class Segment:
 
     def _load_options(self, handle):
         """The option table of a handle: (list by index, dict by name)."""
-        if _L.fast is not None:
+        options = getattr(_L.fast, "options", None)  # an extension of before 0.16 has none
+        if options is not None:
             # one call (shmcfg._fast.options): ~4x the loop below at
             # 100,000 options
-            got = _L.fast.options(handle, _Opt)
+            got = options(handle, _Opt)
             if isinstance(got, int):
                 raise _error(got, self.name)
             return got
