@@ -460,7 +460,12 @@ static int cluster_checks(shmcfg *h, shmcfg_txn *t, const char *cur_sl)
 				continue;
 			}
 		}
-		t->ch[n++] = *c;
+		/* copied only to close a gap: a copy of each change onto itself,
+		 * in 16-byte loads of what the transaction's sets had just
+		 * written in smaller stores, waited on store forwarding */
+		if (n != k)
+			t->ch[n] = *c;
+		n++;
 	}
 	t->n = n;
 	return 0;

@@ -233,8 +233,9 @@ static int idx_build(shmcfg_txn *t, size_t n)
 	return 0;
 }
 
-/* Record a change; any earlier change of the same option and layer goes. */
-static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, shmcfg_value *v)
+/* The change of opt's layer, for the caller to fill: the earlier one, its
+ * value freed, or a new one; NULL if the transaction could not grow. */
+static struct change *txn_slot(shmcfg_txn *t, shmcfg_opt opt, enum layer layer)
 {
 	/* one probe of an index with room: the slot where the change is, or
 	 * goes; else a search, and the index (re)built only to add */
@@ -244,31 +245,44 @@ static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, 
 		i = txn_find(t, opt, layer);
 	if (i != SIZE_MAX) {
 		shmcfg_value_clear(&t->ch[i].v);
-		t->ch[i].reset = reset;
 		t->ch[i].if_cluster = false;
-		t->ch[i].v = *v;
-		return 0;
+		return &t->ch[i];
 	}
 	if (t->n == t->cap) {
 		size_t cap = t->cap * 2;
 		bool small = t->ch == t->small_ch;
 		struct change *ch = shmcfg__realloc(small ? NULL : t->ch, cap * sizeof *ch);
-		if (!ch)
-			return shmcfg__nomem();
+		if (!ch) {
+			shmcfg__nomem();
+			return NULL;
+		}
 		if (small)
 			memcpy(ch, t->small_ch, t->n * sizeof *ch);
 		t->ch = ch;
 		t->cap = cap;
 	}
 	if (!room) {
-		int r = idx_build(t, t->n);
-		if (r)
-			return r;
+		if (idx_build(t, t->n))
+			return NULL;
 		p = idx_slot(t, opt, layer, &i);
 	}
 	if (t->idx)
 		t->idx[p] = (uint32_t)t->n + 1;
-	t->ch[t->n++] = (struct change){.opt = opt, .layer = layer, .reset = reset, .v = *v};
+	struct change *c = &t->ch[t->n++];
+	c->opt = opt;
+	c->layer = layer;
+	c->by_cluster = c->if_cluster = false;
+	return c;
+}
+
+/* Record a change; any earlier change of the same option and layer goes. */
+static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, shmcfg_value *v)
+{
+	struct change *c = txn_slot(t, opt, layer);
+	if (!c)
+		return -ENOMEM; /* said */
+	c->reset = reset;
+	c->v = *v;
 	return 0;
 }
 
@@ -350,20 +364,42 @@ int shmcfg_txn_set(shmcfg_txn *t, shmcfg_opt opt, const shmcfg_value *v)
  * of a 100-change commit's instructions. Anything else takes that path,
  * whose checks say what is wrong.
  */
-static int txn_set_scalar(shmcfg_txn *t, shmcfg_opt opt, shmcfg_value v)
+static inline __attribute__((always_inline)) int txn_set_scalar(shmcfg_txn *t, shmcfg_opt opt, shmcfg_type type,
+								  int64_t i, double f)
 {
 	const shmcfg *h = t ? t->h : NULL;
 	if (__builtin_expect(h && !t->origin && opt < h->lay.nopts, 1) &&
 	    /* acquire: as in opt_d() */
 	    (__atomic_load_n(&h->opt_ok[opt], __ATOMIC_ACQUIRE) & OPT_PLAIN)) {
 		const struct opt_desc *d = &h->desc[opt];
-		if (d->type == v.type && !(d->flags & (DESC_F_HAS_MIN | DESC_F_HAS_MAX)) && !META_LEN(d->choices.meta) &&
+		if (d->type == type && !(d->flags & (DESC_F_HAS_MIN | DESC_F_HAS_MAX)) && !META_LEN(d->choices.meta) &&
 		    (t->layer != LAYER_KNOB || (d->flags & DESC_F_HAS_KNOB))) {
 			if (t->n < TXN_SMALL)
 				prefetch_change(h, opt);
-			return shmcfg__txn_refuse(t, txn_put(t, opt, t->layer, false, &v));
+			struct change *c = txn_slot(t, opt, t->layer);
+			if (!c)
+				return shmcfg__txn_refuse(t, -ENOMEM);
+			/* written where it stays: a value made on the stack and
+			 * copied in (16-byte loads of its 4- and 8-byte stores)
+			 * waited on store forwarding, most of a set's time */
+			c->reset = false;
+			c->v = (shmcfg_value){.type = type};
+			if (type == SHMCFG_FLOAT)
+				c->v.u.f = f;
+			else if (type == SHMCFG_BOOL)
+				c->v.u.b = i != 0;
+			else
+				c->v.u.i = i;
+			return 0;
 		}
 	}
+	shmcfg_value v = {.type = type};
+	if (type == SHMCFG_FLOAT)
+		v.u.f = f;
+	else if (type == SHMCFG_BOOL)
+		v.u.b = i != 0;
+	else
+		v.u.i = i;
 	return txn_set(t, opt, &v);
 }
 
@@ -385,19 +421,19 @@ int shmcfg_txn_set_text(shmcfg_txn *t, shmcfg_opt opt, const char *text)
 int shmcfg_txn_set_bool(shmcfg_txn *t, shmcfg_opt opt, bool v)
 {
 	SHMCFG_API_ENTRY;
-	return txn_set_scalar(t, opt, (shmcfg_value){.type = SHMCFG_BOOL, .u.b = v});
+	return txn_set_scalar(t, opt, SHMCFG_BOOL, v, 0);
 }
 
 int shmcfg_txn_set_int(shmcfg_txn *t, shmcfg_opt opt, int64_t v)
 {
 	SHMCFG_API_ENTRY;
-	return txn_set_scalar(t, opt, (shmcfg_value){.type = SHMCFG_INT, .u.i = v});
+	return txn_set_scalar(t, opt, SHMCFG_INT, v, 0);
 }
 
 int shmcfg_txn_set_float(shmcfg_txn *t, shmcfg_opt opt, double v)
 {
 	SHMCFG_API_ENTRY;
-	return txn_set_scalar(t, opt, (shmcfg_value){.type = SHMCFG_FLOAT, .u.f = v});
+	return txn_set_scalar(t, opt, SHMCFG_FLOAT, 0, v);
 }
 
 int shmcfg_txn_set_str(shmcfg_txn *t, shmcfg_opt opt, const char *v)
