@@ -292,9 +292,11 @@ static void verify_commit(struct ctx *c)
 }
 
 /* A commit of MANY_CHANGES int options in reverse order: it sorts them, and
- * its id sets outgrow their inline storage (ids_reserve, ids_grow) */
-#define MANY_OPTS 24
-#define MANY_CHANGES 20
+ * its id sets, its changes and its history's cells outgrow their inline
+ * storage (ids_reserve, ids_grow; txn_slot's realloc and index past
+ * TXN_INLINE, 128, lib/internal.h; hist_room) */
+#define MANY_OPTS 150
+#define MANY_CHANGES 140
 
 static void setup_many(struct ctx *c)
 {

@@ -134,6 +134,10 @@ static bool cells_same(const struct shmcfg__cell *a, const char *ha, uint64_t sa
 	       shmcfg_value_equal(&x, &y);
 }
 
+/* The bytes of a change of plain values at most: id, layer, type, and two
+ * values of a tag and 8 bytes */
+enum { PLAIN_MAX = 4 + 1 + 1 + 9 + 9 };
+
 /* The changes (ch: sorted by option and layer) as the build made them: each
  * one's layer cell before and after, which the build kept (b->hist). Both
  * cells' chunks are in the segment's heap, the old one still held by the
@@ -148,7 +152,6 @@ static uint32_t put_changes(struct wbuf *w, const struct change *ch, size_t n, c
 		if (cells_same(was, b->heap, b->heap_size, now, b->heap, b->heap_size))
 			continue;
 		count++;
-		enum { PLAIN_MAX = 4 + 1 + 1 + 9 + 9 };
 		if (plain_cell(was) && plain_cell(now) && (w->n + PLAIN_MAX <= w->cap || grow(w, PLAIN_MAX))) {
 			/* the usual change, written at once: what the puts below write */
 			char *p = w->buf + w->n;
@@ -190,6 +193,12 @@ int shmcfg__hist_write(shmcfg *h, uint64_t gen, uint64_t time_ns, const struct c
 	const char *who = origin ? origin->who : "";
 	struct wbuf w = {.h = h, .buf = h->hist_buf, .cap = h->hist_cap};
 	size_t wlen = strnlen(who, SHMCFG_WHO_MAX - 1);
+	/* room for a record of plain changes at once: one allocation (of the
+	 * handle's buffer, kept), not one doubling after another, each of
+	 * which a failure of the next would leave grown */
+	size_t plain = 2 + h->self_user_len + wlen + n * PLAIN_MAX;
+	if (plain > w.cap && !grow(&w, plain))
+		return w.err;
 	put_u8(&w, h->self_user_len);
 	put(&w, h->self_user, h->self_user_len);
 	put_u8(&w, (uint8_t)wlen);

@@ -293,13 +293,13 @@ static void wake(shmcfg *h)
 
 /* Room for the history's cells of t's changes (b->hist): small's, or
  * allocated for more (hist_free). */
-static int hist_room(struct build *b, const shmcfg_txn *t, hist_cells small[TXN_SMALL])
+static int hist_room(struct build *b, const shmcfg_txn *t, hist_cells small[TXN_INLINE])
 {
-	b->hist = t->n <= TXN_SMALL ? small : shmcfg__malloc(t->n * sizeof *b->hist);
+	b->hist = t->n <= TXN_INLINE ? small : shmcfg__malloc(t->n * sizeof *b->hist);
 	return b->hist ? 0 : shmcfg__nomem();
 }
 
-static void hist_free(struct build *b, hist_cells small[TXN_SMALL])
+static void hist_free(struct build *b, hist_cells small[TXN_INLINE])
 {
 	if (b->hist != small)
 		shmcfg__free(b->hist);
@@ -324,7 +324,7 @@ int shmcfg__commit_first(shmcfg_txn *t, uint64_t gen, uint64_t cluster_rev, bool
 	struct build b;
 	shmcfg__build_init(&b, h, slot_cells(h, sl), slot_lrefs(h, sl), seg_heap(h), h->lay.heap_size);
 	b.shared = true;
-	hist_cells small_hist[TXN_SMALL];
+	hist_cells small_hist[TXN_INLINE];
 	int r = hist_room(&b, t, small_hist);
 	if (!r)
 		r = shmcfg__apply_changes(&b, t->ch, t->n);
@@ -499,7 +499,7 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	struct build b;
 	shmcfg__build_init(&b, h, NULL, NULL, seg_heap(h), h->lay.heap_size);
 	b.shared = true;
-	hist_cells small_hist[TXN_SMALL];
+	hist_cells small_hist[TXN_INLINE];
 	if ((r = hist_room(&b, t, small_hist)))
 		return r;
 	if ((r = shmcfg__lock_writer(h))) { /* SHMCFG_E_FORKED in a forked child */

@@ -109,7 +109,7 @@ shmcfg_txn *shmcfg__txn_new(shmcfg *h)
 		return NULL;
 	t->h = h;
 	t->ch = t->small_ch;
-	t->cap = TXN_SMALL;
+	t->cap = TXN_INLINE;
 	memset(&t->origin, 0, offsetof(shmcfg_txn, who) - offsetof(shmcfg_txn, origin));
 	memset(t->who, 0, sizeof t->who);
 	return t;
