@@ -270,9 +270,9 @@ struct change {
 	shmcfg_value v;   /* owned */
 };
 #define TXN_SMALL 4     /* the changes a transaction prefetches for (txn.c) */
-#define TXN_INLINE 128  /* the changes a transaction holds without allocating (and a commit's history
-			 * cells: publish.c): 100-change commits grew five times and allocated their
-			 * history's cells, ~3% of their instructions */
+#define TXN_INLINE 128  /* the changes a transaction holds without allocating, with their commit's
+			 * history cells: 100-change commits grew five times and allocated their
+			 * history's cells, ~2% of their instructions */
 struct shmcfg_txn {
 	shmcfg *h;          /* begun on (h, ch and cap set by shmcfg__txn_new, the rest zeroed) */
 	struct change *ch; size_t cap;
@@ -289,6 +289,10 @@ struct shmcfg_txn {
 	bool cluster_keep, cluster_no_older;
 	char who[SHMCFG_WHO_MAX];       /* zero-filled: copied whole into the log (publish.c) */
 	struct change small_ch[TXN_INLINE]; /* ch's first storage */
+	/* its commit's history cells, each change's layer before and after
+	 * (publish.c, hist_room), up to TXN_INLINE changes: not 4 KiB more of
+	 * every commit's stack */
+	struct shmcfg__cell small_hist[TXN_INLINE][2];
 };
 shmcfg_txn *shmcfg__txn_new(shmcfg *h); /* txn.c: what shmcfg_txn_begin() and replace.c start from */
 int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const shmcfg_value *v);

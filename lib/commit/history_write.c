@@ -193,10 +193,15 @@ int shmcfg__hist_write(shmcfg *h, uint64_t gen, uint64_t time_ns, const struct c
 	const char *who = origin ? origin->who : "";
 	struct wbuf w = {.h = h, .buf = h->hist_buf, .cap = h->hist_cap};
 	size_t wlen = strnlen(who, SHMCFG_WHO_MAX - 1);
-	/* room for a record of plain changes at once: one allocation (of the
+	/* room for the record's plain changes at once: one allocation (of the
 	 * handle's buffer, kept), not one doubling after another, each of
-	 * which a failure of the next would leave grown */
-	size_t plain = 2 + h->self_user_len + wlen + n * PLAIN_MAX;
+	 * which a failure of the next would leave grown. Counted over the
+	 * changes whose cells differ (those put_changes may record): a
+	 * rollback or a load queues every option and changes few */
+	size_t plain = 2 + h->self_user_len + wlen;
+	for (size_t k = 0; k < n; k++)
+		if (b->hist[k][0].val != b->hist[k][1].val || b->hist[k][0].meta != b->hist[k][1].meta)
+			plain += PLAIN_MAX;
 	if (plain > w.cap && !grow(&w, plain))
 		return w.err;
 	put_u8(&w, h->self_user_len);

@@ -291,17 +291,17 @@ static void wake(shmcfg *h)
 		syscall(SYS_futex, &h->hdr->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Room for the history's cells of t's changes (b->hist): small's, or
- * allocated for more (hist_free). */
-static int hist_room(struct build *b, const shmcfg_txn *t, hist_cells small[TXN_INLINE])
+/* Room for the history's cells of t's changes (b->hist): the transaction's
+ * own, or allocated for more (hist_free). */
+static int hist_room(struct build *b, shmcfg_txn *t)
 {
-	b->hist = t->n <= TXN_INLINE ? small : shmcfg__malloc(t->n * sizeof *b->hist);
+	b->hist = t->n <= TXN_INLINE ? t->small_hist : shmcfg__malloc(t->n * sizeof *b->hist);
 	return b->hist ? 0 : shmcfg__nomem();
 }
 
-static void hist_free(struct build *b, hist_cells small[TXN_INLINE])
+static void hist_free(struct build *b, shmcfg_txn *t)
 {
-	if (b->hist != small)
+	if (b->hist != t->small_hist)
 		shmcfg__free(b->hist);
 	b->hist = NULL;
 }
@@ -324,8 +324,7 @@ int shmcfg__commit_first(shmcfg_txn *t, uint64_t gen, uint64_t cluster_rev, bool
 	struct build b;
 	shmcfg__build_init(&b, h, slot_cells(h, sl), slot_lrefs(h, sl), seg_heap(h), h->lay.heap_size);
 	b.shared = true;
-	hist_cells small_hist[TXN_INLINE];
-	int r = hist_room(&b, t, small_hist);
+	int r = hist_room(&b, t);
 	if (!r)
 		r = shmcfg__apply_changes(&b, t->ch, t->n);
 	if (!r)
@@ -354,7 +353,7 @@ int shmcfg__commit_first(shmcfg_txn *t, uint64_t gen, uint64_t cluster_rev, bool
 		seq_publish_copy(h, gen, 0, NULL, 0, true); /* (E), and the whole accessors' copy */
 	}
 out:
-	hist_free(&b, small_hist);
+	hist_free(&b, t);
 	shmcfg__build_free(&b);
 	return r;
 }
@@ -499,11 +498,10 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	struct build b;
 	shmcfg__build_init(&b, h, NULL, NULL, seg_heap(h), h->lay.heap_size);
 	b.shared = true;
-	hist_cells small_hist[TXN_INLINE];
-	if ((r = hist_room(&b, t, small_hist)))
+	if ((r = hist_room(&b, t)))
 		return r;
 	if ((r = shmcfg__lock_writer(h))) { /* SHMCFG_E_FORKED in a forked child */
-		hist_free(&b, small_hist);
+		hist_free(&b, t);
 		return r;
 	}
 	shmcfg__fault("commit.locked");
@@ -616,7 +614,7 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 	r = 0;
 out:
 	shmcfg__unlock_writer(h);
-	hist_free(&b, small_hist);
+	hist_free(&b, t);
 	shmcfg__build_free(&b);
 	return r;
 }
