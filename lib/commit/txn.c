@@ -219,7 +219,10 @@ static size_t txn_find(const shmcfg_txn *t, shmcfg_opt opt, enum layer layer)
 /* Index changes 0..n-1 (n+1 fit without growing again soon). */
 static int idx_build(shmcfg_txn *t, size_t n)
 {
-	size_t cap = 64;
+	/* room for the changes a transaction holds inline at once (half
+	 * full at TXN_INLINE): one build up to there, where 16, 32 and 64
+	 * changes each built it again */
+	size_t cap = 2 * TXN_INLINE;
 	while (cap < 4 * n)
 		cap *= 2;
 	uint32_t *idx = shmcfg__calloc(cap, sizeof *idx);
