@@ -208,20 +208,28 @@ static size_t scalar_record(unsigned char *buf, size_t len, const char *name, ui
 	bool null = meta & META_NULL;
 	if (type < SHMCFG_BOOL || type > (null ? SHMCFG_SET : SHMCFG_FLOAT) || name_len > len - 16)
 		return 0;
-	struct rec_out o = {.buf = buf, .len = len};
-	put_u32(&o, name_len);
-	put(&o, name, name_len);
-	unsigned char tn[2] = {(unsigned char)type, null};
-	put(&o, tn, 2);
+	/* put_record()'s bytes, stored directly: the length was checked once
+	 * above (the record is at most name_len + 16), where put() checks each
+	 * field (half of this function's ~78 instructions) */
+	uint32_t nl = name_len;
+	uint64_t x = type == SHMCFG_FLOAT ? float_bits(bits) : bits;
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+	nl = __builtin_bswap32(nl);
+	x = __builtin_bswap64(x);
+#endif
+	memcpy(buf, &nl, 4);
+	memcpy(buf + 4, name, name_len);
+	unsigned char *p = buf + 4 + name_len;
+	p[0] = (unsigned char)type;
+	p[1] = null;
 	if (null)
-		return o.n;
+		return 6 + (size_t)name_len;
 	if (type == SHMCFG_BOOL) {
-		unsigned char b = bits != 0;
-		put(&o, &b, 1);
-		return o.n;
+		p[2] = bits != 0;
+		return 7 + (size_t)name_len;
 	}
-	put_u64(&o, type == SHMCFG_FLOAT ? float_bits(bits) : bits);
-	return o.n;
+	memcpy(p + 2, &x, 8);
+	return 14 + (size_t)name_len;
 }
 
 /*
