@@ -358,6 +358,19 @@ int shmcfg_txn_set(shmcfg_txn *t, shmcfg_opt opt, const shmcfg_value *v)
 	return txn_set(t, opt, v);
 }
 
+/* *v := a bool (i), int (i) or float (f) of that type, written in place */
+static inline __attribute__((always_inline)) void scalar_value(shmcfg_value *v, shmcfg_type type, int64_t i,
+								double f)
+{
+	*v = (shmcfg_value){.type = type};
+	if (type == SHMCFG_FLOAT)
+		v->u.f = f;
+	else if (type == SHMCFG_BOOL)
+		v->u.b = i != 0;
+	else
+		v->u.i = i;
+}
+
 /*
  * A bool, int or float set (most sets), straight into the change when the
  * option takes the value as it is: validated and its own target (no alias,
@@ -386,23 +399,12 @@ static inline __attribute__((always_inline)) int txn_set_scalar(shmcfg_txn *t, s
 			 * copied in (16-byte loads of its 4- and 8-byte stores)
 			 * waited on store forwarding, most of a set's time */
 			c->reset = false;
-			c->v = (shmcfg_value){.type = type};
-			if (type == SHMCFG_FLOAT)
-				c->v.u.f = f;
-			else if (type == SHMCFG_BOOL)
-				c->v.u.b = i != 0;
-			else
-				c->v.u.i = i;
+			scalar_value(&c->v, type, i, f);
 			return 0;
 		}
 	}
-	shmcfg_value v = {.type = type};
-	if (type == SHMCFG_FLOAT)
-		v.u.f = f;
-	else if (type == SHMCFG_BOOL)
-		v.u.b = i != 0;
-	else
-		v.u.i = i;
+	shmcfg_value v;
+	scalar_value(&v, type, i, f);
 	return txn_set(t, opt, &v);
 }
 
