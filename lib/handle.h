@@ -272,8 +272,9 @@ static inline int schema_index_at(const shmcfg *h, uint32_t slot, uint32_t *id)
 	*id = v;
 	return 0;
 }
-/* validate_all.c: the schema used whole */
-enum { WHOLE_ALL, WHOLE_N }; /* h->whole_ok[] */
+/* h->whole_ok[]: every option validated (validate_all.c); every page of the
+ * schema region private (validate.c: shmcfg__schema_pin) */
+enum { WHOLE_ALL, WHOLE_PRIVATE, WHOLE_N };
 #define OPT_OK 1    /* h->opt_ok[i]: option i validated */
 #define OPT_PLAIN 2 /* ... and neither an alias nor deprecated: a lookup of it needs nothing more */
 /*

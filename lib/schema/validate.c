@@ -80,18 +80,10 @@ static int populate(const shmcfg *h, size_t p0, size_t p1)
 	return 0;
 }
 
-/*
- * Make bytes [off, off + len) of the schema region private, if they are not
- * yet: only then may they be read. Returns 0, SHMCFG_E_CORRUPT (past the
- * region, or past the object) or -ENOMEM (no verdict), with a detail.
- */
-int shmcfg__schema_pin(const shmcfg *h, uint64_t off, uint64_t len)
+/* The pages of [a, a + len) of the private mapping not copied yet, copied
+ * (shmcfg__schema_pin's slow path). */
+static __attribute__((noinline)) int pin_pages(const shmcfg *h, uint64_t a, uint64_t len)
 {
-	if (len == 0)
-		return 0;
-	if (off > h->lay.schema_size || len > h->lay.schema_size - off)
-		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema reference past the region", h->name);
-	uint64_t a = h->lay.schema_off + off;
 	size_t p = (size_t)(a >> h->page_shift), end = (size_t)((a + len - 1) >> h->page_shift) + 1;
 	while (p < end) {
 		/* acquire: pairs with the release store below, made by the thread
@@ -112,6 +104,34 @@ int shmcfg__schema_pin(const shmcfg *h, uint64_t off, uint64_t len)
 		p = q;
 	}
 	return 0;
+}
+
+/*
+ * Make bytes [off, off + len) of the schema region private, if they are not
+ * yet: only then may they be read. Returns 0, SHMCFG_E_CORRUPT (past the
+ * region, or past the object) or -ENOMEM (no verdict), with a detail.
+ */
+int shmcfg__schema_pin(const shmcfg *h, uint64_t off, uint64_t len)
+{
+	if (len == 0)
+		return 0;
+	if (off > h->lay.schema_size || len > h->lay.schema_size - off)
+		return shmcfg__err(SHMCFG_E_CORRUPT, "%s: schema reference past the region", h->name);
+	/* acquire: pairs with the release store below, made once every page
+	 * was copied (a small schema's attach, SHMCFG_ATTACH_PREFAULT, a whole
+	 * check): no page's state to look up then */
+	if (__atomic_load_n(&h->whole_ok[WHOLE_PRIVATE], __ATOMIC_ACQUIRE))
+		return 0;
+	uint64_t a = h->lay.schema_off + off;
+	/* most references are within a page copied already (acquire: as in
+	 * pin_pages) */
+	if ((a >> h->page_shift) == ((a + len - 1) >> h->page_shift) &&
+	    __atomic_load_n(&h->page_ok[a >> h->page_shift], __ATOMIC_ACQUIRE))
+		return 0;
+	int r = pin_pages(h, a, len);
+	if (!r && off == 0 && len == h->lay.schema_size)
+		__atomic_store_n(&h->whole_ok[WHOLE_PRIVATE], 1, __ATOMIC_RELEASE);
+	return r;
 }
 
 /* Up to this size (about 10,000 options) the private copy is made whole at
@@ -308,15 +328,16 @@ static int list_ok(const shmcfg *h, struct sref r, uint32_t count)
 int shmcfg__cell_check(const shmcfg *h, const struct shmcfg__cell *c, uint32_t type)
 {
 	uint64_t meta = c->meta, val = c->val;
-	if (META_TYPE(meta) != type)
+	if (META_TYPE(meta) != type || type < SHMCFG_BOOL || type > SHMCFG_SET)
 		return 1;
-	if (!(meta & META_NULL) && type >= SHMCFG_STR && type <= SHMCFG_SET) {
-		uint64_t off = CELL_OFF(val), len = META_LEN(meta);
-		if (off >= h->strings_size || len >= h->strings_size - off)
-			return 1;
-		PIN(h->sch->strings_off + off, len + 1);
-		scanned += len;
-	}
+	/* a null or a scalar is whole in the cell: any bits are its value */
+	if ((meta & META_NULL) || type < SHMCFG_STR)
+		return 0;
+	uint64_t off = CELL_OFF(val), len = META_LEN(meta);
+	if (off >= h->strings_size || len >= h->strings_size - off)
+		return 1;
+	PIN(h->sch->strings_off + off, len + 1);
+	scanned += len;
 	shmcfg_value v;
 	return shmcfg__value_from_cell(c, h->strings, h->strings_size, &v) == 0 ? 0 : 1;
 }
