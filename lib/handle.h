@@ -272,6 +272,7 @@ static inline int schema_index_at(const shmcfg *h, uint32_t slot, uint32_t *id)
 	*id = v;
 	return 0;
 }
+/* validate_all.c: the schema used whole */
 /* h->whole_ok[]: every option validated (validate_all.c); every page of the
  * schema region private (validate.c: shmcfg__schema_pin) */
 enum { WHOLE_ALL, WHOLE_PRIVATE, WHOLE_N };
