@@ -65,8 +65,9 @@ struct shmcfg {
 	 */
 	struct schema_hdr sch_copy;
 	const struct schema_hdr *sch;      /* &sch_copy */
-	char *priv;                        /* private mapping of [0, schema end) */
+	char *priv;                        /* private mapping of [0, schema end), or the validated copy */
 	size_t priv_size;
+	bool vcopy;                        /* priv is this uid's validated copy (vcopy.c): read only, all checked */
 	unsigned page_shift;
 	unsigned char *opt_ok;             /* per option: OPT_OK once validated (opt_d), | OPT_PLAIN */
 	uint64_t checked_bytes;            /* what the validations that passed read (validate.c: E70's budget) */
@@ -290,6 +291,7 @@ enum { WHOLE_ALL, WHOLE_PRIVATE, WHOLE_N };
 #define LK_LEN_MAX (1u << (32 - LK_ID_BITS))
 _Static_assert(SEG_MAX_OPTS <= 1u << LK_ID_BITS, "an option id fits LK_ID_BITS");
 int shmcfg__schema_all(const shmcfg *h);
+void shmcfg__schema_created(const shmcfg *h);
 int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo);
 int shmcfg__schema_by_name(const shmcfg *h, const uint32_t **by_name);
 static inline const struct opt_desc *opt_d(const shmcfg *h, uint32_t i)
@@ -300,6 +302,11 @@ static inline const struct opt_desc *opt_d(const shmcfg *h, uint32_t i)
 	if (__builtin_expect(__atomic_load_n(&h->opt_ok[i], __ATOMIC_ACQUIRE), 1))
 		return &h->desc[i];
 	return shmcfg__opt_slow(h, i);
+}
+/* The schema region's bytes, as checked (the private or validated copy). */
+static inline const char *schema_region(const shmcfg *h)
+{
+	return (const char *)h->desc - h->sch->desc_off;
 }
 static inline const char *sstr(const shmcfg *h, struct sref r)
 {

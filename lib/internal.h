@@ -189,6 +189,15 @@ uint64_t shmcfg__schema_value_bytes(const struct built_schema *b);
 void shmcfg__schema_write(const struct built_schema *b, void *dst, uint8_t hash_out[16]);
 uint32_t shmcfg__schema_nopts(const struct built_schema *b);
 
+/* vcopy.c: the validated copy of a schema, per schema and user (wanted:
+ * for h's schema; open: at attach, the region's address in it, or NULL;
+ * make: after h's schema was validated whole) */
+bool shmcfg__vcopy_wanted(const shmcfg *h);
+const char *shmcfg__vcopy_open(shmcfg *h);
+void shmcfg__vcopy_make(const shmcfg *h);
+void shmcfg__vcopy_remove(const uint8_t hash[16]);
+int shmcfg__vcopy_orphans(unsigned flags, void (*fn)(const shmcfg_orphan *o, void *userdata), void *userdata);
+
 /* validate.c: what attach checks; the schema's private copy (pin: bytes
  * [off, off + len) of the region copied, before they are read); one option's
  * checks (0, 1 with the problem in msg, or a negative error: no verdict)

@@ -61,6 +61,9 @@
 #define SEG_MAX_HEAP_BYTES (1ull << 32)
 #define SEG_MIN_RING 1024u
 #define SEG_EAGER_BYTES (8u << 20) /* up to this size attach maps every page at once (segment.c) */
+/* ... and up to this size a writer's attach with the schema's validated
+ * copy maps the pages its commits touch, and the copy's (vcopy.c) */
+#define SEG_WRITER_MAP_BYTES (64u << 20)
 #define SEG_MAX_RING (1u << 22)
 
 /* A slot's stamp while a writer rewrites it: the busy bit over the old

@@ -41,6 +41,9 @@ SHMCFG_FAULTSIM_API void shmcfg__faultsim(unsigned kinds, unsigned long nth, boo
 /* Schemas up to this many bytes are copied whole at attach (lib/schema/
  * validate.c); 0: every schema page by page at first use, as a big one. */
 extern SHMCFG_FAULTSIM_API size_t shmcfg__schema_eager_bytes;
+/* Schemas over this many bytes get a validated copy per user (lib/schema/
+ * vcopy.c); SIZE_MAX: none, 0: every schema. */
+extern SHMCFG_FAULTSIM_API size_t shmcfg__vcopy_min_bytes;
 /* Calls of the armed kinds since the seam was armed. */
 SHMCFG_FAULTSIM_API unsigned long shmcfg__faultsim_calls(void);
 /* Failures injected since the seam was armed. */

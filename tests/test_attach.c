@@ -1256,10 +1256,14 @@ static int child_prefault(void *arg)
 				    0,
 			    "attach with SHMCFG_ATTACH_PREFAULT");
 		/* every page of the segment up to the heap's carved chunks (its
-		 * room never carved stays address space) and of the accessors'
+		 * room never carved stays address space) but the schema's, whose
+		 * bytes are read through the private copy, and of the accessors'
 		 * copy mapped, the whole schema copied, every option validated */
 		long rss = rss_pages_at(h->base), copy = rss_pages_at((char *)h + HANDLE_BYTES);
-		size_t used = (size_t)(h->lay.heap_off + h->hdr->heap_top + page - 1) / page;
+		/* but the schema region's whole pages, read through the copy */
+		size_t used = (size_t)(h->lay.heap_off + h->hdr->heap_top + page - 1) / page -
+			      ((size_t)(h->lay.schema_off + h->lay.schema_size) / page -
+			       (size_t)(h->lay.schema_off + page - 1) / page);
 		CHILD_CHECK(h->hdr->heap_top < h->lay.heap_size / 2, "a heap %llu of %llu bytes carved",
 			    (unsigned long long)h->hdr->heap_top, (unsigned long long)h->lay.heap_size);
 		CHILD_CHECK(rss >= (long)used && rss < (long)((h->size + page - 1) / page),
@@ -1340,9 +1344,366 @@ static void test_prefault(void **state)
 	run_child(child_prefault, "SHMCFG_ATTACH_PREFAULT");
 }
 
+/* ------------------------------------------------------------------ */
+/* The validated copy (vcopy.c)                                       */
+/* ------------------------------------------------------------------ */
+
+/* Where this uid's validated copy of h's schema is. */
+static void vcopy_path(const shmcfg *h, char *out, size_t len)
+{
+	uint8_t hash[16];
+	char hex[33];
+	shmcfg_schema_hash(h, hash);
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", hash[i]);
+	snprintf(out, len, "/dev/shm/shmcfg-schema.%s.%u", hex, (unsigned)geteuid());
+}
+
+/* Validated copies in /dev/shm, of any schema and user. */
+static int copies_now(void)
+{
+	DIR *d = opendir("/dev/shm");
+	assert_non_null(d);
+	int n = 0;
+	for (struct dirent *de; (de = readdir(d));)
+		n += !strncmp(de->d_name, "shmcfg-schema.", 14);
+	closedir(d);
+	return n;
+}
+
+static int vcopy_teardown(void **state)
+{
+	shmcfg__vcopy_min_bytes = SIZE_MAX; /* this file's lazy path again */
+	return teardown(state);
+}
+
+/* Every option of big_segment(n) as declared, through every door: 0, or
+ * the line of the first disagreement. */
+static int big_all_ok(const shmcfg *h, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		int r = big_option_ok(h, i);
+		if (r) {
+			printf("# option %u disagrees (line %d): %s\n", i, r, shmcfg_errdetail());
+			return r;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A created segment's schema gets a copy, the creator's uid's, mode 0400;
+ * an attach by that uid maps it (read-only or not) and copies and validates
+ * nothing: every option reads as declared, an implication and a commit
+ * work, a forked child reads through it; the segment's removal removes it.
+ */
+static void test_validated_copy_made_and_used(void **state)
+{
+	(void)state;
+	shmcfg__vcopy_min_bytes = 0;
+	const uint32_t n = 300;
+	const char *name = new_name("vcopy");
+	shmcfg *c = big_segment(name, n);
+	char path[160];
+	vcopy_path(c, path, sizeof path);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0400);
+	assert_int_equal(st.st_uid, geteuid());
+	for (int rdonly = 1; rdonly >= 0; rdonly--) {
+		shmcfg *h = NULL;
+		assert_int_equal(shmcfg_attach(name, rdonly ? SHMCFG_ATTACH_RDONLY : 0, NULL, &h), 0);
+		keep(h);
+		assert_true(h->vcopy);
+		assert_int_equal(h->priv_size, (size_t)st.st_size);
+		assert_int_equal(pages_copied(h), 0);
+		assert_int_equal(opts_validated(h), n); /* the copy's verdicts */
+		assert_int_equal(big_all_ok(h, n), 0);
+		if (!rdonly) {
+			shmcfg_txn *t;
+			assert_int_equal(shmcfg_txn_begin(h, &t), 0);
+			assert_int_equal(shmcfg_txn_set_bool(t, 3, true), 0);
+			assert_int_equal(shmcfg_txn_commit(t, NULL), 0);
+			int64_t v = 0;
+			assert_int_equal(shmcfg_get_int(h, 4, &v), 0);
+			assert_int_equal(v, 44); /* option 3 implies it */
+			pid_t pid = fork();
+			assert_true(pid >= 0);
+			if (pid == 0)
+				_exit(big_option_ok(h, 77 % n) || shmcfg_get_int(h, 4, &v) || v != 44 ? 1 : 0);
+			int ws;
+			assert_int_equal(waitpid(pid, &ws, 0), pid);
+			assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+		}
+		drop(h);
+	}
+	shmcfg *h = attach_rw(name);
+	assert_int_equal(shmcfg_check(h, true, print_problem, NULL), 0); /* the segment's schema its hash's */
+	drop(h);
+	/* a resize writes its schema from the copy, and keeps it */
+	shmcfg *r = NULL;
+	assert_int_equal(shmcfg_resize(name, &(shmcfg_create_opts){.heap_bytes = 1u << 20}, &r), 0);
+	keep(r);
+	for (uint32_t i = 5; i < n; i++)
+		assert_int_equal(big_option_ok(r, i), 0);
+	drop(r);
+	h = attach_rw(name);
+	assert_true(h->vcopy);
+	drop(h);
+	drop(c);
+	assert_int_equal(shmcfg_unlink(name), 0);
+	assert_int_equal(stat(path, &st), -1);
+	assert_int_equal(errno, ENOENT);
+}
+
+/* Spoil the copy at path (as its own uid can): one of the ways below. */
+enum { SP_MODE_GROUP, SP_MODE_RW, SP_MAGIC, SP_VERDICT, SP_SCHEMA_HDR, SP_HASH, SP_SIZE, SP_N };
+static void vcopy_spoil(const char *path, int how)
+{
+	assert_int_equal(chmod(path, 0600), 0);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	unsigned char b;
+	/* the header: magic at 0, the hash at 32; the verdicts from 64; the
+	 * region (its own header first) at the first 64-byte boundary after */
+	off_t at = how == SP_MAGIC ? 0 : how == SP_HASH ? 32 : how == SP_VERDICT ? 64 + 5 : 0;
+	if (how == SP_SCHEMA_HDR) {
+		uint64_t schema_at;
+		assert_int_equal(pread(fd, &schema_at, 8, 24), 8);
+		at = (off_t)schema_at + 4; /* the region's index_size */
+	}
+	if (how == SP_MAGIC || how == SP_HASH || how == SP_SCHEMA_HDR) {
+		assert_int_equal(pread(fd, &b, 1, at), 1);
+		b ^= 0x40;
+		assert_int_equal(pwrite(fd, &b, 1, at), 1);
+	} else if (how == SP_VERDICT) {
+		b = 0; /* not validated */
+		assert_int_equal(pwrite(fd, &b, 1, at), 1);
+	} else if (how == SP_SIZE) {
+		assert_int_equal(ftruncate(fd, st.st_size + 4096), 0);
+	}
+	close(fd);
+	assert_int_equal(chmod(path, how == SP_MODE_GROUP ? 0440 : how == SP_MODE_RW ? 0600 : 0400), 0);
+}
+
+/*
+ * A copy that is not as written (readable by others, writable, another
+ * magic, a verdict not given, another schema header or hash, another size)
+ * is not used: the attach copies and validates by the page as without it,
+ * and reads right. A prefaulting attach, which validates whole, writes a
+ * good copy in its place, which the next attach uses.
+ */
+static void test_validated_copy_refused_unless_as_written(void **state)
+{
+	(void)state;
+	shmcfg__vcopy_min_bytes = 0;
+	const uint32_t n = 200;
+	const char *name = new_name("vcopybad");
+	shmcfg *c = big_segment(name, n);
+	char path[160];
+	vcopy_path(c, path, sizeof path);
+	for (int how = 0; how < SP_N; how++) {
+		vcopy_spoil(path, how);
+		shmcfg *h = attach_rw(name);
+		if (h->vcopy)
+			fail_msg("spoil %d: the copy was used", how);
+		assert_int_equal(big_all_ok(h, n), 0);
+		assert_true(pages_copied(h) > 0);
+		drop(h);
+		shmcfg *p = NULL;
+		assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_PREFAULT, NULL, &p), 0);
+		keep(p);
+		assert_false(p->vcopy);
+		drop(p);
+		h = attach_rw(name);
+		if (!h->vcopy)
+			fail_msg("spoil %d: no good copy written in its place", how);
+		assert_int_equal(big_all_ok(h, n), 0);
+		drop(h);
+	}
+}
+
+/*
+ * A segment whose header names a hash its schema does not have (a writer
+ * changed the schema and kept the hash): a prefaulting attach validates it
+ * whole, and writes no copy: not under that hash, which the honest segments
+ * of that hash would then use, nor under its own, which this segment's
+ * attaches would never look for.
+ */
+static void test_no_copy_under_a_hash_the_schema_lacks(void **state)
+{
+	(void)state;
+	shmcfg__vcopy_min_bytes = 0;
+	const uint32_t n = 200;
+	const char *name = new_name("vcopylie");
+	shmcfg *c = big_segment(name, n);
+	char path[160];
+	vcopy_path(c, path, sizeof path);
+	assert_int_equal(unlink(path), 0);
+	struct writer w = writer_open(name);
+	wdesc(&w, 10)->def.val = 1010; /* still valid: an int default */
+	XXH128_canonical_t real;
+	XXH128_canonicalFromHash(&real, XXH3_128bits(w.schema, w.hd->schema_size));
+	writer_close(&w);
+	char real_path[160];
+	snprintf(real_path, sizeof real_path, "/dev/shm/shmcfg-schema.");
+	for (int i = 0; i < 16; i++)
+		snprintf(real_path + strlen(real_path), 3, "%02x", real.digest[i]);
+	snprintf(real_path + strlen(real_path), 16, ".%u", (unsigned)geteuid());
+	(void)unlink(real_path);
+	shmcfg *p = NULL;
+	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_PREFAULT, NULL, &p), 0);
+	keep(p);
+	assert_false(p->vcopy);
+	assert_int_equal(opts_validated(p), n); /* validated whole: still a valid schema */
+	struct stat st;
+	assert_int_equal(stat(path, &st), -1);
+	assert_int_equal(stat(real_path, &st), -1); /* nor under the hash of what it holds */
+	drop(p);
+}
+
+/* The copy is written unnamed and linked whole: a creator killed before
+ * the link leaves its segment, and no copy, no other object. */
+static int child_copy_killed(void *arg)
+{
+	(void)arg;
+	setenv("SHMCFG_FAULT", "vcopy.written", 1);
+	big_segment(seg, 200);
+	return 1; /* not reached: killed at the fault point */
+}
+
+static void test_copy_writer_killed_leaves_nothing(void **state)
+{
+	(void)state;
+	shmcfg__vcopy_min_bytes = 0;
+	seg = new_name("vcopykill");
+	int before = copies_now();
+	pid_t pid = spawn(child_copy_killed, NULL);
+	int st = reap(pid);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	shmcfg *h = attach_rw(seg); /* created, ready */
+	assert_false(h->vcopy);
+	char path[160];
+	vcopy_path(h, path, sizeof path);
+	struct stat sb;
+	assert_int_equal(stat(path, &sb), -1);
+	assert_int_equal(copies_now(), before);
+	drop(h);
+}
+
+/*
+ * A writer's attach with the copy maps what its commits' first uses touch:
+ * 30,000 options (over SEG_EAGER_BYTES: mapped lazily without the copy),
+ * eight commits of options spread over the cells after the first take no
+ * page fault of the segment's or the schema's (getrusage: at most two, the
+ * process's own, as in test_prefault).
+ */
+static int child_copy_commits_fault_nothing(void *arg)
+{
+	(void)arg;
+	shmcfg *h = NULL;
+	CHILD_CHECK(shmcfg_attach(seg, 0, NULL, &h) == 0, "attach");
+	CHILD_CHECK(h->vcopy, "the copy was not used");
+	CHILD_CHECK(h->size > SEG_EAGER_BYTES, "a segment of %zu bytes is mapped whole anyway", h->size);
+	long before = 0;
+	for (int k = 0; k < 9; k++) {
+		if (k == 1)
+			before = thread_faults();
+		CHILD_CHECK(set_and_commit(h, pf_opt(k), "1", NULL) == 0, "commit %d", k);
+	}
+	long faults = thread_faults() - before;
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+	CHILD_CHECK(faults <= 2, "commits 2-9 took %ld page faults", faults); /* as test_prefault's */
+#endif
+	shmcfg_close(h);
+	return 0;
+}
+
+static void test_copy_commits_fault_nothing(void **state)
+{
+	(void)state;
+	shmcfg__vcopy_min_bytes = 0;
+	seg = new_name("vcopyfault");
+	big_segment(seg, PF_OPTS);
+	run_child(child_copy_commits_fault_nothing, "commits with the validated copy");
+}
+
+/*
+ * (root) A file of another uid under this uid's copy's name, even with the
+ * copy's very bytes (another uid can write it): not used, and not replaced
+ * by a whole validation; the segment's removal by root removes it.
+ */
+static void test_stranger_file_under_the_copy_name(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	shmcfg__vcopy_min_bytes = 0;
+	const uint32_t n = 200;
+	const char *name = new_name("vcopystr");
+	shmcfg *c = big_segment(name, n);
+	char path[160];
+	vcopy_path(c, path, sizeof path);
+	assert_int_equal(chown(path, 65534, 65534), 0);
+	shmcfg *h = attach_rw(name);
+	assert_false(h->vcopy);
+	assert_int_equal(big_all_ok(h, n), 0);
+	drop(h);
+	shmcfg *p = NULL;
+	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_PREFAULT, NULL, &p), 0);
+	keep(p);
+	drop(p);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_uid, 65534);
+	drop(c);
+	assert_int_equal(shmcfg_unlink(name), 0);
+	assert_int_equal(stat(path, &st), -1);
+}
+
+/* shmcfg_orphans' finds that are validated copies. */
+static void count_copy(const shmcfg_orphan *o, void *ud)
+{
+	if (strstr(o->path, "/shmcfg-schema."))
+		++*(int *)ud;
+}
+
+/*
+ * A segment removed by hand (rm) leaves its copy: shmcfg_orphans finds it
+ * (shmctl gc), and removes it when asked; a copy whose segment is there is
+ * no orphan.
+ */
+static void test_orphaned_copy_found_and_removed(void **state)
+{
+	(void)state;
+	shmcfg__vcopy_min_bytes = 0;
+	const char *name = new_name("vcopygc");
+	shmcfg *c = big_segment(name, 200);
+	char path[160], seg_path[160];
+	vcopy_path(c, path, sizeof path);
+	int found = 0;
+	assert_true(shmcfg_orphans(NULL, 0, count_copy, &found) >= 0);
+	assert_int_equal(found, 0);
+	snprintf(seg_path, sizeof seg_path, "/dev/shm/shmcfg.%s", name);
+	assert_int_equal(unlink(seg_path), 0); /* rm */
+	found = 0;
+	assert_true(shmcfg_orphans(NULL, 0, count_copy, &found) >= 1);
+	assert_int_equal(found, 1);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	found = 0;
+	assert_true(shmcfg_orphans(NULL, SHMCFG_ORPHANS_REMOVE, count_copy, &found) >= 1);
+	assert_int_equal(found, 1);
+	assert_int_equal(stat(path, &st), -1);
+	drop(c);
+}
+
 int main(void)
 {
 	shmcfg__schema_eager_bytes = 0; /* the lazy path, even for small schemas */
+	shmcfg__vcopy_min_bytes = SIZE_MAX; /* ... and without validated copies, but in their tests */
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_lookup_every_option_of_100k, teardown),
 		cmocka_unit_test_teardown(test_concurrent_first_use, teardown),
@@ -1361,6 +1722,13 @@ int main(void)
 		cmocka_unit_test_teardown(test_warm_bounded, teardown),
 		cmocka_unit_test_teardown(test_implications_bounded, teardown),
 		cmocka_unit_test_teardown(test_prefault, teardown),
+		cmocka_unit_test_teardown(test_validated_copy_made_and_used, vcopy_teardown),
+		cmocka_unit_test_teardown(test_validated_copy_refused_unless_as_written, vcopy_teardown),
+		cmocka_unit_test_teardown(test_no_copy_under_a_hash_the_schema_lacks, vcopy_teardown),
+		cmocka_unit_test_teardown(test_copy_writer_killed_leaves_nothing, vcopy_teardown),
+		cmocka_unit_test_teardown(test_copy_commits_fault_nothing, vcopy_teardown),
+		cmocka_unit_test_teardown(test_stranger_file_under_the_copy_name, vcopy_teardown),
+		cmocka_unit_test_teardown(test_orphaned_copy_found_and_removed, vcopy_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

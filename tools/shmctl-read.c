@@ -217,10 +217,10 @@ static void orphan_row(const shmcfg_orphan *o, void *ud)
 	struct orphan_rows *rows = ud;
 	char note[600], owner[64];
 	/* or the new segment a replacement killed before its rename left */
-	bool unfinished = strstr(o->path, "/shmcfg-new.") != NULL;
-	const char *kind = unfinished ? "unfinished replacement" : "orphaned lock object";
+	bool unfinished = strstr(o->path, "/shmcfg-new.") != NULL, copy = strstr(o->path, "/shmcfg-schema.") != NULL;
+	const char *kind = unfinished ? "unfinished replacement" : copy ? "orphaned schema copy" : "orphaned lock object";
 	snprintf(note, sizeof note, "%s %s: %s (shmctl gc removes it)", kind, o->path,
-		 unfinished ? "its replacer is gone" : "its segment is gone");
+		 unfinished ? "its replacer is gone" : copy ? "no segment has its schema" : "its segment is gone");
 	if (rows->arr) {
 		/* the fields of every entry, null where a segment would have a
 		 * value (as for one that cannot be read), and its path */

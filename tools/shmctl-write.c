@@ -1291,7 +1291,9 @@ static void gc_orphan(const shmcfg_orphan *o, void *ud)
 {
 	struct gc_orphans *g = ud;
 	/* or the new segment a replacement killed before its rename left */
-	const char *what = strstr(o->path, "/shmcfg-new.") ? "unfinished replacement" : "orphaned lock object";
+	const char *what = strstr(o->path, "/shmcfg-new.")	  ? "unfinished replacement"
+			   : strstr(o->path, "/shmcfg-schema.") ? "orphaned schema copy"
+								: "orphaned lock object";
 	/* names planted in /dev/shm: shown escaped (termsafe.h), in JSON as
 	 * they are when they are UTF-8 */
 	char *path = term_escaped(o->path, strlen(o->path)), *name = term_escaped(o->name, strlen(o->name));
@@ -1302,7 +1304,10 @@ static void gc_orphan(const shmcfg_orphan *o, void *ud)
 							json_foreign(o->path), "uid", (int)o->uid));
 		if (!g->json)
 			printf("removed %s %s (%s '%s' is gone)\n", what, path ? path : "?",
-			       what[0] == 'u' ? "the replacer of" : "its segment", name ? name : "?");
+			       what[0] == 'u'		? "the replacer of"
+			       : strstr(what, "schema") ? "every segment of schema"
+							: "its segment",
+			       name ? name : "?");
 	}
 	free(path);
 	free(name);

@@ -141,7 +141,8 @@ int shmcfg__copy_map(shmcfg *h, int fd, uint32_t nopts)
 #endif
 
 /*
- * SHMCFG_ATTACH_PREFAULT on a segment mapped lazily: its pages mapped now,
+ * SHMCFG_ATTACH_PREFAULT (or a writer's attach with the schema's validated
+ * copy: segment.c) on a segment mapped lazily: its pages mapped now,
  * up to the end of the heap's carved chunks (heap_top: the heap is the last
  * region, and its room never carved is only address space until a commit
  * carves it; a writer's heap_top past the heap counts as the heap's end).
@@ -161,10 +162,24 @@ void shmcfg__map_populate(shmcfg *h)
 	len = (len + ps - 1) / ps * ps;
 	if (len > h->size)
 		len = h->size;
-	if (shmcfg__madvise(h->base, len, MADV_POPULATE_READ) == 0 || errno != EINVAL)
-		return;
-	for (size_t o = 0; o < len; o += ps)
-		(void)*(volatile const char *)(h->base + o);
+	/* but the schema region's whole pages: it is read through the private
+	 * or validated copy (validate.c, vcopy.c), never here */
+	size_t s0 = (size_t)(h->lay.schema_off + ps - 1) / ps * ps,
+	       s1 = (size_t)(h->lay.schema_off + h->lay.schema_size) / ps * ps;
+	if (s1 > len)
+		s1 = len;
+	if (s0 > s1)
+		s0 = s1;
+	const size_t part[2][2] = {{0, s0}, {s1, len}};
+	for (int k = 0; k < 2; k++) {
+		size_t a = part[k][0], b = part[k][1];
+		if (a >= b || shmcfg__madvise(h->base + a, b - a, MADV_POPULATE_READ) == 0)
+			continue;
+		if (errno != EINVAL)
+			return;
+		for (size_t o = a; o < b; o += ps)
+			(void)*(volatile const char *)(h->base + o);
+	}
 }
 
 /* The live incarnation's accessors' copy over the replaced one's at the

@@ -203,13 +203,18 @@ int shmcfg__schema_open(shmcfg *h)
 	/* zero pages until touched, like the state above */
 	if (!(h->lk = shmcfg__calloc(sh->index_size, sizeof *h->lk)))
 		return shmcfg__nomem(); /* schema_close frees state */
-	/* writable, private: MADV_POPULATE_WRITE copies pages; nothing writes them */
-	h->priv = shmcfg__mmap(NULL, h->priv_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, h->fd, 0);
-	if (h->priv == MAP_FAILED) {
-		h->priv = NULL;
-		return shmcfg__err(-errno, "%s: mmap: %s", h->name, strerror(errno));
+	/* this uid's validated copy of the schema, if it has one (vcopy.c):
+	 * nothing to copy or check then */
+	const char *base = shmcfg__vcopy_open(h);
+	if (!base) {
+		/* writable, private: MADV_POPULATE_WRITE copies pages; nothing writes them */
+		h->priv = shmcfg__mmap(NULL, h->priv_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, h->fd, 0);
+		if (h->priv == MAP_FAILED) {
+			h->priv = NULL;
+			return shmcfg__err(-errno, "%s: mmap: %s", h->name, strerror(errno));
+		}
+		base = h->priv + h->lay.schema_off;
 	}
-	const char *base = h->priv + h->lay.schema_off;
 	h->desc = (const struct opt_desc *)(base + sh->desc_off);
 	h->implies = (const struct implies_ent *)(base + sh->implies_off);
 	h->index_raw = (const uint32_t *)(base + sh->index_off);

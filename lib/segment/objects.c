@@ -381,6 +381,7 @@ int shmcfg__remove_segment(const char *name, const char *path, bool quiet_enoent
 			munmap(m, SEG_HEADER_BYTES);
 		}
 		shmcfg__lock_remove(name, hd.instance);
+		shmcfg__vcopy_remove(hd.schema_hash);
 	} else {
 		/* a header we cannot read names no instance: its lock object is
 		 * one of those of this name whose segment is now gone */
@@ -635,5 +636,5 @@ int shmcfg_orphans(const char *name, unsigned flags, void (*fn)(const shmcfg_orp
 			fn(&o, userdata);
 	}
 	closedir(d);
-	return n;
+	return name ? n : n + shmcfg__vcopy_orphans(flags, fn, userdata);
 }

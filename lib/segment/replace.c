@@ -445,7 +445,7 @@ static int resize(const char *name, const shmcfg_create_opts *opts, shmcfg **ret
 		(void)shmcfg__layout(old->lay.nopts, old->lay.schema_size, 0, &o, &lay); /* the heap's size given */
 		memcpy(lay.schema_hash, old->lay.schema_hash, 16);
 		struct keep_first k = {.old = old, .keep = true, .who = "segment resized"};
-		r = replace_with(old, name, path, &lay, old->priv + old->lay.schema_off, st.st_mode & 0777, st.st_gid,
+		r = replace_with(old, name, path, &lay, schema_region(old), st.st_mode & 0777, st.st_gid,
 				 true, &k, ret);
 	}
 	shmcfg__unlock_writer(old);
@@ -522,9 +522,10 @@ static int create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 	r = 1;
 	if (o.flags & SHMCFG_CREATE_FORCE)
 		r = shmcfg__replace(name, path, &lay, schema_bytes, &o, env.envp, ret);
+	bool made = r == 0; /* not attached: its schema's validated copy made below */
 	if (r == 1 && (!(o.flags & SHMCFG_CREATE_FORCE) || !(r = shmcfg__remove_segment(name, path, true))) &&
 	    !(r = shmcfg__create_object(name, path, &lay, schema_bytes, o.mode, o.gid, first_env, &env, ret)))
-		shmcfg__built(*ret); /* ready, at its name */
+		shmcfg__built(*ret), made = true; /* ready, at its name */
 	/* create-or-attach: the first rank creates, the others attach what it
 	 * made (its `ready` waited for), of this schema; one removed meanwhile
 	 * is created again */
@@ -537,9 +538,11 @@ static int create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 			shmcfg__clear_err();
 			if (!(r = shmcfg__create_object(name, path, &lay, schema_bytes, o.mode, o.gid, first_env, &env,
 							ret)))
-				shmcfg__built(*ret);
+				shmcfg__built(*ret), made = true;
 		}
 	}
+	if (!r && made)
+		shmcfg__schema_created(*ret);
 	shmcfg__free(schema_bytes);
 out:
 	shmcfg__schema_built_free(b);

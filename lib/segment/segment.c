@@ -210,7 +210,10 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 		return shmcfg__err(-errno, "%s: mmap: %s", h->name, strerror(errno));
 	}
 	h->hdr = (struct seg_header *)h->base;
-	if (h->size > SEG_EAGER_BYTES && (h->opts.flags & SHMCFG_ATTACH_PREFAULT))
+	/* mapped now where a commit's first uses would fault: asked for, or a
+	 * writer's with the schema's validated copy (whose uses fault nothing) */
+	if (h->size > SEG_EAGER_BYTES && ((h->opts.flags & SHMCFG_ATTACH_PREFAULT) ||
+					  (h->vcopy && !h->rdonly && h->size <= SEG_WRITER_MAP_BYTES)))
 		shmcfg__map_populate(h);
 	waiters_setup(h, st);
 	/* Pairs with the creator's release store of `ready` (shmcfg_create):
@@ -370,6 +373,7 @@ static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **r
 			memset(h->lk, 0, (size_t)h->sch->index_size * sizeof *h->lk);
 			if (!rdonly)
 				shmcfg__handle_identity(h);
+			shmcfg__vcopy_make(h); /* for this uid's next attaches */
 		}
 	} else if (!r)
 		shmcfg__schema_warm(h);
