@@ -1302,12 +1302,12 @@ static void gc_orphan(const shmcfg_orphan *o, void *ud)
 	else {
 		json_array_append_new(g->arr, json_pack("{s:o?, s:o?, s:i}", "name", json_foreign(o->name), "path",
 							json_foreign(o->path), "uid", (int)o->uid));
-		if (!g->json)
-			printf("removed %s %s (%s '%s' is gone)\n", what, path ? path : "?",
-			       what[0] == 'u'		? "the replacer of"
-			       : strstr(what, "schema") ? "every segment of schema"
-							: "its segment",
+		if (!g->json && strstr(what, "schema"))
+			printf("removed %s %s (no segment has its schema %s)\n", what, path ? path : "?",
 			       name ? name : "?");
+		else if (!g->json)
+			printf("removed %s %s (%s '%s' is gone)\n", what, path ? path : "?",
+			       what[0] == 'u' ? "the replacer of" : "its segment", name ? name : "?");
 	}
 	free(path);
 	free(name);
@@ -1366,7 +1366,7 @@ int cmd_gc(int argc, char **argv)
 		return fail_lib(r, seg ? seg : "orphaned lock objects");
 	}
 	if (!json && orphans_only && r == 0)
-		printf("no orphaned lock objects%s%s%s\n", seg ? " of '" : "", seg ? seg : "", seg ? "'" : "");
+		printf("no orphaned lock objects%s%s%s\n", seg ? " of '" : " or schema copies", seg ? seg : "", seg ? "'" : "");
 	if (json) {
 		json_t *out = json_pack("{s:o}", "orphans", g.arr);
 		if (!orphans_only) {

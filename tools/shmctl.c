@@ -403,7 +403,10 @@ const struct command shmctl_commands[] = {
 	 {check_flags}, "Exit status 0 if the segment is sound, 1 with the problems listed.\n", true, "segment", NULL},
 	{"gc", cmd_gc, "gc [NAME] [--orphans] [--json]",
 	 "reclaim the reader entries of dead processes; remove orphaned lock objects", {gc_flags},
-	 "With NAME: its dead readers' entries, then its orphaned lock objects.\n", true, "segment", NULL},
+	 "With NAME: its dead readers' entries, then its orphaned lock objects.\n"
+	 "Without: every orphaned lock object, and the validated schema copies\n"
+	 "(/dev/shm/shmcfg-schema.HASH.UID) that no segment you can read uses.\n",
+	 true, "segment", NULL},
 	{"cluster", NULL, NULL, /* the synopsis: each subcommand's (print_synopsis) */
 	 "the cluster layer kept in etcd: set, reset, show, log, diff, rollback, status, forget", {NULL},
 	 "Each subcommand takes --endpoints URL[,URL] and --cluster NAME (defaults:\n"

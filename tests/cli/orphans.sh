@@ -3,7 +3,8 @@
 # Orphaned lock objects from the command line: shmctl rm (--force) of a
 # damaged segment takes its lock object too; a segment removed by hand leaves
 # one, which ls lists and gc removes (gc with no NAME, gc --orphans [NAME],
-# gc NAME); a live segment's lock object is never touched.
+# gc NAME); a live segment's lock object is never touched. A big schema's
+# validated copy goes with shmctl rm, and with gc once its segment is gone.
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/cli/lib.sh"
 
 seg A damaged
@@ -61,6 +62,34 @@ left = sorted(l.rsplit(".", 1)[0] if l.startswith("shmcfg-lock.") else l for l i
  left == ["shmcfg-lock.y", "shmcfg.y"])' "$T_TMP"
 else
 	skip "gc with no NAME: needs a mount namespace of its own (unshare --mount: root)"
+fi
+# a big schema's validated copy (doc/design.md): shmctl rm takes it; a segment
+# removed by hand leaves it, which ls lists and gc (no NAME) removes. In a
+# /dev/shm of its own, as above.
+if unshare --mount true 2>/dev/null; then
+	python3 -c '
+print("format: 1\noptions:")
+for i in range(15000):
+    print("  big.o%05d:\n    type: int\n    default: %d" % (i, i))' >"$T_TMP/big.yaml"
+	unshare --mount sh -c 'mount -t tmpfs -o mode=1777 tmpfs /dev/shm &&
+		"$1" create -q --schema "$2/big.yaml" big && ls /dev/shm >"$2/made" &&
+		"$1" rm big && ls /dev/shm >"$2/removed" &&
+		"$1" create -q --schema "$2/big.yaml" big && rm /dev/shm/shmcfg.big &&
+		"$1" ls >"$2/ls.txt" && "$1" gc >"$2/gc.txt" && ls /dev/shm >"$2/after"' sh "$SHMCTL" "$T_TMP" \
+		>"$T_TMP/ns.out" 2>&1
+	pass "a big schema: its copy made with the segment, removed by rm; removed by hand: ls lists it, gc removes it" pyeval '
+import re
+d = a[0]
+made, removed, after = (open(d + "/" + f).read().split() for f in ("made", "removed", "after"))
+copy = [f for f in made if f.startswith("shmcfg-schema.")]
+ls, gc = open(d + "/ls.txt").read(), open(d + "/gc.txt").read()
+(len(copy) == 1 and re.fullmatch(r"shmcfg-schema\.[0-9a-f]{32}\.%d" % int(a[1]), copy[0]) is not None and
+ not any(f.startswith("shmcfg-schema.") for f in removed) and
+ ("orphaned schema copy /dev/shm/" + copy[0] + ": no segment has its schema") in ls and
+ re.search(r"removed orphaned schema copy /dev/shm/%s \(no segment has its schema [0-9a-f]{32}\)" % re.escape(copy[0]), gc)
+ is not None and after == [])' "$T_TMP" "$(id -u)"
+else
+	skip "a big schema's copy and gc: needs a mount namespace of its own (unshare --mount: root)"
 fi
 run shmctl create -q "$B"
 rm "/dev/shm/shmcfg.$B"
