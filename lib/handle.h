@@ -291,7 +291,7 @@ enum { WHOLE_ALL, WHOLE_PRIVATE, WHOLE_N };
 #define LK_LEN_MAX (1u << (32 - LK_ID_BITS))
 _Static_assert(SEG_MAX_OPTS <= 1u << LK_ID_BITS, "an option id fits LK_ID_BITS");
 int shmcfg__schema_all(const shmcfg *h);
-void shmcfg__schema_created(const shmcfg *h);
+void shmcfg__schema_created(const shmcfg *h, const void *built, const uint8_t hash[16]);
 int shmcfg__schema_topo(const shmcfg *h, const uint32_t **topo);
 int shmcfg__schema_by_name(const shmcfg *h, const uint32_t **by_name);
 static inline const struct opt_desc *opt_d(const shmcfg *h, uint32_t i)

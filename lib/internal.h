@@ -191,10 +191,10 @@ uint32_t shmcfg__schema_nopts(const struct built_schema *b);
 
 /* vcopy.c: the validated copy of a schema, per schema and user (wanted:
  * for h's schema; open: at attach, the region's address in it, or NULL;
- * make: after h's schema was validated whole) */
+ * make: by h's creator, after h's schema was validated whole) */
 bool shmcfg__vcopy_wanted(const shmcfg *h);
 const char *shmcfg__vcopy_open(shmcfg *h);
-void shmcfg__vcopy_make(const shmcfg *h);
+void shmcfg__vcopy_make(const shmcfg *h, const void *built, const uint8_t built_hash[16]);
 void shmcfg__vcopy_remove(const uint8_t hash[16]);
 int shmcfg__vcopy_orphans(unsigned flags, void (*fn)(const shmcfg_orphan *o, void *userdata), void *userdata);
 

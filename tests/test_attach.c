@@ -42,7 +42,9 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
@@ -1457,7 +1459,7 @@ static void test_validated_copy_made_and_used(void **state)
 }
 
 /* Spoil the copy at path (as its own uid can): one of the ways below. */
-enum { SP_MODE_GROUP, SP_MODE_RW, SP_MAGIC, SP_VERDICT, SP_SCHEMA_HDR, SP_HASH, SP_SIZE, SP_N };
+enum { SP_MODE_GROUP, SP_MODE_RW, SP_MAGIC, SP_VERDICT, SP_SCHEMA_HDR, SP_HASH, SP_LIBVER, SP_SIZE, SP_N };
 static void vcopy_spoil(const char *path, int how)
 {
 	assert_int_equal(chmod(path, 0600), 0);
@@ -1466,15 +1468,16 @@ static void vcopy_spoil(const char *path, int how)
 	struct stat st;
 	assert_int_equal(fstat(fd, &st), 0);
 	unsigned char b;
-	/* the header: magic at 0, the hash at 32; the verdicts from 64; the
-	 * region (its own header first) at the first 64-byte boundary after */
-	off_t at = how == SP_MAGIC ? 0 : how == SP_HASH ? 32 : how == SP_VERDICT ? 64 + 5 : 0;
+	/* the header: magic at 0, the hash at 32, the library's version at 48;
+	 * the verdicts from 64; the region (its own header first) at the first
+	 * 64-byte boundary after */
+	off_t at = how == SP_MAGIC ? 0 : how == SP_HASH ? 32 : how == SP_LIBVER ? 48 : how == SP_VERDICT ? 64 + 5 : 0;
 	if (how == SP_SCHEMA_HDR) {
 		uint64_t schema_at;
 		assert_int_equal(pread(fd, &schema_at, 8, 24), 8);
 		at = (off_t)schema_at + 4; /* the region's index_size */
 	}
-	if (how == SP_MAGIC || how == SP_HASH || how == SP_SCHEMA_HDR) {
+	if (how == SP_MAGIC || how == SP_HASH || how == SP_LIBVER || how == SP_SCHEMA_HDR) {
 		assert_int_equal(pread(fd, &b, 1, at), 1);
 		b ^= 0x40;
 		assert_int_equal(pwrite(fd, &b, 1, at), 1);
@@ -1490,10 +1493,12 @@ static void vcopy_spoil(const char *path, int how)
 
 /*
  * A copy that is not as written (readable by others, writable, another
- * magic, a verdict not given, another schema header or hash, another size)
+ * magic, a verdict not given, another schema header or hash, another
+ * library's, another size)
  * is not used: the attach copies and validates by the page as without it,
- * and reads right. A prefaulting attach, which validates whole, writes a
- * good copy in its place, which the next attach uses.
+ * and reads right; a prefaulting attach validates whole and writes nothing.
+ * The segment created again writes a good copy in its place, which the next
+ * attach uses.
  */
 static void test_validated_copy_refused_unless_as_written(void **state)
 {
@@ -1517,6 +1522,8 @@ static void test_validated_copy_refused_unless_as_written(void **state)
 		keep(p);
 		assert_false(p->vcopy);
 		drop(p);
+		drop(c);
+		c = big_segment(name, n); /* --force: the same schema */
 		h = attach_rw(name);
 		if (!h->vcopy)
 			fail_msg("spoil %d: no good copy written in its place", how);
@@ -1525,43 +1532,78 @@ static void test_validated_copy_refused_unless_as_written(void **state)
 	}
 }
 
+/* big_segment(seg, 200), stopped (SIGSTOP) once its schema is written in
+ * the object at its name, before its creator reads it back (and validates
+ * it, and writes the copy). */
+static int child_create_stopped(void *arg)
+{
+	(void)arg;
+	setenv("SHMCFG_FAULT", "create.schema:stop", 1);
+	big_segment(seg, 200);
+	unsetenv("SHMCFG_FAULT");
+	return 0;
+}
+
 /*
- * A segment whose header names a hash its schema does not have (a writer
- * changed the schema and kept the hash): a prefaulting attach validates it
- * whole, and writes no copy: not under that hash, which the honest segments
- * of that hash would then use, nor under its own, which this segment's
- * attaches would never look for.
+ * A copy holds only what its uid built: a prefaulting attach, which
+ * validates the schema whole, writes none; and a creator whose segment a
+ * writer changed between the schema's write and the creator's reading it
+ * back (a default: still a valid schema, under the hash the creator built)
+ * writes none, under either hash.
  */
-static void test_no_copy_under_a_hash_the_schema_lacks(void **state)
+static void test_copy_only_of_what_its_uid_built(void **state)
 {
 	(void)state;
 	shmcfg__vcopy_min_bytes = 0;
-	const uint32_t n = 200;
-	const char *name = new_name("vcopylie");
-	shmcfg *c = big_segment(name, n);
+	seg = new_name("vcopyown");
+	shmcfg *c = big_segment(seg, 200);
 	char path[160];
 	vcopy_path(c, path, sizeof path);
+	drop(c);
 	assert_int_equal(unlink(path), 0);
-	struct writer w = writer_open(name);
-	wdesc(&w, 10)->def.val = 1010; /* still valid: an int default */
-	XXH128_canonical_t real;
-	XXH128_canonicalFromHash(&real, XXH3_128bits(w.schema, w.hd->schema_size));
-	writer_close(&w);
-	char real_path[160];
-	snprintf(real_path, sizeof real_path, "/dev/shm/shmcfg-schema.");
-	for (int i = 0; i < 16; i++)
-		snprintf(real_path + strlen(real_path), 3, "%02x", real.digest[i]);
-	snprintf(real_path + strlen(real_path), 16, ".%u", (unsigned)geteuid());
-	(void)unlink(real_path);
+	int before = copies_now();
 	shmcfg *p = NULL;
-	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_PREFAULT, NULL, &p), 0);
+	assert_int_equal(shmcfg_attach(seg, SHMCFG_ATTACH_PREFAULT, NULL, &p), 0);
 	keep(p);
 	assert_false(p->vcopy);
-	assert_int_equal(opts_validated(p), n); /* validated whole: still a valid schema */
-	struct stat st;
-	assert_int_equal(stat(path, &st), -1);
-	assert_int_equal(stat(real_path, &st), -1); /* nor under the hash of what it holds */
+	assert_int_equal(opts_validated(p), 200);
 	drop(p);
+	assert_int_equal(copies_now(), before);
+
+	seg = new_name("vcopyown2"); /* created, not replaced */
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(child_create_stopped(NULL));
+	int st;
+	assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+	if (!WIFSTOPPED(st)) {
+		kill(pid, SIGKILL);
+		fail_msg("the creator did not stop at create.schema (status %#x)", st);
+	}
+	struct writer w = writer_open(seg);
+	uint8_t built[16];
+	memcpy(built, w.hd->schema_hash, 16);
+	wdesc(&w, 10)->def.val = 1010; /* still valid: an int default */
+	XXH128_canonical_t changed_c;
+	XXH128_canonicalFromHash(&changed_c, XXH3_128bits(w.schema, w.hd->schema_size));
+	uint8_t changed[16];
+	memcpy(changed, changed_c.digest, 16);
+	writer_close(&w);
+	assert_int_equal(kill(pid, SIGCONT), 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	for (int k = 0; k < 2; k++) {
+		const uint8_t *hash = k ? changed : built;
+		char hp[160];
+		int at = snprintf(hp, sizeof hp, "/dev/shm/shmcfg-schema.");
+		for (int i = 0; i < 16; i++)
+			at += snprintf(hp + at, sizeof hp - (size_t)at, "%02x", hash[i]);
+		snprintf(hp + at, sizeof hp - (size_t)at, ".%u", (unsigned)geteuid());
+		struct stat sb;
+		if (stat(hp, &sb) == 0)
+			fail_msg("a copy under the %s hash", k ? "changed" : "built");
+	}
 }
 
 /* The copy is written unnamed and linked whole: a creator killed before
@@ -1582,7 +1624,8 @@ static void test_copy_writer_killed_leaves_nothing(void **state)
 	int before = copies_now();
 	pid_t pid = spawn(child_copy_killed, NULL);
 	int st = reap(pid);
-	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		fail_msg("the creator was not killed at vcopy.written (status %#x)", st);
 	shmcfg *h = attach_rw(seg); /* created, ready */
 	assert_false(h->vcopy);
 	char path[160];
@@ -1633,7 +1676,7 @@ static void test_copy_commits_fault_nothing(void **state)
 /*
  * (root) A file of another uid under this uid's copy's name, even with the
  * copy's very bytes (another uid can write it): not used, and not replaced
- * by a whole validation; the segment's removal by root removes it.
+ * by a creation; the segment's removal by root removes it.
  */
 static void test_stranger_file_under_the_copy_name(void **state)
 {
@@ -1651,10 +1694,8 @@ static void test_stranger_file_under_the_copy_name(void **state)
 	assert_false(h->vcopy);
 	assert_int_equal(big_all_ok(h, n), 0);
 	drop(h);
-	shmcfg *p = NULL;
-	assert_int_equal(shmcfg_attach(name, SHMCFG_ATTACH_PREFAULT, NULL, &p), 0);
-	keep(p);
-	drop(p);
+	drop(c);
+	c = big_segment(name, n); /* created again: it would write the copy */
 	struct stat st;
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_uid, 65534);
@@ -1688,6 +1729,13 @@ static void test_orphaned_copy_found_and_removed(void **state)
 	assert_int_equal(found, 0);
 	snprintf(seg_path, sizeof seg_path, "/dev/shm/shmcfg.%s", name);
 	assert_int_equal(unlink(seg_path), 0); /* rm */
+	/* and something under a segment's name that cannot be opened (ENXIO):
+	 * no segment of anyone's, and no reason to stop looking */
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "/dev/shm/shmcfg.%ssock", name);
+	int sk = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(sk >= 0);
+	assert_int_equal(bind(sk, (struct sockaddr *)&sa, sizeof sa), 0);
 	found = 0;
 	assert_true(shmcfg_orphans(NULL, 0, count_copy, &found) >= 1);
 	assert_int_equal(found, 1);
@@ -1697,7 +1745,64 @@ static void test_orphaned_copy_found_and_removed(void **state)
 	assert_true(shmcfg_orphans(NULL, SHMCFG_ORPHANS_REMOVE, count_copy, &found) >= 1);
 	assert_int_equal(found, 1);
 	assert_int_equal(stat(path, &st), -1);
+	close(sk);
+	assert_int_equal(unlink(sa.sun_path), 0);
 	drop(c);
+}
+
+/* A segment of n options whose every option's default is 0 + k: another
+ * schema for each k. */
+static shmcfg *other_segment(const char *name, uint32_t n, int k)
+{
+	shmcfg_schema *s;
+	assert_int_equal(shmcfg_schema_new(&s), 0);
+	for (uint32_t i = 0; i < n; i++) {
+		char nm[64], def[24];
+		big_name(nm, sizeof nm, i);
+		snprintf(def, sizeof def, "%d", k);
+		shmcfg_optdef d = {.name = nm, .type = SHMCFG_INT, .def = def};
+		assert_int_equal(shmcfg_schema_add(s, &d), 0);
+	}
+	shmcfg_create_opts o = {.flags = SHMCFG_CREATE_FORCE | SHMCFG_CREATE_NO_ENV};
+	shmcfg *h = NULL;
+	assert_int_equal(shmcfg_create(name, s, &o, &h), 0);
+	shmcfg_schema_free(s);
+	return keep(h);
+}
+
+/*
+ * A copy lives while a segment has its schema: two segments of one schema
+ * share it, and the removal of one keeps it for the other; a segment
+ * created again with another schema takes its old schema's copy with it
+ * (when no other segment has that schema), and gets its new one.
+ */
+static void test_copy_kept_while_a_segment_has_its_schema(void **state)
+{
+	(void)state;
+	shmcfg__vcopy_min_bytes = 0;
+	const char *a = new_name("vcopya"), *b = new_name("vcopyb");
+	shmcfg *ha = other_segment(a, 100, 1), *hb = other_segment(b, 100, 1);
+	char path[160], path2[160];
+	vcopy_path(ha, path, sizeof path);
+	drop(ha);
+	drop(hb);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(shmcfg_unlink(a), 0);
+	assert_int_equal(stat(path, &st), 0); /* b's still */
+	shmcfg *h = attach_rw(b);
+	assert_true(h->vcopy);
+	drop(h);
+	hb = other_segment(b, 100, 2); /* b with another schema */
+	vcopy_path(hb, path2, sizeof path2);
+	drop(hb);
+	assert_int_equal(stat(path, &st), -1);
+	assert_int_equal(stat(path2, &st), 0);
+	h = attach_rw(b);
+	assert_true(h->vcopy);
+	drop(h);
+	assert_int_equal(shmcfg_unlink(b), 0);
+	assert_int_equal(stat(path2, &st), -1);
 }
 
 int main(void)
@@ -1724,11 +1829,12 @@ int main(void)
 		cmocka_unit_test_teardown(test_prefault, teardown),
 		cmocka_unit_test_teardown(test_validated_copy_made_and_used, vcopy_teardown),
 		cmocka_unit_test_teardown(test_validated_copy_refused_unless_as_written, vcopy_teardown),
-		cmocka_unit_test_teardown(test_no_copy_under_a_hash_the_schema_lacks, vcopy_teardown),
+		cmocka_unit_test_teardown(test_copy_only_of_what_its_uid_built, vcopy_teardown),
 		cmocka_unit_test_teardown(test_copy_writer_killed_leaves_nothing, vcopy_teardown),
 		cmocka_unit_test_teardown(test_copy_commits_fault_nothing, vcopy_teardown),
 		cmocka_unit_test_teardown(test_stranger_file_under_the_copy_name, vcopy_teardown),
 		cmocka_unit_test_teardown(test_orphaned_copy_found_and_removed, vcopy_teardown),
+		cmocka_unit_test_teardown(test_copy_kept_while_a_segment_has_its_schema, vcopy_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,15 +44,16 @@ int shmcfg__schema_all(const shmcfg *h)
 	return r;
 }
 
-/* A segment just created by h (replace.c): a big schema validated whole and
- * this uid's copy of it made (vcopy.c), for the attaches to come. The
- * library's own schema is expected to validate. */
-void shmcfg__schema_created(const shmcfg *h)
+/* A segment just created by h (replace.c) from the schema region @p built
+ * (hashed @p hash): a big schema validated whole and this uid's copy of it
+ * made (vcopy.c), for the attaches to come. The library's own schema is
+ * expected to validate. */
+void shmcfg__schema_created(const shmcfg *h, const void *built, const uint8_t hash[16])
 {
 	if (!shmcfg__vcopy_wanted(h))
 		return;
 	if (shmcfg__schema_all(h) == 0)
-		shmcfg__vcopy_make(h);
+		shmcfg__vcopy_make(h, built, hash);
 	else
 		shmcfg__log(SHMCFG_LOG_WARNING, "%s: no validated copy of the new segment's schema: %s", h->name,
 			    shmcfg_errdetail());

@@ -3,20 +3,23 @@
  * The validated copy of a schema: one per schema and user, in /dev/shm
  * (doc/design.md, "The validated copy").
  *
- * A process that validated a big schema whole (its segment's creator; an
- * attach with SHMCFG_ATTACH_PREFAULT) writes what it validated, with every
- * option's verdict, to SHM_DIR "/shmcfg-schema.HASH.UID": HASH is the
- * XXH3-128 that process computed over those bytes, the file is owned by
- * its uid, mode 0400, and it is written unnamed (O_TMPFILE) and linked
- * only once whole, so that the name never shows a part and a writer killed
- * on the way leaves nothing. A later attach by the same uid of a segment
- * whose header names that hash, and whose schema header is the copy's, maps
- * the copy shared instead of copying the region privately page by page, and
- * validates nothing again: no one but that uid (and root) can write the
- * file, and the uid trusts its own processes already. What the copy spares
- * is a fresh process's first uses of options (two page copies and a
- * validation each: issue 26's first commits at 100,000 options), and a
- * private copy of the schema in each process that uses it all.
+ * A segment's creator, once it has validated the big schema it built,
+ * writes it with every option's verdict to SHM_DIR
+ * "/shmcfg-schema.HASH.UID": only bytes it built itself (the region it
+ * validated is compared with its builder's), HASH the schema hash, owned by
+ * its uid, mode 0400, written unnamed (O_TMPFILE) and linked only once
+ * whole, so that the name never shows a part and a writer killed on the way
+ * leaves nothing. A later attach by the same uid, of the same library
+ * version, of a segment whose header names that hash and whose schema header
+ * is the copy's maps the copy shared instead of copying the region
+ * privately page by page, and validates nothing again: no one but that uid
+ * (and root) can write the file, and the uid trusts its own processes
+ * already. A writer who makes its segment's header name the hash of a
+ * schema the uid created gives that segment's readers of that uid the
+ * schema they created, validated: nothing it chose. What the copy spares is
+ * a fresh process's first uses of options (two page copies and a validation
+ * each: issue 26's first commits at 100,000 options), and a private copy of
+ * the schema in each process that uses it all.
  *
  * Everything here is best effort: a copy that cannot be written or trusted
  * is not used, and the private copy is made as without it.
@@ -33,7 +36,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #define VCOPY_PREFIX "/shmcfg-schema."
 #define VCOPY_MAGIC 0x59504f4347464d53ull /* "SMFGCOPY" */
@@ -48,9 +50,10 @@ struct vcopy_hdr {
 	uint32_t layout_version; /* SEG_LAYOUT_VERSION */
 	uint32_t nopts;
 	uint64_t schema_size;
-	uint64_t schema_at;      /* vcopy_schema_at(nopts) */
-	uint8_t schema_hash[16]; /* computed by the writer over the region it validated */
-	uint64_t pad[2];
+	uint64_t schema_at;      /* schema_at(nopts) */
+	uint8_t schema_hash[16]; /* the builder's */
+	uint32_t lib_version;    /* SHMCFG_VERSION_HEX: another library's validation may differ */
+	uint32_t pad[3];
 };
 _Static_assert(sizeof(struct vcopy_hdr) == 64, "the copy's header");
 
@@ -96,7 +99,8 @@ static char *copy_map(const shmcfg *h, int fd, bool populate)
 	const struct vcopy_hdr *vh = (const struct vcopy_hdr *)m;
 	/* this segment's schema: the hash its header names, and the header
 	 * attach read from it (the handle reads the regions by it) */
-	bool ok = vh->magic == VCOPY_MAGIC && vh->layout_version == SEG_LAYOUT_VERSION && vh->nopts == h->lay.nopts &&
+	bool ok = vh->magic == VCOPY_MAGIC && vh->layout_version == SEG_LAYOUT_VERSION &&
+		  vh->lib_version == SHMCFG_VERSION_HEX && vh->nopts == h->lay.nopts &&
 		  vh->schema_size == h->lay.schema_size && vh->schema_at == at &&
 		  !memcmp(vh->schema_hash, h->lay.schema_hash, 16) && !memcmp(m + at, &h->sch_copy, sizeof h->sch_copy);
 	const unsigned char *v = (const unsigned char *)m + sizeof *vh;
@@ -168,26 +172,26 @@ static bool copy_there(const shmcfg *h, const char *path)
 }
 
 /*
- * After h's schema was validated whole (every option passed), write this
- * uid's copy of it if there is none it may trust: from h's private copy,
- * which the validation pinned whole, under the hash of those bytes, only
- * if that is the hash h's segment names (a writer's header that names
- * another schema's hash must not give this schema to that schema's
- * segments). Best effort; the caller's error state is kept.
+ * h's creator, after h's schema was validated whole (every option passed):
+ * write this uid's copy of it if there is none it may trust, from h's
+ * private copy, which the validation pinned whole, only if that is byte for
+ * byte what the creator built (@p built, hashed @p built_hash: a writer may
+ * have changed the object between its creation and h's pread of the header
+ * or the pins), h's header names that hash, and the region's header is the
+ * one h reads the regions by. Best effort; the caller's error state is kept.
  */
-void shmcfg__vcopy_make(const shmcfg *h)
+void shmcfg__vcopy_make(const shmcfg *h, const void *built, const uint8_t built_hash[16])
 {
 	if (!shmcfg__vcopy_wanted(h) || h->vcopy || !__atomic_load_n(&h->whole_ok[WHOLE_ALL], __ATOMIC_ACQUIRE) ||
 	    !__atomic_load_n(&h->whole_ok[WHOLE_PRIVATE], __ATOMIC_ACQUIRE))
 		return;
 	uint32_t n = h->lay.nopts;
 	const char *region = h->priv + h->lay.schema_off;
-	XXH128_canonical_t canon;
-	XXH128_canonicalFromHash(&canon, XXH3_128bits(region, h->lay.schema_size));
-	if (memcmp(canon.digest, h->lay.schema_hash, 16))
+	if (memcmp(h->lay.schema_hash, built_hash, 16) || memcmp(region, built, (size_t)h->lay.schema_size) ||
+	    memcmp(region, &h->sch_copy, sizeof h->sch_copy))
 		return;
 	char path[VCOPY_PATH_BYTES];
-	vcopy_path(path, canon.digest, geteuid());
+	vcopy_path(path, h->lay.schema_hash, geteuid());
 	if (copy_there(h, path))
 		return;
 	uint64_t at = schema_at(n);
@@ -200,8 +204,9 @@ void shmcfg__vcopy_make(const shmcfg *h)
 					 .layout_version = SEG_LAYOUT_VERSION,
 					 .nopts = n,
 					 .schema_size = h->lay.schema_size,
-					 .schema_at = at};
-		memcpy(vh->schema_hash, canon.digest, 16);
+					 .schema_at = at,
+					 .lib_version = SHMCFG_VERSION_HEX};
+		memcpy(vh->schema_hash, h->lay.schema_hash, 16);
 		/* every verdict set (WHOLE_ALL: each option passed); another
 		 * thread may be storing the same values meanwhile */
 		unsigned char *v = (unsigned char *)head + sizeof *vh;
@@ -228,23 +233,6 @@ void shmcfg__vcopy_make(const shmcfg *h)
 	shmcfg__free(head);
 }
 
-/* A segment of this schema hash was removed: remove the copies of it this
- * process may remove (its own; every user's, for root). */
-void shmcfg__vcopy_remove(const uint8_t hash[16])
-{
-	char hex[33], prefix[64];
-	shmcfg__hex16(hash, hex);
-	int len = snprintf(prefix, sizeof prefix, "%s%s.", VCOPY_PREFIX + 1, hex);
-	DIR *d = opendir(SHM_DIR);
-	if (!d)
-		return;
-	struct dirent *de;
-	while ((de = readdir(d)))
-		if (!strncmp(de->d_name, prefix, (size_t)len))
-			(void)unlinkat(dirfd(d), de->d_name, 0);
-	closedir(d);
-}
-
 /* Whether hex is 32 lower-case hex digits followed by ".UID" (digits). */
 static bool copy_name(const char *s, char hex[33], unsigned long *uid)
 {
@@ -261,44 +249,93 @@ static bool copy_name(const char *s, char hex[33], unsigned long *uid)
 }
 
 /*
+ * The schema hashes (hex) of the segments in the directory d of this layout
+ * that this process can read, in *hashes (freed by the caller): 0, or -1
+ * with no verdict (out of descriptors or memory: then no copy may be judged
+ * unused). An entry that cannot be opened otherwise is not a segment this
+ * process can attach, nor one whose copies it could use.
+ */
+static int segment_hashes(DIR *d, char (**hashes)[33], size_t *n)
+{
+	size_t cap = 0;
+	const char *seg = SEG_PREFIX + 1;
+	*hashes = NULL;
+	*n = 0;
+	rewinddir(d);
+	for (struct dirent *e; (e = readdir(d));) {
+		if (strncmp(e->d_name, seg, strlen(seg)))
+			continue;
+		int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
+				return -1;
+			continue;
+		}
+		struct stat st;
+		struct seg_header hd;
+		bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, &hd, sizeof hd, 0) == (ssize_t)sizeof hd &&
+			  hd.magic == SEG_MAGIC && hd.layout_version == SEG_LAYOUT_VERSION;
+		close(fd);
+		if (!ok)
+			continue;
+		if (*n == cap) {
+			void *more = shmcfg__realloc(*hashes, (cap = cap ? 2 * cap : 16) * sizeof **hashes);
+			if (!more)
+				return -1;
+			*hashes = more;
+		}
+		shmcfg__hex16(hd.schema_hash, (*hashes)[(*n)++]);
+	}
+	return 0;
+}
+
+static bool has_hash(char (*hashes)[33], size_t n, const char *hex)
+{
+	for (size_t k = 0; k < n; k++)
+		if (!strcmp(hashes[k], hex))
+			return true;
+	return false;
+}
+
+/* A segment of this schema hash was removed or replaced by another schema:
+ * the copies of it this process may remove (its own; every user's, for
+ * root), unless a segment it can read still has that schema. */
+void shmcfg__vcopy_remove(const uint8_t hash[16])
+{
+	char hex[33], prefix[64];
+	shmcfg__hex16(hash, hex);
+	int len = snprintf(prefix, sizeof prefix, "%s%s.", VCOPY_PREFIX + 1, hex);
+	DIR *d = opendir(SHM_DIR);
+	if (!d)
+		return;
+	char(*hashes)[33];
+	size_t nh;
+	if (segment_hashes(d, &hashes, &nh) == 0 && !has_hash(hashes, nh, hex)) {
+		rewinddir(d);
+		for (struct dirent *de; (de = readdir(d));)
+			if (!strncmp(de->d_name, prefix, (size_t)len))
+				(void)unlinkat(dirfd(d), de->d_name, 0);
+	}
+	shmcfg__free(hashes);
+	closedir(d);
+}
+
+/*
  * Orphaned copies (shmcfg_orphans with no name): this uid's (any uid's, for
  * root) whose schema hash no segment of this layout that this process can
  * read names: the segments they were made for were removed by hand, or by
- * another user. A segment that cannot be opened for another reason than its
- * mode stops the search (no verdict on the copies). Returns how many.
+ * another user. Out of descriptors or memory, none is judged. Returns how
+ * many.
  */
 int shmcfg__vcopy_orphans(unsigned flags, void (*fn)(const shmcfg_orphan *o, void *userdata), void *userdata)
 {
 	DIR *d = opendir(SHM_DIR);
 	if (!d)
 		return 0;
-	char (*hashes)[33] = NULL;
-	size_t nh = 0, cap = 0;
-	bool known = true;
-	const char *seg = SEG_PREFIX + 1, *cp = VCOPY_PREFIX + 1;
-	for (struct dirent *e; known && (e = readdir(d));) {
-		if (strncmp(e->d_name, seg, strlen(seg)))
-			continue;
-		int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-		struct stat st;
-		struct seg_header hd;
-		if (fd < 0) {
-			known = errno == EACCES || errno == ENOENT || errno == ELOOP;
-			continue;
-		}
-		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, &hd, sizeof hd, 0) == (ssize_t)sizeof hd &&
-		    hd.magic == SEG_MAGIC && hd.layout_version == SEG_LAYOUT_VERSION) {
-			if (nh == cap) {
-				void *more = shmcfg__realloc(hashes, (cap = cap ? 2 * cap : 16) * sizeof *hashes);
-				known = more != NULL;
-				if (more)
-					hashes = more;
-			}
-			if (known)
-				shmcfg__hex16(hd.schema_hash, hashes[nh++]);
-		}
-		close(fd);
-	}
+	char(*hashes)[33];
+	size_t nh;
+	bool known = segment_hashes(d, &hashes, &nh) == 0;
+	const char *cp = VCOPY_PREFIX + 1;
 	int n = 0;
 	uid_t euid = geteuid();
 	rewinddir(d);
@@ -309,10 +346,7 @@ int shmcfg__vcopy_orphans(unsigned flags, void (*fn)(const shmcfg_orphan *o, voi
 		if (strncmp(e->d_name, cp, strlen(cp)) || !copy_name(e->d_name + strlen(cp), hex, &uid) ||
 		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || (st.st_uid != euid && euid != 0))
 			continue;
-		size_t k = 0;
-		while (k < nh && strcmp(hashes[k], hex))
-			k++;
-		if (k < nh)
+		if (has_hash(hashes, nh, hex))
 			continue;
 		snprintf(path, sizeof path, SHM_DIR "/%s", e->d_name);
 		shmcfg_orphan o = {.name = hex, .path = path, .uid = st.st_uid};

@@ -391,6 +391,8 @@ int shmcfg__replace(const char *name, const char *path, struct seg_header *lay, 
 		.who = "segment replaced",
 	};
 	r = replace_with(old, name, path, lay, schema_bytes, o->mode, o->gid, false, &k, ret);
+	if (!r && memcmp(old->lay.schema_hash, lay->schema_hash, 16))
+		shmcfg__vcopy_remove(old->lay.schema_hash); /* if no other segment has it */
 	shmcfg__unlock_writer(old);
 	shmcfg_close(old);
 	return r;
@@ -542,7 +544,7 @@ static int create(const char *name, const shmcfg_schema *schema, const shmcfg_cr
 		}
 	}
 	if (!r && made)
-		shmcfg__schema_created(*ret);
+		shmcfg__schema_created(*ret, schema_bytes, lay.schema_hash);
 	shmcfg__free(schema_bytes);
 out:
 	shmcfg__schema_built_free(b);

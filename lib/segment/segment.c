@@ -373,7 +373,6 @@ static int attach_once(const char *name, const shmcfg_attach_opts *o, shmcfg **r
 			memset(h->lk, 0, (size_t)h->sch->index_size * sizeof *h->lk);
 			if (!rdonly)
 				shmcfg__handle_identity(h);
-			shmcfg__vcopy_make(h); /* for this uid's next attaches */
 		}
 	} else if (!r)
 		shmcfg__schema_warm(h);
