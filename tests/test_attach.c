@@ -1379,6 +1379,17 @@ static int vcopy_teardown(void **state)
 	return teardown(state);
 }
 
+/* A segment of big_segment(n) named after tag, with copies made for every
+ * schema size: its name and its copy's path. */
+static shmcfg *copied_segment(const char *tag, uint32_t n, const char **name, char path[160])
+{
+	shmcfg__vcopy_min_bytes = 0;
+	*name = new_name(tag);
+	shmcfg *c = big_segment(*name, n);
+	vcopy_path(c, path, 160);
+	return c;
+}
+
 /* Every option of big_segment(n) as declared, through every door: 0, or
  * the line of the first disagreement. */
 static int big_all_ok(const shmcfg *h, uint32_t n)
@@ -1402,12 +1413,10 @@ static int big_all_ok(const shmcfg *h, uint32_t n)
 static void test_validated_copy_made_and_used(void **state)
 {
 	(void)state;
-	shmcfg__vcopy_min_bytes = 0;
 	const uint32_t n = 300;
-	const char *name = new_name("vcopy");
-	shmcfg *c = big_segment(name, n);
+	const char *name;
 	char path[160];
-	vcopy_path(c, path, sizeof path);
+	shmcfg *c = copied_segment("vcopy", n, &name, path);
 	struct stat st;
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0400);
@@ -1503,12 +1512,10 @@ static void vcopy_spoil(const char *path, int how)
 static void test_validated_copy_refused_unless_as_written(void **state)
 {
 	(void)state;
-	shmcfg__vcopy_min_bytes = 0;
 	const uint32_t n = 200;
-	const char *name = new_name("vcopybad");
-	shmcfg *c = big_segment(name, n);
+	const char *name;
 	char path[160];
-	vcopy_path(c, path, sizeof path);
+	shmcfg *c = copied_segment("vcopybad", n, &name, path);
 	for (int how = 0; how < SP_N; how++) {
 		vcopy_spoil(path, how);
 		shmcfg *h = attach_rw(name);
@@ -1683,12 +1690,10 @@ static void test_stranger_file_under_the_copy_name(void **state)
 	(void)state;
 	if (geteuid() != 0)
 		skip();
-	shmcfg__vcopy_min_bytes = 0;
 	const uint32_t n = 200;
-	const char *name = new_name("vcopystr");
-	shmcfg *c = big_segment(name, n);
+	const char *name;
 	char path[160];
-	vcopy_path(c, path, sizeof path);
+	shmcfg *c = copied_segment("vcopystr", n, &name, path);
 	assert_int_equal(chown(path, 65534, 65534), 0);
 	shmcfg *h = attach_rw(name);
 	assert_false(h->vcopy);
@@ -1719,11 +1724,9 @@ static void count_copy(const shmcfg_orphan *o, void *ud)
 static void test_orphaned_copy_found_and_removed(void **state)
 {
 	(void)state;
-	shmcfg__vcopy_min_bytes = 0;
-	const char *name = new_name("vcopygc");
-	shmcfg *c = big_segment(name, 200);
+	const char *name;
 	char path[160], seg_path[160];
-	vcopy_path(c, path, sizeof path);
+	shmcfg *c = copied_segment("vcopygc", 200, &name, path);
 	int found = 0;
 	assert_true(shmcfg_orphans(NULL, 0, count_copy, &found) >= 0);
 	assert_int_equal(found, 0);
