@@ -119,8 +119,9 @@ static char *copy_map(const shmcfg *h, int fd, bool populate)
  * copy of h's schema if there is one to trust, its pages mapped now for a
  * writer of a segment up to SEG_WRITER_MAP_BYTES (its commits' first uses
  * then fault on nothing; segment.c maps the segment's too) or with
- * SHMCFG_ATTACH_PREFAULT, and on first read otherwise. Returns the schema region's address in it, with h->priv,
- * priv_size, the verdicts and WHOLE_* set; NULL if there is none.
+ * SHMCFG_ATTACH_PREFAULT, and on first read otherwise. Returns the schema
+ * region's address in it, with h->priv, priv_size, the verdicts and WHOLE_*
+ * set; NULL if there is none.
  */
 const char *shmcfg__vcopy_open(shmcfg *h)
 {
