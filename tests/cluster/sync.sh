@@ -156,7 +156,8 @@ pass "... by shmctl cluster too, exit 1, without retrying" test $? = 1 -a "$(gre
 
 # the agent attaches with SHMCFG_ATTACH_PREFAULT: a segment past the size
 # the library maps lazily (8 MiB: 30,000 options) is mapped in it, but for
-# the heap's room not yet carved
+# the heap's room not yet carved and the schema region (read through the
+# private or validated copy, never there)
 "$PYTHON" -c 'print("format: 1\noptions:"); [print(f"  big.o{i}: {{type: int, default: {i}}}") for i in range(30000)]' >"$T_TMP/big.yaml"
 seg B big
 $SHMCTL create -q --no-env --schema "$T_TMP/big.yaml" "$B"
@@ -174,7 +175,12 @@ diag "the agent's mapping of the segment (Size, Rss in kB): $SR"
 # all of it but the heap's room not yet carved (the heap is the last region;
 # its ends within pages: 8 kB)
 HEAP_KB=$($SHMCTL stat "$B" --json | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["heap_bytes"] // 1024 + 8)')
-pass "... its mapping of the segment is resident, but for the heap's room" sh -c "set -- $SR; test \"\$1\" -gt 8192 -a \"\$2\" -ge \$((\$1 - $HEAP_KB))"
+# the schema region's whole pages, from the header (layout 13: schema_off and
+# schema_size, two little-endian 64-bit words at byte 32)
+SCHEMA_KB=$("$PYTHON" -c 'import struct, sys
+off, size = struct.unpack_from("<QQ", open(sys.argv[1], "rb").read(48), 32)
+print(((off + size) // 4096 - (off + 4095) // 4096) * 4)' "/dev/shm/shmcfg.$B")
+pass "... its mapping of the segment is resident, but for the heap's room and the schema's" sh -c "set -- $SR; test \"\$1\" -gt 8192 -a \"\$2\" -ge \$((\$1 - $HEAP_KB - $SCHEMA_KB)) -a $SCHEMA_KB -gt 1024"
 agent_stop b
 pass "... SIGTERM: exit 0" test "$RC" = 0
 if [ "$T_FAILED" != 0 ]; then diag_log a; diag_log b; cat "$T_TMP/once.err"; fi
