@@ -303,6 +303,14 @@ static inline const struct opt_desc *opt_d(const shmcfg *h, uint32_t i)
 		return &h->desc[i];
 	return shmcfg__opt_slow(h, i);
 }
+/* Whether attach maps now what h's commits and reads will touch: asked
+ * for (SHMCFG_ATTACH_PREFAULT), or a writer's of a segment up to
+ * SEG_WRITER_MAP_BYTES (with the schema's validated copy: segment.c,
+ * vcopy.c), whose first commits then fault on nothing. */
+static inline bool attach_maps_all(const shmcfg *h)
+{
+	return (h->opts.flags & SHMCFG_ATTACH_PREFAULT) || (!h->rdonly && h->lay.total_size <= SEG_WRITER_MAP_BYTES);
+}
 /* The schema region's bytes, as checked (the private or validated copy). */
 static inline const char *schema_region(const shmcfg *h)
 {

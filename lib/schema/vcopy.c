@@ -132,9 +132,7 @@ const char *shmcfg__vcopy_open(shmcfg *h)
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;
-	char *m = copy_map(h, fd,
-			   (!h->rdonly && h->lay.total_size <= SEG_WRITER_MAP_BYTES) ||
-				   (h->opts.flags & SHMCFG_ATTACH_PREFAULT));
+	char *m = copy_map(h, fd, attach_maps_all(h));
 	close(fd);
 	if (m == MAP_FAILED)
 		return NULL;

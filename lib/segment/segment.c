@@ -212,8 +212,7 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 	h->hdr = (struct seg_header *)h->base;
 	/* mapped now where a commit's first uses would fault: asked for, or a
 	 * writer's with the schema's validated copy (whose uses fault nothing) */
-	if (h->size > SEG_EAGER_BYTES && ((h->opts.flags & SHMCFG_ATTACH_PREFAULT) ||
-					  (h->vcopy && !h->rdonly && h->size <= SEG_WRITER_MAP_BYTES)))
+	if (h->size > SEG_EAGER_BYTES && ((h->opts.flags & SHMCFG_ATTACH_PREFAULT) || h->vcopy) && attach_maps_all(h))
 		shmcfg__map_populate(h);
 	waiters_setup(h, st);
 	/* Pairs with the creator's release store of `ready` (shmcfg_create):
