@@ -217,6 +217,10 @@ static inline struct log_ent *log_at(const shmcfg *h, uint64_t gen)
 {
 	return (struct log_ent *)(h->base + h->lay.log_off) + gen % SEG_LOG_ENTRIES;
 }
+static inline uint32_t *ring_at(const shmcfg *h, uint64_t pos)
+{
+	return (uint32_t *)(h->base + h->lay.ring_off) + (pos & (h->lay.ring_size - 1));
+}
 /*
  * The schema's accessors (validate.c). Options are validated on first use:
  *

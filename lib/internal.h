@@ -308,6 +308,7 @@ int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const
 int shmcfg__txn_refuse(shmcfg_txn *t, int r); /* t poisoned by refusal r (the first is kept): r */
 /* shmcfg_txn_reset(), made at commit only if the layer is then the cluster's (if_cluster) */
 int shmcfg__txn_reset_if_cluster(shmcfg_txn *t, shmcfg_opt opt);
+void shmcfg__prefetch_commit(const shmcfg *h); /* hints: the lines every commit writes */
 
 /* publish.c: commits */
 int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published);

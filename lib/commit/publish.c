@@ -180,11 +180,6 @@ static void sort_changes(struct change *ch, size_t n)
 	}
 }
 
-static uint32_t *ring_at(const shmcfg *h, uint64_t pos)
-{
-	return (uint32_t *)(h->base + h->lay.ring_off) + (pos & (h->lay.ring_size - 1));
-}
-
 /*
  * The commit record of `gen`, and its changed ids in the ring. The ring's
  * head moves before the ids are written, so a writer that dies meanwhile
@@ -470,20 +465,6 @@ static int cluster_checks(shmcfg *h, shmcfg_txn *t, const char *cur_sl)
 	return 0;
 }
 
-/* Ask the memory, before the lock is taken, for the next history entry,
- * history bytes and log entry: written by every commit, cold by then (the
- * rings cycle). The changed options' lines were asked for as the
- * transaction took them (txn.c, prefetch_change). Only hints. */
-static void prefetch_commit(const shmcfg *h)
-{
-	uint64_t g = cur_gen(__atomic_load_n(&h->hdr->current, __ATOMIC_RELAXED)) + 1;
-	__builtin_prefetch(hist_at(h, g), 1);
-	__builtin_prefetch(log_at(h, g), 1);
-	__builtin_prefetch(h->base + h->lay.hist_ring_off +
-				   __atomic_load_n(&h->hdr->hist_head, __ATOMIC_RELAXED) % h->lay.hist_ring_size,
-			   1);
-}
-
 /*
  * The commit proper. SHMCFG_E_RETIRED (no detail): the segment was replaced
  * (replace.c) while we waited for its lock; the caller follows it.
@@ -492,7 +473,7 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 {
 	shmcfg *h = t->h;
 	int r;
-	prefetch_commit(h);
+	shmcfg__prefetch_commit(h);
 	if (t->n > 1 && !changes_sorted(t->ch, t->n))
 		sort_changes(t->ch, t->n);
 	struct build b;

@@ -5,6 +5,7 @@
  * the transaction, which then commits nothing. publish.c commits them.
  */
 #include "internal.h"
+#include "history.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -290,23 +291,56 @@ static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, 
 }
 
 /*
- * Ask the memory for the lines a commit of option o touches first
- * (publish.c): the current slot's cell and reference (the no-op check reads
- * them), the same in the slot its handle's last commit left behind (the
- * likely choice, written), and o's block of the accessors' copy (written
- * last: its W1 loads the block's seqlock). Asked as a transaction takes its
- * first changes, they come while the rest of the transaction and the
- * commit's start run. At 10,000 options and more each is a cache miss the
- * commit would otherwise wait for in turn (doc/benchmarks.md). Only hints:
- * a prefetch never faults, reads nothing the commit trusts, and the commit
- * checks everything again under the lock.
+ * Ask the memory for the lines every commit writes: the next generation's
+ * log entry (all its lines) and history index entry, where its changed ids
+ * go in the ring, and the first history bytes. The rings cycle, and another
+ * process's commits may have written them last: each is a miss otherwise.
+ * Called with a transaction's first change (prefetch_change: the changed
+ * options' lines come with it), and again by the commit before it takes
+ * the lock, for transactions made otherwise (publish.c). Only hints.
  */
-static void prefetch_change(const shmcfg *h, uint32_t o)
+void shmcfg__prefetch_commit(const shmcfg *h)
+{
+	uint64_t g = cur_gen(__atomic_load_n(&h->hdr->current, __ATOMIC_RELAXED)) + 1;
+	const char *log = (const char *)log_at(h, g);
+	for (size_t k = 0; k < sizeof(struct log_ent); k += 64)
+		__builtin_prefetch(log + k, 1);
+	__builtin_prefetch(hist_at(h, g), 1);
+	__builtin_prefetch(ring_at(h, __atomic_load_n(&h->hdr->ring_head, __ATOMIC_RELAXED)), 1);
+	uint64_t rec = __atomic_load_n(&h->hdr->hist_head, __ATOMIC_RELAXED);
+	const char *ring = h->base + h->lay.hist_ring_off;
+	__builtin_prefetch(ring + rec % h->lay.hist_ring_size, 1);
+	__builtin_prefetch(ring + (rec + 64) % h->lay.hist_ring_size, 1);
+}
+
+/*
+ * Ask the memory for the lines a commit of option o touches first
+ * (publish.c): o's descriptor (this set reads it next, the commit again),
+ * the current slot's cell and reference (the no-op check reads them), the
+ * same in the slot its handle's last commit left behind (the likely choice,
+ * written), and o's block of the accessors' copy (written last: its W1
+ * loads the block's seqlock); with a transaction's first change, the lines
+ * every commit writes (shmcfg__prefetch_commit). Asked as a transaction
+ * takes its first changes, they come while the rest of the transaction and
+ * the commit's start run, together rather than each in its turn: at
+ * 100,000 options each is a miss, and in a fresh process each one's page
+ * is a cold translation too (doc/benchmarks.md). Only hints: a prefetch
+ * never faults (an option's descriptor not yet validated, or not mapped, is
+ * only not fetched), reads nothing the commit trusts, and the commit checks
+ * everything again under the lock.
+ */
+static void prefetch_change(const shmcfg *h, uint32_t o, size_t changes)
 {
 	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_RELAXED);
 	uint32_t cs = cur_slot(cur), hs = __atomic_load_n(&h->slot_hint, __ATOMIC_RELAXED);
 	if (cs >= h->lay.nslots || o >= h->lay.nopts)
 		return;
+	if (!changes)
+		shmcfg__prefetch_commit(h);
+	const char *d = (const char *)&h->desc[o];
+	__builtin_prefetch(d);
+	__builtin_prefetch(d + 64);
+	__builtin_prefetch(d + sizeof(struct opt_desc) - 1);
 	const void *c = slot_at(h, cs);
 	__builtin_prefetch(slot_cells(h, c) + o);
 	__builtin_prefetch(slot_lrefs(h, c) + o);
@@ -336,7 +370,7 @@ int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const
 	if (r)
 		return r;
 	if (t->n < TXN_SMALL)
-		prefetch_change(t->h, f);
+		prefetch_change(t->h, f, t->n);
 	if ((r = shmcfg__prepare_value(t->h, f, v, &c)))
 		return r;
 	if ((r = txn_put(t, f, layer, false, &c)))
@@ -384,14 +418,16 @@ static inline __attribute__((always_inline)) int txn_set_scalar(shmcfg_txn *t, s
 								  int64_t i, double f)
 {
 	const shmcfg *h = t ? t->h : NULL;
-	if (__builtin_expect(h && !t->origin && opt < h->lay.nopts, 1) &&
-	    /* acquire: as in opt_d() */
-	    (__atomic_load_n(&h->opt_ok[opt], __ATOMIC_ACQUIRE) & OPT_PLAIN)) {
+	bool in_range = __builtin_expect(h && !t->origin && opt < h->lay.nopts, 1);
+	if (in_range && t->n < TXN_SMALL)
+		prefetch_change(h, opt, t->n); /* before the descriptor's first read */
+	/* acquire: as in opt_d() */
+	if (in_range && (__atomic_load_n(&h->opt_ok[opt], __ATOMIC_ACQUIRE) & OPT_PLAIN)) {
 		const struct opt_desc *d = &h->desc[opt];
 		if (d->type == type && !(d->flags & (DESC_F_HAS_MIN | DESC_F_HAS_MAX)) && !META_LEN(d->choices.meta) &&
 		    (t->layer != LAYER_KNOB || (d->flags & DESC_F_HAS_KNOB))) {
-			if (t->n < TXN_SMALL)
-				prefetch_change(h, opt);
+			/* the commit's digest reads the name: ask now (validated) */
+			__builtin_prefetch(sstr(h, d->name));
 			struct change *c = txn_slot(t, opt, t->layer);
 			if (!c)
 				return shmcfg__txn_refuse(t, -ENOMEM);
