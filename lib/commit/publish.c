@@ -207,7 +207,9 @@ static void write_log(shmcfg *h, uint64_t gen, uint64_t time_ns, uint32_t *ids, 
 		e->ring_n = RING_OVERFLOW;
 	} else {
 		e->ring_n = (uint32_t)n;
-		h->hdr->ring_head += n;
+		/* an atomic store (relaxed): shmcfg__prefetch_commit() reads the
+		 * head without the lock, only for a hint */
+		__atomic_store_n(&h->hdr->ring_head, e->ring_start + n, __ATOMIC_RELAXED);
 		for (size_t k = 0; k < n; k++)
 			*ring_at(h, e->ring_start + k) = ids[k];
 	}

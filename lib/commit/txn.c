@@ -296,8 +296,9 @@ static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, 
  * go in the ring, and the first history bytes. The rings cycle, and another
  * process's commits may have written them last: each is a miss otherwise.
  * Called with a transaction's first change (prefetch_change: the changed
- * options' lines come with it), and again by the commit before it takes
- * the lock, for transactions made otherwise (publish.c). Only hints.
+ * options' lines come with it), and again by every commit before it takes
+ * the lock (publish.c): for transactions made otherwise, and because the
+ * heads may have moved since. Only hints.
  */
 void shmcfg__prefetch_commit(const shmcfg *h)
 {
@@ -315,7 +316,7 @@ void shmcfg__prefetch_commit(const shmcfg *h)
 
 /*
  * Ask the memory for the lines a commit of option o touches first
- * (publish.c): o's descriptor (this set reads it next, the commit again),
+ * (publish.c): o's descriptor (the set and the commit read it),
  * the current slot's cell and reference (the no-op check reads them), the
  * same in the slot its handle's last commit left behind (the likely choice,
  * written), and o's block of the accessors' copy (written last: its W1
@@ -325,9 +326,9 @@ void shmcfg__prefetch_commit(const shmcfg *h)
  * the commit's start run, together rather than each in its turn: at
  * 100,000 options each is a miss, and in a fresh process each one's page
  * is a cold translation too (doc/benchmarks.md). Only hints: a prefetch
- * never faults (an option's descriptor not yet validated, or not mapped, is
- * only not fetched), reads nothing the commit trusts, and the commit checks
- * everything again under the lock.
+ * never faults (a descriptor not yet validated is at most fetched, never
+ * read; one not mapped, not even that), reads nothing the commit trusts,
+ * and the commit checks everything again under the lock.
  */
 static void prefetch_change(const shmcfg *h, uint32_t o, size_t changes)
 {
@@ -337,9 +338,10 @@ static void prefetch_change(const shmcfg *h, uint32_t o, size_t changes)
 		return;
 	if (!changes)
 		shmcfg__prefetch_commit(h);
+	/* 152 bytes on an 8-byte boundary: three lines, or four */
 	const char *d = (const char *)&h->desc[o];
-	__builtin_prefetch(d);
-	__builtin_prefetch(d + 64);
+	for (size_t k = 0; k < sizeof(struct opt_desc); k += 64)
+		__builtin_prefetch(d + k);
 	__builtin_prefetch(d + sizeof(struct opt_desc) - 1);
 	const void *c = slot_at(h, cs);
 	__builtin_prefetch(slot_cells(h, c) + o);
