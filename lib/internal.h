@@ -296,6 +296,7 @@ struct shmcfg_txn {
 	 * is the one the segment has then (cluster_rev is set to it);
 	 * cluster_no_older: a cluster_rev below the segment's is refused (-ESTALE) */
 	bool cluster_keep, cluster_no_older;
+	bool commit_asked; /* its commit's lines asked for (shmcfg__prefetch_commit, txn.c) */
 	char who[SHMCFG_WHO_MAX];       /* zero-filled: copied whole into the log (publish.c) */
 	struct change small_ch[TXN_INLINE]; /* ch's first storage */
 	/* its commit's history cells, each change's layer before and after

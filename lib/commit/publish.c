@@ -475,7 +475,8 @@ int shmcfg__commit(shmcfg_txn *t, uint64_t *gen_ret, bool *published)
 {
 	shmcfg *h = t->h;
 	int r;
-	shmcfg__prefetch_commit(h);
+	if (!t->commit_asked)
+		shmcfg__prefetch_commit(h);
 	if (t->n > 1 && !changes_sorted(t->ch, t->n))
 		sort_changes(t->ch, t->n);
 	struct build b;

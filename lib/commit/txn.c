@@ -296,9 +296,8 @@ static int txn_put(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, bool reset, 
  * go in the ring, and the first history bytes. The rings cycle, and another
  * process's commits may have written them last: each is a miss otherwise.
  * Called with a transaction's first change (prefetch_change: the changed
- * options' lines come with it), and again by every commit before it takes
- * the lock (publish.c): for transactions made otherwise, and because the
- * heads may have moved since. Only hints.
+ * options' lines come with it), else by its commit before it takes the
+ * lock (publish.c: a transaction of resets, a replacement's). Only hints.
  */
 void shmcfg__prefetch_commit(const shmcfg *h)
 {
@@ -330,14 +329,17 @@ void shmcfg__prefetch_commit(const shmcfg *h)
  * read; one not mapped, not even that), reads nothing the commit trusts,
  * and the commit checks everything again under the lock.
  */
-static void prefetch_change(const shmcfg *h, uint32_t o, size_t changes)
+static void prefetch_change(shmcfg_txn *t, uint32_t o)
 {
+	const shmcfg *h = t->h;
 	uint64_t cur = __atomic_load_n(&h->hdr->current, __ATOMIC_RELAXED);
 	uint32_t cs = cur_slot(cur), hs = __atomic_load_n(&h->slot_hint, __ATOMIC_RELAXED);
 	if (cs >= h->lay.nslots || o >= h->lay.nopts)
 		return;
-	if (!changes)
+	if (!t->commit_asked) {
 		shmcfg__prefetch_commit(h);
+		t->commit_asked = true;
+	}
 	/* 152 bytes on an 8-byte boundary: three lines, or four */
 	const char *d = (const char *)&h->desc[o];
 	for (size_t k = 0; k < sizeof(struct opt_desc); k += 64)
@@ -372,7 +374,7 @@ int shmcfg__txn_set_layer(shmcfg_txn *t, shmcfg_opt opt, enum layer layer, const
 	if (r)
 		return r;
 	if (t->n < TXN_SMALL)
-		prefetch_change(t->h, f, t->n);
+		prefetch_change(t, f);
 	if ((r = shmcfg__prepare_value(t->h, f, v, &c)))
 		return r;
 	if ((r = txn_put(t, f, layer, false, &c)))
@@ -422,7 +424,7 @@ static inline __attribute__((always_inline)) int txn_set_scalar(shmcfg_txn *t, s
 	const shmcfg *h = t ? t->h : NULL;
 	bool in_range = __builtin_expect(h && !t->origin && opt < h->lay.nopts, 1);
 	if (in_range && t->n < TXN_SMALL)
-		prefetch_change(h, opt, t->n); /* before the descriptor's first read */
+		prefetch_change(t, opt); /* before the descriptor's first read */
 	/* acquire: as in opt_d() */
 	if (in_range && (__atomic_load_n(&h->opt_ok[opt], __ATOMIC_ACQUIRE) & OPT_PLAIN)) {
 		const struct opt_desc *d = &h->desc[opt];
