@@ -75,9 +75,12 @@ static __attribute__((noinline)) uint64_t touch_loop(char **names, const uint32_
 
 /*
  * Repetitions at n options: the most and the fewest of each kind, and the
- * time after which no more than the fewest are made. The large sizes get
- * fewer (a one-change commit at 100,000 options took 5-12 ms, at 1,000,000
- * 10x that, and each fresh process makes GROWTH_FIRST_COMMITS of them).
+ * time after which no more than the fewest are made. The largest size gets
+ * fewer: its fresh processes attach in ~30 ms (100,000 options: ~3 ms).
+ * At 100,000 options 21 fresh processes of each kind and up to 201 pairs:
+ * with 5 processes (35 commits) and 21 pairs, runs of one tree put its
+ * fresh processes' first commits at 1.50-2.65x the steady state, with 21
+ * and 201 at 1.50-1.77x (doc/benchmarks.md, session 42).
  */
 struct reps {
 	int pairs_max, pairs_min;  /* commit + LMDB write pairs */
@@ -101,8 +104,8 @@ static struct reps reps_for(uint32_t n)
 	if (n <= 10000)
 		return (struct reps){101, 21, 7, 5, 1e9, 5, 1000000};
 	if (n <= 100000)
-		return (struct reps){21, 7, 5, 3, 1.5e9, 5, 1000000};
-	return (struct reps){7, 3, 3, 2, 3e9, 3, 1000000};
+		return (struct reps){201, 21, 21, 7, 1.5e9, 5, 1000000};
+	return (struct reps){51, 7, 7, 3, 3e9, 3, 1000000};
 }
 
 /* ------------------------------------------------------------------ */
