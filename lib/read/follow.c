@@ -147,7 +147,8 @@ int shmcfg__copy_map(shmcfg *h, int fd, uint32_t nopts)
  * region, and its room never carved is only address space until a commit
  * carves it; a writer's heap_top past the heap counts as the heap's end).
  * MADV_POPULATE_READ maps the object's pages, writable where the mapping is
- * (a shared mapping's read fault maps them so), or fails with EFAULT on an
+ * (a shared mapping's read fault maps them so), and warm_walks() walks them
+ * once (handle.h), or the madvise fails with EFAULT on an
  * object a writer shrank since attach checked its size: then nothing more
  * is done, and the reads fail as any read of such an object may. Before
  * Linux 5.14 (EINVAL), a load of a byte of each page does it (raising
@@ -173,8 +174,12 @@ void shmcfg__map_populate(shmcfg *h)
 	const size_t part[2][2] = {{0, s0}, {s1, len}};
 	for (int k = 0; k < 2; k++) {
 		size_t a = part[k][0], b = part[k][1];
-		if (a >= b || shmcfg__madvise(h->base + a, b - a, MADV_POPULATE_READ) == 0)
+		if (a >= b)
 			continue;
+		if (shmcfg__madvise(h->base + a, b - a, MADV_POPULATE_READ) == 0) {
+			warm_walks(h->base + a, b - a);
+			continue;
+		}
 		if (errno != EINVAL)
 			return;
 		for (size_t o = a; o < b; o += ps)
