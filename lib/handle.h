@@ -316,17 +316,19 @@ static inline bool attach_maps_all(const shmcfg *h)
 	return (h->opts.flags & SHMCFG_ATTACH_PREFAULT) || (!h->rdonly && h->lay.total_size <= SEG_WRITER_MAP_BYTES);
 }
 /*
- * What attach_maps_all() maps, of a segment past SEG_EAGER_BYTES, mapped at
- * [p, p + len) (follow.c, vcopy.c): then one prefetch a page, in address
- * order. A populate fills the page tables without loading through them, so
- * each page's first load in this process walked tables cold in the caches
- * (and, under a hypervisor, the host's): 250-440 ns a random load against
- * 160-180 once each page had one. The first commits of a fresh process
- * wait on those walks, one after another where a load needs the one before
- * (an option's descriptor, then its name): 21 fresh processes' first 7
- * commits at 100,000 options went from 1.50-1.77x to 1.10-1.23x the steady
- * state, for ~0.1 ms (4%) more of a 2.4 ms attach (doc/benchmarks.md). A
- * prefetch never faults: a page truncated away meanwhile is skipped.
+ * What an attach populated past SEG_EAGER_BYTES (attach_maps_all(): a
+ * writer's up to SEG_WRITER_MAP_BYTES, or SHMCFG_ATTACH_PREFAULT): the
+ * segment (follow.c) and the schema's validated copy (segment.c), walked
+ * once with one prefetch a page in address order. A populate fills the
+ * page tables without loading through them, so each page's first load in
+ * the process walked tables cold in the caches (and, under a hypervisor,
+ * the host's): 250-440 ns a random load against 150-190 once each page had
+ * one. A fresh process's first commits waited on two such walks in a row
+ * (an option's descriptor, then its name, whose offset the descriptor
+ * holds): 21 fresh processes' first 7 commits at 100,000 options went from
+ * 1.50-1.77x to 1.10-1.23x the steady state, for ~0.1 ms (4%) more of a
+ * 2.4 ms attach (doc/benchmarks.md). A prefetch never faults: a page
+ * truncated away meanwhile is skipped.
  */
 static inline void warm_walks(const void *p, size_t len)
 {

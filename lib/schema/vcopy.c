@@ -96,8 +96,6 @@ static char *copy_map(const shmcfg *h, int fd, bool populate)
 	char *m = shmcfg__mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
 	if (m == MAP_FAILED)
 		return m;
-	if (populate && h->lay.total_size > SEG_EAGER_BYTES) /* as the segment's (follow.c) */
-		warm_walks(m, (size_t)size);
 	const struct vcopy_hdr *vh = (const struct vcopy_hdr *)m;
 	/* this segment's schema: the hash its header names, and the header
 	 * attach read from it (the handle reads the regions by it) */

@@ -212,8 +212,14 @@ static int handle_setup(shmcfg *h, const struct stat *st, const uint8_t *expect_
 	h->hdr = (struct seg_header *)h->base;
 	/* mapped now where a commit's first uses would fault: asked for, or a
 	 * writer's with the schema's validated copy (whose uses fault nothing) */
-	if (h->size > SEG_EAGER_BYTES && ((h->opts.flags & SHMCFG_ATTACH_PREFAULT) || h->vcopy) && attach_maps_all(h))
+	if (h->size > SEG_EAGER_BYTES && ((h->opts.flags & SHMCFG_ATTACH_PREFAULT) || h->vcopy) && attach_maps_all(h)) {
 		shmcfg__map_populate(h);
+		/* the validated copy, populated as it was mapped (vcopy.c), walked
+		 * last: its descriptors and names are the first commits' first
+		 * cold walks (handle.h) */
+		if (h->vcopy)
+			warm_walks(h->priv, h->priv_size);
+	}
 	waiters_setup(h, st);
 	/* Pairs with the creator's release store of `ready` (shmcfg_create):
 	 * seeing it through the mapping means seeing the whole initialised
