@@ -75,12 +75,15 @@ static __attribute__((noinline)) uint64_t touch_loop(char **names, const uint32_
 
 /*
  * Repetitions at n options: the most and the fewest of each kind, and the
- * time after which no more than the fewest are made. The largest size gets
- * fewer: its fresh processes attach in ~30 ms (100,000 options: ~3 ms).
- * At 100,000 options 21 fresh processes of each kind and up to 201 pairs:
- * with 5 processes (35 commits) and 21 pairs, runs of one tree put its
- * fresh processes' first commits at 1.50-2.65x the steady state, with 21
- * and 201 at 1.50-1.77x (doc/benchmarks.md, session 42).
+ * time after which no more than the fewest are made, set per size to bound
+ * the run. The largest size gets the fewest: its prefaulting fresh process
+ * attaches in ~35 ms (100,000 options: ~3.5 ms), its commits cost ~1 us.
+ * At 100,000 options 21 fresh processes of each kind and up to 201 pairs
+ * (at least 21, the first pairs after create too): with 5 processes (35
+ * commits) and 21 pairs, runs of one tree put its fresh processes' first
+ * commits at 1.50-2.65x the steady state, with 21 and 201 at 1.50-1.77x
+ * (doc/benchmarks.md, session 42). At 1,000,000, 7 and up to 51 (3 and 7
+ * when a commit there took milliseconds).
  */
 struct reps {
 	int pairs_max, pairs_min;  /* commit + LMDB write pairs */
