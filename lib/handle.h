@@ -325,10 +325,10 @@ static inline bool attach_maps_all(const shmcfg *h)
  * the host's): 250-440 ns a random load against 150-190 once each page had
  * one. A fresh process's first commits waited on two such walks in a row
  * (an option's descriptor, then its name, whose offset the descriptor
- * holds): 21 fresh processes' first 7 commits at 100,000 options went from
- * 1.50-1.77x to 1.10-1.23x the steady state, for ~0.1 ms (4%) more of a
- * 2.4 ms attach (doc/benchmarks.md). A prefetch never faults: a page
- * truncated away meanwhile is skipped.
+ * holds): side by side, a fresh process's first 7 commits at 100,000
+ * options took 591-711 ns with the walk against 1,111 ns without, for
+ * ~0.07 ms (3%) more of a 2.4 ms attach (doc/benchmarks.md, session 42).
+ * A prefetch never faults: a page truncated away meanwhile is skipped.
  */
 static inline void warm_walks(const void *p, size_t len)
 {
